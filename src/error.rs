@@ -1,0 +1,292 @@
+//! The crate's one error type, and the exit codes it maps to.
+//!
+//! Every failure names the operation, the object and, for kernel errors, the errno *name*
+//! (`EINVAL (Invalid argument)`), the netlink extended-ack message and the attribute the kernel
+//! pointed at. Exit codes follow design.md §3: 0 success, 1 test failure, 2 usage error,
+//! 4 skip (kselftest's `KSFT_SKIP`).
+
+use std::fmt;
+
+/// Process exit code for success.
+pub const EXIT_OK: u8 = 0;
+/// Process exit code for a test failure (validation error, kernel refused what must work,
+/// lost tokens, timeout).
+pub const EXIT_FAIL: u8 = 1;
+/// Process exit code for a usage error (bad flag or value).
+pub const EXIT_USAGE: u8 = 2;
+/// Process exit code for "the environment lacks a capability" (kselftest `KSFT_SKIP`).
+pub const EXIT_SKIP: u8 = 4;
+
+/// Crate-wide result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A netlink request the kernel refused, with everything the extended ack told us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NlError {
+    /// Generic-netlink family name (`"netdev"`, `"ethtool"`, `"nlctrl"`).
+    pub family: String,
+    /// Operation name as in the family's YAML spec (`"bind-rx"`, `"rings-set"`).
+    pub op: String,
+    /// What the request was about, e.g. `"eth0 (ifindex 4), queues 8..=9"`; may be empty.
+    pub target: String,
+    /// Positive errno from `nlmsgerr.error`.
+    pub errno: i32,
+    /// `NLMSGERR_ATTR_MSG`: the kernel's extack text.
+    pub ext_msg: Option<String>,
+    /// `NLMSGERR_ATTR_OFFS` mapped back to an attribute path of our request
+    /// (e.g. `NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE`), or the raw offset if unmapped.
+    pub bad_attr: Option<String>,
+    /// `NLMSGERR_ATTR_MISS_TYPE`: the number of a required attribute that was missing.
+    pub missing_attr: Option<u32>,
+    /// `NLMSGERR_ATTR_MISS_NEST`: offset of the nest in which `missing_attr` was missing.
+    pub missing_nest: Option<String>,
+}
+
+impl fmt::Display for NlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.family, self.op)?;
+        if !self.target.is_empty() {
+            write!(f, " on {}", self.target)?;
+        }
+        write!(f, ": {}", errno_display(self.errno))?;
+        if let Some(m) = &self.ext_msg {
+            write!(f, "; kernel: \"{m}\"")?;
+        }
+        if let Some(a) = &self.bad_attr {
+            write!(f, "; at {a}")?;
+        }
+        if let Some(t) = self.missing_attr {
+            write!(f, "; missing attribute {t}")?;
+            if let Some(n) = &self.missing_nest {
+                write!(f, " in {n}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every way a run can fail. The variant decides the exit code ([`Error::exit_code`]).
+#[derive(Debug)]
+pub enum Error {
+    /// Bad command line: flag, value or combination. Exit 2.
+    Usage(String),
+    /// The environment lacks a capability (no udmabuf, no hugepages, not root, driver without
+    /// queue management). Exit 4. The text names what is missing.
+    Skip(String),
+    /// A system call failed. `call` names it, e.g. `"setsockopt(SO_DEVMEM_DONTNEED)"`.
+    Sys {
+        /// The call and its object, e.g. `"open(/dev/udmabuf)"`.
+        call: String,
+        /// Positive errno.
+        errno: i32,
+    },
+    /// A netlink request was refused by the kernel.
+    Netlink(NlError),
+    /// The kernel (or a peer) sent bytes we could not decode: `what` names the field.
+    Decode {
+        /// The structure or attribute, e.g. `"NETDEV_A_DMABUF_ID"`.
+        what: String,
+        /// What was wrong with it.
+        detail: String,
+    },
+    /// A fragment or access fell outside a memory region. Offsets and lengths in bytes.
+    Bounds {
+        /// What was accessed, e.g. `"dmabuf frag (token 7)"`.
+        what: String,
+        /// Start offset in bytes.
+        offset: u64,
+        /// Length in bytes.
+        len: u64,
+        /// Size of the region in bytes.
+        region_len: u64,
+    },
+    /// Something did not happen in time (accept, first byte, idle, completion).
+    Timeout(String),
+    /// The test failed: validation mismatch, flow steering error, leaked tokens, a kernel
+    /// contract broken. Exit 1.
+    Failure(String),
+    /// The run was stopped by SIGINT or SIGTERM. Exit 1 (after unwinding every NIC change).
+    Interrupted(i32),
+}
+
+impl Error {
+    /// Builds [`Error::Sys`] from `call` and the calling thread's current `errno`.
+    pub fn last_os(call: impl Into<String>) -> Self {
+        Error::Sys {
+            call: call.into(),
+            errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        }
+    }
+
+    /// Builds [`Error::Sys`] from `call` and an explicit positive errno.
+    pub fn sys(call: impl Into<String>, errno: i32) -> Self {
+        Error::Sys {
+            call: call.into(),
+            errno,
+        }
+    }
+
+    /// The errno carried by a `Sys` or `Netlink` error, if any.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Sys { errno, .. } => Some(*errno),
+            Error::Netlink(e) => Some(e.errno),
+            _ => None,
+        }
+    }
+
+    /// Exit code for this error: 2 usage, 4 skip, 1 everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage(_) => EXIT_USAGE,
+            Error::Skip(_) => EXIT_SKIP,
+            _ => EXIT_FAIL,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Usage(m) => write!(f, "{m}"),
+            Error::Skip(m) => write!(f, "skip: {m}"),
+            Error::Sys { call, errno } => write!(f, "{call}: {}", errno_display(*errno)),
+            Error::Netlink(e) => write!(f, "{e}"),
+            Error::Decode { what, detail } => write!(f, "cannot decode {what}: {detail}"),
+            Error::Bounds {
+                what,
+                offset,
+                len,
+                region_len,
+            } => write!(
+                f,
+                "{what} out of bounds: offset 0x{offset:x} + len 0x{len:x} exceeds region of 0x{region_len:x} bytes"
+            ),
+            Error::Timeout(m) => write!(f, "timed out: {m}"),
+            Error::Failure(m) => write!(f, "{m}"),
+            Error::Interrupted(sig) => write!(f, "interrupted by signal {sig}; NIC changes undone"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<NlError> for Error {
+    fn from(e: NlError) -> Self {
+        Error::Netlink(e)
+    }
+}
+
+/// Renders an errno as `"EINVAL (Invalid argument)"`; unknown numbers as `"errno 4095 (...)"`.
+pub fn errno_display(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    // std renders "Invalid argument (os error 22)"; keep only the description.
+    let desc = text
+        .rsplit_once(" (os error")
+        .map(|(d, _)| d.to_string())
+        .unwrap_or(text);
+    match errno_name(errno) {
+        Some(n) => format!("{n} ({desc})"),
+        None => format!("errno {errno} ({desc})"),
+    }
+}
+
+/// Symbolic name of an errno value on Linux (x86_64 numbering), for the ones this tool can meet.
+pub fn errno_name(errno: i32) -> Option<&'static str> {
+    use libc::*;
+    Some(match errno {
+        EPERM => "EPERM",
+        ENOENT => "ENOENT",
+        ESRCH => "ESRCH",
+        EINTR => "EINTR",
+        EIO => "EIO",
+        ENXIO => "ENXIO",
+        E2BIG => "E2BIG",
+        EBADF => "EBADF",
+        EAGAIN => "EAGAIN",
+        ENOMEM => "ENOMEM",
+        EACCES => "EACCES",
+        EFAULT => "EFAULT",
+        EBUSY => "EBUSY",
+        EEXIST => "EEXIST",
+        ENODEV => "ENODEV",
+        ENOTDIR => "ENOTDIR",
+        EINVAL => "EINVAL",
+        ENFILE => "ENFILE",
+        EMFILE => "EMFILE",
+        ENOTTY => "ENOTTY",
+        EFBIG => "EFBIG",
+        ENOSPC => "ENOSPC",
+        ESPIPE => "ESPIPE",
+        EROFS => "EROFS",
+        EPIPE => "EPIPE",
+        ERANGE => "ERANGE",
+        ENOSYS => "ENOSYS",
+        ENODATA => "ENODATA",
+        ENOBUFS => "ENOBUFS",
+        EBADFD => "EBADFD",
+        EMSGSIZE => "EMSGSIZE",
+        ENOPROTOOPT => "ENOPROTOOPT",
+        EPROTONOSUPPORT => "EPROTONOSUPPORT",
+        EOPNOTSUPP => "EOPNOTSUPP",
+        EAFNOSUPPORT => "EAFNOSUPPORT",
+        EADDRINUSE => "EADDRINUSE",
+        EADDRNOTAVAIL => "EADDRNOTAVAIL",
+        ENETDOWN => "ENETDOWN",
+        ENETUNREACH => "ENETUNREACH",
+        ECONNABORTED => "ECONNABORTED",
+        ECONNRESET => "ECONNRESET",
+        ENOTCONN => "ENOTCONN",
+        ETIMEDOUT => "ETIMEDOUT",
+        ECONNREFUSED => "ECONNREFUSED",
+        EHOSTUNREACH => "EHOSTUNREACH",
+        EALREADY => "EALREADY",
+        EINPROGRESS => "EINPROGRESS",
+        // Kernel-internal, but it can leak: ETOOSMALL from put_cmsg_notrunc.
+        525 => "ETOOSMALL",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_renders_name_and_text() {
+        assert_eq!(errno_display(libc::EINVAL), "EINVAL (Invalid argument)");
+        assert_eq!(
+            errno_display(libc::EOPNOTSUPP),
+            "EOPNOTSUPP (Operation not supported)"
+        );
+        assert!(errno_display(4000).starts_with("errno 4000 ("));
+    }
+
+    #[test]
+    fn netlink_error_renders_every_fact() {
+        let e = NlError {
+            family: "netdev".into(),
+            op: "bind-rx".into(),
+            target: "eth0 (ifindex 4), queues 8..=9".into(),
+            errno: libc::ERANGE,
+            ext_msg: Some("integer out of range".into()),
+            bad_attr: Some("NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE".into()),
+            missing_attr: None,
+            missing_nest: None,
+        };
+        assert_eq!(
+            e.to_string(),
+            "netdev bind-rx on eth0 (ifindex 4), queues 8..=9: ERANGE (Numerical result out of range); \
+             kernel: \"integer out of range\"; at NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE"
+        );
+    }
+
+    #[test]
+    fn exit_codes_follow_design() {
+        assert_eq!(Error::Usage("x".into()).exit_code(), 2);
+        assert_eq!(Error::Skip("x".into()).exit_code(), 4);
+        assert_eq!(Error::Failure("x".into()).exit_code(), 1);
+        assert_eq!(Error::sys("x", libc::EFAULT).exit_code(), 1);
+        assert_eq!(Error::Interrupted(2).exit_code(), 1);
+    }
+}

@@ -1,0 +1,25 @@
+//! ncdevmem-rs: a Rust port of the Linux kernel's `ncdevmem` devmem-TCP hardware selftest.
+//!
+//! The library holds the reusable pieces: the udmabuf memory provider ([`udmabuf`]), a
+//! generic-netlink client with the `netdev` and `ethtool` families ([`netlink`]), the devmem
+//! receive loop with token release and pattern validation ([`rx`], [`validate`]), send helpers
+//! ([`tx`]), the command line ([`cli`]) and the run orchestration ([`app`]). All `unsafe` lives in
+//! [`sys`] and [`udmabuf`].
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod cli;
+pub mod error;
+pub mod netlink;
+pub mod rx;
+pub mod signals;
+pub mod stats;
+pub mod sys;
+pub mod tx;
+pub mod udmabuf;
+pub mod validate;
+
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! (placeholder: generic netlink client; family files in src/netlink/)

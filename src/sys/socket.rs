@@ -1,0 +1,1 @@
+//! (placeholder: TCP sockets, devmem recvmsg, SO_DEVMEM_DONTNEED)

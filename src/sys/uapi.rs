@@ -1,0 +1,156 @@
+//! Kernel user-space ABI that this crate needs and the system's libc/headers lack (they are 6.1
+//! here). Values are from `../shared/docs/kernel-abi.md`, checked against the 6.18 kernel's BTF;
+//! each item names its uapi header. Where `libc` already exports an item it is re-exported,
+//! not redefined.
+
+#![allow(non_camel_case_types)]
+
+use std::mem::size_of;
+
+// ---- include/uapi/asm-generic/socket.h, include/linux/socket.h (devmem TCP, v6.12+) ----
+
+pub use libc::{
+    dmabuf_cmsg, dmabuf_token, SCM_DEVMEM_DMABUF, SCM_DEVMEM_LINEAR, SO_DEVMEM_DONTNEED,
+};
+
+/// `recvmsg` flag asking for devmem frags as `SCM_DEVMEM_*` cmsgs (include/linux/socket.h).
+pub const MSG_SOCK_DEVMEM: libc::c_int = 0x0200_0000;
+
+/// Proposed `SOL_SOCKET` option (devmem autorelease series v6, not merged upstream): int 0/1.
+/// Kernels without it answer `ENOPROTOOPT`.
+pub const SO_DEVMEM_AUTORELEASE: libc::c_int = 85;
+
+/// Most `dmabuf_token` entries one `SO_DEVMEM_DONTNEED` accepts (kernel `MAX_DONTNEED_TOKENS`);
+/// more gives `EINVAL`.
+pub const MAX_DONTNEED_TOKENS: usize = 128;
+
+/// Most frags one `SO_DEVMEM_DONTNEED` frees (kernel `MAX_DONTNEED_FRAGS`); the returned count
+/// is then smaller than asked.
+pub const MAX_DONTNEED_FRAGS: usize = 1024;
+
+const _: () = assert!(size_of::<dmabuf_cmsg>() == 24);
+const _: () = assert!(size_of::<dmabuf_token>() == 8);
+
+// ---- include/uapi/linux/errqueue.h (MSG_ZEROCOPY completions) ----
+
+pub use libc::sock_extended_err;
+
+/// `sock_extended_err.ee_origin` of a zerocopy completion.
+pub const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
+/// `sock_extended_err.ee_code` bit: the kernel copied instead of sending zero-copy.
+pub const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+
+const _: () = assert!(size_of::<sock_extended_err>() == 16);
+
+// ---- include/uapi/linux/netlink.h (extended ack) ----
+
+/// `NLMSGERR_ATTR_MSG`: extack text (nul-terminated string).
+pub const NLMSGERR_ATTR_MSG: u16 = 1;
+/// `NLMSGERR_ATTR_OFFS`: u32 byte offset of the offending attribute from the start of our
+/// `nlmsghdr`.
+pub const NLMSGERR_ATTR_OFFS: u16 = 2;
+/// `NLMSGERR_ATTR_COOKIE`.
+pub const NLMSGERR_ATTR_COOKIE: u16 = 3;
+/// `NLMSGERR_ATTR_POLICY`: nest describing the violated policy.
+pub const NLMSGERR_ATTR_POLICY: u16 = 4;
+/// `NLMSGERR_ATTR_MISS_TYPE`: u32 type of a missing required attribute.
+pub const NLMSGERR_ATTR_MISS_TYPE: u16 = 5;
+/// `NLMSGERR_ATTR_MISS_NEST`: u32 offset of the nest that lacks `MISS_TYPE`.
+pub const NLMSGERR_ATTR_MISS_NEST: u16 = 6;
+
+// ---- include/uapi/asm-generic/ioctl.h ----
+
+const IOC_NRBITS: u32 = 8;
+const IOC_TYPEBITS: u32 = 8;
+const IOC_SIZEBITS: u32 = 14;
+const IOC_NRSHIFT: u32 = 0;
+const IOC_TYPESHIFT: u32 = IOC_NRSHIFT + IOC_NRBITS;
+const IOC_SIZESHIFT: u32 = IOC_TYPESHIFT + IOC_TYPEBITS;
+const IOC_DIRSHIFT: u32 = IOC_SIZESHIFT + IOC_SIZEBITS;
+const IOC_WRITE: u32 = 1;
+
+/// `_IOW(type, nr, size)`: an ioctl number for a command that passes `size` bytes to the kernel.
+pub const fn iow(ty: u8, nr: u8, size: usize) -> libc::c_ulong {
+    ((IOC_WRITE << IOC_DIRSHIFT)
+        | ((ty as u32) << IOC_TYPESHIFT)
+        | ((nr as u32) << IOC_NRSHIFT)
+        | ((size as u32) << IOC_SIZESHIFT)) as libc::c_ulong
+}
+
+// ---- include/uapi/linux/udmabuf.h ----
+
+/// `struct udmabuf_create` (24 bytes): a page-aligned range of a sealed memfd to export.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct udmabuf_create {
+    /// memfd (shmem or hugetlbfs) with `F_SEAL_SHRINK` set.
+    pub memfd: u32,
+    /// `UDMABUF_FLAGS_CLOEXEC` or 0.
+    pub flags: u32,
+    /// Byte offset into the memfd, page aligned.
+    pub offset: u64,
+    /// Size in bytes, page aligned, non-zero.
+    pub size: u64,
+}
+const _: () = assert!(size_of::<udmabuf_create>() == 24);
+
+/// `UDMABUF_FLAGS_CLOEXEC`: the new dma-buf fd gets `O_CLOEXEC`.
+pub const UDMABUF_FLAGS_CLOEXEC: u32 = 0x1;
+/// `UDMABUF_CREATE` = `_IOW('u', 0x42, struct udmabuf_create)`; returns the dma-buf fd.
+pub const UDMABUF_CREATE: libc::c_ulong = iow(b'u', 0x42, size_of::<udmabuf_create>());
+
+// ---- include/uapi/linux/dma-buf.h ----
+
+/// `struct dma_buf_sync` (8 bytes).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct dma_buf_sync {
+    /// `DMA_BUF_SYNC_*`: START or END, plus a direction (READ, WRITE or RW; never none).
+    pub flags: u64,
+}
+const _: () = assert!(size_of::<dma_buf_sync>() == 8);
+
+/// CPU reads the buffer.
+pub const DMA_BUF_SYNC_READ: u64 = 1;
+/// CPU writes the buffer.
+pub const DMA_BUF_SYNC_WRITE: u64 = 2;
+/// CPU reads and writes.
+pub const DMA_BUF_SYNC_RW: u64 = 3;
+/// Begin of CPU access.
+pub const DMA_BUF_SYNC_START: u64 = 0;
+/// End of CPU access.
+pub const DMA_BUF_SYNC_END: u64 = 4;
+/// `DMA_BUF_IOCTL_SYNC` = `_IOW('b', 0, struct dma_buf_sync)`.
+pub const DMA_BUF_IOCTL_SYNC: libc::c_ulong = iow(b'b', 0, size_of::<dma_buf_sync>());
+
+// ---- include/uapi/linux/memfd.h, fcntl.h ----
+
+pub use libc::{F_ADD_SEALS, F_SEAL_SHRINK, MFD_ALLOW_SEALING, MFD_CLOEXEC, MFD_HUGETLB};
+
+/// `MFD_HUGE_SHIFT`.
+pub const MFD_HUGE_SHIFT: u32 = 26;
+/// `MFD_HUGE_2MB` (21 << 26); only valid together with `MFD_HUGETLB`.
+pub const MFD_HUGE_2MB: libc::c_uint = 21 << MFD_HUGE_SHIFT;
+
+/// Size of a 2 MiB huge page in bytes.
+pub const HUGEPAGE_2M: usize = 2 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ioctl_numbers_match_kernel_abi() {
+        assert_eq!(UDMABUF_CREATE, 0x4018_7542);
+        assert_eq!(DMA_BUF_IOCTL_SYNC, 0x4008_6200);
+        assert_eq!(MFD_HUGE_2MB, 0x5400_0000);
+    }
+
+    #[test]
+    fn devmem_socket_numbers() {
+        assert_eq!(SCM_DEVMEM_LINEAR, 78);
+        assert_eq!(SCM_DEVMEM_DMABUF, 79);
+        assert_eq!(SO_DEVMEM_DONTNEED, 80);
+        assert_eq!(MSG_SOCK_DEVMEM, 0x200_0000);
+    }
+}
