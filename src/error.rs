@@ -80,8 +80,8 @@ pub enum Error {
         /// Positive errno.
         errno: i32,
     },
-    /// A netlink request was refused by the kernel.
-    Netlink(NlError),
+    /// A netlink request was refused by the kernel (boxed: it is the largest variant).
+    Netlink(Box<NlError>),
     /// The kernel (or a peer) sent bytes we could not decode: `what` names the field.
     Decode {
         /// The structure or attribute, e.g. `"NETDEV_A_DMABUF_ID"`.
@@ -173,7 +173,7 @@ impl std::error::Error for Error {}
 
 impl From<NlError> for Error {
     fn from(e: NlError) -> Self {
-        Error::Netlink(e)
+        Error::Netlink(Box::new(e))
     }
 }
 

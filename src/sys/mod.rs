@@ -8,9 +8,9 @@ pub mod uapi;
 use crate::error::Error;
 
 /// Turns a C-style return (`-1` and `errno`) into a `Result`, naming `call` in the error.
-pub fn cvt<T: Copy + PartialOrd + Default>(ret: T, call: &str) -> Result<T, Error>
+pub fn cvt<T>(ret: T, call: &str) -> Result<T, Error>
 where
-    T: From<i8>,
+    T: Copy + PartialOrd + From<i8>,
 {
     if ret < T::from(0) {
         Err(Error::last_os(call))
