@@ -1,1 +1,1129 @@
-//! (placeholder: cli)
+//! The command line: C ncdevmem's short options (getopt string `"Lls:c:p:v:q:t:f:z:nb:"` plus
+//! `-A`) with the same meanings and mode selection, and long options for ncdevmem-rs's own
+//! features.
+//!
+//! Two layers, both pure (no syscalls; the page size is a parameter):
+//! * [`Args::parse`]: what was typed. Every value is checked here (decimal numbers, ranges,
+//!   powers of two, sizes, seconds); addresses stay text.
+//! * [`Config::resolve`]: which [`Mode`] runs and which options apply to it; addresses are
+//!   parsed into [`HostAddr`]. Interface name → ifindex and the default queue choice need the
+//!   kernel, so they are left to the app: queues stay `Option<u32>` start and count.
+//!
+//! [`parse`] does both and returns [`Command::Help`] for `-h`/`--help`. Every error is
+//! [`Error::Usage`] (exit 2) with a message that names the flag and the accepted values, e.g.
+//! `-p: invalid port 'x' (expected 1..=65535)`; the caller prints it after `ncdevmem-rs: `.
+//!
+//! Option semantics follow kernel `tools/testing/selftests/drivers/net/hw/ncdevmem.c` `main()`
+//! (net-next, 2026-08) as summarised in kernel-abi.md §8.1.
+
+// The crate `Error` is large (its `Netlink` variant holds an `NlError` inline); that is
+// error.rs's choice and costs nothing here (a command line is parsed once).
+#![allow(clippy::result_large_err)]
+
+use std::net::{IpAddr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The binary's name, as used in messages and in the usage text.
+pub const PROGRAM: &str = "ncdevmem-rs";
+
+/// Largest interface name the kernel accepts, in bytes, without the NUL (`IFNAMSIZ` − 1).
+pub const IFNAME_MAX_LEN: usize = 15;
+
+/// Largest `-v` period. The C checker's counter is one byte wide, so a period of 256
+/// (`01 … FF 0A`) is the longest that wraps where it should (kernel-abi.md §8.3).
+pub const VALIDATE_MAX: u32 = 256;
+
+/// One option: its names, whether it takes a value, and what the value must be (used in the
+/// "missing value" message).
+struct Spec {
+    /// Short name (one character) or `""`.
+    short: &'static str,
+    /// Long name (without `--`) or `""`.
+    long: &'static str,
+    /// Placeholder for the value, or `""` for a flag.
+    hint: &'static str,
+    /// Accepted values, as shown in error messages.
+    expect: &'static str,
+}
+
+impl Spec {
+    fn takes_value(&self) -> bool {
+        !self.hint.is_empty()
+    }
+
+    /// How the user spells it: `-p`, `--timeout`.
+    fn display(&self) -> String {
+        if self.short.is_empty() {
+            format!("--{}", self.long)
+        } else {
+            format!("-{}", self.short)
+        }
+    }
+}
+
+const EXPECT_PORT: &str = "1..=65535";
+const EXPECT_VALIDATE: &str = "0 or 2..=256";
+const EXPECT_QUEUE: &str = "0..=4294967295";
+const EXPECT_NUM_QUEUES: &str = "1..=4294967295";
+const EXPECT_CHUNK: &str = "1..=4294967295 bytes";
+const EXPECT_AUTORELEASE: &str = "0 or 1";
+const EXPECT_SECONDS: &str = "decimal seconds >= 0, e.g. 2 or 0.5; 0 = none";
+const EXPECT_SIZE: &str = "decimal bytes, optional suffix K, M or G (KiB, MiB, GiB)";
+const EXPECT_POW2: &str = "a power of two >= the page size that fits in 32 bits, in bytes";
+const EXPECT_ADDR: &str = "an IPv4, IPv6 or IPv4-mapped IPv6 address";
+const EXPECT_IFNAME: &str = "an interface name of 1..=15 bytes";
+const EXPECT_PATH: &str = "a file path";
+
+/// Every option we accept. C ncdevmem's letters have no long names (except the optional
+/// `--fail-on-linear` alias of `-L`); new behaviour has only long names (`-V` is the one new
+/// short letter, as design.md §3 asks).
+#[rustfmt::skip]
+const SPECS: &[Spec] = &[
+    Spec { short: "h",  long: "help",            hint: "",       expect: "" },
+    Spec { short: "l",  long: "",                hint: "",       expect: "" },
+    Spec { short: "s",  long: "",                hint: "ADDR",   expect: EXPECT_ADDR },
+    Spec { short: "c",  long: "",                hint: "ADDR",   expect: EXPECT_ADDR },
+    Spec { short: "p",  long: "",                hint: "PORT",   expect: EXPECT_PORT },
+    Spec { short: "v",  long: "",                hint: "N",      expect: EXPECT_VALIDATE },
+    Spec { short: "q",  long: "",                hint: "N",      expect: EXPECT_NUM_QUEUES },
+    Spec { short: "t",  long: "",                hint: "N",      expect: EXPECT_QUEUE },
+    Spec { short: "f",  long: "",                hint: "IFNAME", expect: EXPECT_IFNAME },
+    Spec { short: "z",  long: "",                hint: "BYTES",  expect: EXPECT_CHUNK },
+    Spec { short: "n",  long: "",                hint: "",       expect: "" },
+    Spec { short: "L",  long: "fail-on-linear",  hint: "",       expect: "" },
+    Spec { short: "b",  long: "",                hint: "BYTES",  expect: EXPECT_POW2 },
+    Spec { short: "A",  long: "",                hint: "0|1",    expect: EXPECT_AUTORELEASE },
+    Spec { short: "V",  long: "verbose",         hint: "",       expect: "" },
+    Spec { short: "",   long: "quiet",           hint: "",       expect: "" },
+    Spec { short: "",   long: "plain",           hint: "",       expect: "" },
+    Spec { short: "",   long: "send-pattern",    hint: "BYTES",  expect: EXPECT_SIZE },
+    Spec { short: "",   long: "write-size",      hint: "BYTES",  expect: EXPECT_SIZE },
+    Spec { short: "",   long: "timeout",         hint: "SECS",   expect: EXPECT_SECONDS },
+    Spec { short: "",   long: "json",            hint: "FILE",   expect: EXPECT_PATH },
+    Spec { short: "",   long: "progress",        hint: "SECS",   expect: EXPECT_SECONDS },
+    Spec { short: "",   long: "dmabuf-size",     hint: "BYTES",  expect: EXPECT_SIZE },
+    Spec { short: "",   long: "zcrx",            hint: "",       expect: "" },
+    Spec { short: "",   long: "rx-buf-len",      hint: "BYTES",  expect: EXPECT_POW2 },
+    Spec { short: "",   long: "report",          hint: "",       expect: "" },
+    Spec { short: "",   long: "verify-restore",  hint: "",       expect: "" },
+];
+
+/// Finds a spec by short or long name.
+fn spec_by_name(name: &str) -> Option<&'static Spec> {
+    SPECS.iter().find(|s| {
+        (!s.short.is_empty() && s.short == name) || (!s.long.is_empty() && s.long == name)
+    })
+}
+
+fn usage_err(msg: impl Into<String>) -> Error {
+    Error::Usage(msg.into())
+}
+
+/// `"{flag}: invalid {what} '{text}' (expected {expect})"`.
+fn invalid(flag: &str, what: &str, text: &str, expect: &str) -> Error {
+    usage_err(format!(
+        "{flag}: invalid {what} '{text}' (expected {expect})"
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Value parsers (pure; each names the flag in its error).
+// ---------------------------------------------------------------------------------------------
+
+/// Parses a decimal number: ASCII digits only (no sign, no spaces, no `0x`; leading zeros are
+/// read as decimal, not octal). `None` for anything else, including overflow of `u64`.
+fn dec_u64(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<u64>().ok()
+}
+
+/// A decimal number in `min..=max`.
+fn ranged(flag: &str, what: &str, text: &str, min: u64, max: u64, expect: &str) -> Result<u64> {
+    match dec_u64(text) {
+        Some(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(invalid(flag, what, text, expect)),
+    }
+}
+
+/// A byte count: decimal digits with an optional binary suffix `K`/`M`/`G` (either case) for
+/// KiB/MiB/GiB. `None` for garbage or overflow of `u64`.
+fn size_bytes(text: &str) -> Option<u64> {
+    let (digits, mult) = match text.as_bytes().last()? {
+        b'K' | b'k' => (&text[..text.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&text[..text.len() - 1], 1u64 << 20),
+        b'G' | b'g' => (&text[..text.len() - 1], 1u64 << 30),
+        _ => (text, 1),
+    };
+    dec_u64(digits)?.checked_mul(mult)
+}
+
+/// Seconds: `DIGITS` or `DIGITS.DIGITS` (no sign, exponent, `inf` or `nan`). `Some(ZERO)` for 0.
+/// A positive value too small to represent in nanoseconds, or too large for [`Duration`], is
+/// refused (`None`).
+fn seconds(text: &str) -> Option<Duration> {
+    let (int, frac) = match text.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (text, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || !frac.map_or(true, digits) {
+        return None;
+    }
+    let value: f64 = text.parse().ok()?;
+    let d = Duration::try_from_secs_f64(value).ok()?;
+    if d.is_zero() && value != 0.0 {
+        return None;
+    }
+    Some(d)
+}
+
+/// A power of two ≥ `page_size` that fits in `u32` (bytes), as `-b` and `--rx-buf-len` need.
+fn pow2_u32(flag: &str, what: &str, text: &str, page_size: usize) -> Result<u32> {
+    let max = 1u64 << 31;
+    let expect = format!("a power of two in {page_size}..={max} bytes (page size {page_size})");
+    match dec_u64(text) {
+        Some(v) if v.is_power_of_two() && v >= page_size as u64 && v <= max => Ok(v as u32),
+        _ => Err(invalid(flag, what, text, &expect)),
+    }
+}
+
+fn seconds_opt(flag: &str, what: &str, text: &str) -> Result<Duration> {
+    seconds(text).ok_or_else(|| invalid(flag, what, text, EXPECT_SECONDS))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Low layer: what was typed.
+// ---------------------------------------------------------------------------------------------
+
+/// The command line as typed, every value checked for syntax and range. Nothing here decides
+/// the mode or whether an option applies to it; that is [`Config::resolve`].
+///
+/// A repeated option keeps its last value (getopt behaviour); repeated flags are the same as
+/// one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Args {
+    /// `-h`, `--help`. When set, [`Args::parse`] stops there and leaves every other value
+    /// field unparsed (`None`).
+    pub help: bool,
+    /// `-l`: listen (RX server).
+    pub listen: bool,
+    /// `-s ADDR` as typed (syntax checked in [`Config::resolve`]).
+    pub server: Option<String>,
+    /// `-c ADDR` as typed (syntax checked in [`Config::resolve`]).
+    pub client: Option<String>,
+    /// `-p PORT`, 1..=65535.
+    pub port: Option<u16>,
+    /// `-v N` as typed: 0 (no validation) or a period 2..=256.
+    pub validate: Option<u32>,
+    /// `-q N`: number of RX queues, ≥ 1.
+    pub num_queues: Option<u32>,
+    /// `-t N`: first RX queue index.
+    pub start_queue: Option<u32>,
+    /// `-f IFNAME`, 1..=15 bytes.
+    pub ifname: Option<String>,
+    /// `-z N`: TX iov chunk size in bytes, ≥ 1.
+    pub tx_chunk: Option<u32>,
+    /// `-n`: skip NIC configuration and its teardown.
+    pub skip_nic_config: bool,
+    /// `-L`, `--fail-on-linear`: fail on `SCM_DEVMEM_LINEAR`.
+    pub fail_on_linear: bool,
+    /// `-b BYTES`: rx-page-size; a power of two ≥ the page size, fits `u32`.
+    pub rx_page_size: Option<u32>,
+    /// `-A 0|1`: `SO_DEVMEM_AUTORELEASE`.
+    pub autorelease: Option<bool>,
+    /// `-V`, `--verbose`.
+    pub verbose: bool,
+    /// `--quiet`.
+    pub quiet: bool,
+    /// `--plain`.
+    pub plain: bool,
+    /// `--send-pattern BYTES`: how many pattern bytes to send.
+    pub send_pattern: Option<u64>,
+    /// `--write-size BYTES`, ≥ 1.
+    pub write_size: Option<u64>,
+    /// `--timeout SECS`; `Some(ZERO)` when 0 was typed.
+    pub timeout: Option<Duration>,
+    /// `--json FILE`.
+    pub json: Option<PathBuf>,
+    /// `--progress SECS`; `Some(ZERO)` when 0 was typed.
+    pub progress: Option<Duration>,
+    /// `--dmabuf-size BYTES`: a non-zero multiple of the page size.
+    pub dmabuf_size: Option<u64>,
+    /// `--zcrx`.
+    pub zcrx: bool,
+    /// `--rx-buf-len BYTES`: a power of two ≥ the page size, fits `u32`.
+    pub rx_buf_len: Option<u32>,
+    /// `--report`.
+    pub report: bool,
+    /// `--verify-restore`.
+    pub verify_restore: bool,
+}
+
+/// getopts treats `--x` (a one-letter long name) as `-x`. Only new features have long names,
+/// so refuse those spellings before getopts sees them. Walks the arguments the way getopts
+/// does, so values (`-s --x`) are not mistaken for options.
+fn refuse_one_letter_long(argv: &[String]) -> Result<()> {
+    let mut i = 0;
+    while i < argv.len() {
+        let arg = &argv[i];
+        if arg == "--" {
+            break;
+        }
+        if let Some(tail) = arg.strip_prefix("--") {
+            let (name, inline) = match tail.split_once('=') {
+                Some((n, _)) => (n, true),
+                None => (tail, false),
+            };
+            if name.len() == 1 {
+                return Err(unknown_option(name, true));
+            }
+            if !inline && spec_by_name(name).is_some_and(Spec::takes_value) {
+                i += 1;
+            }
+        } else if arg.len() > 1 && arg.starts_with('-') {
+            for (j, ch) in arg.char_indices().skip(1) {
+                let mut buf = [0u8; 4];
+                match spec_by_name(ch.encode_utf8(&mut buf)) {
+                    Some(s) if s.takes_value() => {
+                        if j + ch.len_utf8() == arg.len() {
+                            i += 1;
+                        }
+                        break;
+                    }
+                    Some(_) => {}
+                    // getopts reports it.
+                    None => break,
+                }
+            }
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// `long`: spelled with `--` (getopts reports only the name, so a one-character name from
+/// getopts is a short option).
+fn unknown_option(name: &str, long: bool) -> Error {
+    let shown = if !long && name.chars().count() == 1 {
+        format!("-{name}")
+    } else {
+        format!("--{name}")
+    };
+    usage_err(format!(
+        "unknown option '{shown}' (unknown options are refused; see {PROGRAM} --help)"
+    ))
+}
+
+fn map_getopts_fail(f: getopts::Fail) -> Error {
+    use getopts::Fail;
+    match f {
+        Fail::UnrecognizedOption(n) => unknown_option(&n, false),
+        Fail::ArgumentMissing(n) => match spec_by_name(&n) {
+            Some(s) => usage_err(format!(
+                "{}: missing value {} (expected {})",
+                s.display(),
+                s.hint,
+                s.expect
+            )),
+            None => usage_err(format!("option '{n}': missing value")),
+        },
+        Fail::UnexpectedArgument(n) => match spec_by_name(&n) {
+            Some(s) => usage_err(format!("{}: takes no value", s.display())),
+            None => usage_err(format!("option '{n}': takes no value")),
+        },
+        // Every option is registered as "multi" and none as required, so getopts cannot
+        // return these; map them anyway rather than panic.
+        other => usage_err(other.to_string()),
+    }
+}
+
+impl Args {
+    /// Parses `argv` (without `argv[0]`) into typed values.
+    ///
+    /// `page_size` is the system page size in bytes (`sysconf(_SC_PAGESIZE)`, passed in so
+    /// this stays pure); it bounds `-b`, `--rx-buf-len` and `--dmabuf-size`.
+    ///
+    /// Errors: [`Error::Usage`] for an unknown option, a missing or bad value, or a
+    /// positional argument. The message names the flag and the accepted values.
+    pub fn parse(argv: &[String], page_size: usize) -> Result<Args> {
+        refuse_one_letter_long(argv)?;
+        let mut opts = getopts::Options::new();
+        for s in SPECS {
+            if s.takes_value() {
+                opts.optmulti(s.short, s.long, "", s.hint);
+            } else {
+                opts.optflagmulti(s.short, s.long, "");
+            }
+        }
+        let m = opts.parse(argv).map_err(map_getopts_fail)?;
+        if let Some(free) = m.free.first() {
+            return Err(usage_err(format!(
+                "unexpected argument '{free}' (positional arguments are not accepted; see {PROGRAM} --help)"
+            )));
+        }
+        let last = |key: &str| m.opt_strs(key).pop();
+        let flag = |key: &str| m.opt_present(key);
+
+        let mut a = Args {
+            help: flag("h"),
+            listen: flag("l"),
+            skip_nic_config: flag("n"),
+            fail_on_linear: flag("L"),
+            verbose: flag("V"),
+            quiet: flag("quiet"),
+            plain: flag("plain"),
+            zcrx: flag("zcrx"),
+            report: flag("report"),
+            verify_restore: flag("verify-restore"),
+            ..Args::default()
+        };
+        // Help wins over every value check (not over an unknown option, which getopts has
+        // already refused).
+        if a.help {
+            return Ok(a);
+        }
+        a.server = last("s");
+        a.client = last("c");
+        if let Some(t) = last("p") {
+            a.port = Some(ranged("-p", "port", &t, 1, 65535, EXPECT_PORT)? as u16);
+        }
+        if let Some(t) = last("v") {
+            let v = dec_u64(&t)
+                .filter(|&v| v == 0 || (2..=u64::from(VALIDATE_MAX)).contains(&v))
+                .ok_or_else(|| invalid("-v", "validation period", &t, EXPECT_VALIDATE))?;
+            a.validate = Some(v as u32);
+        }
+        if let Some(t) = last("q") {
+            let max = u64::from(u32::MAX);
+            let v = ranged("-q", "number of queues", &t, 1, max, EXPECT_NUM_QUEUES)?;
+            a.num_queues = Some(v as u32);
+        }
+        if let Some(t) = last("t") {
+            let max = u64::from(u32::MAX);
+            a.start_queue = Some(ranged("-t", "start queue", &t, 0, max, EXPECT_QUEUE)? as u32);
+        }
+        if let Some(t) = last("f") {
+            if t.is_empty() || t.len() > IFNAME_MAX_LEN || t.contains('\0') {
+                return Err(invalid(
+                    "-f",
+                    "interface name",
+                    &t,
+                    "1..=15 bytes, the kernel's IFNAMSIZ limit",
+                ));
+            }
+            a.ifname = Some(t);
+        }
+        if let Some(t) = last("z") {
+            let max = u64::from(u32::MAX);
+            a.tx_chunk = Some(ranged("-z", "chunk size", &t, 1, max, EXPECT_CHUNK)? as u32);
+        }
+        if let Some(t) = last("b") {
+            a.rx_page_size = Some(pow2_u32("-b", "rx-page-size", &t, page_size)?);
+        }
+        if let Some(t) = last("A") {
+            a.autorelease = Some(match t.as_str() {
+                "0" => false,
+                "1" => true,
+                _ => return Err(invalid("-A", "autorelease value", &t, EXPECT_AUTORELEASE)),
+            });
+        }
+        if let Some(t) = last("send-pattern") {
+            let v = size_bytes(&t)
+                .ok_or_else(|| invalid("--send-pattern", "byte count", &t, EXPECT_SIZE))?;
+            a.send_pattern = Some(v);
+        }
+        if let Some(t) = last("write-size") {
+            let v = size_bytes(&t)
+                .filter(|&v| v >= 1 && usize::try_from(v).is_ok())
+                .ok_or_else(|| {
+                    invalid(
+                        "--write-size",
+                        "write size",
+                        &t,
+                        &format!("{EXPECT_SIZE}, >= 1"),
+                    )
+                })?;
+            a.write_size = Some(v);
+        }
+        if let Some(t) = last("timeout") {
+            a.timeout = Some(seconds_opt("--timeout", "timeout", &t)?);
+        }
+        if let Some(t) = last("progress") {
+            a.progress = Some(seconds_opt("--progress", "interval", &t)?);
+        }
+        if let Some(t) = last("json") {
+            if t.is_empty() {
+                return Err(invalid("--json", "file name", &t, "a non-empty path"));
+            }
+            a.json = Some(PathBuf::from(t));
+        }
+        if let Some(t) = last("dmabuf-size") {
+            let page = page_size.max(1) as u64;
+            let v = size_bytes(&t)
+                .filter(|&v| v > 0 && v % page == 0)
+                .ok_or_else(|| {
+                    invalid(
+                        "--dmabuf-size",
+                        "dmabuf size",
+                        &t,
+                        &format!("{EXPECT_SIZE}; a non-zero multiple of the page size ({page_size} bytes)"),
+                    )
+                })?;
+            a.dmabuf_size = Some(v);
+        }
+        if let Some(t) = last("rx-buf-len") {
+            a.rx_buf_len = Some(pow2_u32("--rx-buf-len", "rx buffer length", &t, page_size)?);
+        }
+        Ok(a)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// High layer: mode and configuration.
+// ---------------------------------------------------------------------------------------------
+
+/// An address given with `-s` or `-c`: the text as typed and what it parses to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostAddr {
+    /// The argument exactly as typed, for messages.
+    pub text: String,
+    /// The parsed address (an IPv4-mapped IPv6 address stays [`IpAddr::V6`]).
+    pub ip: IpAddr,
+}
+
+impl HostAddr {
+    /// Parses an IPv4 (`192.0.2.1`), IPv6 (`2001:db8::1`) or IPv4-mapped IPv6
+    /// (`::ffff:192.0.2.1`) address with `std::net`. No brackets, ports or zone ids.
+    ///
+    /// Errors: [`Error::Usage`] naming `flag`.
+    pub fn parse(flag: &str, what: &str, text: &str) -> Result<HostAddr> {
+        let ip = text
+            .parse::<IpAddr>()
+            .map_err(|_| invalid(flag, what, text, EXPECT_ADDR))?;
+        Ok(HostAddr {
+            text: text.to_string(),
+            ip,
+        })
+    }
+
+    /// The address for an `AF_INET6` socket: IPv4 becomes `::ffff:a.b.c.d`, as C ncdevmem's
+    /// `parse_address` does (its sockets are always `AF_INET6`).
+    pub fn socket_ip(&self) -> Ipv6Addr {
+        match self.ip {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+            IpAddr::V6(v6) => v6,
+        }
+    }
+
+    /// The address for an ntuple flow rule: IPv4 (plain or v4-mapped) gives an
+    /// [`IpAddr::V4`] (rule `flow-type tcp4`), anything else [`IpAddr::V6`] (`tcp6`).
+    pub fn flow_ip(&self) -> IpAddr {
+        self.ip.to_canonical()
+    }
+}
+
+/// What the run does. Selection follows C ncdevmem for the devmem modes; the other modes
+/// are chosen by their long option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `-f IF` with neither `-s` nor `-c` (and no `-l`): the devmem self-test of the kernel
+    /// contract (C's `run_devmem_tests`).
+    Probe,
+    /// `-l -f IF -s ADDR -p PORT`: devmem RX server.
+    Server,
+    /// `-f IF -s ADDR -p PORT` without `-l` (also `-c` without `-l`, which then needs `-s`):
+    /// devmem TX client sending stdin.
+    Client,
+    /// `-l --plain -s ADDR -p PORT`: plain-TCP receive (no devmem, no NIC changes).
+    PlainServer,
+    /// `--send-pattern BYTES -s ADDR -p PORT -v N`: plain-TCP sender of the `-v` pattern.
+    PatternSender,
+    /// `-l --zcrx -f IF -s ADDR -p PORT`: io_uring zero-copy receive. Parsed and stored only.
+    ZcrxServer,
+    /// `--report -f IF`: read-only capability report. Parsed and stored only.
+    Report,
+}
+
+impl Mode {
+    /// True for the modes that need `-f` and a devmem/zcrx-capable queue range.
+    pub fn uses_queues(self) -> bool {
+        matches!(
+            self,
+            Mode::Probe | Mode::Server | Mode::Client | Mode::ZcrxServer
+        )
+    }
+}
+
+/// How much the run logs to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verbosity {
+    /// `--quiet`: errors and the final verdict only.
+    Quiet,
+    /// Default: one line per event, no per-frag lines.
+    #[default]
+    Normal,
+    /// `-V`/`--verbose`: also a line per frag, like C ncdevmem.
+    Verbose,
+}
+
+/// Everything a run needs, resolved from [`Args`]. Invariants after [`Config::resolve`]:
+/// * `ifname` is `Some` in `Probe`, `Server`, `Client`, `ZcrxServer` and `Report`;
+/// * `server` and `port` are `Some` in `Server`, `Client`, `PlainServer`, `PatternSender`
+///   and `ZcrxServer`;
+/// * in the modes where [`Mode::uses_queues`], `start_queue` and `num_queues` are both
+///   `Some` or both `None` (then the app picks them as C does: probe `N/2` and `N/2`,
+///   otherwise queue `N−1` alone, N = rx + combined channels), and `start + num − 1` fits
+///   `u32`;
+/// * in `PatternSender`, `validate` and `pattern_bytes` are `Some`.
+///
+/// Options C ncdevmem ignores in a mode (e.g. `-z` on a server, `-t/-q/-b` with `--plain`)
+/// are kept here and ignored by the app, so a C command line keeps working and a devmem
+/// command line can be rerun as plain TCP by adding `--plain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The selected mode.
+    pub mode: Mode,
+    /// `-f`: interface name (the app resolves it to an ifindex).
+    pub ifname: Option<String>,
+    /// `-s`: server address (server: local bind address and flow-rule dst-ip; client and
+    /// pattern sender: address to connect to).
+    pub server: Option<HostAddr>,
+    /// `-c`: client address (server: flow-rule src-ip with src-port = port; client and
+    /// pattern sender: local address to bind, with the same port).
+    pub client: Option<HostAddr>,
+    /// `-p`: TCP port.
+    pub port: Option<u16>,
+    /// `-v N`: pattern period `N` in bytes (stream `01 02 … N−1 0A` repeating); `None` for
+    /// no validation (absent or `-v 0`).
+    pub validate: Option<u32>,
+    /// `-t`: first RX queue index (queue id, not a count).
+    pub start_queue: Option<u32>,
+    /// `-q`: number of RX queues (a count, ≥ 1).
+    pub num_queues: Option<u32>,
+    /// `-z`: client: split each send into iovs of at most this many bytes.
+    pub tx_chunk: Option<u32>,
+    /// `-n`: skip NIC configuration (rings/HDS, RSS, flow rule) and its teardown.
+    pub skip_nic_config: bool,
+    /// `-L`: fail when a `SCM_DEVMEM_LINEAR` cmsg arrives (header split did not work).
+    pub fail_on_linear: bool,
+    /// `-b`: rx-page-size in bytes for bind-rx (`NETDEV_A_DMABUF_RX_PAGE_SIZE`); power of two
+    /// ≥ page size, fits `u32`. Also applies in probe mode.
+    pub rx_page_size: Option<u32>,
+    /// `-A`: `SO_DEVMEM_AUTORELEASE` value to set (proposed socket option 85; kernel-abi.md
+    /// §4.7); `None` leaves the kernel default.
+    pub autorelease: Option<bool>,
+    /// `--timeout`: accept, first-byte and idle timeout; `None` = wait forever.
+    pub timeout: Option<Duration>,
+    /// `--json`: where to write the summary as one JSON object.
+    pub json: Option<PathBuf>,
+    /// `-V`/`--quiet`.
+    pub verbosity: Verbosity,
+    /// `--progress`: interval between progress lines; `None` = no progress lines.
+    pub progress: Option<Duration>,
+    /// `--dmabuf-size`: udmabuf size in bytes (multiple of the page size); `None` = the app's
+    /// default (16000 pages, as C).
+    pub dmabuf_size: Option<u64>,
+    /// `--send-pattern`: number of pattern bytes to send.
+    pub pattern_bytes: Option<u64>,
+    /// `--write-size`: fixed bytes per `write`; the sender also sets `TCP_NODELAY` so each
+    /// write leaves as its own segment.
+    pub write_size: Option<usize>,
+    /// `--rx-buf-len`: zcrx `rx_buf_len` in bytes (stored only).
+    pub rx_buf_len: Option<u32>,
+    /// `--verify-restore`: after unwinding, re-read the NIC state and compare it with the
+    /// snapshot taken before the run (stored only).
+    pub verify_restore: bool,
+}
+
+/// What [`parse`] asks the caller to do.
+// `Run` is much larger than `Help`; one value per process, so no boxing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Print this text to stdout and exit 0.
+    Help(String),
+    /// Run with this configuration.
+    Run(Config),
+}
+
+fn require<T>(v: Option<T>, msg: impl FnOnce() -> String) -> Result<T> {
+    v.ok_or_else(|| usage_err(msg()))
+}
+
+impl Config {
+    /// Picks the mode and checks which options it needs and allows.
+    ///
+    /// Mode selection, in order:
+    /// 1. at most one of `--send-pattern`, `--plain`, `--zcrx`, `--report`;
+    /// 2. `--send-pattern` → [`Mode::PatternSender`] (not with `-l`; needs `-s`, `-p`, `-v N`);
+    /// 3. `--plain` → [`Mode::PlainServer`] (needs `-l`, `-s`, `-p`);
+    /// 4. `--zcrx` → [`Mode::ZcrxServer`] (needs `-l`, `-f`, `-s`, `-p`);
+    /// 5. `--report` → [`Mode::Report`] (needs `-f`; not with `-l`, `-s`, `-c`);
+    /// 6. otherwise C's rules: `-f` required ("missing -f argument"); neither `-s` nor `-c`
+    ///    and no `-l` → [`Mode::Probe`]; `-l` → [`Mode::Server`]; else [`Mode::Client`].
+    ///    Server and client need `-s` and `-p`.
+    ///
+    /// Differs from C: `-l` without `-s` is refused (C would run the probe, which changes the
+    /// NIC, and ignore `-l`).
+    ///
+    /// Errors: [`Error::Usage`] naming the flag.
+    pub fn resolve(a: Args) -> Result<Config> {
+        let selectors: Vec<&str> = [
+            (a.send_pattern.is_some(), "--send-pattern"),
+            (a.plain, "--plain"),
+            (a.zcrx, "--zcrx"),
+            (a.report, "--report"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| *n)
+        .collect();
+        if selectors.len() > 1 {
+            return Err(usage_err(format!(
+                "{}: these select different modes; give at most one",
+                selectors.join(", ")
+            )));
+        }
+        if a.verbose && a.quiet {
+            return Err(usage_err("-V/--verbose and --quiet exclude each other"));
+        }
+        let need_s = |what: &str| format!("-s: missing -s ADDR ({what})");
+        let need_p = |what: &str| format!("-p: missing -p PORT ({what}; expected {EXPECT_PORT})");
+        let need_f = |what: &str| {
+            format!("-f: missing -f argument (the interface to use; required for {what})")
+        };
+
+        let mode = if a.send_pattern.is_some() {
+            if a.listen {
+                return Err(usage_err(
+                    "--send-pattern: sends to -s/-p and cannot be combined with -l",
+                ));
+            }
+            require(a.server.as_ref(), || {
+                need_s("the receiver --send-pattern connects to")
+            })?;
+            require(a.port, || need_p("the receiver's port"))?;
+            require(a.validate.filter(|&v| v != 0), || {
+                format!(
+                    "--send-pattern: missing -v N (the pattern period to send; expected 2..={VALIDATE_MAX})"
+                )
+            })?;
+            Mode::PatternSender
+        } else if a.plain {
+            if !a.listen {
+                return Err(usage_err(
+                    "--plain: plain-TCP receive needs -l (to send a pattern, use --send-pattern)",
+                ));
+            }
+            require(a.server.as_ref(), || {
+                need_s("local address --plain listens on")
+            })?;
+            require(a.port, || need_p("port to listen on"))?;
+            Mode::PlainServer
+        } else if a.zcrx {
+            if !a.listen {
+                return Err(usage_err("--zcrx: zero-copy receive needs -l"));
+            }
+            require(a.ifname.as_ref(), || need_f("--zcrx"))?;
+            require(a.server.as_ref(), || {
+                need_s("local address --zcrx listens on")
+            })?;
+            require(a.port, || need_p("port to listen on"))?;
+            Mode::ZcrxServer
+        } else if a.report {
+            if a.listen || a.server.is_some() || a.client.is_some() {
+                return Err(usage_err(
+                    "--report: the capability report takes only -f IF (not -l, -s or -c)",
+                ));
+            }
+            require(a.ifname.as_ref(), || need_f("--report"))?;
+            Mode::Report
+        } else {
+            require(a.ifname.as_ref(), || {
+                need_f("probe, server and client modes; --plain and --send-pattern do not need it")
+            })?;
+            if a.listen {
+                require(a.server.as_ref(), || {
+                    need_s("server mode: the local address to listen on")
+                })?;
+                require(a.port, || need_p("server mode"))?;
+                Mode::Server
+            } else if a.server.is_some() || a.client.is_some() {
+                require(a.server.as_ref(), || {
+                    need_s("client mode: the address to connect to")
+                })?;
+                require(a.port, || need_p("client mode"))?;
+                Mode::Client
+            } else {
+                Mode::Probe
+            }
+        };
+
+        if mode.uses_queues() {
+            match (a.start_queue, a.num_queues) {
+                (Some(_), None) | (None, Some(_)) => {
+                    return Err(usage_err(
+                        "-t/-q: Both -t and -q are required (or neither, to let ncdevmem-rs pick the queues)",
+                    ))
+                }
+                (Some(start), Some(num)) if start.checked_add(num - 1).is_none() => {
+                    return Err(usage_err(format!(
+                        "-t/-q: queues {start}..{start}+{num} run past the largest queue id {}",
+                        u32::MAX
+                    )))
+                }
+                _ => {}
+            }
+        }
+        if a.write_size.is_some() && mode != Mode::PatternSender {
+            return Err(usage_err("--write-size: only applies to --send-pattern"));
+        }
+        if a.rx_buf_len.is_some() && mode != Mode::ZcrxServer {
+            return Err(usage_err("--rx-buf-len: only applies to --zcrx"));
+        }
+        if a.verify_restore {
+            if !matches!(mode, Mode::Probe | Mode::Server | Mode::ZcrxServer) {
+                return Err(usage_err(
+                    "--verify-restore: only applies to modes that change the NIC (probe, -l, --zcrx)",
+                ));
+            }
+            if a.skip_nic_config && mode != Mode::Probe {
+                return Err(usage_err(
+                    "--verify-restore: -n skips NIC configuration, so there is nothing to verify",
+                ));
+            }
+        }
+
+        let server = a
+            .server
+            .as_deref()
+            .map(|t| HostAddr::parse("-s", "server address", t))
+            .transpose()?;
+        let client = a
+            .client
+            .as_deref()
+            .map(|t| HostAddr::parse("-c", "client address", t))
+            .transpose()?;
+        let write_size =
+            match a.write_size {
+                // Args::parse checked that it fits usize.
+                Some(w) => Some(usize::try_from(w).map_err(|_| {
+                    invalid("--write-size", "write size", &w.to_string(), EXPECT_SIZE)
+                })?),
+                None => None,
+            };
+        let verbosity = if a.verbose {
+            Verbosity::Verbose
+        } else if a.quiet {
+            Verbosity::Quiet
+        } else {
+            Verbosity::Normal
+        };
+
+        Ok(Config {
+            mode,
+            ifname: a.ifname,
+            server,
+            client,
+            port: a.port,
+            validate: a.validate.filter(|&v| v != 0),
+            start_queue: a.start_queue,
+            num_queues: a.num_queues,
+            tx_chunk: a.tx_chunk,
+            skip_nic_config: a.skip_nic_config,
+            fail_on_linear: a.fail_on_linear,
+            rx_page_size: a.rx_page_size,
+            autorelease: a.autorelease,
+            timeout: a.timeout.filter(|d| !d.is_zero()),
+            json: a.json,
+            verbosity,
+            progress: a.progress.filter(|d| !d.is_zero()),
+            dmabuf_size: a.dmabuf_size,
+            pattern_bytes: a.send_pattern,
+            write_size,
+            rx_buf_len: a.rx_buf_len,
+            verify_restore: a.verify_restore,
+        })
+    }
+}
+
+/// Parses a command line (`argv` without `argv[0]`): [`Command::Help`] for `-h`/`--help`,
+/// otherwise the resolved [`Config`].
+///
+/// `page_size` is the system page size in bytes (`crate::sys::page_size()`), a parameter so
+/// the parser stays free of syscalls.
+///
+/// Errors: [`Error::Usage`] (exit 2) whose message names the flag and the accepted values.
+pub fn parse(argv: &[String], page_size: usize) -> Result<Command> {
+    let args = Args::parse(argv, page_size)?;
+    if args.help {
+        return Ok(Command::Help(usage()));
+    }
+    Ok(Command::Run(Config::resolve(args)?))
+}
+
+/// The full `--help` text.
+pub fn usage() -> String {
+    format!(
+        "\
+Usage:
+  {p} -f IF [-t N -q N] [-b BYTES] [-n]                     probe (devmem self-test)
+  {p} -l -f IF -s ADDR -p PORT [-c ADDR] [-v N] [-L] ...    devmem RX server
+  {p} -f IF -s ADDR -p PORT [-c ADDR] [-z BYTES] ...        devmem TX client (sends stdin)
+  {p} -l --plain -s ADDR -p PORT [-v N] ...                 plain-TCP RX server
+  {p} --send-pattern BYTES -s ADDR -p PORT -v N ...         plain-TCP pattern sender
+  {p} -h | --help
+
+A port of the kernel selftest ncdevmem (devmem TCP). The short options are C ncdevmem's, with
+the same meanings; ncdevmem-rs's own features have long options.
+
+Modes (as C ncdevmem picks them):
+  -f IF and neither -s nor -c    probe: bind with an empty queue list must fail, bind with
+                                 header split off must fail, bind with header split on must
+                                 succeed, shrinking channels below a bound queue must fail;
+                                 everything is restored. Exit 0 means devmem works on IF.
+  -l                             devmem RX server: configure the NIC (unless -n), bind-rx,
+                                 accept one connection, receive with MSG_SOCK_DEVMEM, validate
+                                 (-v N) or print the payload to stdout, release tokens, undo.
+  -s without -l                  devmem TX client: bind-tx, connect, send each line of stdin
+                                 from the dmabuf with MSG_ZEROCOPY.
+
+Options from C ncdevmem:
+  -l              listen: RX server mode
+  -s ADDR         server address. Server: local address and flow-rule dst-ip. Client:
+                  address to connect to. IPv4, IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d)
+  -c ADDR         client address. Server: flow-rule src-ip (src-port = PORT, a 5-tuple
+                  rule). Client: bind to ADDR and PORT before connecting
+  -p PORT         TCP port, 1..=65535 (required for server and client)
+  -v N            validate received bytes against 01 02 .. N-1 0A repeating; N is 0 (no
+                  validation: print the payload to stdout) or 2..=256
+  -t N            first RX queue to bind (a queue index)
+  -q N            number of RX queues to bind (>= 1). Give both -t and -q or neither;
+                  with neither, probe uses the upper half of the queues and server/client
+                  the last queue
+  -f IF           interface (required for probe, server and client: \"missing -f argument\")
+  -z BYTES        client: split each send into iovs of at most BYTES bytes (>= 1)
+  -n              skip all NIC configuration and its undo (ring/HDS, RSS, flow rule)
+  -L, --fail-on-linear
+                  server: fail if any SCM_DEVMEM_LINEAR (non-header-split) data arrives
+  -b BYTES        rx-page-size for bind-rx: a power of two >= the page size that fits in
+                  32 bits (the udmabuf then uses 2 MiB hugepages); also applies to probe
+  -A 0|1          set SO_DEVMEM_AUTORELEASE (proposed socket option; a kernel without it
+                  makes the run skip)
+
+Options of ncdevmem-rs:
+  --plain         with -l: receive over plain TCP (no devmem, no NIC changes, -f not needed);
+                  checks the TCP path and the pattern. Devmem-only options are accepted and
+                  ignored, so a devmem command line can be rerun by adding --plain
+  --send-pattern BYTES
+                  connect to -s/-p (binding to -c and PORT if given) and send BYTES bytes of
+                  the -v N pattern (-v required), then close
+  --write-size BYTES
+                  with --send-pattern: write exactly BYTES per write and set TCP_NODELAY
+                  (segment-size sweeps)
+  --timeout SECS  give up on accept, first byte or an idle connection after SECS seconds
+                  (fractions allowed, e.g. 0.5; 0 = wait forever, the default)
+  --json FILE     also write the final summary to FILE as one JSON object
+  -V, --verbose   log every frag (as C ncdevmem does)
+  --quiet         log only errors and the verdict
+  --progress SECS print a progress line every SECS seconds (0 = never, the default)
+  --dmabuf-size BYTES
+                  udmabuf size: a multiple of the page size (default 16000 pages)
+  --zcrx          with -l: receive through io_uring zero-copy receive (not implemented yet)
+  --rx-buf-len BYTES
+                  with --zcrx: rx buffer length, a power of two >= the page size
+  --report        with -f only: print the device's capability report (not implemented yet)
+  --verify-restore
+                  after undoing NIC changes, compare the NIC with its state before the run
+                  (not implemented yet)
+  -h, --help      print this text and exit 0
+
+Values:
+  Numbers are decimal digits only (no sign, no 0x; leading zeros are decimal). BYTES values
+  of --send-pattern, --write-size and --dmabuf-size accept a suffix K, M or G (KiB, MiB,
+  GiB), e.g. 1G. A repeated option keeps its last value. Short options bundle (-ls ::1) and
+  take values attached or separate (-q4, -q 4).
+
+Differences from C ncdevmem:
+  Unknown options and positional arguments are refused with exit 2 (C prints \"unknown
+  option\" and continues). Bad values are refused with exit 2 before anything is changed.
+  -l without -s is refused (C ignores -l then and runs the probe).
+
+Exit status:
+  0 success, 1 test failure, 2 usage error, 4 skip (the environment lacks a capability).
+",
+        p = PROGRAM
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    fn usage_msg(r: Result<impl std::fmt::Debug>) -> String {
+        match r {
+            Err(Error::Usage(m)) => m,
+            other => panic!("expected a usage error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decimal_numbers_only() {
+        assert_eq!(dec_u64("0"), Some(0));
+        assert_eq!(dec_u64("0080"), Some(80));
+        assert_eq!(dec_u64("18446744073709551615"), Some(u64::MAX));
+        for bad in [
+            "",
+            "+1",
+            "-1",
+            " 1",
+            "1 ",
+            "0x10",
+            "7x",
+            "1e3",
+            "18446744073709551616",
+        ] {
+            assert_eq!(dec_u64(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(size_bytes("0"), Some(0));
+        assert_eq!(size_bytes("1K"), Some(1024));
+        assert_eq!(size_bytes("4k"), Some(4096));
+        assert_eq!(size_bytes("2M"), Some(2 << 20));
+        assert_eq!(size_bytes("1G"), Some(1 << 30));
+        assert_eq!(size_bytes("16000"), Some(16000));
+        for bad in ["", "K", "1KB", "1T", "1.5G", "-1K", "17179869184G"] {
+            assert_eq!(size_bytes(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn seconds_are_plain_decimals() {
+        assert_eq!(seconds("0"), Some(Duration::ZERO));
+        assert_eq!(seconds("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(seconds("2"), Some(Duration::from_secs(2)));
+        assert_eq!(seconds("0.000"), Some(Duration::ZERO));
+        for bad in [
+            "",
+            "-1",
+            "+1",
+            "nan",
+            "NaN",
+            "inf",
+            "1e3",
+            ".5",
+            "1.",
+            "1.2.3",
+            "0.0000000001",
+            "1e400",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(seconds(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn pow2_bounds_follow_the_page_size() {
+        assert_eq!(pow2_u32("-b", "x", "4096", 4096).unwrap(), 4096);
+        assert_eq!(pow2_u32("-b", "x", "2147483648", 4096).unwrap(), 1 << 31);
+        assert_eq!(pow2_u32("-b", "x", "16384", 16384).unwrap(), 16384);
+        for bad in ["2048", "4097", "12288", "0", "4294967296", "4294971392"] {
+            assert!(pow2_u32("-b", "x", bad, 4096).is_err(), "{bad}");
+        }
+        // A 16 KiB-page system refuses 4096 and 8192.
+        assert!(pow2_u32("-b", "x", "8192", 16384).is_err());
+    }
+
+    #[test]
+    fn one_letter_long_names_are_unknown() {
+        let m = usage_msg(parse(&argv("--p 80 -f eth0"), 4096));
+        assert!(m.contains("unknown option '--p'"), "{m}");
+        let m = usage_msg(parse(&argv("--V -f eth0"), 4096));
+        assert!(m.contains("unknown option '--V'"), "{m}");
+        // As a value, "--x" is just text: here an invalid address.
+        let m = usage_msg(parse(&argv("-f eth0 -s --x -p 1"), 4096));
+        assert!(m.starts_with("-s: invalid server address '--x'"), "{m}");
+        // After "--" everything is positional, and refused as such.
+        let m = usage_msg(parse(&argv("-f eth0 -- --p"), 4096));
+        assert!(m.starts_with("unexpected argument '--p'"), "{m}");
+    }
+
+    #[test]
+    fn host_addr_maps_for_sockets_and_rules() {
+        let v4 = HostAddr::parse("-s", "server address", "192.0.2.1").unwrap();
+        assert_eq!(
+            v4.socket_ip(),
+            "::ffff:192.0.2.1".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(v4.flow_ip(), "192.0.2.1".parse::<IpAddr>().unwrap());
+        let mapped = HostAddr::parse("-s", "server address", "::ffff:192.0.2.1").unwrap();
+        assert_eq!(mapped.text, "::ffff:192.0.2.1");
+        assert!(mapped.ip.is_ipv6());
+        assert_eq!(mapped.flow_ip(), "192.0.2.1".parse::<IpAddr>().unwrap());
+        let v6 = HostAddr::parse("-s", "server address", "2001:db8::1").unwrap();
+        assert_eq!(v6.flow_ip(), v6.ip);
+        assert_eq!(IpAddr::V6(v6.socket_ip()), v6.ip);
+        for bad in ["[::1]", "::1%lo", "1.2.3", "localhost", "", "1.2.3.4:80"] {
+            assert!(
+                HostAddr::parse("-s", "server address", bad).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn help_wins_over_bad_values_and_documents_every_option() {
+        let Command::Help(text) = parse(&argv("-p x -h"), 4096).unwrap() else {
+            panic!("-h must give help");
+        };
+        for s in SPECS {
+            if !s.short.is_empty() {
+                assert!(
+                    text.contains(&format!("  -{}", s.short)),
+                    "help lacks -{}",
+                    s.short
+                );
+            }
+            if !s.long.is_empty() {
+                assert!(
+                    text.contains(&format!("--{}", s.long)),
+                    "help lacks --{}",
+                    s.long
+                );
+            }
+        }
+        assert!(text.contains("Unknown options and positional arguments are refused with exit 2"));
+    }
+
+    #[test]
+    fn missing_value_names_flag_and_range() {
+        let m = usage_msg(parse(&argv("-f eth0 -p"), 4096));
+        assert_eq!(m, "-p: missing value PORT (expected 1..=65535)");
+        let m = usage_msg(parse(&argv("--timeout"), 4096));
+        assert!(m.starts_with("--timeout: missing value SECS"), "{m}");
+        let m = usage_msg(parse(&argv("--plain=1"), 4096));
+        assert_eq!(m, "--plain: takes no value");
+    }
+
+    #[test]
+    fn queue_range_must_fit_u32() {
+        let m = usage_msg(parse(&argv("-f eth0 -t 4294967295 -q 2"), 4096));
+        assert!(m.starts_with("-t/-q: "), "{m}");
+        let Command::Run(c) = parse(&argv("-f eth0 -t 4294967295 -q 1"), 4096).unwrap() else {
+            panic!("not run");
+        };
+        assert_eq!((c.start_queue, c.num_queues), (Some(u32::MAX), Some(1)));
+    }
+}
