@@ -16,10 +16,6 @@
 //! Option semantics follow kernel `tools/testing/selftests/drivers/net/hw/ncdevmem.c` `main()`
 //! (net-next, 2026-08) as summarised in kernel-abi.md §8.1.
 
-// The crate `Error` is large (its `Netlink` variant holds an `NlError` inline); that is
-// error.rs's choice and costs nothing here (a command line is parsed once).
-#![allow(clippy::result_large_err)]
-
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::Duration;
