@@ -1,7 +1,43 @@
 //! udmabuf memory provider: memfd (optionally hugetlb) → `UDMABUF_CREATE` → `mmap(MAP_SHARED)`,
 //! plus `DMA_BUF_IOCTL_SYNC` around CPU access and checked views of the mapping.
+//!
+//! The allocation is split into steps so each can be used (and tested) on its own:
+//!
+//! 1. [`preflight`]: everything that can make the run a *skip* (exit 4) is checked before
+//!    anything is created: `/dev/udmabuf` opens, the size fits the module's `size_limit_mb`, and
+//!    for hugetlb enough free 2 MiB hugepages exist.
+//! 2. [`Memfd::create`]: `memfd_create(MFD_ALLOW_SEALING|MFD_CLOEXEC [|MFD_HUGETLB|MFD_HUGE_2MB])`,
+//!    `F_ADD_SEALS(F_SEAL_SHRINK)`, `ftruncate(size)`. Works without udmabuf.
+//! 3. `ioctl(/dev/udmabuf, UDMABUF_CREATE)` exports the memfd as a dma-buf fd.
+//! 4. [`MappedRegion::map_shared`] maps the dma-buf (or, for tests, the memfd itself).
+//!
+//! [`Udmabuf::create`] runs all four. Layouts and rules follow `include/uapi/linux/udmabuf.h`,
+//! `include/uapi/linux/dma-buf.h` and `drivers/dma-buf/udmabuf.c` (see kernel-abi.md §5);
+//! the sizes follow ncdevmem.c's `udmabuf` allocation (16000 pages, or hugetlb rounded up to
+//! 2 MiB when `-b` exceeds the page size).
+//!
+//! # When a `&[u8]` over the mapping is sound
+//!
+//! The mapping is shared with the NIC (by DMA) and, through the memfd, with anyone holding the
+//! file. Rust requires that the bytes behind a `&[u8]` do not change while it lives. For a
+//! dma-buf frag that holds from the moment `recvmsg(MSG_SOCK_DEVMEM)` returned the frag's
+//! `SCM_DEVMEM_DMABUF` cmsg until its token is handed back with `SO_DEVMEM_DONTNEED` (or the
+//! socket is closed): in between the kernel keeps the niov pinned and the NIC does not write
+//! into it. [`FragMemory::bytes`] views must therefore be dropped before the token is released;
+//! the receive loop does this by validating each frag before batching its token. Writes
+//! ([`Udmabuf::write_at`], [`MappedRegion::write_at`]) need `&mut self`, so no view is alive
+//! while this process writes.
 
-use crate::error::Result;
+
+use std::ffi::{CStr, CString};
+use std::fs::OpenOptions;
+use std::io::ErrorKind;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+
+use crate::error::{Error, Result};
+use crate::sys::{self, uapi};
 
 /// Memory that dmabuf frags point into, read only through bounds-checked views.
 ///
@@ -21,4 +57,1116 @@ pub trait FragMemory {
 
     /// `DMA_BUF_IOCTL_SYNC(END|READ)` after the CPU is done reading.
     fn end_cpu_read(&self) -> Result<()>;
+}
+
+/// Default udmabuf size in pages, as ncdevmem.c (`NUM_PAGES`): 16000 pages, i.e. 65,536,000
+/// bytes with 4 KiB pages.
+pub const DEFAULT_NUM_PAGES: u64 = 16000;
+
+/// The udmabuf misc device (`drivers/dma-buf/udmabuf.c`), present with `CONFIG_UDMABUF`.
+pub const UDMABUF_DEV: &str = "/dev/udmabuf";
+/// udmabuf module parameter: the largest single udmabuf in MiB (default 64; the kernel refuses
+/// `size > size_limit_mb << 20` with `EINVAL`, so exactly the limit is allowed).
+pub const SIZE_LIMIT_MB_PATH: &str = "/sys/module/udmabuf/parameters/size_limit_mb";
+/// Persistent hugepages of the default size (`vm.nr_hugepages`).
+pub const NR_HUGEPAGES_PATH: &str = "/proc/sys/vm/nr_hugepages";
+/// Free pages in the 2 MiB hugepage pool (includes reserved ones).
+pub const FREE_HUGEPAGES_PATH: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
+/// Reserved (promised to a mapping, not yet faulted in) pages of the 2 MiB pool.
+pub const RESV_HUGEPAGES_PATH: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages";
+
+/// Name given to the memfd (visible in `/proc/PID/fd` as `memfd:<name>`).
+const MEMFD_NAME: &CStr = c"ncdevmem-rs-udmabuf";
+
+/// `DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ`: before the CPU reads.
+pub const SYNC_START_READ: u64 = uapi::DMA_BUF_SYNC_START | uapi::DMA_BUF_SYNC_READ;
+/// `DMA_BUF_SYNC_END | DMA_BUF_SYNC_READ`: after the CPU read.
+pub const SYNC_END_READ: u64 = uapi::DMA_BUF_SYNC_END | uapi::DMA_BUF_SYNC_READ;
+/// `DMA_BUF_SYNC_START | DMA_BUF_SYNC_WRITE`: before the CPU writes.
+pub const SYNC_START_WRITE: u64 = uapi::DMA_BUF_SYNC_START | uapi::DMA_BUF_SYNC_WRITE;
+/// `DMA_BUF_SYNC_END | DMA_BUF_SYNC_WRITE`: after the CPU wrote.
+pub const SYNC_END_WRITE: u64 = uapi::DMA_BUF_SYNC_END | uapi::DMA_BUF_SYNC_WRITE;
+
+// ---------------------------------------------------------------------------------------------
+// Sizes
+// ---------------------------------------------------------------------------------------------
+
+/// What to allocate: the udmabuf size and whether it is backed by 2 MiB hugepages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdmabufParams {
+    /// Size in bytes: a multiple of the system page size, or of 2 MiB when `hugetlb`.
+    pub size_bytes: u64,
+    /// Back the memfd with 2 MiB hugepages (`MFD_HUGETLB | MFD_HUGE_2MB`), needed so each
+    /// dma-buf sg entry is large enough for an rx-page-size (niov) above the page size.
+    pub hugetlb: bool,
+}
+
+impl UdmabufParams {
+    /// The parameters for rx-page-size `rx_page_size` (bytes, `-b`; `None` = not given) and an
+    /// explicitly requested size in bytes (`None` = ncdevmem's default of
+    /// [`DEFAULT_NUM_PAGES`] pages), with the system page size.
+    ///
+    /// See [`UdmabufParams::with_page_size`] for the rules and errors.
+    pub fn new(rx_page_size: Option<u32>, requested_size: Option<u64>) -> Result<Self> {
+        Self::with_page_size(rx_page_size, requested_size, sys::page_size() as u64)
+    }
+
+    /// As [`UdmabufParams::new`] with an explicit page size in bytes (pure; used by tests).
+    ///
+    /// hugetlb is chosen when `rx_page_size > page_size` (as ncdevmem.c). The size is rounded up
+    /// to a multiple of the page size, or of 2 MiB for hugetlb (16000 × 4 KiB = 65,536,000
+    /// bytes becomes 67,108,864). Errors: `Error::Usage` for a requested size of 0 or one whose
+    /// rounding overflows.
+    pub fn with_page_size(
+        rx_page_size: Option<u32>,
+        requested_size: Option<u64>,
+        page_size: u64,
+    ) -> Result<Self> {
+        let hugetlb = rx_page_size.is_some_and(|b| u64::from(b) > page_size);
+        let base = match requested_size {
+            Some(0) => {
+                return Err(Error::Usage(
+                    "udmabuf size must be at least one page, not 0 bytes".into(),
+                ))
+            }
+            Some(n) => n,
+            None => DEFAULT_NUM_PAGES.checked_mul(page_size).ok_or_else(|| {
+                Error::Usage(format!(
+                    "udmabuf default size overflows with page size {page_size}"
+                ))
+            })?,
+        };
+        let align = if hugetlb {
+            uapi::HUGEPAGE_2M as u64
+        } else {
+            page_size
+        };
+        let size_bytes = sys::align_up(base, align).ok_or_else(|| {
+            Error::Usage(format!(
+                "udmabuf size {base} bytes cannot be rounded up to a multiple of {align} bytes"
+            ))
+        })?;
+        Ok(UdmabufParams {
+            size_bytes,
+            hugetlb,
+        })
+    }
+
+    /// 2 MiB hugepages this allocation needs (0 without hugetlb); rounded up.
+    pub fn hugepages_needed(&self) -> u64 {
+        if self.hugetlb {
+            self.size_bytes.div_ceil(uapi::HUGEPAGE_2M as u64)
+        } else {
+            0
+        }
+    }
+}
+
+/// Parses the contents of `/sys/module/udmabuf/parameters/size_limit_mb` (a decimal number of
+/// MiB and a newline). Garbage is `Error::Decode`, never a panic.
+pub fn parse_size_limit_mb(contents: &str) -> Result<u64> {
+    let t = contents.trim();
+    t.parse::<u64>().map_err(|e| Error::Decode {
+        what: SIZE_LIMIT_MB_PATH.into(),
+        detail: format!("expected a number of MiB, got {t:?} ({e})"),
+    })
+}
+
+/// Refuses `size_bytes` above the udmabuf module's limit of `limit_mb` MiB, as the kernel
+/// would (its check is `size > limit_mb << 20`, so exactly the limit is allowed).
+/// Error: `Error::Skip` naming both numbers and the module parameter.
+pub fn check_size_limit(size_bytes: u64, limit_mb: u64) -> Result<()> {
+    let limit_bytes = limit_mb.saturating_mul(1 << 20);
+    if size_bytes > limit_bytes {
+        return Err(Error::Skip(format!(
+            "udmabuf size {size_bytes} bytes exceeds the udmabuf module's size_limit_mb of \
+             {limit_mb} MiB ({limit_bytes} bytes, {SIZE_LIMIT_MB_PATH}); choose a smaller size \
+             or raise udmabuf.size_limit_mb"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `[offset, offset + len)` against a region of `region_len` bytes with overflow-safe
+/// arithmetic and returns it as a `usize` range. `what` names the access in the
+/// `Error::Bounds` (e.g. `"dma-buf frag"`). The exact end (`offset + len == region_len`) is in
+/// bounds; so is an empty range at the end.
+pub fn checked_range(
+    what: &str,
+    offset: u64,
+    len: u64,
+    region_len: usize,
+) -> Result<std::ops::Range<usize>> {
+    let bounds = || Error::Bounds {
+        what: what.to_string(),
+        offset,
+        len,
+        region_len: region_len as u64,
+    };
+    let end = offset.checked_add(len).ok_or_else(bounds)?;
+    if end > region_len as u64 {
+        return Err(bounds());
+    }
+    // Both fit in usize: end <= region_len, which is a usize.
+    Ok(offset as usize..end as usize)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preflight: every reason to skip, before anything is created
+// ---------------------------------------------------------------------------------------------
+
+/// Where [`preflight_at`] and [`HugepageStatus::read_at`] look. [`Default`] is the real system
+/// paths; tests point them at a temporary directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPaths {
+    /// The udmabuf device, default [`UDMABUF_DEV`].
+    pub udmabuf_dev: PathBuf,
+    /// default [`SIZE_LIMIT_MB_PATH`]; a missing file means "no limit known".
+    pub size_limit_mb: PathBuf,
+    /// default [`NR_HUGEPAGES_PATH`].
+    pub nr_hugepages: PathBuf,
+    /// default [`FREE_HUGEPAGES_PATH`].
+    pub free_hugepages: PathBuf,
+    /// default [`RESV_HUGEPAGES_PATH`]; a missing file counts as 0 reserved.
+    pub resv_hugepages: PathBuf,
+}
+
+impl Default for HostPaths {
+    fn default() -> Self {
+        HostPaths {
+            udmabuf_dev: UDMABUF_DEV.into(),
+            size_limit_mb: SIZE_LIMIT_MB_PATH.into(),
+            nr_hugepages: NR_HUGEPAGES_PATH.into(),
+            free_hugepages: FREE_HUGEPAGES_PATH.into(),
+            resv_hugepages: RESV_HUGEPAGES_PATH.into(),
+        }
+    }
+}
+
+/// The 2 MiB hugepage pool, in pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HugepageStatus {
+    /// `vm.nr_hugepages` (persistent pages of the default hugepage size, 2 MiB on x86_64).
+    pub nr: u64,
+    /// `free_hugepages` of the 2 MiB pool (includes reserved pages).
+    pub free: u64,
+    /// `resv_hugepages` of the 2 MiB pool: free but promised to existing mappings.
+    pub resv: u64,
+}
+
+impl HugepageStatus {
+    /// Reads the real pool ([`HostPaths::default`]).
+    pub fn read() -> Result<Self> {
+        Self::read_at(&HostPaths::default())
+    }
+
+    /// Reads the pool from `paths`. A missing 2 MiB pool (`free_hugepages` absent) is
+    /// `Error::Skip`; unreadable or garbage files are `Error::Sys` / `Error::Decode`.
+    pub fn read_at(paths: &HostPaths) -> Result<Self> {
+        let free = match read_u64_file(&paths.free_hugepages)? {
+            Some(v) => v,
+            None => {
+                return Err(Error::Skip(format!(
+                    "no 2 MiB hugepage pool ({} missing; kernel without CONFIG_HUGETLBFS?)",
+                    paths.free_hugepages.display()
+                )))
+            }
+        };
+        let nr = read_u64_file(&paths.nr_hugepages)?.unwrap_or(0);
+        let resv = read_u64_file(&paths.resv_hugepages)?.unwrap_or(0);
+        Ok(HugepageStatus { nr, free, resv })
+    }
+
+    /// Pages a new mapping can still get: `free - resv`.
+    pub fn available(&self) -> u64 {
+        self.free.saturating_sub(self.resv)
+    }
+
+    /// `Ok` when at least `needed` 2 MiB pages are available, else the hugepage
+    /// `Error::Skip` ("need N free 2 MiB hugepages, have M; raise vm.nr_hugepages ...").
+    pub fn require(&self, needed: u64) -> Result<()> {
+        if self.available() >= needed {
+            Ok(())
+        } else {
+            Err(hugepage_skip(needed, Some(self)))
+        }
+    }
+}
+
+/// The skip for missing hugepages; `status` adds the current numbers and the sysctl to run.
+fn hugepage_skip(needed: u64, status: Option<&HugepageStatus>) -> Error {
+    match status {
+        Some(s) => {
+            let have = s.available();
+            let target = s.nr.saturating_add(needed.saturating_sub(have));
+            Error::Skip(format!(
+                "need {needed} free 2 MiB hugepages, have {have}; raise vm.nr_hugepages \
+                 (now {}; e.g. `sysctl vm.nr_hugepages={target}`)",
+                s.nr
+            ))
+        }
+        None => Error::Skip(format!(
+            "need {needed} free 2 MiB hugepages, have fewer; raise vm.nr_hugepages"
+        )),
+    }
+}
+
+/// The hugepage skip for an `ENOMEM` from a hugetlb mmap or `UDMABUF_CREATE`, with the pool's
+/// numbers when they can be read.
+fn hugepage_enomem(needed: u64) -> Error {
+    match HugepageStatus::read() {
+        Ok(s) => hugepage_skip(needed, Some(&s)),
+        Err(_) => hugepage_skip(needed, None),
+    }
+}
+
+/// Reads a sysfs/procfs file holding one decimal number. `Ok(None)` if the file does not exist.
+fn read_u64_file(path: &Path) -> Result<Option<u64>> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => {
+            let t = s.trim();
+            t.parse::<u64>().map(Some).map_err(|e| Error::Decode {
+                what: path.display().to_string(),
+                detail: format!("expected a decimal number, got {t:?} ({e})"),
+            })
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error(format!("read({})", path.display()), &e)),
+    }
+}
+
+fn io_error(call: String, e: &std::io::Error) -> Error {
+    Error::sys(call, e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// Checks everything that can make a udmabuf allocation a skip, before anything is created or
+/// changed, on the real system. See [`preflight_at`].
+pub fn preflight(params: &UdmabufParams) -> Result<()> {
+    preflight_at(params, &HostPaths::default())
+}
+
+/// Checks, in this order, and changes nothing:
+///
+/// 1. `paths.udmabuf_dev` opens read-write (opened and closed again). Missing →
+///    `Error::Skip` naming the device and `CONFIG_UDMABUF`; `EACCES`/`EPERM` → `Error::Skip`
+///    (needs root); other errors → `Error::Sys`.
+/// 2. `params.size_bytes` fits the module's `size_limit_mb` when that file exists
+///    ([`check_size_limit`]); garbage in it → `Error::Decode`.
+/// 3. For hugetlb, enough available 2 MiB hugepages ([`HugepageStatus::require`]).
+pub fn preflight_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
+    let dev = paths.udmabuf_dev.display();
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&paths.udmabuf_dev)
+    {
+        Ok(_file) => {}
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ENODEV | libc::ENXIO)
+            ) =>
+        {
+            return Err(Error::Skip(format!(
+                "no udmabuf: cannot open {dev} ({}); the kernel needs CONFIG_UDMABUF \
+                 (built in, or the udmabuf module loaded)",
+                crate::error::errno_display(e.raw_os_error().unwrap_or(libc::ENOENT))
+            )));
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+            return Err(Error::Skip(format!(
+                "cannot open {dev} ({}): needs root or write access to the device",
+                crate::error::errno_display(e.raw_os_error().unwrap_or(libc::EACCES))
+            )));
+        }
+        Err(e) => return Err(io_error(format!("open({dev}, O_RDWR)"), &e)),
+    }
+    match std::fs::read_to_string(&paths.size_limit_mb) {
+        Ok(s) => check_size_limit(params.size_bytes, parse_size_limit_mb(&s)?)?,
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(io_error(
+                format!("read({})", paths.size_limit_mb.display()),
+                &e,
+            ))
+        }
+    }
+    if params.hugetlb {
+        HugepageStatus::read_at(paths)?.require(params.hugepages_needed())?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// dma-buf sync
+// ---------------------------------------------------------------------------------------------
+
+/// Renders `DMA_BUF_SYNC_*` flags as `"START|READ"`, for error messages.
+pub fn sync_flags_name(flags: u64) -> String {
+    let phase = if flags & uapi::DMA_BUF_SYNC_END != 0 {
+        "END"
+    } else {
+        "START"
+    };
+    let dir = match flags & uapi::DMA_BUF_SYNC_RW {
+        uapi::DMA_BUF_SYNC_READ => "READ",
+        uapi::DMA_BUF_SYNC_WRITE => "WRITE",
+        uapi::DMA_BUF_SYNC_RW => "RW",
+        _ => "no direction",
+    };
+    let extra = flags & !(uapi::DMA_BUF_SYNC_END | uapi::DMA_BUF_SYNC_RW);
+    if extra != 0 {
+        format!("{phase}|{dir}|0x{extra:x}")
+    } else {
+        format!("{phase}|{dir}")
+    }
+}
+
+/// `ioctl(fd, DMA_BUF_IOCTL_SYNC, {flags})` (include/uapi/linux/dma-buf.h). `flags` is
+/// START or END plus a direction (READ, WRITE or RW; see [`SYNC_START_READ`] and friends). The
+/// kernel refuses flags without a direction with `EINVAL`; that is returned, never ignored.
+/// `EINTR`/`EAGAIN` are retried a few times. Errors: `Error::Sys` naming the ioctl, the flags
+/// and the fd (`ENOTTY` when `fd` is not a dma-buf).
+pub fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<()> {
+    let arg = uapi::dma_buf_sync { flags };
+    let mut attempts = 0;
+    loop {
+        // SAFETY: `fd` is a live descriptor for the borrow's duration; DMA_BUF_IOCTL_SYNC is an
+        // _IOW ioctl that reads exactly size_of::<dma_buf_sync>() (8) bytes from the pointer,
+        // which points at `arg`, alive across the call. On a non-dma-buf fd the kernel answers
+        // ENOTTY (or the file's own ioctl refuses the unknown number) without touching memory.
+        let ret = unsafe { libc::ioctl(fd.as_raw_fd(), uapi::DMA_BUF_IOCTL_SYNC, &arg) };
+        if ret >= 0 {
+            return Ok(());
+        }
+        let errno = sys::last_errno();
+        attempts += 1;
+        if (errno == libc::EINTR || errno == libc::EAGAIN) && attempts < 16 {
+            continue;
+        }
+        return Err(Error::sys(
+            format!(
+                "ioctl(DMA_BUF_IOCTL_SYNC, {}) on fd {}",
+                sync_flags_name(flags),
+                fd.as_raw_fd()
+            ),
+            errno,
+        ));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mapped memory
+// ---------------------------------------------------------------------------------------------
+
+/// An owned `mmap` of `len` bytes (`PROT_READ|PROT_WRITE`), unmapped on drop. Read through
+/// bounds-checked [`MappedRegion::bytes`] views; written with [`MappedRegion::write_at`].
+///
+/// See the module docs for when a view over shared DMA memory is sound.
+#[derive(Debug)]
+pub struct MappedRegion {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the region is plain memory owned by this value (no thread-affine state); moving the
+// owner to another thread moves the right to unmap it with it.
+unsafe impl Send for MappedRegion {}
+// SAFETY: `&MappedRegion` only hands out `&[u8]` views (reads); all writes need `&mut self`, so
+// sharing references across threads adds no data race within this process.
+unsafe impl Sync for MappedRegion {}
+
+impl MappedRegion {
+    /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED, fd, 0)`. For a dma-buf fd MAP_SHARED
+    /// is required (udmabuf refuses private mappings with `EINVAL`).
+    pub fn map_shared(fd: BorrowedFd<'_>, len: usize) -> Result<Self> {
+        Self::map(fd, len, libc::MAP_SHARED)
+    }
+
+    /// `mmap(NULL, len, PROT_READ|PROT_WRITE, flags, fd, 0)` with caller-chosen `flags`
+    /// (e.g. `MAP_SHARED | MAP_POPULATE`). `MAP_FIXED` and `MAP_FIXED_NOREPLACE` are refused
+    /// (`Error::Usage`): the kernel picks the address, so no existing mapping is replaced.
+    /// `len == 0` is refused the same way. Kernel errors: `Error::Sys` naming the call.
+    pub fn map(fd: BorrowedFd<'_>, len: usize, flags: libc::c_int) -> Result<Self> {
+        if flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
+            return Err(Error::Usage(
+                "mmap: MAP_FIXED/MAP_FIXED_NOREPLACE refused; the kernel must pick the address"
+                    .into(),
+            ));
+        }
+        if len == 0 {
+            return Err(Error::Usage("mmap: a mapping of 0 bytes is refused".into()));
+        }
+        // SAFETY: addr is NULL and no MAP_FIXED flag is set, so the kernel chooses a fresh
+        // address range and cannot replace any existing mapping (no Rust object's memory is
+        // affected). `fd` is live for the call. The result is checked against MAP_FAILED below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(Error::last_os(format!(
+                "mmap({len} bytes, PROT_READ|PROT_WRITE, flags 0x{flags:x}, fd {})",
+                fd.as_raw_fd()
+            )));
+        }
+        let ptr = NonNull::new(addr.cast::<u8>()).ok_or_else(|| {
+            Error::Failure("mmap returned a NULL mapping without an error".into())
+        })?;
+        Ok(MappedRegion { ptr, len })
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false (0-byte mappings are refused); for clippy's `len_without_is_empty`.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A view of `[offset, offset + len)`; `Error::Bounds` (what = "mapped region") if it
+    /// leaves the mapping or `offset + len` overflows. Sound only while nobody else writes
+    /// those bytes (see the module docs).
+    pub fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
+        let r = checked_range("mapped region", offset, len, self.len)?;
+        // SAFETY: `r` lies inside [0, self.len) (checked above), and the mapping of self.len
+        // bytes stays valid and readable for as long as `self` is borrowed (munmap only in
+        // Drop). Writes from this process need `&mut self`, so none happen while the view
+        // lives; the module docs state when writes by the device are excluded.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(r.start), r.len()) })
+    }
+
+    /// Copies `data` into the mapping at `offset` (bytes); `Error::Bounds` if it does not fit.
+    pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let r = checked_range("mapped region write", offset, data.len() as u64, self.len)?;
+        // SAFETY: the destination [r.start, r.end) lies inside the live, writable mapping
+        // (checked above); `&mut self` guarantees no view into it is alive; `data` is a
+        // separate Rust slice, so the ranges cannot overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(r.start), data.len())
+        };
+        Ok(())
+    }
+}
+
+impl Drop for MappedRegion {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly the range this value mapped and nothing else unmapped it;
+        // no view can outlive `self` (they borrow it), so nothing refers to the memory after.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// memfd
+// ---------------------------------------------------------------------------------------------
+
+/// A sealed memfd of a fixed size: shmem, or hugetlbfs with 2 MiB pages.
+#[derive(Debug)]
+pub struct Memfd {
+    fd: OwnedFd,
+    size: u64,
+    hugetlb: bool,
+}
+
+impl Memfd {
+    /// `memfd_create(name, MFD_ALLOW_SEALING|MFD_CLOEXEC [|MFD_HUGETLB|MFD_HUGE_2MB])`,
+    /// `fcntl(F_ADD_SEALS, F_SEAL_SHRINK)`, `ftruncate(size)`. `size` is in bytes (a multiple
+    /// of 2 MiB for hugetlb, else the kernel refuses it with `EINVAL`).
+    ///
+    /// Note: for hugetlb this succeeds even with no free hugepages; the shortage shows at
+    /// [`Memfd::map`] (or `UDMABUF_CREATE`) as `ENOMEM`, which is mapped to the hugepage skip.
+    /// Errors: `Error::Sys` naming the step; a kernel without 2 MiB hugetlb memfds is
+    /// `Error::Skip`.
+    pub fn create(name: &CStr, size: u64, hugetlb: bool) -> Result<Memfd> {
+        let mut flags = libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC;
+        if hugetlb {
+            flags |= libc::MFD_HUGETLB | uapi::MFD_HUGE_2MB;
+        }
+        // SAFETY: `name` is a valid NUL-terminated string for the call; memfd_create takes no
+        // other pointers. The result is checked before use.
+        let raw = unsafe { libc::memfd_create(name.as_ptr(), flags) };
+        if raw < 0 {
+            let errno = sys::last_errno();
+            if hugetlb && matches!(errno, libc::EINVAL | libc::ENODEV) {
+                return Err(Error::Skip(format!(
+                    "no 2 MiB hugetlb memfd: memfd_create(MFD_HUGETLB|MFD_HUGE_2MB): {}",
+                    crate::error::errno_display(errno)
+                )));
+            }
+            return Err(Error::sys(
+                format!("memfd_create({name:?}, 0x{flags:x})"),
+                errno,
+            ));
+        }
+        // SAFETY: memfd_create returned a new descriptor (checked >= 0) that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: plain fcntl on a descriptor we own; F_ADD_SEALS takes an int argument.
+        let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
+        sys::cvt(ret, "fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK)")?;
+        let len = libc::off_t::try_from(size)
+            .map_err(|_| Error::Usage(format!("memfd size {size} bytes does not fit off_t")))?;
+        // SAFETY: ftruncate on a descriptor we own; no pointers.
+        let ret = unsafe { libc::ftruncate(fd.as_raw_fd(), len) };
+        sys::cvt(ret, &format!("ftruncate(memfd, {size} bytes)"))?;
+        Ok(Memfd { fd, size, hugetlb })
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Backed by 2 MiB hugepages.
+    pub fn is_hugetlb(&self) -> bool {
+        self.hugetlb
+    }
+
+    /// 2 MiB hugepages the memfd's size needs (0 when not hugetlb).
+    pub fn hugepages_needed(&self) -> u64 {
+        UdmabufParams {
+            size_bytes: self.size,
+            hugetlb: self.hugetlb,
+        }
+        .hugepages_needed()
+    }
+
+    /// Maps the memfd itself `MAP_SHARED` over its whole size (the dma-buf-free path, used by
+    /// tests and by anyone wanting plain shared memory). For hugetlb, `ENOMEM` becomes the
+    /// hugepage `Error::Skip` with the number of pages needed.
+    pub fn map(&self) -> Result<MappedRegion> {
+        let len = usize::try_from(self.size)
+            .map_err(|_| Error::Usage(format!("memfd size {} bytes exceeds usize", self.size)))?;
+        MappedRegion::map_shared(self.fd.as_fd(), len).map_err(|e| {
+            if self.hugetlb && e.errno() == Some(libc::ENOMEM) {
+                hugepage_enomem(self.hugepages_needed())
+            } else {
+                e
+            }
+        })
+    }
+}
+
+impl AsFd for Memfd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// udmabuf
+// ---------------------------------------------------------------------------------------------
+
+/// A udmabuf: a sealed memfd exported as a dma-buf (the fd bind-rx / bind-tx take) and mapped
+/// into this process.
+///
+/// Field order is drop order: the mapping goes first, then the dma-buf fd, then the memfd.
+#[derive(Debug)]
+pub struct Udmabuf {
+    map: MappedRegion,
+    dmabuf: OwnedFd,
+    memfd: Memfd,
+    size: u64,
+}
+
+impl Udmabuf {
+    /// Allocates per `params`: [`preflight`] (all skips first), [`Memfd::create`], `open
+    /// /dev/udmabuf (O_RDWR|O_CLOEXEC)`, `ioctl(UDMABUF_CREATE, {memfd, UDMABUF_FLAGS_CLOEXEC,
+    /// offset 0, size})` whose return is the dma-buf fd, and `mmap(size, RW, MAP_SHARED)` of
+    /// it. Ported from ncdevmem.c's udmabuf allocation, with `MFD_CLOEXEC` and
+    /// `UDMABUF_FLAGS_CLOEXEC` added.
+    ///
+    /// Errors: `Error::Skip` (no udmabuf, size limit, hugepages, including an `ENOMEM` from the
+    /// kernel for hugetlb), `Error::Usage` for a size that is 0 or not page / 2 MiB aligned,
+    /// `Error::Sys` naming the failing step.
+    pub fn create(params: &UdmabufParams) -> Result<Udmabuf> {
+        let align = if params.hugetlb {
+            uapi::HUGEPAGE_2M as u64
+        } else {
+            sys::page_size() as u64
+        };
+        if params.size_bytes == 0 || params.size_bytes % align != 0 {
+            return Err(Error::Usage(format!(
+                "udmabuf size {} bytes is not a non-zero multiple of {align} bytes",
+                params.size_bytes
+            )));
+        }
+        preflight(params)?;
+        let len = usize::try_from(params.size_bytes).map_err(|_| {
+            Error::Usage(format!(
+                "udmabuf size {} bytes exceeds usize",
+                params.size_bytes
+            ))
+        })?;
+        let memfd = Memfd::create(MEMFD_NAME, params.size_bytes, params.hugetlb)?;
+        let dev = open_udmabuf_dev()?;
+        let dmabuf = udmabuf_create(dev.as_fd(), &memfd)?;
+        drop(dev);
+        let map = MappedRegion::map_shared(dmabuf.as_fd(), len).map_err(|e| {
+            if params.hugetlb && e.errno() == Some(libc::ENOMEM) {
+                hugepage_enomem(params.hugepages_needed())
+            } else {
+                e
+            }
+        })?;
+        Ok(Udmabuf {
+            map,
+            dmabuf,
+            memfd,
+            size: params.size_bytes,
+        })
+    }
+
+    /// The dma-buf fd (what `bind-rx`'s `NETDEV_A_DMABUF_FD` and `bind-tx` take).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.dmabuf.as_fd()
+    }
+
+    /// The backing memfd.
+    pub fn memfd(&self) -> &Memfd {
+        &self.memfd
+    }
+
+    /// Backed by 2 MiB hugepages.
+    pub fn is_hugetlb(&self) -> bool {
+        self.memfd.is_hugetlb()
+    }
+
+    /// Copies `data` into the dma-buf at `offset` (bytes), between
+    /// `DMA_BUF_IOCTL_SYNC(START|WRITE)` and `(END|WRITE)` (the TX side). Errors:
+    /// `Error::Bounds` before anything is done; `Error::Sys` from either sync.
+    pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        checked_range("udmabuf write", offset, data.len() as u64, self.map.len())?;
+        dma_buf_sync(self.dmabuf.as_fd(), SYNC_START_WRITE)?;
+        let written = self.map.write_at(offset, data);
+        let ended = dma_buf_sync(self.dmabuf.as_fd(), SYNC_END_WRITE);
+        written.and(ended)
+    }
+}
+
+impl FragMemory for Udmabuf {
+    fn size(&self) -> usize {
+        self.map.len()
+    }
+
+    fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
+        match self.map.bytes(offset, len) {
+            Err(Error::Bounds { .. }) => Err(Error::Bounds {
+                what: "dma-buf frag".into(),
+                offset,
+                len,
+                region_len: self.size,
+            }),
+            other => other,
+        }
+    }
+
+    fn begin_cpu_read(&self) -> Result<()> {
+        dma_buf_sync(self.dmabuf.as_fd(), SYNC_START_READ)
+    }
+
+    fn end_cpu_read(&self) -> Result<()> {
+        dma_buf_sync(self.dmabuf.as_fd(), SYNC_END_READ)
+    }
+}
+
+/// Opens [`UDMABUF_DEV`] `O_RDWR|O_CLOEXEC`. A missing device is the udmabuf `Error::Skip`.
+fn open_udmabuf_dev() -> Result<OwnedFd> {
+    let path = CString::new(UDMABUF_DEV).map_err(|_| Error::Failure("NUL in path".into()))?;
+    // SAFETY: `path` is a valid NUL-terminated string for the call; the result is checked.
+    let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if raw < 0 {
+        let errno = sys::last_errno();
+        if matches!(errno, libc::ENOENT | libc::ENODEV | libc::ENXIO) {
+            return Err(Error::Skip(format!(
+                "no udmabuf: cannot open {UDMABUF_DEV} ({}); the kernel needs CONFIG_UDMABUF",
+                crate::error::errno_display(errno)
+            )));
+        }
+        return Err(Error::sys(format!("open({UDMABUF_DEV}, O_RDWR)"), errno));
+    }
+    // SAFETY: open returned a new descriptor (checked >= 0) that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// `ioctl(dev, UDMABUF_CREATE, {memfd, UDMABUF_FLAGS_CLOEXEC, offset 0, size})`: the return is
+/// the new dma-buf fd, owned at once.
+fn udmabuf_create(dev: BorrowedFd<'_>, memfd: &Memfd) -> Result<OwnedFd> {
+    let memfd_raw = memfd.as_fd().as_raw_fd();
+    let arg = uapi::udmabuf_create {
+        memfd: memfd_raw as u32,
+        flags: uapi::UDMABUF_FLAGS_CLOEXEC,
+        offset: 0,
+        size: memfd.size(),
+    };
+    // SAFETY: `dev` is a live descriptor; UDMABUF_CREATE is an _IOW ioctl reading exactly
+    // size_of::<udmabuf_create>() (24) bytes from the pointer, which points at `arg`, alive
+    // across the call. The result is checked before use.
+    let ret = unsafe { libc::ioctl(dev.as_raw_fd(), uapi::UDMABUF_CREATE, &arg) };
+    if ret < 0 {
+        let errno = sys::last_errno();
+        if memfd.is_hugetlb() && errno == libc::ENOMEM {
+            return Err(hugepage_enomem(memfd.hugepages_needed()));
+        }
+        return Err(Error::sys(
+            format!(
+                "ioctl(UDMABUF_CREATE, memfd {memfd_raw}, offset 0, size {} bytes)",
+                memfd.size()
+            ),
+            errno,
+        ));
+    }
+    // SAFETY: UDMABUF_CREATE returned a new dma-buf descriptor (checked >= 0) owned by us.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret) })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vec-backed memory for tests
+// ---------------------------------------------------------------------------------------------
+
+/// A `Vec`-backed [`FragMemory`] for tests of the receive loop: the same bounds checks
+/// ([`checked_range`]) as the real mapping; the sync calls only count (so tests can check they
+/// pair up).
+#[derive(Debug, Default)]
+pub struct VecMemory {
+    bytes: Vec<u8>,
+    begins: std::cell::Cell<u64>,
+    ends: std::cell::Cell<u64>,
+}
+
+impl VecMemory {
+    /// Wraps `bytes` as the region (its length is the dma-buf size).
+    pub fn new(bytes: Vec<u8>) -> Self {
+        VecMemory {
+            bytes,
+            ..Default::default()
+        }
+    }
+
+    /// Mutable access for tests that place frag payloads.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+
+    /// How many times `begin_cpu_read` / `end_cpu_read` were called.
+    pub fn sync_counts(&self) -> (u64, u64) {
+        (self.begins.get(), self.ends.get())
+    }
+}
+
+impl FragMemory for VecMemory {
+    fn size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
+        let r = checked_range("dma-buf frag", offset, len, self.bytes.len())?;
+        Ok(&self.bytes[r])
+    }
+
+    fn begin_cpu_read(&self) -> Result<()> {
+        self.begins.set(self.begins.get() + 1);
+        Ok(())
+    }
+
+    fn end_cpu_read(&self) -> Result<()> {
+        self.ends.set(self.ends.get() + 1);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const PAGE_4K: u64 = 4096;
+
+    #[test]
+    fn default_size_is_16000_pages() {
+        let p = UdmabufParams::with_page_size(None, None, PAGE_4K).unwrap();
+        assert_eq!(
+            p,
+            UdmabufParams {
+                size_bytes: 65_536_000,
+                hugetlb: false
+            }
+        );
+        assert_eq!(p.hugepages_needed(), 0);
+        // -b equal to the page size does not need hugetlb.
+        let p = UdmabufParams::with_page_size(Some(4096), None, PAGE_4K).unwrap();
+        assert!(!p.hugetlb);
+        assert_eq!(p.size_bytes, 65_536_000);
+        // With 64 KiB pages the default follows the page size, never a constant.
+        let p = UdmabufParams::with_page_size(None, None, 65_536).unwrap();
+        assert_eq!(p.size_bytes, 16000 * 65_536);
+    }
+
+    #[test]
+    fn hugetlb_rounds_up_to_2mib() {
+        let p = UdmabufParams::with_page_size(Some(16384), None, PAGE_4K).unwrap();
+        assert_eq!(
+            p,
+            UdmabufParams {
+                size_bytes: 67_108_864,
+                hugetlb: true
+            }
+        );
+        assert_eq!(p.hugepages_needed(), 32);
+        let p = UdmabufParams::with_page_size(Some(8192), Some(1), PAGE_4K).unwrap();
+        assert_eq!(p.size_bytes, 2 << 20);
+        assert_eq!(p.hugepages_needed(), 1);
+        let p = UdmabufParams::with_page_size(Some(8192), Some(4 << 20), PAGE_4K).unwrap();
+        assert_eq!(p.size_bytes, 4 << 20);
+        assert_eq!(p.hugepages_needed(), 2);
+    }
+
+    #[test]
+    fn requested_size_rounds_to_pages_and_rejects_zero_and_overflow() {
+        let p = UdmabufParams::with_page_size(None, Some(5000), PAGE_4K).unwrap();
+        assert_eq!(p.size_bytes, 8192);
+        let e = UdmabufParams::with_page_size(None, Some(0), PAGE_4K).unwrap_err();
+        assert!(
+            matches!(e, Error::Usage(ref m) if m.contains("0 bytes")),
+            "{e}"
+        );
+        let e = UdmabufParams::with_page_size(Some(8192), Some(u64::MAX), PAGE_4K).unwrap_err();
+        assert!(
+            matches!(e, Error::Usage(ref m) if m.contains("rounded up")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn size_limit_refuses_only_above_the_limit() {
+        // Exactly 64 MiB is allowed (the kernel's check is `>`).
+        check_size_limit(67_108_864, 64).unwrap();
+        check_size_limit(65_536_000, 64).unwrap();
+        let e = check_size_limit(67_108_864 + 4096, 64).unwrap_err();
+        assert_eq!(e.exit_code(), 4);
+        let msg = e.to_string();
+        assert!(msg.contains("67112960 bytes"), "{msg}");
+        assert!(msg.contains("size_limit_mb of 64 MiB"), "{msg}");
+        assert!(msg.contains(SIZE_LIMIT_MB_PATH), "{msg}");
+        // A huge limit must not overflow.
+        check_size_limit(u64::MAX, u64::MAX).unwrap();
+    }
+
+    #[test]
+    fn size_limit_file_parses_and_rejects_garbage() {
+        assert_eq!(parse_size_limit_mb("64\n").unwrap(), 64);
+        assert_eq!(parse_size_limit_mb("  128 ").unwrap(), 128);
+        for bad in [
+            "",
+            "\n",
+            "sixty-four",
+            "-1",
+            "64 MiB",
+            "99999999999999999999999",
+        ] {
+            let e = parse_size_limit_mb(bad).unwrap_err();
+            assert!(
+                matches!(e, Error::Decode { ref what, .. } if what == SIZE_LIMIT_MB_PATH),
+                "{bad:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn checked_range_bounds() {
+        // Exact end is in bounds; empty at the end too.
+        assert_eq!(checked_range("frag", 96, 4, 100).unwrap(), 96..100);
+        assert_eq!(checked_range("frag", 100, 0, 100).unwrap(), 100..100);
+        // Past the end.
+        let e = checked_range("frag", 97, 4, 100).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Bounds { ref what, offset: 97, len: 4, region_len: 100 } if what == "frag"
+            ),
+            "{e}"
+        );
+        assert!(checked_range("frag", 101, 0, 100).is_err());
+        // offset + len overflows u64.
+        let e = checked_range("frag", u64::MAX, 2, 100).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Bounds {
+                    offset: u64::MAX,
+                    len: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(checked_range("frag", 1, u64::MAX, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn vec_memory_uses_the_same_bounds_and_counts_syncs() {
+        let m = VecMemory::new((0u8..=99).collect());
+        assert_eq!(m.size(), 100);
+        assert_eq!(m.bytes(96, 4).unwrap(), &[96, 97, 98, 99]);
+        assert!(matches!(m.bytes(98, 4), Err(Error::Bounds { .. })));
+        assert!(matches!(m.bytes(4, u64::MAX), Err(Error::Bounds { .. })));
+        m.begin_cpu_read().unwrap();
+        m.end_cpu_read().unwrap();
+        assert_eq!(m.sync_counts(), (1, 1));
+    }
+
+    #[test]
+    fn sync_flag_names() {
+        assert_eq!(sync_flags_name(SYNC_START_READ), "START|READ");
+        assert_eq!(sync_flags_name(SYNC_END_READ), "END|READ");
+        assert_eq!(sync_flags_name(SYNC_START_WRITE), "START|WRITE");
+        assert_eq!(sync_flags_name(SYNC_END_WRITE), "END|WRITE");
+        assert_eq!(sync_flags_name(uapi::DMA_BUF_SYNC_END), "END|no direction");
+        assert_eq!(sync_flags_name(0x9), "START|READ|0x8");
+        assert_eq!(SYNC_START_READ, 1);
+        assert_eq!(SYNC_END_READ, 5);
+        assert_eq!(SYNC_START_WRITE, 2);
+        assert_eq!(SYNC_END_WRITE, 6);
+    }
+
+    #[test]
+    fn hugepage_skip_names_the_count_and_sysctl() {
+        let s = HugepageStatus {
+            nr: 4,
+            free: 3,
+            resv: 1,
+        };
+        assert_eq!(s.available(), 2);
+        s.require(2).unwrap();
+        let e = s.require(32).unwrap_err();
+        assert_eq!(e.exit_code(), 4);
+        assert_eq!(
+            e.to_string(),
+            "skip: need 32 free 2 MiB hugepages, have 2; raise vm.nr_hugepages \
+             (now 4; e.g. `sysctl vm.nr_hugepages=34`)"
+        );
+    }
+
+    /// A temporary directory with fake sysfs/procfs/dev files, removed on drop.
+    struct FakeHost {
+        dir: PathBuf,
+        paths: HostPaths,
+    }
+
+    impl FakeHost {
+        fn new() -> Self {
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "ncdevmem-udmabuf-test-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("create temp dir");
+            let paths = HostPaths {
+                udmabuf_dev: dir.join("udmabuf"),
+                size_limit_mb: dir.join("size_limit_mb"),
+                nr_hugepages: dir.join("nr_hugepages"),
+                free_hugepages: dir.join("free_hugepages"),
+                resv_hugepages: dir.join("resv_hugepages"),
+            };
+            FakeHost { dir, paths }
+        }
+
+        fn write(&self, path: &Path, contents: &str) {
+            std::fs::write(path, contents).expect("write fake file");
+        }
+    }
+
+    impl Drop for FakeHost {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    #[test]
+    fn preflight_checks_in_order_and_names_the_reason() {
+        let host = FakeHost::new();
+        let huge = UdmabufParams {
+            size_bytes: 64 << 20,
+            hugetlb: true,
+        };
+        host.write(&host.paths.free_hugepages, "0\n");
+        // 1. No device: the udmabuf skip wins over the hugepage shortage.
+        let e = preflight_at(&huge, &host.paths).unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.exit_code(), 4);
+        assert!(msg.contains("CONFIG_UDMABUF"), "{msg}");
+        assert!(
+            msg.contains(&host.paths.udmabuf_dev.display().to_string()),
+            "{msg}"
+        );
+        // 2. Device present, size limit 32 MiB: refused by the limit.
+        host.write(&host.paths.udmabuf_dev, "");
+        host.write(&host.paths.size_limit_mb, "32\n");
+        let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
+        assert!(msg.contains("size_limit_mb of 32 MiB"), "{msg}");
+        // Garbage in the limit file is a decode error, not a panic.
+        host.write(&host.paths.size_limit_mb, "lots\n");
+        assert!(matches!(
+            preflight_at(&huge, &host.paths),
+            Err(Error::Decode { .. })
+        ));
+        // 3. Limit 64 MiB: exactly 64 MiB passes the limit, then the hugepage count fails.
+        host.write(&host.paths.size_limit_mb, "64\n");
+        host.write(&host.paths.nr_hugepages, "0\n");
+        let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
+        assert!(
+            msg.contains("need 32 free 2 MiB hugepages, have 0; raise vm.nr_hugepages"),
+            "{msg}"
+        );
+        // Reserved pages are not available.
+        host.write(&host.paths.nr_hugepages, "32\n");
+        host.write(&host.paths.free_hugepages, "32\n");
+        host.write(&host.paths.resv_hugepages, "1\n");
+        let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
+        assert!(msg.contains("have 31"), "{msg}");
+        host.write(&host.paths.resv_hugepages, "0\n");
+        preflight_at(&huge, &host.paths).unwrap();
+        // Without hugetlb the pool is not consulted, and a missing limit file means no limit.
+        std::fs::remove_file(&host.paths.free_hugepages).unwrap();
+        std::fs::remove_file(&host.paths.size_limit_mb).unwrap();
+        let plain = UdmabufParams {
+            size_bytes: 128 << 20,
+            hugetlb: false,
+        };
+        preflight_at(&plain, &host.paths).unwrap();
+        // A missing 2 MiB pool is a skip for hugetlb.
+        let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
+        assert!(msg.contains("no 2 MiB hugepage pool"), "{msg}");
+    }
+
+    #[test]
+    fn map_refuses_fixed_and_empty() {
+        let fd = std::fs::File::open("/dev/zero").expect("open /dev/zero");
+        for flags in [
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE,
+        ] {
+            let e = MappedRegion::map(fd.as_fd(), 4096, flags).unwrap_err();
+            assert!(
+                matches!(e, Error::Usage(ref m) if m.contains("MAP_FIXED")),
+                "{e}"
+            );
+        }
+        assert!(matches!(
+            MappedRegion::map_shared(fd.as_fd(), 0),
+            Err(Error::Usage(_))
+        ));
+    }
 }

@@ -34,3 +34,56 @@ pub fn page_size() -> usize {
         4096
     }
 }
+
+/// Rounds `value` up to the next multiple of `align` (any non-zero `align`, not only powers of
+/// two). `None` when `align` is 0 or the result does not fit in `u64`.
+pub fn align_up(value: u64, align: u64) -> Option<u64> {
+    if align == 0 {
+        return None;
+    }
+    match value % align {
+        0 => Some(value),
+        rem => value.checked_add(align - rem),
+    }
+}
+
+/// A `poll(2)` timeout in milliseconds: `None` waits forever (`-1`); a duration is rounded *up*
+/// to whole milliseconds (so 1 µs does not become a busy 0) and clamped to `c_int::MAX`.
+pub fn poll_timeout_ms(timeout: Option<std::time::Duration>) -> libc::c_int {
+    match timeout {
+        None => -1,
+        Some(d) => {
+            let ms = d.as_nanos().div_ceil(1_000_000);
+            libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn align_up_rounds_to_multiples() {
+        assert_eq!(align_up(0, 4096), Some(0));
+        assert_eq!(align_up(1, 4096), Some(4096));
+        assert_eq!(align_up(4096, 4096), Some(4096));
+        assert_eq!(align_up(65_536_000, 2 << 20), Some(67_108_864));
+        assert_eq!(align_up(10, 3), Some(12));
+        assert_eq!(align_up(5, 0), None);
+        assert_eq!(align_up(u64::MAX, 4096), None);
+    }
+
+    #[test]
+    fn poll_timeout_rounds_up_and_clamps() {
+        assert_eq!(poll_timeout_ms(None), -1);
+        assert_eq!(poll_timeout_ms(Some(Duration::ZERO)), 0);
+        assert_eq!(poll_timeout_ms(Some(Duration::from_micros(1))), 1);
+        assert_eq!(poll_timeout_ms(Some(Duration::from_millis(300))), 300);
+        assert_eq!(
+            poll_timeout_ms(Some(Duration::from_secs(u64::MAX))),
+            i32::MAX
+        );
+    }
+}

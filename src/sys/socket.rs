@@ -1,1 +1,704 @@
-//! (placeholder: TCP sockets, devmem recvmsg, SO_DEVMEM_DONTNEED)
+//! TCP sockets for the devmem receiver and the plain pattern sender: address parsing
+//! (IPv4 → v4-mapped IPv6), AF_INET6 listen/accept/connect with timeouts,
+//! `recvmsg(MSG_SOCK_DEVMEM)`, `SO_DEVMEM_DONTNEED`, the proposed `SO_DEVMEM_AUTORELEASE`, and
+//! send helpers.
+//!
+//! Every socket is `AF_INET6` with `IPV6_V6ONLY = 0`, as ncdevmem.c: an IPv4 address is used in
+//! its v4-mapped form `::ffff:a.b.c.d`. Numbers follow `include/uapi/asm-generic/socket.h`
+//! and `include/linux/socket.h` (kernel-abi.md §4). All `unsafe` of this module is here; the
+//! functions exposed are safe.
+
+
+use std::mem::{size_of, MaybeUninit};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{errno_display, Error, Result};
+use crate::rx::{RecvOutcome, RxSocket};
+use crate::sys::uapi::{self, dmabuf_token};
+use crate::sys::{cvt, last_errno, poll_timeout_ms};
+
+/// How often [`accept_timeout`] wakes up to look at the stop flag.
+pub const STOP_POLL_TICK: Duration = Duration::from_millis(50);
+
+// ---------------------------------------------------------------------------------------------
+// Addresses
+// ---------------------------------------------------------------------------------------------
+
+/// An address given on the command line, in the AF_INET6 form the sockets use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedAddr {
+    /// The IPv6 address for the socket (`::ffff:a.b.c.d` for IPv4).
+    pub ip: Ipv6Addr,
+    /// The IPv4 address when the input was IPv4 or IPv4-mapped IPv6: flow rules then use
+    /// `tcp4` with this address (ncdevmem.c does the same), else `tcp6` with [`Self::ip`].
+    pub v4: Option<Ipv4Addr>,
+}
+
+impl ParsedAddr {
+    /// True for IPv4 and IPv4-mapped input.
+    pub fn is_v4(&self) -> bool {
+        self.v4.is_some()
+    }
+
+    /// The socket address with `port` (host byte order).
+    pub fn with_port(&self, port: u16) -> SocketAddrV6 {
+        SocketAddrV6::new(self.ip, port, 0, 0)
+    }
+}
+
+impl std::fmt::Display for ParsedAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.v4 {
+            Some(v4) => write!(f, "{v4}"),
+            None => write!(f, "{}", self.ip),
+        }
+    }
+}
+
+/// Parses an IP address given with command-line flag `flag` (e.g. `"-s"`): dotted IPv4
+/// (turned into `::ffff:a.b.c.d`), IPv6, or IPv4-mapped IPv6. No brackets, ports or scope ids
+/// (as `inet_pton`). Error: `Error::Usage` naming the flag and the accepted forms.
+pub fn parse_addr(s: &str, flag: &str) -> Result<ParsedAddr> {
+    match s.parse::<IpAddr>() {
+        Ok(IpAddr::V4(v4)) => Ok(ParsedAddr {
+            ip: v4.to_ipv6_mapped(),
+            v4: Some(v4),
+        }),
+        Ok(IpAddr::V6(ip)) => Ok(ParsedAddr {
+            ip,
+            v4: ip.to_ipv4_mapped(),
+        }),
+        Err(_) => Err(Error::Usage(format!(
+            "{flag}: invalid IP address {s:?}: expected IPv4 (a.b.c.d), IPv6, or IPv4-mapped \
+             IPv6 (::ffff:a.b.c.d)"
+        ))),
+    }
+}
+
+/// Encodes a `SocketAddrV6` as `struct sockaddr_in6` (port and flowinfo in network order).
+fn sockaddr_in6(addr: &SocketAddrV6) -> libc::sockaddr_in6 {
+    // SAFETY: sockaddr_in6 is plain integers and byte arrays; all-zero is a valid value.
+    let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    sa.sin6_port = addr.port().to_be();
+    sa.sin6_flowinfo = addr.flowinfo().to_be();
+    sa.sin6_addr.s6_addr = addr.ip().octets();
+    sa.sin6_scope_id = addr.scope_id();
+    sa
+}
+
+/// Decodes a `sockaddr_storage` filled by the kernel (AF_INET6 or AF_INET).
+fn decode_sockaddr(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> Result<SocketAddr> {
+    let len = len as usize;
+    match libc::c_int::from(ss.ss_family) {
+        libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: the family is AF_INET6 and the kernel wrote at least
+            // size_of::<sockaddr_in6>() bytes; sockaddr_storage is large and aligned enough
+            // for any sockaddr, and read_unaligned avoids any alignment assumption.
+            let sa: libc::sockaddr_in6 =
+                unsafe { std::ptr::read_unaligned((ss as *const libc::sockaddr_storage).cast()) };
+            Ok(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sa.sin6_addr.s6_addr),
+                u16::from_be(sa.sin6_port),
+                u32::from_be(sa.sin6_flowinfo),
+                sa.sin6_scope_id,
+            )))
+        }
+        libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
+            // SAFETY: as above, for AF_INET and sockaddr_in.
+            let sa: libc::sockaddr_in =
+                unsafe { std::ptr::read_unaligned((ss as *const libc::sockaddr_storage).cast()) };
+            Ok(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
+                u16::from_be(sa.sin_port),
+            )))
+        }
+        fam => Err(Error::Decode {
+            what: "sockaddr".into(),
+            detail: format!("family {fam} with {len} bytes"),
+        }),
+    }
+}
+
+/// `getsockname(2)`: the local address of a socket (e.g. the port a listener bound to port 0
+/// got).
+pub fn local_addr(fd: BorrowedFd<'_>) -> Result<SocketAddr> {
+    let mut ss = zeroed_storage();
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `ss`, which outlives the call; the kernel writes
+    // at most `len` bytes and updates `len`.
+    let ret = unsafe {
+        libc::getsockname(
+            fd.as_raw_fd(),
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret, "getsockname")?;
+    decode_sockaddr(&ss, len)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small wrappers
+// ---------------------------------------------------------------------------------------------
+
+/// `setsockopt(fd, level, opt, &int, 4)`; `name` is used in the error (`"SO_REUSEADDR"`).
+fn setsockopt_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    opt: libc::c_int,
+    val: libc::c_int,
+    name: &str,
+) -> Result<()> {
+    // SAFETY: the pointer and length describe `val`, an int alive across the call; the
+    // kernel only reads it.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            (&val as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, &format!("setsockopt({name}, {val})")).map(drop)
+}
+
+/// A new `AF_INET6` `SOCK_STREAM` socket (close-on-exec, `O_NONBLOCK` if asked) with
+/// `IPV6_V6ONLY = 0`, `SO_REUSEADDR` and `SO_REUSEPORT`.
+fn tcp6_socket(nonblock: bool) -> Result<OwnedFd> {
+    let mut ty = libc::SOCK_STREAM | libc::SOCK_CLOEXEC;
+    if nonblock {
+        ty |= libc::SOCK_NONBLOCK;
+    }
+    // SAFETY: socket takes no pointers; the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_INET6, ty, 0) };
+    cvt(raw, "socket(AF_INET6, SOCK_STREAM)")?;
+    // SAFETY: socket returned a new descriptor (checked >= 0) owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let b = fd_borrow(&fd);
+    setsockopt_int(b, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0, "IPV6_V6ONLY")?;
+    setsockopt_int(b, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1, "SO_REUSEADDR")?;
+    setsockopt_int(b, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1, "SO_REUSEPORT")?;
+    Ok(fd)
+}
+
+fn fd_borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
+    use std::os::fd::AsFd;
+    fd.as_fd()
+}
+
+/// `bind(2)` to an AF_INET6 address.
+fn bind6(fd: BorrowedFd<'_>, addr: &SocketAddrV6) -> Result<()> {
+    let sa = sockaddr_in6(addr);
+    // SAFETY: the pointer and length describe `sa`, alive across the call; the kernel reads it.
+    let ret = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_in6).cast(),
+            size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, &format!("bind({addr})")).map(drop)
+}
+
+/// `poll(2)` on one fd. `Ok(revents)` (0 on timeout); `Err(errno)` on failure (incl. `EINTR`).
+fn poll_one(fd: RawFd, events: libc::c_short, timeout: Option<Duration>) -> Result<i16, i32> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, alive across the call; the kernel writes only its `revents`.
+    let ret = unsafe { libc::poll(&mut pfd, 1, poll_timeout_ms(timeout)) };
+    if ret < 0 {
+        Err(last_errno())
+    } else {
+        Ok(pfd.revents)
+    }
+}
+
+/// Sets or clears `O_NONBLOCK`.
+fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
+    // SAFETY: fcntl(F_GETFL) on a live descriptor; no pointers.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    cvt(flags, "fcntl(F_GETFL)")?;
+    let new = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: fcntl(F_SETFL, int) on a live descriptor; no pointers.
+    let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, new) };
+    cvt(ret, "fcntl(F_SETFL, O_NONBLOCK)").map(drop)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Listen / accept / connect
+// ---------------------------------------------------------------------------------------------
+
+/// The server socket, as ncdevmem.c: `socket(AF_INET6, SOCK_STREAM)`, `IPV6_V6ONLY = 0`,
+/// `SO_REUSEADDR`, `SO_REUSEPORT`, `bind(addr)`, `listen(1)`. The listener is `O_NONBLOCK`
+/// (used with [`accept_timeout`]); port 0 picks a free port (see [`local_addr`]).
+/// Errors: `Error::Sys` naming the call and the address.
+pub fn tcp_listen(addr: SocketAddrV6) -> Result<OwnedFd> {
+    let fd = tcp6_socket(true)?;
+    bind6(fd_borrow(&fd), &addr)?;
+    // SAFETY: listen takes no pointers.
+    let ret = unsafe { libc::listen(fd.as_raw_fd(), 1) };
+    cvt(ret, &format!("listen({addr}, 1)"))?;
+    Ok(fd)
+}
+
+/// Waits for one connection on `listener` and accepts it (`accept4(SOCK_CLOEXEC)`; the new
+/// socket is blocking). Polls with a [`STOP_POLL_TICK`] tick so a signal handler's store to
+/// `stop` (the signal number; 0 = keep going) is noticed promptly.
+///
+/// Errors: `Error::Timeout` when `timeout` (None = forever) passes without a connection;
+/// `Error::Interrupted(sig)` when `stop` becomes non-zero; `Error::Sys` for poll/accept
+/// failures other than `EINTR`, `EAGAIN` and `ECONNABORTED` (which are retried).
+pub fn accept_timeout(
+    listener: BorrowedFd<'_>,
+    timeout: Option<Duration>,
+    stop: &AtomicI32,
+) -> Result<(OwnedFd, SocketAddr)> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let sig = stop.load(Ordering::Relaxed);
+        if sig != 0 {
+            return Err(Error::Interrupted(sig));
+        }
+        let tick = match deadline {
+            None => STOP_POLL_TICK,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    let what = match local_addr(listener) {
+                        Ok(a) => format!("{a}"),
+                        Err(_) => format!("fd {}", listener.as_raw_fd()),
+                    };
+                    return Err(Error::Timeout(format!(
+                        "accept on {what}: no connection within {} ms",
+                        timeout.unwrap_or_default().as_millis()
+                    )));
+                }
+                left.min(STOP_POLL_TICK)
+            }
+        };
+        match poll_one(listener.as_raw_fd(), libc::POLLIN, Some(tick)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(libc::EINTR) => continue,
+            Err(errno) => return Err(Error::sys("poll(listener, POLLIN)", errno)),
+        }
+        let mut ss = zeroed_storage();
+        let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: the pointer and length describe `ss`, alive across the call; the kernel
+        // writes at most `len` bytes and updates `len`. The result is checked.
+        let raw = unsafe {
+            libc::accept4(
+                listener.as_raw_fd(),
+                (&mut ss as *mut libc::sockaddr_storage).cast(),
+                &mut len,
+                libc::SOCK_CLOEXEC,
+            )
+        };
+        if raw < 0 {
+            match last_errno() {
+                libc::EINTR | libc::EAGAIN | libc::ECONNABORTED => continue,
+                errno => return Err(Error::sys("accept4", errno)),
+            }
+        }
+        // SAFETY: accept4 returned a new descriptor (checked >= 0) owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let peer = decode_sockaddr(&ss, len)?;
+        return Ok((fd, peer));
+    }
+}
+
+/// Connects a new AF_INET6 stream socket to `addr`, as ncdevmem.c's client: `IPV6_V6ONLY = 0`,
+/// `SO_REUSEADDR`/`SO_REUSEPORT`, optionally `SO_BINDTODEVICE(ifname)` (length strlen+1) and
+/// `bind(local)` (address and source port), then a non-blocking `connect` waited for with
+/// `poll(POLLOUT)` up to `timeout` (None = forever). The returned socket is blocking.
+///
+/// Errors: `Error::Usage` for an interface name that is empty, has a NUL or is ≥ IFNAMSIZ (16)
+/// bytes; `Error::Timeout`; `Error::Sys` naming the call (`ECONNREFUSED` from `connect`).
+pub fn connect_timeout(
+    addr: SocketAddrV6,
+    local: Option<SocketAddrV6>,
+    ifname: Option<&str>,
+    timeout: Option<Duration>,
+) -> Result<OwnedFd> {
+    let fd = tcp6_socket(false)?;
+    let b = fd_borrow(&fd);
+    if let Some(name) = ifname {
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
+            return Err(Error::Usage(format!(
+                "interface name {name:?} must be 1..{} bytes without NUL",
+                libc::IFNAMSIZ - 1
+            )));
+        }
+        let mut buf = [0u8; libc::IFNAMSIZ];
+        buf[..name.len()].copy_from_slice(name.as_bytes());
+        // SAFETY: the pointer and length (strlen + 1, NUL included) lie inside `buf`, alive
+        // across the call; the kernel only reads it.
+        let ret = unsafe {
+            libc::setsockopt(
+                b.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_BINDTODEVICE,
+                buf.as_ptr().cast(),
+                (name.len() + 1) as libc::socklen_t,
+            )
+        };
+        cvt(ret, &format!("setsockopt(SO_BINDTODEVICE, {name})"))?;
+    }
+    if let Some(l) = local {
+        bind6(b, &l)?;
+    }
+    set_nonblocking(b, true)?;
+    let sa = sockaddr_in6(&addr);
+    // SAFETY: the pointer and length describe `sa`, alive across the call; the kernel reads it.
+    let ret = unsafe {
+        libc::connect(
+            b.as_raw_fd(),
+            (&sa as *const libc::sockaddr_in6).cast(),
+            size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    };
+    if ret < 0 {
+        let errno = last_errno();
+        if errno != libc::EINPROGRESS && errno != libc::EINTR {
+            return Err(Error::sys(format!("connect({addr})"), errno));
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Err(Error::Timeout(format!(
+                    "connect to {addr}: no answer within {} ms",
+                    timeout.unwrap_or_default().as_millis()
+                )));
+            }
+            match poll_one(b.as_raw_fd(), libc::POLLOUT, left) {
+                Ok(0) | Err(libc::EINTR) => continue,
+                Ok(_) => break,
+                Err(errno) => return Err(Error::sys("poll(connect, POLLOUT)", errno)),
+            }
+        }
+        let mut err: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the pointer and length describe `err`, an int alive across the call.
+        let ret = unsafe {
+            libc::getsockopt(
+                b.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        cvt(ret, "getsockopt(SO_ERROR)")?;
+        if err != 0 {
+            return Err(Error::sys(format!("connect({addr})"), err));
+        }
+    }
+    set_nonblocking(b, false)?;
+    Ok(fd)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Devmem RX socket
+// ---------------------------------------------------------------------------------------------
+
+/// An accepted TCP connection, the real [`RxSocket`]: `recvmsg(MSG_SOCK_DEVMEM)`,
+/// `SO_DEVMEM_DONTNEED` and `poll(POLLIN)`. Closing it (drop) releases any tokens still held.
+#[derive(Debug)]
+pub struct TcpRxSocket {
+    fd: OwnedFd,
+}
+
+impl TcpRxSocket {
+    /// Wraps an accepted (or connected) stream socket.
+    pub fn new(fd: OwnedFd) -> Self {
+        TcpRxSocket { fd }
+    }
+
+    /// The socket.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        fd_borrow(&self.fd)
+    }
+
+    /// Gives the socket back.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+}
+
+impl RxSocket for TcpRxSocket {
+    /// `recvmsg(fd, {one iov = data, control}, devmem ? MSG_SOCK_DEVMEM : 0)` (no
+    /// `MSG_WAITALL`). On a socket whose data is ordinary memory the kernel ignores
+    /// `MSG_SOCK_DEVMEM` and copies normally with `control_len` 0 (measured on 6.18).
+    fn recvmsg(
+        &mut self,
+        data: &mut [u8],
+        control: &mut [u8],
+        devmem: bool,
+    ) -> Result<RecvOutcome, i32> {
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr().cast(),
+            iov_len: data.len(),
+        };
+        // SAFETY: msghdr is plain integers and pointers; all-zero (NULL name, no control) is
+        // a valid value, and it also zeroes any private padding fields.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        if !control.is_empty() {
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = control.len() as _;
+        }
+        let flags = if devmem { uapi::MSG_SOCK_DEVMEM } else { 0 };
+        // SAFETY: `msg` points at one iovec describing `data` and (optionally) at `control`
+        // with its exact length; both are exclusively borrowed for the call and the kernel
+        // writes at most those lengths. The result is checked.
+        let ret = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, flags) };
+        if ret < 0 {
+            return Err(last_errno());
+        }
+        Ok(RecvOutcome {
+            bytes: ret as usize,
+            msg_flags: msg.msg_flags,
+            control_len: msg.msg_controllen as usize,
+        })
+    }
+
+    /// `setsockopt(SOL_SOCKET, SO_DEVMEM_DONTNEED, tokens, n * 8)`; the raw return is the number
+    /// of frags freed (≥ 0), returned as is. An empty slice returns `Ok(0)` without a call (the
+    /// kernel refuses optlen 0). More than [`uapi::MAX_DONTNEED_TOKENS`] entries get `EINVAL`
+    /// from the kernel.
+    fn dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
+        if tokens.is_empty() {
+            return Ok(0);
+        }
+        let optlen =
+            libc::socklen_t::try_from(std::mem::size_of_val(tokens)).map_err(|_| libc::EINVAL)?;
+        // SAFETY: the pointer and length describe the `tokens` slice (8-byte repr(C)
+        // dmabuf_token entries), alive across the call; the kernel only reads it.
+        let ret = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                uapi::SO_DEVMEM_DONTNEED,
+                tokens.as_ptr().cast(),
+                optlen,
+            )
+        };
+        if ret < 0 {
+            Err(last_errno())
+        } else {
+            Ok(ret as usize)
+        }
+    }
+
+    /// `poll(POLLIN)` for up to `timeout`. `POLLHUP`/`POLLERR`/`POLLRDHUP` count as readable
+    /// (the next `recvmsg` reports EOF or the error). `Err(EINTR)` is returned so the caller
+    /// can look at its stop flag; `POLLNVAL` is `Err(EBADF)`.
+    fn wait_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
+        let revents = poll_one(
+            self.fd.as_raw_fd(),
+            libc::POLLIN | libc::POLLRDHUP,
+            Some(timeout),
+        )?;
+        if revents & libc::POLLNVAL != 0 {
+            return Err(libc::EBADF);
+        }
+        Ok(revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR | libc::POLLRDHUP) != 0)
+    }
+}
+
+/// Sets the proposed `SO_DEVMEM_AUTORELEASE` (`SOL_SOCKET` option 85, int 0/1; devmem
+/// autorelease series v6, not merged upstream). Must be set before any token is outstanding.
+///
+/// Errors: a kernel without the option answers `ENOPROTOOPT` → `Error::Skip("kernel has no
+/// SO_DEVMEM_AUTORELEASE ...")`; anything else → `Error::Sys`.
+pub fn set_devmem_autorelease(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
+    match setsockopt_int(
+        fd,
+        libc::SOL_SOCKET,
+        uapi::SO_DEVMEM_AUTORELEASE,
+        libc::c_int::from(on),
+        "SO_DEVMEM_AUTORELEASE",
+    ) {
+        Err(Error::Sys {
+            errno: libc::ENOPROTOOPT,
+            ..
+        }) => Err(Error::Skip(format!(
+            "kernel has no SO_DEVMEM_AUTORELEASE (setsockopt(SOL_SOCKET, {}): {}; the option \
+             is a proposal, not merged upstream)",
+            uapi::SO_DEVMEM_AUTORELEASE,
+            errno_display(libc::ENOPROTOOPT)
+        ))),
+        other => other,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending
+// ---------------------------------------------------------------------------------------------
+
+/// Sends all of `data` with `send(MSG_NOSIGNAL)`, retrying on `EINTR` and short writes (and
+/// waiting with `poll(POLLOUT)` on `EAGAIN` for non-blocking sockets). A closed peer is
+/// `Error::Sys` with `EPIPE`/`ECONNRESET`, never `SIGPIPE`.
+pub fn send_all(fd: BorrowedFd<'_>, data: &[u8]) -> Result<()> {
+    let mut off = 0;
+    while off < data.len() {
+        let rest = &data[off..];
+        // SAFETY: the pointer and length describe `rest`, alive across the call; the kernel
+        // only reads it.
+        let ret = unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if ret < 0 {
+            match last_errno() {
+                libc::EINTR => continue,
+                libc::EAGAIN => match poll_one(fd.as_raw_fd(), libc::POLLOUT, None) {
+                    Ok(_) | Err(libc::EINTR) => continue,
+                    Err(errno) => return Err(Error::sys("poll(POLLOUT)", errno)),
+                },
+                errno => {
+                    return Err(Error::sys(
+                        format!("send({} bytes at stream offset {off})", rest.len()),
+                        errno,
+                    ))
+                }
+            }
+        }
+        off += ret as usize;
+    }
+    Ok(())
+}
+
+/// `setsockopt(IPPROTO_TCP, TCP_NODELAY, on)`.
+pub fn set_nodelay(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
+    setsockopt_int(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_NODELAY,
+        libc::c_int::from(on),
+        "TCP_NODELAY",
+    )
+}
+
+/// `shutdown(SHUT_WR)`: sends FIN; the peer's next read returns 0 (EOF).
+pub fn shutdown_write(fd: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: shutdown takes no pointers.
+    let ret = unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) };
+    cvt(ret, "shutdown(SHUT_WR)").map(drop)
+}
+
+/// An all-zero `sockaddr_storage` for the kernel to fill.
+fn zeroed_storage() -> libc::sockaddr_storage {
+    let s = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+    unsafe { s.assume_init() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_addr_table() {
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            // input, socket address, v4 (for tcp4 rules)
+            ("192.0.2.1", "::ffff:192.0.2.1", Some("192.0.2.1")),
+            ("127.0.0.1", "::ffff:127.0.0.1", Some("127.0.0.1")),
+            ("0.0.0.0", "::ffff:0.0.0.0", Some("0.0.0.0")),
+            (
+                "::ffff:198.51.100.7",
+                "::ffff:198.51.100.7",
+                Some("198.51.100.7"),
+            ),
+            (
+                "::ffff:c633:6407",
+                "::ffff:198.51.100.7",
+                Some("198.51.100.7"),
+            ),
+            ("2001:db8::1", "2001:db8::1", None),
+            ("::1", "::1", None),
+            ("::", "::", None),
+            // v4-compatible (deprecated) is not v4-mapped: stays IPv6.
+            ("::192.0.2.1", "::192.0.2.1", None),
+        ];
+        for (input, ip, v4) in cases {
+            let a = parse_addr(input, "-s").unwrap_or_else(|e| panic!("{input}: {e}"));
+            assert_eq!(a.ip, ip.parse::<Ipv6Addr>().unwrap(), "{input}");
+            assert_eq!(a.v4, v4.map(|s| s.parse::<Ipv4Addr>().unwrap()), "{input}");
+            assert_eq!(a.is_v4(), v4.is_some(), "{input}");
+        }
+        assert_eq!(
+            parse_addr("192.0.2.1", "-s").unwrap().to_string(),
+            "192.0.2.1"
+        );
+        assert_eq!(
+            parse_addr("2001:db8::1", "-s").unwrap().with_port(5201),
+            "[2001:db8::1]:5201".parse().unwrap()
+        );
+    }
+
+    #[test]
+    fn parse_addr_rejects_garbage_naming_the_flag() {
+        for bad in [
+            "",
+            "localhost",
+            "256.1.1.1",
+            "1.2.3",
+            "01.2.3.4",
+            "[::1]",
+            "::1%lo",
+            "1.2.3.4:80",
+            " 1.2.3.4",
+            "::ffff:1.2.3.4.5",
+        ] {
+            let e = parse_addr(bad, "-c").unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}");
+            let msg = e.to_string();
+            assert!(msg.starts_with("-c: invalid IP address"), "{bad:?}: {msg}");
+            assert!(msg.contains(&format!("{bad:?}")), "{bad:?}: {msg}");
+        }
+    }
+
+    #[test]
+    fn sockaddr_in6_layout_round_trips() {
+        let addr: SocketAddrV6 = "[::ffff:127.0.0.1]:5201".parse().unwrap();
+        let sa = sockaddr_in6(&addr);
+        assert_eq!(sa.sin6_family, libc::AF_INET6 as libc::sa_family_t);
+        // Port in network byte order: 5201 = 0x1451 → bytes 0x14, 0x51.
+        assert_eq!(sa.sin6_port.to_ne_bytes(), [0x14, 0x51]);
+        assert_eq!(
+            sa.sin6_addr.s6_addr,
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]
+        );
+        let mut ss = zeroed_storage();
+        // SAFETY: sockaddr_storage is larger than sockaddr_in6; write_unaligned needs no alignment.
+        unsafe {
+            std::ptr::write_unaligned(
+                (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>(),
+                sa,
+            )
+        };
+        let back = decode_sockaddr(&ss, size_of::<libc::sockaddr_in6>() as _).unwrap();
+        assert_eq!(back, SocketAddr::V6(addr));
+        // Truncated length is a decode error, not a read past the data.
+        assert!(matches!(decode_sockaddr(&ss, 8), Err(Error::Decode { .. })));
+    }
+}

@@ -1,0 +1,493 @@
+//! Real-kernel tests of the udmabuf provider and the socket layer (`src/udmabuf.rs`,
+//! `src/sys/socket.rs`), run against the machine's kernel (6.18 here: no /dev/udmabuf,
+//! no hugepages reserved by default).
+//!
+//! Tests that need root print `skip: <test>: <reason>` and return when not root. Tests that
+//! change `vm.nr_hugepages` serialise on a static mutex *and* an flock on
+//! [`HUGEPAGES_LOCK_FILE`] (other test binaries may use hugepages too), and restore the old
+//! value in a Drop guard, also on panic. Socket tests use loopback only.
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::AtomicI32;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ncdevmem::rx::RxSocket;
+use ncdevmem::sys::socket::{
+    accept_timeout, connect_timeout, local_addr, parse_addr, send_all, set_devmem_autorelease,
+    set_nodelay, shutdown_write, tcp_listen, TcpRxSocket,
+};
+use ncdevmem::sys::uapi::{dmabuf_token, MAX_DONTNEED_TOKENS};
+use ncdevmem::udmabuf::{
+    dma_buf_sync, preflight, HugepageStatus, Memfd, Udmabuf, UdmabufParams, NR_HUGEPAGES_PATH,
+    SYNC_START_READ,
+};
+use ncdevmem::Error;
+use nix::fcntl::{Flock, FlockArg};
+
+/// Cross-process lock for anything that reads or changes `vm.nr_hugepages`.
+const HUGEPAGES_LOCK_FILE: &str = "/tmp/ncdevmem-rs-nr_hugepages.lock";
+
+macro_rules! skip {
+    ($test:expr, $($reason:tt)*) => {{
+        eprintln!("skip: {}: {}", $test, format!($($reason)*));
+        return;
+    }};
+}
+
+fn is_root() -> bool {
+    nix::unistd::Uid::effective().is_root()
+}
+
+// ---------------------------------------------------------------------------------------------
+// nr_hugepages: lock and restore guard
+// ---------------------------------------------------------------------------------------------
+
+static HUGEPAGES_MUTEX: Mutex<()> = Mutex::new(());
+
+/// Holds both the in-process mutex and the cross-process flock.
+struct HugepagesLock {
+    _flock: Flock<File>,
+    _mutex: MutexGuard<'static, ()>,
+}
+
+fn lock_hugepages() -> HugepagesLock {
+    let mutex = HUGEPAGES_MUTEX
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(HUGEPAGES_LOCK_FILE)
+        .expect("open hugepages lock file");
+    let flock = Flock::lock(file, FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .expect("flock hugepages lock file");
+    HugepagesLock {
+        _flock: flock,
+        _mutex: mutex,
+    }
+}
+
+fn read_nr_hugepages() -> u64 {
+    std::fs::read_to_string(NR_HUGEPAGES_PATH)
+        .expect("read nr_hugepages")
+        .trim()
+        .parse()
+        .expect("parse nr_hugepages")
+}
+
+/// Sets `vm.nr_hugepages` and writes the old value back on drop (also while panicking).
+struct NrHugepagesGuard {
+    old: u64,
+}
+
+impl NrHugepagesGuard {
+    fn set(n: u64) -> std::io::Result<Self> {
+        let old = read_nr_hugepages();
+        std::fs::write(NR_HUGEPAGES_PATH, format!("{n}\n"))?;
+        Ok(NrHugepagesGuard { old })
+    }
+}
+
+impl Drop for NrHugepagesGuard {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(NR_HUGEPAGES_PATH, format!("{}\n", self.old)) {
+            eprintln!(
+                "could not restore vm.nr_hugepages to {}: {e}; run `sysctl vm.nr_hugepages={}`",
+                self.old, self.old
+            );
+        }
+    }
+}
+
+/// `KernelPageSize` (kB) of the mapping containing `addr`, from /proc/self/smaps.
+fn kernel_page_size_kb(addr: usize) -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((lo, hi)) = first.split_once('-') {
+            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = (lo..hi).contains(&addr);
+                continue;
+            }
+        }
+        if inside {
+            if let Some(rest) = line.strip_prefix("KernelPageSize:") {
+                return rest.trim().trim_end_matches("kB").trim().parse().ok();
+            }
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) preflight without udmabuf
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn preflight_skips_without_udmabuf() {
+    const T: &str = "preflight_skips_without_udmabuf";
+    if std::path::Path::new("/dev/udmabuf").exists() {
+        skip!(
+            T,
+            "/dev/udmabuf exists on this machine; this test is for kernels without it"
+        );
+    }
+    let params = UdmabufParams::new(None, None).expect("default params");
+    let e = preflight(&params).expect_err("preflight must skip without /dev/udmabuf");
+    assert_eq!(e.exit_code(), 4, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("/dev/udmabuf"), "{msg}");
+    assert!(msg.contains("CONFIG_UDMABUF"), "{msg}");
+    // hugetlb params: the udmabuf skip comes before any hugepage check.
+    let huge = UdmabufParams::new(Some(16384), None).expect("hugetlb params");
+    assert!(huge.hugetlb);
+    assert_eq!(huge.hugepages_needed(), 32);
+    let msg = preflight(&huge).expect_err("skip").to_string();
+    assert!(msg.contains("/dev/udmabuf"), "{msg}");
+    // The full allocation gives the same skip (before creating anything).
+    let e = Udmabuf::create(&params).expect_err("create must skip");
+    assert!(
+        matches!(e, Error::Skip(ref m) if m.contains("/dev/udmabuf")),
+        "{e}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) memfd: shmem, hugetlb, sync errno
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn shmem_memfd_is_sealed_mapped_and_bounds_checked() {
+    let memfd = Memfd::create(c"ncdevmem-test-shmem", 1 << 20, false).expect("memfd");
+    assert!(!memfd.is_hugetlb());
+    assert_eq!(memfd.size(), 1 << 20);
+    let seals =
+        nix::fcntl::fcntl(memfd.as_fd(), nix::fcntl::FcntlArg::F_GET_SEALS).expect("F_GET_SEALS");
+    assert_eq!(
+        seals & libc::F_SEAL_SHRINK,
+        libc::F_SEAL_SHRINK,
+        "seals 0x{seals:x}"
+    );
+    // Shrinking is refused by the seal.
+    assert_eq!(
+        nix::unistd::ftruncate(memfd.as_fd(), 4096),
+        Err(nix::errno::Errno::EPERM)
+    );
+    let mut map = memfd.map().expect("map memfd");
+    assert_eq!(map.len(), 1 << 20);
+    map.write_at(0, b"head").expect("write head");
+    map.write_at((1 << 20) - 4, b"tail")
+        .expect("write at the exact end");
+    assert_eq!(map.bytes(0, 4).expect("read head"), b"head");
+    assert_eq!(map.bytes((1 << 20) - 4, 4).expect("read tail"), b"tail");
+    assert!(matches!(
+        map.bytes((1 << 20) - 3, 4),
+        Err(Error::Bounds {
+            region_len: 1048576,
+            ..
+        })
+    ));
+    assert!(matches!(map.bytes(u64::MAX, 1), Err(Error::Bounds { .. })));
+    assert!(matches!(
+        map.write_at(1 << 20, b"x"),
+        Err(Error::Bounds { .. })
+    ));
+}
+
+#[test]
+fn dma_buf_sync_on_a_memfd_surfaces_enotty() {
+    let memfd = Memfd::create(c"ncdevmem-test-sync", 4096, false).expect("memfd");
+    let e = dma_buf_sync(memfd.as_fd(), SYNC_START_READ).expect_err("memfd is no dma-buf");
+    match e {
+        Error::Sys { ref call, errno } => {
+            assert_eq!(errno, libc::ENOTTY, "{e}");
+            assert!(call.contains("DMA_BUF_IOCTL_SYNC"), "{e}");
+            assert!(call.contains("START|READ"), "{e}");
+        }
+        other => panic!("expected Error::Sys, got {other:?}"),
+    }
+}
+
+#[test]
+fn hugetlb_memfd_maps_after_raising_nr_hugepages() {
+    const T: &str = "hugetlb_memfd_maps_after_raising_nr_hugepages";
+    if !is_root() {
+        skip!(T, "needs root to write {NR_HUGEPAGES_PATH}");
+    }
+    let _lock = lock_hugepages();
+    let before = match HugepageStatus::read() {
+        Ok(s) => s,
+        Err(e) => skip!(T, "{e}"),
+    };
+    const SIZE: u64 = 4 << 20;
+    const NEEDED: u64 = 2;
+    let target = before.nr + NEEDED.saturating_sub(before.available());
+    let _guard = NrHugepagesGuard::set(target).expect("raise nr_hugepages");
+    let raised = HugepageStatus::read().expect("hugepage status");
+    if raised.available() < NEEDED {
+        skip!(
+            T,
+            "kernel could not allocate {NEEDED} 2 MiB hugepages (nr_hugepages={target}, {raised:?})"
+        );
+    }
+    raised.require(NEEDED).expect("enough hugepages now");
+
+    let memfd = Memfd::create(c"ncdevmem-test-huge", SIZE, true).expect("hugetlb memfd");
+    assert!(memfd.is_hugetlb());
+    assert_eq!(memfd.hugepages_needed(), NEEDED);
+    let seals =
+        nix::fcntl::fcntl(memfd.as_fd(), nix::fcntl::FcntlArg::F_GET_SEALS).expect("F_GET_SEALS");
+    assert_eq!(seals & libc::F_SEAL_SHRINK, libc::F_SEAL_SHRINK);
+    let mut map = memfd.map().expect("map hugetlb memfd");
+    assert_eq!(map.len() as u64, SIZE);
+    // One pattern per 2 MiB page plus the exact end.
+    let second = 2u64 << 20;
+    map.write_at(0, b"page0").expect("write page 0");
+    map.write_at(second, b"page1").expect("write page 1");
+    map.write_at(SIZE - 3, b"end").expect("write end");
+    assert_eq!(map.bytes(0, 5).expect("read"), b"page0");
+    assert_eq!(map.bytes(second, 5).expect("read"), b"page1");
+    assert_eq!(map.bytes(SIZE - 3, 3).expect("read"), b"end");
+    // It really is backed by 2 MiB pages.
+    let addr = map.bytes(0, 1).expect("view").as_ptr() as usize;
+    assert_eq!(kernel_page_size_kb(addr), Some(2048));
+    drop(map);
+    drop(memfd);
+    // _guard restores nr_hugepages, then _lock is released.
+}
+
+#[test]
+fn nr_hugepages_guard_restores_on_panic() {
+    const T: &str = "nr_hugepages_guard_restores_on_panic";
+    if !is_root() {
+        skip!(T, "needs root to write {NR_HUGEPAGES_PATH}");
+    }
+    let _lock = lock_hugepages();
+    let old = read_nr_hugepages();
+    let result = std::panic::catch_unwind(|| {
+        let _guard = NrHugepagesGuard::set(old + 1).expect("raise nr_hugepages");
+        assert_eq!(read_nr_hugepages(), old + 1, "raised");
+        panic!("deliberate panic while nr_hugepages is raised");
+    });
+    assert!(result.is_err());
+    assert_eq!(read_nr_hugepages(), old, "restored after the panic");
+}
+
+#[test]
+fn hugetlb_without_hugepages_is_a_skip_naming_the_count() {
+    const T: &str = "hugetlb_without_hugepages_is_a_skip_naming_the_count";
+    let _lock = lock_hugepages();
+    let status = match HugepageStatus::read() {
+        Ok(s) => s,
+        Err(e) => skip!(T, "{e}"),
+    };
+    if status.nr != 0 || status.available() != 0 {
+        skip!(
+            T,
+            "vm.nr_hugepages is {} here, not 0 ({status:?})",
+            status.nr
+        );
+    }
+    let e = status.require(2).expect_err("no hugepages");
+    assert_eq!(e.exit_code(), 4);
+    let msg = e.to_string();
+    assert!(
+        msg.contains("need 2 free 2 MiB hugepages, have 0; raise vm.nr_hugepages"),
+        "{msg}"
+    );
+    // The kernel lets memfd_create and ftruncate pass and fails mmap with ENOMEM; the project
+    // turns that into the same skip.
+    let memfd = Memfd::create(c"ncdevmem-test-nohuge", 4 << 20, true).expect("hugetlb memfd");
+    let e = memfd.map().expect_err("no hugepages to map");
+    assert!(
+        matches!(e, Error::Skip(ref m) if m.contains("need 2 free 2 MiB hugepages, have 0")),
+        "{e}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c)-(f) sockets over loopback
+// ---------------------------------------------------------------------------------------------
+
+fn no_stop() -> AtomicI32 {
+    AtomicI32::new(0)
+}
+
+/// A connected loopback pair: (client, accepted server socket, client's address).
+fn loopback_pair(addr: &str) -> (OwnedFd, TcpRxSocket, SocketAddr) {
+    let a = parse_addr(addr, "-s").expect("parse");
+    let listener = tcp_listen(a.with_port(0)).expect("listen");
+    let port = local_addr(listener.as_fd()).expect("getsockname").port();
+    assert_ne!(port, 0);
+    let client = connect_timeout(a.with_port(port), None, None, Some(Duration::from_secs(5)))
+        .expect("connect");
+    let (server, peer) =
+        accept_timeout(listener.as_fd(), Some(Duration::from_secs(5)), &no_stop()).expect("accept");
+    (client, TcpRxSocket::new(server), peer)
+}
+
+#[test]
+fn dontneed_on_plain_tcp_returns_zero_and_einval_above_128_tokens() {
+    let (_client, mut server, _) = loopback_pair("127.0.0.1");
+    let tok = |start| dmabuf_token {
+        token_start: start,
+        token_count: 1,
+    };
+    // No devmem frags are outstanding, so the kernel frees 0 of them.
+    assert_eq!(server.dontneed(&[tok(0)]), Ok(0));
+    let many: Vec<_> = (0..MAX_DONTNEED_TOKENS as u32).map(tok).collect();
+    assert_eq!(server.dontneed(&many), Ok(0));
+    let too_many: Vec<_> = (0..=MAX_DONTNEED_TOKENS as u32).map(tok).collect();
+    assert_eq!(too_many.len(), 129);
+    assert_eq!(server.dontneed(&too_many), Err(libc::EINVAL));
+    // An empty batch makes no call.
+    assert_eq!(server.dontneed(&[]), Ok(0));
+}
+
+#[test]
+fn devmem_autorelease_missing_is_a_skip() {
+    const T: &str = "devmem_autorelease_missing_is_a_skip";
+    let (_client, server, _) = loopback_pair("127.0.0.1");
+    match set_devmem_autorelease(server.fd(), true) {
+        Err(e @ Error::Skip(_)) => {
+            assert_eq!(e.exit_code(), 4);
+            let msg = e.to_string();
+            assert!(msg.contains("kernel has no SO_DEVMEM_AUTORELEASE"), "{msg}");
+            assert!(msg.contains("ENOPROTOOPT"), "{msg}");
+        }
+        Ok(()) => skip!(T, "this kernel accepts SO_DEVMEM_AUTORELEASE (option 85)"),
+        Err(e) => panic!("expected the ENOPROTOOPT skip, got {e:?}"),
+    }
+}
+
+#[test]
+fn devmem_recvmsg_on_plain_tcp_copies_normally() {
+    for addr in ["127.0.0.1", "::1"] {
+        let (client, mut server, peer) = loopback_pair(addr);
+        // AF_INET6 sockets: an IPv4 peer shows up v4-mapped.
+        assert_eq!(
+            peer.ip(),
+            std::net::IpAddr::V6(parse_addr(addr, "-s").expect("parse").ip),
+            "{addr}"
+        );
+        let payload: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        set_nodelay(client.as_fd(), true).expect("TCP_NODELAY");
+        send_all(client.as_fd(), &payload).expect("send");
+        shutdown_write(client.as_fd()).expect("shutdown");
+
+        let mut got = Vec::new();
+        let mut data = vec![0u8; 4096];
+        let mut control = vec![0u8; 1024];
+        loop {
+            assert!(server.wait_readable(Duration::from_secs(5)).expect("poll"));
+            let out = server
+                .recvmsg(&mut data, &mut control, true)
+                .expect("recvmsg(MSG_SOCK_DEVMEM)");
+            if out.bytes == 0 {
+                break;
+            }
+            assert_eq!(out.control_len, 0, "no devmem cmsgs on plain memory");
+            assert_eq!(out.msg_flags, 0);
+            got.extend_from_slice(&data[..out.bytes]);
+        }
+        assert_eq!(got, payload, "{addr}");
+    }
+}
+
+#[test]
+fn accept_times_out_promptly() {
+    let a = parse_addr("127.0.0.1", "-s").expect("parse");
+    let listener = tcp_listen(a.with_port(0)).expect("listen");
+    let t0 = Instant::now();
+    let e = accept_timeout(
+        listener.as_fd(),
+        Some(Duration::from_millis(300)),
+        &no_stop(),
+    )
+    .expect_err("no client");
+    let took = t0.elapsed();
+    assert!(
+        matches!(e, Error::Timeout(ref m) if m.contains("300 ms")),
+        "{e}"
+    );
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+}
+
+#[test]
+fn accept_notices_the_stop_flag() {
+    let a = parse_addr("::1", "-s").expect("parse");
+    let listener = tcp_listen(a.with_port(0)).expect("listen");
+    let stop = AtomicI32::new(0);
+    let t0 = Instant::now();
+    let e = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            stop.store(libc::SIGTERM, std::sync::atomic::Ordering::Relaxed);
+        });
+        accept_timeout(listener.as_fd(), None, &stop).expect_err("stopped")
+    });
+    assert!(matches!(e, Error::Interrupted(libc::SIGTERM)), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn connect_refused_and_bad_ifname() {
+    let a = parse_addr("127.0.0.1", "-s").expect("parse");
+    // A port nobody listens on: bind one, note it, close it.
+    let port = {
+        let l = tcp_listen(a.with_port(0)).expect("listen");
+        local_addr(l.as_fd()).expect("getsockname").port()
+    };
+    let e = connect_timeout(a.with_port(port), None, None, Some(Duration::from_secs(5)))
+        .expect_err("nobody listens");
+    assert_eq!(e.errno(), Some(libc::ECONNREFUSED), "{e}");
+    let e = connect_timeout(
+        a.with_port(port),
+        None,
+        Some("a-very-long-ifname0"),
+        Some(Duration::from_secs(5)),
+    )
+    .expect_err("ifname too long");
+    assert!(matches!(e, Error::Usage(_)), "{e}");
+}
+
+#[test]
+fn connect_bound_to_lo_with_source_port() {
+    const T: &str = "connect_bound_to_lo_with_source_port";
+    if !is_root() {
+        skip!(T, "SO_BINDTODEVICE needs CAP_NET_RAW");
+    }
+    let a = parse_addr("127.0.0.1", "-s").expect("parse");
+    let listener = tcp_listen(a.with_port(0)).expect("listen");
+    let port = local_addr(listener.as_fd()).expect("getsockname").port();
+    // Source port: pick a free one the same way.
+    let src_port = {
+        let l = tcp_listen(a.with_port(0)).expect("listen");
+        local_addr(l.as_fd()).expect("getsockname").port()
+    };
+    let client = connect_timeout(
+        a.with_port(port),
+        Some(a.with_port(src_port)),
+        Some("lo"),
+        Some(Duration::from_secs(5)),
+    )
+    .expect("connect bound to lo");
+    let (_server, peer) =
+        accept_timeout(listener.as_fd(), Some(Duration::from_secs(5)), &no_stop()).expect("accept");
+    assert_eq!(peer.port(), src_port);
+    assert_eq!(
+        local_addr(client.as_fd()).expect("getsockname").port(),
+        src_port
+    );
+    // The client is blocking again after the non-blocking connect.
+    let fl = nix::fcntl::fcntl(client.as_fd(), nix::fcntl::FcntlArg::F_GETFL).expect("F_GETFL");
+    assert_eq!(fl & libc::O_NONBLOCK, 0);
+}
