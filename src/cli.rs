@@ -68,6 +68,7 @@ const EXPECT_CHUNK: &str = "1..=4294967295 bytes";
 const EXPECT_AUTORELEASE: &str = "0 or 1";
 const EXPECT_SECONDS: &str = "decimal seconds >= 0, e.g. 2 or 0.5; 0 = none";
 const EXPECT_SIZE: &str = "decimal bytes, optional suffix K, M or G (KiB, MiB, GiB)";
+const EXPECT_OFFSET: &str = "decimal byte offset, optional suffix K, M or G (KiB, MiB, GiB)";
 const EXPECT_POW2: &str = "a power of two >= the page size that fits in 32 bits, in bytes";
 const EXPECT_ADDR: &str = "an IPv4, IPv6 or IPv4-mapped IPv6 address";
 const EXPECT_IFNAME: &str = "an interface name of 1..=15 bytes";
@@ -97,6 +98,7 @@ const SPECS: &[Spec] = &[
     Spec { short: "",   long: "plain",           hint: "",       expect: "" },
     Spec { short: "",   long: "send-pattern",    hint: "BYTES",  expect: EXPECT_SIZE },
     Spec { short: "",   long: "write-size",      hint: "BYTES",  expect: EXPECT_SIZE },
+    Spec { short: "",   long: "corrupt-offset",  hint: "OFFSET", expect: EXPECT_OFFSET },
     Spec { short: "",   long: "timeout",         hint: "SECS",   expect: EXPECT_SECONDS },
     Spec { short: "",   long: "json",            hint: "FILE",   expect: EXPECT_PATH },
     Spec { short: "",   long: "progress",        hint: "SECS",   expect: EXPECT_SECONDS },
@@ -242,6 +244,8 @@ pub struct Args {
     pub send_pattern: Option<u64>,
     /// `--write-size BYTES`, ≥ 1.
     pub write_size: Option<u64>,
+    /// `--corrupt-offset OFFSET` (stream offset in bytes).
+    pub corrupt_offset: Option<u64>,
     /// `--timeout SECS`; `Some(ZERO)` when 0 was typed.
     pub timeout: Option<Duration>,
     /// `--json FILE`.
@@ -446,6 +450,11 @@ impl Args {
                 })?;
             a.write_size = Some(v);
         }
+        if let Some(t) = last("corrupt-offset") {
+            let v = size_bytes(&t)
+                .ok_or_else(|| invalid("--corrupt-offset", "stream offset", &t, EXPECT_OFFSET))?;
+            a.corrupt_offset = Some(v);
+        }
         if let Some(t) = last("timeout") {
             a.timeout = Some(seconds_opt("--timeout", "timeout", &t)?);
         }
@@ -629,6 +638,9 @@ pub struct Config {
     /// `--write-size`: fixed bytes per `write`; the sender also sets `TCP_NODELAY` so each
     /// write leaves as its own segment.
     pub write_size: Option<usize>,
+    /// `--corrupt-offset`: test aid for the validator: the sender flips every bit of the byte
+    /// at this stream offset (bytes from the start of the connection).
+    pub corrupt_offset: Option<u64>,
     /// `--rx-buf-len`: zcrx `rx_buf_len` in bytes (stored only).
     pub rx_buf_len: Option<u32>,
     /// `--verify-restore`: after unwinding, re-read the NIC state and compare it with the
@@ -779,6 +791,9 @@ impl Config {
         if a.write_size.is_some() && mode != Mode::PatternSender {
             return Err(usage_err("--write-size: only applies to --send-pattern"));
         }
+        if a.corrupt_offset.is_some() && mode != Mode::PatternSender {
+            return Err(usage_err("--corrupt-offset: only applies to --send-pattern"));
+        }
         if a.rx_buf_len.is_some() && mode != Mode::ZcrxServer {
             return Err(usage_err("--rx-buf-len: only applies to --zcrx"));
         }
@@ -842,6 +857,7 @@ impl Config {
             dmabuf_size: a.dmabuf_size,
             pattern_bytes: a.send_pattern,
             write_size,
+            corrupt_offset: a.corrupt_offset,
             rx_buf_len: a.rx_buf_len,
             verify_restore: a.verify_restore,
         })
@@ -922,6 +938,9 @@ Options of ncdevmem-rs:
   --write-size BYTES
                   with --send-pattern: write exactly BYTES per write and set TCP_NODELAY
                   (segment-size sweeps)
+  --corrupt-offset OFFSET
+                  with --send-pattern: flip the byte at stream offset OFFSET (a test aid: the
+                  receiver must report exactly that offset and exit 1)
   --timeout SECS  give up on accept, first byte or an idle connection after SECS seconds
                   (fractions allowed, e.g. 0.5; 0 = wait forever, the default)
   --json FILE     also write the final summary to FILE as one JSON object

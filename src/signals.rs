@@ -52,8 +52,14 @@ pub fn stop_requested() -> Option<i32> {
 
 /// `Err(Error::Interrupted)` once a stop signal has arrived; for polling loops.
 pub fn check() -> crate::Result<()> {
-    match stop_requested() {
-        Some(sig) => Err(crate::Error::Interrupted(sig)),
-        None => Ok(()),
+    check_flag(&STOP)
+}
+
+/// `Err(Error::Interrupted)` once `flag` holds a signal number (non-zero). For code that takes
+/// the stop flag as a parameter (tests pass their own).
+pub fn check_flag(flag: &AtomicI32) -> crate::Result<()> {
+    match flag.load(Ordering::SeqCst) {
+        0 => Ok(()),
+        sig => Err(crate::Error::Interrupted(sig)),
     }
 }
