@@ -1,0 +1,586 @@
+//! Test doubles for the receive loop: a socket that answers `recvmsg` and
+//! `SO_DEVMEM_DONTNEED` the way the kernel does ([`ScriptedSocket`]), a `Vec`-backed dma-buf
+//! ([`VecMemory`]) and a helper that lays the `-v` pattern out over linear pieces and dmabuf
+//! frags ([`PatternStream`]).
+//!
+//! The double follows net/ipv4/tcp.c `tcp_recvmsg_locked`/`tcp_recvmsg_dmabuf` and
+//! net/core/sock.c `sock_devmem_dontneed` (behaviour, not code):
+//! - one `recvmsg(MSG_SOCK_DEVMEM)` returns at most `data.len()` stream bytes, counting linear
+//!   bytes (copied back to back into the iov) and dmabuf bytes (not copied);
+//! - each piece delivered writes one 40-byte cmsg (`cmsghdr {cmsg_len 40, SOL_SOCKET,
+//!   SCM_DEVMEM_LINEAR|SCM_DEVMEM_DMABUF}` + `struct dmabuf_cmsg`); the call stops when the
+//!   control buffer has no room for the next one (no truncated cmsgs), and fails with
+//!   [`ScriptedSocket::no_room_errno`] when not even the first fits;
+//! - a frag cut short by the byte budget is finished in the next call with a new token;
+//! - tokens are allocated lowest-free-first from 1 (the socket's token xarray allocates from 1);
+//! - without `MSG_SOCK_DEVMEM`, devmem data gives `EFAULT`; readable (plain) data is copied
+//!   normally with or without the flag, with no cmsgs;
+//! - DONTNEED: 0 or more than 128 ranges → `EINVAL`; at most 1024 tokens are looked at per
+//!   call; unknown tokens are skipped; the return is the number freed.
+//!
+//! This module is compiled into the library so integration tests and other modules' tests can
+//! use it; nothing in the tool itself calls it.
+
+use std::cell::Cell;
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
+
+use super::{cmsg_len, RecvOutcome, RxSocket, DEVMEM_CMSG_SPACE, DMABUF_CMSG_LEN};
+use crate::error::{Error, Result};
+use crate::sys::uapi::{
+    dmabuf_cmsg, dmabuf_token, MAX_DONTNEED_FRAGS, MAX_DONTNEED_TOKENS, SCM_DEVMEM_DMABUF,
+    SCM_DEVMEM_LINEAR,
+};
+use crate::udmabuf::FragMemory;
+use crate::validate::Pattern;
+
+/// The kernel's internal `ETOOSMALL` (525), returned by `put_cmsg_notrunc` when the control
+/// buffer cannot hold a devmem cmsg. net/ipv4/tcp.c passes it on when nothing was received in
+/// the call; kernel-abi.md §4.3 says user space sees `EFAULT`. Both end the run.
+pub const ETOOSMALL: i32 = 525;
+
+/// One piece of a devmem skb sequence, in stream order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Bytes from an skb's linear part: copied into the iov, `SCM_DEVMEM_LINEAR` cmsg.
+    Linear(Vec<u8>),
+    /// A frag left in the dma-buf: `SCM_DEVMEM_DMABUF` cmsg.
+    Dmabuf {
+        /// Byte offset in the dma-buf (`dmabuf_cmsg.frag_offset`).
+        frag_offset: u64,
+        /// Bytes (`dmabuf_cmsg.frag_size`).
+        size: u32,
+        /// Binding id the frag claims (`dmabuf_cmsg.dmabuf_id`).
+        dmabuf_id: u32,
+        /// Token to hand out; `None` = allocate lowest-free like the kernel.
+        token: Option<u32>,
+    },
+}
+
+/// What the kernel has for the socket at the next call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Devmem skbs queued: delivered across as many `recvmsg` calls as the iov and control
+    /// buffer sizes need.
+    Data(Vec<Piece>),
+    /// Readable (non-devmem) bytes queued: copied into the iov, no cmsgs.
+    Plain(Vec<u8>),
+    /// The next `recvmsg` fails with this errno.
+    Errno(i32),
+    /// The next `wait_readable` fails with this errno.
+    PollErrno(i32),
+    /// The next `recvmsg` that returns data also sets `MSG_CTRUNC`.
+    CtruncNext,
+    /// Nothing arrives for one poll: `wait_readable` sleeps its timeout and returns false;
+    /// `recvmsg` would give `EAGAIN`.
+    Idle,
+    /// An arbitrary answer: the bytes are copied (as far as they fit), `bytes`,
+    /// `msg_flags` and `control.len()` are returned as given (`control_len` is not clamped).
+    /// Tokens of the `SCM_DEVMEM_DMABUF` cmsgs in the part of `control` that fits become
+    /// outstanding.
+    Raw {
+        /// iov content.
+        data: Vec<u8>,
+        /// Control-buffer content.
+        control: Vec<u8>,
+        /// The `recvmsg` return.
+        bytes: usize,
+        /// `msg_flags`.
+        msg_flags: i32,
+    },
+    /// The peer closed: `recvmsg` returns 0 from now on.
+    Eof,
+}
+
+/// The bytes of one devmem cmsg as the kernel writes them (x86_64):
+/// `cmsg_len` u64 = 40, `cmsg_level` i32 = `SOL_SOCKET` (1), `cmsg_type` i32 = `ty`
+/// (78 `SCM_DEVMEM_LINEAR` or 79 `SCM_DEVMEM_DMABUF`), then `struct dmabuf_cmsg` (24 bytes);
+/// 40 is already 8-aligned, so there is no padding.
+pub fn encode_devmem_cmsg(ty: i32, c: &dmabuf_cmsg) -> [u8; DEVMEM_CMSG_SPACE] {
+    let mut b = [0u8; DEVMEM_CMSG_SPACE];
+    b[0..8].copy_from_slice(&(cmsg_len(DMABUF_CMSG_LEN) as u64).to_ne_bytes());
+    b[8..12].copy_from_slice(&libc::SOL_SOCKET.to_ne_bytes());
+    b[12..16].copy_from_slice(&ty.to_ne_bytes());
+    b[16..24].copy_from_slice(&c.frag_offset.to_ne_bytes());
+    b[24..28].copy_from_slice(&c.frag_size.to_ne_bytes());
+    b[28..32].copy_from_slice(&c.frag_token.to_ne_bytes());
+    b[32..36].copy_from_slice(&c.dmabuf_id.to_ne_bytes());
+    b[36..40].copy_from_slice(&c.flags.to_ne_bytes());
+    b
+}
+
+/// A scripted [`RxSocket`]: replays [`Step`]s with the kernel's buffer and token rules, and
+/// records every `SO_DEVMEM_DONTNEED` call.
+#[derive(Debug, Clone)]
+pub struct ScriptedSocket {
+    steps: VecDeque<Step>,
+    ctrunc_next: bool,
+    outstanding: BTreeSet<u32>,
+    freed_ids: BTreeSet<u32>,
+    next_fresh: u32,
+    dontneed_log: Vec<Vec<(u32, u32)>>,
+    short_dontneed: VecDeque<usize>,
+    recvmsg_calls: u64,
+    wait_calls: u64,
+    /// errno for a devmem `recvmsg` whose control buffer cannot hold the first cmsg
+    /// (default [`ETOOSMALL`]).
+    pub no_room_errno: i32,
+}
+
+impl ScriptedSocket {
+    /// A socket that will play `steps` in order (then behaves as closed).
+    pub fn new(steps: Vec<Step>) -> ScriptedSocket {
+        ScriptedSocket {
+            steps: steps.into(),
+            ctrunc_next: false,
+            outstanding: BTreeSet::new(),
+            freed_ids: BTreeSet::new(),
+            next_fresh: 1,
+            dontneed_log: Vec::new(),
+            short_dontneed: VecDeque::new(),
+            recvmsg_calls: 0,
+            wait_calls: 0,
+            no_room_errno: ETOOSMALL,
+        }
+    }
+
+    /// Appends a step.
+    pub fn push(&mut self, step: Step) {
+        self.steps.push_back(step);
+    }
+
+    /// The next `SO_DEVMEM_DONTNEED` call frees (and reports) `by` tokens fewer than it
+    /// would; those stay outstanding (a leak). Calls queue up in order.
+    pub fn short_next_dontneed(&mut self, by: usize) {
+        self.short_dontneed.push_back(by);
+    }
+
+    /// Every `SO_DEVMEM_DONTNEED` call so far, as `(token_start, token_count)` ranges.
+    pub fn dontneed_calls(&self) -> &[Vec<(u32, u32)>] {
+        &self.dontneed_log
+    }
+
+    /// Tokens handed out and not released, ascending.
+    pub fn outstanding_tokens(&self) -> Vec<u32> {
+        self.outstanding.iter().copied().collect()
+    }
+
+    /// `recvmsg` calls so far.
+    pub fn recvmsg_calls(&self) -> u64 {
+        self.recvmsg_calls
+    }
+
+    /// `wait_readable` calls so far.
+    pub fn wait_calls(&self) -> u64 {
+        self.wait_calls
+    }
+
+    /// Steps not yet fully consumed.
+    pub fn remaining_steps(&self) -> usize {
+        self.steps.len()
+    }
+
+    fn alloc_token(&mut self) -> u32 {
+        let t = match self.freed_ids.pop_first() {
+            Some(t) => t,
+            None => {
+                while self.outstanding.contains(&self.next_fresh) {
+                    self.next_fresh += 1;
+                }
+                let t = self.next_fresh;
+                self.next_fresh += 1;
+                t
+            }
+        };
+        self.outstanding.insert(t);
+        t
+    }
+
+    fn take_token(&mut self, explicit: Option<u32>) -> u32 {
+        match explicit {
+            Some(t) => {
+                assert!(
+                    self.outstanding.insert(t),
+                    "test script error: token {t} is already outstanding"
+                );
+                self.freed_ids.remove(&t);
+                t
+            }
+            None => self.alloc_token(),
+        }
+    }
+
+    fn take_ctrunc(&mut self) -> i32 {
+        if std::mem::take(&mut self.ctrunc_next) {
+            libc::MSG_CTRUNC
+        } else {
+            0
+        }
+    }
+
+    /// Delivers from the `Data` step at the front.
+    fn deliver(&mut self, data: &mut [u8], control: &mut [u8]) -> Result<RecvOutcome, i32> {
+        let Some(Step::Data(mut pieces)) = self.steps.pop_front() else {
+            unreachable!("deliver is called with a Data step in front");
+        };
+        let mut budget = data.len();
+        let (mut iov, mut ctl, mut sent, mut done) = (0usize, 0usize, 0usize, 0usize);
+        while done < pieces.len() {
+            if budget == 0 || control.len() - ctl < DEVMEM_CMSG_SPACE {
+                break;
+            }
+            let (ty, c) = match &mut pieces[done] {
+                Piece::Linear(bytes) => {
+                    let n = bytes.len().min(budget);
+                    data[iov..iov + n].copy_from_slice(&bytes[..n]);
+                    bytes.drain(..n);
+                    if bytes.is_empty() {
+                        done += 1;
+                    }
+                    iov += n;
+                    budget -= n;
+                    sent += n;
+                    let c = dmabuf_cmsg {
+                        frag_offset: 0,
+                        frag_size: n as u32,
+                        frag_token: 0,
+                        dmabuf_id: 0,
+                        flags: 0,
+                    };
+                    (SCM_DEVMEM_LINEAR, c)
+                }
+                Piece::Dmabuf {
+                    frag_offset,
+                    size,
+                    dmabuf_id,
+                    token,
+                } => {
+                    let n = (*size as usize).min(budget);
+                    let explicit = token.take();
+                    let c = dmabuf_cmsg {
+                        frag_offset: *frag_offset,
+                        frag_size: n as u32,
+                        frag_token: 0,
+                        dmabuf_id: *dmabuf_id,
+                        flags: 0,
+                    };
+                    *frag_offset = frag_offset.wrapping_add(n as u64);
+                    *size -= n as u32;
+                    if *size == 0 {
+                        done += 1;
+                    }
+                    budget -= n;
+                    sent += n;
+                    let frag_token = self.take_token(explicit);
+                    (SCM_DEVMEM_DMABUF, dmabuf_cmsg { frag_token, ..c })
+                }
+            };
+            control[ctl..ctl + DEVMEM_CMSG_SPACE].copy_from_slice(&encode_devmem_cmsg(ty, &c));
+            ctl += DEVMEM_CMSG_SPACE;
+        }
+        pieces.drain(..done);
+        if !pieces.is_empty() {
+            self.steps.push_front(Step::Data(pieces));
+        }
+        if ctl == 0 {
+            return Err(self.no_room_errno);
+        }
+        Ok(RecvOutcome {
+            bytes: sent,
+            msg_flags: self.take_ctrunc(),
+            control_len: ctl,
+        })
+    }
+}
+
+impl RxSocket for ScriptedSocket {
+    fn recvmsg(
+        &mut self,
+        data: &mut [u8],
+        control: &mut [u8],
+        devmem: bool,
+    ) -> Result<RecvOutcome, i32> {
+        self.recvmsg_calls += 1;
+        loop {
+            match self.steps.front_mut() {
+                None | Some(Step::Eof) => return Ok(RecvOutcome::default()),
+                Some(Step::Idle) => return Err(libc::EAGAIN),
+                Some(Step::CtruncNext) => {
+                    self.ctrunc_next = true;
+                    self.steps.pop_front();
+                }
+                Some(Step::PollErrno(_)) => {
+                    // Only wait_readable consumes it; a recvmsg sees nothing queued.
+                    return Err(libc::EAGAIN);
+                }
+                Some(Step::Errno(e)) => {
+                    let e = *e;
+                    self.steps.pop_front();
+                    return Err(e);
+                }
+                Some(Step::Plain(bytes)) => {
+                    let n = bytes.len().min(data.len());
+                    data[..n].copy_from_slice(&bytes[..n]);
+                    bytes.drain(..n);
+                    if bytes.is_empty() {
+                        self.steps.pop_front();
+                    }
+                    return Ok(RecvOutcome {
+                        bytes: n,
+                        msg_flags: self.take_ctrunc(),
+                        control_len: 0,
+                    });
+                }
+                Some(Step::Raw { .. }) => {
+                    let Some(Step::Raw {
+                        data: d,
+                        control: c,
+                        bytes,
+                        msg_flags,
+                    }) = self.steps.pop_front()
+                    else {
+                        unreachable!("front was Raw");
+                    };
+                    let n = d.len().min(data.len());
+                    data[..n].copy_from_slice(&d[..n]);
+                    let m = c.len().min(control.len());
+                    control[..m].copy_from_slice(&c[..m]);
+                    // The kernel pinned a niov for every dmabuf cmsg it delivered.
+                    for cm in super::cmsgs(&control[..m]).map_while(|r| r.ok()) {
+                        if let super::Cmsg::Dmabuf(d) = cm {
+                            self.outstanding.insert(d.frag_token);
+                            self.freed_ids.remove(&d.frag_token);
+                        }
+                    }
+                    return Ok(RecvOutcome {
+                        bytes,
+                        msg_flags: msg_flags | self.take_ctrunc(),
+                        control_len: c.len(),
+                    });
+                }
+                Some(Step::Data(_)) => {
+                    if !devmem {
+                        // Unreadable frags need MSG_SOCK_DEVMEM.
+                        return Err(libc::EFAULT);
+                    }
+                    return self.deliver(data, control);
+                }
+            }
+        }
+    }
+
+    fn dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
+        self.dontneed_log.push(
+            tokens
+                .iter()
+                .map(|t| (t.token_start, t.token_count))
+                .collect(),
+        );
+        if tokens.is_empty() || tokens.len() > MAX_DONTNEED_TOKENS {
+            return Err(libc::EINVAL);
+        }
+        let mut looked = 0usize;
+        let mut freed = Vec::new();
+        'ranges: for t in tokens {
+            for i in 0..t.token_count {
+                looked += 1;
+                if looked > MAX_DONTNEED_FRAGS {
+                    break 'ranges;
+                }
+                let id = t.token_start.wrapping_add(i);
+                if self.outstanding.remove(&id) {
+                    freed.push(id);
+                }
+            }
+        }
+        let short = self
+            .short_dontneed
+            .pop_front()
+            .unwrap_or(0)
+            .min(freed.len());
+        for id in freed.drain(freed.len() - short..) {
+            self.outstanding.insert(id);
+        }
+        self.freed_ids.extend(freed.iter().copied());
+        Ok(freed.len())
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
+        self.wait_calls += 1;
+        match self.steps.front() {
+            Some(Step::Idle) => {
+                self.steps.pop_front();
+                std::thread::sleep(timeout);
+                Ok(false)
+            }
+            Some(Step::PollErrno(e)) => {
+                let e = *e;
+                self.steps.pop_front();
+                Err(e)
+            }
+            _ => Ok(true),
+        }
+    }
+}
+
+/// A dma-buf stand-in over a `Vec<u8>`, with the same bounds checks as the real mapping and
+/// counters for the CPU-access bracket.
+#[derive(Debug, Clone)]
+pub struct VecMemory {
+    bytes: Vec<u8>,
+    begins: Cell<u64>,
+    ends: Cell<u64>,
+    reading: Cell<bool>,
+    reads_outside: Cell<u64>,
+    fail_begin: Cell<Option<i32>>,
+}
+
+impl VecMemory {
+    /// `size` zero bytes.
+    pub fn new(size: usize) -> VecMemory {
+        VecMemory::from_vec(vec![0; size])
+    }
+
+    /// Wraps existing bytes.
+    pub fn from_vec(bytes: Vec<u8>) -> VecMemory {
+        VecMemory {
+            bytes,
+            begins: Cell::new(0),
+            ends: Cell::new(0),
+            reading: Cell::new(false),
+            reads_outside: Cell::new(0),
+            fail_begin: Cell::new(None),
+        }
+    }
+
+    /// Writes `data` at byte `offset` (what the NIC would DMA there). Panics when outside
+    /// (a test-script error).
+    pub fn write(&mut self, offset: u64, data: &[u8]) {
+        let o = offset as usize;
+        self.bytes[o..o + data.len()].copy_from_slice(data);
+    }
+
+    /// The whole region.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The whole region, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+
+    /// `begin_cpu_read` calls so far.
+    pub fn begin_calls(&self) -> u64 {
+        self.begins.get()
+    }
+
+    /// `end_cpu_read` calls so far.
+    pub fn end_calls(&self) -> u64 {
+        self.ends.get()
+    }
+
+    /// `bytes` calls made outside a `begin_cpu_read`/`end_cpu_read` bracket.
+    pub fn reads_outside_cpu_access(&self) -> u64 {
+        self.reads_outside.get()
+    }
+
+    /// The next `begin_cpu_read` fails with `errno` (as `DMA_BUF_IOCTL_SYNC` would).
+    pub fn fail_next_begin(&self, errno: i32) {
+        self.fail_begin.set(Some(errno));
+    }
+}
+
+impl FragMemory for VecMemory {
+    fn size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
+        let region_len = self.bytes.len() as u64;
+        match offset.checked_add(len) {
+            Some(end) if end <= region_len => {
+                if !self.reading.get() {
+                    self.reads_outside.set(self.reads_outside.get() + 1);
+                }
+                Ok(&self.bytes[offset as usize..end as usize])
+            }
+            _ => Err(Error::Bounds {
+                what: "VecMemory read".into(),
+                offset,
+                len,
+                region_len,
+            }),
+        }
+    }
+
+    fn begin_cpu_read(&self) -> Result<()> {
+        if let Some(e) = self.fail_begin.take() {
+            return Err(Error::sys("ioctl(DMA_BUF_IOCTL_SYNC, START|READ)", e));
+        }
+        self.begins.set(self.begins.get() + 1);
+        self.reading.set(true);
+        Ok(())
+    }
+
+    fn end_cpu_read(&self) -> Result<()> {
+        self.ends.set(self.ends.get() + 1);
+        self.reading.set(false);
+        Ok(())
+    }
+}
+
+/// Lays the `-v` pattern out in stream order over [`Piece`]s: each call takes the next bytes
+/// of the stream.
+#[derive(Debug, Clone)]
+pub struct PatternStream {
+    pattern: Pattern,
+    offset: u64,
+}
+
+impl PatternStream {
+    /// A stream of period `period` at offset 0. Panics for a period outside 2..=256.
+    pub fn new(period: u32) -> PatternStream {
+        PatternStream {
+            pattern: Pattern::new(period).expect("period in 2..=256"),
+            offset: 0,
+        }
+    }
+
+    /// Stream offset (bytes) of the next piece.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next `len` stream bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = vec![0; len];
+        self.pattern.fill(&mut v, self.offset);
+        self.offset += len as u64;
+        v
+    }
+
+    /// The next `len` stream bytes as a linear piece.
+    pub fn linear(&mut self, len: usize) -> Piece {
+        Piece::Linear(self.bytes(len))
+    }
+
+    /// The next `size` stream bytes as a dmabuf frag at `frag_offset`, written into `mem`
+    /// there; the token is allocated by the socket.
+    pub fn dmabuf(
+        &mut self,
+        mem: &mut VecMemory,
+        frag_offset: u64,
+        size: u32,
+        dmabuf_id: u32,
+    ) -> Piece {
+        let b = self.bytes(size as usize);
+        mem.write(frag_offset, &b);
+        Piece::Dmabuf {
+            frag_offset,
+            size,
+            dmabuf_id,
+            token: None,
+        }
+    }
+}

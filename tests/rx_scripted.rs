@@ -1,0 +1,992 @@
+//! Scripted-kernel tests of the receive loop: `ncdevmem::rx::receive_logged` against
+//! `ScriptedSocket` (kernel cmsg bytes, buffer limits, token allocation, DONTNEED counts) over
+//! a `VecMemory` dma-buf holding the pattern bytes the frags claim.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use ncdevmem::error::Error;
+use ncdevmem::rx::testing::{PatternStream, Piece, ScriptedSocket, Step, VecMemory, ETOOSMALL};
+use ncdevmem::rx::{
+    receive, receive_logged, NoFragMemory, RecvOutcome, RxConfig, RxSocket, DEVMEM_CMSG_SPACE,
+};
+use ncdevmem::stats::{RxMode, RxStats};
+use ncdevmem::sys::uapi::dmabuf_token;
+
+/// Binding id the tests bind to.
+const ID: u32 = 3;
+const PAGE: u32 = 4096;
+
+struct Run {
+    stats: RxStats,
+    result: ncdevmem::Result<()>,
+    log: String,
+    out: Vec<u8>,
+}
+
+fn run_with(sock: &mut impl RxSocket, mem: &VecMemory, cfg: &RxConfig, stop: &AtomicI32) -> Run {
+    let mut out = Vec::new();
+    let mut log = Vec::new();
+    let (mut stats, result) = receive_logged(sock, Some(mem), cfg, stop, &mut out, &mut log);
+    stats.elapsed = Duration::ZERO;
+    Run {
+        stats,
+        result,
+        log: String::from_utf8(log).unwrap(),
+        out,
+    }
+}
+
+fn run(sock: &mut ScriptedSocket, mem: &VecMemory, cfg: &RxConfig) -> Run {
+    run_with(sock, mem, cfg, &AtomicI32::new(0))
+}
+
+/// Devmem, binding [`ID`], 4 KiB niovs, `-v 7`, 5 ms poll tick.
+fn cfg() -> RxConfig {
+    RxConfig {
+        validate_period: Some(7),
+        poll_tick: Duration::from_millis(5),
+        ..RxConfig::devmem(ID, PAGE)
+    }
+}
+
+fn devmem_stats() -> RxStats {
+    RxStats::new(RxMode::Devmem)
+}
+
+/// `n` dmabuf frags of `size` bytes, one per `stride` bytes of the dma-buf from `base`.
+fn frags(
+    s: &mut PatternStream,
+    mem: &mut VecMemory,
+    base: u64,
+    n: u64,
+    size: u32,
+    stride: u64,
+) -> Vec<Piece> {
+    (0..n)
+        .map(|i| s.dmabuf(mem, base + i * stride, size, ID))
+        .collect()
+}
+
+fn err_text(r: &Run) -> String {
+    r.result.as_ref().unwrap_err().to_string()
+}
+
+#[test]
+fn four_kib_frags_validated_and_released_in_one_range() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 64, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    r.result.as_ref().unwrap();
+    assert_eq!(
+        r.stats,
+        RxStats {
+            bytes: 64 * 4096,
+            dmabuf_frags: 64,
+            dmabuf_bytes: 64 * 4096,
+            tokens_released: 64,
+            dontneed_calls: 1,
+            recvmsg_calls: 2,
+            validated_bytes: 64 * 4096,
+            ..devmem_stats()
+        }
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 64)]]);
+    assert!(sock.outstanding_tokens().is_empty());
+    assert_eq!((mem.begin_calls(), mem.end_calls()), (1, 1));
+    assert_eq!(mem.reads_outside_cpu_access(), 0);
+    assert!(r.out.is_empty(), "validating: nothing on the output");
+    assert!(r.log.is_empty(), "quiet hot path: {}", r.log);
+}
+
+#[test]
+fn sixteen_kib_frags_fill_the_iov_and_tokens_are_reused() {
+    let mut mem = VecMemory::new(4 << 20);
+    let mut s = PatternStream::new(7);
+    // 100 frags of 16 KiB: 50 fill the 819200-byte iov exactly.
+    let pieces = frags(&mut s, &mut mem, 0, 100, 16384, 16384);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let r = run(
+        &mut sock,
+        &mem,
+        &RxConfig::devmem(ID, 16384).with_test_defaults(),
+    );
+    r.result.as_ref().unwrap();
+    assert_eq!(
+        r.stats,
+        RxStats {
+            bytes: 100 * 16384,
+            dmabuf_frags: 100,
+            dmabuf_bytes: 100 * 16384,
+            tokens_released: 100,
+            dontneed_calls: 2,
+            recvmsg_calls: 3,
+            validated_bytes: 100 * 16384,
+            ..devmem_stats()
+        }
+    );
+    // Released after each batch, so the kernel hands out 1..=50 again.
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 50)], vec![(1, 50)]]);
+    assert_eq!((mem.begin_calls(), mem.end_calls()), (2, 2));
+}
+
+trait TestDefaults {
+    fn with_test_defaults(self) -> RxConfig;
+}
+
+impl TestDefaults for RxConfig {
+    fn with_test_defaults(self) -> RxConfig {
+        RxConfig {
+            validate_period: Some(7),
+            poll_tick: Duration::from_millis(5),
+            ..self
+        }
+    }
+}
+
+#[test]
+fn odd_size_frags_split_by_the_iov_budget_get_new_tokens() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 3, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let cfg = RxConfig {
+        data_buf_len: 6000,
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    // recvmsg 1: 4096 (token 1) + 1904 (token 2); 2: 2192 (1) + 3808 (2); 3: 288 (1).
+    assert_eq!(
+        sock.dontneed_calls(),
+        &[vec![(1, 2)], vec![(1, 2)], vec![(1, 1)]]
+    );
+    assert_eq!(
+        r.stats,
+        RxStats {
+            bytes: 3 * 4096,
+            dmabuf_frags: 5,
+            dmabuf_bytes: 3 * 4096,
+            tokens_released: 5,
+            dontneed_calls: 3,
+            recvmsg_calls: 4,
+            validated_bytes: 3 * 4096,
+            ..devmem_stats()
+        }
+    );
+}
+
+#[test]
+fn odd_size_frags_at_odd_offsets_within_niovs() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(251);
+    let layout: [(u64, u32); 6] = [
+        (17, 1),
+        (4096 + 100, 3996),
+        (3 * 4096, 4095),
+        (5 * 4096 + 4093, 3),
+        (9 * 4096 + 1, 1000),
+        (7 * 4096, 4096),
+    ];
+    let pieces: Vec<Piece> = layout
+        .iter()
+        .map(|&(o, n)| s.dmabuf(&mut mem, o, n, ID))
+        .collect();
+    let total: u64 = layout.iter().map(|&(_, n)| n as u64).sum();
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let cfg = RxConfig {
+        validate_period: Some(251),
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    assert_eq!(r.stats.bytes, total);
+    assert_eq!(r.stats.validated_bytes, total);
+    assert_eq!(r.stats.dmabuf_frags, 6);
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 6)]]);
+}
+
+fn interleaved(mem: &mut VecMemory) -> (Vec<Step>, Vec<u8>) {
+    let mut s = PatternStream::new(7);
+    let pieces = vec![
+        s.linear(66),
+        s.dmabuf(mem, 0, 4096, ID),
+        s.dmabuf(mem, 4096, 1000, ID),
+        s.linear(100),
+        s.dmabuf(mem, 5 * 4096, 4096, ID),
+        s.linear(1),
+    ];
+    let second = vec![s.linear(54), s.dmabuf(mem, 8 * 4096 + 8, 4000, ID)];
+    let total = s.offset() as usize;
+    let mut stream = vec![0; total];
+    ncdevmem::validate::Pattern::new(7)
+        .unwrap()
+        .fill(&mut stream, 0);
+    (
+        vec![Step::Data(pieces), Step::Data(second), Step::Eof],
+        stream,
+    )
+}
+
+#[test]
+fn linear_frags_interleaved_are_validated_in_stream_order() {
+    let mut mem = VecMemory::new(1 << 20);
+    let (steps, stream) = interleaved(&mut mem);
+    let mut sock = ScriptedSocket::new(steps);
+    let r = run(&mut sock, &mem, &cfg());
+    r.result.as_ref().unwrap();
+    assert_eq!(
+        r.stats,
+        RxStats {
+            bytes: stream.len() as u64,
+            dmabuf_frags: 4,
+            dmabuf_bytes: 4096 + 1000 + 4096 + 4000,
+            linear_frags: 4,
+            linear_bytes: 66 + 100 + 1 + 54,
+            tokens_released: 4,
+            dontneed_calls: 2,
+            recvmsg_calls: 3,
+            validated_bytes: stream.len() as u64,
+            ..devmem_stats()
+        }
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 3)], vec![(1, 1)]]);
+}
+
+#[test]
+fn without_validation_the_payload_goes_to_the_output_in_stream_order() {
+    let mut mem = VecMemory::new(1 << 20);
+    let (steps, stream) = interleaved(&mut mem);
+    let mut sock = ScriptedSocket::new(steps);
+    let cfg = RxConfig {
+        validate_period: None,
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    assert_eq!(r.out, stream);
+    assert_eq!(r.stats.validated_bytes, 0);
+}
+
+#[test]
+fn fail_on_linear_fails_and_still_releases_every_token() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = vec![
+        s.dmabuf(&mut mem, 0, 4096, ID),
+        s.linear(10),
+        s.dmabuf(&mut mem, 4096, 4096, ID),
+    ];
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let cfg = RxConfig {
+        fail_on_linear: true,
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    assert!(matches!(r.result, Err(Error::Failure(_))));
+    assert_eq!(
+        err_text(&r),
+        "-L: SCM_DEVMEM_LINEAR frag of 10 bytes at stream offset 4096: payload landed in host memory (header split not working)"
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 2)]]);
+    assert!(sock.outstanding_tokens().is_empty());
+    assert_eq!((mem.begin_calls(), mem.end_calls()), (1, 1));
+}
+
+#[test]
+fn frag_crossing_a_niov_boundary_is_an_error_naming_token_offset_size() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = vec![
+        s.dmabuf(&mut mem, 0, 4096, ID),
+        s.dmabuf(&mut mem, 2 * 4096 + 4000, 200, ID),
+    ];
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces.clone()), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert!(matches!(r.result, Err(Error::Bounds { .. })));
+    assert_eq!(
+        err_text(&r),
+        "dmabuf frag (token 2, dma-buf offset 0x2fa0, size 200) inside its niov (rx-page-size 4096 bytes) \
+         out of bounds: offset 0xfa0 + len 0xc8 exceeds region of 0x1000 bytes"
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 2)]]);
+    assert_eq!(r.stats.validated_bytes, 4096, "bad frag not read");
+
+    // The same frag is inside one 16 KiB niov (rx-page-size 16384).
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let r = run(
+        &mut sock,
+        &mem,
+        &RxConfig::devmem(ID, 16384).with_test_defaults(),
+    );
+    r.result.as_ref().unwrap();
+    assert_eq!(r.stats.bytes, 4296);
+}
+
+#[test]
+fn wrong_dmabuf_id_is_a_flow_steering_error() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let mut pieces = frags(&mut s, &mut mem, 0, 3, 4096, 4096);
+    if let Piece::Dmabuf { dmabuf_id, .. } = &mut pieces[1] {
+        *dmabuf_id = 9;
+    }
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert_eq!(
+        err_text(&r),
+        "flow steering error: dmabuf frag (token 2) at stream offset 4096 comes from binding 9, expected binding 3"
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 3)]]);
+    assert!(sock.outstanding_tokens().is_empty());
+}
+
+#[test]
+fn frag_beyond_the_dmabuf_is_rejected_before_any_read() {
+    let mem = VecMemory::new(64 * 1024);
+    for (offset, size, text) in [
+        (
+            64 * 1024u64,
+            100u32,
+            "dmabuf frag (token 1, size 100) out of bounds: offset 0x10000 + len 0x64 exceeds region of 0x10000 bytes",
+        ),
+        (
+            u64::MAX - 10,
+            100,
+            "dmabuf frag (token 1, size 100) out of bounds: offset 0xfffffffffffffff5 + len 0x64 exceeds region of 0x10000 bytes",
+        ),
+    ] {
+        let piece = Piece::Dmabuf {
+            frag_offset: offset,
+            size,
+            dmabuf_id: ID,
+            token: None,
+        };
+        let mut sock = ScriptedSocket::new(vec![Step::Data(vec![piece]), Step::Eof]);
+        let r = run(&mut sock, &mem, &cfg());
+        assert!(matches!(r.result, Err(Error::Bounds { .. })));
+        assert_eq!(err_text(&r), text);
+        assert_eq!(sock.dontneed_calls(), &[vec![(1, 1)]]);
+        assert_eq!(mem.begin_calls(), 0, "nothing read");
+    }
+}
+
+#[test]
+fn msg_ctrunc_fails_and_releases_the_tokens_it_got() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 4, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![Step::CtruncNext, Step::Data(pieces), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert_eq!(
+        err_text(&r),
+        "recvmsg(MSG_SOCK_DEVMEM) set MSG_CTRUNC: the 160-byte control buffer was too small and cmsgs were dropped (their frags' tokens are lost)"
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 4)]]);
+    assert_eq!(r.stats.recvmsg_calls, 1);
+}
+
+#[test]
+fn efault_ends_the_run_with_its_name() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let first = frags(&mut s, &mut mem, 0, 4, 4096, 4096);
+    let second = frags(&mut s, &mut mem, 4 * 4096, 4, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Data(first),
+        Step::Errno(libc::EFAULT),
+        Step::Data(second),
+        Step::Eof,
+    ]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert_eq!(r.result.as_ref().unwrap_err().errno(), Some(libc::EFAULT));
+    assert_eq!(
+        err_text(&r),
+        "recvmsg(MSG_SOCK_DEVMEM): EFAULT (Bad address)"
+    );
+    assert_eq!(r.stats.recvmsg_calls, 2, "no retry after EFAULT");
+    assert_eq!(sock.remaining_steps(), 2);
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 4)]]);
+}
+
+#[test]
+fn eagain_and_eintr_are_retried_and_counted() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let first = frags(&mut s, &mut mem, 0, 2, 4096, 4096);
+    let second = frags(&mut s, &mut mem, 2 * 4096, 2, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Errno(libc::EAGAIN),
+        Step::Data(first),
+        Step::Errno(libc::EINTR),
+        Step::PollErrno(libc::EINTR),
+        Step::Data(second),
+        Step::Eof,
+    ]);
+    let r = run(&mut sock, &mem, &cfg());
+    r.result.as_ref().unwrap();
+    assert_eq!(
+        r.stats,
+        RxStats {
+            bytes: 4 * 4096,
+            dmabuf_frags: 4,
+            dmabuf_bytes: 4 * 4096,
+            tokens_released: 4,
+            dontneed_calls: 2,
+            recvmsg_calls: 5,
+            eagain_retries: 1,
+            eintr_retries: 2,
+            validated_bytes: 4 * 4096,
+            ..devmem_stats()
+        }
+    );
+}
+
+#[test]
+fn other_recvmsg_errors_and_poll_errors_end_the_run() {
+    let mem = VecMemory::new(4096);
+    let mut sock = ScriptedSocket::new(vec![Step::Errno(libc::ECONNRESET)]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert_eq!(
+        err_text(&r),
+        "recvmsg(MSG_SOCK_DEVMEM): ECONNRESET (Connection reset by peer)"
+    );
+    let mut sock = ScriptedSocket::new(vec![Step::PollErrno(libc::EBADF)]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert_eq!(
+        err_text(&r),
+        "poll(POLLIN) on the data socket: EBADF (Bad file descriptor)"
+    );
+    assert_eq!(r.stats.recvmsg_calls, 0);
+}
+
+#[test]
+fn short_dontneed_count_is_a_leaked_tokens_failure() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 64, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    sock.short_next_dontneed(1);
+    let r = run(&mut sock, &mem, &cfg());
+    assert!(matches!(r.result, Err(Error::Failure(_))));
+    assert_eq!(
+        err_text(&r),
+        "SO_DEVMEM_DONTNEED freed 63 of 64 tokens (1 ranges, first 1+64): 1 tokens leaked"
+    );
+    assert_eq!(r.stats.tokens_released, 63);
+    assert_eq!(r.stats.dontneed_calls, 1);
+    assert_eq!(sock.outstanding_tokens(), vec![64]);
+}
+
+#[test]
+fn more_than_128_scattered_tokens_in_one_recvmsg_are_released_in_128_range_calls() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let mut pieces = frags(&mut s, &mut mem, 0, 300, 1024, 1024);
+    for (i, p) in pieces.iter_mut().enumerate() {
+        if let Piece::Dmabuf { token, .. } = p {
+            *token = Some(2 * i as u32 + 2); // 2, 4, 6, ...: nothing to coalesce
+        }
+    }
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    r.result.as_ref().unwrap();
+    let calls = sock.dontneed_calls();
+    assert_eq!(
+        calls.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![128, 128, 44]
+    );
+    assert_eq!(calls[0][0], (2, 1));
+    assert_eq!(calls[0][127], (256, 1));
+    assert_eq!(calls[1][0], (258, 1));
+    assert_eq!(calls[2][43], (600, 1));
+    assert_eq!(r.stats.tokens_released, 300);
+    assert_eq!(r.stats.dontneed_calls, 3);
+    assert_eq!(r.stats.recvmsg_calls, 2);
+    assert!(sock.outstanding_tokens().is_empty());
+}
+
+#[test]
+fn full_control_buffer_stops_at_2000_frags_and_long_ranges_split_at_1024() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 2100, 256, 256);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    r.result.as_ref().unwrap();
+    assert_eq!(
+        sock.dontneed_calls(),
+        &[vec![(1, 1024)], vec![(1025, 976)], vec![(1, 100)]]
+    );
+    assert_eq!(
+        r.stats,
+        RxStats {
+            bytes: 2100 * 256,
+            dmabuf_frags: 2100,
+            dmabuf_bytes: 2100 * 256,
+            tokens_released: 2100,
+            dontneed_calls: 3,
+            recvmsg_calls: 3,
+            validated_bytes: 2100 * 256,
+            ..devmem_stats()
+        }
+    );
+}
+
+#[test]
+fn one_corrupted_byte_is_reported_at_its_stream_offset_after_draining() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let first = frags(&mut s, &mut mem, 0, 16, 4096, 4096);
+    let second = frags(&mut s, &mut mem, 16 * 4096, 16, 4096, 4096);
+    // Stream offset 5 * 4096 + 123 = 20603; 20603 % 7 = 2, so 0x03 is expected there.
+    mem.as_mut_slice()[5 * 4096 + 123] = 0x55;
+    let mut sock = ScriptedSocket::new(vec![Step::Data(first), Step::Data(second), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert!(matches!(r.result, Err(Error::Failure(_))));
+    assert_eq!(
+        err_text(&r),
+        "validation failed (period 7): 1 mismatched byte(s) in 131072 bytes; \
+         first at stream offset 20603: expected 0x03, actual 0x55"
+    );
+    assert_eq!(
+        r.log,
+        "validation mismatch at stream offset 20603: expected 0x03, actual 0x55\n"
+    );
+    // The stream was drained and every token went back.
+    assert_eq!(r.stats.recvmsg_calls, 3);
+    assert_eq!(r.stats.bytes, 131072);
+    assert_eq!(r.stats.mismatches, 1);
+    assert_eq!(r.stats.tokens_released, 32);
+    assert!(sock.outstanding_tokens().is_empty());
+}
+
+#[test]
+fn only_the_first_20_mismatches_are_logged() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 4, 4096, 4096);
+    for i in 0..25 {
+        mem.as_mut_slice()[100 + i * 7] ^= 0xFF;
+    }
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert_eq!(r.log.lines().count(), 20);
+    assert!(r
+        .log
+        .starts_with("validation mismatch at stream offset 100: "));
+    assert_eq!(r.stats.mismatches, 25);
+    assert!(err_text(&r).contains("25 mismatched byte(s) in 16384 bytes"));
+}
+
+#[test]
+fn data_without_devmem_cmsgs_is_a_flow_steering_error() {
+    let mem = VecMemory::new(4096);
+    let mut s = PatternStream::new(7);
+    let mut sock = ScriptedSocket::new(vec![Step::Plain(s.bytes(1000)), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert_eq!(
+        err_text(&r),
+        "flow steering error: recvmsg(MSG_SOCK_DEVMEM) returned 1000 bytes at stream offset 0 \
+         without SCM_DEVMEM cmsgs (the flow did not arrive on the bound queue)"
+    );
+}
+
+#[test]
+fn plain_mode_validates_the_iov_and_is_labelled_plain_tcp() {
+    let mut s = PatternStream::new(7);
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Plain(s.bytes(1_000_000)),
+        Step::Plain(s.bytes(10)),
+        Step::Eof,
+    ]);
+    let cfg = RxConfig {
+        validate_period: Some(7),
+        poll_tick: Duration::from_millis(5),
+        ..RxConfig::plain()
+    };
+    let stop = AtomicI32::new(0);
+    let mut out = Vec::new();
+    let stats = receive::<_, NoFragMemory, _>(&mut sock, None, &cfg, &stop, &mut out).unwrap();
+    assert_eq!(
+        RxStats {
+            elapsed: Duration::ZERO,
+            ..stats.clone()
+        },
+        RxStats {
+            bytes: 1_000_010,
+            plain_bytes: 1_000_010,
+            recvmsg_calls: 4, // 819200 + 180800 + 10 + EOF
+            validated_bytes: 1_000_010,
+            ..RxStats::new(RxMode::PlainTcp)
+        }
+    );
+    assert!(sock.dontneed_calls().is_empty());
+    assert!(stats.summary_line().contains("plain TCP"));
+}
+
+#[test]
+fn plain_mode_outputs_payload_and_rejects_devmem_data() {
+    let mut s = PatternStream::new(9);
+    let bytes = s.bytes(5000);
+    let mut sock = ScriptedSocket::new(vec![Step::Plain(bytes.clone()), Step::Eof]);
+    let cfg = RxConfig {
+        poll_tick: Duration::from_millis(5),
+        ..RxConfig::plain()
+    };
+    let stop = AtomicI32::new(0);
+    let mut out = Vec::new();
+    receive::<_, NoFragMemory, _>(&mut sock, None, &cfg, &stop, &mut out).unwrap();
+    assert_eq!(out, bytes);
+
+    // Devmem skbs read without MSG_SOCK_DEVMEM: the kernel answers EFAULT.
+    let mut mem = VecMemory::new(4096);
+    let piece = s.dmabuf(&mut mem, 0, 100, ID);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(vec![piece])]);
+    let e = receive::<_, NoFragMemory, _>(&mut sock, None, &cfg, &stop, &mut out).unwrap_err();
+    assert_eq!(e.to_string(), "recvmsg: EFAULT (Bad address)");
+}
+
+#[test]
+fn idle_timeout_names_how_long() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 2, 4096, 4096);
+    let mut steps = vec![Step::Data(pieces)];
+    steps.extend(std::iter::repeat(Step::Idle).take(100));
+    let mut sock = ScriptedSocket::new(steps);
+    let cfg = RxConfig {
+        idle_timeout: Some(Duration::from_millis(40)),
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    assert!(matches!(r.result, Err(Error::Timeout(_))));
+    let e = err_text(&r);
+    assert!(e.starts_with("timed out: no data for 0.0"), "{e}");
+    assert!(
+        e.ends_with("s (idle timeout 0.040 s) after 8192 bytes"),
+        "{e}"
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 2)]]);
+    assert!(sock.remaining_steps() > 80, "gave up after about 8 ticks");
+}
+
+#[test]
+fn tokens_are_released_when_the_socket_goes_idle() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let a = frags(&mut s, &mut mem, 0, 10, 4096, 4096);
+    let b = frags(&mut s, &mut mem, 10 * 4096, 10, 4096, 4096);
+    let c = frags(&mut s, &mut mem, 20 * 4096, 10, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Data(a),
+        Step::Data(b),
+        Step::Idle,
+        Step::Data(c),
+        Step::Eof,
+    ]);
+    let cfg = RxConfig {
+        token_high_water: 1000,
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    // Held across two batches, released at the idle poll, the rest at EOF.
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 20)], vec![(1, 10)]]);
+    assert_eq!(r.stats.tokens_released, 30);
+}
+
+/// Wraps a socket and sets the stop flag after `after` recvmsg calls.
+struct StopAfter<'a> {
+    inner: ScriptedSocket,
+    stop: &'a AtomicI32,
+    after: u64,
+}
+
+impl RxSocket for StopAfter<'_> {
+    fn recvmsg(
+        &mut self,
+        data: &mut [u8],
+        control: &mut [u8],
+        devmem: bool,
+    ) -> Result<RecvOutcome, i32> {
+        let r = self.inner.recvmsg(data, control, devmem);
+        if self.inner.recvmsg_calls() == self.after {
+            self.stop.store(libc::SIGTERM, Ordering::Relaxed);
+        }
+        r
+    }
+    fn dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
+        self.inner.dontneed(tokens)
+    }
+    fn wait_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
+        self.inner.wait_readable(timeout)
+    }
+}
+
+#[test]
+fn stop_flag_ends_the_loop_with_the_signal_and_releases_tokens() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let steps = (0..5)
+        .map(|i| Step::Data(frags(&mut s, &mut mem, i * 8192, 2, 4096, 4096)))
+        .collect();
+    let stop = AtomicI32::new(0);
+    let mut sock = StopAfter {
+        inner: ScriptedSocket::new(steps),
+        stop: &stop,
+        after: 2,
+    };
+    let cfg = RxConfig {
+        token_high_water: 1000,
+        ..cfg()
+    };
+    let r = run_with(&mut sock, &mem, &cfg, &stop);
+    assert!(matches!(r.result, Err(Error::Interrupted(libc::SIGTERM))));
+    assert_eq!(r.stats.recvmsg_calls, 2);
+    assert_eq!(sock.inner.dontneed_calls(), &[vec![(1, 4)]]);
+    assert!(sock.inner.outstanding_tokens().is_empty());
+
+    // Already set before the first call: nothing is received.
+    let stop = AtomicI32::new(libc::SIGINT);
+    let mut sock = ScriptedSocket::new(vec![Step::Eof]);
+    let r = run_with(&mut sock, &mem, &cfg, &stop);
+    assert!(matches!(r.result, Err(Error::Interrupted(libc::SIGINT))));
+    assert_eq!(sock.recvmsg_calls(), 0);
+}
+
+fn raw_devmem(ty: i32, offset: u64, size: u32, token: u32) -> Vec<u8> {
+    let c = libc::dmabuf_cmsg {
+        frag_offset: offset,
+        frag_size: size,
+        frag_token: token,
+        dmabuf_id: ID,
+        flags: 0,
+    };
+    ncdevmem::rx::testing::encode_devmem_cmsg(ty, &c).to_vec()
+}
+
+#[test]
+fn byte_counts_that_disagree_with_the_recvmsg_return_are_decode_errors() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let _ = s.dmabuf(&mut mem, 0, 4096, ID);
+    let cases = [
+        // A linear frag longer than what recvmsg returned.
+        (
+            raw_devmem(libc::SCM_DEVMEM_LINEAR, 0, 200, 0),
+            100,
+            "cannot decode SCM_DEVMEM_LINEAR cmsg: frag_size 200 at iov offset 0 runs past the 100 bytes recvmsg(MSG_SOCK_DEVMEM) returned",
+        ),
+        // cmsgs describe 4096 bytes, recvmsg returned 5000.
+        (
+            raw_devmem(libc::SCM_DEVMEM_DMABUF, 0, 4096, 1),
+            5000,
+            "cannot decode recvmsg(MSG_SOCK_DEVMEM) return: 5000 bytes returned but the cmsgs describe 0 linear + 4096 dmabuf bytes",
+        ),
+        // A dmabuf frag beyond the return.
+        (
+            raw_devmem(libc::SCM_DEVMEM_DMABUF, 0, 4096, 1),
+            4000,
+            "cannot decode SCM_DEVMEM_DMABUF cmsg: frag (token 1, size 4096) makes 4096 bytes, more than the 4000 bytes recvmsg(MSG_SOCK_DEVMEM) returned",
+        ),
+    ];
+    for (control, bytes, text) in cases {
+        let mut sock = ScriptedSocket::new(vec![Step::Raw {
+            data: vec![1; 300],
+            control,
+            bytes,
+            msg_flags: 0,
+        }]);
+        let r = run(&mut sock, &mem, &cfg());
+        assert!(matches!(r.result, Err(Error::Decode { .. })), "{text}");
+        assert_eq!(err_text(&r), text);
+    }
+}
+
+#[test]
+fn control_len_is_clamped_to_the_control_buffer() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let _ = s.dmabuf(&mut mem, 0, 8192, ID);
+    let mut control = raw_devmem(libc::SCM_DEVMEM_DMABUF, 0, 4096, 1);
+    control.extend(raw_devmem(libc::SCM_DEVMEM_DMABUF, 4096, 4096, 2));
+    control.extend(raw_devmem(libc::SCM_DEVMEM_DMABUF, 8192, 4096, 3));
+    // The answer claims 120 bytes of cmsgs; the buffer holds 80.
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Raw {
+            data: vec![],
+            control,
+            bytes: 8192,
+            msg_flags: 0,
+        },
+        Step::Eof,
+    ]);
+    let cfg = RxConfig {
+        control_buf_len: 2 * DEVMEM_CMSG_SPACE,
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    assert_eq!(r.stats.dmabuf_frags, 2);
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 2)]]);
+}
+
+#[test]
+fn dma_buf_sync_failure_propagates_and_tokens_are_released() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 3, 4096, 4096);
+    mem.fail_next_begin(libc::EINVAL);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let r = run(&mut sock, &mem, &cfg());
+    assert_eq!(
+        err_text(&r),
+        "ioctl(DMA_BUF_IOCTL_SYNC, START|READ): EINVAL (Invalid argument)"
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 3)]]);
+}
+
+#[test]
+fn verbose_prints_one_line_per_frag() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = vec![
+        s.linear(10),
+        s.dmabuf(&mut mem, 3 * 4096 + 16, 100, ID),
+        s.dmabuf(&mut mem, 4096, 4096, ID),
+    ];
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let cfg = RxConfig {
+        verbose: true,
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    assert_eq!(
+        r.log,
+        "frag linear: size 10, stream offset 0\n\
+         frag dmabuf: token 1, dma-buf offset 0x3010 (niov 3, +0x10), size 100, stream offset 10, dmabuf id 3\n\
+         frag dmabuf: token 2, dma-buf offset 0x1000 (niov 1, +0x0), size 4096, stream offset 110, dmabuf id 3\n"
+    );
+}
+
+#[test]
+fn progress_lines_appear_at_the_interval() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 2, 4096, 4096);
+    let mut steps = vec![Step::Data(pieces)];
+    steps.extend(std::iter::repeat(Step::Idle).take(6));
+    steps.push(Step::Eof);
+    let mut sock = ScriptedSocket::new(steps);
+    let cfg = RxConfig {
+        progress_interval: Some(Duration::from_millis(10)),
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    let lines: Vec<&str> = r.log.lines().collect();
+    assert!(lines.len() >= 2, "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("rx progress (devmem): 8192 bytes in ")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn bad_configuration_is_a_usage_error() {
+    let mem = VecMemory::new(4096);
+    for (cfg, text) in [
+        (
+            RxConfig {
+                data_buf_len: 0,
+                ..cfg()
+            },
+            "receive buffer of 0 bytes",
+        ),
+        (
+            RxConfig {
+                control_buf_len: 39,
+                ..cfg()
+            },
+            "control buffer of 39 bytes cannot hold one devmem cmsg (40 bytes)",
+        ),
+        (
+            RxConfig::devmem(ID, 0),
+            "niov size (rx-page-size) of 0 bytes",
+        ),
+        (
+            RxConfig {
+                validate_period: Some(1),
+                ..cfg()
+            },
+            "-v: validation period 1 out of range 2..=256 bytes",
+        ),
+    ] {
+        let mut sock = ScriptedSocket::new(vec![Step::Eof]);
+        let r = run(&mut sock, &mem, &cfg);
+        assert!(matches!(r.result, Err(Error::Usage(_))), "{text}");
+        assert_eq!(err_text(&r), text);
+        assert_eq!(sock.recvmsg_calls(), 0);
+    }
+    let mut sock = ScriptedSocket::new(vec![Step::Eof]);
+    let e =
+        receive::<_, NoFragMemory, _>(&mut sock, None, &cfg(), &AtomicI32::new(0), &mut Vec::new())
+            .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "devmem receive needs the dma-buf mapping to read frags from"
+    );
+}
+
+// ---- the double itself behaves like the kernel ----
+
+#[test]
+fn double_fails_when_the_first_cmsg_does_not_fit() {
+    let mut mem = VecMemory::new(4096);
+    let mut s = PatternStream::new(7);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(vec![s.dmabuf(&mut mem, 0, 10, ID)])]);
+    let mut data = [0u8; 100];
+    let mut control = [0u8; DEVMEM_CMSG_SPACE - 1];
+    assert_eq!(sock.recvmsg(&mut data, &mut control, true), Err(ETOOSMALL));
+    let mut control = [0u8; DEVMEM_CMSG_SPACE];
+    let o = sock.recvmsg(&mut data, &mut control, true).unwrap();
+    assert_eq!(
+        o,
+        RecvOutcome {
+            bytes: 10,
+            msg_flags: 0,
+            control_len: 40
+        }
+    );
+}
+
+#[test]
+fn double_dontneed_follows_kernel_limits() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 1100, 256, 256);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces)]);
+    let mut data = vec![0u8; 1 << 20];
+    let mut control = vec![0u8; 80_000];
+    let o = sock.recvmsg(&mut data, &mut control, true).unwrap();
+    assert_eq!(o.control_len, 1100 * 40);
+    let tok = |s, c| dmabuf_token {
+        token_start: s,
+        token_count: c,
+    };
+    assert_eq!(sock.dontneed(&[]), Err(libc::EINVAL));
+    assert_eq!(sock.dontneed(&vec![tok(5000, 1); 129]), Err(libc::EINVAL));
+    // At most 1024 tokens are looked at per call.
+    assert_eq!(sock.dontneed(&[tok(1, 1100)]), Ok(1024));
+    // The cap counts tokens looked at, freed or not: 1..=1024 are gone, 1025.. not reached.
+    assert_eq!(sock.dontneed(&[tok(1, 1100)]), Ok(0));
+    // Unknown tokens are skipped; the rest are freed.
+    assert_eq!(sock.dontneed(&[tok(1, 3), tok(1025, 76)]), Ok(76));
+    assert!(sock.outstanding_tokens().is_empty());
+}
