@@ -20,9 +20,6 @@
 //! are released in coalesced batches and the returned count is checked, `EFAULT` and other
 //! errors end the run instead of spinning.
 
-// The crate `Error` is large because `Error::Netlink` holds `NlError` inline (error.rs, not this
-// module); boxing it there would make this allow unnecessary.
-#![allow(clippy::result_large_err)]
 
 pub mod testing;
 

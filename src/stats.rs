@@ -5,9 +5,6 @@
 //! data (bytes, dmabuf and linear frags), the token traffic (tokens released,
 //! `SO_DEVMEM_DONTNEED` calls) and the syscalls (`recvmsg` calls, `EAGAIN`/`EINTR` retries).
 
-// The crate `Error` is large because `Error::Netlink` holds `NlError` inline (error.rs, not this
-// module); boxing it there would make this allow unnecessary.
-#![allow(clippy::result_large_err)]
 
 use std::io::Write;
 use std::path::Path;

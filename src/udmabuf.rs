@@ -830,61 +830,6 @@ fn udmabuf_create(dev: BorrowedFd<'_>, memfd: &Memfd) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(ret) })
 }
 
-// ---------------------------------------------------------------------------------------------
-// Vec-backed memory for tests
-// ---------------------------------------------------------------------------------------------
-
-/// A `Vec`-backed [`FragMemory`] for tests of the receive loop: the same bounds checks
-/// ([`checked_range`]) as the real mapping; the sync calls only count (so tests can check they
-/// pair up).
-#[derive(Debug, Default)]
-pub struct VecMemory {
-    bytes: Vec<u8>,
-    begins: std::cell::Cell<u64>,
-    ends: std::cell::Cell<u64>,
-}
-
-impl VecMemory {
-    /// Wraps `bytes` as the region (its length is the dma-buf size).
-    pub fn new(bytes: Vec<u8>) -> Self {
-        VecMemory {
-            bytes,
-            ..Default::default()
-        }
-    }
-
-    /// Mutable access for tests that place frag payloads.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.bytes
-    }
-
-    /// How many times `begin_cpu_read` / `end_cpu_read` were called.
-    pub fn sync_counts(&self) -> (u64, u64) {
-        (self.begins.get(), self.ends.get())
-    }
-}
-
-impl FragMemory for VecMemory {
-    fn size(&self) -> usize {
-        self.bytes.len()
-    }
-
-    fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
-        let r = checked_range("dma-buf frag", offset, len, self.bytes.len())?;
-        Ok(&self.bytes[r])
-    }
-
-    fn begin_cpu_read(&self) -> Result<()> {
-        self.begins.set(self.begins.get() + 1);
-        Ok(())
-    }
-
-    fn end_cpu_read(&self) -> Result<()> {
-        self.ends.set(self.ends.get() + 1);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1011,18 +956,6 @@ mod tests {
             "{e}"
         );
         assert!(checked_range("frag", 1, u64::MAX, usize::MAX).is_err());
-    }
-
-    #[test]
-    fn vec_memory_uses_the_same_bounds_and_counts_syncs() {
-        let m = VecMemory::new((0u8..=99).collect());
-        assert_eq!(m.size(), 100);
-        assert_eq!(m.bytes(96, 4).unwrap(), &[96, 97, 98, 99]);
-        assert!(matches!(m.bytes(98, 4), Err(Error::Bounds { .. })));
-        assert!(matches!(m.bytes(4, u64::MAX), Err(Error::Bounds { .. })));
-        m.begin_cpu_read().unwrap();
-        m.end_cpu_read().unwrap();
-        assert_eq!(m.sync_counts(), (1, 1));
     }
 
     #[test]

@@ -12,9 +12,6 @@
 //! scanned byte by byte. State is one stream offset per connection: linear (iov) bytes and
 //! dmabuf frag bytes advance the same offset, in stream order.
 
-// The crate `Error` is large because `Error::Netlink` holds `NlError` inline (error.rs, not this
-// module); boxing it there would make this allow unnecessary.
-#![allow(clippy::result_large_err)]
 
 use crate::error::{Error, Result};
 

@@ -64,6 +64,7 @@ fn blank(mode: Mode) -> Config {
         dmabuf_size: None,
         pattern_bytes: None,
         write_size: None,
+        corrupt_offset: None,
         rx_buf_len: None,
         verify_restore: false,
     }
@@ -182,6 +183,7 @@ fn new_modes_carry_their_options() {
         validate: Some(7),
         pattern_bytes: Some(1 << 30),
         write_size: Some(1448),
+        corrupt_offset: None,
         ..blank(Mode::PatternSender)
     };
     assert_eq!(c, want);

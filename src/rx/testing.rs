@@ -497,21 +497,12 @@ impl FragMemory for VecMemory {
     }
 
     fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
-        let region_len = self.bytes.len() as u64;
-        match offset.checked_add(len) {
-            Some(end) if end <= region_len => {
-                if !self.reading.get() {
-                    self.reads_outside.set(self.reads_outside.get() + 1);
-                }
-                Ok(&self.bytes[offset as usize..end as usize])
-            }
-            _ => Err(Error::Bounds {
-                what: "VecMemory read".into(),
-                offset,
-                len,
-                region_len,
-            }),
+        // The same bounds check as the real mapping.
+        let r = crate::udmabuf::checked_range("VecMemory read", offset, len, self.bytes.len())?;
+        if !self.reading.get() {
+            self.reads_outside.set(self.reads_outside.get() + 1);
         }
+        Ok(&self.bytes[r])
     }
 
     fn begin_cpu_read(&self) -> Result<()> {
