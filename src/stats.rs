@@ -174,8 +174,17 @@ impl RxStats {
     /// # Errors
     /// [`Error::Sys`] naming the failing step and file (`create`, `write`, `fsync`, `rename`).
     pub fn write_json(&self, path: &Path) -> Result<()> {
-        write_atomically(path, format!("{}\n", self.to_json()).as_bytes())
+        write_json_atomic(path, &self.to_json())
     }
+}
+
+/// Writes one JSON object (plus a newline) to `path` atomically (temporary sibling, `fsync`,
+/// `rename`); shared by every mode's `--json`.
+///
+/// # Errors
+/// [`Error::Sys`] naming the failing step and file.
+pub fn write_json_atomic(path: &Path, value: &serde_json::Value) -> Result<()> {
+    write_atomically(path, format!("{value}\n").as_bytes())
 }
 
 /// Gbit/s for `bytes` over `elapsed`; 0 for a zero duration.

@@ -27,6 +27,8 @@ pub struct PatternSend {
     pub peer: SocketAddrV6,
     /// Local address and port to bind (`-c`, with the same port, as C's client does).
     pub local: Option<SocketAddrV6>,
+    /// Interface to pin the socket to (`-f`, `SO_BINDTODEVICE`).
+    pub ifname: Option<String>,
     /// Pattern period in bytes (`-v`).
     pub period: u32,
     /// Total bytes to send.
@@ -136,7 +138,7 @@ fn connect_retrying(req: &PatternSend, stop: &AtomicI32) -> Result<std::os::fd::
     loop {
         crate::signals::check_flag(stop)?;
         let left = deadline.saturating_duration_since(Instant::now());
-        match socket::connect_timeout(req.peer, req.local, None, Some(left.max(ms(1)))) {
+        match socket::connect_timeout(req.peer, req.local, req.ifname.as_deref(), Some(left.max(ms(1)))) {
             Err(Error::Sys { errno, .. })
                 if errno == libc::ECONNREFUSED && Instant::now() + ms(100) < deadline =>
             {

@@ -520,6 +520,17 @@ impl RxSocket for TcpRxSocket {
     }
 }
 
+/// Asks the kernel whether it knows `SO_DEVMEM_AUTORELEASE`, on a throwaway TCP socket, so a
+/// kernel without it is a skip before anything is changed. Sets the option to 1 (the
+/// pre-proposal behaviour) on that socket only.
+///
+/// # Errors
+/// `Error::Skip` when the kernel answers `ENOPROTOOPT`; `Error::Sys` otherwise.
+pub fn probe_devmem_autorelease() -> Result<()> {
+    let fd = tcp6_socket(false)?;
+    set_devmem_autorelease(fd_borrow(&fd), true)
+}
+
 /// Sets the proposed `SO_DEVMEM_AUTORELEASE` (`SOL_SOCKET` option 85, int 0/1; devmem
 /// autorelease series v6, not merged upstream). Must be set before any token is outstanding.
 ///

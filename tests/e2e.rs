@@ -1,0 +1,234 @@
+//! End-to-end tests of the `ncdevmem-rs` binary on the real kernel: a plain-TCP receiver and the
+//! built-in pattern sender in two network namespaces joined by a veth pair (created here and
+//! always removed), plus the skip/timeout/signal behaviour of the devmem modes on a host without
+//! udmabuf or a devmem NIC. Needs root; prints `skip: <test>: <reason>` otherwise.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{NetNsPair, ADDR_A_V4, ADDR_A_V6, VETH_A};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ncdevmem-rs");
+const PORT: &str = "5201";
+
+fn pair(test: &str) -> Option<NetNsPair> {
+    if let Some(reason) = common::skip_reason() {
+        common::print_skip(test, &reason);
+        return None;
+    }
+    Some(NetNsPair::new().expect("create namespace pair"))
+}
+
+fn ns_cmd(ns: &common::NetNs, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns.name(), BIN]).args(args);
+    c
+}
+
+fn spawn(mut c: Command) -> Child {
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ncdevmem-rs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn tmp_json(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("ncdevmem-e2e-{}-{tag}.json", std::process::id()))
+}
+
+fn read_json(p: &PathBuf) -> serde_json::Value {
+    let s = std::fs::read_to_string(p).expect("read json summary");
+    std::fs::remove_file(p).ok();
+    serde_json::from_str(&s).expect("summary is one JSON object")
+}
+
+/// Runs receiver (side A) and sender (side B); returns both outputs.
+fn transfer(p: &NetNsPair, addr: &str, rx_extra: &[&str], tx_extra: &[&str]) -> (Output, Output) {
+    let mut rx_args = vec!["-l", "--plain", "-s", addr, "-p", PORT, "--timeout", "20"];
+    rx_args.extend_from_slice(rx_extra);
+    let rx = spawn(ns_cmd(&p.a, &rx_args));
+    let mut tx_args = vec!["-s", addr, "-p", PORT, "--timeout", "10"];
+    tx_args.extend_from_slice(tx_extra);
+    let tx = ns_cmd(&p.b, &tx_args).output().expect("run sender");
+    let rx = rx.wait_with_output().expect("wait receiver");
+    (rx, tx)
+}
+
+#[test]
+fn plain_256mib_validated_across_veth() {
+    let Some(p) = pair("plain_256mib_validated_across_veth") else {
+        return;
+    };
+    let (rx_json, tx_json) = (tmp_json("rx256"), tmp_json("tx256"));
+    let (rx, tx) = transfer(
+        &p,
+        ADDR_A_V4,
+        &["-v", "7", "--json", rx_json.to_str().unwrap()],
+        &[
+            "--send-pattern",
+            "256M",
+            "-v",
+            "7",
+            "--json",
+            tx_json.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(tx.status.code(), Some(0), "sender: {}", text(&tx.stderr));
+    assert_eq!(rx.status.code(), Some(0), "receiver: {}", text(&rx.stderr));
+    let (r, t) = (read_json(&rx_json), read_json(&tx_json));
+    let sent = 256u64 << 20;
+    assert_eq!(t["bytes"], sent);
+    assert_eq!(r["bytes"], sent, "receiver summary: {r}");
+    assert_eq!(r["validated_bytes"], sent);
+    assert_eq!(r["mismatches"], 0);
+    assert!(text(&rx.stderr).contains("268435456"), "{}", text(&rx.stderr));
+}
+
+#[test]
+fn plain_ipv6_transfer_validated() {
+    let Some(p) = pair("plain_ipv6_transfer_validated") else {
+        return;
+    };
+    let (rx, tx) = transfer(
+        &p,
+        ADDR_A_V6,
+        &["-v", "256"],
+        &["--send-pattern", "3M", "-v", "256", "--write-size", "1000"],
+    );
+    assert_eq!(tx.status.code(), Some(0), "sender: {}", text(&tx.stderr));
+    assert_eq!(rx.status.code(), Some(0), "receiver: {}", text(&rx.stderr));
+    assert!(text(&tx.stderr).contains("3146 writes"), "{}", text(&tx.stderr));
+}
+
+#[test]
+fn one_flipped_byte_fails_naming_its_offset() {
+    let Some(p) = pair("one_flipped_byte_fails_naming_its_offset") else {
+        return;
+    };
+    let offset: u64 = rand::random_range(0..4u64 << 20);
+    eprintln!("corrupting stream offset {offset}");
+    let off = offset.to_string();
+    let (rx, tx) = transfer(
+        &p,
+        ADDR_A_V4,
+        &["-v", "7"],
+        &["--send-pattern", "4M", "-v", "7", "--corrupt-offset", &off],
+    );
+    assert_eq!(tx.status.code(), Some(0), "sender: {}", text(&tx.stderr));
+    assert_eq!(rx.status.code(), Some(1), "receiver: {}", text(&rx.stderr));
+    let err = text(&rx.stderr);
+    assert!(
+        err.contains(&format!("offset {offset}")),
+        "receiver must name stream offset {offset}: {err}"
+    );
+}
+
+#[test]
+fn plain_receive_without_validation_writes_payload_to_stdout() {
+    let Some(p) = pair("plain_receive_without_validation_writes_payload_to_stdout") else {
+        return;
+    };
+    let (rx, tx) = transfer(&p, ADDR_A_V4, &[], &["--send-pattern", "100000", "-v", "9"]);
+    assert_eq!(tx.status.code(), Some(0), "sender: {}", text(&tx.stderr));
+    assert_eq!(rx.status.code(), Some(0), "receiver: {}", text(&rx.stderr));
+    let expected: Vec<u8> = (0..100_000u32)
+        .map(|i| match i % 9 {
+            8 => b'\n',
+            r => (r + 1) as u8,
+        })
+        .collect();
+    assert_eq!(rx.stdout.len(), expected.len());
+    assert!(rx.stdout == expected, "stdout differs from the pattern");
+}
+
+#[test]
+fn no_client_times_out_within_bound() {
+    let Some(p) = pair("no_client_times_out_within_bound") else {
+        return;
+    };
+    let start = Instant::now();
+    let out = ns_cmd(
+        &p.a,
+        &["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7", "--timeout", "2"],
+    )
+    .output()
+    .expect("run receiver");
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("timed out"), "{}", text(&out.stderr));
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_millis(3500),
+        "took {took:?}"
+    );
+}
+
+#[test]
+fn sigterm_while_waiting_unwinds_and_fails() {
+    let Some(p) = pair("sigterm_while_waiting_unwinds_and_fails") else {
+        return;
+    };
+    let child = spawn(ns_cmd(
+        &p.a,
+        &["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    // `ip netns exec` execs the binary, so the child pid is ncdevmem-rs itself.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("send SIGTERM");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("interrupted by signal 15"), "{}", text(&out.stderr));
+}
+
+/// Without udmabuf (this machine's kernel has no CONFIG_UDMABUF) every devmem mode is a skip
+/// (exit 4) with one line naming what is missing, before anything is changed.
+#[test]
+fn devmem_modes_skip_without_udmabuf() {
+    let Some(p) = pair("devmem_modes_skip_without_udmabuf") else {
+        return;
+    };
+    if std::path::Path::new("/dev/udmabuf").exists() {
+        common::print_skip("devmem_modes_skip_without_udmabuf", "this host has /dev/udmabuf");
+        return;
+    }
+    let cases: [&[&str]; 4] = [
+        &["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
+        &["-l", "-f", VETH_A, "-s", ADDR_A_V6, "-p", PORT, "-v", "7", "-b", "16384", "-n"],
+        &["-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
+        &["-f", VETH_A],
+    ];
+    for args in cases {
+        let out = ns_cmd(&p.a, args).output().expect("run");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
+        assert!(err.contains("/dev/udmabuf"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    for (args, flag) in [
+        (&["-l", "-f", "eth0", "-s", "::1", "-p", "0"][..], "-p"),
+        (&["-l", "-f", "eth0", "-s", "::1", "-p", "5201", "-b", "4294971392"][..], "-b"),
+        (&["-l", "-f", "eth0", "-s", "::1", "-p", "5201", "-v", "1"][..], "-v"),
+    ] {
+        let out = Command::new(BIN).args(args).output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.starts_with(&format!("ncdevmem-rs: {flag}:")), "{err}");
+    }
+    let out = Command::new(BIN).arg("--help").output().expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("--send-pattern"));
+}
