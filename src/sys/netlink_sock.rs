@@ -1,0 +1,210 @@
+//! Raw `AF_NETLINK` socket calls for the generic-netlink client ([`crate::netlink`]):
+//! [`socket(7)`](https://man7.org/linux/man-pages/man7/netlink.7.html) creation, socket options,
+//! `bind`/`getsockname` for the port id, `sendto` the kernel and `recvfrom` with `MSG_TRUNC`.
+//!
+//! Everything here is one syscall with its result checked; message framing, sequence checks
+//! and extended-ack parsing live in `src/netlink/socket.rs` and contain no `unsafe`.
+
+// crate::Error carries NlError inline (about 170 bytes); boxing it is error.rs's call, not
+// this module's, so the size lint is silenced here rather than worked around.
+#![allow(clippy::result_large_err)]
+
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::sys::cvt;
+
+pub use libc::{NETLINK_CAP_ACK, NETLINK_EXT_ACK, NETLINK_GENERIC, SOL_NETLINK};
+
+/// `socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol)`; the fd is owned by the result.
+///
+/// Errors: `Error::Sys { call: "socket(AF_NETLINK)", .. }` (e.g. `EPROTONOSUPPORT` when the
+/// protocol is not built in).
+pub fn open(protocol: libc::c_int) -> Result<OwnedFd> {
+    // SAFETY: socket() takes no pointers; the return value is checked by cvt below.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            protocol,
+        )
+    };
+    let fd = cvt(fd, "socket(AF_NETLINK)")?;
+    // SAFETY: `fd` is a fresh descriptor returned by a successful socket() call; nothing else
+    // owns it, so handing ownership to OwnedFd (which closes it once) is sound.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setsockopt(fd, level, name, &value, sizeof(int))` for an `int` option.
+///
+/// `call` names the option in the error, e.g. `"setsockopt(NETLINK_EXT_ACK)"`.
+pub fn set_int_opt(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+    call: &str,
+) -> Result<()> {
+    // SAFETY: the option value pointer refers to `value`, a live c_int on this stack frame, and
+    // the length passed is exactly sizeof(c_int); the kernel only reads it. The fd is borrowed
+    // and stays open for the call. The return value is checked.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, call).map(|_| ())
+}
+
+/// `setsockopt(SOL_SOCKET, SO_RCVTIMEO)`: a blocking `recv` gives `EAGAIN` after `timeout`.
+pub fn set_recv_timeout(fd: BorrowedFd<'_>, timeout: Duration) -> Result<()> {
+    let tv = libc::timeval {
+        tv_sec: timeout.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: the pointer refers to `tv`, a live timeval on this stack frame, with its exact
+    // size; the kernel only reads it. The fd is borrowed for the call; the result is checked.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, "setsockopt(SO_RCVTIMEO)").map(|_| ())
+}
+
+fn kernel_addr() -> libc::sockaddr_nl {
+    // SAFETY: sockaddr_nl is a plain C struct of integers (and padding) for which all-zero is
+    // a valid value.
+    let mut sa: libc::sockaddr_nl = unsafe { zeroed() };
+    sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    sa
+}
+
+/// `bind()` with `nl_pid = 0` and no multicast groups: the kernel assigns a unique port id.
+pub fn bind_auto(fd: BorrowedFd<'_>) -> Result<()> {
+    let sa = kernel_addr();
+    // SAFETY: the address pointer refers to `sa`, a live, initialised sockaddr_nl, and the
+    // length is its exact size; the kernel only reads it. The result is checked.
+    let ret = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_nl).cast(),
+            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, "bind(AF_NETLINK)").map(|_| ())
+}
+
+/// `getsockname()`: the socket's netlink port id (`nl_pid`), which the kernel puts in
+/// `nlmsghdr.nlmsg_pid` of every unicast reply to us.
+pub fn port_id(fd: BorrowedFd<'_>) -> Result<u32> {
+    let mut sa = kernel_addr();
+    let mut len = size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+    // SAFETY: `sa` is a live sockaddr_nl and `len` holds its exact size, so the kernel writes at
+    // most that many bytes into it; both pointers are valid for the call. Result checked.
+    let ret = unsafe {
+        libc::getsockname(
+            fd.as_raw_fd(),
+            (&mut sa as *mut libc::sockaddr_nl).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret, "getsockname(AF_NETLINK)")?;
+    if sa.nl_family != libc::AF_NETLINK as libc::sa_family_t {
+        return Err(Error::Decode {
+            what: "getsockname(AF_NETLINK)".into(),
+            detail: format!("address family {} is not AF_NETLINK", sa.nl_family),
+        });
+    }
+    Ok(sa.nl_pid)
+}
+
+/// `sendto(fd, buf, 0, {AF_NETLINK, pid 0})`: one datagram to the kernel. Returns the bytes sent
+/// (netlink sends whole datagrams or fails).
+pub fn send_to_kernel(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize> {
+    let sa = kernel_addr();
+    // SAFETY: `buf` is a live slice, valid for reads of buf.len() bytes; `sa` is a live
+    // sockaddr_nl with its exact size. The kernel only reads both. Result checked.
+    let ret = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            0,
+            (&sa as *const libc::sockaddr_nl).cast(),
+            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, "sendto(AF_NETLINK)").map(|n| n as usize)
+}
+
+/// What one [`recv`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram {
+    /// Full length of the datagram in bytes (thanks to `MSG_TRUNC`, even when it is longer
+    /// than the buffer: then only `buf.len()` bytes were stored and the rest is lost).
+    pub len: usize,
+    /// Sender's port id (`nl_pid`); 0 is the kernel.
+    pub sender: u32,
+}
+
+/// `recvfrom(fd, buf, MSG_TRUNC [| MSG_PEEK])`: one datagram. With `peek` the datagram stays
+/// queued, so a caller can size its buffer from [`Datagram::len`] and read it again.
+///
+/// Errors: `Error::Sys { call: "recvfrom(AF_NETLINK)", errno }`; `EAGAIN` after the receive
+/// timeout, `EINTR` when a signal arrived, `ENOBUFS` when the socket's queue overran.
+pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], peek: bool) -> Result<Datagram> {
+    let mut sa = kernel_addr();
+    let mut alen = size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+    let flags = libc::MSG_TRUNC | if peek { libc::MSG_PEEK } else { 0 };
+    // SAFETY: `buf` is a live, exclusively borrowed slice valid for writes of buf.len() bytes,
+    // and the kernel writes at most that many; `sa`/`alen` are live and sized for a
+    // sockaddr_nl. The fd is borrowed for the call. The result is checked.
+    let ret = unsafe {
+        libc::recvfrom(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            flags,
+            (&mut sa as *mut libc::sockaddr_nl).cast(),
+            &mut alen,
+        )
+    };
+    let len = cvt(ret, "recvfrom(AF_NETLINK)")? as usize;
+    Ok(Datagram {
+        len,
+        sender: sa.nl_pid,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn open_bind_and_port_id() {
+        let fd = open(NETLINK_GENERIC).expect("socket(AF_NETLINK, NETLINK_GENERIC)");
+        bind_auto(fd.as_fd()).expect("bind");
+        let pid = port_id(fd.as_fd()).expect("getsockname");
+        assert_ne!(
+            pid, 0,
+            "the kernel assigns a non-zero port id to user sockets"
+        );
+        set_int_opt(fd.as_fd(), SOL_NETLINK, NETLINK_EXT_ACK, 1, "ext ack").expect("ext ack");
+        set_recv_timeout(fd.as_fd(), Duration::from_millis(10)).expect("timeout");
+        let mut buf = [0u8; 16];
+        let err = recv(fd.as_fd(), &mut buf, true).expect_err("nothing queued");
+        assert_eq!(err.errno(), Some(libc::EAGAIN));
+    }
+}
