@@ -62,7 +62,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     if cfg.autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
     }
-    let mut netdev = Netdev::open().map_err(family_missing_is_skip)?;
+    let netdev = Netdev::open().map_err(family_missing_is_skip)?;
     let (start, num) = choose_queues(cfg, ifname, ifindex)?;
     if !cfg.skip_nic_config {
         log(
@@ -79,7 +79,9 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     let request = BindRxRequest::new(ifindex, mem.fd(), &queues)
         .ifname(ifname)
         .rx_page_size(cfg.rx_page_size);
-    let binding = netdev.bind_rx(&request).map_err(bind_refusal_is_skip)?;
+    let binding = netdev
+        .bind_rx_request(&request)
+        .map_err(bind_refusal_is_skip)?;
     log(
         cfg,
         &format!(
@@ -95,9 +97,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     if let Some(on) = cfg.autorelease {
         socket::set_devmem_autorelease(sock.fd(), on)?;
     }
-    let niov_size = cfg
-        .rx_page_size
-        .unwrap_or(crate::sys::page_size() as u32);
+    let niov_size = cfg.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
     let rx_cfg = rx_config(cfg, RxConfig::devmem(binding.id(), niov_size));
     let result = receive_and_report(cfg, &mut sock, Some(&mem), &rx_cfg);
     drop(sock);
@@ -225,7 +225,7 @@ fn choose_queues(cfg: &Config, ifname: &str, ifindex: u32) -> Result<(u32, u32)>
         )),
         _ => e,
     })?;
-    let rx_queues = channels.rx_count.unwrap_or(0) + channels.combined_count.unwrap_or(0);
+    let rx_queues = channels.rx_queues();
     if rx_queues < 2 {
         return Err(Error::Skip(format!(
             "{ifname} has {rx_queues} RX queue(s); devmem needs at least 2 (one stays in RSS)"

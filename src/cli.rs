@@ -792,7 +792,9 @@ impl Config {
             return Err(usage_err("--write-size: only applies to --send-pattern"));
         }
         if a.corrupt_offset.is_some() && mode != Mode::PatternSender {
-            return Err(usage_err("--corrupt-offset: only applies to --send-pattern"));
+            return Err(usage_err(
+                "--corrupt-offset: only applies to --send-pattern",
+            ));
         }
         if a.rx_buf_len.is_some() && mode != Mode::ZcrxServer {
             return Err(usage_err("--rx-buf-len: only applies to --zcrx"));

@@ -40,10 +40,6 @@
 //! References: include/uapi/linux/netlink.h, genetlink.h, netdev.h,
 //! ethtool_netlink_generated.h; <https://docs.kernel.org/userspace-api/netlink/intro.html>.
 
-// crate::Error carries NlError inline (about 170 bytes); boxing it is error.rs's call, not
-// this module's, so the size lint is silenced here rather than worked around.
-#![allow(clippy::result_large_err)]
-
 pub mod attr;
 pub mod ctrl;
 pub mod ethtool;

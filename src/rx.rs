@@ -20,7 +20,6 @@
 //! are released in coalesced batches and the returned count is checked, `EFAULT` and other
 //! errors end the run instead of spinning.
 
-
 pub mod testing;
 
 use std::io::Write;

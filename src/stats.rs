@@ -5,7 +5,6 @@
 //! data (bytes, dmabuf and linear frags), the token traffic (tokens released,
 //! `SO_DEVMEM_DONTNEED` calls) and the syscalls (`recvmsg` calls, `EAGAIN`/`EINTR` retries).
 
-
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;

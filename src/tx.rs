@@ -138,7 +138,12 @@ fn connect_retrying(req: &PatternSend, stop: &AtomicI32) -> Result<std::os::fd::
     loop {
         crate::signals::check_flag(stop)?;
         let left = deadline.saturating_duration_since(Instant::now());
-        match socket::connect_timeout(req.peer, req.local, req.ifname.as_deref(), Some(left.max(ms(1)))) {
+        match socket::connect_timeout(
+            req.peer,
+            req.local,
+            req.ifname.as_deref(),
+            Some(left.max(ms(1))),
+        ) {
             Err(Error::Sys { errno, .. })
                 if errno == libc::ECONNREFUSED && Instant::now() + ms(100) < deadline =>
             {

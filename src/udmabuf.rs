@@ -28,7 +28,6 @@
 //! ([`Udmabuf::write_at`], [`MappedRegion::write_at`]) need `&mut self`, so no view is alive
 //! while this process writes.
 
-
 use std::ffi::{CStr, CString};
 use std::fs::OpenOptions;
 use std::io::ErrorKind;

@@ -12,7 +12,6 @@
 //! scanned byte by byte. State is one stream offset per connection: linear (iov) bytes and
 //! dmabuf frag bytes advance the same offset, in stream order.
 
-
 use crate::error::{Error, Result};
 
 /// Smallest accepted period (bytes): `1, 0x0A` repeated.

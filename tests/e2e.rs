@@ -88,7 +88,11 @@ fn plain_256mib_validated_across_veth() {
     assert_eq!(r["bytes"], sent, "receiver summary: {r}");
     assert_eq!(r["validated_bytes"], sent);
     assert_eq!(r["mismatches"], 0);
-    assert!(text(&rx.stderr).contains("268435456"), "{}", text(&rx.stderr));
+    assert!(
+        text(&rx.stderr).contains("268435456"),
+        "{}",
+        text(&rx.stderr)
+    );
 }
 
 #[test]
@@ -104,7 +108,11 @@ fn plain_ipv6_transfer_validated() {
     );
     assert_eq!(tx.status.code(), Some(0), "sender: {}", text(&tx.stderr));
     assert_eq!(rx.status.code(), Some(0), "receiver: {}", text(&rx.stderr));
-    assert!(text(&tx.stderr).contains("3146 writes"), "{}", text(&tx.stderr));
+    assert!(
+        text(&tx.stderr).contains("3146 writes"),
+        "{}",
+        text(&tx.stderr)
+    );
 }
 
 #[test]
@@ -156,13 +164,28 @@ fn no_client_times_out_within_bound() {
     let start = Instant::now();
     let out = ns_cmd(
         &p.a,
-        &["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7", "--timeout", "2"],
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "-v",
+            "7",
+            "--timeout",
+            "2",
+        ],
     )
     .output()
     .expect("run receiver");
     let took = start.elapsed();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("timed out"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("timed out"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(
         took >= Duration::from_secs(2) && took < Duration::from_millis(3500),
         "took {took:?}"
@@ -187,7 +210,11 @@ fn sigterm_while_waiting_unwinds_and_fails() {
     .expect("send SIGTERM");
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("interrupted by signal 15"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("interrupted by signal 15"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// Without udmabuf (this machine's kernel has no CONFIG_UDMABUF) every devmem mode is a skip
@@ -198,12 +225,17 @@ fn devmem_modes_skip_without_udmabuf() {
         return;
     };
     if std::path::Path::new("/dev/udmabuf").exists() {
-        common::print_skip("devmem_modes_skip_without_udmabuf", "this host has /dev/udmabuf");
+        common::print_skip(
+            "devmem_modes_skip_without_udmabuf",
+            "this host has /dev/udmabuf",
+        );
         return;
     }
     let cases: [&[&str]; 4] = [
         &["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
-        &["-l", "-f", VETH_A, "-s", ADDR_A_V6, "-p", PORT, "-v", "7", "-b", "16384", "-n"],
+        &[
+            "-l", "-f", VETH_A, "-s", ADDR_A_V6, "-p", PORT, "-v", "7", "-b", "16384", "-n",
+        ],
         &["-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
         &["-f", VETH_A],
     ];
@@ -220,8 +252,24 @@ fn devmem_modes_skip_without_udmabuf() {
 fn bad_flags_exit_2_naming_the_flag() {
     for (args, flag) in [
         (&["-l", "-f", "eth0", "-s", "::1", "-p", "0"][..], "-p"),
-        (&["-l", "-f", "eth0", "-s", "::1", "-p", "5201", "-b", "4294971392"][..], "-b"),
-        (&["-l", "-f", "eth0", "-s", "::1", "-p", "5201", "-v", "1"][..], "-v"),
+        (
+            &[
+                "-l",
+                "-f",
+                "eth0",
+                "-s",
+                "::1",
+                "-p",
+                "5201",
+                "-b",
+                "4294971392",
+            ][..],
+            "-b",
+        ),
+        (
+            &["-l", "-f", "eth0", "-s", "::1", "-p", "5201", "-v", "1"][..],
+            "-v",
+        ),
     ] {
         let out = Command::new(BIN).args(args).output().expect("run");
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -44,7 +44,7 @@ fn memfd() -> OwnedFd {
 
 fn nl_err(r: Result<impl std::fmt::Debug, Error>) -> NlError {
     match r {
-        Err(Error::Netlink(e)) => e,
+        Err(Error::Netlink(e)) => *e,
         other => panic!("expected a netlink error, got {other:?}"),
     }
 }

@@ -5,10 +5,6 @@
 //! Everything here is one syscall with its result checked; message framing, sequence checks
 //! and extended-ack parsing live in `src/netlink/socket.rs` and contain no `unsafe`.
 
-// crate::Error carries NlError inline (about 170 bytes); boxing it is error.rs's call, not
-// this module's, so the size lint is silenced here rather than worked around.
-#![allow(clippy::result_large_err)]
-
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;

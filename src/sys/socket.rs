@@ -8,7 +8,6 @@
 //! and `include/linux/socket.h` (kernel-abi.md §4). All `unsafe` of this module is here; the
 //! functions exposed are safe.
 
-
 use std::mem::{size_of, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};

@@ -587,7 +587,7 @@ mod tests {
     fn answer(req: &BindRxRequest, seq: u32, datagram: &[u8]) -> NlError {
         let genl = req.genl(&netdev_family());
         match Exchange::new(&genl, seq, 18858).feed(datagram) {
-            Err(Error::Netlink(e)) => e,
+            Err(Error::Netlink(e)) => *e,
             other => panic!("expected a netlink error, got {other:?}"),
         }
     }
