@@ -14,6 +14,7 @@ pub mod app;
 pub mod cli;
 pub mod error;
 pub mod netlink;
+pub mod nic;
 pub mod rx;
 pub mod signals;
 pub mod stats;

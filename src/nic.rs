@@ -1,0 +1,127 @@
+//! NIC configuration for devmem: header split, channels, RSS indirection table, ntuple flow
+//! steering — through ethtool netlink and `SIOCETHTOOL` ioctls, never the `ethtool` program.
+//!
+//! This file is the seam between policy and kernel: [`NicOps`] lists the kernel operations
+//! the setup, the undo guards, probe mode and the capability report need. The real
+//! implementation talks to the kernel; tests use a scripted NIC with the same interface.
+//! Policy code (guards, setup order, probe checks) is written against the trait only.
+
+use std::net::IpAddr;
+
+use crate::error::Result;
+use crate::netlink::ethtool::{Channels, TcpDataSplit};
+use crate::netlink::netdev::{BindRxRequest, DmabufBinding, QueueInfo};
+
+/// The header-split part of the ring configuration (ethtool RINGS_GET/SET, attrs 11 and 17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HdsConfig {
+    /// `ETHTOOL_A_RINGS_TCP_DATA_SPLIT`; `None` when the driver does not report it.
+    pub tcp_data_split: Option<TcpDataSplit>,
+    /// `ETHTOOL_A_RINGS_HDS_THRESH` in bytes; `None` when the driver does not report it
+    /// (then it must not be set).
+    pub hds_thresh: Option<u32>,
+}
+
+/// Channel counts to set (ethtool CHANNELS_SET, attrs 6/7/9); `None` leaves a count unchanged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChannelsSet {
+    /// RX-only channels.
+    pub rx: Option<u32>,
+    /// TX-only channels.
+    pub tx: Option<u32>,
+    /// Combined channels.
+    pub combined: Option<u32>,
+}
+
+/// The RSS indirection table of the default context: entry `i` is the RX queue index that
+/// hash bucket `i` steers to. (`ETHTOOL_GRSSH`, uapi `struct ethtool_rxfh`.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RssTable {
+    /// One queue index per bucket; length = the driver's table size.
+    pub indir: Vec<u32>,
+}
+
+/// TCP flow type of an ntuple rule (uapi `TCP_V4_FLOW` = 1, `TCP_V6_FLOW` = 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowType {
+    /// `TCP_V4_FLOW`: IPv4 addresses (also used for IPv4-mapped server addresses).
+    Tcp4,
+    /// `TCP_V6_FLOW`.
+    Tcp6,
+}
+
+/// An ntuple rule steering one TCP flow to an RX queue, as `ethtool -N IF flow-type tcp4|tcp6
+/// [src-ip S] dst-ip D [src-port P] dst-port P action Q` would (exact-match masks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowRule {
+    /// tcp4 or tcp6; addresses must be of that family (v4-mapped already unwrapped for tcp4).
+    pub flow_type: FlowType,
+    /// Source address and port (5-tuple rule, `-c`); `None` for a 3-tuple rule.
+    pub src: Option<(IpAddr, u16)>,
+    /// Destination address and port (the server's `-s`/`-p`).
+    pub dst: (IpAddr, u16),
+    /// Target RX queue index (`ring_cookie`).
+    pub queue: u32,
+}
+
+/// Where the kernel put an inserted rule (`fs.location` written back by
+/// `ETHTOOL_SRXCLSRLINS`); needed to delete exactly our rule.
+pub type RuleLocation = u32;
+
+/// Every kernel operation NIC setup, undo, probe mode and the capability report need, for one
+/// interface. Errors are the crate's (`Error::Netlink` with extack, `Error::Sys` for ioctls);
+/// an unsupported operation surfaces as errno `EOPNOTSUPP`.
+pub trait NicOps {
+    /// Interface name, for messages.
+    fn ifname(&self) -> &str;
+    /// Interface index.
+    fn ifindex(&self) -> u32;
+
+    /// Header-split settings (ethtool netlink RINGS_GET).
+    fn hds_get(&mut self) -> Result<HdsConfig>;
+    /// Sets tcp-data-split and, when `Some`, hds-thresh (ethtool netlink RINGS_SET).
+    fn hds_set(&mut self, split: TcpDataSplit, hds_thresh: Option<u32>) -> Result<()>;
+
+    /// Channel counts and maxima (ethtool netlink CHANNELS_GET).
+    fn channels_get(&mut self) -> Result<Channels>;
+    /// Sets channel counts (ethtool netlink CHANNELS_SET).
+    fn channels_set(&mut self, set: ChannelsSet) -> Result<()>;
+
+    /// The RSS indirection table of context 0 (`ETHTOOL_GRSSH`).
+    fn rss_get(&mut self) -> Result<RssTable>;
+    /// Writes the indirection table of context 0 (`ETHTOOL_SRSSH`, key unchanged).
+    fn rss_set(&mut self, table: &RssTable) -> Result<()>;
+
+    /// Whether the `rx-ntuple-filter` feature is active (`ETHTOOL_GFEATURES`, looked up by
+    /// name through `ETH_SS_FEATURES` strings).
+    fn ntuple_get(&mut self) -> Result<bool>;
+    /// Requests `rx-ntuple-filter` on or off (`ETHTOOL_SFEATURES`).
+    fn ntuple_set(&mut self, on: bool) -> Result<()>;
+
+    /// Locations of the installed ntuple rules and the rule table size
+    /// (`ETHTOOL_GRXCLSRLCNT` + `ETHTOOL_GRXCLSRLALL`).
+    fn flow_rules(&mut self) -> Result<(Vec<RuleLocation>, u32)>;
+    /// Inserts `rule` at `RX_CLS_LOC_ANY` (or at a free location for drivers that need one)
+    /// and returns where the kernel put it (`ETHTOOL_SRXCLSRLINS`).
+    fn flow_rule_insert(&mut self, rule: &FlowRule) -> Result<RuleLocation>;
+    /// Deletes the rule at `loc` (`ETHTOOL_SRXCLSRLDEL`).
+    fn flow_rule_delete(&mut self, loc: RuleLocation) -> Result<()>;
+
+    /// RX and TX queues with their owners (netdev queue-get dump).
+    fn queues(&mut self) -> Result<Vec<QueueInfo>>;
+    /// netdev bind-rx; the returned binding unbinds when dropped.
+    fn bind_rx(&mut self, req: &BindRxRequest) -> Result<Box<dyn Binding>>;
+}
+
+/// A live devmem binding: dropping it unbinds (for the real one, by closing its netlink
+/// socket). Lets a scripted NIC hand out bindings whose drop it observes.
+pub trait Binding: std::fmt::Debug {
+    /// The binding id (`NETDEV_A_DMABUF_ID`), as it appears in `dmabuf_cmsg.dmabuf_id`.
+    fn id(&self) -> u32;
+}
+
+impl Binding for DmabufBinding {
+    fn id(&self) -> u32 {
+        DmabufBinding::id(self)
+    }
+}
