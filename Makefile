@@ -5,7 +5,7 @@ CARGO ?= cargo
 INSTALL_PATH ?= /usr/local/bin
 BIN := target/release/ncdevmem-rs
 
-.PHONY: all build test lint unit demo install clean
+.PHONY: all build test lint unit demo bench install clean
 
 all: build
 
@@ -27,6 +27,10 @@ unit:
 # validated byte for byte by the plain-TCP receiver; namespaces removed afterwards.
 demo: build
 	scripts/demo-loopback.sh $(BIN)
+
+# Hot-path benchmarks (criterion); figures and reading guide in docs/benchmarks.md.
+bench:
+	$(CARGO) bench --locked --bench hot_path
 
 install: build
 	install -D -m 0755 $(BIN) $(INSTALL_PATH)/ncdevmem-rs
