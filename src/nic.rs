@@ -125,3 +125,5 @@ impl Binding for DmabufBinding {
         DmabufBinding::id(self)
     }
 }
+
+pub mod real;

@@ -2,6 +2,7 @@
 //! socket calls ([`socket`]). Other modules (policy, netlink logic, CLI) contain no `unsafe`,
 //! except the mapped-memory views in `udmabuf`.
 
+pub mod ethtool_ioctl;
 pub mod netlink_sock;
 pub mod socket;
 pub mod uapi;

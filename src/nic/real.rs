@@ -1,0 +1,360 @@
+//! [`RealNic`]: the [`NicOps`] of a real interface, talking to the kernel directly — ethtool
+//! netlink for header split and channels (`RINGS_GET/SET`, `CHANNELS_GET/SET`), `SIOCETHTOOL`
+//! ioctls for the RSS indirection table, ntuple rules and the `rx-ntuple-filter` feature
+//! ([`crate::sys::ethtool_ioctl`]), and netdev netlink for queues and `bind-rx`.
+//!
+//! Everything happens in the network namespace of the thread that called [`RealNic::open`]
+//! (its sockets are created there). Errors are passed through unchanged: an operation the
+//! driver lacks surfaces as errno EOPNOTSUPP, as [`NicOps`] promises.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::error::{Error, Result};
+use crate::netlink::ethtool::{Channels, Ethtool, TcpDataSplit};
+use crate::netlink::netdev::{BindRxRequest, Netdev, QueueInfo};
+use crate::nic::{
+    Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation,
+};
+use crate::sys::ethtool_ioctl::{
+    ethtool_rx_flow_spec, pick_free_location, tcp4_flow_spec, tcp6_flow_spec, DrvInfo,
+    EthtoolIoctl, ETHTOOL_GRSSH, NTUPLE_FEATURE, RX_CLS_LOC_ANY,
+};
+
+/// Where `rx-ntuple-filter` sits in this kernel's feature bits (looked up by name once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FeatureBit {
+    /// Index in the `ETH_SS_FEATURES` strings = feature bit.
+    bit: u32,
+    /// Feature blocks (u32 words) the kernel uses: ⌈feature count / 32⌉.
+    words: u32,
+}
+
+/// One real network interface, with the three kernel channels NIC setup needs: an ethtool
+/// netlink socket, a netdev netlink socket and an ioctl socket.
+#[derive(Debug)]
+pub struct RealNic {
+    ifname: String,
+    ifindex: u32,
+    ethtool: Ethtool,
+    netdev: Netdev,
+    ioctl: EthtoolIoctl,
+    ntuple: Option<FeatureBit>,
+}
+
+impl RealNic {
+    /// Opens interface `ifname` (the `-f` argument) in the calling thread's network namespace:
+    /// resolves its ifindex (`if_nametoindex`), opens the ethtool and netdev generic-netlink
+    /// families and an `AF_INET` socket for `SIOCETHTOOL`.
+    ///
+    /// Errors: `Error::Usage` naming `-f` when no interface has that name; `Error::Netlink`
+    /// ENOENT when a family is missing (see [`crate::netlink::skip_if_family_missing`]);
+    /// `Error::Sys` for socket failures.
+    pub fn open(ifname: &str) -> Result<Self> {
+        let ifindex = match nix::net::if_::if_nametoindex(ifname) {
+            Ok(i) => i,
+            Err(nix::errno::Errno::ENODEV) | Err(nix::errno::Errno::EINVAL) => {
+                return Err(Error::Usage(format!(
+                    "-f: no network interface named {ifname:?} in this network namespace"
+                )))
+            }
+            Err(e) => return Err(Error::sys(format!("if_nametoindex({ifname:?})"), e as i32)),
+        };
+        let ioctl = EthtoolIoctl::open(ifname)?;
+        Ok(RealNic {
+            ifname: ifname.to_string(),
+            ifindex,
+            ethtool: Ethtool::open()?,
+            netdev: Netdev::open()?,
+            ioctl,
+            ntuple: None,
+        })
+    }
+
+    /// Driver name, version, firmware and bus (`ETHTOOL_GDRVINFO`), for the capability
+    /// report.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP for lo).
+    pub fn drvinfo(&self) -> Result<DrvInfo> {
+        self.ioctl.drvinfo()
+    }
+
+    /// RX rings the flow-steering layer knows (`ETHTOOL_GRXRINGS`), in queues.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP on veth and lo in 6.18).
+    pub fn rx_rings(&self) -> Result<u64> {
+        self.ioctl.rx_rings()
+    }
+
+    fn ntuple_bit(&mut self) -> Result<FeatureBit> {
+        if let Some(f) = self.ntuple {
+            return Ok(f);
+        }
+        let names = self.ioctl.feature_names()?;
+        let bit = names
+            .iter()
+            .position(|n| n == NTUPLE_FEATURE)
+            .ok_or_else(|| {
+                Error::sys(
+                    format!(
+                        "ETH_SS_FEATURES on {}: this kernel has no feature named \
+                         {NTUPLE_FEATURE:?} among its {} features",
+                        self.ifname,
+                        names.len()
+                    ),
+                    libc::EOPNOTSUPP,
+                )
+            })?;
+        let f = FeatureBit {
+            bit: bit as u32,
+            words: crate::sys::ethtool_ioctl::feature_words(names.len() as u32),
+        };
+        self.ntuple = Some(f);
+        Ok(f)
+    }
+}
+
+fn as_v4(ip: IpAddr) -> Option<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(a) => Some(a),
+        IpAddr::V6(a) => a.to_ipv4_mapped(),
+    }
+}
+
+fn as_v6(ip: IpAddr) -> Option<Ipv6Addr> {
+    match ip {
+        IpAddr::V6(a) => Some(a),
+        IpAddr::V4(_) => None,
+    }
+}
+
+/// The `ethtool_rx_flow_spec` for `rule` at `location`: tcp4 with the dotted-quad addresses
+/// (IPv4-mapped IPv6 addresses are unwrapped), tcp6 otherwise; exact-match masks; a 5-tuple
+/// rule when `rule.src` is given, else a 3-tuple rule.
+///
+/// Errors: `Error::Failure` when an address does not fit the flow type (IPv6 in a tcp4
+/// rule, IPv4 in a tcp6 rule).
+pub fn flow_spec_for(rule: &FlowRule, location: u32) -> Result<ethtool_rx_flow_spec> {
+    let wrong = |ip: IpAddr, want: &str| {
+        Error::Failure(format!(
+            "ntuple rule {:?} needs {want} addresses, got {ip}",
+            rule.flow_type
+        ))
+    };
+    match rule.flow_type {
+        FlowType::Tcp4 => {
+            let dst = as_v4(rule.dst.0).ok_or_else(|| wrong(rule.dst.0, "IPv4"))?;
+            let src = match rule.src {
+                Some((ip, port)) => Some((as_v4(ip).ok_or_else(|| wrong(ip, "IPv4"))?, port)),
+                None => None,
+            };
+            Ok(tcp4_flow_spec(src, (dst, rule.dst.1), rule.queue, location))
+        }
+        FlowType::Tcp6 => {
+            let dst = as_v6(rule.dst.0).ok_or_else(|| wrong(rule.dst.0, "IPv6"))?;
+            let src = match rule.src {
+                Some((ip, port)) => Some((as_v6(ip).ok_or_else(|| wrong(ip, "IPv6"))?, port)),
+                None => None,
+            };
+            Ok(tcp6_flow_spec(src, (dst, rule.dst.1), rule.queue, location))
+        }
+    }
+}
+
+impl NicOps for RealNic {
+    fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    fn hds_get(&mut self) -> Result<HdsConfig> {
+        let r = self.ethtool.rings_get(self.ifindex)?;
+        Ok(HdsConfig {
+            tcp_data_split: r.tcp_data_split,
+            hds_thresh: r.hds_thresh,
+        })
+    }
+
+    fn hds_set(&mut self, split: TcpDataSplit, hds_thresh: Option<u32>) -> Result<()> {
+        self.ethtool.rings_set_hds(self.ifindex, split, hds_thresh)
+    }
+
+    fn channels_get(&mut self) -> Result<Channels> {
+        self.ethtool.channels_get(self.ifindex)
+    }
+
+    fn channels_set(&mut self, set: ChannelsSet) -> Result<()> {
+        self.ethtool
+            .channels_set(self.ifindex, set.rx, set.tx, set.combined)
+    }
+
+    fn rss_get(&mut self) -> Result<RssTable> {
+        let (_, indir) = self.ioctl.rss_get()?;
+        if indir.is_empty() {
+            return Err(Error::sys(
+                format!(
+                    "ioctl(SIOCETHTOOL, {}) on {}: the driver has no RSS indirection table \
+                     (indir_size 0)",
+                    crate::sys::ethtool_ioctl::cmd_name(ETHTOOL_GRSSH),
+                    self.ifname
+                ),
+                libc::EOPNOTSUPP,
+            ));
+        }
+        Ok(RssTable { indir })
+    }
+
+    fn rss_set(&mut self, table: &RssTable) -> Result<()> {
+        self.ioctl.rss_set(&table.indir)
+    }
+
+    fn ntuple_get(&mut self) -> Result<bool> {
+        let f = self.ntuple_bit()?;
+        let blocks = self.ioctl.features_get(f.words)?;
+        let block = blocks
+            .get((f.bit / 32) as usize)
+            .ok_or_else(|| Error::Decode {
+                what: "ethtool_gfeatures.features".into(),
+                detail: format!("{} blocks, {NTUPLE_FEATURE} is bit {}", blocks.len(), f.bit),
+            })?;
+        Ok(block.active & (1 << (f.bit % 32)) != 0)
+    }
+
+    fn ntuple_set(&mut self, on: bool) -> Result<()> {
+        let f = self.ntuple_bit()?;
+        let flags = self.ioctl.features_set(f.words, f.bit, on)?;
+        let state = if on { "on" } else { "off" };
+        if flags.unsupported() {
+            return Err(Error::sys(
+                format!(
+                    "ioctl(SIOCETHTOOL, ETHTOOL_SFEATURES {NTUPLE_FEATURE} {state}) on {}: \
+                     the device cannot change this feature (ETHTOOL_F_UNSUPPORTED)",
+                    self.ifname
+                ),
+                libc::EOPNOTSUPP,
+            ));
+        }
+        if flags.wish() {
+            eprintln!(
+                "{}: {}: {NTUPLE_FEATURE} requested {state}, but the device did not apply it \
+                 (ETHTOOL_F_WISH)",
+                crate::cli::PROGRAM,
+                self.ifname
+            );
+        }
+        Ok(())
+    }
+
+    fn flow_rules(&mut self) -> Result<(Vec<RuleLocation>, u32)> {
+        let count = self.ioctl.rule_count()?;
+        let (locs, size) = self.ioctl.rule_locations(count.rule_cnt)?;
+        Ok((locs, if size != 0 { size } else { count.table_size }))
+    }
+
+    /// As ethtool(8): asks GRXCLSRLCNT whether the driver picks locations itself
+    /// (`RX_CLS_LOC_SPECIAL`); if so inserts at `RX_CLS_LOC_ANY`, otherwise at the highest
+    /// free location of the rule list. Unlike ethtool(8), a driver that answers EOPNOTSUPP to
+    /// GRXCLSRLCNT still gets the insert at `RX_CLS_LOC_ANY`, so the error names the insert.
+    fn flow_rule_insert(&mut self, rule: &FlowRule) -> Result<RuleLocation> {
+        let location = match self.ioctl.rule_count() {
+            Ok(c) if c.driver_picks_location => RX_CLS_LOC_ANY,
+            Ok(c) => {
+                let (used, size) = self.ioctl.rule_locations(c.rule_cnt)?;
+                let table = if size != 0 { size } else { c.table_size };
+                pick_free_location(table, &used).ok_or_else(|| {
+                    Error::sys(
+                        format!(
+                            "ntuple rule insert on {}: all {table} rule locations are in use",
+                            self.ifname
+                        ),
+                        libc::ENOSPC,
+                    )
+                })?
+            }
+            Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => RX_CLS_LOC_ANY,
+            Err(e) => return Err(e),
+        };
+        let fs = flow_spec_for(rule, location)?;
+        self.ioctl.rule_insert(&fs)
+    }
+
+    fn flow_rule_delete(&mut self, loc: RuleLocation) -> Result<()> {
+        self.ioctl.rule_delete(loc)
+    }
+
+    fn queues(&mut self) -> Result<Vec<QueueInfo>> {
+        self.netdev.queue_get_dump(self.ifindex)
+    }
+
+    fn bind_rx(&mut self, req: &BindRxRequest) -> Result<Box<dyn Binding>> {
+        let b = self.netdev.bind_rx_request(req)?;
+        Ok(Box::new(b))
+    }
+}
+
+#[cfg(all(test, target_endian = "little"))]
+mod tests {
+    use super::*;
+    use crate::sys::ethtool_ioctl::{TCP_V4_FLOW, TCP_V6_FLOW};
+
+    fn rule(flow_type: FlowType, src: Option<(&str, u16)>, dst: (&str, u16)) -> FlowRule {
+        FlowRule {
+            flow_type,
+            src: src.map(|(a, p)| (a.parse().unwrap(), p)),
+            dst: (dst.0.parse().unwrap(), dst.1),
+            queue: 5,
+        }
+    }
+
+    #[test]
+    fn tcp4_rule_unwraps_v4_mapped_addresses() {
+        let plain = rule(
+            FlowType::Tcp4,
+            Some(("198.51.100.2", 5201)),
+            ("198.51.100.1", 5201),
+        );
+        let mapped = rule(
+            FlowType::Tcp4,
+            Some(("::ffff:198.51.100.2", 5201)),
+            ("::ffff:198.51.100.1", 5201),
+        );
+        let a = flow_spec_for(&plain, RX_CLS_LOC_ANY).unwrap();
+        assert_eq!(a, flow_spec_for(&mapped, RX_CLS_LOC_ANY).unwrap());
+        assert_eq!(a.flow_type, TCP_V4_FLOW);
+        assert_eq!(&a.h_u[..4], &[198, 51, 100, 2], "ip4src, dotted quad");
+        assert_eq!(&a.h_u[4..8], &[198, 51, 100, 1], "ip4dst");
+        assert_eq!((a.ring_cookie, a.location), (5, RX_CLS_LOC_ANY));
+    }
+
+    #[test]
+    fn tcp6_rule_and_family_mismatches() {
+        let r = rule(FlowType::Tcp6, None, ("2001:db8::1", 443));
+        let fs = flow_spec_for(&r, 9).unwrap();
+        assert_eq!(fs.flow_type, TCP_V6_FLOW);
+        assert_eq!(&fs.h_u[16..18], &[0x20, 0x01], "ip6dst starts at byte 16");
+        assert!(fs.m_u[..16].iter().all(|&b| b == 0), "3-tuple: no src mask");
+        assert_eq!(fs.location, 9);
+
+        let e = flow_spec_for(&rule(FlowType::Tcp4, None, ("2001:db8::1", 1)), 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ntuple rule Tcp4 needs IPv4 addresses, got 2001:db8::1"
+        );
+        let e = flow_spec_for(
+            &rule(
+                FlowType::Tcp6,
+                Some(("198.51.100.2", 1)),
+                ("2001:db8::1", 1),
+            ),
+            0,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("needs IPv6 addresses, got 198.51.100.2"),
+            "{e}"
+        );
+    }
+}

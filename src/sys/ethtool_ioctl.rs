@@ -1,0 +1,1575 @@
+//! `SIOCETHTOOL` ioctls (include/uapi/linux/ethtool.h; kernel-abi.md §3): ntuple flow rules
+//! (`struct ethtool_rxnfc`), the RSS indirection table (`struct ethtool_rxfh`), features looked
+//! up by name (`ETH_SS_FEATURES` strings, `ethtool_gfeatures` / `ethtool_sfeatures`) and driver
+//! info (`ethtool_drvinfo`).
+//!
+//! Two layers:
+//! * pure encoders and decoders between the `#[repr(C)]` structs and the exact bytes the kernel
+//!   reads and writes. Every field is written at its `offset_of!` position, so the bytes follow
+//!   the asserted layout; byte-exact tests are at the bottom;
+//! * [`EthtoolIoctl`]: an `AF_INET`/`SOCK_DGRAM` socket plus an interface name, issuing the
+//!   calls with `struct ifreq { ifr_name, ifr_data }` and 8-byte aligned buffers sized for what
+//!   the kernel reads and writes for each command (flexible arrays included).
+//!
+//! Sizes and offsets are x86_64 (LP64) and were checked against the 6.18 kernel's BTF and gcc on
+//! the 6.1 uapi headers. Addresses and ports in flow specs are in network byte order; a mask bit
+//! of 1 means "compare this bit".
+
+#![allow(non_camel_case_types)]
+
+use std::mem::{offset_of, size_of};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::error::{Error, Result};
+use crate::sys::cvt;
+
+// ---- command codes (include/uapi/linux/ethtool.h; frozen values, checked with gcc on 6.1) ----
+
+/// `ETHTOOL_GDRVINFO`: driver name, version, bus info (`struct ethtool_drvinfo`).
+pub const ETHTOOL_GDRVINFO: u32 = 0x03;
+/// `ETHTOOL_GSTRINGS`: a string set (`struct ethtool_gstrings`).
+pub const ETHTOOL_GSTRINGS: u32 = 0x1b;
+/// `ETHTOOL_GRXRINGS`: number of RX rings in `ethtool_rxnfc.data`.
+pub const ETHTOOL_GRXRINGS: u32 = 0x2d;
+/// `ETHTOOL_GRXCLSRLCNT`: ntuple rule count (`rule_cnt`) and table size (`data`, with
+/// [`RX_CLS_LOC_SPECIAL`] when the driver picks locations itself).
+pub const ETHTOOL_GRXCLSRLCNT: u32 = 0x2e;
+/// `ETHTOOL_GRXCLSRLALL`: ntuple rule locations (`rule_locs[rule_cnt]`) and table size.
+pub const ETHTOOL_GRXCLSRLALL: u32 = 0x30;
+/// `ETHTOOL_SRXCLSRLDEL`: delete the ntuple rule at `fs.location`.
+pub const ETHTOOL_SRXCLSRLDEL: u32 = 0x31;
+/// `ETHTOOL_SRXCLSRLINS`: insert an ntuple rule; the kernel writes the location back.
+pub const ETHTOOL_SRXCLSRLINS: u32 = 0x32;
+/// `ETHTOOL_GSSET_INFO`: string-set sizes (`struct ethtool_sset_info`).
+pub const ETHTOOL_GSSET_INFO: u32 = 0x37;
+/// `ETHTOOL_GFEATURES`: netdev features (`struct ethtool_gfeatures`).
+pub const ETHTOOL_GFEATURES: u32 = 0x3a;
+/// `ETHTOOL_SFEATURES`: change netdev features (`struct ethtool_sfeatures`); returns
+/// `ETHTOOL_F_*` flags.
+pub const ETHTOOL_SFEATURES: u32 = 0x3b;
+/// `ETHTOOL_GRSSH`: RSS indirection table and key (`struct ethtool_rxfh`).
+pub const ETHTOOL_GRSSH: u32 = 0x46;
+/// `ETHTOOL_SRSSH`: set RSS indirection table and/or key.
+pub const ETHTOOL_SRSSH: u32 = 0x47;
+
+/// `ETH_SS_FEATURES`: the string set of netdev feature names.
+pub const ETH_SS_FEATURES: u32 = 4;
+/// `ETH_GSTRING_LEN`: bytes per string in a string set (nul-padded).
+pub const ETH_GSTRING_LEN: usize = 32;
+/// The `ETH_SS_FEATURES` name of `NETIF_F_NTUPLE`. Its bit index is kernel-internal (38 in
+/// 6.18), so it is always looked up by this name.
+pub const NTUPLE_FEATURE: &str = "rx-ntuple-filter";
+
+/// `TCP_V4_FLOW` (flow type of a tcp4 rule).
+pub const TCP_V4_FLOW: u32 = 1;
+/// `TCP_V6_FLOW` (flow type of a tcp6 rule).
+pub const TCP_V6_FLOW: u32 = 5;
+/// `RX_CLS_LOC_SPECIAL`: flag in GRXCLSRLCNT's `data`: the driver accepts special locations.
+pub const RX_CLS_LOC_SPECIAL: u32 = 0x8000_0000;
+/// `RX_CLS_LOC_ANY`: let the driver pick any free rule location.
+pub const RX_CLS_LOC_ANY: u32 = 0xffff_ffff;
+
+/// `ETHTOOL_F_UNSUPPORTED`: SFEATURES asked to change a feature the device cannot change.
+pub const ETHTOOL_F_UNSUPPORTED: u32 = 1;
+/// `ETHTOOL_F_WISH`: SFEATURES recorded the wish, but the active features differ.
+pub const ETHTOOL_F_WISH: u32 = 2;
+/// `ETHTOOL_F_COMPAT`: SFEATURES went through a legacy compatibility path.
+pub const ETHTOOL_F_COMPAT: u32 = 4;
+
+/// `ETH_RSS_HASH_NO_CHANGE` (`ethtool_rxfh.hfunc`): keep the hash function.
+pub const ETH_RSS_HASH_NO_CHANGE: u8 = 0;
+/// `RXH_XFRM_NO_CHANGE` (`ethtool_rxfh.input_xfrm`, 6.8+): keep the input transformation.
+/// 0 would *clear* a symmetric-xor transform, so SRSSH sends this value.
+pub const RXH_XFRM_NO_CHANGE: u8 = 0xff;
+
+/// Largest table, rule count or string count accepted from the kernel before allocating a
+/// buffer for it (entries); real devices use a few thousand at most.
+pub const MAX_KERNEL_COUNT: u32 = 1 << 20;
+
+/// The uapi name of an `ETHTOOL_*` command code, for error messages.
+pub fn cmd_name(cmd: u32) -> &'static str {
+    match cmd {
+        ETHTOOL_GDRVINFO => "ETHTOOL_GDRVINFO",
+        ETHTOOL_GSTRINGS => "ETHTOOL_GSTRINGS",
+        ETHTOOL_GRXRINGS => "ETHTOOL_GRXRINGS",
+        ETHTOOL_GRXCLSRLCNT => "ETHTOOL_GRXCLSRLCNT",
+        ETHTOOL_GRXCLSRLALL => "ETHTOOL_GRXCLSRLALL",
+        ETHTOOL_SRXCLSRLDEL => "ETHTOOL_SRXCLSRLDEL",
+        ETHTOOL_SRXCLSRLINS => "ETHTOOL_SRXCLSRLINS",
+        ETHTOOL_GSSET_INFO => "ETHTOOL_GSSET_INFO",
+        ETHTOOL_GFEATURES => "ETHTOOL_GFEATURES",
+        ETHTOOL_SFEATURES => "ETHTOOL_SFEATURES",
+        ETHTOOL_GRSSH => "ETHTOOL_GRSSH",
+        ETHTOOL_SRSSH => "ETHTOOL_SRSSH",
+        _ => "ETHTOOL_?",
+    }
+}
+
+// ---- byte helpers (native endian, like the kernel's own copy of the struct) ----
+
+fn put(out: &mut [u8], off: usize, bytes: &[u8]) {
+    out[off..off + bytes.len()].copy_from_slice(bytes);
+}
+
+fn rd<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[off..off + N]);
+    a
+}
+
+fn rd_u16(b: &[u8], off: usize) -> u16 {
+    u16::from_ne_bytes(rd(b, off))
+}
+
+fn rd_u32(b: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes(rd(b, off))
+}
+
+fn rd_u64(b: &[u8], off: usize) -> u64 {
+    u64::from_ne_bytes(rd(b, off))
+}
+
+fn need(what: &str, b: &[u8], len: usize) -> Result<()> {
+    if b.len() < len {
+        return Err(Error::Decode {
+            what: what.into(),
+            detail: format!("{} bytes, need at least {len}", b.len()),
+        });
+    }
+    Ok(())
+}
+
+/// A count the kernel reported, checked against [`MAX_KERNEL_COUNT`] before it sizes a buffer.
+fn bounded(what: &str, n: u32) -> Result<usize> {
+    if n > MAX_KERNEL_COUNT {
+        return Err(Error::Decode {
+            what: what.into(),
+            detail: format!("{n} entries is more than the {MAX_KERNEL_COUNT} this tool accepts"),
+        });
+    }
+    Ok(n as usize)
+}
+
+// ---- flow specs ----
+
+/// `struct ethtool_tcpip4_spec` (16 bytes): the tcp4 member of `union ethtool_flow_union`.
+/// Addresses (`__be32`) hold the four octets in memory order (`u32::from_ne_bytes(octets)`),
+/// ports (`__be16`) are `port.to_be()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_tcpip4_spec {
+    /// Source address, network byte order.
+    pub ip4src: u32,
+    /// Destination address, network byte order.
+    pub ip4dst: u32,
+    /// Source port, network byte order.
+    pub psrc: u16,
+    /// Destination port, network byte order.
+    pub pdst: u16,
+    /// Type of service.
+    pub tos: u8,
+}
+const _: () = assert!(size_of::<ethtool_tcpip4_spec>() == 16);
+const _: () = assert!(offset_of!(ethtool_tcpip4_spec, ip4dst) == 4);
+const _: () = assert!(offset_of!(ethtool_tcpip4_spec, psrc) == 8);
+const _: () = assert!(offset_of!(ethtool_tcpip4_spec, pdst) == 10);
+const _: () = assert!(offset_of!(ethtool_tcpip4_spec, tos) == 12);
+
+impl ethtool_tcpip4_spec {
+    /// The 16 bytes as the kernel reads them (padding zero).
+    pub fn to_bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        put(&mut b, offset_of!(Self, ip4src), &self.ip4src.to_ne_bytes());
+        put(&mut b, offset_of!(Self, ip4dst), &self.ip4dst.to_ne_bytes());
+        put(&mut b, offset_of!(Self, psrc), &self.psrc.to_ne_bytes());
+        put(&mut b, offset_of!(Self, pdst), &self.pdst.to_ne_bytes());
+        b[offset_of!(Self, tos)] = self.tos;
+        b
+    }
+}
+
+/// `struct ethtool_tcpip6_spec` (40 bytes): the tcp6 member of `union ethtool_flow_union`.
+/// Addresses (`__be32[4]`) hold the sixteen octets in memory order, ports are `port.to_be()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_tcpip6_spec {
+    /// Source address, network byte order.
+    pub ip6src: [u32; 4],
+    /// Destination address, network byte order.
+    pub ip6dst: [u32; 4],
+    /// Source port, network byte order.
+    pub psrc: u16,
+    /// Destination port, network byte order.
+    pub pdst: u16,
+    /// Traffic class.
+    pub tclass: u8,
+}
+const _: () = assert!(size_of::<ethtool_tcpip6_spec>() == 40);
+const _: () = assert!(offset_of!(ethtool_tcpip6_spec, ip6dst) == 16);
+const _: () = assert!(offset_of!(ethtool_tcpip6_spec, psrc) == 32);
+const _: () = assert!(offset_of!(ethtool_tcpip6_spec, pdst) == 34);
+const _: () = assert!(offset_of!(ethtool_tcpip6_spec, tclass) == 36);
+
+fn be32x4(octets: [u8; 16]) -> [u32; 4] {
+    let mut w = [0u32; 4];
+    for (i, c) in octets.chunks_exact(4).enumerate() {
+        w[i] = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+    }
+    w
+}
+
+impl ethtool_tcpip6_spec {
+    /// The 40 bytes as the kernel reads them (padding zero).
+    pub fn to_bytes(&self) -> [u8; 40] {
+        let mut b = [0u8; 40];
+        for i in 0..4 {
+            put(
+                &mut b,
+                offset_of!(Self, ip6src) + 4 * i,
+                &self.ip6src[i].to_ne_bytes(),
+            );
+            put(
+                &mut b,
+                offset_of!(Self, ip6dst) + 4 * i,
+                &self.ip6dst[i].to_ne_bytes(),
+            );
+        }
+        put(&mut b, offset_of!(Self, psrc), &self.psrc.to_ne_bytes());
+        put(&mut b, offset_of!(Self, pdst), &self.pdst.to_ne_bytes());
+        b[offset_of!(Self, tclass)] = self.tclass;
+        b
+    }
+}
+
+/// `struct ethtool_flow_ext` (20 bytes): VLAN / destination MAC / user data extension; this
+/// tool never sets it (no `FLOW_EXT` / `FLOW_MAC_EXT`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_flow_ext {
+    /// Reserved.
+    pub padding: [u8; 2],
+    /// Destination MAC (with `FLOW_MAC_EXT`).
+    pub h_dest: [u8; 6],
+    /// VLAN EtherType, network byte order.
+    pub vlan_etype: u16,
+    /// VLAN tag control information, network byte order.
+    pub vlan_tci: u16,
+    /// User-defined data, network byte order.
+    pub data: [u32; 2],
+}
+const _: () = assert!(size_of::<ethtool_flow_ext>() == 20);
+const _: () = assert!(offset_of!(ethtool_flow_ext, h_dest) == 2);
+const _: () = assert!(offset_of!(ethtool_flow_ext, vlan_etype) == 8);
+const _: () = assert!(offset_of!(ethtool_flow_ext, vlan_tci) == 10);
+const _: () = assert!(offset_of!(ethtool_flow_ext, data) == 12);
+
+impl ethtool_flow_ext {
+    fn encode(&self, out: &mut [u8]) {
+        put(out, offset_of!(Self, padding), &self.padding);
+        put(out, offset_of!(Self, h_dest), &self.h_dest);
+        put(
+            out,
+            offset_of!(Self, vlan_etype),
+            &self.vlan_etype.to_ne_bytes(),
+        );
+        put(
+            out,
+            offset_of!(Self, vlan_tci),
+            &self.vlan_tci.to_ne_bytes(),
+        );
+        put(out, offset_of!(Self, data), &self.data[0].to_ne_bytes());
+        put(out, offset_of!(Self, data) + 4, &self.data[1].to_ne_bytes());
+    }
+
+    fn decode(b: &[u8]) -> Self {
+        ethtool_flow_ext {
+            padding: rd(b, offset_of!(Self, padding)),
+            h_dest: rd(b, offset_of!(Self, h_dest)),
+            vlan_etype: rd_u16(b, offset_of!(Self, vlan_etype)),
+            vlan_tci: rd_u16(b, offset_of!(Self, vlan_tci)),
+            data: [
+                rd_u32(b, offset_of!(Self, data)),
+                rd_u32(b, offset_of!(Self, data) + 4),
+            ],
+        }
+    }
+}
+
+/// Size of `union ethtool_flow_union` in bytes (its largest members are 52 bytes).
+pub const FLOW_UNION_LEN: usize = 52;
+
+/// `struct ethtool_rx_flow_spec` (168 bytes): one ntuple rule. The two unions (`h_u` match
+/// values, `m_u` masks) are kept as their 52 bytes; fill them with
+/// [`ethtool_tcpip4_spec::to_bytes`] / [`ethtool_tcpip6_spec::to_bytes`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ethtool_rx_flow_spec {
+    /// `TCP_V4_FLOW`, `TCP_V6_FLOW`, … (plus `FLOW_EXT` / `FLOW_MAC_EXT` / `FLOW_RSS` flags).
+    pub flow_type: u32,
+    /// `union ethtool_flow_union h_u`: header values to match.
+    pub h_u: [u8; FLOW_UNION_LEN],
+    /// Extension values.
+    pub h_ext: ethtool_flow_ext,
+    /// `union ethtool_flow_union m_u`: masks for `h_u` (1 = compare).
+    pub m_u: [u8; FLOW_UNION_LEN],
+    /// Masks for `h_ext`.
+    pub m_ext: ethtool_flow_ext,
+    /// Destination RX queue index (low 32 bits), or `RX_CLS_FLOW_DISC`.
+    pub ring_cookie: u64,
+    /// Rule location (index in the rule table) or a special `RX_CLS_LOC_*` value.
+    pub location: u32,
+}
+const _: () = assert!(size_of::<ethtool_rx_flow_spec>() == 168);
+const _: () = assert!(offset_of!(ethtool_rx_flow_spec, h_u) == 4);
+const _: () = assert!(offset_of!(ethtool_rx_flow_spec, h_ext) == 56);
+const _: () = assert!(offset_of!(ethtool_rx_flow_spec, m_u) == 76);
+const _: () = assert!(offset_of!(ethtool_rx_flow_spec, m_ext) == 128);
+const _: () = assert!(offset_of!(ethtool_rx_flow_spec, ring_cookie) == 152);
+const _: () = assert!(offset_of!(ethtool_rx_flow_spec, location) == 160);
+
+impl Default for ethtool_rx_flow_spec {
+    fn default() -> Self {
+        ethtool_rx_flow_spec {
+            flow_type: 0,
+            h_u: [0; FLOW_UNION_LEN],
+            h_ext: ethtool_flow_ext::default(),
+            m_u: [0; FLOW_UNION_LEN],
+            m_ext: ethtool_flow_ext::default(),
+            ring_cookie: 0,
+            location: 0,
+        }
+    }
+}
+
+impl ethtool_rx_flow_spec {
+    fn encode(&self, out: &mut [u8]) {
+        put(
+            out,
+            offset_of!(Self, flow_type),
+            &self.flow_type.to_ne_bytes(),
+        );
+        put(out, offset_of!(Self, h_u), &self.h_u);
+        self.h_ext.encode(&mut out[offset_of!(Self, h_ext)..]);
+        put(out, offset_of!(Self, m_u), &self.m_u);
+        self.m_ext.encode(&mut out[offset_of!(Self, m_ext)..]);
+        put(
+            out,
+            offset_of!(Self, ring_cookie),
+            &self.ring_cookie.to_ne_bytes(),
+        );
+        put(
+            out,
+            offset_of!(Self, location),
+            &self.location.to_ne_bytes(),
+        );
+    }
+
+    fn decode(b: &[u8]) -> Self {
+        ethtool_rx_flow_spec {
+            flow_type: rd_u32(b, offset_of!(Self, flow_type)),
+            h_u: rd(b, offset_of!(Self, h_u)),
+            h_ext: ethtool_flow_ext::decode(&b[offset_of!(Self, h_ext)..]),
+            m_u: rd(b, offset_of!(Self, m_u)),
+            m_ext: ethtool_flow_ext::decode(&b[offset_of!(Self, m_ext)..]),
+            ring_cookie: rd_u64(b, offset_of!(Self, ring_cookie)),
+            location: rd_u32(b, offset_of!(Self, location)),
+        }
+    }
+}
+
+fn ip_mask<T: Default>(given: bool, ones: T) -> T {
+    if given {
+        ones
+    } else {
+        T::default()
+    }
+}
+
+/// A tcp4 ntuple rule, as `ethtool -N IF flow-type tcp4 [src-ip S src-port P] dst-ip D
+/// dst-port P action QUEUE [loc LOCATION]` builds it: `TCP_V4_FLOW`, the given fields with
+/// all-ones masks (exact match), `ring_cookie = queue`. `src` given makes a 5-tuple rule,
+/// `None` a 3-tuple rule. Ports are host order here.
+pub fn tcp4_flow_spec(
+    src: Option<(Ipv4Addr, u16)>,
+    dst: (Ipv4Addr, u16),
+    queue: u32,
+    location: u32,
+) -> ethtool_rx_flow_spec {
+    let (sip, sport) = src.unwrap_or((Ipv4Addr::UNSPECIFIED, 0));
+    let h = ethtool_tcpip4_spec {
+        ip4src: u32::from_ne_bytes(sip.octets()),
+        ip4dst: u32::from_ne_bytes(dst.0.octets()),
+        psrc: sport.to_be(),
+        pdst: dst.1.to_be(),
+        tos: 0,
+    };
+    let m = ethtool_tcpip4_spec {
+        ip4src: ip_mask(src.is_some(), u32::MAX),
+        ip4dst: u32::MAX,
+        psrc: ip_mask(src.is_some(), u16::MAX),
+        pdst: u16::MAX,
+        tos: 0,
+    };
+    let mut fs = ethtool_rx_flow_spec {
+        flow_type: TCP_V4_FLOW,
+        ring_cookie: u64::from(queue),
+        location,
+        ..Default::default()
+    };
+    fs.h_u[..16].copy_from_slice(&h.to_bytes());
+    fs.m_u[..16].copy_from_slice(&m.to_bytes());
+    fs
+}
+
+/// A tcp6 ntuple rule (`TCP_V6_FLOW`); otherwise as [`tcp4_flow_spec`].
+pub fn tcp6_flow_spec(
+    src: Option<(Ipv6Addr, u16)>,
+    dst: (Ipv6Addr, u16),
+    queue: u32,
+    location: u32,
+) -> ethtool_rx_flow_spec {
+    let (sip, sport) = src.unwrap_or((Ipv6Addr::UNSPECIFIED, 0));
+    let h = ethtool_tcpip6_spec {
+        ip6src: be32x4(sip.octets()),
+        ip6dst: be32x4(dst.0.octets()),
+        psrc: sport.to_be(),
+        pdst: dst.1.to_be(),
+        tclass: 0,
+    };
+    let m = ethtool_tcpip6_spec {
+        ip6src: ip_mask(src.is_some(), [u32::MAX; 4]),
+        ip6dst: [u32::MAX; 4],
+        psrc: ip_mask(src.is_some(), u16::MAX),
+        pdst: u16::MAX,
+        tclass: 0,
+    };
+    let mut fs = ethtool_rx_flow_spec {
+        flow_type: TCP_V6_FLOW,
+        ring_cookie: u64::from(queue),
+        location,
+        ..Default::default()
+    };
+    fs.h_u[..40].copy_from_slice(&h.to_bytes());
+    fs.m_u[..40].copy_from_slice(&m.to_bytes());
+    fs
+}
+
+/// Byte offset of `rule_locs[]` in `struct ethtool_rxnfc` (inside the struct's tail padding:
+/// the kernel copies the 192-byte struct, then the locations from here).
+pub const RXNFC_RULE_LOCS_OFFSET: usize = 188;
+
+/// `struct ethtool_rxnfc` (192 bytes, 8-byte aligned) without its flexible `rule_locs[]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_rxnfc {
+    /// `ETHTOOL_*` command.
+    pub cmd: u32,
+    /// Flow type for GRXFH/SRXFH (unused here).
+    pub flow_type: u32,
+    /// GRXRINGS: ring count; GRXCLSRLCNT/ALL: rule table size (+ `RX_CLS_LOC_SPECIAL`).
+    pub data: u64,
+    /// The rule (SRXCLSRLINS), or its location (SRXCLSRLDEL).
+    pub fs: ethtool_rx_flow_spec,
+    /// `rule_cnt` (GRXCLSRLCNT/ALL) — a union with `rss_context` (rules with `FLOW_RSS`).
+    pub rule_cnt: u32,
+}
+const _: () = assert!(size_of::<ethtool_rxnfc>() == 192);
+const _: () = assert!(std::mem::align_of::<ethtool_rxnfc>() == 8);
+const _: () = assert!(offset_of!(ethtool_rxnfc, flow_type) == 4);
+const _: () = assert!(offset_of!(ethtool_rxnfc, data) == 8);
+const _: () = assert!(offset_of!(ethtool_rxnfc, fs) == 16);
+const _: () = assert!(offset_of!(ethtool_rxnfc, rule_cnt) == 184);
+const _: () = assert!(offset_of!(ethtool_rxnfc, rule_cnt) + 4 == RXNFC_RULE_LOCS_OFFSET);
+
+impl ethtool_rxnfc {
+    /// A request for `cmd` with everything else zero.
+    pub fn new(cmd: u32) -> Self {
+        ethtool_rxnfc {
+            cmd,
+            ..Default::default()
+        }
+    }
+
+    /// The 192 bytes as the kernel reads them (padding zero).
+    pub fn to_bytes(&self) -> [u8; 192] {
+        let mut b = [0u8; 192];
+        put(&mut b, offset_of!(Self, cmd), &self.cmd.to_ne_bytes());
+        put(
+            &mut b,
+            offset_of!(Self, flow_type),
+            &self.flow_type.to_ne_bytes(),
+        );
+        put(&mut b, offset_of!(Self, data), &self.data.to_ne_bytes());
+        self.fs.encode(&mut b[offset_of!(Self, fs)..]);
+        put(
+            &mut b,
+            offset_of!(Self, rule_cnt),
+            &self.rule_cnt.to_ne_bytes(),
+        );
+        b
+    }
+
+    /// Reads the struct back from what the kernel wrote (at least 192 bytes).
+    ///
+    /// Errors: `Error::Decode` for a short buffer.
+    pub fn from_bytes(b: &[u8]) -> Result<Self> {
+        need("struct ethtool_rxnfc", b, size_of::<Self>())?;
+        Ok(ethtool_rxnfc {
+            cmd: rd_u32(b, offset_of!(Self, cmd)),
+            flow_type: rd_u32(b, offset_of!(Self, flow_type)),
+            data: rd_u64(b, offset_of!(Self, data)),
+            fs: ethtool_rx_flow_spec::decode(&b[offset_of!(Self, fs)..]),
+            rule_cnt: rd_u32(b, offset_of!(Self, rule_cnt)),
+        })
+    }
+}
+
+/// `struct ethtool_rxfh` (24-byte header; `rss_config[]` follows: `indir_size` u32 queue
+/// indices, then `key_size` key bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_rxfh {
+    /// `ETHTOOL_GRSSH` or `ETHTOOL_SRSSH`.
+    pub cmd: u32,
+    /// RSS context; 0 = the default context.
+    pub rss_context: u32,
+    /// Entries in the indirection table (GRSSH with 0: "tell me the size"; SRSSH with 0:
+    /// reset to the driver default).
+    pub indir_size: u32,
+    /// Key length in bytes (0: no key read / key unchanged).
+    pub key_size: u32,
+    /// Hash function bits (`ETH_RSS_HASH_NO_CHANGE` = 0 on set).
+    pub hfunc: u8,
+    /// Input transformation (6.8+; `RXH_XFRM_NO_CHANGE` = 0xff on set).
+    pub input_xfrm: u8,
+    /// Reserved, must be 0.
+    pub rsvd8: [u8; 2],
+    /// Reserved, must be 0.
+    pub rsvd32: u32,
+}
+const _: () = assert!(size_of::<ethtool_rxfh>() == 24);
+const _: () = assert!(offset_of!(ethtool_rxfh, indir_size) == 8);
+const _: () = assert!(offset_of!(ethtool_rxfh, key_size) == 12);
+const _: () = assert!(offset_of!(ethtool_rxfh, hfunc) == 16);
+const _: () = assert!(offset_of!(ethtool_rxfh, input_xfrm) == 17);
+const _: () = assert!(offset_of!(ethtool_rxfh, rsvd8) == 18);
+const _: () = assert!(offset_of!(ethtool_rxfh, rsvd32) == 20);
+
+impl ethtool_rxfh {
+    /// The 24 header bytes.
+    pub fn to_bytes(&self) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        put(&mut b, offset_of!(Self, cmd), &self.cmd.to_ne_bytes());
+        put(
+            &mut b,
+            offset_of!(Self, rss_context),
+            &self.rss_context.to_ne_bytes(),
+        );
+        put(
+            &mut b,
+            offset_of!(Self, indir_size),
+            &self.indir_size.to_ne_bytes(),
+        );
+        put(
+            &mut b,
+            offset_of!(Self, key_size),
+            &self.key_size.to_ne_bytes(),
+        );
+        b[offset_of!(Self, hfunc)] = self.hfunc;
+        b[offset_of!(Self, input_xfrm)] = self.input_xfrm;
+        put(&mut b, offset_of!(Self, rsvd8), &self.rsvd8);
+        put(&mut b, offset_of!(Self, rsvd32), &self.rsvd32.to_ne_bytes());
+        b
+    }
+
+    /// Reads the header back.
+    ///
+    /// Errors: `Error::Decode` for fewer than 24 bytes.
+    pub fn from_bytes(b: &[u8]) -> Result<Self> {
+        need("struct ethtool_rxfh", b, size_of::<Self>())?;
+        Ok(ethtool_rxfh {
+            cmd: rd_u32(b, offset_of!(Self, cmd)),
+            rss_context: rd_u32(b, offset_of!(Self, rss_context)),
+            indir_size: rd_u32(b, offset_of!(Self, indir_size)),
+            key_size: rd_u32(b, offset_of!(Self, key_size)),
+            hfunc: b[offset_of!(Self, hfunc)],
+            input_xfrm: b[offset_of!(Self, input_xfrm)],
+            rsvd8: rd(b, offset_of!(Self, rsvd8)),
+            rsvd32: rd_u32(b, offset_of!(Self, rsvd32)),
+        })
+    }
+}
+
+/// GRSSH request for the default context: header with `indir_size` (0 = ask for the sizes)
+/// and `key_size` 0 (no key), followed by room for `indir_size` entries.
+pub fn rxfh_get_request(indir_size: u32) -> Result<Vec<u8>> {
+    let n = bounded("ethtool_rxfh.indir_size", indir_size)?;
+    let mut b = ethtool_rxfh {
+        cmd: ETHTOOL_GRSSH,
+        indir_size,
+        ..Default::default()
+    }
+    .to_bytes()
+    .to_vec();
+    b.resize(size_of::<ethtool_rxfh>() + 4 * n, 0);
+    Ok(b)
+}
+
+/// SRSSH request writing the whole indirection table of the default context and nothing
+/// else: `indir_size = indir.len()`, `key_size` 0 (key unchanged), `hfunc`
+/// `ETH_RSS_HASH_NO_CHANGE`, `input_xfrm` `RXH_XFRM_NO_CHANGE`, then the table.
+///
+/// Errors: `Error::Failure` for an empty table (that would mean "reset to the driver
+/// default", which is not what restoring a saved table asks for).
+pub fn rxfh_set_request(indir: &[u32]) -> Result<Vec<u8>> {
+    let size = u32::try_from(indir.len())
+        .ok()
+        .filter(|&n| n > 0 && n <= MAX_KERNEL_COUNT);
+    let Some(indir_size) = size else {
+        return Err(Error::Failure(format!(
+            "RSS indirection table of {} entries cannot be written (SRSSH needs 1..={MAX_KERNEL_COUNT}; \
+             0 would reset the table to the driver default)",
+            indir.len()
+        )));
+    };
+    let mut b = ethtool_rxfh {
+        cmd: ETHTOOL_SRSSH,
+        indir_size,
+        hfunc: ETH_RSS_HASH_NO_CHANGE,
+        input_xfrm: RXH_XFRM_NO_CHANGE,
+        ..Default::default()
+    }
+    .to_bytes()
+    .to_vec();
+    for q in indir {
+        b.extend_from_slice(&q.to_ne_bytes());
+    }
+    Ok(b)
+}
+
+/// Splits a GRSSH answer into the header and the `indir_size` table entries that follow it.
+///
+/// Errors: `Error::Decode` when the buffer is shorter than the header says.
+pub fn parse_rxfh_reply(b: &[u8]) -> Result<(ethtool_rxfh, Vec<u32>)> {
+    let h = ethtool_rxfh::from_bytes(b)?;
+    let n = bounded("ethtool_rxfh.indir_size", h.indir_size)?;
+    let start = size_of::<ethtool_rxfh>();
+    need("ethtool_rxfh.rss_config", b, start + 4 * n)?;
+    let indir = (0..n).map(|i| rd_u32(b, start + 4 * i)).collect();
+    Ok((h, indir))
+}
+
+// ---- string sets and features ----
+
+/// `struct ethtool_sset_info` (16-byte header; `data[]` u32 counts follow, one per set bit).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_sset_info {
+    /// `ETHTOOL_GSSET_INFO`.
+    pub cmd: u32,
+    /// Reserved.
+    pub reserved: u32,
+    /// In: string sets asked for (bit per `ETH_SS_*`); out: those the device has.
+    pub sset_mask: u64,
+}
+const _: () = assert!(size_of::<ethtool_sset_info>() == 16);
+const _: () = assert!(offset_of!(ethtool_sset_info, sset_mask) == 8);
+
+/// `struct ethtool_gstrings` (12-byte header; `len` × 32-byte strings follow).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_gstrings {
+    /// `ETHTOOL_GSTRINGS`.
+    pub cmd: u32,
+    /// `ETH_SS_*`.
+    pub string_set: u32,
+    /// Number of strings (the kernel writes its own count back).
+    pub len: u32,
+}
+const _: () = assert!(size_of::<ethtool_gstrings>() == 12);
+
+/// `struct ethtool_get_features_block` (16 bytes): 32 feature bits per block.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_get_features_block {
+    /// Bits the user may change (`hw_features`).
+    pub available: u32,
+    /// Bits the user asked for (`wanted_features`).
+    pub requested: u32,
+    /// Bits in effect (`features`).
+    pub active: u32,
+    /// Bits that never change.
+    pub never_changed: u32,
+}
+const _: () = assert!(size_of::<ethtool_get_features_block>() == 16);
+
+/// `struct ethtool_gfeatures` header (8 bytes; `size` blocks follow).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_gfeatures {
+    /// `ETHTOOL_GFEATURES`.
+    pub cmd: u32,
+    /// In: blocks of room; out: blocks the kernel has (`ETHTOOL_DEV_FEATURE_WORDS`).
+    pub size: u32,
+}
+const _: () = assert!(size_of::<ethtool_gfeatures>() == 8);
+
+/// `struct ethtool_set_features_block` (8 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_set_features_block {
+    /// Bits to change.
+    pub valid: u32,
+    /// New values of the `valid` bits.
+    pub requested: u32,
+}
+const _: () = assert!(size_of::<ethtool_set_features_block>() == 8);
+
+/// `struct ethtool_sfeatures` header (8 bytes; `size` blocks follow). The kernel requires
+/// `size` to equal its `ETHTOOL_DEV_FEATURE_WORDS` (= ⌈feature count / 32⌉), else EINVAL.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ethtool_sfeatures {
+    /// `ETHTOOL_SFEATURES`.
+    pub cmd: u32,
+    /// Number of blocks.
+    pub size: u32,
+}
+const _: () = assert!(size_of::<ethtool_sfeatures>() == 8);
+
+/// Feature blocks (32 bits each) needed for `count` feature names.
+pub fn feature_words(count: u32) -> u32 {
+    count.div_ceil(32)
+}
+
+/// Splits `len` nul-padded 32-byte strings (the data after an `ethtool_gstrings` header).
+///
+/// Errors: `Error::Decode` when `data` is shorter than `len` strings.
+pub fn parse_gstrings(data: &[u8], len: u32) -> Result<Vec<String>> {
+    let n = bounded("ethtool_gstrings.len", len)?;
+    need("ethtool_gstrings.data", data, n * ETH_GSTRING_LEN)?;
+    Ok(data[..n * ETH_GSTRING_LEN]
+        .chunks_exact(ETH_GSTRING_LEN)
+        .map(|s| {
+            let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+            String::from_utf8_lossy(&s[..end]).into_owned()
+        })
+        .collect())
+}
+
+/// GFEATURES request with room for `words` blocks.
+pub fn gfeatures_request(words: u32) -> Result<Vec<u8>> {
+    let n = bounded("ethtool_gfeatures.size", words)?;
+    let mut b = vec![0u8; size_of::<ethtool_gfeatures>() + n * 16];
+    put(
+        &mut b,
+        offset_of!(ethtool_gfeatures, cmd),
+        &ETHTOOL_GFEATURES.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(ethtool_gfeatures, size),
+        &words.to_ne_bytes(),
+    );
+    Ok(b)
+}
+
+/// The blocks of a GFEATURES answer: as many as both the room we gave (`words`) and the
+/// kernel's `size` allow.
+///
+/// Errors: `Error::Decode` for a short buffer.
+pub fn parse_gfeatures(b: &[u8], words: u32) -> Result<Vec<ethtool_get_features_block>> {
+    need(
+        "struct ethtool_gfeatures",
+        b,
+        size_of::<ethtool_gfeatures>(),
+    )?;
+    let size = rd_u32(b, offset_of!(ethtool_gfeatures, size)).min(words);
+    let n = bounded("ethtool_gfeatures.size", size)?;
+    need("ethtool_gfeatures.features", b, 8 + 16 * n)?;
+    Ok((0..n)
+        .map(|i| {
+            let o = 8 + 16 * i;
+            ethtool_get_features_block {
+                available: rd_u32(b, o),
+                requested: rd_u32(b, o + 4),
+                active: rd_u32(b, o + 8),
+                never_changed: rd_u32(b, o + 12),
+            }
+        })
+        .collect())
+}
+
+/// SFEATURES request changing exactly feature bit `bit` (index in the `ETH_SS_FEATURES`
+/// strings) to `on`, with `words` blocks (⌈feature count / 32⌉).
+///
+/// Errors: `Error::Failure` when `bit` does not fit in `words` blocks.
+pub fn sfeatures_request(words: u32, bit: u32, on: bool) -> Result<Vec<u8>> {
+    let n = bounded("ethtool_sfeatures.size", words)?;
+    let block = (bit / 32) as usize;
+    if block >= n {
+        return Err(Error::Failure(format!(
+            "feature bit {bit} is outside the {words} feature blocks"
+        )));
+    }
+    let mut b = vec![0u8; size_of::<ethtool_sfeatures>() + n * 8];
+    put(
+        &mut b,
+        offset_of!(ethtool_sfeatures, cmd),
+        &ETHTOOL_SFEATURES.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(ethtool_sfeatures, size),
+        &words.to_ne_bytes(),
+    );
+    let mask = 1u32 << (bit % 32);
+    let o = 8 + 8 * block;
+    put(&mut b, o, &mask.to_ne_bytes());
+    put(&mut b, o + 4, &(if on { mask } else { 0 }).to_ne_bytes());
+    Ok(b)
+}
+
+/// What `ETHTOOL_SFEATURES` answered (its non-negative return value, `ETHTOOL_F_*` bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetFeaturesFlags(pub u32);
+
+impl SetFeaturesFlags {
+    /// `ETHTOOL_F_UNSUPPORTED`: a requested bit is not changeable on this device; nothing
+    /// changed for it.
+    pub fn unsupported(self) -> bool {
+        self.0 & ETHTOOL_F_UNSUPPORTED != 0
+    }
+
+    /// `ETHTOOL_F_WISH`: the request was recorded but the active features differ from it.
+    pub fn wish(self) -> bool {
+        self.0 & ETHTOOL_F_WISH != 0
+    }
+}
+
+// ---- driver info ----
+
+/// `struct ethtool_drvinfo` (196 bytes), the fields this tool reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrvInfo {
+    /// Driver name, e.g. `"veth"`, `"mlx5_core"` (`driver[32]` at offset 4).
+    pub driver: String,
+    /// Driver version (`version[32]` at 36).
+    pub version: String,
+    /// Firmware version (`fw_version[32]` at 68).
+    pub fw_version: String,
+    /// Bus address, e.g. `"0000:00:03.0"`; empty for virtual devices (`bus_info[32]` at 100).
+    pub bus_info: String,
+}
+
+/// `sizeof(struct ethtool_drvinfo)` in bytes (checked with gcc on the 6.1 headers).
+pub const DRVINFO_LEN: usize = 196;
+
+impl DrvInfo {
+    /// Decodes the nul-padded name fields of an `ethtool_drvinfo`.
+    ///
+    /// Errors: `Error::Decode` for fewer than 196 bytes.
+    pub fn from_bytes(b: &[u8]) -> Result<Self> {
+        need("struct ethtool_drvinfo", b, DRVINFO_LEN)?;
+        let s = |off: usize| {
+            let f = &b[off..off + 32];
+            let end = f.iter().position(|&c| c == 0).unwrap_or(32);
+            String::from_utf8_lossy(&f[..end]).into_owned()
+        };
+        Ok(DrvInfo {
+            driver: s(4),
+            version: s(36),
+            fw_version: s(68),
+            bus_info: s(100),
+        })
+    }
+}
+
+// ---- rule table ----
+
+/// `ETHTOOL_GRXCLSRLCNT`'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleCount {
+    /// Rules installed (`rule_cnt`).
+    pub rule_cnt: u32,
+    /// Rule table size in entries (`data` without `RX_CLS_LOC_SPECIAL`).
+    pub table_size: u32,
+    /// `data` had `RX_CLS_LOC_SPECIAL`: the driver picks a location for `RX_CLS_LOC_ANY`.
+    pub driver_picks_location: bool,
+}
+
+impl RuleCount {
+    /// From GRXCLSRLCNT's `rule_cnt` and `data`.
+    pub fn from_rxnfc(r: &ethtool_rxnfc) -> Self {
+        let data = r.data as u32;
+        RuleCount {
+            rule_cnt: r.rule_cnt,
+            table_size: data & !RX_CLS_LOC_SPECIAL,
+            driver_picks_location: data & RX_CLS_LOC_SPECIAL != 0,
+        }
+    }
+}
+
+/// The location ethtool(8) picks for `RX_CLS_LOC_ANY` when the driver cannot: the highest
+/// index below `table_size` not in `used`. `None` when the table is full (or has no entries).
+pub fn pick_free_location(table_size: u32, used: &[u32]) -> Option<u32> {
+    (0..table_size).rev().find(|loc| !used.contains(loc))
+}
+
+// ---- the ioctl ----
+
+/// An `AF_INET`/`SOCK_DGRAM` socket for `SIOCETHTOOL` on one interface (by name, in the
+/// network namespace the socket was opened in). Set commands need CAP_NET_ADMIN.
+#[derive(Debug)]
+pub struct EthtoolIoctl {
+    fd: OwnedFd,
+    ifname: String,
+    name: [libc::c_char; libc::IFNAMSIZ],
+}
+
+impl EthtoolIoctl {
+    /// Opens the socket for interface `ifname`.
+    ///
+    /// Errors: `Error::Usage` naming `-f` for a name of 16 bytes or more or with a NUL byte;
+    /// `Error::Sys` for `socket()`.
+    pub fn open(ifname: &str) -> Result<Self> {
+        let bytes = ifname.as_bytes();
+        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+            return Err(Error::Usage(format!(
+                "-f: invalid interface name {ifname:?} (1 to {} bytes, no NUL)",
+                libc::IFNAMSIZ - 1
+            )));
+        }
+        let mut name = [0 as libc::c_char; libc::IFNAMSIZ];
+        for (d, s) in name.iter_mut().zip(bytes) {
+            *d = *s as libc::c_char;
+        }
+        // SAFETY: socket() takes no pointers; the return value is checked by cvt below.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        let fd = cvt(fd, "socket(AF_INET, SOCK_DGRAM) for SIOCETHTOOL")?;
+        // SAFETY: `fd` is a fresh descriptor from a successful socket() call that nothing
+        // else owns; OwnedFd takes sole ownership and closes it once.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(EthtoolIoctl {
+            fd,
+            ifname: ifname.to_string(),
+            name,
+        })
+    }
+
+    /// The interface name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    fn call_name(&self, cmd: u32) -> String {
+        format!("ioctl(SIOCETHTOOL, {}) on {}", cmd_name(cmd), self.ifname)
+    }
+
+    /// Issues `SIOCETHTOOL` with `buf` as the command struct (its first u32 is the command)
+    /// and copies what the kernel wrote back into `buf`. Returns the ioctl's non-negative
+    /// result (0, or `ETHTOOL_F_*` flags for SFEATURES).
+    ///
+    /// # Safety
+    ///
+    /// `buf` must be at least as long as every byte the kernel reads or writes for the
+    /// command in `buf[0..4]` given the struct's contents (header plus flexible array); the
+    /// kernel does not know the buffer's length.
+    unsafe fn ioctl(&self, buf: &mut [u8]) -> Result<i32> {
+        need("SIOCETHTOOL command buffer", buf, 4)?;
+        let cmd = rd_u32(buf, 0);
+        // An 8-byte aligned copy (struct ethtool_rxnfc has a u64), as long as `buf` rounded up.
+        let mut words = vec![0u64; buf.len().div_ceil(8)];
+        for (w, c) in words.iter_mut().zip(buf.chunks(8)) {
+            let mut a = [0u8; 8];
+            a[..c.len()].copy_from_slice(c);
+            *w = u64::from_ne_bytes(a);
+        }
+        // SAFETY: ifreq is plain old data (a char array and a union of integers/pointers), so
+        // all-zero is a valid value.
+        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+        ifr.ifr_name = self.name;
+        ifr.ifr_ifru.ifru_data = words.as_mut_ptr().cast();
+        // SAFETY: `ifr` is a live, initialised ifreq whose name is nul-terminated (at most 15
+        // bytes, checked in open). Its `ifru_data` points to `words`, a live, 8-byte aligned
+        // allocation of at least `buf.len()` bytes that is not otherwise accessed until the
+        // call returns; by this function's contract that covers everything the kernel reads
+        // and writes for `cmd`. The fd is owned by self and open. The result is checked.
+        let ret = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
+        let ret = cvt(ret, &self.call_name(cmd))?;
+        for (c, w) in buf.chunks_mut(8).zip(&words) {
+            let n = c.len();
+            c.copy_from_slice(&w.to_ne_bytes()[..n]);
+        }
+        Ok(ret)
+    }
+
+    /// One `struct ethtool_rxnfc` round trip without `rule_locs`.
+    fn rxnfc(&self, req: &ethtool_rxnfc) -> Result<ethtool_rxnfc> {
+        let mut b = req.to_bytes();
+        // SAFETY: for GRXRINGS, GRXCLSRLCNT, SRXCLSRLINS and SRXCLSRLDEL the kernel reads and
+        // writes sizeof(struct ethtool_rxnfc) = 192 bytes, the length of `b`; GRXCLSRLALL
+        // (which writes rule_locs) never comes through here (rule_cnt 0 → no rule buffer).
+        unsafe { self.ioctl(&mut b)? };
+        ethtool_rxnfc::from_bytes(&b)
+    }
+
+    /// `ETHTOOL_GDRVINFO`: driver name, version, firmware, bus.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP for devices without ethtool ops, such as lo).
+    pub fn drvinfo(&self) -> Result<DrvInfo> {
+        let mut b = vec![0u8; DRVINFO_LEN];
+        put(&mut b, 0, &ETHTOOL_GDRVINFO.to_ne_bytes());
+        // SAFETY: GDRVINFO writes sizeof(struct ethtool_drvinfo) = 196 bytes, the length of `b`.
+        unsafe { self.ioctl(&mut b)? };
+        DrvInfo::from_bytes(&b)
+    }
+
+    /// `ETHTOOL_GRXRINGS`: number of RX rings (queues) the flow-steering layer sees.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP on veth and lo in 6.18).
+    pub fn rx_rings(&self) -> Result<u64> {
+        Ok(self.rxnfc(&ethtool_rxnfc::new(ETHTOOL_GRXRINGS))?.data)
+    }
+
+    /// `ETHTOOL_GRXCLSRLCNT`: installed rules and table size.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP for drivers without ntuple support: veth, lo,
+    /// virtio_net).
+    pub fn rule_count(&self) -> Result<RuleCount> {
+        let r = self.rxnfc(&ethtool_rxnfc::new(ETHTOOL_GRXCLSRLCNT))?;
+        Ok(RuleCount::from_rxnfc(&r))
+    }
+
+    /// `ETHTOOL_GRXCLSRLALL` with room for `capacity` locations: the rule locations and the
+    /// table size (entries). `capacity` 0 answers `([], 0)` without a call (a rule buffer of
+    /// zero entries is not something every driver handles).
+    ///
+    /// Errors: `Error::Sys` (a driver answers EMSGSIZE when more rules exist than
+    /// `capacity`); `Error::Decode` for a capacity above [`MAX_KERNEL_COUNT`].
+    pub fn rule_locations(&self, capacity: u32) -> Result<(Vec<u32>, u32)> {
+        let n = bounded("ethtool_rxnfc.rule_cnt", capacity)?;
+        if n == 0 {
+            return Ok((Vec::new(), 0));
+        }
+        let req = ethtool_rxnfc {
+            rule_cnt: capacity,
+            ..ethtool_rxnfc::new(ETHTOOL_GRXCLSRLALL)
+        };
+        let mut b = req.to_bytes().to_vec();
+        b.resize(
+            (RXNFC_RULE_LOCS_OFFSET + 4 * n).max(size_of::<ethtool_rxnfc>()),
+            0,
+        );
+        // SAFETY: the kernel reads and writes the 192-byte struct and then writes rule_cnt u32
+        // locations at offset 188; `b` holds 188 + 4 × capacity bytes (at least 192), and a
+        // driver fills at most the capacity it was given (it fails with EMSGSIZE otherwise).
+        unsafe { self.ioctl(&mut b)? };
+        let r = ethtool_rxnfc::from_bytes(&b)?;
+        let got = (r.rule_cnt as usize).min(n);
+        let locs = (0..got)
+            .map(|i| rd_u32(&b, RXNFC_RULE_LOCS_OFFSET + 4 * i))
+            .collect();
+        Ok((locs, (r.data as u32) & !RX_CLS_LOC_SPECIAL))
+    }
+
+    /// `ETHTOOL_SRXCLSRLINS`: inserts `fs` and returns the location the kernel wrote back
+    /// (the one to delete later). Needs CAP_NET_ADMIN.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP for drivers without ntuple filters; EINVAL / ENOSPC /
+    /// EEXIST as the driver decides).
+    pub fn rule_insert(&self, fs: &ethtool_rx_flow_spec) -> Result<u32> {
+        let req = ethtool_rxnfc {
+            fs: *fs,
+            ..ethtool_rxnfc::new(ETHTOOL_SRXCLSRLINS)
+        };
+        Ok(self.rxnfc(&req)?.fs.location)
+    }
+
+    /// `ETHTOOL_SRXCLSRLDEL`: deletes the rule at `location`. Needs CAP_NET_ADMIN.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP without ntuple filters; ENOENT/EINVAL for an unused
+    /// location, driver-specific).
+    pub fn rule_delete(&self, location: u32) -> Result<()> {
+        let mut req = ethtool_rxnfc::new(ETHTOOL_SRXCLSRLDEL);
+        req.fs.location = location;
+        self.rxnfc(&req).map(|_| ())
+    }
+
+    /// `ETHTOOL_GRSSH` twice on the default context: first with sizes 0 to learn the table
+    /// size, then reading the table (no key). Returns the header of the second answer and the
+    /// table (queue index per bucket).
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP for drivers without RSS: veth, lo);
+    /// `Error::Decode` for an absurd table size.
+    pub fn rss_get(&self) -> Result<(ethtool_rxfh, Vec<u32>)> {
+        let mut probe = rxfh_get_request(0)?;
+        // SAFETY: with indir_size 0 and key_size 0 the kernel reads and writes only the
+        // 24-byte header (its rss_config copy is indir_size×4 + key_size = 0 bytes).
+        unsafe { self.ioctl(&mut probe)? };
+        let size = ethtool_rxfh::from_bytes(&probe)?.indir_size;
+        let mut b = rxfh_get_request(size)?;
+        // SAFETY: `b` is the 24-byte header plus size × 4 bytes; the kernel writes the header
+        // and user indir_size × 4 + user key_size (0) bytes of rss_config — exactly that — or
+        // fails with EINVAL if the device's size changed meanwhile.
+        unsafe { self.ioctl(&mut b)? };
+        parse_rxfh_reply(&b)
+    }
+
+    /// `ETHTOOL_SRSSH` on the default context: writes `indir` as the whole indirection table,
+    /// key, hash function and input transformation unchanged. Needs CAP_NET_ADMIN.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP without RSS; EINVAL when the length differs from the
+    /// device's table size or an entry is ≥ the RX ring count); `Error::Failure` for an empty
+    /// table.
+    pub fn rss_set(&self, indir: &[u32]) -> Result<()> {
+        let mut b = rxfh_set_request(indir)?;
+        // SAFETY: the kernel reads the 24-byte header and, when indir_size equals the device's
+        // size, indir_size × 4 table bytes (key_size 0: no key); `b` is exactly that long. It
+        // writes back only the 4-byte rss_context inside the header.
+        unsafe { self.ioctl(&mut b)? };
+        Ok(())
+    }
+
+    /// `ETHTOOL_GSSET_INFO` + `ETHTOOL_GSTRINGS` for `ETH_SS_FEATURES`: the feature names,
+    /// index = feature bit.
+    ///
+    /// Errors: `Error::Sys`; `Error::Decode` if the kernel reports more strings than it
+    /// counted.
+    pub fn feature_names(&self) -> Result<Vec<String>> {
+        let mut info = vec![0u8; size_of::<ethtool_sset_info>() + 8];
+        put(&mut info, 0, &ETHTOOL_GSSET_INFO.to_ne_bytes());
+        put(
+            &mut info,
+            offset_of!(ethtool_sset_info, sset_mask),
+            &(1u64 << ETH_SS_FEATURES).to_ne_bytes(),
+        );
+        // SAFETY: the kernel writes the 16-byte header and one u32 per string set that is both
+        // asked for and present — at most one here — so 20 of the 24 bytes.
+        unsafe { self.ioctl(&mut info)? };
+        let mask = rd_u64(&info, offset_of!(ethtool_sset_info, sset_mask));
+        if mask & (1 << ETH_SS_FEATURES) == 0 {
+            return Err(Error::sys(
+                self.call_name(ETHTOOL_GSSET_INFO),
+                libc::EOPNOTSUPP,
+            ));
+        }
+        let count = rd_u32(&info, size_of::<ethtool_sset_info>());
+        // Room for more strings than counted: GSTRINGS writes the kernel's own count, which for
+        // ETH_SS_FEATURES is a compile-time constant equal to the count above; the slack makes
+        // a mismatch a decode error instead of an overrun.
+        const SLACK: usize = 64;
+        let room = bounded("ethtool_sset_info.data[0]", count)? + SLACK;
+        let mut b = vec![0u8; size_of::<ethtool_gstrings>() + room * ETH_GSTRING_LEN];
+        put(
+            &mut b,
+            offset_of!(ethtool_gstrings, cmd),
+            &ETHTOOL_GSTRINGS.to_ne_bytes(),
+        );
+        put(
+            &mut b,
+            offset_of!(ethtool_gstrings, string_set),
+            &ETH_SS_FEATURES.to_ne_bytes(),
+        );
+        put(
+            &mut b,
+            offset_of!(ethtool_gstrings, len),
+            &count.to_ne_bytes(),
+        );
+        // SAFETY: the kernel writes the 12-byte header and len × 32 bytes, where len is the
+        // string count of ETH_SS_FEATURES — the `count` GSSET_INFO just reported — and `b`
+        // has room for count + 64 strings.
+        unsafe { self.ioctl(&mut b)? };
+        let len = rd_u32(&b, offset_of!(ethtool_gstrings, len));
+        if len as usize > room {
+            return Err(Error::Decode {
+                what: "ethtool_gstrings.len".into(),
+                detail: format!("{len} strings, but GSSET_INFO counted {count}"),
+            });
+        }
+        parse_gstrings(&b[size_of::<ethtool_gstrings>()..], len)
+    }
+
+    /// `ETHTOOL_GFEATURES` with room for `words` blocks.
+    ///
+    /// Errors: `Error::Sys`.
+    pub fn features_get(&self, words: u32) -> Result<Vec<ethtool_get_features_block>> {
+        let mut b = gfeatures_request(words)?;
+        // SAFETY: the kernel writes the 8-byte header and min(words, its own word count)
+        // 16-byte blocks; `b` has room for `words` blocks.
+        unsafe { self.ioctl(&mut b)? };
+        parse_gfeatures(&b, words)
+    }
+
+    /// `ETHTOOL_SFEATURES` changing only feature bit `bit` to `on`; `words` must be the
+    /// kernel's block count (⌈feature count / 32⌉). Needs CAP_NET_ADMIN.
+    ///
+    /// Errors: `Error::Sys` (EINVAL for a wrong `words`); the flags (unsupported / wish) are
+    /// returned for the caller to judge.
+    pub fn features_set(&self, words: u32, bit: u32, on: bool) -> Result<SetFeaturesFlags> {
+        let mut b = sfeatures_request(words, bit, on)?;
+        // SAFETY: the kernel reads the 8-byte header and, only if `size` equals its own block
+        // count, that many 8-byte blocks — `b` holds `words` blocks; it writes nothing back.
+        let ret = unsafe { self.ioctl(&mut b)? };
+        Ok(SetFeaturesFlags(ret as u32))
+    }
+}
+
+#[cfg(all(test, target_endian = "little"))]
+mod tests {
+    use super::*;
+
+    /// `ethtool -N IF flow-type tcp4 src-ip 198.51.100.2 dst-ip 198.51.100.1 src-port 5201
+    /// dst-port 5201 action 3` as the SRXCLSRLINS argument (synthetic, from the uapi layout;
+    /// every byte of the 192 shown).
+    #[rustfmt::skip]
+    const TCP4_5TUPLE: [u8; 192] = [
+        0x32, 0x00, 0x00, 0x00, // @0   cmd ETHTOOL_SRXCLSRLINS
+        0x00, 0x00, 0x00, 0x00, // @4   flow_type (GRXFH only)
+        0x00, 0x00, 0x00, 0x00, // @8   data (u64)
+        0x00, 0x00, 0x00, 0x00, //
+        0x01, 0x00, 0x00, 0x00, // @16  fs.flow_type TCP_V4_FLOW
+        198,  51,   100,  2,    // @20  fs.h_u.tcp_ip4_spec.ip4src 198.51.100.2
+        198,  51,   100,  1,    // @24  .ip4dst 198.51.100.1
+        0x14, 0x51, 0x14, 0x51, // @28  .psrc 5201, .pdst 5201 (big endian)
+        0x00, 0x00, 0x00, 0x00, // @32  .tos 0 + 3 bytes padding
+        0x00, 0x00, 0x00, 0x00, // @36  rest of the 52-byte h_u union
+        0x00, 0x00, 0x00, 0x00, // @40
+        0x00, 0x00, 0x00, 0x00, // @44
+        0x00, 0x00, 0x00, 0x00, // @48
+        0x00, 0x00, 0x00, 0x00, // @52
+        0x00, 0x00, 0x00, 0x00, // @56
+        0x00, 0x00, 0x00, 0x00, // @60
+        0x00, 0x00, 0x00, 0x00, // @64
+        0x00, 0x00, 0x00, 0x00, // @68
+        0x00, 0x00, 0x00, 0x00, // @72  fs.h_ext (20 bytes, unused)
+        0x00, 0x00, 0x00, 0x00, // @76
+        0x00, 0x00, 0x00, 0x00, // @80
+        0x00, 0x00, 0x00, 0x00, // @84
+        0x00, 0x00, 0x00, 0x00, // @88
+        0xff, 0xff, 0xff, 0xff, // @92  fs.m_u.tcp_ip4_spec.ip4src mask: compare all bits
+        0xff, 0xff, 0xff, 0xff, // @96  .ip4dst mask
+        0xff, 0xff, 0xff, 0xff, // @100 .psrc mask, .pdst mask
+        0x00, 0x00, 0x00, 0x00, // @104 .tos mask 0 (don't care) + padding
+        0x00, 0x00, 0x00, 0x00, // @108 rest of the m_u union
+        0x00, 0x00, 0x00, 0x00, // @112
+        0x00, 0x00, 0x00, 0x00, // @116
+        0x00, 0x00, 0x00, 0x00, // @120
+        0x00, 0x00, 0x00, 0x00, // @124
+        0x00, 0x00, 0x00, 0x00, // @128
+        0x00, 0x00, 0x00, 0x00, // @132
+        0x00, 0x00, 0x00, 0x00, // @136
+        0x00, 0x00, 0x00, 0x00, // @140
+        0x00, 0x00, 0x00, 0x00, // @144 fs.m_ext (20 bytes)
+        0x00, 0x00, 0x00, 0x00, // @148
+        0x00, 0x00, 0x00, 0x00, // @152
+        0x00, 0x00, 0x00, 0x00, // @156
+        0x00, 0x00, 0x00, 0x00, // @160
+        0x00, 0x00, 0x00, 0x00, // @164 hole before ring_cookie
+        0x03, 0x00, 0x00, 0x00, // @168 fs.ring_cookie = queue 3 (u64)
+        0x00, 0x00, 0x00, 0x00, //
+        0xff, 0xff, 0xff, 0xff, // @176 fs.location RX_CLS_LOC_ANY
+        0x00, 0x00, 0x00, 0x00, // @180 tail padding of fs
+        0x00, 0x00, 0x00, 0x00, // @184 rule_cnt / rss_context
+        0x00, 0x00, 0x00, 0x00, // @188 tail padding (rule_locs[] would start here)
+    ];
+
+    fn v4(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    fn v6(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    fn ins(fs: ethtool_rx_flow_spec) -> [u8; 192] {
+        ethtool_rxnfc {
+            fs,
+            ..ethtool_rxnfc::new(ETHTOOL_SRXCLSRLINS)
+        }
+        .to_bytes()
+    }
+
+    #[test]
+    fn tcp4_5tuple_bytes() {
+        let fs = tcp4_flow_spec(
+            Some((v4("198.51.100.2"), 5201)),
+            (v4("198.51.100.1"), 5201),
+            3,
+            RX_CLS_LOC_ANY,
+        );
+        let b = ins(fs);
+        assert_eq!(b, TCP4_5TUPLE);
+        let back = ethtool_rxnfc::from_bytes(&b).unwrap();
+        assert_eq!(back.fs, fs);
+        assert_eq!(back.cmd, ETHTOOL_SRXCLSRLINS);
+    }
+
+    /// The expected bytes of an SRXCLSRLINS request built field by field: all zero except
+    /// cmd, fs.flow_type, the given h_u/m_u ranges, ring_cookie and location.
+    fn expected(flow: u32, h_u: &[(usize, &[u8])], m_u: &[(usize, &[u8])], queue: u8) -> [u8; 192] {
+        let mut e = [0u8; 192];
+        e[0] = 0x32; // cmd ETHTOOL_SRXCLSRLINS
+        e[16] = flow as u8; // fs.flow_type
+        for (off, bytes) in h_u {
+            e[20 + off..20 + off + bytes.len()].copy_from_slice(bytes); // fs.h_u @20
+        }
+        for (off, bytes) in m_u {
+            e[92 + off..92 + off + bytes.len()].copy_from_slice(bytes); // fs.m_u @92
+        }
+        e[168] = queue; // fs.ring_cookie @168
+        e[176..180].copy_from_slice(&[0xff; 4]); // fs.location RX_CLS_LOC_ANY @176
+        e
+    }
+
+    #[test]
+    fn tcp4_3tuple_bytes() {
+        let b = ins(tcp4_flow_spec(
+            None,
+            (v4("198.51.100.1"), 5201),
+            1,
+            RX_CLS_LOC_ANY,
+        ));
+        let e = expected(
+            1,                                               // TCP_V4_FLOW
+            &[(4, &[198, 51, 100, 1]), (10, &[0x14, 0x51])], // ip4dst @4, pdst @10
+            &[(4, &[0xff; 4]), (10, &[0xff; 2])],            // their masks; src masks 0
+            1,
+        );
+        assert_eq!(b, e);
+        assert_eq!(b, {
+            // Same as the 5-tuple fixture with src fields and src masks cleared.
+            let mut f = TCP4_5TUPLE;
+            f[20..24].fill(0); // ip4src
+            f[28..30].fill(0); // psrc
+            f[92..96].fill(0); // ip4src mask
+            f[100..102].fill(0); // psrc mask
+            f[168] = 1; // queue 1
+            f
+        });
+    }
+
+    #[test]
+    fn tcp6_5tuple_bytes() {
+        let src = v6("2001:db8::2");
+        let dst = v6("2001:db8::1");
+        let b = ins(tcp6_flow_spec(
+            Some((src, 40000)),
+            (dst, 5201),
+            7,
+            RX_CLS_LOC_ANY,
+        ));
+        let e = expected(
+            5, // TCP_V6_FLOW
+            &[
+                (0, &src.octets()),  // ip6src @0 (16 bytes, network order)
+                (16, &dst.octets()), // ip6dst @16
+                (32, &[0x9c, 0x40]), // psrc 40000 @32
+                (34, &[0x14, 0x51]), // pdst 5201 @34
+            ],
+            &[(0, &[0xff; 16]), (16, &[0xff; 16]), (32, &[0xff; 4])], // masks; tclass mask 0
+            7,
+        );
+        assert_eq!(b, e);
+        assert_eq!(&b[20..22], &[0x20, 0x01], "address bytes in network order");
+        assert_eq!(b[35], 0x02, "…::2 ends the source address");
+    }
+
+    #[test]
+    fn tcp6_3tuple_bytes() {
+        let dst = v6("2001:db8::1");
+        let b = ins(tcp6_flow_spec(None, (dst, 5201), 0, RX_CLS_LOC_ANY));
+        let e = expected(
+            5,
+            &[(16, &dst.octets()), (34, &[0x14, 0x51])],
+            &[(16, &[0xff; 16]), (34, &[0xff; 2])],
+            0,
+        );
+        assert_eq!(b, e);
+    }
+
+    /// GRSSH size query, then the read of a 4-entry table (synthetic).
+    #[rustfmt::skip]
+    const RSS_GET_SIZE: [u8; 24] = [
+        0x46, 0x00, 0x00, 0x00, // cmd ETHTOOL_GRSSH
+        0x00, 0x00, 0x00, 0x00, // rss_context 0 (default)
+        0x00, 0x00, 0x00, 0x00, // indir_size 0: "tell me the sizes"
+        0x00, 0x00, 0x00, 0x00, // key_size 0: no key
+        0x00,                   // hfunc
+        0x00,                   // input_xfrm
+        0x00, 0x00,             // rsvd8[2]
+        0x00, 0x00, 0x00, 0x00, // rsvd32
+    ];
+
+    #[test]
+    fn rss_get_request_bytes() {
+        assert_eq!(rxfh_get_request(0).unwrap(), RSS_GET_SIZE);
+        let b = rxfh_get_request(4).unwrap();
+        assert_eq!(b.len(), 24 + 16, "header + 4 u32 entries");
+        assert_eq!(&b[8..12], &[4, 0, 0, 0], "indir_size 4");
+        let mut rest = b.clone();
+        rest[8] = 0;
+        assert_eq!(&rest[..24], &RSS_GET_SIZE, "otherwise the same header");
+        assert!(b[24..].iter().all(|&x| x == 0), "room for the table");
+    }
+
+    /// What a driver writes back for a 4-entry table spread over queues 0 and 1, with a 40-byte
+    /// key, Toeplitz hash (bit 0) and no input transform (synthetic).
+    #[rustfmt::skip]
+    const RSS_GET_REPLY: [u8; 40] = [
+        0x46, 0x00, 0x00, 0x00, // cmd
+        0x00, 0x00, 0x00, 0x00, // rss_context 0
+        0x04, 0x00, 0x00, 0x00, // indir_size 4
+        0x28, 0x00, 0x00, 0x00, // key_size 40 (the device's; no key was asked for)
+        0x01,                   // hfunc ETH_RSS_HASH_TOP
+        0x00,                   // input_xfrm
+        0x00, 0x00,             // rsvd8
+        0x00, 0x00, 0x00, 0x00, // rsvd32
+        0x00, 0x00, 0x00, 0x00, // indir[0] = queue 0
+        0x01, 0x00, 0x00, 0x00, // indir[1] = queue 1
+        0x00, 0x00, 0x00, 0x00, // indir[2] = queue 0
+        0x01, 0x00, 0x00, 0x00, // indir[3] = queue 1
+    ];
+
+    #[test]
+    fn rss_get_reply_parse() {
+        let (h, indir) = parse_rxfh_reply(&RSS_GET_REPLY).unwrap();
+        assert_eq!(
+            h,
+            ethtool_rxfh {
+                cmd: ETHTOOL_GRSSH,
+                indir_size: 4,
+                key_size: 40,
+                hfunc: 1,
+                ..Default::default()
+            }
+        );
+        assert_eq!(indir, vec![0, 1, 0, 1]);
+        assert_eq!(h.to_bytes(), RSS_GET_REPLY[..24]);
+        let e = parse_rxfh_reply(&RSS_GET_REPLY[..36]).unwrap_err();
+        assert!(e.to_string().contains("ethtool_rxfh.rss_config"), "{e}");
+    }
+
+    /// SRSSH writing the table [0, 0, 1, 1] (what "spread over queues [0, 2)" gives for 4
+    /// buckets, in blocks), key, hash function and input transform unchanged (synthetic).
+    #[rustfmt::skip]
+    const RSS_SET_REQ: [u8; 40] = [
+        0x47, 0x00, 0x00, 0x00, // cmd ETHTOOL_SRSSH
+        0x00, 0x00, 0x00, 0x00, // rss_context 0
+        0x04, 0x00, 0x00, 0x00, // indir_size 4 (= the device's table size)
+        0x00, 0x00, 0x00, 0x00, // key_size 0: key unchanged
+        0x00,                   // hfunc ETH_RSS_HASH_NO_CHANGE
+        0xff,                   // input_xfrm RXH_XFRM_NO_CHANGE
+        0x00, 0x00,             // rsvd8
+        0x00, 0x00, 0x00, 0x00, // rsvd32
+        0x00, 0x00, 0x00, 0x00, // indir[0] = 0
+        0x00, 0x00, 0x00, 0x00, // indir[1] = 0
+        0x01, 0x00, 0x00, 0x00, // indir[2] = 1
+        0x01, 0x00, 0x00, 0x00, // indir[3] = 1
+    ];
+
+    #[test]
+    fn rss_set_request_bytes() {
+        assert_eq!(rxfh_set_request(&[0, 0, 1, 1]).unwrap(), RSS_SET_REQ);
+        let e = rxfh_set_request(&[]).unwrap_err();
+        assert!(e.to_string().contains("reset the table"), "{e}");
+    }
+
+    #[test]
+    fn gstrings_and_features() {
+        let mut data = vec![0u8; 3 * 32];
+        data[..7].copy_from_slice(b"tx-sg\0\0");
+        data[32..48].copy_from_slice(b"rx-ntuple-filter");
+        let names = parse_gstrings(&data, 3).unwrap();
+        assert_eq!(names, vec!["tx-sg", "rx-ntuple-filter", ""]);
+        assert!(parse_gstrings(&data, 4).is_err());
+
+        assert_eq!(feature_words(64), 2);
+        assert_eq!(feature_words(65), 3);
+        // Bit 38 (rx-ntuple-filter on 6.18) on: block 1, bit 6.
+        #[rustfmt::skip]
+        let on: [u8; 24] = [
+            0x3b, 0x00, 0x00, 0x00, // cmd ETHTOOL_SFEATURES
+            0x02, 0x00, 0x00, 0x00, // size 2 blocks
+            0x00, 0x00, 0x00, 0x00, // block 0 valid
+            0x00, 0x00, 0x00, 0x00, // block 0 requested
+            0x40, 0x00, 0x00, 0x00, // block 1 valid: bit 6 (feature 38)
+            0x40, 0x00, 0x00, 0x00, // block 1 requested: on
+        ];
+        assert_eq!(sfeatures_request(2, 38, true).unwrap(), on);
+        let mut off = on;
+        off[20] = 0; // requested: off
+        assert_eq!(sfeatures_request(2, 38, false).unwrap(), off);
+        assert!(sfeatures_request(1, 38, true).is_err());
+
+        let mut g = gfeatures_request(2).unwrap();
+        assert_eq!(&g[..8], &[0x3a, 0, 0, 0, 2, 0, 0, 0]);
+        assert_eq!(g.len(), 8 + 32);
+        g[8 + 16 + 8] = 0x40; // block 1 active bit 6
+        let blocks = parse_gfeatures(&g, 2).unwrap();
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks[1].active, 0x40);
+        assert_eq!(
+            parse_gfeatures(&g, 1).unwrap().len(),
+            1,
+            "never past our room"
+        );
+
+        let f = SetFeaturesFlags(ETHTOOL_F_UNSUPPORTED);
+        assert!(f.unsupported() && !f.wish());
+        assert!(SetFeaturesFlags(ETHTOOL_F_WISH).wish());
+    }
+
+    #[test]
+    fn rule_table_helpers() {
+        let r = ethtool_rxnfc {
+            data: u64::from(RX_CLS_LOC_SPECIAL | 1024),
+            rule_cnt: 3,
+            ..ethtool_rxnfc::new(ETHTOOL_GRXCLSRLCNT)
+        };
+        assert_eq!(
+            RuleCount::from_rxnfc(&r),
+            RuleCount {
+                rule_cnt: 3,
+                table_size: 1024,
+                driver_picks_location: true
+            }
+        );
+        assert_eq!(pick_free_location(8, &[]), Some(7));
+        assert_eq!(pick_free_location(8, &[7, 6, 3]), Some(5));
+        assert_eq!(pick_free_location(2, &[0, 1]), None);
+        assert_eq!(pick_free_location(0, &[]), None);
+    }
+
+    #[test]
+    fn drvinfo_decodes_names() {
+        let mut b = vec![0u8; DRVINFO_LEN];
+        b[0] = 0x03;
+        b[4..8].copy_from_slice(b"veth");
+        b[36..39].copy_from_slice(b"1.0");
+        b[100..112].copy_from_slice(b"0000:00:03.0");
+        let d = DrvInfo::from_bytes(&b).unwrap();
+        assert_eq!(
+            (
+                d.driver.as_str(),
+                d.version.as_str(),
+                d.fw_version.as_str(),
+                d.bus_info.as_str()
+            ),
+            ("veth", "1.0", "", "0000:00:03.0")
+        );
+        assert!(DrvInfo::from_bytes(&b[..195]).is_err());
+    }
+
+    #[test]
+    fn bad_names_refused() {
+        for n in ["", "sixteen-bytes-xx", "a\0b"] {
+            let e = EthtoolIoctl::open(n).unwrap_err();
+            assert!(
+                matches!(e, Error::Usage(ref m) if m.starts_with("-f:")),
+                "{n:?}: {e}"
+            );
+        }
+    }
+}
