@@ -19,7 +19,7 @@ use crate::rx::{self, NoFragMemory, RxConfig};
 use crate::signals::{self, STOP};
 use crate::stats::RxStats;
 use crate::sys::socket::{self, TcpRxSocket};
-use crate::tx::{self, PatternSend};
+use crate::tx::{self, LineSource, PatternSend, PatternSource, TxConfig, TxSource};
 use crate::udmabuf::{self, Udmabuf, UdmabufParams};
 
 /// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM handlers first, so every later
@@ -106,15 +106,77 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     result
 }
 
-/// `-f IF -s ADDR -p PORT` without `-l`: devmem TX. Checks its preconditions so that a host
-/// without udmabuf skips exactly as the server does.
+/// `-f IF -s ADDR -p PORT` without `-l`: devmem TX (ncdevmem.c `do_client`). Skips first
+/// (udmabuf), then the udmabuf, bind-tx (its netlink socket stays open for the whole run), a
+/// socket bound to IF (and `-c` with the same port) with `SO_ZEROCOPY`, then stdin line by
+/// line — or, with `--send-pattern`, the `-v` pattern — through the dma-buf, and every
+/// zerocopy completion awaited before "tx ok".
 fn devmem_client(cfg: &Config) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
-    if_nametoindex(ifname)?;
-    udmabuf::preflight(&UdmabufParams::new(None, cfg.dmabuf_size)?)?;
-    Err(Error::Skip(
-        "devmem TX (bind-tx, MSG_ZEROCOPY sends) is not implemented in this version".into(),
-    ))
+    let ifindex = if_nametoindex(ifname)?;
+    let params = UdmabufParams::new(None, cfg.dmabuf_size)?;
+    // Everything that makes this run a skip is checked before anything is created.
+    udmabuf::preflight(&params)?;
+    let port = required(cfg.port, "-p")?;
+    let server = required(cfg.server.as_ref(), "-s")?;
+    let peer = SocketAddrV6::new(server.socket_ip(), port, 0, 0);
+    let local = cfg
+        .client
+        .as_ref()
+        .map(|c| SocketAddrV6::new(c.socket_ip(), port, 0, 0));
+    let mut source: Box<dyn TxSource> = match cfg.pattern_bytes {
+        Some(total) => Box::new(PatternSource::new(
+            required(cfg.validate, "-v")?,
+            total,
+            cfg.write_size.unwrap_or(0),
+            cfg.corrupt_offset,
+        )?),
+        None => Box::new(LineSource::new(std::io::stdin().lock(), &STOP)),
+    };
+    let netdev = Netdev::open().map_err(family_missing_is_skip)?;
+
+    let mut mem = Udmabuf::create(&params)?;
+    let binding = tx::bind_tx(&netdev, ifindex, ifname, mem.fd())?;
+    log(
+        cfg,
+        &format!(
+            "bound {ifname} for TX to dmabuf id {} ({} bytes)",
+            binding.id(),
+            params.size_bytes
+        ),
+    );
+    let mut sock = tx::connect_devmem(peer, local, ifname, cfg.timeout, &STOP)?;
+    log(cfg, &format!("connected to [{}]:{port}", server.ip));
+
+    let tx_cfg = TxConfig {
+        chunk: cfg.tx_chunk,
+        max_piece: cfg.write_size.unwrap_or(tx::devmem::DEFAULT_MAX_PIECE),
+        completion_timeout: cfg
+            .timeout
+            .unwrap_or(tx::devmem::DEFAULT_COMPLETION_TIMEOUT),
+        verbose: cfg.verbosity == Verbosity::Verbose,
+        ..TxConfig::new(binding.id())
+    };
+    let mut log_sink = std::io::stderr();
+    let (stats, result) = tx::transmit(
+        &mut sock,
+        &mut mem,
+        source.as_mut(),
+        &tx_cfg,
+        &STOP,
+        &mut log_sink,
+    );
+    let ok = result.is_ok();
+    if cfg.verbosity != Verbosity::Quiet {
+        eprintln!("{}: {}", crate::cli::PROGRAM, stats.summary_line(ok));
+    }
+    if let Some(path) = &cfg.json {
+        crate::stats::write_json_atomic(path, &stats.to_json(ok))?;
+    }
+    drop(sock);
+    drop(binding);
+    drop(mem);
+    result
 }
 
 /// `-f IF [-b N]`: probe / self-test. Checks its preconditions so that a host without udmabuf

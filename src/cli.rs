@@ -542,11 +542,13 @@ pub enum Mode {
     /// `-l -f IF -s ADDR -p PORT`: devmem RX server.
     Server,
     /// `-f IF -s ADDR -p PORT` without `-l` (also `-c` without `-l`, which then needs `-s`):
-    /// devmem TX client sending stdin.
+    /// devmem TX client sending stdin; with `--send-pattern BYTES` (and `-v N`) it sends that
+    /// many bytes of the pattern instead ([`Config::pattern_bytes`] is then `Some`).
     Client,
     /// `-l --plain -s ADDR -p PORT`: plain-TCP receive (no devmem, no NIC changes).
     PlainServer,
-    /// `--send-pattern BYTES -s ADDR -p PORT -v N`: plain-TCP sender of the `-v` pattern.
+    /// `--send-pattern BYTES -s ADDR -p PORT -v N` without `-f`: plain-TCP sender of the `-v`
+    /// pattern.
     PatternSender,
     /// `-l --zcrx -f IF -s ADDR -p PORT`: io_uring zero-copy receive. Parsed and stored only.
     ZcrxServer,
@@ -584,7 +586,9 @@ pub enum Verbosity {
 ///   `Some` or both `None` (then the app picks them as C does: probe `N/2` and `N/2`,
 ///   otherwise queue `N−1` alone, N = rx + combined channels), and `start + num − 1` fits
 ///   `u32`;
-/// * in `PatternSender`, `validate` and `pattern_bytes` are `Some`.
+/// * in `PatternSender`, `validate` and `pattern_bytes` are `Some`;
+/// * in `Client`, `pattern_bytes` is `Some` (pattern source) or `None` (stdin); when `Some`,
+///   `validate` is `Some` too.
 ///
 /// Options C ncdevmem ignores in a mode (e.g. `-z` on a server, `-t/-q/-b` with `--plain`)
 /// are kept here and ignored by the app, so a C command line keeps working and a devmem
@@ -622,7 +626,9 @@ pub struct Config {
     /// `-A`: `SO_DEVMEM_AUTORELEASE` value to set (proposed socket option 85; kernel-abi.md
     /// §4.7); `None` leaves the kernel default.
     pub autorelease: Option<bool>,
-    /// `--timeout`: accept, first-byte and idle timeout; `None` = wait forever.
+    /// `--timeout`: accept, first-byte and idle timeout; `None` = wait forever. Devmem TX
+    /// client: the connect window and the longest wait without a zerocopy completion (`None`
+    /// = the client's defaults).
     pub timeout: Option<Duration>,
     /// `--json`: where to write the summary as one JSON object.
     pub json: Option<PathBuf>,
@@ -633,10 +639,12 @@ pub struct Config {
     /// `--dmabuf-size`: udmabuf size in bytes (multiple of the page size); `None` = the app's
     /// default (16000 pages, as C).
     pub dmabuf_size: Option<u64>,
-    /// `--send-pattern`: number of pattern bytes to send.
+    /// `--send-pattern`: number of pattern bytes to send (plain pattern sender, or the devmem
+    /// client's pattern source when `-f` is given).
     pub pattern_bytes: Option<u64>,
-    /// `--write-size`: fixed bytes per `write`; the sender also sets `TCP_NODELAY` so each
-    /// write leaves as its own segment.
+    /// `--write-size`: plain pattern sender: fixed bytes per `write`, and `TCP_NODELAY` so each
+    /// write leaves as its own segment. Devmem client with `--send-pattern`: bytes per piece
+    /// copied into the dma-buf and sent (capped at the dma-buf size).
     pub write_size: Option<usize>,
     /// `--corrupt-offset`: test aid for the validator: the sender flips every bit of the byte
     /// at this stream offset (bytes from the start of the connection).
@@ -668,7 +676,9 @@ impl Config {
     ///
     /// Mode selection, in order:
     /// 1. at most one of `--send-pattern`, `--plain`, `--zcrx`, `--report`;
-    /// 2. `--send-pattern` → [`Mode::PatternSender`] (not with `-l`; needs `-s`, `-p`, `-v N`);
+    /// 2. `--send-pattern` (not with `-l`; needs `-s`, `-p`, `-v N`) → with `-f IF`,
+    ///    [`Mode::Client`] sending the pattern through devmem TX; without `-f`,
+    ///    [`Mode::PatternSender`] (plain TCP);
     /// 3. `--plain` → [`Mode::PlainServer`] (needs `-l`, `-s`, `-p`);
     /// 4. `--zcrx` → [`Mode::ZcrxServer`] (needs `-l`, `-f`, `-s`, `-p`);
     /// 5. `--report` → [`Mode::Report`] (needs `-f`; not with `-l`, `-s`, `-c`);
@@ -721,7 +731,12 @@ impl Config {
                     "--send-pattern: missing -v N (the pattern period to send; expected 2..={VALIDATE_MAX})"
                 )
             })?;
-            Mode::PatternSender
+            if a.ifname.is_some() {
+                // -f selects devmem TX, as in C's client mode; the pattern replaces stdin.
+                Mode::Client
+            } else {
+                Mode::PatternSender
+            }
         } else if a.plain {
             if !a.listen {
                 return Err(usage_err(
@@ -788,10 +803,12 @@ impl Config {
                 _ => {}
             }
         }
-        if a.write_size.is_some() && mode != Mode::PatternSender {
+        // The pattern sender, plain or through devmem TX (-f).
+        let sends_pattern = a.send_pattern.is_some();
+        if a.write_size.is_some() && !sends_pattern {
             return Err(usage_err("--write-size: only applies to --send-pattern"));
         }
-        if a.corrupt_offset.is_some() && mode != Mode::PatternSender {
+        if a.corrupt_offset.is_some() && !sends_pattern {
             return Err(usage_err(
                 "--corrupt-offset: only applies to --send-pattern",
             ));
@@ -889,6 +906,7 @@ Usage:
   {p} -f IF [-t N -q N] [-b BYTES] [-n]                     probe (devmem self-test)
   {p} -l -f IF -s ADDR -p PORT [-c ADDR] [-v N] [-L] ...    devmem RX server
   {p} -f IF -s ADDR -p PORT [-c ADDR] [-z BYTES] ...        devmem TX client (sends stdin)
+  {p} -f IF -s ADDR -p PORT --send-pattern BYTES -v N ...   devmem TX client (sends a pattern)
   {p} -l --plain -s ADDR -p PORT [-v N] ...                 plain-TCP RX server
   {p} --send-pattern BYTES -s ADDR -p PORT -v N ...         plain-TCP pattern sender
   {p} -h | --help
@@ -905,7 +923,9 @@ Modes (as C ncdevmem picks them):
                                  accept one connection, receive with MSG_SOCK_DEVMEM, validate
                                  (-v N) or print the payload to stdout, release tokens, undo.
   -s without -l                  devmem TX client: bind-tx, connect, send each line of stdin
-                                 from the dmabuf with MSG_ZEROCOPY.
+                                 from the dmabuf with MSG_ZEROCOPY, wait for the zerocopy
+                                 completions (at most --timeout, default 2 s, without any).
+                                 With --send-pattern BYTES -v N: send the pattern instead.
 
 Options from C ncdevmem:
   -l              listen: RX server mode
@@ -936,15 +956,18 @@ Options of ncdevmem-rs:
                   ignored, so a devmem command line can be rerun by adding --plain
   --send-pattern BYTES
                   connect to -s/-p (binding to -c and PORT if given) and send BYTES bytes of
-                  the -v N pattern (-v required), then close
+                  the -v N pattern (-v required), then close. Over plain TCP without -f; with
+                  -f IF through devmem TX (the client mode, with the pattern instead of stdin)
   --write-size BYTES
                   with --send-pattern: write exactly BYTES per write and set TCP_NODELAY
-                  (segment-size sweeps)
+                  (segment-size sweeps); with -f: bytes per piece copied into the dmabuf
   --corrupt-offset OFFSET
                   with --send-pattern: flip the byte at stream offset OFFSET (a test aid: the
                   receiver must report exactly that offset and exit 1)
   --timeout SECS  give up on accept, first byte or an idle connection after SECS seconds
-                  (fractions allowed, e.g. 0.5; 0 = wait forever, the default)
+                  (fractions allowed, e.g. 0.5; 0 = wait forever, the default). Devmem TX
+                  client: connect window, and the longest wait without a zerocopy
+                  completion (default 2 s)
   --json FILE     also write the final summary to FILE as one JSON object
   -V, --verbose   log every frag (as C ncdevmem does)
   --quiet         log only errors and the verdict

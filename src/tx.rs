@@ -1,17 +1,32 @@
-//! Send side. For now: the built-in pattern sender (`--send-pattern`), which replaces
-//! `yes $(echo -e \\x01…) | head -c N | socat -u - TCP:…` on the peer: it sends `N` bytes of the
-//! `-v` pattern in stream order, optionally with a fixed write size and `TCP_NODELAY` so each
-//! write leaves as its own segment (segment-size sweeps, as the kernel's `check_rx_hds` does with
-//! `socat -b SIZE … nodelay`).
+//! Send side, two ways:
+//!
+//! - **devmem TX** ([`devmem`]): bind-tx, then `sendmsg(MSG_ZEROCOPY)` from the dma-buf with an
+//!   `SCM_DEVMEM_DMABUF` cmsg, `-z` iov chunking and zerocopy completion tracking; the client
+//!   mode (`-f IF -s ADDR -p PORT`) sends stdin line by line, or with `--send-pattern BYTES`
+//!   the `-v` pattern. [`bind_tx`] and [`connect_devmem`] are the client's kernel steps.
+//! - the built-in **plain pattern sender** (`--send-pattern` without `-f`), which replaces
+//!   `yes $(echo -e \\x01…) | head -c N | socat -u - TCP:…` on the peer: it sends `N` bytes of
+//!   the `-v` pattern in stream order, optionally with a fixed write size and `TCP_NODELAY` so
+//!   each write leaves as its own segment (segment-size sweeps, as the kernel's `check_rx_hds`
+//!   does with `socat -b SIZE … nodelay`).
 
 use std::net::SocketAddrV6;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::netlink::netdev::{DmabufBinding, Netdev};
 use crate::sys::socket;
+use crate::sys::zerocopy::{self, ZerocopySocket};
 use crate::validate::Pattern;
+
+pub mod devmem;
+pub mod testing;
+
+pub use devmem::{
+    transmit, DmabufIov, LineSource, PatternSource, TxConfig, TxMemory, TxSocket, TxSource, TxStats,
+};
 
 /// Bytes per `send` when no write size is given: large enough that syscalls are not the cost.
 pub const DEFAULT_WRITE_SIZE: usize = 256 * 1024;
@@ -133,17 +148,30 @@ pub fn send_pattern(req: &PatternSend, stop: &AtomicI32) -> Result<SendStats> {
 }
 
 fn connect_retrying(req: &PatternSend, stop: &AtomicI32) -> Result<std::os::fd::OwnedFd> {
-    let window = req.timeout.unwrap_or(DEFAULT_CONNECT_RETRY);
+    connect_retrying_to(
+        req.peer,
+        req.local,
+        req.ifname.as_deref(),
+        req.timeout,
+        stop,
+    )
+}
+
+/// [`socket::connect_timeout`], retrying a refused connect every 100 ms within `timeout`
+/// (default [`DEFAULT_CONNECT_RETRY`]).
+fn connect_retrying_to(
+    peer: SocketAddrV6,
+    local: Option<SocketAddrV6>,
+    ifname: Option<&str>,
+    timeout: Option<Duration>,
+    stop: &AtomicI32,
+) -> Result<std::os::fd::OwnedFd> {
+    let window = timeout.unwrap_or(DEFAULT_CONNECT_RETRY);
     let deadline = Instant::now() + window;
     loop {
         crate::signals::check_flag(stop)?;
         let left = deadline.saturating_duration_since(Instant::now());
-        match socket::connect_timeout(
-            req.peer,
-            req.local,
-            req.ifname.as_deref(),
-            Some(left.max(ms(1))),
-        ) {
+        match socket::connect_timeout(peer, local, ifname, Some(left.max(ms(1)))) {
             Err(Error::Sys { errno, .. })
                 if errno == libc::ECONNREFUSED && Instant::now() + ms(100) < deadline =>
             {
@@ -152,14 +180,68 @@ fn connect_retrying(req: &PatternSend, stop: &AtomicI32) -> Result<std::os::fd::
             Err(Error::Sys { call, errno }) if errno == libc::ECONNREFUSED => {
                 return Err(Error::Timeout(format!(
                     "connect to [{}]:{}: still refused after {} ms ({call})",
-                    req.peer.ip(),
-                    req.peer.port(),
+                    peer.ip(),
+                    peer.port(),
                     window.as_millis()
                 )))
             }
             other => return other,
         }
     }
+}
+
+/// bind-tx for the devmem client: binds `dmabuf_fd` for TX on `ifindex` (`ifname` names it in
+/// messages). The returned binding owns its netlink socket; keep it alive for the whole run
+/// (dropping it unbinds). Available since 6.16.
+///
+/// Errors: the kernel's refusals that mean "no devmem TX here" are `Error::Skip` (exit 4) with
+/// the kernel's answer verbatim, e.g. `netdev bind-tx on veth0 (ifindex 2): EOPNOTSUPP
+/// (Operation not supported); kernel: "Driver does not support netmem TX"`: `EOPNOTSUPP` (driver
+/// without netmem TX, or no DMA-capable device) and `EPERM`. Everything else stays a failure
+/// (`Error::Netlink`), as does a reply with binding id 0 (`Error::Failure`).
+#[doc(alias = "NETDEV_CMD_BIND_TX")]
+pub fn bind_tx(
+    netdev: &Netdev,
+    ifindex: u32,
+    ifname: &str,
+    dmabuf_fd: BorrowedFd<'_>,
+) -> Result<DmabufBinding> {
+    let binding = netdev
+        .bind_tx(ifindex, dmabuf_fd)
+        .map_err(|e| match e.errno() {
+            Some(libc::EOPNOTSUPP) => {
+                Error::Skip(format!("{ifname} does not support devmem TX: {e}"))
+            }
+            Some(libc::EPERM) => Error::Skip(format!("bind-tx is not permitted here: {e}")),
+            _ => e,
+        })?;
+    if binding.id() == 0 {
+        return Err(Error::Failure(format!(
+            "netdev bind-tx on {}: the kernel replied with binding id 0, which sendmsg would \
+             treat as \"no dma-buf\"",
+            binding.target()
+        )));
+    }
+    Ok(binding)
+}
+
+/// The devmem client's TCP socket, as ncdevmem.c's `do_client` sets it up: AF_INET6,
+/// `SO_BINDTODEVICE(ifname)`, with `local` bound (address and the same port) when given,
+/// connected to `peer` within `timeout` (a refused connect is retried every 100 ms within that
+/// window; default [`DEFAULT_CONNECT_RETRY`]), then `SO_ZEROCOPY = 1`.
+///
+/// Errors: as [`socket::connect_timeout`]; `Error::Sys` from `setsockopt(SO_ZEROCOPY)`;
+/// `Error::Interrupted` when `stop` is set.
+pub fn connect_devmem(
+    peer: SocketAddrV6,
+    local: Option<SocketAddrV6>,
+    ifname: &str,
+    timeout: Option<Duration>,
+    stop: &AtomicI32,
+) -> Result<ZerocopySocket> {
+    let fd = connect_retrying_to(peer, local, Some(ifname), timeout, stop)?;
+    zerocopy::set_zerocopy(fd.as_fd(), true)?;
+    Ok(ZerocopySocket::new(fd))
 }
 
 fn ms(n: u64) -> Duration {

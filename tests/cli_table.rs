@@ -188,10 +188,31 @@ fn new_modes_carry_their_options() {
     };
     assert_eq!(c, want);
 
+    // With -f the pattern goes through devmem TX (client mode, pattern instead of stdin).
     let c = run("--send-pattern 0 -s ::1 -p 9 -v 256 -c ::1 -f lo");
+    assert_eq!(c.mode, Mode::Client);
     assert_eq!(c.pattern_bytes, Some(0));
     assert_eq!(c.client, addr("::1"));
     assert_eq!(c.ifname.as_deref(), Some("lo"));
+
+    let c = run(
+        "-f eth0 -s 2001:db8::2 -p 5201 -z 3 --send-pattern 64M -v 7 --write-size 64K \
+         --corrupt-offset 1000 --timeout 0.5 --json tx.json",
+    );
+    let want = Config {
+        ifname: Some("eth0".into()),
+        server: addr("2001:db8::2"),
+        port: Some(5201),
+        validate: Some(7),
+        tx_chunk: Some(3),
+        pattern_bytes: Some(64 << 20),
+        write_size: Some(64 << 10),
+        corrupt_offset: Some(1000),
+        timeout: Some(Duration::from_millis(500)),
+        json: Some(PathBuf::from("tx.json")),
+        ..blank(Mode::Client)
+    };
+    assert_eq!(c, want);
 
     let c = run("-l --plain -s ::ffff:127.0.0.1 -p 5201 -v 7 --timeout 2");
     let want = Config {
@@ -248,6 +269,12 @@ fn mode_selection_table() {
         ("-l --plain -s ::1 -p 1", Mode::PlainServer),
         ("-l --plain -f eth0 -s ::1 -p 1", Mode::PlainServer),
         ("--send-pattern 1K -s ::1 -p 1 -v 7", Mode::PatternSender),
+        // -f turns the pattern sender into the devmem TX client with the pattern as source.
+        ("-f eth0 -s ::1 -p 1 --send-pattern 1K -v 7", Mode::Client),
+        (
+            "--send-pattern 1M -v 7 -f eth0 -s ::1 -p 1 -z 3 --write-size 4K",
+            Mode::Client,
+        ),
         ("-l --zcrx -f eth0 -s ::1 -p 1", Mode::ZcrxServer),
         ("--report -f eth0", Mode::Report),
     ];
@@ -298,6 +325,19 @@ fn mode_selection_table() {
         ),
         ("--send-pattern 1K -p 1 -v 7", "-s: missing -s ADDR"),
         ("--send-pattern 1K -s ::1 -v 7", "-p: missing -p PORT"),
+        (
+            "-f eth0 --send-pattern 1K -s ::1 -p 1",
+            "--send-pattern: missing -v N",
+        ),
+        ("-f eth0 --send-pattern 1K -p 1 -v 7", "-s: missing -s ADDR"),
+        (
+            "-l -f eth0 --send-pattern 1K -s ::1 -p 1 -v 7",
+            "--send-pattern: sends to -s/-p",
+        ),
+        (
+            "-f eth0 -s ::1 -p 1 --corrupt-offset 5",
+            "--corrupt-offset: only applies to --send-pattern",
+        ),
         (
             "-l --send-pattern 1K -s ::1 -p 1 -v 7",
             "--send-pattern: sends to -s/-p",

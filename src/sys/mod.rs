@@ -1,11 +1,12 @@
-//! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]) and
-//! socket calls ([`socket`]). Other modules (policy, netlink logic, CLI) contain no `unsafe`,
-//! except the mapped-memory views in `udmabuf`.
+//! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]),
+//! socket calls ([`socket`]) and zerocopy sends for devmem TX ([`zerocopy`]). Other modules (policy,
+//! netlink logic, CLI) contain no `unsafe`, except the mapped-memory views in `udmabuf`.
 
 pub mod ethtool_ioctl;
 pub mod netlink_sock;
 pub mod socket;
 pub mod uapi;
+pub mod zerocopy;
 
 use crate::error::Error;
 

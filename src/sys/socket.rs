@@ -145,7 +145,7 @@ pub fn local_addr(fd: BorrowedFd<'_>) -> Result<SocketAddr> {
 // ---------------------------------------------------------------------------------------------
 
 /// `setsockopt(fd, level, opt, &int, 4)`; `name` is used in the error (`"SO_REUSEADDR"`).
-fn setsockopt_int(
+pub(crate) fn setsockopt_int(
     fd: BorrowedFd<'_>,
     level: libc::c_int,
     opt: libc::c_int,
@@ -205,7 +205,11 @@ fn bind6(fd: BorrowedFd<'_>, addr: &SocketAddrV6) -> Result<()> {
 }
 
 /// `poll(2)` on one fd. `Ok(revents)` (0 on timeout); `Err(errno)` on failure (incl. `EINTR`).
-fn poll_one(fd: RawFd, events: libc::c_short, timeout: Option<Duration>) -> Result<i16, i32> {
+pub(crate) fn poll_one(
+    fd: RawFd,
+    events: libc::c_short,
+    timeout: Option<Duration>,
+) -> Result<i16, i32> {
     let mut pfd = libc::pollfd {
         fd,
         events,

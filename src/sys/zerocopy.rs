@@ -1,0 +1,195 @@
+//! Zerocopy sends for devmem TX: `SO_ZEROCOPY`, `sendmsg(MSG_ZEROCOPY)` with an
+//! `SCM_DEVMEM_DMABUF` cmsg, error-queue reads of the completions, `poll(POLLERR)`.
+//!
+//! [`ZerocopySocket`] is the real [`TxSocket`]. Its normal send path takes iovs as **dma-buf
+//! offsets** ([`DmabufIov`]), as the kernel wants them when the cmsg names a TX binding.
+//! [`ZerocopySocket::send_user`] takes real buffers instead: for plain `MSG_ZEROCOPY` sends,
+//! and for exercising the cmsg path with dmabuf id 0, which the kernel treats as "no dma-buf"
+//! (kernel-6.18-here.md §6). Numbers: `include/uapi/asm-generic/socket.h`,
+//! `include/linux/socket.h`, `include/uapi/linux/errqueue.h` (kernel-abi.md §4.1, §4.5).
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::sys::last_errno;
+use crate::sys::socket::{poll_one, setsockopt_int};
+use crate::tx::devmem::{
+    encode_dmabuf_id_cmsg, DmabufIov, ErrqueueRead, TxSocket, DMABUF_ID_CMSG_SPACE, MAX_IOV,
+};
+
+/// `setsockopt(SOL_SOCKET, SO_ZEROCOPY, on)`: allows `MSG_ZEROCOPY` sends (and is required
+/// for any `SCM_DEVMEM_DMABUF` cmsg: without it the kernel answers `EINVAL`). Accepted on a
+/// connected TCP socket (measured on 6.18).
+///
+/// Errors: `Error::Sys` naming the option.
+pub fn set_zerocopy(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
+    setsockopt_int(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_ZEROCOPY,
+        libc::c_int::from(on),
+        "SO_ZEROCOPY",
+    )
+}
+
+/// A connected TCP socket for zerocopy sends; the real [`TxSocket`].
+#[derive(Debug)]
+pub struct ZerocopySocket {
+    fd: OwnedFd,
+}
+
+impl ZerocopySocket {
+    /// Wraps a connected stream socket (set `SO_ZEROCOPY` with [`set_zerocopy`]).
+    pub fn new(fd: OwnedFd) -> Self {
+        ZerocopySocket { fd }
+    }
+
+    /// The socket.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Gives the socket back.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+
+    /// `sendmsg(bufs, MSG_ZEROCOPY | MSG_NOSIGNAL)` from real buffers, with an
+    /// `SCM_DEVMEM_DMABUF` cmsg carrying `dmabuf_id` when it is `Some`. With `Some(0)` the
+    /// kernel treats the send as an ordinary zerocopy send; with a non-zero id the kernel
+    /// would read the buffer *addresses* as dma-buf offsets (use [`TxSocket::send_dmabuf`]).
+    /// Returns the bytes accepted.
+    ///
+    /// With `SO_ZEROCOPY` set the kernel may read the buffers until the send's completion
+    /// arrives: the caller must leave them unchanged until then, or the peer may receive the
+    /// new bytes. At most [`MAX_IOV`] buffers (more gives `EMSGSIZE` from the kernel).
+    pub fn send_user(&mut self, bufs: &[&[u8]], dmabuf_id: Option<u32>) -> Result<usize, i32> {
+        let iovs: Vec<libc::iovec> = bufs
+            .iter()
+            .map(|b| libc::iovec {
+                iov_base: b.as_ptr().cast_mut().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        sendmsg_zerocopy(self.fd.as_raw_fd(), &iovs, dmabuf_id)
+    }
+}
+
+/// `sendmsg(fd, {iovs, control = the SCM_DEVMEM_DMABUF cmsg if any}, MSG_ZEROCOPY |
+/// MSG_NOSIGNAL)`. Returns the bytes accepted or the errno.
+fn sendmsg_zerocopy(fd: i32, iovs: &[libc::iovec], dmabuf_id: Option<u32>) -> Result<usize, i32> {
+    // Control buffer with cmsghdr alignment (8 bytes): three u64 hold CMSG_SPACE(4) = 24 bytes.
+    let mut control = [0u64; DMABUF_ID_CMSG_SPACE / 8];
+    // SAFETY: msghdr is plain integers and pointers; all-zero (no name, no iov, no control)
+    // is a valid value and also zeroes any private padding.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    if let Some(id) = dmabuf_id {
+        let bytes = encode_dmabuf_id_cmsg(id);
+        for (word, chunk) in control.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            *word = u64::from_ne_bytes(w);
+        }
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = DMABUF_ID_CMSG_SPACE as _;
+    }
+    msg.msg_iov = iovs.as_ptr().cast_mut();
+    msg.msg_iovlen = iovs.len() as _;
+    // SAFETY: `msg` points at `iovs` (iovs.len() entries) and, when set, at `control` with its
+    // exact length; both outlive the call and the kernel only reads them (sendmsg never writes
+    // through msg_iov or msg_control). The iov_base values are either real buffers the caller
+    // borrowed for the call, or dma-buf offsets that the kernel resolves against the binding
+    // named in the cmsg and never dereferences as user memory (TxSocket::send_dmabuf refuses
+    // id 0, the case where it would). The result is checked.
+    let ret = unsafe { libc::sendmsg(fd, &msg, libc::MSG_ZEROCOPY | libc::MSG_NOSIGNAL) };
+    if ret < 0 {
+        Err(last_errno())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+impl TxSocket for ZerocopySocket {
+    /// `sendmsg` with each iov's `iov_base` set to its dma-buf offset. `dmabuf_id` 0 is
+    /// refused with `EINVAL` without a call: the kernel would then read the offsets as
+    /// addresses of this process. More than [`MAX_IOV`] iovs: `EMSGSIZE` without a call (the
+    /// kernel's answer too). An offset beyond the address space: `EINVAL`.
+    fn send_dmabuf(&mut self, iovs: &[DmabufIov], dmabuf_id: u32) -> Result<usize, i32> {
+        if dmabuf_id == 0 {
+            return Err(libc::EINVAL);
+        }
+        if iovs.len() > MAX_IOV {
+            return Err(libc::EMSGSIZE);
+        }
+        let mut raw = Vec::with_capacity(iovs.len());
+        for iov in iovs {
+            let offset = usize::try_from(iov.offset).map_err(|_| libc::EINVAL)?;
+            raw.push(libc::iovec {
+                // An integer, not a pointer into the mapping: the kernel wants the offset.
+                iov_base: offset as *mut libc::c_void,
+                iov_len: iov.len,
+            });
+        }
+        sendmsg_zerocopy(self.fd.as_raw_fd(), &raw, Some(dmabuf_id))
+    }
+
+    /// `recvmsg(MSG_ERRQUEUE | MSG_DONTWAIT)` with no data iov and `control` as the control
+    /// buffer. `Err(EAGAIN)` when the error queue is empty.
+    fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
+        // SAFETY: msghdr is plain integers and pointers; all-zero is a valid value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        if !control.is_empty() {
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = control.len() as _;
+        }
+        // SAFETY: `msg` has no iov and points at `control` with its exact length, exclusively
+        // borrowed for the call; the kernel writes at most that many bytes. Checked below.
+        let ret = unsafe {
+            libc::recvmsg(
+                self.fd.as_raw_fd(),
+                &mut msg,
+                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+            )
+        };
+        if ret < 0 {
+            return Err(last_errno());
+        }
+        Ok(ErrqueueRead {
+            msg_flags: msg.msg_flags,
+            control_len: msg.msg_controllen as usize,
+        })
+    }
+
+    /// `poll(POLLERR)` (reported whether asked or not) for up to `timeout`. `POLLNVAL` is
+    /// `Err(EBADF)`; `Err(EINTR)` is passed on.
+    fn wait_errqueue(&mut self, timeout: Duration) -> Result<bool, i32> {
+        let revents = poll_one(self.fd.as_raw_fd(), libc::POLLERR, Some(timeout))?;
+        if revents & libc::POLLNVAL != 0 {
+            return Err(libc::EBADF);
+        }
+        Ok(revents & libc::POLLERR != 0)
+    }
+
+    /// `getsockopt(SOL_SOCKET, SO_ERROR)`.
+    fn socket_error(&mut self) -> Result<i32, i32> {
+        let mut err: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the pointer and length describe `err`, an int alive across the call; the
+        // kernel writes at most `len` bytes and updates `len`.
+        let ret = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if ret < 0 {
+            Err(last_errno())
+        } else {
+            Ok(err)
+        }
+    }
+}

@@ -1,0 +1,588 @@
+//! Test double for the devmem sender: a socket that answers `sendmsg(MSG_ZEROCOPY)` with an
+//! `SCM_DEVMEM_DMABUF` cmsg and `recvmsg(MSG_ERRQUEUE)` the way the kernel does
+//! ([`ScriptedTxSocket`]), over a `Vec`-backed dma-buf it shares with the memory handle
+//! ([`ScriptedTxMemory`]), so it can check that no byte is rewritten while a send that uses it
+//! is in flight.
+//!
+//! The double follows net/ipv4/tcp.c `tcp_sendmsg_locked`, net/core/sock.c `__sock_cmsg_send`,
+//! net/core/skbuff.c `msg_zerocopy_*` and net/ipv4/ip_sockglue.c `ip_recv_error` (behaviour,
+//! not code):
+//! - a send is checked like the kernel checks it: the cmsg's binding id must be the bound one
+//!   (else `EINVAL`), at most 1024 iovs (else `EMSGSIZE`), every iov inside the dma-buf (else
+//!   `EFAULT`);
+//! - each send that accepts data takes the next u32 send number, from 0;
+//! - a completion is one error-queue message: a `SOL_IP`/`IP_RECVERR` cmsg with
+//!   `struct sock_extended_err` and a zeroed `sockaddr_in` (payload 32 bytes, `cmsg_len` 48),
+//!   `msg_flags` = `MSG_ERRQUEUE`; when the control buffer is too small the message is cut and
+//!   `MSG_CTRUNC` set, as `put_cmsg` does;
+//! - an empty error queue answers `EAGAIN`; `poll` reports `POLLERR` while it is not empty.
+//!
+//! This module is compiled into the library so integration tests can use it; nothing in the
+//! tool itself calls it.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::devmem::{
+    DmabufIov, ErrqueueRead, SockExtendedErr, TxMemory, TxSocket, MAX_IOV, SOCK_EXTENDED_ERR_LEN,
+};
+use crate::error::Result;
+use crate::rx::{cmsg_align, cmsg_len, CMSGHDR_LEN};
+use crate::sys::uapi::{SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY};
+
+/// `sizeof(struct sockaddr_in)`: the offender address after `sock_extended_err` in an
+/// `IP_RECVERR` cmsg.
+const SOCKADDR_IN_LEN: usize = 16;
+
+/// `sizeof(struct sockaddr_in6)`: the offender address in an `IPV6_RECVERR` cmsg.
+const SOCKADDR_IN6_LEN: usize = 28;
+
+/// When the double produces completions by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionPolicy {
+    /// Each accepted send is completed at once, one message per send.
+    Immediate,
+    /// Nothing completes until the sender waits (`poll(POLLERR)`); then every in-flight send
+    /// completes in one coalesced range.
+    OnWaitCoalesced,
+    /// Nothing completes until the sender waits; then every in-flight send completes with its
+    /// own message, newest first (out of order).
+    OnWaitReversed,
+    /// Only what the test queues with [`ScriptedTxSocket::push_errqueue`].
+    Manual,
+}
+
+/// How the next `sendmsg` is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendReply {
+    /// Accept every byte offered.
+    Full,
+    /// Accept at most this many bytes (a short send; the kernel does this when interrupted or
+    /// out of send buffer with a timeout).
+    Short(usize),
+    /// Fail with this errno, accepting nothing and taking no send number.
+    Errno(i32),
+}
+
+/// One error-queue message to deliver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrqEntry {
+    /// A well-formed zerocopy completion of sends `lo..=hi` with `ee_code` = `code`, as an
+    /// `IP_RECVERR` (or, with `ipv6`, an `IPV6_RECVERR`) cmsg.
+    Completion {
+        /// `ee_info`.
+        lo: u32,
+        /// `ee_data`.
+        hi: u32,
+        /// `ee_code` (`SO_EE_CODE_ZEROCOPY_COPIED` = 1).
+        code: u8,
+        /// Use `SOL_IPV6`/`IPV6_RECVERR` (with a `sockaddr_in6`).
+        ipv6: bool,
+    },
+    /// A `sock_extended_err` as given, in an `IP_RECVERR` cmsg (wrong origin, `ee_errno`).
+    Err(SockExtendedErr),
+    /// Arbitrary control bytes and `msg_flags` (e.g. `MSG_CTRUNC`).
+    Raw {
+        /// Control-buffer content (copied as far as it fits).
+        control: Vec<u8>,
+        /// `msg_flags`.
+        msg_flags: i32,
+    },
+}
+
+/// One `sendmsg` the double saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendRecord {
+    /// The iovs offered.
+    pub iovs: Vec<DmabufIov>,
+    /// The binding id in the cmsg.
+    pub dmabuf_id: u32,
+    /// What the call returned: bytes accepted, or the errno.
+    pub result: std::result::Result<usize, i32>,
+    /// The kernel's send number, for calls that accepted data.
+    pub send_number: Option<u32>,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    /// Byte ranges `[start, end)` of the dma-buf the send reads.
+    ranges: Vec<(u64, u64)>,
+    /// Their content when the send was made.
+    data: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    bytes: Vec<u8>,
+    in_flight: BTreeMap<u32, InFlight>,
+    violations: Vec<String>,
+    writes: u64,
+    syncs: u64,
+}
+
+impl Shared {
+    fn overlaps(&self, start: u64, end: u64) -> Vec<u32> {
+        self.in_flight
+            .iter()
+            .filter(|(_, f)| f.ranges.iter().any(|&(a, b)| a < end && start < b))
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    fn read(&self, ranges: &[(u64, u64)]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for &(a, b) in ranges {
+            v.extend_from_slice(&self.bytes[a as usize..b as usize]);
+        }
+        v
+    }
+}
+
+/// The dma-buf side of the double: a `Vec` shared with [`ScriptedTxSocket`]. A write that
+/// touches bytes of an in-flight send is recorded as a violation (and still done).
+#[derive(Debug, Clone)]
+pub struct ScriptedTxMemory {
+    shared: Rc<RefCell<Shared>>,
+}
+
+impl ScriptedTxMemory {
+    /// `write_at` calls so far.
+    pub fn writes(&self) -> u64 {
+        self.shared.borrow().writes
+    }
+
+    /// Dma-buf sync ioctls modelled so far (two per write: `START|WRITE`, `END|WRITE`).
+    pub fn syncs(&self) -> u64 {
+        self.shared.borrow().syncs
+    }
+
+    /// The whole buffer.
+    pub fn contents(&self) -> Vec<u8> {
+        self.shared.borrow().bytes.clone()
+    }
+}
+
+impl TxMemory for ScriptedTxMemory {
+    fn size(&self) -> usize {
+        self.shared.borrow().bytes.len()
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let mut s = self.shared.borrow_mut();
+        let r = crate::udmabuf::checked_range(
+            "scripted dma-buf write",
+            offset,
+            data.len() as u64,
+            s.bytes.len(),
+        )?;
+        let hit = s.overlaps(r.start as u64, r.end as u64);
+        if !hit.is_empty() {
+            let msg = format!(
+                "write of [{}, {}) while sends {hit:?} that read those bytes are in flight",
+                r.start, r.end
+            );
+            s.violations.push(msg);
+        }
+        s.bytes[r].copy_from_slice(data);
+        s.writes += 1;
+        s.syncs += 2;
+        Ok(())
+    }
+}
+
+/// A scripted [`TxSocket`]: checks and records every send, produces completions per its
+/// [`CompletionPolicy`] and whatever the test queues, and keeps the byte stream the peer
+/// would receive.
+#[derive(Debug)]
+pub struct ScriptedTxSocket {
+    shared: Rc<RefCell<Shared>>,
+    dmabuf_id: u32,
+    policy: CompletionPolicy,
+    copied: bool,
+    next_number: u32,
+    replies: VecDeque<SendReply>,
+    /// Queued messages, each deliverable once this many sends were accepted.
+    errq: VecDeque<(u64, ErrqEntry)>,
+    accepted: u64,
+    sends: Vec<SendRecord>,
+    stream: Vec<u8>,
+    socket_error: i32,
+    wait_calls: u64,
+    recv_calls: u64,
+    max_in_flight: usize,
+}
+
+impl ScriptedTxSocket {
+    /// A socket bound (by bind-tx) to a dma-buf of `size` bytes with binding `dmabuf_id`, and
+    /// the memory handle to write that dma-buf.
+    pub fn new(
+        size: usize,
+        dmabuf_id: u32,
+        policy: CompletionPolicy,
+    ) -> (ScriptedTxSocket, ScriptedTxMemory) {
+        let shared = Rc::new(RefCell::new(Shared {
+            bytes: vec![0; size],
+            in_flight: BTreeMap::new(),
+            violations: Vec::new(),
+            writes: 0,
+            syncs: 0,
+        }));
+        let sock = ScriptedTxSocket {
+            shared: Rc::clone(&shared),
+            dmabuf_id,
+            policy,
+            copied: false,
+            next_number: 0,
+            replies: VecDeque::new(),
+            errq: VecDeque::new(),
+            accepted: 0,
+            sends: Vec::new(),
+            stream: Vec::new(),
+            socket_error: 0,
+            wait_calls: 0,
+            recv_calls: 0,
+            max_in_flight: 0,
+        };
+        (sock, ScriptedTxMemory { shared })
+    }
+
+    /// Automatic completions carry `SO_EE_CODE_ZEROCOPY_COPIED`.
+    pub fn set_copied(&mut self, copied: bool) {
+        self.copied = copied;
+    }
+
+    /// Answers for the next `sendmsg` calls, in order; when they run out every send is
+    /// accepted in full.
+    pub fn script_sends(&mut self, replies: impl IntoIterator<Item = SendReply>) {
+        self.replies.extend(replies);
+    }
+
+    /// Queues an error-queue message, readable at once.
+    pub fn push_errqueue(&mut self, entry: ErrqEntry) {
+        self.errq.push_back((0, entry));
+    }
+
+    /// Queues an error-queue message that becomes readable once `sends` sends were accepted
+    /// (messages stay in order: a later one waits for an earlier one).
+    pub fn push_errqueue_after(&mut self, sends: u64, entry: ErrqEntry) {
+        self.errq.push_back((sends, entry));
+    }
+
+    fn readable(&self) -> bool {
+        self.errq
+            .front()
+            .is_some_and(|(after, _)| self.accepted >= *after)
+    }
+
+    /// A pending socket error (`SO_ERROR`), e.g. `ECONNRESET`; `poll` then reports `POLLERR`.
+    pub fn set_socket_error(&mut self, errno: i32) {
+        self.socket_error = errno;
+    }
+
+    /// Every `sendmsg` call so far.
+    pub fn sends(&self) -> &[SendRecord] {
+        &self.sends
+    }
+
+    /// The bytes the peer received: every accepted send's bytes, in send order.
+    pub fn stream(&self) -> &[u8] {
+        &self.stream
+    }
+
+    /// Problems the double saw: a write or send touching bytes of an in-flight send, or a
+    /// completed send whose bytes changed while in flight. Empty for a correct sender.
+    pub fn violations(&self) -> Vec<String> {
+        self.shared.borrow().violations.clone()
+    }
+
+    /// Send numbers accepted and not yet completed, ascending.
+    pub fn in_flight(&self) -> Vec<u32> {
+        self.shared.borrow().in_flight.keys().copied().collect()
+    }
+
+    /// Most sends in flight at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
+
+    /// `poll(POLLERR)` calls so far.
+    pub fn wait_calls(&self) -> u64 {
+        self.wait_calls
+    }
+
+    /// `recvmsg(MSG_ERRQUEUE)` calls so far.
+    pub fn recv_calls(&self) -> u64 {
+        self.recv_calls
+    }
+
+    /// Queued error-queue messages not yet read.
+    pub fn queued_errqueue(&self) -> usize {
+        self.errq.len()
+    }
+
+    fn complete(&mut self, lo: u32, hi: u32) {
+        let mut s = self.shared.borrow_mut();
+        let mut n = lo;
+        loop {
+            if let Some(f) = s.in_flight.remove(&n) {
+                let now = s.read(&f.ranges);
+                if now != f.data {
+                    let msg = format!("send {n} completed, but its bytes changed while in flight");
+                    s.violations.push(msg);
+                }
+            }
+            if n == hi {
+                break;
+            }
+            n = n.wrapping_add(1);
+        }
+    }
+
+    fn generate_on_wait(&mut self) {
+        let ids: Vec<u32> = self.shared.borrow().in_flight.keys().copied().collect();
+        if ids.is_empty() || self.policy == CompletionPolicy::Manual || !self.errq.is_empty() {
+            return;
+        }
+        let code = if self.copied {
+            SO_EE_CODE_ZEROCOPY_COPIED
+        } else {
+            0
+        };
+        match self.policy {
+            CompletionPolicy::OnWaitCoalesced => {
+                // In flight is always a run of consecutive numbers here (older ones completed);
+                // with a wrapped counter the run is the one starting after the gap.
+                let lo = first_of_run(&ids);
+                let hi = lo.wrapping_add(ids.len() as u32 - 1);
+                self.push_errqueue(ErrqEntry::Completion {
+                    lo,
+                    hi,
+                    code,
+                    ipv6: false,
+                });
+            }
+            CompletionPolicy::OnWaitReversed => {
+                for &id in ids.iter().rev() {
+                    self.push_errqueue(ErrqEntry::Completion {
+                        lo: id,
+                        hi: id,
+                        code,
+                        ipv6: false,
+                    });
+                }
+            }
+            CompletionPolicy::Immediate | CompletionPolicy::Manual => {}
+        }
+    }
+}
+
+/// The first number of a set of consecutive u32s that may wrap past `u32::MAX`.
+fn first_of_run(sorted: &[u32]) -> u32 {
+    for w in sorted.windows(2) {
+        if w[1] != w[0].wrapping_add(1) {
+            return w[1];
+        }
+    }
+    sorted[0]
+}
+
+/// The bytes of one error-queue cmsg as the kernel writes it (x86_64): `cmsg_len` u64,
+/// `cmsg_level` i32, `cmsg_type` i32, `struct sock_extended_err` (16 bytes), the offender
+/// address zeroed (`sockaddr_in`, 16 bytes, for `SOL_IP`/`IP_RECVERR`; `sockaddr_in6`, 28
+/// bytes, for `SOL_IPV6`/`IPV6_RECVERR`), then padding to `CMSG_SPACE`.
+pub fn encode_recverr_cmsg(ee: &SockExtendedErr, ipv6: bool) -> Vec<u8> {
+    let (level, ty, addr_len) = if ipv6 {
+        (libc::SOL_IPV6, libc::IPV6_RECVERR, SOCKADDR_IN6_LEN)
+    } else {
+        (libc::SOL_IP, libc::IP_RECVERR, SOCKADDR_IN_LEN)
+    };
+    let len = cmsg_len(SOCK_EXTENDED_ERR_LEN + addr_len);
+    let mut b = vec![0u8; cmsg_align(len)];
+    b[0..8].copy_from_slice(&(len as u64).to_ne_bytes());
+    b[8..12].copy_from_slice(&level.to_ne_bytes());
+    b[12..16].copy_from_slice(&ty.to_ne_bytes());
+    b[CMSGHDR_LEN..CMSGHDR_LEN + SOCK_EXTENDED_ERR_LEN].copy_from_slice(&ee.encode());
+    b
+}
+
+impl TxSocket for ScriptedTxSocket {
+    fn send_dmabuf(&mut self, iovs: &[DmabufIov], dmabuf_id: u32) -> Result<usize, i32> {
+        let reply = self.replies.pop_front().unwrap_or(SendReply::Full);
+        let mut record = SendRecord {
+            iovs: iovs.to_vec(),
+            dmabuf_id,
+            result: Err(0),
+            send_number: None,
+        };
+        let size = self.shared.borrow().bytes.len() as u64;
+        let offered: u64 = iovs.iter().map(|i| i.len as u64).sum();
+        let checked = if dmabuf_id != self.dmabuf_id {
+            Err(libc::EINVAL)
+        } else if iovs.len() > MAX_IOV {
+            Err(libc::EMSGSIZE)
+        } else if iovs.iter().any(|i| {
+            i.offset
+                .checked_add(i.len as u64)
+                .map_or(true, |e| e > size)
+        }) {
+            Err(libc::EFAULT)
+        } else {
+            match reply {
+                SendReply::Errno(e) => Err(e),
+                SendReply::Full => Ok(offered as usize),
+                SendReply::Short(n) => Ok(n.min(offered as usize)),
+            }
+        };
+        record.result = checked;
+        let accepted = match checked {
+            Ok(n) if n > 0 => n as u64,
+            _ => {
+                self.sends.push(record);
+                return checked;
+            }
+        };
+        // The byte ranges this send reads: the iovs cut to what was accepted.
+        let mut ranges = Vec::new();
+        let mut left = accepted;
+        for i in iovs {
+            if left == 0 {
+                break;
+            }
+            let n = (i.len as u64).min(left);
+            ranges.push((i.offset, i.offset + n));
+            left -= n;
+        }
+        let number = self.next_number;
+        self.next_number = self.next_number.wrapping_add(1);
+        self.accepted += 1;
+        record.send_number = Some(number);
+        {
+            let mut s = self.shared.borrow_mut();
+            for &(a, b) in &ranges {
+                let hit = s.overlaps(a, b);
+                if !hit.is_empty() {
+                    let msg = format!(
+                        "send {number} reads [{a}, {b}), which in-flight sends {hit:?} also read"
+                    );
+                    s.violations.push(msg);
+                }
+            }
+            let data = s.read(&ranges);
+            self.stream.extend_from_slice(&data);
+            s.in_flight.insert(number, InFlight { ranges, data });
+            self.max_in_flight = self.max_in_flight.max(s.in_flight.len());
+        }
+        self.sends.push(record);
+        if self.policy == CompletionPolicy::Immediate {
+            self.push_errqueue(ErrqEntry::Completion {
+                lo: number,
+                hi: number,
+                code: if self.copied {
+                    SO_EE_CODE_ZEROCOPY_COPIED
+                } else {
+                    0
+                },
+                ipv6: false,
+            });
+        }
+        Ok(accepted as usize)
+    }
+
+    fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
+        self.recv_calls += 1;
+        if !self.readable() {
+            return Err(libc::EAGAIN);
+        }
+        let Some((_, entry)) = self.errq.pop_front() else {
+            return Err(libc::EAGAIN);
+        };
+        let (bytes, mut msg_flags) = match &entry {
+            ErrqEntry::Completion { lo, hi, code, ipv6 } => {
+                self.complete(*lo, *hi);
+                let ee = SockExtendedErr {
+                    ee_origin: SO_EE_ORIGIN_ZEROCOPY,
+                    ee_code: *code,
+                    ee_info: *lo,
+                    ee_data: *hi,
+                    ..SockExtendedErr::default()
+                };
+                (encode_recverr_cmsg(&ee, *ipv6), libc::MSG_ERRQUEUE)
+            }
+            ErrqEntry::Err(ee) => (encode_recverr_cmsg(ee, false), libc::MSG_ERRQUEUE),
+            ErrqEntry::Raw { control, msg_flags } => (control.clone(), *msg_flags),
+        };
+        let n = bytes.len().min(control.len());
+        control[..n].copy_from_slice(&bytes[..n]);
+        if n < bytes.len() {
+            msg_flags |= libc::MSG_CTRUNC;
+        }
+        Ok(ErrqueueRead {
+            msg_flags,
+            control_len: n,
+        })
+    }
+
+    fn wait_errqueue(&mut self, timeout: Duration) -> Result<bool, i32> {
+        self.wait_calls += 1;
+        self.generate_on_wait();
+        if self.readable() || self.socket_error != 0 {
+            return Ok(true);
+        }
+        std::thread::sleep(timeout);
+        Ok(false)
+    }
+
+    fn socket_error(&mut self) -> Result<i32, i32> {
+        Ok(std::mem::take(&mut self.socket_error))
+    }
+}
+
+#[cfg(all(test, target_endian = "little"))]
+mod tests {
+    use super::*;
+
+    /// What `ip_recv_error` writes for a zerocopy completion of sends 0..=1 on an AF_INET
+    /// socket (layout from include/uapi/linux/errqueue.h and in.h; values as kernel-6.18-here.md
+    /// §6 observed: level 0, type 11, origin 5, code 0, range 0..=1).
+    #[rustfmt::skip]
+    const RECVERR_0_1: [u8; 48] = [
+        48, 0, 0, 0, 0, 0, 0, 0, // cmsg_len 48 = CMSG_LEN(16 + 16)
+        0, 0, 0, 0,              // cmsg_level SOL_IP
+        11, 0, 0, 0,             // cmsg_type IP_RECVERR
+        0, 0, 0, 0,              // ee_errno 0
+        5,                       // ee_origin SO_EE_ORIGIN_ZEROCOPY
+        0,                       // ee_type
+        0,                       // ee_code
+        0,                       // ee_pad
+        0, 0, 0, 0,              // ee_info 0
+        1, 0, 0, 0,              // ee_data 1
+        0, 0, 0, 0, 0, 0, 0, 0,  // offender sockaddr_in (zero), 16 bytes
+        0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+
+    #[test]
+    fn recverr_cmsg_bytes() {
+        let ee = SockExtendedErr {
+            ee_origin: 5,
+            ee_info: 0,
+            ee_data: 1,
+            ..SockExtendedErr::default()
+        };
+        assert_eq!(encode_recverr_cmsg(&ee, false), RECVERR_0_1);
+        // IPv6: cmsg_len 16 + 16 + 28 = 60, padded to 64; level 41, type 25.
+        let v6 = encode_recverr_cmsg(&ee, true);
+        assert_eq!(v6.len(), 64);
+        assert_eq!(
+            &v6[..16],
+            &[60, 0, 0, 0, 0, 0, 0, 0, 41, 0, 0, 0, 25, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn run_start_finds_the_wrap() {
+        assert_eq!(first_of_run(&[3, 4, 5]), 3);
+        assert_eq!(first_of_run(&[0, 1, u32::MAX - 1, u32::MAX]), u32::MAX - 1);
+    }
+}
