@@ -14,11 +14,16 @@ B=ncdevmem-demo-b-$$
 [ "$(id -u)" = 0 ] || { echo "demo: needs root (creates network namespaces)" >&2; exit 4; }
 [ -x "$BIN" ] || { echo "demo: $BIN not built; run 'make build'" >&2; exit 2; }
 
+rx=
 cleanup() {
+    [ -n "$rx" ] && kill "$rx" 2>/dev/null
+    ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
+    ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null
     ip netns del "$A" 2>/dev/null || true
     ip netns del "$B" 2>/dev/null || true
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'echo "demo: interrupted" >&2; exit 130' INT TERM
 
 ip netns add "$A"
 ip netns add "$B"
@@ -30,7 +35,7 @@ ip -n "$A" link set va up
 ip -n "$B" link set vb up
 
 echo "demo: receiver in $A (198.51.100.1:$PORT), sender in $B, $BYTES bytes of the -v 7 pattern" >&2
-ip netns exec "$A" "$BIN" -l --plain -s 198.51.100.1 -p "$PORT" -v 7 --timeout 20 &
+ip netns exec "$A" "$BIN" -l --plain -s 198.51.100.1 -p "$PORT" -v 7 --expect-bytes "$BYTES" --timeout 20 &
 rx=$!
 # The receiver prints "listening" once bound; the sender also retries its connect until the timeout.
 tx_rc=0

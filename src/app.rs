@@ -29,6 +29,10 @@ use crate::udmabuf::{self, Udmabuf, UdmabufParams};
 /// Whatever the mode's flow returns; [`Error::exit_code`] maps it to the process exit code.
 pub fn run(cfg: &Config) -> Result<()> {
     signals::install()?;
+    if let Some(path) = &cfg.json {
+        // A summary that cannot be written is known before anything is set up.
+        crate::stats::check_json_path(path)?;
+    }
     match cfg.mode {
         Mode::PlainServer => plain_server(cfg),
         Mode::PatternSender => pattern_sender(cfg),
@@ -168,7 +172,7 @@ fn devmem_client(cfg: &Config) -> Result<()> {
     );
     let ok = result.is_ok();
     if cfg.verbosity != Verbosity::Quiet {
-        eprintln!("{}: {}", crate::cli::PROGRAM, stats.summary_line(ok));
+        crate::elog!("{}: {}", crate::cli::PROGRAM, stats.summary_line(ok));
     }
     if let Some(path) = &cfg.json {
         crate::stats::write_json_atomic(path, &stats.to_json(ok))?;
@@ -209,12 +213,23 @@ fn pattern_sender(cfg: &Config) -> Result<()> {
         timeout: cfg.timeout,
         corrupt_offset: cfg.corrupt_offset,
     };
-    let stats = tx::send_pattern(&req, &STOP)?;
-    if cfg.verbosity != Verbosity::Quiet {
-        eprintln!("{}", stats.summary_line());
-    }
+    let stats = tx::send_pattern(&req, &STOP);
     if let Some(path) = &cfg.json {
-        crate::stats::write_json_atomic(path, &stats.to_json())?;
+        let json = match &stats {
+            Ok(s) => {
+                let mut j = s.to_json();
+                j["ok"] = true.into();
+                j
+            }
+            Err(e) => {
+                serde_json::json!({"mode": "pattern-sender", "ok": false, "error": e.to_string()})
+            }
+        };
+        crate::stats::write_json_atomic(path, &json)?;
+    }
+    let stats = stats?;
+    if cfg.verbosity != Verbosity::Quiet {
+        crate::elog!("{}", stats.summary_line());
     }
     Ok(())
 }
@@ -259,16 +274,40 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     let flushed = out
         .flush()
         .map_err(|e| Error::sys("write(stdout)", e.raw_os_error().unwrap_or(0)));
-    report(cfg, &stats)?;
-    result.and(flushed)
+    let result = result
+        .and(flushed)
+        .and_then(|()| check_stream_length(cfg, stats.bytes));
+    report(cfg, &stats, &result)?;
+    result
 }
 
-fn report(cfg: &Config, stats: &RxStats) -> Result<()> {
+/// A stream that ended cleanly can still be wrong: shorter or longer than `--expect-bytes`,
+/// or empty although `-v` asked for validation (a sender that never sent).
+fn check_stream_length(cfg: &Config, bytes: u64) -> Result<()> {
+    match cfg.expect_bytes {
+        Some(want) if want != bytes => Err(Error::Failure(format!(
+            "the peer sent {bytes} bytes, --expect-bytes wanted {want}"
+        ))),
+        None if bytes == 0 && cfg.validate.is_some() => Err(Error::Failure(
+            "the peer closed without sending any data: nothing was validated".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Prints the summary line and writes `--json` with the verdict (`ok`, and `error` when the
+/// run failed).
+fn report(cfg: &Config, stats: &RxStats, result: &Result<()>) -> Result<()> {
     if cfg.verbosity != Verbosity::Quiet {
-        eprintln!("{}", stats.summary_line());
+        crate::elog!("{}", stats.summary_line());
     }
     if let Some(path) = &cfg.json {
-        stats.write_json(path)?;
+        let mut json = stats.to_json();
+        json["ok"] = result.is_ok().into();
+        if let Err(e) = result {
+            json["error"] = e.to_string().into();
+        }
+        crate::stats::write_json_atomic(path, &json)?;
     }
     Ok(())
 }
@@ -332,6 +371,6 @@ fn required<T>(v: Option<T>, flag: &str) -> Result<T> {
 
 fn log(cfg: &Config, line: &str) {
     if cfg.verbosity != Verbosity::Quiet {
-        eprintln!("{}: {line}", crate::cli::PROGRAM);
+        crate::elog!("{}: {line}", crate::cli::PROGRAM);
     }
 }

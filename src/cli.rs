@@ -63,10 +63,16 @@ impl Spec {
 const EXPECT_PORT: &str = "1..=65535";
 const EXPECT_VALIDATE: &str = "0 or 2..=256";
 const EXPECT_QUEUE: &str = "0..=4294967295";
-const EXPECT_NUM_QUEUES: &str = "1..=4294967295";
+const EXPECT_NUM_QUEUES: &str = "1..=4096";
+/// Most RX queues one bind-rx may name (one `queues` nest each; the netlink request must fit).
+pub const MAX_NUM_QUEUES: u32 = 4096;
 const EXPECT_CHUNK: &str = "1..=4294967295 bytes";
 const EXPECT_AUTORELEASE: &str = "0 or 1";
-const EXPECT_SECONDS: &str = "decimal seconds >= 0, e.g. 2 or 0.5; 0 = none";
+const EXPECT_SECONDS: &str = "decimal seconds in 0..=31536000 (one year), e.g. 2 or 0.5; 0 = none";
+/// Largest accepted `--write-size`, bytes (64 MiB): one buffer of that size is allocated.
+pub const MAX_WRITE_SIZE: u64 = 64 << 20;
+/// Longest accepted `--timeout`/`--progress`: one year, in seconds.
+pub const MAX_SECONDS: f64 = 31_536_000.0;
 const EXPECT_SIZE: &str = "decimal bytes, optional suffix K, M or G (KiB, MiB, GiB)";
 const EXPECT_OFFSET: &str = "decimal byte offset, optional suffix K, M or G (KiB, MiB, GiB)";
 const EXPECT_POW2: &str = "a power of two >= the page size that fits in 32 bits, in bytes";
@@ -99,6 +105,7 @@ const SPECS: &[Spec] = &[
     Spec { short: "",   long: "send-pattern",    hint: "BYTES",  expect: EXPECT_SIZE },
     Spec { short: "",   long: "write-size",      hint: "BYTES",  expect: EXPECT_SIZE },
     Spec { short: "",   long: "corrupt-offset",  hint: "OFFSET", expect: EXPECT_OFFSET },
+    Spec { short: "",   long: "expect-bytes",    hint: "BYTES",  expect: EXPECT_SIZE },
     Spec { short: "",   long: "timeout",         hint: "SECS",   expect: EXPECT_SECONDS },
     Spec { short: "",   long: "json",            hint: "FILE",   expect: EXPECT_PATH },
     Spec { short: "",   long: "progress",        hint: "SECS",   expect: EXPECT_SECONDS },
@@ -173,6 +180,9 @@ fn seconds(text: &str) -> Option<Duration> {
         return None;
     }
     let value: f64 = text.parse().ok()?;
+    if value > MAX_SECONDS {
+        return None;
+    }
     let d = Duration::try_from_secs_f64(value).ok()?;
     if d.is_zero() && value != 0.0 {
         return None;
@@ -246,6 +256,8 @@ pub struct Args {
     pub write_size: Option<u64>,
     /// `--corrupt-offset OFFSET` (stream offset in bytes).
     pub corrupt_offset: Option<u64>,
+    /// `--expect-bytes BYTES`.
+    pub expect_bytes: Option<u64>,
     /// `--timeout SECS`; `Some(ZERO)` when 0 was typed.
     pub timeout: Option<Duration>,
     /// `--json FILE`.
@@ -399,7 +411,7 @@ impl Args {
             a.validate = Some(v as u32);
         }
         if let Some(t) = last("q") {
-            let max = u64::from(u32::MAX);
+            let max = u64::from(MAX_NUM_QUEUES);
             let v = ranged("-q", "number of queues", &t, 1, max, EXPECT_NUM_QUEUES)?;
             a.num_queues = Some(v as u32);
         }
@@ -439,16 +451,21 @@ impl Args {
         }
         if let Some(t) = last("write-size") {
             let v = size_bytes(&t)
-                .filter(|&v| v >= 1 && usize::try_from(v).is_ok())
+                .filter(|&v| (1..=MAX_WRITE_SIZE).contains(&v))
                 .ok_or_else(|| {
                     invalid(
                         "--write-size",
                         "write size",
                         &t,
-                        &format!("{EXPECT_SIZE}, >= 1"),
+                        &format!("{EXPECT_SIZE}, 1..=64M"),
                     )
                 })?;
             a.write_size = Some(v);
+        }
+        if let Some(t) = last("expect-bytes") {
+            let v = size_bytes(&t)
+                .ok_or_else(|| invalid("--expect-bytes", "byte count", &t, EXPECT_SIZE))?;
+            a.expect_bytes = Some(v);
         }
         if let Some(t) = last("corrupt-offset") {
             let v = size_bytes(&t)
@@ -646,6 +663,9 @@ pub struct Config {
     /// write leaves as its own segment. Devmem client with `--send-pattern`: bytes per piece
     /// copied into the dma-buf and sent (capped at the dma-buf size).
     pub write_size: Option<usize>,
+    /// `--expect-bytes`: receivers: the stream must carry exactly this many bytes (a sender
+    /// that stopped early is a failure, not a short success).
+    pub expect_bytes: Option<u64>,
     /// `--corrupt-offset`: test aid for the validator: the sender flips every bit of the byte
     /// at this stream offset (bytes from the start of the connection).
     pub corrupt_offset: Option<u64>,
@@ -808,6 +828,19 @@ impl Config {
         if a.write_size.is_some() && !sends_pattern {
             return Err(usage_err("--write-size: only applies to --send-pattern"));
         }
+        if let (Some(off), Some(total)) = (a.corrupt_offset, a.send_pattern) {
+            if off >= total {
+                return Err(usage_err(format!(
+                    "--corrupt-offset: invalid stream offset '{off}' (expected 0..{total}, \
+                     inside the --send-pattern stream)"
+                )));
+            }
+        }
+        if a.expect_bytes.is_some()
+            && !matches!(mode, Mode::Server | Mode::PlainServer | Mode::ZcrxServer)
+        {
+            return Err(usage_err("--expect-bytes: only applies to receivers (-l)"));
+        }
         if a.corrupt_offset.is_some() && !sends_pattern {
             return Err(usage_err(
                 "--corrupt-offset: only applies to --send-pattern",
@@ -839,6 +872,17 @@ impl Config {
             .as_deref()
             .map(|t| HostAddr::parse("-c", "client address", t))
             .transpose()?;
+        if let (Some(s), Some(c)) = (&server, &client) {
+            // Sockets are AF_INET6 with v4-mapped IPv4, so both must be IPv4 or both IPv6.
+            let v4 = |h: &HostAddr| h.flow_ip().is_ipv4();
+            if v4(s) != v4(c) {
+                return Err(usage_err(format!(
+                    "-c: client address '{}' is not of the same family as -s '{}' \
+                     (both IPv4 or both IPv6)",
+                    c.text, s.text
+                )));
+            }
+        }
         let write_size =
             match a.write_size {
                 // Args::parse checked that it fits usize.
@@ -877,6 +921,7 @@ impl Config {
             pattern_bytes: a.send_pattern,
             write_size,
             corrupt_offset: a.corrupt_offset,
+            expect_bytes: a.expect_bytes,
             rx_buf_len: a.rx_buf_len,
             verify_restore: a.verify_restore,
         })
@@ -961,6 +1006,9 @@ Options of ncdevmem-rs:
   --write-size BYTES
                   with --send-pattern: write exactly BYTES per write and set TCP_NODELAY
                   (segment-size sweeps); with -f: bytes per piece copied into the dmabuf
+  --expect-bytes BYTES
+                  with -l: fail unless the peer sent exactly BYTES (catches a sender that
+                  stopped early; without it, a -v receiver still fails on an empty stream)
   --corrupt-offset OFFSET
                   with --send-pattern: flip the byte at stream offset OFFSET (a test aid: the
                   receiver must report exactly that offset and exit 1)

@@ -164,7 +164,14 @@ impl fmt::Display for Error {
             ),
             Error::Timeout(m) => write!(f, "timed out: {m}"),
             Error::Failure(m) => write!(f, "{m}"),
-            Error::Interrupted(sig) => write!(f, "interrupted by signal {sig}; NIC changes undone"),
+            Error::Interrupted(sig) => {
+                let name = match *sig {
+                    libc::SIGINT => " (SIGINT)",
+                    libc::SIGTERM => " (SIGTERM)",
+                    _ => "",
+                };
+                write!(f, "interrupted by signal {sig}{name}; everything set up was undone")
+            }
         }
     }
 }
@@ -211,6 +218,7 @@ pub fn errno_name(errno: i32) -> Option<&'static str> {
         EEXIST => "EEXIST",
         ENODEV => "ENODEV",
         ENOTDIR => "ENOTDIR",
+        EISDIR => "EISDIR",
         EINVAL => "EINVAL",
         ENFILE => "ENFILE",
         EMFILE => "EMFILE",

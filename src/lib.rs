@@ -10,6 +10,16 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+/// Writes one line to stderr, ignoring errors: a closed or full stderr must not turn a log line
+/// into a panic (SIGPIPE is ignored so that sockets report `EPIPE`).
+#[macro_export]
+macro_rules! elog {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod app;
 pub mod cli;
 pub mod error;

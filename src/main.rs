@@ -4,27 +4,44 @@
 use std::process::ExitCode;
 
 use ncdevmem::cli::{self, Command, PROGRAM};
-use ncdevmem::error::EXIT_OK;
+use ncdevmem::elog;
+use ncdevmem::error::{Error, EXIT_OK};
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let config = match cli::parse(&argv, ncdevmem::sys::page_size()) {
+    let code = match args().and_then(|argv| cli::parse(&argv, ncdevmem::sys::page_size())) {
         Ok(Command::Help(text)) => {
-            print!("{text}");
-            return ExitCode::from(EXIT_OK);
+            use std::io::Write as _;
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            EXIT_OK
         }
-        Ok(Command::Run(config)) => config,
+        Ok(Command::Run(config)) => match ncdevmem::app::run(&config) {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                elog!("{PROGRAM}: {e}");
+                e.exit_code()
+            }
+        },
         Err(e) => {
-            eprintln!("{PROGRAM}: {e}");
-            eprintln!("{PROGRAM}: try '{PROGRAM} --help'");
-            return ExitCode::from(e.exit_code());
+            elog!("{PROGRAM}: {e}");
+            if matches!(e, Error::Usage(_)) {
+                elog!("{PROGRAM}: try '{PROGRAM} --help'");
+            }
+            e.exit_code()
         }
     };
-    match ncdevmem::app::run(&config) {
-        Ok(()) => ExitCode::from(EXIT_OK),
-        Err(e) => {
-            eprintln!("{PROGRAM}: {e}");
-            ExitCode::from(e.exit_code())
-        }
-    }
+    ExitCode::from(code)
+}
+
+/// The arguments after `argv[0]`; one that is not UTF-8 is a usage error (no flag or value of
+/// this tool needs other bytes).
+fn args() -> Result<Vec<String>, Error> {
+    std::env::args_os()
+        .skip(1)
+        .enumerate()
+        .map(|(i, a)| {
+            a.into_string().map_err(|raw| {
+                Error::Usage(format!("argument {} ({raw:?}) is not valid UTF-8", i + 1))
+            })
+        })
+        .collect()
 }

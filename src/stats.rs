@@ -197,23 +197,68 @@ pub fn gbit_per_s(bytes: u64, elapsed: Duration) -> f64 {
 }
 
 /// Writes `contents` to `path` through a temporary sibling file and `rename`.
+/// Checks, before a run starts, that `--json PATH` can be written: a file name whose parent is
+/// an existing directory, and either nothing at `PATH` yet or a regular file (never a device,
+/// FIFO, directory or symlink, which the atomic rename would replace).
+///
+/// # Errors
+/// [`Error::Usage`] naming `--json` and what is wrong.
+pub fn check_json_path(path: &Path) -> Result<()> {
+    let bad = |why: &str| Error::Usage(format!("--json: '{}' {why}", path.display()));
+    if path.file_name().is_none() {
+        return Err(bad("is not a file path"));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(bad("is in a directory that does not exist"));
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => Err(bad(
+            "exists and is not a regular file (a device, FIFO, directory or symlink)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Writes `contents` to `path` through a new temporary sibling file (`O_EXCL|O_NOFOLLOW`, so a
+/// planted file or symlink is never written through) and `rename`.
 fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    check_json_path(path)?;
     let name = path
         .file_name()
         .ok_or_else(|| Error::Usage(format!("--json: {} is not a file path", path.display())))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
     let io_err = |step: &str, p: &Path, e: std::io::Error| {
         Error::sys(
             format!("{step}({})", p.display()),
             e.raw_os_error().unwrap_or(libc::EIO),
         )
     };
+    let mut attempt = 0u32;
+    let (tmp, mut f) = loop {
+        let tmp = path.with_file_name(format!(
+            ".{}.tmp.{}.{attempt}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+        {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
+                attempt += 1;
+            }
+            Err(e) => return Err(io_err("create", &tmp, e)),
+        }
+    };
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
         f.write_all(contents)
             .map_err(|e| io_err("write", &tmp, e))?;
         f.sync_all().map_err(|e| io_err("fsync", &tmp, e))?;
@@ -325,13 +370,47 @@ mod tests {
     }
 
     #[test]
-    fn json_write_failure_names_the_file() {
+    fn json_path_in_missing_directory_is_a_usage_error() {
         let e = sample()
             .write_json(Path::new("/nonexistent-dir-ncdevmem/x.json"))
             .unwrap_err();
-        assert_eq!(e.errno(), Some(libc::ENOENT));
-        assert!(e
-            .to_string()
-            .contains("create(/nonexistent-dir-ncdevmem/.x.json.tmp."));
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            "--json: '/nonexistent-dir-ncdevmem/x.json' is in a directory that does not exist"
+        );
+    }
+
+    #[test]
+    fn json_never_replaces_devices_directories_or_symlinks() {
+        for p in ["/dev/null", "/tmp", "/"] {
+            let e = check_json_path(Path::new(p)).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{p}: {e}");
+        }
+        let dir = std::env::temp_dir().join(format!("ncdevmem-json-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let link = dir.join("out.json");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = sample().write_json(&link).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn json_temp_file_planted_by_someone_else_is_not_written_through() {
+        let dir = std::env::temp_dir().join(format!("ncdevmem-json-tmp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let planted = dir.join(format!(".rx.json.tmp.{}.0", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        sample().write_json(&dir.join("rx.json")).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        let written = std::fs::read_to_string(dir.join("rx.json")).unwrap();
+        assert!(written.starts_with('{'), "{written}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -115,6 +115,35 @@ pub fn send_pattern(req: &PatternSend, stop: &AtomicI32) -> Result<SendStats> {
     let pattern = Pattern::new(req.period)?;
     let fd = connect_retrying(req, stop)?;
     let sock = fd.as_fd();
+    refuse_self_connect(sock)?;
+    let result = send_pattern_on(req, &pattern, sock, stop);
+    if result.is_err() {
+        // Stopped early (signal, timeout, error): reset the connection so the receiver sees
+        // ECONNRESET instead of a clean end of a truncated stream.
+        let _ = socket::abort_on_close(sock);
+    }
+    result
+}
+
+/// With `-c` equal to `-s` and the same port, TCP's simultaneous open can connect a socket to
+/// itself; that "succeeds" without any receiver. Refuse it.
+fn refuse_self_connect(sock: std::os::fd::BorrowedFd<'_>) -> Result<()> {
+    let (local, peer) = (socket::local_addr(sock)?, socket::peer_addr(sock)?);
+    if local == peer {
+        return Err(Error::Failure(format!(
+            "connected to itself ({local}): nothing listens on the peer address; \
+             drop -c or start the receiver first"
+        )));
+    }
+    Ok(())
+}
+
+fn send_pattern_on(
+    req: &PatternSend,
+    pattern: &Pattern,
+    sock: std::os::fd::BorrowedFd<'_>,
+    stop: &AtomicI32,
+) -> Result<SendStats> {
     let write_size = match req.write_size {
         Some(n) => {
             socket::set_nodelay(sock, true)?;
@@ -122,7 +151,7 @@ pub fn send_pattern(req: &PatternSend, stop: &AtomicI32) -> Result<SendStats> {
         }
         None => DEFAULT_WRITE_SIZE,
     };
-    let mut buf = vec![0u8; write_size];
+    let mut buf = vec![0u8; (write_size as u64).min(req.total_bytes.max(1)) as usize];
     let mut crc = crc32fast::Hasher::new();
     let mut stats = SendStats::default();
     let start = Instant::now();
@@ -136,7 +165,7 @@ pub fn send_pattern(req: &PatternSend, stop: &AtomicI32) -> Result<SendStats> {
                 chunk[(off - stats.bytes) as usize] ^= 0xff;
             }
         }
-        socket::send_all(sock, chunk)?;
+        socket::send_all_timeout(sock, chunk, req.timeout)?;
         crc.update(chunk);
         stats.bytes += n as u64;
         stats.writes += 1;
@@ -167,13 +196,19 @@ fn connect_retrying_to(
     stop: &AtomicI32,
 ) -> Result<std::os::fd::OwnedFd> {
     let window = timeout.unwrap_or(DEFAULT_CONNECT_RETRY);
-    let deadline = Instant::now() + window;
+    // A window too long to represent retries until a signal.
+    let deadline = Instant::now()
+        .checked_add(window)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(u32::MAX.into()));
     loop {
         crate::signals::check_flag(stop)?;
         let left = deadline.saturating_duration_since(Instant::now());
         match socket::connect_timeout(peer, local, ifname, Some(left.max(ms(1)))) {
             Err(Error::Sys { errno, .. })
-                if errno == libc::ECONNREFUSED && Instant::now() + ms(100) < deadline =>
+                if errno == libc::ECONNREFUSED
+                    && Instant::now()
+                        .checked_add(ms(100))
+                        .is_some_and(|t| t < deadline) =>
             {
                 std::thread::sleep(ms(100));
             }

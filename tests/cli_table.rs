@@ -65,6 +65,7 @@ fn blank(mode: Mode) -> Config {
         pattern_bytes: None,
         write_size: None,
         corrupt_offset: None,
+        expect_bytes: None,
         rx_buf_len: None,
         verify_restore: false,
     }
@@ -184,6 +185,7 @@ fn new_modes_carry_their_options() {
         pattern_bytes: Some(1 << 30),
         write_size: Some(1448),
         corrupt_offset: None,
+        expect_bytes: None,
         ..blank(Mode::PatternSender)
     };
     assert_eq!(c, want);

@@ -280,3 +280,257 @@ fn bad_flags_exit_2_naming_the_flag() {
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("--send-pattern"));
 }
+
+/// Findings of the adversarial pass (shared/cases style): each bad input gets its right answer.
+#[test]
+fn hostile_values_exit_2_without_panicking() {
+    use std::os::unix::ffi::OsStrExt;
+    let cases: [&[&std::ffi::OsStr]; 4] = [
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            "::1",
+            "-p",
+            "5201",
+            "--timeout",
+            "9223372036854775807",
+        ]
+        .map(std::ffi::OsStr::new),
+        &[
+            "--send-pattern",
+            "1K",
+            "--write-size",
+            "64G",
+            "-s",
+            "::1",
+            "-p",
+            "5201",
+            "-v",
+            "7",
+        ]
+        .map(std::ffi::OsStr::new),
+        &[
+            std::ffi::OsStr::new("-f"),
+            std::ffi::OsStr::from_bytes(b"\xff"),
+        ],
+        &[
+            "--send-pattern",
+            "1K",
+            "-s",
+            "::1",
+            "-p",
+            "5201",
+            "-v",
+            "7",
+            "--corrupt-offset",
+            "5000",
+        ]
+        .map(std::ffi::OsStr::new),
+    ];
+    for args in cases {
+        let out = Command::new(BIN).args(args).output().expect("run");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let out = Command::new(BIN)
+        .args([
+            "-l",
+            "--plain",
+            "-s",
+            "::1",
+            "-p",
+            "5201",
+            "-c",
+            "127.0.0.1",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = Command::new(BIN)
+        .args([
+            "-l",
+            "--plain",
+            "-s",
+            "::1",
+            "-p",
+            "5201",
+            "--json",
+            "/dev/null",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("not a regular file"));
+}
+
+#[test]
+fn closed_stderr_does_not_panic() {
+    let Some(p) = pair("closed_stderr_does_not_panic") else {
+        return;
+    };
+    let mut rx = ns_cmd(
+        &p.a,
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "-v",
+            "7",
+            "--timeout",
+            "10",
+        ],
+    );
+    let mut rx = rx
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(rx.stderr.take()); // the log reader goes away: every log line meets EPIPE
+    let mut tx = ns_cmd(
+        &p.b,
+        &[
+            "--send-pattern",
+            "1M",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "-v",
+            "7",
+        ],
+    );
+    let mut tx = tx
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(tx.stderr.take());
+    assert_eq!(tx.wait().expect("wait").code(), Some(0));
+    assert_eq!(rx.wait().expect("wait").code(), Some(0));
+}
+
+#[test]
+fn stopped_or_silent_senders_are_failures_not_short_successes() {
+    let Some(p) = pair("stopped_or_silent_senders_are_failures_not_short_successes") else {
+        return;
+    };
+    // A peer that connects and closes at once: a -v receiver has validated nothing.
+    let rx = spawn(ns_cmd(
+        &p.a,
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "-v",
+            "7",
+            "--timeout",
+            "10",
+        ],
+    ));
+    let tx = ns_cmd(
+        &p.b,
+        &[
+            "--send-pattern",
+            "0",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "-v",
+            "7",
+        ],
+    )
+    .output()
+    .expect("sender");
+    assert_eq!(tx.status.code(), Some(0), "{}", text(&tx.stderr));
+    let out = rx.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("without sending any data"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A sender killed mid-stream (FIN, no RST): only --expect-bytes can tell.
+    for sig in [
+        nix::sys::signal::Signal::SIGKILL,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        let rx = spawn(ns_cmd(
+            &p.a,
+            &[
+                "-l",
+                "--plain",
+                "-s",
+                ADDR_A_V4,
+                "-p",
+                PORT,
+                "-v",
+                "7",
+                "--expect-bytes",
+                "100G",
+                "--timeout",
+                "10",
+            ],
+        ));
+        let tx = spawn(ns_cmd(
+            &p.b,
+            &[
+                "--send-pattern",
+                "100G",
+                "-s",
+                ADDR_A_V4,
+                "-p",
+                PORT,
+                "-v",
+                "7",
+            ],
+        ));
+        std::thread::sleep(Duration::from_millis(700));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(tx.id() as i32), sig).expect("kill");
+        let tx = tx.wait_with_output().expect("wait sender");
+        assert_ne!(tx.status.code(), Some(0), "{sig}");
+        let out = rx.wait_with_output().expect("wait receiver");
+        assert_eq!(out.status.code(), Some(1), "{sig}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn sender_refuses_to_connect_to_itself() {
+    let Some(p) = pair("sender_refuses_to_connect_to_itself") else {
+        return;
+    };
+    let out = ns_cmd(
+        &p.a,
+        &[
+            "--send-pattern",
+            "1M",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "-v",
+            "7",
+            "-c",
+            ADDR_A_V4,
+            "--timeout",
+            "2",
+        ],
+    )
+    .output()
+    .expect("run");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("connected to itself") || err.contains("refused"),
+        "{err}"
+    );
+}

@@ -237,7 +237,7 @@ impl NicOps for RealNic {
             ));
         }
         if flags.wish() {
-            eprintln!(
+            crate::elog!(
                 "{}: {}: {NTUPLE_FEATURE} requested {state}, but the device did not apply it \
                  (ETHTOOL_F_WISH)",
                 crate::cli::PROGRAM,

@@ -268,7 +268,7 @@ pub fn accept_timeout(
     timeout: Option<Duration>,
     stop: &AtomicI32,
 ) -> Result<(OwnedFd, SocketAddr)> {
-    let deadline = timeout.map(|t| Instant::now() + t);
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     loop {
         let sig = stop.load(Ordering::Relaxed);
         if sig != 0 {
@@ -377,8 +377,10 @@ pub fn connect_timeout(
         if errno != libc::EINPROGRESS && errno != libc::EINTR {
             return Err(Error::sys(format!("connect({addr})"), errno));
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A deadline too far to represent waits forever.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
+            crate::signals::check()?;
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if left.is_some_and(|l| l.is_zero()) {
                 return Err(Error::Timeout(format!(
@@ -386,7 +388,9 @@ pub fn connect_timeout(
                     timeout.unwrap_or_default().as_millis()
                 )));
             }
-            match poll_one(b.as_raw_fd(), libc::POLLOUT, left) {
+            // Wake at least every STOP_POLL_TICK to notice a stop signal.
+            let wait = Some(left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK)));
+            match poll_one(b.as_raw_fd(), libc::POLLOUT, wait) {
                 Ok(0) | Err(libc::EINTR) => continue,
                 Ok(_) => break,
                 Err(errno) => return Err(Error::sys("poll(connect, POLLOUT)", errno)),
@@ -568,6 +572,16 @@ pub fn set_devmem_autorelease(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 /// waiting with `poll(POLLOUT)` on `EAGAIN` for non-blocking sockets). A closed peer is
 /// `Error::Sys` with `EPIPE`/`ECONNRESET`, never `SIGPIPE`.
 pub fn send_all(fd: BorrowedFd<'_>, data: &[u8]) -> Result<()> {
+    send_all_timeout(fd, data, None)
+}
+
+/// [`send_all`] that gives up when the socket accepts no byte for `stall` (None = wait
+/// forever): each `send` is `MSG_DONTWAIT`, and a full send buffer is waited for with
+/// `poll(POLLOUT)`. A stop signal ([`crate::signals::STOP`]) ends the wait.
+///
+/// Errors: `Error::Timeout` naming how many bytes of `data` went out; `Error::Interrupted`;
+/// `Error::Sys` naming `send` and the offset within `data` (`EPIPE`, `ECONNRESET`, ...).
+pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>) -> Result<()> {
     let mut off = 0;
     while off < data.len() {
         let rest = &data[off..];
@@ -578,27 +592,75 @@ pub fn send_all(fd: BorrowedFd<'_>, data: &[u8]) -> Result<()> {
                 fd.as_raw_fd(),
                 rest.as_ptr().cast(),
                 rest.len(),
-                libc::MSG_NOSIGNAL,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
             )
         };
-        if ret < 0 {
-            match last_errno() {
-                libc::EINTR => continue,
-                libc::EAGAIN => match poll_one(fd.as_raw_fd(), libc::POLLOUT, None) {
-                    Ok(_) | Err(libc::EINTR) => continue,
-                    Err(errno) => return Err(Error::sys("poll(POLLOUT)", errno)),
-                },
-                errno => {
-                    return Err(Error::sys(
-                        format!("send({} bytes at stream offset {off})", rest.len()),
-                        errno,
-                    ))
+        if ret >= 0 {
+            off += ret as usize;
+            continue;
+        }
+        match last_errno() {
+            libc::EINTR => crate::signals::check()?,
+            libc::EAGAIN => match poll_one(fd.as_raw_fd(), libc::POLLOUT, stall) {
+                Ok(0) => {
+                    return Err(Error::Timeout(format!(
+                        "send: the peer accepted no data for {:.3} s ({off} of {} bytes of \
+                         this write sent)",
+                        stall.unwrap_or_default().as_secs_f64(),
+                        data.len()
+                    )))
                 }
+                Ok(_) => {}
+                Err(libc::EINTR) => crate::signals::check()?,
+                Err(errno) => return Err(Error::sys("poll(POLLOUT)", errno)),
+            },
+            errno => {
+                return Err(Error::sys(
+                    format!("send({} bytes at offset {off} of this write)", rest.len()),
+                    errno,
+                ))
             }
         }
-        off += ret as usize;
     }
     Ok(())
+}
+
+/// Sets `SO_LINGER {on, 0 s}` so that closing the socket sends a RST instead of a FIN: a
+/// sender that stops early makes its peer see `ECONNRESET`, not a clean (truncated) end.
+pub fn abort_on_close(fd: BorrowedFd<'_>) -> Result<()> {
+    let lg = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: the pointer and length describe `lg`, alive across the call; the kernel only
+    // reads it. The result is checked.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&lg as *const libc::linger).cast(),
+            size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, "setsockopt(SO_LINGER)").map(|_| ())
+}
+
+/// The peer address of a connected socket (`getpeername`).
+pub fn peer_addr(fd: BorrowedFd<'_>) -> Result<SocketAddr> {
+    let mut ss = zeroed_storage();
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `ss`, alive across the call; the kernel writes at
+    // most `len` bytes and updates `len`. The result is checked.
+    let ret = unsafe {
+        libc::getpeername(
+            fd.as_raw_fd(),
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret, "getpeername")?;
+    decode_sockaddr(&ss, len)
 }
 
 /// `setsockopt(IPPROTO_TCP, TCP_NODELAY, on)`.
