@@ -443,16 +443,52 @@ fn every_bad_value_names_its_flag() {
         ("-A yes", "-A", "(expected 0 or 1)"),
         ("-c 1.2.3", "-c", "IPv4, IPv6 or IPv4-mapped IPv6"),
         ("-c [::1]", "-c", "IPv4, IPv6 or IPv4-mapped IPv6"),
-        ("--timeout -1", "--timeout", "decimal seconds in 0..=31536000"),
-        ("--timeout NaN", "--timeout", "decimal seconds in 0..=31536000"),
-        ("--timeout nan", "--timeout", "decimal seconds in 0..=31536000"),
-        ("--timeout inf", "--timeout", "decimal seconds in 0..=31536000"),
-        ("--timeout 1e3", "--timeout", "decimal seconds in 0..=31536000"),
-        ("--timeout 5s", "--timeout", "decimal seconds in 0..=31536000"),
-        ("--timeout 31536000.5", "--timeout", "decimal seconds in 0..=31536000"),
-        ("--timeout 9223372036854775807", "--timeout", "decimal seconds in 0..=31536000"),
+        (
+            "--timeout -1",
+            "--timeout",
+            "decimal seconds in 0..=31536000",
+        ),
+        (
+            "--timeout NaN",
+            "--timeout",
+            "decimal seconds in 0..=31536000",
+        ),
+        (
+            "--timeout nan",
+            "--timeout",
+            "decimal seconds in 0..=31536000",
+        ),
+        (
+            "--timeout inf",
+            "--timeout",
+            "decimal seconds in 0..=31536000",
+        ),
+        (
+            "--timeout 1e3",
+            "--timeout",
+            "decimal seconds in 0..=31536000",
+        ),
+        (
+            "--timeout 5s",
+            "--timeout",
+            "decimal seconds in 0..=31536000",
+        ),
+        (
+            "--timeout 31536000.5",
+            "--timeout",
+            "decimal seconds in 0..=31536000",
+        ),
+        (
+            "--timeout 9223372036854775807",
+            "--timeout",
+            "decimal seconds in 0..=31536000",
+        ),
         ("--timeout=", "--timeout", "decimal seconds in 0..=31536000"),
-        ("--progress -2", "--progress", "decimal seconds in 0..=31536000"),
+        (
+            "--progress -2",
+            "--progress",
+            "decimal seconds in 0..=31536000",
+        ),
         (
             "--dmabuf-size 1000",
             "--dmabuf-size",
@@ -505,7 +541,17 @@ fn every_bad_value_names_its_flag() {
         (
             "--send-pattern 1K -s ::1 -p 1 -v 7 --write-size 0",
             "--write-size",
-            ">= 1",
+            "1..=64M",
+        ),
+        (
+            "--send-pattern 1K -s ::1 -p 1 -v 7 --write-size 65M",
+            "--write-size",
+            "1..=64M",
+        ),
+        (
+            "--send-pattern 1K -s ::1 -p 1 -v 7 --corrupt-offset 1K",
+            "--corrupt-offset",
+            "inside the --send-pattern stream",
         ),
         (
             "-l --zcrx -f eth0 -s ::1 -p 1 --rx-buf-len 3000",
