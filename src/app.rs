@@ -70,7 +70,8 @@ fn snapshot_if(cfg: &Config, nic: &SharedNic) -> Result<Option<NicSnapshot>> {
 }
 
 /// Compares the NIC with `before` (when `--verify-restore` took one) and combines that with
-/// the run's `result`: a run that failed keeps its own error (a verify failure is logged).
+/// the run's `result`: a NIC that does not match fails the run (exit 1), also a run that was
+/// a skip; a run that failed otherwise keeps its own error (the verify failure is logged).
 fn verify_and_combine(
     cfg: &Config,
     nic: &SharedNic,
@@ -92,7 +93,8 @@ fn verify_and_combine(
             );
             result
         }
-        (Ok(()), Err(e)) => Err(e),
+        // A NIC left changed is worse than a skip: the verify failure decides the exit code.
+        (Ok(()) | Err(Error::Skip(_)), Err(e)) => Err(e),
         (Err(_), Err(e)) => {
             eprintln!("{}: {e}", crate::cli::PROGRAM);
             result

@@ -269,6 +269,42 @@ fn three_tuple_fallback_and_only_our_rule_is_deleted() {
     assert_eq!(nic.state(), before);
 }
 
+/// On a veth-like driver (no ring parameters, no RSS table, ntuple not changeable) the run is
+/// a skip naming what the driver lacks, and nothing was changed.
+#[test]
+fn veth_like_driver_is_a_skip_that_changes_nothing() {
+    let veth = ScriptedNic::veth("va");
+    let mut view = veth.clone();
+    let snap = NicSnapshot::take(&mut view);
+    let p = ServerPlan {
+        start_queue: 1,
+        ..plan()
+    };
+    let e =
+        run_with_setup(&shared(&veth), &p, &bind_req(&[1]), true, WAIT, |_| Ok(())).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_SKIP);
+    assert_eq!(
+        e.to_string(),
+        "skip: va: driver does not support header split (tcp-data-split): ethtool rings-get on \
+         va (ifindex 2): EOPNOTSUPP (Operation not supported)"
+    );
+    assert!(changes(&veth).is_empty(), "{:?}", changes(&veth));
+    assert!(snap.diff(&NicSnapshot::take(&mut view)).is_empty());
+
+    // With header split and RSS but a fixed ntuple feature: header split and RSS are undone.
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| s.ntuple_fixed = true);
+    let before = nic.state();
+    let e = run_server(&nic, |_| Ok(())).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("skip: eth0: driver does not support ntuple filters"),
+        "{e}"
+    );
+    assert_eq!(changes(&nic), expected(2, &[(Op::NtupleSet, "on")]));
+    assert_eq!(nic.state(), before);
+}
+
 /// `-n`: nothing but the binding.
 #[test]
 fn skip_nic_config_binds_only() {
@@ -748,7 +784,7 @@ fn report_text_for_a_scripted_nic() {
     let want = "\
 capability report for eth0 (ifindex 4)
   device:    xdp-features basic,redirect,xsk-zerocopy,rx-sg, xdp-zc-max-segs 1, xdp-rx-metadata 0x0, xsk-features 0x0 (an attached XDP program makes bind-rx fail with EEXIST)
-  channels:  combined 2 (max 16); 2 RX queues
+  channels:  combined 2 (max 16); RX queues: 2
   rings:     tcp-data-split off, hds-thresh 128
   rss:       128 entries spread over queues 0..2
   ntuple:    off; rules at [] (table size 16)

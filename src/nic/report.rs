@@ -332,7 +332,7 @@ impl NicReport {
                 v.push(cap(
                     "free RX queues",
                     CapState::Yes,
-                    format!("all {rx} RX queues free"),
+                    format!("{rx} of {rx} free"),
                 ));
             } else {
                 let lines: Vec<String> = owned
@@ -376,8 +376,23 @@ impl NicReport {
             ),
             Fact::Failed(e) => cap("RSS indirection table", CapState::Unknown, e.clone()),
         });
-        v.push(match &self.ntuple {
-            Fact::Known(on) => cap(
+        let no_steering = |why: String| {
+            cap(
+                "ntuple flow steering",
+                CapState::No,
+                format!(
+                    "{why}; no flow rule can steer the connection to the bound queue, so data \
+                     lands on RSS queues (\"flow steering error\")"
+                ),
+            )
+        };
+        v.push(match (&self.ntuple, &self.rules) {
+            (Fact::Unsupported(e), _) => no_steering(e.clone()),
+            (_, Fact::Unsupported(e)) => no_steering(format!("no ntuple rule table ({e})")),
+            (Fact::Failed(e), _) | (_, Fact::Failed(e)) => {
+                cap("ntuple flow steering", CapState::Unknown, e.clone())
+            }
+            (Fact::Known(on), Fact::Known(_)) => cap(
                 "ntuple flow steering",
                 CapState::Yes,
                 if *on {
@@ -386,15 +401,6 @@ impl NicReport {
                     "feature off (setup turns it on and back off)".into()
                 },
             ),
-            Fact::Unsupported(e) => cap(
-                "ntuple flow steering",
-                CapState::No,
-                format!(
-                    "{e}; no flow rule can steer the connection to the bound queue, so data \
-                     lands on RSS queues (\"flow steering error\")"
-                ),
-            ),
-            Fact::Failed(e) => cap("ntuple flow steering", CapState::Unknown, e.clone()),
         });
         let h = &self.host;
         v.push(match &h.udmabuf {
@@ -519,7 +525,7 @@ impl NicReport {
                 .into_iter()
                 .flatten()
                 .collect();
-                format!("{}; {} RX queues", parts.join(", "), c.rx_queues())
+                format!("{}; RX queues: {}", parts.join(", "), c.rx_queues())
             }),
         );
         line(&mut s, "rings:", fact_text(&self.hds, describe_hds));
@@ -533,7 +539,7 @@ impl NicReport {
         );
         let rules = match &self.rules {
             Fact::Known((locs, size)) => format!("; rules at {locs:?} (table size {size})"),
-            _ => String::new(),
+            other => format!("; rules: {}", fact_text(other, |_| String::new())),
         };
         line(
             &mut s,

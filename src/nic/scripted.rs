@@ -151,8 +151,11 @@ pub struct NicState {
     pub channels: Option<Channels>,
     /// The indirection table; `None`: GRSSH/SRSSH answer EOPNOTSUPP.
     pub rss: Option<Vec<u32>>,
-    /// The `rx-ntuple-filter` feature; `None`: the driver has no ntuple filters (EOPNOTSUPP).
+    /// The `rx-ntuple-filter` feature; `None`: even reading it answers EOPNOTSUPP.
     pub ntuple: Option<bool>,
+    /// The feature can be read but not changed and there is no rule table (veth: GFEATURES
+    /// works, SFEATURES reports the bit unchangeable, GRXCLSRLCNT answers EOPNOTSUPP).
+    pub ntuple_fixed: bool,
     /// Installed ntuple rules by location (including other people's).
     pub rules: BTreeMap<RuleLocation, FlowRule>,
     /// Rule table size (locations `0..size`).
@@ -355,6 +358,7 @@ impl ScriptedNic {
             }),
             rss: Some((0..128u32).map(|i| i % rx_queues.max(1)).collect()),
             ntuple: Some(false),
+            ntuple_fixed: false,
             rules: BTreeMap::new(),
             rule_table_size: 16,
             foreign_owners: BTreeMap::new(),
@@ -409,7 +413,8 @@ impl ScriptedNic {
     }
 
     /// A veth device as 6.18 answers for it (kernel-6.18-here.md §4): no ring parameters
-    /// (EOPNOTSUPP), rx/tx channels 1/1 of max 2, no RSS, no ntuple, no queue management.
+    /// (EOPNOTSUPP), rx/tx channels 1/1 of max 2, no RSS, the ntuple feature readable (off)
+    /// but not changeable and no rule table, no queue management.
     pub fn veth(ifname: &str) -> ScriptedNic {
         let state = NicState {
             hds: None,
@@ -421,7 +426,8 @@ impl ScriptedNic {
                 ..Default::default()
             }),
             rss: None,
-            ntuple: None,
+            ntuple: Some(false),
+            ntuple_fixed: true,
             rules: BTreeMap::new(),
             rule_table_size: 0,
             foreign_owners: BTreeMap::new(),
@@ -720,7 +726,7 @@ impl NicOps for ScriptedNic {
 
     fn ntuple_set(&mut self, on: bool) -> Result<()> {
         self.call(Op::NtupleSet, if on { "on" } else { "off" }.into(), |st| {
-            if st.state.ntuple.is_none() {
+            if st.state.ntuple.is_none() || st.state.ntuple_fixed {
                 return Err(st.error(Op::NtupleSet, libc::EOPNOTSUPP, None));
             }
             st.state.ntuple = Some(on);
@@ -734,7 +740,7 @@ impl NicOps for ScriptedNic {
 
     fn flow_rules(&mut self) -> Result<(Vec<RuleLocation>, u32)> {
         self.call(Op::FlowRules, String::new(), |st| {
-            if st.state.ntuple.is_none() {
+            if st.state.ntuple.is_none() || st.state.ntuple_fixed {
                 return Err(st.error(Op::FlowRules, libc::EOPNOTSUPP, None));
             }
             Ok((
@@ -746,7 +752,7 @@ impl NicOps for ScriptedNic {
 
     fn flow_rule_insert(&mut self, rule: &FlowRule) -> Result<RuleLocation> {
         self.call(Op::FlowRuleInsert, describe_rule(rule), |st| {
-            if st.state.ntuple != Some(true) {
+            if st.state.ntuple != Some(true) || st.state.ntuple_fixed {
                 return Err(st.error(Op::FlowRuleInsert, libc::EOPNOTSUPP, None));
             }
             let family_ok = |ip: &IpAddr| match rule.flow_type {
@@ -771,7 +777,7 @@ impl NicOps for ScriptedNic {
 
     fn flow_rule_delete(&mut self, loc: RuleLocation) -> Result<()> {
         self.call(Op::FlowRuleDelete, format!("loc {loc}"), |st| {
-            if st.state.ntuple.is_none() {
+            if st.state.ntuple.is_none() || st.state.ntuple_fixed {
                 return Err(st.error(Op::FlowRuleDelete, libc::EOPNOTSUPP, None));
             }
             if st.state.rules.remove(&loc).is_none() {
