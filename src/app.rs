@@ -1,20 +1,29 @@
 //! Mode orchestration: one top-down flow per mode, in the order of ncdevmem.c's `main` —
 //! check what can make the run a skip, allocate, bind, accept, receive, report, unwind.
 //!
-//! This module decides policy (which queues, which failures are skips) and calls the kernel
-//! only through [`crate::netlink`], [`crate::udmabuf`] and [`crate::sys::socket`]. Resources
-//! are locals declared in acquisition order, so Rust drops them in reverse: the TCP socket,
-//! then the binding (closing its netlink socket unbinds), then the dma-buf mapping.
+//! This module decides policy (which failures are skips) and calls the kernel only through
+//! [`crate::nic`] (NIC setup, probe and report, behind the [`NicOps`] seam),
+//! [`crate::udmabuf`] and [`crate::sys::socket`]. Resources are locals declared in
+//! acquisition order, so Rust drops them in reverse: the TCP socket, then the NIC setup (the
+//! binding first — closing its netlink socket unbinds — then the flow rule, ntuple feature,
+//! RSS table and header split), then the dma-buf mapping.
 
 use std::ffi::CString;
 use std::io::Write;
 use std::net::SocketAddrV6;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use crate::cli::{Config, Mode, Verbosity};
 use crate::error::{Error, Result};
-use crate::netlink::ethtool::Ethtool;
+use crate::netlink::ctrl::skip_if_family_missing;
 use crate::netlink::netdev::{BindRxRequest, Netdev};
+use crate::nic::guards::SharedNic;
+use crate::nic::probe::{run_probe, ProbeParams};
+use crate::nic::queues::{choose_queues, QueuePolicy, QUEUE_FREE_WAIT};
+use crate::nic::report::{HostCaps, NicReport};
+use crate::nic::setup::{run_with_setup, FlowTarget, ServerPlan};
+use crate::nic::snapshot::{verify_restored, NicSnapshot};
+use crate::nic::NicOps;
 use crate::rx::{self, NoFragMemory, RxConfig};
 use crate::signals::{self, STOP};
 use crate::stats::RxStats;
@@ -42,10 +51,71 @@ pub fn run(cfg: &Config) -> Result<()> {
         Mode::ZcrxServer => Err(Error::Skip(
             "io_uring zcrx receive (--zcrx) is not implemented in this version".into(),
         )),
-        Mode::Report => Err(Error::Skip(
-            "the capability report (--report) is not implemented in this version".into(),
-        )),
+        Mode::Report => report_mode(cfg),
     }
+}
+
+/// Opens NIC control ([`NicOps`]) for `ifname`.
+///
+/// Placeholder until the kernel layer (`crate::nic::real::RealNic::open`) is wired in by the
+/// integrator: every mode that configures or inspects the NIC is a skip until then.
+fn open_nic(ifname: &str) -> Result<Box<dyn NicOps>> {
+    Ok(Box::new(crate::nic::real::RealNic::open(ifname)?))
+}
+
+/// `--verify-restore`: the NIC's state before the run, to compare after the unwind.
+fn snapshot_if(cfg: &Config, nic: &SharedNic) -> Result<Option<NicSnapshot>> {
+    if !cfg.verify_restore {
+        return Ok(None);
+    }
+    nic.with(|n| Ok(Some(NicSnapshot::take(n))))
+}
+
+/// Compares the NIC with `before` (when `--verify-restore` took one) and combines that with
+/// the run's `result`: a NIC that does not match fails the run (exit 1), also a run that was
+/// a skip; a run that failed otherwise keeps its own error (the verify failure is logged).
+fn verify_and_combine(
+    cfg: &Config,
+    nic: &SharedNic,
+    before: Option<NicSnapshot>,
+    result: Result<()>,
+) -> Result<()> {
+    let Some(before) = before else {
+        return result;
+    };
+    let verified = verify_restored(nic, &before);
+    match (&result, verified) {
+        (_, Ok(())) => {
+            log(
+                cfg,
+                &format!(
+                    "{}: NIC state matches its snapshot from before the run",
+                    nic.ifname()
+                ),
+            );
+            result
+        }
+        // A NIC left changed is worse than a skip: the verify failure decides the exit code.
+        (Ok(()) | Err(Error::Skip(_)), Err(e)) => Err(e),
+        (Err(_), Err(e)) => {
+            eprintln!("{}: {e}", crate::cli::PROGRAM);
+            result
+        }
+    }
+}
+
+/// `--report -f IF`: the capability report on stdout (and `--json FILE`). Read-only.
+fn report_mode(cfg: &Config) -> Result<()> {
+    let ifname = required(cfg.ifname.as_deref(), "-f")?;
+    if_nametoindex(ifname)?;
+    let mut nic = open_nic(ifname)?;
+    let host = HostCaps::probe(cfg.rx_page_size, cfg.dmabuf_size);
+    let report = NicReport::gather(nic.as_mut(), host, true);
+    print!("{}", report.render_text());
+    if let Some(path) = &cfg.json {
+        crate::stats::write_json_atomic(path, &report.to_json())?;
+    }
+    Ok(())
 }
 
 /// `-l --plain`: listen, accept one connection, receive over plain TCP, validate or print,
@@ -56,56 +126,68 @@ fn plain_server(cfg: &Config) -> Result<()> {
     receive_and_report(cfg, &mut sock, None::<&NoFragMemory>, &rx_cfg)
 }
 
-/// `-l -f IF -s ADDR -p PORT`: the devmem RX server (ncdevmem.c `do_server`).
+/// `-l -f IF -s ADDR -p PORT`: the devmem RX server (ncdevmem.c `do_server`): NIC setup
+/// (unless `-n`), bind, accept, receive, then every NIC change undone in reverse order — also
+/// on errors, signals (the receive loop returns `Error::Interrupted`) and panics.
 fn devmem_server(cfg: &Config) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
     let ifindex = if_nametoindex(ifname)?;
+    let port = required(cfg.port, "-p")?;
+    let server = required(cfg.server.as_ref(), "-s")?;
     let params = UdmabufParams::new(cfg.rx_page_size, cfg.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created or changed.
     udmabuf::preflight(&params)?;
     if cfg.autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
     }
-    let netdev = Netdev::open().map_err(family_missing_is_skip)?;
-    let (start, num) = choose_queues(cfg, ifname, ifindex)?;
-    if !cfg.skip_nic_config {
+    let nic = SharedNic::new(open_nic(ifname)?);
+    let before = snapshot_if(cfg, &nic)?;
+    let choice = choose_queues(
+        &nic,
+        cfg.start_queue.zip(cfg.num_queues),
+        QueuePolicy::Server,
+        QUEUE_FREE_WAIT,
+    )?;
+    for note in &choice.notes {
+        log(cfg, note);
+    }
+    let (start, num) = (choice.start, choice.num);
+    log(cfg, &format!("using queues {start}..={}", start + num - 1));
+
+    let mem = Udmabuf::create(&params)?;
+    let request = BindRxRequest::new(ifindex, mem.fd(), &choice.queues())
+        .ifname(ifname)
+        .rx_page_size(cfg.rx_page_size);
+    let plan = ServerPlan {
+        start_queue: start,
+        num_queues: num,
+        flow: FlowTarget {
+            server: server.ip,
+            client: cfg.client.as_ref().map(|c| c.ip),
+            port,
+        },
+        skip_nic_config: cfg.skip_nic_config,
+    };
+    let quiet = cfg.verbosity == Verbosity::Quiet;
+    let result = run_with_setup(&nic, &plan, &request, quiet, QUEUE_FREE_WAIT, |id| {
         log(
             cfg,
             &format!(
-                "NIC setup (header split, RSS, flow rule) is not done by this version; \
-                 assuming {ifname} is configured, as with -n"
+                "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{})",
+                start + num - 1,
+                params.size_bytes,
+                if params.hugetlb { ", hugetlb" } else { "" }
             ),
         );
-    }
-
-    let mem = Udmabuf::create(&params)?;
-    let queues: Vec<u32> = (start..start + num).collect();
-    let request = BindRxRequest::new(ifindex, mem.fd(), &queues)
-        .ifname(ifname)
-        .rx_page_size(cfg.rx_page_size);
-    let binding = netdev
-        .bind_rx_request(&request)
-        .map_err(bind_refusal_is_skip)?;
-    log(
-        cfg,
-        &format!(
-            "bound {ifname} rx queues {start}..={} to dmabuf id {} ({} bytes{})",
-            start + num - 1,
-            binding.id(),
-            params.size_bytes,
-            if params.hugetlb { ", hugetlb" } else { "" }
-        ),
-    );
-
-    let mut sock = listen_and_accept(cfg)?;
-    if let Some(on) = cfg.autorelease {
-        socket::set_devmem_autorelease(sock.fd(), on)?;
-    }
-    let niov_size = cfg.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
-    let rx_cfg = rx_config(cfg, RxConfig::devmem(binding.id(), niov_size));
-    let result = receive_and_report(cfg, &mut sock, Some(&mem), &rx_cfg);
-    drop(sock);
-    drop(binding);
+        let mut sock = listen_and_accept(cfg)?;
+        if let Some(on) = cfg.autorelease {
+            socket::set_devmem_autorelease(sock.fd(), on)?;
+        }
+        let niov_size = cfg.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
+        let rx_cfg = rx_config(cfg, RxConfig::devmem(id, niov_size));
+        receive_and_report(cfg, &mut sock, Some(&mem), &rx_cfg)
+    });
+    let result = verify_and_combine(cfg, &nic, before, result);
     drop(mem);
     result
 }
@@ -137,7 +219,7 @@ fn devmem_client(cfg: &Config) -> Result<()> {
         )?),
         None => Box::new(LineSource::new(std::io::stdin().lock(), &STOP)),
     };
-    let netdev = Netdev::open().map_err(family_missing_is_skip)?;
+    let netdev = skip_if_family_missing(Netdev::open(), "netdev")?;
 
     let mut mem = Udmabuf::create(&params)?;
     let binding = tx::bind_tx(&netdev, ifindex, ifname, mem.fd())?;
@@ -183,17 +265,74 @@ fn devmem_client(cfg: &Config) -> Result<()> {
     result
 }
 
-/// `-f IF [-b N]`: probe / self-test. Checks its preconditions so that a host without udmabuf
-/// or hugepages skips with the reason.
+/// `-f IF [-b N]`: probe / self-test (ncdevmem.c `run_devmem_tests`). Prints the capability
+/// report first (read-only, so a host that cannot run the checks still shows why), then one
+/// line per kernel-contract check on stdout; exit 0 only if devmem works, 4 with the first
+/// missing capability, 1 if the kernel broke a contract.
 fn probe(cfg: &Config) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
     if_nametoindex(ifname)?;
-    udmabuf::preflight(&UdmabufParams::new(cfg.rx_page_size, cfg.dmabuf_size)?)?;
-    Err(Error::Skip(
-        "probe mode's kernel-contract checks (bind with HDS off/on, channel shrink) are not \
-         implemented in this version"
-            .into(),
-    ))
+    let params = UdmabufParams::new(cfg.rx_page_size, cfg.dmabuf_size)?;
+    let nic = open_nic(ifname).map(SharedNic::new);
+    let report = match &nic {
+        Ok(n) => {
+            let host = HostCaps::probe(cfg.rx_page_size, cfg.dmabuf_size);
+            let r = n.with(|ops| Ok(NicReport::gather(ops, host, true)))?;
+            print!("{}", r.render_text());
+            Some(r)
+        }
+        Err(_) => None,
+    };
+    let write_json = |probe: Option<serde_json::Value>| -> Result<()> {
+        match &cfg.json {
+            Some(path) => crate::stats::write_json_atomic(
+                path,
+                &serde_json::json!({
+                    "report": report.as_ref().map(NicReport::to_json),
+                    "probe": probe,
+                }),
+            ),
+            None => Ok(()),
+        }
+    };
+    if let Err(e) = udmabuf::preflight(&params) {
+        write_json(None)?;
+        return Err(e);
+    }
+    let nic = nic?;
+    if cfg.skip_nic_config {
+        log(
+            cfg,
+            "-n does not apply to probe mode: its checks change header split, RSS and channels \
+             (and undo every change)",
+        );
+    }
+    let before = snapshot_if(cfg, &nic)?;
+    let choice = choose_queues(
+        &nic,
+        cfg.start_queue.zip(cfg.num_queues),
+        QueuePolicy::Probe,
+        QUEUE_FREE_WAIT,
+    )?;
+    for note in &choice.notes {
+        log(cfg, note);
+    }
+    let mem = Udmabuf::create(&params)?;
+    let dmabuf_fd = u32::try_from(mem.fd().as_raw_fd())
+        .map_err(|_| Error::Failure("dma-buf fd does not fit u32".into()))?;
+    let p = ProbeParams {
+        start: choice.start,
+        num: choice.num,
+        dmabuf_fd,
+        rx_page_size: cfg.rx_page_size,
+        quiet: cfg.verbosity == Verbosity::Quiet,
+        teardown_wait: QUEUE_FREE_WAIT,
+    };
+    let stdout = std::io::stdout();
+    let outcome = run_probe(&nic, &p, &mut stdout.lock());
+    drop(mem);
+    write_json(Some(outcome.to_json()))?;
+    verify_and_combine(cfg, &nic, before, outcome.verdict())
 }
 
 /// `--send-pattern BYTES -s ADDR -p PORT -v N`: the built-in pattern sender.
@@ -312,29 +451,6 @@ fn report(cfg: &Config, stats: &RxStats, result: &Result<()>) -> Result<()> {
     Ok(())
 }
 
-/// Queue range `(start, count)` to bind: `-t`/`-q` when given, else C's server default — the
-/// last RX queue, one queue — from ethtool CHANNELS_GET (rx + combined).
-fn choose_queues(cfg: &Config, ifname: &str, ifindex: u32) -> Result<(u32, u32)> {
-    if let (Some(start), Some(num)) = (cfg.start_queue, cfg.num_queues) {
-        return Ok((start, num));
-    }
-    let mut ethtool = Ethtool::open().map_err(family_missing_is_skip)?;
-    let channels = ethtool.channels_get(ifindex).map_err(|e| match e.errno() {
-        Some(libc::EOPNOTSUPP) => Error::Skip(format!(
-            "{ifname}: driver does not report channels (ethtool CHANNELS_GET: {e}); \
-             give -t START -q NUM"
-        )),
-        _ => e,
-    })?;
-    let rx_queues = channels.rx_queues();
-    if rx_queues < 2 {
-        return Err(Error::Skip(format!(
-            "{ifname} has {rx_queues} RX queue(s); devmem needs at least 2 (one stays in RSS)"
-        )));
-    }
-    Ok((rx_queues - 1, 1))
-}
-
 /// `if_nametoindex(3)`; an unknown name is a usage error naming `-f`.
 fn if_nametoindex(ifname: &str) -> Result<u32> {
     let c = CString::new(ifname)
@@ -342,26 +458,6 @@ fn if_nametoindex(ifname: &str) -> Result<u32> {
     match nix::net::if_::if_nametoindex(c.as_c_str()) {
         Ok(i) if i > 0 => Ok(i),
         _ => Err(Error::Usage(format!("-f: no such interface '{ifname}'"))),
-    }
-}
-
-/// A generic-netlink family the kernel lacks means "no devmem here": a skip.
-fn family_missing_is_skip(e: Error) -> Error {
-    match &e {
-        Error::Netlink(nl) if nl.errno == libc::ENOENT && nl.family == "nlctrl" => Error::Skip(
-            format!("kernel has no such generic-netlink family (needs devmem TCP, 6.12+): {e}"),
-        ),
-        _ => e,
-    }
-}
-
-/// bind-rx refusals that mean "this host/device cannot do devmem" are skips; everything else
-/// (a kernel that refuses what must work) stays a failure.
-fn bind_refusal_is_skip(e: Error) -> Error {
-    match e.errno() {
-        Some(libc::EPERM) => Error::Skip(format!("bind-rx needs CAP_NET_ADMIN: {e}")),
-        Some(libc::EOPNOTSUPP) => Error::Skip(format!("device does not support devmem RX: {e}")),
-        _ => e,
     }
 }
 

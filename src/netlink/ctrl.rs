@@ -2,8 +2,10 @@
 //! family name such as `"netdev"` to its dynamic id, header version and multicast groups with
 //! `CTRL_CMD_GETFAMILY`.
 
+use std::collections::BTreeMap;
+
 use super::attr::{kernel_names, parse_all, Attr, AttrWriter, Nla};
-use super::socket::{GenlRequest, NlSocket};
+use super::socket::{GenlReply, GenlRequest, NlSocket};
 use crate::error::{Error, Result};
 
 /// `GENL_ID_CTRL`: the controller's fixed family id.
@@ -53,6 +55,21 @@ kernel_names! {
         CTRL_ATTR_MCAST_GRP_ID = 2,
     }
 }
+
+kernel_names! {
+    /// `CTRL_ATTR_POLICY_*`: the per-op entries inside `CTRL_ATTR_OP_POLICY`.
+    fn op_policy_attr_name -> u16 {
+        CTRL_ATTR_POLICY_UNSPEC = 0,
+        CTRL_ATTR_POLICY_DO = 1,
+        CTRL_ATTR_POLICY_DUMP = 2,
+    }
+}
+
+/// `NETDEV_CMD_BIND_RX` (netdev.yaml; 13 in 6.18 BTF), the op whose policy tells whether the
+/// kernel knows `rx-page-size`.
+const NETDEV_CMD_BIND_RX: u32 = 13;
+/// `NETDEV_A_DMABUF_RX_PAGE_SIZE` (net-next 2026-08).
+pub const NETDEV_A_DMABUF_RX_PAGE_SIZE: u16 = 5;
 
 /// A multicast group of a family (`CTRL_ATTR_MCAST_GROUPS` entry).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,6 +283,106 @@ pub fn resolve_family(sock: &mut NlSocket, name: &str) -> Result<Family> {
     parse_family(&reply.attrs)
 }
 
+/// The `CTRL_CMD_GETPOLICY` dump request for operation `op` of family `family`
+/// (`CTRL_ATTR_FAMILY_NAME` + `CTRL_ATTR_OP`, `NLM_F_DUMP`). Available since 5.10 (per-op
+/// filter).
+///
+/// ```text
+/// CTRL_ATTR_FAMILY_NAME  string   e.g. "netdev"
+/// CTRL_ATTR_OP           u32      e.g. 13 (bind-rx)
+/// ```
+pub fn getpolicy_request(family: &str, op: u32) -> GenlRequest {
+    let mut req = GenlRequest::new(
+        "nlctrl",
+        GENL_ID_CTRL,
+        CTRL_VERSION,
+        CTRL_CMD_GETPOLICY,
+        "getpolicy",
+    )
+    .dump()
+    .target(format!("family \"{family}\", op {op}"));
+    req.attrs()
+        .put_str(CTRL_ATTR_FAMILY_NAME, "CTRL_ATTR_FAMILY_NAME", family);
+    req.attrs().put_u32(CTRL_ATTR_OP, "CTRL_ATTR_OP", op);
+    req
+}
+
+/// The top-level attribute numbers of `op`'s `do` policy, from the messages of a
+/// `CTRL_CMD_GETPOLICY` dump, ascending. The dump's shape (include/uapi/linux/genetlink.h,
+/// netlink.h):
+///
+/// ```text
+/// CTRL_ATTR_OP_POLICY                nest
+///   └─ <op>                          nest (type = op id)
+///        ├─ CTRL_ATTR_POLICY_DO      u32  policy index
+///        └─ CTRL_ATTR_POLICY_DUMP    u32  policy index
+/// CTRL_ATTR_POLICY                   nest
+///   └─ <policy index>                nest
+///        └─ <attribute number>       nest of NL_POLICY_TYPE_ATTR_* (type, ranges, ...)
+/// ```
+///
+/// Errors: `Error::Decode` for malformed attributes or when no `do` policy for `op` was
+/// reported.
+pub fn parse_op_policy_attrs(replies: &[GenlReply], op: u32) -> Result<Vec<u16>> {
+    let mut do_policy = None;
+    let mut policies: BTreeMap<u16, Vec<u16>> = BTreeMap::new();
+    for r in replies {
+        for a in r.attr_iter() {
+            let a = a?;
+            match a.kind() {
+                CTRL_ATTR_OP_POLICY => {
+                    for op_nest in a.nested() {
+                        let op_nest = op_nest?;
+                        if u32::from(op_nest.kind()) != op {
+                            continue;
+                        }
+                        for p in op_nest.nested() {
+                            let p = p?;
+                            if p.kind() == CTRL_ATTR_POLICY_DO {
+                                do_policy = Some(p.u32(op_policy_attr_name(p.kind()))?);
+                            }
+                        }
+                    }
+                }
+                CTRL_ATTR_POLICY => {
+                    for pol in a.nested() {
+                        let pol = pol?;
+                        let attrs = policies.entry(pol.kind()).or_default();
+                        for attr in pol.nested() {
+                            attrs.push(attr?.kind());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let idx = do_policy.ok_or_else(|| Error::Decode {
+        what: "nlctrl getpolicy reply".into(),
+        detail: format!("no CTRL_ATTR_POLICY_DO for op {op}"),
+    })?;
+    let mut attrs = u16::try_from(idx)
+        .ok()
+        .and_then(|i| policies.get(&i).cloned())
+        .unwrap_or_default();
+    attrs.sort_unstable();
+    attrs.dedup();
+    Ok(attrs)
+}
+
+/// Asks the kernel which attributes netdev `bind-rx` accepts (its `do` policy, through a
+/// `CTRL_CMD_GETPOLICY` dump on a fresh socket), ascending. 6.18 answers `[1, 2, 3]`
+/// (ifindex, queues, fd); kernels with large niovs add 5 (`rx-page-size`, see
+/// [`NETDEV_A_DMABUF_RX_PAGE_SIZE`]). Needs no privilege.
+///
+/// Errors: `Error::Netlink` ENOENT when the kernel has no netdev family; socket and decode
+/// errors.
+pub fn bind_rx_policy_attrs() -> Result<Vec<u16>> {
+    let mut sock = NlSocket::open()?;
+    let replies = sock.request(&getpolicy_request("netdev", NETDEV_CMD_BIND_RX))?;
+    parse_op_policy_attrs(&replies, NETDEV_CMD_BIND_RX)
+}
+
 /// Whether `err` is the controller's "no such family" answer (`ENOENT` to getfamily).
 pub fn is_family_missing(err: &Error) -> bool {
     matches!(err, Error::Netlink(e) if e.family == "nlctrl" && e.errno == libc::ENOENT)
@@ -477,6 +594,104 @@ mod tests {
         assert_eq!(s.exit_code(), crate::error::EXIT_SKIP);
         let other = skip_if_family_missing::<()>(Err(Error::Usage("x".into())), "x");
         assert!(matches!(other, Err(Error::Usage(_))));
+    }
+
+    /// The `CTRL_CMD_GETPOLICY` dump request for netdev op 13 (bind-rx), seq 7, pid 0.
+    #[rustfmt::skip]
+    const GETPOLICY_BIND_RX: &[u8] = &[
+        0x28, 0x00, 0x00, 0x00, // nlmsg_len 40
+        0x10, 0x00,             // nlmsg_type 16 (GENL_ID_CTRL)
+        0x05, 0x03,             // NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP (0x300)
+        0x07, 0x00, 0x00, 0x00, // seq 7
+        0x00, 0x00, 0x00, 0x00, // pid 0
+        0x0a,                   // cmd CTRL_CMD_GETPOLICY
+        0x01,                   // version 1
+        0x00, 0x00,             // reserved
+        0x0b, 0x00,             // nla_len 11
+        0x02, 0x00,             // CTRL_ATTR_FAMILY_NAME
+        b'n', b'e', b't', b'd', b'e', b'v', 0x00, // "netdev\0"
+        0x00,                   // padding
+        0x08, 0x00,             // nla_len 8
+        0x0a, 0x00,             // CTRL_ATTR_OP
+        0x0d, 0x00, 0x00, 0x00, // 13 (bind-rx)
+    ];
+
+    #[test]
+    fn getpolicy_request_bytes() {
+        assert_eq!(
+            getpolicy_request("netdev", 13).encode(7, 0).unwrap(),
+            GETPOLICY_BIND_RX
+        );
+    }
+
+    /// Two dump messages (genl payloads) as 6.18 shapes its GETPOLICY answer for bind-rx
+    /// (synthetic, following kernel-6.18-here.md §1: op 13 → do policy; policy with attrs 1,
+    /// 2, 3; the nested queue policy with attrs 1 and 3). `new_policy` adds attribute 5.
+    fn policy_replies(new_policy: bool) -> Vec<GenlReply> {
+        let mut first = AttrWriter::new();
+        first.put_u16(CTRL_ATTR_FAMILY_ID, "CTRL_ATTR_FAMILY_ID", 20);
+        let outer = first.begin_nest(CTRL_ATTR_OP_POLICY, "CTRL_ATTR_OP_POLICY");
+        let op = first.begin_nest(13, "op 13");
+        first.put_u32(CTRL_ATTR_POLICY_DO, "CTRL_ATTR_POLICY_DO", 0);
+        first.end_nest(op);
+        first.end_nest(outer);
+        let mut second = AttrWriter::new();
+        second.put_u16(CTRL_ATTR_FAMILY_ID, "CTRL_ATTR_FAMILY_ID", 20);
+        let outer = second.begin_nest(CTRL_ATTR_POLICY, "CTRL_ATTR_POLICY");
+        let pol = second.begin_nest(0, "policy 0");
+        let mut attrs = vec![1u16, 2, 3];
+        if new_policy {
+            attrs.push(NETDEV_A_DMABUF_RX_PAGE_SIZE);
+        }
+        for a in attrs {
+            let n = second.begin_nest(a, "attr");
+            second.put_u32(1, "NL_POLICY_TYPE_ATTR_TYPE", 4);
+            second.end_nest(n);
+        }
+        second.end_nest(pol);
+        // The nested queue-id policy (index 1): must not leak into the answer.
+        let pol = second.begin_nest(1, "policy 1");
+        for a in [1u16, 3, 7] {
+            let n = second.begin_nest(a, "attr");
+            second.put_u32(1, "NL_POLICY_TYPE_ATTR_TYPE", 4);
+            second.end_nest(n);
+        }
+        second.end_nest(pol);
+        second.end_nest(outer);
+        [first, second]
+            .iter()
+            .map(|w| GenlReply {
+                cmd: CTRL_CMD_GETPOLICY,
+                version: 1,
+                attrs: w.bytes().to_vec(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn op_policy_attrs_are_the_do_policy_only() {
+        assert_eq!(
+            parse_op_policy_attrs(&policy_replies(false), 13).unwrap(),
+            vec![1, 2, 3]
+        );
+        assert_eq!(
+            parse_op_policy_attrs(&policy_replies(true), 13).unwrap(),
+            vec![1, 2, 3, 5]
+        );
+        assert!(parse_op_policy_attrs(&policy_replies(false), 15).is_err());
+    }
+
+    /// Real kernel: the running kernel's bind-rx policy (no privilege needed). 6.18 has no
+    /// rx-page-size.
+    #[test]
+    fn bind_rx_policy_of_this_kernel() {
+        match bind_rx_policy_attrs() {
+            Ok(attrs) => {
+                assert!(attrs.starts_with(&[1, 2, 3]), "{attrs:?}");
+                println!("bind-rx policy attributes: {attrs:?}");
+            }
+            Err(e) => println!("skip: bind_rx_policy_of_this_kernel: {e}"),
+        }
     }
 
     proptest! {

@@ -1,0 +1,828 @@
+//! Undo guards: one value per NIC change (style.md convention 11).
+//!
+//! Each guard reads the previous state before it applies its change, has a fallible
+//! `restore(self)` that the normal path calls (its error names what was left behind and the
+//! `ethtool` command that fixes it by hand), and a `Drop` that restores best-effort on every
+//! other path (error, panic, signal) and logs what it could not undo. A guard whose change
+//! turned out to be a no-op (the NIC already had the wanted state) restores nothing.
+//!
+//! Guards share the NIC through [`SharedNic`]; [`crate::nic::setup::NicSetup`] keeps them in
+//! fields ordered so that they unwind in reverse setup order.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io::Write;
+use std::rc::Rc;
+
+use super::{ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation};
+use crate::error::{Error, Result};
+use crate::netlink::ethtool::{Channels, TcpDataSplit};
+
+/// One NIC shared by the guards, the setup and the probe: a reference-counted handle to a
+/// boxed [`NicOps`]. Single-threaded (the tool's NIC work happens on the main thread).
+#[derive(Clone)]
+pub struct SharedNic {
+    inner: Rc<RefCell<Box<dyn NicOps>>>,
+    ifname: String,
+}
+
+impl fmt::Debug for SharedNic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SharedNic({})", self.ifname)
+    }
+}
+
+impl SharedNic {
+    /// Wraps `nic`.
+    pub fn new(nic: Box<dyn NicOps>) -> SharedNic {
+        let ifname = nic.ifname().to_string();
+        SharedNic {
+            inner: Rc::new(RefCell::new(nic)),
+            ifname,
+        }
+    }
+
+    /// Interface name, for messages.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// Interface index.
+    pub fn ifindex(&self) -> u32 {
+        match self.inner.try_borrow() {
+            Ok(n) => n.ifindex(),
+            Err(_) => 0,
+        }
+    }
+
+    /// Runs `f` with the NIC. Never panics: a nested call (a bug) is `Error::Failure`.
+    pub fn with<R>(&self, f: impl FnOnce(&mut dyn NicOps) -> Result<R>) -> Result<R> {
+        let mut nic = self.inner.try_borrow_mut().map_err(|_| {
+            Error::Failure(format!(
+                "{}: NIC handle already in use (nested NIC call)",
+                self.ifname
+            ))
+        })?;
+        f(nic.as_mut())
+    }
+}
+
+/// Maps a refusal of NIC step `what` to a skip when it means "this driver/host cannot":
+/// `EOPNOTSUPP` → `Error::Skip("IF: driver does not support WHAT: …")`, `EPERM` →
+/// `Error::Skip("WHAT needs CAP_NET_ADMIN: …")`. Everything else passes through.
+pub fn unsupported_is_skip(e: Error, ifname: &str, what: &str) -> Error {
+    match e.errno() {
+        Some(libc::EOPNOTSUPP) => {
+            Error::Skip(format!("{ifname}: driver does not support {what}: {e}"))
+        }
+        Some(libc::EPERM) => Error::Skip(format!("{ifname}: {what} needs CAP_NET_ADMIN: {e}")),
+        _ => e,
+    }
+}
+
+/// `ethtool -G … tcp-data-split` spelling of a header-split mode: `auto` (unknown / not
+/// reported), `off`, `on`.
+pub fn split_cli(split: Option<TcpDataSplit>) -> &'static str {
+    match split {
+        None | Some(TcpDataSplit::Unknown) => "auto",
+        Some(TcpDataSplit::Disabled) => "off",
+        Some(TcpDataSplit::Enabled) => "on",
+    }
+}
+
+/// A header-split setting as `ethtool -g` would name it: `tcp-data-split off, hds-thresh 128`.
+pub fn describe_hds(h: &HdsConfig) -> String {
+    let mut s = format!("tcp-data-split {}", split_cli(h.tcp_data_split));
+    if let Some(t) = h.hds_thresh {
+        s.push_str(&format!(", hds-thresh {t}"));
+    }
+    s
+}
+
+/// The text of a "could not undo" message: what, where, what it was, why, and the command.
+fn leftover(what: &str, ifname: &str, was: &str, err: &Error, fix: &str) -> String {
+    format!("could not restore {what} on {ifname} (was: {was}): {err}; run `{fix}`")
+}
+
+/// Writes a line to stderr without ever panicking (a closed stderr is ignored).
+pub(crate) fn log_stderr(line: &str) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "{}: {line}{}",
+        crate::cli::PROGRAM,
+        if std::thread::panicking() {
+            " (while unwinding after a panic)"
+        } else {
+            ""
+        }
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Header split
+// ---------------------------------------------------------------------------------------------
+
+/// Header split turned on: tcp-data-split ENABLED and, when the driver reports it, hds-thresh
+/// 0 (ethtool RINGS_SET). Restores the careful way (ncdevmem.c `restore_ring_config`): set
+/// tcp-data-split UNKNOWN ("let the driver choose") with the old hds-thresh, re-read, and only
+/// if that did not bring back the old values, write the exact old values.
+#[derive(Debug)]
+pub struct HdsGuard {
+    nic: SharedNic,
+    old: HdsConfig,
+    changed: bool,
+    armed: bool,
+}
+
+impl HdsGuard {
+    /// Reads the ring config and turns header split on.
+    ///
+    /// Errors: as [`NicOps::hds_get`]/[`NicOps::hds_set`] (EOPNOTSUPP when the driver has no
+    /// ring parameters or cannot set header split); callers map them with
+    /// [`unsupported_is_skip`].
+    pub fn enable(nic: &SharedNic) -> Result<HdsGuard> {
+        let old = nic.with(|n| n.hds_get())?;
+        let want_thresh = old.hds_thresh.map(|_| 0);
+        let already =
+            old.tcp_data_split == Some(TcpDataSplit::Enabled) && old.hds_thresh == want_thresh;
+        if !already {
+            nic.with(|n| n.hds_set(TcpDataSplit::Enabled, want_thresh))?;
+        }
+        Ok(HdsGuard {
+            nic: nic.clone(),
+            old,
+            changed: !already,
+            armed: true,
+        })
+    }
+
+    /// The ring config before [`enable`](Self::enable).
+    pub fn old(&self) -> HdsConfig {
+        self.old
+    }
+
+    /// Whether `enable` changed anything (false: header split was already on).
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+
+    /// The command that puts the old values back by hand.
+    pub fn fix_command(&self) -> String {
+        let mut cmd = format!(
+            "ethtool -G {} tcp-data-split {}",
+            self.nic.ifname(),
+            split_cli(self.old.tcp_data_split)
+        );
+        if let Some(t) = self.old.hds_thresh {
+            cmd.push_str(&format!(" hds-thresh {t}"));
+        }
+        cmd
+    }
+
+    fn was(&self) -> String {
+        describe_hds(&self.old)
+    }
+
+    fn undo(&self) -> Result<()> {
+        if !self.changed {
+            return Ok(());
+        }
+        let old = self.old;
+        self.nic
+            .with(|n| {
+                n.hds_set(TcpDataSplit::Unknown, old.hds_thresh)?;
+                let now = n.hds_get()?;
+                let split_back = match old.tcp_data_split {
+                    Some(s) if s != TcpDataSplit::Unknown => now.tcp_data_split == Some(s),
+                    _ => true,
+                };
+                let thresh_back = old.hds_thresh.is_none() || now.hds_thresh == old.hds_thresh;
+                if !(split_back && thresh_back) {
+                    let split = old.tcp_data_split.unwrap_or(TcpDataSplit::Unknown);
+                    n.hds_set(split, old.hds_thresh)?;
+                }
+                Ok(())
+            })
+            .map_err(|e| {
+                Error::Failure(leftover(
+                    "header split",
+                    self.nic.ifname(),
+                    &self.was(),
+                    &e,
+                    &self.fix_command(),
+                ))
+            })
+    }
+
+    /// Restores the old ring config.
+    ///
+    /// Errors: `Error::Failure` naming the old values, the kernel's answer and the
+    /// `ethtool -G` command to run by hand.
+    pub fn restore(mut self) -> Result<()> {
+        self.armed = false;
+        self.undo()
+    }
+}
+
+impl Drop for HdsGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            if let Err(e) = self.undo() {
+                log_stderr(&e.to_string());
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Channels
+// ---------------------------------------------------------------------------------------------
+
+/// The CHANNELS_SET that leaves `rx` RX and `tx` TX queues, as ncdevmem.c's
+/// `configure_channels` computes it: for a driver with combined channels, rx/tx-only counts
+/// go to 0 (when reported) and the smaller of the two becomes combined, the rest rx- or
+/// tx-only; for an rx/tx-only driver (veth), rx and tx directly.
+///
+/// Errors: `Error::Skip` when the driver reports neither combined nor rx counts.
+pub fn channels_for(old: &Channels, rx: u32, tx: u32) -> Result<ChannelsSet> {
+    if old.combined_count.is_some() {
+        let reports_split = old.rx_count.is_some() || old.tx_count.is_some();
+        let mut set = ChannelsSet {
+            rx: reports_split.then_some(0),
+            tx: reports_split.then_some(0),
+            combined: Some(rx.min(tx)),
+        };
+        if rx > tx {
+            set.rx = Some(rx - tx);
+        } else if tx > rx {
+            set.tx = Some(tx - rx);
+        }
+        Ok(set)
+    } else if old.rx_count.is_some() {
+        Ok(ChannelsSet {
+            rx: Some(rx),
+            tx: Some(tx),
+            combined: None,
+        })
+    } else {
+        Err(Error::Skip(
+            "driver reports neither combined nor rx channel counts; cannot compute a channel \
+             configuration"
+                .into(),
+        ))
+    }
+}
+
+/// `"rx 0 tx 0 combined 4"`: the counts a [`ChannelsSet`] sets (unset ones left out).
+pub fn describe_channels_set(set: &ChannelsSet) -> String {
+    let parts: Vec<String> = [("rx", set.rx), ("tx", set.tx), ("combined", set.combined)]
+        .into_iter()
+        .filter_map(|(n, v)| v.map(|v| format!("{n} {v}")))
+        .collect();
+    parts.join(" ")
+}
+
+/// A CHANNELS_SET change. Restores the old count of every field the change set.
+#[derive(Debug)]
+pub struct ChannelsGuard {
+    nic: SharedNic,
+    old: Channels,
+    set: ChannelsSet,
+    armed: bool,
+}
+
+impl ChannelsGuard {
+    /// Reads the channel counts and applies `set`.
+    ///
+    /// Errors: as [`NicOps::channels_get`]/[`NicOps::channels_set`] (EINVAL when the kernel
+    /// refuses the counts, e.g. below a bound queue).
+    pub fn apply(nic: &SharedNic, set: ChannelsSet) -> Result<ChannelsGuard> {
+        let old = nic.with(|n| n.channels_get())?;
+        nic.with(|n| n.channels_set(set))?;
+        Ok(ChannelsGuard {
+            nic: nic.clone(),
+            old,
+            set,
+            armed: true,
+        })
+    }
+
+    /// The channel counts before [`apply`](Self::apply).
+    pub fn old(&self) -> &Channels {
+        &self.old
+    }
+
+    /// The CHANNELS_SET that undoes the change: the old count of every field `set` touched.
+    pub fn restore_set(&self) -> ChannelsSet {
+        let back = |touched: Option<u32>, old: Option<u32>| touched.map(|_| old.unwrap_or(0));
+        ChannelsSet {
+            rx: back(self.set.rx, self.old.rx_count),
+            tx: back(self.set.tx, self.old.tx_count),
+            combined: back(self.set.combined, self.old.combined_count),
+        }
+    }
+
+    /// The command that puts the old counts back by hand.
+    pub fn fix_command(&self) -> String {
+        format!(
+            "ethtool -L {} {}",
+            self.nic.ifname(),
+            describe_channels_set(&self.restore_set())
+        )
+    }
+
+    fn undo(&self) -> Result<()> {
+        let set = self.restore_set();
+        self.nic.with(|n| n.channels_set(set)).map_err(|e| {
+            Error::Failure(leftover(
+                "channel counts",
+                self.nic.ifname(),
+                &describe_channels_set(&set),
+                &e,
+                &self.fix_command(),
+            ))
+        })
+    }
+
+    /// Restores the old channel counts.
+    ///
+    /// Errors: `Error::Failure` with the `ethtool -L` command to run by hand.
+    pub fn restore(mut self) -> Result<()> {
+        self.armed = false;
+        self.undo()
+    }
+}
+
+impl Drop for ChannelsGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            if let Err(e) = self.undo() {
+                log_stderr(&e.to_string());
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RSS indirection table
+// ---------------------------------------------------------------------------------------------
+
+/// The table `ethtool -X IF equal N` writes: `len` entries, entry `i` = `i % n` (queues).
+pub fn equal_table(len: usize, n: u32) -> RssTable {
+    RssTable {
+        indir: (0..len)
+            .map(|i| (i as u64 % u64::from(n.max(1))) as u32)
+            .collect(),
+    }
+}
+
+/// `Some(n)` when `table` is exactly what `ethtool -X IF equal n` writes.
+pub fn equal_spread_of(table: &RssTable) -> Option<u32> {
+    let n = table.indir.iter().copied().max()?.checked_add(1)?;
+    (equal_table(table.indir.len(), n) == *table).then_some(n)
+}
+
+/// The RSS indirection table spread over queues `[0, start)` so that queues `start..` get no
+/// RSS traffic (only what a flow rule steers there). Restores the ORIGINAL table, not the
+/// driver default (ncdevmem.c runs `ethtool -X IF default`, which loses a custom table).
+#[derive(Debug)]
+pub struct RssGuard {
+    nic: SharedNic,
+    old: RssTable,
+    changed: bool,
+    armed: bool,
+}
+
+impl RssGuard {
+    /// Reads the table and writes `equal_table(len, start)`.
+    ///
+    /// Errors: `Error::Usage` for `start == 0` (queue 0 cannot leave RSS); as
+    /// [`NicOps::rss_get`]/[`NicOps::rss_set`] otherwise.
+    pub fn spread(nic: &SharedNic, start: u32) -> Result<RssGuard> {
+        if start == 0 {
+            return Err(Error::Usage(
+                "-t: queue 0 cannot be taken out of RSS; the first bound queue must be >= 1".into(),
+            ));
+        }
+        let old = nic.with(|n| n.rss_get())?;
+        let new = equal_table(old.indir.len(), start);
+        let changed = new != old;
+        if changed {
+            nic.with(|n| n.rss_set(&new))?;
+        }
+        Ok(RssGuard {
+            nic: nic.clone(),
+            old,
+            changed,
+            armed: true,
+        })
+    }
+
+    /// The table before [`spread`](Self::spread).
+    pub fn old(&self) -> &RssTable {
+        &self.old
+    }
+
+    /// Whether `spread` changed the table.
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+
+    /// The command that puts the old table back by hand: `ethtool -X IF equal N` when it was
+    /// an even spread, else `ethtool -X IF default` (with the old table in the message).
+    pub fn fix_command(&self) -> String {
+        match equal_spread_of(&self.old) {
+            Some(n) => format!("ethtool -X {} equal {n}", self.nic.ifname()),
+            None => format!("ethtool -X {} default", self.nic.ifname()),
+        }
+    }
+
+    fn was(&self) -> String {
+        match equal_spread_of(&self.old) {
+            Some(n) => format!("{} entries spread over queues 0..{n}", self.old.indir.len()),
+            None => format!("custom table {:?}", self.old.indir),
+        }
+    }
+
+    fn undo(&self) -> Result<()> {
+        if !self.changed {
+            return Ok(());
+        }
+        self.nic.with(|n| n.rss_set(&self.old)).map_err(|e| {
+            Error::Failure(leftover(
+                "the RSS indirection table",
+                self.nic.ifname(),
+                &self.was(),
+                &e,
+                &self.fix_command(),
+            ))
+        })
+    }
+
+    /// Writes the original table back.
+    ///
+    /// Errors: `Error::Failure` with the `ethtool -X` command to run by hand.
+    pub fn restore(mut self) -> Result<()> {
+        self.armed = false;
+        self.undo()
+    }
+}
+
+impl Drop for RssGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            if let Err(e) = self.undo() {
+                log_stderr(&e.to_string());
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ntuple feature
+// ---------------------------------------------------------------------------------------------
+
+/// The `rx-ntuple-filter` feature turned on, only if it was off; restored to off only then.
+#[derive(Debug)]
+pub struct NtupleFeatureGuard {
+    nic: SharedNic,
+    was_on: bool,
+    armed: bool,
+}
+
+impl NtupleFeatureGuard {
+    /// Reads the feature and turns it on when it is off.
+    ///
+    /// Errors: as [`NicOps::ntuple_get`]/[`NicOps::ntuple_set`]; EOPNOTSUPP means the
+    /// driver has no ntuple filters.
+    pub fn enable(nic: &SharedNic) -> Result<NtupleFeatureGuard> {
+        let was_on = nic.with(|n| n.ntuple_get())?;
+        if !was_on {
+            nic.with(|n| n.ntuple_set(true))?;
+        }
+        Ok(NtupleFeatureGuard {
+            nic: nic.clone(),
+            was_on,
+            armed: true,
+        })
+    }
+
+    /// Whether `enable` turned the feature on (false: it was already on).
+    pub fn changed(&self) -> bool {
+        !self.was_on
+    }
+
+    /// The command that turns the feature off again by hand.
+    pub fn fix_command(&self) -> String {
+        format!("ethtool -K {} ntuple off", self.nic.ifname())
+    }
+
+    fn undo(&self) -> Result<()> {
+        if self.was_on {
+            return Ok(());
+        }
+        self.nic.with(|n| n.ntuple_set(false)).map_err(|e| {
+            Error::Failure(leftover(
+                "the ntuple feature",
+                self.nic.ifname(),
+                "off",
+                &e,
+                &self.fix_command(),
+            ))
+        })
+    }
+
+    /// Turns the feature off again if `enable` turned it on.
+    ///
+    /// Errors: `Error::Failure` with the `ethtool -K` command to run by hand.
+    pub fn restore(mut self) -> Result<()> {
+        self.armed = false;
+        self.undo()
+    }
+}
+
+impl Drop for NtupleFeatureGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            if let Err(e) = self.undo() {
+                log_stderr(&e.to_string());
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ntuple flow rule
+// ---------------------------------------------------------------------------------------------
+
+/// `tcp4 src 192.0.2.2:5201 dst 192.0.2.1:5201 -> queue 7` (for messages and journals).
+pub fn describe_rule(rule: &FlowRule) -> String {
+    let kind = match rule.flow_type {
+        FlowType::Tcp4 => "tcp4",
+        FlowType::Tcp6 => "tcp6",
+    };
+    let ep = |(ip, port): (std::net::IpAddr, u16)| match ip {
+        std::net::IpAddr::V4(a) => format!("{a}:{port}"),
+        std::net::IpAddr::V6(a) => format!("[{a}]:{port}"),
+    };
+    match rule.src {
+        Some(src) => format!(
+            "{kind} src {} dst {} -> queue {}",
+            ep(src),
+            ep(rule.dst),
+            rule.queue
+        ),
+        None => format!("{kind} dst {} -> queue {}", ep(rule.dst), rule.queue),
+    }
+}
+
+/// An inserted ntuple rule; restore deletes exactly the location the kernel returned, never
+/// anyone else's rule.
+#[derive(Debug)]
+pub struct FlowRuleGuard {
+    nic: SharedNic,
+    rule: FlowRule,
+    loc: RuleLocation,
+    armed: bool,
+}
+
+impl FlowRuleGuard {
+    /// Inserts `rule` and records where the kernel put it.
+    ///
+    /// Errors: as [`NicOps::flow_rule_insert`].
+    pub fn insert(nic: &SharedNic, rule: &FlowRule) -> Result<FlowRuleGuard> {
+        let loc = nic.with(|n| n.flow_rule_insert(rule))?;
+        Ok(FlowRuleGuard {
+            nic: nic.clone(),
+            rule: rule.clone(),
+            loc,
+            armed: true,
+        })
+    }
+
+    /// Where the kernel put the rule.
+    pub fn location(&self) -> RuleLocation {
+        self.loc
+    }
+
+    /// The rule.
+    pub fn rule(&self) -> &FlowRule {
+        &self.rule
+    }
+
+    /// The command that deletes the rule by hand.
+    pub fn fix_command(&self) -> String {
+        format!("ethtool -N {} delete {}", self.nic.ifname(), self.loc)
+    }
+
+    fn undo(&self) -> Result<()> {
+        self.nic
+            .with(|n| n.flow_rule_delete(self.loc))
+            .map_err(|e| {
+                Error::Failure(format!(
+                    "could not delete our ntuple rule {} ({}) on {}: {e}; run `{}`",
+                    self.loc,
+                    describe_rule(&self.rule),
+                    self.nic.ifname(),
+                    self.fix_command()
+                ))
+            })
+    }
+
+    /// Deletes the rule.
+    ///
+    /// Errors: `Error::Failure` with the `ethtool -N … delete` command to run by hand.
+    pub fn restore(mut self) -> Result<()> {
+        self.armed = false;
+        self.undo()
+    }
+}
+
+impl Drop for FlowRuleGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            if let Err(e) = self.undo() {
+                log_stderr(&e.to_string());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::scripted::{Op, ScriptedNic};
+
+    fn shared(n: &ScriptedNic) -> SharedNic {
+        SharedNic::new(Box::new(n.clone()))
+    }
+
+    #[test]
+    fn equal_table_is_ethtool_equal() {
+        assert_eq!(equal_table(6, 4).indir, vec![0, 1, 2, 3, 0, 1]);
+        assert_eq!(equal_spread_of(&equal_table(128, 7)), Some(7));
+        let custom = RssTable {
+            indir: vec![1, 0, 1, 0],
+        };
+        assert_eq!(equal_spread_of(&custom), None);
+        assert_eq!(equal_spread_of(&RssTable { indir: vec![] }), None);
+    }
+
+    #[test]
+    fn channels_for_follows_c() {
+        let combined = Channels {
+            combined_count: Some(8),
+            combined_max: Some(8),
+            ..Default::default()
+        };
+        assert_eq!(
+            channels_for(&combined, 4, 4).unwrap(),
+            ChannelsSet {
+                rx: None,
+                tx: None,
+                combined: Some(4)
+            }
+        );
+        let mixed = Channels {
+            combined_count: Some(8),
+            rx_count: Some(0),
+            tx_count: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            channels_for(&mixed, 4, 2).unwrap(),
+            ChannelsSet {
+                rx: Some(2),
+                tx: Some(0),
+                combined: Some(2)
+            }
+        );
+        assert_eq!(
+            channels_for(&mixed, 1, 3).unwrap(),
+            ChannelsSet {
+                rx: Some(0),
+                tx: Some(2),
+                combined: Some(1)
+            }
+        );
+        let veth = Channels {
+            rx_count: Some(2),
+            tx_count: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(
+            channels_for(&veth, 1, 1).unwrap(),
+            ChannelsSet {
+                rx: Some(1),
+                tx: Some(1),
+                combined: None
+            }
+        );
+        let e = channels_for(&Channels::default(), 1, 1).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_SKIP);
+    }
+
+    #[test]
+    fn hds_guard_noop_when_already_enabled() {
+        let nic = ScriptedNic::good("eth0", 8);
+        nic.edit(|s| {
+            let h = s.hds.as_mut().unwrap();
+            h.configured = TcpDataSplit::Enabled;
+            h.thresh = Some(0);
+        });
+        let before = nic.state();
+        let g = HdsGuard::enable(&shared(&nic)).unwrap();
+        assert!(!g.changed());
+        g.restore().unwrap();
+        assert_eq!(nic.state(), before);
+        assert!(nic.changes().is_empty(), "{:?}", nic.changes());
+    }
+
+    #[test]
+    fn restore_failure_names_the_fix_command() {
+        let nic = ScriptedNic::good("eth0", 8);
+        let s = shared(&nic);
+        let g = HdsGuard::enable(&s).unwrap();
+        // The first set was #1; the restore's UNKNOWN set is #2.
+        nic.fail_call(Op::HdsSet, 2, libc::EBUSY);
+        let e = g.restore().unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "could not restore header split on eth0 (was: tcp-data-split off, hds-thresh 128)"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.contains("run `ethtool -G eth0 tcp-data-split off hds-thresh 128`"),
+            "{e}"
+        );
+        assert!(e.contains("EBUSY"), "{e}");
+
+        nic.edit(|st| st.ntuple = Some(true));
+        let r = FlowRuleGuard::insert(
+            &s,
+            &FlowRule {
+                flow_type: FlowType::Tcp4,
+                src: None,
+                dst: ("192.0.2.1".parse().unwrap(), 5201),
+                queue: 7,
+            },
+        )
+        .unwrap();
+        let loc = r.location();
+        nic.fail_call(Op::FlowRuleDelete, 1, libc::EIO);
+        let e = r.restore().unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("run `ethtool -N eth0 delete {loc}`")),
+            "{e}"
+        );
+        assert!(e.contains("tcp4 dst 192.0.2.1:5201 -> queue 7"), "{e}");
+    }
+
+    #[test]
+    fn drop_restores_every_guard() {
+        let nic = ScriptedNic::good("eth0", 8);
+        let before = nic.state();
+        {
+            let s = shared(&nic);
+            let _h = HdsGuard::enable(&s).unwrap();
+            let _r = RssGuard::spread(&s, 7).unwrap();
+            let _n = NtupleFeatureGuard::enable(&s).unwrap();
+            let _c = ChannelsGuard::apply(
+                &s,
+                ChannelsSet {
+                    combined: Some(8),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            assert_ne!(nic.state(), before);
+        }
+        assert_eq!(nic.state(), before);
+    }
+
+    #[test]
+    fn rss_restores_the_original_custom_table() {
+        let nic = ScriptedNic::good("eth0", 4);
+        let custom = RssTable {
+            indir: vec![3, 3, 1, 0, 2, 2, 1, 0],
+        };
+        nic.edit(|s| s.rss = Some(custom.indir.clone()));
+        let s = shared(&nic);
+        let g = RssGuard::spread(&s, 3).unwrap();
+        assert_eq!(
+            nic.state().rss.unwrap(),
+            vec![0, 1, 2, 0, 1, 2, 0, 1],
+            "equal 3"
+        );
+        assert_eq!(g.fix_command(), "ethtool -X eth0 default");
+        g.restore().unwrap();
+        assert_eq!(nic.state().rss.unwrap(), custom.indir);
+        assert!(RssGuard::spread(&s, 0).is_err());
+    }
+}

@@ -1,0 +1,419 @@
+//! Probe / self-test mode (`-f IF` without `-s`/`-c`): the kernel-contract checks of C
+//! ncdevmem's `run_devmem_tests` (kernel-abi.md §8.2 "Probe mode"), each reported as one line.
+//!
+//! Order (ported from ncdevmem.c `run_devmem_tests`; header split is turned on before the
+//! RSS change here so that the undo order is the server's):
+//! 1. header split on (rings saved first);
+//! 2. RSS spread over `[0, start)`;
+//! 3. bind-rx with N queue nests that carry neither id nor type: must be refused;
+//! 4. header split "off" (tcp-data-split UNKNOWN, as C; the kernel needs the configured mode
+//!    to be ENABLED, so anything else is off for devmem), bind-rx of the real queues: must be
+//!    refused;
+//! 5. header split on again, bind-rx of the real queues (with `-b`, the rx-page-size): must
+//!    succeed, and queue-get must show the binding on those queues;
+//! 6. with the binding held, CHANNELS_SET leaving only `num` RX queues: must be refused (if
+//!    it is accepted, the old counts are set back);
+//! 7. unbind, wait for the queues to show free, restore everything.
+//!
+//! Verdict: a check the kernel got wrong is `FAIL` (exit 1, "kernel broke a contract"); a
+//! refusal that means the device or kernel lacks something (EOPNOTSUPP, EPERM, an unknown
+//! rx-page-size attribute, header split or RSS unsupported) is `skip` and ends the checks
+//! (exit 4 with that reason); otherwise exit 0 — devmem works here. A check that cannot run
+//! but does not decide whether devmem works (the driver does not report channels) is a
+//! `skip` line that does not change the verdict.
+
+use std::fmt;
+use std::io::Write;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::guards::{channels_for, describe_channels_set, ChannelsGuard, SharedNic};
+use super::queues::{describe_owned, owned_rx, wait_queues_free};
+use super::setup::{bind_unsupported_reason, NicSetup};
+use super::Binding;
+use crate::error::{Error, Result};
+use crate::netlink::ethtool::TcpDataSplit;
+use crate::netlink::netdev::{BindRxRequest, QueueNest};
+
+/// What the probe binds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeParams {
+    /// First RX queue.
+    pub start: u32,
+    /// Number of RX queues (also the number of empty nests in check 3, and the RX queue
+    /// count check 6 tries to shrink to).
+    pub num: u32,
+    /// The dma-buf fd number to bind.
+    pub dmabuf_fd: u32,
+    /// `-b`: rx-page-size in bytes for the binds.
+    pub rx_page_size: Option<u32>,
+    /// Suppress progress lines on stderr.
+    pub quiet: bool,
+    /// How long to wait for unbound queues to show free.
+    pub teardown_wait: Duration,
+}
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The kernel did what the contract says.
+    Ok,
+    /// The kernel broke the contract (or a step failed unexpectedly).
+    Fail,
+    /// Not checked: a capability is missing (or an earlier check stopped the probe).
+    Skip,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Status::Ok => "ok",
+            Status::Fail => "FAIL",
+            Status::Skip => "skip",
+        })
+    }
+}
+
+/// One reported check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// ok / FAIL / skip.
+    pub status: Status,
+    /// What was checked.
+    pub name: String,
+    /// The kernel's answer or the reason.
+    pub detail: String,
+    /// For `skip`: this is the missing capability that makes devmem not work here.
+    pub missing_capability: bool,
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:<4} {}: {}",
+            self.status.to_string(),
+            self.name,
+            self.detail
+        )
+    }
+}
+
+/// Every check of one probe run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeOutcome {
+    /// In the order they ran.
+    pub checks: Vec<Check>,
+}
+
+impl ProbeOutcome {
+    /// Exit verdict: the first `FAIL` → `Error::Failure("kernel broke a contract: …")`
+    /// (exit 1); else the first missing capability → `Error::Skip` (exit 4); else `Ok`.
+    pub fn verdict(&self) -> Result<()> {
+        if let Some(c) = self.checks.iter().find(|c| c.status == Status::Fail) {
+            return Err(Error::Failure(format!(
+                "probe: kernel broke a contract: {}: {}",
+                c.name, c.detail
+            )));
+        }
+        if let Some(c) = self
+            .checks
+            .iter()
+            .find(|c| c.status == Status::Skip && c.missing_capability)
+        {
+            return Err(Error::Skip(c.detail.clone()));
+        }
+        Ok(())
+    }
+
+    /// The checks and the verdict as JSON: `{"checks": [{"status", "name", "detail"}],
+    /// "verdict": "ok"|"skip"|"fail", "reason": …}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let checks: Vec<serde_json::Value> = self
+            .checks
+            .iter()
+            .map(|c| json!({"status": c.status.to_string(), "name": c.name, "detail": c.detail}))
+            .collect();
+        let (verdict, reason) = match self.verdict() {
+            Ok(()) => ("ok", None),
+            Err(Error::Skip(m)) => ("skip", Some(m)),
+            Err(e) => ("fail", Some(e.to_string())),
+        };
+        json!({"checks": checks, "verdict": verdict, "reason": reason})
+    }
+}
+
+struct Recorder<'a> {
+    outcome: ProbeOutcome,
+    out: &'a mut dyn Write,
+    /// Set by the first missing capability: later checks are not run.
+    stopped: Option<String>,
+}
+
+impl Recorder<'_> {
+    fn push(&mut self, status: Status, name: &str, detail: String, missing: bool) {
+        let c = Check {
+            status,
+            name: name.into(),
+            detail,
+            missing_capability: missing,
+        };
+        let _ = writeln!(self.out, "{c}");
+        if missing && self.stopped.is_none() {
+            self.stopped = Some(c.detail.clone());
+        }
+        self.outcome.checks.push(c);
+    }
+
+    fn ok(&mut self, name: &str, detail: String) {
+        self.push(Status::Ok, name, detail, false);
+    }
+
+    fn fail(&mut self, name: &str, detail: String) {
+        self.push(Status::Fail, name, detail, false);
+    }
+
+    fn missing(&mut self, name: &str, detail: String) {
+        self.push(Status::Skip, name, detail, true);
+    }
+
+    /// `true` (and a "not run" line) when an earlier check stopped the probe.
+    fn not_run(&mut self, name: &str) -> bool {
+        match self.stopped.clone() {
+            Some(why) => {
+                self.push(Status::Skip, name, format!("not run ({why})"), false);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn queues_label(start: u32, num: u32) -> String {
+    if num == 1 {
+        format!("queue {start}")
+    } else {
+        format!("queues {start}..={}", start + num - 1)
+    }
+}
+
+/// Runs the probe on `nic`, writing one line per check to `out` as it goes, and undoes every
+/// change before returning. See the module docs for the checks and the verdict
+/// ([`ProbeOutcome::verdict`]).
+pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> ProbeOutcome {
+    let ifname = nic.ifname().to_string();
+    let ifindex = nic.ifindex();
+    let mut rec = Recorder {
+        outcome: ProbeOutcome::default(),
+        out,
+        stopped: None,
+    };
+    let mut setup = NicSetup::new(nic.clone())
+        .quiet(p.quiet)
+        .teardown_wait(p.teardown_wait);
+    let label = queues_label(p.start, p.num);
+    let real = BindRxRequest {
+        ifindex,
+        ifname: Some(ifname.clone()),
+        fd: Some(p.dmabuf_fd),
+        queues: (p.start..p.start.saturating_add(p.num))
+            .map(QueueNest::rx)
+            .collect(),
+        rx_page_size: p.rx_page_size,
+    };
+    let release = |b: Box<dyn Binding>| {
+        drop(b);
+        let queues: Vec<u32> = (p.start..p.start.saturating_add(p.num)).collect();
+        let _ = nic.with(|n| wait_queues_free(n, &queues, p.teardown_wait));
+    };
+
+    // 1. Header split on.
+    const HDS_ON: &str = "header split on";
+    match setup.enable_hds() {
+        Ok(()) => rec.ok(HDS_ON, "tcp-data-split enabled".into()),
+        Err(Error::Skip(m)) => rec.missing(HDS_ON, m),
+        Err(e) => rec.fail(HDS_ON, e.to_string()),
+    }
+
+    // 2. RSS.
+    const RSS: &str = "RSS indirection table spread over the other queues";
+    if !rec.not_run(RSS) {
+        match setup.exclude_from_rss(p.start) {
+            Ok(()) => rec.ok(RSS, format!("queues 0..{} in RSS, {label} out", p.start)),
+            Err(Error::Skip(m)) => rec.missing(RSS, m),
+            Err(e) => rec.fail(RSS, e.to_string()),
+        }
+    }
+
+    // 3. Empty queue nests.
+    let empty_name = format!("bind-rx with {} empty queue nests is refused", p.num);
+    if !rec.not_run(&empty_name) {
+        let req = real.clone().empty_queue_nests(p.num as usize);
+        match nic.with(|n| n.bind_rx(&req)) {
+            Ok(b) => {
+                let id = b.id();
+                release(b);
+                rec.fail(
+                    &empty_name,
+                    format!("the kernel accepted it (binding id {id}); it must refuse queue nests without id and type"),
+                );
+            }
+            Err(e) => match bind_unsupported_reason(&e, &req) {
+                Some(why) => rec.missing(&empty_name, why),
+                None => rec.ok(&empty_name, format!("refused: {e}")),
+            },
+        }
+    }
+
+    // 4. Header split off.
+    let off_name = format!("bind-rx of {label} with header split off is refused");
+    if !rec.not_run(&off_name) {
+        match nic.with(|n| n.hds_set(TcpDataSplit::Unknown, None)) {
+            Err(e) => rec.fail(
+                &off_name,
+                format!("could not set tcp-data-split unknown: {e}"),
+            ),
+            Ok(()) => match nic.with(|n| n.bind_rx(&real)) {
+                Ok(b) => {
+                    let id = b.id();
+                    release(b);
+                    rec.fail(
+                        &off_name,
+                        format!(
+                            "the kernel accepted it (binding id {id}) with tcp-data-split not \
+                             enabled; it must refuse with EINVAL \"tcp-data-split is disabled\""
+                        ),
+                    );
+                }
+                Err(e) => match bind_unsupported_reason(&e, &real) {
+                    Some(why) => rec.missing(&off_name, why),
+                    None => rec.ok(&off_name, format!("refused: {e}")),
+                },
+            },
+        }
+    }
+
+    // 5. Header split on, real bind.
+    let on_name = format!("bind-rx of {label} with header split on succeeds");
+    let mut bound = None;
+    if !rec.not_run(&on_name) {
+        let hds_thresh = nic
+            .with(|n| n.hds_get())
+            .ok()
+            .and_then(|h| h.hds_thresh)
+            .map(|_| 0);
+        match nic.with(|n| n.hds_set(TcpDataSplit::Enabled, hds_thresh)) {
+            Err(e) => rec.fail(
+                &on_name,
+                format!("could not turn header split on again: {e}"),
+            ),
+            Ok(()) => match setup.bind(&real) {
+                Ok(id) => {
+                    bound = Some(id);
+                    let mut detail = format!("binding id {id}");
+                    if let Some(s) = p.rx_page_size {
+                        detail.push_str(&format!(", rx-page-size {s}"));
+                    }
+                    rec.ok(&on_name, detail);
+                }
+                Err(Error::Skip(m)) => rec.missing(&on_name, m),
+                Err(e) => rec.fail(&on_name, e.to_string()),
+            },
+        }
+    }
+    const SHOWN: &str = "queue-get shows the binding on the bound queues";
+    if let Some(id) = bound {
+        match nic.with(|n| n.queues()) {
+            Ok(qs) => {
+                let missing: Vec<u32> = (p.start..p.start.saturating_add(p.num))
+                    .filter(|q| {
+                        !qs.iter().any(|i| {
+                            i.id == *q
+                                && i.queue_type == crate::netlink::netdev::QueueType::Rx
+                                && i.dmabuf == Some(id)
+                        })
+                    })
+                    .collect();
+                if missing.is_empty() {
+                    rec.ok(SHOWN, format!("dmabuf {id} on {label}"));
+                } else {
+                    rec.fail(
+                        SHOWN,
+                        format!(
+                            "queue(s) {missing:?} do not show dmabuf {id} (owners: {})",
+                            describe_owned(&owned_rx(&qs))
+                        ),
+                    );
+                }
+            }
+            Err(e) => rec.fail(SHOWN, format!("queue-get failed: {e}")),
+        }
+    }
+
+    // 6. Channel shrink below the bound queues.
+    let shrink_name = format!(
+        "shrinking to {} RX queues below bound {label} is refused",
+        p.num
+    );
+    if !rec.not_run(&shrink_name) {
+        if bound.is_none() {
+            rec.push(
+                Status::Skip,
+                &shrink_name,
+                "not run (nothing bound)".into(),
+                false,
+            );
+        } else {
+            shrink_check(nic, p, &shrink_name, &mut rec);
+        }
+    }
+
+    // 7. Undo.
+    const RESTORE: &str = "NIC restored";
+    match setup.finish() {
+        Ok(()) => rec.ok(RESTORE, "unbound; every change undone".into()),
+        Err(e) => rec.fail(RESTORE, e.to_string()),
+    }
+    rec.outcome
+}
+
+fn shrink_check(nic: &SharedNic, p: &ProbeParams, name: &str, rec: &mut Recorder<'_>) {
+    let old = match nic.with(|n| n.channels_get()) {
+        Ok(c) => c,
+        Err(e) => {
+            rec.push(
+                Status::Skip,
+                name,
+                format!("driver does not report channels: {e}"),
+                false,
+            );
+            return;
+        }
+    };
+    let set = match channels_for(&old, p.num, p.num) {
+        Ok(s) => s,
+        Err(e) => {
+            rec.push(Status::Skip, name, e.to_string(), false);
+            return;
+        }
+    };
+    match ChannelsGuard::apply(nic, set) {
+        Ok(g) => {
+            let restored = match g.restore() {
+                Ok(()) => "old counts restored".to_string(),
+                Err(e) => format!("and restoring the old counts failed: {e}"),
+            };
+            rec.fail(
+                name,
+                format!(
+                    "the kernel accepted channels {} with a provider on queue {}; it must \
+                     refuse deactivating a bound queue; {restored}",
+                    describe_channels_set(&set),
+                    p.start + p.num - 1
+                ),
+            );
+        }
+        Err(e) => rec.ok(name, format!("refused: {e}")),
+    }
+}

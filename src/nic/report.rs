@@ -1,0 +1,704 @@
+//! The capability report (`--report -f IF`, and printed by probe mode): what the device and
+//! host offer for devmem, read-only, with every "no" saying why a bind would fail.
+//!
+//! Device facts come through [`NicOps`] (dev-get, channels, rings, RSS, ntuple, queue-get,
+//! page-pool-get, and a bind-rx with an invalid dma-buf fd that can only fail: it tells
+//! whether the driver gets past the kernel's queue-management check). Host facts
+//! ([`HostCaps`]) come from /dev/udmabuf, the hugepage pool, the kernel's bind-rx policy
+//! (does it know `rx-page-size`?) and a throwaway socket (`SO_DEVMEM_AUTORELEASE`).
+
+use std::fmt::Write as _;
+use std::fs::OpenOptions;
+use std::io::ErrorKind;
+
+use serde_json::{json, Value};
+
+use super::guards::{describe_hds, equal_spread_of, split_cli};
+use super::queues::{owned_rx, owners, QueueOwner};
+use super::snapshot::Fact;
+use super::{HdsConfig, NicOps, RssTable, RuleLocation};
+use crate::error::{errno_display, Error};
+use crate::netlink::ctrl::{bind_rx_policy_attrs, NETDEV_A_DMABUF_RX_PAGE_SIZE};
+use crate::netlink::ethtool::{Channels, TcpDataSplit};
+use crate::netlink::netdev::{
+    BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
+};
+use crate::udmabuf::{self, HugepageStatus};
+
+/// `enum netdev_xdp_act` bit names, in bit order.
+const XDP_ACT_NAMES: [&str; 7] = [
+    "basic",
+    "redirect",
+    "ndo-xmit",
+    "xsk-zerocopy",
+    "hw-offload",
+    "rx-sg",
+    "ndo-xmit-sg",
+];
+
+/// `"basic,redirect,rx-sg"` for an `xdp-features` bitmask (unknown bits as `bit N`).
+pub fn xdp_feature_names(bits: u64) -> String {
+    let names: Vec<String> = (0..64)
+        .filter(|b| bits & (1u64 << b) != 0)
+        .map(|b| {
+            XDP_ACT_NAMES
+                .get(b)
+                .map_or_else(|| format!("bit {b}"), |s| (*s).to_string())
+        })
+        .collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(",")
+    }
+}
+
+/// Facts about the host (not the device) that decide whether a devmem run can work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostCaps {
+    /// `/dev/udmabuf` opens: `Known(size_limit_mb)` (the module's limit in MiB, when
+    /// readable); `Unsupported(reason)` when it is missing or not accessible.
+    pub udmabuf: Fact<Option<u64>>,
+    /// The 2 MiB hugepage pool.
+    pub hugepages: Fact<HugepageStatus>,
+    /// 2 MiB hugepages a run with the requested `-b` needs (0 without `-b` above the page
+    /// size).
+    pub hugepages_needed: u64,
+    /// `-b` as requested, for messages.
+    pub rx_page_size: Option<u32>,
+    /// Attribute numbers of the kernel's bind-rx policy (CTRL_CMD_GETPOLICY).
+    pub bind_rx_policy: Fact<Vec<u16>>,
+    /// `SO_DEVMEM_AUTORELEASE`: `Known(true)` when the kernel accepts it, `Unsupported` with
+    /// the kernel's answer otherwise.
+    pub autorelease: Fact<bool>,
+}
+
+impl HostCaps {
+    /// Asks the running system. `rx_page_size` and `dmabuf_size` are `-b` and
+    /// `--dmabuf-size` (bytes), for the hugepage need.
+    pub fn probe(rx_page_size: Option<u32>, dmabuf_size: Option<u64>) -> HostCaps {
+        let udmabuf = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(udmabuf::UDMABUF_DEV)
+        {
+            Ok(_) => match std::fs::read_to_string(udmabuf::SIZE_LIMIT_MB_PATH) {
+                Ok(s) => match udmabuf::parse_size_limit_mb(&s) {
+                    Ok(mb) => Fact::Known(Some(mb)),
+                    Err(e) => Fact::Failed(e.to_string()),
+                },
+                Err(e) if e.kind() == ErrorKind::NotFound => Fact::Known(None),
+                Err(e) => Fact::Failed(format!("read({}): {e}", udmabuf::SIZE_LIMIT_MB_PATH)),
+            },
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let why = match errno {
+                    libc::ENOENT | libc::ENODEV | libc::ENXIO => {
+                        "the kernel needs CONFIG_UDMABUF (built in, or the udmabuf module)"
+                    }
+                    libc::EACCES | libc::EPERM => "needs root or write access to the device",
+                    _ => "",
+                };
+                Fact::Unsupported(format!(
+                    "cannot open {} ({}){}{why}",
+                    udmabuf::UDMABUF_DEV,
+                    errno_display(errno),
+                    if why.is_empty() { "" } else { ": " }
+                ))
+            }
+        };
+        let hugepages = match HugepageStatus::read() {
+            Ok(h) => Fact::Known(h),
+            Err(Error::Skip(m)) => Fact::Unsupported(m),
+            Err(e) => Fact::Failed(e.to_string()),
+        };
+        let hugepages_needed = udmabuf::UdmabufParams::new(rx_page_size, dmabuf_size)
+            .map(|p| if p.hugetlb { p.hugepages_needed() } else { 0 })
+            .unwrap_or(0);
+        let bind_rx_policy = Fact::from_result(bind_rx_policy_attrs());
+        let autorelease = match crate::sys::socket::probe_devmem_autorelease() {
+            Ok(()) => Fact::Known(true),
+            Err(Error::Skip(m)) => Fact::Unsupported(m),
+            Err(e) => Fact::Failed(e.to_string()),
+        };
+        HostCaps {
+            udmabuf,
+            hugepages,
+            hugepages_needed,
+            rx_page_size,
+            bind_rx_policy,
+            autorelease,
+        }
+    }
+}
+
+/// Yes / no / could not tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapState {
+    /// Available.
+    Yes,
+    /// Missing: a devmem bind (or the option) would fail; the detail says how.
+    No,
+    /// Could not be determined.
+    Unknown,
+}
+
+impl CapState {
+    fn word(self) -> &'static str {
+        match self {
+            CapState::Yes => "yes",
+            CapState::No => "no",
+            CapState::Unknown => "?",
+        }
+    }
+}
+
+/// One capability line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capability {
+    /// What.
+    pub name: &'static str,
+    /// Yes / no / unknown.
+    pub state: CapState,
+    /// Why; for "no", the way a bind (or option) would fail.
+    pub detail: String,
+}
+
+/// Everything the report shows about one interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicReport {
+    /// Interface name.
+    pub ifname: String,
+    /// Interface index.
+    pub ifindex: u32,
+    /// netdev dev-get.
+    pub dev: Fact<DevInfo>,
+    /// ethtool channels-get.
+    pub channels: Fact<Channels>,
+    /// ethtool rings-get (header-split part).
+    pub hds: Fact<HdsConfig>,
+    /// RSS indirection table.
+    pub rss: Fact<RssTable>,
+    /// `rx-ntuple-filter`.
+    pub ntuple: Fact<bool>,
+    /// ntuple rule locations and table size.
+    pub rules: Fact<(Vec<RuleLocation>, u32)>,
+    /// netdev queue-get dump.
+    pub queues: Fact<Vec<QueueInfo>>,
+    /// netdev page-pool-get dump for this device.
+    pub page_pools: Fact<Vec<PagePoolInfo>>,
+    /// bind-rx with an invalid dma-buf fd: `Known(answer)` when the driver passed the
+    /// device check, `Unsupported` for EOPNOTSUPP, `Failed` when it could not be asked
+    /// (e.g. EPERM); `None` when not asked.
+    pub devmem_driver: Option<Fact<String>>,
+    /// Host facts.
+    pub host: HostCaps,
+}
+
+impl NicReport {
+    /// Reads every fact. With `ask_bind`, also sends bind-rx with dma-buf fd `u32::MAX`
+    /// (never an open descriptor) for queue 0: the kernel checks the device before the fd,
+    /// so EOPNOTSUPP means "no queue management" and EBADF means the driver passed; the
+    /// bind cannot succeed (if it ever did, the binding is dropped at once).
+    pub fn gather(nic: &mut dyn NicOps, host: HostCaps, ask_bind: bool) -> NicReport {
+        let devmem_driver = ask_bind.then(|| {
+            let req = BindRxRequest {
+                ifindex: nic.ifindex(),
+                ifname: Some(nic.ifname().to_string()),
+                fd: Some(u32::MAX),
+                queues: vec![QueueNest::rx(0)],
+                rx_page_size: None,
+            };
+            match nic.bind_rx(&req) {
+                Ok(b) => {
+                    let id = b.id();
+                    drop(b);
+                    Fact::Known(format!(
+                        "bind-rx accepted an invalid dma-buf fd (binding {id}, dropped)"
+                    ))
+                }
+                Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => Fact::Unsupported(e.to_string()),
+                Err(e) if e.errno() == Some(libc::EPERM) => {
+                    Fact::Failed(format!("cannot ask without CAP_NET_ADMIN: {e}"))
+                }
+                Err(e) => Fact::Known(format!(
+                    "bind-rx got past the device check (an invalid dma-buf fd was refused with {})",
+                    e.errno().map_or_else(|| e.to_string(), errno_display)
+                )),
+            }
+        });
+        NicReport {
+            ifname: nic.ifname().to_string(),
+            ifindex: nic.ifindex(),
+            dev: Fact::from_result(nic.dev_info()),
+            channels: Fact::from_result(nic.channels_get()),
+            hds: Fact::from_result(nic.hds_get()),
+            rss: Fact::from_result(nic.rss_get()),
+            ntuple: Fact::from_result(nic.ntuple_get()),
+            rules: Fact::from_result(nic.flow_rules()),
+            queues: Fact::from_result(nic.queues()),
+            page_pools: Fact::from_result(nic.page_pools()),
+            devmem_driver,
+            host,
+        }
+    }
+
+    /// The yes/no lines, each "no" with the way a devmem bind (or option) would fail.
+    pub fn capabilities(&self) -> Vec<Capability> {
+        let mut v = Vec::new();
+        let cap = |name, state, detail: String| Capability {
+            name,
+            state,
+            detail,
+        };
+        v.push(match &self.devmem_driver {
+            None => cap(
+                "devmem RX driver support",
+                CapState::Unknown,
+                "not asked".into(),
+            ),
+            Some(Fact::Known(d)) => cap("devmem RX driver support", CapState::Yes, d.clone()),
+            Some(Fact::Unsupported(e)) => cap(
+                "devmem RX driver support",
+                CapState::No,
+                format!("the driver has no queue-management ops; bind-rx fails with {e}"),
+            ),
+            Some(Fact::Failed(e)) => cap("devmem RX driver support", CapState::Unknown, e.clone()),
+        });
+        v.push(match &self.hds {
+            Fact::Known(h) => match h.tcp_data_split {
+                None => cap(
+                    "header split",
+                    CapState::No,
+                    "the driver does not report tcp-data-split; setting it is refused, and \
+                     bind-rx fails with EINVAL \"tcp-data-split is disabled\""
+                        .into(),
+                ),
+                Some(TcpDataSplit::Enabled) => {
+                    let mut d = "on".to_string();
+                    if let Some(t) = h.hds_thresh.filter(|t| *t != 0) {
+                        d.push_str(&format!(
+                            "; hds-thresh {t} (setup sets 0; otherwise bind-rx fails with \
+                             EINVAL \"hds-thresh is not zero\")"
+                        ));
+                    }
+                    cap("header split", CapState::Yes, d)
+                }
+                Some(s) => cap(
+                    "header split",
+                    CapState::Yes,
+                    format!(
+                        "supported, now {} ({}); setup turns it on (bind-rx needs it on)",
+                        split_cli(Some(s)),
+                        describe_hds(h)
+                    ),
+                ),
+            },
+            Fact::Unsupported(e) => cap(
+                "header split",
+                CapState::No,
+                format!(
+                    "no ring parameters ({e}); bind-rx fails with EINVAL \"tcp-data-split is \
+                     disabled\""
+                ),
+            ),
+            Fact::Failed(e) => cap("header split", CapState::Unknown, e.clone()),
+        });
+        v.push(match &self.channels {
+            Fact::Known(c) if c.rx_queues() >= 2 => cap(
+                "at least 2 RX queues",
+                CapState::Yes,
+                format!("{} RX queues", c.rx_queues()),
+            ),
+            Fact::Known(c) => cap(
+                "at least 2 RX queues",
+                CapState::No,
+                format!(
+                    "{} RX queue(s); devmem binds queues other than 0, which stays in RSS",
+                    c.rx_queues()
+                ),
+            ),
+            Fact::Unsupported(e) => cap(
+                "at least 2 RX queues",
+                CapState::Unknown,
+                format!("the driver does not report channels ({e}); give -t/-q"),
+            ),
+            Fact::Failed(e) => cap("at least 2 RX queues", CapState::Unknown, e.clone()),
+        });
+        if let Fact::Known(qs) = &self.queues {
+            let owned = owned_rx(qs);
+            let rx = qs.iter().filter(|q| q.queue_type == QueueType::Rx).count();
+            if owned.is_empty() {
+                v.push(cap(
+                    "free RX queues",
+                    CapState::Yes,
+                    format!("{rx} of {rx} free"),
+                ));
+            } else {
+                let lines: Vec<String> = owned
+                    .iter()
+                    .map(|(q, o)| {
+                        format!(
+                            "queue {q} owned by {} (binding it fails with {})",
+                            o.iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            o[0].bind_refusal()
+                        )
+                    })
+                    .collect();
+                let state = if owned.len() >= rx {
+                    CapState::No
+                } else {
+                    CapState::Yes
+                };
+                v.push(cap(
+                    "free RX queues",
+                    state,
+                    format!("{} of {rx} free; {}", rx - owned.len(), lines.join("; ")),
+                ));
+            }
+        }
+        v.push(match &self.rss {
+            Fact::Known(t) => cap(
+                "RSS indirection table",
+                CapState::Yes,
+                format!("{} entries", t.indir.len()),
+            ),
+            Fact::Unsupported(e) => cap(
+                "RSS indirection table",
+                CapState::No,
+                format!(
+                    "{e}; setup cannot take the bound queues out of RSS (other flows would \
+                     land on them)"
+                ),
+            ),
+            Fact::Failed(e) => cap("RSS indirection table", CapState::Unknown, e.clone()),
+        });
+        let no_steering = |why: String| {
+            cap(
+                "ntuple flow steering",
+                CapState::No,
+                format!(
+                    "{why}; no flow rule can steer the connection to the bound queue, so data \
+                     lands on RSS queues (\"flow steering error\")"
+                ),
+            )
+        };
+        v.push(match (&self.ntuple, &self.rules) {
+            (Fact::Unsupported(e), _) => no_steering(e.clone()),
+            (_, Fact::Unsupported(e)) => no_steering(format!("no ntuple rule table ({e})")),
+            (Fact::Failed(e), _) | (_, Fact::Failed(e)) => {
+                cap("ntuple flow steering", CapState::Unknown, e.clone())
+            }
+            (Fact::Known(on), Fact::Known(_)) => cap(
+                "ntuple flow steering",
+                CapState::Yes,
+                if *on {
+                    "feature on".into()
+                } else {
+                    "feature off (setup turns it on and back off)".into()
+                },
+            ),
+        });
+        let h = &self.host;
+        v.push(match &h.udmabuf {
+            Fact::Known(limit) => cap(
+                "udmabuf",
+                CapState::Yes,
+                match limit {
+                    Some(mb) => format!("{} (size limit {mb} MiB)", udmabuf::UDMABUF_DEV),
+                    None => format!("{} (size limit unknown)", udmabuf::UDMABUF_DEV),
+                },
+            ),
+            Fact::Unsupported(e) => cap(
+                "udmabuf",
+                CapState::No,
+                format!("{e}; there is no dma-buf to bind"),
+            ),
+            Fact::Failed(e) => cap("udmabuf", CapState::Unknown, e.clone()),
+        });
+        v.push(match &h.hugepages {
+            Fact::Known(s) if h.hugepages_needed == 0 => cap(
+                "2 MiB hugepages",
+                CapState::Yes,
+                format!(
+                    "{} available (only -b above the page size needs them)",
+                    s.available()
+                ),
+            ),
+            Fact::Known(s) if s.available() >= h.hugepages_needed => cap(
+                "2 MiB hugepages",
+                CapState::Yes,
+                format!("{} available, {} needed", s.available(), h.hugepages_needed),
+            ),
+            Fact::Known(s) => cap(
+                "2 MiB hugepages",
+                CapState::No,
+                format!(
+                    "{} available, {} needed for -b {}; raise vm.nr_hugepages",
+                    s.available(),
+                    h.hugepages_needed,
+                    h.rx_page_size.unwrap_or(0)
+                ),
+            ),
+            Fact::Unsupported(e) => cap("2 MiB hugepages", CapState::No, e.clone()),
+            Fact::Failed(e) => cap("2 MiB hugepages", CapState::Unknown, e.clone()),
+        });
+        v.push(match &h.bind_rx_policy {
+            Fact::Known(attrs) if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE) => cap(
+                "rx-page-size (bind-rx attribute 5)",
+                CapState::Yes,
+                "the kernel's bind-rx policy has it".into(),
+            ),
+            Fact::Known(attrs) => cap(
+                "rx-page-size (bind-rx attribute 5)",
+                CapState::No,
+                format!(
+                    "the kernel's bind-rx policy has attributes {attrs:?} only; a bind with -b \
+                     fails with EINVAL \"Unknown attribute type\""
+                ),
+            ),
+            Fact::Unsupported(e) | Fact::Failed(e) => cap(
+                "rx-page-size (bind-rx attribute 5)",
+                CapState::Unknown,
+                e.clone(),
+            ),
+        });
+        v.push(match &h.autorelease {
+            Fact::Known(_) => cap(
+                "SO_DEVMEM_AUTORELEASE",
+                CapState::Yes,
+                "the kernel accepts the socket option".into(),
+            ),
+            Fact::Unsupported(e) => cap(
+                "SO_DEVMEM_AUTORELEASE",
+                CapState::No,
+                format!("{e}; -A fails"),
+            ),
+            Fact::Failed(e) => cap("SO_DEVMEM_AUTORELEASE", CapState::Unknown, e.clone()),
+        });
+        v
+    }
+
+    /// The report as text, one fact per line.
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "capability report for {} (ifindex {})",
+            self.ifname, self.ifindex
+        );
+        let line = |s: &mut String, label: &str, text: String| {
+            let _ = writeln!(s, "  {label:<10} {text}");
+        };
+        line(
+            &mut s,
+            "device:",
+            fact_text(&self.dev, |d| {
+                let mut t = format!("xdp-features {}", xdp_feature_names(d.xdp_features));
+                if let Some(m) = d.xdp_zc_max_segs {
+                    t.push_str(&format!(", xdp-zc-max-segs {m}"));
+                }
+                t.push_str(&format!(
+                    ", xdp-rx-metadata 0x{:x}, xsk-features 0x{:x} (an attached XDP program \
+                     makes bind-rx fail with EEXIST)",
+                    d.xdp_rx_metadata_features, d.xsk_features
+                ));
+                t
+            }),
+        );
+        line(
+            &mut s,
+            "channels:",
+            fact_text(&self.channels, |c| {
+                let f = |name: &str, n: Option<u32>, m: Option<u32>| {
+                    n.map(|n| format!("{name} {n} (max {})", m.unwrap_or(0)))
+                };
+                let parts: Vec<String> = [
+                    f("rx", c.rx_count, c.rx_max),
+                    f("tx", c.tx_count, c.tx_max),
+                    f("other", c.other_count, c.other_max),
+                    f("combined", c.combined_count, c.combined_max),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                format!("{}; RX queues: {}", parts.join(", "), c.rx_queues())
+            }),
+        );
+        line(&mut s, "rings:", fact_text(&self.hds, describe_hds));
+        line(
+            &mut s,
+            "rss:",
+            fact_text(&self.rss, |t| match equal_spread_of(t) {
+                Some(n) => format!("{} entries spread over queues 0..{n}", t.indir.len()),
+                None => format!("{} entries {:?}", t.indir.len(), t.indir),
+            }),
+        );
+        let rules = match &self.rules {
+            Fact::Known((locs, size)) => format!("; rules at {locs:?} (table size {size})"),
+            other => format!("; rules: {}", fact_text(other, |_| String::new())),
+        };
+        line(
+            &mut s,
+            "ntuple:",
+            fact_text(&self.ntuple, |on| {
+                format!("{}{rules}", if *on { "on" } else { "off" })
+            }),
+        );
+        match &self.queues {
+            Fact::Known(qs) => {
+                for q in qs.iter().filter(|q| q.queue_type == QueueType::Rx) {
+                    let o = owners(q);
+                    let owner = if o.is_empty() {
+                        "free".to_string()
+                    } else {
+                        o.iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    let napi = q.napi_id.map_or_else(|| "none".into(), |n| n.to_string());
+                    line(
+                        &mut s,
+                        &format!("rx {}:", q.id),
+                        format!("napi {napi}, {owner}"),
+                    );
+                }
+                let tx = qs.iter().filter(|q| q.queue_type == QueueType::Tx).count();
+                line(&mut s, "tx:", format!("{tx} queues"));
+            }
+            other => line(&mut s, "queues:", fact_text(other, |_| String::new())),
+        }
+        match &self.page_pools {
+            Fact::Known(pools) if pools.is_empty() => line(&mut s, "pools:", "none visible".into()),
+            Fact::Known(pools) => {
+                for p in pools {
+                    line(&mut s, &format!("pool {}:", p.id), page_pool_text(p));
+                }
+            }
+            other => line(&mut s, "pools:", fact_text(other, |_| String::new())),
+        }
+        let _ = writeln!(s, "capabilities:");
+        for c in self.capabilities() {
+            let _ = writeln!(s, "  {:<4} {}: {}", c.state.word(), c.name, c.detail);
+        }
+        s
+    }
+
+    /// The report as one JSON object: every fact (a value, `{"unsupported": reason}` or
+    /// `{"error": text}`) and the capability lines.
+    pub fn to_json(&self) -> Value {
+        let caps: Vec<Value> = self
+            .capabilities()
+            .iter()
+            .map(|c| json!({"name": c.name, "state": c.state.word(), "detail": c.detail}))
+            .collect();
+        let h = &self.host;
+        json!({
+            "ifname": self.ifname,
+            "ifindex": self.ifindex,
+            "device": fact_json(&self.dev, |d| json!({
+                "xdp_features": d.xdp_features,
+                "xdp_features_names": xdp_feature_names(d.xdp_features),
+                "xdp_zc_max_segs": d.xdp_zc_max_segs,
+                "xdp_rx_metadata_features": d.xdp_rx_metadata_features,
+                "xsk_features": d.xsk_features,
+            })),
+            "channels": fact_json(&self.channels, |c| json!({
+                "rx_count": c.rx_count, "rx_max": c.rx_max,
+                "tx_count": c.tx_count, "tx_max": c.tx_max,
+                "other_count": c.other_count, "other_max": c.other_max,
+                "combined_count": c.combined_count, "combined_max": c.combined_max,
+                "rx_queues": c.rx_queues(),
+            })),
+            "rings": fact_json(&self.hds, |h| json!({
+                "tcp_data_split": h.tcp_data_split.map(|s| split_cli(Some(s))),
+                "hds_thresh": h.hds_thresh,
+            })),
+            "rss": fact_json(&self.rss, |t| json!({
+                "size": t.indir.len(),
+                "equal_spread": equal_spread_of(t),
+                "indir": t.indir,
+            })),
+            "ntuple": fact_json(&self.ntuple, |on| json!(on)),
+            "ntuple_rules": fact_json(&self.rules, |(locs, size)| json!({
+                "locations": locs, "table_size": size,
+            })),
+            "queues": fact_json(&self.queues, |qs| json!(qs.iter().map(|q| json!({
+                "id": q.id,
+                "type": match q.queue_type { QueueType::Rx => "rx", QueueType::Tx => "tx", QueueType::Other(_) => "other" },
+                "napi_id": q.napi_id,
+                "owners": owners(q).iter().map(owner_json).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>())),
+            "page_pools": fact_json(&self.page_pools, |ps| json!(ps.iter().map(|p| json!({
+                "id": p.id,
+                "napi_id": p.napi_id,
+                "inflight": p.inflight,
+                "inflight_mem": p.inflight_mem,
+                "detach_time": p.detach_time,
+                "dmabuf": p.dmabuf,
+                "io_uring": p.io_uring,
+            })).collect::<Vec<_>>())),
+            "devmem_driver": match &self.devmem_driver {
+                None => Value::Null,
+                Some(f) => fact_json(f, |s| json!(s)),
+            },
+            "host": {
+                "udmabuf": fact_json(&h.udmabuf, |l| json!({"size_limit_mb": l})),
+                "hugepages": fact_json(&h.hugepages, |s| json!({
+                    "nr": s.nr, "free": s.free, "resv": s.resv, "available": s.available(),
+                })),
+                "hugepages_needed": h.hugepages_needed,
+                "bind_rx_policy_attrs": fact_json(&h.bind_rx_policy, |a| json!(a)),
+                "so_devmem_autorelease": fact_json(&h.autorelease, |b| json!(b)),
+            },
+            "capabilities": caps,
+        })
+    }
+}
+
+fn owner_json(o: &QueueOwner) -> Value {
+    match o {
+        QueueOwner::Dmabuf(id) => json!({"dmabuf": id}),
+        QueueOwner::IoUring => json!("io_uring"),
+        QueueOwner::Xsk => json!("xsk"),
+    }
+}
+
+fn page_pool_text(p: &PagePoolInfo) -> String {
+    let o = |v: Option<u64>| v.map_or_else(|| "-".into(), |v| v.to_string());
+    let provider = match (p.dmabuf, p.io_uring) {
+        (Some(id), _) => format!("dmabuf {id}"),
+        (None, true) => "io_uring zcrx".into(),
+        (None, false) => "pages".into(),
+    };
+    let mut t = format!(
+        "napi {}, inflight {} ({} bytes), memory: {provider}",
+        o(p.napi_id),
+        o(p.inflight),
+        o(p.inflight_mem)
+    );
+    if let Some(d) = p.detach_time {
+        t.push_str(&format!(", detached at {d}"));
+    }
+    t
+}
+
+fn fact_text<T>(f: &Fact<T>, known: impl FnOnce(&T) -> String) -> String {
+    match f {
+        Fact::Known(v) => known(v),
+        Fact::Unsupported(e) => format!("unsupported ({e})"),
+        Fact::Failed(e) => format!("error ({e})"),
+    }
+}
+
+fn fact_json<T>(f: &Fact<T>, known: impl FnOnce(&T) -> Value) -> Value {
+    match f {
+        Fact::Known(v) => known(v),
+        Fact::Unsupported(e) => json!({"unsupported": e}),
+        Fact::Failed(e) => json!({"error": e}),
+    }
+}

@@ -1,0 +1,952 @@
+//! A scripted NIC: an in-memory [`NicOps`] that keeps the kernel's contracts, for tests of the
+//! setup, undo, probe and report policy without a devmem-capable NIC.
+//!
+//! State: header split (configured mode, what the driver picks for "unknown", hds-thresh),
+//! channel counts, the RSS indirection table, the ntuple feature and rule table, queue owners
+//! and our bindings. The rules it enforces are the kernel's as kernel-abi.md §7 lists them
+//! (behaviour, not code):
+//! - bind-rx: device without queue management → EOPNOTSUPP; no fd / no queue nests / a nest
+//!   without id or type → EINVAL; queue id past the RX queues → ERANGE; fd `u32::MAX` (never
+//!   an open descriptor) → EBADF; tcp-data-split not *configured* ENABLED → EINVAL
+//!   "tcp-data-split is disabled"; hds-thresh ≠ 0 → EINVAL "hds-thresh is not zero"; an owned
+//!   queue → EEXIST (provider) / EBUSY (AF_XDP); rx-page-size on a kernel without the
+//!   attribute → EINVAL "Unknown attribute type";
+//! - rings-set while a provider is bound: tcp-data-split ≠ ENABLED or hds-thresh ≠ 0 → EINVAL;
+//! - channels-set below a bound queue, below an RSS table entry or an ntuple rule's queue →
+//!   EINVAL; above the maxima → EINVAL;
+//! - RSS table of the wrong size or referencing a queue past the RX queues → EINVAL;
+//! - ntuple rules need the feature on; turning it off flushes the rules; deleting a rule that
+//!   is not there → ENOENT.
+//!
+//! Tests can inject a failure into the N-th call of an operation ([`ScriptedNic::fail_call`]),
+//! read the journal of calls ([`ScriptedNic::journal`], [`ScriptedNic::changes`]) and compare
+//! the whole state ([`ScriptedNic::state`]). Quirks make it break a contract on purpose
+//! ([`Quirks`]). `ScriptedNic` is a cheap handle: clones share one NIC, so a test keeps one
+//! clone while the code under test owns another.
+//!
+//! Compiled into the library so integration tests can use it; the tool itself never does.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::rc::Rc;
+
+use super::guards::{describe_rule, equal_spread_of};
+use super::queues::QueueOwner;
+use super::{Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation};
+use crate::error::{Error, NlError, Result};
+use crate::netlink::ethtool::{Channels, TcpDataSplit};
+use crate::netlink::netdev::{BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueType};
+
+/// The operations of [`NicOps`], for the journal and failure injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Op {
+    /// `hds_get` (ethtool rings-get).
+    HdsGet,
+    /// `hds_set` (ethtool rings-set).
+    HdsSet,
+    /// `channels_get`.
+    ChannelsGet,
+    /// `channels_set`.
+    ChannelsSet,
+    /// `rss_get` (`ETHTOOL_GRSSH`).
+    RssGet,
+    /// `rss_set` (`ETHTOOL_SRSSH`).
+    RssSet,
+    /// `ntuple_get` (`ETHTOOL_GFEATURES`).
+    NtupleGet,
+    /// `ntuple_set` (`ETHTOOL_SFEATURES`).
+    NtupleSet,
+    /// `flow_rules` (`ETHTOOL_GRXCLSRLALL`).
+    FlowRules,
+    /// `flow_rule_insert` (`ETHTOOL_SRXCLSRLINS`).
+    FlowRuleInsert,
+    /// `flow_rule_delete` (`ETHTOOL_SRXCLSRLDEL`).
+    FlowRuleDelete,
+    /// `queues` (netdev queue-get dump).
+    Queues,
+    /// `bind_rx`.
+    BindRx,
+    /// A binding was dropped (its netlink socket closed).
+    Unbind,
+    /// `page_pools`.
+    PagePools,
+    /// `dev_info`.
+    DevInfo,
+}
+
+impl Op {
+    /// True for operations that change the NIC (sets, inserts, deletes, bind, unbind).
+    pub fn is_change(self) -> bool {
+        matches!(
+            self,
+            Op::HdsSet
+                | Op::ChannelsSet
+                | Op::RssSet
+                | Op::NtupleSet
+                | Op::FlowRuleInsert
+                | Op::FlowRuleDelete
+                | Op::BindRx
+                | Op::Unbind
+        )
+    }
+
+    /// How the real implementation reaches the kernel: `(family, op)` for netlink,
+    /// `(ioctl command, "")` for `SIOCETHTOOL`.
+    fn kernel_call(self) -> (&'static str, &'static str) {
+        match self {
+            Op::HdsGet => ("ethtool", "rings-get"),
+            Op::HdsSet => ("ethtool", "rings-set"),
+            Op::ChannelsGet => ("ethtool", "channels-get"),
+            Op::ChannelsSet => ("ethtool", "channels-set"),
+            Op::RssGet => ("ETHTOOL_GRSSH", ""),
+            Op::RssSet => ("ETHTOOL_SRSSH", ""),
+            Op::NtupleGet => ("ETHTOOL_GFEATURES", ""),
+            Op::NtupleSet => ("ETHTOOL_SFEATURES", ""),
+            Op::FlowRules => ("ETHTOOL_GRXCLSRLALL", ""),
+            Op::FlowRuleInsert => ("ETHTOOL_SRXCLSRLINS", ""),
+            Op::FlowRuleDelete => ("ETHTOOL_SRXCLSRLDEL", ""),
+            Op::Queues => ("netdev", "queue-get"),
+            Op::BindRx => ("netdev", "bind-rx"),
+            Op::Unbind => ("netdev", "unbind"),
+            Op::PagePools => ("netdev", "page-pool-get"),
+            Op::DevInfo => ("netdev", "dev-get"),
+        }
+    }
+}
+
+/// One journal entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// The operation.
+    pub op: Op,
+    /// Its arguments, compactly (e.g. `"enabled hds-thresh=0"`, `"equal 7"`, `"loc 3"`).
+    pub args: String,
+    /// The errno it failed with, `None` on success.
+    pub errno: Option<i32>,
+}
+
+/// Header-split state of a driver that has ring parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptedHds {
+    /// Whether the driver reports and accepts tcp-data-split.
+    pub split_supported: bool,
+    /// The configured mode (what user space last set; UNKNOWN = driver's choice). bind-rx
+    /// needs this to be ENABLED.
+    pub configured: TcpDataSplit,
+    /// What the driver does (and RINGS_GET reports) while `configured` is UNKNOWN.
+    pub auto: TcpDataSplit,
+    /// hds-thresh in bytes, `None` when the driver does not report it.
+    pub thresh: Option<u32>,
+    /// hds-thresh-max in bytes.
+    pub thresh_max: u32,
+}
+
+/// The NIC's whole state; [`ScriptedNic::state`] returns a copy for equality checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicState {
+    /// `None`: RINGS_GET/SET answer EOPNOTSUPP (veth).
+    pub hds: Option<ScriptedHds>,
+    /// `None`: CHANNELS_GET/SET answer EOPNOTSUPP (lo). RX queues = rx + combined.
+    pub channels: Option<Channels>,
+    /// The indirection table; `None`: GRSSH/SRSSH answer EOPNOTSUPP.
+    pub rss: Option<Vec<u32>>,
+    /// The `rx-ntuple-filter` feature; `None`: even reading it answers EOPNOTSUPP.
+    pub ntuple: Option<bool>,
+    /// The feature can be read but not changed and there is no rule table (veth: GFEATURES
+    /// works, SFEATURES reports the bit unchangeable, GRXCLSRLCNT answers EOPNOTSUPP).
+    pub ntuple_fixed: bool,
+    /// Installed ntuple rules by location (including other people's).
+    pub rules: BTreeMap<RuleLocation, FlowRule>,
+    /// Rule table size (locations `0..size`).
+    pub rule_table_size: u32,
+    /// Queues owned by someone else (RX queue index → owner).
+    pub foreign_owners: BTreeMap<u32, QueueOwner>,
+    /// RX queues bound by live bindings from this NIC (queue → binding id).
+    pub bound: BTreeMap<u32, u32>,
+    /// Whether the driver has queue-management ops (bind-rx gets past the device check).
+    pub devmem: bool,
+    /// Whether the kernel knows bind-rx attribute `rx-page-size` (5).
+    pub rx_page_size_known: bool,
+    /// Whether the driver accepts an rx-page-size (else EOPNOTSUPP).
+    pub rx_page_size_supported: bool,
+    /// What dev-get answers.
+    pub dev: DevInfo,
+    /// Page pools not tied to a binding.
+    pub page_pools: Vec<PagePoolInfo>,
+}
+
+/// Ways to make the scripted NIC break a kernel contract (or behave oddly), on purpose.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Quirks {
+    /// bind-rx accepts nests without id/type (binding no queues).
+    pub accept_empty_queue_nests: bool,
+    /// bind-rx accepts a device whose tcp-data-split is not configured ENABLED.
+    pub accept_bind_hds_off: bool,
+    /// channels-set accepts counts below a bound queue.
+    pub accept_channel_shrink: bool,
+    /// Rules with a source (5-tuple) are refused with EINVAL.
+    pub no_5tuple_rules: bool,
+    /// After an unbind, queue-get keeps showing the binding for this many queue-get calls
+    /// (asynchronous provider teardown).
+    pub unbind_linger_queries: u32,
+}
+
+#[derive(Debug)]
+struct Inner {
+    ifname: String,
+    ifindex: u32,
+    state: NicState,
+    quirks: Quirks,
+    journal: Vec<Call>,
+    counts: BTreeMap<Op, u64>,
+    inject: BTreeMap<(Op, u64), i32>,
+    next_binding: u32,
+    next_pool: u64,
+    /// Queue → (binding id, queue-get calls left) for bindings released but still visible.
+    lingering: BTreeMap<u32, (u32, u32)>,
+}
+
+impl Inner {
+    fn rx_queues(&self) -> u32 {
+        self.state.channels.as_ref().map_or(1, Channels::rx_queues)
+    }
+
+    fn tx_queues(&self) -> u32 {
+        self.state.channels.as_ref().map_or(1, |c| {
+            c.tx_count
+                .unwrap_or(0)
+                .saturating_add(c.combined_count.unwrap_or(0))
+        })
+    }
+
+    fn target(&self) -> String {
+        format!("{} (ifindex {})", self.ifname, self.ifindex)
+    }
+
+    /// The error `op` fails with, shaped as the real implementation's.
+    fn error(&self, op: Op, errno: i32, msg: Option<&str>) -> Error {
+        match op.kernel_call() {
+            (cmd, "") => Error::sys(
+                format!("ioctl(SIOCETHTOOL, {cmd}) on {}", self.ifname),
+                errno,
+            ),
+            (family, name) => Error::Netlink(Box::new(NlError {
+                family: family.into(),
+                op: name.into(),
+                target: self.target(),
+                errno,
+                ext_msg: msg.map(str::to_string),
+                bad_attr: None,
+                missing_attr: None,
+                missing_nest: None,
+            })),
+        }
+    }
+
+    fn rss_table(&self) -> Option<&Vec<u32>> {
+        self.state.rss.as_ref()
+    }
+}
+
+/// The scripted NIC; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct ScriptedNic {
+    inner: Rc<RefCell<Inner>>,
+    /// A copy of the (fixed) name, so `ifname()` can hand out a `&str`.
+    ifname: Rc<str>,
+}
+
+/// A binding handed out by [`ScriptedNic::bind_rx`]; dropping it unbinds its queues.
+#[derive(Debug)]
+pub struct ScriptedBinding {
+    id: u32,
+    nic: Rc<RefCell<Inner>>,
+}
+
+impl Binding for ScriptedBinding {
+    fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+impl Drop for ScriptedBinding {
+    fn drop(&mut self) {
+        // A binding outliving a borrow is impossible in single-threaded use; never panic.
+        let Ok(mut inner) = self.nic.try_borrow_mut() else {
+            return;
+        };
+        let queues: Vec<u32> = inner
+            .state
+            .bound
+            .iter()
+            .filter(|(_, id)| **id == self.id)
+            .map(|(q, _)| *q)
+            .collect();
+        let linger = inner.quirks.unbind_linger_queries;
+        for q in &queues {
+            inner.state.bound.remove(q);
+            if linger > 0 {
+                inner.lingering.insert(*q, (self.id, linger));
+            }
+        }
+        let id = self.id;
+        inner.state.page_pools.retain(|p| p.dmabuf != Some(id));
+        *inner.counts.entry(Op::Unbind).or_default() += 1;
+        inner.journal.push(Call {
+            op: Op::Unbind,
+            args: format!("id {id}"),
+            errno: None,
+        });
+    }
+}
+
+fn rss_args(t: &[u32]) -> String {
+    match equal_spread_of(&RssTable { indir: t.to_vec() }) {
+        Some(n) => format!("equal {n}"),
+        None => format!("{t:?}"),
+    }
+}
+
+fn split_name(s: TcpDataSplit) -> &'static str {
+    match s {
+        TcpDataSplit::Unknown => "unknown",
+        TcpDataSplit::Disabled => "disabled",
+        TcpDataSplit::Enabled => "enabled",
+    }
+}
+
+impl ScriptedNic {
+    /// A NIC from an explicit state.
+    pub fn new(ifname: &str, ifindex: u32, state: NicState) -> ScriptedNic {
+        ScriptedNic {
+            ifname: Rc::from(ifname),
+            inner: Rc::new(RefCell::new(Inner {
+                ifname: ifname.into(),
+                ifindex,
+                state,
+                quirks: Quirks::default(),
+                journal: Vec::new(),
+                counts: BTreeMap::new(),
+                inject: BTreeMap::new(),
+                next_binding: 1,
+                next_pool: 100,
+                lingering: BTreeMap::new(),
+            })),
+        }
+    }
+
+    /// A devmem-capable NIC (ifindex 4) with `rx_queues` combined channels (max 16):
+    /// header split supported, configured "unknown" with the driver defaulting to off,
+    /// hds-thresh 128 (max 1024); a 128-entry RSS table spread over all queues; ntuple off
+    /// and no rules (table of 16); no owners; rx-page-size unknown to the kernel; one page
+    /// pool per queue. [`with_foreign_rule`](Self::with_foreign_rule) adds someone else's
+    /// rule.
+    pub fn good(ifname: &str, rx_queues: u32) -> ScriptedNic {
+        let state = NicState {
+            hds: Some(ScriptedHds {
+                split_supported: true,
+                configured: TcpDataSplit::Unknown,
+                auto: TcpDataSplit::Disabled,
+                thresh: Some(128),
+                thresh_max: 1024,
+            }),
+            channels: Some(Channels {
+                combined_max: Some(16),
+                combined_count: Some(rx_queues),
+                ..Default::default()
+            }),
+            rss: Some((0..128u32).map(|i| i % rx_queues.max(1)).collect()),
+            ntuple: Some(false),
+            ntuple_fixed: false,
+            rules: BTreeMap::new(),
+            rule_table_size: 16,
+            foreign_owners: BTreeMap::new(),
+            bound: BTreeMap::new(),
+            devmem: true,
+            rx_page_size_known: false,
+            rx_page_size_supported: false,
+            dev: DevInfo {
+                ifindex: 4,
+                xdp_features: 0x2b,
+                xdp_zc_max_segs: Some(1),
+                xdp_rx_metadata_features: 0,
+                xsk_features: 0,
+            },
+            page_pools: (0..rx_queues)
+                .map(|q| PagePoolInfo {
+                    id: u64::from(q) + 1,
+                    ifindex: Some(4),
+                    napi_id: Some(u64::from(q) + 100),
+                    inflight: Some(0),
+                    inflight_mem: Some(0),
+                    detach_time: None,
+                    dmabuf: None,
+                    io_uring: false,
+                })
+                .collect(),
+        };
+        ScriptedNic::new(ifname, 4, state)
+    }
+
+    /// Turns ntuple on and installs someone else's rule (tcp6 port 22 → queue 0) at
+    /// location `loc`, as a NIC in use would have.
+    pub fn with_foreign_rule(self, loc: RuleLocation) -> ScriptedNic {
+        self.edit(|s| {
+            s.ntuple = Some(true);
+            s.rules.insert(
+                loc,
+                FlowRule {
+                    flow_type: FlowType::Tcp6,
+                    src: None,
+                    dst: (
+                        IpAddr::from([
+                            0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x99,
+                        ]),
+                        22,
+                    ),
+                    queue: 0,
+                },
+            );
+        });
+        self
+    }
+
+    /// A veth device as 6.18 answers for it (kernel-6.18-here.md §4): no ring parameters
+    /// (EOPNOTSUPP), rx/tx channels 1/1 of max 2, no RSS, the ntuple feature readable (off)
+    /// but not changeable and no rule table, no queue management.
+    pub fn veth(ifname: &str) -> ScriptedNic {
+        let state = NicState {
+            hds: None,
+            channels: Some(Channels {
+                rx_max: Some(2),
+                tx_max: Some(2),
+                rx_count: Some(1),
+                tx_count: Some(1),
+                ..Default::default()
+            }),
+            rss: None,
+            ntuple: Some(false),
+            ntuple_fixed: true,
+            rules: BTreeMap::new(),
+            rule_table_size: 0,
+            foreign_owners: BTreeMap::new(),
+            bound: BTreeMap::new(),
+            devmem: false,
+            rx_page_size_known: false,
+            rx_page_size_supported: false,
+            dev: DevInfo {
+                ifindex: 2,
+                xdp_features: 0x23,
+                xdp_zc_max_segs: None,
+                xdp_rx_metadata_features: 7,
+                xsk_features: 0,
+            },
+            page_pools: Vec::new(),
+        };
+        ScriptedNic::new(ifname, 2, state)
+    }
+
+    /// A copy of the whole state (without journal, counters or quirks).
+    pub fn state(&self) -> NicState {
+        self.inner.borrow().state.clone()
+    }
+
+    /// Changes the state directly (test setup; not journaled).
+    pub fn edit(&self, f: impl FnOnce(&mut NicState)) {
+        f(&mut self.inner.borrow_mut().state);
+    }
+
+    /// Replaces the quirks.
+    pub fn set_quirks(&self, q: Quirks) {
+        self.inner.borrow_mut().quirks = q;
+    }
+
+    /// Makes the `n`-th call (1-based, counted since the NIC was made) of `op` fail with
+    /// `errno`, before it changes anything.
+    pub fn fail_call(&self, op: Op, n: u64, errno: i32) {
+        self.inner.borrow_mut().inject.insert((op, n), errno);
+    }
+
+    /// Every call so far, in order.
+    pub fn journal(&self) -> Vec<Call> {
+        self.inner.borrow().journal.clone()
+    }
+
+    /// The calls that change the NIC (see [`Op::is_change`]), including failed ones.
+    pub fn changes(&self) -> Vec<Call> {
+        self.journal()
+            .into_iter()
+            .filter(|c| c.op.is_change())
+            .collect()
+    }
+
+    /// Forgets the journal (counters for [`fail_call`](Self::fail_call) keep running).
+    pub fn clear_journal(&self) {
+        self.inner.borrow_mut().journal.clear();
+    }
+
+    /// How many times `op` was called.
+    pub fn calls(&self, op: Op) -> u64 {
+        self.inner.borrow().counts.get(&op).copied().unwrap_or(0)
+    }
+
+    /// Journals `op`, applies failure injection, then runs `f` and records its errno.
+    fn call<R>(&self, op: Op, args: String, f: impl FnOnce(&mut Inner) -> Result<R>) -> Result<R> {
+        let mut inner = self
+            .inner
+            .try_borrow_mut()
+            .map_err(|_| Error::Failure("scripted NIC re-entered while borrowed".into()))?;
+        let n = {
+            let c = inner.counts.entry(op).or_default();
+            *c += 1;
+            *c
+        };
+        inner.journal.push(Call {
+            op,
+            args,
+            errno: None,
+        });
+        let r = match inner.inject.get(&(op, n)).copied() {
+            Some(errno) => Err(inner.error(op, errno, Some("injected failure"))),
+            None => f(&mut inner),
+        };
+        if let Err(e) = &r {
+            let errno = e.errno().unwrap_or(-1);
+            if let Some(last) = inner.journal.last_mut() {
+                last.errno = Some(errno);
+            }
+        }
+        r
+    }
+}
+
+impl NicOps for ScriptedNic {
+    fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    fn ifindex(&self) -> u32 {
+        self.inner.borrow().ifindex
+    }
+
+    fn hds_get(&mut self) -> Result<HdsConfig> {
+        self.call(Op::HdsGet, String::new(), |st| {
+            let Some(h) = &st.state.hds else {
+                return Err(st.error(Op::HdsGet, libc::EOPNOTSUPP, None));
+            };
+            let effective = if h.configured == TcpDataSplit::Unknown {
+                h.auto
+            } else {
+                h.configured
+            };
+            Ok(HdsConfig {
+                tcp_data_split: h.split_supported.then_some(effective),
+                hds_thresh: h.thresh,
+            })
+        })
+    }
+
+    fn hds_set(&mut self, split: TcpDataSplit, hds_thresh: Option<u32>) -> Result<()> {
+        let mut args = split_name(split).to_string();
+        if let Some(t) = hds_thresh {
+            args.push_str(&format!(" hds-thresh={t}"));
+        }
+        self.call(Op::HdsSet, args, |st| {
+            // A provider being torn down (still visible in queue-get) counts as bound.
+            let bound = !st.state.bound.is_empty() || !st.lingering.is_empty();
+            let err = |st: &Inner, errno, m: &str| st.error(Op::HdsSet, errno, Some(m));
+            let Some(h) = &st.state.hds else {
+                return Err(st.error(Op::HdsSet, libc::EOPNOTSUPP, None));
+            };
+            if !h.split_supported {
+                return Err(err(
+                    st,
+                    libc::EOPNOTSUPP,
+                    "setting TCP data split is not supported",
+                ));
+            }
+            if bound && split != TcpDataSplit::Enabled {
+                return Err(err(
+                    st,
+                    libc::EINVAL,
+                    "can't disable tcp-data-split while device has memory provider enabled",
+                ));
+            }
+            if let Some(t) = hds_thresh {
+                if h.thresh.is_none() {
+                    return Err(err(
+                        st,
+                        libc::EOPNOTSUPP,
+                        "setting hds-thresh is not supported",
+                    ));
+                }
+                if t > h.thresh_max {
+                    return Err(err(
+                        st,
+                        libc::ERANGE,
+                        "hds-thresh is greater than hds-thresh-max",
+                    ));
+                }
+                if bound && t != 0 {
+                    return Err(err(
+                        st,
+                        libc::EINVAL,
+                        "can't set non-zero hds_thresh while device is memory provider enabled",
+                    ));
+                }
+            }
+            if let Some(h) = st.state.hds.as_mut() {
+                h.configured = split;
+                if hds_thresh.is_some() {
+                    h.thresh = hds_thresh;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn channels_get(&mut self) -> Result<Channels> {
+        self.call(Op::ChannelsGet, String::new(), |st| {
+            st.state
+                .channels
+                .clone()
+                .ok_or_else(|| st.error(Op::ChannelsGet, libc::EOPNOTSUPP, None))
+        })
+    }
+
+    fn channels_set(&mut self, set: ChannelsSet) -> Result<()> {
+        let f = |n: &str, v: Option<u32>| v.map(|v| format!("{n}={v}"));
+        let args: Vec<String> = [
+            f("rx", set.rx),
+            f("tx", set.tx),
+            f("combined", set.combined),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        self.call(Op::ChannelsSet, args.join(" "), |st| {
+            let err = |st: &Inner, m: String| st.error(Op::ChannelsSet, libc::EINVAL, Some(&m));
+            let Some(old) = st.state.channels.clone() else {
+                return Err(st.error(Op::ChannelsSet, libc::EOPNOTSUPP, None));
+            };
+            for (v, max) in [
+                (set.rx, old.rx_max),
+                (set.tx, old.tx_max),
+                (set.combined, old.combined_max),
+            ] {
+                if let Some(v) = v {
+                    if v > max.unwrap_or(0) {
+                        return Err(err(st, "requested channel count exceeds maximum".into()));
+                    }
+                }
+            }
+            let new = Channels {
+                rx_count: set.rx.or(old.rx_count),
+                tx_count: set.tx.or(old.tx_count),
+                combined_count: set.combined.or(old.combined_count),
+                ..old.clone()
+            };
+            let rxq = new.rx_queues();
+            let txq = new
+                .tx_count
+                .unwrap_or(0)
+                .saturating_add(new.combined_count.unwrap_or(0));
+            if rxq == 0 || txq == 0 {
+                return Err(err(
+                    st,
+                    "requested channel counts would result in no RX or TX channel being configured"
+                        .into(),
+                ));
+            }
+            let provider_max = st
+                .state
+                .bound
+                .keys()
+                .chain(st.state.foreign_owners.keys())
+                .chain(st.lingering.keys())
+                .copied()
+                .max();
+            if let Some(q) = provider_max {
+                if q >= rxq && !st.quirks.accept_channel_shrink {
+                    return Err(err(
+                        st,
+                        format!(
+                            "requested channel counts are too low for existing memory provider setting ({q})"
+                        ),
+                    ));
+                }
+            }
+            if st.rss_table().and_then(|t| t.iter().max()).is_some_and(|&m| m >= rxq) {
+                return Err(err(
+                    st,
+                    "requested channel count is too low for existing indirection table settings"
+                        .into(),
+                ));
+            }
+            if st.state.rules.values().any(|r| r.queue >= rxq) {
+                return Err(err(
+                    st,
+                    "requested channel count is too low for existing ntuple filter settings".into(),
+                ));
+            }
+            st.state.channels = Some(new);
+            Ok(())
+        })
+    }
+
+    fn rss_get(&mut self) -> Result<RssTable> {
+        self.call(Op::RssGet, String::new(), |st| match st.rss_table() {
+            Some(t) => Ok(RssTable { indir: t.clone() }),
+            None => Err(st.error(Op::RssGet, libc::EOPNOTSUPP, None)),
+        })
+    }
+
+    fn rss_set(&mut self, table: &RssTable) -> Result<()> {
+        self.call(Op::RssSet, rss_args(&table.indir), |st| {
+            let rxq = st.rx_queues();
+            let Some(cur) = st.rss_table() else {
+                return Err(st.error(Op::RssSet, libc::EOPNOTSUPP, None));
+            };
+            if cur.len() != table.indir.len() || table.indir.iter().any(|&q| q >= rxq) {
+                return Err(st.error(Op::RssSet, libc::EINVAL, None));
+            }
+            st.state.rss = Some(table.indir.clone());
+            Ok(())
+        })
+    }
+
+    fn ntuple_get(&mut self) -> Result<bool> {
+        self.call(Op::NtupleGet, String::new(), |st| {
+            st.state
+                .ntuple
+                .ok_or_else(|| st.error(Op::NtupleGet, libc::EOPNOTSUPP, None))
+        })
+    }
+
+    fn ntuple_set(&mut self, on: bool) -> Result<()> {
+        self.call(Op::NtupleSet, if on { "on" } else { "off" }.into(), |st| {
+            if st.state.ntuple.is_none() || st.state.ntuple_fixed {
+                return Err(st.error(Op::NtupleSet, libc::EOPNOTSUPP, None));
+            }
+            st.state.ntuple = Some(on);
+            if !on {
+                // Drivers flush their rule table when ntuple goes off.
+                st.state.rules.clear();
+            }
+            Ok(())
+        })
+    }
+
+    fn flow_rules(&mut self) -> Result<(Vec<RuleLocation>, u32)> {
+        self.call(Op::FlowRules, String::new(), |st| {
+            if st.state.ntuple.is_none() || st.state.ntuple_fixed {
+                return Err(st.error(Op::FlowRules, libc::EOPNOTSUPP, None));
+            }
+            Ok((
+                st.state.rules.keys().copied().collect(),
+                st.state.rule_table_size,
+            ))
+        })
+    }
+
+    fn flow_rule_insert(&mut self, rule: &FlowRule) -> Result<RuleLocation> {
+        self.call(Op::FlowRuleInsert, describe_rule(rule), |st| {
+            if st.state.ntuple != Some(true) || st.state.ntuple_fixed {
+                return Err(st.error(Op::FlowRuleInsert, libc::EOPNOTSUPP, None));
+            }
+            let family_ok = |ip: &IpAddr| match rule.flow_type {
+                FlowType::Tcp4 => ip.is_ipv4(),
+                FlowType::Tcp6 => ip.is_ipv6(),
+            };
+            if rule.queue >= st.rx_queues()
+                || !family_ok(&rule.dst.0)
+                || rule.src.is_some_and(|(ip, _)| !family_ok(&ip))
+                || (rule.src.is_some() && st.quirks.no_5tuple_rules)
+            {
+                return Err(st.error(Op::FlowRuleInsert, libc::EINVAL, None));
+            }
+            let Some(loc) = (0..st.state.rule_table_size).find(|l| !st.state.rules.contains_key(l))
+            else {
+                return Err(st.error(Op::FlowRuleInsert, libc::ENOSPC, None));
+            };
+            st.state.rules.insert(loc, rule.clone());
+            Ok(loc)
+        })
+    }
+
+    fn flow_rule_delete(&mut self, loc: RuleLocation) -> Result<()> {
+        self.call(Op::FlowRuleDelete, format!("loc {loc}"), |st| {
+            if st.state.ntuple.is_none() || st.state.ntuple_fixed {
+                return Err(st.error(Op::FlowRuleDelete, libc::EOPNOTSUPP, None));
+            }
+            if st.state.rules.remove(&loc).is_none() {
+                return Err(st.error(Op::FlowRuleDelete, libc::ENOENT, None));
+            }
+            Ok(())
+        })
+    }
+
+    fn queues(&mut self) -> Result<Vec<QueueInfo>> {
+        self.call(Op::Queues, String::new(), |st| {
+            let mut v = Vec::new();
+            let mut lingering = std::mem::take(&mut st.lingering);
+            for q in 0..st.rx_queues() {
+                let mut info = QueueInfo {
+                    id: q,
+                    queue_type: QueueType::Rx,
+                    ifindex: st.ifindex,
+                    napi_id: Some(100 + q),
+                    dmabuf: st.state.bound.get(&q).copied(),
+                    io_uring: false,
+                    xsk: false,
+                };
+                match st.state.foreign_owners.get(&q) {
+                    Some(QueueOwner::Dmabuf(id)) => info.dmabuf = Some(*id),
+                    Some(QueueOwner::IoUring) => info.io_uring = true,
+                    Some(QueueOwner::Xsk) => info.xsk = true,
+                    None => {}
+                }
+                if let Some((id, left)) = lingering.get_mut(&q) {
+                    info.dmabuf = info.dmabuf.or(Some(*id));
+                    *left -= 1;
+                }
+                v.push(info);
+            }
+            lingering.retain(|_, (_, left)| *left > 0);
+            st.lingering = lingering;
+            for q in 0..st.tx_queues() {
+                v.push(QueueInfo {
+                    id: q,
+                    queue_type: QueueType::Tx,
+                    ifindex: st.ifindex,
+                    napi_id: Some(100 + q),
+                    dmabuf: None,
+                    io_uring: false,
+                    xsk: false,
+                });
+            }
+            Ok(v)
+        })
+    }
+
+    fn bind_rx(&mut self, req: &BindRxRequest) -> Result<Box<dyn Binding>> {
+        let rc = self.inner.clone();
+        let args = req.target();
+        self.call(Op::BindRx, args, move |st| {
+            let err = |st: &Inner, errno, m: Option<&str>| st.error(Op::BindRx, errno, m);
+            if !st.state.devmem {
+                return Err(err(st, libc::EOPNOTSUPP, None));
+            }
+            if req.rx_page_size.is_some() && !st.state.rx_page_size_known {
+                return Err(err(st, libc::EINVAL, Some("Unknown attribute type")));
+            }
+            let Some(fd) = req.fd else {
+                return Err(err(st, libc::EINVAL, None));
+            };
+            if req.queues.is_empty() {
+                return Err(err(st, libc::EINVAL, None));
+            }
+            if let Some(size) = req.rx_page_size {
+                if !size.is_power_of_two() {
+                    return Err(err(
+                        st,
+                        libc::EINVAL,
+                        Some("rx-page-size must be a power of 2"),
+                    ));
+                }
+                if !st.state.rx_page_size_supported {
+                    return Err(err(st, libc::EOPNOTSUPP, None));
+                }
+            }
+            let mut queues = Vec::new();
+            for nest in &req.queues {
+                match (nest.id, nest.queue_type) {
+                    (Some(id), Some(0)) => {
+                        if id >= st.rx_queues() {
+                            return Err(err(st, libc::ERANGE, Some("rx queue index out of range")));
+                        }
+                        queues.push(id);
+                    }
+                    (None, _) | (_, None) if st.quirks.accept_empty_queue_nests => {}
+                    _ => return Err(err(st, libc::EINVAL, None)),
+                }
+            }
+            if fd == u32::MAX {
+                return Err(err(st, libc::EBADF, None));
+            }
+            let hds_enabled = st
+                .state
+                .hds
+                .as_ref()
+                .is_some_and(|h| h.configured == TcpDataSplit::Enabled);
+            if !hds_enabled && !st.quirks.accept_bind_hds_off {
+                return Err(err(st, libc::EINVAL, Some("tcp-data-split is disabled")));
+            }
+            if st
+                .state
+                .hds
+                .as_ref()
+                .and_then(|h| h.thresh)
+                .is_some_and(|t| t != 0)
+                && !st.quirks.accept_bind_hds_off
+            {
+                return Err(err(st, libc::EINVAL, Some("hds-thresh is not zero")));
+            }
+            for q in &queues {
+                let owner = st
+                    .state
+                    .foreign_owners
+                    .get(q)
+                    .copied()
+                    .or_else(|| st.state.bound.get(q).map(|id| QueueOwner::Dmabuf(*id)))
+                    .or_else(|| st.lingering.get(q).map(|(id, _)| QueueOwner::Dmabuf(*id)));
+                match owner {
+                    Some(QueueOwner::Xsk) => {
+                        return Err(err(
+                            st,
+                            libc::EBUSY,
+                            Some("designated queue already in use by AF_XDP"),
+                        ))
+                    }
+                    Some(_) => {
+                        return Err(err(
+                            st,
+                            libc::EEXIST,
+                            Some("designated queue already memory provider bound"),
+                        ))
+                    }
+                    None => {}
+                }
+            }
+            let id = st.next_binding;
+            st.next_binding += 1;
+            for q in &queues {
+                st.state.bound.insert(*q, id);
+                let pool = st.next_pool;
+                st.next_pool += 1;
+                st.state.page_pools.push(PagePoolInfo {
+                    id: pool,
+                    ifindex: Some(st.ifindex),
+                    napi_id: Some(u64::from(100 + q)),
+                    inflight: Some(0),
+                    inflight_mem: Some(0),
+                    detach_time: None,
+                    dmabuf: Some(id),
+                    io_uring: false,
+                });
+            }
+            Ok(Box::new(ScriptedBinding { id, nic: rc }) as Box<dyn Binding>)
+        })
+    }
+
+    fn page_pools(&mut self) -> Result<Vec<PagePoolInfo>> {
+        self.call(Op::PagePools, String::new(), |st| {
+            Ok(st.state.page_pools.clone())
+        })
+    }
+
+    fn dev_info(&mut self) -> Result<DevInfo> {
+        self.call(Op::DevInfo, String::new(), |st| Ok(st.state.dev.clone()))
+    }
+}

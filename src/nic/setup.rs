@@ -1,0 +1,469 @@
+//! The devmem server's NIC setup, in C ncdevmem's order (kernel-abi.md §8.2 server step 1),
+//! and its undo in reverse (step 5), on every exit.
+//!
+//! Setup: header split on → RSS spread over queues `[0, start)` → ntuple feature on (only if
+//! off) → one flow rule steering the connection to queue `start` (5-tuple with `-c`, else or
+//! on refusal 3-tuple) → bind-rx. Teardown: unbind (close the binding's netlink socket) and
+//! wait until queue-get shows the queues free → delete our rule → ntuple back off → original
+//! RSS table → header split restored. The binding goes first because the kernel refuses to
+//! disable header split (or set a non-zero hds-thresh) while a memory provider is bound.
+//!
+//! Which steps are mandatory for devmem, and what a refusal means:
+//! - header split: mandatory (bind-rx checks it); EOPNOTSUPP → skip;
+//! - RSS exclusion: mandatory (otherwise RSS sends other flows' packets to the bound
+//!   queues); EOPNOTSUPP → skip;
+//! - ntuple feature: EOPNOTSUPP from reading it → skip ("driver has no ntuple filters");
+//! - flow rule: mandatory (otherwise the flow lands on other queues: "flow steering
+//!   error"); EOPNOTSUPP → skip;
+//! - bind-rx: EOPNOTSUPP → skip ("device does not support devmem RX"), EPERM → skip.
+//!
+//! Any other refusal is a failure (exit 1). Either way every step already done is undone.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use super::guards::{
+    describe_hds, describe_rule, log_stderr, unsupported_is_skip, FlowRuleGuard, HdsGuard,
+    NtupleFeatureGuard, RssGuard, SharedNic,
+};
+use super::queues::{describe_owned, wait_queues_free, QUEUE_FREE_WAIT};
+use super::{Binding, FlowRule, FlowType, RuleLocation};
+use crate::error::{Error, Result};
+use crate::netlink::netdev::BindRxRequest;
+
+/// The flow the server steers to its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowTarget {
+    /// `-s`: the server (local, destination) address.
+    pub server: IpAddr,
+    /// `-c`: the client (source) address, for a 5-tuple rule.
+    pub client: Option<IpAddr>,
+    /// `-p`: destination port, and source port of the 5-tuple rule (C uses the same port).
+    pub port: u16,
+}
+
+/// The rules to try, in order: with a client address of the server's family, the 5-tuple
+/// rule (src-ip, dst-ip, src-port, dst-port), then the 3-tuple rule (dst-ip, dst-port). IPv4
+/// and IPv4-mapped addresses give `tcp4` rules with the plain IPv4 address, others `tcp6`.
+pub fn flow_rules_for(t: &FlowTarget, queue: u32) -> Vec<FlowRule> {
+    let server = t.server.to_canonical();
+    let flow_type = if server.is_ipv4() {
+        FlowType::Tcp4
+    } else {
+        FlowType::Tcp6
+    };
+    let mut rules = Vec::new();
+    if let Some(c) = t.client.map(|c| c.to_canonical()) {
+        if c.is_ipv4() == server.is_ipv4() {
+            rules.push(FlowRule {
+                flow_type,
+                src: Some((c, t.port)),
+                dst: (server, t.port),
+                queue,
+            });
+        }
+    }
+    rules.push(FlowRule {
+        flow_type,
+        src: None,
+        dst: (server, t.port),
+        queue,
+    });
+    rules
+}
+
+/// What the server changes on the NIC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerPlan {
+    /// First RX queue to bind; RSS is spread over `[0, start)`; the flow rule targets it.
+    pub start_queue: u32,
+    /// Number of RX queues to bind.
+    pub num_queues: u32,
+    /// The flow to steer.
+    pub flow: FlowTarget,
+    /// `-n`: change nothing but the binding.
+    pub skip_nic_config: bool,
+}
+
+/// Maps a bind-rx refusal that means "this host/device cannot do devmem" to a skip:
+/// EPERM, EOPNOTSUPP ("device does not support devmem RX", with the kernel's extack), and an
+/// unknown `rx-page-size` attribute on a kernel that predates it. Everything else stays.
+pub fn bind_refusal(e: Error, req: &BindRxRequest) -> Error {
+    if let Some(reason) = bind_unsupported_reason(&e, req) {
+        return Error::Skip(reason);
+    }
+    e
+}
+
+/// The reason a bind-rx refusal is a missing capability rather than a failure, if it is one.
+pub fn bind_unsupported_reason(e: &Error, req: &BindRxRequest) -> Option<String> {
+    match e.errno() {
+        Some(libc::EPERM) => Some(format!("bind-rx needs CAP_NET_ADMIN: {e}")),
+        Some(libc::EOPNOTSUPP) if req.rx_page_size.is_some() => Some(format!(
+            "device does not support devmem RX with rx-page-size {}: {e}",
+            req.rx_page_size.unwrap_or(0)
+        )),
+        Some(libc::EOPNOTSUPP) => Some(format!("device does not support devmem RX: {e}")),
+        Some(libc::EINVAL)
+            if req.rx_page_size.is_some()
+                && matches!(e, Error::Netlink(nl)
+                    if nl.ext_msg.as_deref() == Some("Unknown attribute type")) =>
+        {
+            Some(format!(
+                "this kernel does not know bind-rx attribute rx-page-size (-b needs a newer \
+                 kernel): {e}"
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Every NIC change of one run, as undo guards. Fields are declared in teardown order (Rust
+/// drops fields in declaration order), which is the reverse of setup order; the explicit
+/// [`finish`](Self::finish) and `Drop` follow the same order and also wait, after unbinding,
+/// until queue-get shows the queues free.
+#[derive(Debug)]
+pub struct NicSetup {
+    /// Dropped first: closing its netlink socket unbinds.
+    binding: Option<Box<dyn Binding>>,
+    bound_queues: Vec<u32>,
+    flow_rule: Option<FlowRuleGuard>,
+    ntuple: Option<NtupleFeatureGuard>,
+    rss: Option<RssGuard>,
+    /// Restored last: the kernel refuses to turn header split off while bound.
+    hds: Option<HdsGuard>,
+    nic: SharedNic,
+    quiet: bool,
+    teardown_wait: Duration,
+}
+
+impl NicSetup {
+    /// No changes yet.
+    pub fn new(nic: SharedNic) -> NicSetup {
+        NicSetup {
+            binding: None,
+            bound_queues: Vec::new(),
+            flow_rule: None,
+            ntuple: None,
+            rss: None,
+            hds: None,
+            nic,
+            quiet: false,
+            teardown_wait: QUEUE_FREE_WAIT,
+        }
+    }
+
+    /// Suppresses the progress lines on stderr (undo failures are still logged).
+    pub fn quiet(mut self, quiet: bool) -> NicSetup {
+        self.quiet = quiet;
+        self
+    }
+
+    /// How long teardown waits for unbound queues to show free (default 2 s).
+    pub fn teardown_wait(mut self, wait: Duration) -> NicSetup {
+        self.teardown_wait = wait;
+        self
+    }
+
+    /// The NIC.
+    pub fn nic(&self) -> &SharedNic {
+        &self.nic
+    }
+
+    fn log(&self, line: &str) {
+        if !self.quiet {
+            log_stderr(line);
+        }
+    }
+
+    /// Turns header split on (tcp-data-split enabled, hds-thresh 0 if reported).
+    ///
+    /// Errors: `Error::Skip` when the driver does not support it; kernel errors otherwise.
+    pub fn enable_hds(&mut self) -> Result<()> {
+        let ifname = self.nic.ifname().to_string();
+        let g = HdsGuard::enable(&self.nic)
+            .map_err(|e| unsupported_is_skip(e, &ifname, "header split (tcp-data-split)"))?;
+        if g.changed() {
+            self.log(&format!(
+                "{ifname}: header split on (was: {})",
+                describe_hds(&g.old())
+            ));
+        }
+        self.hds = Some(g);
+        Ok(())
+    }
+
+    /// Spreads the RSS indirection table over queues `[0, start)`.
+    ///
+    /// Errors: `Error::Skip` when the driver has no RSS table; `Error::Usage` for start 0.
+    pub fn exclude_from_rss(&mut self, start: u32) -> Result<()> {
+        let ifname = self.nic.ifname().to_string();
+        let g = RssGuard::spread(&self.nic, start)
+            .map_err(|e| unsupported_is_skip(e, &ifname, "the RSS indirection table"))?;
+        if g.changed() {
+            self.log(&format!(
+                "{ifname}: RSS spread over queues 0..{start} (original table saved)"
+            ));
+        }
+        self.rss = Some(g);
+        Ok(())
+    }
+
+    /// Turns the ntuple feature on if it is off.
+    ///
+    /// Errors: `Error::Skip` when the driver has no ntuple filters.
+    pub fn enable_ntuple(&mut self) -> Result<()> {
+        let ifname = self.nic.ifname().to_string();
+        let g = NtupleFeatureGuard::enable(&self.nic)
+            .map_err(|e| unsupported_is_skip(e, &ifname, "ntuple filters (rx-ntuple-filter)"))?;
+        if g.changed() {
+            self.log(&format!("{ifname}: ntuple feature on"));
+        }
+        self.ntuple = Some(g);
+        Ok(())
+    }
+
+    /// Inserts the first of `rules` the driver accepts (C: 5-tuple, then 3-tuple) and returns
+    /// its location.
+    ///
+    /// Errors: `Error::Skip` when the driver answers EOPNOTSUPP to the last rule; the last
+    /// refusal otherwise.
+    pub fn steer_flow(&mut self, rules: &[FlowRule]) -> Result<RuleLocation> {
+        let ifname = self.nic.ifname().to_string();
+        let mut last = None;
+        for rule in rules {
+            match FlowRuleGuard::insert(&self.nic, rule) {
+                Ok(g) => {
+                    let loc = g.location();
+                    self.log(&format!(
+                        "{ifname}: ntuple rule {} at location {loc}",
+                        describe_rule(rule)
+                    ));
+                    self.flow_rule = Some(g);
+                    return Ok(loc);
+                }
+                Err(e) => {
+                    self.log(&format!(
+                        "{ifname}: ntuple rule {} refused: {e}",
+                        describe_rule(rule)
+                    ));
+                    last = Some(e);
+                }
+            }
+        }
+        let e = last.unwrap_or_else(|| Error::Failure("no flow rule to insert".into()));
+        Err(unsupported_is_skip(e, &ifname, "ntuple flow steering"))
+    }
+
+    /// The whole server setup (unless `plan.skip_nic_config`): header split, RSS, ntuple
+    /// feature, flow rule to `plan.start_queue`.
+    ///
+    /// Errors: the first step's error (see the module docs); steps already done stay recorded
+    /// and are undone by [`finish`](Self::finish) or `Drop`.
+    pub fn configure_server(&mut self, plan: &ServerPlan) -> Result<()> {
+        if plan.skip_nic_config {
+            self.log(&format!(
+                "{}: -n: NIC configuration skipped (header split, RSS, flow rule)",
+                self.nic.ifname()
+            ));
+            return Ok(());
+        }
+        self.enable_hds()?;
+        self.exclude_from_rss(plan.start_queue)?;
+        self.enable_ntuple()?;
+        self.steer_flow(&flow_rules_for(&plan.flow, plan.start_queue))?;
+        Ok(())
+    }
+
+    /// bind-rx; the binding is kept until teardown. Returns the binding id.
+    ///
+    /// Errors: [`bind_refusal`] skips; other kernel errors.
+    pub fn bind(&mut self, req: &BindRxRequest) -> Result<u32> {
+        let binding = self
+            .nic
+            .with(|n| n.bind_rx(req))
+            .map_err(|e| bind_refusal(e, req))?;
+        let id = binding.id();
+        self.bound_queues = req.queues.iter().filter_map(|q| q.id).collect();
+        self.binding = Some(binding);
+        Ok(id)
+    }
+
+    /// Drops the binding (closing its netlink socket unbinds) and waits up to the teardown
+    /// wait until queue-get shows its queues free. Returns a warning if they stay owned.
+    fn release_binding(&mut self) -> Option<String> {
+        let binding = self.binding.take()?;
+        drop(binding);
+        let queues = std::mem::take(&mut self.bound_queues);
+        let wait = self.teardown_wait;
+        match self.nic.with(|n| wait_queues_free(n, &queues, wait)) {
+            Ok(still) if still.is_empty() => None,
+            Ok(still) => Some(format!(
+                "{}: {} still owned {} ms after unbinding",
+                self.nic.ifname(),
+                describe_owned(&still),
+                wait.as_millis()
+            )),
+            Err(e) => Some(format!(
+                "{}: could not check that the queues are free after unbinding: {e}",
+                self.nic.ifname()
+            )),
+        }
+    }
+
+    /// Unbinds now (before the rest of the teardown).
+    pub fn unbind(&mut self) {
+        if let Some(w) = self.release_binding() {
+            log_stderr(&w);
+        }
+    }
+
+    /// Undoes everything in reverse setup order, trying every step even when one fails.
+    ///
+    /// Errors: the undo failure (each names the `ethtool` command to fix it by hand); several
+    /// are joined into one `Error::Failure`.
+    pub fn finish(mut self) -> Result<()> {
+        self.unbind();
+        let mut errors = Vec::new();
+        if let Some(g) = self.flow_rule.take() {
+            errors.extend(g.restore().err());
+        }
+        if let Some(g) = self.ntuple.take() {
+            errors.extend(g.restore().err());
+        }
+        if let Some(g) = self.rss.take() {
+            errors.extend(g.restore().err());
+        }
+        if let Some(g) = self.hds.take() {
+            errors.extend(g.restore().err());
+        }
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(Error::Failure(
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )),
+        }
+    }
+}
+
+impl Drop for NicSetup {
+    /// Best-effort teardown on error paths, panics and signals: the same order as
+    /// [`finish`](NicSetup::finish); each guard logs what it could not undo.
+    fn drop(&mut self) {
+        self.unbind();
+        drop(self.flow_rule.take());
+        drop(self.ntuple.take());
+        drop(self.rss.take());
+        drop(self.hds.take());
+    }
+}
+
+/// The server's NIC part around `body`: configure (unless `-n`), bind, run `body` with the
+/// binding id, then undo everything in reverse order — on success, on error, on a stop signal
+/// (the receive loop returns `Error::Interrupted`) and, through `Drop`, on a panic.
+///
+/// Errors: the first of: setup/bind error, `body`'s error, undo error (an undo error after
+/// another error is logged).
+pub fn run_with_setup<R>(
+    nic: &SharedNic,
+    plan: &ServerPlan,
+    req: &BindRxRequest,
+    quiet: bool,
+    teardown_wait: Duration,
+    body: impl FnOnce(u32) -> Result<R>,
+) -> Result<R> {
+    let mut setup = NicSetup::new(nic.clone())
+        .quiet(quiet)
+        .teardown_wait(teardown_wait);
+    let result = (|| {
+        setup.configure_server(plan)?;
+        let id = setup.bind(req)?;
+        body(id)
+    })();
+    let restored = setup.finish();
+    match (result, restored) {
+        (Ok(r), Ok(())) => Ok(r),
+        (Ok(_), Err(e)) => Err(e),
+        (Err(e), Ok(())) => Err(e),
+        (Err(e), Err(undo)) => {
+            log_stderr(&undo.to_string());
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_follow_the_address_family() {
+        let t = FlowTarget {
+            server: "::ffff:192.0.2.1".parse().unwrap(),
+            client: Some("192.0.2.2".parse().unwrap()),
+            port: 5201,
+        };
+        let r = flow_rules_for(&t, 7);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].flow_type, FlowType::Tcp4);
+        assert_eq!(r[0].src, Some(("192.0.2.2".parse().unwrap(), 5201)));
+        assert_eq!(r[0].dst, ("192.0.2.1".parse().unwrap(), 5201));
+        assert_eq!(r[1].src, None);
+        assert_eq!(r[1].queue, 7);
+
+        let t6 = FlowTarget {
+            server: "2001:db8::1".parse().unwrap(),
+            client: Some("192.0.2.2".parse().unwrap()),
+            port: 9,
+        };
+        let r = flow_rules_for(&t6, 3);
+        assert_eq!(r.len(), 1, "a v4 client cannot go into a tcp6 rule");
+        assert_eq!(r[0].flow_type, FlowType::Tcp6);
+        let t6 = FlowTarget { client: None, ..t6 };
+        assert_eq!(flow_rules_for(&t6, 3).len(), 1);
+    }
+
+    #[test]
+    fn bind_refusals_that_are_skips() {
+        let req = BindRxRequest {
+            ifindex: 4,
+            ifname: None,
+            fd: Some(3),
+            queues: vec![],
+            rx_page_size: Some(16384),
+        };
+        let nl = |errno, msg: Option<&str>| {
+            Error::Netlink(Box::new(crate::error::NlError {
+                family: "netdev".into(),
+                op: "bind-rx".into(),
+                target: String::new(),
+                errno,
+                ext_msg: msg.map(str::to_string),
+                bad_attr: None,
+                missing_attr: None,
+                missing_nest: None,
+            }))
+        };
+        let e = bind_refusal(nl(libc::EINVAL, Some("Unknown attribute type")), &req);
+        assert!(
+            e.to_string()
+                .contains("does not know bind-rx attribute rx-page-size"),
+            "{e}"
+        );
+        let e = bind_refusal(nl(libc::EOPNOTSUPP, None), &req);
+        assert!(e.to_string().contains("with rx-page-size 16384"), "{e}");
+        let e = bind_refusal(nl(libc::EINVAL, Some("tcp-data-split is disabled")), &req);
+        assert_eq!(e.exit_code(), crate::error::EXIT_FAIL);
+        let plain = BindRxRequest {
+            rx_page_size: None,
+            ..req
+        };
+        let e = bind_refusal(nl(libc::EPERM, None), &plain);
+        assert_eq!(e.exit_code(), crate::error::EXIT_SKIP);
+    }
+}

@@ -1,0 +1,319 @@
+//! A NIC state snapshot (header split, channel counts, RSS indirection table, ntuple feature
+//! and rule locations) read through [`NicOps`], and a readable comparison. `--verify-restore`
+//! takes one before the run and one after the unwind and fails the run when they differ.
+
+use std::fmt;
+
+use super::guards::{equal_spread_of, split_cli, SharedNic};
+use super::{HdsConfig, NicOps, RssTable, RuleLocation};
+use crate::error::{Error, Result};
+use crate::netlink::ethtool::Channels;
+
+/// One fact read from the NIC: its value, "the driver does not support this" (EOPNOTSUPP),
+/// or another error (as text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fact<T> {
+    /// The value the kernel reported.
+    Known(T),
+    /// The driver answered EOPNOTSUPP; the text is the kernel's answer.
+    Unsupported(String),
+    /// Any other error, as text.
+    Failed(String),
+}
+
+impl<T> Fact<T> {
+    /// Files a kernel answer: `Ok` → `Known`, EOPNOTSUPP → `Unsupported`, else `Failed`.
+    pub fn from_result(r: Result<T>) -> Fact<T> {
+        match r {
+            Ok(v) => Fact::Known(v),
+            Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => Fact::Unsupported(e.to_string()),
+            Err(e) => Fact::Failed(e.to_string()),
+        }
+    }
+
+    /// The value, if known.
+    pub fn known(&self) -> Option<&T> {
+        match self {
+            Fact::Known(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// The channel counts that can change (not the maxima).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelCounts {
+    /// rx-count.
+    pub rx: Option<u32>,
+    /// tx-count.
+    pub tx: Option<u32>,
+    /// other-count.
+    pub other: Option<u32>,
+    /// combined-count.
+    pub combined: Option<u32>,
+}
+
+impl From<&Channels> for ChannelCounts {
+    fn from(c: &Channels) -> Self {
+        ChannelCounts {
+            rx: c.rx_count,
+            tx: c.tx_count,
+            other: c.other_count,
+            combined: c.combined_count,
+        }
+    }
+}
+
+impl fmt::Display for ChannelCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+        write!(
+            f,
+            "rx {} tx {} other {} combined {}",
+            o(self.rx),
+            o(self.tx),
+            o(self.other),
+            o(self.combined)
+        )
+    }
+}
+
+/// What the NIC looked like at one moment, as far as this tool changes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicSnapshot {
+    /// Header split (RINGS_GET).
+    pub hds: Fact<HdsConfig>,
+    /// Channel counts (CHANNELS_GET).
+    pub channels: Fact<ChannelCounts>,
+    /// RSS indirection table (GRSSH).
+    pub rss: Fact<RssTable>,
+    /// The `rx-ntuple-filter` feature.
+    pub ntuple: Fact<bool>,
+    /// Locations of installed ntuple rules (anyone's), ascending.
+    pub rules: Fact<Vec<RuleLocation>>,
+}
+
+impl NicSnapshot {
+    /// Reads every item; an item the driver does not support is `Unsupported`.
+    pub fn take(nic: &mut dyn NicOps) -> NicSnapshot {
+        NicSnapshot {
+            hds: Fact::from_result(nic.hds_get()),
+            channels: Fact::from_result(nic.channels_get().map(|c| ChannelCounts::from(&c))),
+            rss: Fact::from_result(nic.rss_get()),
+            ntuple: Fact::from_result(nic.ntuple_get()),
+            rules: Fact::from_result(nic.flow_rules().map(|(mut l, _)| {
+                l.sort_unstable();
+                l
+            })),
+        }
+    }
+
+    /// The differences from `self` (before) to `after`, one readable line each; empty when
+    /// equal. An item that could not be read on either side counts as a difference (the
+    /// restore cannot be proven).
+    pub fn diff(&self, after: &NicSnapshot) -> Vec<String> {
+        let mut out = Vec::new();
+        diff_item(
+            &mut out,
+            "header split",
+            &self.hds,
+            &after.hds,
+            |a, b, out| {
+                if a.tcp_data_split != b.tcp_data_split {
+                    out.push(format!(
+                        "header split: tcp-data-split was {}, now {}",
+                        split_cli(a.tcp_data_split),
+                        split_cli(b.tcp_data_split)
+                    ));
+                }
+                if a.hds_thresh != b.hds_thresh {
+                    let o =
+                        |v: Option<u32>| v.map_or_else(|| "not reported".into(), |v| v.to_string());
+                    out.push(format!(
+                        "header split: hds-thresh was {}, now {}",
+                        o(a.hds_thresh),
+                        o(b.hds_thresh)
+                    ));
+                }
+            },
+        );
+        diff_item(
+            &mut out,
+            "channels",
+            &self.channels,
+            &after.channels,
+            |a, b, out| {
+                out.push(format!("channels: were {a}, now {b}"));
+            },
+        );
+        diff_item(
+            &mut out,
+            "RSS indirection table",
+            &self.rss,
+            &after.rss,
+            |a, b, out| {
+                out.push(describe_rss_diff(a, b));
+            },
+        );
+        diff_item(
+            &mut out,
+            "ntuple feature",
+            &self.ntuple,
+            &after.ntuple,
+            |a, b, out| {
+                let s = |v: &bool| if *v { "on" } else { "off" };
+                out.push(format!("ntuple feature: was {}, now {}", s(a), s(b)));
+            },
+        );
+        diff_item(
+            &mut out,
+            "ntuple rules",
+            &self.rules,
+            &after.rules,
+            |a, b, out| {
+                let added: Vec<String> = b
+                    .iter()
+                    .filter(|l| !a.contains(l))
+                    .map(|l| l.to_string())
+                    .collect();
+                let gone: Vec<String> = a
+                    .iter()
+                    .filter(|l| !b.contains(l))
+                    .map(|l| l.to_string())
+                    .collect();
+                let mut parts = Vec::new();
+                if !added.is_empty() {
+                    parts.push(format!("added at location(s) {}", added.join(", ")));
+                }
+                if !gone.is_empty() {
+                    parts.push(format!("removed from location(s) {}", gone.join(", ")));
+                }
+                out.push(format!("ntuple rules: {}", parts.join("; ")));
+            },
+        );
+        out
+    }
+}
+
+fn diff_item<T: PartialEq>(
+    out: &mut Vec<String>,
+    what: &str,
+    a: &Fact<T>,
+    b: &Fact<T>,
+    values: impl FnOnce(&T, &T, &mut Vec<String>),
+) {
+    match (a, b) {
+        (Fact::Known(x), Fact::Known(y)) => {
+            if x != y {
+                values(x, y, out);
+            }
+        }
+        (Fact::Unsupported(_), Fact::Unsupported(_)) => {}
+        (Fact::Failed(e), _) => out.push(format!("{what}: could not read it before the run: {e}")),
+        (_, Fact::Failed(e)) => out.push(format!("{what}: could not read it after the run: {e}")),
+        (Fact::Known(_), Fact::Unsupported(_)) => out.push(format!(
+            "{what}: was readable before the run, unsupported after"
+        )),
+        (Fact::Unsupported(_), Fact::Known(_)) => out.push(format!(
+            "{what}: was unsupported before the run, readable after"
+        )),
+    }
+}
+
+fn describe_rss_diff(a: &RssTable, b: &RssTable) -> String {
+    let shape = |t: &RssTable| match equal_spread_of(t) {
+        Some(n) => format!("{} entries over queues 0..{n}", t.indir.len()),
+        None => format!("{} entries, custom", t.indir.len()),
+    };
+    if a.indir.len() != b.indir.len() {
+        return format!("RSS indirection table: was {}, now {}", shape(a), shape(b));
+    }
+    let differ: Vec<usize> = (0..a.indir.len())
+        .filter(|&i| a.indir[i] != b.indir[i])
+        .collect();
+    let first = differ[0];
+    format!(
+        "RSS indirection table: {} of {} entries differ (entry {first} was queue {}, now {}); was {}, now {}",
+        differ.len(),
+        a.indir.len(),
+        a.indir[first],
+        b.indir[first],
+        shape(a),
+        shape(b)
+    )
+}
+
+/// `--verify-restore`: reads the NIC again and compares it with `before`.
+///
+/// Errors: `Error::Failure` listing every difference ("NIC not restored: …").
+pub fn verify_restored(nic: &SharedNic, before: &NicSnapshot) -> Result<()> {
+    let after = nic.with(|n| Ok(NicSnapshot::take(n)))?;
+    let diff = before.diff(&after);
+    if diff.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Failure(format!(
+            "{}: NIC not restored to its state before the run: {}",
+            nic.ifname(),
+            diff.join("; ")
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netlink::ethtool::TcpDataSplit;
+    use crate::nic::scripted::ScriptedNic;
+    use crate::nic::NicOps;
+
+    #[test]
+    fn equal_nics_have_no_diff_and_changes_read_well() {
+        let nic = ScriptedNic::good("eth0", 8).with_foreign_rule(5);
+        let mut n = nic.clone();
+        let before = NicSnapshot::take(&mut n);
+        assert!(before.diff(&NicSnapshot::take(&mut n)).is_empty());
+
+        n.hds_set(TcpDataSplit::Enabled, Some(0)).unwrap();
+        n.rss_set(&crate::nic::guards::equal_table(128, 7)).unwrap();
+        n.flow_rule_delete(5).unwrap();
+        n.ntuple_set(false).unwrap();
+        n.channels_set(crate::nic::ChannelsSet {
+            combined: Some(16),
+            ..Default::default()
+        })
+        .unwrap();
+        let after = NicSnapshot::take(&mut n);
+        let d = before.diff(&after);
+        assert_eq!(
+            d,
+            vec![
+                "header split: tcp-data-split was off, now on".to_string(),
+                "header split: hds-thresh was 128, now 0".into(),
+                "channels: were rx - tx - other - combined 8, now rx - tx - other - combined 16"
+                    .into(),
+                "RSS indirection table: 107 of 128 entries differ (entry 7 was queue 7, now 0); \
+                 was 128 entries over queues 0..8, now 128 entries over queues 0..7"
+                    .into(),
+                "ntuple feature: was on, now off".into(),
+                "ntuple rules: removed from location(s) 5".into(),
+            ]
+        );
+    }
+
+    #[test]
+    fn unsupported_items_compare_equal_and_failures_do_not() {
+        let veth = ScriptedNic::veth("va");
+        let mut n = veth.clone();
+        let s = NicSnapshot::take(&mut n);
+        assert!(matches!(s.hds, Fact::Unsupported(_)));
+        assert!(matches!(s.rss, Fact::Unsupported(_)));
+        assert!(s.diff(&s.clone()).is_empty());
+        let mut broken = s.clone();
+        broken.channels = Fact::Failed("EIO".into());
+        assert_eq!(
+            s.diff(&broken),
+            vec!["channels: could not read it after the run: EIO".to_string()]
+        );
+    }
+}

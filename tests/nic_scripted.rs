@@ -1,0 +1,884 @@
+//! Scripted-NIC tests of the NIC policy: the server setup and its undo (failure injected at
+//! every step, signals in the receive loop, a panic), the careful header-split restore, the
+//! queue wait after an unbind, `--verify-restore`, probe mode's verdicts and the capability
+//! report — all against `ncdevmem::nic::scripted::ScriptedNic`, which keeps the kernel's
+//! contracts (kernel-abi.md §7).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use ncdevmem::error::{Error, EXIT_FAIL, EXIT_SKIP};
+use ncdevmem::netlink::ethtool::TcpDataSplit;
+use ncdevmem::netlink::netdev::{BindRxRequest, QueueNest};
+use ncdevmem::nic::guards::{HdsGuard, SharedNic};
+use ncdevmem::nic::probe::{run_probe, ProbeOutcome, ProbeParams, Status};
+use ncdevmem::nic::queues::QueueOwner;
+use ncdevmem::nic::report::{CapState, HostCaps, NicReport};
+use ncdevmem::nic::scripted::{Op, Quirks, ScriptedNic};
+use ncdevmem::nic::setup::{run_with_setup, FlowTarget, ServerPlan};
+use ncdevmem::nic::snapshot::{verify_restored, Fact, NicSnapshot};
+use ncdevmem::rx::testing::{PatternStream, ScriptedSocket, Step, VecMemory};
+use ncdevmem::rx::{receive, RecvOutcome, RxConfig, RxSocket};
+use ncdevmem::sys::uapi::dmabuf_token;
+use ncdevmem::udmabuf::HugepageStatus;
+
+const WAIT: Duration = Duration::from_millis(300);
+
+fn shared(nic: &ScriptedNic) -> SharedNic {
+    SharedNic::new(Box::new(nic.clone()))
+}
+
+/// Server on queue 7 of 8, IPv4 with a client address (so the 5-tuple rule comes first).
+fn plan() -> ServerPlan {
+    ServerPlan {
+        start_queue: 7,
+        num_queues: 1,
+        flow: FlowTarget {
+            server: "192.0.2.1".parse().unwrap(),
+            client: Some("192.0.2.2".parse().unwrap()),
+            port: 5201,
+        },
+        skip_nic_config: false,
+    }
+}
+
+fn bind_req(queues: &[u32]) -> BindRxRequest {
+    BindRxRequest {
+        ifindex: 4,
+        ifname: Some("eth0".into()),
+        fd: Some(3),
+        queues: queues.iter().map(|&q| QueueNest::rx(q)).collect(),
+        rx_page_size: None,
+    }
+}
+
+fn run_server(
+    nic: &ScriptedNic,
+    body: impl FnOnce(u32) -> ncdevmem::Result<()>,
+) -> ncdevmem::Result<()> {
+    run_with_setup(&shared(nic), &plan(), &bind_req(&[7]), true, WAIT, body)
+}
+
+/// The change journal as `(op, args, failed)`.
+fn changes(nic: &ScriptedNic) -> Vec<(Op, String, bool)> {
+    nic.changes()
+        .into_iter()
+        .map(|c| (c.op, c.args, c.errno.is_some()))
+        .collect()
+}
+
+fn ch(op: Op, args: &str, failed: bool) -> (Op, String, bool) {
+    (op, args.to_string(), failed)
+}
+
+const RULE5: &str = "tcp4 src 192.0.2.2:5201 dst 192.0.2.1:5201 -> queue 7";
+const RULE3: &str = "tcp4 dst 192.0.2.1:5201 -> queue 7";
+const BIND: &str = "eth0 (ifindex 4), queue 7";
+
+/// A journal entry to expect: operation and arguments.
+type Change = (Op, &'static str);
+
+/// The five setup changes, in order, and the change that undoes each.
+fn steps() -> Vec<(Change, Change)> {
+    vec![
+        (
+            (Op::HdsSet, "enabled hds-thresh=0"),
+            (Op::HdsSet, "unknown hds-thresh=128"),
+        ),
+        ((Op::RssSet, "equal 7"), (Op::RssSet, "equal 8")),
+        ((Op::NtupleSet, "on"), (Op::NtupleSet, "off")),
+        ((Op::FlowRuleInsert, RULE5), (Op::FlowRuleDelete, "loc 0")),
+        ((Op::BindRx, BIND), (Op::Unbind, "id 1")),
+    ]
+}
+
+/// The journal of a run where steps `0..done` succeeded: applies in order, then `extra`
+/// (the failed calls), then the undos in reverse order.
+fn expected(done: usize, extra: &[(Op, &str)]) -> Vec<(Op, String, bool)> {
+    let s = steps();
+    let mut v: Vec<_> = s[..done].iter().map(|(a, _)| ch(a.0, a.1, false)).collect();
+    v.extend(extra.iter().map(|(op, a)| ch(*op, a, true)));
+    v.extend(s[..done].iter().rev().map(|(_, u)| ch(u.0, u.1, false)));
+    v
+}
+
+#[test]
+fn a_clean_run_undoes_every_step_in_reverse_order() {
+    let nic = ScriptedNic::good("eth0", 8);
+    let before = nic.state();
+    let mut seen = None;
+    run_server(&nic, |id| {
+        seen = Some(id);
+        // Everything is in place while the body runs.
+        let s = nic.state();
+        assert_eq!(s.bound.get(&7), Some(&id));
+        assert_eq!(s.hds.as_ref().unwrap().configured, TcpDataSplit::Enabled);
+        assert_eq!(s.rules.len(), 1);
+        Ok(())
+    })
+    .expect("run");
+    assert_eq!(seen, Some(1));
+    assert_eq!(changes(&nic), expected(5, &[]));
+    assert_eq!(nic.state(), before);
+}
+
+/// A failure injected at each setup step (reads and changes) unwinds exactly the steps done,
+/// in reverse order, and leaves the NIC as it was. EOPNOTSUPP makes the run a skip naming
+/// what the driver lacks; other errnos fail it.
+#[test]
+fn a_failure_at_each_setup_step_unwinds_exactly_the_steps_done() {
+    // (op, call number, errno, steps done before, failed changes, message part)
+    type Case = (Op, u64, i32, usize, Vec<Change>, &'static str);
+    let cases: Vec<Case> = vec![
+        (
+            Op::HdsGet,
+            1,
+            libc::EOPNOTSUPP,
+            0,
+            vec![],
+            "driver does not support header split",
+        ),
+        (
+            Op::HdsSet,
+            1,
+            libc::EOPNOTSUPP,
+            0,
+            vec![(Op::HdsSet, "enabled hds-thresh=0")],
+            "driver does not support header split",
+        ),
+        (
+            Op::RssGet,
+            1,
+            libc::EOPNOTSUPP,
+            1,
+            vec![],
+            "driver does not support the RSS indirection table",
+        ),
+        (
+            Op::RssSet,
+            1,
+            libc::EIO,
+            1,
+            vec![(Op::RssSet, "equal 7")],
+            "ETHTOOL_SRSSH",
+        ),
+        (
+            Op::NtupleGet,
+            1,
+            libc::EOPNOTSUPP,
+            2,
+            vec![],
+            "driver does not support ntuple filters",
+        ),
+        (
+            Op::NtupleSet,
+            1,
+            libc::EIO,
+            2,
+            vec![(Op::NtupleSet, "on")],
+            "ETHTOOL_SFEATURES",
+        ),
+        (
+            Op::BindRx,
+            1,
+            libc::EOPNOTSUPP,
+            4,
+            vec![(Op::BindRx, BIND)],
+            "device does not support devmem RX",
+        ),
+        (
+            Op::BindRx,
+            1,
+            libc::ENOMEM,
+            4,
+            vec![(Op::BindRx, BIND)],
+            "ENOMEM",
+        ),
+    ];
+    for (op, n, errno, done, failed, msg) in cases {
+        let nic = ScriptedNic::good("eth0", 8);
+        let before = nic.state();
+        nic.fail_call(op, n, errno);
+        let e = run_server(&nic, |_| panic!("the body must not run")).unwrap_err();
+        let want_exit = if errno == libc::EOPNOTSUPP {
+            EXIT_SKIP
+        } else {
+            EXIT_FAIL
+        };
+        assert_eq!(e.exit_code(), want_exit, "{op:?}: {e}");
+        assert!(e.to_string().contains(msg), "{op:?}: {e}");
+        assert_eq!(changes(&nic), expected(done, &failed), "{op:?}");
+        assert_eq!(nic.state(), before, "{op:?}");
+    }
+
+    // Both flow rules refused: 5-tuple, then 3-tuple.
+    let nic = ScriptedNic::good("eth0", 8);
+    let before = nic.state();
+    nic.fail_call(Op::FlowRuleInsert, 1, libc::EINVAL);
+    nic.fail_call(Op::FlowRuleInsert, 2, libc::EOPNOTSUPP);
+    let e = run_server(&nic, |_| Ok(())).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_SKIP, "{e}");
+    assert!(
+        e.to_string()
+            .contains("driver does not support ntuple flow steering"),
+        "{e}"
+    );
+    assert_eq!(
+        changes(&nic),
+        expected(
+            3,
+            &[(Op::FlowRuleInsert, RULE5), (Op::FlowRuleInsert, RULE3)]
+        )
+    );
+    assert_eq!(nic.state(), before);
+
+    // The body fails (e.g. a validation error): everything is undone, the body's error wins.
+    let nic = ScriptedNic::good("eth0", 8);
+    let e = run_server(&nic, |_| Err(Error::Failure("validation failed".into()))).unwrap_err();
+    assert_eq!(e.to_string(), "validation failed");
+    assert_eq!(changes(&nic), expected(5, &[]));
+    assert_eq!(nic.state(), before);
+}
+
+/// A driver that refuses 5-tuple rules gets the 3-tuple one, and only our rule is deleted:
+/// someone else's rule at location 0 stays, the ntuple feature (already on) is not touched.
+#[test]
+fn three_tuple_fallback_and_only_our_rule_is_deleted() {
+    let nic = ScriptedNic::good("eth0", 8).with_foreign_rule(0);
+    nic.set_quirks(Quirks {
+        no_5tuple_rules: true,
+        ..Quirks::default()
+    });
+    let before = nic.state();
+    run_server(&nic, |_| Ok(())).expect("run");
+    assert_eq!(
+        changes(&nic),
+        vec![
+            ch(Op::HdsSet, "enabled hds-thresh=0", false),
+            ch(Op::RssSet, "equal 7", false),
+            ch(Op::FlowRuleInsert, RULE5, true),
+            ch(Op::FlowRuleInsert, RULE3, false),
+            ch(Op::BindRx, BIND, false),
+            ch(Op::Unbind, "id 1", false),
+            ch(Op::FlowRuleDelete, "loc 1", false),
+            ch(Op::RssSet, "equal 8", false),
+            ch(Op::HdsSet, "unknown hds-thresh=128", false),
+        ]
+    );
+    assert_eq!(nic.state(), before);
+}
+
+/// On a veth-like driver (no ring parameters, no RSS table, ntuple not changeable) the run is
+/// a skip naming what the driver lacks, and nothing was changed.
+#[test]
+fn veth_like_driver_is_a_skip_that_changes_nothing() {
+    let veth = ScriptedNic::veth("va");
+    let mut view = veth.clone();
+    let snap = NicSnapshot::take(&mut view);
+    let p = ServerPlan {
+        start_queue: 1,
+        ..plan()
+    };
+    let e =
+        run_with_setup(&shared(&veth), &p, &bind_req(&[1]), true, WAIT, |_| Ok(())).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_SKIP);
+    assert_eq!(
+        e.to_string(),
+        "skip: va: driver does not support header split (tcp-data-split): ethtool rings-get on \
+         va (ifindex 2): EOPNOTSUPP (Operation not supported)"
+    );
+    assert!(changes(&veth).is_empty(), "{:?}", changes(&veth));
+    assert!(snap.diff(&NicSnapshot::take(&mut view)).is_empty());
+
+    // With header split and RSS but a fixed ntuple feature: header split and RSS are undone.
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| s.ntuple_fixed = true);
+    let before = nic.state();
+    let e = run_server(&nic, |_| Ok(())).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("skip: eth0: driver does not support ntuple filters"),
+        "{e}"
+    );
+    assert_eq!(changes(&nic), expected(2, &[(Op::NtupleSet, "on")]));
+    assert_eq!(nic.state(), before);
+}
+
+/// `-n`: nothing but the binding.
+#[test]
+fn skip_nic_config_binds_only() {
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| {
+        let h = s.hds.as_mut().unwrap();
+        h.configured = TcpDataSplit::Enabled;
+        h.thresh = Some(0);
+    });
+    let p = ServerPlan {
+        skip_nic_config: true,
+        ..plan()
+    };
+    run_with_setup(&shared(&nic), &p, &bind_req(&[7]), true, WAIT, |_| Ok(())).expect("run");
+    assert_eq!(
+        changes(&nic),
+        vec![ch(Op::BindRx, BIND, false), ch(Op::Unbind, "id 1", false)]
+    );
+}
+
+/// Wraps a scripted socket and raises a stop after `after` recvmsg calls: either by storing
+/// into a stop flag, or by sending the process a real signal (whose handler stores it).
+struct StopAfter<'a> {
+    inner: ScriptedSocket,
+    calls: u32,
+    after: u32,
+    stop: Stop<'a>,
+}
+
+enum Stop<'a> {
+    Flag(&'a AtomicI32, i32),
+    Signal(nix::sys::signal::Signal),
+}
+
+impl RxSocket for StopAfter<'_> {
+    fn recvmsg(
+        &mut self,
+        data: &mut [u8],
+        control: &mut [u8],
+        devmem: bool,
+    ) -> Result<RecvOutcome, i32> {
+        let r = self.inner.recvmsg(data, control, devmem);
+        self.calls += 1;
+        if self.calls == self.after {
+            match &self.stop {
+                Stop::Flag(flag, sig) => flag.store(*sig, Ordering::SeqCst),
+                Stop::Signal(sig) => nix::sys::signal::raise(*sig).expect("raise"),
+            }
+        }
+        r
+    }
+
+    fn dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
+        self.inner.dontneed(tokens)
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
+        self.inner.wait_readable(timeout)
+    }
+}
+
+/// Runs the server with a devmem receive loop whose socket delivers 16 KiB of the `-v 7`
+/// pattern, then stops (`stop`), with more data queued that is never read.
+fn receive_until_stopped(
+    nic: &ScriptedNic,
+    stop: Stop<'_>,
+    flag: &AtomicI32,
+) -> ncdevmem::Result<()> {
+    run_server(nic, |id| {
+        let mut mem = VecMemory::new(1 << 20);
+        let mut s = PatternStream::new(7);
+        let first: Vec<_> = (0..4)
+            .map(|i| s.dmabuf(&mut mem, i * 4096, 4096, id))
+            .collect();
+        let more: Vec<_> = (4..8)
+            .map(|i| s.dmabuf(&mut mem, i * 4096, 4096, id))
+            .collect();
+        let mut sock = StopAfter {
+            inner: ScriptedSocket::new(vec![
+                Step::Data(first),
+                Step::Idle,
+                Step::Data(more),
+                Step::Eof,
+            ]),
+            calls: 0,
+            after: 1,
+            stop,
+        };
+        let cfg = RxConfig {
+            validate_period: Some(7),
+            poll_tick: Duration::from_millis(5),
+            ..RxConfig::devmem(id, 4096)
+        };
+        receive(&mut sock, Some(&mem), &cfg, flag, &mut std::io::sink()).map(|_| ())
+    })
+}
+
+/// A stop flag set mid-run (what the SIGINT/SIGTERM handler does) ends the receive loop with
+/// `Error::Interrupted`, and every NIC change is undone.
+#[test]
+fn stop_flag_in_the_receive_loop_unwinds() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let nic = ScriptedNic::good("eth0", 8);
+        let mut probe_view = nic.clone();
+        let snap = NicSnapshot::take(&mut probe_view);
+        let before = nic.state();
+        let flag = AtomicI32::new(0);
+        let e = receive_until_stopped(&nic, Stop::Flag(&flag, sig), &flag).unwrap_err();
+        assert!(matches!(e, Error::Interrupted(s) if s == sig), "{e}");
+        assert_eq!(e.exit_code(), EXIT_FAIL);
+        assert_eq!(nic.state(), before);
+        assert!(snap.diff(&NicSnapshot::take(&mut probe_view)).is_empty());
+        assert_eq!(changes(&nic), expected(5, &[]));
+    }
+}
+
+/// Real SIGINT and SIGTERM through the tool's handlers (`ncdevmem::signals`): the handler
+/// records the signal in `signals::STOP`, the loop returns `Error::Interrupted`, the NIC is
+/// restored. (The only test in this binary that touches process signal state.)
+#[test]
+fn real_sigint_and_sigterm_unwind() {
+    use ncdevmem::signals::{self, STOP};
+    use nix::sys::signal::Signal;
+    signals::install().expect("install handlers");
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        STOP.store(0, Ordering::SeqCst);
+        let nic = ScriptedNic::good("eth0", 8);
+        let before = nic.state();
+        let e = receive_until_stopped(&nic, Stop::Signal(sig), &STOP).unwrap_err();
+        assert!(matches!(e, Error::Interrupted(s) if s == sig as i32), "{e}");
+        assert_eq!(nic.state(), before, "{sig}");
+    }
+    STOP.store(0, Ordering::SeqCst);
+}
+
+/// A panic in the receive loop unwinds through the setup's `Drop`: unbind first, then every
+/// guard in reverse order.
+#[test]
+fn a_panic_unwinds_every_change() {
+    let nic = ScriptedNic::good("eth0", 8);
+    let before = nic.state();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _ = run_server(&nic, |_| panic!("receive loop bug"));
+    }));
+    assert!(r.is_err(), "the panic propagates");
+    assert_eq!(nic.state(), before);
+    assert_eq!(changes(&nic), expected(5, &[]));
+}
+
+/// Header split restored the careful way on a NIC where "unknown" does not bring the old
+/// value back: header split was explicitly ENABLED (hds-thresh 64) and the driver's own
+/// default is off. Setting UNKNOWN reads back "off", so the exact old value is written.
+#[test]
+fn careful_hds_restore_writes_the_exact_old_value() {
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| {
+        let h = s.hds.as_mut().unwrap();
+        h.configured = TcpDataSplit::Enabled;
+        h.auto = TcpDataSplit::Disabled;
+        h.thresh = Some(64);
+    });
+    let before = nic.state();
+    let g = HdsGuard::enable(&shared(&nic)).expect("enable");
+    assert!(g.changed(), "hds-thresh 64 -> 0 is a change");
+    assert_eq!(
+        g.fix_command(),
+        "ethtool -G eth0 tcp-data-split on hds-thresh 64"
+    );
+    nic.clear_journal();
+    g.restore().expect("restore");
+    let calls: Vec<(Op, String)> = nic.journal().into_iter().map(|c| (c.op, c.args)).collect();
+    assert_eq!(
+        calls,
+        vec![
+            (Op::HdsSet, "unknown hds-thresh=64".to_string()),
+            (Op::HdsGet, String::new()),
+            (Op::HdsSet, "enabled hds-thresh=64".to_string()),
+        ]
+    );
+    assert_eq!(nic.state(), before);
+
+    // Where "unknown" does bring it back (the driver default is what was there), no exact
+    // write follows, and the configured mode goes back to "unknown" as it was.
+    let nic = ScriptedNic::good("eth0", 8);
+    let before = nic.state();
+    let g = HdsGuard::enable(&shared(&nic)).expect("enable");
+    nic.clear_journal();
+    g.restore().expect("restore");
+    assert_eq!(nic.journal().len(), 2, "{:?}", nic.journal());
+    assert_eq!(nic.state(), before);
+}
+
+/// Provider teardown is asynchronous: the setup waits until queue-get shows the queue free
+/// before restoring header split (which the kernel refuses while a provider is bound).
+#[test]
+fn teardown_waits_for_the_queue_before_restoring_header_split() {
+    let lingering = Quirks {
+        unbind_linger_queries: 3,
+        ..Quirks::default()
+    };
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.set_quirks(lingering.clone());
+    let before = nic.state();
+    run_server(&nic, |_| Ok(())).expect("run");
+    assert_eq!(nic.state(), before);
+    assert!(nic.calls(Op::Queues) >= 3, "polled queue-get");
+
+    // Without the wait, the kernel refuses: the error names the command to fix it by hand.
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.set_quirks(lingering);
+    let e = run_with_setup(
+        &shared(&nic),
+        &plan(),
+        &bind_req(&[7]),
+        true,
+        Duration::ZERO,
+        |_| Ok(()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("can't disable tcp-data-split while device has memory provider"),
+        "{e}"
+    );
+    assert!(
+        e.contains("run `ethtool -G eth0 tcp-data-split off hds-thresh 128`"),
+        "{e}"
+    );
+}
+
+/// `--verify-restore`: a restore the kernel refused shows up as a difference.
+#[test]
+fn verify_restore_reports_what_differs() {
+    let nic = ScriptedNic::good("eth0", 8);
+    let s = shared(&nic);
+    let before = s.with(|n| Ok(NicSnapshot::take(n))).unwrap();
+    run_server(&nic, |_| Ok(())).expect("run");
+    verify_restored(&s, &before).expect("restored");
+
+    nic.fail_call(Op::RssSet, 4, libc::EBUSY); // the second run's restore
+    let e = run_server(&nic, |_| Ok(())).unwrap_err().to_string();
+    assert!(e.contains("run `ethtool -X eth0 equal 8`"), "{e}");
+    let e = verify_restored(&s, &before).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_FAIL);
+    assert!(
+        e.to_string()
+            .contains("RSS indirection table: 107 of 128 entries differ"),
+        "{e}"
+    );
+}
+
+fn probe_params() -> ProbeParams {
+    ProbeParams {
+        start: 4,
+        num: 4,
+        dmabuf_fd: 3,
+        rx_page_size: None,
+        quiet: true,
+        teardown_wait: WAIT,
+    }
+}
+
+fn probe(nic: &ScriptedNic, p: &ProbeParams) -> (ProbeOutcome, String) {
+    let mut out = Vec::new();
+    let o = run_probe(&shared(nic), p, &mut out);
+    (o, String::from_utf8(out).unwrap())
+}
+
+#[test]
+fn probe_on_a_good_nic_passes_every_check() {
+    let nic = ScriptedNic::good("eth0", 8);
+    let before = nic.state();
+    let (o, out) = probe(&nic, &probe_params());
+    assert!(o.verdict().is_ok(), "{out}");
+    assert!(o.checks.iter().all(|c| c.status == Status::Ok), "{out}");
+    let names: Vec<&str> = o.checks.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec![
+            "header split on",
+            "RSS indirection table spread over the other queues",
+            "bind-rx with 4 empty queue nests is refused",
+            "bind-rx of queues 4..=7 with header split off is refused",
+            "bind-rx of queues 4..=7 with header split on succeeds",
+            "queue-get shows the binding on the bound queues",
+            "shrinking to 4 RX queues below bound queues 4..=7 is refused",
+            "NIC restored",
+        ]
+    );
+    assert_eq!(out.lines().count(), 8);
+    assert!(out.contains("ok   bind-rx of queues 4..=7 with header split off is refused: refused: netdev bind-rx on eth0 (ifindex 4): EINVAL (Invalid argument); kernel: \"tcp-data-split is disabled\""), "{out}");
+    assert!(
+        out.contains(
+            "requested channel counts are too low for existing memory provider setting (7)"
+        ),
+        "{out}"
+    );
+    assert_eq!(nic.state(), before);
+    assert_eq!(o.to_json()["verdict"], "ok");
+}
+
+#[test]
+fn probe_fails_when_a_bind_with_header_split_off_is_accepted() {
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.set_quirks(Quirks {
+        accept_bind_hds_off: true,
+        ..Quirks::default()
+    });
+    let before = nic.state();
+    let (o, out) = probe(&nic, &probe_params());
+    let e = o.verdict().unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_FAIL);
+    assert!(
+        e.to_string().starts_with(
+            "probe: kernel broke a contract: bind-rx of queues 4..=7 with header split off is refused: the kernel accepted it"
+        ),
+        "{e}"
+    );
+    assert!(
+        out.contains("FAIL bind-rx of queues 4..=7 with header split off"),
+        "{out}"
+    );
+    assert_eq!(nic.state(), before);
+}
+
+#[test]
+fn probe_fails_when_empty_queue_nests_are_accepted() {
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.set_quirks(Quirks {
+        accept_empty_queue_nests: true,
+        ..Quirks::default()
+    });
+    let (o, out) = probe(&nic, &probe_params());
+    assert_eq!(o.verdict().unwrap_err().exit_code(), EXIT_FAIL);
+    assert!(
+        out.contains("FAIL bind-rx with 4 empty queue nests is refused"),
+        "{out}"
+    );
+}
+
+#[test]
+fn probe_on_a_nic_without_devmem_skips_with_the_reason() {
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| s.devmem = false);
+    let before = nic.state();
+    let (o, out) = probe(&nic, &probe_params());
+    let e = o.verdict().unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_SKIP);
+    assert!(
+        e.to_string()
+            .starts_with("skip: device does not support devmem RX: netdev bind-rx on eth0"),
+        "{e}"
+    );
+    let status: Vec<Status> = o.checks.iter().map(|c| c.status).collect();
+    assert_eq!(
+        status,
+        vec![
+            Status::Ok,
+            Status::Ok,
+            Status::Skip,
+            Status::Skip,
+            Status::Skip,
+            Status::Skip,
+            Status::Ok
+        ],
+        "{out}"
+    );
+    assert!(out.contains("skip bind-rx of queues 4..=7 with header split on succeeds: not run (device does not support devmem RX"), "{out}");
+    assert_eq!(nic.state(), before);
+    assert_eq!(o.to_json()["verdict"], "skip");
+}
+
+#[test]
+fn probe_restores_channels_a_kernel_wrongly_shrank() {
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.set_quirks(Quirks {
+        accept_channel_shrink: true,
+        ..Quirks::default()
+    });
+    let before = nic.state();
+    let (o, out) = probe(&nic, &probe_params());
+    let e = o.verdict().unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_FAIL);
+    assert!(e.to_string().contains("shrinking to 4 RX queues"), "{e}");
+    assert!(
+        out.contains("the kernel accepted channels combined 4"),
+        "{out}"
+    );
+    assert!(out.contains("old counts restored"), "{out}");
+    let sets: Vec<String> = nic
+        .changes()
+        .into_iter()
+        .filter(|c| c.op == Op::ChannelsSet)
+        .map(|c| c.args)
+        .collect();
+    assert_eq!(
+        sets,
+        vec!["combined=4".to_string(), "combined=8".to_string()]
+    );
+    assert_eq!(nic.state(), before);
+}
+
+#[test]
+fn probe_skips_on_veth_and_without_rx_page_size() {
+    // veth: no ring parameters, so header split is the first missing capability.
+    let veth = ScriptedNic::veth("va");
+    let before = veth.state();
+    let p = ProbeParams {
+        start: 1,
+        num: 1,
+        ..probe_params()
+    };
+    let (o, out) = probe(&veth, &p);
+    let e = o.verdict().unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_SKIP);
+    assert!(
+        e.to_string()
+            .contains("va: driver does not support header split"),
+        "{e}"
+    );
+    assert!(out.starts_with("skip header split on: "), "{out}");
+    assert_eq!(veth.state(), before);
+
+    // -b on a kernel whose bind-rx does not know rx-page-size.
+    let nic = ScriptedNic::good("eth0", 8);
+    let p = ProbeParams {
+        rx_page_size: Some(16384),
+        ..probe_params()
+    };
+    let (o, _) = probe(&nic, &p);
+    let e = o.verdict().unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_SKIP);
+    assert!(
+        e.to_string()
+            .contains("does not know bind-rx attribute rx-page-size"),
+        "{e}"
+    );
+
+    // ... and on a kernel that knows it, with a driver that accepts it.
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| {
+        s.rx_page_size_known = true;
+        s.rx_page_size_supported = true;
+    });
+    let (o, out) = probe(&nic, &p);
+    assert!(o.verdict().is_ok(), "{out}");
+    assert!(out.contains("binding id 1, rx-page-size 16384"), "{out}");
+}
+
+fn host() -> HostCaps {
+    HostCaps {
+        udmabuf: Fact::Unsupported(
+            "cannot open /dev/udmabuf (ENOENT (No such file or directory)): the kernel needs CONFIG_UDMABUF".into(),
+        ),
+        hugepages: Fact::Known(HugepageStatus {
+            nr: 0,
+            free: 0,
+            resv: 0,
+        }),
+        hugepages_needed: 0,
+        rx_page_size: None,
+        bind_rx_policy: Fact::Known(vec![1, 2, 3]),
+        autorelease: Fact::Unsupported("kernel has no SO_DEVMEM_AUTORELEASE".into()),
+    }
+}
+
+#[test]
+fn report_text_for_a_scripted_nic() {
+    let nic = ScriptedNic::good("eth0", 2);
+    nic.edit(|s| {
+        s.foreign_owners.insert(1, QueueOwner::Xsk);
+        s.page_pools.truncate(1);
+    });
+    let mut ops = nic.clone();
+    let r = NicReport::gather(&mut ops, host(), true);
+    let text = r.render_text();
+    let want = "\
+capability report for eth0 (ifindex 4)
+  device:    xdp-features basic,redirect,xsk-zerocopy,rx-sg, xdp-zc-max-segs 1, xdp-rx-metadata 0x0, xsk-features 0x0 (an attached XDP program makes bind-rx fail with EEXIST)
+  channels:  combined 2 (max 16); RX queues: 2
+  rings:     tcp-data-split off, hds-thresh 128
+  rss:       128 entries spread over queues 0..2
+  ntuple:    off; rules at [] (table size 16)
+  rx 0:      napi 100, free
+  rx 1:      napi 101, AF_XDP
+  tx:        2 queues
+  pool 1:    napi 100, inflight 0 (0 bytes), memory: pages
+capabilities:
+  yes  devmem RX driver support: bind-rx got past the device check (an invalid dma-buf fd was refused with EBADF (Bad file descriptor))
+  yes  header split: supported, now off (tcp-data-split off, hds-thresh 128); setup turns it on (bind-rx needs it on)
+  yes  at least 2 RX queues: 2 RX queues
+  yes  free RX queues: 1 of 2 free; queue 1 owned by AF_XDP (binding it fails with EBUSY \"designated queue already in use by AF_XDP\")
+  yes  RSS indirection table: 128 entries
+  yes  ntuple flow steering: feature off (setup turns it on and back off)
+  no   udmabuf: cannot open /dev/udmabuf (ENOENT (No such file or directory)): the kernel needs CONFIG_UDMABUF; there is no dma-buf to bind
+  yes  2 MiB hugepages: 0 available (only -b above the page size needs them)
+  no   rx-page-size (bind-rx attribute 5): the kernel's bind-rx policy has attributes [1, 2, 3] only; a bind with -b fails with EINVAL \"Unknown attribute type\"
+  no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A fails
+";
+    assert_eq!(text, want, "\n{text}");
+    // The report is read-only: the only change is the bind that had to fail.
+    assert_eq!(
+        changes(&nic),
+        vec![ch(Op::BindRx, "eth0 (ifindex 4), queue 0", true)]
+    );
+}
+
+#[test]
+fn report_for_veth_says_why_a_bind_would_fail() {
+    let veth = ScriptedNic::veth("va");
+    let mut ops = veth.clone();
+    let r = NicReport::gather(&mut ops, host(), true);
+    let caps = r.capabilities();
+    let no: Vec<&str> = caps
+        .iter()
+        .filter(|c| c.state == CapState::No)
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(
+        no,
+        vec![
+            "devmem RX driver support",
+            "header split",
+            "at least 2 RX queues",
+            "RSS indirection table",
+            "ntuple flow steering",
+            "udmabuf",
+            "rx-page-size (bind-rx attribute 5)",
+            "SO_DEVMEM_AUTORELEASE"
+        ]
+    );
+    let devmem = &caps[0].detail;
+    assert!(devmem.starts_with("the driver has no queue-management ops; bind-rx fails with netdev bind-rx on va (ifindex 2): EOPNOTSUPP"), "{devmem}");
+    assert!(caps[1]
+        .detail
+        .contains("bind-rx fails with EINVAL \"tcp-data-split is disabled\""));
+    let j = r.to_json();
+    assert_eq!(j["ifname"], "va");
+    assert_eq!(j["channels"]["rx_queues"], 1);
+    assert!(j["rings"]["unsupported"]
+        .as_str()
+        .unwrap()
+        .contains("EOPNOTSUPP"));
+    assert_eq!(
+        j["host"]["bind_rx_policy_attrs"],
+        serde_json::json!([1, 2, 3])
+    );
+    assert_eq!(j["capabilities"][0]["state"], "no");
+}
+
+#[test]
+fn report_json_for_a_bound_nic() {
+    let nic = ScriptedNic::good("eth0", 4);
+    nic.edit(|s| {
+        let h = s.hds.as_mut().unwrap();
+        h.configured = TcpDataSplit::Enabled;
+        h.thresh = Some(0);
+    });
+    let s = shared(&nic);
+    let binding = s.with(|n| n.bind_rx(&bind_req(&[3]))).expect("bind");
+    let mut ops = nic.clone();
+    let j = NicReport::gather(&mut ops, host(), false).to_json();
+    assert_eq!(j["queues"][3]["owners"][0]["dmabuf"], binding.id());
+    assert_eq!(j["queues"][3]["napi_id"], 103);
+    assert_eq!(j["rings"]["tcp_data_split"], "on");
+    assert_eq!(j["rings"]["hds_thresh"], 0);
+    let pools = j["page_pools"].as_array().unwrap();
+    assert_eq!(pools.len(), 5, "4 queues' pools + the binding's");
+    assert_eq!(pools[4]["dmabuf"], binding.id());
+    assert_eq!(j["devmem_driver"], serde_json::Value::Null);
+    assert_eq!(
+        j["device"]["xdp_features_names"],
+        "basic,redirect,xsk-zerocopy,rx-sg"
+    );
+    assert_eq!(j["rss"]["equal_spread"], 4);
+    drop(binding);
+}
