@@ -569,7 +569,7 @@ pub enum Mode {
     PatternSender,
     /// `-l --zcrx -f IF -s ADDR -p PORT`: io_uring zero-copy receive. Parsed and stored only.
     ZcrxServer,
-    /// `--report -f IF`: read-only capability report. Parsed and stored only.
+    /// `--report -f IF`: read-only capability report (text; JSON with `--json`).
     Report,
 }
 
@@ -672,7 +672,7 @@ pub struct Config {
     /// `--rx-buf-len`: zcrx `rx_buf_len` in bytes (stored only).
     pub rx_buf_len: Option<u32>,
     /// `--verify-restore`: after unwinding, re-read the NIC state and compare it with the
-    /// snapshot taken before the run (stored only).
+    /// snapshot taken before the run; any difference fails the run (exit 1).
     pub verify_restore: bool,
 }
 
@@ -1025,10 +1025,10 @@ Options of ncdevmem-rs:
   --zcrx          with -l: receive through io_uring zero-copy receive (not implemented yet)
   --rx-buf-len BYTES
                   with --zcrx: rx buffer length, a power of two >= the page size
-  --report        with -f only: print the device's capability report (not implemented yet)
+  --report        with -f only: print the device's capability report (read-only)
   --verify-restore
                   after undoing NIC changes, compare the NIC with its state before the run
-                  (not implemented yet)
+                  (rings, channels, RSS table, ntuple feature and rules); a difference is exit 1
   -h, --help      print this text and exit 0
 
 Values:

@@ -158,8 +158,8 @@ impl Binding for DmabufBinding {
 pub mod guards;
 pub mod probe;
 pub mod queues;
+pub mod real;
 pub mod report;
 pub mod scripted;
 pub mod setup;
 pub mod snapshot;
-pub mod real;
