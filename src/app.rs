@@ -140,6 +140,9 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     if cfg.autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
     }
+    if let Some(size) = cfg.rx_page_size {
+        require_rx_page_size(size)?;
+    }
     let nic = SharedNic::new(open_nic(ifname)?);
     let before = snapshot_if(cfg, &nic)?;
     let choice = choose_queues(
@@ -449,6 +452,19 @@ fn report(cfg: &Config, stats: &RxStats, result: &Result<()>) -> Result<()> {
         crate::stats::write_json_atomic(path, &json)?;
     }
     Ok(())
+}
+
+/// `-b` needs a kernel whose bind-rx knows `rx-page-size` (attribute 5): ask the kernel's
+/// bind-rx policy before the NIC is touched, so an older kernel is a skip with the reason.
+fn require_rx_page_size(size: u32) -> Result<()> {
+    let attrs = skip_if_family_missing(crate::netlink::ctrl::bind_rx_policy_attrs(), "netdev")?;
+    if attrs.contains(&crate::netlink::ctrl::NETDEV_A_DMABUF_RX_PAGE_SIZE) {
+        return Ok(());
+    }
+    Err(Error::Skip(format!(
+        "-b {size}: this kernel's bind-rx has no rx-page-size attribute (policy attributes \
+         {attrs:?}); large niovs need a kernel with the rx-page-size series"
+    )))
 }
 
 /// `if_nametoindex(3)`; an unknown name is a usage error naming `-f`.
