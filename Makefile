@@ -5,7 +5,7 @@ CARGO ?= cargo
 INSTALL_PATH ?= /usr/local/bin
 BIN := target/release/ncdevmem-rs
 
-.PHONY: all build test lint unit demo bench install clean
+.PHONY: all build test lint unit vm-test demo bench install clean
 
 all: build
 
@@ -13,8 +13,10 @@ build:
 	$(CARGO) build --release --locked
 
 # The README's test command: formatting, lints, then every test (unit, scripted-kernel,
-# real-kernel in network namespaces; the real-kernel ones need root and say so when skipped).
+# real-kernel in network namespaces; the real-kernel ones need root and say so when skipped),
+# and last the VM suite (run from the recipe so it stays last even under make -j).
 test: lint unit
+	$(MAKE) vm-test
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -22,6 +24,12 @@ lint:
 
 unit:
 	$(CARGO) test --locked --all-targets
+
+# Real-kernel suite in a QEMU guest with the newest trixie-backports kernel (root; installs
+# qemu, fetches the kernel into .cache/vm, builds netdevsim): udmabuf, dma-buf sync, bind-rx
+# refusals, netdevsim rings/channels, namespace transfers. See tests/vm/run.sh.
+vm-test:
+	CARGO="$(CARGO)" tests/vm/run.sh
 
 # Loopback demo: two network namespaces joined by a veth pair, a 1 GiB pattern transfer
 # validated byte for byte by the plain-TCP receiver; namespaces removed afterwards.

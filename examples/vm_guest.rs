@@ -1,0 +1,1066 @@
+//! Guest side of the VM suite (`tests/vm/run.sh`, `make vm-test`).
+//!
+//! Runs as a static binary inside a QEMU guest booted with a newer Debian kernel that has
+//! udmabuf, devmem TCP netlink and (when the runner built it) the netdevsim module. Each case
+//! exercises the project's own library (`ncdevmem`) or binary (`ncdevmem-rs`) against that
+//! real kernel and prints exactly one result line:
+//!
+//! ```text
+//! ok <case>: <what was observed>
+//! FAIL <case>: <why>
+//! skip <case>: <why>          (only for netdevsim cases when the runner did not build it)
+//! ```
+//!
+//! then `vm-guest: N passed, N failed, N skipped`, and exits 1 if any case failed.
+//!
+//! Cases assert behaviour (errno, presence of a kernel message, byte-exact data), never a
+//! kernel version.
+//!
+//! After these, each of the project's real-kernel test binaries in `--tests DIR` runs as one
+//! more case (`tests_<name>`), so the whole integration suite also meets the newer kernel.
+//!
+//! usage: `vm_guest --bin PATH --ip PATH [--netdevsim] [--tests DIR]`
+//! (`--ip`: iproute2's `ip`, not busybox's, which has no `netns`.)
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ncdevmem::netlink::ethtool::{
+    Channels, ChannelsAttr, Ethtool, EthtoolCmd, RingsAttr, TcpDataSplit,
+};
+use ncdevmem::netlink::netdev::{Netdev, QueueType};
+use ncdevmem::netlink::{NlSocket, Nla};
+use ncdevmem::sys::uapi;
+use ncdevmem::udmabuf::{
+    self, dma_buf_sync, FragMemory, HugepageStatus, Udmabuf, UdmabufParams, NR_HUGEPAGES_PATH,
+    SIZE_LIMIT_MB_PATH,
+};
+use ncdevmem::Error;
+
+/// A case passed (with what it saw) or could not run here.
+enum Outcome {
+    Pass(String),
+    Skip(String),
+}
+
+/// `Err` is the failure reason printed after `FAIL <case>: `.
+type CaseResult = Result<Outcome, String>;
+
+/// A case as run by `main` (the built-in ones and one per project test binary).
+type CaseFn = Box<dyn Fn(&Ctx) -> CaseResult>;
+
+/// What the guest was given on its command line.
+struct Ctx {
+    /// The static `ncdevmem-rs` binary.
+    bin: PathBuf,
+    /// iproute2's `ip`.
+    ip: PathBuf,
+    /// The runner built netdevsim and /init loaded it: netdevsim cases must pass.
+    netdevsim: bool,
+    /// Directory of the project's own real-kernel test binaries (`tests/kernel_*.rs`,
+    /// `tests/e2e.rs`, built static), each run as one more case.
+    tests: Option<PathBuf>,
+}
+
+/// netdevsim device ids used by the cases (each case removes its devices again).
+const NSIM_BIND_ID: u32 = 10;
+const NSIM_RINGS_ID: u32 = 11;
+const NSIM_LINK_A: u32 = 20;
+const NSIM_LINK_B: u32 = 21;
+
+/// How long any child process may run before it is killed and the case fails.
+const CHILD_DEADLINE: Duration = Duration::from_secs(120);
+
+fn main() -> ExitCode {
+    let ctx = match parse_args() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("vm_guest: {e}");
+            eprintln!("usage: vm_guest --bin PATH --ip PATH [--netdevsim] [--tests DIR]");
+            return ExitCode::from(2);
+        }
+    };
+    type Case = fn(&Ctx) -> CaseResult;
+    let cases: &[(&str, Case)] = &[
+        ("udmabuf_memfd", udmabuf_memfd),
+        ("udmabuf_hugetlb", udmabuf_hugetlb),
+        ("udmabuf_size_limit", udmabuf_size_limit),
+        ("dma_buf_sync", dma_buf_sync_case),
+        ("bind_rx_netdevsim", bind_rx_netdevsim),
+        ("netdevsim_rings_hds", netdevsim_rings_hds),
+        ("netdevsim_channels", netdevsim_channels),
+        ("plain_transfer_veth", plain_transfer_veth),
+        ("plain_transfer_netdevsim", plain_transfer_netdevsim),
+        ("devmem_server_veth", devmem_server_veth),
+        ("devmem_server_netdevsim", devmem_server_netdevsim),
+    ];
+    let mut all: Vec<(String, CaseFn)> = cases
+        .iter()
+        .map(|&(name, case)| (name.to_string(), Box::new(case) as CaseFn))
+        .collect();
+    for path in test_binaries(&ctx) {
+        let name = format!(
+            "tests_{}",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        );
+        all.push((name, Box::new(move |_: &Ctx| project_test_binary(&path))));
+    }
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for (name, case) in &all {
+        let started = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&ctx)))
+            .unwrap_or_else(|p| Err(format!("panicked: {}", panic_text(&p))));
+        let secs = started.elapsed().as_secs_f64();
+        match result {
+            Ok(Outcome::Pass(detail)) => {
+                passed += 1;
+                println!("ok {name}: {detail} [{secs:.1} s]");
+            }
+            Ok(Outcome::Skip(why)) => {
+                skipped += 1;
+                println!("skip {name}: {why}");
+            }
+            Err(why) => {
+                failed += 1;
+                println!("FAIL {name}: {why} [{secs:.1} s]");
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+    println!("vm-guest: {passed} passed, {failed} failed, {skipped} skipped");
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn parse_args() -> Result<Ctx, String> {
+    let mut bin = None;
+    let mut ip = None;
+    let mut netdevsim = false;
+    let mut tests = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--bin" => bin = args.next().map(PathBuf::from),
+            "--ip" => ip = args.next().map(PathBuf::from),
+            "--netdevsim" => netdevsim = true,
+            "--tests" => tests = args.next().map(PathBuf::from),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(Ctx {
+        bin: bin.ok_or("missing --bin")?,
+        ip: ip.ok_or("missing --ip")?,
+        netdevsim,
+        tests,
+    })
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(non-string panic)".into())
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. udmabuf through the project's allocator
+// ---------------------------------------------------------------------------------------------
+
+/// The default allocation (16000 pages of a 4 KiB-page memfd, as C ncdevmem): created,
+/// exported as a real dma-buf, mapped, written and read back in full.
+fn udmabuf_memfd(_: &Ctx) -> CaseResult {
+    let params = UdmabufParams::new(None, None).map_err(err)?;
+    if params.hugetlb || params.size_bytes != 16000 * 4096 {
+        return Err(format!("unexpected default params {params:?}"));
+    }
+    let mut buf = Udmabuf::create(&params).map_err(|e| format!("Udmabuf::create: {e}"))?;
+    let exporter = dmabuf_exporter(&buf)?;
+    if exporter != "udmabuf" {
+        return Err(format!(
+            "fd is a dma-buf of exporter {exporter:?}, not udmabuf"
+        ));
+    }
+    fill_and_verify(&mut buf)?;
+    Ok(Outcome::Pass(format!(
+        "{} bytes from a 4 KiB-page memfd: dma-buf exporter {exporter}, written and read back \
+         byte for byte (dma-buf and memfd mappings agree), out-of-range view refused",
+        params.size_bytes
+    )))
+}
+
+/// rx-page-size 16 KiB selects a hugetlb memfd of 64 MiB (32 × 2 MiB), after `nr_hugepages`
+/// is raised; the udmabuf pins exactly those pages.
+fn udmabuf_hugetlb(_: &Ctx) -> CaseResult {
+    let params = UdmabufParams::new(Some(16384), None).map_err(err)?;
+    if !params.hugetlb || params.size_bytes != 64 << 20 {
+        return Err(format!("unexpected hugetlb params {params:?}"));
+    }
+    let needed = params.hugepages_needed();
+    let _pool = HugepagePool::raise(needed)?;
+    let before = HugepageStatus::read().map_err(err)?;
+    before
+        .require(needed)
+        .map_err(|e| format!("after raising nr_hugepages: {e}"))?;
+    let mut buf = Udmabuf::create(&params).map_err(|e| format!("Udmabuf::create: {e}"))?;
+    if !buf.is_hugetlb() {
+        return Err("Udmabuf::create returned a non-hugetlb buffer".into());
+    }
+    let during = HugepageStatus::read().map_err(err)?;
+    let used = before.available().saturating_sub(during.available());
+    if used != needed {
+        return Err(format!(
+            "expected the udmabuf to take {needed} hugepages, it took {used} ({before:?} → {during:?})"
+        ));
+    }
+    fill_and_verify(&mut buf)?;
+    let exporter = dmabuf_exporter(&buf)?;
+    drop(buf);
+    let after = HugepageStatus::read().map_err(err)?;
+    if after.available() != before.available() {
+        return Err(format!(
+            "hugepages not returned after drop: {before:?} → {after:?}"
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "{} bytes from a hugetlb memfd ({needed} × 2 MiB pinned while alive, all returned on \
+         drop): exporter {exporter}, written and read back byte for byte",
+        params.size_bytes
+    )))
+}
+
+/// Sizes above the udmabuf module's `size_limit_mb` are refused before anything is created,
+/// with the reason the tool prints (exit 4); exactly the limit is created by the kernel. The
+/// limit is lowered to [`TEST_LIMIT_MB`] for the case (distribution kernels may set it huge)
+/// and put back afterwards.
+fn udmabuf_size_limit(ctx: &Ctx) -> CaseResult {
+    let limit = SizeLimit::lower_to(TEST_LIMIT_MB)?;
+    let at_limit = UdmabufParams {
+        size_bytes: TEST_LIMIT_MB << 20,
+        hugetlb: false,
+    };
+    udmabuf::preflight(&at_limit).map_err(|e| format!("exactly the limit refused: {e}"))?;
+    let mut exact = Udmabuf::create(&at_limit)
+        .map_err(|e| format!("kernel refused exactly size_limit_mb: {e}"))?;
+    exact.write_at(0, b"limit").map_err(err)?;
+    drop(exact);
+    let over = UdmabufParams {
+        size_bytes: (TEST_LIMIT_MB + 1) << 20,
+        hugetlb: false,
+    };
+    let lib_msg = match udmabuf::preflight(&over) {
+        Err(e @ Error::Skip(_)) if e.to_string().contains("size_limit_mb") => e.to_string(),
+        other => {
+            return Err(format!(
+                "preflight over the limit: expected the skip, got {other:?}"
+            ))
+        }
+    };
+    match Udmabuf::create(&over) {
+        Err(e @ Error::Skip(_)) if e.to_string() == lib_msg => {}
+        other => return Err(format!("Udmabuf::create over the limit: got {other:?}")),
+    }
+    // The binary: the devmem server with a too-large --dmabuf-size skips with that reason.
+    let size_arg = format!("{}M", TEST_LIMIT_MB + 1);
+    let out = run(Command::new(&ctx.bin).args([
+        "-l",
+        "-f",
+        "lo",
+        "-s",
+        "127.0.0.1",
+        "-p",
+        "5301",
+        "-t",
+        "0",
+        "-q",
+        "1",
+        "-n",
+        "--dmabuf-size",
+        &size_arg,
+    ]))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if out.status.code() != Some(4) || !stderr.contains("size_limit_mb") {
+        return Err(format!(
+            "ncdevmem-rs --dmabuf-size {size_arg}: {}, stderr {stderr:?}",
+            out.status
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "size_limit_mb {TEST_LIMIT_MB} (was {}): exactly the limit created; {size_arg} refused \
+         before allocating, tool exits 4 with {stderr:?}",
+        limit.old
+    )))
+}
+
+/// The udmabuf `size_limit_mb` the size-limit case sets, in MiB.
+const TEST_LIMIT_MB: u64 = 8;
+
+/// Sets the udmabuf module's `size_limit_mb` and puts the old value back on drop.
+struct SizeLimit {
+    old: u64,
+}
+
+impl SizeLimit {
+    fn lower_to(mb: u64) -> Result<Self, String> {
+        let text = std::fs::read_to_string(SIZE_LIMIT_MB_PATH)
+            .map_err(|e| format!("read {SIZE_LIMIT_MB_PATH}: {e}"))?;
+        let old = udmabuf::parse_size_limit_mb(&text).map_err(err)?;
+        std::fs::write(SIZE_LIMIT_MB_PATH, mb.to_string())
+            .map_err(|e| format!("write {SIZE_LIMIT_MB_PATH}: {e}"))?;
+        Ok(SizeLimit { old })
+    }
+}
+
+impl Drop for SizeLimit {
+    fn drop(&mut self) {
+        let _ = std::fs::write(SIZE_LIMIT_MB_PATH, self.old.to_string());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. dma-buf sync
+// ---------------------------------------------------------------------------------------------
+
+/// The project's START|READ / END|READ (and the write pair inside `write_at`) succeed on a real
+/// dma-buf; a sync without a direction bit is refused with EINVAL (the C tool's silent bug),
+/// and the sync on a file that is not a dma-buf is ENOTTY.
+fn dma_buf_sync_case(_: &Ctx) -> CaseResult {
+    let params = UdmabufParams {
+        size_bytes: 4 << 20,
+        hugetlb: false,
+    };
+    let mut buf = Udmabuf::create(&params).map_err(|e| format!("Udmabuf::create: {e}"))?;
+    buf.write_at(4096, b"sync")
+        .map_err(|e| format!("write_at (START|WRITE, END|WRITE): {e}"))?;
+    buf.begin_cpu_read()
+        .map_err(|e| format!("begin_cpu_read (START|READ): {e}"))?;
+    let seen = buf.bytes(4096, 4).map_err(err)?.to_vec();
+    buf.end_cpu_read()
+        .map_err(|e| format!("end_cpu_read (END|READ): {e}"))?;
+    if seen != b"sync" {
+        return Err(format!("read back {seen:?} after the sync pair"));
+    }
+    for (flags, label) in [
+        (uapi::DMA_BUF_SYNC_START, "START (no direction)"),
+        (uapi::DMA_BUF_SYNC_END, "END (no direction)"),
+        (
+            uapi::DMA_BUF_SYNC_READ | 0x8,
+            "START|READ|0x8 (unknown bit)",
+        ),
+    ] {
+        match dma_buf_sync(buf.fd(), flags) {
+            Err(e) if e.errno() == Some(libc::EINVAL) => {}
+            other => return Err(format!("sync {label}: expected EINVAL, got {other:?}")),
+        }
+    }
+    let no_dir = dma_buf_sync(buf.fd(), uapi::DMA_BUF_SYNC_START)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    match dma_buf_sync(buf.memfd().as_fd(), udmabuf::SYNC_START_READ) {
+        Err(e) if e.errno() == Some(libc::ENOTTY) => {}
+        other => return Err(format!("sync on the memfd: expected ENOTTY, got {other:?}")),
+    }
+    Ok(Outcome::Pass(format!(
+        "START|READ, END|READ, START|WRITE, END|WRITE succeed; no-direction and unknown-bit \
+         syncs refused ({no_dir}); a memfd is ENOTTY"
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. bind-rx on netdevsim
+// ---------------------------------------------------------------------------------------------
+
+/// bind-rx through the project's netlink code on a netdevsim queue is refused with EOPNOTSUPP
+/// and a kernel message, printed verbatim; probe mode on netdevsim exits 4.
+fn bind_rx_netdevsim(ctx: &Ctx) -> CaseResult {
+    if let Some(why) = no_netdevsim(ctx) {
+        return Ok(Outcome::Skip(why));
+    }
+    let dev = NsimDev::new(ctx, NSIM_BIND_ID, 4)?;
+    let ifname = dev.ifname.clone();
+    ip(ctx, &["link", "set", &ifname, "up"])?;
+    let ifindex = ifindex_of(&ifname)?;
+    let mut netdev = Netdev::open().map_err(err)?;
+    let rx_queues = netdev
+        .queue_get_dump(ifindex)
+        .map_err(err)?
+        .into_iter()
+        .filter(|q| q.queue_type == QueueType::Rx)
+        .count();
+    if rx_queues != 4 {
+        return Err(format!(
+            "{ifname}: queue-get dump lists {rx_queues} RX queues, not 4"
+        ));
+    }
+    let buf = Udmabuf::create(&UdmabufParams::new(None, None).map_err(err)?).map_err(err)?;
+    let kernel_msg = match netdev.bind_rx(ifindex, buf.fd(), &[1], None) {
+        Ok(b) => {
+            return Err(format!(
+                "bind-rx on {ifname} queue 1 succeeded (dmabuf id {}); netdevsim has no DMA device",
+                b.id()
+            ))
+        }
+        Err(Error::Netlink(nl)) if nl.errno == libc::EOPNOTSUPP => match &nl.ext_msg {
+            Some(m) if !m.is_empty() => {
+                println!("  bind_rx_netdevsim: kernel refused bind-rx: {nl}");
+                m.clone()
+            }
+            _ => return Err(format!("EOPNOTSUPP without an extack message: {nl}")),
+        },
+        Err(e) => return Err(format!("bind-rx: expected EOPNOTSUPP, got {e}")),
+    };
+    let out = run(Command::new(&ctx.bin).args(["-f", &ifname]))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    // Exit 4 either way; once probe mode runs its checks, the reason is the kernel's refusal.
+    let probe_ran = !stderr.contains("not implemented");
+    if out.status.code() != Some(4) || (probe_ran && !stderr.contains(kernel_msg.as_str())) {
+        return Err(format!(
+            "probe mode on {ifname}: {} (expected exit 4 naming {kernel_msg:?}), stderr {stderr:?}",
+            out.status
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "bind-rx {ifname} queue 1: EOPNOTSUPP, kernel: {kernel_msg:?}; probe mode exits 4: \
+         {stderr:?}"
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. netdevsim rings (header split) and channels
+// ---------------------------------------------------------------------------------------------
+
+/// RINGS_SET tcp-data-split on (and off) through the project's ethtool client, then restored:
+/// the RINGS_GET snapshot after equals the one before.
+fn netdevsim_rings_hds(ctx: &Ctx) -> CaseResult {
+    if let Some(why) = no_netdevsim(ctx) {
+        return Ok(Outcome::Skip(why));
+    }
+    let dev = NsimDev::new(ctx, NSIM_RINGS_ID, 4)?;
+    let ifindex = ifindex_of(&dev.ifname)?;
+    let mut eth = Ethtool::open().map_err(err)?;
+    let before = eth.rings_get(ifindex).map_err(err)?;
+    let hds_before = before
+        .tcp_data_split
+        .ok_or("RINGS_GET reports no tcp-data-split")?;
+    for want in [
+        TcpDataSplit::Enabled,
+        TcpDataSplit::Disabled,
+        TcpDataSplit::Enabled,
+    ] {
+        rings_set(&eth, ifindex, &[RingsAttr::TcpDataSplit(want)])?;
+        let got = eth.rings_get(ifindex).map_err(err)?.tcp_data_split;
+        if got != Some(want) {
+            return Err(format!(
+                "set tcp-data-split {want:?}, RINGS_GET reports {got:?}"
+            ));
+        }
+    }
+    let mut hds_note = String::from("hds-thresh not reported");
+    if let (Some(t), Some(max)) = (before.hds_thresh, before.hds_thresh_max) {
+        let other = if t == 0 { max.min(256) } else { 0 };
+        rings_set(&eth, ifindex, &[RingsAttr::HdsThresh(other)])?;
+        let got = eth.rings_get(ifindex).map_err(err)?.hds_thresh;
+        if got != Some(other) {
+            return Err(format!("set hds-thresh {other}, RINGS_GET reports {got:?}"));
+        }
+        hds_note = format!("hds-thresh {t} → {other} → {t} (max {max})");
+    }
+    // SET unknown (0) hands the choice back to the driver; what GET then reports is recorded
+    // (netdevsim reports "enabled" for a configured "unknown").
+    rings_set(
+        &eth,
+        ifindex,
+        &[RingsAttr::TcpDataSplit(TcpDataSplit::Unknown)],
+    )?;
+    let unknown_reads = eth.rings_get(ifindex).map_err(err)?.tcp_data_split;
+    let mut restore = vec![RingsAttr::TcpDataSplit(hds_before)];
+    if let Some(t) = before.hds_thresh {
+        restore.push(RingsAttr::HdsThresh(t));
+    }
+    rings_set(&eth, ifindex, &restore)?;
+    let after = eth.rings_get(ifindex).map_err(err)?;
+    if after != before {
+        return Err(format!(
+            "rings not restored: before {before:?}, after {after:?}"
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "tcp-data-split {hds_before:?} → Enabled → Disabled → Enabled → restored; SET Unknown \
+         reads back as {unknown_reads:?}; {hds_note}; RINGS_GET after == before (RINGS_SET sent \
+         with Ethtool::request)"
+    )))
+}
+
+/// CHANNELS_SET combined down and back; an out-of-range count is refused with its message; the
+/// snapshot after equals the one before, and queue-get follows the change.
+fn netdevsim_channels(ctx: &Ctx) -> CaseResult {
+    if let Some(why) = no_netdevsim(ctx) {
+        return Ok(Outcome::Skip(why));
+    }
+    let dev = NsimDev::new(ctx, NSIM_RINGS_ID, 4)?;
+    // queue-get lists the queues of running devices only.
+    ip(ctx, &["link", "set", &dev.ifname, "up"])?;
+    let ifindex = ifindex_of(&dev.ifname)?;
+    let mut eth = Ethtool::open().map_err(err)?;
+    let mut netdev = Netdev::open().map_err(err)?;
+    let before = eth.channels_get(ifindex).map_err(err)?;
+    let (count, max) = match (before.combined_count, before.combined_max) {
+        (Some(c), Some(m)) if m >= 2 => (c, m),
+        _ => {
+            return Err(format!(
+                "netdevsim reports no usable combined channels: {before:?}"
+            ))
+        }
+    };
+    let smaller = if count > 1 { count - 1 } else { 2 };
+    channels_set(&eth, ifindex, smaller)?;
+    let mid: Channels = eth.channels_get(ifindex).map_err(err)?;
+    if mid.combined_count != Some(smaller) {
+        return Err(format!(
+            "set combined {smaller}, CHANNELS_GET reports {mid:?}"
+        ));
+    }
+    let rx_queues = netdev
+        .queue_get_dump(ifindex)
+        .map_err(err)?
+        .into_iter()
+        .filter(|q| q.queue_type == QueueType::Rx)
+        .count();
+    if rx_queues != smaller as usize {
+        return Err(format!(
+            "combined {smaller} but queue-get lists {rx_queues} RX queues"
+        ));
+    }
+    let refusal = match channels_set(&eth, ifindex, max + 1) {
+        Err(e) => e,
+        Ok(()) => return Err(format!("combined {} (max {max}) accepted", max + 1)),
+    };
+    channels_set(&eth, ifindex, count)?;
+    let after = eth.channels_get(ifindex).map_err(err)?;
+    if after != before {
+        return Err(format!(
+            "channels not restored: before {before:?}, after {after:?}"
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "combined {count} → {smaller} (queue-get agrees) → {count}; {} refused: {refusal}; \
+         CHANNELS_GET after == before",
+        max + 1
+    )))
+}
+
+/// Sends ETHTOOL_MSG_RINGS_SET with `attrs` (after the header) through the project's client.
+fn rings_set(eth: &Ethtool, ifindex: u32, attrs: &[RingsAttr]) -> Result<(), String> {
+    let mut req = eth.request(EthtoolCmd::RingsSet, ifindex, None);
+    for a in attrs {
+        a.emit(req.attrs());
+    }
+    NlSocket::open()
+        .and_then(|mut s| s.request(&req))
+        .map(|_| ())
+        .map_err(|e| format!("RINGS_SET {attrs:?}: {e}"))
+}
+
+/// Sends ETHTOOL_MSG_CHANNELS_SET combined = `combined`.
+fn channels_set(eth: &Ethtool, ifindex: u32, combined: u32) -> Result<(), String> {
+    let mut req = eth.request(EthtoolCmd::ChannelsSet, ifindex, None);
+    ChannelsAttr::CombinedCount(combined).emit(req.attrs());
+    NlSocket::open()
+        .and_then(|mut s| s.request(&req))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. plain-mode validated transfer between two namespaces
+// ---------------------------------------------------------------------------------------------
+
+const TRANSFER_BYTES: u64 = 64 << 20;
+
+fn plain_transfer_veth(ctx: &Ctx) -> CaseResult {
+    let pair = NsPair::new(ctx, "vmveth")?;
+    ip(
+        ctx,
+        &[
+            "link", "add", "va", "netns", &pair.a, "type", "veth", "peer", "name", "vb", "netns",
+            &pair.b,
+        ],
+    )?;
+    pair.address("va", "vb")?;
+    plain_transfer(ctx, &pair, "veth")
+}
+
+fn plain_transfer_netdevsim(ctx: &Ctx) -> CaseResult {
+    if let Some(why) = no_netdevsim(ctx) {
+        return Ok(Outcome::Skip(why));
+    }
+    let pair = NsPair::new(ctx, "vmnsim")?;
+    let da = NsimDev::new(ctx, NSIM_LINK_A, 1)?;
+    let db = NsimDev::new(ctx, NSIM_LINK_B, 1)?;
+    ip(
+        ctx,
+        &["link", "set", &da.ifname, "netns", &pair.a, "name", "na"],
+    )?;
+    ip(
+        ctx,
+        &["link", "set", &db.ifname, "netns", &pair.b, "name", "nb"],
+    )?;
+    // link_device takes "<netns fd>:<ifindex> <netns fd>:<ifindex>", fds of the writer.
+    let fa = File::open(format!("/run/netns/{}", pair.a)).map_err(|e| e.to_string())?;
+    let fb = File::open(format!("/run/netns/{}", pair.b)).map_err(|e| e.to_string())?;
+    let ia = ns_ifindex(ctx, &pair.a, "na")?;
+    let ib = ns_ifindex(ctx, &pair.b, "nb")?;
+    let spec = format!("{}:{ia} {}:{ib}", fa.as_raw_fd(), fb.as_raw_fd());
+    std::fs::write("/sys/bus/netdevsim/link_device", &spec)
+        .map_err(|e| format!("link_device {spec:?}: {e}"))?;
+    pair.address("na", "nb")?;
+    // Dropped in reverse order: the devices, then the namespaces.
+    plain_transfer(ctx, &pair, "linked netdevsim ports")
+}
+
+/// `-l --plain -v 7` in namespace A receives `--send-pattern 64M -v 7` from namespace B.
+fn plain_transfer(ctx: &Ctx, pair: &NsPair, via: &str) -> CaseResult {
+    let json = format!("/tmp/plain-rx-{}.json", pair.a);
+    let bin = ctx.bin.to_string_lossy().to_string();
+    let rx = spawn(ns_exec(ctx, &pair.a).args([
+        &bin,
+        "-l",
+        "--plain",
+        "-s",
+        "192.0.2.1",
+        "-p",
+        "5201",
+        "-v",
+        "7",
+        "--timeout",
+        "60",
+        "--json",
+        &json,
+    ]))?;
+    let size = TRANSFER_BYTES.to_string();
+    let tx = run(ns_exec(ctx, &pair.b).args([
+        &bin,
+        "--send-pattern",
+        &size,
+        "-s",
+        "192.0.2.1",
+        "-p",
+        "5201",
+        "-v",
+        "7",
+        "--timeout",
+        "60",
+    ]));
+    let rx = wait(rx)?;
+    let tx = tx?;
+    if !tx.status.success() || !rx.status.success() {
+        return Err(format!(
+            "sender {} ({}), receiver {} ({})",
+            tx.status,
+            String::from_utf8_lossy(&tx.stderr).trim(),
+            rx.status,
+            String::from_utf8_lossy(&rx.stderr).trim()
+        ));
+    }
+    let text = std::fs::read_to_string(&json).map_err(|e| format!("read {json}: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let bytes = v["bytes"].as_u64();
+    let validated = v["validated_bytes"].as_u64();
+    let mismatches = v["mismatches"].as_u64();
+    if bytes != Some(TRANSFER_BYTES) || validated != Some(TRANSFER_BYTES) || mismatches != Some(0) {
+        return Err(format!("receiver summary {text}"));
+    }
+    let gbit = v["gbit_per_s"].as_f64().unwrap_or(0.0);
+    Ok(Outcome::Pass(format!(
+        "{TRANSFER_BYTES} bytes over {via} across two namespaces, all validated, 0 mismatched \
+         ({gbit:.2} Gbit/s under TCG)"
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. the devmem server gets past the udmabuf preflight; the bind is refused
+// ---------------------------------------------------------------------------------------------
+
+/// On veth the server allocates the real udmabuf (4 KiB pages, then hugetlb with `-b`), and
+/// the kernel refuses the bind: exit 4 naming bind-rx and EOPNOTSUPP.
+fn devmem_server_veth(ctx: &Ctx) -> CaseResult {
+    ip(
+        ctx,
+        &["link", "add", "vsa", "type", "veth", "peer", "name", "vsb"],
+    )?;
+    let _del = DelLink {
+        ctx,
+        name: "vsa".into(),
+    };
+    ip(ctx, &["link", "set", "vsa", "up"])?;
+    let plain = server_refused(ctx, "vsa", &[], false)?;
+    let _pool = HugepagePool::raise(32)?;
+    let huge = server_refused(ctx, "vsa", &["-b", "16384"], false)?;
+    Ok(Outcome::Pass(format!(
+        "exit 4 past the udmabuf preflight: {plain:?}; with -b 16384 (hugetlb): {huge:?}"
+    )))
+}
+
+/// The same on a netdevsim port, where the kernel explains the refusal (extack).
+fn devmem_server_netdevsim(ctx: &Ctx) -> CaseResult {
+    if let Some(why) = no_netdevsim(ctx) {
+        return Ok(Outcome::Skip(why));
+    }
+    let dev = NsimDev::new(ctx, NSIM_BIND_ID, 4)?;
+    ip(ctx, &["link", "set", &dev.ifname, "up"])?;
+    let line = server_refused(ctx, &dev.ifname, &[], true)?;
+    Ok(Outcome::Pass(format!(
+        "exit 4 past the udmabuf preflight with the kernel's reason: {line:?}"
+    )))
+}
+
+/// Runs `ncdevmem-rs -l -f IF -s 127.0.0.1 -p 5302 -t 1 -q 1 -n EXTRA` and checks it exits 4
+/// because bind-rx was refused (not because of udmabuf or hugepages). `want_extack`: the
+/// message must carry the kernel's text. Returns the tool's message line.
+fn server_refused(
+    ctx: &Ctx,
+    ifname: &str,
+    extra: &[&str],
+    want_extack: bool,
+) -> Result<String, String> {
+    let queue = if want_extack { "1" } else { "0" };
+    let out = run(Command::new(&ctx.bin)
+        .args([
+            "-l",
+            "-f",
+            ifname,
+            "-s",
+            "127.0.0.1",
+            "-p",
+            "5302",
+            "-t",
+            queue,
+            "-q",
+            "1",
+            "-n",
+            "--timeout",
+            "10",
+        ])
+        .args(extra))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let line = stderr.lines().last().unwrap_or_default().to_string();
+    let ok = out.status.code() == Some(4)
+        && line.contains("bind-rx")
+        && line.contains("EOPNOTSUPP")
+        && !line.contains("udmabuf")
+        && !line.contains("hugepage")
+        && (!want_extack || line.contains("kernel: \""));
+    if !ok {
+        return Err(format!(
+            "ncdevmem-rs -l -f {ifname} {extra:?}: {}, stderr {stderr:?}",
+            out.status
+        ));
+    }
+    Ok(line)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The project's own real-kernel test binaries
+// ---------------------------------------------------------------------------------------------
+
+/// The test binaries in `--tests DIR`, sorted by name.
+fn test_binaries(ctx: &Ctx) -> Vec<PathBuf> {
+    let Some(dir) = &ctx.tests else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Runs one libtest binary single-threaded (its tests create namespaces and change sysctls)
+/// and passes when libtest reports no failure; a failure lists the failed tests.
+fn project_test_binary(path: &Path) -> CaseResult {
+    let out = run(Command::new(path).arg("--test-threads=1"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout
+        .lines()
+        .rfind(|l| l.starts_with("test result:"))
+        .unwrap_or("no libtest summary")
+        .to_string();
+    if !out.status.success() {
+        let failed: Vec<&str> = stdout
+            .lines()
+            .filter_map(|l| l.strip_suffix(" ... FAILED"))
+            .map(|l| l.trim_start_matches("test "))
+            .collect();
+        let panics: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.contains("panicked at") || l.starts_with("thread '"))
+            .take(3)
+            .collect();
+        return Err(format!(
+            "{}: {summary}; failed: {failed:?}; {panics:?}",
+            out.status
+        ));
+    }
+    Ok(Outcome::Pass(summary))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers: udmabuf checks
+// ---------------------------------------------------------------------------------------------
+
+/// Fills the whole buffer with a position-dependent pattern through `write_at`, reads it back
+/// through `bytes` between the read syncs, checks the memfd's own mapping sees the same bytes,
+/// and checks a view past the end is refused.
+fn fill_and_verify(buf: &mut Udmabuf) -> Result<(), String> {
+    let size = buf.size();
+    let pattern: Vec<u8> = (0..size)
+        .map(|i| (i % 251) as u8 ^ (i >> 20) as u8)
+        .collect();
+    buf.write_at(0, &pattern)
+        .map_err(|e| format!("write_at: {e}"))?;
+    buf.begin_cpu_read().map_err(err)?;
+    let same = buf.bytes(0, size as u64).map_err(err)? == pattern.as_slice();
+    let tail = buf.bytes(size as u64 - 1, 2);
+    buf.end_cpu_read().map_err(err)?;
+    if !same {
+        return Err("dma-buf mapping does not read back what was written".into());
+    }
+    if !matches!(tail, Err(Error::Bounds { .. })) {
+        return Err(format!("view past the end not refused: {tail:?}"));
+    }
+    let memfd_map = buf.memfd().map().map_err(|e| format!("map memfd: {e}"))?;
+    for off in [0, 4095, size / 2, size - 1] {
+        let want = pattern[off];
+        let got = memfd_map.bytes(off as u64, 1).map_err(err)?[0];
+        if got != want {
+            return Err(format!(
+                "memfd mapping differs from the dma-buf at {off}: {got:#x} vs {want:#x}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `exp_name` of the dma-buf fd, from `/proc/self/fdinfo`.
+fn dmabuf_exporter(buf: &Udmabuf) -> Result<String, String> {
+    let path = format!("/proc/self/fdinfo/{}", buf.fd().as_raw_fd());
+    let info = std::fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("exp_name:"))
+        .map(|s| s.trim().to_string())
+        .ok_or_else(|| format!("{path} has no exp_name: the fd is not a dma-buf ({info:?})"))
+}
+
+/// Raises `vm.nr_hugepages` by `pages` and puts the old value back on drop.
+struct HugepagePool {
+    old: u64,
+}
+
+impl HugepagePool {
+    fn raise(pages: u64) -> Result<Self, String> {
+        let old: u64 = std::fs::read_to_string(NR_HUGEPAGES_PATH)
+            .map_err(|e| format!("read {NR_HUGEPAGES_PATH}: {e}"))?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{NR_HUGEPAGES_PATH}: {e}"))?;
+        std::fs::write(NR_HUGEPAGES_PATH, (old + pages).to_string())
+            .map_err(|e| format!("write {NR_HUGEPAGES_PATH}: {e}"))?;
+        Ok(HugepagePool { old })
+    }
+}
+
+impl Drop for HugepagePool {
+    fn drop(&mut self) {
+        let _ = std::fs::write(NR_HUGEPAGES_PATH, self.old.to_string());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers: processes, namespaces, netdevsim
+// ---------------------------------------------------------------------------------------------
+
+fn err(e: Error) -> String {
+    e.to_string()
+}
+
+fn no_netdevsim(ctx: &Ctx) -> Option<String> {
+    (!ctx.netdevsim).then(|| "netdevsim not built (runner's --no-netdevsim)".to_string())
+}
+
+fn spawn(cmd: &mut Command) -> Result<Child, String> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn {cmd:?}: {e}"))
+}
+
+/// Waits for `child` at most [`CHILD_DEADLINE`]; kills it past that.
+fn wait(mut child: Child) -> Result<Output, String> {
+    let deadline = Instant::now() + CHILD_DEADLINE;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return child.wait_with_output().map_err(|e| e.to_string()),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let out = child.wait_with_output().map_err(|e| e.to_string())?;
+                return Err(format!(
+                    "killed after {} s; stderr {:?}",
+                    CHILD_DEADLINE.as_secs(),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Runs a command to completion (bounded by [`CHILD_DEADLINE`]), whatever its exit status.
+fn run(cmd: &mut Command) -> Result<Output, String> {
+    let what = format!("{cmd:?}");
+    wait(spawn(cmd)?).map_err(|e| format!("{what}: {e}"))
+}
+
+/// Runs iproute2 `ip ARGS`; a non-zero exit is an error carrying its stderr.
+fn ip(ctx: &Ctx, args: &[&str]) -> Result<String, String> {
+    let out = run(Command::new(&ctx.ip).args(args))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn ns_exec(ctx: &Ctx, ns: &str) -> Command {
+    let mut c = Command::new(&ctx.ip);
+    c.args(["netns", "exec", ns]);
+    c
+}
+
+fn ifindex_of(ifname: &str) -> Result<u32, String> {
+    let p = format!("/sys/class/net/{ifname}/ifindex");
+    std::fs::read_to_string(&p)
+        .map_err(|e| format!("read {p}: {e}"))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("{p}: {e}"))
+}
+
+fn ns_ifindex(ctx: &Ctx, ns: &str, ifname: &str) -> Result<u32, String> {
+    let out = ip(ctx, &["-n", ns, "-o", "link", "show", "dev", ifname])?;
+    out.split(':')
+        .next()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| format!("no ifindex in {out:?}"))
+}
+
+/// Two network namespaces `<prefix>a` / `<prefix>b` with loopback up; removed on drop.
+struct NsPair<'c> {
+    ctx: &'c Ctx,
+    a: String,
+    b: String,
+}
+
+impl<'c> NsPair<'c> {
+    fn new(ctx: &'c Ctx, prefix: &str) -> Result<Self, String> {
+        let pair = NsPair {
+            ctx,
+            a: format!("{prefix}a"),
+            b: format!("{prefix}b"),
+        };
+        for ns in [&pair.a, &pair.b] {
+            ip(ctx, &["netns", "add", ns])?;
+            ip(ctx, &["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(pair)
+    }
+
+    /// 192.0.2.1/24 on `dev_a` in A, 192.0.2.2/24 on `dev_b` in B, both up.
+    fn address(&self, dev_a: &str, dev_b: &str) -> Result<(), String> {
+        let ctx = self.ctx;
+        for (ns, dev, addr) in [
+            (&self.a, dev_a, "192.0.2.1/24"),
+            (&self.b, dev_b, "192.0.2.2/24"),
+        ] {
+            ip(ctx, &["-n", ns, "addr", "add", addr, "dev", dev])?;
+            ip(ctx, &["-n", ns, "link", "set", dev, "up"])?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for NsPair<'_> {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = ip(self.ctx, &["netns", "del", ns]);
+        }
+    }
+}
+
+/// Deletes a link on drop.
+struct DelLink<'c> {
+    ctx: &'c Ctx,
+    name: String,
+}
+
+impl Drop for DelLink<'_> {
+    fn drop(&mut self) {
+        let _ = ip(self.ctx, &["link", "del", &self.name]);
+    }
+}
+
+/// A netdevsim device with one port and `queues` queues; deleted on drop.
+struct NsimDev {
+    id: u32,
+    ifname: String,
+}
+
+impl NsimDev {
+    fn new(_ctx: &Ctx, id: u32, queues: u32) -> Result<Self, String> {
+        let spec = format!("{id} 1 {queues}");
+        std::fs::write("/sys/bus/netdevsim/new_device", &spec)
+            .map_err(|e| format!("netdevsim new_device {spec:?}: {e}"))?;
+        // From here on, drop deletes the device (also on the error path).
+        let mut dev = NsimDev {
+            id,
+            ifname: String::new(),
+        };
+        let dir = PathBuf::from(format!("/sys/bus/netdevsim/devices/netdevsim{id}/net"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(name) = first_entry(&dir) {
+                dev.ifname = name;
+                return Ok(dev);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("netdevsim{id}: no netdev under {}", dir.display()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for NsimDev {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/sys/bus/netdevsim/del_device", self.id.to_string());
+    }
+}
+
+fn first_entry(dir: &Path) -> Option<String> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .next()
+}

@@ -1,0 +1,379 @@
+#!/usr/bin/env bash
+# The VM suite: boots the newest Debian trixie-backports kernel under QEMU/TCG and runs the
+# guest cases (examples/vm_guest.rs) against it: udmabuf, dma-buf sync, bind-rx refusals,
+# netdevsim rings/channels, namespace transfers. See README.md "VM suite".
+#
+# On a fresh Debian machine, as root:
+#   1. installs qemu (bookworm-backports), busybox-static, cpio, kmod, mmdebstrap
+#      (tests/vm/install-host-tools.sh; nothing when present);
+#   2. resolves and fetches the newest trixie-backports kernel through a PRIVATE apt
+#      configuration (own sources, lists, cache and dpkg status under the cache dir; the host's
+#      apt setup is never touched): apt-get download + dpkg -x;
+#   3. optionally (default on) builds netdevsim out of tree from the same version's
+#      linux-source in a trixie chroot (mmdebstrap) against linux-headers-<abi>;
+#   4. builds ncdevmem-rs, the guest program and the project's real-kernel test binaries
+#      (tests/kernel_*.rs, tests/e2e.rs) static (crt-static, gnu target);
+#   5. packs an initramfs (busybox-static, the binaries, iproute2 with its libraries, the
+#      modules + depmod) and boots it with a hard timeout;
+#   6. parses the console: one "ok|FAIL|skip <case>" line per case (each test binary is one
+#      case) and the exit marker.
+#
+# Downloads and builds are cached in $NCDEVMEM_VM_CACHE (default .cache/vm in the repo): a
+# second run fetches nothing. Failure to reach the archive is retried, then FAILS the run.
+#
+# usage: tests/vm/run.sh [--no-netdevsim] [--refresh] [--cache DIR] [--timeout SECS]
+#   --no-netdevsim  skip the chroot + module build (netdevsim cases print skip)
+#   --refresh       look up the newest kernel again even when one is cached
+# env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 600),
+#      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites), NCDEVMEM_VM_SKIP=1 (print a
+#      skip line and exit 0), CARGO.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=${NCDEVMEM_VM_CACHE:-$repo/.cache/vm}
+netdevsim=${NCDEVMEM_VM_NETDEVSIM:-1}
+refresh=0
+timeout_s=${NCDEVMEM_VM_TIMEOUT:-600}
+cargo=${CARGO:-cargo}
+out=$repo/target/vm
+mirror=${NCDEVMEM_VM_MIRROR:-http://deb.debian.org/debian}
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+
+while (($#)); do
+    case $1 in
+    --no-netdevsim) netdevsim=0 ;;
+    --refresh) refresh=1 ;;
+    --cache) cache=$2; shift ;;
+    --timeout) timeout_s=$2; shift ;;
+    *) echo "vm: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+t0=$(date +%s)
+log() { echo "vm: [$(($(date +%s) - t0)) s] $*" >&2; }
+die() { echo "vm: FAIL: $*" >&2; echo "vm-test: 0 passed, 1 failed"; exit 1; }
+
+if [ "${NCDEVMEM_VM_SKIP:-0}" = 1 ]; then
+    echo "skip: vm-test: NCDEVMEM_VM_SKIP=1"
+    exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "skip: vm-test: needs root (installs qemu, builds a chroot, loads modules in the guest)"
+    exit 0
+fi
+
+retry() { # retry WHAT CMD... : three attempts, then fail loudly (never a silent pass)
+    local what=$1 n
+    shift
+    for n in 1 2 3; do
+        "$@" && return 0
+        log "$what failed (attempt $n of 3)"
+        ((n < 3)) && sleep $((n * 10))
+    done
+    die "$what failed 3 times (is the Debian archive reachable?)"
+}
+
+cleanups=()
+cleanup() {
+    local i
+    for ((i = ${#cleanups[@]} - 1; i >= 0; i--)); do eval "${cleanups[i]}" || true; done
+}
+trap cleanup EXIT
+
+mkdir -p "$cache" "$out"
+# One run at a time per cache (a second one waits).
+exec 9>"$cache/.lock"
+flock 9
+
+# ---------------------------------------------------------------------------------------------
+# 1. host tools
+# ---------------------------------------------------------------------------------------------
+nsim_flag=()
+((netdevsim)) && nsim_flag=(--netdevsim)
+"$here/install-host-tools.sh" --cache "$cache" "${nsim_flag[@]}" || die "host tools"
+
+# ---------------------------------------------------------------------------------------------
+# 2. the kernel, through a private apt configuration for trixie + trixie-backports
+# ---------------------------------------------------------------------------------------------
+tapt=$cache/apt-trixie
+setup_private_apt() {
+    mkdir -p "$tapt"/{lists/partial,cache/archives/partial,state,etc/sources.list.d,etc/preferences.d,etc/apt.conf.d}
+    : >"$tapt/state/status"
+    cat >"$tapt/etc/sources.list" <<EOF
+deb [signed-by=$keyring] $mirror trixie main
+deb [signed-by=$keyring] $mirror trixie-backports main
+EOF
+    cat >"$tapt/apt.conf" <<EOF
+Dir::State "$tapt/state";
+Dir::State::Lists "$tapt/lists";
+Dir::State::status "$tapt/state/status";
+Dir::Cache "$tapt/cache";
+Dir::Etc::SourceList "$tapt/etc/sources.list";
+Dir::Etc::SourceParts "$tapt/etc/sources.list.d";
+Dir::Etc::Preferences "$tapt/etc/preferences";
+Dir::Etc::PreferencesParts "$tapt/etc/preferences.d";
+APT::Architecture "amd64";
+APT::Architectures { "amd64"; };
+APT::Sandbox::User "root";
+Acquire::Languages "none";
+Acquire::IndexTargets::deb::DEP-11::DefaultEnabled "false";
+Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled "false";
+Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled "false";
+Acquire::IndexTargets::deb::CNF::DefaultEnabled "false";
+EOF
+}
+tapt_get() { APT_CONFIG=$tapt/apt.conf apt-get -q "$@"; }
+tapt_cache() { APT_CONFIG=$tapt/apt.conf apt-cache "$@"; }
+apt_updated=0
+tapt_update() {
+    ((apt_updated)) && return 0
+    setup_private_apt
+    retry "apt-get update (trixie, trixie-backports; private config)" \
+        tapt_get update -qq -o APT::Update::Error-Mode=any
+    apt_updated=1
+}
+# download_into DIR PKG=VERSION...: apt-get download with retries.
+download_into() {
+    local dir=$1
+    shift
+    mkdir -p "$dir"
+    (cd "$dir" && retry "apt-get download $*" tapt_get download -qq "$@")
+}
+
+kenv=$cache/kernel.env
+ABI='' KVERSION='' KDIR=''
+if ((refresh == 0)) && [ -s "$kenv" ]; then
+    . "$kenv"
+fi
+if [ -z "$ABI" ] || [ ! -d "$KDIR" ]; then
+    tapt_update
+    meta=$(tapt_cache show linux-image-amd64/trixie-backports) ||
+        die "no linux-image-amd64 in trixie-backports"
+    KVERSION=$(sed -n 's/^Version: //p' <<<"$meta" | head -1)
+    ABI=$(sed -n 's/^Depends: //p' <<<"$meta" | head -1 | tr ',' '\n' |
+        sed -n 's/^ *linux-image-\([0-9][^ ]*\).*/\1/p' | head -1)
+    [ -n "$ABI" ] && [ -n "$KVERSION" ] || die "cannot read the kernel ABI from: $meta"
+    KDIR=$cache/kernel-$ABI
+    if [ ! -d "$KDIR" ]; then
+        # linux-image-<abi> and the parts it is split into on 7.x (base, binary, modules).
+        img=$(tapt_cache show "linux-image-$ABI=$KVERSION") || die "no linux-image-$ABI=$KVERSION"
+        pkgs=("linux-image-$ABI=$KVERSION")
+        for p in $(sed -n 's/^Depends: //p' <<<"$img" | head -1 | tr ',|' '\n\n' |
+            sed -n "s/^ *\(linux-[a-z]*-$ABI\)\b.*/\1/p" | sort -u); do
+            pkgs+=("$p=$KVERSION")
+        done
+        log "downloading ${pkgs[*]}"
+        download_into "$cache/debs" "${pkgs[@]}"
+        rm -rf "$KDIR.tmp"
+        mkdir -p "$KDIR.tmp"
+        for p in "${pkgs[@]}"; do
+            dpkg -x "$cache/debs/${p%%=*}_"*.deb "$KDIR.tmp"
+        done
+        mv "$KDIR.tmp" "$KDIR"
+        rm -rf "$cache/debs"
+    fi
+    printf 'ABI=%q\nKVERSION=%q\nKDIR=%q\n' "$ABI" "$KVERSION" "$KDIR" >"$kenv"
+fi
+mods=$KDIR/usr/lib/modules/$ABI
+[ -d "$mods" ] || mods=$KDIR/lib/modules/$ABI
+vmlinuz=$mods/vmlinuz
+[ -f "$vmlinuz" ] || vmlinuz=$KDIR/boot/vmlinuz-$ABI
+kconfig=$mods/config
+[ -f "$kconfig" ] || kconfig=$KDIR/boot/config-$ABI
+[ -f "$vmlinuz" ] && [ -f "$kconfig" ] || die "no vmlinuz/config in $KDIR"
+log "kernel $ABI (Debian $KVERSION, trixie-backports)"
+flags=()
+for f in UDMABUF NET_DEVMEM IO_URING_ZCRX HUGETLBFS VETH PSAMPLE NETDEVSIM; do
+    v=$(sed -n "s/^CONFIG_$f=\(.*\)/\1/p" "$kconfig")
+    flags+=("CONFIG_$f=${v:-n}")
+done
+log "kernel config: ${flags[*]}"
+
+# ---------------------------------------------------------------------------------------------
+# 3. netdevsim, built out of tree in a trixie chroot (optional)
+# ---------------------------------------------------------------------------------------------
+nsim_dir=$cache/netdevsim-$ABI
+if ((netdevsim)) && [ ! -s "$nsim_dir/netdevsim.ko" ]; then
+    major_minor=$(sed 's/^\([0-9]*\.[0-9]*\).*/\1/' <<<"$ABI")
+    chroot_dir=$cache/chroot-$ABI
+    rm -rf "$chroot_dir" "$nsim_dir.tmp"
+    mkdir -p "$nsim_dir.tmp"
+    cleanups+=("umount '$chroot_dir/proc' 2>/dev/null; rm -rf '$chroot_dir' '$nsim_dir.tmp'")
+    log "building a trixie chroot (gcc-14, make, linux-headers-$ABI, iproute2, ethtool)"
+    make_chroot() {
+        rm -rf "$chroot_dir"
+        mmdebstrap "$@"
+    }
+    retry "mmdebstrap trixie" make_chroot --variant=apt --quiet \
+        --dpkgopt=force-unsafe-io --aptopt='Acquire::Languages "none"' \
+        --include="gcc-14,make,linux-headers-$ABI,iproute2,ethtool" \
+        trixie "$chroot_dir" \
+        "deb [signed-by=$keyring] $mirror trixie main" \
+        "deb [signed-by=$keyring] $mirror trixie-backports main"
+    tapt_update
+    log "fetching linux-source-$major_minor=$KVERSION for drivers/net/netdevsim"
+    download_into "$nsim_dir.tmp" "linux-source-$major_minor=$KVERSION"
+    mkdir -p "$chroot_dir/build"
+    dpkg-deb --fsys-tarfile "$nsim_dir.tmp"/linux-source-*.deb |
+        tar -xO "./usr/src/linux-source-$major_minor.tar.xz" |
+        tar -xJ -C "$chroot_dir/build" --strip-components=3 --wildcards \
+            "linux-source-$major_minor/drivers/net/netdevsim/*"
+    rm -f "$nsim_dir.tmp"/linux-source-*.deb
+    mount -t proc proc "$chroot_dir/proc"
+    log "building netdevsim.ko against linux-headers-$ABI"
+    chroot "$chroot_dir" make -s -C "/usr/src/linux-headers-$ABI" M=/build/netdevsim \
+        CONFIG_NETDEVSIM=m modules >"$nsim_dir.tmp/build.log" 2>&1 ||
+        { tail -30 "$nsim_dir.tmp/build.log" >&2; die "netdevsim build failed"; }
+    chroot "$chroot_dir" strip --strip-debug /build/netdevsim/netdevsim.ko
+    umount "$chroot_dir/proc"
+    cp "$chroot_dir/build/netdevsim/netdevsim.ko" "$nsim_dir.tmp/"
+    # iproute2 and ethtool with their shared libraries, for the guest (busybox's ip has no netns).
+    mkdir -p "$nsim_dir.tmp/root"
+    for b in /usr/bin/ip /usr/sbin/ethtool; do
+        for f in "$b" $(chroot "$chroot_dir" ldd "$b" | grep -o '/[^ ]*'); do
+            mkdir -p "$nsim_dir.tmp/root$(dirname "$f")"
+            cp -L "$chroot_dir$f" "$nsim_dir.tmp/root$f"
+        done
+    done
+    rm -rf "$chroot_dir" "$nsim_dir"
+    mv "$nsim_dir.tmp" "$nsim_dir"
+    log "netdevsim.ko and guest tools cached in $nsim_dir"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 4. the project's binaries, static
+# ---------------------------------------------------------------------------------------------
+# The project's real-kernel integration tests run in the guest too (each binary is one case).
+test_args=()
+for t in "$repo"/tests/kernel_*.rs "$repo"/tests/e2e.rs; do
+    [ -e "$t" ] && test_args+=(--test "$(basename "$t" .rs)")
+done
+log "building ncdevmem-rs, examples/vm_guest and $((${#test_args[@]} / 2)) test binaries static" \
+    "(crt-static, x86_64-unknown-linux-gnu)"
+static_cargo() {
+    (cd "$repo" && RUSTFLAGS="-C target-feature=+crt-static" "$cargo" "$@" --release --locked \
+        --target x86_64-unknown-linux-gnu)
+}
+static_cargo build -q --bin ncdevmem-rs --example vm_guest || die "static build failed"
+rel=$repo/target/x86_64-unknown-linux-gnu/release
+test_bins=()
+if ((${#test_args[@]})); then
+    json=$(static_cargo test --no-run -q "${test_args[@]}" --message-format=json) ||
+        die "static test build failed"
+    while read -r exe; do
+        test_bins+=("$exe")
+    done < <(sed -n 's/.*"executable":"\([^"]*\/deps\/[^"]*\)".*/\1/p' <<<"$json")
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 5. initramfs
+# ---------------------------------------------------------------------------------------------
+root=$out/root
+rm -rf "$root"
+mkdir -p "$root"/{bin,dev,etc,proc,sys,run,tmp,usr/bin,usr/sbin}
+mknod "$root/dev/console" c 5 1
+cp /bin/busybox "$root/bin/busybox"
+for a in $(/bin/busybox --list); do
+    # iproute2's ip replaces busybox's (no netns there).
+    [ "$a" = ip ] || [ -e "$root/bin/$a" ] || ln -s busybox "$root/bin/$a"
+done
+install -m 0755 "$here/init" "$root/init"
+for b in "$rel/ncdevmem-rs" "$rel/examples/vm_guest"; do
+    if readelf -l "$b" 2>/dev/null | grep -q 'interpreter'; then die "$b is not static"; fi
+    strip -o "$root/usr/bin/$(basename "$b")" "$b"
+done
+guest_modules=(veth)
+guest_args=(--bin /usr/bin/ncdevmem-rs --ip /usr/sbin/ip)
+if ((${#test_bins[@]})); then
+    mkdir -p "$root/usr/libexec/ncdevmem-tests" "$root$rel"
+    for b in "${test_bins[@]}"; do
+        # libtest names them <test>-<hash>; the case is named after <test>.
+        strip -o "$root/usr/libexec/ncdevmem-tests/$(basename "$b" | sed 's/-[0-9a-f]*$//')" "$b"
+    done
+    # Tests find the binary at the path cargo compiled in (CARGO_BIN_EXE_ncdevmem-rs).
+    ln -s /usr/bin/ncdevmem-rs "$root$rel/ncdevmem-rs"
+    guest_args+=(--tests /usr/libexec/ncdevmem-tests)
+fi
+if ((netdevsim)); then
+    cp -a "$nsim_dir/root/." "$root/"
+    ln -sf ../bin/ip "$root/usr/sbin/ip"
+    guest_modules+=(netdevsim)
+    guest_args+=(--netdevsim)
+else
+    # No chroot: the host's iproute2 and its libraries.
+    hostip=$(command -v ip) || die "no iproute2 ip on the host"
+    for f in "$hostip" $(ldd "$hostip" | grep -o '/[^ ]*'); do
+        mkdir -p "$root$(dirname "$f")"
+        cp -L "$f" "$root$f"
+    done
+    [ -e "$root/usr/sbin/ip" ] || ln -sf "$hostip" "$root/usr/sbin/ip"
+fi
+echo "${guest_modules[*]}" >"$root/etc/vm-modules"
+echo "${guest_args[*]}" >"$root/etc/vm-guest.args"
+
+# Modules: the ones the guest loads and everything they depend on, decompressed, plus depmod.
+[ -s "$mods/modules.dep" ] || depmod -b "$(dirname "$(dirname "$(dirname "$mods")")")" "$ABI"
+gmods=$root/lib/modules/$ABI
+mkdir -p "$gmods"
+cp "$mods"/modules.builtin* "$mods/modules.order" "$gmods/" 2>/dev/null || true
+mod_paths() { # names... → relative paths of the modules and their dependencies
+    local m line
+    for m in "$@"; do
+        line=$(grep -E "(^|/)${m//-/[-_]}\.ko(\.[a-z]+)?:" "$mods/modules.dep") ||
+            die "module $m not in $mods/modules.dep"
+        echo "${line%%:*}"
+        tr ' ' '\n' <<<"${line#*:}" | sed '/^$/d'
+    done
+}
+need=(veth)
+if ((netdevsim)); then
+    mkdir -p "$gmods/extra"
+    cp "$nsim_dir/netdevsim.ko" "$gmods/extra/"
+    deps=$(modinfo -F depends "$nsim_dir/netdevsim.ko" | tr ',' ' ')
+    need+=($deps)
+fi
+for p in $(mod_paths "${need[@]}" | sort -u); do
+    mkdir -p "$gmods/$(dirname "$p")"
+    case $p in
+    *.xz) xz -dc "$mods/$p" >"$gmods/${p%.xz}" ;;
+    *.zst) zstd -qdc "$mods/$p" >"$gmods/${p%.zst}" ;;
+    *.gz) gzip -dc "$mods/$p" >"$gmods/${p%.gz}" ;;
+    *) cp "$mods/$p" "$gmods/$p" ;;
+    esac
+done
+depmod -b "$root" "$ABI"
+initrd=$out/initramfs.cpio.gz
+(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$initrd"
+log "initramfs $(du -h "$initrd" | cut -f1) (modules: ${need[*]})"
+
+# ---------------------------------------------------------------------------------------------
+# 6. boot and read the result off the console
+# ---------------------------------------------------------------------------------------------
+console=$out/console.log
+log "booting under QEMU/TCG (timeout ${timeout_s} s); console in $console"
+set +e
+timeout -k 10 "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1G \
+    -nographic -no-reboot -nodefaults -serial stdio -display none \
+    -kernel "$vmlinuz" -initrd "$initrd" \
+    -append "console=ttyS0 panic=-1 oops=panic quiet" </dev/null | tr -d '\r' | tee "$console"
+qemu_rc=${PIPESTATUS[0]}
+set -e
+marker=$(sed -n 's/^NCDEVMEM-VM-EXIT=\([0-9]*\)$/\1/p' "$console" | tail -1)
+passed=$(grep -c '^ok ' "$console" || true)
+failed=$(grep -c '^FAIL ' "$console" || true)
+skipped=$(grep -c '^skip ' "$console" || true)
+log "done: kernel $ABI, qemu exit $qemu_rc, guest exit ${marker:-none}"
+if [ -z "$marker" ]; then
+    if [ "$qemu_rc" = 124 ] || [ "$qemu_rc" = 137 ]; then
+        echo "vm: FAIL: the guest did not finish within ${timeout_s} s" >&2
+    else
+        echo "vm: FAIL: no result marker on the console (qemu exit $qemu_rc; kernel panic?)" >&2
+    fi
+    failed=$((failed + 1))
+elif [ "$marker" != 0 ] && [ "$failed" = 0 ]; then
+    failed=1
+fi
+echo "vm-test: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
