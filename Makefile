@@ -2,10 +2,11 @@
 # kselftest-style variables: INSTALL_PATH (install destination), CARGO (cargo binary).
 
 CARGO ?= cargo
+PYTHON ?= python3
 INSTALL_PATH ?= /usr/local/bin
 BIN := target/release/ncdevmem-rs
 
-.PHONY: all build test lint unit demo install clean
+.PHONY: all build test lint unit pytest demo install clean
 
 all: build
 
@@ -13,8 +14,9 @@ build:
 	$(CARGO) build --release --locked
 
 # The README's test command: formatting, lints, then every test (unit, scripted-kernel,
-# real-kernel in network namespaces; the real-kernel ones need root and say so when skipped).
-test: lint unit
+# real-kernel in network namespaces, the py/ harness; the real-kernel ones need root and say
+# so when skipped).
+test: lint unit pytest
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -22,6 +24,16 @@ lint:
 
 unit:
 	$(CARGO) test --locked --all-targets
+
+# The py/ harness tests: devmem.py run stand-alone against a namespace + veth "remote" (needs
+# root; skipped with the reason otherwise). Without the pytest module this target says so and
+# passes (.ci/run installs it).
+pytest: build
+	@if $(PYTHON) -c 'import pytest' 2>/dev/null; then \
+		NCDEVMEM=$(CURDIR)/$(BIN) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider py/tests; \
+	else \
+		echo "skip: pytest: the $(PYTHON) module pytest is not installed ($(PYTHON) -m pip install pytest)"; \
+	fi
 
 # Loopback demo: two network namespaces joined by a veth pair, a 1 GiB pattern transfer
 # validated byte for byte by the plain-TCP receiver; namespaces removed afterwards.
