@@ -475,6 +475,13 @@ def rx_transfer(ctx, rx_argv, sender, port, what, expect_rc=EXIT_OK, check_sende
             fail(f"{what} exited 0 before listening: {tail(rx.stderr)}")
         with remote_proc(ctx.remote, sender, name="sender") as tx:
             tx_rc = tx.wait(ctx.timeout)
+        if check_sender and tx_rc != 0:
+            # The receiver's verdict explains a sender error best (a reset after a
+            # failed check, say); a receiver still waiting means the sender failed.
+            try:
+                rx.popen.wait(5)
+            except subprocess.TimeoutExpired:
+                fail(f"remote sender exited {tx_rc}: {tail(tx.stderr)}")
         rx_rc = rx.wait(ctx.timeout)
     if rx_rc == EXIT_SKIP or (rx_rc != expect_rc and expect_rc == EXIT_OK):
         check_exit(rx, rx_rc, what)

@@ -53,6 +53,18 @@ def binary():
     return os.path.abspath(path)
 
 
+class ShellRemote:
+    """A 'remote' that is this host: cmd(comm) runs ``sh -c comm`` (the remote
+    interface of NetnsRemote/SshRemote without a namespace)."""
+
+    def cmd(self, comm):
+        return subprocess.Popen(["sh", "-c", comm], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def deploy(self, what):
+        return what
+
+
 @dataclass
 class NsPair:
     """Two namespaces joined by a veth pair; ``config`` is the net.config path."""

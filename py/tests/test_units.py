@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import DEVMEM_PY, PY_DIR, clean_env
+from conftest import DEVMEM_PY, PY_DIR, ShellRemote, clean_env
 
 import devmem
 import devmem_lib
@@ -228,18 +228,6 @@ def test_proc_stat_groups():
 # --------------------------------------------------------------------------- processes end
 
 
-class ShellRemote:
-    """A 'remote' that is this host: cmd(comm) runs ``sh -c comm`` (the remote
-    interface of NetnsRemote/SshRemote without a namespace)."""
-
-    def cmd(self, comm):
-        return subprocess.Popen(["sh", "-c", comm], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    def deploy(self, what):
-        return what
-
-
 def test_local_group_ends_on_exception_and_timeout():
     with pytest.raises(ZeroDivisionError):
         with ksft_proc.local_proc(["sh", "-c", "sleep 300 & sleep 300"]) as p:
@@ -402,3 +390,49 @@ def test_kernel_lib_is_used_inside_a_kernel_tree(tmp_path, placement):
                                                         DEVMEM_PY_NET_CONFIG=str(tmp_path / "none")))
     assert res.stdout.startswith("TAP version 13\n1..0 # SKIP NETIF is not set")
     assert res.returncode == 4
+
+
+FAKE_SSH = """#!/bin/sh
+# test stand-in for ssh: drops the options and the host, runs the command here
+while [ $# -gt 1 ]; do
+    case "$1" in
+        -o) shift 2 ;;
+        -*) shift ;;
+        *) shift; break ;;
+    esac
+done
+exec sh -c "$1"
+"""
+
+FAKE_SCP = """#!/bin/sh
+# test stand-in for scp: copies SRC to the path after "host:" in the last argument
+for last; do :; done
+while [ $# -gt 2 ]; do shift; done
+cp "$1" "${last#*:}"
+"""
+
+
+def test_ssh_remote_deploys_runs_and_cleans_up(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, text in (("ssh", FAKE_SSH), ("scp", FAKE_SCP)):
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    tool = tmp_path / "ncdevmem-rs"
+    tool.write_text("#!/bin/sh\necho peer-tool \"$@\"\n")
+    tool.chmod(0o755)
+
+    remote = ksft_env.SshRemote("root@peer")
+    ctx = devmem_lib.Ctx("lo", {"6": "::1"}, {"6": "::1"}, "6", remote, str(tool), environ={})
+    kind, path = ctx.peer()
+    assert kind == "ncdevmem-rs"
+    assert path != str(tool) and path.endswith("/ncdevmem-rs") and os.access(path, os.X_OK)
+    rc, out, _ = ksft_proc.remote_run(remote, f"{path} --help")
+    assert (rc, out) == (0, "peer-tool --help\n")
+    with ksft_proc.remote_proc(remote, "sleep 300 & sleep 300") as p:
+        pgid = p.pgid()
+        assert ksft_proc.group_alive(pgid, remote)
+    assert ksft_proc.wait_group_gone(pgid, remote, timeout=5)
+    remote.close()
+    assert not os.path.exists(os.path.dirname(path))
