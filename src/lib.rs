@@ -26,7 +26,6 @@ pub mod error;
 pub mod netlink;
 pub mod nic;
 pub mod rx;
-pub mod signals;
 pub mod stats;
 pub mod sys;
 pub mod tx;
@@ -34,3 +33,4 @@ pub mod udmabuf;
 pub mod validate;
 
 pub use error::{Error, Result};
+pub use sys::signals;

@@ -4,6 +4,7 @@
 
 pub mod ethtool_ioctl;
 pub mod netlink_sock;
+pub mod signals;
 pub mod socket;
 pub mod uapi;
 pub mod zerocopy;
