@@ -150,6 +150,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
         cfg.start_queue.zip(cfg.num_queues),
         QueuePolicy::Server,
         QUEUE_FREE_WAIT,
+        cfg.skip_nic_config,
     )?;
     for note in &choice.notes {
         log(cfg, note);
@@ -269,7 +270,9 @@ fn devmem_client(cfg: &Config) -> Result<()> {
 }
 
 /// `-f IF [-b N]`: probe / self-test (ncdevmem.c `run_devmem_tests`). Prints the capability
-/// report first (read-only, so a host that cannot run the checks still shows why), then one
+/// report first (read-only, so a host that cannot run the checks still shows why), checks
+/// what makes the probe a skip (`-b` without kernel support, no udmabuf) before anything on
+/// the NIC changes, then prints one
 /// line per kernel-contract check on stdout; exit 0 only if devmem works, 4 with the first
 /// missing capability, 1 if the kernel broke a contract.
 fn probe(cfg: &Config) -> Result<()> {
@@ -298,7 +301,15 @@ fn probe(cfg: &Config) -> Result<()> {
             None => Ok(()),
         }
     };
-    if let Err(e) = udmabuf::preflight(&params) {
+    // Everything that makes the probe a skip is checked before the NIC is changed: `-b` on a
+    // kernel whose bind-rx has no rx-page-size first (the check specific to this request),
+    // then udmabuf.
+    let preflight = match cfg.rx_page_size {
+        Some(size) => require_rx_page_size(size),
+        None => Ok(()),
+    }
+    .and_then(|()| udmabuf::preflight(&params));
+    if let Err(e) = preflight {
         write_json(None)?;
         return Err(e);
     }
@@ -316,6 +327,7 @@ fn probe(cfg: &Config) -> Result<()> {
         cfg.start_queue.zip(cfg.num_queues),
         QueuePolicy::Probe,
         QUEUE_FREE_WAIT,
+        false,
     )?;
     for note in &choice.notes {
         log(cfg, note);
@@ -484,5 +496,47 @@ fn required<T>(v: Option<T>, flag: &str) -> Result<T> {
 fn log(cfg: &Config, line: &str) {
     if cfg.verbosity != Verbosity::Quiet {
         crate::elog!("{}: {line}", crate::cli::PROGRAM);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Command;
+    use crate::netlink::ctrl::{bind_rx_policy_attrs, NETDEV_A_DMABUF_RX_PAGE_SIZE};
+
+    /// Probe with `-b` on a kernel whose bind-rx has no rx-page-size is a skip naming that,
+    /// decided before the NIC is changed (and before udmabuf, which this host may lack): the
+    /// same early check the server makes. Uses `lo`, which the checks never change.
+    #[test]
+    fn probe_with_b_checks_rx_page_size_before_the_nic() {
+        const TEST: &str = "probe_with_b_checks_rx_page_size_before_the_nic";
+        match bind_rx_policy_attrs() {
+            Ok(attrs) if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE) => {
+                eprintln!("skip: {TEST}: this kernel's bind-rx knows rx-page-size");
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("skip: {TEST}: cannot read the bind-rx policy: {e}");
+                return;
+            }
+        }
+        let argv: Vec<String> = ["-f", "lo", "-b", "16384", "--quiet"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let cfg = match crate::cli::parse(&argv, crate::sys::page_size()) {
+            Ok(Command::Run(cfg)) => cfg,
+            other => panic!("not a probe configuration: {other:?}"),
+        };
+        assert_eq!(cfg.mode, Mode::Probe);
+        let e = probe(&cfg).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_SKIP, "{e}");
+        assert!(
+            e.to_string()
+                .contains("-b 16384: this kernel's bind-rx has no rx-page-size attribute"),
+            "{e}"
+        );
     }
 }

@@ -1013,9 +1013,10 @@ Options of ncdevmem-rs:
                   with --send-pattern: flip the byte at stream offset OFFSET (a test aid: the
                   receiver must report exactly that offset and exit 1)
   --timeout SECS  give up on accept, first byte or an idle connection after SECS seconds
-                  (fractions allowed, e.g. 0.5; 0 = wait forever, the default). Devmem TX
-                  client: connect window, and the longest wait without a zerocopy
-                  completion (default 2 s)
+                  (fractions allowed, e.g. 0.5; 0 = wait forever, the receivers' default).
+                  Senders (devmem TX client, --send-pattern): the connect retry window
+                  (default 5 s); devmem TX client: also the longest wait without a
+                  zerocopy completion (default 2 s); there 0 means these defaults
   --json FILE     also write the final summary to FILE as one JSON object
   -V, --verbose   log every frag (as C ncdevmem does)
   --quiet         log only errors and the verdict

@@ -91,8 +91,14 @@ pub trait NicOps {
 
     /// The RSS indirection table of context 0 (`ETHTOOL_GRSSH`).
     fn rss_get(&mut self) -> Result<RssTable>;
-    /// Writes the indirection table of context 0 (`ETHTOOL_SRSSH`, key unchanged).
+    /// Writes the indirection table of context 0 (`ETHTOOL_SRSSH`, key unchanged). The
+    /// kernel then marks the table as user-configured (`IFF_RXFH_CONFIGURED`): channel
+    /// changes are checked against it and the driver no longer re-spreads it.
     fn rss_set(&mut self, table: &RssTable) -> Result<()>;
+    /// Resets the indirection table of context 0 to the driver default (`ETHTOOL_SRSSH` with
+    /// `indir_size` 0, key unchanged; `ethtool -X IF default`): entry `i` = `i % RX rings`,
+    /// and the user-configured mark is cleared.
+    fn rss_reset(&mut self) -> Result<()>;
 
     /// Whether the `rx-ntuple-filter` feature is active (`ETHTOOL_GFEATURES`, looked up by
     /// name through `ETH_SS_FEATURES` strings).

@@ -11,13 +11,14 @@ use std::time::Duration;
 use ncdevmem::error::{Error, EXIT_FAIL, EXIT_SKIP};
 use ncdevmem::netlink::ethtool::TcpDataSplit;
 use ncdevmem::netlink::netdev::{BindRxRequest, QueueNest};
-use ncdevmem::nic::guards::{HdsGuard, SharedNic};
+use ncdevmem::nic::guards::{equal_table, HdsGuard, SharedNic};
 use ncdevmem::nic::probe::{run_probe, ProbeOutcome, ProbeParams, Status};
-use ncdevmem::nic::queues::QueueOwner;
+use ncdevmem::nic::queues::{choose_queues, QueueOwner, QueuePolicy};
 use ncdevmem::nic::report::{CapState, HostCaps, NicReport};
 use ncdevmem::nic::scripted::{Op, Quirks, ScriptedNic};
 use ncdevmem::nic::setup::{run_with_setup, FlowTarget, ServerPlan};
 use ncdevmem::nic::snapshot::{verify_restored, Fact, NicSnapshot};
+use ncdevmem::nic::{ChannelsSet, NicOps};
 use ncdevmem::rx::testing::{PatternStream, ScriptedSocket, Step, VecMemory};
 use ncdevmem::rx::{receive, RecvOutcome, RxConfig, RxSocket};
 use ncdevmem::sys::uapi::dmabuf_token;
@@ -86,7 +87,8 @@ fn steps() -> Vec<(Change, Change)> {
             (Op::HdsSet, "enabled hds-thresh=0"),
             (Op::HdsSet, "unknown hds-thresh=128"),
         ),
-        ((Op::RssSet, "equal 7"), (Op::RssSet, "equal 8")),
+        // The table was the driver default: restored by a reset, not by writing it.
+        ((Op::RssSet, "equal 7"), (Op::RssReset, "default")),
         ((Op::NtupleSet, "on"), (Op::NtupleSet, "off")),
         ((Op::FlowRuleInsert, RULE5), (Op::FlowRuleDelete, "loc 0")),
         ((Op::BindRx, BIND), (Op::Unbind, "id 1")),
@@ -262,7 +264,7 @@ fn three_tuple_fallback_and_only_our_rule_is_deleted() {
             ch(Op::BindRx, BIND, false),
             ch(Op::Unbind, "id 1", false),
             ch(Op::FlowRuleDelete, "loc 1", false),
-            ch(Op::RssSet, "equal 8", false),
+            ch(Op::RssReset, "default", false),
             ch(Op::HdsSet, "unknown hds-thresh=128", false),
         ]
     );
@@ -544,9 +546,15 @@ fn verify_restore_reports_what_differs() {
     run_server(&nic, |_| Ok(())).expect("run");
     verify_restored(&s, &before).expect("restored");
 
-    nic.fail_call(Op::RssSet, 4, libc::EBUSY); // the second run's restore
+    // The second run's restore: the reset, then the explicit write it falls back to.
+    nic.fail_call(Op::RssReset, 2, libc::EBUSY);
+    nic.fail_call(Op::RssSet, 3, libc::EBUSY);
     let e = run_server(&nic, |_| Ok(())).unwrap_err().to_string();
-    assert!(e.contains("run `ethtool -X eth0 equal 8`"), "{e}");
+    assert!(
+        e.contains("(was: the driver default, 128 entries spread over queues 0..8)"),
+        "{e}"
+    );
+    assert!(e.contains("run `ethtool -X eth0 default`"), "{e}");
     let e = verify_restored(&s, &before).unwrap_err();
     assert_eq!(e.exit_code(), EXIT_FAIL);
     assert!(
@@ -838,9 +846,14 @@ fn report_for_veth_says_why_a_bind_would_fail() {
     );
     let devmem = &caps[0].detail;
     assert!(devmem.starts_with("the driver has no queue-management ops; bind-rx fails with netdev bind-rx on va (ifindex 2): EOPNOTSUPP"), "{devmem}");
-    assert!(caps[1]
-        .detail
-        .contains("bind-rx fails with EINVAL \"tcp-data-split is disabled\""));
+    assert!(
+        caps[1].detail.ends_with(
+            "bind-rx would need header split (the kernel refuses with EINVAL \
+             \"tcp-data-split is disabled\" on a device that supports devmem)"
+        ),
+        "{}",
+        caps[1].detail
+    );
     let j = r.to_json();
     assert_eq!(j["ifname"], "va");
     assert_eq!(j["channels"]["rx_queues"], 1);
@@ -881,4 +894,337 @@ fn report_json_for_a_bound_nic() {
     );
     assert_eq!(j["rss"]["equal_spread"], 4);
     drop(binding);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Findings of the adversarial pass and the VM suite (netdevsim on 7.3)
+// ---------------------------------------------------------------------------------------------
+
+/// A table that was the driver default (even spread over the RX queues) is restored by a reset
+/// (SRSSH `indir_size` 0), re-read to confirm, and the NIC is no longer marked
+/// user-configured: a later channel change is not checked against the table, and the driver
+/// spreads it over the new queue count. Writing the table back explicitly would leave the mark.
+#[test]
+fn rss_driver_default_is_restored_by_a_reset() {
+    let nic = ScriptedNic::good("eth0", 8);
+    let before = nic.state();
+    assert!(!before.rss_configured);
+    run_server(&nic, |_| {
+        assert!(nic.state().rss_configured, "spread marks the table");
+        Ok(())
+    })
+    .expect("run");
+    assert_eq!(
+        nic.state(),
+        before,
+        "table and the configured mark restored"
+    );
+    let rss: Vec<(Op, String)> = nic
+        .journal()
+        .into_iter()
+        .filter(|c| matches!(c.op, Op::RssGet | Op::RssSet | Op::RssReset))
+        .map(|c| (c.op, c.args))
+        .collect();
+    assert_eq!(
+        rss,
+        vec![
+            (Op::RssGet, String::new()),
+            (Op::RssSet, "equal 7".into()),
+            (Op::RssReset, "default".into()),
+            (Op::RssGet, String::new()),
+        ],
+        "reset, then re-read to confirm"
+    );
+    // The driver still manages the table: shrinking the channels re-spreads it.
+    let mut ops = nic.clone();
+    ops.channels_set(ChannelsSet {
+        combined: Some(4),
+        ..ChannelsSet::default()
+    })
+    .expect("a driver-managed table does not block a channel change");
+    assert_eq!(nic.state().rss.unwrap(), equal_table(128, 4).indir);
+
+    // A reset the driver refuses falls back to writing the saved table: the table is back
+    // (the mark stays, which is the lesser harm).
+    let nic = ScriptedNic::good("eth0", 8);
+    let table = nic.state().rss;
+    nic.fail_call(Op::RssReset, 1, libc::EOPNOTSUPP);
+    run_server(&nic, |_| Ok(())).expect("run");
+    assert_eq!(nic.state().rss, table);
+    assert!(nic.state().rss_configured);
+}
+
+/// A table someone configured (custom, or an even spread over fewer queues than the NIC has)
+/// is written back explicitly, never reset to the driver default.
+#[test]
+fn rss_custom_or_user_spread_table_is_written_back() {
+    for table in [
+        [3u32, 3, 1, 0, 2, 2, 1, 0].repeat(16),
+        equal_table(128, 6).indir,
+    ] {
+        let nic = ScriptedNic::good("eth0", 8);
+        nic.edit(|s| {
+            s.rss = Some(table.clone());
+            s.rss_configured = true;
+        });
+        let before = nic.state();
+        run_server(&nic, |_| Ok(())).expect("run");
+        assert_eq!(nic.state(), before);
+        assert_eq!(nic.calls(Op::RssReset), 0, "never reset a configured table");
+        let last_rss = nic
+            .changes()
+            .into_iter()
+            .rfind(|c| c.op == Op::RssSet)
+            .unwrap();
+        assert_ne!(
+            last_rss.args, "equal 7",
+            "the restore is the last RSS write"
+        );
+    }
+}
+
+/// A restore failure on a large custom table summarises the table (size and spread) instead
+/// of printing every entry.
+#[test]
+fn rss_restore_error_summarises_a_large_table() {
+    let nic = ScriptedNic::good("eth0", 8);
+    let table: Vec<u32> = (0..512u32)
+        .map(|i| if i % 4 == 0 { 3 } else { i % 2 })
+        .collect();
+    nic.edit(|s| {
+        s.rss = Some(table.clone());
+        s.rss_configured = true;
+    });
+    nic.fail_call(Op::RssSet, 2, libc::EBUSY); // the restore
+    let e = run_server(&nic, |_| Ok(())).unwrap_err().to_string();
+    assert!(
+        e.contains("(was: custom table of 512 entries using queues 0 (128), 1 (256), 3 (128))"),
+        "{e}"
+    );
+    assert!(e.len() < 600, "{} bytes: {e}", e.len());
+    assert!(e.contains("run `ethtool -X eth0 default`"), "{e}");
+}
+
+/// An empty RSS table is "the driver has no RSS table": the server skips (RSS exclusion is
+/// mandatory there) without writing anything, instead of counting it as already spread.
+#[test]
+fn empty_rss_table_is_no_table() {
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| s.rss = Some(Vec::new()));
+    let before = nic.state();
+    let e = run_server(&nic, |_| panic!("the body must not run")).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_SKIP, "{e}");
+    assert!(
+        e.to_string()
+            .contains("eth0: driver does not support the RSS indirection table"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("empty RSS indirection table"), "{e}");
+    assert_eq!(changes(&nic), expected(1, &[]));
+    assert_eq!(nic.state(), before);
+}
+
+/// A driver that reports RX_CLS_LOC_ANY back instead of the rule's location: the rule list is
+/// read again, the one new location is ours and is what teardown deletes; someone else's rule
+/// stays.
+#[test]
+fn flow_rule_bogus_location_is_replaced_by_the_new_one_in_the_list() {
+    let nic = ScriptedNic::good("eth0", 8).with_foreign_rule(0);
+    nic.set_quirks(Quirks {
+        insert_reports: Some(0xffff_ffff),
+        ..Quirks::default()
+    });
+    let before = nic.state();
+    run_server(&nic, |_| Ok(())).expect("run");
+    let deletes: Vec<String> = nic
+        .changes()
+        .into_iter()
+        .filter(|c| c.op == Op::FlowRuleDelete)
+        .map(|c| c.args)
+        .collect();
+    assert_eq!(deletes, vec!["loc 1".to_string()]);
+    assert_eq!(nic.state(), before, "foreign rule at 0 kept, ours removed");
+}
+
+/// A driver that puts our rule over someone else's (reporting a location that was in use
+/// before the insert): no new location shows up, so the insert fails naming the driver's
+/// answer, nothing is deleted and no second rule is tried.
+#[test]
+fn flow_rule_location_in_use_before_is_never_deleted() {
+    let nic = ScriptedNic::good("eth0", 8).with_foreign_rule(0);
+    nic.set_quirks(Quirks {
+        insert_overwrites: Some(0),
+        ..Quirks::default()
+    });
+    let e = run_server(&nic, |_| panic!("the body must not run")).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_FAIL, "{e}");
+    let m = e.to_string();
+    assert!(
+        m.contains(&format!(
+            "eth0: ntuple rule insert ({RULE5}) returned location 0, a location that already \
+             held another rule before the insert; no new location in the rule list"
+        )),
+        "{m}"
+    );
+    assert!(m.contains("nothing was deleted"), "{m}");
+    assert!(m.contains("`ethtool -n eth0`"), "{m}");
+    let ch = nic.changes();
+    assert!(!ch.iter().any(|c| c.op == Op::FlowRuleDelete), "{ch:?}");
+    assert_eq!(
+        ch.iter().filter(|c| c.op == Op::FlowRuleInsert).count(),
+        1,
+        "no 3-tuple attempt after an untrusted location: {ch:?}"
+    );
+    assert!(nic.state().rules.contains_key(&0));
+}
+
+/// bind-rx answering binding id 0 is refused: the binding is dropped (unbound) and every
+/// other change undone; the body never runs.
+#[test]
+fn binding_id_zero_is_refused_and_unbound() {
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.set_quirks(Quirks {
+        binding_id_zero: true,
+        ..Quirks::default()
+    });
+    let before = nic.state();
+    let e = run_server(&nic, |_| panic!("the body must not run")).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_FAIL, "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("kernel returned binding id 0 for bind-rx of eth0 (ifindex 4), queue 7"),
+        "{e}"
+    );
+    let mut want = expected(4, &[]);
+    want.insert(4, ch(Op::BindRx, BIND, false));
+    want.insert(5, ch(Op::Unbind, "id 0", false));
+    assert_eq!(changes(&nic), want);
+    assert_eq!(nic.state(), before);
+}
+
+/// Probe on a driver without an RSS table (netdevsim, veth with header split): a note line,
+/// and the checks go on to the binds, which decide the verdict. The server still skips.
+#[test]
+fn probe_without_rss_table_notes_it_and_goes_on_to_the_binds() {
+    // Like netdevsim on 7.3: header split and channels, no RSS, no devmem.
+    let nic = ScriptedNic::good("eni0", 8);
+    nic.edit(|s| {
+        s.rss = None;
+        s.devmem = false;
+    });
+    let before = nic.state();
+    let (o, out) = probe(&nic, &probe_params());
+    assert!(
+        out.lines().nth(1).unwrap().starts_with(
+            "note rss: driver has no RSS indirection table; nothing to exclude (ioctl(SIOCETHTOOL, \
+             ETHTOOL_GRSSH) on eni0: EOPNOTSUPP"
+        ),
+        "{out}"
+    );
+    let e = o.verdict().unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_SKIP);
+    assert!(
+        e.to_string()
+            .starts_with("skip: device does not support devmem RX: netdev bind-rx on eni0"),
+        "{e}"
+    );
+    assert_eq!(o.to_json()["checks"][1]["status"], "note");
+    assert_eq!(nic.state(), before);
+
+    // With devmem, every contract check runs and passes.
+    let nic = ScriptedNic::good("eni0", 8);
+    nic.edit(|s| s.rss = None);
+    let (o, out) = probe(&nic, &probe_params());
+    assert!(o.verdict().is_ok(), "{out}");
+    assert_eq!(
+        o.checks.iter().filter(|c| c.status == Status::Ok).count(),
+        7,
+        "{out}"
+    );
+
+    // An empty table is the same as none.
+    let nic = ScriptedNic::good("eni0", 8);
+    nic.edit(|s| s.rss = Some(Vec::new()));
+    let (o, out) = probe(&nic, &probe_params());
+    assert!(o.verdict().is_ok(), "{out}");
+    assert!(out.contains("note rss: "), "{out}");
+
+    // Server mode keeps RSS mandatory.
+    let nic = ScriptedNic::good("eni0", 8);
+    nic.edit(|s| s.rss = None);
+    let e = run_server(&nic, |_| Ok(())).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("driver does not support the RSS indirection table"),
+        "{e}"
+    );
+}
+
+/// Report wording: no channel counts, a down interface (no queues visible), a driver that
+/// does not report tcp-data-split, and a large custom RSS table.
+#[test]
+fn report_wording_for_odd_answers() {
+    let nic = ScriptedNic::good("eth0", 4);
+    nic.edit(|s| {
+        // channels-get with no counts at all; queue-get then lists nothing (as when down).
+        s.channels = Some(ncdevmem::netlink::ethtool::Channels::default());
+        s.hds.as_mut().unwrap().split_supported = false;
+        s.rss = Some((0..512u32).map(|i| u32::from(i % 3 == 0)).collect());
+    });
+    let mut ops = nic.clone();
+    let r = NicReport::gather(&mut ops, host(), false);
+    let text = r.render_text();
+    assert!(
+        text.contains("  channels:  the driver reports no channel counts\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  rings:     tcp-data-split not reported, hds-thresh 128\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  rss:       custom table of 512 entries using queues 0 (341), 1 (171)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  queues:    no queues visible (interface down?)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  ?    at least 2 RX queues: the driver reports no channel counts; give -t/-q\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("  ?    free RX queues: no queues visible (interface down?)\n"),
+        "{text}"
+    );
+    assert!(!text.contains("0 of 0 free"), "{text}");
+    assert!(!text.contains("tcp-data-split auto"), "{text}");
+    assert!(
+        text.contains(
+            "  no   header split: the driver does not report tcp-data-split, so setup cannot turn \
+             it on; bind-rx would need header split (the kernel refuses with EINVAL \
+             \"tcp-data-split is disabled\" on a device that supports devmem)\n"
+        ),
+        "{text}"
+    );
+}
+
+/// Default queue choice on a driver whose channels-get has no counts: a skip that says so
+/// and asks for -t/-q (not "has 0 RX queue(s)").
+#[test]
+fn no_channel_counts_is_a_skip_asking_for_explicit_queues() {
+    let nic = ScriptedNic::good("eth0", 4);
+    nic.edit(|s| s.channels = Some(ncdevmem::netlink::ethtool::Channels::default()));
+    let e = choose_queues(&shared(&nic), None, QueuePolicy::Server, WAIT, false).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_SKIP, "{e}");
+    let m = e.to_string();
+    assert!(
+        m.contains("eth0: the driver reports no channel counts"),
+        "{m}"
+    );
+    assert!(m.ends_with("give -t START -q NUM"), "{m}");
+    assert!(!m.contains("RX queue(s)"), "{m}");
 }

@@ -90,9 +90,13 @@ pub fn split_cli(split: Option<TcpDataSplit>) -> &'static str {
     }
 }
 
-/// A header-split setting as `ethtool -g` would name it: `tcp-data-split off, hds-thresh 128`.
+/// A header-split setting as `ethtool -g` would name it: `tcp-data-split off, hds-thresh 128`
+/// (`tcp-data-split not reported` when the driver does not report it).
 pub fn describe_hds(h: &HdsConfig) -> String {
-    let mut s = format!("tcp-data-split {}", split_cli(h.tcp_data_split));
+    let mut s = match h.tcp_data_split {
+        None => "tcp-data-split not reported".to_string(),
+        split => format!("tcp-data-split {}", split_cli(split)),
+    };
     if let Some(t) = h.hds_thresh {
         s.push_str(&format!(", hds-thresh {t}"));
     }
@@ -384,40 +388,152 @@ pub fn equal_spread_of(table: &RssTable) -> Option<u32> {
     (equal_table(table.indir.len(), n) == *table).then_some(n)
 }
 
+/// A readable summary of an indirection table that never prints a large table whole:
+/// `"128 entries spread over queues 0..8"`, `"custom table [3, 3, 1, 0]"` (up to 16 entries),
+/// or `"custom table of 512 entries using queues 0 (256), 1 (128), 3 (128)"` (queue and how
+/// many entries point to it; at most 16 queues named).
+pub fn describe_rss(table: &RssTable) -> String {
+    const SHOW: usize = 16;
+    let len = table.indir.len();
+    if len == 0 {
+        return "empty table".into();
+    }
+    if let Some(n) = equal_spread_of(table) {
+        return format!("{len} entries spread over queues 0..{n}");
+    }
+    if len <= SHOW {
+        return format!("custom table {:?}", table.indir);
+    }
+    let mut per_queue = std::collections::BTreeMap::<u32, usize>::new();
+    for q in &table.indir {
+        *per_queue.entry(*q).or_default() += 1;
+    }
+    let mut parts: Vec<String> = per_queue
+        .iter()
+        .take(SHOW)
+        .map(|(q, n)| format!("{q} ({n})"))
+        .collect();
+    if per_queue.len() > SHOW {
+        parts.push(format!("… {} more queues", per_queue.len() - SHOW));
+    }
+    format!(
+        "custom table of {len} entries using queues {}",
+        parts.join(", ")
+    )
+}
+
+/// Why a location an ntuple rule insert reported cannot be ours, if it cannot: a special
+/// location (`RX_CLS_LOC_ANY`/`FIRST`/`LAST`), one past the rule table (`table_size` > 0;
+/// 0 = the driver did not say), or one that held a rule before the insert.
+pub fn bad_rule_location(
+    loc: RuleLocation,
+    before: &[RuleLocation],
+    table_size: u32,
+) -> Option<String> {
+    let special = match loc {
+        0xffff_ffff => Some("RX_CLS_LOC_ANY"),
+        0xffff_fffe => Some("RX_CLS_LOC_FIRST"),
+        0xffff_fffd => Some("RX_CLS_LOC_LAST"),
+        _ => None,
+    };
+    if let Some(name) = special {
+        return Some(format!("{name}, a request value, not a rule location"));
+    }
+    if table_size > 0 && loc >= table_size {
+        return Some(format!("past the rule table of {table_size} locations"));
+    }
+    if before.contains(&loc) {
+        return Some("a location that already held another rule before the insert".into());
+    }
+    None
+}
+
 /// The RSS indirection table spread over queues `[0, start)` so that queues `start..` get no
 /// RSS traffic (only what a flow rule steers there). Restores the ORIGINAL table, not the
-/// driver default (ncdevmem.c runs `ethtool -X IF default`, which loses a custom table).
+/// driver default (ncdevmem.c runs `ethtool -X IF default`, which loses a custom table) —
+/// except that a table which WAS the driver default (the even spread over the RX queues of
+/// the time) is restored by a reset to the default (SRSSH with `indir_size` 0), the only
+/// write that also clears the kernel's "user configured" mark (`IFF_RXFH_CONFIGURED`);
+/// writing the same table explicitly would leave the NIC marked, so later channel changes
+/// would be checked against it and the driver would no longer re-spread it.
 #[derive(Debug)]
 pub struct RssGuard {
     nic: SharedNic,
     old: RssTable,
+    /// `Some(n)`: `old` was the even spread over the `n` RX queues the channels reported
+    /// when it was read (the driver default); restore by reset.
+    default_for: Option<u32>,
     changed: bool,
     armed: bool,
+}
+
+/// The outcome of [`RssGuard::spread_if_table`].
+#[derive(Debug)]
+pub enum RssSpread {
+    /// The table was read and spread (or already was).
+    Spread(RssGuard),
+    /// The driver has no RSS indirection table (GRSSH answered EOPNOTSUPP, or an empty
+    /// table); nothing was changed. Holds the kernel's answer (errno EOPNOTSUPP).
+    NoTable(Error),
 }
 
 impl RssGuard {
     /// Reads the table and writes `equal_table(len, start)`.
     ///
-    /// Errors: `Error::Usage` for `start == 0` (queue 0 cannot leave RSS); as
+    /// Errors: `Error::Usage` for `start == 0` (queue 0 cannot leave RSS); errno EOPNOTSUPP
+    /// when the driver has no table (also for an empty one); as
     /// [`NicOps::rss_get`]/[`NicOps::rss_set`] otherwise.
     pub fn spread(nic: &SharedNic, start: u32) -> Result<RssGuard> {
+        match RssGuard::spread_if_table(nic, start)? {
+            RssSpread::Spread(g) => Ok(g),
+            RssSpread::NoTable(e) => Err(e),
+        }
+    }
+
+    /// As [`spread`](Self::spread), but a driver without an RSS indirection table (GRSSH
+    /// EOPNOTSUPP, or an empty table) is `Ok(RssSpread::NoTable)`, not an error. Also reads
+    /// the channel counts, to know whether the table is the driver default.
+    ///
+    /// Errors: `Error::Usage` for `start == 0`; other kernel errors from the read; any error
+    /// from the write (including EOPNOTSUPP: a table that exists but cannot be written).
+    pub fn spread_if_table(nic: &SharedNic, start: u32) -> Result<RssSpread> {
         if start == 0 {
             return Err(Error::Usage(
                 "-t: queue 0 cannot be taken out of RSS; the first bound queue must be >= 1".into(),
             ));
         }
-        let old = nic.with(|n| n.rss_get())?;
+        let old = match nic.with(|n| n.rss_get()) {
+            Ok(t) if t.indir.is_empty() => {
+                return Ok(RssSpread::NoTable(Error::sys(
+                    format!(
+                        "ETHTOOL_GRSSH on {}: the driver reports an empty RSS indirection table \
+                         (indir_size 0)",
+                        nic.ifname()
+                    ),
+                    libc::EOPNOTSUPP,
+                )))
+            }
+            Ok(t) => t,
+            Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => return Ok(RssSpread::NoTable(e)),
+            Err(e) => return Err(e),
+        };
+        let default_for = nic
+            .with(|n| n.channels_get())
+            .ok()
+            .map(|c| c.rx_queues())
+            .filter(|&n| n > 0 && equal_table(old.indir.len(), n) == old);
         let new = equal_table(old.indir.len(), start);
         let changed = new != old;
         if changed {
             nic.with(|n| n.rss_set(&new))?;
         }
-        Ok(RssGuard {
+        Ok(RssSpread::Spread(RssGuard {
             nic: nic.clone(),
             old,
+            default_for,
             changed,
             armed: true,
-        })
+        }))
     }
 
     /// The table before [`spread`](Self::spread).
@@ -430,19 +546,26 @@ impl RssGuard {
         self.changed
     }
 
-    /// The command that puts the old table back by hand: `ethtool -X IF equal N` when it was
-    /// an even spread, else `ethtool -X IF default` (with the old table in the message).
+    /// Whether the old table was the driver default (restored by a reset).
+    pub fn was_default(&self) -> bool {
+        self.default_for.is_some()
+    }
+
+    /// The command that puts the old table back by hand: `ethtool -X IF default` when it was
+    /// the driver default, `ethtool -X IF equal N` when it was another even spread, else
+    /// `ethtool -X IF default` (with a summary of the old table in the message).
     pub fn fix_command(&self) -> String {
-        match equal_spread_of(&self.old) {
-            Some(n) => format!("ethtool -X {} equal {n}", self.nic.ifname()),
-            None => format!("ethtool -X {} default", self.nic.ifname()),
+        match (self.default_for, equal_spread_of(&self.old)) {
+            (None, Some(n)) => format!("ethtool -X {} equal {n}", self.nic.ifname()),
+            _ => format!("ethtool -X {} default", self.nic.ifname()),
         }
     }
 
     fn was(&self) -> String {
-        match equal_spread_of(&self.old) {
-            Some(n) => format!("{} entries spread over queues 0..{n}", self.old.indir.len()),
-            None => format!("custom table {:?}", self.old.indir),
+        let d = describe_rss(&self.old);
+        match self.default_for {
+            Some(_) => format!("the driver default, {d}"),
+            None => d,
         }
     }
 
@@ -450,18 +573,31 @@ impl RssGuard {
         if !self.changed {
             return Ok(());
         }
-        self.nic.with(|n| n.rss_set(&self.old)).map_err(|e| {
-            Error::Failure(leftover(
-                "the RSS indirection table",
-                self.nic.ifname(),
-                &self.was(),
-                &e,
-                &self.fix_command(),
-            ))
-        })
+        let old = &self.old;
+        let by_reset = self.default_for.is_some();
+        self.nic
+            .with(|n| {
+                if by_reset {
+                    // Reset, then confirm the driver's default is the table we saved; if it
+                    // is not (or the reset was refused), write the saved table explicitly.
+                    if n.rss_reset().is_ok() && n.rss_get().is_ok_and(|t| t == *old) {
+                        return Ok(());
+                    }
+                }
+                n.rss_set(old)
+            })
+            .map_err(|e| {
+                Error::Failure(leftover(
+                    "the RSS indirection table",
+                    self.nic.ifname(),
+                    &self.was(),
+                    &e,
+                    &self.fix_command(),
+                ))
+            })
     }
 
-    /// Writes the original table back.
+    /// Puts the original table back (by a reset when it was the driver default).
     ///
     /// Errors: `Error::Failure` with the `ethtool -X` command to run by hand.
     pub fn restore(mut self) -> Result<()> {
@@ -591,11 +727,64 @@ pub struct FlowRuleGuard {
 }
 
 impl FlowRuleGuard {
-    /// Inserts `rule` and records where the kernel put it.
+    /// Reads the rule locations in use, inserts `rule` and records where the kernel put it.
     ///
-    /// Errors: as [`NicOps::flow_rule_insert`].
+    /// The location the driver reports is checked ([`bad_rule_location`]): a special value,
+    /// one past the rule table, or one that held a rule before the insert cannot be ours.
+    /// Then the rule list is read again: if exactly one new location appeared, that one is
+    /// recorded (it is ours); otherwise the insert is a failure and nothing is deleted (the
+    /// reported location may be someone else's rule).
+    ///
+    /// A driver that cannot list its rules (EOPNOTSUPP) still gets the insert; then only the
+    /// special locations are refused.
+    ///
+    /// Errors: as [`NicOps::flow_rules`] and [`NicOps::flow_rule_insert`]; `Error::Failure`
+    /// (no errno) naming the driver's answer when the location cannot be trusted.
     pub fn insert(nic: &SharedNic, rule: &FlowRule) -> Result<FlowRuleGuard> {
-        let loc = nic.with(|n| n.flow_rule_insert(rule))?;
+        // A driver that cannot list its rules (EOPNOTSUPP) still gets the insert, so that the
+        // error names the insert; only the special locations can be checked then.
+        let (before, table_size) = match nic.with(|n| n.flow_rules()) {
+            Ok(r) => r,
+            Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => (Vec::new(), 0),
+            Err(e) => return Err(e),
+        };
+        let reported = nic.with(|n| n.flow_rule_insert(rule))?;
+        let loc = match bad_rule_location(reported, &before, table_size) {
+            None => reported,
+            Some(why) => {
+                let after = nic.with(|n| n.flow_rules()).map(|(l, _)| l);
+                let new: Vec<RuleLocation> = match &after {
+                    Ok(l) => l.iter().copied().filter(|l| !before.contains(l)).collect(),
+                    Err(_) => Vec::new(),
+                };
+                match new.as_slice() {
+                    [ours] => {
+                        log_stderr(&format!(
+                            "{}: ntuple rule insert ({}) reported location {reported} ({why}); \
+                             the rule list shows it at location {ours}, recording that one",
+                            nic.ifname(),
+                            describe_rule(rule)
+                        ));
+                        *ours
+                    }
+                    _ => {
+                        let seen = match &after {
+                            Ok(_) if new.is_empty() => "no new location in the rule list".into(),
+                            Ok(_) => format!("new locations {new:?} in the rule list"),
+                            Err(e) => format!("the rule list could not be read again: {e}"),
+                        };
+                        return Err(Error::Failure(format!(
+                            "{ifname}: ntuple rule insert ({rule}) returned location \
+                             {reported}, {why}; {seen}, so our rule cannot be told apart and \
+                             nothing was deleted. Look for it with `ethtool -n {ifname}` and \
+                             delete it with `ethtool -N {ifname} delete LOC`",
+                            ifname = nic.ifname(),
+                            rule = describe_rule(rule),
+                        )));
+                    }
+                }
+            }
+        };
         Ok(FlowRuleGuard {
             nic: nic.clone(),
             rule: rule.clone(),
@@ -812,9 +1001,13 @@ mod tests {
         let custom = RssTable {
             indir: vec![3, 3, 1, 0, 2, 2, 1, 0],
         };
-        nic.edit(|s| s.rss = Some(custom.indir.clone()));
+        nic.edit(|s| {
+            s.rss = Some(custom.indir.clone());
+            s.rss_configured = true;
+        });
         let s = shared(&nic);
         let g = RssGuard::spread(&s, 3).unwrap();
+        assert!(!g.was_default());
         assert_eq!(
             nic.state().rss.unwrap(),
             vec![0, 1, 2, 0, 1, 2, 0, 1],
@@ -824,5 +1017,47 @@ mod tests {
         g.restore().unwrap();
         assert_eq!(nic.state().rss.unwrap(), custom.indir);
         assert!(RssGuard::spread(&s, 0).is_err());
+    }
+
+    #[test]
+    fn rss_summary_never_prints_a_large_table() {
+        assert_eq!(
+            describe_rss(&equal_table(128, 8)),
+            "128 entries spread over queues 0..8"
+        );
+        assert_eq!(
+            describe_rss(&RssTable {
+                indir: vec![1, 0, 1, 0]
+            }),
+            "custom table [1, 0, 1, 0]"
+        );
+        assert_eq!(describe_rss(&RssTable { indir: vec![] }), "empty table");
+        // 40 queues in a 2048-entry table, reversed so it is not an even spread.
+        let big = RssTable {
+            indir: (0..2048u32).map(|i| 39 - i % 40).collect(),
+        };
+        let d = describe_rss(&big);
+        assert!(
+            d.starts_with("custom table of 2048 entries using queues 0 (51), 1 (51)"),
+            "{d}"
+        );
+        assert!(d.ends_with("15 (51), … 24 more queues"), "{d}");
+    }
+
+    #[test]
+    fn rule_locations_that_cannot_be_ours() {
+        let before = [0, 5];
+        assert_eq!(bad_rule_location(3, &before, 16), None);
+        assert_eq!(bad_rule_location(3, &before, 0), None, "table size unknown");
+        for (loc, want) in [
+            (0xffff_ffff, "RX_CLS_LOC_ANY, a request value"),
+            (0xffff_fffe, "RX_CLS_LOC_FIRST, a request value"),
+            (0xffff_fffd, "RX_CLS_LOC_LAST, a request value"),
+            (16, "past the rule table of 16 locations"),
+            (5, "already held another rule before the insert"),
+        ] {
+            let why = bad_rule_location(loc, &before, 16).expect("refused");
+            assert!(why.contains(want), "{loc}: {why}");
+        }
     }
 }

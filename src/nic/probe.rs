@@ -4,7 +4,9 @@
 //! Order (ported from ncdevmem.c `run_devmem_tests`; header split is turned on before the
 //! RSS change here so that the undo order is the server's):
 //! 1. header split on (rings saved first);
-//! 2. RSS spread over `[0, start)`;
+//! 2. RSS spread over `[0, start)` (a driver without an RSS indirection table — veth,
+//!    netdevsim — has nothing that could send other flows to the bound queues or pin queues
+//!    against the channel shrink: a `note` line, and the checks go on);
 //! 3. bind-rx with N queue nests that carry neither id nor type: must be refused;
 //! 4. header split "off" (tcp-data-split UNKNOWN, as C; the kernel needs the configured mode
 //!    to be ENABLED, so anything else is off for devmem), bind-rx of the real queues: must be
@@ -17,7 +19,7 @@
 //!
 //! Verdict: a check the kernel got wrong is `FAIL` (exit 1, "kernel broke a contract"); a
 //! refusal that means the device or kernel lacks something (EOPNOTSUPP, EPERM, an unknown
-//! rx-page-size attribute, header split or RSS unsupported) is `skip` and ends the checks
+//! rx-page-size attribute, header split unsupported) is `skip` and ends the checks
 //! (exit 4 with that reason); otherwise exit 0 — devmem works here. A check that cannot run
 //! but does not decide whether devmem works (the driver does not report channels) is a
 //! `skip` line that does not change the verdict.
@@ -63,6 +65,9 @@ pub enum Status {
     Fail,
     /// Not checked: a capability is missing (or an earlier check stopped the probe).
     Skip,
+    /// Information that does not decide the verdict (e.g. the driver has no RSS table, so
+    /// there is nothing to exclude).
+    Note,
 }
 
 impl fmt::Display for Status {
@@ -71,6 +76,7 @@ impl fmt::Display for Status {
             Status::Ok => "ok",
             Status::Fail => "FAIL",
             Status::Skip => "skip",
+            Status::Note => "note",
         })
     }
 }
@@ -236,11 +242,17 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
         Err(e) => rec.fail(HDS_ON, e.to_string()),
     }
 
-    // 2. RSS.
+    // 2. RSS (a driver without a table has nothing to exclude: a note, not a skip).
     const RSS: &str = "RSS indirection table spread over the other queues";
     if !rec.not_run(RSS) {
-        match setup.exclude_from_rss(p.start) {
-            Ok(()) => rec.ok(RSS, format!("queues 0..{} in RSS, {label} out", p.start)),
+        match setup.exclude_from_rss_if_table(p.start) {
+            Ok(None) => rec.ok(RSS, format!("queues 0..{} in RSS, {label} out", p.start)),
+            Ok(Some(answer)) => rec.push(
+                Status::Note,
+                "rss",
+                format!("driver has no RSS indirection table; nothing to exclude ({answer})"),
+                false,
+            ),
             Err(Error::Skip(m)) => rec.missing(RSS, m),
             Err(e) => rec.fail(RSS, e.to_string()),
         }

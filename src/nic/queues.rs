@@ -163,15 +163,20 @@ pub fn wait_queues_free(
 ///   down), then falls back to the highest free range below it that leaves queue 0 in RSS;
 ///   if there is none it is `Error::Failure` listing the owners.
 ///
-/// Errors: `Error::Skip` when the driver does not report channels (give `-t`/`-q`) or has
-/// fewer than 2 RX queues; `Error::Usage` when `explicit` starts at queue 0 or runs past the
-/// RX queues queue-get reports; `Error::Failure` as above; kernel errors as
-/// [`NicOps::queues`].
+/// * `skip_nic_config` (`-n`): the NIC was configured by someone else (a test harness that
+///   leased a queue, for instance), so an explicit start at queue 0 is allowed; without
+///   `-n` queue 0 must stay in the RSS table this tool spreads.
+///
+/// Errors: `Error::Skip` when the driver does not report channels or reports no channel
+/// counts at all (give `-t`/`-q`), or has fewer than 2 RX queues; `Error::Usage` when
+/// `explicit` starts at queue 0 without `-n` or runs past the RX queues queue-get reports;
+/// `Error::Failure` as above; kernel errors as [`NicOps::queues`].
 pub fn choose_queues(
     nic: &SharedNic,
     explicit: Option<(u32, u32)>,
     policy: QueuePolicy,
     wait: Duration,
+    skip_nic_config: bool,
 ) -> Result<QueueChoice> {
     let ifname = nic.ifname().to_string();
     let (start, num, n_rx) = match explicit {
@@ -185,6 +190,17 @@ pub fn choose_queues(
                     e => e,
                 }
             })?;
+            if channels.rx_count.is_none()
+                && channels.tx_count.is_none()
+                && channels.other_count.is_none()
+                && channels.combined_count.is_none()
+            {
+                return Err(Error::Skip(format!(
+                    "{ifname}: the driver reports no channel counts (ethtool channels-get \
+                     answered without rx, tx, other or combined counts), so the RX queues are \
+                     unknown; give -t START -q NUM"
+                )));
+            }
             let n = channels.rx_queues();
             if n < 2 {
                 return Err(Error::Skip(format!(
@@ -197,9 +213,10 @@ pub fn choose_queues(
             }
         }
     };
-    if start == 0 {
+    if start == 0 && !skip_nic_config {
         return Err(Error::Usage(format!(
-            "-t: queue 0 of {ifname} must stay in RSS; bind queues from 1 up"
+            "-t: queue 0 of {ifname} must stay in RSS; bind queues from 1 up (or configure \
+             the NIC yourself and pass -n)"
         )));
     }
     let all = nic.with(|n| n.queues())?;
@@ -270,20 +287,27 @@ mod tests {
     fn defaults_follow_c() {
         let nic = ScriptedNic::good("eth0", 8);
         let s = shared(&nic);
-        let c = choose_queues(&s, None, QueuePolicy::Server, Duration::ZERO).unwrap();
+        let c = choose_queues(&s, None, QueuePolicy::Server, Duration::ZERO, false).unwrap();
         assert_eq!((c.start, c.num), (7, 1));
-        let c = choose_queues(&s, None, QueuePolicy::Probe, Duration::ZERO).unwrap();
+        let c = choose_queues(&s, None, QueuePolicy::Probe, Duration::ZERO, false).unwrap();
         assert_eq!((c.start, c.num), (4, 4));
         assert_eq!(c.queues(), vec![4, 5, 6, 7]);
-        let c = choose_queues(&s, Some((2, 3)), QueuePolicy::Server, Duration::ZERO).unwrap();
+        let c =
+            choose_queues(&s, Some((2, 3)), QueuePolicy::Server, Duration::ZERO, false).unwrap();
         assert_eq!((c.start, c.num), (2, 3));
     }
 
     #[test]
     fn too_few_queues_is_a_skip_and_queue_zero_is_refused() {
         let nic = ScriptedNic::good("eth0", 1);
-        let e =
-            choose_queues(&shared(&nic), None, QueuePolicy::Server, Duration::ZERO).unwrap_err();
+        let e = choose_queues(
+            &shared(&nic),
+            None,
+            QueuePolicy::Server,
+            Duration::ZERO,
+            false,
+        )
+        .unwrap_err();
         assert_eq!(e.exit_code(), crate::error::EXIT_SKIP, "{e}");
         let nic = ScriptedNic::good("eth0", 4);
         let e = choose_queues(
@@ -291,6 +315,7 @@ mod tests {
             Some((0, 1)),
             QueuePolicy::Server,
             Duration::ZERO,
+            false,
         )
         .unwrap_err();
         assert!(matches!(e, Error::Usage(_)), "{e}");
@@ -299,14 +324,46 @@ mod tests {
             Some((3, 2)),
             QueuePolicy::Server,
             Duration::ZERO,
+            false,
         )
         .unwrap_err();
         assert!(e.to_string().contains("has 4 RX queues"), "{e}");
         let veth = ScriptedNic::veth("va");
         veth.edit(|s| s.channels = None);
-        let e =
-            choose_queues(&shared(&veth), None, QueuePolicy::Server, Duration::ZERO).unwrap_err();
+        let e = choose_queues(
+            &shared(&veth),
+            None,
+            QueuePolicy::Server,
+            Duration::ZERO,
+            false,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("give -t START -q NUM"), "{e}");
+    }
+
+    /// With -n the NIC was configured by someone else (e.g. a harness that leased queue 0
+    /// of a netkit device): queue 0 is allowed. Without -n it must stay in RSS.
+    #[test]
+    fn queue_zero_is_allowed_with_skip_nic_config() {
+        let nic = ScriptedNic::good("nk0", 2);
+        let c = choose_queues(
+            &shared(&nic),
+            Some((0, 1)),
+            QueuePolicy::Server,
+            Duration::ZERO,
+            true,
+        )
+        .unwrap();
+        assert_eq!((c.start, c.num), (0, 1));
+        let e = choose_queues(
+            &shared(&nic),
+            Some((0, 1)),
+            QueuePolicy::Server,
+            Duration::ZERO,
+            false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("pass -n"), "{e}");
     }
 
     #[test]
@@ -321,6 +378,7 @@ mod tests {
             None,
             QueuePolicy::Server,
             Duration::from_millis(20),
+            false,
         )
         .unwrap();
         assert_eq!((c.start, c.num), (5, 1));
@@ -330,7 +388,14 @@ mod tests {
             c.notes
         );
         // Probe: upper half 4..=7 is busy; 3..=6 too (6); 2..=5 is free.
-        let c = choose_queues(&shared(&nic), None, QueuePolicy::Probe, Duration::ZERO).unwrap();
+        let c = choose_queues(
+            &shared(&nic),
+            None,
+            QueuePolicy::Probe,
+            Duration::ZERO,
+            false,
+        )
+        .unwrap();
         assert_eq!((c.start, c.num), (2, 4));
     }
 
@@ -345,6 +410,7 @@ mod tests {
             Some((2, 2)),
             QueuePolicy::Server,
             Duration::from_millis(10),
+            false,
         )
         .unwrap_err();
         assert!(matches!(e, Error::Failure(_)));
@@ -375,7 +441,8 @@ mod tests {
         };
         let b = s.with(|n| n.bind_rx(&req)).unwrap();
         drop(b);
-        let c = choose_queues(&s, None, QueuePolicy::Server, Duration::from_secs(2)).unwrap();
+        let c =
+            choose_queues(&s, None, QueuePolicy::Server, Duration::from_secs(2), false).unwrap();
         assert_eq!((c.start, c.num), (3, 1), "waited, did not fall back");
         assert!(
             c.notes.iter().any(|n| n.contains("free now")),

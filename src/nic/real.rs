@@ -210,6 +210,10 @@ impl NicOps for RealNic {
         self.ioctl.rss_set(&table.indir)
     }
 
+    fn rss_reset(&mut self) -> Result<()> {
+        self.ioctl.rss_reset()
+    }
+
     fn ntuple_get(&mut self) -> Result<bool> {
         let f = self.ntuple_bit()?;
         let blocks = self.ioctl.features_get(f.words)?;

@@ -13,7 +13,7 @@ use std::io::ErrorKind;
 
 use serde_json::{json, Value};
 
-use super::guards::{describe_hds, equal_spread_of, split_cli};
+use super::guards::{describe_hds, describe_rss, equal_spread_of, split_cli};
 use super::queues::{owned_rx, owners, QueueOwner};
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
@@ -24,6 +24,23 @@ use crate::netlink::netdev::{
     BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
 };
 use crate::udmabuf::{self, HugepageStatus};
+
+/// Why a device without header split cannot do devmem. The kernel checks the device
+/// (queue-management ops, EOPNOTSUPP) before header split, so the EINVAL below is what a
+/// devmem-capable device answers.
+const HDS_NEEDED: &str = "bind-rx would need header split (the kernel refuses with EINVAL \
+                          \"tcp-data-split is disabled\" on a device that supports devmem)";
+
+/// What the report says when queue-get lists no queues (a down interface has none).
+const NO_QUEUES_VISIBLE: &str = "no queues visible (interface down?)";
+
+/// True when channels-get answered without any count (rx, tx, other, combined).
+fn no_channel_counts(c: &Channels) -> bool {
+    c.rx_count.is_none()
+        && c.tx_count.is_none()
+        && c.other_count.is_none()
+        && c.combined_count.is_none()
+}
 
 /// `enum netdev_xdp_act` bit names, in bit order.
 const XDP_ACT_NAMES: [&str; 7] = [
@@ -270,9 +287,7 @@ impl NicReport {
                 None => cap(
                     "header split",
                     CapState::No,
-                    "the driver does not report tcp-data-split; setting it is refused, and \
-                     bind-rx fails with EINVAL \"tcp-data-split is disabled\""
-                        .into(),
+                    format!("the driver does not report tcp-data-split, so setup cannot turn it on; {HDS_NEEDED}"),
                 ),
                 Some(TcpDataSplit::Enabled) => {
                     let mut d = "on".to_string();
@@ -297,14 +312,16 @@ impl NicReport {
             Fact::Unsupported(e) => cap(
                 "header split",
                 CapState::No,
-                format!(
-                    "no ring parameters ({e}); bind-rx fails with EINVAL \"tcp-data-split is \
-                     disabled\""
-                ),
+                format!("no ring parameters ({e}); {HDS_NEEDED}"),
             ),
             Fact::Failed(e) => cap("header split", CapState::Unknown, e.clone()),
         });
         v.push(match &self.channels {
+            Fact::Known(c) if no_channel_counts(c) => cap(
+                "at least 2 RX queues",
+                CapState::Unknown,
+                "the driver reports no channel counts; give -t/-q".into(),
+            ),
             Fact::Known(c) if c.rx_queues() >= 2 => cap(
                 "at least 2 RX queues",
                 CapState::Yes,
@@ -328,7 +345,13 @@ impl NicReport {
         if let Fact::Known(qs) = &self.queues {
             let owned = owned_rx(qs);
             let rx = qs.iter().filter(|q| q.queue_type == QueueType::Rx).count();
-            if owned.is_empty() {
+            if rx == 0 {
+                v.push(cap(
+                    "free RX queues",
+                    CapState::Unknown,
+                    NO_QUEUES_VISIBLE.into(),
+                ));
+            } else if owned.is_empty() {
                 v.push(cap(
                     "free RX queues",
                     CapState::Yes,
@@ -513,6 +536,9 @@ impl NicReport {
             &mut s,
             "channels:",
             fact_text(&self.channels, |c| {
+                if no_channel_counts(c) {
+                    return "the driver reports no channel counts".into();
+                }
                 let f = |name: &str, n: Option<u32>, m: Option<u32>| {
                     n.map(|n| format!("{name} {n} (max {})", m.unwrap_or(0)))
                 };
@@ -529,14 +555,7 @@ impl NicReport {
             }),
         );
         line(&mut s, "rings:", fact_text(&self.hds, describe_hds));
-        line(
-            &mut s,
-            "rss:",
-            fact_text(&self.rss, |t| match equal_spread_of(t) {
-                Some(n) => format!("{} entries spread over queues 0..{n}", t.indir.len()),
-                None => format!("{} entries {:?}", t.indir.len(), t.indir),
-            }),
-        );
+        line(&mut s, "rss:", fact_text(&self.rss, describe_rss));
         let rules = match &self.rules {
             Fact::Known((locs, size)) => format!("; rules at {locs:?} (table size {size})"),
             other => format!("; rules: {}", fact_text(other, |_| String::new())),
@@ -549,6 +568,7 @@ impl NicReport {
             }),
         );
         match &self.queues {
+            Fact::Known(qs) if qs.is_empty() => line(&mut s, "queues:", NO_QUEUES_VISIBLE.into()),
             Fact::Known(qs) => {
                 for q in qs.iter().filter(|q| q.queue_type == QueueType::Rx) {
                     let o = owners(q);

@@ -12,9 +12,12 @@
 //!   queue → EEXIST (provider) / EBUSY (AF_XDP); rx-page-size on a kernel without the
 //!   attribute → EINVAL "Unknown attribute type";
 //! - rings-set while a provider is bound: tcp-data-split ≠ ENABLED or hds-thresh ≠ 0 → EINVAL;
-//! - channels-set below a bound queue, below an RSS table entry or an ntuple rule's queue →
-//!   EINVAL; above the maxima → EINVAL;
-//! - RSS table of the wrong size or referencing a queue past the RX queues → EINVAL;
+//! - channels-set below a bound queue, below an ntuple rule's queue or — when the RSS table
+//!   is user-configured — below an RSS table entry → EINVAL; above the maxima → EINVAL; a
+//!   table that is not user-configured is re-spread by the driver over the new RX queues;
+//! - RSS table of the wrong size or referencing a queue past the RX queues → EINVAL; writing
+//!   a table marks it user-configured (`IFF_RXFH_CONFIGURED`), a reset (SRSSH with
+//!   `indir_size` 0) writes the driver default (`i % RX queues`) and clears the mark;
 //! - ntuple rules need the feature on; turning it off flushes the rules; deleting a rule that
 //!   is not there → ENOENT.
 //!
@@ -51,8 +54,10 @@ pub enum Op {
     ChannelsSet,
     /// `rss_get` (`ETHTOOL_GRSSH`).
     RssGet,
-    /// `rss_set` (`ETHTOOL_SRSSH`).
+    /// `rss_set` (`ETHTOOL_SRSSH` with a table).
     RssSet,
+    /// `rss_reset` (`ETHTOOL_SRSSH` with `indir_size` 0: driver default).
+    RssReset,
     /// `ntuple_get` (`ETHTOOL_GFEATURES`).
     NtupleGet,
     /// `ntuple_set` (`ETHTOOL_SFEATURES`).
@@ -83,6 +88,7 @@ impl Op {
             Op::HdsSet
                 | Op::ChannelsSet
                 | Op::RssSet
+                | Op::RssReset
                 | Op::NtupleSet
                 | Op::FlowRuleInsert
                 | Op::FlowRuleDelete
@@ -101,6 +107,7 @@ impl Op {
             Op::ChannelsSet => ("ethtool", "channels-set"),
             Op::RssGet => ("ETHTOOL_GRSSH", ""),
             Op::RssSet => ("ETHTOOL_SRSSH", ""),
+            Op::RssReset => ("ETHTOOL_SRSSH", ""),
             Op::NtupleGet => ("ETHTOOL_GFEATURES", ""),
             Op::NtupleSet => ("ETHTOOL_SFEATURES", ""),
             Op::FlowRules => ("ETHTOOL_GRXCLSRLALL", ""),
@@ -151,6 +158,9 @@ pub struct NicState {
     pub channels: Option<Channels>,
     /// The indirection table; `None`: GRSSH/SRSSH answer EOPNOTSUPP.
     pub rss: Option<Vec<u32>>,
+    /// The table was written by user space (`IFF_RXFH_CONFIGURED`); `false` while it is the
+    /// driver default (never written, or reset with `indir_size` 0).
+    pub rss_configured: bool,
     /// The `rx-ntuple-filter` feature; `None`: even reading it answers EOPNOTSUPP.
     pub ntuple: Option<bool>,
     /// The feature can be read but not changed and there is no rule table (veth: GFEATURES
@@ -190,6 +200,14 @@ pub struct Quirks {
     /// After an unbind, queue-get keeps showing the binding for this many queue-get calls
     /// (asynchronous provider teardown).
     pub unbind_linger_queries: u32,
+    /// A rule insert reports this location instead of where the rule went (a driver that
+    /// writes back a bogus `fs.location`).
+    pub insert_reports: Option<RuleLocation>,
+    /// A rule insert puts the rule at this location even when another rule is there
+    /// (replacing it), and reports that location.
+    pub insert_overwrites: Option<RuleLocation>,
+    /// bind-rx answers binding id 0 (which the kernel never hands out).
+    pub binding_id_zero: bool,
 }
 
 #[derive(Debug)]
@@ -301,6 +319,13 @@ impl Drop for ScriptedBinding {
     }
 }
 
+/// The driver-default indirection table: `len` entries, entry `i` = `i % rx_queues`.
+fn default_table(len: usize, rx_queues: u32) -> Vec<u32> {
+    (0..len)
+        .map(|i| (i as u64 % u64::from(rx_queues.max(1))) as u32)
+        .collect()
+}
+
 fn rss_args(t: &[u32]) -> String {
     match equal_spread_of(&RssTable { indir: t.to_vec() }) {
         Some(n) => format!("equal {n}"),
@@ -357,6 +382,7 @@ impl ScriptedNic {
                 ..Default::default()
             }),
             rss: Some((0..128u32).map(|i| i % rx_queues.max(1)).collect()),
+            rss_configured: false,
             ntuple: Some(false),
             ntuple_fixed: false,
             rules: BTreeMap::new(),
@@ -426,6 +452,7 @@ impl ScriptedNic {
                 ..Default::default()
             }),
             rss: None,
+            rss_configured: false,
             ntuple: Some(false),
             ntuple_fixed: true,
             rules: BTreeMap::new(),
@@ -677,7 +704,9 @@ impl NicOps for ScriptedNic {
                     ));
                 }
             }
-            if st.rss_table().and_then(|t| t.iter().max()).is_some_and(|&m| m >= rxq) {
+            if st.state.rss_configured
+                && st.rss_table().and_then(|t| t.iter().max()).is_some_and(|&m| m >= rxq)
+            {
                 return Err(err(
                     st,
                     "requested channel count is too low for existing indirection table settings"
@@ -691,6 +720,12 @@ impl NicOps for ScriptedNic {
                 ));
             }
             st.state.channels = Some(new);
+            if !st.state.rss_configured {
+                // The driver owns a default table: it spreads it over the new RX queues.
+                if let Some(t) = st.state.rss.as_mut() {
+                    *t = default_table(t.len(), rxq);
+                }
+            }
             Ok(())
         })
     }
@@ -712,6 +747,19 @@ impl NicOps for ScriptedNic {
                 return Err(st.error(Op::RssSet, libc::EINVAL, None));
             }
             st.state.rss = Some(table.indir.clone());
+            st.state.rss_configured = true;
+            Ok(())
+        })
+    }
+
+    fn rss_reset(&mut self) -> Result<()> {
+        self.call(Op::RssReset, "default".into(), |st| {
+            let rxq = st.rx_queues();
+            let Some(cur) = st.rss_table() else {
+                return Err(st.error(Op::RssReset, libc::EOPNOTSUPP, None));
+            };
+            st.state.rss = Some(default_table(cur.len(), rxq));
+            st.state.rss_configured = false;
             Ok(())
         })
     }
@@ -766,12 +814,12 @@ impl NicOps for ScriptedNic {
             {
                 return Err(st.error(Op::FlowRuleInsert, libc::EINVAL, None));
             }
-            let Some(loc) = (0..st.state.rule_table_size).find(|l| !st.state.rules.contains_key(l))
-            else {
+            let free = (0..st.state.rule_table_size).find(|l| !st.state.rules.contains_key(l));
+            let Some(loc) = st.quirks.insert_overwrites.or(free) else {
                 return Err(st.error(Op::FlowRuleInsert, libc::ENOSPC, None));
             };
             st.state.rules.insert(loc, rule.clone());
-            Ok(loc)
+            Ok(st.quirks.insert_reports.unwrap_or(loc))
         })
     }
 
@@ -919,8 +967,12 @@ impl NicOps for ScriptedNic {
                     None => {}
                 }
             }
-            let id = st.next_binding;
-            st.next_binding += 1;
+            let id = if st.quirks.binding_id_zero {
+                0
+            } else {
+                st.next_binding += 1;
+                st.next_binding - 1
+            };
             for q in &queues {
                 st.state.bound.insert(*q, id);
                 let pool = st.next_pool;

@@ -10,8 +10,9 @@
 //!
 //! Which steps are mandatory for devmem, and what a refusal means:
 //! - header split: mandatory (bind-rx checks it); EOPNOTSUPP → skip;
-//! - RSS exclusion: mandatory (otherwise RSS sends other flows' packets to the bound
-//!   queues); EOPNOTSUPP → skip;
+//! - RSS exclusion: mandatory for the server (otherwise RSS sends other flows' packets to
+//!   the bound queues); EOPNOTSUPP or an empty table → skip. Probe mode uses
+//!   [`NicSetup::exclude_from_rss_if_table`], where a driver without a table is a note;
 //! - ntuple feature: EOPNOTSUPP from reading it → skip ("driver has no ntuple filters");
 //! - flow rule: mandatory (otherwise the flow lands on other queues: "flow steering
 //!   error"); EOPNOTSUPP → skip;
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use super::guards::{
     describe_hds, describe_rule, log_stderr, unsupported_is_skip, FlowRuleGuard, HdsGuard,
-    NtupleFeatureGuard, RssGuard, SharedNic,
+    NtupleFeatureGuard, RssGuard, RssSpread, SharedNic,
 };
 use super::queues::{describe_owned, wait_queues_free, QUEUE_FREE_WAIT};
 use super::{Binding, FlowRule, FlowType, RuleLocation};
@@ -209,6 +210,29 @@ impl NicSetup {
         Ok(())
     }
 
+    /// As [`exclude_from_rss`](Self::exclude_from_rss), for probe mode: a driver without an
+    /// RSS indirection table (GRSSH EOPNOTSUPP, or an empty table) is `Ok(Some(answer))` with
+    /// nothing changed — there is no table that could send traffic to the bound queues or
+    /// pin queues against a channel change. `Ok(None)`: spread (or already spread).
+    ///
+    /// Errors: as [`exclude_from_rss`](Self::exclude_from_rss) for everything else.
+    pub fn exclude_from_rss_if_table(&mut self, start: u32) -> Result<Option<String>> {
+        let ifname = self.nic.ifname().to_string();
+        let g = match RssGuard::spread_if_table(&self.nic, start)
+            .map_err(|e| unsupported_is_skip(e, &ifname, "the RSS indirection table"))?
+        {
+            RssSpread::NoTable(e) => return Ok(Some(e.to_string())),
+            RssSpread::Spread(g) => g,
+        };
+        if g.changed() {
+            self.log(&format!(
+                "{ifname}: RSS spread over queues 0..{start} (original table saved)"
+            ));
+        }
+        self.rss = Some(g);
+        Ok(None)
+    }
+
     /// Turns the ntuple feature on if it is off.
     ///
     /// Errors: `Error::Skip` when the driver has no ntuple filters.
@@ -242,6 +266,9 @@ impl NicSetup {
                     self.flow_rule = Some(g);
                     return Ok(loc);
                 }
+                // Not a kernel refusal (an untrustworthy location): our rule may be
+                // installed, so no other rule is tried.
+                Err(e) if e.errno().is_none() => return Err(e),
                 Err(e) => {
                     self.log(&format!(
                         "{ifname}: ntuple rule {} refused: {e}",
@@ -277,13 +304,29 @@ impl NicSetup {
 
     /// bind-rx; the binding is kept until teardown. Returns the binding id.
     ///
-    /// Errors: [`bind_refusal`] skips; other kernel errors.
+    /// Errors: [`bind_refusal`] skips; other kernel errors; `Error::Failure` when the kernel
+    /// answers binding id 0 (ids start at 1; 0 in a cmsg means "no dma-buf") — that binding
+    /// is released at once and its queues waited for.
     pub fn bind(&mut self, req: &BindRxRequest) -> Result<u32> {
         let binding = self
             .nic
             .with(|n| n.bind_rx(req))
             .map_err(|e| bind_refusal(e, req))?;
         let id = binding.id();
+        if id == 0 {
+            self.binding = Some(binding);
+            self.bound_queues = req.queues.iter().filter_map(|q| q.id).collect();
+            let leftover = self.release_binding();
+            let mut msg = format!(
+                "kernel returned binding id 0 for bind-rx of {}; binding ids start at 1 (0 \
+                 means \"no dma-buf\" in a devmem cmsg), so it was unbound",
+                req.target()
+            );
+            if let Some(w) = leftover {
+                msg.push_str(&format!("; {w}"));
+            }
+            return Err(Error::Failure(msg));
+        }
         self.bound_queues = req.queues.iter().filter_map(|q| q.id).collect();
         self.binding = Some(binding);
         Ok(id)

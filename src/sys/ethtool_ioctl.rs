@@ -648,6 +648,24 @@ pub fn rxfh_set_request(indir: &[u32]) -> Result<Vec<u8>> {
     Ok(b)
 }
 
+/// SRSSH request resetting the indirection table of the default context to the driver
+/// default (`ethtool -X IF default`): the 24-byte header alone with `indir_size` 0 ("reset"),
+/// `key_size` 0 (key unchanged), `hfunc` `ETH_RSS_HASH_NO_CHANGE`, `input_xfrm`
+/// `RXH_XFRM_NO_CHANGE`. Unlike writing a table (any `indir_size` > 0), this also clears the
+/// device's "user configured the table" flag (`IFF_RXFH_CONFIGURED`), so the driver spreads
+/// the table again when the channel count changes.
+pub fn rxfh_reset_request() -> [u8; 24] {
+    ethtool_rxfh {
+        cmd: ETHTOOL_SRSSH,
+        indir_size: 0,
+        key_size: 0,
+        hfunc: ETH_RSS_HASH_NO_CHANGE,
+        input_xfrm: RXH_XFRM_NO_CHANGE,
+        ..Default::default()
+    }
+    .to_bytes()
+}
+
 /// Splits a GRSSH answer into the header and the `indir_size` table entries that follow it.
 ///
 /// Errors: `Error::Decode` when the buffer is shorter than the header says.
@@ -1132,6 +1150,21 @@ impl EthtoolIoctl {
         Ok(())
     }
 
+    /// `ETHTOOL_SRSSH` with `indir_size` 0 on the default context ([`rxfh_reset_request`]):
+    /// the indirection table goes back to the driver default (`i % RX rings`) and the
+    /// device is no longer marked as user-configured; key, hash function and input
+    /// transformation unchanged. Needs CAP_NET_ADMIN.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP without RSS).
+    pub fn rss_reset(&self) -> Result<()> {
+        let mut b = rxfh_reset_request();
+        // SAFETY: with indir_size 0 and key_size 0 the kernel reads only the 24-byte header
+        // (its rss_config copy is 0 bytes; the default table is built in the kernel) and
+        // writes back at most the 4-byte rss_context inside it; `b` is those 24 bytes.
+        unsafe { self.ioctl(&mut b)? };
+        Ok(())
+    }
+
     /// `ETHTOOL_GSSET_INFO` + `ETHTOOL_GSTRINGS` for `ETH_SS_FEATURES`: the feature names,
     /// index = feature bit.
     ///
@@ -1474,6 +1507,27 @@ mod tests {
         assert_eq!(rxfh_set_request(&[0, 0, 1, 1]).unwrap(), RSS_SET_REQ);
         let e = rxfh_set_request(&[]).unwrap_err();
         assert!(e.to_string().contains("reset the table"), "{e}");
+    }
+
+    /// SRSSH "reset to the driver default" (`ethtool -X IF default`): header only, no table
+    /// (synthetic from the uapi layout).
+    #[rustfmt::skip]
+    const RSS_RESET_REQ: [u8; 24] = [
+        0x47, 0x00, 0x00, 0x00, // cmd ETHTOOL_SRSSH
+        0x00, 0x00, 0x00, 0x00, // rss_context 0 (the default context; reset needs it)
+        0x00, 0x00, 0x00, 0x00, // indir_size 0: reset the table to the driver default
+        0x00, 0x00, 0x00, 0x00, // key_size 0: key unchanged
+        0x00,                   // hfunc ETH_RSS_HASH_NO_CHANGE
+        0xff,                   // input_xfrm RXH_XFRM_NO_CHANGE
+        0x00, 0x00,             // rsvd8
+        0x00, 0x00, 0x00, 0x00, // rsvd32
+    ];
+
+    #[test]
+    fn rss_reset_request_bytes() {
+        assert_eq!(rxfh_reset_request(), RSS_RESET_REQ);
+        let h = ethtool_rxfh::from_bytes(&RSS_RESET_REQ).unwrap();
+        assert_eq!((h.cmd, h.indir_size, h.key_size), (ETHTOOL_SRSSH, 0, 0));
     }
 
     #[test]

@@ -505,13 +505,16 @@ impl CompletionTracker {
                 self.next - 1
             )));
         }
-        for s in lo64..=hi64 {
-            let slot = &mut self.done[(s - self.base) as usize];
-            if *slot {
-                return Err(Error::Failure(format!(
-                    "zerocopy completion [{lo}, {hi}] completes send {s} a second time"
-                )));
-            }
+        // Validate the whole range before marking anything: a rejected range changes nothing.
+        let first = (lo64 - self.base) as usize;
+        let last = (hi64 - self.base) as usize;
+        if let Some(i) = self.done.range(first..=last).position(|&d| d) {
+            return Err(Error::Failure(format!(
+                "zerocopy completion [{lo}, {hi}] completes send {} a second time",
+                lo64 + i as u64
+            )));
+        }
+        for slot in self.done.range_mut(first..=last) {
             *slot = true;
         }
         self.pending -= count;
@@ -1215,6 +1218,26 @@ mod tests {
         assert!(c.is_done());
         assert_eq!(c.batch(MAX_IOV, &mut v), 0);
         assert!(v.is_empty());
+    }
+
+    /// A range that overlaps a completed send is refused as a whole: nothing in it is marked,
+    /// so the sends it named can still complete later.
+    #[test]
+    fn tracker_rejected_range_changes_nothing() {
+        let mut t = CompletionTracker::new();
+        for _ in 0..4 {
+            t.on_send();
+        }
+        assert_eq!(t.complete(2, 2).unwrap(), 1);
+        let e = t.complete(0, 3).unwrap_err().to_string();
+        assert!(e.contains("completes send 2 a second time"), "{e}");
+        assert_eq!(t.pending(), 3);
+        assert_eq!(t.outstanding_range(), Some((0, 3)));
+        // Sends 0, 1 and 3 are still open: completing them works and empties the tracker.
+        assert_eq!(t.complete(0, 1).unwrap(), 2);
+        assert_eq!(t.complete(3, 3).unwrap(), 1);
+        assert_eq!(t.pending(), 0);
+        assert!(t.complete_through(3));
     }
 
     #[test]
