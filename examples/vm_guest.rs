@@ -21,23 +21,36 @@
 //!
 //! usage: `vm_guest --bin PATH --ip PATH [--netdevsim] [--tests DIR]`
 //! (`--ip`: iproute2's `ip`, not busybox's, which has no `netns`.)
+//!
+//! Hidden subcommand, used by the `netdevsim_sigterm_mid_run` case as its child process:
+//! `vm_guest hold-nic IF` installs the tool's SIGINT/SIGTERM handlers, turns header split on
+//! and shrinks the channels of IF through the project's undo guards, prints `ready …`, then
+//! waits for a stop signal; on one it returns `Error::Interrupted`, the guards unwind, and it
+//! prints `unwound after signal N` and exits 1 (the tool's exit code for an interrupted run).
 
 use std::fs::File;
-use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Output, Stdio};
+use std::sync::atomic::AtomicI32;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ncdevmem::netlink::ethtool::{
-    Channels, ChannelsAttr, Ethtool, EthtoolCmd, RingsAttr, TcpDataSplit,
-};
-use ncdevmem::netlink::netdev::{Netdev, QueueType};
-use ncdevmem::netlink::{NlSocket, Nla};
+use ncdevmem::netlink::ethtool::{Channels, Ethtool, TcpDataSplit};
+use ncdevmem::netlink::netdev::{Netdev, QueueInfo, QueueType};
+use ncdevmem::nic::guards::{channels_for, ChannelsGuard, HdsGuard, SharedNic};
+use ncdevmem::nic::real::RealNic;
+use ncdevmem::nic::snapshot::NicSnapshot;
 use ncdevmem::sys::uapi;
+use ncdevmem::tx::devmem::ErrqueueRead;
+use ncdevmem::tx::testing::{CompletionPolicy, ScriptedTxSocket};
+use ncdevmem::tx::{
+    self as devmem_tx, DmabufIov, LineSource, PatternSource, TxConfig, TxSocket, TxSource,
+};
 use ncdevmem::udmabuf::{
-    self, dma_buf_sync, FragMemory, HugepageStatus, Udmabuf, UdmabufParams, NR_HUGEPAGES_PATH,
-    SIZE_LIMIT_MB_PATH,
+    self, dma_buf_sync, FragMemory, HugepageStatus, MappedRegion, Udmabuf, UdmabufParams,
+    NR_HUGEPAGES_PATH, SIZE_LIMIT_MB_PATH,
 };
 use ncdevmem::Error;
 
@@ -69,6 +82,9 @@ struct Ctx {
 /// netdevsim device ids used by the cases (each case removes its devices again).
 const NSIM_BIND_ID: u32 = 10;
 const NSIM_RINGS_ID: u32 = 11;
+const NSIM_SETUP_ID: u32 = 12;
+const NSIM_SIGTERM_ID: u32 = 13;
+const NSIM_TX_ID: u32 = 14;
 const NSIM_LINK_A: u32 = 20;
 const NSIM_LINK_B: u32 = 21;
 
@@ -76,6 +92,12 @@ const NSIM_LINK_B: u32 = 21;
 const CHILD_DEADLINE: Duration = Duration::from_secs(120);
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if let [cmd, ifname] = argv.as_slice() {
+        if cmd == "hold-nic" {
+            return hold_nic(ifname);
+        }
+    }
     let ctx = match parse_args() {
         Ok(c) => c,
         Err(e) => {
@@ -93,6 +115,9 @@ fn main() -> ExitCode {
         ("bind_rx_netdevsim", bind_rx_netdevsim),
         ("netdevsim_rings_hds", netdevsim_rings_hds),
         ("netdevsim_channels", netdevsim_channels),
+        ("netdevsim_nic_setup", netdevsim_nic_setup),
+        ("netdevsim_sigterm_mid_run", netdevsim_sigterm_mid_run),
+        ("bind_tx_netdevsim", bind_tx_netdevsim),
         ("plain_transfer_veth", plain_transfer_veth),
         ("plain_transfer_netdevsim", plain_transfer_netdevsim),
         ("devmem_server_veth", devmem_server_veth),
@@ -416,20 +441,45 @@ fn bind_rx_netdevsim(ctx: &Ctx) -> CaseResult {
         },
         Err(e) => return Err(format!("bind-rx: expected EOPNOTSUPP, got {e}")),
     };
+    // Probe mode: exit 4 with exactly one skip line. Which capability it names depends on how
+    // far the probe gets on netdevsim (its RSS table is unsupported; a probe that notes that
+    // and goes on reaches the bind); when it names bind-rx, it must carry the kernel's text.
     let out = run(Command::new(&ctx.bin).args(["-f", &ifname]))?;
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    // Exit 4 either way; once probe mode runs its checks, the reason is the kernel's refusal.
-    let probe_ran = !stderr.contains("not implemented");
-    if out.status.code() != Some(4) || (probe_ran && !stderr.contains(kernel_msg.as_str())) {
-        return Err(format!(
-            "probe mode on {ifname}: {} (expected exit 4 naming {kernel_msg:?}), stderr {stderr:?}",
-            out.status
-        ));
-    }
+    let reason = one_skip_line(&stderr);
+    let reason = match (out.status.code(), reason) {
+        (Some(4), Some(r)) => r,
+        _ => {
+            return Err(format!(
+                "probe mode on {ifname}: {} (expected exit 4 with one skip line), stderr \
+                 {stderr:?}",
+                out.status
+            ))
+        }
+    };
+    let stage = if reason.contains("bind-rx") {
+        if !reason.contains(kernel_msg.as_str()) {
+            return Err(format!(
+                "probe mode on {ifname} names bind-rx without the kernel's {kernel_msg:?}: \
+                 {reason:?}"
+            ));
+        }
+        "the probe reached the bind"
+    } else {
+        "the probe stopped before the bind"
+    };
     Ok(Outcome::Pass(format!(
-        "bind-rx {ifname} queue 1: EOPNOTSUPP, kernel: {kernel_msg:?}; probe mode exits 4: \
-         {stderr:?}"
+        "bind-rx {ifname} queue 1: EOPNOTSUPP, kernel: {kernel_msg:?}; probe mode exits 4 \
+         ({stage}): {reason:?}"
     )))
+}
+
+/// The one `ncdevmem-rs: skip: …` line of a run's stderr; `None` when there is none or more
+/// than one.
+fn one_skip_line(stderr: &str) -> Option<String> {
+    let mut skips = stderr.lines().filter(|l| l.contains(": skip: "));
+    let first = skips.next()?;
+    skips.next().is_none().then(|| first.trim().to_string())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -454,7 +504,7 @@ fn netdevsim_rings_hds(ctx: &Ctx) -> CaseResult {
         TcpDataSplit::Disabled,
         TcpDataSplit::Enabled,
     ] {
-        rings_set(&eth, ifindex, &[RingsAttr::TcpDataSplit(want)])?;
+        rings_set(&mut eth, ifindex, want, None)?;
         let got = eth.rings_get(ifindex).map_err(err)?.tcp_data_split;
         if got != Some(want) {
             return Err(format!(
@@ -465,7 +515,7 @@ fn netdevsim_rings_hds(ctx: &Ctx) -> CaseResult {
     let mut hds_note = String::from("hds-thresh not reported");
     if let (Some(t), Some(max)) = (before.hds_thresh, before.hds_thresh_max) {
         let other = if t == 0 { max.min(256) } else { 0 };
-        rings_set(&eth, ifindex, &[RingsAttr::HdsThresh(other)])?;
+        rings_set(&mut eth, ifindex, TcpDataSplit::Enabled, Some(other))?;
         let got = eth.rings_get(ifindex).map_err(err)?.hds_thresh;
         if got != Some(other) {
             return Err(format!("set hds-thresh {other}, RINGS_GET reports {got:?}"));
@@ -474,17 +524,9 @@ fn netdevsim_rings_hds(ctx: &Ctx) -> CaseResult {
     }
     // SET unknown (0) hands the choice back to the driver; what GET then reports is recorded
     // (netdevsim reports "enabled" for a configured "unknown").
-    rings_set(
-        &eth,
-        ifindex,
-        &[RingsAttr::TcpDataSplit(TcpDataSplit::Unknown)],
-    )?;
+    rings_set(&mut eth, ifindex, TcpDataSplit::Unknown, None)?;
     let unknown_reads = eth.rings_get(ifindex).map_err(err)?.tcp_data_split;
-    let mut restore = vec![RingsAttr::TcpDataSplit(hds_before)];
-    if let Some(t) = before.hds_thresh {
-        restore.push(RingsAttr::HdsThresh(t));
-    }
-    rings_set(&eth, ifindex, &restore)?;
+    rings_set(&mut eth, ifindex, hds_before, before.hds_thresh)?;
     let after = eth.rings_get(ifindex).map_err(err)?;
     if after != before {
         return Err(format!(
@@ -493,8 +535,8 @@ fn netdevsim_rings_hds(ctx: &Ctx) -> CaseResult {
     }
     Ok(Outcome::Pass(format!(
         "tcp-data-split {hds_before:?} → Enabled → Disabled → Enabled → restored; SET Unknown \
-         reads back as {unknown_reads:?}; {hds_note}; RINGS_GET after == before (RINGS_SET sent \
-         with Ethtool::request)"
+         reads back as {unknown_reads:?}; {hds_note}; RINGS_GET after == before (RINGS_SET \
+         through Ethtool::rings_set_hds)"
     )))
 }
 
@@ -520,7 +562,7 @@ fn netdevsim_channels(ctx: &Ctx) -> CaseResult {
         }
     };
     let smaller = if count > 1 { count - 1 } else { 2 };
-    channels_set(&eth, ifindex, smaller)?;
+    channels_set(&mut eth, ifindex, smaller)?;
     let mid: Channels = eth.channels_get(ifindex).map_err(err)?;
     if mid.combined_count != Some(smaller) {
         return Err(format!(
@@ -538,11 +580,11 @@ fn netdevsim_channels(ctx: &Ctx) -> CaseResult {
             "combined {smaller} but queue-get lists {rx_queues} RX queues"
         ));
     }
-    let refusal = match channels_set(&eth, ifindex, max + 1) {
+    let refusal = match channels_set(&mut eth, ifindex, max + 1) {
         Err(e) => e,
         Ok(()) => return Err(format!("combined {} (max {max}) accepted", max + 1)),
     };
-    channels_set(&eth, ifindex, count)?;
+    channels_set(&mut eth, ifindex, count)?;
     let after = eth.channels_get(ifindex).map_err(err)?;
     if after != before {
         return Err(format!(
@@ -551,31 +593,542 @@ fn netdevsim_channels(ctx: &Ctx) -> CaseResult {
     }
     Ok(Outcome::Pass(format!(
         "combined {count} → {smaller} (queue-get agrees) → {count}; {} refused: {refusal}; \
-         CHANNELS_GET after == before",
+         CHANNELS_GET after == before (CHANNELS_SET through Ethtool::channels_set)",
         max + 1
     )))
 }
 
-/// Sends ETHTOOL_MSG_RINGS_SET with `attrs` (after the header) through the project's client.
-fn rings_set(eth: &Ethtool, ifindex: u32, attrs: &[RingsAttr]) -> Result<(), String> {
-    let mut req = eth.request(EthtoolCmd::RingsSet, ifindex, None);
-    for a in attrs {
-        a.emit(req.attrs());
-    }
-    NlSocket::open()
-        .and_then(|mut s| s.request(&req))
-        .map(|_| ())
-        .map_err(|e| format!("RINGS_SET {attrs:?}: {e}"))
+/// ETHTOOL_MSG_RINGS_SET tcp-data-split (and hds-thresh) through the project's typed op.
+fn rings_set(
+    eth: &mut Ethtool,
+    ifindex: u32,
+    split: TcpDataSplit,
+    hds_thresh: Option<u32>,
+) -> Result<(), String> {
+    eth.rings_set_hds(ifindex, split, hds_thresh)
+        .map_err(|e| format!("RINGS_SET: {e}"))
 }
 
-/// Sends ETHTOOL_MSG_CHANNELS_SET combined = `combined`.
-fn channels_set(eth: &Ethtool, ifindex: u32, combined: u32) -> Result<(), String> {
-    let mut req = eth.request(EthtoolCmd::ChannelsSet, ifindex, None);
-    ChannelsAttr::CombinedCount(combined).emit(req.attrs());
-    NlSocket::open()
-        .and_then(|mut s| s.request(&req))
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+/// ETHTOOL_MSG_CHANNELS_SET combined = `combined` through the project's typed op.
+fn channels_set(eth: &mut Ethtool, ifindex: u32, combined: u32) -> Result<(), String> {
+    eth.channels_set(ifindex, None, None, Some(combined))
+        .map_err(err)
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4b. NIC setup on netdevsim: the server's real setup, and a SIGTERM mid-run
+// ---------------------------------------------------------------------------------------------
+
+/// The server without `-n` on a netdevsim port runs the project's NIC setup for real: header
+/// split first (netdevsim can), then the RSS indirection table (netdevsim cannot): exit 4
+/// "driver does not support …", and every change undone.
+///
+/// Twice: from netdevsim's default ring config (tcp-data-split configured "unknown", which
+/// RINGS_GET reports as "enabled", hds-thresh 0), and from an explicit `tcp-data-split off,
+/// hds-thresh 128`, which the setup must turn on and then put back exactly (the careful
+/// restore first writes "unknown", which netdevsim reads back as "enabled", so it must follow
+/// up with the exact old values). The configured value itself is not readable through any
+/// uapi; what is checked is what RINGS_GET reports, which for "off" is unambiguous.
+fn netdevsim_nic_setup(ctx: &Ctx) -> CaseResult {
+    if let Some(why) = no_netdevsim(ctx) {
+        return Ok(Outcome::Skip(why));
+    }
+    let dev = NsimDev::new(ctx, NSIM_SETUP_ID, 4)?;
+    let ifname = dev.ifname.clone();
+    ip(ctx, &["link", "set", &ifname, "up"])?;
+    let ifindex = ifindex_of(&ifname)?;
+    let mut eth = Ethtool::open().map_err(err)?;
+    let mut notes = Vec::new();
+    for start in [None, Some((TcpDataSplit::Disabled, 128))] {
+        if let Some((split, thresh)) = start {
+            rings_set(&mut eth, ifindex, split, Some(thresh))?;
+        }
+        let before = NicState::take(&ifname)?;
+        let rings_before = eth.rings_get(ifindex).map_err(err)?;
+        let out = run(Command::new(&ctx.bin).args([
+            "-l",
+            "-f",
+            &ifname,
+            "-s",
+            "127.0.0.1",
+            "-p",
+            "5303",
+            "--timeout",
+            "10",
+            "--verify-restore",
+        ]))?;
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        let last = stderr.lines().last().unwrap_or_default().to_string();
+        let label = match start {
+            None => "from the default config".to_string(),
+            Some((s, t)) => format!("from tcp-data-split {}, hds-thresh {t}", s.name()),
+        };
+        if out.status.code() != Some(4)
+            || !last.contains("driver does not support")
+            || stderr.contains("could not restore")
+            || stderr.contains("not restored")
+        {
+            return Err(format!(
+                "server without -n on {ifname} {label}: {} (expected exit 4 \"driver does not \
+                 support …\" and nothing left changed), stderr {stderr:?}",
+                out.status
+            ));
+        }
+        let turned_on = stderr.lines().find(|l| l.contains("header split on"));
+        if start.is_some() && turned_on.is_none() {
+            return Err(format!(
+                "server without -n {label}: no \"header split on\" in stderr {stderr:?}"
+            ));
+        }
+        before.same_as(
+            &NicState::take(&ifname)?,
+            &format!("after the server {label}"),
+        )?;
+        let rings_after = eth.rings_get(ifindex).map_err(err)?;
+        if (rings_after.tcp_data_split, rings_after.hds_thresh)
+            != (rings_before.tcp_data_split, rings_before.hds_thresh)
+        {
+            return Err(format!(
+                "{label}: RINGS_GET before {rings_before:?}, after {rings_after:?}"
+            ));
+        }
+        notes.push(format!(
+            "{label}: {}; exit 4 {last:?}; snapshot after == before (tcp-data-split {:?}, \
+             hds-thresh {:?})",
+            turned_on.map_or(
+                "setup did not write tcp-data-split (RINGS_GET already reported it on)".to_string(),
+                |l| format!("{:?}", l.trim())
+            ),
+            rings_after.tcp_data_split,
+            rings_after.hds_thresh
+        ));
+    }
+    Ok(Outcome::Pass(notes.join("; ")))
+}
+
+/// The NIC-setup guards unwind on SIGTERM: a child (`vm_guest hold-nic IF`) turns header split
+/// on and shrinks the channels through `HdsGuard` / `ChannelsGuard` on a `SharedNic(RealNic)`
+/// with the tool's signal handlers installed, and waits; the parent sees the NIC changed,
+/// sends SIGTERM, and after the child exits (status 1, "unwound after signal 15") the NIC
+/// snapshot equals the one from before.
+fn netdevsim_sigterm_mid_run(ctx: &Ctx) -> CaseResult {
+    if let Some(why) = no_netdevsim(ctx) {
+        return Ok(Outcome::Skip(why));
+    }
+    let dev = NsimDev::new(ctx, NSIM_SIGTERM_ID, 4)?;
+    let ifname = dev.ifname.clone();
+    ip(ctx, &["link", "set", &ifname, "up"])?;
+    let ifindex = ifindex_of(&ifname)?;
+    let mut eth = Ethtool::open().map_err(err)?;
+    // From "off, 128" so that turning header split on is a visible change.
+    rings_set(&mut eth, ifindex, TcpDataSplit::Disabled, Some(128))?;
+    let before = NicState::take(&ifname)?;
+    let me = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let mut child = Command::new(&me)
+        .args(["hold-nic", &ifname])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn {} hold-nic: {e}", me.display()))?;
+    let lines = line_channel(child.stdout.take());
+    let ready = match lines.recv_timeout(Duration::from_secs(30)) {
+        Ok(l) if l.starts_with("ready") => l,
+        other => {
+            let _ = child.kill();
+            let out = child.wait_with_output().map_err(|e| e.to_string())?;
+            return Err(format!(
+                "hold-nic {ifname}: no \"ready\" line ({other:?}); stderr {:?}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    };
+    let during = NicState::take(&ifname);
+    let rings = eth.rings_get(ifindex).map_err(err);
+    // SIGTERM before judging anything, so the child never outlives the case.
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+        .map_err(|e| format!("kill(SIGTERM): {e}"))?;
+    let out = wait(child)?;
+    let rest: Vec<String> = lines.try_iter().collect();
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let (during, rings) = (during?, rings?);
+    let changed: Vec<String> = before.snapshot.diff(&during.snapshot);
+    if rings.tcp_data_split != Some(TcpDataSplit::Enabled)
+        || during.rx_queues() >= before.rx_queues()
+    {
+        return Err(format!(
+            "after \"{ready}\" the NIC was not changed as expected: rings {rings:?}, \
+             queue-get {:?} (before {:?})",
+            during.queues, before.queues
+        ));
+    }
+    let unwound = rest.iter().find(|l| l.starts_with("unwound after signal"));
+    if out.status.code() != Some(1)
+        || unwound.map(String::as_str) != Some("unwound after signal 15")
+        || !stderr.is_empty()
+    {
+        return Err(format!(
+            "hold-nic after SIGTERM: {} (expected exit 1 and \"unwound after signal 15\"), \
+             stdout {rest:?}, stderr {stderr:?}",
+            out.status
+        ));
+    }
+    before.same_as(&NicState::take(&ifname)?, "after SIGTERM")?;
+    Ok(Outcome::Pass(format!(
+        "child {ready:?}; changed while it ran: {}; SIGTERM → exit 1 \"unwound after signal 15\", \
+         NIC snapshot and queue-get after == before",
+        changed.join("; ")
+    )))
+}
+
+/// Forwards the lines of a child's stdout to a channel (from a thread), so the parent can wait
+/// for one with a timeout.
+fn line_channel(stdout: Option<std::process::ChildStdout>) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    if let Some(out) = stdout {
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// How long `hold-nic` waits for its signal before it gives up.
+const HOLD_NIC_DEADLINE: Duration = Duration::from_secs(60);
+
+/// `vm_guest hold-nic IF` (the child of `netdevsim_sigterm_mid_run`): exit 1 after a stop
+/// signal unwound the guards (the tool's exit code for `Error::Interrupted`), otherwise the
+/// exit code of the error.
+fn hold_nic(ifname: &str) -> ExitCode {
+    match hold_nic_until_signal(ifname) {
+        // The guards were locals of hold_nic_until_signal: they have been dropped (restored)
+        // by the time this line prints.
+        Err(e @ Error::Interrupted(sig)) => {
+            println!("unwound after signal {sig}");
+            ExitCode::from(e.exit_code())
+        }
+        Err(e) => {
+            eprintln!("hold-nic: {e}");
+            ExitCode::from(e.exit_code())
+        }
+        Ok(()) => ExitCode::SUCCESS,
+    }
+}
+
+fn hold_nic_until_signal(ifname: &str) -> Result<(), Error> {
+    ncdevmem::signals::install()?;
+    let nic = SharedNic::new(Box::new(RealNic::open(ifname)?));
+    let hds = HdsGuard::enable(&nic)?;
+    let old = nic.with(|n| n.channels_get())?;
+    let keep = old.rx_queues().saturating_sub(2).max(1);
+    let set = channels_for(&old, keep, keep)?;
+    let channels = ChannelsGuard::apply(&nic, set)?;
+    println!(
+        "ready: header split on (changed: {}), channels {} → {keep} RX queues",
+        hds.changed(),
+        old.rx_queues()
+    );
+    let _ = std::io::stdout().flush();
+    let deadline = Instant::now() + HOLD_NIC_DEADLINE;
+    while Instant::now() < deadline {
+        ncdevmem::signals::check()?;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(channels);
+    drop(hds);
+    Err(Error::Timeout(format!(
+        "no stop signal within {} s",
+        HOLD_NIC_DEADLINE.as_secs()
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4c. devmem TX on netdevsim: the TX source fills a real udmabuf; bind-tx is refused
+// ---------------------------------------------------------------------------------------------
+
+/// Size of the udmabuf the TX case fills, in bytes.
+const TX_DMABUF_BYTES: u64 = 1 << 20;
+
+/// The TX path up to the kernel's refusal:
+/// 1. the project's sender (`tx::transmit`) with its sources (`LineSource` for "hello\nworld\n",
+///    `PatternSource` for 3.5 × the dma-buf, so the region ring wraps) writes a real udmabuf
+///    through `TxMemory::write_at` (dma-buf sync START|WRITE / END|WRITE); a socket double
+///    completes every send and reads each one's bytes back through its own mapping of the same
+///    dma-buf between START|READ / END|READ: the stream equals the source, and the dma-buf's
+///    final contents equal the last bytes written at every offset;
+/// 2. bind-tx of that udmabuf on a netdevsim port, through `Netdev::bind_tx` and
+///    `tx::bind_tx`: refused with EOPNOTSUPP and the kernel's message, verbatim;
+/// 3. the client `ncdevmem-rs -f IF -s PEER -p PORT` with stdin "hello\nworld\n": exit 4
+///    with that refusal.
+fn bind_tx_netdevsim(ctx: &Ctx) -> CaseResult {
+    if let Some(why) = no_netdevsim(ctx) {
+        return Ok(Outcome::Skip(why));
+    }
+    let params = UdmabufParams {
+        size_bytes: TX_DMABUF_BYTES,
+        hugetlb: false,
+    };
+    let mut buf = Udmabuf::create(&params).map_err(|e| format!("Udmabuf::create: {e}"))?;
+    let stop = AtomicI32::new(0);
+    let hello = b"hello\nworld\n";
+    let mut lines = LineSource::new(&hello[..], &stop);
+    let (sends, stream) = send_through_udmabuf(&mut buf, &mut lines, None)?;
+    if stream != hello || sends != 2 {
+        return Err(format!(
+            "LineSource: {sends} sends carrying {:?}, expected 2 sends of {:?}",
+            String::from_utf8_lossy(&stream),
+            String::from_utf8_lossy(hello)
+        ));
+    }
+    let total = TX_DMABUF_BYTES * 7 / 2;
+    let piece = 64 << 10;
+    let mut expected = Vec::with_capacity(total as usize);
+    let mut reference = PatternSource::new(7, total, piece, None).map_err(err)?;
+    let mut chunk = Vec::new();
+    while reference.next_piece(piece, &mut chunk).map_err(err)? {
+        expected.extend_from_slice(&chunk);
+    }
+    let mut pattern = PatternSource::new(7, total, piece, None).map_err(err)?;
+    let (psends, pstream) = send_through_udmabuf(&mut buf, &mut pattern, Some(16 << 10))?;
+    if pstream != expected {
+        let at = pstream
+            .iter()
+            .zip(&expected)
+            .position(|(a, b)| a != b)
+            .unwrap_or(pstream.len().min(expected.len()));
+        return Err(format!(
+            "PatternSource: {} bytes read back from the dma-buf, {} expected, first difference \
+             at {at}",
+            pstream.len(),
+            expected.len()
+        ));
+    }
+
+    let dev = NsimDev::new(ctx, NSIM_TX_ID, 2)?;
+    let ifname = dev.ifname.clone();
+    ip(ctx, &["link", "set", &ifname, "up"])?;
+    let ifindex = ifindex_of(&ifname)?;
+    let netdev = Netdev::open().map_err(err)?;
+    let (refusal, kernel_msg) = match netdev.bind_tx(ifindex, buf.fd()) {
+        Ok(b) => {
+            return Err(format!(
+                "bind-tx on {ifname} succeeded (dmabuf id {}); netdevsim has no DMA device",
+                b.id()
+            ))
+        }
+        Err(Error::Netlink(nl)) if nl.errno == libc::EOPNOTSUPP => match &nl.ext_msg {
+            Some(m) if !m.is_empty() => (nl.to_string(), m.clone()),
+            _ => return Err(format!("EOPNOTSUPP without an extack message: {nl}")),
+        },
+        Err(e) => return Err(format!("bind-tx: expected EOPNOTSUPP, got {e}")),
+    };
+    println!("  bind_tx_netdevsim: kernel refused bind-tx: {refusal}");
+    match devmem_tx::bind_tx(&netdev, ifindex, &ifname, buf.fd()) {
+        Err(Error::Skip(m)) if m.contains(&refusal) => {}
+        other => {
+            return Err(format!(
+                "tx::bind_tx: expected a skip carrying {refusal:?}, got {other:?}"
+            ))
+        }
+    }
+    drop(buf);
+    let out = run_with_stdin(
+        Command::new(&ctx.bin).args(["-f", &ifname, "-s", "192.0.2.2", "-p", "5304"]),
+        hello,
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let last = stderr.lines().last().unwrap_or_default().to_string();
+    if out.status.code() != Some(4) || !last.contains(&kernel_msg) || !last.contains("EOPNOTSUPP") {
+        return Err(format!(
+            "ncdevmem-rs -f {ifname} -s 192.0.2.2 -p 5304 < \"hello\\nworld\\n\": {} (expected \
+             exit 4 with {kernel_msg:?}), stderr {stderr:?}",
+            out.status
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "udmabuf of {TX_DMABUF_BYTES} bytes filled by the sender: stdin lines in 2 sends, \
+         {total} pattern bytes in {psends} sends (-z 16K, region ring wrapped), all read back \
+         through the dma-buf byte for byte; bind-tx on {ifname}: EOPNOTSUPP, kernel: \
+         {kernel_msg:?}; client exits 4: {last:?}"
+    )))
+}
+
+/// Runs the project's sender over `buf` with `source` and a socket double that completes every
+/// send at once and captures each send's bytes from the dma-buf. Returns the number of sends
+/// and the captured stream, after checking that the dma-buf (read through `Udmabuf::bytes`
+/// between START|READ / END|READ) holds, at every offset a send used, the last bytes sent from
+/// there.
+fn send_through_udmabuf(
+    buf: &mut Udmabuf,
+    source: &mut dyn TxSource,
+    chunk: Option<u32>,
+) -> Result<(u64, Vec<u8>), String> {
+    let size = FragMemory::size(buf);
+    let mut sock = CaptureSocket::new(buf, size)?;
+    let cfg = TxConfig {
+        chunk,
+        max_piece: 64 << 10,
+        ..TxConfig::new(1)
+    };
+    let stop = AtomicI32::new(0);
+    let mut log = Vec::new();
+    let (stats, result) = devmem_tx::transmit(&mut sock, buf, source, &cfg, &stop, &mut log);
+    result.map_err(|e| {
+        format!(
+            "transmit into the udmabuf: {e} ({})",
+            String::from_utf8_lossy(&log)
+        )
+    })?;
+    if stats.completions == 0 || !sock.inner.in_flight().is_empty() {
+        return Err(format!(
+            "transmit finished with {} completions and {:?} in flight",
+            stats.completions,
+            sock.inner.in_flight()
+        ));
+    }
+    let mut shadow: Vec<Option<u8>> = vec![None; size];
+    let mut pos = 0;
+    for iov in &sock.iovs {
+        for i in 0..iov.len {
+            shadow[iov.offset as usize + i] = Some(sock.stream[pos + i]);
+        }
+        pos += iov.len;
+    }
+    buf.begin_cpu_read().map_err(err)?;
+    let now = buf.bytes(0, size as u64).map_err(err).map(<[u8]>::to_vec);
+    buf.end_cpu_read().map_err(err)?;
+    let now = now?;
+    if let Some(off) = shadow
+        .iter()
+        .zip(&now)
+        .position(|(want, got)| want.is_some_and(|w| w != *got))
+    {
+        return Err(format!(
+            "dma-buf byte {off} is {:#x}, the last send from there carried {:?}",
+            now[off], shadow[off]
+        ));
+    }
+    Ok((stats.sends, sock.stream))
+}
+
+/// A [`TxSocket`] for the TX case: the project's scripted socket decides what is accepted and
+/// produces the zerocopy completions; every accepted send's bytes are read from the real
+/// dma-buf through a second mapping of it, between `DMA_BUF_IOCTL_SYNC` START|READ and
+/// END|READ on a duplicate of its fd.
+struct CaptureSocket {
+    inner: ScriptedTxSocket,
+    dmabuf: OwnedFd,
+    map: MappedRegion,
+    /// Every accepted iov, in send order.
+    iovs: Vec<DmabufIov>,
+    /// The bytes those iovs carried when they were sent.
+    stream: Vec<u8>,
+}
+
+impl CaptureSocket {
+    fn new(buf: &Udmabuf, size: usize) -> Result<Self, String> {
+        let dmabuf = buf
+            .fd()
+            .try_clone_to_owned()
+            .map_err(|e| format!("dup dma-buf fd: {e}"))?;
+        let map = MappedRegion::map_shared(dmabuf.as_fd(), size).map_err(err)?;
+        let (inner, _) = ScriptedTxSocket::new(size, 1, CompletionPolicy::Immediate);
+        Ok(CaptureSocket {
+            inner,
+            dmabuf,
+            map,
+            iovs: Vec::new(),
+            stream: Vec::new(),
+        })
+    }
+}
+
+impl TxSocket for CaptureSocket {
+    fn send_dmabuf(&mut self, iovs: &[DmabufIov], dmabuf_id: u32) -> Result<usize, i32> {
+        let n = self.inner.send_dmabuf(iovs, dmabuf_id)?;
+        let errno = |e: Error| e.errno().unwrap_or(libc::EIO);
+        dma_buf_sync(self.dmabuf.as_fd(), udmabuf::SYNC_START_READ).map_err(errno)?;
+        let mut left = n;
+        for iov in iovs {
+            let take = left.min(iov.len);
+            if take == 0 {
+                break;
+            }
+            let bytes = self.map.bytes(iov.offset, take as u64).map_err(errno)?;
+            self.stream.extend_from_slice(bytes);
+            self.iovs.push(DmabufIov {
+                offset: iov.offset,
+                len: take,
+            });
+            left -= take;
+        }
+        dma_buf_sync(self.dmabuf.as_fd(), udmabuf::SYNC_END_READ).map_err(errno)?;
+        Ok(n)
+    }
+
+    fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
+        self.inner.recv_errqueue(control)
+    }
+
+    fn wait_errqueue(&mut self, timeout: Duration) -> Result<bool, i32> {
+        self.inner.wait_errqueue(timeout)
+    }
+
+    fn socket_error(&mut self) -> Result<i32, i32> {
+        self.inner.socket_error()
+    }
+}
+
+/// What the cases compare before and after a run: the project's NIC snapshot (header split,
+/// channel counts, RSS table, ntuple feature and rules, read through `RealNic`) and the
+/// queue-get dump (type, id, owners; NAPI ids change whenever queues are re-created).
+#[derive(Debug)]
+struct NicState {
+    snapshot: NicSnapshot,
+    /// (queue type, id, dmabuf, io_uring, xsk), sorted.
+    queues: Vec<(u32, u32, Option<u32>, bool, bool)>,
+}
+
+impl NicState {
+    fn take(ifname: &str) -> Result<Self, String> {
+        use ncdevmem::nic::NicOps;
+        let mut nic = RealNic::open(ifname).map_err(err)?;
+        let snapshot = NicSnapshot::take(&mut nic);
+        let mut queues: Vec<_> = nic
+            .queues()
+            .map_err(err)?
+            .iter()
+            .map(|q: &QueueInfo| (q.queue_type.value(), q.id, q.dmabuf, q.io_uring, q.xsk))
+            .collect();
+        queues.sort_unstable();
+        Ok(NicState { snapshot, queues })
+    }
+
+    fn rx_queues(&self) -> usize {
+        let rx = QueueType::Rx.value();
+        self.queues.iter().filter(|q| q.0 == rx).count()
+    }
+
+    /// `Err` listing every difference from `self` (before) to `after`.
+    fn same_as(&self, after: &NicState, when: &str) -> Result<(), String> {
+        let mut diff = self.snapshot.diff(&after.snapshot);
+        if self.queues != after.queues {
+            diff.push(format!(
+                "queue-get was {:?}, now {:?}",
+                self.queues, after.queues
+            ));
+        }
+        if diff.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("NIC state {when} differs: {}", diff.join("; ")))
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -688,8 +1241,13 @@ fn plain_transfer(ctx: &Ctx, pair: &NsPair, via: &str) -> CaseResult {
 // 6. the devmem server gets past the udmabuf preflight; the bind is refused
 // ---------------------------------------------------------------------------------------------
 
-/// On veth the server allocates the real udmabuf (4 KiB pages, then hugetlb with `-b`), and
-/// the kernel refuses the bind: exit 4 naming bind-rx and EOPNOTSUPP.
+/// On veth (given 2 RX/TX queues through the project's `Ethtool::channels_set`, put back
+/// afterwards):
+/// (a) without `-n` the server does real NIC setup, header split first, which veth cannot do:
+///     exit 4 naming header split, and the NIC snapshot (rings, channels, RSS, ntuple and
+///     queue-get) unchanged;
+/// (b) with `-n -t 1 -q 1` it allocates the real udmabuf (4 KiB pages, then hugetlb with
+///     `-b 16384`) and the kernel refuses the bind: exit 4 naming bind-rx and EOPNOTSUPP.
 fn devmem_server_veth(ctx: &Ctx) -> CaseResult {
     ip(
         ctx,
@@ -700,11 +1258,46 @@ fn devmem_server_veth(ctx: &Ctx) -> CaseResult {
         name: "vsa".into(),
     };
     ip(ctx, &["link", "set", "vsa", "up"])?;
+    let ifindex = ifindex_of("vsa")?;
+    let _queues = VethChannels::set(ifindex, 2)?;
+    let before = NicState::take("vsa")?;
+    if before.rx_queues() != 2 {
+        return Err(format!(
+            "vsa after CHANNELS_SET rx 2 tx 2: queue-get lists {:?}",
+            before.queues
+        ));
+    }
+    let out = run(Command::new(&ctx.bin).args([
+        "-l",
+        "-f",
+        "vsa",
+        "-s",
+        "127.0.0.1",
+        "-p",
+        "5302",
+        "--timeout",
+        "10",
+    ]))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let setup_line = stderr.lines().last().unwrap_or_default().to_string();
+    if out.status.code() != Some(4)
+        || !setup_line.contains("header split")
+        || !setup_line.contains("does not support")
+    {
+        return Err(format!(
+            "ncdevmem-rs -l -f vsa (NIC setup): {} (expected exit 4 naming header split), \
+             stderr {stderr:?}",
+            out.status
+        ));
+    }
+    before.same_as(&NicState::take("vsa")?, "after the server without -n")?;
     let plain = server_refused(ctx, "vsa", &[], false)?;
     let _pool = HugepagePool::raise(32)?;
     let huge = server_refused(ctx, "vsa", &["-b", "16384"], false)?;
+    before.same_as(&NicState::take("vsa")?, "after the -n runs")?;
     Ok(Outcome::Pass(format!(
-        "exit 4 past the udmabuf preflight: {plain:?}; with -b 16384 (hugetlb): {huge:?}"
+        "rx 2 tx 2; without -n: exit 4 {setup_line:?}, NIC snapshot unchanged; -n -t 1 -q 1: \
+         exit 4 past the udmabuf preflight {plain:?}; with -b 16384 (hugetlb): {huge:?}"
     )))
 }
 
@@ -730,7 +1323,6 @@ fn server_refused(
     extra: &[&str],
     want_extack: bool,
 ) -> Result<String, String> {
-    let queue = if want_extack { "1" } else { "0" };
     let out = run(Command::new(&ctx.bin)
         .args([
             "-l",
@@ -741,7 +1333,7 @@ fn server_refused(
             "-p",
             "5302",
             "-t",
-            queue,
+            "1",
             "-q",
             "1",
             "-n",
@@ -759,11 +1351,36 @@ fn server_refused(
         && (!want_extack || line.contains("kernel: \""));
     if !ok {
         return Err(format!(
-            "ncdevmem-rs -l -f {ifname} {extra:?}: {}, stderr {stderr:?}",
+            "ncdevmem-rs -l -f {ifname} -n -t 1 -q 1 {extra:?}: {}, stderr {stderr:?}",
             out.status
         ));
     }
     Ok(line)
+}
+
+/// A veth's RX/TX channel counts set through the project's `Ethtool::channels_set`; the old
+/// counts are put back on drop.
+struct VethChannels {
+    ifindex: u32,
+    old: Channels,
+}
+
+impl VethChannels {
+    fn set(ifindex: u32, n: u32) -> Result<Self, String> {
+        let mut eth = Ethtool::open().map_err(err)?;
+        let old = eth.channels_get(ifindex).map_err(err)?;
+        eth.channels_set(ifindex, Some(n), Some(n), None)
+            .map_err(|e| format!("CHANNELS_SET rx {n} tx {n}: {e}"))?;
+        Ok(VethChannels { ifindex, old })
+    }
+}
+
+impl Drop for VethChannels {
+    fn drop(&mut self) {
+        if let Ok(mut eth) = Ethtool::open() {
+            let _ = eth.channels_set(self.ifindex, self.old.rx_count, self.old.tx_count, None);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -927,6 +1544,22 @@ fn wait(mut child: Child) -> Result<Output, String> {
 fn run(cmd: &mut Command) -> Result<Output, String> {
     let what = format!("{cmd:?}");
     wait(spawn(cmd)?).map_err(|e| format!("{what}: {e}"))
+}
+
+/// Runs a command with `input` on its stdin (then closed), bounded by [`CHILD_DEADLINE`].
+fn run_with_stdin(cmd: &mut Command, input: &[u8]) -> Result<Output, String> {
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn {what}: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A child that exits before reading all of it is judged by its status, not by EPIPE.
+        let _ = stdin.write_all(input);
+    }
+    wait(child).map_err(|e| format!("{what}: {e}"))
 }
 
 /// Runs iproute2 `ip ARGS`; a non-zero exit is an error carrying its stderr.
