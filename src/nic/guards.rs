@@ -134,7 +134,6 @@ pub(crate) fn log_stderr(line: &str) {
 pub struct HdsGuard {
     nic: SharedNic,
     old: HdsConfig,
-    changed: bool,
     armed: bool,
 }
 
@@ -147,15 +146,14 @@ impl HdsGuard {
     pub fn enable(nic: &SharedNic) -> Result<HdsGuard> {
         let old = nic.with(|n| n.hds_get())?;
         let want_thresh = old.hds_thresh.map(|_| 0);
-        let already =
-            old.tcp_data_split == Some(TcpDataSplit::Enabled) && old.hds_thresh == want_thresh;
-        if !already {
-            nic.with(|n| n.hds_set(TcpDataSplit::Enabled, want_thresh))?;
-        }
+        // Always written, even when RINGS_GET already reports "enabled": drivers report the
+        // effective mode (netdevsim, bnxt report "enabled" while configured "unknown"), but
+        // the memory-provider check at bind time reads the *configured* value, which only an
+        // explicit ENABLED sets (as C ncdevmem does).
+        nic.with(|n| n.hds_set(TcpDataSplit::Enabled, want_thresh))?;
         Ok(HdsGuard {
             nic: nic.clone(),
             old,
-            changed: !already,
             armed: true,
         })
     }
@@ -163,11 +161,6 @@ impl HdsGuard {
     /// The ring config before [`enable`](Self::enable).
     pub fn old(&self) -> HdsConfig {
         self.old
-    }
-
-    /// Whether `enable` changed anything (false: header split was already on).
-    pub fn changed(&self) -> bool {
-        self.changed
     }
 
     /// The command that puts the old values back by hand.
@@ -188,9 +181,6 @@ impl HdsGuard {
     }
 
     fn undo(&self) -> Result<()> {
-        if !self.changed {
-            return Ok(());
-        }
         let old = self.old;
         self.nic
             .with(|n| {
@@ -917,7 +907,9 @@ mod tests {
     }
 
     #[test]
-    fn hds_guard_noop_when_already_enabled() {
+    fn hds_guard_writes_enabled_even_when_already_reported_enabled() {
+        // The bind-time check reads the configured value; a driver reporting "enabled" may be
+        // configured "unknown", so the guard always writes ENABLED and restores the old state.
         let nic = ScriptedNic::good("eth0", 8);
         nic.edit(|s| {
             let h = s.hds.as_mut().unwrap();
@@ -926,10 +918,15 @@ mod tests {
         });
         let before = nic.state();
         let g = HdsGuard::enable(&shared(&nic)).unwrap();
-        assert!(!g.changed());
+        assert!(
+            nic.changes()
+                .iter()
+                .any(|c| c.op == Op::HdsSet && c.args.starts_with("enabled")),
+            "{:?}",
+            nic.changes()
+        );
         g.restore().unwrap();
         assert_eq!(nic.state(), before);
-        assert!(nic.changes().is_empty(), "{:?}", nic.changes());
     }
 
     #[test]

@@ -184,12 +184,10 @@ impl NicSetup {
         let ifname = self.nic.ifname().to_string();
         let g = HdsGuard::enable(&self.nic)
             .map_err(|e| unsupported_is_skip(e, &ifname, "header split (tcp-data-split)"))?;
-        if g.changed() {
-            self.log(&format!(
-                "{ifname}: header split on (was: {})",
-                describe_hds(&g.old())
-            ));
-        }
+        self.log(&format!(
+            "{ifname}: header split on (was: {})",
+            describe_hds(&g.old())
+        ));
         self.hds = Some(g);
         Ok(())
     }
