@@ -6,7 +6,8 @@
 //! [`crate::udmabuf`] and [`crate::sys::socket`]. Resources are locals declared in
 //! acquisition order, so Rust drops them in reverse: the TCP socket, then the NIC setup (the
 //! binding first — closing its netlink socket unbinds — then the flow rule, ntuple feature,
-//! RSS table and header split), then the dma-buf mapping.
+//! RSS table and header split), then the dma-buf mapping. In zcrx mode the io_uring ring takes
+//! the binding's place: closing it releases the queue ([`crate::uring`]).
 
 use std::ffi::CString;
 use std::io::Write;
@@ -19,9 +20,11 @@ use crate::netlink::ctrl::skip_if_family_missing;
 use crate::netlink::netdev::{BindRxRequest, Netdev};
 use crate::nic::guards::SharedNic;
 use crate::nic::probe::{run_probe, ProbeParams};
-use crate::nic::queues::{choose_queues, QueuePolicy, QUEUE_FREE_WAIT};
+use crate::nic::queues::{
+    choose_queues, describe_owned, wait_queues_free, QueuePolicy, QUEUE_FREE_WAIT,
+};
 use crate::nic::report::{HostCaps, NicReport};
-use crate::nic::setup::{run_with_setup, FlowTarget, ServerPlan};
+use crate::nic::setup::{run_configured, run_with_setup, FlowTarget, ServerPlan};
 use crate::nic::snapshot::{verify_restored, NicSnapshot};
 use crate::nic::NicOps;
 use crate::rx::{self, NoFragMemory, RxConfig};
@@ -29,7 +32,8 @@ use crate::signals::{self, STOP};
 use crate::stats::RxStats;
 use crate::sys::socket::{self, TcpRxSocket};
 use crate::tx::{self, LineSource, PatternSend, PatternSource, TxConfig, TxSource};
-use crate::udmabuf::{self, Udmabuf, UdmabufParams};
+use crate::udmabuf::{self, HugepageStatus, Udmabuf, UdmabufParams};
+use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
 
 /// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM handlers first, so every later
 /// step can unwind on a signal.
@@ -48,9 +52,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         Mode::Server => devmem_server(cfg),
         Mode::Client => devmem_client(cfg),
         Mode::Probe => probe(cfg),
-        Mode::ZcrxServer => Err(Error::Skip(
-            "io_uring zcrx receive (--zcrx) is not implemented in this version".into(),
-        )),
+        Mode::ZcrxServer => zcrx_server(cfg).map_err(zcrx_skip_context),
         Mode::Report => report_mode(cfg),
     }
 }
@@ -193,6 +195,203 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     });
     let result = verify_and_combine(cfg, &nic, before, result);
     drop(mem);
+    result
+}
+
+/// `-l --zcrx -f IF -s ADDR -p PORT`: the io_uring zero-copy receive server (the flow of the
+/// kernel's iou-zcrx selftest): the skips first (io_uring disabled, no `RECV_ZC`, hugepages
+/// for `--rx-buf-len`, no `CAP_NET_ADMIN`), then the NIC setup of the devmem server (unless
+/// `-n`), the zcrx ifq on one RX queue, listen, accept, a multishot `RECV_ZC` receive
+/// validated in place, the summary; then the ring is closed (which frees the queue), the queue
+/// is awaited free, and every NIC change is undone.
+///
+/// With `--zcrx-nodev` (test aid) the ifq is registered without a device (`ZCRX_REG_NODEV`)
+/// and no NIC is touched: the kernel copies the TCP stream into the area, so the whole
+/// receive path runs over loopback on kernels that have it.
+fn zcrx_server(cfg: &Config) -> Result<()> {
+    required(cfg.port, "-p")?;
+    required(cfg.server.as_ref(), "-s")?;
+    let page = crate::sys::page_size();
+    let hugetlb = cfg.rx_buf_len.is_some_and(|l| l as usize > page);
+    if let Some(len) = cfg.rx_buf_len {
+        if len as usize > crate::sys::uapi::HUGEPAGE_2M {
+            return Err(Error::Usage(format!(
+                "--rx-buf-len: {len} bytes is larger than the 2 MiB hugepages that back the zcrx \
+                 area"
+            )));
+        }
+    }
+    let area_len = zcrx_area_len(cfg.dmabuf_size, hugetlb, page)?;
+    let buf_len = cfg.rx_buf_len.map_or(page, |l| l as usize);
+    // Everything that makes this run a skip is checked before anything is changed.
+    uring::check_io_uring_enabled()?;
+    if hugetlb {
+        let pages = (area_len / crate::sys::uapi::HUGEPAGE_2M) as u64;
+        HugepageStatus::read()?.require(pages)?;
+    }
+    let ring = uring::create_ring(&RingParams::default()).map_err(uring::setup_refusal)?;
+    uring::require_recv_zc(&ring)?;
+    uring::require_net_admin(&ring)?;
+    let mut params = ZcrxParams {
+        target: ZcrxTarget::NoDev,
+        area_len,
+        hugetlb,
+        rq_entries: ZcrxParams::rq_entries_for(area_len, buf_len),
+        rx_buf_len: cfg.rx_buf_len,
+    };
+    if cfg.zcrx_nodev {
+        let zcrx =
+            Zcrx::register(ring, &params).map_err(|e| uring::register_refusal(e, &params))?;
+        log_zcrx(cfg, &zcrx);
+        return zcrx_accept_and_receive(cfg, zcrx);
+    }
+
+    let ifname = required(cfg.ifname.as_deref(), "-f")?;
+    let ifindex = if_nametoindex(ifname)?;
+    let server = required(cfg.server.as_ref(), "-s")?;
+    let nic = SharedNic::new(open_nic(ifname)?);
+    let before = snapshot_if(cfg, &nic)?;
+    let queue = zcrx_queue(cfg, &nic)?;
+    log(cfg, &format!("using rx queue {queue}"));
+    params.target = ZcrxTarget::Device {
+        ifname: ifname.to_string(),
+        ifindex,
+        rxq: queue,
+    };
+    let plan = ServerPlan {
+        start_queue: queue,
+        num_queues: 1,
+        flow: FlowTarget {
+            server: server.ip,
+            client: cfg.client.as_ref().map(|c| c.ip),
+            port: required(cfg.port, "-p")?,
+        },
+        skip_nic_config: cfg.skip_nic_config,
+    };
+    let quiet = cfg.verbosity == Verbosity::Quiet;
+    let result = run_configured(&nic, &plan, quiet, QUEUE_FREE_WAIT, || {
+        let zcrx =
+            Zcrx::register(ring, &params).map_err(|e| uring::register_refusal(e, &params))?;
+        log_zcrx(cfg, &zcrx);
+        let result = zcrx_accept_and_receive(cfg, zcrx);
+        // The ring is closed: wait until the kernel has let go of the queue, so header split
+        // can be restored.
+        match nic.with(|n| wait_queues_free(n, &[queue], QUEUE_FREE_WAIT)) {
+            Ok(still) if still.is_empty() => {}
+            Ok(still) => crate::elog!(
+                "{}: {ifname}: {} still owned {} ms after closing the io_uring ring",
+                crate::cli::PROGRAM,
+                describe_owned(&still),
+                QUEUE_FREE_WAIT.as_millis()
+            ),
+            Err(e) => crate::elog!(
+                "{}: {ifname}: could not check that rx queue {queue} is free: {e}",
+                crate::cli::PROGRAM
+            ),
+        }
+        result
+    });
+    verify_and_combine(cfg, &nic, before, result)
+}
+
+/// Every skip of the zcrx mode names the mode, also those from shared steps (queue choice,
+/// hugepages, NIC setup): "skip: io_uring zcrx: ...".
+fn zcrx_skip_context(e: Error) -> Error {
+    match e {
+        Error::Skip(m) if !m.contains("zcrx") => Error::Skip(format!("io_uring zcrx: {m}")),
+        e => e,
+    }
+}
+
+/// The zcrx area size in bytes: `--dmabuf-size` or [`uring::DEFAULT_AREA_PAGES`] pages; with
+/// hugepages rounded up to whole 2 MiB pages.
+fn zcrx_area_len(requested: Option<u64>, hugetlb: bool, page: usize) -> Result<usize> {
+    let bytes = requested.unwrap_or((uring::DEFAULT_AREA_PAGES * page) as u64);
+    let unit = if hugetlb {
+        crate::sys::uapi::HUGEPAGE_2M as u64
+    } else {
+        page as u64
+    };
+    crate::sys::align_up(bytes, unit)
+        .and_then(|b| usize::try_from(b).ok())
+        .filter(|&b| b > 0)
+        .ok_or_else(|| Error::Usage(format!("--dmabuf-size: zcrx area of {bytes} bytes")))
+}
+
+/// The RX queue for the zcrx ifq: `-t` (with `-q 1`), else the last RX queue (as the devmem
+/// server). Queue 0 is accepted only with `-n` (without NIC configuration nothing needs it to
+/// stay in RSS); then the kernel's answer decides.
+fn zcrx_queue(cfg: &Config, nic: &SharedNic) -> Result<u32> {
+    let explicit = cfg.start_queue.zip(cfg.num_queues);
+    match explicit {
+        Some((_, n)) if n != 1 => {
+            return Err(Error::Usage(format!(
+                "-q: one io_uring zcrx ifq serves one RX queue: use -q 1 (got -q {n})"
+            )))
+        }
+        Some((0, _)) if cfg.skip_nic_config => {
+            log(
+                cfg,
+                "-n: using rx queue 0 as given (no RSS change to keep it out of)",
+            );
+            return Ok(0);
+        }
+        _ => {}
+    }
+    let choice = choose_queues(nic, explicit, QueuePolicy::Server, QUEUE_FREE_WAIT)?;
+    for note in &choice.notes {
+        log(cfg, note);
+    }
+    Ok(choice.start)
+}
+
+fn log_zcrx(cfg: &Config, z: &Zcrx) {
+    log(
+        cfg,
+        &format!(
+            "registered zcrx ifq {} on {}: area {} bytes{}, refill ring {} entries{}",
+            z.zcrx_id(),
+            z.target(),
+            z.area_len(),
+            if z.area_is_hugetlb() {
+                " (hugetlb)"
+            } else {
+                ""
+            },
+            z.rq_entries(),
+            match z.rx_buf_len() {
+                0 => String::new(),
+                l => format!(", rx_buf_len {l}"),
+            }
+        ),
+    );
+}
+
+/// Listens on `-s`/`-p`, accepts one connection and receives it through `zcrx`; prints the
+/// summary and writes `--json` (also for a failed run). The ring is closed before the
+/// connection socket.
+fn zcrx_accept_and_receive(cfg: &Config, mut zcrx: Zcrx) -> Result<()> {
+    let sock = listen_and_accept(cfg)?;
+    let rx_cfg = ZcrxRxConfig {
+        validate_period: cfg.validate,
+        idle_timeout: cfg.timeout,
+        progress_interval: cfg.progress,
+        verbose: cfg.verbosity == Verbosity::Verbose,
+        ..ZcrxRxConfig::default()
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut log_sink = std::io::stderr();
+    let (stats, result) = zcrx.receive_logged(sock.fd(), &rx_cfg, &STOP, &mut out, &mut log_sink);
+    drop(zcrx);
+    drop(sock);
+    let flushed = out
+        .flush()
+        .map_err(|e| Error::sys("write(stdout)", e.raw_os_error().unwrap_or(0)));
+    let result = result
+        .and(flushed)
+        .and_then(|()| check_stream_length(cfg, stats.bytes));
+    report(cfg, &stats, &result)?;
     result
 }
 

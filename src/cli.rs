@@ -112,6 +112,7 @@ const SPECS: &[Spec] = &[
     Spec { short: "",   long: "dmabuf-size",     hint: "BYTES",  expect: EXPECT_SIZE },
     Spec { short: "",   long: "zcrx",            hint: "",       expect: "" },
     Spec { short: "",   long: "rx-buf-len",      hint: "BYTES",  expect: EXPECT_POW2 },
+    Spec { short: "",   long: "zcrx-nodev",      hint: "",       expect: "" },
     Spec { short: "",   long: "report",          hint: "",       expect: "" },
     Spec { short: "",   long: "verify-restore",  hint: "",       expect: "" },
 ];
@@ -270,6 +271,8 @@ pub struct Args {
     pub zcrx: bool,
     /// `--rx-buf-len BYTES`: a power of two ≥ the page size, fits `u32`.
     pub rx_buf_len: Option<u32>,
+    /// `--zcrx-nodev` (test aid).
+    pub zcrx_nodev: bool,
     /// `--report`.
     pub report: bool,
     /// `--verify-restore`.
@@ -390,6 +393,7 @@ impl Args {
             quiet: flag("quiet"),
             plain: flag("plain"),
             zcrx: flag("zcrx"),
+            zcrx_nodev: flag("zcrx-nodev"),
             report: flag("report"),
             verify_restore: flag("verify-restore"),
             ..Args::default()
@@ -567,7 +571,8 @@ pub enum Mode {
     /// `--send-pattern BYTES -s ADDR -p PORT -v N` without `-f`: plain-TCP sender of the `-v`
     /// pattern.
     PatternSender,
-    /// `-l --zcrx -f IF -s ADDR -p PORT`: io_uring zero-copy receive. Parsed and stored only.
+    /// `-l --zcrx -f IF -s ADDR -p PORT`: io_uring zero-copy receive on one RX queue of IF
+    /// (with [`Config::zcrx_nodev`]: without a device, `-f` not given).
     ZcrxServer,
     /// `--report -f IF`: read-only capability report (text; JSON with `--json`).
     Report,
@@ -596,7 +601,8 @@ pub enum Verbosity {
 }
 
 /// Everything a run needs, resolved from [`Args`]. Invariants after [`Config::resolve`]:
-/// * `ifname` is `Some` in `Probe`, `Server`, `Client`, `ZcrxServer` and `Report`;
+/// * `ifname` is `Some` in `Probe`, `Server`, `Client`, `ZcrxServer` (unless `zcrx_nodev`,
+///   then it is `None`, and so are `start_queue` and `num_queues`) and `Report`;
 /// * `server` and `port` are `Some` in `Server`, `Client`, `PlainServer`, `PatternSender`
 ///   and `ZcrxServer`;
 /// * in the modes where [`Mode::uses_queues`], `start_queue` and `num_queues` are both
@@ -654,7 +660,7 @@ pub struct Config {
     /// `--progress`: interval between progress lines; `None` = no progress lines.
     pub progress: Option<Duration>,
     /// `--dmabuf-size`: udmabuf size in bytes (multiple of the page size); `None` = the app's
-    /// default (16000 pages, as C).
+    /// default (16000 pages, as C). With `--zcrx`: the zcrx area size (default 8192 pages).
     pub dmabuf_size: Option<u64>,
     /// `--send-pattern`: number of pattern bytes to send (plain pattern sender, or the devmem
     /// client's pattern source when `-f` is given).
@@ -669,8 +675,13 @@ pub struct Config {
     /// `--corrupt-offset`: test aid for the validator: the sender flips every bit of the byte
     /// at this stream offset (bytes from the start of the connection).
     pub corrupt_offset: Option<u64>,
-    /// `--rx-buf-len`: zcrx `rx_buf_len` in bytes (stored only).
+    /// `--rx-buf-len`: zcrx `rx_buf_len` in bytes (`io_uring_zcrx_ifq_reg.rx_buf_len`, 7.0+);
+    /// the zcrx area is then backed by 2 MiB hugepages.
     pub rx_buf_len: Option<u32>,
+    /// `--zcrx-nodev` (test aid): register the zcrx instance with `ZCRX_REG_NODEV` (no net
+    /// device; the kernel copies received data into the area), so a real zcrx receive runs over
+    /// loopback on kernels that have it. No NIC setup; `-f`, `-t`, `-q` are refused.
+    pub zcrx_nodev: bool,
     /// `--verify-restore`: after unwinding, re-read the NIC state and compare it with the
     /// snapshot taken before the run; any difference fails the run (exit 1).
     pub verify_restore: bool,
@@ -700,7 +711,8 @@ impl Config {
     ///    [`Mode::Client`] sending the pattern through devmem TX; without `-f`,
     ///    [`Mode::PatternSender`] (plain TCP);
     /// 3. `--plain` → [`Mode::PlainServer`] (needs `-l`, `-s`, `-p`);
-    /// 4. `--zcrx` → [`Mode::ZcrxServer`] (needs `-l`, `-f`, `-s`, `-p`);
+    /// 4. `--zcrx` → [`Mode::ZcrxServer`] (needs `-l`, `-f`, `-s`, `-p`; with `--zcrx-nodev`
+    ///    no `-f`, `-t` or `-q`);
     /// 5. `--report` → [`Mode::Report`] (needs `-f`; not with `-l`, `-s`, `-c`);
     /// 6. otherwise C's rules: `-f` required ("missing -f argument"); neither `-s` nor `-c`
     ///    and no `-l` → [`Mode::Probe`]; `-l` → [`Mode::Server`]; else [`Mode::Client`].
@@ -772,7 +784,15 @@ impl Config {
             if !a.listen {
                 return Err(usage_err("--zcrx: zero-copy receive needs -l"));
             }
-            require(a.ifname.as_ref(), || need_f("--zcrx"))?;
+            if a.zcrx_nodev {
+                if a.ifname.is_some() || a.start_queue.is_some() || a.num_queues.is_some() {
+                    return Err(usage_err(
+                        "--zcrx-nodev: registers without a device; -f, -t and -q do not apply",
+                    ));
+                }
+            } else {
+                require(a.ifname.as_ref(), || need_f("--zcrx"))?;
+            }
             require(a.server.as_ref(), || {
                 need_s("local address --zcrx listens on")
             })?;
@@ -844,6 +864,14 @@ impl Config {
         if a.corrupt_offset.is_some() && !sends_pattern {
             return Err(usage_err(
                 "--corrupt-offset: only applies to --send-pattern",
+            ));
+        }
+        if a.zcrx_nodev && mode != Mode::ZcrxServer {
+            return Err(usage_err("--zcrx-nodev: only applies to --zcrx"));
+        }
+        if a.zcrx_nodev && a.verify_restore {
+            return Err(usage_err(
+                "--verify-restore: --zcrx-nodev changes no NIC, so there is nothing to verify",
             ));
         }
         if a.rx_buf_len.is_some() && mode != Mode::ZcrxServer {
@@ -923,6 +951,7 @@ impl Config {
             corrupt_offset: a.corrupt_offset,
             expect_bytes: a.expect_bytes,
             rx_buf_len: a.rx_buf_len,
+            zcrx_nodev: a.zcrx_nodev,
             verify_restore: a.verify_restore,
         })
     }
@@ -952,6 +981,7 @@ Usage:
   {p} -l -f IF -s ADDR -p PORT [-c ADDR] [-v N] [-L] ...    devmem RX server
   {p} -f IF -s ADDR -p PORT [-c ADDR] [-z BYTES] ...        devmem TX client (sends stdin)
   {p} -f IF -s ADDR -p PORT --send-pattern BYTES -v N ...   devmem TX client (sends a pattern)
+  {p} -l --zcrx -f IF -s ADDR -p PORT [-v N] [-t N -q 1] ... io_uring zcrx RX server
   {p} -l --plain -s ADDR -p PORT [-v N] ...                 plain-TCP RX server
   {p} --send-pattern BYTES -s ADDR -p PORT -v N ...         plain-TCP pattern sender
   {p} -h | --help
@@ -1022,10 +1052,19 @@ Options of ncdevmem-rs:
   --quiet         log only errors and the verdict
   --progress SECS print a progress line every SECS seconds (0 = never, the default)
   --dmabuf-size BYTES
-                  udmabuf size: a multiple of the page size (default 16000 pages)
-  --zcrx          with -l: receive through io_uring zero-copy receive (not implemented yet)
+                  udmabuf size: a multiple of the page size (default 16000 pages); with
+                  --zcrx the zcrx area size (default 8192 pages)
+  --zcrx          with -l: receive through io_uring zero-copy receive (zcrx) instead of
+                  devmem: NIC setup as the devmem server (unless -n), one zcrx ifq on
+                  queue -t (one queue: -q 1; default the last RX queue), multishot RECV_ZC,
+                  validate (-v N) or print the payload, return buffers through the refill
+                  ring. The area is --dmabuf-size bytes (default 8192 pages)
   --rx-buf-len BYTES
-                  with --zcrx: rx buffer length, a power of two >= the page size
+                  with --zcrx: rx buffer length, a power of two >= the page size and at
+                  most 2 MiB (the area then uses 2 MiB hugepages; kernel 7.0+)
+  --zcrx-nodev    with --zcrx, a test aid: register without a device (ZCRX_REG_NODEV, newer
+                  kernels; the kernel copies into the area), no NIC setup, no -f/-t/-q, so
+                  a real zcrx receive runs over loopback
   --report        with -f only: print the device's capability report (read-only)
   --verify-restore
                   after undoing NIC changes, compare the NIC with its state before the run
@@ -1214,5 +1253,42 @@ mod tests {
             panic!("not run");
         };
         assert_eq!((c.start_queue, c.num_queues), (Some(u32::MAX), Some(1)));
+    }
+
+    #[test]
+    fn zcrx_nodev_needs_no_device_and_refuses_device_options() {
+        let Command::Run(c) =
+            parse(&argv("-l --zcrx --zcrx-nodev -s ::1 -p 5201 -v 7"), 4096).unwrap()
+        else {
+            panic!("not run");
+        };
+        assert_eq!(c.mode, Mode::ZcrxServer);
+        assert!(c.zcrx_nodev);
+        assert_eq!((c.ifname, c.start_queue, c.num_queues), (None, None, None));
+        let Command::Run(c) = parse(&argv("-l --zcrx -f eth0 -s ::1 -p 1"), 4096).unwrap() else {
+            panic!("not run");
+        };
+        assert!(!c.zcrx_nodev);
+        for (line, want) in [
+            (
+                "-l --zcrx --zcrx-nodev -f eth0 -s ::1 -p 1",
+                "--zcrx-nodev: registers without a device; -f, -t and -q do not apply",
+            ),
+            (
+                "-l --zcrx --zcrx-nodev -t 1 -q 1 -s ::1 -p 1",
+                "--zcrx-nodev: registers without a device; -f, -t and -q do not apply",
+            ),
+            (
+                "-l --plain --zcrx-nodev -s ::1 -p 1",
+                "--zcrx-nodev: only applies to --zcrx",
+            ),
+            (
+                "-l --zcrx --zcrx-nodev -s ::1 -p 1 --verify-restore",
+                "--verify-restore: --zcrx-nodev changes no NIC, so there is nothing to verify",
+            ),
+        ] {
+            assert_eq!(usage_msg(parse(&argv(line), 4096)), want, "{line}");
+        }
+        assert!(usage().contains("--zcrx-nodev    with --zcrx, a test aid"));
     }
 }

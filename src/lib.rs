@@ -2,7 +2,8 @@
 //!
 //! The library holds the reusable pieces: the udmabuf memory provider ([`udmabuf`]), a
 //! generic-netlink client with the `netdev` and `ethtool` families ([`netlink`]), the devmem
-//! receive loop with token release and pattern validation ([`rx`], [`validate`]), send helpers
+//! receive loop with token release and pattern validation ([`rx`], [`validate`]), io_uring
+//! zero-copy receive ([`uring`]), send helpers
 //! ([`tx`]), the command line ([`cli`]) and the run orchestration ([`app`]). All `unsafe` lives in
 //! [`sys`] and [`udmabuf`].
 
@@ -30,6 +31,7 @@ pub mod stats;
 pub mod sys;
 pub mod tx;
 pub mod udmabuf;
+pub mod uring;
 pub mod validate;
 
 pub use error::{Error, Result};

@@ -21,6 +21,9 @@ pub enum RxMode {
     Devmem,
     /// Ordinary `recvmsg` into the iov: validates the TCP path, not devmem.
     PlainTcp,
+    /// io_uring zero-copy receive: multishot `RECV_ZC` completions pointing into the zcrx
+    /// area, buffers returned through the refill ring ([`ZcrxCounters`]).
+    Zcrx,
 }
 
 impl RxMode {
@@ -29,6 +32,7 @@ impl RxMode {
         match self {
             RxMode::Devmem => "devmem",
             RxMode::PlainTcp => "plain TCP",
+            RxMode::Zcrx => "io_uring zcrx",
         }
     }
 }
@@ -66,6 +70,30 @@ pub struct RxStats {
     pub mismatches: u64,
     /// Time from the first byte received to the end of the run (zero if nothing arrived).
     pub elapsed: Duration,
+    /// io_uring zcrx counters ([`RxMode::Zcrx`] only; zero otherwise).
+    pub zcrx: ZcrxCounters,
+}
+
+/// Counters of the io_uring zcrx receive path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ZcrxCounters {
+    /// `RECV_ZC` completions carrying data (one buffer of the area each).
+    pub chunks: u64,
+    /// Refill-ring entries published back to the kernel (buffers returned).
+    pub buffers_returned: u64,
+    /// Release stores of the refill-ring tail (one per batch).
+    pub refill_publishes: u64,
+    /// `RECV_ZC` submissions (the first arm plus every re-arm after a completion without
+    /// `IORING_CQE_F_MORE`).
+    pub arms: u64,
+    /// Completions with `ENOSPC`/`ENOMEM` (completion queue full, or no free buffer in the
+    /// area) that were answered by returning buffers and re-arming.
+    pub retried_errors: u64,
+    /// `ZCRX_CTRL_FLUSH_RQ` calls (after `ENOMEM`: returned buffers put back into the free
+    /// list, which nothing else does without a page pool).
+    pub flushes: u64,
+    /// `io_uring_enter(GETEVENTS)` waits.
+    pub waits: u64,
 }
 
 impl RxStats {
@@ -109,11 +137,25 @@ impl RxStats {
                 "; {} bytes through the iov (validates the TCP path, not devmem)",
                 self.plain_bytes
             )),
+            RxMode::Zcrx => s.push_str(&format!(
+                "; chunks: {}; buffers returned: {} in {} refill publishes, {} flushes; RECV_ZC \
+                 arms: {} ({} ENOSPC/ENOMEM retries); io_uring_enter waits: {} ({} EINTR retries)",
+                self.zcrx.chunks,
+                self.zcrx.buffers_returned,
+                self.zcrx.refill_publishes,
+                self.zcrx.flushes,
+                self.zcrx.arms,
+                self.zcrx.retried_errors,
+                self.zcrx.waits,
+                self.eintr_retries
+            )),
         }
-        s.push_str(&format!(
-            "; recvmsg calls: {} ({} EAGAIN, {} EINTR retries)",
-            self.recvmsg_calls, self.eagain_retries, self.eintr_retries
-        ));
+        if self.mode != RxMode::Zcrx {
+            s.push_str(&format!(
+                "; recvmsg calls: {} ({} EAGAIN, {} EINTR retries)",
+                self.recvmsg_calls, self.eagain_retries, self.eintr_retries
+            ));
+        }
         if self.validated_bytes > 0 || self.mismatches > 0 {
             s.push_str(&format!(
                 "; validated {} bytes, {} mismatched",
@@ -126,27 +168,36 @@ impl RxStats {
     /// The progress line printed at an interval on long runs: totals so far plus the rate
     /// since the previous progress line (`prev_bytes` bytes `since` ago).
     pub fn progress_line(&self, prev_bytes: u64, since: Duration) -> String {
+        let tail = match self.mode {
+            RxMode::Zcrx => format!(
+                "{} chunks, {} buffers returned",
+                self.zcrx.chunks, self.zcrx.buffers_returned
+            ),
+            _ => format!(
+                "{} dmabuf + {} linear frags, {} tokens released",
+                self.dmabuf_frags, self.linear_frags, self.tokens_released
+            ),
+        };
         format!(
-            "rx progress ({}): {} bytes in {:.1} s, {:.3} Gbit/s (last {:.1} s: {:.3} Gbit/s); {} dmabuf + {} linear frags, {} tokens released",
+            "rx progress ({}): {} bytes in {:.1} s, {:.3} Gbit/s (last {:.1} s: {:.3} Gbit/s); {tail}",
             self.mode.label(),
             self.bytes,
             self.elapsed.as_secs_f64(),
             self.gbit_per_s(),
             since.as_secs_f64(),
             gbit_per_s(self.bytes.saturating_sub(prev_bytes), since),
-            self.dmabuf_frags,
-            self.linear_frags,
-            self.tokens_released
         )
     }
 
     /// The counters as one JSON object (the `--json FILE` content). Fields: `mode`
-    /// (`"devmem"` | `"plain TCP"`), `bytes`, `dmabuf_frags`, `dmabuf_bytes`, `linear_frags`,
+    /// (`"devmem"` | `"plain TCP"` | `"io_uring zcrx"`), `bytes`, `dmabuf_frags`, `dmabuf_bytes`, `linear_frags`,
     /// `linear_bytes`, `plain_bytes`, `tokens_released`, `dontneed_calls`, `recvmsg_calls`,
     /// `eagain_retries`, `eintr_retries`, `validated_bytes`, `mismatches`, `elapsed_s`
-    /// (seconds, float), `gbit_per_s` (float).
+    /// (seconds, float), `gbit_per_s` (float). In [`RxMode::Zcrx`] also `zcrx_chunks`,
+    /// `zcrx_buffers_returned`, `zcrx_refill_publishes`, `zcrx_arms`, `zcrx_retried_errors`,
+    /// `zcrx_flushes`, `zcrx_waits`.
     pub fn to_json(&self) -> serde_json::Value {
-        json!({
+        let mut v = json!({
             "mode": self.mode.label(),
             "bytes": self.bytes,
             "dmabuf_frags": self.dmabuf_frags,
@@ -163,7 +214,18 @@ impl RxStats {
             "mismatches": self.mismatches,
             "elapsed_s": self.elapsed.as_secs_f64(),
             "gbit_per_s": self.gbit_per_s(),
-        })
+        });
+        if self.mode == RxMode::Zcrx {
+            let z = &self.zcrx;
+            v["zcrx_chunks"] = z.chunks.into();
+            v["zcrx_buffers_returned"] = z.buffers_returned.into();
+            v["zcrx_refill_publishes"] = z.refill_publishes.into();
+            v["zcrx_arms"] = z.arms.into();
+            v["zcrx_retried_errors"] = z.retried_errors.into();
+            v["zcrx_flushes"] = z.flushes.into();
+            v["zcrx_waits"] = z.waits.into();
+        }
+        v
     }
 
     /// Writes [`RxStats::to_json`] (plus a newline) to `path` atomically: into a temporary file
@@ -291,7 +353,51 @@ mod tests {
             validated_bytes: 1_250_000_000,
             mismatches: 0,
             elapsed: Duration::from_secs(1),
+            zcrx: ZcrxCounters::default(),
         }
+    }
+
+    #[test]
+    fn zcrx_mode_reports_its_own_counters() {
+        let s = RxStats {
+            mode: RxMode::Zcrx,
+            bytes: 8192,
+            eintr_retries: 1,
+            elapsed: Duration::from_millis(1),
+            zcrx: ZcrxCounters {
+                chunks: 2,
+                buffers_returned: 2,
+                refill_publishes: 1,
+                arms: 1,
+                retried_errors: 0,
+                flushes: 0,
+                waits: 3,
+            },
+            ..RxStats::default()
+        };
+        let line = s.summary_line();
+        assert!(
+            line.starts_with("rx summary (io_uring zcrx): 8192 bytes"),
+            "{line}"
+        );
+        assert!(
+            line.contains(
+                "chunks: 2; buffers returned: 2 in 1 refill publishes, 0 flushes; RECV_ZC arms: 1 \
+                 (0 ENOSPC/ENOMEM retries); io_uring_enter waits: 3 (1 EINTR retries)"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("recvmsg"), "{line}");
+        assert!(s
+            .progress_line(0, Duration::from_secs(1))
+            .ends_with("2 chunks, 2 buffers returned"));
+        let j = s.to_json();
+        assert_eq!(j["mode"], "io_uring zcrx");
+        assert_eq!(j["zcrx_chunks"], 2);
+        assert_eq!(j["zcrx_buffers_returned"], 2);
+        assert_eq!(j["zcrx_waits"], 3);
+        // Other modes keep their key set.
+        assert!(sample().to_json().get("zcrx_chunks").is_none());
     }
 
     #[test]

@@ -67,6 +67,7 @@ fn blank(mode: Mode) -> Config {
         corrupt_offset: None,
         expect_bytes: None,
         rx_buf_len: None,
+        zcrx_nodev: false,
         verify_restore: false,
     }
 }

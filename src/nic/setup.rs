@@ -438,6 +438,37 @@ pub fn run_with_setup<R>(
     }
 }
 
+/// The NIC part of a server whose memory provider is not a devmem binding (io_uring zcrx):
+/// configure (unless `-n`) as [`run_with_setup`] does, run `body`, then undo everything in
+/// reverse order, on every exit. `body` owns the provider: it must release it (close the
+/// io_uring ring) and wait for the queue to show free before returning, because header split
+/// cannot be restored while a provider holds a queue.
+///
+/// Errors: the first of: setup error, `body`'s error, undo error (an undo error after another
+/// error is logged).
+pub fn run_configured<R>(
+    nic: &SharedNic,
+    plan: &ServerPlan,
+    quiet: bool,
+    teardown_wait: Duration,
+    body: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    let mut setup = NicSetup::new(nic.clone())
+        .quiet(quiet)
+        .teardown_wait(teardown_wait);
+    let result = setup.configure_server(plan).and_then(|()| body());
+    let restored = setup.finish();
+    match (result, restored) {
+        (Ok(r), Ok(())) => Ok(r),
+        (Ok(_), Err(e)) => Err(e),
+        (Err(e), Ok(())) => Err(e),
+        (Err(e), Err(undo)) => {
+            log_stderr(&undo.to_string());
+            Err(e)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,14 @@
 //! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]),
-//! socket calls ([`socket`]) and zerocopy sends for devmem TX ([`zerocopy`]). Other modules (policy,
-//! netlink logic, CLI) contain no `unsafe`, except the mapped-memory views in `udmabuf`.
+//! socket calls ([`socket`]), zerocopy sends for devmem TX ([`zerocopy`]) and the memory shared
+//! with io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI) contain no
+//! `unsafe`, except the mapped-memory views in `udmabuf`.
 
 pub mod ethtool_ioctl;
 pub mod netlink_sock;
 pub mod signals;
 pub mod socket;
 pub mod uapi;
+pub mod uring_mem;
 pub mod zerocopy;
 
 use crate::error::Error;

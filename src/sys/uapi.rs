@@ -135,6 +135,66 @@ pub const MFD_HUGE_2MB: libc::c_uint = 21 << MFD_HUGE_SHIFT;
 /// Size of a 2 MiB huge page in bytes.
 pub const HUGEPAGE_2M: usize = 2 << 20;
 
+// ---- include/uapi/linux/io_uring.h, io_uring/zcrx.h (io_uring zero-copy receive) ----
+//
+// The structs come from the `io-uring` crate (`io_uring::types::io_uring_zcrx_*`); these
+// asserts pin the layouts this crate relies on (kernel-abi.md §6.2).
+
+pub use io_uring::types::{
+    io_uring_region_desc, io_uring_zcrx_area_reg, io_uring_zcrx_cqe, io_uring_zcrx_ifq_reg,
+    io_uring_zcrx_rqe, IORING_MEM_REGION_TYPE_USER, IORING_ZCRX_AREA_MASK, IORING_ZCRX_AREA_SHIFT,
+};
+
+/// `io_uring_zcrx_ifq_reg.flags`: register without a net device; the kernel fills the area by
+/// copying (`ZCRX_REG_NODEV`, io_uring/zcrx.h, added after 6.18; 7.3 has it). `if_idx` and
+/// `if_rxq` must then be 0.
+pub const ZCRX_REG_NODEV: u32 = 2;
+
+/// `IORING_OP_RECV_ZC` (58): the zero-copy receive opcode (6.15+).
+pub const IORING_OP_RECV_ZC: u8 = 58;
+
+/// The kernel's largest refill ring (`IO_RQ_MAX_ENTRIES` in io_uring/zcrx.c), in entries; a
+/// larger `rq_entries` is `EINVAL` unless the ring was set up with `IORING_SETUP_CLAMP`.
+pub const ZCRX_RQ_MAX_ENTRIES: u32 = 32768;
+
+/// `IORING_REGISTER_ZCRX_CTRL` (36): io_uring_register(2) opcode for zcrx control operations
+/// (`nr_args` must be 0). Newer than 6.18 (`EINVAL` there).
+pub const IORING_REGISTER_ZCRX_CTRL: u32 = 36;
+
+/// `zcrx_ctrl.op`: move every entry of the refill ring back to the area's free list now
+/// (`ZCRX_CTRL_FLUSH_RQ`). Without a page pool (`ZCRX_REG_NODEV`) this is how returned buffers
+/// become reusable.
+pub const ZCRX_CTRL_FLUSH_RQ: u32 = 0;
+
+/// `struct zcrx_ctrl` (72 bytes, io_uring/zcrx.h): the argument of
+/// `IORING_REGISTER_ZCRX_CTRL`. The trailing union (export / flush-rq / ...) is 48 bytes; for
+/// `ZCRX_CTRL_FLUSH_RQ` it is reserved and must be zero.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct zcrx_ctrl {
+    /// `io_uring_zcrx_ifq_reg.zcrx_id` of the instance.
+    pub zcrx_id: u32,
+    /// `ZCRX_CTRL_*`.
+    pub op: u32,
+    /// Reserved, zero.
+    pub __resv: [u64; 2],
+    /// The per-op union; zero for `ZCRX_CTRL_FLUSH_RQ`.
+    pub payload: [u64; 6],
+}
+const _: () = assert!(size_of::<zcrx_ctrl>() == 72);
+
+const _: () = assert!(size_of::<io_uring_zcrx_rqe>() == 16);
+const _: () = assert!(size_of::<io_uring_zcrx_cqe>() == 16);
+const _: () = assert!(size_of::<io_uring_zcrx_area_reg>() == 48);
+const _: () = assert!(size_of::<io_uring_region_desc>() == 64);
+const _: () = assert!(size_of::<io_uring_zcrx_ifq_reg>() == 96);
+// `rx_buf_len` (7.0+) is the u32 the crate still calls `__resv2`, at byte 68.
+const _: () = assert!(std::mem::offset_of!(io_uring_zcrx_ifq_reg, __resv2) == 68);
+const _: () = assert!(std::mem::offset_of!(io_uring_zcrx_ifq_reg, zcrx_id) == 64);
+// `struct io_uring_zcrx_offsets` (not re-exported by the crate) spans bytes 32..64.
+const _: () = assert!(std::mem::offset_of!(io_uring_zcrx_ifq_reg, offsets) == 32);
+const _: () = assert!(io_uring::opcode::RecvZc::CODE == IORING_OP_RECV_ZC);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +212,14 @@ mod tests {
         assert_eq!(SCM_DEVMEM_DMABUF, 79);
         assert_eq!(SO_DEVMEM_DONTNEED, 80);
         assert_eq!(MSG_SOCK_DEVMEM, 0x200_0000);
+    }
+
+    #[test]
+    fn zcrx_numbers_match_kernel_abi() {
+        assert_eq!(IORING_ZCRX_AREA_SHIFT, 48);
+        assert_eq!(IORING_ZCRX_AREA_MASK, 0xffff_0000_0000_0000);
+        assert_eq!(IORING_MEM_REGION_TYPE_USER, 1);
+        assert_eq!(ZCRX_REG_NODEV, 2);
+        assert_eq!(io_uring::opcode::RecvZc::CODE, 58);
     }
 }
