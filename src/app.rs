@@ -329,16 +329,15 @@ fn zcrx_queue(cfg: &Config, nic: &SharedNic) -> Result<u32> {
                 "-q: one io_uring zcrx ifq serves one RX queue: use -q 1 (got -q {n})"
             )))
         }
-        Some((0, _)) if cfg.skip_nic_config => {
-            log(
-                cfg,
-                "-n: using rx queue 0 as given (no RSS change to keep it out of)",
-            );
-            return Ok(0);
-        }
         _ => {}
     }
-    let choice = choose_queues(nic, explicit, QueuePolicy::Server, QUEUE_FREE_WAIT)?;
+    let choice = choose_queues(
+        nic,
+        explicit,
+        QueuePolicy::Server,
+        QUEUE_FREE_WAIT,
+        cfg.skip_nic_config,
+    )?;
     for note in &choice.notes {
         log(cfg, note);
     }
