@@ -23,7 +23,7 @@
 pub mod testing;
 
 use std::io::Write;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -608,6 +608,29 @@ struct Batch {
     cpu_reading: bool,
 }
 
+/// Between two waits of a receive loop (devmem, plain or zcrx): `Error::Interrupted` once
+/// `stop` holds a signal number, `Error::Timeout` once no data arrived for `idle_timeout` since
+/// `last_data` (`bytes` received so far, for the message).
+pub(crate) fn check_stop_and_idle(
+    stop: &AtomicI32,
+    idle_timeout: Option<Duration>,
+    last_data: Instant,
+    bytes: u64,
+) -> Result<()> {
+    crate::signals::check_flag(stop)?;
+    if let Some(t) = idle_timeout {
+        let idle = last_data.elapsed();
+        if idle >= t {
+            return Err(Error::Timeout(format!(
+                "no data for {:.3} s (idle timeout {:.3} s) after {bytes} bytes",
+                idle.as_secs_f64(),
+                t.as_secs_f64(),
+            )));
+        }
+    }
+    Ok(())
+}
+
 struct Receiver<'a, S: RxSocket, M: FragMemory, W: Write> {
     sock: &'a mut S,
     mem: Option<&'a M>,
@@ -689,21 +712,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         let mut last_data = Instant::now();
         self.last_progress = last_data;
         loop {
-            let sig = stop.load(Ordering::Relaxed);
-            if sig != 0 {
-                return Err(Error::Interrupted(sig));
-            }
-            if let Some(t) = self.cfg.idle_timeout {
-                let idle = last_data.elapsed();
-                if idle >= t {
-                    return Err(Error::Timeout(format!(
-                        "no data for {:.3} s (idle timeout {:.3} s) after {} bytes",
-                        idle.as_secs_f64(),
-                        t.as_secs_f64(),
-                        self.stats.bytes
-                    )));
-                }
-            }
+            check_stop_and_idle(stop, self.cfg.idle_timeout, last_data, self.stats.bytes)?;
             self.maybe_progress();
             match self.sock.wait_readable(tick) {
                 Ok(true) => {}

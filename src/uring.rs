@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
@@ -674,21 +674,7 @@ impl Zcrx {
         let mut flush_failed = false;
         c.last_progress = last_data;
         loop {
-            let sig = stop.load(Ordering::Relaxed);
-            if sig != 0 {
-                return Err(Error::Interrupted(sig));
-            }
-            if let Some(t) = c.cfg.idle_timeout {
-                let idle = last_data.elapsed();
-                if idle >= t {
-                    return Err(Error::Timeout(format!(
-                        "no data for {:.3} s (idle timeout {:.3} s) after {} bytes",
-                        idle.as_secs_f64(),
-                        t.as_secs_f64(),
-                        c.stats.bytes
-                    )));
-                }
-            }
+            crate::rx::check_stop_and_idle(stop, c.cfg.idle_timeout, last_data, c.stats.bytes)?;
             c.maybe_progress(&self.refill);
             let args = types::SubmitArgs::new().timespec(&ts);
             c.stats.zcrx.waits += 1;

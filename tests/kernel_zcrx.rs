@@ -259,7 +259,10 @@ fn without_cap_net_admin_is_a_skip_naming_eperm() {
         // The binary never ran (e.g. busybox's setpriv in the VM guest lacks these options).
         common::print_skip(
             "without_cap_net_admin_is_a_skip_naming_eperm",
-            &format!("setpriv could not drop privileges here ({}): {err}", out.status),
+            &format!(
+                "setpriv could not drop privileges here ({}): {err}",
+                out.status
+            ),
         );
         return;
     }
