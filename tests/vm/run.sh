@@ -288,13 +288,15 @@ done
 guest_modules=(veth)
 guest_args=(--bin /usr/bin/ncdevmem-rs --ip /usr/sbin/ip)
 if ((${#test_bins[@]})); then
-    mkdir -p "$root/usr/libexec/ncdevmem-tests" "$root$rel"
+    mkdir -p "$root/usr/libexec/ncdevmem-tests" "$root/etc"
     for b in "${test_bins[@]}"; do
         # libtest names them <test>-<hash>; the case is named after <test>.
         strip -o "$root/usr/libexec/ncdevmem-tests/$(basename "$b" | sed 's/-[0-9a-f]*$//')" "$b"
     done
-    # Tests find the binary at the path cargo compiled in (CARGO_BIN_EXE_ncdevmem-rs).
-    ln -s /usr/bin/ncdevmem-rs "$root$rel/ncdevmem-rs"
+    # Tests find the binary at the path cargo compiled in (CARGO_BIN_EXE_ncdevmem-rs). /init
+    # links it after mounting the guest's filesystems: the checkout may live under /tmp or
+    # /run, which the guest mounts tmpfs over.
+    echo "$rel/ncdevmem-rs" >"$root/etc/vm-bin-links"
     guest_args+=(--tests /usr/libexec/ncdevmem-tests)
 fi
 if ((netdevsim)); then
