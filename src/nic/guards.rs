@@ -218,17 +218,6 @@ impl HdsGuard {
     }
 }
 
-impl Drop for HdsGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.armed = false;
-            if let Err(e) = self.undo() {
-                log_stderr(&e.to_string());
-            }
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Channels
 // ---------------------------------------------------------------------------------------------
@@ -345,17 +334,6 @@ impl ChannelsGuard {
     pub fn restore(mut self) -> Result<()> {
         self.armed = false;
         self.undo()
-    }
-}
-
-impl Drop for ChannelsGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.armed = false;
-            if let Err(e) = self.undo() {
-                log_stderr(&e.to_string());
-            }
-        }
     }
 }
 
@@ -596,17 +574,6 @@ impl RssGuard {
     }
 }
 
-impl Drop for RssGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.armed = false;
-            if let Err(e) = self.undo() {
-                log_stderr(&e.to_string());
-            }
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // ntuple feature
 // ---------------------------------------------------------------------------------------------
@@ -667,17 +634,6 @@ impl NtupleFeatureGuard {
     pub fn restore(mut self) -> Result<()> {
         self.armed = false;
         self.undo()
-    }
-}
-
-impl Drop for NtupleFeatureGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.armed = false;
-            if let Err(e) = self.undo() {
-                log_stderr(&e.to_string());
-            }
-        }
     }
 }
 
@@ -821,16 +777,30 @@ impl FlowRuleGuard {
     }
 }
 
-impl Drop for FlowRuleGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.armed = false;
-            if let Err(e) = self.undo() {
-                log_stderr(&e.to_string());
+/// `Drop` for an armed guard: undo best-effort and log what was left behind (never panics;
+/// `restore` disarms it first, so an explicit restore is not repeated).
+macro_rules! undo_on_drop {
+    ($($guard:ty),+) => {$(
+        impl Drop for $guard {
+            fn drop(&mut self) {
+                if self.armed {
+                    self.armed = false;
+                    if let Err(e) = self.undo() {
+                        log_stderr(&e.to_string());
+                    }
+                }
             }
         }
-    }
+    )+};
 }
+
+undo_on_drop!(
+    HdsGuard,
+    ChannelsGuard,
+    RssGuard,
+    NtupleFeatureGuard,
+    FlowRuleGuard
+);
 
 #[cfg(test)]
 mod tests {
