@@ -533,6 +533,10 @@ impl Zcrx {
         let area = RawRegion::map_anon(p.area_len, p.hugetlb)?;
         let region_len = ZcrxParams::refill_region_len(p.rq_entries.next_power_of_two(), page);
         let region = RawRegion::map_anon(region_len, false)?;
+        // Rebound after the regions so that every early return below drops (closes) the ring,
+        // which unregisters the ifq, before the regions are unmapped: a parameter would be
+        // dropped after all locals.
+        let ring = ring;
         let (if_idx, if_rxq, flags) = match &p.target {
             ZcrxTarget::Device { ifindex, rxq, .. } => (*ifindex, *rxq, 0),
             ZcrxTarget::NoDev => (0, 0, ZCRX_REG_NODEV),
@@ -555,7 +559,7 @@ impl Zcrx {
             }
         );
         let out = register_zcrx_ifq(&ring, &mut reg, &area, &region, &call)?;
-        // From here on, returning an error drops `ring` first, which unregisters the ifq.
+        // From here on, returning an error drops `ring` first (see above), then the regions.
         if out.area_token & !IORING_ZCRX_AREA_MASK != 0 {
             return Err(Error::Decode {
                 what: "io_uring_zcrx_area_reg.rq_area_token".into(),
@@ -568,6 +572,9 @@ impl Zcrx {
             rqes: reg.offsets.rqes,
             entries: reg.rq_entries,
         };
+        // Checked before `region` moves into the refill ring: a refusal inside
+        // `RefillRing::new` would unmap the region while the ring is still open.
+        layout.check(region.len())?;
         let refill = ZcrxRefill::new(RefillRing::new(region, layout)?, out.area_token);
         Ok(Zcrx {
             ring,

@@ -61,11 +61,18 @@ impl RawRegion {
     /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0)`, plus
     /// `MAP_HUGETLB|MAP_HUGE_2MB` when `hugetlb` (then `len` must be a multiple of 2 MiB).
     ///
-    /// Errors: `Error::Usage` for `len == 0`; `Error::Sys` naming the call (`ENOMEM` from a
-    /// hugetlb mapping means the 2 MiB pool is short).
+    /// Errors: `Error::Usage` for `len == 0` or, with `hugetlb`, a `len` that is not a
+    /// multiple of 2 MiB (the kernel would round the mapping up, and the `munmap` of `len`
+    /// bytes on drop would then fail and leak it); `Error::Sys` naming the call (`ENOMEM`
+    /// from a hugetlb mapping means the 2 MiB pool is short).
     pub fn map_anon(len: usize, hugetlb: bool) -> Result<RawRegion> {
         if len == 0 {
             return Err(Error::Usage("mmap: a mapping of 0 bytes is refused".into()));
+        }
+        if hugetlb && len % crate::sys::uapi::HUGEPAGE_2M != 0 {
+            return Err(Error::Usage(format!(
+                "mmap(MAP_HUGETLB): {len} bytes is not a multiple of 2 MiB"
+            )));
         }
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
         if hugetlb {
@@ -213,6 +220,49 @@ pub struct RefillLayout {
     pub entries: u32,
 }
 
+impl RefillLayout {
+    /// Checks the layout against a refill region of `region_len` bytes (what
+    /// [`RefillRing::new`] requires), without taking the region.
+    ///
+    /// Errors: `Error::Decode` (what = "io_uring_zcrx_offsets") when `entries` is not a
+    /// non-zero power of two, a word is misaligned (head/tail to 4 bytes, rqes to 8) or
+    /// outside the region, the entry array does not fit, or the head or tail word overlaps the
+    /// entry array or each other.
+    pub fn check(&self, region_len: usize) -> Result<()> {
+        let bad = |detail: String| Error::Decode {
+            what: "io_uring_zcrx_offsets".into(),
+            detail: format!("{detail} (layout {self:?}, region {} bytes)", region_len),
+        };
+        let len = region_len as u64;
+        if self.entries == 0 || !self.entries.is_power_of_two() {
+            return Err(bad(format!(
+                "rq_entries {} is not a power of two",
+                self.entries
+            )));
+        }
+        let (head, tail, rqes) = (
+            u64::from(self.head),
+            u64::from(self.tail),
+            u64::from(self.rqes),
+        );
+        if head % 4 != 0 || tail % 4 != 0 || rqes % 8 != 0 {
+            return Err(bad("misaligned head, tail or rqes offset".into()));
+        }
+        if head + 4 > len || tail + 4 > len {
+            return Err(bad("head or tail outside the region".into()));
+        }
+        let rqes_end = rqes + u64::from(self.entries) * RQE_SIZE;
+        if rqes_end > len {
+            return Err(bad(format!("entry array ends at byte {rqes_end}")));
+        }
+        let overlaps = |w: u64| w + 4 > rqes && w < rqes_end;
+        if overlaps(head) || overlaps(tail) || head == tail {
+            return Err(bad("head/tail overlap the entry array or each other".into()));
+        }
+        Ok(())
+    }
+}
+
 /// The refill ring over its region: raw head/tail/entry access, with the layout checked once.
 /// Policy (free space, batching, the local tail) is `crate::uring::ZcrxRefill`'s.
 ///
@@ -235,39 +285,7 @@ impl RefillRing {
     /// outside the region, the entry array does not fit, or the head or tail word overlaps the
     /// entry array or each other.
     pub fn new(region: RawRegion, layout: RefillLayout) -> Result<RefillRing> {
-        let bad = |detail: String| Error::Decode {
-            what: "io_uring_zcrx_offsets".into(),
-            detail: format!(
-                "{detail} (layout {layout:?}, region {} bytes)",
-                region.len()
-            ),
-        };
-        let len = region.len() as u64;
-        if layout.entries == 0 || !layout.entries.is_power_of_two() {
-            return Err(bad(format!(
-                "rq_entries {} is not a power of two",
-                layout.entries
-            )));
-        }
-        let (head, tail, rqes) = (
-            u64::from(layout.head),
-            u64::from(layout.tail),
-            u64::from(layout.rqes),
-        );
-        if head % 4 != 0 || tail % 4 != 0 || rqes % 8 != 0 {
-            return Err(bad("misaligned head, tail or rqes offset".into()));
-        }
-        if head + 4 > len || tail + 4 > len {
-            return Err(bad("head or tail outside the region".into()));
-        }
-        let rqes_end = rqes + u64::from(layout.entries) * RQE_SIZE;
-        if rqes_end > len {
-            return Err(bad(format!("entry array ends at byte {rqes_end}")));
-        }
-        let overlaps = |w: u64| w + 4 > rqes && w < rqes_end;
-        if overlaps(head) || overlaps(tail) || head == tail {
-            return Err(bad("head/tail overlap the entry array or each other".into()));
-        }
+        layout.check(region.len())?;
         Ok(RefillRing { region, layout })
     }
 
@@ -586,6 +604,38 @@ mod tests {
         // The entry sits at rqes + 1 * 16 in the region's bytes: off (u64 LE), len (u32 LE).
         let raw = r.region.bytes(128 + 16, 16).unwrap();
         assert_eq!(raw, &[0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn the_kernels_own_layout_passes_the_check_without_taking_the_region() {
+        // What io_uring/zcrx.c writes back: head @0, tail @4 (`struct io_uring`), entries at
+        // the next 64-byte cache line; 64 entries of 16 bytes end at byte 1088.
+        let kernel = RefillLayout {
+            head: 0,
+            tail: 4,
+            rqes: 64,
+            entries: 64,
+        };
+        kernel.check(4096).unwrap();
+        kernel.check(1088).unwrap();
+        let e = kernel.check(1087).unwrap_err();
+        assert!(matches!(&e, Error::Decode { what, .. } if what == "io_uring_zcrx_offsets"));
+    }
+
+    #[test]
+    fn a_hugetlb_mapping_must_be_whole_2mib_pages() {
+        // Refused before mmap: the kernel would round the mapping up to 2 MiB, and munmap of
+        // the shorter length on drop would fail and leak it.
+        for len in [4096, crate::sys::uapi::HUGEPAGE_2M + 4096] {
+            let e = RawRegion::map_anon(len, true).unwrap_err();
+            assert!(
+                matches!(&e, Error::Usage(m) if m.contains("2 MiB")),
+                "{len}: {e}"
+            );
+        }
+        // Without hugetlb any non-zero length maps.
+        let r = RawRegion::map_anon(4096, false).unwrap();
+        assert_eq!((r.len(), r.is_hugetlb()), (4096, false));
     }
 
     #[test]

@@ -99,9 +99,11 @@ fn sendmsg_zerocopy(fd: i32, iovs: &[libc::iovec], dmabuf_id: Option<u32>) -> Re
     // SAFETY: `msg` points at `iovs` (iovs.len() entries) and, when set, at `control` with its
     // exact length; both outlive the call and the kernel only reads them (sendmsg never writes
     // through msg_iov or msg_control). The iov_base values are either real buffers the caller
-    // borrowed for the call, or dma-buf offsets that the kernel resolves against the binding
-    // named in the cmsg and never dereferences as user memory (TxSocket::send_dmabuf refuses
-    // id 0, the case where it would). The result is checked.
+    // borrowed for the call (with MSG_ZEROCOPY the kernel pins their pages and may still
+    // *read* them after the call returns; it never writes them, so no memory of this process
+    // changes), or dma-buf offsets that the kernel resolves against the binding named in the
+    // cmsg and never dereferences as user memory (TxSocket::send_dmabuf refuses id 0, the case
+    // where it would). The result is checked.
     let ret = unsafe { libc::sendmsg(fd, &msg, libc::MSG_ZEROCOPY | libc::MSG_NOSIGNAL) };
     if ret < 0 {
         Err(last_errno())
