@@ -1095,7 +1095,12 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                         return Ok(());
                     }
                     match self.sock.socket_error() {
-                        Ok(0) | Err(libc::EINTR) => {}
+                        // Readiness without a completion or an error (POLLHUP after the peer
+                        // closed, a spurious wake-up): wait a little instead of spinning until
+                        // the completion timeout.
+                        Ok(0) | Err(libc::EINTR) => {
+                            std::thread::sleep(left.min(Duration::from_millis(10)));
+                        }
                         Ok(errno) => {
                             return Err(Error::sys(
                                 format!("connection failed while waiting for {why} (SO_ERROR)"),
