@@ -16,11 +16,13 @@ B=ncdevmem-demo-b-$$
 
 rx=
 cleanup() {
+    set +e  # best effort: never change the script's exit status
     [ -n "$rx" ] && kill "$rx" 2>/dev/null
     ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
     ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null
-    ip netns del "$A" 2>/dev/null || true
-    ip netns del "$B" 2>/dev/null || true
+    ip netns del "$A" 2>/dev/null
+    ip netns del "$B" 2>/dev/null
+    return 0
 }
 trap cleanup EXIT
 trap 'echo "demo: interrupted" >&2; exit 130' INT TERM

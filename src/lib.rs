@@ -11,13 +11,16 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-/// Writes one line to stderr, ignoring errors: a closed or full stderr must not turn a log line
+/// Writes one line to stderr with a single `write`, ignoring errors: a closed or full stderr must not turn a log line
 /// into a panic (SIGPIPE is ignored so that sockets report `EPIPE`).
 #[macro_export]
 macro_rules! elog {
     ($($arg:tt)*) => {{
         use ::std::io::Write as _;
-        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+        // One write per line, so lines of processes sharing a terminal never interleave.
+        let mut line = ::std::format!($($arg)*);
+        line.push('\n');
+        let _ = ::std::io::stderr().write_all(line.as_bytes());
     }};
 }
 

@@ -534,3 +534,37 @@ fn sender_refuses_to_connect_to_itself() {
         "{err}"
     );
 }
+
+/// The README's demo script (small stream): exits 0 after a validated transfer and leaves no
+/// namespace behind.
+#[test]
+fn demo_script_succeeds_and_cleans_up() {
+    if let Some(reason) = common::skip_reason() {
+        common::print_skip("demo_script_succeeds_and_cleans_up", &reason);
+        return;
+    }
+    let demo_namespaces = || {
+        let out = Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .expect("ip netns");
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("ncdevmem-demo-"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let before = demo_namespaces();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/demo-loopback.sh");
+    let out = Command::new("bash")
+        .args([script, BIN, "16M"])
+        .output()
+        .expect("run demo");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("validated 16777216 bytes, 0 mismatched"),
+        "{err}"
+    );
+    assert_eq!(demo_namespaces(), before, "the demo left namespaces behind");
+}
