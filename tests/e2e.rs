@@ -554,8 +554,17 @@ fn demo_script_succeeds_and_cleans_up() {
             .map(str::to_string)
             .collect::<Vec<_>>()
     };
-    let before = demo_namespaces();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/demo-loopback.sh");
+    let bash = Command::new("bash").arg("-c").arg("true").status();
+    if !std::path::Path::new(script).exists() || !bash.is_ok_and(|s| s.success()) {
+        // The VM suite runs this binary in a guest without the checkout or bash.
+        common::print_skip(
+            "demo_script_succeeds_and_cleans_up",
+            "the checkout's scripts/ or bash is not available here",
+        );
+        return;
+    }
+    let before = demo_namespaces();
     let out = Command::new("bash")
         .args([script, BIN, "16M"])
         .output()
