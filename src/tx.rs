@@ -73,12 +73,7 @@ pub struct SendStats {
 impl SendStats {
     /// Throughput in Gbit/s (10^9 bits per second); 0 for an empty run.
     pub fn gbps(&self) -> f64 {
-        let secs = self.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.bytes as f64 * 8.0 / secs / 1e9
-        } else {
-            0.0
-        }
+        crate::stats::gbit_per_s(self.bytes, self.elapsed)
     }
 
     /// One human line for stderr.
