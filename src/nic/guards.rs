@@ -3,8 +3,10 @@
 //! Each guard reads the previous state before it applies its change, has a fallible
 //! `restore(self)` that the normal path calls (its error names what was left behind and the
 //! `ethtool` command that fixes it by hand), and a `Drop` that restores best-effort on every
-//! other path (error, panic, signal) and logs what it could not undo. A guard whose change
-//! turned out to be a no-op (the NIC already had the wanted state) restores nothing.
+//! other path (error, panic, signal) and logs what it could not undo. Channels, RSS, ntuple and
+//! flow-rule guards whose change was a no-op (the NIC already had the wanted state) restore
+//! nothing; header split is always written and always restored, because drivers report the
+//! effective mode while the bind checks the configured one.
 //!
 //! Guards share the NIC through [`SharedNic`]; [`crate::nic::setup::NicSetup`] keeps them in
 //! fields ordered so that they unwind in reverse setup order.
