@@ -48,6 +48,9 @@ pub struct RxStats {
     pub dmabuf_frags: u64,
     /// Bytes in dmabuf frags (read in place from the dma-buf mapping).
     pub dmabuf_bytes: u64,
+    /// Largest dmabuf frag in bytes: at most the binding's niov size (rx-page-size), reached
+    /// when the driver fills niovs back to back and TCP coalesces adjacent frags.
+    pub max_dmabuf_frag: u32,
     /// `SCM_DEVMEM_LINEAR` frags received (bytes copied to the iov from the skb head).
     pub linear_frags: u64,
     /// Bytes in linear frags.
@@ -125,9 +128,10 @@ impl RxStats {
         );
         match self.mode {
             RxMode::Devmem => s.push_str(&format!(
-                "; frags: {} dmabuf ({} B), {} linear ({} B); tokens released: {} in {} DONTNEED calls",
+                "; frags: {} dmabuf ({} B, largest {} B), {} linear ({} B); tokens released: {} in {} DONTNEED calls",
                 self.dmabuf_frags,
                 self.dmabuf_bytes,
+                self.max_dmabuf_frag,
                 self.linear_frags,
                 self.linear_bytes,
                 self.tokens_released,
@@ -190,7 +194,8 @@ impl RxStats {
     }
 
     /// The counters as one JSON object (the `--json FILE` content). Fields: `mode`
-    /// (`"devmem"` | `"plain TCP"` | `"io_uring zcrx"`), `bytes`, `dmabuf_frags`, `dmabuf_bytes`, `linear_frags`,
+    /// (`"devmem"` | `"plain TCP"` | `"io_uring zcrx"`), `bytes`, `dmabuf_frags`, `dmabuf_bytes`,
+    /// `max_dmabuf_frag` (bytes), `linear_frags`,
     /// `linear_bytes`, `plain_bytes`, `tokens_released`, `dontneed_calls`, `recvmsg_calls`,
     /// `eagain_retries`, `eintr_retries`, `validated_bytes`, `mismatches`, `elapsed_s`
     /// (seconds, float), `gbit_per_s` (float). In [`RxMode::Zcrx`] also `zcrx_chunks`,
@@ -202,6 +207,7 @@ impl RxStats {
             "bytes": self.bytes,
             "dmabuf_frags": self.dmabuf_frags,
             "dmabuf_bytes": self.dmabuf_bytes,
+            "max_dmabuf_frag": self.max_dmabuf_frag,
             "linear_frags": self.linear_frags,
             "linear_bytes": self.linear_bytes,
             "plain_bytes": self.plain_bytes,
@@ -342,6 +348,7 @@ mod tests {
             bytes: 1_250_000_000,
             dmabuf_frags: 300,
             dmabuf_bytes: 1_249_999_000,
+            max_dmabuf_frag: 4096,
             linear_frags: 2,
             linear_bytes: 1000,
             plain_bytes: 0,
@@ -411,7 +418,7 @@ mod tests {
         assert_eq!(
             sample().summary_line(),
             "rx summary (devmem): 1250000000 bytes in 1.000 s = 10.000 Gbit/s; \
-             frags: 300 dmabuf (1249999000 B), 2 linear (1000 B); tokens released: 300 in 3 DONTNEED calls; \
+             frags: 300 dmabuf (1249999000 B, largest 4096 B), 2 linear (1000 B); tokens released: 300 in 3 DONTNEED calls; \
              recvmsg calls: 5 (1 EAGAIN, 2 EINTR retries); validated 1250000000 bytes, 0 mismatched"
         );
     }
@@ -457,6 +464,7 @@ mod tests {
         assert_eq!(v["mode"], "devmem");
         assert_eq!(v["bytes"], 1_250_000_000u64);
         assert_eq!(v["dmabuf_frags"], 300);
+        assert_eq!(v["max_dmabuf_frag"], 4096);
         assert_eq!(v["linear_bytes"], 1000);
         assert_eq!(v["tokens_released"], 300);
         assert_eq!(v["dontneed_calls"], 3);
@@ -465,7 +473,7 @@ mod tests {
         assert_eq!(v["eintr_retries"], 2);
         assert_eq!(v["elapsed_s"], 1.0);
         assert_eq!(v["gbit_per_s"], 10.0);
-        assert_eq!(v.as_object().unwrap().len(), 16);
+        assert_eq!(v.as_object().unwrap().len(), 17);
         // Only the final file is left behind.
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

@@ -21,6 +21,10 @@
  *                         (default: the module parameter "queues").
  *   devmem_nic/del_pair   write "ID": unregisters both netdevs of the pair.
  *   devmem_nic/<ifname-at-creation>/stats   per-RX-queue counters (text).
+ *   devmem_nic/<ifname-at-creation>/fault_linear_bytes   driver fault: the
+ *                         first N payload bytes of each split frame stay in
+ *                         the linear part (the stack reports them as
+ *                         SCM_DEVMEM_LINEAR).
  * Module parameters: pairs (created at load, IDs 0..pairs-1), queues.
  */
 
@@ -69,8 +73,6 @@
 #define DNIC_RING_MAX		4096
 #define DNIC_HDS_THRESH_MAX	1024
 #define DNIC_RX_PAGE_SIZE_MAX	SZ_64K
-/* Each frame's payload starts on a 64-byte boundary in its buffer. */
-#define DNIC_RX_ALIGN		64
 
 static unsigned int pairs = 1;
 module_param(pairs, uint, 0444);
@@ -149,6 +151,8 @@ struct dnic_priv {
 	bool hds_on;			/* data-path copy of the HDS config */
 	u32 hds_thresh;
 	bool running;
+	/* Fault switches (debugfs), each a real driver bug class. */
+	u32 fault_linear_bytes;	/* payload bytes left in the linear part */
 	struct dentry *ddir;
 };
 
@@ -518,7 +522,6 @@ static int dnic_rx_payload(struct dnic_rxq *rq, struct sk_buff *skb,
 		off += n;
 		len -= n;
 	}
-	rq->buf_off = ALIGN(rq->buf_off, DNIC_RX_ALIGN);
 	return 0;
 }
 
@@ -547,13 +550,15 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 {
 	struct dnic_priv *priv = rq->priv;
 	const struct dnic_cb *cb = DNIC_CB(wire);
-	unsigned int len = wire->len, lin;
+	unsigned int len = wire->len, lin, keep = 0;
 	struct sk_buff *skb;
 	bool split;
 
 	split = cb->hdr_len && cb->payload_len && READ_ONCE(priv->hds_on) &&
 		cb->payload_len > READ_ONCE(priv->hds_thresh);
-	lin = split ? cb->hdr_len : len;
+	if (split)
+		keep = min(READ_ONCE(priv->fault_linear_bytes), cb->payload_len);
+	lin = split ? cb->hdr_len + keep : len;
 
 	skb = napi_alloc_skb(&rq->napi, lin);
 	if (!skb)
@@ -561,8 +566,9 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 	skb_mark_for_recycle(skb);
 	if (dnic_copy_frame(&priv->pdev->dev, wire, 0, skb_put(skb, lin), lin))
 		goto alloc_fail_free;
-	if (split && dnic_rx_payload(rq, skb, wire, cb->hdr_len,
-				     cb->payload_len))
+	if (split && keep < cb->payload_len &&
+	    dnic_rx_payload(rq, skb, wire, cb->hdr_len + keep,
+			    cb->payload_len - keep))
 		goto alloc_fail_free;
 
 	skb->protocol = eth_type_trans(skb, priv->dev);
@@ -1602,6 +1608,8 @@ static int dnic_pair_create(u32 id, unsigned int nq, bool hds)
 		priv->ddir = debugfs_create_dir(priv->dev->name, dnic_ddir);
 		debugfs_create_file("stats", 0400, priv->ddir, priv,
 				    &dnic_stats_fops);
+		debugfs_create_u32("fault_linear_bytes", 0600, priv->ddir,
+				   &priv->fault_linear_bytes);
 	}
 	list_add_tail(&pair->list, &dnic_pairs);
 	return 0;
