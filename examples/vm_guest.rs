@@ -19,7 +19,7 @@
 //! After these, each of the project's real-kernel test binaries in `--tests DIR` runs as one
 //! more case (`tests_<name>`), so the whole integration suite also meets the newer kernel.
 //!
-//! usage: `vm_guest --bin PATH --ip PATH [--netdevsim] [--tests DIR]`
+//! usage: `vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--tests DIR]`
 //! (`--ip`: iproute2's `ip`, not busybox's, which has no `netns`.)
 //!
 //! Hidden subcommand, used by the `netdevsim_sigterm_mid_run` case as its child process:
@@ -54,6 +54,9 @@ use ncdevmem::udmabuf::{
 };
 use ncdevmem::Error;
 
+#[path = "vm_guest/devmem_nic.rs"]
+mod devmem_nic;
+
 /// A case passed (with what it saw) or could not run here.
 enum Outcome {
     Pass(String),
@@ -62,6 +65,9 @@ enum Outcome {
 
 /// `Err` is the failure reason printed after `FAIL <case>: `.
 type CaseResult = Result<Outcome, String>;
+
+/// A built-in case.
+type Case = fn(&Ctx) -> CaseResult;
 
 /// A case as run by `main` (the built-in ones and one per project test binary).
 type CaseFn = Box<dyn Fn(&Ctx) -> CaseResult>;
@@ -72,6 +78,9 @@ struct Ctx {
     bin: PathBuf,
     /// iproute2's `ip`.
     ip: PathBuf,
+    /// Debian's `ethtool` (the devmem-nic cases configure the NIC the way the kernel's
+    /// harness does, through it).
+    ethtool: PathBuf,
     /// The runner built netdevsim and /init loaded it: netdevsim cases must pass.
     netdevsim: bool,
     /// Directory of the project's own real-kernel test binaries (`tests/kernel_*.rs`,
@@ -102,11 +111,12 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             eprintln!("vm_guest: {e}");
-            eprintln!("usage: vm_guest --bin PATH --ip PATH [--netdevsim] [--tests DIR]");
+            eprintln!(
+                "usage: vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--tests DIR]"
+            );
             return ExitCode::from(2);
         }
     };
-    type Case = fn(&Ctx) -> CaseResult;
     let cases: &[(&str, Case)] = &[
         ("udmabuf_memfd", udmabuf_memfd),
         ("udmabuf_hugetlb", udmabuf_hugetlb),
@@ -125,7 +135,9 @@ fn main() -> ExitCode {
     ];
     let mut all: Vec<(String, CaseFn)> = cases
         .iter()
-        .map(|&(name, case)| (name.to_string(), Box::new(case) as CaseFn))
+        .copied()
+        .chain(devmem_nic::cases())
+        .map(|(name, case)| (name.to_string(), Box::new(case) as CaseFn))
         .collect();
     for path in test_binaries(&ctx) {
         let name = format!(
@@ -134,6 +146,8 @@ fn main() -> ExitCode {
         );
         all.push((name, Box::new(move |_: &Ctx| project_test_binary(&path))));
     }
+    // Last: what every case above left in the kernel log and in the page pools.
+    all.push(("kernel-log".to_string(), Box::new(devmem_nic::kernel_log)));
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for (name, case) in &all {
         let started = Instant::now();
@@ -167,6 +181,7 @@ fn main() -> ExitCode {
 fn parse_args() -> Result<Ctx, String> {
     let mut bin = None;
     let mut ip = None;
+    let mut ethtool = PathBuf::from("/usr/sbin/ethtool");
     let mut netdevsim = false;
     let mut tests = None;
     let mut args = std::env::args().skip(1);
@@ -174,6 +189,7 @@ fn parse_args() -> Result<Ctx, String> {
         match a.as_str() {
             "--bin" => bin = args.next().map(PathBuf::from),
             "--ip" => ip = args.next().map(PathBuf::from),
+            "--ethtool" => ethtool = args.next().map(PathBuf::from).ok_or("--ethtool PATH")?,
             "--netdevsim" => netdevsim = true,
             "--tests" => tests = args.next().map(PathBuf::from),
             other => return Err(format!("unknown argument {other:?}")),
@@ -182,6 +198,7 @@ fn parse_args() -> Result<Ctx, String> {
     Ok(Ctx {
         bin: bin.ok_or("missing --bin")?,
         ip: ip.ok_or("missing --ip")?,
+        ethtool,
         netdevsim,
         tests,
     })
@@ -1399,7 +1416,10 @@ fn test_binaries(ctx: &Ctx) -> Vec<PathBuf> {
 /// Runs one libtest binary single-threaded (its tests create namespaces and change sysctls)
 /// and passes when libtest reports no failure; a failure lists the failed tests.
 fn project_test_binary(path: &Path) -> CaseResult {
-    let out = run(Command::new(path).arg("--test-threads=1"))?;
+    // rx_fixture replays the recording devmem-nic/recvmsg-record made in this guest.
+    let out = run(Command::new(path)
+        .arg("--test-threads=1")
+        .env("NCDEVMEM_FIXTURE_DIR", devmem_nic::FIXTURE_DIR))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary = stdout
         .lines()

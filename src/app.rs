@@ -179,10 +179,14 @@ fn devmem_server(cfg: &Config) -> Result<()> {
         log(
             cfg,
             &format!(
-                "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{})",
+                "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
                 start + num - 1,
                 params.size_bytes,
-                if params.hugetlb { ", hugetlb" } else { "" }
+                if params.hugetlb { ", hugetlb" } else { "" },
+                match cfg.rx_page_size {
+                    Some(n) => format!(", rx-page-size {n}"),
+                    None => String::new(),
+                }
             ),
         );
         let mut sock = listen_and_accept(cfg)?;

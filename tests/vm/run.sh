@@ -10,10 +10,11 @@
 #   2. resolves and fetches the newest trixie-backports kernel through a PRIVATE apt
 #      configuration (own sources, lists, cache and dpkg status under the cache dir; the host's
 #      apt setup is never touched): apt-get download + dpkg -x;
-#   3. optionally (default on) builds netdevsim out of tree from the same version's
-#      linux-source in a trixie chroot (mmdebstrap) against linux-headers-<abi>;
+#   3. builds devmem_nic (tests/vm/devmem-nic, the software devmem NIC) and, optionally
+#      (default on), netdevsim from the same version's linux-source, out of tree against
+#      linux-headers-<abi> in a trixie chroot (mmdebstrap) that stays in the cache;
 #   4. builds ncdevmem-rs, the guest program and the project's real-kernel test binaries
-#      (tests/kernel_*.rs, tests/e2e.rs) static (crt-static, gnu target);
+#      (tests/kernel_*.rs, tests/e2e.rs, tests/rx_fixture.rs) static (crt-static, gnu target);
 #   5. packs an initramfs (busybox-static, the binaries, iproute2 with its libraries, the
 #      modules + depmod) and boots it with a hard timeout;
 #   6. parses the console: one "ok|FAIL|skip <case>" line per case (each test binary is one
@@ -23,7 +24,7 @@
 # second run fetches nothing. Failure to reach the archive is retried, then FAILS the run.
 #
 # usage: tests/vm/run.sh [--no-netdevsim] [--refresh] [--cache DIR] [--timeout SECS]
-#   --no-netdevsim  skip the chroot + module build (netdevsim cases print skip)
+#   --no-netdevsim  skip the netdevsim build (netdevsim cases print skip)
 #   --refresh       look up the newest kernel again even when one is cached
 # env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 600),
 #      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites), NCDEVMEM_VM_SKIP=1 (print a
@@ -193,54 +194,106 @@ done
 log "kernel config: ${flags[*]}"
 
 # ---------------------------------------------------------------------------------------------
-# 3. netdevsim, built out of tree in a trixie chroot (optional)
+# 3. out-of-tree modules, built in a trixie chroot (gcc-14, make, linux-headers-<abi>, plus
+#    iproute2 and ethtool for the guest) that stays in the cache: devmem_nic, the software
+#    devmem NIC (tests/vm/devmem-nic; always, cached per kernel and source hash), and
+#    netdevsim from the same version's linux-source (optional, cached per kernel)
 # ---------------------------------------------------------------------------------------------
-nsim_dir=$cache/netdevsim-$ABI
-if ((netdevsim)) && [ ! -s "$nsim_dir/netdevsim.ko" ]; then
-    major_minor=$(sed 's/^\([0-9]*\.[0-9]*\).*/\1/' <<<"$ABI")
-    chroot_dir=$cache/chroot-$ABI
-    rm -rf "$chroot_dir" "$nsim_dir.tmp"
-    mkdir -p "$nsim_dir.tmp"
-    cleanups+=("umount '$chroot_dir/proc' 2>/dev/null; rm -rf '$chroot_dir' '$nsim_dir.tmp'")
+chroot_dir=$cache/chroot-$ABI
+ensure_chroot() {
+    [ -x "$chroot_dir/usr/bin/gcc-14" ] && [ -d "$chroot_dir/usr/src/linux-headers-$ABI" ] &&
+        [ -x "$chroot_dir/usr/sbin/ethtool" ] && return 0
     log "building a trixie chroot (gcc-14, make, linux-headers-$ABI, iproute2, ethtool)"
     make_chroot() {
-        rm -rf "$chroot_dir"
+        rm -rf "$chroot_dir.tmp"
         mmdebstrap "$@"
     }
     retry "mmdebstrap trixie" make_chroot --variant=apt --quiet \
         --dpkgopt=force-unsafe-io --aptopt='Acquire::Languages "none"' \
         --include="gcc-14,make,linux-headers-$ABI,iproute2,ethtool" \
-        trixie "$chroot_dir" \
+        trixie "$chroot_dir.tmp" \
         "deb [signed-by=$keyring] $mirror trixie main" \
         "deb [signed-by=$keyring] $mirror trixie-backports main"
+    rm -rf "$chroot_dir"
+    mv "$chroot_dir.tmp" "$chroot_dir"
+}
+# chroot_build NAME LOG MAKEARGS...: make -C <headers> M=/build/NAME MAKEARGS modules in the
+# chroot (with /proc mounted, objtool needs it); on failure prints the kernel version and the
+# compiler's messages and fails the run.
+chroot_build() {
+    local name=$1 buildlog=$2
+    shift 2
+    mount -t proc proc "$chroot_dir/proc"
+    cleanups+=("umount '$chroot_dir/proc' 2>/dev/null")
+    if ! chroot "$chroot_dir" make -s -C "/usr/src/linux-headers-$ABI" M="/build/$name" \
+        "$@" modules >"$buildlog" 2>&1; then
+        umount "$chroot_dir/proc"
+        sed 's/^/vm:   /' "$buildlog" | tail -40 >&2
+        die "building $name.ko against linux-headers-$ABI (kernel $ABI, Debian $KVERSION) failed; the compiler's messages are above"
+    fi
+    chroot "$chroot_dir" strip --strip-debug "/build/$name/$name.ko"
+    umount "$chroot_dir/proc"
+}
+
+# The guest's iproute2 and ethtool (busybox's ip has no netns), with their shared libraries.
+tools_dir=$cache/guest-tools-$ABI
+if [ ! -x "$tools_dir/usr/sbin/ethtool" ]; then
+    ensure_chroot
+    rm -rf "$tools_dir.tmp"
+    for b in /usr/bin/ip /usr/sbin/ethtool; do
+        for f in "$b" $(chroot "$chroot_dir" ldd "$b" | grep -o '/[^ ]*'); do
+            mkdir -p "$tools_dir.tmp$(dirname "$f")"
+            cp -L "$chroot_dir$f" "$tools_dir.tmp$f"
+        done
+    done
+    rm -rf "$tools_dir"
+    mv "$tools_dir.tmp" "$tools_dir"
+fi
+
+# devmem_nic: rebuilt whenever its source changes (the hash names the cache directory).
+dnic_src=$here/devmem-nic
+dnic_hash=$(cat "$dnic_src"/*.c "$dnic_src"/Kbuild | sha256sum | cut -c1-12)
+dnic_dir=$cache/devmem-nic-$ABI-$dnic_hash
+if [ ! -s "$dnic_dir/devmem_nic.ko" ]; then
+    ensure_chroot
+    log "building devmem_nic.ko (tests/vm/devmem-nic, source $dnic_hash) against linux-headers-$ABI"
+    # Older builds (other sources) go; one per kernel stays.
+    rm -rf "$chroot_dir/build/devmem_nic" "$cache"/devmem-nic-"$ABI"-*
+    mkdir -p "$chroot_dir/build/devmem_nic" "$dnic_dir.tmp"
+    cleanups+=("rm -rf '$dnic_dir.tmp'")
+    cp "$dnic_src"/*.c "$dnic_src"/Kbuild "$chroot_dir/build/devmem_nic/"
+    chroot_build devmem_nic "$dnic_dir.tmp/build.log" W=1
+    if grep -q 'warning:' "$dnic_dir.tmp/build.log"; then
+        sed 's/^/vm:   /' "$dnic_dir.tmp/build.log" >&2
+        log "devmem_nic.ko built with the compiler warnings above"
+    fi
+    cp "$chroot_dir/build/devmem_nic/devmem_nic.ko" "$dnic_dir.tmp/"
+    rm -rf "$chroot_dir/build/devmem_nic"
+    mv "$dnic_dir.tmp" "$dnic_dir"
+    log "devmem_nic.ko cached in $dnic_dir"
+fi
+
+nsim_dir=$cache/netdevsim-$ABI
+if ((netdevsim)) && [ ! -s "$nsim_dir/netdevsim.ko" ]; then
+    ensure_chroot
+    major_minor=$(sed 's/^\([0-9]*\.[0-9]*\).*/\1/' <<<"$ABI")
+    rm -rf "$nsim_dir.tmp" "$chroot_dir/build/netdevsim"
+    mkdir -p "$nsim_dir.tmp" "$chroot_dir/build"
+    cleanups+=("rm -rf '$nsim_dir.tmp'")
     tapt_update
     log "fetching linux-source-$major_minor=$KVERSION for drivers/net/netdevsim"
     download_into "$nsim_dir.tmp" "linux-source-$major_minor=$KVERSION"
-    mkdir -p "$chroot_dir/build"
     dpkg-deb --fsys-tarfile "$nsim_dir.tmp"/linux-source-*.deb |
         tar -xO "./usr/src/linux-source-$major_minor.tar.xz" |
         tar -xJ -C "$chroot_dir/build" --strip-components=3 --wildcards \
             "linux-source-$major_minor/drivers/net/netdevsim/*"
     rm -f "$nsim_dir.tmp"/linux-source-*.deb
-    mount -t proc proc "$chroot_dir/proc"
     log "building netdevsim.ko against linux-headers-$ABI"
-    chroot "$chroot_dir" make -s -C "/usr/src/linux-headers-$ABI" M=/build/netdevsim \
-        CONFIG_NETDEVSIM=m modules >"$nsim_dir.tmp/build.log" 2>&1 ||
-        { tail -30 "$nsim_dir.tmp/build.log" >&2; die "netdevsim build failed"; }
-    chroot "$chroot_dir" strip --strip-debug /build/netdevsim/netdevsim.ko
-    umount "$chroot_dir/proc"
+    chroot_build netdevsim "$nsim_dir.tmp/build.log" CONFIG_NETDEVSIM=m
     cp "$chroot_dir/build/netdevsim/netdevsim.ko" "$nsim_dir.tmp/"
-    # iproute2 and ethtool with their shared libraries, for the guest (busybox's ip has no netns).
-    mkdir -p "$nsim_dir.tmp/root"
-    for b in /usr/bin/ip /usr/sbin/ethtool; do
-        for f in "$b" $(chroot "$chroot_dir" ldd "$b" | grep -o '/[^ ]*'); do
-            mkdir -p "$nsim_dir.tmp/root$(dirname "$f")"
-            cp -L "$chroot_dir$f" "$nsim_dir.tmp/root$f"
-        done
-    done
-    rm -rf "$chroot_dir" "$nsim_dir"
+    rm -rf "$chroot_dir/build/netdevsim" "$nsim_dir"
     mv "$nsim_dir.tmp" "$nsim_dir"
-    log "netdevsim.ko and guest tools cached in $nsim_dir"
+    log "netdevsim.ko cached in $nsim_dir"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -248,7 +301,8 @@ fi
 # ---------------------------------------------------------------------------------------------
 # The project's real-kernel integration tests run in the guest too (each binary is one case).
 test_args=()
-for t in "$repo"/tests/kernel_*.rs "$repo"/tests/e2e.rs; do
+# rx_fixture replays the recording the guest has just made (devmem-nic/recvmsg-record).
+for t in "$repo"/tests/kernel_*.rs "$repo"/tests/e2e.rs "$repo"/tests/rx_fixture.rs; do
     [ -e "$t" ] && test_args+=(--test "$(basename "$t" .rs)")
 done
 log "building ncdevmem-rs, examples/vm_guest and $((${#test_args[@]} / 2)) test binaries static" \
@@ -299,21 +353,14 @@ if ((${#test_bins[@]})); then
     echo "$rel/ncdevmem-rs" >"$root/etc/vm-bin-links"
     guest_args+=(--tests /usr/libexec/ncdevmem-tests)
 fi
+cp -a "$tools_dir/." "$root/"
+ln -sf ../bin/ip "$root/usr/sbin/ip"
+guest_modules+=("devmem_nic pairs=0")
 if ((netdevsim)); then
-    cp -a "$nsim_dir/root/." "$root/"
-    ln -sf ../bin/ip "$root/usr/sbin/ip"
     guest_modules+=(netdevsim)
     guest_args+=(--netdevsim)
-else
-    # No chroot: the host's iproute2 and its libraries.
-    hostip=$(command -v ip) || die "no iproute2 ip on the host"
-    for f in "$hostip" $(ldd "$hostip" | grep -o '/[^ ]*'); do
-        mkdir -p "$root$(dirname "$f")"
-        cp -L "$f" "$root$f"
-    done
-    [ -e "$root/usr/sbin/ip" ] || ln -sf "$hostip" "$root/usr/sbin/ip"
 fi
-echo "${guest_modules[*]}" >"$root/etc/vm-modules"
+printf '%s\n' "${guest_modules[@]}" >"$root/etc/vm-modules"
 echo "${guest_args[*]}" >"$root/etc/vm-guest.args"
 
 # Modules: the ones the guest loads and everything they depend on, decompressed, plus depmod.
@@ -331,6 +378,9 @@ mod_paths() { # names... → relative paths of the modules and their dependencie
     done
 }
 need=(veth)
+mkdir -p "$gmods/extra"
+cp "$dnic_dir/devmem_nic.ko" "$gmods/extra/"
+need+=($(modinfo -F depends "$dnic_dir/devmem_nic.ko" | tr ',' ' '))
 if ((netdevsim)); then
     mkdir -p "$gmods/extra"
     cp "$nsim_dir/netdevsim.ko" "$gmods/extra/"
@@ -360,10 +410,20 @@ set +e
 timeout -k 10 "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1G \
     -nographic -no-reboot -nodefaults -serial stdio -display none \
     -kernel "$vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 panic=-1 oops=panic quiet" </dev/null | tr -d '\r' | tee "$console"
+    -append "console=ttyS0 panic=-1 oops=panic quiet" </dev/null | tr -d '\r' | tee "$console" |
+    awk '/^NCDEVMEM-FIXTURE-BEGIN /{ skip = 1 } !skip { print; fflush() } /^NCDEVMEM-FIXTURE-END$/{ skip = 0 }'
 qemu_rc=${PIPESTATUS[0]}
 set -e
 marker=$(sed -n 's/^NCDEVMEM-VM-EXIT=\([0-9]*\)$/\1/p' "$console" | tail -1)
+# Recordings of real kernel answers the guest printed (see tests/fixtures/README.md).
+rm -rf "$out/fixtures"
+mkdir -p "$out/fixtures"
+awk -v dir="$out/fixtures" '
+    /^NCDEVMEM-FIXTURE-BEGIN / { name = $2; next }
+    /^NCDEVMEM-FIXTURE-END$/ { if (name != "") { close(dir "/" name); saved = saved " " name }; name = ""; next }
+    name != "" { print > (dir "/" name) }
+    END { if (saved != "") print "vm: fixtures recorded in " dir ":" saved > "/dev/stderr" }
+' "$console"
 passed=$(grep -c '^ok ' "$console" || true)
 failed=$(grep -c '^FAIL ' "$console" || true)
 skipped=$(grep -c '^skip ' "$console" || true)

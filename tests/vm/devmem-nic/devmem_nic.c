@@ -10,6 +10,9 @@
  * one page pool per RX queue, so the networking core can install a memory
  * provider (a devmem dma-buf binding or an io_uring zcrx area) on a queue.
  *
+ * The peer's TSO frames cross the link whole and arrive as one large frame
+ * (as with hardware LRO), their payload in as many buffers as it needs.
+ *
  * There is no DMA engine: the CPU writes each received payload into the
  * buffer at its DMA address. The test VM has no IOMMU, so a DMA address is a
  * physical address and the buffer is reached through the kernel's direct map.
@@ -571,6 +574,17 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 			    cb->payload_len - keep))
 		goto alloc_fail_free;
 
+	/* A TSO frame from the peer arrives whole (as with hardware LRO): the
+	 * stack learns its segment size and count from the GSO fields.
+	 */
+	if (skb_is_gso(wire) && skb_is_gso_tcp(wire) && cb->hdr_len) {
+		struct skb_shared_info *sh = skb_shinfo(skb);
+
+		sh->gso_size = skb_shinfo(wire)->gso_size;
+		sh->gso_type = skb_shinfo(wire)->gso_type &
+			       (SKB_GSO_TCPV4 | SKB_GSO_TCPV6);
+		sh->gso_segs = DIV_ROUND_UP(cb->payload_len, sh->gso_size);
+	}
 	skb->protocol = eth_type_trans(skb, priv->dev);
 	if (cb->hdr_len)
 		skb->ip_summed = CHECKSUM_UNNECESSARY;
@@ -1470,9 +1484,10 @@ static void dnic_setup(struct net_device *dev)
 	eth_hw_addr_random(dev);
 	dev->priv_flags |= IFF_LIVE_ADDR_CHANGE;
 	dev->features |= NETIF_F_SG | NETIF_F_HW_CSUM | NETIF_F_HIGHDMA |
-			 NETIF_F_RXCSUM;
+			 NETIF_F_RXCSUM | NETIF_F_TSO | NETIF_F_TSO6;
 	dev->hw_features |= NETIF_F_SG | NETIF_F_HW_CSUM | NETIF_F_HIGHDMA |
-			    NETIF_F_RXCSUM | NETIF_F_NTUPLE;
+			    NETIF_F_RXCSUM | NETIF_F_TSO | NETIF_F_TSO6 |
+			    NETIF_F_NTUPLE;
 	dev->max_mtu = ETH_MAX_MTU;
 }
 

@@ -1,0 +1,1074 @@
+//! Cases on the software devmem NIC (`tests/vm/devmem-nic`, module `devmem_nic`): the devmem
+//! receive path against the real kernel, with no test double anywhere.
+//!
+//! Each case creates its own pair through the module's control file
+//! (`/sys/kernel/debug/devmem_nic/new_pair`): `dnic<ID>a` stays in the guest's namespace and is
+//! the device under test (so this program can snapshot it), `dnic<ID>b` moves into a namespace
+//! of its own and carries the sender. 192.0.2.1/24 and 2001:db8::1/64 are on the device under
+//! test, .2 and ::2 on the peer. Dropping the pair deletes both netdevs and the namespace.
+
+use std::fmt::Write as _;
+use std::net::SocketAddrV6;
+use std::os::fd::AsFd;
+use std::process::{Child, Command, Output};
+use std::sync::atomic::AtomicI32;
+use std::time::{Duration, Instant};
+
+use ncdevmem::netlink::netdev::{Netdev, QueueType};
+use ncdevmem::rx::{cmsgs, Cmsg, RxSocket};
+use ncdevmem::sys::socket::{accept_timeout, tcp_listen, TcpRxSocket};
+use ncdevmem::sys::uapi::dmabuf_token;
+use ncdevmem::udmabuf::{FragMemory, Udmabuf, UdmabufParams};
+use serde_json::Value;
+
+use super::{
+    err, ifindex_of, ip, ns_exec, run, spawn, wait, CaseResult, Ctx, HugepagePool, NicState,
+    Outcome,
+};
+
+/// The module's debugfs directory.
+const DEBUGFS: &str = "/sys/kernel/debug/devmem_nic";
+/// RX/TX queues per netdev of a pair.
+const QUEUES: u32 = 4;
+/// The queue the server binds by default: the last one.
+const BOUND: usize = 3;
+const DUT4: &str = "192.0.2.1";
+const PEER4: &str = "192.0.2.2";
+const DUT6: &str = "2001:db8::1";
+const PEER6: &str = "2001:db8::2";
+/// Where `devmem-nic/recvmsg-record` leaves its recording for the project's `rx_fixture`
+/// test binary, which runs later in the guest.
+pub const FIXTURE_DIR: &str = "/tmp/fixtures";
+/// The stream size of the transfer cases.
+const STREAM: u64 = 64 << 20;
+/// The payload sizes of the kernel's `check_rx_hds` (devmem.py).
+const HDS_SIZES: [u64; 12] = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
+
+/// The devmem-nic cases in the order they run (names as the VM suite prints them).
+pub fn cases() -> Vec<(&'static str, super::Case)> {
+    vec![
+        ("devmem-nic/probe", probe),
+        ("devmem-nic/rx", rx),
+        ("devmem-nic/rx-preconfigured", rx_preconfigured),
+        ("devmem-nic/rx-large-niov", rx_large_niov),
+        ("devmem-nic/rx-hds-sweep", rx_hds_sweep),
+        ("devmem-nic/rx-no-hds", rx_no_hds),
+        ("devmem-nic/flow-steering", flow_steering),
+        ("devmem-nic/token-pressure", token_pressure),
+        ("devmem-nic/signal", signal),
+        ("devmem-nic/recvmsg-record", recvmsg_record),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cases
+// ---------------------------------------------------------------------------------------------
+
+/// `ncdevmem-rs -f IF` (all four kernel contracts) and `-f IF -b 16384` exit 0; the NIC is
+/// unchanged afterwards.
+fn probe(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 1, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let plain = nic.expect_probe(&[])?;
+    let _pool = HugepagePool::raise(32)?;
+    let large = nic.expect_probe(&["-b", "16384"])?;
+    if !large.contains("rx-page-size 16384") {
+        return Err(format!(
+            "-b 16384: no bind with rx-page-size 16384 in {large:?}"
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after the probes")?;
+    Ok(Outcome::Pass(format!(
+        "exit 0 with every contract held ({}); -b 16384: exit 0; NIC unchanged",
+        contracts(&plain).join("; ")
+    )))
+}
+
+/// The server does its own NIC setup (header split, RSS away from the bound queue, ntuple on,
+/// a 5-tuple rule); 64 MiB of the `-v 7` pattern from the peer namespace is validated in place.
+fn rx(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 2, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let t = nic.transfer(
+        5402,
+        &["-s", DUT4, "-c", PEER4, "-v", "7", "--verify-restore"],
+        &["--send-pattern", "64M", "-s", DUT4, "-c", PEER4, "-v", "7"],
+    )?;
+    let j = t.expect_validated(STREAM)?;
+    t.expect_log(&[
+        "header split on",
+        "ntuple feature on",
+        "ntuple rule tcp4 src 192.0.2.2:5402 dst 192.0.2.1:5402 -> queue 3",
+        "NIC state matches its snapshot",
+    ])?;
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the server")?;
+    no_binding(&after)?;
+    let q = nic.queue_stats()?;
+    only_bound_queue_split(&q)?;
+    Ok(Outcome::Pass(format!(
+        "{}; all frames with payload on queue {BOUND} ({} split); --verify-restore and the \
+         guest's own snapshot agree, no binding left",
+        summary(j),
+        q[BOUND].split
+    )))
+}
+
+/// The NIC set up the way the kernel's devmem_lib.py does (ethtool: rings with header split,
+/// `-X equal Q`, a tcp6 rule to Q), then `-n -t Q -q 1` over IPv6.
+fn rx_preconfigured(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 3, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let t = {
+        let _setup = HarnessSetup::apply(ctx, &nic.dut, 5403)?;
+        nic.transfer(
+            5403,
+            &["-s", DUT6, "-t", "3", "-q", "1", "-n", "-v", "7"],
+            &["--send-pattern", "64M", "-s", DUT6, "-v", "7"],
+        )?
+    };
+    let j = t.expect_validated(STREAM)?;
+    t.expect_log(&["-n: NIC configuration skipped"])?;
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the harness's own undo")?;
+    no_binding(&after)?;
+    Ok(Outcome::Pass(format!(
+        "ethtool -G tcp-data-split on rx 64, -K ntuple on, -X equal 3, -N tcp6 dst-port 5403 \
+         action 3; {}; undone by ethtool to the state before",
+        summary(j)
+    )))
+}
+
+/// `-b 16384` over a hugetlb udmabuf: the bind carries rx-page-size, frags reach 16 KiB (never
+/// more), the stream validates.
+fn rx_large_niov(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 4, true)?;
+    let _pool = HugepagePool::raise(32)?;
+    let t = nic.transfer(
+        5404,
+        &[
+            "-s",
+            DUT4,
+            "-c",
+            PEER4,
+            "-v",
+            "7",
+            "-b",
+            "16384",
+            "--verify-restore",
+        ],
+        &["--send-pattern", "64M", "-s", DUT4, "-c", PEER4, "-v", "7"],
+    )?;
+    let j = t.expect_validated(STREAM)?;
+    t.expect_log(&[
+        "hugetlb, rx-page-size 16384",
+        "NIC state matches its snapshot",
+    ])?;
+    let largest = j["max_dmabuf_frag"].as_u64().unwrap_or(0);
+    if largest != 16384 {
+        return Err(format!(
+            "largest dmabuf frag {largest} B, expected exactly the 16384-byte niov: {}",
+            summary(j)
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "bind with rx-page-size 16384 on a hugetlb udmabuf; {}",
+        summary(j)
+    )))
+}
+
+/// The kernel's `check_rx_hds` sweep: one write of 1 B to 8 KiB each, `-L` (a linear byte is
+/// fatal), no `-v` (payload to stdout, compared here byte for byte).
+fn rx_hds_sweep(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 5, true)?;
+    let mut frags = Vec::new();
+    for (i, size) in HDS_SIZES.iter().enumerate() {
+        let port = 5500 + i as u16;
+        let n = size.to_string();
+        let t = nic.transfer(
+            port,
+            &["-s", DUT4, "-L"],
+            &[
+                "--send-pattern",
+                &n,
+                "--write-size",
+                &n,
+                "-s",
+                DUT4,
+                "-v",
+                "7",
+            ],
+        )?;
+        let j = t.expect_ok()?;
+        let got = (
+            j["bytes"].as_u64(),
+            j["dmabuf_bytes"].as_u64(),
+            j["linear_frags"].as_u64(),
+        );
+        if got != (Some(*size), Some(*size), Some(0)) {
+            return Err(format!("payload size {size}: {}", summary(j)));
+        }
+        if t.server.stdout != pattern(*size) {
+            return Err(format!(
+                "payload size {size}: stdout has {} bytes that differ from the sent pattern",
+                t.server.stdout.len()
+            ));
+        }
+        frags.push(j["dmabuf_frags"].as_u64().unwrap_or(0));
+    }
+    Ok(Outcome::Pass(format!(
+        "payload sizes {HDS_SIZES:?}: every byte in dmabuf frags ({frags:?}), none linear, \
+         stdout equal to what was sent"
+    )))
+}
+
+/// (a) A pair made to behave like a driver without header split: the probe exits 4 naming
+/// header split. (b) A capable pair with header split left off: the `-n` server fails with the
+/// kernel's extack.
+fn rx_no_hds(ctx: &Ctx) -> CaseResult {
+    let skip_line = {
+        let nic = Dnic::new(ctx, 6, false)?;
+        let out = run(Command::new(&ctx.bin).args(["-f", &nic.dut]))?;
+        let text = output_text(&out);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("skip"))
+            .unwrap_or_default()
+            .to_string();
+        if out.status.code() != Some(4) || !line.contains("header split") {
+            return Err(format!(
+                "probe on a driver without header split: {} (expected exit 4 naming header \
+                 split): {text:?}",
+                out.status
+            ));
+        }
+        line
+    };
+    let nic = Dnic::new(ctx, 7, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let out = run(&mut nic.server(&["-s", DUT4, "-p", "5406", "-n", "-t", "3", "-q", "1"]))?;
+    let text = output_text(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("tcp-data-split is disabled"))
+        .unwrap_or_default()
+        .to_string();
+    if out.status.code() != Some(1) || line.is_empty() {
+        return Err(format!(
+            "-n server with header split off: {} (expected exit 1 with the kernel's \
+             \"tcp-data-split is disabled\"): {text:?}",
+            out.status
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after the refused server")?;
+    Ok(Outcome::Pass(format!(
+        "no header split: {skip_line:?}; header split off: exit 1 {line:?}"
+    )))
+}
+
+/// `-n` with header split on and RSS away from the bound queue but no ntuple rule: the flow
+/// lands on an RSS queue and the run fails naming a flow steering error.
+fn flow_steering(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 8, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let t = {
+        let _undo = EthtoolUndo::new(
+            ctx,
+            &nic.dut,
+            &[&["-X", "equal", "3"], &["-G", "tcp-data-split", "on"]],
+            &[&["-G", "tcp-data-split", "auto"], &["-X", "default"]],
+        )?;
+        nic.transfer(
+            5407,
+            &["-s", DUT4, "-n", "-t", "3", "-q", "1", "-v", "7"],
+            &["--send-pattern", "1M", "-s", DUT4, "-v", "7"],
+        )?
+    };
+    let text = output_text(&t.server);
+    let line = text
+        .lines()
+        .find(|l| l.contains("flow steering error"))
+        .unwrap_or_default()
+        .to_string();
+    if t.server.status.code() != Some(1) || line.is_empty() {
+        return Err(format!(
+            "server {} (expected exit 1 naming \"flow steering error\"): {text:?}",
+            t.server.status
+        ));
+    }
+    let q = nic.queue_stats()?;
+    if q[BOUND].split != 0 {
+        return Err(format!(
+            "queue {BOUND} received payload although RSS excludes it: {q:?}"
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after the case")?;
+    Ok(Outcome::Pass(format!("exit 1: {line:?}")))
+}
+
+/// A 256 KiB dmabuf (64 niovs) carries a 64 MiB stream: it completes and validates because
+/// tokens are returned and niovs recycled; the NIC's drop counters are reported.
+fn token_pressure(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 9, true)?;
+    let t = nic.transfer(
+        5408,
+        &[
+            "-s",
+            DUT4,
+            "-c",
+            PEER4,
+            "-v",
+            "7",
+            "--dmabuf-size",
+            "256K",
+            "--verify-restore",
+        ],
+        &["--send-pattern", "64M", "-s", DUT4, "-c", PEER4, "-v", "7"],
+    )?;
+    let j = t.expect_validated(STREAM)?;
+    let q = nic.queue_stats()?;
+    Ok(Outcome::Pass(format!(
+        "256 KiB dmabuf; {}; NIC queue {BOUND}: {} frames, {} dropped for want of a free niov, \
+         {} dropped with the ring full",
+        summary(j),
+        q[BOUND].packets,
+        q[BOUND].alloc_fail,
+        q[BOUND].hw_drops
+    )))
+}
+
+/// SIGTERM in the middle of a receive: exit 1 "interrupted", the NIC as before, no binding.
+fn signal(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 10, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let rx = spawn(&mut nic.server(&["-s", DUT4, "-p", "5409", "-v", "7", "--timeout", "120"]))?;
+    let tx = spawn(&mut nic.sender(&[
+        "--send-pattern",
+        "1G",
+        "-s",
+        DUT4,
+        "-p",
+        "5409",
+        "-v",
+        "7",
+        "--timeout",
+        "60",
+    ]))?;
+    let mut tx = KillOnDrop(Some(tx));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let frames = loop {
+        let q = nic.queue_stats()?;
+        if q[BOUND].split > 2000 {
+            break q[BOUND].split;
+        }
+        if Instant::now() > deadline {
+            let _ = wait(terminate(rx)?);
+            return Err(format!(
+                "no devmem traffic on queue {BOUND} within 60 s: {q:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = wait(terminate(rx)?)?;
+    drop(tx.0.take().map(|mut c| {
+        let _ = c.kill();
+        c.wait()
+    }));
+    let text = output_text(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("interrupted by signal 15"))
+        .unwrap_or_default()
+        .to_string();
+    if out.status.code() != Some(1) || line.is_empty() {
+        return Err(format!(
+            "SIGTERM after {frames} frames: {} (expected exit 1, interrupted by signal 15): \
+             {text:?}",
+            out.status
+        ));
+    }
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after SIGTERM")?;
+    no_binding(&after)?;
+    Ok(Outcome::Pass(format!(
+        "SIGTERM after {frames} frames on the bound queue: exit 1 {line:?}; NIC as before, no \
+         binding"
+    )))
+}
+
+/// The fixture the host tests replay (`tests/fixtures/devmem_nic_recvmsg.txt`): real
+/// `recvmsg(MSG_SOCK_DEVMEM)` answers (return, flags, control bytes, the linear bytes in the
+/// iov, the payload of every dmabuf frag) and real `SO_DEVMEM_DONTNEED` answers. The pair's
+/// `fault_linear_bytes` switch leaves 100 payload bytes of every frame in the linear part, so
+/// `SCM_DEVMEM_LINEAR` pieces come between the dmabuf frags. Three calls: one cut by the iov
+/// (5000 bytes), one by the control buffer (room for 4 cmsgs), one taking the rest. The
+/// recording is printed between `NCDEVMEM-FIXTURE-BEGIN`/`END` lines (the runner saves it
+/// under target/vm/fixtures) and left in [`FIXTURE_DIR`], where the `rx_fixture` test binary
+/// replays it against the doubles later in this guest.
+fn recvmsg_record(ctx: &Ctx) -> CaseResult {
+    const PORT: u16 = 5410;
+    const STREAM_BYTES: usize = 16 << 10;
+    const CALLS: [(usize, usize); 3] = [(5000, 80_000), (819_200, 4 * 40), (819_200, 80_000)];
+    let nic = Dnic::new(ctx, 11, true)?;
+    let mut setup = EthtoolUndo::new(
+        ctx,
+        &nic.dut,
+        &[
+            &["-G", "tcp-data-split", "on"],
+            &["-K", "ntuple", "on"],
+            &["-X", "equal", "3"],
+        ],
+        &[
+            &["-X", "default"],
+            &["-K", "ntuple", "off"],
+            &["-G", "tcp-data-split", "auto"],
+        ],
+    )?;
+    setup.add_rule(
+        ctx,
+        &nic.dut,
+        &["flow-type", "tcp4", "dst-port", "5410", "action", "3"],
+    )?;
+    let fault = format!("{DEBUGFS}/{}/fault_linear_bytes", nic.dut);
+    std::fs::write(&fault, "100").map_err(|e| format!("write {fault}: {e}"))?;
+
+    let mem =
+        Udmabuf::create(&UdmabufParams::new(None, Some(1 << 20)).map_err(err)?).map_err(err)?;
+    let binding = Netdev::open()
+        .map_err(err)?
+        .bind_rx(ifindex_of(&nic.dut)?, mem.fd(), &[3], None)
+        .map_err(err)?;
+    let listen_on = SocketAddrV6::new(
+        format!("::ffff:{DUT4}")
+            .parse()
+            .map_err(|e| format!("{e}"))?,
+        PORT,
+        0,
+        0,
+    );
+    let listener = tcp_listen(listen_on).map_err(err)?;
+    let tx = spawn(&mut nic.sender(&[
+        "--send-pattern",
+        &STREAM_BYTES.to_string(),
+        "-s",
+        DUT4,
+        "-p",
+        &PORT.to_string(),
+        "-v",
+        "7",
+        "--timeout",
+        "30",
+    ]))?;
+    let (fd, _) = accept_timeout(
+        listener.as_fd(),
+        Some(Duration::from_secs(30)),
+        &AtomicI32::new(0),
+    )
+    .map_err(err)?;
+    let sent = wait(tx)?;
+    if !sent.status.success() {
+        return Err(format!("sender: {}", output_text(&sent)));
+    }
+    // All of it is in the socket once the bound queue stops counting frames.
+    let mut last = u64::MAX;
+    for _ in 0..50 {
+        let now = nic.queue_stats()?[BOUND].packets;
+        if now == last {
+            break;
+        }
+        last = now;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let mut sock = TcpRxSocket::new(fd);
+    let mut text = String::new();
+    let uname = run(Command::new("uname").arg("-r"))?;
+    let _ = writeln!(
+        text,
+        "# Real recvmsg(MSG_SOCK_DEVMEM) and SO_DEVMEM_DONTNEED answers, recorded by the VM \
+         suite\n# (examples/vm_guest/devmem_nic.rs, case devmem-nic/recvmsg-record) on the \
+         devmem_nic software NIC\n# with fault_linear_bytes 100. Replayed by \
+         tests/rx_fixture.rs. To refresh: make vm-test, then\n# copy \
+         target/vm/fixtures/devmem_nic_recvmsg.txt over tests/fixtures/devmem_nic_recvmsg.txt.\n\
+         kernel {}\nbinding {}\nstream {STREAM_BYTES} -v 7",
+        String::from_utf8_lossy(&uname.stdout).trim(),
+        binding.id()
+    );
+    let (mut total, mut linear_pieces, mut dmabuf_pieces) = (0usize, 0usize, 0usize);
+    let mut call_tokens: Vec<Vec<u32>> = Vec::new();
+    for (iov, ctl) in CALLS {
+        let mut data = vec![0u8; iov];
+        let mut control = vec![0u8; ctl];
+        let out = sock
+            .recvmsg(&mut data, &mut control, true)
+            .map_err(|e| format!("recvmsg(iov {iov}, control {ctl}): errno {e}"))?;
+        let control = &control[..out.control_len];
+        let _ = writeln!(
+            text,
+            "recvmsg {iov} {ctl} -> {} {:#x} {}\ncontrol {}",
+            out.bytes,
+            out.msg_flags,
+            out.control_len,
+            hex(control)
+        );
+        let mut linear = 0usize;
+        let mut tokens = Vec::new();
+        mem.begin_cpu_read().map_err(err)?;
+        for c in cmsgs(control) {
+            match c.map_err(err)? {
+                Cmsg::Linear { frag_size } => {
+                    linear += frag_size as usize;
+                    linear_pieces += 1;
+                }
+                Cmsg::Dmabuf(d) => {
+                    let bytes = mem
+                        .bytes(d.frag_offset, u64::from(d.frag_size))
+                        .map_err(err)?;
+                    let _ = writeln!(text, "frag {} {}", d.frag_offset, hex(bytes));
+                    tokens.push(d.frag_token);
+                    dmabuf_pieces += 1;
+                }
+                Cmsg::Other { level, ty, len } => {
+                    return Err(format!("unexpected cmsg level {level} type {ty} len {len}"))
+                }
+            }
+        }
+        mem.end_cpu_read().map_err(err)?;
+        let linear_bytes = data.get(..linear).ok_or("linear bytes beyond the iov")?;
+        let _ = writeln!(text, "linear {}", hex(linear_bytes));
+        total += out.bytes;
+        call_tokens.push(tokens);
+    }
+    if total != STREAM_BYTES || linear_pieces == 0 || dmabuf_pieces < 3 {
+        return Err(format!(
+            "{total} of {STREAM_BYTES} bytes in {} calls, {linear_pieces} linear and \
+             {dmabuf_pieces} dmabuf pieces: {text}",
+            CALLS.len()
+        ));
+    }
+    let remaining: Vec<u32> = call_tokens[1..].iter().flatten().copied().collect();
+    let first_remaining = remaining.iter().copied().min().unwrap_or(1);
+    let experiments: Vec<Vec<dmabuf_token>> = vec![
+        ranges(&call_tokens[0]),
+        ranges(&call_tokens[0]),
+        (0..129)
+            .map(|i| dmabuf_token {
+                token_start: first_remaining + i,
+                token_count: 1,
+            })
+            .collect(),
+        vec![dmabuf_token {
+            token_start: first_remaining,
+            token_count: 2000,
+        }],
+    ];
+    for tokens in &experiments {
+        let answer = match sock.dontneed(tokens) {
+            Ok(n) => n.to_string(),
+            Err(e) => format!("errno {e}"),
+        };
+        let list: Vec<String> = tokens
+            .iter()
+            .map(|t| format!("{}+{}", t.token_start, t.token_count))
+            .collect();
+        let _ = writeln!(text, "dontneed {} -> {answer}", list.join(","));
+    }
+    drop(sock);
+    binding.unbind();
+    let saved = format!("{FIXTURE_DIR}/devmem_nic_recvmsg.txt");
+    std::fs::create_dir_all(FIXTURE_DIR)
+        .and_then(|()| std::fs::write(&saved, &text))
+        .map_err(|e| format!("write {saved}: {e}"))?;
+    println!("NCDEVMEM-FIXTURE-BEGIN devmem_nic_recvmsg.txt");
+    print!("{text}");
+    println!("NCDEVMEM-FIXTURE-END");
+    Ok(Outcome::Pass(format!(
+        "{total} bytes in {} recvmsg calls: {linear_pieces} linear and {dmabuf_pieces} dmabuf \
+         pieces, tokens per call {:?}; {} DONTNEED answers; fixture printed above",
+        CALLS.len(),
+        call_tokens.iter().map(Vec::len).collect::<Vec<_>>(),
+        experiments.len()
+    )))
+}
+
+/// Tokens as `SO_DEVMEM_DONTNEED` ranges, consecutive ones coalesced (in the given order).
+fn ranges(tokens: &[u32]) -> Vec<dmabuf_token> {
+    let mut out: Vec<dmabuf_token> = Vec::new();
+    for &t in tokens {
+        match out.last_mut() {
+            Some(r) if r.token_start + r.token_count == t => r.token_count += 1,
+            _ => out.push(dmabuf_token {
+                token_start: t,
+                token_count: 1,
+            }),
+        }
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// A pair of the software NIC
+// ---------------------------------------------------------------------------------------------
+
+/// One pair `dnic<ID>a` (device under test, here) / `dnic<ID>b` (peer, in namespace
+/// `dnic<ID>peer`), addressed and up; both netdevs and the namespace go on drop.
+pub struct Dnic<'c> {
+    ctx: &'c Ctx,
+    id: u32,
+    /// The device under test.
+    pub dut: String,
+    peer_ns: String,
+}
+
+impl<'c> Dnic<'c> {
+    /// Creates pair `id` with [`QUEUES`] queues; `hds: false` makes it a driver without header
+    /// split.
+    pub fn new(ctx: &'c Ctx, id: u32, hds: bool) -> Result<Self, String> {
+        let spec = format!("{id} {QUEUES}{}", if hds { "" } else { " nohds" });
+        let ctl = format!("{DEBUGFS}/new_pair");
+        std::fs::write(&ctl, &spec).map_err(|e| {
+            format!("devmem_nic: write {spec:?} to {ctl}: {e} (is the module loaded?)")
+        })?;
+        let nic = Dnic {
+            ctx,
+            id,
+            dut: format!("dnic{id}a"),
+            peer_ns: format!("dnic{id}peer"),
+        };
+        let peer = format!("dnic{id}b");
+        let ns = nic.peer_ns.as_str();
+        ip(ctx, &["netns", "add", ns])?;
+        ip(ctx, &["-n", ns, "link", "set", "lo", "up"])?;
+        ip(ctx, &["link", "set", &peer, "netns", ns])?;
+        for (dev, netns, v4, v6) in [
+            (nic.dut.as_str(), None, DUT4, DUT6),
+            (peer.as_str(), Some(ns), PEER4, PEER6),
+        ] {
+            let mut pre: Vec<&str> = Vec::new();
+            if let Some(n) = netns {
+                pre.extend(["-n", n]);
+            }
+            let a4 = format!("{v4}/24");
+            let a6 = format!("{v6}/64");
+            ip(ctx, &[&pre[..], &["addr", "add", &a4, "dev", dev]].concat())?;
+            ip(
+                ctx,
+                &[&pre[..], &["addr", "add", &a6, "dev", dev, "nodad"]].concat(),
+            )?;
+            ip(ctx, &[&pre[..], &["link", "set", dev, "up"]].concat())?;
+        }
+        Ok(nic)
+    }
+
+    /// `ncdevmem-rs -l -f DUT ARGS`.
+    fn server(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.ctx.bin);
+        c.args(["-l", "-f", &self.dut]).args(args);
+        c
+    }
+
+    /// `ncdevmem-rs ARGS` in the peer's namespace.
+    fn sender(&self, args: &[&str]) -> Command {
+        let mut c = ns_exec(self.ctx, &self.peer_ns);
+        c.arg(&self.ctx.bin).args(args);
+        c
+    }
+
+    /// Runs the server (`--json`, 120 s timeout) and the sender (connect retried up to 60 s) on
+    /// `port`, to completion.
+    fn transfer(&self, port: u16, server: &[&str], sender: &[&str]) -> Result<Transfer, String> {
+        let port = port.to_string();
+        let json = format!("/tmp/dnic{}-{port}.json", self.id);
+        let _ = std::fs::remove_file(&json);
+        let rx =
+            spawn(
+                self.server(server)
+                    .args(["-p", &port, "--timeout", "120", "--json", &json]),
+            )?;
+        let tx = run(self.sender(sender).args(["-p", &port, "--timeout", "60"]));
+        let server = wait(rx)?;
+        let sender = tx?;
+        let json = std::fs::read_to_string(&json)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        Ok(Transfer {
+            server,
+            sender,
+            json,
+        })
+    }
+
+    /// Runs the probe with `extra` flags; exit 0 required. Returns its output.
+    fn expect_probe(&self, extra: &[&str]) -> Result<String, String> {
+        let out = run(Command::new(&self.ctx.bin)
+            .args(["-f", &self.dut])
+            .args(extra))?;
+        let text = output_text(&out);
+        if !out.status.success() || contracts(&text).len() != 4 {
+            return Err(format!(
+                "ncdevmem-rs -f {} {extra:?}: {} with contracts {:?}: {text:?}",
+                self.dut,
+                out.status,
+                contracts(&text)
+            ));
+        }
+        Ok(text)
+    }
+
+    /// The module's per-RX-queue counters of the device under test.
+    fn queue_stats(&self) -> Result<Vec<QueueStats>, String> {
+        let path = format!("{DEBUGFS}/{}/stats", self.dut);
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
+        let rows: Vec<QueueStats> = text.lines().skip(1).filter_map(QueueStats::parse).collect();
+        if rows.len() != QUEUES as usize {
+            return Err(format!("{path}: {text:?}"));
+        }
+        Ok(rows)
+    }
+}
+
+impl Drop for Dnic<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::write(format!("{DEBUGFS}/del_pair"), self.id.to_string());
+        let _ = ip(self.ctx, &["netns", "del", &self.peer_ns]);
+    }
+}
+
+/// One row of `devmem_nic/<if>/stats`.
+#[derive(Debug)]
+struct QueueStats {
+    packets: u64,
+    hw_drops: u64,
+    alloc_fail: u64,
+    split: u64,
+}
+
+impl QueueStats {
+    /// `queue packets bytes hw_drops alloc_fail split ring buf_size provider`.
+    fn parse(line: &str) -> Option<QueueStats> {
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .take(6)
+            .map(|w| w.parse().ok())
+            .collect::<Option<_>>()?;
+        (f.len() == 6).then(|| QueueStats {
+            packets: f[1],
+            hw_drops: f[3],
+            alloc_fail: f[4],
+            split: f[5],
+        })
+    }
+}
+
+/// Both sides of one transfer.
+struct Transfer {
+    server: Output,
+    sender: Output,
+    json: Option<Value>,
+}
+
+impl Transfer {
+    /// Both exited 0 and the server wrote its JSON summary.
+    fn expect_ok(&self) -> Result<&Value, String> {
+        match &self.json {
+            Some(j) if self.server.status.success() && self.sender.status.success() => Ok(j),
+            _ => Err(format!(
+                "server {} ({:?}), sender {} ({:?})",
+                self.server.status,
+                String::from_utf8_lossy(&self.server.stderr).trim(),
+                self.sender.status,
+                String::from_utf8_lossy(&self.sender.stderr).trim()
+            )),
+        }
+    }
+
+    /// [`Transfer::expect_ok`], and the summary shows `bytes` validated in dmabuf frags, no
+    /// mismatch, no linear byte, and as many tokens released as frags received.
+    fn expect_validated(&self, bytes: u64) -> Result<&Value, String> {
+        let j = self.expect_ok()?;
+        let n = |k: &str| j[k].as_u64().unwrap_or(u64::MAX);
+        let frags = n("dmabuf_frags");
+        if n("bytes") != bytes
+            || n("validated_bytes") != bytes
+            || n("dmabuf_bytes") != bytes
+            || n("mismatches") != 0
+            || n("linear_frags") != 0
+            || frags == 0
+            || n("tokens_released") != frags
+        {
+            return Err(format!(
+                "expected {bytes} bytes validated in dmabuf frags, all tokens released: {j}"
+            ));
+        }
+        Ok(j)
+    }
+
+    /// The server's log has each of `needles`.
+    fn expect_log(&self, needles: &[&str]) -> Result<(), String> {
+        let text = output_text(&self.server);
+        match needles.iter().find(|n| !text.contains(**n)) {
+            Some(n) => Err(format!("server log lacks {n:?}: {text:?}")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The NIC as devmem_lib.py leaves it for `-n` runs (rings with header split and 64 RX
+/// descriptors, RSS away from queue 3, a tcp6 rule for `port` to queue 3), plus the ntuple
+/// feature, which this driver (like gve) needs for rules; undone on drop in reverse, the way
+/// the harness's deferred calls do it.
+struct HarnessSetup<'c> {
+    _undo: EthtoolUndo<'c>,
+}
+
+impl<'c> HarnessSetup<'c> {
+    fn apply(ctx: &'c Ctx, dev: &str, port: u16) -> Result<Self, String> {
+        let port = port.to_string();
+        let mut undo = EthtoolUndo::new(
+            ctx,
+            dev,
+            &[
+                // devmem_lib also writes hds-thresh 0 (the default here); Debian's ethtool
+                // 6.14 has no hds-thresh parameter.
+                &["-G", "tcp-data-split", "on", "rx", "64"],
+                &["-K", "ntuple", "on"],
+                &["-X", "equal", "3"],
+            ],
+            &[
+                &["-X", "default"],
+                &["-K", "ntuple", "off"],
+                &["-G", "tcp-data-split", "auto", "rx", "1024"],
+            ],
+        )?;
+        undo.add_rule(
+            ctx,
+            dev,
+            &["flow-type", "tcp6", "dst-port", &port, "action", "3"],
+        )?;
+        Ok(HarnessSetup { _undo: undo })
+    }
+}
+
+/// `ethtool` changes to one device, undone on drop: `first` (added later, run first), then the
+/// fixed undo list.
+struct EthtoolUndo<'c> {
+    ctx: &'c Ctx,
+    dev: String,
+    first: Vec<Vec<String>>,
+    undo: Vec<Vec<String>>,
+}
+
+impl<'c> EthtoolUndo<'c> {
+    /// Runs each of `apply` (`ethtool OP DEV ARGS…` given as `[OP, ARGS…]`); `undo` entries run
+    /// on drop even when applying failed half way.
+    fn new(ctx: &'c Ctx, dev: &str, apply: &[&[&str]], undo: &[&[&str]]) -> Result<Self, String> {
+        let with_dev = |a: &[&str]| -> Vec<String> {
+            let mut v = vec![a[0].to_string(), dev.to_string()];
+            v.extend(a[1..].iter().map(|s| s.to_string()));
+            v
+        };
+        let guard = EthtoolUndo {
+            ctx,
+            dev: dev.to_string(),
+            first: Vec::new(),
+            undo: undo.iter().map(|a| with_dev(a)).collect(),
+        };
+        for a in apply {
+            let args = with_dev(a);
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            ethtool(ctx, &refs)?;
+        }
+        Ok(guard)
+    }
+}
+
+impl EthtoolUndo<'_> {
+    /// `ethtool -N DEV SPEC…`; the rule (at the id ethtool prints) is deleted first on drop.
+    fn add_rule(&mut self, ctx: &Ctx, dev: &str, spec: &[&str]) -> Result<(), String> {
+        let added = ethtool(ctx, &[&["-N", dev][..], spec].concat())?;
+        let id = added
+            .rsplit("ID ")
+            .next()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .ok_or_else(|| format!("ethtool -N: no rule id in {added:?}"))?;
+        self.first.push(vec![
+            "-N".into(),
+            dev.into(),
+            "delete".into(),
+            id.to_string(),
+        ]);
+        Ok(())
+    }
+}
+
+impl Drop for EthtoolUndo<'_> {
+    fn drop(&mut self) {
+        for args in self.first.iter().rev().chain(self.undo.iter()) {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            if let Err(e) = ethtool(self.ctx, &refs) {
+                println!("# {}: undo failed: {e}", self.dev);
+            }
+        }
+    }
+}
+
+/// Runs the guest's ethtool (Debian's, from the runner's chroot); non-zero exit is an error.
+fn ethtool(ctx: &Ctx, args: &[&str]) -> Result<String, String> {
+    let out = run(Command::new(&ctx.ethtool).args(args))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ethtool {}: {}",
+            args.join(" "),
+            output_text(&out).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Kills and reaps a child on drop (the sender of the signal case).
+struct KillOnDrop(Option<Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Sends SIGTERM to `child` and hands it back for [`wait`].
+fn terminate(child: Child) -> Result<Child, String> {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+        .map_err(|e| format!("kill -TERM {pid}: {e}"))?;
+    Ok(child)
+}
+
+/// stdout and stderr of a finished command, as text.
+fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The probe's kernel-contract result lines (`ok   bind-rx … refused`, …).
+fn contracts(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| {
+            l.starts_with("ok")
+                && (l.contains("bind-rx with")
+                    || l.contains("bind-rx of")
+                    || l.contains("shrinking"))
+        })
+        .map(|l| l.trim_start_matches("ok").trim().to_string())
+        .filter(|l| !l.starts_with("queue-get"))
+        .collect()
+}
+
+/// The first `len` bytes of the `-v 7` stream: 1, 2, …, 6, `\n`, repeated.
+fn pattern(len: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| if i % 7 == 6 { b'\n' } else { (i % 7 + 1) as u8 })
+        .collect()
+}
+
+/// One line of a receiver summary for the case output.
+fn summary(j: &Value) -> String {
+    format!(
+        "{} bytes validated in {} dmabuf frags (largest {} B), {} linear; {} tokens released \
+         in {} DONTNEED calls; {:.2} Gbit/s under TCG",
+        j["validated_bytes"],
+        j["dmabuf_frags"],
+        j["max_dmabuf_frag"],
+        j["linear_frags"],
+        j["tokens_released"],
+        j["dontneed_calls"],
+        j["gbit_per_s"].as_f64().unwrap_or(0.0)
+    )
+}
+
+/// No RX queue of `state` belongs to a devmem binding.
+fn no_binding(state: &NicState) -> Result<(), String> {
+    let rx = QueueType::Rx.value();
+    match state.queues.iter().find(|q| q.0 == rx && q.2.is_some()) {
+        Some(q) => Err(format!("queue {} still bound to dmabuf {:?}", q.1, q.2)),
+        None => Ok(()),
+    }
+}
+
+/// Payload went to pool buffers (split) on the bound queue only.
+fn only_bound_queue_split(q: &[QueueStats]) -> Result<(), String> {
+    let others: u64 = q
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != BOUND)
+        .map(|(_, s)| s.split)
+        .sum();
+    if q[BOUND].split == 0 || others != 0 {
+        return Err(format!("split frames per queue: {q:?}"));
+    }
+    Ok(())
+}
+
+/// The guest kernel's log has no warning, BUG, oops or refcount/page-pool leak, and no page
+/// pool is left waiting for its buffers. Run after every other case.
+pub fn kernel_log(_ctx: &Ctx) -> CaseResult {
+    // A pool whose device is gone but whose buffers are still out is listed with a detach
+    // time until they come back: give in-flight releases a moment, then require none.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut nl = Netdev::open().map_err(err)?;
+    let lingering = loop {
+        let pools = nl.page_pool_get_dump().map_err(err)?;
+        let detached: Vec<_> = pools
+            .into_iter()
+            .filter(|p| p.detach_time.is_some())
+            .collect();
+        if detached.is_empty() || Instant::now() > deadline {
+            break detached;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let log = run(&mut Command::new("dmesg"))?;
+    let text = String::from_utf8_lossy(&log.stdout);
+    const BAD: [&str; 11] = [
+        "WARNING:",
+        "BUG:",
+        "Oops",
+        "kernel BUG",
+        "refcount_t",
+        "page_pool_release_retry",
+        "stalled pool shutdown",
+        "general protection fault",
+        "Call Trace",
+        "UBSAN",
+        "list_del corruption",
+    ];
+    let bad: Vec<&str> = text
+        .lines()
+        .filter(|l| BAD.iter().any(|b| l.contains(b)))
+        .take(20)
+        .collect();
+    if !bad.is_empty() || !lingering.is_empty() {
+        return Err(format!(
+            "kernel log: {bad:?}; page pools still holding buffers after their device went: \
+             {lingering:?}"
+        ));
+    }
+    let lines = text.lines().count();
+    let dnic = text.lines().filter(|l| l.contains("devmem_nic")).count();
+    Ok(Outcome::Pass(format!(
+        "{lines} kernel log lines, none a warning, BUG, oops or refcount/page-pool leak \
+         ({dnic} from devmem_nic); no detached page pool holds buffers"
+    )))
+}
