@@ -14,11 +14,16 @@ use std::process::{Child, Command, Output};
 use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
-use ncdevmem::netlink::netdev::{Netdev, QueueType};
+use ncdevmem::netlink::ethtool::TcpDataSplit;
+use ncdevmem::netlink::netdev::{BindRxRequest, Netdev, QueueType};
+use ncdevmem::nic::real::RealNic;
+use ncdevmem::nic::scripted::{ScriptedHds, ScriptedNic};
+use ncdevmem::nic::{Binding, FlowRule, FlowType, NicOps, RssTable};
 use ncdevmem::rx::{cmsgs, Cmsg, RxSocket};
 use ncdevmem::sys::socket::{accept_timeout, tcp_listen, TcpRxSocket};
 use ncdevmem::sys::uapi::dmabuf_token;
 use ncdevmem::udmabuf::{FragMemory, Udmabuf, UdmabufParams};
+use ncdevmem::Error;
 use serde_json::Value;
 
 use super::{
@@ -57,6 +62,7 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/token-pressure", token_pressure),
         ("devmem-nic/signal", signal),
         ("devmem-nic/recvmsg-record", recvmsg_record),
+        ("devmem-nic/scripted-nic-parity", scripted_nic_parity),
     ]
 }
 
@@ -612,6 +618,211 @@ fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
+}
+
+/// Keeps the scripted NIC (src/nic/scripted.rs) honest: the same sequence of NIC operations
+/// (ethtool rings, channels, RSS, ntuple, bind-rx with every refusal the core has, unbind) on
+/// the software NIC through `RealNic` and on a `ScriptedNic` given the same starting state must
+/// give the same answers: values, errno and the kernel's extack text.
+fn scripted_nic_parity(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 12, true)?;
+    let mut real = RealNic::open(&nic.dut).map_err(err)?;
+    let mut fake = ScriptedNic::good(&nic.dut, QUEUES);
+    {
+        // The software NIC's starting point, as the double models a device.
+        let rss = real.rss_get().map_err(err)?.indir;
+        let channels = real.channels_get().map_err(err)?;
+        fake.edit(|st| {
+            st.hds = Some(ScriptedHds {
+                split_supported: true,
+                configured: TcpDataSplit::Unknown,
+                auto: TcpDataSplit::Disabled,
+                thresh: Some(0),
+                thresh_max: 1024,
+            });
+            st.channels = Some(channels);
+            st.rss = Some(rss);
+            st.rule_table_size = 64;
+            st.rx_page_size_known = true;
+            st.rx_page_size_supported = true;
+        });
+    }
+    let mem =
+        Udmabuf::create(&UdmabufParams::new(None, Some(1 << 20)).map_err(err)?).map_err(err)?;
+    let kernel = parity_script(&mut real, &mem);
+    let double = parity_script(&mut fake, &mem);
+    let differ: Vec<String> = kernel
+        .iter()
+        .zip(&double)
+        .filter(|((_, k), (_, d))| k != d)
+        .map(|((step, k), (_, d))| format!("{step}: kernel {k:?}, double {d:?}"))
+        .collect();
+    if !differ.is_empty() {
+        return Err(format!(
+            "{} of {} operations answered differently: {}",
+            differ.len(),
+            kernel.len(),
+            differ.join("; ")
+        ));
+    }
+    let refused = kernel.iter().filter(|(_, k)| !k.starts_with("ok")).count();
+    Ok(Outcome::Pass(format!(
+        "{} operations ({refused} refusals, e.g. {:?}) answered alike by the kernel and the \
+         scripted NIC",
+        kernel.len(),
+        kernel
+            .iter()
+            .find(|(_, k)| k.contains("already"))
+            .map(|(_, k)| k)
+    )))
+}
+
+/// The parity sequence on one NIC: every step's answer, in order. The binding made by the
+/// "bind queue 3" step lives until the unbind.
+fn parity_script(n: &mut dyn NicOps, mem: &Udmabuf) -> Vec<(&'static str, String)> {
+    let ip = |a: &str| -> std::net::IpAddr { a.parse().expect("address") };
+    let rule4 = FlowRule {
+        flow_type: FlowType::Tcp4,
+        src: None,
+        dst: (ip(DUT4), 5411),
+        queue: 3,
+    };
+    let rule6 = FlowRule {
+        flow_type: FlowType::Tcp6,
+        src: Some((ip(PEER6), 5411)),
+        dst: (ip(DUT6), 5411),
+        queue: 3,
+    };
+    let equal3 = RssTable {
+        indir: (0..128).map(|i| i % 3).collect(),
+    };
+    let ifindex = n.ifindex();
+    let req = |queues: &[u32], page: Option<u32>| {
+        BindRxRequest::new(ifindex, mem.fd(), queues).rx_page_size(page)
+    };
+    let mut keep: Vec<Box<dyn Binding>> = Vec::new();
+    let mut bind = |n: &mut dyn NicOps, r: &BindRxRequest| match n.bind_rx(r) {
+        Ok(b) => {
+            keep.push(b);
+            "ok binding".to_string()
+        }
+        Err(e) => answer::<()>(Err(e)),
+    };
+    let on = TcpDataSplit::Enabled;
+    let off = TcpDataSplit::Disabled;
+    let mut out = vec![
+        ("rings-get", answer(n.hds_get())),
+        ("channels-get", answer(n.channels_get())),
+        ("ntuple-get", answer(n.ntuple_get())),
+        (
+            "rule insert, ntuple off",
+            answer(n.flow_rule_insert(&rule4)),
+        ),
+        ("ntuple on", answer(n.ntuple_set(true))),
+        (
+            "rule insert tcp4 3-tuple",
+            answer(n.flow_rule_insert(&rule4)),
+        ),
+        (
+            "rule insert tcp6 5-tuple",
+            answer(n.flow_rule_insert(&rule6)),
+        ),
+        ("rules", answer(n.flow_rules())),
+        ("RSS set equal 3", answer(n.rss_set(&equal3))),
+        ("RSS get", answer(n.rss_get())),
+        (
+            "channels 2 (RSS uses 0..=2)",
+            answer(n.channels_set(combined(2))),
+        ),
+        (
+            "channels 3 (a rule uses 3)",
+            answer(n.channels_set(combined(3))),
+        ),
+    ];
+    out.push(("bind, header split off", bind(n, &req(&[3], None))));
+    out.push(("hds-thresh above max", answer(n.hds_set(on, Some(4096)))));
+    out.push(("enabled, hds-thresh 128", answer(n.hds_set(on, Some(128)))));
+    out.push(("bind, hds-thresh 128", bind(n, &req(&[3], None))));
+    out.push(("enabled, hds-thresh 0", answer(n.hds_set(on, Some(0)))));
+    out.push(("rings-get", answer(n.hds_get())));
+    out.push(("bind queue 7 of 4", bind(n, &req(&[7], None))));
+    out.push((
+        "bind 2 empty queue nests",
+        bind(n, &req(&[], None).empty_queue_nests(2)),
+    ));
+    out.push(("bind rx-page-size 12288", bind(n, &req(&[3], Some(12288)))));
+    out.push(("bind queue 3", bind(n, &req(&[3], None))));
+    out.push(("queues bound", bound_queues(n)));
+    out.push(("bind queue 3 again", bind(n, &req(&[3], None))));
+    out.push(("bind queues 2..=3 (3 taken)", bind(n, &req(&[2, 3], None))));
+    out.push(("queues bound", bound_queues(n)));
+    out.push(("disabled while bound", answer(n.hds_set(off, None))));
+    out.push(("hds-thresh 64 while bound", answer(n.hds_set(on, Some(64)))));
+    out.push(("RSS reset", answer(n.rss_reset())));
+    out.push(("rule delete 0", answer(n.flow_rule_delete(0))));
+    out.push((
+        "channels 3 while 3 is bound and a rule uses 3",
+        answer(n.channels_set(combined(3))),
+    ));
+    out.push(("rule delete 1", answer(n.flow_rule_delete(1))));
+    out.push((
+        "channels 3 while 3 is bound",
+        answer(n.channels_set(combined(3))),
+    ));
+    keep.clear();
+    out.push(("queues bound after unbind", bound_queues(n)));
+    out.push(("channels 3", answer(n.channels_set(combined(3)))));
+    out.push(("channels 4", answer(n.channels_set(combined(4)))));
+    out.push(("RSS get after reset", answer(n.rss_get())));
+    out.push(("rule delete 0 again", answer(n.flow_rule_delete(0))));
+    out.push(("ntuple off", answer(n.ntuple_set(false))));
+    out.push(("rules after ntuple off", answer(n.flow_rules())));
+    out.push(("disabled, hds-thresh 0", answer(n.hds_set(off, Some(0)))));
+    out.push(("rings-get", answer(n.hds_get())));
+    out
+}
+
+fn combined(n: u32) -> ncdevmem::nic::ChannelsSet {
+    ncdevmem::nic::ChannelsSet {
+        combined: Some(n),
+        ..Default::default()
+    }
+}
+
+/// An operation's answer, comparable across the real and the scripted NIC: the value, or the
+/// errno and the kernel's extack text (targets and ids differ, so they are left out).
+fn answer<T: std::fmt::Debug>(r: ncdevmem::Result<T>) -> String {
+    match r {
+        Ok(v) => format!("ok {v:?}"),
+        Err(Error::Netlink(e)) => format!(
+            "errno {} {:?} at {:?} missing {:?} in {:?}",
+            e.errno,
+            e.ext_msg.as_deref().unwrap_or(""),
+            e.bad_attr,
+            e.missing_attr,
+            e.missing_nest
+        ),
+        Err(e) => match e.errno() {
+            Some(n) => format!("errno {n}"),
+            None => format!("error {e}"),
+        },
+    }
+}
+
+/// RX queues that queue-get shows bound to a dma-buf.
+fn bound_queues(n: &mut dyn NicOps) -> String {
+    match n.queues() {
+        Ok(q) => {
+            let rx = QueueType::Rx.value();
+            let ids: Vec<u32> = q
+                .iter()
+                .filter(|q| q.queue_type.value() == rx && q.dmabuf.is_some())
+                .map(|q| q.id)
+                .collect();
+            format!("ok {ids:?}")
+        }
+        Err(e) => answer::<()>(Err(e)),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

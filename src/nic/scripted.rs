@@ -3,18 +3,25 @@
 //!
 //! State: header split (configured mode, what the driver picks for "unknown", hds-thresh),
 //! channel counts, the RSS indirection table, the ntuple feature and rule table, queue owners
-//! and our bindings. The rules it enforces are the kernel's as kernel-abi.md §7 lists them
-//! (behaviour, not code):
-//! - bind-rx: device without queue management → EOPNOTSUPP; no fd / no queue nests / a nest
-//!   without id or type → EINVAL; queue id past the RX queues → ERANGE; fd `u32::MAX` (never
-//!   an open descriptor) → EBADF; tcp-data-split not *configured* ENABLED → EINVAL
-//!   "tcp-data-split is disabled"; hds-thresh ≠ 0 → EINVAL "hds-thresh is not zero"; an owned
-//!   queue → EEXIST (provider) / EBUSY (AF_XDP); rx-page-size on a kernel without the
-//!   attribute → EINVAL "Unknown attribute type";
-//! - rings-set while a provider is bound: tcp-data-split ≠ ENABLED or hds-thresh ≠ 0 → EINVAL;
-//! - channels-set below a bound queue, below an ntuple rule's queue or — when the RSS table
-//!   is user-configured — below an RSS table entry → EINVAL; above the maxima → EINVAL; a
-//!   table that is not user-configured is re-spread by the driver over the new RX queues;
+//! and our bindings. The rules it enforces are the kernel's (behaviour, not code), in the
+//! kernel's order and with its extack texts and attributes, as measured against a real kernel
+//! by the VM suite's `devmem-nic/scripted-nic-parity` (docs/kernel-7.3-devmem-nic.md):
+//! - bind-rx: rx-page-size on a kernel without the attribute → EINVAL "Unknown attribute
+//!   type"; no fd / no queue nests → EINVAL, missing attribute 3 / 2; rx-page-size not a power
+//!   of two → EINVAL; device without queue management → EOPNOTSUPP at the ifindex; a nest
+//!   without id or type → EINVAL, missing attribute 1 / 3 in that nest; a queue id past the RX
+//!   queues → EINVAL at that nest's id; fd `u32::MAX` (never an open descriptor) → EBADF;
+//!   then per queue: tcp-data-split not *configured* ENABLED → EINVAL "tcp-data-split is
+//!   disabled"; hds-thresh ≠ 0 → EINVAL "hds-thresh is not zero"; rx-page-size the driver
+//!   does not take → EOPNOTSUPP; an owned queue → EEXIST (provider) / EBUSY (AF_XDP);
+//! - rings-set: unsupported tcp-data-split / hds-thresh → EOPNOTSUPP at the attribute; while
+//!   a provider is bound, tcp-data-split ≠ ENABLED or hds-thresh ≠ 0 → EINVAL; hds-thresh
+//!   above its maximum → EINVAL "requested ring size exceeds maximum";
+//! - channels-set: no change → nothing checked; above the maxima or leaving no RX/TX channel
+//!   → EINVAL at the count; then below a user-configured RSS table's highest queue, below an
+//!   ntuple rule's queue, up to the highest bound queue (+ 1) → EINVAL with the kernel's text;
+//!   an AF_XDP queue that would go → EINVAL; a table that is not user-configured is re-spread
+//!   by the driver over the new RX queues;
 //! - RSS table of the wrong size or referencing a queue past the RX queues → EINVAL; writing
 //!   a table marks it user-configured (`IFF_RXFH_CONFIGURED`), a reset (SRSSH with
 //!   `indir_size` 0) writes the driver default (`i % RX queues`) and clears the mark;
@@ -244,6 +251,25 @@ impl Inner {
 
     /// The error `op` fails with, shaped as the real implementation's.
     fn error(&self, op: Op, errno: i32, msg: Option<&str>) -> Error {
+        self.error_at(op, errno, msg, None)
+    }
+
+    /// EINVAL for a required attribute `attr` left out (in the nest at `nest`, a path such as
+    /// `NETDEV_A_DMABUF_QUEUES[0]`), as the kernel's extack reports it.
+    fn missing(&self, op: Op, attr: u32, nest: Option<&str>) -> Error {
+        match self.error(op, libc::EINVAL, None) {
+            Error::Netlink(mut e) => {
+                e.missing_attr = Some(attr);
+                e.missing_nest = nest.map(str::to_string);
+                Error::Netlink(e)
+            }
+            other => other,
+        }
+    }
+
+    /// [`Inner::error`] with the attribute the kernel's extack points at (the path the real
+    /// implementation prints, e.g. `ETHTOOL_A_RINGS_HDS_THRESH`).
+    fn error_at(&self, op: Op, errno: i32, msg: Option<&str>, bad_attr: Option<&str>) -> Error {
         match op.kernel_call() {
             (cmd, "") => Error::sys(
                 format!("ioctl(SIOCETHTOOL, {cmd}) on {}", self.ifname),
@@ -255,7 +281,7 @@ impl Inner {
                 target: self.target(),
                 errno,
                 ext_msg: msg.map(str::to_string),
-                bad_attr: None,
+                bad_attr: bad_attr.map(str::to_string),
                 missing_attr: None,
                 missing_nest: None,
             })),
@@ -586,13 +612,28 @@ impl NicOps for ScriptedNic {
             let Some(h) = &st.state.hds else {
                 return Err(st.error(Op::HdsSet, libc::EOPNOTSUPP, None));
             };
+            // net/ethtool/rings.c's order: attributes the driver does not support, then the
+            // memory-provider rules, then the limits.
+            let at = |st: &Inner, errno, m: &str, attr: &str| {
+                st.error_at(Op::HdsSet, errno, Some(m), Some(attr))
+            };
             if !h.split_supported {
-                return Err(err(
+                return Err(at(
                     st,
                     libc::EOPNOTSUPP,
                     "setting TCP data split is not supported",
+                    "ETHTOOL_A_RINGS_TCP_DATA_SPLIT",
                 ));
             }
+            if hds_thresh.is_some() && h.thresh.is_none() {
+                return Err(at(
+                    st,
+                    libc::EOPNOTSUPP,
+                    "setting hds-thresh is not supported",
+                    "ETHTOOL_A_RINGS_HDS_THRESH",
+                ));
+            }
+            let thresh = hds_thresh.or(h.thresh).unwrap_or(0);
             if bound && split != TcpDataSplit::Enabled {
                 return Err(err(
                     st,
@@ -600,28 +641,20 @@ impl NicOps for ScriptedNic {
                     "can't disable tcp-data-split while device has memory provider enabled",
                 ));
             }
-            if let Some(t) = hds_thresh {
-                if h.thresh.is_none() {
-                    return Err(err(
-                        st,
-                        libc::EOPNOTSUPP,
-                        "setting hds-thresh is not supported",
-                    ));
-                }
-                if t > h.thresh_max {
-                    return Err(err(
-                        st,
-                        libc::ERANGE,
-                        "hds-thresh is greater than hds-thresh-max",
-                    ));
-                }
-                if bound && t != 0 {
-                    return Err(err(
-                        st,
-                        libc::EINVAL,
-                        "can't set non-zero hds_thresh while device is memory provider enabled",
-                    ));
-                }
+            if bound && thresh != 0 {
+                return Err(err(
+                    st,
+                    libc::EINVAL,
+                    "can't set non-zero hds_thresh while device is memory provider enabled",
+                ));
+            }
+            if thresh > h.thresh_max {
+                return Err(at(
+                    st,
+                    libc::EINVAL,
+                    "requested ring size exceeds maximum",
+                    "ETHTOOL_A_RINGS_HDS_THRESH",
+                ));
             }
             if let Some(h) = st.state.hds.as_mut() {
                 h.configured = split;
@@ -657,67 +690,103 @@ impl NicOps for ScriptedNic {
             let Some(old) = st.state.channels.clone() else {
                 return Err(st.error(Op::ChannelsSet, libc::EOPNOTSUPP, None));
             };
-            for (v, max) in [
-                (set.rx, old.rx_max),
-                (set.tx, old.tx_max),
-                (set.combined, old.combined_max),
-            ] {
-                if let Some(v) = v {
-                    if v > max.unwrap_or(0) {
-                        return Err(err(st, "requested channel count exceeds maximum".into()));
-                    }
-                }
-            }
             let new = Channels {
                 rx_count: set.rx.or(old.rx_count),
                 tx_count: set.tx.or(old.tx_count),
                 combined_count: set.combined.or(old.combined_count),
                 ..old.clone()
             };
+            // net/ethtool/channels.c: nothing changed → nothing checked.
+            if new == old {
+                return Ok(());
+            }
+            let at = |st: &Inner, m: &str, attr: &str| {
+                st.error_at(Op::ChannelsSet, libc::EINVAL, Some(m), Some(attr))
+            };
+            for (v, max, attr) in [
+                (set.rx, old.rx_max, "ETHTOOL_A_CHANNELS_RX_COUNT"),
+                (set.tx, old.tx_max, "ETHTOOL_A_CHANNELS_TX_COUNT"),
+                (set.combined, old.combined_max, "ETHTOOL_A_CHANNELS_COMBINED_COUNT"),
+            ] {
+                if let Some(v) = v {
+                    if v > max.unwrap_or(0) {
+                        return Err(at(st, "requested channel count exceeds maximum", attr));
+                    }
+                }
+            }
             let rxq = new.rx_queues();
             let txq = new
                 .tx_count
                 .unwrap_or(0)
                 .saturating_add(new.combined_count.unwrap_or(0));
             if rxq == 0 || txq == 0 {
-                return Err(err(
+                let attr = if set.combined.is_some() {
+                    "ETHTOOL_A_CHANNELS_COMBINED_COUNT"
+                } else if rxq == 0 {
+                    "ETHTOOL_A_CHANNELS_RX_COUNT"
+                } else {
+                    "ETHTOOL_A_CHANNELS_TX_COUNT"
+                };
+                return Err(at(
                     st,
-                    "requested channel counts would result in no RX or TX channel being configured"
-                        .into(),
+                    "requested channel counts would result in no RX or TX channel being configured",
+                    attr,
                 ));
             }
-            let provider_max = st
-                .state
-                .bound
-                .keys()
-                .chain(st.state.foreign_owners.keys())
-                .chain(st.lingering.keys())
-                .copied()
-                .max();
-            if let Some(q) = provider_max {
-                if q >= rxq && !st.quirks.accept_channel_shrink {
-                    return Err(err(
-                        st,
-                        format!(
-                            "requested channel counts are too low for existing memory provider setting ({q})"
-                        ),
-                    ));
+            // net/ethtool/common.c ethtool_check_max_channel(): the RSS table (when user
+            // configured; the number is the highest queue it uses), the ntuple rules, then
+            // the memory providers (the number is the highest bound queue + 1, and equal
+            // counts are refused too).
+            if st.state.rss_configured {
+                if let Some(&m) = st.rss_table().and_then(|t| t.iter().max()) {
+                    if rxq <= m {
+                        return Err(err(
+                            st,
+                            format!(
+                                "requested channel counts are too low for existing indirection table ({m})"
+                            ),
+                        ));
+                    }
                 }
-            }
-            if st.state.rss_configured
-                && st.rss_table().and_then(|t| t.iter().max()).is_some_and(|&m| m >= rxq)
-            {
-                return Err(err(
-                    st,
-                    "requested channel count is too low for existing indirection table settings"
-                        .into(),
-                ));
             }
             if st.state.rules.values().any(|r| r.queue >= rxq) {
                 return Err(err(
                     st,
-                    "requested channel count is too low for existing ntuple filter settings".into(),
+                    "requested channel counts are too low for existing ntuple filter settings"
+                        .into(),
                 ));
+            }
+            let providers = st.state.foreign_owners.iter().filter_map(|(q, o)| match o {
+                QueueOwner::Xsk => None,
+                QueueOwner::Dmabuf(_) | QueueOwner::IoUring => Some(q),
+            });
+            let provider_max = st
+                .state
+                .bound
+                .keys()
+                .chain(providers)
+                .chain(st.lingering.keys())
+                .copied()
+                .max();
+            if let Some(q) = provider_max {
+                if rxq <= q + 1 && !st.quirks.accept_channel_shrink {
+                    return Err(err(
+                        st,
+                        format!(
+                            "requested channel counts are too low for existing memory provider setting ({})",
+                            q + 1
+                        ),
+                    ));
+                }
+            }
+            // Then queues that would go away must not be busy (netdev_queue_busy()).
+            if st
+                .state
+                .foreign_owners
+                .iter()
+                .any(|(q, o)| *o == QueueOwner::Xsk && *q >= rxq)
+            {
+                return Err(err(st, "Device queue in use by AF_XDP".into()));
             }
             st.state.channels = Some(new);
             if !st.state.rss_configured {
@@ -883,41 +952,52 @@ impl NicOps for ScriptedNic {
         let args = req.target();
         self.call(Op::BindRx, args, move |st| {
             let err = |st: &Inner, errno, m: Option<&str>| st.error(Op::BindRx, errno, m);
-            if !st.state.devmem {
-                return Err(err(st, libc::EOPNOTSUPP, None));
-            }
+            let at = |st: &Inner, errno, m: Option<&str>, attr: &str| {
+                st.error_at(Op::BindRx, errno, m, Some(attr))
+            };
+            // net/core/netdev-genl.c netdev_nl_bind_rx_doit()'s order: the policy, required
+            // attributes, rx-page-size, the device, each queue nest, the dma-buf, then per
+            // queue the memory-provider rules (net/core/netdev_rx_queue.c).
             if req.rx_page_size.is_some() && !st.state.rx_page_size_known {
                 return Err(err(st, libc::EINVAL, Some("Unknown attribute type")));
             }
             let Some(fd) = req.fd else {
-                return Err(err(st, libc::EINVAL, None));
+                return Err(st.missing(Op::BindRx, 3, None));
             };
             if req.queues.is_empty() {
-                return Err(err(st, libc::EINVAL, None));
+                return Err(st.missing(Op::BindRx, 2, None));
             }
             if let Some(size) = req.rx_page_size {
                 if !size.is_power_of_two() {
-                    return Err(err(
+                    return Err(at(
                         st,
                         libc::EINVAL,
                         Some("rx-page-size must be a power of 2"),
+                        "NETDEV_A_DMABUF_RX_PAGE_SIZE",
                     ));
                 }
-                if !st.state.rx_page_size_supported {
-                    return Err(err(st, libc::EOPNOTSUPP, None));
-                }
+            }
+            if !st.state.devmem {
+                return Err(at(st, libc::EOPNOTSUPP, None, "NETDEV_A_DMABUF_IFINDEX"));
             }
             let mut queues = Vec::new();
-            for nest in &req.queues {
+            for (i, nest) in req.queues.iter().enumerate() {
+                let path = format!("NETDEV_A_DMABUF_QUEUES[{i}]");
                 match (nest.id, nest.queue_type) {
-                    (Some(id), Some(0)) => {
+                    (None, _) | (_, None) if st.quirks.accept_empty_queue_nests => {}
+                    (None, _) => return Err(st.missing(Op::BindRx, 1, Some(&path))),
+                    (_, None) => return Err(st.missing(Op::BindRx, 3, Some(&path))),
+                    (Some(_), Some(t)) if t != 0 => {
+                        let attr = format!("{path}.NETDEV_A_QUEUE_TYPE");
+                        return Err(at(st, libc::EINVAL, None, &attr));
+                    }
+                    (Some(id), Some(_)) => {
                         if id >= st.rx_queues() {
-                            return Err(err(st, libc::ERANGE, Some("rx queue index out of range")));
+                            let attr = format!("{path}.NETDEV_A_QUEUE_ID");
+                            return Err(at(st, libc::EINVAL, None, &attr));
                         }
                         queues.push(id);
                     }
-                    (None, _) | (_, None) if st.quirks.accept_empty_queue_nests => {}
-                    _ => return Err(err(st, libc::EINVAL, None)),
                 }
             }
             if fd == u32::MAX {
@@ -940,6 +1020,14 @@ impl NicOps for ScriptedNic {
                 && !st.quirks.accept_bind_hds_off
             {
                 return Err(err(st, libc::EINVAL, Some("hds-thresh is not zero")));
+            }
+            if req.rx_page_size.is_some() && !st.state.rx_page_size_supported && !queues.is_empty()
+            {
+                return Err(err(
+                    st,
+                    libc::EOPNOTSUPP,
+                    Some("device does not support: rx_page_size"),
+                ));
             }
             for q in &queues {
                 let owner = st
