@@ -9,6 +9,7 @@
 //! ok <case>: <what was observed>
 //! FAIL <case>: <why>
 //! skip <case>: <why>          (only for netdevsim cases when the runner did not build it)
+//! miss <case>: <why>          (a fault the -v pattern cannot see; the case says why)
 //! ```
 //!
 //! then `vm-guest: N passed, N failed, N skipped`, and exits 1 if any case failed.
@@ -19,7 +20,7 @@
 //! After these, each of the project's real-kernel test binaries in `--tests DIR` runs as one
 //! more case (`tests_<name>`), so the whole integration suite also meets the newer kernel.
 //!
-//! usage: `vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--tests DIR]`
+//! usage: `vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--fault-matrix N] [--tests DIR]`
 //! (`--ip`: iproute2's `ip`, not busybox's, which has no `netns`.)
 //!
 //! Hidden subcommand, used by the `netdevsim_sigterm_mid_run` case as its child process:
@@ -61,6 +62,9 @@ mod devmem_nic;
 enum Outcome {
     Pass(String),
     Skip(String),
+    /// The check ran and could not see what it looks for, for a reason the case names (a
+    /// driver fault that the `-v` pattern's period hides): neither a pass nor a failure.
+    ExpectedMiss(String),
 }
 
 /// `Err` is the failure reason printed after `FAIL <case>: `.
@@ -81,6 +85,8 @@ struct Ctx {
     /// Debian's `ethtool` (the devmem-nic cases configure the NIC the way the kernel's
     /// harness does, through it).
     ethtool: PathBuf,
+    /// `--fault-matrix N`: also run the fault-detection matrix, N runs per fault (0: not).
+    fault_matrix: u32,
     /// The runner built netdevsim and /init loaded it: netdevsim cases must pass.
     netdevsim: bool,
     /// Directory of the project's own real-kernel test binaries (`tests/kernel_*.rs`,
@@ -112,7 +118,7 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("vm_guest: {e}");
             eprintln!(
-                "usage: vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--tests DIR]"
+                "usage: vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--fault-matrix N] [--tests DIR]"
             );
             return ExitCode::from(2);
         }
@@ -146,9 +152,16 @@ fn main() -> ExitCode {
         );
         all.push((name, Box::new(move |_: &Ctx| project_test_binary(&path))));
     }
+    if ctx.fault_matrix > 0 {
+        let runs = ctx.fault_matrix;
+        all.push((
+            "devmem-nic/fault-matrix".to_string(),
+            Box::new(move |c: &Ctx| devmem_nic::fault_matrix(c, runs)),
+        ));
+    }
     // Last: what every case above left in the kernel log and in the page pools.
     all.push(("kernel-log".to_string(), Box::new(devmem_nic::kernel_log)));
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let (mut passed, mut failed, mut skipped, mut missed) = (0, 0, 0, 0);
     for (name, case) in &all {
         let started = Instant::now();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&ctx)))
@@ -163,6 +176,10 @@ fn main() -> ExitCode {
                 skipped += 1;
                 println!("skip {name}: {why}");
             }
+            Ok(Outcome::ExpectedMiss(why)) => {
+                missed += 1;
+                println!("miss {name}: {why} [{secs:.1} s]");
+            }
             Err(why) => {
                 failed += 1;
                 println!("FAIL {name}: {why} [{secs:.1} s]");
@@ -170,7 +187,9 @@ fn main() -> ExitCode {
         }
         let _ = std::io::stdout().flush();
     }
-    println!("vm-guest: {passed} passed, {failed} failed, {skipped} skipped");
+    println!(
+        "vm-guest: {passed} passed, {failed} failed, {skipped} skipped, {missed} expected misses"
+    );
     if failed > 0 {
         ExitCode::from(1)
     } else {
@@ -183,6 +202,7 @@ fn parse_args() -> Result<Ctx, String> {
     let mut ip = None;
     let mut ethtool = PathBuf::from("/usr/sbin/ethtool");
     let mut netdevsim = false;
+    let mut fault_matrix = 0;
     let mut tests = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -191,6 +211,12 @@ fn parse_args() -> Result<Ctx, String> {
             "--ip" => ip = args.next().map(PathBuf::from),
             "--ethtool" => ethtool = args.next().map(PathBuf::from).ok_or("--ethtool PATH")?,
             "--netdevsim" => netdevsim = true,
+            "--fault-matrix" => {
+                fault_matrix = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .ok_or("--fault-matrix N")?
+            }
             "--tests" => tests = args.next().map(PathBuf::from),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -199,6 +225,7 @@ fn parse_args() -> Result<Ctx, String> {
         bin: bin.ok_or("missing --bin")?,
         ip: ip.ok_or("missing --ip")?,
         ethtool,
+        fault_matrix,
         netdevsim,
         tests,
     })

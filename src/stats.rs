@@ -97,6 +97,9 @@ pub struct ZcrxCounters {
     pub flushes: u64,
     /// `io_uring_enter(GETEVENTS)` waits.
     pub waits: u64,
+    /// Bytes per area buffer (`rx_buf_len`) as the kernel wrote it back at registration (its
+    /// default, the page size, when the field came back 0).
+    pub rx_buf_len: u32,
 }
 
 impl RxStats {
@@ -142,9 +145,11 @@ impl RxStats {
                 self.plain_bytes
             )),
             RxMode::Zcrx => s.push_str(&format!(
-                "; chunks: {}; buffers returned: {} in {} refill publishes, {} flushes; RECV_ZC \
-                 arms: {} ({} ENOSPC/ENOMEM retries); io_uring_enter waits: {} ({} EINTR retries)",
+                "; chunks: {} (rx_buf_len {}); buffers returned: {} in {} refill publishes, {} \
+                 flushes; RECV_ZC arms: {} ({} ENOSPC/ENOMEM retries); io_uring_enter waits: {} \
+                 ({} EINTR retries)",
                 self.zcrx.chunks,
+                self.zcrx.rx_buf_len,
                 self.zcrx.buffers_returned,
                 self.zcrx.refill_publishes,
                 self.zcrx.flushes,
@@ -200,7 +205,7 @@ impl RxStats {
     /// `eagain_retries`, `eintr_retries`, `validated_bytes`, `mismatches`, `elapsed_s`
     /// (seconds, float), `gbit_per_s` (float). In [`RxMode::Zcrx`] also `zcrx_chunks`,
     /// `zcrx_buffers_returned`, `zcrx_refill_publishes`, `zcrx_arms`, `zcrx_retried_errors`,
-    /// `zcrx_flushes`, `zcrx_waits`.
+    /// `zcrx_flushes`, `zcrx_waits`, `zcrx_rx_buf_len` (bytes).
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = json!({
             "mode": self.mode.label(),
@@ -230,6 +235,7 @@ impl RxStats {
             v["zcrx_retried_errors"] = z.retried_errors.into();
             v["zcrx_flushes"] = z.flushes.into();
             v["zcrx_waits"] = z.waits.into();
+            v["zcrx_rx_buf_len"] = z.rx_buf_len.into();
         }
         v
     }
@@ -379,6 +385,7 @@ mod tests {
                 retried_errors: 0,
                 flushes: 0,
                 waits: 3,
+                rx_buf_len: 16384,
             },
             ..RxStats::default()
         };
@@ -389,8 +396,9 @@ mod tests {
         );
         assert!(
             line.contains(
-                "chunks: 2; buffers returned: 2 in 1 refill publishes, 0 flushes; RECV_ZC arms: 1 \
-                 (0 ENOSPC/ENOMEM retries); io_uring_enter waits: 3 (1 EINTR retries)"
+                "chunks: 2 (rx_buf_len 16384); buffers returned: 2 in 1 refill publishes, 0 \
+                 flushes; RECV_ZC arms: 1 (0 ENOSPC/ENOMEM retries); io_uring_enter waits: 3 (1 \
+                 EINTR retries)"
             ),
             "{line}"
         );
@@ -402,6 +410,7 @@ mod tests {
         assert_eq!(j["mode"], "io_uring zcrx");
         assert_eq!(j["zcrx_chunks"], 2);
         assert_eq!(j["zcrx_buffers_returned"], 2);
+        assert_eq!(j["zcrx_rx_buf_len"], 16384);
         assert_eq!(j["zcrx_waits"], 3);
         // Other modes keep their key set.
         assert!(sample().to_json().get("zcrx_chunks").is_none());

@@ -662,6 +662,11 @@ impl Zcrx {
             Ok(c) => c,
             Err(e) => return (RxStats::new(RxMode::Zcrx), Err(e)),
         };
+        // The buffer size the kernel wrote back at registration (0 = its default, the page).
+        c.stats.zcrx.rx_buf_len = match self.rx_buf_len {
+            0 => crate::sys::page_size() as u32,
+            l => l,
+        };
         let result = self.run(sock, &mut c, stop);
         self.refill.publish();
         c.finish(result, &self.refill)

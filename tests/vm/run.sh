@@ -17,8 +17,9 @@
 #      (tests/kernel_*.rs, tests/e2e.rs, tests/rx_fixture.rs) static (crt-static, gnu target);
 #   5. packs an initramfs (busybox-static, the binaries, iproute2 with its libraries, the
 #      modules + depmod) and boots it with a hard timeout;
-#   6. parses the console: one "ok|FAIL|skip <case>" line per case (each test binary is one
-#      case) and the exit marker.
+#   6. parses the console: one "ok|FAIL|skip|miss <case>" line per case (each test binary is
+#      one case; "miss": a driver fault the -v pattern cannot see, named by the case) and the
+#      exit marker.
 #
 # Downloads and builds are cached in $NCDEVMEM_VM_CACHE (default .cache/vm in the repo): a
 # second run fetches nothing. Failure to reach the archive is retried, then FAILS the run.
@@ -28,7 +29,8 @@
 #   --refresh       look up the newest kernel again even when one is cached
 # env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 600),
 #      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites), NCDEVMEM_VM_SKIP=1 (print a
-#      skip line and exit 0), CARGO.
+#      skip line and exit 0), NCDEVMEM_VM_FAULT_MATRIX=N (also measure the fault-detection
+#      matrix, N runs per fault; docs/fault-detection.md), CARGO.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -361,6 +363,10 @@ if ((netdevsim)); then
     guest_args+=(--netdevsim)
 fi
 printf '%s\n' "${guest_modules[@]}" >"$root/etc/vm-modules"
+# NCDEVMEM_VM_FAULT_MATRIX=N: also measure the fault-detection matrix, N runs per fault.
+if [ "${NCDEVMEM_VM_FAULT_MATRIX:-0}" != 0 ]; then
+    guest_args+=(--fault-matrix "$NCDEVMEM_VM_FAULT_MATRIX")
+fi
 echo "${guest_args[*]}" >"$root/etc/vm-guest.args"
 
 # Modules: the ones the guest loads and everything they depend on, decompressed, plus depmod.
@@ -427,6 +433,7 @@ awk -v dir="$out/fixtures" '
 passed=$(grep -c '^ok ' "$console" || true)
 failed=$(grep -c '^FAIL ' "$console" || true)
 skipped=$(grep -c '^skip ' "$console" || true)
+missed=$(grep -c '^miss ' "$console" || true)
 log "done: kernel $ABI, qemu exit $qemu_rc, guest exit ${marker:-none}"
 if [ -z "$marker" ]; then
     if [ "$qemu_rc" = 124 ] || [ "$qemu_rc" = 137 ]; then
@@ -438,5 +445,5 @@ if [ -z "$marker" ]; then
 elif [ "$marker" != 0 ] && [ "$failed" = 0 ]; then
     failed=1
 fi
-echo "vm-test: $passed passed, $failed failed, $skipped skipped"
+echo "vm-test: $passed passed, $failed failed, $skipped skipped, $missed expected misses"
 [ "$failed" = 0 ]

@@ -28,6 +28,13 @@
  *                         first N payload bytes of each split frame stay in
  *                         the linear part (the stack reports them as
  *                         SCM_DEVMEM_LINEAR).
+ *   devmem_nic/<ifname-at-creation>/fault   write "KIND AFTER [N]": once
+ *                         AFTER split frames went by, the next one gets the
+ *                         fault KIND: stale (payload not written), swap (its
+ *                         halves, two frags, swapped), dup (the previous
+ *                         frame's payload again), corrupt (one byte flipped),
+ *                         offset (a frag reported N bytes off). Read: the
+ *                         armed fault or what fired.
  * Module parameters: pairs (created at load, IDs 0..pairs-1), queues.
  */
 
@@ -128,6 +135,11 @@ struct dnic_rxq {
 	netmem_ref buf;			/* buffer being filled, driver's ref */
 	unsigned int buf_off;
 	unsigned int buf_size;		/* PAGE_SIZE << pool order */
+	/* The dup fault: the payload of the frame before the faulty one. */
+	u8 *last;
+	unsigned int last_len;
+	u32 fault_arg;
+	unsigned int fault_differ;	/* bytes the last fault changed */
 	struct dnic_rxq_stats stats;
 };
 
@@ -156,6 +168,11 @@ struct dnic_priv {
 	bool running;
 	/* Fault switches (debugfs), each a real driver bug class. */
 	u32 fault_linear_bytes;	/* payload bytes left in the linear part */
+	spinlock_t fault_lock;	/* one-shot fault: kind, countdown, report */
+	int fault_kind;
+	u32 fault_after;	/* split frames to let through first */
+	u32 fault_arg;
+	char fault_report[160];
 	struct dentry *ddir;
 };
 
@@ -494,17 +511,65 @@ static void dnic_rxq_put_buf(struct dnic_rxq *rq, bool napi)
 /* Receive                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* One-shot driver faults (debugfs "fault"), each a real driver bug class. */
+enum dnic_fault_kind {
+	DNIC_FAULT_NONE,
+	DNIC_FAULT_STALE,	/* payload not written: the buffer's old bytes */
+	DNIC_FAULT_SWAP,	/* the halves of a payload, as two frags, swapped */
+	DNIC_FAULT_DUP,		/* the previous frame's payload delivered again */
+	DNIC_FAULT_CORRUPT,	/* one byte flipped */
+	DNIC_FAULT_OFFSET,	/* the first frag's offset reported N bytes late */
+};
+
+static const char *const dnic_fault_names[] = {
+	[DNIC_FAULT_NONE] = "none",
+	[DNIC_FAULT_STALE] = "stale",
+	[DNIC_FAULT_SWAP] = "swap",
+	[DNIC_FAULT_DUP] = "dup",
+	[DNIC_FAULT_CORRUPT] = "corrupt",
+	[DNIC_FAULT_OFFSET] = "offset",
+};
+
+/* Copies @len payload bytes to the pieces @va/@sz (in order). */
+static void dnic_scatter(void *const *va, const unsigned int *sz, int n,
+			 const u8 *from)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		memcpy(va[i], from, sz[i]);
+		from += sz[i];
+	}
+}
+
 /* Writes @len payload bytes at @off of @wire into the queue's pool buffers,
  * in pieces that never cross a buffer boundary, and attaches each piece to
  * @skb as a frag (unreadable when the pool's memory is a net_iov provider).
+ * @fault (one of enum dnic_fault_kind) spoils this frame's payload on purpose.
  */
 static int dnic_rx_payload(struct dnic_rxq *rq, struct sk_buff *skb,
 			   const struct sk_buff *wire, unsigned int off,
-			   unsigned int len)
+			   unsigned int len, int fault)
 {
-	while (len) {
-		unsigned int n, nr = skb_shinfo(skb)->nr_frags;
-		void *va;
+	struct device *dma_dev = &rq->priv->pdev->dev;
+	unsigned int sz[MAX_SKB_FRAGS], half = len / 2, done = 0;
+	void *va[MAX_SKB_FRAGS];
+	int n = 0, first = skb_shinfo(skb)->nr_frags, err = 0;
+	u8 *want = NULL, *tmp = NULL;
+	bool split_half = false;
+
+	/* The swap fault makes the two halves two frags, when one more frag fits. */
+	if (fault == DNIC_FAULT_SWAP) {
+		unsigned int room = rq->buf && rq->buf_off < rq->buf_size ?
+				    rq->buf_size - rq->buf_off : 0;
+		unsigned int need = len <= room ? 1 :
+			!!room + DIV_ROUND_UP(len - room, rq->buf_size);
+
+		split_half = first + need + 1 <= MAX_SKB_FRAGS;
+	}
+
+	while (done < len) {
+		unsigned int size, nr = skb_shinfo(skb)->nr_frags;
 
 		if (!rq->buf || rq->buf_off >= rq->buf_size) {
 			dnic_rxq_put_buf(rq, true);
@@ -515,17 +580,125 @@ static int dnic_rx_payload(struct dnic_rxq *rq, struct sk_buff *skb,
 		}
 		if (nr >= MAX_SKB_FRAGS)
 			return -EMSGSIZE;
-		n = min(len, rq->buf_size - rq->buf_off);
-		va = dnic_buf_virt(rq, rq->buf, rq->buf_off, n);
-		if (!va || dnic_copy_frame(&rq->priv->pdev->dev, wire, off, va, n))
+		size = min(len - done, rq->buf_size - rq->buf_off);
+		if (split_half && done < half && done + size > half)
+			size = half - done;
+		va[n] = dnic_buf_virt(rq, rq->buf, rq->buf_off, size);
+		if (!va[n])
 			return -EFAULT;
+		sz[n++] = size;
 		page_pool_ref_netmem(rq->buf);
-		skb_add_rx_frag_netmem(skb, nr, rq->buf, rq->buf_off, n, n);
-		rq->buf_off += n;
-		off += n;
-		len -= n;
+		skb_add_rx_frag_netmem(skb, nr, rq->buf, rq->buf_off, size, size);
+		rq->buf_off += size;
+		done += size;
 	}
-	return 0;
+
+	if (fault == DNIC_FAULT_NONE) {
+		int i;
+
+		for (i = 0, done = 0; i < n && !err; done += sz[i], i++)
+			err = dnic_copy_frame(dma_dev, wire, off + done, va[i], sz[i]);
+		return err;
+	}
+
+	/* A fault: what should arrive (want) and what does (tmp, scattered). */
+	want = kmalloc(len, GFP_ATOMIC | __GFP_NOWARN);
+	tmp = kmalloc(len, GFP_ATOMIC | __GFP_NOWARN);
+	if (!want || !tmp) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = dnic_copy_frame(dma_dev, wire, off, want, len);
+	if (err)
+		goto out;
+	switch (fault) {
+	case DNIC_FAULT_STALE:
+		break;
+	case DNIC_FAULT_SWAP:
+		memcpy(tmp, want + half, half);
+		memcpy(tmp + half, want, half);
+		memcpy(tmp + 2 * half, want + 2 * half, len - 2 * half);
+		dnic_scatter(va, sz, n, tmp);
+		break;
+	case DNIC_FAULT_DUP:
+		memcpy(tmp, want, len);
+		memcpy(tmp, rq->last, min(len, rq->last_len));
+		dnic_scatter(va, sz, n, tmp);
+		break;
+	case DNIC_FAULT_CORRUPT:
+		memcpy(tmp, want, len);
+		tmp[len / 2] ^= 0xff;
+		dnic_scatter(va, sz, n, tmp);
+		break;
+	case DNIC_FAULT_OFFSET: {
+		unsigned int shift = rq->fault_arg;
+		int i;
+
+		dnic_scatter(va, sz, n, want);
+		/* The first frag of the frame with room is reported late by N
+		 * bytes, or early when late would leave its buffer.
+		 */
+		for (i = 0; i < n; i++) {
+			skb_frag_t *f = &skb_shinfo(skb)->frags[first + i];
+			unsigned int o = skb_frag_off(f);
+
+			if (o + shift + sz[i] <= rq->buf_size)
+				skb_frag_off_add(f, shift);
+			else if (o >= shift)
+				skb_frag_off_add(f, -(int)shift);
+			else
+				continue;
+			va[i] = dnic_buf_virt(rq, skb_frag_netmem(f),
+					      skb_frag_off(f), sz[i]);
+			if (!va[i])
+				err = -EFAULT;
+			break;
+		}
+		break;
+	}
+	}
+	/* How many delivered bytes differ from the stream: 0 means the fault
+	 * changed nothing a reader could see (the same bytes came back).
+	 */
+	if (!err) {
+		unsigned int i, j, at = 0;
+
+		rq->fault_differ = 0;
+		for (i = 0; i < n; at += sz[i], i++)
+			for (j = 0; j < sz[i]; j++)
+				rq->fault_differ += ((u8 *)va[i])[j] != want[at + j];
+	}
+out:
+	kfree(want);
+	kfree(tmp);
+	return err;
+}
+
+/* Internal: this frame's payload is kept for a dup fault on the next one. */
+#define DNIC_FAULT_KEEP	(-1)
+
+/* The fault this split frame of @payload bytes gets, if one is armed and due. */
+static int dnic_fault_take(struct dnic_rxq *rq, unsigned int payload)
+{
+	struct dnic_priv *priv = rq->priv;
+	int kind = DNIC_FAULT_NONE;
+
+	if (!READ_ONCE(priv->fault_kind) || payload < 2)
+		return DNIC_FAULT_NONE;
+	spin_lock(&priv->fault_lock);
+	if (priv->fault_kind == DNIC_FAULT_NONE) {
+		/* disarmed meanwhile */
+	} else if (priv->fault_after) {
+		priv->fault_after--;
+		if (!priv->fault_after && priv->fault_kind == DNIC_FAULT_DUP)
+			kind = DNIC_FAULT_KEEP;
+	} else {
+		kind = priv->fault_kind;
+		rq->fault_arg = priv->fault_arg;
+		WRITE_ONCE(priv->fault_kind, DNIC_FAULT_NONE);
+	}
+	spin_unlock(&priv->fault_lock);
+	return kind;
 }
 
 static void dnic_rx_count(struct dnic_rxq *rq, unsigned int len, bool split,
@@ -554,6 +727,7 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 	struct dnic_priv *priv = rq->priv;
 	const struct dnic_cb *cb = DNIC_CB(wire);
 	unsigned int len = wire->len, lin, keep = 0;
+	int fault = DNIC_FAULT_NONE, err;
 	struct sk_buff *skb;
 	bool split;
 
@@ -569,10 +743,38 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 	skb_mark_for_recycle(skb);
 	if (dnic_copy_frame(&priv->pdev->dev, wire, 0, skb_put(skb, lin), lin))
 		goto alloc_fail_free;
-	if (split && keep < cb->payload_len &&
-	    dnic_rx_payload(rq, skb, wire, cb->hdr_len + keep,
-			    cb->payload_len - keep))
-		goto alloc_fail_free;
+	if (split && keep < cb->payload_len) {
+		unsigned int off = cb->hdr_len + keep, plen = cb->payload_len - keep;
+
+		fault = dnic_fault_take(rq, plen);
+		err = dnic_rx_payload(rq, skb, wire, off, plen,
+				      fault == DNIC_FAULT_KEEP ? DNIC_FAULT_NONE : fault);
+		if (err && fault > DNIC_FAULT_NONE) {
+			spin_lock(&priv->fault_lock);
+			snprintf(priv->fault_report, sizeof(priv->fault_report),
+				 "fired %s on queue %u but the frame was dropped (error %d)\n",
+				 dnic_fault_names[fault], rq->idx, err);
+			spin_unlock(&priv->fault_lock);
+		}
+		if (err)
+			goto alloc_fail_free;
+		if (fault > DNIC_FAULT_NONE) {
+			spin_lock(&priv->fault_lock);
+			snprintf(priv->fault_report, sizeof(priv->fault_report),
+				 "fired %s on queue %u: a frame of %u payload bytes, %u of them differ from the stream\n",
+				 dnic_fault_names[fault], rq->idx, plen,
+				 rq->fault_differ);
+			spin_unlock(&priv->fault_lock);
+		}
+		if (fault == DNIC_FAULT_KEEP) {
+			kfree(rq->last);
+			rq->last = kmalloc(plen, GFP_ATOMIC | __GFP_NOWARN);
+			rq->last_len = 0;
+			if (rq->last && !dnic_copy_frame(&priv->pdev->dev, wire, off,
+							 rq->last, plen))
+				rq->last_len = plen;
+		}
+	}
 
 	/* A TSO frame from the peer arrives whole (as with hardware LRO): the
 	 * stack learns its segment size and count from the GSO fields.
@@ -878,6 +1080,9 @@ static void dnic_close_queues(struct dnic_priv *priv, unsigned int n)
 		struct dnic_rxq *rq = &priv->rxq[i];
 
 		skb_queue_purge(&rq->ring);
+		kfree(rq->last);
+		rq->last = NULL;
+		rq->last_len = 0;
 		dnic_rxq_put_buf(rq, false);
 		page_pool_destroy(rq->pp);
 		rq->pp = NULL;
@@ -1474,6 +1679,66 @@ static int dnic_stats_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(dnic_stats);
 
+static ssize_t dnic_fault_read(struct file *file, char __user *ubuf,
+			       size_t count, loff_t *ppos)
+{
+	struct dnic_priv *priv = file->private_data;
+	char buf[160];
+	int n;
+
+	spin_lock_bh(&priv->fault_lock);
+	if (priv->fault_kind)
+		n = scnprintf(buf, sizeof(buf), "armed %s, %u split frames to go (arg %u)\n",
+			      dnic_fault_names[priv->fault_kind], priv->fault_after,
+			      priv->fault_arg);
+	else
+		n = scnprintf(buf, sizeof(buf), "%s",
+			      priv->fault_report[0] ? priv->fault_report : "none\n");
+	spin_unlock_bh(&priv->fault_lock);
+	return simple_read_from_buffer(ubuf, count, ppos, buf, n);
+}
+
+/* "KIND AFTER [ARG]": after AFTER split frames, the next one gets the fault;
+ * "none" disarms.
+ */
+static ssize_t dnic_fault_write(struct file *file, const char __user *ubuf,
+				size_t count, loff_t *ppos)
+{
+	struct dnic_priv *priv = file->private_data;
+	char buf[64], name[16];
+	unsigned int after = 0, arg = 0;
+	int kind, n;
+
+	if (count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = '\0';
+	n = sscanf(buf, "%15s %u %u", name, &after, &arg);
+	if (n < 1)
+		return -EINVAL;
+	for (kind = 0; kind < ARRAY_SIZE(dnic_fault_names); kind++)
+		if (!strcmp(name, dnic_fault_names[kind]))
+			break;
+	if (kind == ARRAY_SIZE(dnic_fault_names) ||
+	    (kind == DNIC_FAULT_OFFSET && !arg))
+		return -EINVAL;
+	spin_lock_bh(&priv->fault_lock);
+	priv->fault_after = after;
+	priv->fault_arg = arg;
+	priv->fault_report[0] = '\0';
+	WRITE_ONCE(priv->fault_kind, kind);
+	spin_unlock_bh(&priv->fault_lock);
+	return count;
+}
+
+static const struct file_operations dnic_fault_fops = {
+	.open = simple_open,
+	.read = dnic_fault_read,
+	.write = dnic_fault_write,
+	.owner = THIS_MODULE,
+};
+
 /* ------------------------------------------------------------------------ */
 /* Pairs                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -1519,6 +1784,7 @@ static struct net_device *dnic_alloc(struct dnic_pair *pair, int side,
 	priv->nqueues = nq;
 	priv->rx_pending = DNIC_RING_DEFAULT;
 	priv->tx_pending = DNIC_RING_DEFAULT;
+	spin_lock_init(&priv->fault_lock);
 	priv->rxq = kcalloc(nq, sizeof(*priv->rxq), GFP_KERNEL);
 	priv->txq_stats = kcalloc(nq, sizeof(*priv->txq_stats), GFP_KERNEL);
 	cls = kzalloc(sizeof(*cls), GFP_KERNEL);
@@ -1625,6 +1891,8 @@ static int dnic_pair_create(u32 id, unsigned int nq, bool hds)
 				    &dnic_stats_fops);
 		debugfs_create_u32("fault_linear_bytes", 0600, priv->ddir,
 				   &priv->fault_linear_bytes);
+		debugfs_create_file("fault", 0600, priv->ddir, priv,
+				    &dnic_fault_fops);
 	}
 	list_add_tail(&pair->list, &dnic_pairs);
 	return 0;
