@@ -805,6 +805,12 @@ impl Config {
                 ));
             }
             require(a.ifname.as_ref(), || need_f("--report"))?;
+            if a.quiet && a.json.is_none() {
+                return Err(usage_err(
+                    "--report: with --quiet the report is only written to --json FILE, so give \
+                     --json (or drop --quiet)",
+                ));
+            }
             Mode::Report
         } else {
             require(a.ifname.as_ref(), || {
@@ -1049,7 +1055,8 @@ Options of ncdevmem-rs:
                   zerocopy completion (default 2 s); there 0 means these defaults
   --json FILE     also write the final summary to FILE as one JSON object
   -V, --verbose   log every frag (as C ncdevmem does)
-  --quiet         log only errors and the verdict
+  --quiet         log only errors and the verdict (no capability report on stdout; with
+                  --report the report then goes only to --json FILE)
   --progress SECS print a progress line every SECS seconds (0 = never, the default)
   --dmabuf-size BYTES
                   udmabuf size: a multiple of the page size (default 16000 pages); with
@@ -1065,7 +1072,8 @@ Options of ncdevmem-rs:
   --zcrx-nodev    with --zcrx, a test aid: register without a device (ZCRX_REG_NODEV, newer
                   kernels; the kernel copies into the area), no NIC setup, no -f/-t/-q, so
                   a real zcrx receive runs over loopback
-  --report        with -f only: print the device's capability report (read-only)
+  --report        with -f only: print the device's capability report (read-only; with
+                  --json also as JSON)
   --verify-restore
                   after undoing NIC changes, compare the NIC with its state before the run
                   (rings, channels, RSS table, ntuple feature and rules); a difference is exit 1

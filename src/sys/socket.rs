@@ -166,9 +166,21 @@ pub(crate) fn setsockopt_int(
     cvt(ret, &format!("setsockopt({name}, {val})")).map(drop)
 }
 
+/// Whether a new socket may share its port with other sockets that ask for the same
+/// (`SO_REUSEPORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PortSharing {
+    /// Only `SO_REUSEADDR`: a listener refuses a port another listener holds (`EADDRINUSE`)
+    /// but may take one over connections in TIME_WAIT.
+    Exclusive,
+    /// `SO_REUSEADDR` and `SO_REUSEPORT`, as ncdevmem.c's client sets them.
+    Shared,
+}
+
 /// A new `AF_INET6` `SOCK_STREAM` socket (close-on-exec, `O_NONBLOCK` if asked) with
-/// `IPV6_V6ONLY = 0`, `SO_REUSEADDR` and `SO_REUSEPORT`.
-fn tcp6_socket(nonblock: bool) -> Result<OwnedFd> {
+/// `IPV6_V6ONLY = 0`, `SO_REUSEADDR`, and `SO_REUSEPORT` when `sharing` is
+/// [`PortSharing::Shared`].
+fn tcp6_socket(nonblock: bool, sharing: PortSharing) -> Result<OwnedFd> {
     let mut ty = libc::SOCK_STREAM | libc::SOCK_CLOEXEC;
     if nonblock {
         ty |= libc::SOCK_NONBLOCK;
@@ -181,7 +193,9 @@ fn tcp6_socket(nonblock: bool) -> Result<OwnedFd> {
     let b = fd_borrow(&fd);
     setsockopt_int(b, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0, "IPV6_V6ONLY")?;
     setsockopt_int(b, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1, "SO_REUSEADDR")?;
-    setsockopt_int(b, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1, "SO_REUSEPORT")?;
+    if sharing == PortSharing::Shared {
+        setsockopt_int(b, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1, "SO_REUSEPORT")?;
+    }
     Ok(fd)
 }
 
@@ -243,12 +257,18 @@ fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 // Listen / accept / connect
 // ---------------------------------------------------------------------------------------------
 
-/// The server socket, as ncdevmem.c: `socket(AF_INET6, SOCK_STREAM)`, `IPV6_V6ONLY = 0`,
-/// `SO_REUSEADDR`, `SO_REUSEPORT`, `bind(addr)`, `listen(1)`. The listener is `O_NONBLOCK`
-/// (used with [`accept_timeout`]); port 0 picks a free port (see [`local_addr`]).
-/// Errors: `Error::Sys` naming the call and the address.
+/// The server socket: `socket(AF_INET6, SOCK_STREAM)`, `IPV6_V6ONLY = 0`, `SO_REUSEADDR`,
+/// `bind(addr)`, `listen(1)`. The listener is `O_NONBLOCK` (used with [`accept_timeout`]);
+/// port 0 picks a free port (see [`local_addr`]).
+///
+/// Unlike ncdevmem.c there is no `SO_REUSEPORT`: with it a second receiver on the same address
+/// and port would listen too and take some of the first one's connections. `SO_REUSEADDR`
+/// alone still lets a new run bind over connections of the last one in TIME_WAIT.
+///
+/// Errors: `Error::Sys` naming the call and the address (`EADDRINUSE` from `bind` when
+/// another socket listens there).
 pub fn tcp_listen(addr: SocketAddrV6) -> Result<OwnedFd> {
-    let fd = tcp6_socket(true)?;
+    let fd = tcp6_socket(true, PortSharing::Exclusive)?;
     bind6(fd_borrow(&fd), &addr)?;
     // SAFETY: listen takes no pointers.
     let ret = unsafe { libc::listen(fd.as_raw_fd(), 1) };
@@ -335,7 +355,7 @@ pub fn connect_timeout(
     ifname: Option<&str>,
     timeout: Option<Duration>,
 ) -> Result<OwnedFd> {
-    let fd = tcp6_socket(false)?;
+    let fd = tcp6_socket(false, PortSharing::Shared)?;
     let b = fd_borrow(&fd);
     if let Some(name) = ifname {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
@@ -534,7 +554,7 @@ impl RxSocket for TcpRxSocket {
 /// # Errors
 /// `Error::Skip` when the kernel answers `ENOPROTOOPT`; `Error::Sys` otherwise.
 pub fn probe_devmem_autorelease() -> Result<()> {
-    let fd = tcp6_socket(false)?;
+    let fd = tcp6_socket(false, PortSharing::Exclusive)?;
     set_devmem_autorelease(fd_borrow(&fd), true)
 }
 

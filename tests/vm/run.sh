@@ -316,7 +316,8 @@ install -m 0755 "$here/init" "$root/init"
 # copy_libs FILE...: the shared libraries FILE needs (and the loader), at the same paths.
 copy_libs() {
     local f
-    for f in $(ldd "$@" 2>/dev/null | grep -o '/[^ ]*' | sort -u); do
+    # (ldd heads each file's list with "FILE:" when given several; the libraries are indented.)
+    for f in $(ldd "$@" 2>/dev/null | grep '^[[:space:]]' | grep -o '/[^ ]*' | sort -u); do
         mkdir -p "$root$(dirname "$f")"
         cp -L "$f" "$root$f"
     done
