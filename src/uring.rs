@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::stats::{RxMode, RxStats};
 use crate::sys::uapi::{
@@ -679,22 +680,30 @@ impl Zcrx {
         let ts = types::Timespec::from(tick);
         let mut last_data = Instant::now();
         let mut flush_failed = false;
+        // io_uring_enter answering EINTR (or EBUSY) again and again must not spin.
+        let mut backoff = Backoff::new(tick.min(crate::backoff::DEFAULT_MAX_PAUSE));
         c.last_progress = last_data;
         loop {
             crate::rx::check_stop_and_idle(stop, c.cfg.idle_timeout, last_data, c.stats.bytes)?;
             c.maybe_progress(&self.refill);
             let args = types::SubmitArgs::new().timespec(&ts);
             c.stats.zcrx.waits += 1;
+            let mut transient = false;
             match self.ring.submitter().submit_with_args(1, &args) {
                 Ok(_) => {}
                 Err(e) => match e.raw_os_error().unwrap_or(libc::EIO) {
-                    // Timed out (no completion within the tick), or completions are waiting
-                    // in the kernel's overflow list: either way, drain what is there.
-                    libc::ETIME | libc::EBUSY => {}
-                    libc::EINTR => c.stats.eintr_retries += 1,
+                    // Timed out (no completion within the tick): drain what is there.
+                    libc::ETIME => {}
+                    // Completions are waiting in the kernel's overflow list: drain them.
+                    libc::EBUSY => transient = true,
+                    libc::EINTR => {
+                        c.stats.eintr_retries += 1;
+                        transient = true;
+                    }
                     errno => return Err(Error::sys("io_uring_enter(GETEVENTS)", errno)),
                 },
             }
+            let mut completions = 0u64;
             let mut rearm = false;
             let mut starved = false;
             let mut eof = false;
@@ -709,6 +718,7 @@ impl Zcrx {
                         ),
                     });
                 }
+                completions += 1;
                 let comp = Completion::decode(cqe.result(), cqe.flags(), cqe.big_cqe()[0], token)?;
                 match c.on_completion(comp, &self.area, &mut self.refill)? {
                     Next::Continue => {}
@@ -723,6 +733,11 @@ impl Zcrx {
             self.refill.publish();
             if eof {
                 return Ok(());
+            }
+            if completions > 0 || !transient {
+                backoff.reset();
+            } else {
+                backoff.pause();
             }
             if starved {
                 // No free buffer left: without a page pool (ZCRX_REG_NODEV) nothing takes the

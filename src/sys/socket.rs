@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::backoff::Backoff;
 use crate::error::{errno_display, Error, Result};
 use crate::rx::{RecvOutcome, RxSocket};
 use crate::sys::uapi::{self, dmabuf_token};
@@ -282,13 +283,15 @@ pub fn tcp_listen(addr: SocketAddrV6) -> Result<OwnedFd> {
 ///
 /// Errors: `Error::Timeout` when `timeout` (None = forever) passes without a connection;
 /// `Error::Interrupted(sig)` when `stop` becomes non-zero; `Error::Sys` for poll/accept
-/// failures other than `EINTR`, `EAGAIN` and `ECONNABORTED` (which are retried).
+/// failures other than `EINTR`, `EAGAIN` and `ECONNABORTED` (which are retried, with
+/// [`Backoff`] pauses once they repeat).
 pub fn accept_timeout(
     listener: BorrowedFd<'_>,
     timeout: Option<Duration>,
     stop: &AtomicI32,
 ) -> Result<(OwnedFd, SocketAddr)> {
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    let mut backoff = Backoff::default();
     loop {
         let sig = stop.load(Ordering::Relaxed);
         if sig != 0 {
@@ -314,7 +317,10 @@ pub fn accept_timeout(
         match poll_one(listener.as_raw_fd(), libc::POLLIN, Some(tick)) {
             Ok(0) => continue,
             Ok(_) => {}
-            Err(libc::EINTR) => continue,
+            Err(libc::EINTR) => {
+                backoff.pause();
+                continue;
+            }
             Err(errno) => return Err(Error::sys("poll(listener, POLLIN)", errno)),
         }
         let mut ss = zeroed_storage();
@@ -331,7 +337,10 @@ pub fn accept_timeout(
         };
         if raw < 0 {
             match last_errno() {
-                libc::EINTR | libc::EAGAIN | libc::ECONNABORTED => continue,
+                libc::EINTR | libc::EAGAIN | libc::ECONNABORTED => {
+                    backoff.pause();
+                    continue;
+                }
                 errno => return Err(Error::sys("accept4", errno)),
             }
         }
@@ -399,6 +408,7 @@ pub fn connect_timeout(
         }
         // A deadline too far to represent waits forever.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut backoff = Backoff::default();
         loop {
             crate::signals::check()?;
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -411,7 +421,11 @@ pub fn connect_timeout(
             // Wake at least every STOP_POLL_TICK to notice a stop signal.
             let wait = Some(left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK)));
             match poll_one(b.as_raw_fd(), libc::POLLOUT, wait) {
-                Ok(0) | Err(libc::EINTR) => continue,
+                Ok(0) => continue,
+                Err(libc::EINTR) => {
+                    backoff.pause();
+                    continue;
+                }
                 Ok(_) => break,
                 Err(errno) => return Err(Error::sys("poll(connect, POLLOUT)", errno)),
             }
@@ -603,6 +617,7 @@ pub fn send_all(fd: BorrowedFd<'_>, data: &[u8]) -> Result<()> {
 /// `Error::Sys` naming `send` and the offset within `data` (`EPIPE`, `ECONNRESET`, ...).
 pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>) -> Result<()> {
     let mut off = 0;
+    let mut backoff = Backoff::default();
     while off < data.len() {
         let rest = &data[off..];
         // SAFETY: the pointer and length describe `rest`, alive across the call; the kernel
@@ -617,10 +632,14 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
         };
         if ret >= 0 {
             off += ret as usize;
+            backoff.reset();
             continue;
         }
         match last_errno() {
-            libc::EINTR => crate::signals::check()?,
+            libc::EINTR => {
+                crate::signals::check()?;
+                backoff.pause();
+            }
             libc::EAGAIN => match poll_one(fd.as_raw_fd(), libc::POLLOUT, stall) {
                 Ok(0) => {
                     return Err(Error::Timeout(format!(
@@ -630,8 +649,12 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
                         data.len()
                     )))
                 }
-                Ok(_) => {}
-                Err(libc::EINTR) => crate::signals::check()?,
+                // Writable again; a send that keeps answering EAGAIN all the same pauses.
+                Ok(_) => backoff.pause(),
+                Err(libc::EINTR) => {
+                    crate::signals::check()?;
+                    backoff.pause();
+                }
                 Err(errno) => return Err(Error::sys("poll(POLLOUT)", errno)),
             },
             errno => {
