@@ -270,12 +270,25 @@ fn bad_flags_exit_2_naming_the_flag() {
             &["-l", "-f", "eth0", "-s", "::1", "-p", "5201", "-v", "1"][..],
             "-v",
         ),
+        // Issue 14 item 14: a multicast address is no TCP endpoint (the receiver waited
+        // forever).
+        (
+            &["-l", "--plain", "-s", "224.0.0.1", "-p", "5201", "-v", "7"][..],
+            "-s",
+        ),
+        // Issue 14 item 15: a forgotten value is not taken from the next option (this wrote a
+        // file named --verify-restore).
+        (&["-f", "lo", "--json", "--verify-restore"][..], "--json"),
     ] {
         let out = Command::new(BIN).args(args).output().expect("run");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = text(&out.stderr);
         assert!(err.starts_with(&format!("ncdevmem-rs: {flag}:")), "{err}");
     }
+    assert!(
+        !std::path::Path::new("--verify-restore").exists(),
+        "no file named after an option"
+    );
     let out = Command::new(BIN).arg("--help").output().expect("run");
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("--send-pattern"));

@@ -58,10 +58,29 @@ impl std::fmt::Display for ParsedAddr {
     }
 }
 
+/// Why `ip` cannot be a TCP endpoint, if it cannot: `"multicast"` (224.0.0.0/4, ff00::/8, and
+/// their IPv4-mapped forms) or `"broadcast"` (255.255.255.255). Pure; no syscall.
+pub fn not_for_tcp(ip: IpAddr) -> Option<&'static str> {
+    let ip = ip.to_canonical();
+    if ip.is_multicast() {
+        Some("multicast")
+    } else if matches!(ip, IpAddr::V4(v4) if v4.is_broadcast()) {
+        Some("broadcast")
+    } else {
+        None
+    }
+}
+
 /// Parses an IP address given with command-line flag `flag` (e.g. `"-s"`): dotted IPv4
 /// (turned into `::ffff:a.b.c.d`), IPv6, or IPv4-mapped IPv6. No brackets, ports or scope ids
-/// (as `inet_pton`). Error: `Error::Usage` naming the flag and the accepted forms.
+/// (as `inet_pton`); no multicast or broadcast address ([`not_for_tcp`]). Error:
+/// `Error::Usage` naming the flag and the accepted forms.
 pub fn parse_addr(s: &str, flag: &str) -> Result<ParsedAddr> {
+    if let Some(kind) = s.parse::<IpAddr>().ok().and_then(not_for_tcp) {
+        return Err(Error::Usage(format!(
+            "{flag}: invalid IP address {s:?}: {kind} addresses cannot carry a TCP connection"
+        )));
+    }
     match s.parse::<IpAddr>() {
         Ok(IpAddr::V4(v4)) => Ok(ParsedAddr {
             ip: v4.to_ipv6_mapped(),
@@ -787,6 +806,10 @@ mod tests {
             "1.2.3.4:80",
             " 1.2.3.4",
             "::ffff:1.2.3.4.5",
+            "224.0.0.1",
+            "ff02::1",
+            "::ffff:239.1.2.3",
+            "255.255.255.255",
         ] {
             let e = parse_addr(bad, "-c").unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad:?}");
