@@ -103,10 +103,20 @@ impl Completion {
     /// in bits 48..64, byte offset below). `area_token` is the registered area's
     /// `rq_area_token` (area id << 48): data must come from that area.
     ///
-    /// Errors: `Error::Decode` (what = "io_uring_zcrx_cqe.off") for data from another area.
+    /// Errors: `Error::Decode` (what = "io_uring_zcrx_cqe.off") for data from another area;
+    /// `Error::Decode` (what = "io_uring CQE res") for `i32::MIN`, which is no negated errno
+    /// (and has no positive counterpart).
     pub fn decode(res: i32, flags: u32, zcrx_off: u64, area_token: u64) -> Result<Completion> {
         let event = match res {
-            r if r < 0 => RxEvent::Err(-r),
+            r if r < 0 => match r.checked_neg() {
+                Some(errno) => RxEvent::Err(errno),
+                None => {
+                    return Err(Error::Decode {
+                        what: "io_uring CQE res".into(),
+                        detail: format!("{r} is not a negated errno"),
+                    })
+                }
+            },
             0 => RxEvent::Eof,
             r => {
                 let area_bits = zcrx_off & IORING_ZCRX_AREA_MASK;
@@ -1117,6 +1127,19 @@ mod tests {
         assert!(r.unpublished() >= 2);
     }
 
+    proptest::proptest! {
+        /// Whatever a CQE carries, decoding it never panics (also with overflow checks on).
+        #[test]
+        fn cqe_decoding_never_panics(
+            res in proptest::prelude::any::<i32>(),
+            flags in proptest::prelude::any::<u32>(),
+            off in proptest::prelude::any::<u64>(),
+            token in proptest::prelude::any::<u64>(),
+        ) {
+            let _ = Completion::decode(res, flags, off, token);
+        }
+    }
+
     #[test]
     fn cqe_decoding_covers_data_eof_and_errors() {
         // res 4096, IORING_CQE_F_MORE (1 << 1), zcrx off = area 3, byte 0x5000.
@@ -1135,6 +1158,15 @@ mod tests {
         assert_eq!((c.event, c.more), (RxEvent::Eof, false));
         let c = Completion::decode(-libc::ENOSPC, 0, 0, TOKEN).unwrap();
         assert_eq!((c.event, c.more), (RxEvent::Err(libc::ENOSPC), false));
+        // i32::MIN has no positive counterpart: a decode error, not an overflow (issue 14
+        // item 16).
+        let e = Completion::decode(i32::MIN, 0, 0, TOKEN).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cannot decode io_uring CQE res: -2147483648 is not a negated errno"
+        );
+        let c = Completion::decode(i32::MIN + 1, 0, 0, TOKEN).unwrap();
+        assert_eq!(c.event, RxEvent::Err(i32::MAX));
         // Data that names another area is refused.
         let e = Completion::decode(10, 2, 0x1000, TOKEN).unwrap_err();
         assert!(matches!(&e, Error::Decode { what, .. } if what == "io_uring_zcrx_cqe.off"));
