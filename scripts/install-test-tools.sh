@@ -46,7 +46,8 @@ echo "test-tools: installing $(missing_list | paste -sd, - | sed 's/,/, /g')" >&
 if ((${#apt_pkgs[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq || fail " (apt-get update failed)"
-    apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${apt_pkgs[@]}" ||
+    apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 \
+        "${apt_pkgs[@]}" >/dev/null ||
         fail " (apt-get install ${apt_pkgs[*]} failed)"
 fi
 if ! has_pytest && ((system_python == 0)); then

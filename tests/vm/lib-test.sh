@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Tests of tests/vm/lib.sh (make scripts-test): the Debian mirror taken from an apt
-# configuration in both source formats, the cache location, and the console filter. Builds its
+# Tests of the shell helpers (make scripts-test): tests/vm/lib.sh (the Debian mirror taken from
+# an apt configuration in both source formats, the cache location, the console filter),
+# scripts/target-dir.sh (cargo's target directory, CARGO_TARGET_DIR honoured) and
+# scripts/install-test-tools.sh (without root it names what is missing and fails). Builds its
 # apt configurations under a temporary directory; touches nothing else.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -109,6 +111,28 @@ got=$(printf '\033c\033[2J\033[?7lSeaBIOS\r\n\033]0;t\007\033(B\033[0;1mok\033[m
     strip_terminal_controls | od -An -c | tr -s ' ')
 want=$(printf 'SeaBIOS\nok\tcase\n' | od -An -c | tr -s ' ')
 check "console: controls stripped" "$want" "$got"
+
+# cargo's target directory, as cargo resolves it.
+repo=$(cd "$here/../.." && pwd)
+if command -v "${CARGO:-cargo}" >/dev/null 2>&1; then
+    check "target dir: CARGO_TARGET_DIR" "$tmp/tgt" "$(CARGO_TARGET_DIR=$tmp/tgt "$repo/scripts/target-dir.sh")"
+    check "target dir: default" "$repo/target" "$(env -u CARGO_TARGET_DIR "$repo/scripts/target-dir.sh")"
+else
+    echo "skip: target dir: no cargo" >&2
+fi
+
+# The test-tools installer names what is missing and fails when it cannot install (here: not
+# root, and an interpreter without pytest).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+    out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env PYTHON=/bin/false \
+        "$repo/scripts/install-test-tools.sh" 2>&1) && rc=0 || rc=$?
+    check "test tools: fails" "1" "$rc"
+    check "test tools: names pytest" "yes" \
+        "$(grep -q 'FAIL: missing the /bin/false module pytest' <<<"$out" && echo yes || echo "no: $out")"
+else
+    out=$(PYTHON=/bin/false "$repo/scripts/install-test-tools.sh" 2>&1) && rc=0 || rc=$?
+    check "test tools: fails" "1" "$rc"
+fi
 
 echo "lib-test: $passed passed, $failed failed"
 [ "$failed" = 0 ]
