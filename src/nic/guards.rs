@@ -622,14 +622,12 @@ impl RssGuard {
             (Err(e), _) | (Ok(()), Some(Err(e))) => Some(e),
             // An even spread of someone's that is not the default: written back, as it was.
             _ if self.default == RssDefault::Maybe => None,
-            (Ok(()), _) => Some(Error::Failure(format!(
-                "the driver default is no longer the saved table (the RX queues changed from \
-                 {}?)",
-                match self.default {
-                    RssDefault::Yes(n) => n.to_string(),
-                    _ => "?".into(),
-                }
-            ))),
+            (Ok(()), _) => Some(Error::Failure(match self.default {
+                RssDefault::Yes(n) => format!(
+                    "the driver default is no longer the saved even spread over {n} RX queues"
+                ),
+                _ => "the driver default is no longer the saved table".into(),
+            })),
         };
         match why {
             None => Ok(()),

@@ -129,6 +129,12 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
     check "test tools: fails" "1" "$rc"
     check "test tools: names pytest" "yes" \
         "$(grep -q 'FAIL: missing the /bin/false module pytest' <<<"$out" && echo yes || echo "no: $out")"
+    # The VM suite fails (never passes unrun) without root.
+    out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -u NCDEVMEM_VM_SKIP \
+        "$repo/tests/vm/run.sh" 2>&1) && rc=0 || rc=$?
+    check "vm suite without root: fails" "1" "$rc"
+    check "vm suite without root: says why" "yes" \
+        "$(grep -q 'FAIL: needs root' <<<"$out" && echo yes || echo "no: $out")"
 else
     out=$(PYTHON=/bin/false "$repo/scripts/install-test-tools.sh" 2>&1) && rc=0 || rc=$?
     check "test tools: fails" "1" "$rc"

@@ -34,8 +34,8 @@
 #   --refresh       look up the newest kernel again even when one is cached
 # env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 600),
 #      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites; default: from the host's apt
-#      configuration), NCDEVMEM_VM_SKIP=1 (print a skip line and exit 0), CARGO,
-#      CARGO_TARGET_DIR.
+#      configuration), NCDEVMEM_VM_SKIP=1 (print a skip line and exit 0; without it a run
+#      that is not root fails), CARGO, CARGO_TARGET_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -70,8 +70,11 @@ if [ "${NCDEVMEM_VM_SKIP:-0}" = 1 ]; then
     exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-    echo "skip: vm-test: needs root (installs qemu, builds a chroot, loads modules in the guest)"
-    exit 0
+    # A suite that cannot run fails the run (naming why) instead of passing unrun.
+    echo "vm: FAIL: needs root (installs qemu, builds a chroot, loads modules in the guest);" \
+        "run as root, or set NCDEVMEM_VM_SKIP=1 to leave the VM suite out" >&2
+    echo "vm-test: 0 passed, 1 failed"
+    exit 1
 fi
 
 # The Debian mirror, resolved when first needed (a fully cached run needs none).
