@@ -4,9 +4,13 @@
 CARGO ?= cargo
 PYTHON ?= python3
 INSTALL_PATH ?= /usr/local/bin
-BIN := target/release/ncdevmem-rs
+export CARGO
+# cargo's own target directory (CARGO_TARGET_DIR, build.target-dir or ./target), asked once
+# and only by the targets that need it.
+TARGET_DIR = $(eval TARGET_DIR := $(or $(shell scripts/target-dir.sh),$(error cannot find cargo's target directory (scripts/target-dir.sh))))$(TARGET_DIR)
+BIN = $(TARGET_DIR)/release/ncdevmem-rs
 
-.PHONY: all build test lint unit pytest vm-test demo bench install clean
+.PHONY: all build test lint unit scripts-test test-tools pytest vm-test demo bench install clean
 
 all: build
 
@@ -14,9 +18,10 @@ build:
 	$(CARGO) build --release --locked
 
 # The README's test command: formatting, lints, then every test (unit, scripted-kernel,
-# real-kernel in network namespaces, the py/ harness; the real-kernel ones need root and say
-# so when skipped), and last the VM suite (run from the recipe so it stays last under make -j).
-test: lint unit pytest
+# real-kernel in network namespaces, the shell helpers, the py/ harness; the real-kernel ones
+# need root and say so when skipped), and last the VM suite (run from the recipe so it stays
+# last under make -j). The VM suite reuses what unit and build compiled.
+test: lint unit scripts-test pytest
 	$(MAKE) vm-test
 
 lint:
@@ -26,21 +31,26 @@ lint:
 unit:
 	$(CARGO) test --locked --all-targets
 
+# Tests of the shell helpers the VM suite uses (Debian mirror from the apt configuration, cache
+# location, console filter).
+scripts-test:
+	tests/vm/lib-test.sh
+
+# pytest, socat and ip for the py/ harness tests: installed when missing (as root), else a
+# failure that names them; a suite is never skipped silently.
+test-tools:
+	PYTHON="$(PYTHON)" scripts/install-test-tools.sh
+
 # Real-kernel suite in a QEMU guest with the newest trixie-backports kernel (root; installs
-# qemu, fetches the kernel into .cache/vm, builds netdevsim): udmabuf, dma-buf sync, bind-rx
-# refusals, netdevsim rings/channels, namespace transfers. See tests/vm/run.sh.
+# qemu, fetches the kernel into the per-user VM cache, builds netdevsim): udmabuf, dma-buf
+# sync, bind-rx refusals, netdevsim rings/channels, namespace transfers. See tests/vm/run.sh.
 vm-test:
-	CARGO="$(CARGO)" tests/vm/run.sh
+	tests/vm/run.sh
 
 # The py/ harness tests: devmem.py run stand-alone against a namespace + veth "remote" (needs
-# root; skipped with the reason otherwise). Without the pytest module this target says so and
-# passes (.ci/run installs it).
-pytest: build
-	@if $(PYTHON) -c 'import pytest' 2>/dev/null; then \
-		NCDEVMEM=$(CURDIR)/$(BIN) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider py/tests; \
-	else \
-		echo "skip: pytest: the $(PYTHON) module pytest is not installed ($(PYTHON) -m pip install pytest)"; \
-	fi
+# root; skipped with the reason otherwise).
+pytest: build test-tools
+	NCDEVMEM=$(BIN) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider py/tests
 
 # Loopback demo: two network namespaces joined by a veth pair, a 1 GiB pattern transfer
 # validated byte for byte by the plain-TCP receiver; namespaces removed afterwards.

@@ -53,15 +53,16 @@ HUGEPAGES_WANTED = 64  # 2 MiB pages the large-niov test makes sure exist
 
 def find_binary(script_dir, environ=None):
     """The ncdevmem-rs binary: $NCDEVMEM, else ``ncdevmem-rs`` beside this
-    script, else the crate's ``target/release/ncdevmem-rs``, else $PATH.
-    Returns None when there is none."""
+    script, else the crate's ``release/ncdevmem-rs`` under $CARGO_TARGET_DIR
+    or ``target/``, else $PATH. Returns None when there is none."""
     environ = os.environ if environ is None else environ
     if environ.get("NCDEVMEM"):
         path = environ["NCDEVMEM"]
         return os.path.abspath(path) if os.access(path, os.X_OK) else None
+    target = environ.get("CARGO_TARGET_DIR") or os.path.join(script_dir, "..", "target")
     for path in (
         os.path.join(script_dir, "ncdevmem-rs"),
-        os.path.join(script_dir, "..", "target", "release", "ncdevmem-rs"),
+        os.path.join(target, "release", "ncdevmem-rs"),
     ):
         if os.access(path, os.X_OK):
             return os.path.abspath(path)

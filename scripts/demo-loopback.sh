@@ -5,7 +5,7 @@
 #
 # usage: scripts/demo-loopback.sh [path/to/ncdevmem-rs] [bytes]   (root required)
 set -euo pipefail
-BIN=${1:-target/release/ncdevmem-rs}
+BIN=${1:-$("$(dirname "$0")/target-dir.sh")/release/ncdevmem-rs}
 BYTES=${2:-1G}
 PORT=5201
 A=ncdevmem-demo-a-$$

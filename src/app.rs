@@ -57,10 +57,8 @@ pub fn run(cfg: &Config) -> Result<()> {
     }
 }
 
-/// Opens NIC control ([`NicOps`]) for `ifname`.
-///
-/// Placeholder until the kernel layer (`crate::nic::real::RealNic::open`) is wired in by the
-/// integrator: every mode that configures or inspects the NIC is a skip until then.
+/// Opens NIC control ([`NicOps`]) for `ifname`: the real ethtool/netdev backend
+/// ([`crate::nic::real::RealNic`]).
 fn open_nic(ifname: &str) -> Result<Box<dyn NicOps>> {
     Ok(Box::new(crate::nic::real::RealNic::open(ifname)?))
 }
@@ -106,14 +104,17 @@ fn verify_and_combine(
     }
 }
 
-/// `--report -f IF`: the capability report on stdout (and `--json FILE`). Read-only.
+/// `--report -f IF`: the capability report on stdout (not with `--quiet`) and `--json FILE`.
+/// Read-only.
 fn report_mode(cfg: &Config) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
     if_nametoindex(ifname)?;
     let mut nic = open_nic(ifname)?;
     let host = HostCaps::probe(cfg.rx_page_size, cfg.dmabuf_size);
     let report = NicReport::gather(nic.as_mut(), host, true);
-    print!("{}", report.render_text());
+    if cfg.verbosity != Verbosity::Quiet {
+        print!("{}", report.render_text());
+    }
     if let Some(path) = &cfg.json {
         crate::stats::write_json_atomic(path, &report.to_json())?;
     }
@@ -145,6 +146,9 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     if let Some(size) = cfg.rx_page_size {
         require_rx_page_size(size)?;
     }
+    // A stop signal is acted on between the steps (and between the NIC setup steps, see
+    // `crate::nic::setup`), not only once the receive loop runs.
+    signals::check()?;
     let nic = SharedNic::new(open_nic(ifname)?);
     let before = snapshot_if(cfg, &nic)?;
     let choice = choose_queues(
@@ -161,6 +165,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     log(cfg, &format!("using queues {start}..={}", start + num - 1));
 
     let mem = Udmabuf::create(&params)?;
+    signals::check()?;
     let request = BindRxRequest::new(ifindex, mem.fd(), &choice.queues())
         .ifname(ifname)
         .rx_page_size(cfg.rx_page_size);
@@ -233,9 +238,11 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
         let pages = (area_len / crate::sys::uapi::HUGEPAGE_2M) as u64;
         HugepageStatus::read()?.require(pages)?;
     }
+    signals::check()?;
     let ring = uring::create_ring(&RingParams::default()).map_err(uring::setup_refusal)?;
     uring::require_recv_zc(&ring)?;
     uring::require_net_admin(&ring)?;
+    signals::check()?;
     let mut params = ZcrxParams {
         target: ZcrxTarget::NoDev,
         area_len,
@@ -256,6 +263,7 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
     let nic = SharedNic::new(open_nic(ifname)?);
     let before = snapshot_if(cfg, &nic)?;
     let queue = zcrx_queue(cfg, &nic)?;
+    signals::check()?;
     log(cfg, &format!("using rx queue {queue}"));
     params.target = ZcrxTarget::Device {
         ifname: ifname.to_string(),
@@ -426,9 +434,12 @@ fn devmem_client(cfg: &Config) -> Result<()> {
         None => Box::new(LineSource::new(std::io::stdin().lock(), &STOP)),
     };
     let netdev = skip_if_family_missing(Netdev::open(), "netdev")?;
+    signals::check()?;
 
     let mut mem = Udmabuf::create(&params)?;
+    signals::check()?;
     let binding = tx::bind_tx(&netdev, ifindex, ifname, mem.fd())?;
+    signals::check()?;
     log(
         cfg,
         &format!(
@@ -472,11 +483,15 @@ fn devmem_client(cfg: &Config) -> Result<()> {
 }
 
 /// `-f IF [-b N]`: probe / self-test (ncdevmem.c `run_devmem_tests`). Prints the capability
-/// report first (read-only, so a host that cannot run the checks still shows why), checks
-/// what makes the probe a skip (`-b` without kernel support, no udmabuf) before anything on
-/// the NIC changes, then prints one
-/// line per kernel-contract check on stdout; exit 0 only if devmem works, 4 with the first
-/// missing capability, 1 if the kernel broke a contract.
+/// report first (read-only, so a host that cannot run the checks still shows why; not with
+/// `--quiet`), checks what makes the probe a skip (`-b` without kernel support, no udmabuf)
+/// before anything on the NIC changes, then prints one line per kernel-contract check on
+/// stdout; exit 0 only if devmem works, 4 with the first missing capability, 1 if the kernel
+/// broke a contract (or a signal interrupted the probe).
+///
+/// `--json` is written whatever the outcome: `{"report", "probe": {"checks", "verdict",
+/// "reason"}}`, where a probe that ended before its checks (a skip, a failure, a signal) has no
+/// checks and says why in `verdict` and `reason`.
 fn probe(cfg: &Config) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
     if_nametoindex(ifname)?;
@@ -486,57 +501,88 @@ fn probe(cfg: &Config) -> Result<()> {
         Ok(n) => {
             let host = HostCaps::probe(cfg.rx_page_size, cfg.dmabuf_size);
             let r = n.with(|ops| Ok(NicReport::gather(ops, host, true)))?;
-            print!("{}", r.render_text());
+            if cfg.verbosity != Verbosity::Quiet {
+                print!("{}", r.render_text());
+            }
             Some(r)
         }
         Err(_) => None,
     };
-    let write_json = |probe: Option<serde_json::Value>| -> Result<()> {
-        match &cfg.json {
-            Some(path) => crate::stats::write_json_atomic(
-                path,
-                &serde_json::json!({
-                    "report": report.as_ref().map(NicReport::to_json),
-                    "probe": probe,
-                }),
-            ),
-            None => Ok(()),
+    let (outcome, result) = probe_checks(cfg, nic, &params);
+    if let Some(path) = &cfg.json {
+        let probe = match &outcome {
+            Some(o) => o.to_json(),
+            None => serde_json::json!({
+                "checks": [],
+                "verdict": verdict_name(&result),
+                "reason": result.as_ref().err().map(ToString::to_string),
+            }),
+        };
+        crate::stats::write_json_atomic(
+            path,
+            &serde_json::json!({
+                "report": report.as_ref().map(NicReport::to_json),
+                "probe": probe,
+            }),
+        )?;
+    }
+    result
+}
+
+/// `ok`, `skip` or `fail`: the verdict of a run's result, as the JSON summaries name it.
+fn verdict_name(result: &Result<()>) -> &'static str {
+    match result {
+        Ok(()) => "ok",
+        Err(Error::Skip(_)) => "skip",
+        Err(_) => "fail",
+    }
+}
+
+/// The probe after its report: the skips that need no NIC change (`-b` on a kernel whose
+/// bind-rx has no rx-page-size first, the check specific to this request, then udmabuf), the
+/// queue choice, the udmabuf, then the checks ([`run_probe`]) and `--verify-restore`. Returns
+/// the checks' outcome when they ran, and the run's result; a stop signal between the steps
+/// ends it.
+fn probe_checks(
+    cfg: &Config,
+    nic: Result<SharedNic>,
+    params: &UdmabufParams,
+) -> (Option<crate::nic::probe::ProbeOutcome>, Result<()>) {
+    let prepared = (|| {
+        if let Some(size) = cfg.rx_page_size {
+            require_rx_page_size(size)?;
         }
+        udmabuf::preflight(params)?;
+        signals::check()?;
+        let nic = nic?;
+        if cfg.skip_nic_config {
+            log(
+                cfg,
+                "-n does not apply to probe mode: its checks change header split, RSS and \
+                 channels (and undo every change)",
+            );
+        }
+        let before = snapshot_if(cfg, &nic)?;
+        let choice = choose_queues(
+            &nic,
+            cfg.start_queue.zip(cfg.num_queues),
+            QueuePolicy::Probe,
+            QUEUE_FREE_WAIT,
+            false,
+        )?;
+        for note in &choice.notes {
+            log(cfg, note);
+        }
+        let mem = Udmabuf::create(params)?;
+        let dmabuf_fd = u32::try_from(mem.fd().as_raw_fd())
+            .map_err(|_| Error::Failure("dma-buf fd does not fit u32".into()))?;
+        signals::check()?;
+        Ok((nic, before, choice, mem, dmabuf_fd))
+    })();
+    let (nic, before, choice, mem, dmabuf_fd) = match prepared {
+        Ok(p) => p,
+        Err(e) => return (None, Err(e)),
     };
-    // Everything that makes the probe a skip is checked before the NIC is changed: `-b` on a
-    // kernel whose bind-rx has no rx-page-size first (the check specific to this request),
-    // then udmabuf.
-    let preflight = match cfg.rx_page_size {
-        Some(size) => require_rx_page_size(size),
-        None => Ok(()),
-    }
-    .and_then(|()| udmabuf::preflight(&params));
-    if let Err(e) = preflight {
-        write_json(None)?;
-        return Err(e);
-    }
-    let nic = nic?;
-    if cfg.skip_nic_config {
-        log(
-            cfg,
-            "-n does not apply to probe mode: its checks change header split, RSS and channels \
-             (and undo every change)",
-        );
-    }
-    let before = snapshot_if(cfg, &nic)?;
-    let choice = choose_queues(
-        &nic,
-        cfg.start_queue.zip(cfg.num_queues),
-        QueuePolicy::Probe,
-        QUEUE_FREE_WAIT,
-        false,
-    )?;
-    for note in &choice.notes {
-        log(cfg, note);
-    }
-    let mem = Udmabuf::create(&params)?;
-    let dmabuf_fd = u32::try_from(mem.fd().as_raw_fd())
-        .map_err(|_| Error::Failure("dma-buf fd does not fit u32".into()))?;
     let p = ProbeParams {
         start: choice.start,
         num: choice.num,
@@ -548,8 +594,8 @@ fn probe(cfg: &Config) -> Result<()> {
     let stdout = std::io::stdout();
     let outcome = run_probe(&nic, &p, &mut stdout.lock());
     drop(mem);
-    write_json(Some(outcome.to_json()))?;
-    verify_and_combine(cfg, &nic, before, outcome.verdict())
+    let result = verify_and_combine(cfg, &nic, before, outcome.verdict());
+    (Some(outcome), result)
 }
 
 /// `--send-pattern BYTES -s ADDR -p PORT -v N`: the built-in pattern sender.

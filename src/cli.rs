@@ -279,10 +279,45 @@ pub struct Args {
     pub verify_restore: bool,
 }
 
-/// getopts treats `--x` (a one-letter long name) as `-x`. Only new features have long names,
-/// so refuse those spellings before getopts sees them. Walks the arguments the way getopts
-/// does, so values (`-s --x`) are not mistaken for options.
+/// Whether `arg` is spelled like one of our options (`--json`, `--json=x`, `-l`, `-ls`, `-p80`):
+/// as the separate value of an option it means the value was forgotten.
+fn names_an_option(arg: &str) -> bool {
+    if let Some(tail) = arg.strip_prefix("--") {
+        let name = tail.split_once('=').map_or(tail, |(n, _)| n);
+        return name.len() > 1 && spec_by_name(name).is_some();
+    }
+    let mut chars = arg.strip_prefix('-').unwrap_or_default().chars();
+    chars.next().is_some_and(|c| {
+        let mut buf = [0u8; 4];
+        c.is_ascii_alphabetic() && spec_by_name(c.encode_utf8(&mut buf)).is_some()
+    })
+}
+
+/// The error for an option whose separate value is another option (`--json --verify-restore`
+/// would otherwise write a file named `--verify-restore`).
+fn value_is_an_option(spec: &Spec, value: &str) -> Error {
+    usage_err(format!(
+        "{}: missing value {} (expected {}): '{value}' is an option",
+        spec.display(),
+        spec.hint,
+        spec.expect
+    ))
+}
+
+/// Walks the arguments the way getopts does, before getopts sees them, so values (`-s --x`)
+/// are not mistaken for options:
+/// * getopts treats `--x` (a one-letter long name) as `-x`; only new features have long
+///   names, so those spellings are refused;
+/// * an option whose value is given as the next argument and that argument is spelled like
+///   one of our options (`--json --verify-restore`, `-f -l`) is refused: the value was
+///   forgotten, and taking the option as the value would be a silent surprise.
 fn refuse_one_letter_long(argv: &[String]) -> Result<()> {
+    let separate_value = |spec: &'static Spec, at: usize| -> Result<()> {
+        match argv.get(at) {
+            Some(v) if names_an_option(v) => Err(value_is_an_option(spec, v)),
+            _ => Ok(()),
+        }
+    };
     let mut i = 0;
     while i < argv.len() {
         let arg = &argv[i];
@@ -297,7 +332,8 @@ fn refuse_one_letter_long(argv: &[String]) -> Result<()> {
             if name.len() == 1 {
                 return Err(unknown_option(name, true));
             }
-            if !inline && spec_by_name(name).is_some_and(Spec::takes_value) {
+            if let Some(spec) = spec_by_name(name).filter(|s| !inline && s.takes_value()) {
+                separate_value(spec, i + 1)?;
                 i += 1;
             }
         } else if arg.len() > 1 && arg.starts_with('-') {
@@ -306,6 +342,7 @@ fn refuse_one_letter_long(argv: &[String]) -> Result<()> {
                 match spec_by_name(ch.encode_utf8(&mut buf)) {
                     Some(s) if s.takes_value() => {
                         if j + ch.len_utf8() == arg.len() {
+                            separate_value(s, i + 1)?;
                             i += 1;
                         }
                         break;
@@ -424,6 +461,14 @@ impl Args {
             a.start_queue = Some(ranged("-t", "start queue", &t, 0, max, EXPECT_QUEUE)? as u32);
         }
         if let Some(t) = last("f") {
+            if t.starts_with('-') {
+                return Err(invalid(
+                    "-f",
+                    "interface name",
+                    &t,
+                    "an interface name that does not start with '-' (it looks like an option)",
+                ));
+            }
             if t.is_empty() || t.len() > IFNAME_MAX_LEN || t.contains('\0') {
                 return Err(invalid(
                     "-f",
@@ -486,6 +531,17 @@ impl Args {
             if t.is_empty() {
                 return Err(invalid("--json", "file name", &t, "a non-empty path"));
             }
+            if t.starts_with('-') {
+                return Err(invalid(
+                    "--json",
+                    "file name",
+                    &t,
+                    &format!(
+                        "a path that does not start with '-' (it looks like an option; \
+                              write ./{t} for a file of that name)"
+                    ),
+                ));
+            }
             a.json = Some(PathBuf::from(t));
         }
         if let Some(t) = last("dmabuf-size") {
@@ -524,13 +580,24 @@ pub struct HostAddr {
 
 impl HostAddr {
     /// Parses an IPv4 (`192.0.2.1`), IPv6 (`2001:db8::1`) or IPv4-mapped IPv6
-    /// (`::ffff:192.0.2.1`) address with `std::net`. No brackets, ports or zone ids.
+    /// (`::ffff:192.0.2.1`) address with `std::net`. No brackets, ports or zone ids. The
+    /// address must be one a TCP socket can listen on, bind to or connect to: multicast and
+    /// broadcast addresses are refused (a receiver would wait forever for a connection that
+    /// cannot come).
     ///
     /// Errors: [`Error::Usage`] naming `flag`.
     pub fn parse(flag: &str, what: &str, text: &str) -> Result<HostAddr> {
         let ip = text
             .parse::<IpAddr>()
             .map_err(|_| invalid(flag, what, text, EXPECT_ADDR))?;
+        if let Some(kind) = crate::sys::socket::not_for_tcp(ip) {
+            return Err(invalid(
+                flag,
+                what,
+                text,
+                &format!("a unicast address; {kind} addresses cannot carry a TCP connection"),
+            ));
+        }
         Ok(HostAddr {
             text: text.to_string(),
             ip,
@@ -805,6 +872,12 @@ impl Config {
                 ));
             }
             require(a.ifname.as_ref(), || need_f("--report"))?;
+            if a.quiet && a.json.is_none() {
+                return Err(usage_err(
+                    "--report: with --quiet the report is only written to --json FILE, so give \
+                     --json (or drop --quiet)",
+                ));
+            }
             Mode::Report
         } else {
             require(a.ifname.as_ref(), || {
@@ -1049,7 +1122,8 @@ Options of ncdevmem-rs:
                   zerocopy completion (default 2 s); there 0 means these defaults
   --json FILE     also write the final summary to FILE as one JSON object
   -V, --verbose   log every frag (as C ncdevmem does)
-  --quiet         log only errors and the verdict
+  --quiet         log only errors and the verdict (no capability report on stdout; with
+                  --report the report then goes only to --json FILE)
   --progress SECS print a progress line every SECS seconds (0 = never, the default)
   --dmabuf-size BYTES
                   udmabuf size: a multiple of the page size (default 16000 pages); with
@@ -1065,7 +1139,8 @@ Options of ncdevmem-rs:
   --zcrx-nodev    with --zcrx, a test aid: register without a device (ZCRX_REG_NODEV, newer
                   kernels; the kernel copies into the area), no NIC setup, no -f/-t/-q, so
                   a real zcrx receive runs over loopback
-  --report        with -f only: print the device's capability report (read-only)
+  --report        with -f only: print the device's capability report (read-only; with
+                  --json also as JSON)
   --verify-restore
                   after undoing NIC changes, compare the NIC with its state before the run
                   (rings, channels, RSS table, ntuple feature and rules); a difference is exit 1
@@ -1075,7 +1150,9 @@ Values:
   Numbers are decimal digits only (no sign, no 0x; leading zeros are decimal). BYTES values
   of --send-pattern, --write-size and --dmabuf-size accept a suffix K, M or G (KiB, MiB,
   GiB), e.g. 1G. A repeated option keeps its last value. Short options bundle (-ls ::1) and
-  take values attached or separate (-q4, -q 4).
+  take values attached or separate (-q4, -q 4). A separate value spelled like one of the
+  options (--json --verify-restore) is refused as a forgotten value, and -f and --json values
+  never start with '-' (write ./-name for such a file). -s and -c take unicast addresses.
 
 Differences from C ncdevmem:
   Unknown options and positional arguments are refused with exit 2 (C prints \"unknown
@@ -1207,6 +1284,117 @@ mod tests {
             assert!(
                 HostAddr::parse("-s", "server address", bad).is_err(),
                 "{bad:?}"
+            );
+        }
+    }
+
+    /// An option whose separate value is another of our options is refused (the value was
+    /// forgotten: `--json --verify-restore` wrote a file named `--verify-restore`), for every
+    /// option that takes a value and every option spelling; free-text values (`-f`, `--json`)
+    /// never start with '-'; negative numbers keep their range message (issue 14 item 15).
+    #[test]
+    fn a_forgotten_value_is_never_taken_from_the_next_option() {
+        for (line, want) in [
+            (
+                "-f lo --json --verify-restore",
+                "--json: missing value FILE (expected a file path): '--verify-restore' is an option",
+            ),
+            (
+                "-f -l -s ::1 -p 1",
+                "-f: missing value IFNAME (expected an interface name of 1..=15 bytes): '-l' is an option",
+            ),
+            (
+                "-l --plain -s ::1 -p -v 7",
+                "-p: missing value PORT (expected 1..=65535): '-v' is an option",
+            ),
+            (
+                "-l --plain -s --timeout=1 -p 1",
+                "-s: missing value ADDR (expected an IPv4, IPv6 or IPv4-mapped IPv6 address): '--timeout=1' is an option",
+            ),
+            (
+                "-lf -ls -s ::1 -p 1",
+                "-f: missing value IFNAME (expected an interface name of 1..=15 bytes): '-ls' is an option",
+            ),
+        ] {
+            assert_eq!(usage_msg(parse(&argv(line), 4096)), want, "{line}");
+        }
+        for spec in SPECS.iter().filter(|s| s.takes_value()) {
+            for other in SPECS {
+                for name in [
+                    (!other.short.is_empty()).then(|| format!("-{}", other.short)),
+                    (!other.long.is_empty()).then(|| format!("--{}", other.long)),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    let line = format!("-f lo {} {name} 1", spec.display());
+                    let m = usage_msg(parse(&argv(&line), 4096));
+                    assert!(
+                        m.ends_with(&format!("'{name}' is an option")),
+                        "{line}: {m}"
+                    );
+                    assert!(m.starts_with(&spec.display()), "{line}: {m}");
+                }
+            }
+        }
+        for (line, want) in [
+            (
+                "-f lo --json=--x",
+                "--json: invalid file name '--x' (expected a path that does not start with '-'",
+            ),
+            ("-f -x", "-f: invalid interface name '-x'"),
+            ("-f-x", "-f: invalid interface name '-x'"),
+            (
+                "-l --plain -s ::1 -p -1 -v 7",
+                "-p: invalid port '-1' (expected 1..=65535)",
+            ),
+            (
+                "-l --plain -s ::1 -p 1 --timeout -1",
+                "--timeout: invalid timeout '-1'",
+            ),
+        ] {
+            let m = usage_msg(parse(&argv(line), 4096));
+            assert!(m.starts_with(want), "{line}: {m}");
+        }
+        // A value that only looks odd is still a value.
+        let Command::Run(c) = parse(&argv("-f lo --json ./--verify-restore"), 4096).unwrap() else {
+            panic!("not run");
+        };
+        assert_eq!(c.json, Some(PathBuf::from("./--verify-restore")));
+    }
+
+    /// Addresses no TCP connection can use are usage errors for -s and -c, in every spelling
+    /// (issue 14 item 14).
+    #[test]
+    fn multicast_and_broadcast_addresses_are_refused() {
+        for (bad, kind) in [
+            ("224.0.0.1", "multicast"),
+            ("239.255.255.250", "multicast"),
+            ("ff02::1", "multicast"),
+            ("ff05::2", "multicast"),
+            ("::ffff:224.0.0.1", "multicast"),
+            ("255.255.255.255", "broadcast"),
+        ] {
+            for (line, flag) in [
+                (format!("-l --plain -s {bad} -p 5201 -v 7"), "-s"),
+                (format!("--send-pattern 1M -s {bad} -p 5201 -v 7"), "-s"),
+                (format!("-l -f eth0 -s 192.0.2.1 -c {bad} -p 5201"), "-c"),
+            ] {
+                if flag == "-c" && bad.contains(':') {
+                    continue; // a v6 client with a v4 server is refused for that already
+                }
+                let m = usage_msg(parse(&argv(&line), 4096));
+                assert!(m.starts_with(&format!("{flag}: invalid ")), "{line}: {m}");
+                assert!(
+                    m.contains(&format!("'{bad}' (expected a unicast address; {kind}")),
+                    "{line}: {m}"
+                );
+            }
+        }
+        for good in ["192.0.2.1", "::1", "223.255.255.255", "0.0.0.0", "::"] {
+            assert!(
+                HostAddr::parse("-s", "server address", good).is_ok(),
+                "{good}"
             );
         }
     }

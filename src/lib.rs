@@ -25,6 +25,7 @@ macro_rules! elog {
 }
 
 pub mod app;
+pub mod backoff;
 pub mod cli;
 pub mod error;
 pub mod netlink;

@@ -26,6 +26,7 @@ use std::io::Write;
 use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::stats::{RxMode, RxStats};
 use crate::sys::uapi::{
@@ -558,7 +559,8 @@ pub fn receive<S: RxSocket, M: FragMemory, W: Write>(
 /// # Errors
 /// - [`Error::Usage`]: bad configuration (zero buffer sizes, a control buffer below 40 bytes
 ///   in devmem mode, niov size 0, a `-v` period outside 2..=256, devmem without `mem`).
-/// - [`Error::Sys`]: `recvmsg` failed with anything but `EAGAIN`/`EINTR` (which are retried),
+/// - [`Error::Sys`]: `recvmsg` failed with anything but `EAGAIN`/`EINTR` (which are retried,
+///   with [`Backoff`] pauses once they repeat),
 ///   e.g. `EFAULT`; `poll` failed; `SO_DEVMEM_DONTNEED` failed; writing the payload failed;
 ///   `DMA_BUF_IOCTL_SYNC` failed (from `mem`).
 /// - [`Error::Failure`]: `MSG_CTRUNC`; "flow steering error" (data without devmem cmsgs, or a
@@ -710,6 +712,9 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         let mut control = vec![0u8; self.cfg.control_buf_len];
         let tick = self.cfg.poll_tick.max(Duration::from_millis(1));
         let mut last_data = Instant::now();
+        // EINTR/EAGAIN again and again (a readable socket whose recvmsg keeps failing) must not
+        // spin: pause between the tries.
+        let mut backoff = Backoff::new(tick.min(crate::backoff::DEFAULT_MAX_PAUSE));
         self.last_progress = last_data;
         loop {
             check_stop_and_idle(stop, self.cfg.idle_timeout, last_data, self.stats.bytes)?;
@@ -725,6 +730,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 }
                 Err(libc::EINTR) => {
                     self.stats.eintr_retries += 1;
+                    backoff.pause();
                     continue;
                 }
                 Err(e) => return Err(Error::sys("poll(POLLIN) on the data socket", e)),
@@ -734,14 +740,17 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 Ok(o) => o,
                 Err(e) if e == libc::EAGAIN || e == libc::EWOULDBLOCK => {
                     self.stats.eagain_retries += 1;
+                    backoff.pause();
                     continue;
                 }
                 Err(libc::EINTR) => {
                     self.stats.eintr_retries += 1;
+                    backoff.pause();
                     continue;
                 }
                 Err(e) => return Err(Error::sys(self.recv_call(), e)),
             };
+            backoff.reset();
             if o.bytes == 0 && o.control_len == 0 {
                 return Ok(());
             }
@@ -799,21 +808,27 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         self.last_progress_bytes = self.stats.bytes;
     }
 
-    /// Handles what one `recvmsg` returned.
+    /// Handles what one `recvmsg` returned. Whatever makes the call's answer unusable, the
+    /// tokens of the dmabuf cmsgs it delivered are queued first, so they go back to the kernel
+    /// (every frag the kernel described pins a niov until its token is returned).
     fn batch(&mut self, data: &[u8], control: &[u8], o: RecvOutcome) -> Result<()> {
         let call = self.recv_call();
+        let control_buf_len = control.len();
+        let control = &control[..o.control_len.min(control_buf_len)];
         if o.bytes > data.len() {
+            self.collect_tokens(cmsgs(control));
             return Err(Error::Decode {
                 what: format!("{call} return"),
                 detail: format!("{} bytes for a {}-byte iov", o.bytes, data.len()),
             });
         }
-        let control = &control[..o.control_len.min(control.len())];
         self.stats.bytes += o.bytes as u64;
         if o.msg_flags & libc::MSG_CTRUNC != 0 {
             self.collect_tokens(cmsgs(control));
             return Err(Error::Failure(format!(
-                "{call} set MSG_CTRUNC: the {}-byte control buffer was too small and cmsgs were dropped (their frags' tokens are lost)",
+                "{call} set MSG_CTRUNC: the {control_buf_len}-byte control buffer was too small \
+                 ({} bytes of cmsgs delivered) and cmsgs were dropped (their frags' tokens are \
+                 lost)",
                 control.len()
             )));
         }

@@ -182,7 +182,9 @@ fn connect_retrying(req: &PatternSend, stop: &AtomicI32) -> Result<std::os::fd::
 }
 
 /// [`socket::connect_timeout`], retrying a refused connect every 100 ms within `timeout`
-/// (default [`DEFAULT_CONNECT_RETRY`]).
+/// (default [`DEFAULT_CONNECT_RETRY`]). The last try is made at the end of the window (the
+/// pause before it is shortened), so a receiver that starts listening just before the
+/// deadline is still reached, and the message states when the last try was refused.
 fn connect_retrying_to(
     peer: SocketAddrV6,
     local: Option<SocketAddrV6>,
@@ -191,29 +193,33 @@ fn connect_retrying_to(
     stop: &AtomicI32,
 ) -> Result<std::os::fd::OwnedFd> {
     let window = timeout.unwrap_or(DEFAULT_CONNECT_RETRY);
+    let start = Instant::now();
     // A window too long to represent retries until a signal.
-    let deadline = Instant::now()
+    let deadline = start
         .checked_add(window)
-        .unwrap_or_else(|| Instant::now() + Duration::from_secs(u32::MAX.into()));
+        .unwrap_or_else(|| start + Duration::from_secs(u32::MAX.into()));
+    let mut tries = 0u32;
     loop {
         crate::signals::check_flag(stop)?;
-        let left = deadline.saturating_duration_since(Instant::now());
+        let tried_at = Instant::now();
+        let left = deadline.saturating_duration_since(tried_at);
+        tries = tries.saturating_add(1);
         match socket::connect_timeout(peer, local, ifname, Some(left.max(ms(1)))) {
-            Err(Error::Sys { errno, .. })
-                if errno == libc::ECONNREFUSED
-                    && Instant::now()
-                        .checked_add(ms(100))
-                        .is_some_and(|t| t < deadline) =>
-            {
-                std::thread::sleep(ms(100));
-            }
             Err(Error::Sys { call, errno }) if errno == libc::ECONNREFUSED => {
-                return Err(Error::Timeout(format!(
-                    "connect to [{}]:{}: still refused after {} ms ({call})",
-                    peer.ip(),
-                    peer.port(),
-                    window.as_millis()
-                )))
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(Error::Timeout(format!(
+                        "connect to [{}]:{}: still refused after {} ms, {tries} tries in the \
+                         {} ms window, the last at {} ms ({call})",
+                        peer.ip(),
+                        peer.port(),
+                        now.duration_since(start).as_millis(),
+                        window.as_millis(),
+                        tried_at.duration_since(start).as_millis()
+                    )));
+                }
+                // The next try 100 ms later, or right at the deadline.
+                std::thread::sleep(ms(100).min(deadline.saturating_duration_since(now)));
             }
             other => return other,
         }

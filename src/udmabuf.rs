@@ -429,6 +429,7 @@ pub fn sync_flags_name(flags: u64) -> String {
 pub fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<()> {
     let arg = uapi::dma_buf_sync { flags };
     let mut attempts = 0;
+    let mut backoff = crate::backoff::Backoff::default();
     loop {
         // SAFETY: `fd` is a live descriptor for the borrow's duration; DMA_BUF_IOCTL_SYNC is an
         // _IOW ioctl that reads exactly size_of::<dma_buf_sync>() (8) bytes from the pointer,
@@ -441,6 +442,7 @@ pub fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<()> {
         let errno = sys::last_errno();
         attempts += 1;
         if (errno == libc::EINTR || errno == libc::EAGAIN) && attempts < 16 {
+            backoff.pause();
             continue;
         }
         return Err(Error::sys(

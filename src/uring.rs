@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::stats::{RxMode, RxStats};
 use crate::sys::uapi::{
@@ -102,10 +103,20 @@ impl Completion {
     /// in bits 48..64, byte offset below). `area_token` is the registered area's
     /// `rq_area_token` (area id << 48): data must come from that area.
     ///
-    /// Errors: `Error::Decode` (what = "io_uring_zcrx_cqe.off") for data from another area.
+    /// Errors: `Error::Decode` (what = "io_uring_zcrx_cqe.off") for data from another area;
+    /// `Error::Decode` (what = "io_uring CQE res") for `i32::MIN`, which is no negated errno
+    /// (and has no positive counterpart).
     pub fn decode(res: i32, flags: u32, zcrx_off: u64, area_token: u64) -> Result<Completion> {
         let event = match res {
-            r if r < 0 => RxEvent::Err(-r),
+            r if r < 0 => match r.checked_neg() {
+                Some(errno) => RxEvent::Err(errno),
+                None => {
+                    return Err(Error::Decode {
+                        what: "io_uring CQE res".into(),
+                        detail: format!("{r} is not a negated errno"),
+                    })
+                }
+            },
             0 => RxEvent::Eof,
             r => {
                 let area_bits = zcrx_off & IORING_ZCRX_AREA_MASK;
@@ -684,22 +695,30 @@ impl Zcrx {
         let ts = types::Timespec::from(tick);
         let mut last_data = Instant::now();
         let mut flush_failed = false;
+        // io_uring_enter answering EINTR (or EBUSY) again and again must not spin.
+        let mut backoff = Backoff::new(tick.min(crate::backoff::DEFAULT_MAX_PAUSE));
         c.last_progress = last_data;
         loop {
             crate::rx::check_stop_and_idle(stop, c.cfg.idle_timeout, last_data, c.stats.bytes)?;
             c.maybe_progress(&self.refill);
             let args = types::SubmitArgs::new().timespec(&ts);
             c.stats.zcrx.waits += 1;
+            let mut transient = false;
             match self.ring.submitter().submit_with_args(1, &args) {
                 Ok(_) => {}
                 Err(e) => match e.raw_os_error().unwrap_or(libc::EIO) {
-                    // Timed out (no completion within the tick), or completions are waiting
-                    // in the kernel's overflow list: either way, drain what is there.
-                    libc::ETIME | libc::EBUSY => {}
-                    libc::EINTR => c.stats.eintr_retries += 1,
+                    // Timed out (no completion within the tick): drain what is there.
+                    libc::ETIME => {}
+                    // Completions are waiting in the kernel's overflow list: drain them.
+                    libc::EBUSY => transient = true,
+                    libc::EINTR => {
+                        c.stats.eintr_retries += 1;
+                        transient = true;
+                    }
                     errno => return Err(Error::sys("io_uring_enter(GETEVENTS)", errno)),
                 },
             }
+            let mut completions = 0u64;
             let mut rearm = false;
             let mut starved = false;
             let mut eof = false;
@@ -714,6 +733,7 @@ impl Zcrx {
                         ),
                     });
                 }
+                completions += 1;
                 let comp = Completion::decode(cqe.result(), cqe.flags(), cqe.big_cqe()[0], token)?;
                 match c.on_completion(comp, &self.area, &mut self.refill)? {
                     Next::Continue => {}
@@ -728,6 +748,11 @@ impl Zcrx {
             self.refill.publish();
             if eof {
                 return Ok(());
+            }
+            if completions > 0 || !transient {
+                backoff.reset();
+            } else {
+                backoff.pause();
             }
             if starved {
                 // No free buffer left: without a page pool (ZCRX_REG_NODEV) nothing takes the
@@ -1107,6 +1132,19 @@ mod tests {
         assert!(r.unpublished() >= 2);
     }
 
+    proptest::proptest! {
+        /// Whatever a CQE carries, decoding it never panics (also with overflow checks on).
+        #[test]
+        fn cqe_decoding_never_panics(
+            res in proptest::prelude::any::<i32>(),
+            flags in proptest::prelude::any::<u32>(),
+            off in proptest::prelude::any::<u64>(),
+            token in proptest::prelude::any::<u64>(),
+        ) {
+            let _ = Completion::decode(res, flags, off, token);
+        }
+    }
+
     #[test]
     fn cqe_decoding_covers_data_eof_and_errors() {
         // res 4096, IORING_CQE_F_MORE (1 << 1), zcrx off = area 3, byte 0x5000.
@@ -1125,6 +1163,15 @@ mod tests {
         assert_eq!((c.event, c.more), (RxEvent::Eof, false));
         let c = Completion::decode(-libc::ENOSPC, 0, 0, TOKEN).unwrap();
         assert_eq!((c.event, c.more), (RxEvent::Err(libc::ENOSPC), false));
+        // i32::MIN has no positive counterpart: a decode error, not an overflow (issue 14
+        // item 16).
+        let e = Completion::decode(i32::MIN, 0, 0, TOKEN).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cannot decode io_uring CQE res: -2147483648 is not a negated errno"
+        );
+        let c = Completion::decode(i32::MIN + 1, 0, 0, TOKEN).unwrap();
+        assert_eq!(c.event, RxEvent::Err(i32::MAX));
         // Data that names another area is refused.
         let e = Completion::decode(10, 2, 0x1000, TOKEN).unwrap_err();
         assert!(matches!(&e, Error::Decode { what, .. } if what == "io_uring_zcrx_cqe.off"));

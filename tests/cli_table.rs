@@ -636,8 +636,9 @@ fn unknown_options_and_positionals_are_refused() {
     );
 }
 
-/// getopt behaviour: last value wins, values attached or separate, bundled flags, any order,
-/// and a value may start with '-' (it is then checked as a value).
+/// getopt behaviour: last value wins, values attached or separate, bundled flags, any order;
+/// a value may start with '-' (it is then checked as a value), except that a separate value
+/// spelled like one of our options is refused as a forgotten value.
 #[test]
 fn getopt_conventions() {
     let c = run("-f eth0 -f eth1 -l -s ::1 -s ::2 -p 1 -p 2 -v 7 -v 0 -A 1 -A 0");
@@ -668,11 +669,17 @@ fn getopt_conventions() {
         (c.mode, c.server.unwrap().text),
         (Mode::Client, "192.0.2.1".to_string())
     );
-    // A value that looks like an option is still a value.
+    // A value that starts with '-' is checked as a value...
+    let m = usage_err("-f eth0 -s -x -p 1");
+    assert_eq!(
+        m,
+        "-s: invalid server address '-x' (expected an IPv4, IPv6 or IPv4-mapped IPv6 address)"
+    );
+    // ... but one spelled like our options means the value was forgotten.
     let m = usage_err("-f eth0 -s -l -p 1");
     assert_eq!(
         m,
-        "-s: invalid server address '-l' (expected an IPv4, IPv6 or IPv4-mapped IPv6 address)"
+        "-s: missing value ADDR (expected an IPv4, IPv6 or IPv4-mapped IPv6 address): '-l' is an option"
     );
 }
 

@@ -270,12 +270,25 @@ fn bad_flags_exit_2_naming_the_flag() {
             &["-l", "-f", "eth0", "-s", "::1", "-p", "5201", "-v", "1"][..],
             "-v",
         ),
+        // Issue 14 item 14: a multicast address is no TCP endpoint (the receiver waited
+        // forever).
+        (
+            &["-l", "--plain", "-s", "224.0.0.1", "-p", "5201", "-v", "7"][..],
+            "-s",
+        ),
+        // Issue 14 item 15: a forgotten value is not taken from the next option (this wrote a
+        // file named --verify-restore).
+        (&["-f", "lo", "--json", "--verify-restore"][..], "--json"),
     ] {
         let out = Command::new(BIN).args(args).output().expect("run");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = text(&out.stderr);
         assert!(err.starts_with(&format!("ncdevmem-rs: {flag}:")), "{err}");
     }
+    assert!(
+        !std::path::Path::new("--verify-restore").exists(),
+        "no file named after an option"
+    );
     let out = Command::new(BIN).arg("--help").output().expect("run");
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("--send-pattern"));
@@ -576,4 +589,134 @@ fn demo_script_succeeds_and_cleans_up() {
         "{err}"
     );
     assert_eq!(demo_namespaces(), before, "the demo left namespaces behind");
+}
+
+/// `--quiet` silences the capability report (probe and `--report`), and a probe that ends
+/// before its checks (here: no udmabuf, a skip) still writes its verdict and reason to
+/// `--json` instead of `"probe": null` (issue 14 item 8).
+#[test]
+fn quiet_probe_prints_no_report_and_its_json_says_why_it_skipped() {
+    const T: &str = "quiet_probe_prints_no_report_and_its_json_says_why_it_skipped";
+    let Some(p) = pair(T) else {
+        return;
+    };
+    if std::path::Path::new("/dev/udmabuf").exists() {
+        common::print_skip(T, "this host has /dev/udmabuf, so the probe does not skip");
+        return;
+    }
+    let json = tmp_json("probe-quiet");
+    let out = ns_cmd(
+        &p.a,
+        &["-f", VETH_A, "--quiet", "--json", json.to_str().unwrap()],
+    )
+    .output()
+    .expect("run probe");
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "", "--quiet prints no report");
+    let j = read_json(&json);
+    assert_eq!(j["probe"]["verdict"], "skip", "{j}");
+    assert!(
+        j["probe"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("/dev/udmabuf")),
+        "{j}"
+    );
+    assert_eq!(j["probe"]["checks"], serde_json::json!([]), "{j}");
+    assert_eq!(j["report"]["ifname"], VETH_A, "{j}");
+
+    // Without --quiet the report is printed.
+    let out = ns_cmd(&p.a, &["-f", VETH_A]).output().expect("run probe");
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with(&format!("capability report for {VETH_A}")),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // --report --quiet writes the report to --json only; without --json it is refused.
+    let json = tmp_json("report-quiet");
+    let out = ns_cmd(
+        &p.a,
+        &[
+            "--report",
+            "-f",
+            VETH_A,
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .expect("run report");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    assert_eq!(read_json(&json)["ifname"], VETH_A);
+    let out = ns_cmd(&p.a, &["--report", "-f", VETH_A, "--quiet"])
+        .output()
+        .expect("run report");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+/// A second receiver on the address and port a first one listens on exits 1 at once with
+/// EADDRINUSE instead of listening too (with SO_REUSEPORT it did, and took some of the first
+/// one's connections); the first receives the whole stream (issue 14 item 9).
+#[test]
+fn a_second_receiver_on_the_same_port_is_refused_at_once() {
+    use std::io::{BufRead, BufReader};
+    let Some(p) = pair("a_second_receiver_on_the_same_port_is_refused_at_once") else {
+        return;
+    };
+    let rx_args = [
+        "-l",
+        "--plain",
+        "-s",
+        ADDR_A_V4,
+        "-p",
+        PORT,
+        "-v",
+        "7",
+        "--timeout",
+        "10",
+    ];
+    let mut first = spawn(ns_cmd(&p.a, &rx_args));
+    let mut first_err = BufReader::new(first.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("listening on") {
+        line.clear();
+        let n = first_err.read_line(&mut line).expect("read stderr");
+        assert!(n > 0, "the first receiver ended before listening");
+    }
+    let t0 = Instant::now();
+    let second = ns_cmd(&p.a, &rx_args)
+        .output()
+        .expect("run second receiver");
+    let took = t0.elapsed();
+    let err = text(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(err.contains("EADDRINUSE"), "{err}");
+    assert!(took < Duration::from_secs(2), "took {took:?}: {err}");
+
+    let tx = ns_cmd(
+        &p.b,
+        &[
+            "--send-pattern",
+            "4M",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "-v",
+            "7",
+            "--timeout",
+            "5",
+        ],
+    )
+    .output()
+    .expect("run sender");
+    assert_eq!(tx.status.code(), Some(0), "sender: {}", text(&tx.stderr));
+    let status = first.wait().expect("wait first receiver");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut first_err, &mut rest).expect("read stderr");
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("4194304"), "{rest}");
 }

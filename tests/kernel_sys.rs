@@ -491,3 +491,156 @@ fn connect_bound_to_lo_with_source_port() {
     let fl = nix::fcntl::fcntl(client.as_fd(), nix::fcntl::FcntlArg::F_GETFL).expect("F_GETFL");
     assert_eq!(fl & libc::O_NONBLOCK, 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 14 items 9 and 17: listener port sharing, connect retries up to the deadline
+// ---------------------------------------------------------------------------------------------
+
+/// An IPv4 loopback socket bound to a free port but not listening (a connect to it is
+/// refused), and that port.
+fn bound_not_listening() -> (OwnedFd, u16) {
+    use nix::sys::socket::{
+        bind, getsockname, socket, AddressFamily, SockFlag, SockType, SockaddrIn,
+    };
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .expect("socket");
+    bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).expect("bind");
+    let port = getsockname::<SockaddrIn>(fd.as_raw_fd())
+        .expect("getsockname")
+        .port();
+    (fd, port)
+}
+
+/// A second listener on the address and port of a first is refused with EADDRINUSE (no
+/// SO_REUSEPORT), while SO_REUSEADDR still lets a new listener take a port whose last
+/// connection is in TIME_WAIT (a socket without it is refused there).
+#[test]
+fn second_listener_is_eaddrinuse_but_time_wait_is_no_obstacle() {
+    let a = parse_addr("127.0.0.1", "-s").expect("parse");
+    let first = tcp_listen(a.with_port(0)).expect("listen");
+    let port = local_addr(first.as_fd()).expect("getsockname").port();
+    let e = tcp_listen(a.with_port(port)).expect_err("a second listener on the same port");
+    assert_eq!(e.errno(), Some(libc::EADDRINUSE), "{e}");
+    assert!(e.to_string().contains("bind("), "{e}");
+
+    // A connection closed by the server side first leaves the server's end in TIME_WAIT.
+    let client = connect_timeout(a.with_port(port), None, None, Some(Duration::from_secs(5)))
+        .expect("connect");
+    let (server, _) =
+        accept_timeout(first.as_fd(), Some(Duration::from_secs(5)), &no_stop()).expect("accept");
+    drop(server);
+    let mut buf = [0u8; 16];
+    assert_eq!(nix::unistd::read(&client, &mut buf).expect("read EOF"), 0);
+    drop(client);
+    drop(first);
+    std::thread::sleep(Duration::from_millis(50));
+    // Without SO_REUSEADDR the port is still taken ...
+    {
+        use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, SockaddrIn};
+        use std::os::fd::AsRawFd;
+        let plain = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .expect("socket");
+        let r = bind(plain.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port));
+        assert_eq!(
+            r,
+            Err(nix::errno::Errno::EADDRINUSE),
+            "TIME_WAIT holds the port"
+        );
+    }
+    // ... but the tool's listener (SO_REUSEADDR) gets it.
+    tcp_listen(a.with_port(port)).expect("listen over TIME_WAIT");
+}
+
+/// The pattern sender's last connect try is at the end of its --timeout window, not up to
+/// 100 ms before it: a receiver that starts listening at 93% of the window is reached
+/// (issue 14 item 17).
+#[test]
+fn the_last_connect_try_is_at_the_deadline() {
+    use ncdevmem::tx::{send_pattern, PatternSend};
+    let (fd, port) = bound_not_listening();
+    let req = PatternSend {
+        peer: parse_addr("127.0.0.1", "-s")
+            .expect("parse")
+            .with_port(port),
+        local: None,
+        ifname: None,
+        period: 7,
+        total_bytes: 4096,
+        write_size: None,
+        timeout: Some(Duration::from_secs(1)),
+        corrupt_offset: None,
+    };
+    let got = std::thread::scope(|s| {
+        let rx = s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(930));
+            nix::sys::socket::listen(&fd, nix::sys::socket::Backlog::new(1).expect("backlog"))
+                .expect("listen");
+            // Bounded, so a sender that gave up early fails the test instead of hanging it.
+            let Ok((conn, _)) =
+                accept_timeout(fd.as_fd(), Some(Duration::from_secs(3)), &no_stop())
+            else {
+                return Vec::new();
+            };
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match nix::unistd::read(&conn, &mut buf).expect("read") {
+                    0 => break got,
+                    n => got.extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        let sent = send_pattern(&req, &no_stop());
+        (sent, rx.join().expect("receiver thread"))
+    });
+    let stats = got.0.expect("the receiver listened before the deadline");
+    assert_eq!(stats.bytes, 4096);
+    assert_eq!(got.1.len(), 4096);
+}
+
+/// When nothing ever listens, the refusal is reported after the whole window, naming the
+/// time of the last try (at the deadline), not a window the tries did not cover.
+#[test]
+fn refused_until_the_deadline_says_when_it_last_tried() {
+    use ncdevmem::tx::{send_pattern, PatternSend};
+    let (_fd, port) = bound_not_listening();
+    let req = PatternSend {
+        peer: parse_addr("127.0.0.1", "-s")
+            .expect("parse")
+            .with_port(port),
+        local: None,
+        ifname: None,
+        period: 7,
+        total_bytes: 1,
+        write_size: None,
+        timeout: Some(Duration::from_millis(500)),
+        corrupt_offset: None,
+    };
+    let t0 = Instant::now();
+    let e = send_pattern(&req, &no_stop()).expect_err("nothing listens");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
+    let m = e.to_string();
+    assert!(matches!(e, Error::Timeout(_)), "{m}");
+    let last_at: u128 = m
+        .split("the last at ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no time of the last try in: {m}"));
+    assert!(last_at >= 500, "{m}");
+}

@@ -809,7 +809,7 @@ capabilities:
   yes  RSS indirection table: 128 entries
   yes  ntuple flow steering: feature off (setup turns it on and back off)
   no   udmabuf: cannot open /dev/udmabuf (ENOENT (No such file or directory)): the kernel needs CONFIG_UDMABUF; there is no dma-buf to bind
-  yes  2 MiB hugepages: 0 available (only -b above the page size needs them)
+  no   2 MiB hugepages: none available; -b above the page size needs them (raise vm.nr_hugepages)
   no   rx-page-size (bind-rx attribute 5): the kernel's bind-rx policy has attributes [1, 2, 3] only; a bind with -b fails with EINVAL \"Unknown attribute type\"
   no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A fails
 ";
@@ -841,6 +841,7 @@ fn report_for_veth_says_why_a_bind_would_fail() {
             "RSS indirection table",
             "ntuple flow steering",
             "udmabuf",
+            "2 MiB hugepages",
             "rx-page-size (bind-rx attribute 5)",
             "SO_DEVMEM_AUTORELEASE"
         ]
@@ -944,15 +945,7 @@ fn rss_driver_default_is_restored_by_a_reset() {
     })
     .expect("a driver-managed table does not block a channel change");
     assert_eq!(nic.state().rss.unwrap(), equal_table(128, 4).indir);
-
-    // A reset the driver refuses falls back to writing the saved table: the table is back
-    // (the mark stays, which is the lesser harm).
-    let nic = ScriptedNic::good("eth0", 8);
-    let table = nic.state().rss;
-    nic.fail_call(Op::RssReset, 1, libc::EOPNOTSUPP);
-    run_server(&nic, |_| Ok(())).expect("run");
-    assert_eq!(nic.state().rss, table);
-    assert!(nic.state().rss_configured);
+    // A reset the driver refuses: see rss_mark_left_behind_fails_the_run.
 }
 
 /// A table someone configured (custom, or an even spread over fewer queues than the NIC has)
@@ -1228,4 +1221,225 @@ fn no_channel_counts_is_a_skip_asking_for_explicit_queues() {
     );
     assert!(m.ends_with("give -t START -q NUM"), "{m}");
     assert!(!m.contains("RX queue(s)"), "{m}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A stop signal during setup (issue 14 item 10)
+// ---------------------------------------------------------------------------------------------
+
+/// A stop flag of its own for one run (what the SIGINT/SIGTERM handler stores into), so tests
+/// running in parallel never see each other's signals.
+fn new_stop_flag() -> &'static AtomicI32 {
+    Box::leak(Box::new(AtomicI32::new(0)))
+}
+
+/// A stop signal that arrives during any setup call (reads and changes) is acted on at the
+/// next step: no later setup change is made, the body never runs, the run ends with
+/// `Error::Interrupted` (exit 1), and the steps done are undone in reverse order, leaving the
+/// NIC as it was.
+#[test]
+fn a_signal_during_setup_stops_at_the_next_step_and_unwinds() {
+    // (the call during which the signal arrives, setup changes made by then: a step that had
+    // begun is finished)
+    let cases = [
+        (Op::HdsGet, 1),
+        (Op::HdsSet, 1),
+        (Op::RssGet, 2),
+        (Op::ChannelsGet, 2),
+        (Op::RssSet, 2),
+        (Op::NtupleGet, 3),
+        (Op::NtupleSet, 3),
+        (Op::FlowRules, 4),
+        (Op::FlowRuleInsert, 4),
+        (Op::BindRx, 5),
+    ];
+    for (op, done) in cases {
+        for sig in [libc::SIGINT, libc::SIGTERM] {
+            let nic = ScriptedNic::good("eth0", 8);
+            let before = nic.state();
+            let stop = new_stop_flag();
+            nic.signal_after(op, 1, stop, sig);
+            let shared = SharedNic::new(Box::new(nic.clone())).stop_flag(stop);
+            let e = run_with_setup(&shared, &plan(), &bind_req(&[7]), true, WAIT, |_| {
+                panic!("{op:?}: the body ran after the signal");
+                #[allow(unreachable_code)]
+                Ok(())
+            })
+            .unwrap_err();
+            assert!(
+                matches!(e, Error::Interrupted(s) if s == sig),
+                "{op:?}/{sig}: {e}"
+            );
+            assert_eq!(e.exit_code(), EXIT_FAIL);
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("interrupted by signal {sig}")),
+                "{e}"
+            );
+            assert_eq!(changes(&nic), expected(done, &[]), "{op:?}/{sig}");
+            assert_eq!(nic.state(), before, "{op:?}/{sig}");
+        }
+    }
+}
+
+/// A signal while the probe runs ends it at the next check: the rest is "not run
+/// (interrupted by signal N)", everything is undone, and the verdict (and JSON) say
+/// interrupted, not a kernel failure.
+#[test]
+fn a_signal_during_the_probe_stops_it_and_unwinds() {
+    for (op, n, ran) in [(Op::HdsSet, 1, 1), (Op::RssSet, 1, 2), (Op::BindRx, 1, 3)] {
+        let nic = ScriptedNic::good("eth0", 8);
+        let before = nic.state();
+        let stop = new_stop_flag();
+        nic.signal_after(op, n, stop, libc::SIGINT);
+        let mut out = Vec::new();
+        let shared = SharedNic::new(Box::new(nic.clone())).stop_flag(stop);
+        let o = run_probe(&shared, &probe_params(), &mut out);
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(o.interrupted, Some(libc::SIGINT), "{op:?}: {out}");
+        let e = o.verdict().unwrap_err();
+        assert!(matches!(e, Error::Interrupted(libc::SIGINT)), "{op:?}: {e}");
+        assert!(
+            o.checks[..ran].iter().all(|c| c.status == Status::Ok),
+            "{op:?}: {out}"
+        );
+        let not_run: Vec<&str> = o.checks[ran..o.checks.len() - 1]
+            .iter()
+            .map(|c| c.detail.as_str())
+            .collect();
+        assert!(!not_run.is_empty(), "{op:?}: {out}");
+        assert!(
+            not_run
+                .iter()
+                .all(|d| *d == "not run (interrupted by signal 2)"),
+            "{op:?}: {out}"
+        );
+        assert_eq!(o.checks.last().unwrap().name, "NIC restored", "{out}");
+        assert_eq!(o.checks.last().unwrap().status, Status::Ok, "{out}");
+        assert_eq!(o.to_json()["verdict"], "fail");
+        assert!(o.to_json()["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("interrupted by signal 2"));
+        assert_eq!(nic.state(), before, "{op:?}");
+    }
+}
+
+/// The queue choice's wait for a queue someone else holds ends at a signal, not at the end of
+/// the wait.
+#[test]
+fn a_signal_ends_the_wait_for_an_owned_queue() {
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| {
+        s.foreign_owners.insert(7, QueueOwner::IoUring);
+    });
+    let stop = new_stop_flag();
+    nic.signal_after(Op::Queues, 2, stop, libc::SIGTERM);
+    let shared = SharedNic::new(Box::new(nic.clone())).stop_flag(stop);
+    let t0 = std::time::Instant::now();
+    let e = choose_queues(
+        &shared,
+        Some((7, 1)),
+        QueuePolicy::Server,
+        Duration::from_secs(10),
+        false,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Interrupted(libc::SIGTERM)), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+}
+
+/// The hugepage line says "yes" only when there are hugepages: an empty pool is "no" even when
+/// this run needs none, and a pool with pages is "yes" (issue 14 item 8).
+#[test]
+fn hugepage_line_follows_the_pool() {
+    let nic = ScriptedNic::good("eth0", 2);
+    let line = |nr: u64, free: u64| {
+        let mut h = host();
+        h.hugepages = Fact::Known(HugepageStatus { nr, free, resv: 0 });
+        let mut ops = nic.clone();
+        let text = NicReport::gather(&mut ops, h, false).render_text();
+        text.lines()
+            .find(|l| l.contains("2 MiB hugepages"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line(0, 0).starts_with("  no   2 MiB hugepages: none available"),
+        "{}",
+        line(0, 0)
+    );
+    assert_eq!(
+        line(4, 3),
+        "  yes  2 MiB hugepages: 3 available (only -b above the page size needs them)"
+    );
+}
+
+/// The RSS undo does not depend on reading the channel counts (issue 14 item 11): on a driver
+/// with RSS but no channels ops, and when that read fails once, a table that was the driver
+/// default is still restored by a reset, so the kernel's user-configured mark is cleared and
+/// the NIC is exactly as before; someone's even spread over fewer queues is still written
+/// back (reset, compared, rewritten), its mark kept.
+#[test]
+fn rss_default_is_reset_even_when_the_channels_cannot_be_read() {
+    let no_channels = || {
+        let nic = ScriptedNic::good("eth0", 8);
+        nic.set_quirks(Quirks {
+            no_channels_ops: true,
+            ..Quirks::default()
+        });
+        nic
+    };
+    let transient = || {
+        let nic = ScriptedNic::good("eth0", 8);
+        nic.fail_call(Op::ChannelsGet, 1, libc::EBUSY);
+        nic
+    };
+    for (what, nic) in [
+        ("no channels ops", no_channels()),
+        ("a failed channels read", transient()),
+    ] {
+        let before = nic.state();
+        assert!(!before.rss_configured);
+        run_server(&nic, |_| {
+            assert!(nic.state().rss_configured, "{what}: spread marks the table");
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(nic.state(), before, "{what}: table and mark restored");
+        assert_eq!(nic.calls(Op::RssReset), 1, "{what}");
+    }
+    for (what, nic) in [
+        ("no channels ops", no_channels()),
+        ("a failed channels read", transient()),
+    ] {
+        nic.edit(|s| {
+            s.rss = Some(equal_table(128, 6).indir);
+            s.rss_configured = true;
+        });
+        let before = nic.state();
+        run_server(&nic, |_| Ok(())).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(
+            nic.state(),
+            before,
+            "{what}: the user's spread is back, still marked"
+        );
+    }
+}
+
+/// A driver default that could only be written back (the reset was refused) leaves the table
+/// marked user-configured: the run fails naming the command that clears it, instead of
+/// exiting 0 with the NIC changed.
+#[test]
+fn rss_mark_left_behind_fails_the_run() {
+    let nic = ScriptedNic::good("eth0", 8);
+    let table = nic.state().rss;
+    nic.fail_call(Op::RssReset, 1, libc::EOPNOTSUPP);
+    let e = run_server(&nic, |_| Ok(())).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_FAIL, "{e}");
+    let m = e.to_string();
+    assert!(m.contains("written back"), "{m}");
+    assert!(m.contains("marked user-configured"), "{m}");
+    assert!(m.ends_with("run `ethtool -X eth0 default`"), "{m}");
+    assert_eq!(nic.state().rss, table, "the table itself is back");
 }

@@ -386,10 +386,64 @@ fn msg_ctrunc_fails_and_releases_the_tokens_it_got() {
     let r = run(&mut sock, &mem, &cfg());
     assert_eq!(
         err_text(&r),
-        "recvmsg(MSG_SOCK_DEVMEM) set MSG_CTRUNC: the 160-byte control buffer was too small and cmsgs were dropped (their frags' tokens are lost)"
+        "recvmsg(MSG_SOCK_DEVMEM) set MSG_CTRUNC: the 80000-byte control buffer was too small (160 bytes of cmsgs delivered) and cmsgs were dropped (their frags' tokens are lost)"
     );
     assert_eq!(sock.dontneed_calls(), &[vec![(1, 4)]]);
     assert_eq!(r.stats.recvmsg_calls, 1);
+    // The size named is the buffer's, whatever the configuration.
+    let pieces = frags(&mut s, &mut mem, 0, 1, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![Step::CtruncNext, Step::Data(pieces), Step::Eof]);
+    let r = run(
+        &mut sock,
+        &mem,
+        &RxConfig {
+            control_buf_len: 100,
+            ..cfg()
+        },
+    );
+    assert!(
+        err_text(&r).contains("the 100-byte control buffer was too small (40 bytes of cmsgs"),
+        "{}",
+        err_text(&r)
+    );
+}
+
+/// A `recvmsg` that claims more bytes than the iov holds is an error, and the tokens of the
+/// dmabuf cmsgs it delivered still go back (issue 14 item 12).
+#[test]
+fn a_return_larger_than_the_iov_fails_and_releases_its_tokens() {
+    let mem = VecMemory::new(1 << 20);
+    let mut control = raw_devmem(libc::SCM_DEVMEM_DMABUF, 0, 4096, 1);
+    control.extend(raw_devmem(libc::SCM_DEVMEM_DMABUF, 4096, 4096, 2));
+    let cfg = RxConfig {
+        data_buf_len: 4096,
+        ..cfg()
+    };
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Raw {
+            data: vec![],
+            control,
+            bytes: 8192,
+            msg_flags: 0,
+        },
+        Step::Eof,
+    ]);
+    let r = run(&mut sock, &mem, &cfg);
+    assert!(
+        matches!(r.result, Err(Error::Decode { .. })),
+        "{:?}",
+        r.result
+    );
+    assert_eq!(
+        err_text(&r),
+        "cannot decode recvmsg(MSG_SOCK_DEVMEM) return: 8192 bytes for a 4096-byte iov"
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 2)]]);
+    assert_eq!(
+        sock.outstanding_tokens(),
+        Vec::<u32>::new(),
+        "no token leaked"
+    );
 }
 
 #[test]
@@ -995,4 +1049,68 @@ fn double_dontneed_follows_kernel_limits() {
     // Unknown tokens are skipped; the rest are freed.
     assert_eq!(sock.dontneed(&[tok(1, 3), tok(1025, 76)]), Ok(76));
     assert!(sock.outstanding_tokens().is_empty());
+}
+
+/// A socket that is always readable and whose every call fails with a transient errno.
+struct TransientForever {
+    /// `Some(e)`: `wait_readable` fails with `e`; `None`: it reports readable.
+    poll_errno: Option<i32>,
+    recv_errno: i32,
+    calls: u64,
+}
+
+impl RxSocket for TransientForever {
+    fn recvmsg(&mut self, _: &mut [u8], _: &mut [u8], _: bool) -> Result<RecvOutcome, i32> {
+        self.calls += 1;
+        Err(self.recv_errno)
+    }
+    fn dontneed(&mut self, _: &[dmabuf_token]) -> Result<usize, i32> {
+        Ok(0)
+    }
+    fn wait_readable(&mut self, _: Duration) -> Result<bool, i32> {
+        match self.poll_errno {
+            Some(e) => {
+                self.calls += 1;
+                Err(e)
+            }
+            None => Ok(true),
+        }
+    }
+}
+
+/// A kernel answering EAGAIN or EINTR forever (to recvmsg, or EINTR to poll) does not make the
+/// loop spin until the idle timeout: it backs off, so 300 ms cost a few dozen calls, not
+/// millions (issue 14 item 13).
+#[test]
+fn transient_errors_forever_back_off_instead_of_spinning() {
+    let mem = VecMemory::new(1 << 20);
+    for (poll_errno, recv_errno) in [
+        (None, libc::EAGAIN),
+        (None, libc::EINTR),
+        (Some(libc::EINTR), libc::EAGAIN),
+    ] {
+        let mut sock = TransientForever {
+            poll_errno,
+            recv_errno,
+            calls: 0,
+        };
+        let cfg = RxConfig {
+            idle_timeout: Some(Duration::from_millis(300)),
+            poll_tick: Duration::from_millis(200),
+            ..cfg()
+        };
+        let t0 = std::time::Instant::now();
+        let r = run_with(&mut sock, &mem, &cfg, &AtomicI32::new(0));
+        assert!(
+            matches!(r.result, Err(Error::Timeout(_))),
+            "{poll_errno:?}/{recv_errno}: {:?}",
+            r.result
+        );
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert!(
+            sock.calls < 100,
+            "{poll_errno:?}/{recv_errno}: {} calls in 300 ms",
+            sock.calls
+        );
+    }
 }

@@ -832,3 +832,46 @@ proptest! {
         }
     }
 }
+
+/// A socket whose sendmsg (and error-queue read and poll) answer EINTR forever.
+struct EintrForever {
+    calls: u64,
+}
+
+impl ncdevmem::tx::TxSocket for EintrForever {
+    fn send_dmabuf(&mut self, _: &[DmabufIov], _: u32) -> Result<usize, i32> {
+        self.calls += 1;
+        Err(libc::EINTR)
+    }
+    fn recv_errqueue(&mut self, _: &mut [u8]) -> Result<ncdevmem::tx::devmem::ErrqueueRead, i32> {
+        self.calls += 1;
+        Err(libc::EINTR)
+    }
+    fn wait_errqueue(&mut self, _: Duration) -> Result<bool, i32> {
+        self.calls += 1;
+        Err(libc::EINTR)
+    }
+    fn socket_error(&mut self) -> Result<i32, i32> {
+        Ok(0)
+    }
+}
+
+/// A kernel answering EINTR forever to the devmem sends does not make the sender spin until a
+/// signal ends it: it backs off (issue 14 item 13).
+#[test]
+fn eintr_forever_backs_off_instead_of_spinning() {
+    let (_, mut mem) = ScriptedTxSocket::new(1 << 16, ID, CompletionPolicy::Manual);
+    let mut sock = EintrForever { calls: 0 };
+    let stop = AtomicI32::new(0);
+    let mut source = lines(b"hello\nworld\n");
+    let mut log = Vec::new();
+    let (_, result) = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(libc::SIGTERM, std::sync::atomic::Ordering::SeqCst);
+        });
+        transmit(&mut sock, &mut mem, &mut source, &cfg(), &stop, &mut log)
+    });
+    assert!(matches!(result, Err(Error::Interrupted(_))), "{result:?}");
+    assert!(sock.calls < 100, "{} calls in 300 ms", sock.calls);
+}

@@ -46,8 +46,10 @@ def _ip(*args):
 
 @pytest.fixture(scope="session")
 def binary():
-    """The ncdevmem-rs binary: $NCDEVMEM or target/release/ncdevmem-rs (make pytest builds it)."""
-    path = os.environ.get("NCDEVMEM") or os.path.join(REPO, "target", "release", "ncdevmem-rs")
+    """The ncdevmem-rs binary: $NCDEVMEM or release/ncdevmem-rs under $CARGO_TARGET_DIR or
+    target/ (make pytest builds it and sets $NCDEVMEM)."""
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(REPO, "target")
+    path = os.environ.get("NCDEVMEM") or os.path.join(target, "release", "ncdevmem-rs")
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} is not built: run 'make build' (or set NCDEVMEM)")
     return os.path.abspath(path)

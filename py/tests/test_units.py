@@ -20,6 +20,26 @@ import ksft_proc
 # --------------------------------------------------------------------------- configuration
 
 
+def test_following_the_readme_leaves_the_checkout_clean():
+    """py/README.md writes py/net.config beside the script: git ignores it, so the
+    checkout shows nothing untracked (issue 14 item 8)."""
+    repo = os.path.dirname(PY_DIR)
+    if shutil.which("git") is None or not os.path.exists(os.path.join(repo, ".git")):
+        pytest.skip("not a git checkout")
+    res = subprocess.run(["git", "-C", repo, "check-ignore", "-q", "py/net.config"])
+    assert res.returncode == 0, "py/net.config is not ignored by git"
+
+
+def test_binary_found_under_cargo_target_dir(tmp_path):
+    """Without $NCDEVMEM the harness looks where cargo builds: $CARGO_TARGET_DIR first."""
+    exe = tmp_path / "release" / "ncdevmem-rs"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    found = devmem_lib.find_binary(str(tmp_path / "nowhere"), {"CARGO_TARGET_DIR": str(tmp_path)})
+    assert found == str(exe)
+
+
 def test_config_text_parsing():
     text = '# comment\n\nNETIF=eth0\nLOCAL_V6 = "2001:db8::1"\nREMOTE_ARGS=\'peer host\'\nEMPTY=\n'
     assert ksft_env.parse_config_text(text) == {

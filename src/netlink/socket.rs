@@ -18,6 +18,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use super::attr::{align, AttrIter, AttrWriter};
+use crate::backoff::Backoff;
 use crate::error::{Error, NlError, Result};
 use crate::sys::netlink_sock as sys;
 use crate::sys::uapi::{
@@ -557,16 +558,23 @@ impl NlSocket {
     }
 
     fn recv_datagram(&mut self) -> Result<usize> {
+        let mut backoff = Backoff::default();
         loop {
             let peeked = match sys::recv(self.fd.as_fd(), &mut self.buf, true) {
-                Err(e) if e.errno() == Some(libc::EINTR) => continue,
+                Err(e) if e.errno() == Some(libc::EINTR) => {
+                    backoff.pause();
+                    continue;
+                }
                 r => r?,
             };
             if peeked.len > self.buf.len() {
                 self.buf.resize(peeked.len, 0);
             }
             let d = match sys::recv(self.fd.as_fd(), &mut self.buf, false) {
-                Err(e) if e.errno() == Some(libc::EINTR) => continue,
+                Err(e) if e.errno() == Some(libc::EINTR) => {
+                    backoff.pause();
+                    continue;
+                }
                 r => r?,
             };
             if d.len > self.buf.len() {

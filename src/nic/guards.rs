@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::io::Write;
 use std::rc::Rc;
+use std::sync::atomic::AtomicI32;
 
 use super::{ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::error::{Error, Result};
@@ -22,10 +23,15 @@ use crate::netlink::ethtool::{Channels, TcpDataSplit};
 
 /// One NIC shared by the guards, the setup and the probe: a reference-counted handle to a
 /// boxed [`NicOps`]. Single-threaded (the tool's NIC work happens on the main thread).
+///
+/// It also carries the stop flag the setup steps look at between changes
+/// ([`SharedNic::interrupted`]): the SIGINT/SIGTERM handler's [`crate::signals::STOP`] unless
+/// a test gives its own ([`SharedNic::stop_flag`]). Undo steps never look at it.
 #[derive(Clone)]
 pub struct SharedNic {
     inner: Rc<RefCell<Box<dyn NicOps>>>,
     ifname: String,
+    stop: &'static AtomicI32,
 }
 
 impl fmt::Debug for SharedNic {
@@ -41,7 +47,22 @@ impl SharedNic {
         SharedNic {
             inner: Rc::new(RefCell::new(nic)),
             ifname,
+            stop: &crate::signals::STOP,
         }
+    }
+
+    /// Uses `stop` instead of [`crate::signals::STOP`] as the stop flag (a signal number, 0 =
+    /// keep going); for tests.
+    pub fn stop_flag(mut self, stop: &'static AtomicI32) -> SharedNic {
+        self.stop = stop;
+        self
+    }
+
+    /// `Err(Error::Interrupted(sig))` once a stop signal arrived: the setup steps call this
+    /// before each change, so a signal during setup stops it at the next step (and the undo
+    /// guards unwind what was done).
+    pub fn interrupted(&self) -> Result<()> {
+        crate::signals::check_flag(self.stop)
     }
 
     /// Interface name, for messages.
@@ -426,15 +447,34 @@ pub fn bad_rule_location(
 /// write that also clears the kernel's "user configured" mark (`IFF_RXFH_CONFIGURED`);
 /// writing the same table explicitly would leave the NIC marked, so later channel changes
 /// would be checked against it and the driver would no longer re-spread it.
+///
+/// Whether the old table was the default does not depend on reading the channel counts:
+/// when they cannot be read (a driver with RSS but no channels support, a transient error),
+/// an even spread may be the default, so the restore resets and re-reads; a table that then
+/// differs was someone's own spread and is written back. When the mark may have been left
+/// set (the reset was refused, or a known default did not come back), the table is written
+/// back and the restore fails naming `ethtool -X IF default`: the NIC is not as it was.
 #[derive(Debug)]
 pub struct RssGuard {
     nic: SharedNic,
     old: RssTable,
-    /// `Some(n)`: `old` was the even spread over the `n` RX queues the channels reported
-    /// when it was read (the driver default); restore by reset.
-    default_for: Option<u32>,
+    /// Whether `old` was the driver default, and how sure that is.
+    default: RssDefault,
     changed: bool,
     armed: bool,
+}
+
+/// Whether a saved RSS table was the driver default (the even spread over the RX queues).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RssDefault {
+    /// It was the even spread over the `n` RX queues the channels reported: restore by reset.
+    Yes(u32),
+    /// It is an even spread, but the RX queue count could not be read: reset and compare; a
+    /// different table means it was not the default and is written back.
+    Maybe,
+    /// It was not the default (a custom table, or a spread over fewer queues than the NIC
+    /// has): written back.
+    No,
 }
 
 /// The outcome of [`RssGuard::spread_if_table`].
@@ -487,11 +527,14 @@ impl RssGuard {
             Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => return Ok(RssSpread::NoTable(e)),
             Err(e) => return Err(e),
         };
-        let default_for = nic
-            .with(|n| n.channels_get())
-            .ok()
-            .map(|c| c.rx_queues())
-            .filter(|&n| n > 0 && equal_table(old.indir.len(), n) == old);
+        let default = match nic.with(|n| n.channels_get()).map(|c| c.rx_queues()) {
+            Ok(n) if n > 0 && equal_table(old.indir.len(), n) == old => RssDefault::Yes(n),
+            Ok(n) if n > 0 => RssDefault::No,
+            // Channels unknown (not supported, a read error, no counts): an even spread may
+            // be the default.
+            _ if equal_spread_of(&old).is_some() => RssDefault::Maybe,
+            _ => RssDefault::No,
+        };
         let new = equal_table(old.indir.len(), start);
         let changed = new != old;
         if changed {
@@ -500,7 +543,7 @@ impl RssGuard {
         Ok(RssSpread::Spread(RssGuard {
             nic: nic.clone(),
             old,
-            default_for,
+            default,
             changed,
             armed: true,
         }))
@@ -516,26 +559,33 @@ impl RssGuard {
         self.changed
     }
 
-    /// Whether the old table was the driver default (restored by a reset).
-    pub fn was_default(&self) -> bool {
-        self.default_for.is_some()
+    /// Whether the old table was the driver default (restored by a reset): `Some(true)` known
+    /// to be, `Some(false)` known not to be, `None` when the RX queue count could not be read
+    /// and the table is an even spread (the restore then resets and compares).
+    pub fn was_default(&self) -> Option<bool> {
+        match self.default {
+            RssDefault::Yes(_) => Some(true),
+            RssDefault::No => Some(false),
+            RssDefault::Maybe => None,
+        }
     }
 
     /// The command that puts the old table back by hand: `ethtool -X IF default` when it was
     /// the driver default, `ethtool -X IF equal N` when it was another even spread, else
     /// `ethtool -X IF default` (with a summary of the old table in the message).
     pub fn fix_command(&self) -> String {
-        match (self.default_for, equal_spread_of(&self.old)) {
-            (None, Some(n)) => format!("ethtool -X {} equal {n}", self.nic.ifname()),
+        match (self.default, equal_spread_of(&self.old)) {
+            (RssDefault::No, Some(n)) => format!("ethtool -X {} equal {n}", self.nic.ifname()),
             _ => format!("ethtool -X {} default", self.nic.ifname()),
         }
     }
 
     fn was(&self) -> String {
         let d = describe_rss(&self.old);
-        match self.default_for {
-            Some(_) => format!("the driver default, {d}"),
-            None => d,
+        match self.default {
+            RssDefault::Yes(_) => format!("the driver default, {d}"),
+            RssDefault::Maybe => format!("{d}, possibly the driver default"),
+            RssDefault::No => d,
         }
     }
 
@@ -544,27 +594,52 @@ impl RssGuard {
             return Ok(());
         }
         let old = &self.old;
-        let by_reset = self.default_for.is_some();
-        self.nic
-            .with(|n| {
-                if by_reset {
-                    // Reset, then confirm the driver's default is the table we saved; if it
-                    // is not (or the reset was refused), write the saved table explicitly.
-                    if n.rss_reset().is_ok() && n.rss_get().is_ok_and(|t| t == *old) {
-                        return Ok(());
-                    }
-                }
-                n.rss_set(old)
-            })
-            .map_err(|e| {
-                Error::Failure(leftover(
-                    "the RSS indirection table",
-                    self.nic.ifname(),
-                    &self.was(),
-                    &e,
-                    &self.fix_command(),
-                ))
-            })
+        let fail = |e: &Error| {
+            Error::Failure(leftover(
+                "the RSS indirection table",
+                self.nic.ifname(),
+                &self.was(),
+                e,
+                &self.fix_command(),
+            ))
+        };
+        if self.default == RssDefault::No {
+            return self.nic.with(|n| n.rss_set(old)).map_err(|e| fail(&e));
+        }
+        // Reset to the driver default (this also clears the user-configured mark), then
+        // confirm it is the table we saved.
+        let reset = self.nic.with(|n| n.rss_reset());
+        let now = reset.as_ref().ok().map(|()| self.nic.with(|n| n.rss_get()));
+        if let Some(Ok(t)) = &now {
+            if t == old {
+                return Ok(());
+            }
+        }
+        // Not the default after all, or the reset (or the re-read) failed: the saved table
+        // goes back explicitly, which marks it user-configured.
+        self.nic.with(|n| n.rss_set(old)).map_err(|e| fail(&e))?;
+        let why = match (reset, now) {
+            (Err(e), _) | (Ok(()), Some(Err(e))) => Some(e),
+            // An even spread of someone's that is not the default: written back, as it was.
+            _ if self.default == RssDefault::Maybe => None,
+            (Ok(()), _) => Some(Error::Failure(match self.default {
+                RssDefault::Yes(n) => format!(
+                    "the driver default is no longer the saved even spread over {n} RX queues"
+                ),
+                _ => "the driver default is no longer the saved table".into(),
+            })),
+        };
+        match why {
+            None => Ok(()),
+            Some(e) => Err(Error::Failure(format!(
+                "RSS indirection table on {} written back, but the reset to the driver default \
+                 failed ({e}), so the kernel keeps it marked user-configured (it was {}); run \
+                 `ethtool -X {} default`",
+                self.nic.ifname(),
+                self.was(),
+                self.nic.ifname()
+            ))),
+        }
     }
 
     /// Puts the original table back (by a reset when it was the driver default).
@@ -976,7 +1051,7 @@ mod tests {
         });
         let s = shared(&nic);
         let g = RssGuard::spread(&s, 3).unwrap();
-        assert!(!g.was_default());
+        assert_eq!(g.was_default(), Some(false));
         assert_eq!(
             nic.state().rss.unwrap(),
             vec![0, 1, 2, 0, 1, 2, 0, 1],

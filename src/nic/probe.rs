@@ -23,6 +23,10 @@
 //! (exit 4 with that reason); otherwise exit 0 — devmem works here. A check that cannot run
 //! but does not decide whether devmem works (the driver does not report channels) is a
 //! `skip` line that does not change the verdict.
+//!
+//! A stop signal (SIGINT/SIGTERM) is looked at before each check ([`SharedNic::interrupted`]):
+//! the remaining checks are not run, everything is undone, and the verdict is
+//! `Error::Interrupted` (exit 1).
 
 use std::fmt;
 use std::io::Write;
@@ -111,12 +115,18 @@ impl fmt::Display for Check {
 pub struct ProbeOutcome {
     /// In the order they ran.
     pub checks: Vec<Check>,
+    /// The stop signal that ended the probe early, if one did.
+    pub interrupted: Option<i32>,
 }
 
 impl ProbeOutcome {
-    /// Exit verdict: the first `FAIL` → `Error::Failure("kernel broke a contract: …")`
-    /// (exit 1); else the first missing capability → `Error::Skip` (exit 4); else `Ok`.
+    /// Exit verdict: a stop signal → `Error::Interrupted` (exit 1); else the first `FAIL` →
+    /// `Error::Failure("kernel broke a contract: …")` (exit 1); else the first missing
+    /// capability → `Error::Skip` (exit 4); else `Ok`.
     pub fn verdict(&self) -> Result<()> {
+        if let Some(sig) = self.interrupted {
+            return Err(Error::Interrupted(sig));
+        }
         if let Some(c) = self.checks.iter().find(|c| c.status == Status::Fail) {
             return Err(Error::Failure(format!(
                 "probe: kernel broke a contract: {}: {}",
@@ -184,8 +194,19 @@ impl Recorder<'_> {
         self.push(Status::Skip, name, detail, true);
     }
 
-    /// `true` (and a "not run" line) when an earlier check stopped the probe.
-    fn not_run(&mut self, name: &str) -> bool {
+    /// Records that a stop signal ended the probe (the remaining checks are "not run").
+    fn interrupt(&mut self, sig: i32) {
+        self.outcome.interrupted.get_or_insert(sig);
+        self.stopped
+            .get_or_insert_with(|| format!("interrupted by signal {sig}"));
+    }
+
+    /// `true` (and a "not run" line) when an earlier check stopped the probe or a stop signal
+    /// arrived.
+    fn not_run(&mut self, nic: &SharedNic, name: &str) -> bool {
+        if let Err(Error::Interrupted(sig)) = nic.interrupted() {
+            self.interrupt(sig);
+        }
         match self.stopped.clone() {
             Some(why) => {
                 self.push(Status::Skip, name, format!("not run ({why})"), false);
@@ -236,15 +257,17 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
 
     // 1. Header split on.
     const HDS_ON: &str = "header split on";
-    match setup.enable_hds() {
-        Ok(()) => rec.ok(HDS_ON, "tcp-data-split enabled".into()),
-        Err(Error::Skip(m)) => rec.missing(HDS_ON, m),
-        Err(e) => rec.fail(HDS_ON, e.to_string()),
+    if !rec.not_run(nic, HDS_ON) {
+        match setup.enable_hds() {
+            Ok(()) => rec.ok(HDS_ON, "tcp-data-split enabled".into()),
+            Err(Error::Skip(m)) => rec.missing(HDS_ON, m),
+            Err(e) => rec.fail(HDS_ON, e.to_string()),
+        }
     }
 
     // 2. RSS (a driver without a table has nothing to exclude: a note, not a skip).
     const RSS: &str = "RSS indirection table spread over the other queues";
-    if !rec.not_run(RSS) {
+    if !rec.not_run(nic, RSS) {
         match setup.exclude_from_rss_if_table(p.start) {
             Ok(None) => rec.ok(RSS, format!("queues 0..{} in RSS, {label} out", p.start)),
             Ok(Some(answer)) => rec.push(
@@ -260,7 +283,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
 
     // 3. Empty queue nests.
     let empty_name = format!("bind-rx with {} empty queue nests is refused", p.num);
-    if !rec.not_run(&empty_name) {
+    if !rec.not_run(nic, &empty_name) {
         let req = real.clone().empty_queue_nests(p.num as usize);
         match nic.with(|n| n.bind_rx(&req)) {
             Ok(b) => {
@@ -280,7 +303,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
 
     // 4. Header split off.
     let off_name = format!("bind-rx of {label} with header split off is refused");
-    if !rec.not_run(&off_name) {
+    if !rec.not_run(nic, &off_name) {
         match nic.with(|n| n.hds_set(TcpDataSplit::Unknown, None)) {
             Err(e) => rec.fail(
                 &off_name,
@@ -309,7 +332,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
     // 5. Header split on, real bind.
     let on_name = format!("bind-rx of {label} with header split on succeeds");
     let mut bound = None;
-    if !rec.not_run(&on_name) {
+    if !rec.not_run(nic, &on_name) {
         let hds_thresh = nic
             .with(|n| n.hds_get())
             .ok()
@@ -328,6 +351,10 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
                         detail.push_str(&format!(", rx-page-size {s}"));
                     }
                     rec.ok(&on_name, detail);
+                }
+                Err(Error::Interrupted(sig)) => {
+                    rec.interrupt(sig);
+                    rec.not_run(nic, &on_name);
                 }
                 Err(Error::Skip(m)) => rec.missing(&on_name, m),
                 Err(e) => rec.fail(&on_name, e.to_string()),
@@ -368,7 +395,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
         "shrinking to {} RX queues below bound {label} is refused",
         p.num
     );
-    if !rec.not_run(&shrink_name) {
+    if !rec.not_run(nic, &shrink_name) {
         if bound.is_none() {
             rec.push(
                 Status::Skip,

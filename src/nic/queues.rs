@@ -153,6 +153,29 @@ pub fn wait_queues_free(
     }
 }
 
+/// [`wait_queues_free`] for the setup side: also ends with `Error::Interrupted` as soon as a
+/// stop signal arrives ([`SharedNic::interrupted`]), instead of waiting out `timeout`.
+fn wait_queues_free_unless_stopped(
+    nic: &SharedNic,
+    queues: &[u32],
+    timeout: Duration,
+) -> Result<Vec<(u32, Vec<QueueOwner>)>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        nic.interrupted()?;
+        let owned: Vec<_> = owned_rx(&nic.with(|n| n.queues())?)
+            .into_iter()
+            .filter(|(q, _)| queues.contains(q))
+            .collect();
+        if owned.is_empty() || Instant::now() >= deadline {
+            return Ok(owned);
+        }
+        std::thread::sleep(
+            QUEUE_POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())),
+        );
+    }
+}
+
 /// Picks the RX queues to bind.
 ///
 /// * `explicit` (`-t START -q NUM`) is used as given, after waiting up to `wait` for owned
@@ -170,7 +193,8 @@ pub fn wait_queues_free(
 /// Errors: `Error::Skip` when the driver does not report channels or reports no channel
 /// counts at all (give `-t`/`-q`), or has fewer than 2 RX queues; `Error::Usage` when
 /// `explicit` starts at queue 0 without `-n` or runs past the RX queues queue-get reports;
-/// `Error::Failure` as above; kernel errors as [`NicOps::queues`].
+/// `Error::Failure` as above; `Error::Interrupted` when a stop signal arrives (also while
+/// waiting); kernel errors as [`NicOps::queues`].
 pub fn choose_queues(
     nic: &SharedNic,
     explicit: Option<(u32, u32)>,
@@ -178,6 +202,7 @@ pub fn choose_queues(
     wait: Duration,
     skip_nic_config: bool,
 ) -> Result<QueueChoice> {
+    nic.interrupted()?;
     let ifname = nic.ifname().to_string();
     let (start, num, n_rx) = match explicit {
         Some((start, num)) => (start, num, None),
@@ -238,7 +263,7 @@ pub fn choose_queues(
         wait.as_millis()
     ));
     let wanted: Vec<u32> = (start..start.saturating_add(num)).collect();
-    let still = nic.with(|n| wait_queues_free(n, &wanted, wait))?;
+    let still = wait_queues_free_unless_stopped(nic, &wanted, wait)?;
     if still.is_empty() {
         notes.push(format!(
             "{ifname}: queues {start}..={} are free now",

@@ -443,6 +443,13 @@ impl NicReport {
             Fact::Failed(e) => cap("udmabuf", CapState::Unknown, e.clone()),
         });
         v.push(match &h.hugepages {
+            // Not needed by this run: the state still says whether there are any, so an
+            // empty pool is never a "yes".
+            Fact::Known(s) if h.hugepages_needed == 0 && s.available() == 0 => cap(
+                "2 MiB hugepages",
+                CapState::No,
+                "none available; -b above the page size needs them (raise vm.nr_hugepages)".into(),
+            ),
             Fact::Known(s) if h.hugepages_needed == 0 => cap(
                 "2 MiB hugepages",
                 CapState::Yes,

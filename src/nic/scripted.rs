@@ -40,6 +40,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::guards::{describe_rule, equal_spread_of};
 use super::queues::QueueOwner;
@@ -215,6 +216,9 @@ pub struct Quirks {
     pub insert_overwrites: Option<RuleLocation>,
     /// bind-rx answers binding id 0 (which the kernel never hands out).
     pub binding_id_zero: bool,
+    /// The driver has no channels ops: channels-get and channels-set answer EOPNOTSUPP,
+    /// while its RX rings (which RSS checks tables against) stay as `channels` says.
+    pub no_channels_ops: bool,
 }
 
 #[derive(Debug)]
@@ -226,6 +230,8 @@ struct Inner {
     journal: Vec<Call>,
     counts: BTreeMap<Op, u64>,
     inject: BTreeMap<(Op, u64), i32>,
+    /// (op, call number) → (stop flag, signal number) to store after that call.
+    signals: BTreeMap<(Op, u64), (&'static AtomicI32, i32)>,
     next_binding: u32,
     next_pool: u64,
     /// Queue → (binding id, queue-get calls left) for bindings released but still visible.
@@ -380,6 +386,7 @@ impl ScriptedNic {
                 journal: Vec::new(),
                 counts: BTreeMap::new(),
                 inject: BTreeMap::new(),
+                signals: BTreeMap::new(),
                 next_binding: 1,
                 next_pool: 100,
                 lingering: BTreeMap::new(),
@@ -521,6 +528,12 @@ impl ScriptedNic {
         self.inner.borrow_mut().inject.insert((op, n), errno);
     }
 
+    /// After the `n`-th call (1-based) of `op`, whatever its result, stores `sig` in `flag`:
+    /// what the SIGINT/SIGTERM handler does when a signal arrives during that call.
+    pub fn signal_after(&self, op: Op, n: u64, flag: &'static AtomicI32, sig: i32) {
+        self.inner.borrow_mut().signals.insert((op, n), (flag, sig));
+    }
+
     /// Every call so far, in order.
     pub fn journal(&self) -> Vec<Call> {
         self.inner.borrow().journal.clone()
@@ -569,6 +582,9 @@ impl ScriptedNic {
             if let Some(last) = inner.journal.last_mut() {
                 last.errno = Some(errno);
             }
+        }
+        if let Some((flag, sig)) = inner.signals.get(&(op, n)) {
+            flag.store(*sig, Ordering::SeqCst);
         }
         r
     }
@@ -668,6 +684,9 @@ impl NicOps for ScriptedNic {
 
     fn channels_get(&mut self) -> Result<Channels> {
         self.call(Op::ChannelsGet, String::new(), |st| {
+            if st.quirks.no_channels_ops {
+                return Err(st.error(Op::ChannelsGet, libc::EOPNOTSUPP, None));
+            }
             st.state
                 .channels
                 .clone()
@@ -687,6 +706,9 @@ impl NicOps for ScriptedNic {
         .collect();
         self.call(Op::ChannelsSet, args.join(" "), |st| {
             let err = |st: &Inner, m: String| st.error(Op::ChannelsSet, libc::EINVAL, Some(&m));
+            if st.quirks.no_channels_ops {
+                return Err(st.error(Op::ChannelsSet, libc::EOPNOTSUPP, None));
+            }
             let Some(old) = st.state.channels.clone() else {
                 return Err(st.error(Op::ChannelsSet, libc::EOPNOTSUPP, None));
             };

@@ -19,6 +19,11 @@
 //! - bind-rx: EOPNOTSUPP → skip ("device does not support devmem RX"), EPERM → skip.
 //!
 //! Any other refusal is a failure (exit 1). Either way every step already done is undone.
+//!
+//! A stop signal (SIGINT/SIGTERM) during setup is acted on at the next step: every step and
+//! the bind first check [`SharedNic::interrupted`], so the run ends with
+//! `Error::Interrupted` (exit 1, "interrupted by signal N") and the steps done are undone,
+//! instead of carrying on and reporting a later step's error.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -254,6 +259,7 @@ impl NicSetup {
         let ifname = self.nic.ifname().to_string();
         let mut last = None;
         for rule in rules {
+            self.nic.interrupted()?;
             match FlowRuleGuard::insert(&self.nic, rule) {
                 Ok(g) => {
                     let loc = g.location();
@@ -281,11 +287,14 @@ impl NicSetup {
     }
 
     /// The whole server setup (unless `plan.skip_nic_config`): header split, RSS, ntuple
-    /// feature, flow rule to `plan.start_queue`.
+    /// feature, flow rule to `plan.start_queue`; the stop flag is checked before each step and
+    /// after the last.
     ///
-    /// Errors: the first step's error (see the module docs); steps already done stay recorded
-    /// and are undone by [`finish`](Self::finish) or `Drop`.
+    /// Errors: the first step's error (see the module docs), or `Error::Interrupted` when a
+    /// stop signal arrived; steps already done stay recorded and are undone by
+    /// [`finish`](Self::finish) or `Drop`.
     pub fn configure_server(&mut self, plan: &ServerPlan) -> Result<()> {
+        self.nic.interrupted()?;
         if plan.skip_nic_config {
             self.log(&format!(
                 "{}: -n: NIC configuration skipped (header split, RSS, flow rule)",
@@ -294,18 +303,23 @@ impl NicSetup {
             return Ok(());
         }
         self.enable_hds()?;
+        self.nic.interrupted()?;
         self.exclude_from_rss(plan.start_queue)?;
+        self.nic.interrupted()?;
         self.enable_ntuple()?;
+        self.nic.interrupted()?;
         self.steer_flow(&flow_rules_for(&plan.flow, plan.start_queue))?;
-        Ok(())
+        self.nic.interrupted()
     }
 
     /// bind-rx; the binding is kept until teardown. Returns the binding id.
     ///
-    /// Errors: [`bind_refusal`] skips; other kernel errors; `Error::Failure` when the kernel
+    /// Errors: `Error::Interrupted` when a stop signal arrived before the bind;
+    /// [`bind_refusal`] skips; other kernel errors; `Error::Failure` when the kernel
     /// answers binding id 0 (ids start at 1; 0 in a cmsg means "no dma-buf") — that binding
     /// is released at once and its queues waited for.
     pub fn bind(&mut self, req: &BindRxRequest) -> Result<u32> {
+        self.nic.interrupted()?;
         let binding = self
             .nic
             .with(|n| n.bind_rx(req))
@@ -424,6 +438,7 @@ pub fn run_with_setup<R>(
     let result = (|| {
         setup.configure_server(plan)?;
         let id = setup.bind(req)?;
+        nic.interrupted()?;
         body(id)
     })();
     let restored = setup.finish();
@@ -456,7 +471,10 @@ pub fn run_configured<R>(
     let mut setup = NicSetup::new(nic.clone())
         .quiet(quiet)
         .teardown_wait(teardown_wait);
-    let result = setup.configure_server(plan).and_then(|()| body());
+    let result = setup
+        .configure_server(plan)
+        .and_then(|()| nic.interrupted())
+        .and_then(|()| body());
     let restored = setup.finish();
     match (result, restored) {
         (Ok(r), Ok(())) => Ok(r),

@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::backoff::Backoff;
 use crate::error::{errno_display, Error, Result};
 use crate::rx::{RecvOutcome, RxSocket};
 use crate::sys::uapi::{self, dmabuf_token};
@@ -57,10 +58,29 @@ impl std::fmt::Display for ParsedAddr {
     }
 }
 
+/// Why `ip` cannot be a TCP endpoint, if it cannot: `"multicast"` (224.0.0.0/4, ff00::/8, and
+/// their IPv4-mapped forms) or `"broadcast"` (255.255.255.255). Pure; no syscall.
+pub fn not_for_tcp(ip: IpAddr) -> Option<&'static str> {
+    let ip = ip.to_canonical();
+    if ip.is_multicast() {
+        Some("multicast")
+    } else if matches!(ip, IpAddr::V4(v4) if v4.is_broadcast()) {
+        Some("broadcast")
+    } else {
+        None
+    }
+}
+
 /// Parses an IP address given with command-line flag `flag` (e.g. `"-s"`): dotted IPv4
 /// (turned into `::ffff:a.b.c.d`), IPv6, or IPv4-mapped IPv6. No brackets, ports or scope ids
-/// (as `inet_pton`). Error: `Error::Usage` naming the flag and the accepted forms.
+/// (as `inet_pton`); no multicast or broadcast address ([`not_for_tcp`]). Error:
+/// `Error::Usage` naming the flag and the accepted forms.
 pub fn parse_addr(s: &str, flag: &str) -> Result<ParsedAddr> {
+    if let Some(kind) = s.parse::<IpAddr>().ok().and_then(not_for_tcp) {
+        return Err(Error::Usage(format!(
+            "{flag}: invalid IP address {s:?}: {kind} addresses cannot carry a TCP connection"
+        )));
+    }
     match s.parse::<IpAddr>() {
         Ok(IpAddr::V4(v4)) => Ok(ParsedAddr {
             ip: v4.to_ipv6_mapped(),
@@ -166,9 +186,21 @@ pub(crate) fn setsockopt_int(
     cvt(ret, &format!("setsockopt({name}, {val})")).map(drop)
 }
 
+/// Whether a new socket may share its port with other sockets that ask for the same
+/// (`SO_REUSEPORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PortSharing {
+    /// Only `SO_REUSEADDR`: a listener refuses a port another listener holds (`EADDRINUSE`)
+    /// but may take one over connections in TIME_WAIT.
+    Exclusive,
+    /// `SO_REUSEADDR` and `SO_REUSEPORT`, as ncdevmem.c's client sets them.
+    Shared,
+}
+
 /// A new `AF_INET6` `SOCK_STREAM` socket (close-on-exec, `O_NONBLOCK` if asked) with
-/// `IPV6_V6ONLY = 0`, `SO_REUSEADDR` and `SO_REUSEPORT`.
-fn tcp6_socket(nonblock: bool) -> Result<OwnedFd> {
+/// `IPV6_V6ONLY = 0`, `SO_REUSEADDR`, and `SO_REUSEPORT` when `sharing` is
+/// [`PortSharing::Shared`].
+fn tcp6_socket(nonblock: bool, sharing: PortSharing) -> Result<OwnedFd> {
     let mut ty = libc::SOCK_STREAM | libc::SOCK_CLOEXEC;
     if nonblock {
         ty |= libc::SOCK_NONBLOCK;
@@ -181,7 +213,9 @@ fn tcp6_socket(nonblock: bool) -> Result<OwnedFd> {
     let b = fd_borrow(&fd);
     setsockopt_int(b, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0, "IPV6_V6ONLY")?;
     setsockopt_int(b, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1, "SO_REUSEADDR")?;
-    setsockopt_int(b, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1, "SO_REUSEPORT")?;
+    if sharing == PortSharing::Shared {
+        setsockopt_int(b, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1, "SO_REUSEPORT")?;
+    }
     Ok(fd)
 }
 
@@ -243,12 +277,18 @@ fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 // Listen / accept / connect
 // ---------------------------------------------------------------------------------------------
 
-/// The server socket, as ncdevmem.c: `socket(AF_INET6, SOCK_STREAM)`, `IPV6_V6ONLY = 0`,
-/// `SO_REUSEADDR`, `SO_REUSEPORT`, `bind(addr)`, `listen(1)`. The listener is `O_NONBLOCK`
-/// (used with [`accept_timeout`]); port 0 picks a free port (see [`local_addr`]).
-/// Errors: `Error::Sys` naming the call and the address.
+/// The server socket: `socket(AF_INET6, SOCK_STREAM)`, `IPV6_V6ONLY = 0`, `SO_REUSEADDR`,
+/// `bind(addr)`, `listen(1)`. The listener is `O_NONBLOCK` (used with [`accept_timeout`]);
+/// port 0 picks a free port (see [`local_addr`]).
+///
+/// Unlike ncdevmem.c there is no `SO_REUSEPORT`: with it a second receiver on the same address
+/// and port would listen too and take some of the first one's connections. `SO_REUSEADDR`
+/// alone still lets a new run bind over connections of the last one in TIME_WAIT.
+///
+/// Errors: `Error::Sys` naming the call and the address (`EADDRINUSE` from `bind` when
+/// another socket listens there).
 pub fn tcp_listen(addr: SocketAddrV6) -> Result<OwnedFd> {
-    let fd = tcp6_socket(true)?;
+    let fd = tcp6_socket(true, PortSharing::Exclusive)?;
     bind6(fd_borrow(&fd), &addr)?;
     // SAFETY: listen takes no pointers.
     let ret = unsafe { libc::listen(fd.as_raw_fd(), 1) };
@@ -262,13 +302,15 @@ pub fn tcp_listen(addr: SocketAddrV6) -> Result<OwnedFd> {
 ///
 /// Errors: `Error::Timeout` when `timeout` (None = forever) passes without a connection;
 /// `Error::Interrupted(sig)` when `stop` becomes non-zero; `Error::Sys` for poll/accept
-/// failures other than `EINTR`, `EAGAIN` and `ECONNABORTED` (which are retried).
+/// failures other than `EINTR`, `EAGAIN` and `ECONNABORTED` (which are retried, with
+/// [`Backoff`] pauses once they repeat).
 pub fn accept_timeout(
     listener: BorrowedFd<'_>,
     timeout: Option<Duration>,
     stop: &AtomicI32,
 ) -> Result<(OwnedFd, SocketAddr)> {
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    let mut backoff = Backoff::default();
     loop {
         let sig = stop.load(Ordering::Relaxed);
         if sig != 0 {
@@ -294,7 +336,10 @@ pub fn accept_timeout(
         match poll_one(listener.as_raw_fd(), libc::POLLIN, Some(tick)) {
             Ok(0) => continue,
             Ok(_) => {}
-            Err(libc::EINTR) => continue,
+            Err(libc::EINTR) => {
+                backoff.pause();
+                continue;
+            }
             Err(errno) => return Err(Error::sys("poll(listener, POLLIN)", errno)),
         }
         let mut ss = zeroed_storage();
@@ -311,7 +356,10 @@ pub fn accept_timeout(
         };
         if raw < 0 {
             match last_errno() {
-                libc::EINTR | libc::EAGAIN | libc::ECONNABORTED => continue,
+                libc::EINTR | libc::EAGAIN | libc::ECONNABORTED => {
+                    backoff.pause();
+                    continue;
+                }
                 errno => return Err(Error::sys("accept4", errno)),
             }
         }
@@ -335,7 +383,7 @@ pub fn connect_timeout(
     ifname: Option<&str>,
     timeout: Option<Duration>,
 ) -> Result<OwnedFd> {
-    let fd = tcp6_socket(false)?;
+    let fd = tcp6_socket(false, PortSharing::Shared)?;
     let b = fd_borrow(&fd);
     if let Some(name) = ifname {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
@@ -379,6 +427,7 @@ pub fn connect_timeout(
         }
         // A deadline too far to represent waits forever.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut backoff = Backoff::default();
         loop {
             crate::signals::check()?;
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -391,7 +440,11 @@ pub fn connect_timeout(
             // Wake at least every STOP_POLL_TICK to notice a stop signal.
             let wait = Some(left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK)));
             match poll_one(b.as_raw_fd(), libc::POLLOUT, wait) {
-                Ok(0) | Err(libc::EINTR) => continue,
+                Ok(0) => continue,
+                Err(libc::EINTR) => {
+                    backoff.pause();
+                    continue;
+                }
                 Ok(_) => break,
                 Err(errno) => return Err(Error::sys("poll(connect, POLLOUT)", errno)),
             }
@@ -534,7 +587,7 @@ impl RxSocket for TcpRxSocket {
 /// # Errors
 /// `Error::Skip` when the kernel answers `ENOPROTOOPT`; `Error::Sys` otherwise.
 pub fn probe_devmem_autorelease() -> Result<()> {
-    let fd = tcp6_socket(false)?;
+    let fd = tcp6_socket(false, PortSharing::Exclusive)?;
     set_devmem_autorelease(fd_borrow(&fd), true)
 }
 
@@ -583,6 +636,7 @@ pub fn send_all(fd: BorrowedFd<'_>, data: &[u8]) -> Result<()> {
 /// `Error::Sys` naming `send` and the offset within `data` (`EPIPE`, `ECONNRESET`, ...).
 pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>) -> Result<()> {
     let mut off = 0;
+    let mut backoff = Backoff::default();
     while off < data.len() {
         let rest = &data[off..];
         // SAFETY: the pointer and length describe `rest`, alive across the call; the kernel
@@ -597,10 +651,14 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
         };
         if ret >= 0 {
             off += ret as usize;
+            backoff.reset();
             continue;
         }
         match last_errno() {
-            libc::EINTR => crate::signals::check()?,
+            libc::EINTR => {
+                crate::signals::check()?;
+                backoff.pause();
+            }
             libc::EAGAIN => match poll_one(fd.as_raw_fd(), libc::POLLOUT, stall) {
                 Ok(0) => {
                     return Err(Error::Timeout(format!(
@@ -610,8 +668,12 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
                         data.len()
                     )))
                 }
-                Ok(_) => {}
-                Err(libc::EINTR) => crate::signals::check()?,
+                // Writable again; a send that keeps answering EAGAIN all the same pauses.
+                Ok(_) => backoff.pause(),
+                Err(libc::EINTR) => {
+                    crate::signals::check()?;
+                    backoff.pause();
+                }
                 Err(errno) => return Err(Error::sys("poll(POLLOUT)", errno)),
             },
             errno => {
@@ -744,6 +806,10 @@ mod tests {
             "1.2.3.4:80",
             " 1.2.3.4",
             "::ffff:1.2.3.4.5",
+            "224.0.0.1",
+            "ff02::1",
+            "::ffff:239.1.2.3",
+            "255.255.255.255",
         ] {
             let e = parse_addr(bad, "-c").unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad:?}");

@@ -37,6 +37,7 @@ use std::io::{BufRead, ErrorKind, Write};
 use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
+use crate::backoff::Backoff;
 use crate::error::{errno_display, Error, Result};
 use crate::rx::{cmsg_align, cmsg_len, cmsg_space, CMSGHDR_LEN};
 use crate::stats::gbit_per_s;
@@ -977,6 +978,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
         self.mem.write_at(offset, data)?;
         self.started.get_or_insert_with(Instant::now);
         let mut cur = IovCursor::new(offset, data.len(), self.cfg.chunk);
+        let mut backoff = Backoff::default();
         while !cur.is_done() {
             crate::signals::check_flag(self.stop)?;
             let batch = cur.batch(MAX_IOV, &mut self.iovs);
@@ -1010,8 +1012,12 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                         );
                     }
                     cur.advance(n as u64);
+                    backoff.reset();
                 }
-                Err(libc::EINTR) => self.stats.eintr_retries += 1,
+                Err(libc::EINTR) => {
+                    self.stats.eintr_retries += 1;
+                    backoff.pause();
+                }
                 Err(errno @ (libc::ENOBUFS | libc::EAGAIN)) => {
                     // ENOBUFS: the socket's optmem for zerocopy notifications is used up; it
                     // frees as completions are read.
@@ -1067,6 +1073,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
     fn wait_progress(&mut self, why: &str) -> Result<()> {
         let timeout = self.cfg.completion_timeout;
         let deadline = Instant::now() + timeout;
+        let mut backoff = Backoff::default();
         loop {
             if self.drain()? > 0 {
                 return Ok(());
@@ -1112,7 +1119,8 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                         }
                     }
                 }
-                Ok(false) | Err(libc::EINTR) => {}
+                Ok(false) => {}
+                Err(libc::EINTR) => backoff.pause(),
                 Err(errno) => return Err(Error::sys("poll(POLLERR)", errno)),
             }
         }
@@ -1121,6 +1129,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
     /// Reads every queued completion without blocking; returns how many were read.
     fn drain(&mut self) -> Result<u64> {
         let mut n = 0;
+        let mut backoff = Backoff::default();
         loop {
             match self.sock.recv_errqueue(&mut self.control) {
                 Ok(read) => {
@@ -1146,6 +1155,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                 Err(libc::EINTR) => {
                     self.stats.eintr_retries += 1;
                     crate::signals::check_flag(self.stop)?;
+                    backoff.pause();
                 }
                 Err(errno) => {
                     return Err(Error::sys("recvmsg(MSG_ERRQUEUE | MSG_DONTWAIT)", errno));

@@ -6,14 +6,17 @@
 #
 # The backports suite is read through a PRIVATE apt configuration (its own source part, lists
 # and cache under the VM cache directory); the host's sources, lists and preferences are never
-# changed. Packages are installed into the host's dpkg database as usual.
+# changed. Packages are installed into the host's dpkg database as usual. When the host's
+# sources have no bookworm-backports entry, one is added (privately) for the mirror the host's
+# apt configuration uses for bookworm main; NCDEVMEM_VM_MIRROR overrides it.
 #
 # usage: tests/vm/install-host-tools.sh [--netdevsim] [--cache DIR]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-cache=${NCDEVMEM_VM_CACHE:-$repo/.cache/vm}
+# shellcheck source=tests/vm/lib.sh
+. "$here/lib.sh"
+cache=$(vm_cache_dir)
 want_mmdebstrap=0
 while (($#)); do
     case $1 in
@@ -72,10 +75,16 @@ if [ "$codename" = bookworm ]; then
     for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
         [ -e "$f" ] && ln -s "$f" "$dir/sources.list.d/"
     done
-    if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    if ! apt_deb_sources | grep -q "^[^ ]* bookworm-backports "; then
+        mirror=${NCDEVMEM_VM_MIRROR:-}
+        if [ -z "$mirror" ]; then
+            mirror=$(debian_mirror bookworm) ||
+                die "no Debian mirror for bookworm-backports: this machine's apt configuration" \
+                    "has no http(s) entry for bookworm's main archive; set NCDEVMEM_VM_MIRROR"
+        fi
         cat >"$dir/sources.list.d/zz-ncdevmem-vm-backports.sources" <<EOF
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $mirror
 Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg

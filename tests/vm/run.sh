@@ -13,35 +13,45 @@
 #   3. builds devmem_nic (tests/vm/devmem-nic, the software devmem NIC) and, optionally
 #      (default on), netdevsim from the same version's linux-source, out of tree against
 #      linux-headers-<abi> in a trixie chroot (mmdebstrap) that stays in the cache;
-#   4. builds ncdevmem-rs, the guest program and the project's real-kernel test binaries
-#      (tests/kernel_*.rs, tests/e2e.rs, tests/rx_fixture.rs) static (crt-static, gnu target);
-#   5. packs an initramfs (busybox-static, the binaries, iproute2 with its libraries, the
-#      modules + depmod) and boots it with a hard timeout;
-#   6. parses the console: one "ok|FAIL|skip|miss <case>" line per case (each test binary is
-#      one case; "miss": a driver fault the -v pattern cannot see, named by the case) and the
-#      exit marker.
+#   4. builds (or finds already built, by `make build` and `make unit`) ncdevmem-rs (release),
+#      the guest program and the project's real-kernel test binaries (tests/kernel_*.rs,
+#      tests/e2e.rs, tests/rx_fixture.rs; test profile) in cargo's own target directory;
+#   5. packs an initramfs (busybox-static, the binaries with their shared libraries, iproute2
+#      with its libraries, the modules + depmod) and boots it with a hard timeout;
+#   6. parses the console, shown with terminal control sequences (and recordings of kernel
+#      answers) removed: one "ok|FAIL|skip|miss <case>" line per case (each test binary is one
+#      case; "miss": a driver fault the -v pattern cannot see, named by the case) and the exit
+#      marker; saves the recordings under <cargo target dir>/vm/fixtures.
 #
-# Downloads and builds are cached in $NCDEVMEM_VM_CACHE (default .cache/vm in the repo): a
-# second run fetches nothing. Failure to reach the archive is retried, then FAILS the run.
+# Downloads and builds that do not depend on the checkout are cached per user in
+# $NCDEVMEM_VM_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/ncdevmem-rs/vm), shared by every
+# clone: a second run fetches nothing. Per-clone outputs (initramfs, console log) go to
+# <cargo target dir>/vm. Failure to reach the archive is retried, then FAILS the run.
+#
+# The Debian mirror is the one this machine's apt configuration uses for its own release's main
+# archive (/etc/apt/sources.list and sources.list.d, one-line or deb822 form); nothing is
+# fetched when everything is cached.
 #
 # usage: tests/vm/run.sh [--no-netdevsim] [--refresh] [--cache DIR] [--timeout SECS]
 #   --no-netdevsim  skip the netdevsim build (netdevsim cases print skip)
 #   --refresh       look up the newest kernel again even when one is cached
 # env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 600),
-#      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites), NCDEVMEM_VM_SKIP=1 (print a
-#      skip line and exit 0), NCDEVMEM_VM_FAULT_MATRIX=N (also measure the fault-detection
-#      matrix, N runs per fault; docs/fault-detection.md), CARGO.
+#      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites; default: from the host's apt
+#      configuration), NCDEVMEM_VM_SKIP=1 (print a skip line and exit 0; without it a run
+#      that is not root fails), NCDEVMEM_VM_FAULT_MATRIX=N (also measure the fault-detection
+#      matrix, N runs per fault; docs/fault-detection.md), CARGO, CARGO_TARGET_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-cache=${NCDEVMEM_VM_CACHE:-$repo/.cache/vm}
+# shellcheck source=tests/vm/lib.sh
+. "$here/lib.sh"
+cache=$(vm_cache_dir)
 netdevsim=${NCDEVMEM_VM_NETDEVSIM:-1}
 refresh=0
 timeout_s=${NCDEVMEM_VM_TIMEOUT:-600}
 cargo=${CARGO:-cargo}
-out=$repo/target/vm
-mirror=${NCDEVMEM_VM_MIRROR:-http://deb.debian.org/debian}
+mirror=${NCDEVMEM_VM_MIRROR:-}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 
 while (($#)); do
@@ -64,9 +74,25 @@ if [ "${NCDEVMEM_VM_SKIP:-0}" = 1 ]; then
     exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-    echo "skip: vm-test: needs root (installs qemu, builds a chroot, loads modules in the guest)"
-    exit 0
+    # A suite that cannot run fails the run (naming why) instead of passing unrun.
+    echo "vm: FAIL: needs root (installs qemu, builds a chroot, loads modules in the guest);" \
+        "run as root, or set NCDEVMEM_VM_SKIP=1 to leave the VM suite out" >&2
+    echo "vm-test: 0 passed, 1 failed"
+    exit 1
 fi
+
+# The Debian mirror, resolved when first needed (a fully cached run needs none).
+need_mirror() {
+    [ -n "$mirror" ] && return 0
+    local codename=''
+    [ -r /etc/os-release ] && codename=$(. /etc/os-release && [ "${ID:-}" = debian ] &&
+        echo "${VERSION_CODENAME:-}")
+    mirror=$(debian_mirror "$codename") ||
+        die "no Debian mirror: this machine's apt configuration has no http(s) entry for" \
+            "${codename:-its Debian release}'s main archive (suite ${codename:-?}, component" \
+            "main); set NCDEVMEM_VM_MIRROR to a Debian mirror URI"
+    log "Debian mirror $mirror (from this machine's apt configuration)"
+}
 
 retry() { # retry WHAT CMD... : three attempts, then fail loudly (never a silent pass)
     local what=$1 n
@@ -86,6 +112,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
+target_dir=$(CARGO=$cargo "$repo/scripts/target-dir.sh") || die "cannot find cargo's target directory"
+out=$target_dir/vm
 mkdir -p "$cache" "$out"
 # One run at a time per cache (a second one waits).
 exec 9>"$cache/.lock"
@@ -103,6 +131,7 @@ nsim_flag=()
 # ---------------------------------------------------------------------------------------------
 tapt=$cache/apt-trixie
 setup_private_apt() {
+    need_mirror
     mkdir -p "$tapt"/{lists/partial,cache/archives/partial,state,etc/sources.list.d,etc/preferences.d,etc/apt.conf.d}
     : >"$tapt/state/status"
     cat >"$tapt/etc/sources.list" <<EOF
@@ -205,6 +234,7 @@ chroot_dir=$cache/chroot-$ABI
 ensure_chroot() {
     [ -x "$chroot_dir/usr/bin/gcc-14" ] && [ -d "$chroot_dir/usr/src/linux-headers-$ABI" ] &&
         [ -x "$chroot_dir/usr/sbin/ethtool" ] && return 0
+    need_mirror
     log "building a trixie chroot (gcc-14, make, linux-headers-$ABI, iproute2, ethtool)"
     make_chroot() {
         rm -rf "$chroot_dir.tmp"
@@ -299,29 +329,35 @@ if ((netdevsim)) && [ ! -s "$nsim_dir/netdevsim.ko" ]; then
 fi
 
 # ---------------------------------------------------------------------------------------------
-# 4. the project's binaries, static
+# 4. the project's binaries
 # ---------------------------------------------------------------------------------------------
+# The same builds the rest of `make test` makes, so nothing is compiled twice: ncdevmem-rs in
+# release (`make build`, also used by the demo and the py/ harness), the guest program and the
+# test binaries in the test profile (`make unit` built them with --all-targets). The guest gets
+# their shared libraries.
 # The project's real-kernel integration tests run in the guest too (each binary is one case).
 test_args=()
 # rx_fixture replays the recording the guest has just made (devmem-nic/recvmsg-record).
 for t in "$repo"/tests/kernel_*.rs "$repo"/tests/e2e.rs "$repo"/tests/rx_fixture.rs; do
     [ -e "$t" ] && test_args+=(--test "$(basename "$t" .rs)")
 done
-log "building ncdevmem-rs, examples/vm_guest and $((${#test_args[@]} / 2)) test binaries static" \
-    "(crt-static, x86_64-unknown-linux-gnu)"
-static_cargo() {
-    (cd "$repo" && RUSTFLAGS="-C target-feature=+crt-static" "$cargo" "$@" --release --locked \
-        --target x86_64-unknown-linux-gnu)
-}
-static_cargo build -q --bin ncdevmem-rs --example vm_guest || die "static build failed"
-rel=$repo/target/x86_64-unknown-linux-gnu/release
+log "building (if not built yet) ncdevmem-rs, examples/vm_guest and $((${#test_args[@]} / 2))" \
+    "test binaries in $target_dir"
+in_repo_cargo() { (cd "$repo" && "$cargo" "$@" --locked); }
+in_repo_cargo build -q --release --bin ncdevmem-rs || die "release build failed"
+in_repo_cargo build -q --example vm_guest || die "build of examples/vm_guest failed"
+tool=$target_dir/release/ncdevmem-rs
+guest=$target_dir/debug/examples/vm_guest
 test_bins=()
 if ((${#test_args[@]})); then
-    json=$(static_cargo test --no-run -q "${test_args[@]}" --message-format=json) ||
-        die "static test build failed"
+    json=$(in_repo_cargo test --no-run -q "${test_args[@]}" --message-format=json) ||
+        die "test build failed"
     while read -r exe; do
         test_bins+=("$exe")
     done < <(sed -n 's/.*"executable":"\([^"]*\/deps\/[^"]*\)".*/\1/p' <<<"$json")
+    # The path cargo compiled into them (CARGO_BIN_EXE_ncdevmem-rs, test profile).
+    bin_exe=$(sed -n 's/.*"executable":"\([^"]*\/ncdevmem-rs\)".*/\1/p' <<<"$json" | head -1)
+    [ -n "$bin_exe" ] || bin_exe=$target_dir/debug/ncdevmem-rs
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -337,10 +373,20 @@ for a in $(/bin/busybox --list); do
     [ "$a" = ip ] || [ -e "$root/bin/$a" ] || ln -s busybox "$root/bin/$a"
 done
 install -m 0755 "$here/init" "$root/init"
-for b in "$rel/ncdevmem-rs" "$rel/examples/vm_guest"; do
-    if readelf -l "$b" 2>/dev/null | grep -q 'interpreter'; then die "$b is not static"; fi
+# copy_libs FILE...: the shared libraries FILE needs (and the loader), at the same paths.
+copy_libs() {
+    local f
+    # (ldd heads each file's list with "FILE:" when given several; the libraries are indented.)
+    for f in $(ldd "$@" 2>/dev/null | grep '^[[:space:]]' | grep -o '/[^ ]*' | sort -u); do
+        mkdir -p "$root$(dirname "$f")"
+        cp -L "$f" "$root$f"
+    done
+}
+for b in "$tool" "$guest"; do
+    [ -x "$b" ] || die "$b was not built"
     strip -o "$root/usr/bin/$(basename "$b")" "$b"
 done
+copy_libs "$tool" "$guest"
 guest_modules=(veth)
 guest_args=(--bin /usr/bin/ncdevmem-rs --ip /usr/sbin/ip)
 if ((${#test_bins[@]})); then
@@ -349,12 +395,15 @@ if ((${#test_bins[@]})); then
         # libtest names them <test>-<hash>; the case is named after <test>.
         strip -o "$root/usr/libexec/ncdevmem-tests/$(basename "$b" | sed 's/-[0-9a-f]*$//')" "$b"
     done
-    # Tests find the binary at the path cargo compiled in (CARGO_BIN_EXE_ncdevmem-rs). /init
-    # links it after mounting the guest's filesystems: the checkout may live under /tmp or
-    # /run, which the guest mounts tmpfs over.
-    echo "$rel/ncdevmem-rs" >"$root/etc/vm-bin-links"
+    copy_libs "${test_bins[@]}"
+    # Tests find the binary at the path cargo compiled in (CARGO_BIN_EXE_ncdevmem-rs); there
+    # the guest runs the release build. /init links it after mounting the guest's filesystems:
+    # the target directory may live under /tmp or /run, which the guest mounts tmpfs over.
+    echo "$bin_exe" >"$root/etc/vm-bin-links"
     guest_args+=(--tests /usr/libexec/ncdevmem-tests)
 fi
+# iproute2 and ethtool from the chroot; its (newer) C library replaces the host's, and the
+# host's binaries run on it too.
 cp -a "$tools_dir/." "$root/"
 ln -sf ../bin/ip "$root/usr/sbin/ip"
 guest_modules+=("devmem_nic pairs=0")
@@ -362,11 +411,11 @@ if ((netdevsim)); then
     guest_modules+=(netdevsim)
     guest_args+=(--netdevsim)
 fi
-printf '%s\n' "${guest_modules[@]}" >"$root/etc/vm-modules"
 # NCDEVMEM_VM_FAULT_MATRIX=N: also measure the fault-detection matrix, N runs per fault.
 if [ "${NCDEVMEM_VM_FAULT_MATRIX:-0}" != 0 ]; then
     guest_args+=(--fault-matrix "$NCDEVMEM_VM_FAULT_MATRIX")
 fi
+printf '%s\n' "${guest_modules[@]}" >"$root/etc/vm-modules"
 echo "${guest_args[*]}" >"$root/etc/vm-guest.args"
 
 # Modules: the ones the guest loads and everything they depend on, decompressed, plus depmod.
@@ -388,7 +437,6 @@ mkdir -p "$gmods/extra"
 cp "$dnic_dir/devmem_nic.ko" "$gmods/extra/"
 need+=($(modinfo -F depends "$dnic_dir/devmem_nic.ko" | tr ',' ' '))
 if ((netdevsim)); then
-    mkdir -p "$gmods/extra"
     cp "$nsim_dir/netdevsim.ko" "$gmods/extra/"
     deps=$(modinfo -F depends "$nsim_dir/netdevsim.ko" | tr ',' ' ')
     need+=($deps)
@@ -416,7 +464,8 @@ set +e
 timeout -k 10 "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1G \
     -nographic -no-reboot -nodefaults -serial stdio -display none \
     -kernel "$vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 panic=-1 oops=panic quiet" </dev/null | tr -d '\r' | tee "$console" |
+    -append "console=ttyS0 panic=-1 oops=panic quiet" </dev/null | strip_terminal_controls |
+    tee "$console" |
     awk '/^NCDEVMEM-FIXTURE-BEGIN /{ skip = 1 } !skip { print; fflush() } /^NCDEVMEM-FIXTURE-END$/{ skip = 0 }'
 qemu_rc=${PIPESTATUS[0]}
 set -e
