@@ -27,9 +27,10 @@ use crate::nic::report::{HostCaps, NicReport};
 use crate::nic::setup::{run_configured, run_with_setup, FlowTarget, ServerPlan};
 use crate::nic::snapshot::{verify_restored, NicSnapshot};
 use crate::nic::NicOps;
+use crate::rcvbuf::RcvbufPlan;
 use crate::rx::{self, NoFragMemory, RxConfig};
 use crate::signals::{self, STOP};
-use crate::stats::RxStats;
+use crate::stats::{RcvbufReport, RxStats};
 use crate::sys::socket::{self, TcpRxSocket};
 use crate::tx::{self, LineSource, PatternSend, PatternSource, TxConfig, TxSource};
 use crate::udmabuf::{self, HugepageStatus, Udmabuf, UdmabufParams};
@@ -124,9 +125,10 @@ fn report_mode(cfg: &Config) -> Result<()> {
 /// `-l --plain`: listen, accept one connection, receive over plain TCP, validate or print,
 /// report. No devmem, no NIC changes: it validates the TCP path and the sender.
 fn plain_server(cfg: &Config) -> Result<()> {
-    let mut sock = listen_and_accept(cfg)?;
+    let plan = plain_rcvbuf_plan(cfg);
+    let (mut sock, rcvbuf) = listen_and_accept(cfg, plan.as_ref())?;
     let rx_cfg = rx_config(cfg, RxConfig::plain());
-    receive_and_report(cfg, &mut sock, None::<&NoFragMemory>, &rx_cfg)
+    receive_and_report(cfg, &mut sock, None::<&NoFragMemory>, &rx_cfg, rcvbuf, None)
 }
 
 /// `-l -f IF -s ADDR -p PORT`: the devmem RX server (ncdevmem.c `do_server`): NIC setup
@@ -194,13 +196,20 @@ fn devmem_server(cfg: &Config) -> Result<()> {
                 }
             ),
         );
-        let mut sock = listen_and_accept(cfg)?;
+        let niov_size = cfg.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
+        let buffers = params.size_bytes / u64::from(niov_size);
+        let plan = rcvbuf_plan(cfg, Some(ifname), buffers, niov_size);
+        let (mut sock, rcvbuf) = listen_and_accept(cfg, Some(&plan))?;
         if let Some(on) = cfg.autorelease {
             socket::set_devmem_autorelease(sock.fd(), on)?;
         }
-        let niov_size = cfg.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
         let rx_cfg = rx_config(cfg, RxConfig::devmem(id, niov_size));
-        receive_and_report(cfg, &mut sock, Some(&mem), &rx_cfg)
+        let stall = StallContext {
+            dmabuf_id: Some(id),
+            io_uring_ifindex: None,
+            buffers,
+        };
+        receive_and_report(cfg, &mut sock, Some(&mem), &rx_cfg, rcvbuf, Some(&stall))
     });
     let result = verify_and_combine(cfg, &nic, before, result);
     drop(mem);
@@ -254,7 +263,7 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
         let zcrx =
             Zcrx::register(ring, &params).map_err(|e| uring::register_refusal(e, &params))?;
         log_zcrx(cfg, &zcrx);
-        return zcrx_accept_and_receive(cfg, zcrx);
+        return zcrx_accept_and_receive(cfg, zcrx, None);
     }
 
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
@@ -285,7 +294,7 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
         let zcrx =
             Zcrx::register(ring, &params).map_err(|e| uring::register_refusal(e, &params))?;
         log_zcrx(cfg, &zcrx);
-        let result = zcrx_accept_and_receive(cfg, zcrx);
+        let result = zcrx_accept_and_receive(cfg, zcrx, Some(ifname));
         // The ring is closed: wait until the kernel has let go of the queue, so header split
         // can be restored.
         match nic.with(|n| wait_queues_free(n, &[queue], QUEUE_FREE_WAIT)) {
@@ -381,8 +390,14 @@ fn log_zcrx(cfg: &Config, z: &Zcrx) {
 /// Listens on `-s`/`-p`, accepts one connection and receives it through `zcrx`; prints the
 /// summary and writes `--json` (also for a failed run). The ring is closed before the
 /// connection socket.
-fn zcrx_accept_and_receive(cfg: &Config, mut zcrx: Zcrx) -> Result<()> {
-    let sock = listen_and_accept(cfg)?;
+fn zcrx_accept_and_receive(cfg: &Config, mut zcrx: Zcrx, ifname: Option<&str>) -> Result<()> {
+    let buf_len = match zcrx.rx_buf_len() {
+        0 => crate::sys::page_size() as u32,
+        l => l,
+    };
+    let buffers = zcrx.area_len() as u64 / u64::from(buf_len);
+    let plan = rcvbuf_plan(cfg, ifname, buffers, buf_len);
+    let (sock, rcvbuf) = listen_and_accept(cfg, Some(&plan))?;
     let rx_cfg = ZcrxRxConfig {
         validate_period: cfg.validate,
         idle_timeout: cfg.timeout,
@@ -393,7 +408,21 @@ fn zcrx_accept_and_receive(cfg: &Config, mut zcrx: Zcrx) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     let mut log_sink = std::io::stderr();
-    let (stats, result) = zcrx.receive_logged(sock.fd(), &rx_cfg, &STOP, &mut out, &mut log_sink);
+    let (mut stats, result) =
+        zcrx.receive_logged(sock.fd(), &rx_cfg, &STOP, &mut out, &mut log_sink);
+    // Explained while the ifq (and its page pool) still exists.
+    let result = match (result, ifname) {
+        (Err(e), Some(i)) => {
+            let ctx = StallContext {
+                dmabuf_id: None,
+                io_uring_ifindex: if_nametoindex(i).ok(),
+                buffers,
+            };
+            Err(explain_stall(e, &ctx, &sock, rcvbuf.as_ref()))
+        }
+        (r, _) => r,
+    };
+    stats.rcvbuf = rcvbuf;
     drop(zcrx);
     drop(sock);
     let flushed = out
@@ -636,16 +665,111 @@ fn pattern_sender(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Binds `-s`:`-p`, prints where it listens, and accepts one connection within `--timeout`.
-fn listen_and_accept(cfg: &Config) -> Result<TcpRxSocket> {
+/// Binds `-s`:`-p` (with the receive buffer of `plan`, when it sets one), prints where it
+/// listens, and accepts one connection within `--timeout`. Returns the connection and, when
+/// there is a plan, the receive buffer it got.
+fn listen_and_accept(
+    cfg: &Config,
+    plan: Option<&RcvbufPlan>,
+) -> Result<(TcpRxSocket, Option<RcvbufReport>)> {
     let port = required(cfg.port, "-p")?;
     let server = required(cfg.server.as_ref(), "-s")?;
     let addr = SocketAddrV6::new(server.socket_ip(), port, 0, 0);
-    let listener = socket::tcp_listen(addr)?;
+    let listener = socket::tcp_listen(addr, plan.and_then(|p| p.bytes))?;
+    if let Some(p) = plan {
+        log(cfg, &format!("receive buffer: {}", p.reason));
+    }
     log(cfg, &format!("listening on [{}]:{port}", server.ip));
     let (fd, peer) = socket::accept_timeout(listener.as_fd(), cfg.timeout, &STOP)?;
     log(cfg, &format!("accepted connection from {peer}"));
-    Ok(TcpRxSocket::new(fd))
+    let sock = TcpRxSocket::new(fd);
+    let report = match plan {
+        Some(p) => Some(RcvbufReport {
+            set: p.bytes,
+            effective: socket::rcvbuf(sock.fd())?,
+            reason: p.reason.clone(),
+        }),
+        None => None,
+    };
+    Ok((sock, report))
+}
+
+/// The receive buffer of a devmem or zcrx server whose memory is `buffers` buffers of
+/// `buf_size` bytes on `ifname` ([`crate::rcvbuf::plan`], from the interface's MTU and this
+/// namespace's `tcp_rmem`).
+fn rcvbuf_plan(cfg: &Config, ifname: Option<&str>, buffers: u64, buf_size: u32) -> RcvbufPlan {
+    let mtu = ifname.and_then(|i| socket::if_mtu(i).ok()).unwrap_or(1500);
+    crate::rcvbuf::plan(
+        cfg.rcvbuf,
+        buffers,
+        buf_size,
+        crate::rcvbuf::mss_for_mtu(mtu),
+        socket::tcp_rmem_max().ok(),
+    )
+}
+
+/// What the plain receiver does with `--rcvbuf` (nothing without it).
+fn plain_rcvbuf_plan(cfg: &Config) -> Option<RcvbufPlan> {
+    cfg.rcvbuf
+        .map(|b| crate::rcvbuf::plan(Some(b), 0, 0, 0, None))
+}
+
+/// Where a receive's buffers come from, to explain a stall: the devmem binding or the zcrx
+/// ifq's device, and how many buffers it has.
+struct StallContext {
+    /// Page pools that take their memory from this binding (devmem).
+    dmabuf_id: Option<u32>,
+    /// io_uring page pools of this interface (zcrx).
+    io_uring_ifindex: Option<u32>,
+    /// Buffers of the binding or area.
+    buffers: u64,
+}
+
+/// An idle timeout of a devmem or zcrx receive, explained from the kernel's own counters:
+/// the page pools' buffers in flight, the bytes queued in the socket, and what that means.
+fn explain_stall(
+    e: Error,
+    ctx: &StallContext,
+    sock: &TcpRxSocket,
+    rcvbuf: Option<&RcvbufReport>,
+) -> Error {
+    let Error::Timeout(msg) = e else {
+        return e;
+    };
+    let pools = match Netdev::open().and_then(|mut n| n.page_pool_get_dump()) {
+        Ok(p) => p,
+        Err(q) => return Error::Timeout(format!("{msg}; (page-pool-get for a diagnosis: {q})")),
+    };
+    let inflight: u64 = pools
+        .iter()
+        .filter(|p| {
+            ctx.dmabuf_id.is_some_and(|id| p.dmabuf == Some(id))
+                || ctx
+                    .io_uring_ifindex
+                    .is_some_and(|i| p.io_uring && p.ifindex == Some(i))
+        })
+        .filter_map(|p| p.inflight)
+        .sum();
+    let queued = socket::inq(sock.fd()).map_or("?".to_string(), |n| n.to_string());
+    let window = rcvbuf.map_or("the kernel's default".to_string(), |r| {
+        format!("{} bytes", r.effective)
+    });
+    let why = if inflight.saturating_mul(10) >= ctx.buffers.saturating_mul(9) {
+        format!(
+            "the NIC has (nearly) no free buffer, none of them held by this tool: the dmabuf is \
+             too small for the TCP window (receive buffer {window}); a larger --dmabuf-size or \
+             a smaller --rcvbuf avoids it"
+        )
+    } else {
+        "the NIC has free buffers: the peer stopped sending, or the flow lands on another queue"
+            .to_string()
+    };
+    Error::Timeout(format!(
+        "{msg}; stalled with {inflight} of {} buffers in flight in the page pools, 0 held by \
+         {}, {queued} bytes queued in the socket: {why}",
+        ctx.buffers,
+        crate::cli::PROGRAM
+    ))
 }
 
 /// The receive-loop settings every mode shares, on top of `base` (plain or devmem).
@@ -668,11 +792,18 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     sock: &mut TcpRxSocket,
     mem: Option<&M>,
     rx_cfg: &RxConfig,
+    rcvbuf: Option<RcvbufReport>,
+    stall: Option<&StallContext>,
 ) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     let mut log_sink = std::io::stderr();
-    let (stats, result) = rx::receive_logged(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink);
+    let (mut stats, result) = rx::receive_logged(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink);
+    let result = match (result, stall) {
+        (Err(e), Some(ctx)) => Err(explain_stall(e, ctx, sock, rcvbuf.as_ref())),
+        (r, _) => r,
+    };
+    stats.rcvbuf = rcvbuf;
     let flushed = out
         .flush()
         .map_err(|e| Error::sys("write(stdout)", e.raw_os_error().unwrap_or(0)));

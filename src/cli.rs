@@ -74,6 +74,8 @@ pub const MAX_WRITE_SIZE: u64 = 64 << 20;
 /// Longest accepted `--timeout`/`--progress`: one year, in seconds.
 pub const MAX_SECONDS: f64 = 31_536_000.0;
 const EXPECT_SIZE: &str = "decimal bytes, optional suffix K, M or G (KiB, MiB, GiB)";
+const EXPECT_RCVBUF: &str =
+    "0 (the kernel's default) or 4096..=1073741824 bytes, optional suffix K, M or G";
 const EXPECT_OFFSET: &str = "decimal byte offset, optional suffix K, M or G (KiB, MiB, GiB)";
 const EXPECT_POW2: &str = "a power of two >= the page size that fits in 32 bits, in bytes";
 const EXPECT_ADDR: &str = "an IPv4, IPv6 or IPv4-mapped IPv6 address";
@@ -106,6 +108,7 @@ const SPECS: &[Spec] = &[
     Spec { short: "",   long: "write-size",      hint: "BYTES",  expect: EXPECT_SIZE },
     Spec { short: "",   long: "corrupt-offset",  hint: "OFFSET", expect: EXPECT_OFFSET },
     Spec { short: "",   long: "expect-bytes",    hint: "BYTES",  expect: EXPECT_SIZE },
+    Spec { short: "",   long: "rcvbuf",          hint: "BYTES",  expect: EXPECT_RCVBUF },
     Spec { short: "",   long: "timeout",         hint: "SECS",   expect: EXPECT_SECONDS },
     Spec { short: "",   long: "json",            hint: "FILE",   expect: EXPECT_PATH },
     Spec { short: "",   long: "progress",        hint: "SECS",   expect: EXPECT_SECONDS },
@@ -259,6 +262,8 @@ pub struct Args {
     pub corrupt_offset: Option<u64>,
     /// `--expect-bytes BYTES`.
     pub expect_bytes: Option<u64>,
+    /// `--rcvbuf BYTES`: 0 or 4 KiB..=1 GiB.
+    pub rcvbuf: Option<u64>,
     /// `--timeout SECS`; `Some(ZERO)` when 0 was typed.
     pub timeout: Option<Duration>,
     /// `--json FILE`.
@@ -516,6 +521,12 @@ impl Args {
                 .ok_or_else(|| invalid("--expect-bytes", "byte count", &t, EXPECT_SIZE))?;
             a.expect_bytes = Some(v);
         }
+        if let Some(t) = last("rcvbuf") {
+            let v = size_bytes(&t)
+                .filter(|&v| v == 0 || (4096..=1 << 30).contains(&v))
+                .ok_or_else(|| invalid("--rcvbuf", "receive buffer size", &t, EXPECT_RCVBUF))?;
+            a.rcvbuf = Some(v);
+        }
         if let Some(t) = last("corrupt-offset") {
             let v = size_bytes(&t)
                 .ok_or_else(|| invalid("--corrupt-offset", "stream offset", &t, EXPECT_OFFSET))?;
@@ -739,6 +750,10 @@ pub struct Config {
     /// `--expect-bytes`: receivers: the stream must carry exactly this many bytes (a sender
     /// that stopped early is a failure, not a short success).
     pub expect_bytes: Option<u64>,
+    /// `--rcvbuf`: receivers: `SO_RCVBUF` in bytes before `listen` (`Some(0)`: leave the
+    /// kernel's default). `None`: devmem and zcrx servers size it from the binding
+    /// ([`crate::rcvbuf`]), the plain receiver leaves the kernel's default.
+    pub rcvbuf: Option<u64>,
     /// `--corrupt-offset`: test aid for the validator: the sender flips every bit of the byte
     /// at this stream offset (bytes from the start of the connection).
     pub corrupt_offset: Option<u64>,
@@ -934,6 +949,11 @@ impl Config {
         {
             return Err(usage_err("--expect-bytes: only applies to receivers (-l)"));
         }
+        if a.rcvbuf.is_some()
+            && !matches!(mode, Mode::Server | Mode::PlainServer | Mode::ZcrxServer)
+        {
+            return Err(usage_err("--rcvbuf: only applies to receivers (-l)"));
+        }
         if a.corrupt_offset.is_some() && !sends_pattern {
             return Err(usage_err(
                 "--corrupt-offset: only applies to --send-pattern",
@@ -1023,6 +1043,7 @@ impl Config {
             write_size,
             corrupt_offset: a.corrupt_offset,
             expect_bytes: a.expect_bytes,
+            rcvbuf: a.rcvbuf,
             rx_buf_len: a.rx_buf_len,
             zcrx_nodev: a.zcrx_nodev,
             verify_restore: a.verify_restore,
@@ -1112,6 +1133,12 @@ Options of ncdevmem-rs:
   --expect-bytes BYTES
                   with -l: fail unless the peer sent exactly BYTES (catches a sender that
                   stopped early; without it, a -v receiver still fails on an empty stream)
+  --rcvbuf BYTES  with -l: the socket's receive buffer (SO_RCVBUF, set before listen; the
+                  kernel doubles it). Default for devmem and zcrx: sized from the binding
+                  (buffer count x min(buffer size, MSS) / 4), so the TCP window cannot ask
+                  the NIC for more buffers than the dmabuf has (a small dmabuf would stall);
+                  left alone when the kernel's tcp_rmem max already fits. 0 = the kernel's
+                  default
   --corrupt-offset OFFSET
                   with --send-pattern: flip the byte at stream offset OFFSET (a test aid: the
                   receiver must report exactly that offset and exit 1)

@@ -30,6 +30,7 @@ pub mod cli;
 pub mod error;
 pub mod netlink;
 pub mod nic;
+pub mod rcvbuf;
 pub mod rx;
 pub mod stats;
 pub mod sys;

@@ -75,6 +75,20 @@ pub struct RxStats {
     pub elapsed: Duration,
     /// io_uring zcrx counters ([`RxMode::Zcrx`] only; zero otherwise).
     pub zcrx: ZcrxCounters,
+    /// The connection's receive buffer, when the server sized it or was told to
+    /// ([`crate::rcvbuf`]).
+    pub rcvbuf: Option<RcvbufReport>,
+}
+
+/// The receive buffer a server asked for and got.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RcvbufReport {
+    /// `SO_RCVBUF` as set before `listen` (bytes); `None` when left at the kernel's default.
+    pub set: Option<u32>,
+    /// What the kernel reports for the connection (`getsockopt(SO_RCVBUF)`, bytes).
+    pub effective: u32,
+    /// Why ([`crate::rcvbuf::RcvbufPlan::reason`]).
+    pub reason: String,
 }
 
 /// Counters of the io_uring zcrx receive path.
@@ -165,6 +179,18 @@ impl RxStats {
                 self.recvmsg_calls, self.eagain_retries, self.eintr_retries
             ));
         }
+        if let Some(r) = &self.rcvbuf {
+            match r.set {
+                Some(set) => s.push_str(&format!(
+                    "; receive buffer {} B (SO_RCVBUF {set}, sized to the binding)",
+                    r.effective
+                )),
+                None => s.push_str(&format!(
+                    "; receive buffer {} B (kernel default)",
+                    r.effective
+                )),
+            }
+        }
         if self.validated_bytes > 0 || self.mismatches > 0 {
             s.push_str(&format!(
                 "; validated {} bytes, {} mismatched",
@@ -205,7 +231,9 @@ impl RxStats {
     /// `eagain_retries`, `eintr_retries`, `validated_bytes`, `mismatches`, `elapsed_s`
     /// (seconds, float), `gbit_per_s` (float). In [`RxMode::Zcrx`] also `zcrx_chunks`,
     /// `zcrx_buffers_returned`, `zcrx_refill_publishes`, `zcrx_arms`, `zcrx_retried_errors`,
-    /// `zcrx_flushes`, `zcrx_waits`, `zcrx_rx_buf_len` (bytes).
+    /// `zcrx_flushes`, `zcrx_waits`, `zcrx_rx_buf_len` (bytes). When the server sized or was
+    /// given its receive buffer: `rcvbuf_set` (`SO_RCVBUF` bytes or null), `rcvbuf_bytes` (what
+    /// the kernel keeps) and `rcvbuf_reason`.
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = json!({
             "mode": self.mode.label(),
@@ -236,6 +264,11 @@ impl RxStats {
             v["zcrx_flushes"] = z.flushes.into();
             v["zcrx_waits"] = z.waits.into();
             v["zcrx_rx_buf_len"] = z.rx_buf_len.into();
+        }
+        if let Some(r) = &self.rcvbuf {
+            v["rcvbuf_set"] = r.set.into();
+            v["rcvbuf_bytes"] = r.effective.into();
+            v["rcvbuf_reason"] = r.reason.clone().into();
         }
         v
     }
@@ -367,7 +400,39 @@ mod tests {
             mismatches: 0,
             elapsed: Duration::from_secs(1),
             zcrx: ZcrxCounters::default(),
+            rcvbuf: None,
         }
+    }
+
+    #[test]
+    fn the_receive_buffer_is_reported_when_sized() {
+        let mut s = sample();
+        assert!(!s.summary_line().contains("receive buffer"));
+        assert!(s.to_json().get("rcvbuf_bytes").is_none());
+        s.rcvbuf = Some(RcvbufReport {
+            set: Some(22848),
+            effective: 45696,
+            reason: "the binding holds 64 buffers".into(),
+        });
+        assert!(
+            s.summary_line()
+                .contains("; receive buffer 45696 B (SO_RCVBUF 22848, sized to the binding)"),
+            "{}",
+            s.summary_line()
+        );
+        let j = s.to_json();
+        assert_eq!(j["rcvbuf_set"], 22848);
+        assert_eq!(j["rcvbuf_bytes"], 45696);
+        assert_eq!(j["rcvbuf_reason"], "the binding holds 64 buffers");
+        s.rcvbuf = Some(RcvbufReport {
+            set: None,
+            effective: 131072,
+            reason: "left".into(),
+        });
+        assert!(s
+            .summary_line()
+            .contains("; receive buffer 131072 B (kernel default)"));
+        assert!(s.to_json()["rcvbuf_set"].is_null());
     }
 
     #[test]

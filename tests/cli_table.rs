@@ -66,6 +66,7 @@ fn blank(mode: Mode) -> Config {
         write_size: None,
         corrupt_offset: None,
         expect_bytes: None,
+        rcvbuf: None,
         rx_buf_len: None,
         zcrx_nodev: false,
         verify_restore: false,
@@ -150,6 +151,10 @@ fn every_flag_has_its_meaning() {
             c.dmabuf_size = Some(16000 * 4096)
         }),
         (SERVER, "--verify-restore", |c| c.verify_restore = true),
+        (SERVER, "--rcvbuf 64K", |c| c.rcvbuf = Some(64 << 10)),
+        (SERVER, "--rcvbuf 0", |c| c.rcvbuf = Some(0)),
+        (SERVER, "--rcvbuf 4096", |c| c.rcvbuf = Some(4096)),
+        (SERVER, "--rcvbuf 1G", |c| c.rcvbuf = Some(1 << 30)),
         // Probe mode.
         ("-f eth0", "", |c| *c = probe()),
         ("-f eth0", "-b 16384", |c| {
@@ -316,6 +321,10 @@ fn mode_selection_table() {
         ),
         ("-f eth0 -t 4294967295 -q 2", "-t/-q: queues"),
         ("--plain -s ::1 -p 1", "--plain: plain-TCP receive needs -l"),
+        (
+            "-f eth0 -s ::1 -p 1 --rcvbuf 64K",
+            "--rcvbuf: only applies to receivers (-l)",
+        ),
         ("-l --plain -p 1", "-s: missing -s ADDR"),
         ("-l --plain -s ::1", "-p: missing -p PORT"),
         (
@@ -439,6 +448,21 @@ fn every_bad_value_names_its_flag() {
             "a power of two in 4096..=2147483648 bytes",
         ),
         ("-b 16K", "-b", "a power of two"), // no suffixes for -b (C: strtoul)
+        (
+            "--rcvbuf 100",
+            "--rcvbuf",
+            "0 (the kernel's default) or 4096..=1073741824",
+        ),
+        (
+            "--rcvbuf 2G",
+            "--rcvbuf",
+            "0 (the kernel's default) or 4096..=1073741824",
+        ),
+        (
+            "--rcvbuf -1",
+            "--rcvbuf",
+            "0 (the kernel's default) or 4096..=1073741824",
+        ),
         ("-A 2", "-A", "(expected 0 or 1)"),
         ("-A -1", "-A", "(expected 0 or 1)"),
         ("-A yes", "-A", "(expected 0 or 1)"),

@@ -323,7 +323,7 @@ fn no_stop() -> AtomicI32 {
 /// A connected loopback pair: (client, accepted server socket, client's address).
 fn loopback_pair(addr: &str) -> (OwnedFd, TcpRxSocket, SocketAddr) {
     let a = parse_addr(addr, "-s").expect("parse");
-    let listener = tcp_listen(a.with_port(0)).expect("listen");
+    let listener = tcp_listen(a.with_port(0), None).expect("listen");
     let port = local_addr(listener.as_fd()).expect("getsockname").port();
     assert_ne!(port, 0);
     let client = connect_timeout(a.with_port(port), None, None, Some(Duration::from_secs(5)))
@@ -404,7 +404,7 @@ fn devmem_recvmsg_on_plain_tcp_copies_normally() {
 #[test]
 fn accept_times_out_promptly() {
     let a = parse_addr("127.0.0.1", "-s").expect("parse");
-    let listener = tcp_listen(a.with_port(0)).expect("listen");
+    let listener = tcp_listen(a.with_port(0), None).expect("listen");
     let t0 = Instant::now();
     let e = accept_timeout(
         listener.as_fd(),
@@ -424,7 +424,7 @@ fn accept_times_out_promptly() {
 #[test]
 fn accept_notices_the_stop_flag() {
     let a = parse_addr("::1", "-s").expect("parse");
-    let listener = tcp_listen(a.with_port(0)).expect("listen");
+    let listener = tcp_listen(a.with_port(0), None).expect("listen");
     let stop = AtomicI32::new(0);
     let t0 = Instant::now();
     let e = std::thread::scope(|s| {
@@ -443,7 +443,7 @@ fn connect_refused_and_bad_ifname() {
     let a = parse_addr("127.0.0.1", "-s").expect("parse");
     // A port nobody listens on: bind one, note it, close it.
     let port = {
-        let l = tcp_listen(a.with_port(0)).expect("listen");
+        let l = tcp_listen(a.with_port(0), None).expect("listen");
         local_addr(l.as_fd()).expect("getsockname").port()
     };
     let e = connect_timeout(a.with_port(port), None, None, Some(Duration::from_secs(5)))
@@ -466,11 +466,11 @@ fn connect_bound_to_lo_with_source_port() {
         skip!(T, "SO_BINDTODEVICE needs CAP_NET_RAW");
     }
     let a = parse_addr("127.0.0.1", "-s").expect("parse");
-    let listener = tcp_listen(a.with_port(0)).expect("listen");
+    let listener = tcp_listen(a.with_port(0), None).expect("listen");
     let port = local_addr(listener.as_fd()).expect("getsockname").port();
     // Source port: pick a free one the same way.
     let src_port = {
-        let l = tcp_listen(a.with_port(0)).expect("listen");
+        let l = tcp_listen(a.with_port(0), None).expect("listen");
         local_addr(l.as_fd()).expect("getsockname").port()
     };
     let client = connect_timeout(
@@ -523,9 +523,9 @@ fn bound_not_listening() -> (OwnedFd, u16) {
 #[test]
 fn second_listener_is_eaddrinuse_but_time_wait_is_no_obstacle() {
     let a = parse_addr("127.0.0.1", "-s").expect("parse");
-    let first = tcp_listen(a.with_port(0)).expect("listen");
+    let first = tcp_listen(a.with_port(0), None).expect("listen");
     let port = local_addr(first.as_fd()).expect("getsockname").port();
-    let e = tcp_listen(a.with_port(port)).expect_err("a second listener on the same port");
+    let e = tcp_listen(a.with_port(port), None).expect_err("a second listener on the same port");
     assert_eq!(e.errno(), Some(libc::EADDRINUSE), "{e}");
     assert!(e.to_string().contains("bind("), "{e}");
 
@@ -559,7 +559,7 @@ fn second_listener_is_eaddrinuse_but_time_wait_is_no_obstacle() {
         );
     }
     // ... but the tool's listener (SO_REUSEADDR) gets it.
-    tcp_listen(a.with_port(port)).expect("listen over TIME_WAIT");
+    tcp_listen(a.with_port(port), None).expect("listen over TIME_WAIT");
 }
 
 /// The pattern sender's last connect try is at the end of its --timeout window, not up to

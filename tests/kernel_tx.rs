@@ -46,7 +46,7 @@ fn netns(test: &str) -> Option<NetNs> {
 /// that reads everything the server side receives until EOF.
 fn loopback_pair(addr: &str) -> (OwnedFd, JoinHandle<Vec<u8>>) {
     let listen_at: SocketAddrV6 = format!("[{addr}]:0").parse().expect("address");
-    let listener = socket::tcp_listen(listen_at).expect("listen on loopback");
+    let listener = socket::tcp_listen(listen_at, None).expect("listen on loopback");
     let port = match socket::local_addr(listener.as_fd()).expect("getsockname") {
         SocketAddr::V6(a) => a.port(),
         SocketAddr::V4(a) => a.port(),

@@ -88,6 +88,9 @@ pub struct HostCaps {
     /// `SO_DEVMEM_AUTORELEASE`: `Known(true)` when the kernel accepts it, `Unsupported` with
     /// the kernel's answer otherwise.
     pub autorelease: Fact<bool>,
+    /// What a devmem server with this `--dmabuf-size` and `-b` does with its receive buffer
+    /// ([`crate::rcvbuf`], for a 1500-byte MTU and this namespace's `tcp_rmem`).
+    pub rcvbuf: crate::rcvbuf::RcvbufPlan,
 }
 
 impl HostCaps {
@@ -129,9 +132,20 @@ impl HostCaps {
             Err(Error::Skip(m)) => Fact::Unsupported(m),
             Err(e) => Fact::Failed(e.to_string()),
         };
-        let hugepages_needed = udmabuf::UdmabufParams::new(rx_page_size, dmabuf_size)
-            .map(|p| if p.hugetlb { p.hugepages_needed() } else { 0 })
-            .unwrap_or(0);
+        let params = udmabuf::UdmabufParams::new(rx_page_size, dmabuf_size).ok();
+        let hugepages_needed =
+            params
+                .as_ref()
+                .map_or(0, |p| if p.hugetlb { p.hugepages_needed() } else { 0 });
+        let niov = rx_page_size.unwrap_or(crate::sys::page_size() as u32);
+        let buffers = params.map_or(0, |p| p.size_bytes / u64::from(niov.max(1)));
+        let rcvbuf = crate::rcvbuf::plan(
+            None,
+            buffers,
+            niov,
+            crate::rcvbuf::mss_for_mtu(1500),
+            crate::sys::socket::tcp_rmem_max().ok(),
+        );
         let bind_rx_policy = Fact::from_result(bind_rx_policy_attrs());
         let autorelease = match crate::sys::socket::probe_devmem_autorelease() {
             Ok(()) => Fact::Known(true),
@@ -145,6 +159,7 @@ impl HostCaps {
             rx_page_size,
             bind_rx_policy,
             autorelease,
+            rcvbuf,
         }
     }
 }
@@ -476,6 +491,20 @@ impl NicReport {
             Fact::Unsupported(e) => cap("2 MiB hugepages", CapState::No, e.clone()),
             Fact::Failed(e) => cap("2 MiB hugepages", CapState::Unknown, e.clone()),
         });
+        // A warning, not a refusal: the server sizes its receive buffer itself.
+        v.push(cap(
+            "TCP window inside the dmabuf",
+            CapState::Yes,
+            match h.rcvbuf.bytes {
+                None => h.rcvbuf.reason.clone(),
+                Some(set) => format!(
+                    "warning: the kernel's default receive window is larger than the dmabuf can \
+                     hold, which can stall a receive ({}); the server sets SO_RCVBUF {set} \
+                     (--rcvbuf 0 would not)",
+                    h.rcvbuf.reason
+                ),
+            },
+        ));
         v.push(match &h.bind_rx_policy {
             Fact::Known(attrs) if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE) => cap(
                 "rx-page-size (bind-rx attribute 5)",

@@ -186,6 +186,81 @@ pub(crate) fn setsockopt_int(
     cvt(ret, &format!("setsockopt({name}, {val})")).map(drop)
 }
 
+/// `getsockopt(fd, level, opt, &int, &4)`; `name` is used in the error.
+fn getsockopt_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    opt: libc::c_int,
+    name: &str,
+) -> Result<libc::c_int> {
+    let mut val: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the pointers describe `val` and `len`, alive across the call; the kernel writes
+    // at most `len` bytes into `val` and updates `len`.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            (&mut val as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret, &format!("getsockopt({name})"))?;
+    Ok(val)
+}
+
+/// The socket's receive buffer in bytes as the kernel keeps it (`getsockopt(SO_RCVBUF)`:
+/// twice what `SO_RCVBUF` was set to, or the autotuned size).
+pub fn rcvbuf(fd: BorrowedFd<'_>) -> Result<u32> {
+    getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, "SO_RCVBUF").map(|v| v.max(0) as u32)
+}
+
+/// Bytes queued for reading on a TCP socket (`ioctl(SIOCINQ)`): the receive queue not yet
+/// returned by `recvmsg`, dmabuf frags included.
+pub fn inq(fd: BorrowedFd<'_>) -> Result<u32> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCINQ (FIONREAD) writes one int through the pointer, which points at `n`,
+    // alive across the call.
+    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n as *mut libc::c_int) };
+    cvt(ret, "ioctl(SIOCINQ)")?;
+    Ok(n.max(0) as u32)
+}
+
+/// `tcp_rmem[2]` of this network namespace (`/proc/sys/net/ipv4/tcp_rmem`, third field):
+/// the largest receive buffer TCP autotuning grows to, in bytes.
+pub fn tcp_rmem_max() -> Result<u64> {
+    const PATH: &str = "/proc/sys/net/ipv4/tcp_rmem";
+    let text = std::fs::read_to_string(PATH).map_err(|e| {
+        Error::sys(
+            format!("read {PATH}"),
+            e.raw_os_error().unwrap_or(libc::EIO),
+        )
+    })?;
+    text.split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| Error::Decode {
+            what: PATH.into(),
+            detail: format!("no third number in {text:?}"),
+        })
+}
+
+/// The MTU of interface `ifname` in bytes (`/sys/class/net/IF/mtu`).
+pub fn if_mtu(ifname: &str) -> Result<u32> {
+    let path = format!("/sys/class/net/{ifname}/mtu");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Error::sys(
+            format!("read {path}"),
+            e.raw_os_error().unwrap_or(libc::EIO),
+        )
+    })?;
+    text.trim().parse().map_err(|_| Error::Decode {
+        what: path,
+        detail: format!("not a number: {text:?}"),
+    })
+}
+
 /// Whether a new socket may share its port with other sockets that ask for the same
 /// (`SO_REUSEPORT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,7 +353,8 @@ fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 
 /// The server socket: `socket(AF_INET6, SOCK_STREAM)`, `IPV6_V6ONLY = 0`, `SO_REUSEADDR`,
-/// `bind(addr)`, `listen(1)`. The listener is `O_NONBLOCK` (used with [`accept_timeout`]);
+/// `SO_RCVBUF` when given (bytes; see [`crate::rcvbuf`]), `bind(addr)`, `listen(1)`. The listener
+/// is `O_NONBLOCK` (used with [`accept_timeout`]);
 /// port 0 picks a free port (see [`local_addr`]).
 ///
 /// Unlike ncdevmem.c there is no `SO_REUSEPORT`: with it a second receiver on the same address
@@ -287,8 +363,20 @@ fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 ///
 /// Errors: `Error::Sys` naming the call and the address (`EADDRINUSE` from `bind` when
 /// another socket listens there).
-pub fn tcp_listen(addr: SocketAddrV6) -> Result<OwnedFd> {
+pub fn tcp_listen(addr: SocketAddrV6, rcvbuf: Option<u32>) -> Result<OwnedFd> {
     let fd = tcp6_socket(true, PortSharing::Exclusive)?;
+    if let Some(bytes) = rcvbuf {
+        // Before listen: the window scale of the accepted connection follows from it, and
+        // the accepted socket inherits it.
+        let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        setsockopt_int(
+            fd_borrow(&fd),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            v,
+            "SO_RCVBUF",
+        )?;
+    }
     bind6(fd_borrow(&fd), &addr)?;
     // SAFETY: listen takes no pointers.
     let ret = unsafe { libc::listen(fd.as_raw_fd(), 1) };
