@@ -1,7 +1,8 @@
 //! Guest side of the VM suite (`tests/vm/run.sh`, `make vm-test`).
 //!
-//! Runs as a static binary inside a QEMU guest booted with a newer Debian kernel that has
-//! udmabuf, devmem TCP netlink and (when the runner built it) the netdevsim module. Each case
+//! Runs (with its shared libraries in the initramfs) inside a QEMU guest booted with a newer
+//! Debian kernel that has udmabuf, devmem TCP netlink and (when the runner built it) the
+//! netdevsim module. Each case
 //! exercises the project's own library (`ncdevmem`) or binary (`ncdevmem-rs`) against that
 //! real kernel and prints exactly one result line:
 //!
@@ -78,7 +79,7 @@ type CaseFn = Box<dyn Fn(&Ctx) -> CaseResult>;
 
 /// What the guest was given on its command line.
 struct Ctx {
-    /// The static `ncdevmem-rs` binary.
+    /// The `ncdevmem-rs` binary (release build).
     bin: PathBuf,
     /// iproute2's `ip`.
     ip: PathBuf,
@@ -90,7 +91,7 @@ struct Ctx {
     /// The runner built netdevsim and /init loaded it: netdevsim cases must pass.
     netdevsim: bool,
     /// Directory of the project's own real-kernel test binaries (`tests/kernel_*.rs`,
-    /// `tests/e2e.rs`, built static), each run as one more case.
+    /// `tests/e2e.rs`, test-profile builds), each run as one more case.
     tests: Option<PathBuf>,
 }
 
