@@ -90,6 +90,8 @@ struct Ctx {
     fault_matrix: u32,
     /// The runner built netdevsim and /init loaded it: netdevsim cases must pass.
     netdevsim: bool,
+    /// `--only A,B`: run only the cases whose names contain one of these (kernel-log always).
+    only: Vec<String>,
     /// Directory of the project's own real-kernel test binaries (`tests/kernel_*.rs`,
     /// `tests/e2e.rs`, test-profile builds), each run as one more case.
     tests: Option<PathBuf>,
@@ -119,7 +121,7 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("vm_guest: {e}");
             eprintln!(
-                "usage: vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--fault-matrix N] [--tests DIR]"
+                "usage: vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--fault-matrix N] [--only A,B] [--tests DIR]"
             );
             return ExitCode::from(2);
         }
@@ -159,6 +161,9 @@ fn main() -> ExitCode {
             "devmem-nic/fault-matrix".to_string(),
             Box::new(move |c: &Ctx| devmem_nic::fault_matrix(c, runs)),
         ));
+    }
+    if !ctx.only.is_empty() {
+        all.retain(|(name, _)| ctx.only.iter().any(|o| name.contains(o.as_str())));
     }
     // Last: what every case above left in the kernel log and in the page pools.
     all.push(("kernel-log".to_string(), Box::new(devmem_nic::kernel_log)));
@@ -205,6 +210,7 @@ fn parse_args() -> Result<Ctx, String> {
     let mut netdevsim = false;
     let mut fault_matrix = 0;
     let mut tests = None;
+    let mut only = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -219,6 +225,10 @@ fn parse_args() -> Result<Ctx, String> {
                     .ok_or("--fault-matrix N")?
             }
             "--tests" => tests = args.next().map(PathBuf::from),
+            "--only" => {
+                let list = args.next().ok_or("--only A,B")?;
+                only.extend(list.split(',').filter(|s| !s.is_empty()).map(String::from));
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -228,6 +238,7 @@ fn parse_args() -> Result<Ctx, String> {
         ethtool,
         fault_matrix,
         netdevsim,
+        only,
         tests,
     })
 }
@@ -1565,8 +1576,13 @@ fn spawn(cmd: &mut Command) -> Result<Child, String> {
 }
 
 /// Waits for `child` at most [`CHILD_DEADLINE`]; kills it past that.
-fn wait(mut child: Child) -> Result<Output, String> {
-    let deadline = Instant::now() + CHILD_DEADLINE;
+fn wait(child: Child) -> Result<Output, String> {
+    wait_within(child, CHILD_DEADLINE)
+}
+
+/// Waits for `child` at most `limit`; kills it past that.
+fn wait_within(mut child: Child, limit: Duration) -> Result<Output, String> {
+    let deadline = Instant::now() + limit;
     loop {
         match child.try_wait() {
             Ok(Some(_)) => return child.wait_with_output().map_err(|e| e.to_string()),
@@ -1576,7 +1592,7 @@ fn wait(mut child: Child) -> Result<Output, String> {
                 let out = child.wait_with_output().map_err(|e| e.to_string())?;
                 return Err(format!(
                     "killed after {} s; stderr {:?}",
-                    CHILD_DEADLINE.as_secs(),
+                    limit.as_secs(),
                     String::from_utf8_lossy(&out.stderr)
                 ));
             }

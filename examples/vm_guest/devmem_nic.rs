@@ -27,8 +27,8 @@ use ncdevmem::Error;
 use serde_json::Value;
 
 use super::{
-    err, ifindex_of, ip, ns_exec, run, run_with_stdin, spawn, wait, CaseResult, Ctx, HugepagePool,
-    NicState, Outcome,
+    err, ifindex_of, ip, ns_exec, run, run_with_stdin, spawn, wait, wait_within, CaseResult, Ctx,
+    HugepagePool, NicState, Outcome,
 };
 
 /// The module's debugfs directory.
@@ -74,6 +74,8 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/fault-d", |c| fault(c, 'd', "dup", 0)),
         ("devmem-nic/fault-e", |c| fault(c, 'e', "corrupt", 0)),
         ("devmem-nic/fault-f", |c| fault(c, 'f', "offset", 8)),
+        ("devmem-nic/kernel-devmem-py", kernel_devmem_py),
+        ("devmem-nic/c-ncdevmem", c_ncdevmem),
     ]
 }
 
@@ -599,9 +601,7 @@ fn recvmsg_record(ctx: &Ctx) -> CaseResult {
     std::fs::create_dir_all(FIXTURE_DIR)
         .and_then(|()| std::fs::write(&saved, &text))
         .map_err(|e| format!("write {saved}: {e}"))?;
-    println!("NCDEVMEM-FIXTURE-BEGIN devmem_nic_recvmsg.txt");
-    print!("{text}");
-    println!("NCDEVMEM-FIXTURE-END");
+    record("devmem_nic_recvmsg.txt", &text);
     Ok(Outcome::Pass(format!(
         "{total} bytes in {} recvmsg calls: {linear_pieces} linear and {dmabuf_pieces} dmabuf \
          pieces, tokens per call {:?}; {} DONTNEED answers; fixture printed above",
@@ -609,6 +609,17 @@ fn recvmsg_record(ctx: &Ctx) -> CaseResult {
         call_tokens.iter().map(Vec::len).collect::<Vec<_>>(),
         experiments.len()
     )))
+}
+
+/// Prints `text` between `NCDEVMEM-FIXTURE-BEGIN NAME` / `NCDEVMEM-FIXTURE-END` lines: the
+/// runner saves it as target/vm/fixtures/NAME and keeps it off the console.
+fn record(name: &str, text: &str) {
+    println!("NCDEVMEM-FIXTURE-BEGIN {name}");
+    print!("{text}");
+    if !text.ends_with('\n') {
+        println!();
+    }
+    println!("NCDEVMEM-FIXTURE-END");
 }
 
 /// Tokens as `SO_DEVMEM_DONTNEED` ranges, consecutive ones coalesced (in the given order).
@@ -1332,6 +1343,282 @@ pub fn fault_matrix(ctx: &Ctx, runs: u32) -> CaseResult {
     }
     Ok(Outcome::Pass(format!(
         "{runs} runs per fault; table printed above (lines starting with '# |')"
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel's own harness (devmem.py), and the kernel's C ncdevmem, on the software NIC
+// ---------------------------------------------------------------------------------------------
+
+/// Where the runner's chroot (a Debian userland with python3, socat, iproute2, ethtool, the
+/// VM kernel's devmem.py and drv-net library, and its C ncdevmem) is mounted.
+const DEBIAN: &str = "/debian";
+/// The harness's `ncdevmem` is a link to this file (in the guest's /run, bound into the
+/// chroot): the binary under test is copied here.
+const UNDER_TEST: &str = "/run/ncdevmem-under-test";
+/// The kernel's devmem.py inside the chroot.
+const DEVMEM_PY: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/devmem.py";
+/// The C ncdevmem built from the VM kernel's source, inside the chroot.
+const C_NCDEVMEM: &str = "/opt/kselftest/c-ncdevmem";
+/// How long one devmem.py run may take under TCG.
+const HARNESS_DEADLINE: Duration = Duration::from_secs(420);
+
+/// The runner's chroot mounted read-only at [`DEBIAN`] (virtio-9p tag `debian`), with the
+/// guest's /proc, /sys, /dev and /run (network namespaces included: mount after creating
+/// them) bound into it and a tmpfs /tmp; unmounted on drop.
+struct DebianRoot;
+
+impl DebianRoot {
+    fn mount() -> Result<DebianRoot, String> {
+        let sh = |args: &[&str]| -> Result<(), String> {
+            let out = run(Command::new(args[0]).args(&args[1..]))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!("{}: {}", args.join(" "), output_text(&out).trim()))
+            }
+        };
+        std::fs::create_dir_all(DEBIAN).map_err(|e| format!("mkdir {DEBIAN}: {e}"))?;
+        sh(&[
+            "mount",
+            "-t",
+            "9p",
+            "-o",
+            "trans=virtio,version=9p2000.L,ro,msize=262144",
+            "debian",
+            DEBIAN,
+        ])
+        .map_err(|e| format!("{e} (the runner shares its chroot over virtio-9p)"))?;
+        let root = DebianRoot;
+        for d in ["proc", "sys", "dev", "run"] {
+            sh(&[
+                "mount",
+                "-o",
+                "rbind",
+                &format!("/{d}"),
+                &format!("{DEBIAN}/{d}"),
+            ])?;
+        }
+        sh(&["mount", "-t", "tmpfs", "tmpfs", &format!("{DEBIAN}/tmp")])?;
+        Ok(root)
+    }
+
+    /// `chroot /debian env VARS… ARGS…` with Debian's PATH.
+    fn command(&self, env: &[(&str, &str)], args: &[&str]) -> Command {
+        let mut c = Command::new("chroot");
+        c.args([DEBIAN, "env", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]);
+        c.args(env.iter().map(|(k, v)| format!("{k}={v}")));
+        c.args(args);
+        c
+    }
+}
+
+impl Drop for DebianRoot {
+    fn drop(&mut self) {
+        let _ = run(Command::new("umount").args(["-l", DEBIAN]));
+    }
+}
+
+/// One run of the kernel's devmem.py: each test's KTAP result (`ok`, `SKIP`, `not ok`) and
+/// the whole output.
+struct HarnessRun {
+    results: Vec<(String, String)>,
+    output: String,
+}
+
+impl HarnessRun {
+    fn summary(&self) -> String {
+        self.results
+            .iter()
+            .map(|(t, r)| format!("{t} {r}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The output lines explaining failures: each exception's command and what it printed
+    /// (the harness's `# Exception|` lines from `CMD:` on), shortened.
+    fn failure_lines(&self) -> String {
+        let mut lines = Vec::new();
+        let mut in_cmd = false;
+        for l in self.output.lines() {
+            let Some(rest) = l.strip_prefix("# Exception|") else {
+                in_cmd = false;
+                continue;
+            };
+            let rest = rest.trim();
+            in_cmd |= rest.starts_with("CMD:");
+            if in_cmd && !rest.is_empty() && !rest.starts_with("STDERR: using ifindex") {
+                lines.push(rest);
+            }
+        }
+        lines.truncate(16);
+        lines.join(" | ")
+    }
+}
+
+/// Runs devmem.py with `binary` (a guest path) as its ncdevmem, on `nic` with its peer
+/// namespace as the netns remote.
+fn devmem_py(root: &DebianRoot, nic: &Dnic, binary: &str) -> Result<HarnessRun, String> {
+    std::fs::copy(binary, UNDER_TEST).map_err(|e| format!("copy {binary} to {UNDER_TEST}: {e}"))?;
+    let env = [
+        ("NETIF", nic.dut.as_str()),
+        ("LOCAL_V4", DUT4),
+        ("REMOTE_V4", PEER4),
+        ("LOCAL_V6", DUT6),
+        ("REMOTE_V6", PEER6),
+        ("REMOTE_TYPE", "netns"),
+        ("REMOTE_ARGS", nic.peer_ns.as_str()),
+    ];
+    let child = spawn(&mut root.command(&env, &["python3", DEVMEM_PY]))?;
+    let out = wait_within(child, HARNESS_DEADLINE)?;
+    let output = output_text(&out);
+    let mut results = Vec::new();
+    for line in output.lines() {
+        let (verdict, rest) = if let Some(r) = line.strip_prefix("not ok ") {
+            ("not ok", r)
+        } else if let Some(r) = line.strip_prefix("ok ") {
+            ("ok", r)
+        } else {
+            continue;
+        };
+        let mut words = rest.split_whitespace().skip(1);
+        let name = words.next().unwrap_or("?").trim_start_matches("devmem.");
+        let verdict = if line.contains("# SKIP") {
+            "SKIP"
+        } else {
+            verdict
+        };
+        results.push((name.to_string(), verdict.to_string()));
+    }
+    if results.is_empty() {
+        return Err(format!(
+            "devmem.py ran no test ({}): {output:?}",
+            out.status
+        ));
+    }
+    Ok(HarnessRun { results, output })
+}
+
+/// The kernel's devmem.py, unchanged, with ncdevmem-rs as its ncdevmem, the software NIC as
+/// NETIF and a netns remote: check_rx, check_tx, check_tx_chunks, check_rx_hds and
+/// check_rx_large_niov must all pass (not skip). A failure that is the harness's own port
+/// collision (its socat binds a random port that an earlier connection of the remote still
+/// holds in TIME_WAIT) gets one more run, and says so.
+fn kernel_devmem_py(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 31, true)?;
+    let root = DebianRoot::mount()?;
+    let mut run1 = devmem_py(&root, &nic, &ctx.bin.to_string_lossy())?;
+    let all_ok = |r: &HarnessRun| r.results.len() == 5 && r.results.iter().all(|(_, v)| v == "ok");
+    let mut note = String::new();
+    if !all_ok(&run1) && run1.output.contains("Address already in use") {
+        note = format!(
+            " (second run: the first had a harness port collision: {})",
+            run1.failure_lines()
+        );
+        run1 = devmem_py(&root, &nic, &ctx.bin.to_string_lossy())?;
+    }
+    record("devmem-py-ncdevmem-rs.txt", &run1.output);
+    if !all_ok(&run1) {
+        return Err(format!(
+            "devmem.py with ncdevmem-rs: {}; {}",
+            run1.summary(),
+            run1.failure_lines()
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "the VM kernel's devmem.py, unchanged, with ncdevmem-rs: {}{note}",
+        run1.summary()
+    )))
+}
+
+/// The kernel's C ncdevmem, built from the VM kernel's source, under the same devmem.py on
+/// the same NIC: with the ntuple feature as the driver starts (off, as on gve) and with it
+/// turned on first; then the receiver CPU time of a 64 MiB `-v 7` receive by each binary
+/// (user + system seconds, bash's `time` in the chroot). The case passes when everything ran;
+/// the C tool's results are recorded, not required.
+fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 32, true)?;
+    let root = DebianRoot::mount()?;
+    let c_bin = format!("{DEBIAN}{C_NCDEVMEM}");
+    let off = devmem_py(&root, &nic, &c_bin)?;
+    let on = {
+        let _ntuple = EthtoolUndo::new(
+            ctx,
+            &nic.dut,
+            &[&["-K", "ntuple", "on"]],
+            &[&["-K", "ntuple", "off"]],
+        )?;
+        devmem_py(&root, &nic, &c_bin)?
+    };
+    record("devmem-py-c-ncdevmem-ntuple-off.txt", &off.output);
+    record("devmem-py-c-ncdevmem-ntuple-on.txt", &on.output);
+    let mut cpu = Vec::new();
+    for (label, bin, port) in [
+        ("ncdevmem-rs", ctx.bin.to_string_lossy().to_string(), "5490"),
+        ("C ncdevmem", c_bin.clone(), "5491"),
+    ] {
+        std::fs::copy(&bin, UNDER_TEST).map_err(|e| format!("copy {bin}: {e}"))?;
+        let _ntuple = EthtoolUndo::new(
+            ctx,
+            &nic.dut,
+            &[&["-K", "ntuple", "on"]],
+            &[&["-K", "ntuple", "off"]],
+        )?;
+        let script = format!(
+            "TIMEFORMAT='cpu %U %S %R'; time {UNDER_TEST} -l -f {} -s {DUT4} -p {port} -c \
+             {PEER4} -v 7 >/dev/null 2>/tmp/receiver.err; echo \"exit $?\"",
+            nic.dut
+        );
+        let rx = spawn(&mut root.command(&[], &["bash", "-c", &script]))?;
+        let tx = run(&mut nic.sender(&[
+            "--send-pattern",
+            "64M",
+            "-s",
+            DUT4,
+            "-p",
+            port,
+            "-c",
+            PEER4,
+            "-v",
+            "7",
+            "--timeout",
+            "60",
+        ]))?;
+        let got = wait_within(rx, HARNESS_DEADLINE)?;
+        let text = output_text(&got);
+        let times = text
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))
+            .map(|t| t.split_whitespace().collect::<Vec<_>>())
+            .filter(|t| t.len() == 3)
+            .ok_or_else(|| format!("{label}: no time: {text:?}"))?;
+        let status = text
+            .lines()
+            .find(|l| l.starts_with("exit "))
+            .unwrap_or("exit ?");
+        cpu.push(format!(
+            "{label}: {status}, user {} s + sys {} s (wall {} s); sender {}",
+            times[0],
+            times[1],
+            times[2],
+            if tx.status.success() { "ok" } else { "failed" }
+        ));
+    }
+    let failures = |label: &str, r: &HarnessRun| {
+        if r.results.iter().any(|(_, v)| v != "ok") {
+            format!(" ({label}: {})", r.failure_lines())
+        } else {
+            String::new()
+        }
+    };
+    Ok(Outcome::Pass(format!(
+        "devmem.py with the C ncdevmem: ntuple off: {}; ntuple on: {}. 64 MiB -v 7 receive: {}\
+         {}{}; whole outputs saved as devmem-py-c-ncdevmem-ntuple-{{off,on}}.txt",
+        off.summary(),
+        on.summary(),
+        cpu.join("; "),
+        failures("ntuple off", &off),
+        failures("ntuple on", &on),
     )))
 }
 

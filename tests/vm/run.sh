@@ -35,11 +35,13 @@
 # usage: tests/vm/run.sh [--no-netdevsim] [--refresh] [--cache DIR] [--timeout SECS]
 #   --no-netdevsim  skip the netdevsim build (netdevsim cases print skip)
 #   --refresh       look up the newest kernel again even when one is cached
-# env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 600),
+# env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 1200),
 #      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites; default: from the host's apt
 #      configuration), NCDEVMEM_VM_SKIP=1 (print a skip line and exit 0; without it a run
 #      that is not root fails), NCDEVMEM_VM_FAULT_MATRIX=N (also measure the fault-detection
-#      matrix, N runs per fault; docs/fault-detection.md), CARGO, CARGO_TARGET_DIR.
+#      matrix, N runs per fault; docs/fault-detection.md), NCDEVMEM_VM_ONLY=A,B (only the
+#      cases whose names contain A or B, and the final kernel-log check), CARGO,
+#      CARGO_TARGET_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,7 +51,7 @@ repo=$(cd "$here/../.." && pwd)
 cache=$(vm_cache_dir)
 netdevsim=${NCDEVMEM_VM_NETDEVSIM:-1}
 refresh=0
-timeout_s=${NCDEVMEM_VM_TIMEOUT:-600}
+timeout_s=${NCDEVMEM_VM_TIMEOUT:-1200}
 cargo=${CARGO:-cargo}
 mirror=${NCDEVMEM_VM_MIRROR:-}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
@@ -226,23 +228,28 @@ log "kernel config: ${flags[*]}"
 
 # ---------------------------------------------------------------------------------------------
 # 3. out-of-tree modules, built in a trixie chroot (gcc-14, make, linux-headers-<abi>, plus
-#    iproute2 and ethtool for the guest) that stays in the cache: devmem_nic, the software
-#    devmem NIC (tests/vm/devmem-nic; always, cached per kernel and source hash), and
-#    netdevsim from the same version's linux-source (optional, cached per kernel)
+#    iproute2, ethtool, python3, socat for the kernel's devmem.py in the guest) that stays in
+#    the cache: devmem_nic, the software devmem NIC (tests/vm/devmem-nic; always, cached per
+#    kernel and source hash), and netdevsim from the same version's linux-source (optional, cached per kernel)
 # ---------------------------------------------------------------------------------------------
 chroot_dir=$cache/chroot-$ABI
 ensure_chroot() {
     [ -x "$chroot_dir/usr/bin/gcc-14" ] && [ -d "$chroot_dir/usr/src/linux-headers-$ABI" ] &&
-        [ -x "$chroot_dir/usr/sbin/ethtool" ] && return 0
+        [ -x "$chroot_dir/usr/sbin/ethtool" ] && [ -x "$chroot_dir/usr/bin/socat" ] &&
+        [ -x "$chroot_dir/usr/bin/rsync" ] && [ -e "$chroot_dir/usr/include/stdio.h" ] &&
+        [ -x "$chroot_dir/usr/bin/pgrep" ] &&
+        [ -e "$chroot_dir/usr/lib/python3/dist-packages/jsonschema/__init__.py" ] &&
+        [ -e "$chroot_dir/usr/lib/python3/dist-packages/yaml/__init__.py" ] && return 0
     need_mirror
-    log "building a trixie chroot (gcc-14, make, linux-headers-$ABI, iproute2, ethtool)"
+    log "building a trixie chroot (gcc-14, make, linux-headers-$ABI, iproute2, ethtool, python3," \
+        "python3-jsonschema, socat, rsync, procps)"
     make_chroot() {
         rm -rf "$chroot_dir.tmp"
         mmdebstrap "$@"
     }
     retry "mmdebstrap trixie" make_chroot --variant=apt --quiet \
         --dpkgopt=force-unsafe-io --aptopt='Acquire::Languages "none"' \
-        --include="gcc-14,make,linux-headers-$ABI,iproute2,ethtool" \
+        --include="gcc-14,libc6-dev,make,linux-headers-$ABI,iproute2,ethtool,python3,python3-yaml,python3-jsonschema,socat,rsync,procps" \
         trixie "$chroot_dir.tmp" \
         "deb [signed-by=$keyring] $mirror trixie main" \
         "deb [signed-by=$keyring] $mirror trixie-backports main"
@@ -305,21 +312,37 @@ if [ ! -s "$dnic_dir/devmem_nic.ko" ]; then
     log "devmem_nic.ko cached in $dnic_dir"
 fi
 
+# The VM kernel's source package, fetched at most once per run (netdevsim and the kernel's
+# selftests come from it); src_extract DEST PATTERN... unpacks the matching paths into DEST
+# (paths relative to the source tree's root).
+major_minor=$(sed 's/^\([0-9]*\.[0-9]*\).*/\1/' <<<"$ABI")
+src_deb_dir=$cache/src-$ABI.tmp
+src_extract() {
+    local dest=$1
+    shift
+    if ! ls "$src_deb_dir"/linux-source-*.deb >/dev/null 2>&1; then
+        rm -rf "$src_deb_dir"
+        cleanups+=("rm -rf '$src_deb_dir'")
+        tapt_update
+        log "fetching linux-source-$major_minor=$KVERSION"
+        download_into "$src_deb_dir" "linux-source-$major_minor=$KVERSION"
+    fi
+    mkdir -p "$dest"
+    dpkg-deb --fsys-tarfile "$src_deb_dir"/linux-source-*.deb |
+        tar -xO "./usr/src/linux-source-$major_minor.tar.xz" |
+        tar -xJ -C "$dest" --strip-components=1 --wildcards \
+            "${@/#/linux-source-$major_minor/}"
+}
+
 nsim_dir=$cache/netdevsim-$ABI
 if ((netdevsim)) && [ ! -s "$nsim_dir/netdevsim.ko" ]; then
     ensure_chroot
-    major_minor=$(sed 's/^\([0-9]*\.[0-9]*\).*/\1/' <<<"$ABI")
     rm -rf "$nsim_dir.tmp" "$chroot_dir/build/netdevsim"
     mkdir -p "$nsim_dir.tmp" "$chroot_dir/build"
     cleanups+=("rm -rf '$nsim_dir.tmp'")
-    tapt_update
-    log "fetching linux-source-$major_minor=$KVERSION for drivers/net/netdevsim"
-    download_into "$nsim_dir.tmp" "linux-source-$major_minor=$KVERSION"
-    dpkg-deb --fsys-tarfile "$nsim_dir.tmp"/linux-source-*.deb |
-        tar -xO "./usr/src/linux-source-$major_minor.tar.xz" |
-        tar -xJ -C "$chroot_dir/build" --strip-components=3 --wildcards \
-            "linux-source-$major_minor/drivers/net/netdevsim/*"
-    rm -f "$nsim_dir.tmp"/linux-source-*.deb
+    src_extract "$chroot_dir/build/src-nsim" 'drivers/net/netdevsim/*'
+    mv "$chroot_dir/build/src-nsim/drivers/net/netdevsim" "$chroot_dir/build/netdevsim"
+    rm -rf "$chroot_dir/build/src-nsim"
     log "building netdevsim.ko against linux-headers-$ABI"
     chroot_build netdevsim "$nsim_dir.tmp/build.log" CONFIG_NETDEVSIM=m
     cp "$chroot_dir/build/netdevsim/netdevsim.ko" "$nsim_dir.tmp/"
@@ -327,6 +350,45 @@ if ((netdevsim)) && [ ! -s "$nsim_dir/netdevsim.ko" ]; then
     mv "$nsim_dir.tmp" "$nsim_dir"
     log "netdevsim.ko cached in $nsim_dir"
 fi
+
+# The kernel's own devmem harness (tools/testing/selftests/drivers/net/hw/devmem.py, the
+# drv-net and YNL Python libraries, the netlink specs) and the kernel's C ncdevmem built from
+# the same source, inside the chroot at /opt/kselftest: the guest mounts the chroot (virtio-9p,
+# read-only) and runs them there. The harness's "ncdevmem" is a link to
+# /run/ncdevmem-under-test, which the guest fills with the binary it tests.
+kst=$chroot_dir/opt/kselftest
+kst_stamp=$kst/.built-$(sha256sum "$here/build-kselftest.sh" | cut -c1-12)
+if [ ! -e "$kst_stamp" ]; then
+    ensure_chroot
+    log "building the kernel's devmem harness and C ncdevmem from linux-source-$major_minor"
+    rm -rf "$kst" "$chroot_dir/build/kst"
+    src_extract "$chroot_dir/build/kst" 'tools/testing/selftests/net/lib/*' \
+        'tools/testing/selftests/drivers/net/*' 'tools/net/ynl/*' 'Documentation/netlink/*' \
+        'tools/include/*' 'tools/scripts/*' 'tools/build/*' 'scripts/*' 'Makefile' \
+        'include/uapi/*' 'arch/x86/*' 'arch/Kconfig'
+    cp "$here/build-kselftest.sh" "$chroot_dir/build/"
+    mount -t proc proc "$chroot_dir/proc"
+    cleanups+=("umount '$chroot_dir/proc' 2>/dev/null")
+    if ! chroot "$chroot_dir" /build/build-kselftest.sh /build/kst /build/c-ncdevmem \
+        >"$out/kselftest-build.log" 2>&1; then
+        umount "$chroot_dir/proc"
+        sed 's/^/vm:   /' "$out/kselftest-build.log" | tail -40 >&2
+        die "building the kernel's C ncdevmem (kernel $ABI) failed; the messages are above"
+    fi
+    umount "$chroot_dir/proc"
+    mkdir -p "$kst/tools/testing/selftests" "$kst/tools/net/ynl" "$kst/Documentation"
+    b=$chroot_dir/build/kst
+    cp -a "$b/tools/testing/selftests/net" "$b/tools/testing/selftests/drivers" \
+        "$kst/tools/testing/selftests/"
+    cp -a "$b/tools/net/ynl/pyynl" "$kst/tools/net/ynl/"
+    cp -a "$b/Documentation/netlink" "$kst/Documentation/"
+    cp "$chroot_dir/build/c-ncdevmem" "$kst/c-ncdevmem"
+    ln -sf /run/ncdevmem-under-test "$kst/tools/testing/selftests/drivers/net/hw/ncdevmem"
+    rm -rf "$b" "$chroot_dir/build/c-ncdevmem" "$chroot_dir/build/build-kselftest.sh"
+    : >"$kst_stamp"
+    log "kernel devmem harness and C ncdevmem in $kst"
+fi
+rm -rf "$src_deb_dir"
 
 # ---------------------------------------------------------------------------------------------
 # 4. the project's binaries
@@ -407,6 +469,9 @@ fi
 cp -a "$tools_dir/." "$root/"
 ln -sf ../bin/ip "$root/usr/sbin/ip"
 guest_modules+=("devmem_nic pairs=0")
+# virtio-9p: the devmem-nic harness cases mount the chroot (the kernel's Python harness,
+# python3, socat, the C ncdevmem) read-only at /debian.
+guest_modules+=(9pnet_virtio 9p)
 if ((netdevsim)); then
     guest_modules+=(netdevsim)
     guest_args+=(--netdevsim)
@@ -414,6 +479,10 @@ fi
 # NCDEVMEM_VM_FAULT_MATRIX=N: also measure the fault-detection matrix, N runs per fault.
 if [ "${NCDEVMEM_VM_FAULT_MATRIX:-0}" != 0 ]; then
     guest_args+=(--fault-matrix "$NCDEVMEM_VM_FAULT_MATRIX")
+fi
+# NCDEVMEM_VM_ONLY=A,B: only the cases whose names contain A or B (and kernel-log).
+if [ -n "${NCDEVMEM_VM_ONLY:-}" ]; then
+    guest_args+=(--only "$NCDEVMEM_VM_ONLY")
 fi
 printf '%s\n' "${guest_modules[@]}" >"$root/etc/vm-modules"
 echo "${guest_args[*]}" >"$root/etc/vm-guest.args"
@@ -432,7 +501,7 @@ mod_paths() { # names... → relative paths of the modules and their dependencie
         tr ' ' '\n' <<<"${line#*:}" | sed '/^$/d'
     done
 }
-need=(veth)
+need=(veth 9pnet_virtio 9p)
 mkdir -p "$gmods/extra"
 cp "$dnic_dir/devmem_nic.ko" "$gmods/extra/"
 need+=($(modinfo -F depends "$dnic_dir/devmem_nic.ko" | tr ',' ' '))
@@ -463,6 +532,7 @@ log "booting under QEMU/TCG (timeout ${timeout_s} s); console in $console"
 set +e
 timeout -k 10 "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1G \
     -nographic -no-reboot -nodefaults -serial stdio -display none \
+    -virtfs "local,path=$chroot_dir,mount_tag=debian,security_model=none,readonly=on" \
     -kernel "$vmlinuz" -initrd "$initrd" \
     -append "console=ttyS0 panic=-1 oops=panic quiet" </dev/null | strip_terminal_controls |
     tee "$console" |
