@@ -314,8 +314,7 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
         let hugepages = release::hugepage_goal(&mut env, pages);
         let what = format!("zcrx ifq {} (no device)", zcrx.zcrx_id());
         log_zcrx(cfg, &zcrx);
-        let result = zcrx_accept_and_receive(cfg, zcrx, None);
-        release::return_deferred_buffers(&mut env);
+        let result = zcrx_accept_and_receive(cfg, zcrx, None, &mut env);
         let held = Holdings {
             what,
             queues: Vec::new(),
@@ -365,11 +364,8 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
         hugepages = release::hugepage_goal(&mut env, pages);
         zcrx_id.set(Some(zcrx.zcrx_id()));
         log_zcrx(cfg, &zcrx);
-        let result = zcrx_accept_and_receive(cfg, zcrx, Some(ifname));
-        // The ring and the connection are closed: what other CPUs still hold of its buffers
-        // is freed now, so the ifq's page pool can go.
-        release::return_deferred_buffers(&mut env);
-        // Wait until the kernel has let go of the queue, so header split can be restored.
+        let result = zcrx_accept_and_receive(cfg, zcrx, Some(ifname), &mut env);
+        // The ring is closed: wait until the kernel has let go of the queue, so header split can be restored.
         match nic.with(|n| wait_queues_free(n, &[queue], QUEUE_FREE_WAIT)) {
             Ok(still) if still.is_empty() => {}
             Ok(still) => crate::elog!(
@@ -514,8 +510,14 @@ fn log_zcrx(cfg: &Config, z: &Zcrx) {
 
 /// Listens on `-s`/`-p`, accepts one connection and receives it through `zcrx`; prints the
 /// summary and writes `--json` (also for a failed run). The ring is closed before the
-/// connection socket.
-fn zcrx_accept_and_receive(cfg: &Config, mut zcrx: Zcrx, ifname: Option<&str>) -> Result<()> {
+/// connection socket; before that, what other CPUs still hold of the received buffers is
+/// freed ([`release::return_deferred_buffers`]), so the ifq's page pool can go with the ring.
+fn zcrx_accept_and_receive(
+    cfg: &Config,
+    mut zcrx: Zcrx,
+    ifname: Option<&str>,
+    env: &mut dyn Env,
+) -> Result<()> {
     let buf_len = match zcrx.rx_buf_len() {
         0 => crate::sys::page_size() as u32,
         l => l,
@@ -548,6 +550,7 @@ fn zcrx_accept_and_receive(cfg: &Config, mut zcrx: Zcrx, ifname: Option<&str>) -
         (r, _) => r,
     };
     stats.rcvbuf = rcvbuf;
+    release::return_deferred_buffers(env);
     drop(zcrx);
     drop(sock);
     let flushed = out

@@ -9,7 +9,7 @@
 //! then are the udmabuf's pages — for large niovs, 2 MiB hugepages — free again. Buffers stay
 //! out mostly because received sk_buffs that the socket consumed on another CPU wait in that
 //! CPU's deferred-free list (see [`crate::sys::softirq`]); on an idle machine that took up to
-//! 77 s in the VM suite's guest. A run that ends leaves that behind, and the next run finds
+//! 78 s in the VM suite's guest. A run that ends leaves that behind, and the next run finds
 //! its hugepages missing.
 //!
 //! So:
@@ -42,16 +42,18 @@ use crate::udmabuf::HugepageStatus;
 pub mod kernel;
 
 /// The longest wait for what a run held (on exit) or for hugepages a previous binding still
-/// holds (on start): 5 s. With [`return_deferred_buffers`] the VM suite's guest gave
-/// everything back within 1.1 s (one page-pool release retry); 5 s leaves room for a slower
+/// holds (on start): 5 s. With [`return_deferred_buffers`] the VM suite's guest had a devmem
+/// binding's hugepages back within 0.06 s of the exit and a zcrx area's within 1.05 s (one
+/// page-pool release retry; docs/kernel-7.3-devmem-nic.md); 5 s leaves room for a slower
 /// machine without making a real shortage wait long.
 pub const WAIT: Duration = Duration::from_secs(5);
 
 /// Interval between readings while waiting: 50 ms.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
-/// How often a wait asks the CPUs again to free deferred buffers while page pools still have
-/// buffers out: 1 s, the kernel's own page-pool release retry interval.
+/// How often a wait asks the CPUs again to free deferred buffers while page pools of the run
+/// (on start: of a binding being torn down) are listed: 1 s, the kernel's own page-pool release
+/// retry interval.
 pub const NUDGE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// On start, how long a hugepage shortage is watched for the free count to rise when no page
@@ -321,12 +323,12 @@ impl Release {
                 self.first.describe(of)
             ));
         }
-        let why = match self.interrupted {
-            Some(sig) => format!("stopped waiting by signal {sig} after {secs:.2} s"),
+        let when = match self.interrupted {
+            Some(sig) => format!("when signal {sig} ended the wait after {secs:.2} s"),
             None => format!("after {secs:.1} s"),
         };
         let mut line = format!(
-            "{why} the kernel still holds what {} held: {}; a next run that needs it waits \
+            "the kernel still holds what {} held {when}: {}; a next run that needs it waits \
              for it or skips",
             self.what,
             self.still.describe(of)

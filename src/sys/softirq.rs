@@ -8,7 +8,7 @@
 //! list reaches half of `net.core.skb_defer_max`. Until then the sk_buff keeps its frags — for
 //! devmem, the niovs of the binding, so the page pool cannot be destroyed and the dma-buf's
 //! pages (the udmabuf's hugepages) stay pinned. On an idle CPU that can take a minute (measured
-//! in the VM suite's guest: up to 77 s; see docs/kernel-7.3-devmem-nic.md).
+//! in the VM suite's guest: up to 78 s; see docs/kernel-7.3-devmem-nic.md).
 //!
 //! [`run_net_rx_on_each_cpu`] makes each CPU the calling thread may run on process one loopback
 //! datagram: loopback delivers on the sending CPU (`loopback_xmit` → `__netif_rx` → that CPU's
