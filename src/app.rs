@@ -365,7 +365,8 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
         zcrx_id.set(Some(zcrx.zcrx_id()));
         log_zcrx(cfg, &zcrx);
         let result = zcrx_accept_and_receive(cfg, zcrx, Some(ifname), &mut env);
-        // The ring is closed: wait until the kernel has let go of the queue, so header split can be restored.
+        // The ring is closed: wait until the kernel has let go of the queue, so header split
+        // can be restored.
         match nic.with(|n| wait_queues_free(n, &[queue], QUEUE_FREE_WAIT)) {
             Ok(still) if still.is_empty() => {}
             Ok(still) => crate::elog!(
