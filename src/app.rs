@@ -7,8 +7,11 @@
 //! acquisition order, so Rust drops them in reverse: the TCP socket, then the NIC setup (the
 //! binding first — closing its netlink socket unbinds — then the flow rule, ntuple feature,
 //! RSS table and header split), then the dma-buf mapping. In zcrx mode the io_uring ring takes
-//! the binding's place: closing it releases the queue ([`crate::uring`]).
+//! the binding's place: closing it releases the queue ([`crate::uring`]). What the kernel
+//! still holds of a run after that (page pools, hugepages) is waited for on exit, and what a
+//! previous run still holds on start, as [`crate::release`] decides.
 
+use std::cell::Cell;
 use std::ffi::CString;
 use std::io::Write;
 use std::net::SocketAddrV6;
@@ -28,12 +31,14 @@ use crate::nic::setup::{run_configured, run_with_setup, FlowTarget, ServerPlan};
 use crate::nic::snapshot::{verify_restored, NicSnapshot};
 use crate::nic::NicOps;
 use crate::rcvbuf::RcvbufPlan;
+use crate::release::kernel::KernelEnv;
+use crate::release::{self, Env, Holdings, PoolOwner};
 use crate::rx::{self, NoFragMemory, RxConfig};
 use crate::signals::{self, STOP};
 use crate::stats::{RcvbufReport, RxStats};
 use crate::sys::socket::{self, TcpRxSocket};
 use crate::tx::{self, LineSource, PatternSend, PatternSource, TxConfig, TxSource};
-use crate::udmabuf::{self, HugepageStatus, Udmabuf, UdmabufParams};
+use crate::udmabuf::{self, Udmabuf, UdmabufParams};
 use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
 
 /// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM handlers first, so every later
@@ -140,14 +145,17 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     let port = required(cfg.port, "-p")?;
     let server = required(cfg.server.as_ref(), "-s")?;
     let params = UdmabufParams::new(cfg.rx_page_size, cfg.dmabuf_size)?;
-    // Everything that makes this run a skip is checked before anything is created or changed.
-    udmabuf::preflight(&params)?;
+    // Everything that makes this run a skip is checked before anything is created or changed;
+    // hugepages a previous binding still holds are waited for.
+    udmabuf::preflight_device(&params)?;
     if cfg.autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
     }
     if let Some(size) = cfg.rx_page_size {
         require_rx_page_size(size)?;
     }
+    let mut env = KernelEnv::new(Some(ifindex));
+    await_hugepages(cfg, &mut env, params.hugepages_needed())?;
     // A stop signal is acted on between the steps (and between the NIC setup steps, see
     // `crate::nic::setup`), not only once the receive loop runs.
     signals::check()?;
@@ -167,6 +175,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     log(cfg, &format!("using queues {start}..={}", start + num - 1));
 
     let mem = Udmabuf::create(&params)?;
+    let hugepages = release::hugepage_goal(&mut env, params.hugepages_needed());
     signals::check()?;
     let request = BindRxRequest::new(ifindex, mem.fd(), &choice.queues())
         .ifname(ifname)
@@ -182,38 +191,74 @@ fn devmem_server(cfg: &Config) -> Result<()> {
         skip_nic_config: cfg.skip_nic_config,
     };
     let quiet = cfg.verbosity == Verbosity::Quiet;
+    let bound_id = Cell::new(None);
     let result = run_with_setup(&nic, &plan, &request, quiet, QUEUE_FREE_WAIT, |id| {
-        log(
-            cfg,
-            &format!(
-                "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
-                start + num - 1,
-                params.size_bytes,
-                if params.hugetlb { ", hugetlb" } else { "" },
-                match cfg.rx_page_size {
-                    Some(n) => format!(", rx-page-size {n}"),
-                    None => String::new(),
-                }
-            ),
-        );
-        let niov_size = cfg.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
-        let buffers = params.size_bytes / u64::from(niov_size);
-        let plan = rcvbuf_plan(cfg, Some(ifname), buffers, niov_size);
-        let (mut sock, rcvbuf) = listen_and_accept(cfg, Some(&plan))?;
-        if let Some(on) = cfg.autorelease {
-            socket::set_devmem_autorelease(sock.fd(), on)?;
-        }
-        let rx_cfg = rx_config(cfg, RxConfig::devmem(id, niov_size));
-        let stall = StallContext {
-            dmabuf_id: Some(id),
-            io_uring_ifindex: None,
-            buffers,
-        };
-        receive_and_report(cfg, &mut sock, Some(&mem), &rx_cfg, rcvbuf, Some(&stall))
+        bound_id.set(Some(id));
+        let result = bound_server(cfg, &mem, &params, id, (start, num));
+        // The connection is closed: what other CPUs still hold of its buffers is freed now,
+        // so the binding's page pool can go as soon as it is unbound.
+        release::return_deferred_buffers(&mut env);
+        result
     });
     let result = verify_and_combine(cfg, &nic, before, result);
     drop(mem);
+    let (what, pools) = match bound_id.get() {
+        Some(id) => (
+            format!("dmabuf binding {id} on {ifname}"),
+            PoolOwner::Dmabuf(vec![id]),
+        ),
+        None => (format!("the udmabuf for {ifname}"), PoolOwner::Nothing),
+    };
+    await_release(
+        cfg,
+        &mut env,
+        &Holdings {
+            what,
+            queues: choice.queues(),
+            pools,
+            hugepages,
+        },
+    );
     result
+}
+
+/// The devmem server once `mem` is bound to queues `start..start+num` as binding `id`: listen,
+/// accept, receive, report. The connection is closed when it returns.
+fn bound_server(
+    cfg: &Config,
+    mem: &Udmabuf,
+    params: &UdmabufParams,
+    id: u32,
+    (start, num): (u32, u32),
+) -> Result<()> {
+    let ifname = required(cfg.ifname.as_deref(), "-f")?;
+    log(
+        cfg,
+        &format!(
+            "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
+            start + num - 1,
+            params.size_bytes,
+            if params.hugetlb { ", hugetlb" } else { "" },
+            match cfg.rx_page_size {
+                Some(n) => format!(", rx-page-size {n}"),
+                None => String::new(),
+            }
+        ),
+    );
+    let niov_size = cfg.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
+    let buffers = params.size_bytes / u64::from(niov_size);
+    let plan = rcvbuf_plan(cfg, Some(ifname), buffers, niov_size);
+    let (mut sock, rcvbuf) = listen_and_accept(cfg, Some(&plan))?;
+    if let Some(on) = cfg.autorelease {
+        socket::set_devmem_autorelease(sock.fd(), on)?;
+    }
+    let rx_cfg = rx_config(cfg, RxConfig::devmem(id, niov_size));
+    let stall = StallContext {
+        dmabuf_id: Some(id),
+        io_uring_ifindex: None,
+        buffers,
+    };
+    receive_and_report(cfg, &mut sock, Some(mem), &rx_cfg, rcvbuf, Some(&stall))
 }
 
 /// `-l --zcrx -f IF -s ADDR -p PORT`: the io_uring zero-copy receive server (the flow of the
@@ -241,12 +286,16 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
     }
     let area_len = zcrx_area_len(cfg.dmabuf_size, hugetlb, page)?;
     let buf_len = cfg.rx_buf_len.map_or(page, |l| l as usize);
-    // Everything that makes this run a skip is checked before anything is changed.
+    let pages = if hugetlb {
+        (area_len / crate::sys::uapi::HUGEPAGE_2M) as u64
+    } else {
+        0
+    };
+    // Everything that makes this run a skip is checked before anything is changed; hugepages
+    // a previous binding or area still holds are waited for.
     uring::check_io_uring_enabled()?;
-    if hugetlb {
-        let pages = (area_len / crate::sys::uapi::HUGEPAGE_2M) as u64;
-        HugepageStatus::read()?.require(pages)?;
-    }
+    let mut env = KernelEnv::new(None);
+    await_hugepages(cfg, &mut env, pages)?;
     signals::check()?;
     let ring = uring::create_ring(&RingParams::default()).map_err(uring::setup_refusal)?;
     uring::require_recv_zc(&ring)?;
@@ -262,8 +311,18 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
     if cfg.zcrx_nodev {
         let zcrx =
             Zcrx::register(ring, &params).map_err(|e| uring::register_refusal(e, &params))?;
+        let hugepages = release::hugepage_goal(&mut env, pages);
+        let what = format!("zcrx ifq {} (no device)", zcrx.zcrx_id());
         log_zcrx(cfg, &zcrx);
-        return zcrx_accept_and_receive(cfg, zcrx, None);
+        let result = zcrx_accept_and_receive(cfg, zcrx, None, &mut env);
+        let held = Holdings {
+            what,
+            queues: Vec::new(),
+            pools: PoolOwner::Nothing,
+            hugepages,
+        };
+        await_release(cfg, &mut env, &held);
+        return result;
     }
 
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
@@ -290,11 +349,22 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
         skip_nic_config: cfg.skip_nic_config,
     };
     let quiet = cfg.verbosity == Verbosity::Quiet;
+    let mut env = KernelEnv::new(Some(ifindex));
+    // io_uring page pools of the device that are not this run's.
+    let mut other_pools = Vec::new();
+    let mut hugepages = None;
+    let zcrx_id = Cell::new(None);
     let result = run_configured(&nic, &plan, quiet, QUEUE_FREE_WAIT, || {
+        other_pools = env
+            .page_pools()
+            .map(|p| release::io_uring_pool_ids(&p, ifindex))
+            .unwrap_or_default();
         let zcrx =
             Zcrx::register(ring, &params).map_err(|e| uring::register_refusal(e, &params))?;
+        hugepages = release::hugepage_goal(&mut env, pages);
+        zcrx_id.set(Some(zcrx.zcrx_id()));
         log_zcrx(cfg, &zcrx);
-        let result = zcrx_accept_and_receive(cfg, zcrx, Some(ifname));
+        let result = zcrx_accept_and_receive(cfg, zcrx, Some(ifname), &mut env);
         // The ring is closed: wait until the kernel has let go of the queue, so header split
         // can be restored.
         match nic.with(|n| wait_queues_free(n, &[queue], QUEUE_FREE_WAIT)) {
@@ -312,7 +382,25 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
         }
         result
     });
-    verify_and_combine(cfg, &nic, before, result)
+    let result = verify_and_combine(cfg, &nic, before, result);
+    let (what, pools) = match zcrx_id.get() {
+        Some(id) => (
+            format!("zcrx ifq {id} on {ifname}"),
+            PoolOwner::IoUring {
+                ifindex,
+                before: other_pools,
+            },
+        ),
+        None => (format!("the zcrx area for {ifname}"), PoolOwner::Nothing),
+    };
+    let held = Holdings {
+        what,
+        queues: vec![queue],
+        pools,
+        hugepages,
+    };
+    await_release(cfg, &mut env, &held);
+    result
 }
 
 /// Every skip of the zcrx mode names the mode, also those from shared steps (queue choice,
@@ -321,6 +409,40 @@ fn zcrx_skip_context(e: Error) -> Error {
     match e {
         Error::Skip(m) if !m.contains("zcrx") => Error::Skip(format!("io_uring zcrx: {m}")),
         e => e,
+    }
+}
+
+/// Before allocating `pages` 2 MiB hugepages (none: nothing to do): waits while a previous
+/// binding still holds them ([`release::await_hugepages`]) and logs how long it waited.
+///
+/// Errors: the hugepage skip (naming what still holds them), `Error::Interrupted`, errors
+/// reading the hugepage pool.
+fn await_hugepages(cfg: &Config, env: &mut dyn Env, pages: u64) -> Result<()> {
+    if pages == 0 {
+        return Ok(());
+    }
+    if let Some(line) = release::await_hugepages(env, pages, release::WAIT)? {
+        log(cfg, &line);
+    }
+    Ok(())
+}
+
+/// On exit, once everything is unbound, closed and unmapped: waits until the kernel gave
+/// back what `held` names ([`release::await_release`]). One line when it had to wait (not with
+/// `--quiet`); one line, always, when something is still held at the end. Never changes the
+/// run's result.
+fn await_release(cfg: &Config, env: &mut dyn Env, held: &Holdings) {
+    match release::await_release(env, held, release::WAIT) {
+        Ok(r) => match r.log_line() {
+            Some(line) if r.still.is_empty() => log(cfg, &line),
+            Some(line) => crate::elog!("{}: {line}", crate::cli::PROGRAM),
+            None => {}
+        },
+        Err(e) => crate::elog!(
+            "{}: could not check that the kernel gave back what {} held: {e}",
+            crate::cli::PROGRAM,
+            held.what
+        ),
     }
 }
 
@@ -389,8 +511,14 @@ fn log_zcrx(cfg: &Config, z: &Zcrx) {
 
 /// Listens on `-s`/`-p`, accepts one connection and receives it through `zcrx`; prints the
 /// summary and writes `--json` (also for a failed run). The ring is closed before the
-/// connection socket.
-fn zcrx_accept_and_receive(cfg: &Config, mut zcrx: Zcrx, ifname: Option<&str>) -> Result<()> {
+/// connection socket; before that, what other CPUs still hold of the received buffers is
+/// freed ([`release::return_deferred_buffers`]), so the ifq's page pool can go with the ring.
+fn zcrx_accept_and_receive(
+    cfg: &Config,
+    mut zcrx: Zcrx,
+    ifname: Option<&str>,
+    env: &mut dyn Env,
+) -> Result<()> {
     let buf_len = match zcrx.rx_buf_len() {
         0 => crate::sys::page_size() as u32,
         l => l,
@@ -423,6 +551,7 @@ fn zcrx_accept_and_receive(cfg: &Config, mut zcrx: Zcrx, ifname: Option<&str>) -
         (r, _) => r,
     };
     stats.rcvbuf = rcvbuf;
+    release::return_deferred_buffers(env);
     drop(zcrx);
     drop(sock);
     let flushed = out
@@ -523,7 +652,7 @@ fn devmem_client(cfg: &Config) -> Result<()> {
 /// checks and says why in `verdict` and `reason`.
 fn probe(cfg: &Config) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
-    if_nametoindex(ifname)?;
+    let ifindex = if_nametoindex(ifname)?;
     let params = UdmabufParams::new(cfg.rx_page_size, cfg.dmabuf_size)?;
     let nic = open_nic(ifname).map(SharedNic::new);
     let report = match &nic {
@@ -537,7 +666,7 @@ fn probe(cfg: &Config) -> Result<()> {
         }
         Err(_) => None,
     };
-    let (outcome, result) = probe_checks(cfg, nic, &params);
+    let (outcome, result) = probe_checks(cfg, nic, ifindex, &params);
     if let Some(path) = &cfg.json {
         let probe = match &outcome {
             Some(o) => o.to_json(),
@@ -575,13 +704,16 @@ fn verdict_name(result: &Result<()>) -> &'static str {
 fn probe_checks(
     cfg: &Config,
     nic: Result<SharedNic>,
+    ifindex: u32,
     params: &UdmabufParams,
 ) -> (Option<crate::nic::probe::ProbeOutcome>, Result<()>) {
+    let mut env = KernelEnv::new(Some(ifindex));
     let prepared = (|| {
         if let Some(size) = cfg.rx_page_size {
             require_rx_page_size(size)?;
         }
-        udmabuf::preflight(params)?;
+        udmabuf::preflight_device(params)?;
+        await_hugepages(cfg, &mut env, params.hugepages_needed())?;
         signals::check()?;
         let nic = nic?;
         if cfg.skip_nic_config {
@@ -603,12 +735,13 @@ fn probe_checks(
             log(cfg, note);
         }
         let mem = Udmabuf::create(params)?;
+        let hugepages = release::hugepage_goal(&mut env, params.hugepages_needed());
         let dmabuf_fd = u32::try_from(mem.fd().as_raw_fd())
             .map_err(|_| Error::Failure("dma-buf fd does not fit u32".into()))?;
         signals::check()?;
-        Ok((nic, before, choice, mem, dmabuf_fd))
+        Ok((nic, before, choice, mem, hugepages, dmabuf_fd))
     })();
-    let (nic, before, choice, mem, dmabuf_fd) = match prepared {
+    let (nic, before, choice, mem, hugepages, dmabuf_fd) = match prepared {
         Ok(p) => p,
         Err(e) => return (None, Err(e)),
     };
@@ -624,6 +757,23 @@ fn probe_checks(
     let outcome = run_probe(&nic, &p, &mut stdout.lock());
     drop(mem);
     let result = verify_and_combine(cfg, &nic, before, outcome.verdict());
+    let ids = &outcome.bindings;
+    let what = match ids.len() {
+        0 => format!("the probe's udmabuf for {}", nic.ifname()),
+        1 => format!("the probe's dmabuf binding {} on {}", ids[0], nic.ifname()),
+        _ => format!("the probe's dmabuf bindings {ids:?} on {}", nic.ifname()),
+    };
+    let held = Holdings {
+        what,
+        queues: choice.queues(),
+        pools: if ids.is_empty() {
+            PoolOwner::Nothing
+        } else {
+            PoolOwner::Dmabuf(ids.clone())
+        },
+        hugepages,
+    };
+    await_release(cfg, &mut env, &held);
     (Some(outcome), result)
 }
 

@@ -3,9 +3,9 @@
 //! The library holds the reusable pieces: the udmabuf memory provider ([`udmabuf`]), a
 //! generic-netlink client with the `netdev` and `ethtool` families ([`netlink`]), the devmem
 //! receive loop with token release and pattern validation ([`rx`], [`validate`]), io_uring
-//! zero-copy receive ([`uring`]), send helpers
-//! ([`tx`]), the command line ([`cli`]) and the run orchestration ([`app`]). All `unsafe` lives in
-//! [`sys`] and [`udmabuf`].
+//! zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to give back
+//! what a run held ([`release`]), the command line ([`cli`]) and the run orchestration
+//! ([`app`]). All `unsafe` lives in [`sys`] and [`udmabuf`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -31,6 +31,7 @@ pub mod error;
 pub mod netlink;
 pub mod nic;
 pub mod rcvbuf;
+pub mod release;
 pub mod rx;
 pub mod stats;
 pub mod sys;

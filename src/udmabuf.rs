@@ -353,6 +353,22 @@ pub fn preflight(params: &UdmabufParams) -> Result<()> {
 ///    ([`check_size_limit`]); garbage in it → `Error::Decode`.
 /// 3. For hugetlb, enough available 2 MiB hugepages ([`HugepageStatus::require`]).
 pub fn preflight_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
+    preflight_device_at(params, paths)?;
+    if params.hugetlb {
+        HugepageStatus::read_at(paths)?.require(params.hugepages_needed())?;
+    }
+    Ok(())
+}
+
+/// Steps 1 and 2 of [`preflight`] on the real system: the device and the size limit, not the
+/// hugepage count — for callers that wait for hugepages a previous binding still holds
+/// ([`crate::release::await_hugepages`]).
+pub fn preflight_device(params: &UdmabufParams) -> Result<()> {
+    preflight_device_at(params, &HostPaths::default())
+}
+
+/// Steps 1 and 2 of [`preflight_at`].
+pub fn preflight_device_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
     let dev = paths.udmabuf_dev.display();
     match OpenOptions::new()
         .read(true)
@@ -389,9 +405,6 @@ pub fn preflight_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
                 &e,
             ))
         }
-    }
-    if params.hugetlb {
-        HugepageStatus::read_at(paths)?.require(params.hugepages_needed())?;
     }
     Ok(())
 }
@@ -1064,6 +1077,8 @@ mod tests {
             msg.contains("need 32 free 2 MiB hugepages, have 0; raise vm.nr_hugepages"),
             "{msg}"
         );
+        // The device-and-limit part alone leaves the hugepage count to the caller.
+        preflight_device_at(&huge, &host.paths).unwrap();
         // Reserved pages are not available.
         host.write(&host.paths.nr_hugepages, "32\n");
         host.write(&host.paths.free_hugepages, "32\n");

@@ -613,6 +613,12 @@ fn probe_on_a_good_nic_passes_every_check() {
     );
     assert_eq!(nic.state(), before);
     assert_eq!(o.to_json()["verdict"], "ok");
+    // The one binding the kernel returned, for the exit wait on its page pools.
+    assert_eq!(o.bindings.len(), 1, "{:?}", o.bindings);
+    assert!(
+        out.contains(&format!("binding id {}", o.bindings[0])),
+        "{out}"
+    );
 }
 
 #[test]
@@ -632,6 +638,8 @@ fn probe_fails_when_a_bind_with_header_split_off_is_accepted() {
         ),
         "{e}"
     );
+    // The wrongly accepted binding counts too: its page pools are waited for like the real one's.
+    assert_eq!(o.bindings.len(), 2, "{:?}", o.bindings);
     assert!(
         out.contains("FAIL bind-rx of queues 4..=7 with header split off"),
         "{out}"

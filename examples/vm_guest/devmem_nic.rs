@@ -68,6 +68,8 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/tx-pattern", tx_pattern),
         ("devmem-nic/zcrx", zcrx),
         ("devmem-nic/zcrx-large-buf", zcrx_large_buf),
+        ("devmem-nic/large-niov-sweep", large_niov_sweep),
+        ("devmem-nic/lingering-binding", lingering_binding),
         ("devmem-nic/fault-a", fault_a),
         ("devmem-nic/fault-b", |c| fault(c, 'b', "stale", 0)),
         ("devmem-nic/fault-c", |c| fault(c, 'c', "swap", 0)),
@@ -1176,6 +1178,345 @@ fn zcrx_case(ctx: &Ctx, id: u32, port: u16, extra: &[&str]) -> CaseResult {
         q[BOUND].split,
         j["gbit_per_s"].as_f64().unwrap_or(0.0)
     )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Back-to-back large-niov runs: the kernel's teardown of the previous binding
+// ---------------------------------------------------------------------------------------------
+
+/// The payload sizes of the kernel's `check_rx_large_niov` (devmem_lib.py `run_rx_large_niov`).
+const LARGE_NIOV_SIZES: [u64; 6] = [1024, 4096, 8192, 16384, 32768, 65536];
+
+/// The kernel harness's `check_rx_large_niov` as devmem.py runs it: vm.nr_hugepages set to 64
+/// (devmem_lib's `_reserve_hugepages`: one `-b 16384` receiver's 32 hugepages and as many
+/// again), the `-f IF` and `-f IF -b 16384` probes of `require_devmem`, then one receiver per
+/// payload size, back to back, each `-b 16384 -v 7` with its own NIC setup (`-c`, as the
+/// harness's flow steering). Each must exit 0 with its payload validated in dmabuf frags, and
+/// none may leave its binding held past the tool's wait; the case prints the waits the tool
+/// logged (issue 17: before, a later receiver found the previous ones' hugepages still pinned
+/// and skipped).
+fn large_niov_sweep(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 40, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let _pages = NrHugepages::set(64)?;
+    let mut waits = Vec::new();
+    for extra in [&[][..], &["-b", "16384"][..]] {
+        let text = nic.expect_probe(extra)?;
+        let label = format!(
+            "probe{}",
+            extra.iter().map(|a| format!(" {a}")).collect::<String>()
+        );
+        held_after_bound(&text).map_err(|l| format!("{label}: {l}"))?;
+        waits.extend(
+            tool_waits(&text)
+                .into_iter()
+                .map(|w| format!("{label}: {w}")),
+        );
+    }
+    let mut frags = Vec::new();
+    for (i, size) in LARGE_NIOV_SIZES.iter().enumerate() {
+        let bytes = size.to_string();
+        let t = nic.transfer(
+            5600 + i as u16,
+            &["-s", DUT4, "-c", PEER4, "-v", "7", "-b", "16384"],
+            &["--send-pattern", &bytes, "-s", DUT4, "-c", PEER4, "-v", "7"],
+        )?;
+        let j = t
+            .expect_validated(*size)
+            .map_err(|e| format!("payload {size} B: {e}"))?;
+        let text = output_text(&t.server);
+        held_after_bound(&text).map_err(|l| format!("payload {size} B: {l}"))?;
+        frags.push(format!("{size} B in {}", j["dmabuf_frags"]));
+        waits.extend(
+            tool_waits(&text)
+                .into_iter()
+                .map(|w| format!("{size} B: {w}")),
+        );
+    }
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the sweep")?;
+    no_binding(&after)?;
+    Ok(Outcome::Pass(format!(
+        "vm.nr_hugepages 64; both probes and all {} receivers exit 0, every payload validated \
+         in dmabuf frags ({}); the tool waited on exit: {}",
+        LARGE_NIOV_SIZES.len(),
+        frags.join(", "),
+        if waits.is_empty() {
+            "none".to_string()
+        } else {
+            waits.join("; ")
+        }
+    )))
+}
+
+/// A binding whose page pool cannot go yet — what a receiver killed mid-stream, or one whose
+/// received buffers wait on another CPU, leaves behind — held here on purpose: the guest binds
+/// a hugetlb udmabuf with rx-page-size 16384 (all of vm.nr_hugepages, 32), receives 64 KiB
+/// without reading it, then unbinds and closes the udmabuf but keeps the connection, so the
+/// pool stays with its buffers in flight and the 32 hugepages pinned. A `-b 16384` receiver
+/// started then must wait for them instead of skipping (the connection is closed 1 s later)
+/// and pass; held longer than the tool's 5 s bound, the receiver skips (exit 4) naming the
+/// page pool that holds them.
+fn lingering_binding(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 41, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let _pages = NrHugepages::set(32)?;
+    let receiver = ["-s", DUT4, "-c", PEER4, "-v", "7", "-b", "16384"];
+
+    let held = HeldBinding::new(ctx, &nic, 5610)?;
+    let pool = held.pool.clone();
+    let HeldBinding { conn, setup, .. } = held;
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(1));
+        drop(conn);
+    });
+    let t = nic.transfer(
+        5611,
+        &receiver,
+        &["--send-pattern", "64K", "-s", DUT4, "-c", PEER4, "-v", "7"],
+    );
+    let _ = closer.join();
+    drop(setup);
+    let t = t?;
+    t.expect_validated(65536)?;
+    let text = output_text(&t.server);
+    let waited = text
+        .lines()
+        .find(|l| l.contains("for 32 free 2 MiB hugepages"))
+        .ok_or_else(|| format!("the receiver did not wait for the held hugepages: {text:?}"))?;
+    if !waited.contains(&format!("held by page pool {}", pool.id)) {
+        return Err(format!(
+            "the wait does not name page pool {}: {waited:?}",
+            pool.id
+        ));
+    }
+    held_after_bound(&text)?;
+
+    let held = HeldBinding::new(ctx, &nic, 5612)?;
+    let started = Instant::now();
+    let out = run(nic
+        .server(&receiver)
+        .args(["-p", "5613", "--timeout", "30"]))?;
+    let took = started.elapsed().as_secs_f64();
+    let skipped = output_text(&out);
+    let pool2 = held.pool.id;
+    drop(held);
+    let line = skipped
+        .lines()
+        .find(|l| l.contains("skip:"))
+        .unwrap_or_default()
+        .to_string();
+    if out.status.code() != Some(4)
+        || !line.contains("after waiting 5.0 s a previous binding still holds them: page pool")
+        || !line.contains(&format!("page pool {pool2} "))
+    {
+        return Err(format!(
+            "held past the bound: expected exit 4 naming page pool {pool2}, got {}: {skipped:?}",
+            out.status
+        ));
+    }
+    released_hugepages(32)?;
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the held bindings went")?;
+    no_binding(&after)?;
+    Ok(Outcome::Pass(format!(
+        "held for 1 s: the receiver {}, then passed; held past the bound: exit 4 after \
+         {took:.1} s: {:?}",
+        waited.trim_start_matches("ncdevmem-rs: "),
+        line.trim_start_matches("ncdevmem-rs: ")
+    )))
+}
+
+/// The waits the tool logged ("waited 0.05 s until the kernel gave back what … held: 32 of
+/// its 32 2 MiB hugepages"), shortened to "0.05 s for 32 of its 32 2 MiB hugepages".
+fn tool_waits(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("ncdevmem-rs: waited "))
+        .map(
+            |l| match (l.split_once(" s until "), l.rsplit_once(" held: ")) {
+                (Some((secs, _)), Some((_, what))) => format!("{secs} s for {what}"),
+                _ => l.to_string(),
+            },
+        )
+        .collect()
+}
+
+/// `Err(line)` when the tool said the kernel still held something after its wait.
+fn held_after_bound(text: &str) -> Result<(), String> {
+    match text.lines().find(|l| l.contains("the kernel still holds")) {
+        Some(l) => Err(l.to_string()),
+        None => Ok(()),
+    }
+}
+
+/// Waits up to 10 s until `pages` 2 MiB hugepages are free again and no page pool with a
+/// memory provider lingers.
+fn released_hugepages(pages: u64) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let free = read_number(ncdevmem::udmabuf::FREE_HUGEPAGES_PATH)?;
+        let lingering: Vec<_> = Netdev::open()
+            .and_then(|mut n| n.page_pool_get_dump())
+            .map_err(err)?
+            .into_iter()
+            .filter(|p| (p.dmabuf.is_some() || p.io_uring) && p.detach_time.is_some())
+            .collect();
+        if free >= pages && lingering.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{free} of {pages} hugepages free, lingering page pools {lingering:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn read_number(path: &str) -> Result<u64, String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| format!("read {path}: {e}"))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("{path}: {e}"))
+}
+
+/// `vm.nr_hugepages` set to exactly `pages` (as devmem_lib's `_reserve_hugepages` sets 64),
+/// the old value back on drop. Waits up to 10 s for pages an earlier case still holds, so all
+/// `pages` are free.
+struct NrHugepages {
+    old: u64,
+}
+
+impl NrHugepages {
+    fn set(pages: u64) -> Result<Self, String> {
+        use ncdevmem::udmabuf::{FREE_HUGEPAGES_PATH, NR_HUGEPAGES_PATH};
+        let old = read_number(NR_HUGEPAGES_PATH)?;
+        std::fs::write(NR_HUGEPAGES_PATH, pages.to_string())
+            .map_err(|e| format!("write {NR_HUGEPAGES_PATH}: {e}"))?;
+        let guard = NrHugepages { old };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (nr, free) = (
+                read_number(NR_HUGEPAGES_PATH)?,
+                read_number(FREE_HUGEPAGES_PATH)?,
+            );
+            if nr == pages && free == pages {
+                return Ok(guard);
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "vm.nr_hugepages {pages}: the kernel has {nr}, {free} free (pages still in \
+                     use from an earlier case?)"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for NrHugepages {
+    fn drop(&mut self) {
+        let _ = std::fs::write(ncdevmem::udmabuf::NR_HUGEPAGES_PATH, self.old.to_string());
+    }
+}
+
+/// A connection with unread devmem frags whose binding is gone (see [`lingering_binding`]):
+/// its page pool stays, detached with buffers in flight, and the 2 MiB hugepages of the
+/// udmabuf stay pinned until `conn` closes. `setup` (header split, ntuple, RSS away from
+/// queue 3, a rule for the port to queue 3) is undone on drop.
+struct HeldBinding<'c> {
+    conn: TcpRxSocket,
+    /// The lingering pool as page-pool-get showed it.
+    pool: ncdevmem::netlink::netdev::PagePoolInfo,
+    setup: EthtoolUndo<'c>,
+}
+
+impl<'c> HeldBinding<'c> {
+    fn new(ctx: &'c Ctx, nic: &Dnic, port: u16) -> Result<Self, String> {
+        let mut setup = EthtoolUndo::new(
+            ctx,
+            &nic.dut,
+            &[
+                &["-G", "tcp-data-split", "on"],
+                &["-K", "ntuple", "on"],
+                &["-X", "equal", "3"],
+            ],
+            &[
+                &["-X", "default"],
+                &["-K", "ntuple", "off"],
+                &["-G", "tcp-data-split", "auto"],
+            ],
+        )?;
+        setup.add_rule(
+            ctx,
+            &nic.dut,
+            &[
+                "flow-type",
+                "tcp4",
+                "dst-port",
+                &port.to_string(),
+                "action",
+                "3",
+            ],
+        )?;
+        let mem =
+            Udmabuf::create(&UdmabufParams::new(Some(16384), None).map_err(err)?).map_err(err)?;
+        let binding = Netdev::open()
+            .map_err(err)?
+            .bind_rx(ifindex_of(&nic.dut)?, mem.fd(), &[3], Some(16384))
+            .map_err(err)?;
+        let id = binding.id();
+        let listen_on = SocketAddrV6::new(
+            format!("::ffff:{DUT4}")
+                .parse()
+                .map_err(|e| format!("{e}"))?,
+            port,
+            0,
+            0,
+        );
+        let listener = tcp_listen(listen_on, None).map_err(err)?;
+        let tx = spawn(&mut nic.sender(&[
+            "--send-pattern",
+            "64K",
+            "-s",
+            DUT4,
+            "-p",
+            &port.to_string(),
+            "-v",
+            "7",
+            "--timeout",
+            "30",
+        ]))?;
+        let (fd, _) = accept_timeout(
+            listener.as_fd(),
+            Some(Duration::from_secs(30)),
+            &AtomicI32::new(0),
+        )
+        .map_err(err)?;
+        let sent = wait(tx)?;
+        if !sent.status.success() {
+            return Err(format!("sender: {}", output_text(&sent)));
+        }
+        let conn = TcpRxSocket::new(fd);
+        // Unbind and close the udmabuf; the unread frags keep the pool and the pages.
+        drop(binding);
+        drop(mem);
+        let pool = Netdev::open()
+            .and_then(|mut n| n.page_pool_get_dump())
+            .map_err(err)?
+            .into_iter()
+            .find(|p| p.dmabuf == Some(id) && p.detach_time.is_some())
+            .ok_or_else(|| format!("no detached page pool of binding {id} after unbinding"))?;
+        let free = read_number(ncdevmem::udmabuf::FREE_HUGEPAGES_PATH)?;
+        if pool.inflight.unwrap_or(0) == 0 || free != 0 {
+            return Err(format!(
+                "binding {id}: expected its pool with buffers in flight and no free hugepage, \
+                 got {pool:?} and {free} free"
+            ));
+        }
+        Ok(HeldBinding { conn, pool, setup })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -117,6 +117,9 @@ pub struct ProbeOutcome {
     pub checks: Vec<Check>,
     /// The stop signal that ended the probe early, if one did.
     pub interrupted: Option<i32>,
+    /// Every binding id the kernel returned (also for binds it should have refused), so the
+    /// caller can wait for their teardown ([`crate::release`]).
+    pub bindings: Vec<u32>,
 }
 
 impl ProbeOutcome {
@@ -288,6 +291,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
         match nic.with(|n| n.bind_rx(&req)) {
             Ok(b) => {
                 let id = b.id();
+                rec.outcome.bindings.push(id);
                 release(b);
                 rec.fail(
                     &empty_name,
@@ -312,6 +316,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
             Ok(()) => match nic.with(|n| n.bind_rx(&real)) {
                 Ok(b) => {
                     let id = b.id();
+                    rec.outcome.bindings.push(id);
                     release(b);
                     rec.fail(
                         &off_name,
@@ -346,6 +351,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
             Ok(()) => match setup.bind(&real) {
                 Ok(id) => {
                     bound = Some(id);
+                    rec.outcome.bindings.push(id);
                     let mut detail = format!("binding id {id}");
                     if let Some(s) = p.rx_page_size {
                         detail.push_str(&format!(", rx-page-size {s}"));

@@ -1,5 +1,5 @@
 //! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]),
-//! socket calls ([`socket`]), zerocopy sends for devmem TX ([`zerocopy`]) and the memory shared
+//! socket calls ([`socket`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem TX ([`zerocopy`]) and the memory shared
 //! with io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI) contain no
 //! `unsafe`, except the mapped-memory views in `udmabuf`.
 
@@ -7,6 +7,7 @@ pub mod ethtool_ioctl;
 pub mod netlink_sock;
 pub mod signals;
 pub mod socket;
+pub mod softirq;
 pub mod uapi;
 pub mod uring_mem;
 pub mod zerocopy;
