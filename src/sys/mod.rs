@@ -1,6 +1,6 @@
 //! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]),
-//! socket calls ([`socket`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem TX ([`zerocopy`]) and the memory shared
-//! with io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI) contain no
+//! socket calls ([`socket`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem
+//! TX ([`zerocopy`]) and the memory shared with io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI) contain no
 //! `unsafe`, except the mapped-memory views in `udmabuf`.
 
 pub mod ethtool_ioctl;
