@@ -1350,10 +1350,14 @@ fn held_after_bound(text: &str) -> Result<(), String> {
 }
 
 /// Waits up to 10 s until `pages` 2 MiB hugepages are free again and no page pool with a
-/// memory provider lingers.
+/// memory provider lingers. The guest's own held connections free their sk_buffs like any
+/// reader: possibly deferred to an idle CPU, so every CPU runs NET_RX on each poll (what the
+/// tool itself does on exit).
 fn released_hugepages(pages: u64) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
+        ncdevmem::sys::softirq::run_net_rx_on_each_cpu()
+            .map_err(|e| format!("NET_RX on each CPU: {e}"))?;
         let free = read_number(ncdevmem::udmabuf::FREE_HUGEPAGES_PATH)?;
         let lingering: Vec<_> = Netdev::open()
             .and_then(|mut n| n.page_pool_get_dump())

@@ -187,6 +187,17 @@ static LIST_HEAD(dnic_pairs);
 static DEFINE_MUTEX(dnic_pairs_lock);
 static struct dentry *dnic_ddir;
 
+/* The DMA devices (the netdevs' parents) outlive their pairs. A dma-buf
+ * binding stays attached to the device until the last buffer of its page
+ * pools comes back, which can be long after the netdevs are gone (an sk_buff
+ * whose free was deferred to an idle CPU keeps its niovs), and then unmaps
+ * through the device without holding a reference on it. So every device
+ * registered here stays until the module is unloaded, and a pair created
+ * again with the same ID gets its devices back. Indexed by platform device
+ * id (2 * pair ID + side); changed under dnic_pairs_lock.
+ */
+static DEFINE_XARRAY(dnic_pdevs);
+
 /* ------------------------------------------------------------------------ */
 /* Frame parsing and receive-queue selection                                 */
 /* ------------------------------------------------------------------------ */
@@ -1815,6 +1826,44 @@ static struct net_device *dnic_alloc(struct dnic_pair *pair, int side,
 	return dev;
 }
 
+/* The platform device @pdev_id, registered on first use (see dnic_pdevs). */
+static struct platform_device *dnic_pdev_get(u32 pdev_id)
+{
+	struct platform_device_info info = {
+		.name = DNIC_DRV_NAME,
+		.id = pdev_id,
+		.dma_mask = DMA_BIT_MASK(64),
+	};
+	struct platform_device *pdev = xa_load(&dnic_pdevs, pdev_id);
+	int err;
+
+	if (pdev)
+		return pdev;
+	pdev = platform_device_register_full(&info);
+	if (IS_ERR(pdev))
+		return pdev;
+	err = xa_err(xa_store(&dnic_pdevs, pdev_id, pdev, GFP_KERNEL));
+	if (err) {
+		platform_device_unregister(pdev);
+		return ERR_PTR(err);
+	}
+	return pdev;
+}
+
+/* At unload: no binding may be left (page-pool-get lists no detached pool
+ * with a dma-buf), see dnic_pdevs.
+ */
+static void dnic_pdevs_unregister(void)
+{
+	struct platform_device *pdev;
+	unsigned long idx;
+
+	xa_for_each(&dnic_pdevs, idx, pdev)
+		platform_device_unregister(pdev);
+	xa_destroy(&dnic_pdevs);
+}
+
+/* Frees the pair's netdevs (unregistered already); its devices stay. */
 static void dnic_pair_free(struct dnic_pair *pair)
 {
 	int side;
@@ -1826,8 +1875,6 @@ static void dnic_pair_free(struct dnic_pair *pair)
 			dnic_priv_free(pair->side[side]);
 			free_netdev(dev);
 		}
-		if (pair->pdev[side])
-			platform_device_unregister(pair->pdev[side]);
 	}
 	kfree(pair);
 }
@@ -1849,14 +1896,9 @@ static int dnic_pair_create(u32 id, unsigned int nq, bool hds)
 		return -ENOMEM;
 	pair->id = id;
 	for (side = 0; side < 2; side++) {
-		struct platform_device_info info = {
-			.name = DNIC_DRV_NAME,
-			.id = id * 2 + side,
-			.dma_mask = DMA_BIT_MASK(64),
-		};
 		struct net_device *dev;
 
-		pair->pdev[side] = platform_device_register_full(&info);
+		pair->pdev[side] = dnic_pdev_get(id * 2 + side);
 		if (IS_ERR(pair->pdev[side])) {
 			err = PTR_ERR(pair->pdev[side]);
 			pair->pdev[side] = NULL;
@@ -2016,6 +2058,7 @@ static int __init dnic_init(void)
 	mutex_unlock(&dnic_pairs_lock);
 	if (err) {
 		dnic_destroy_all();
+		dnic_pdevs_unregister();
 		debugfs_remove_recursive(dnic_ddir);
 	}
 	return err;
@@ -2025,6 +2068,7 @@ static void __exit dnic_exit(void)
 {
 	debugfs_remove_recursive(dnic_ddir);
 	dnic_destroy_all();
+	dnic_pdevs_unregister();
 }
 
 module_init(dnic_init);
