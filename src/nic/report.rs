@@ -164,11 +164,13 @@ impl HostCaps {
     }
 }
 
-/// Yes / no / could not tell.
+/// Yes / warn / no / could not tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CapState {
     /// Available.
     Yes,
+    /// Available, with a caveat the detail explains (nothing fails because of it).
+    Warn,
     /// Missing: a devmem bind (or the option) would fail; the detail says how.
     No,
     /// Could not be determined.
@@ -179,6 +181,7 @@ impl CapState {
     fn word(self) -> &'static str {
         match self {
             CapState::Yes => "yes",
+            CapState::Warn => "warn",
             CapState::No => "no",
             CapState::Unknown => "?",
         }
@@ -190,7 +193,7 @@ impl CapState {
 pub struct Capability {
     /// What.
     pub name: &'static str,
-    /// Yes / no / unknown.
+    /// Yes / warn / no / unknown.
     pub state: CapState,
     /// Why; for "no", the way a bind (or option) would fail.
     pub detail: String,
@@ -494,7 +497,11 @@ impl NicReport {
         // A warning, not a refusal: the server sizes its receive buffer itself.
         v.push(cap(
             "TCP window inside the dmabuf",
-            CapState::Yes,
+            if h.rcvbuf.bytes.is_some() {
+                CapState::Warn
+            } else {
+                CapState::Yes
+            },
             match h.rcvbuf.bytes {
                 None => h.rcvbuf.reason.clone(),
                 Some(set) => format!(
