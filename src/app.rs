@@ -41,7 +41,7 @@ use crate::tx::{self, LineSource, PatternSend, PatternSource, TxConfig, TxSource
 use crate::udmabuf::{self, Udmabuf, UdmabufParams};
 use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
 
-/// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM handlers first, so every later
+/// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM/SIGHUP handlers first, so every later
 /// step can unwind on a signal.
 ///
 /// # Errors

@@ -192,26 +192,50 @@ fn no_client_times_out_within_bound() {
     );
 }
 
+/// SIGTERM, SIGINT and SIGHUP (a closed terminal or ssh session) are all stop signals: the run
+/// unwinds and exits 1 naming the signal, never dies of it (a SIGHUP used to kill the process
+/// before any NIC change could be undone). A SIGHUP ignored at start (`nohup`) stays ignored.
 #[test]
 fn sigterm_while_waiting_unwinds_and_fails() {
     let Some(p) = pair("sigterm_while_waiting_unwinds_and_fails") else {
         return;
     };
-    let child = spawn(ns_cmd(
-        &p.a,
-        &["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
-    ));
+    use nix::sys::signal::Signal;
+    for (sig, name) in [
+        (Signal::SIGTERM, "interrupted by signal 15 (SIGTERM)"),
+        (Signal::SIGINT, "interrupted by signal 2 (SIGINT)"),
+        (Signal::SIGHUP, "interrupted by signal 1 (SIGHUP)"),
+    ] {
+        let child = spawn(ns_cmd(
+            &p.a,
+            &["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
+        ));
+        std::thread::sleep(Duration::from_millis(500));
+        // `ip netns exec` execs the binary, so the child pid is ncdevmem-rs itself.
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig)
+            .expect("send the signal");
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(1), "{sig}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(name),
+            "{sig}: {}",
+            text(&out.stderr)
+        );
+    }
+    // Under nohup (SIGHUP ignored when exec'd) a hangup does not stop the run.
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", p.a.name(), "nohup", BIN])
+        .args(["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"]);
+    let child = spawn(c);
     std::thread::sleep(Duration::from_millis(500));
-    // `ip netns exec` execs the binary, so the child pid is ncdevmem-rs itself.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("send SIGTERM");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, Signal::SIGHUP).expect("send SIGHUP");
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, Signal::SIGTERM).expect("send SIGTERM");
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("interrupted by signal 15"),
+        text(&out.stderr).contains("interrupted by signal 15 (SIGTERM)"),
         "{}",
         text(&out.stderr)
     );

@@ -423,15 +423,15 @@ fn stop_flag_in_the_receive_loop_unwinds() {
     }
 }
 
-/// Real SIGINT and SIGTERM through the tool's handlers (`ncdevmem::signals`): the handler
-/// records the signal in `signals::STOP`, the loop returns `Error::Interrupted`, the NIC is
-/// restored. (The only test in this binary that touches process signal state.)
+/// Real SIGINT, SIGTERM and SIGHUP through the tool's handlers (`ncdevmem::signals`): the
+/// handler records the signal in `signals::STOP`, the loop returns `Error::Interrupted`, the
+/// NIC is restored. (The only test in this binary that touches process signal state.)
 #[test]
 fn real_sigint_and_sigterm_unwind() {
     use ncdevmem::signals::{self, STOP};
     use nix::sys::signal::Signal;
     signals::install().expect("install handlers");
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         STOP.store(0, Ordering::SeqCst);
         let nic = ScriptedNic::good("eth0", 8);
         let before = nic.state();

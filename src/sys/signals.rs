@@ -1,6 +1,9 @@
-//! SIGINT/SIGTERM handling that lets every NIC change unwind.
+//! SIGINT/SIGTERM/SIGHUP handling that lets every NIC change unwind.
 //!
-//! The handler only records the signal number in [`STOP`]; the receive loop, accept and connect
+//! SIGHUP is a stop signal too: a run in a terminal or an ssh session that goes away gets it,
+//! and its default action (terminate at once) would leave header split, the RSS table and the
+//! flow rule changed. A SIGHUP that was ignored when the process started (`nohup`) stays
+//! ignored. The handler only records the signal number in [`STOP`]; the receive loop, accept and connect
 //! poll with a short tick and return [`crate::Error::Interrupted`], so the undo guards run their
 //! `Drop` on the normal return path. A second signal while the first is being handled exits at
 //! once (status 128 + signal), for a user who really wants out. `SIGPIPE` is ignored so a peer
@@ -20,8 +23,10 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
     }
 }
 
-/// Installs the SIGINT/SIGTERM handlers (without `SA_RESTART`, so blocking calls return
-/// `EINTR`) and ignores `SIGPIPE`.
+/// Installs the SIGINT/SIGTERM/SIGHUP handlers (without `SA_RESTART`, so blocking calls
+/// return `EINTR`) and ignores `SIGPIPE`. SIGHUP keeps an inherited `SIG_IGN` (`nohup`).
+///
+/// Errors: [`crate::Error::Sys`] naming the signal when `sigaction` fails.
 pub fn install() -> crate::Result<()> {
     let stop = SigAction::new(
         SigHandler::Handler(on_stop_signal),
@@ -32,12 +37,18 @@ pub fn install() -> crate::Result<()> {
     for (sig, act) in [
         (Signal::SIGINT, &stop),
         (Signal::SIGTERM, &stop),
+        (Signal::SIGHUP, &stop),
         (Signal::SIGPIPE, &ignore),
     ] {
         // SAFETY: the handler only performs an atomic swap and, on a second signal, _exit;
         // both are async-signal-safe.
-        unsafe { sigaction(sig, act) }
+        let old = unsafe { sigaction(sig, act) }
             .map_err(|e| crate::Error::sys(format!("sigaction({sig})"), e as i32))?;
+        if sig == Signal::SIGHUP && matches!(old.handler(), SigHandler::SigIgn) {
+            // SAFETY: puts back SIG_IGN, which runs no code.
+            unsafe { sigaction(sig, &ignore) }
+                .map_err(|e| crate::Error::sys(format!("sigaction({sig})"), e as i32))?;
+        }
     }
     Ok(())
 }
