@@ -52,6 +52,29 @@ pub fn run(cfg: &Config) -> Result<()> {
         // A summary that cannot be written is known before anything is set up.
         crate::stats::check_json_path(path)?;
     }
+    run_mode(cfg)
+}
+
+/// Writes `json` to `--json` `path` and combines that with the run's `result`: a run that
+/// failed keeps its own error and exit code (the write failure is logged), a run that
+/// succeeded fails with the write error.
+fn write_summary(
+    path: &std::path::Path,
+    json: &serde_json::Value,
+    result: Result<()>,
+) -> Result<()> {
+    match (crate::stats::write_json_atomic(path, json), result) {
+        (Ok(()), r) => r,
+        (Err(e), Ok(())) => Err(e),
+        (Err(e), Err(run)) => {
+            crate::elog!("{}: {e}", crate::cli::PROGRAM);
+            Err(run)
+        }
+    }
+}
+
+/// Runs the mode itself (see [`run`]).
+fn run_mode(cfg: &Config) -> Result<()> {
     match cfg.mode {
         Mode::PlainServer => plain_server(cfg),
         Mode::PatternSender => pattern_sender(cfg),
@@ -560,8 +583,7 @@ fn zcrx_accept_and_receive(
     let result = result
         .and(flushed)
         .and_then(|()| check_stream_length(cfg, stats.bytes));
-    report(cfg, &stats, &result)?;
-    result
+    report(cfg, &stats, result)
 }
 
 /// `-f IF -s ADDR -p PORT` without `-l`: devmem TX (ncdevmem.c `do_client`). Skips first
@@ -631,13 +653,13 @@ fn devmem_client(cfg: &Config) -> Result<()> {
     if cfg.verbosity != Verbosity::Quiet {
         crate::elog!("{}: {}", crate::cli::PROGRAM, stats.summary_line(ok));
     }
-    if let Some(path) = &cfg.json {
-        crate::stats::write_json_atomic(path, &stats.to_json(ok))?;
-    }
     drop(sock);
     drop(binding);
     drop(mem);
-    result
+    match &cfg.json {
+        Some(path) => write_summary(path, &stats.to_json(ok), result),
+        None => result,
+    }
 }
 
 /// `-f IF [-b N]`: probe / self-test (ncdevmem.c `run_devmem_tests`). Prints the capability
@@ -676,13 +698,11 @@ fn probe(cfg: &Config) -> Result<()> {
                 "reason": result.as_ref().err().map(ToString::to_string),
             }),
         };
-        crate::stats::write_json_atomic(
-            path,
-            &serde_json::json!({
-                "report": report.as_ref().map(NicReport::to_json),
-                "probe": probe,
-            }),
-        )?;
+        let json = serde_json::json!({
+            "report": report.as_ref().map(NicReport::to_json),
+            "probe": probe,
+        });
+        return write_summary(path, &json, result);
     }
     result
 }
@@ -794,25 +814,29 @@ fn pattern_sender(cfg: &Config) -> Result<()> {
         timeout: cfg.timeout,
         corrupt_offset: cfg.corrupt_offset,
     };
-    let stats = tx::send_pattern(&req, &STOP);
-    if let Some(path) = &cfg.json {
-        let json = match &stats {
-            Ok(s) => {
-                let mut j = s.to_json();
-                j["ok"] = true.into();
-                j
-            }
-            Err(e) => {
-                serde_json::json!({"mode": "pattern-sender", "ok": false, "error": e.to_string()})
-            }
-        };
-        crate::stats::write_json_atomic(path, &json)?;
+    let (stats, result) = match tx::send_pattern(&req, &STOP) {
+        Ok(s) => (Some(s), Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    if let (Some(s), true) = (&stats, cfg.verbosity != Verbosity::Quiet) {
+        crate::elog!("{}", s.summary_line());
     }
-    let stats = stats?;
-    if cfg.verbosity != Verbosity::Quiet {
-        crate::elog!("{}", stats.summary_line());
-    }
-    Ok(())
+    let Some(path) = &cfg.json else {
+        return result;
+    };
+    let json = match (&stats, &result) {
+        (Some(s), _) => {
+            let mut j = s.to_json();
+            j["ok"] = true.into();
+            j
+        }
+        (None, r) => serde_json::json!({
+            "mode": "pattern-sender",
+            "ok": false,
+            "error": r.as_ref().err().map(ToString::to_string),
+        }),
+    };
+    write_summary(path, &json, result)
 }
 
 /// Binds `-s`:`-p` (with the receive buffer of `plan`, when it sets one), prints where it
@@ -960,8 +984,7 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     let result = result
         .and(flushed)
         .and_then(|()| check_stream_length(cfg, stats.bytes));
-    report(cfg, &stats, &result)?;
-    result
+    report(cfg, &stats, result)
 }
 
 /// A stream that ended cleanly can still be wrong: shorter or longer than `--expect-bytes`,
@@ -979,20 +1002,21 @@ fn check_stream_length(cfg: &Config, bytes: u64) -> Result<()> {
 }
 
 /// Prints the summary line and writes `--json` with the verdict (`ok`, and `error` when the
-/// run failed).
-fn report(cfg: &Config, stats: &RxStats, result: &Result<()>) -> Result<()> {
+/// run failed); returns the run's `result` ([`write_summary`] decides when a failed write
+/// changes it).
+fn report(cfg: &Config, stats: &RxStats, result: Result<()>) -> Result<()> {
     if cfg.verbosity != Verbosity::Quiet {
         crate::elog!("{}", stats.summary_line());
     }
-    if let Some(path) = &cfg.json {
-        let mut json = stats.to_json();
-        json["ok"] = result.is_ok().into();
-        if let Err(e) = result {
-            json["error"] = e.to_string().into();
-        }
-        crate::stats::write_json_atomic(path, &json)?;
+    let Some(path) = &cfg.json else {
+        return result;
+    };
+    let mut json = stats.to_json();
+    json["ok"] = result.is_ok().into();
+    if let Err(e) = &result {
+        json["error"] = e.to_string().into();
     }
-    Ok(())
+    write_summary(path, &json, result)
 }
 
 /// `-b` needs a kernel whose bind-rx knows `rx-page-size` (attribute 5): ask the kernel's
@@ -1033,6 +1057,21 @@ mod tests {
     use super::*;
     use crate::cli::Command;
     use crate::netlink::ctrl::{bind_rx_policy_attrs, NETDEV_A_DMABUF_RX_PAGE_SIZE};
+
+    /// A summary that cannot be written never hides the run's own verdict: a skip stays a skip
+    /// (exit 4), a failure keeps its message; only a run that succeeded fails with it.
+    #[test]
+    fn a_json_write_failure_keeps_the_runs_verdict() {
+        let gone = std::path::Path::new("/nonexistent-dir-ncdevmem/x.json");
+        let json = serde_json::json!({"ok": false});
+        let e = write_summary(gone, &json, Err(Error::Skip("no udmabuf".into()))).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_SKIP, "{e}");
+        assert_eq!(e.to_string(), "skip: no udmabuf");
+        let e = write_summary(gone, &json, Err(Error::Failure("mismatch".into()))).unwrap_err();
+        assert_eq!(e.to_string(), "mismatch");
+        let e = write_summary(gone, &json, Ok(())).unwrap_err();
+        assert!(e.to_string().starts_with("--json: "), "{e}");
+    }
 
     /// Probe with `-b` on a kernel whose bind-rx has no rx-page-size is a skip naming that,
     /// decided before the NIC is changed (and before udmabuf, which this host may lack): the

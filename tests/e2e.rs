@@ -402,6 +402,26 @@ fn hostile_values_exit_2_without_panicking() {
     assert!(text(&out.stderr).contains("not a regular file"));
 }
 
+/// A `--json` path no file can be created at is exit 2 before the run, not exit 1 after it (a
+/// probe that was a skip ended with exit 1 "create(/proc/...): ENOENT").
+#[test]
+fn json_is_refused_when_unwritable() {
+    let Some(p) = pair("json_is_refused_when_unwritable") else {
+        return;
+    };
+    for path in ["/proc/ncdevmem.json", "/sys/ncdevmem.json"] {
+        let out = ns_cmd(&p.a, &["-f", "lo", "--quiet", "--json", path])
+            .output()
+            .expect("run");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path}: {err}");
+        assert!(
+            err.starts_with("ncdevmem-rs: --json: cannot create a file next to"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn closed_stderr_does_not_panic() {
     let Some(p) = pair("closed_stderr_does_not_panic") else {
