@@ -48,11 +48,40 @@ use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget}
 /// Whatever the mode's flow returns; [`Error::exit_code`] maps it to the process exit code.
 pub fn run(cfg: &Config) -> Result<()> {
     signals::install()?;
-    if let Some(path) = &cfg.json {
-        // A summary that cannot be written is known before anything is set up.
-        crate::stats::check_json_path(path)?;
+    let Some(path) = &cfg.json else {
+        return run_mode(cfg);
+    };
+    // A summary that cannot be written is known before anything is set up.
+    crate::stats::check_json_path(path)?;
+    let before = crate::stats::file_identity(path);
+    let result = run_mode(cfg);
+    match &result {
+        // The mode ended before its summary (no connection within --timeout, a refused bind, a
+        // skip): the verdict still goes to FILE.
+        Err(e) if crate::stats::file_identity(path) == before => {
+            let json = serde_json::json!({
+                "mode": json_mode_name(cfg),
+                "ok": false,
+                "verdict": verdict_name(&result),
+                "error": e.to_string(),
+            });
+            write_summary(path, &json, result)
+        }
+        _ => result,
     }
-    run_mode(cfg)
+}
+
+/// The `"mode"` the JSON summary of `cfg`'s mode carries.
+fn json_mode_name(cfg: &Config) -> &'static str {
+    match cfg.mode {
+        Mode::PlainServer => "plain TCP",
+        Mode::Server => "devmem",
+        Mode::ZcrxServer => "io_uring zcrx",
+        Mode::Client => "devmem-tx",
+        Mode::PatternSender => "pattern-sender",
+        Mode::Probe => "probe",
+        Mode::Report => "report",
+    }
 }
 
 /// Writes `json` to `--json` `path` and combines that with the run's `result`: a run that
@@ -833,6 +862,7 @@ fn pattern_sender(cfg: &Config) -> Result<()> {
         (None, r) => serde_json::json!({
             "mode": "pattern-sender",
             "ok": false,
+            "verdict": verdict_name(r),
             "error": r.as_ref().err().map(ToString::to_string),
         }),
     };

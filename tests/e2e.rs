@@ -402,13 +402,66 @@ fn hostile_values_exit_2_without_panicking() {
     assert!(text(&out.stderr).contains("not a regular file"));
 }
 
-/// A `--json` path no file can be created at is exit 2 before the run, not exit 1 after it (a
-/// probe that was a skip ended with exit 1 "create(/proc/...): ENOENT").
+/// `--json` is a verdict for every run that got past its command line: a receiver that never
+/// got a connection, a devmem server that is a skip and a mode with a bad interface all write
+/// `{"mode", "ok": false, "verdict", "error"}` (before, only the sender and the probe did); and
+/// a path no file can be created at is exit 2 before the run, not exit 1 after it (a probe that
+/// was a skip ended with exit 1 "create(/proc/...): ENOENT").
 #[test]
-fn json_is_refused_when_unwritable() {
-    let Some(p) = pair("json_is_refused_when_unwritable") else {
+fn json_is_written_for_runs_that_end_early_and_refused_when_unwritable() {
+    let Some(p) = pair("json_is_written_for_runs_that_end_early_and_refused_when_unwritable")
+    else {
         return;
     };
+    let json = tmp_json("early");
+    let j = json.to_str().expect("utf-8 temp path");
+    for (args, code, mode, verdict, error) in [
+        (
+            vec![
+                "-l",
+                "--plain",
+                "-s",
+                ADDR_A_V4,
+                "-p",
+                PORT,
+                "--timeout",
+                "0.2",
+            ],
+            1,
+            "plain TCP",
+            "fail",
+            "timed out: accept on",
+        ),
+        (
+            vec!["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
+            4,
+            "devmem",
+            "skip",
+            "skip: ",
+        ),
+        (
+            vec!["-l", "-f", "nosuch0", "-s", ADDR_A_V4, "-p", PORT],
+            2,
+            "devmem",
+            "fail",
+            "-f: no such interface 'nosuch0'",
+        ),
+    ] {
+        let mut args = args.clone();
+        args.extend(["--json", j]);
+        let out = ns_cmd(&p.a, &args).output().expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        let v = read_json(&json);
+        assert_eq!(v["mode"], mode, "{v}");
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["verdict"], verdict, "{v}");
+        assert!(v["error"].as_str().unwrap().starts_with(error), "{v}");
+    }
     for path in ["/proc/ncdevmem.json", "/sys/ncdevmem.json"] {
         let out = ns_cmd(&p.a, &["-f", "lo", "--quiet", "--json", path])
             .output()
