@@ -439,6 +439,16 @@ fn real_sigint_and_sigterm_unwind() {
         assert!(matches!(e, Error::Interrupted(s) if s == sig as i32), "{e}");
         assert_eq!(nic.state(), before, "{sig}");
     }
+    // A duplicate SIGTERM or SIGHUP (GNU timeout signals the child, then its process group)
+    // is not a second Ctrl-C: the process stays alive to finish its unwind, and STOP keeps
+    // the first signal. (Before, the second copy _exit()ed at once, NIC changes and all.)
+    for sig in [Signal::SIGTERM, Signal::SIGHUP] {
+        STOP.store(0, Ordering::SeqCst);
+        nix::sys::signal::raise(sig).expect("raise");
+        nix::sys::signal::raise(sig).expect("raise again");
+        nix::sys::signal::raise(Signal::SIGINT).expect("raise SIGINT at once");
+        assert_eq!(STOP.load(Ordering::SeqCst), sig as i32);
+    }
     STOP.store(0, Ordering::SeqCst);
 }
 
