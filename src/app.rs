@@ -585,8 +585,7 @@ fn zcrx_accept_and_receive(
         verbose: cfg.verbosity == Verbosity::Verbose,
         ..ZcrxRxConfig::default()
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, rx::stop_aware_stdout(&STOP)?);
     let mut log_sink = std::io::stderr();
     let (mut stats, result) =
         zcrx.receive_logged(sock.fd(), &rx_cfg, &STOP, &mut out, &mut log_sink);
@@ -608,7 +607,7 @@ fn zcrx_accept_and_receive(
     drop(sock);
     let flushed = out
         .flush()
-        .map_err(|e| Error::sys("write(stdout)", e.raw_os_error().unwrap_or(0)));
+        .map_err(|e| rx::output_error("write(stdout)", e));
     let result = result
         .and(flushed)
         .and_then(|()| check_stream_length(cfg, stats.bytes));
@@ -999,8 +998,7 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     rcvbuf: Option<RcvbufReport>,
     stall: Option<&StallContext>,
 ) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, rx::stop_aware_stdout(&STOP)?);
     let mut log_sink = std::io::stderr();
     let (mut stats, result) = rx::receive_logged(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink);
     let result = match (result, stall) {
@@ -1010,7 +1008,7 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     stats.rcvbuf = rcvbuf;
     let flushed = out
         .flush()
-        .map_err(|e| Error::sys("write(stdout)", e.raw_os_error().unwrap_or(0)));
+        .map_err(|e| rx::output_error("write(stdout)", e));
     let result = result
         .and(flushed)
         .and_then(|()| check_stream_length(cfg, stats.bytes));

@@ -156,6 +156,67 @@ fn plain_receive_without_validation_writes_payload_to_stdout() {
     assert!(rx.stdout == expected, "stdout differs from the pattern");
 }
 
+/// A receiver whose stdout reader stopped reading (`| less`, a stalled pipe) is blocked in
+/// write(2); a stop signal interrupts it and the run unwinds at once. Before, std's stdout
+/// buffer and `write_all` retried the `EINTR`, so SIGTERM/SIGINT went unanswered until the
+/// reader went away (and a devmem server kept the NIC configured all that time).
+#[test]
+fn a_stop_signal_ends_a_receiver_blocked_on_a_full_stdout() {
+    let Some(p) = pair("a_stop_signal_ends_a_receiver_blocked_on_a_full_stdout") else {
+        return;
+    };
+    let mut rx = spawn(ns_cmd(
+        &p.a,
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "--timeout",
+            "20",
+        ],
+    ));
+    // stdout is a pipe nobody reads: 64 KiB of pipe and the 1 MiB output buffer fill up.
+    let stdout = rx.stdout.take().expect("stdout");
+    let tx = spawn(ns_cmd(
+        &p.b,
+        &[
+            "--send-pattern",
+            "64M",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "-v",
+            "7",
+            "--timeout",
+            "20",
+        ],
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = nix::unistd::Pid::from_raw(rx.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = rx.try_wait().expect("try_wait") {
+            break Some(s);
+        }
+        if t0.elapsed() > Duration::from_secs(3) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdout);
+    let out = rx.wait_with_output().expect("wait receiver");
+    let _ = tx.wait_with_output();
+    let err = text(&out.stderr);
+    assert!(status.is_some(), "still blocked 3 s after SIGTERM: {err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted by signal 15 (SIGTERM)"), "{err}");
+}
+
 #[test]
 fn no_client_times_out_within_bound() {
     let Some(p) = pair("no_client_times_out_within_bound") else {
