@@ -170,13 +170,25 @@ fn report_mode(cfg: &Config) -> Result<()> {
     let mut nic = open_nic(ifname)?;
     let host = HostCaps::probe(cfg.rx_page_size, cfg.dmabuf_size);
     let report = NicReport::gather(nic.as_mut(), host, true);
-    if cfg.verbosity != Verbosity::Quiet {
-        print!("{}", report.render_text());
+    let printed = match cfg.verbosity {
+        Verbosity::Quiet => Ok(()),
+        _ => print_stdout(&report.render_text()),
+    };
+    match &cfg.json {
+        Some(path) => write_summary(path, &report.to_json(), printed),
+        None => printed,
     }
-    if let Some(path) = &cfg.json {
-        crate::stats::write_json_atomic(path, &report.to_json())?;
-    }
-    Ok(())
+}
+
+/// Writes `text` to stdout and flushes it. Unlike `print!`, a stdout whose reader went away
+/// (`| head -1`, `| true`: `EPIPE`, SIGPIPE being ignored) is an error, never a panic.
+///
+/// Errors: [`Error::Sys`] naming `write(stdout)`; [`Error::Interrupted`] never (plain stdout).
+fn print_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| rx::output_error("write(stdout)", e))
 }
 
 /// `-l --plain`: listen, accept one connection, receive over plain TCP, validate or print,
@@ -710,7 +722,9 @@ fn probe(cfg: &Config) -> Result<()> {
             let host = HostCaps::probe(cfg.rx_page_size, cfg.dmabuf_size);
             let r = n.with(|ops| Ok(NicReport::gather(ops, host, true)))?;
             if cfg.verbosity != Verbosity::Quiet {
-                print!("{}", r.render_text());
+                // Informational, like the check lines after it: a stdout that went away
+                // does not change the probe's verdict (the exit code and --json carry it).
+                let _ = print_stdout(&r.render_text());
             }
             Some(r)
         }

@@ -536,6 +536,35 @@ fn json_is_written_for_runs_that_end_early_and_refused_when_unwritable() {
     }
 }
 
+/// A stdout whose reader already went away (`| head -1`, `| true`) made the report and the
+/// probe panic in `print!` ("failed printing to stdout: Broken pipe", exit 101, backtrace).
+/// The report now fails with exit 1 naming write(stdout); the probe keeps its verdict.
+#[test]
+fn a_closed_stdout_pipe_is_no_panic() {
+    let (read_end, write_end) = nix::unistd::pipe().expect("pipe");
+    drop(read_end);
+    let run = |args: &[&str]| {
+        let stdout = write_end.try_clone().expect("dup the pipe's write end");
+        Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::from(stdout))
+            .output()
+            .expect("run")
+    };
+    let out = run(&["--report", "-f", "lo"]);
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("write(stdout): EPIPE (Broken pipe)"), "{err}");
+    let out = run(&["-f", "lo"]);
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        matches!(out.status.code(), Some(1) | Some(4)),
+        "the probe's own verdict: {err}"
+    );
+}
+
 #[test]
 fn closed_stderr_does_not_panic() {
     let Some(p) = pair("closed_stderr_does_not_panic") else {
