@@ -55,6 +55,68 @@ fn validator(c: &mut Criterion) {
     g.finish();
 }
 
+/// A plain read of every byte (8 at a time, folded so nothing is optimised away): the floor
+/// any validator is measured against.
+fn plain_read(data: &[u8]) -> u64 {
+    let mut acc = 0u64;
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        acc ^= u64::from_le_bytes(b);
+    }
+    words.remainder().iter().fold(acc, |a, &b| a ^ u64::from(b))
+}
+
+/// The keyed stream (`--seed`) against the periodic pattern (`-v 7`), a plain read and CRC-32
+/// of the same bytes, in 4 KiB pieces, over a buffer that fits the caches (4 MiB) and one that
+/// does not (256 MiB, read from memory).
+fn keyed(c: &mut Criterion) {
+    let mut g = c.benchmark_group("validate-keyed");
+    for size in [4 * MIB, 256 * MIB] {
+        let label = format!("{}MiB", size / MIB);
+        let mut periodic = vec![0u8; size];
+        Pattern::new(7).unwrap().fill(&mut periodic, 0);
+        let mut keyed = vec![0u8; size];
+        Pattern::keyed(42).fill(&mut keyed, 0);
+        g.throughput(Throughput::Bytes(size as u64));
+        if size > 4 * MIB {
+            g.sample_size(10);
+        }
+        g.bench_function(format!("{label}/plain-read"), |b| {
+            b.iter(|| plain_read(black_box(&keyed)))
+        });
+        g.bench_function(format!("{label}/periodic-v7"), |b| {
+            b.iter(|| {
+                let mut v = Validator::new(7).unwrap();
+                for chunk in periodic.chunks(4096) {
+                    v.check(black_box(chunk));
+                }
+                assert_eq!(v.mismatches(), 0);
+            })
+        });
+        g.bench_function(format!("{label}/keyed-seed"), |b| {
+            b.iter(|| {
+                let mut v = Validator::with_pattern(Pattern::keyed(42));
+                for chunk in keyed.chunks(4096) {
+                    v.check(black_box(chunk));
+                }
+                assert_eq!(v.mismatches(), 0);
+            })
+        });
+        g.bench_function(format!("{label}/crc32"), |b| {
+            b.iter(|| {
+                let mut h = crc32fast::Hasher::new();
+                for chunk in keyed.chunks(4096) {
+                    h.update(black_box(chunk));
+                }
+                h.finalize()
+            })
+        });
+    }
+    g.finish();
+}
+
 fn cmsg_parse(c: &mut Criterion) {
     let mut control = Vec::with_capacity(2000 * DEVMEM_CMSG_SPACE);
     for i in 0..2000u32 {
@@ -114,7 +176,7 @@ fn receive_loop(c: &mut Criterion) {
             .collect();
         for (label, high_water) in [("release-per-batch", 1u64), ("release-at-1024", 1024)] {
             let cfg = RxConfig {
-                validate_period: Some(7),
+                validate: Some(ncdevmem::validate::StreamSpec::Periodic(7)),
                 token_high_water: high_water,
                 poll_tick: Duration::from_millis(1),
                 ..RxConfig::devmem(3, niov)
@@ -142,5 +204,5 @@ fn receive_loop(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, validator, cmsg_parse, tokens, receive_loop);
+criterion_group!(benches, validator, keyed, cmsg_parse, tokens, receive_loop);
 criterion_main!(benches);

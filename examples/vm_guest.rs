@@ -941,12 +941,24 @@ fn bind_tx_netdevsim(ctx: &Ctx) -> CaseResult {
     let total = TX_DMABUF_BYTES * 7 / 2;
     let piece = 64 << 10;
     let mut expected = Vec::with_capacity(total as usize);
-    let mut reference = PatternSource::new(7, total, piece, None).map_err(err)?;
+    let mut reference = PatternSource::new(
+        ncdevmem::validate::StreamSpec::Periodic(7),
+        total,
+        piece,
+        None,
+    )
+    .map_err(err)?;
     let mut chunk = Vec::new();
     while reference.next_piece(piece, &mut chunk).map_err(err)? {
         expected.extend_from_slice(&chunk);
     }
-    let mut pattern = PatternSource::new(7, total, piece, None).map_err(err)?;
+    let mut pattern = PatternSource::new(
+        ncdevmem::validate::StreamSpec::Periodic(7),
+        total,
+        piece,
+        None,
+    )
+    .map_err(err)?;
     let (psends, pstream) = send_through_udmabuf(&mut buf, &mut pattern, Some(16 << 10))?;
     if pstream != expected {
         let at = pstream

@@ -15,6 +15,7 @@ use_ksft().
 import contextlib
 import json
 import os
+import random
 import shlex
 import shutil
 import subprocess
@@ -93,14 +94,17 @@ def devmem_rx_argv(
     verify_restore=True,
     timeout=None,
     json_path=None,
+    seed=None,
 ):
     """The devmem RX server line: the kernel's ``-l -f IF -s ADDR -p PORT
     [-c REMOTE] [-v N] [-L] [-b BYTES]`` plus ours (-A, --zcrx, --rx-buf-len,
-    --verify-restore, --timeout SECS, --json FILE)."""
+    --verify-restore, --timeout SECS, --json FILE, --seed SEED instead of -v)."""
     argv = [binary, "-l", "-f", ifname, "-s", addr, "-p", str(port)]
     if client:
         argv += ["-c", client]
-    if validate:
+    if seed is not None:
+        argv += ["--seed", str(seed)]
+    elif validate:
         argv += ["-v", str(validate)]
     if fail_on_linear:
         argv.append("-L")
@@ -139,10 +143,12 @@ def probe_argv(binary, ifname, rx_page_size=None, verify_restore=True):
     return argv
 
 
-def plain_rx_argv(binary, addr, port, validate=None, timeout=None, json_path=None):
-    """The plain-TCP receiver line: ``-l --plain -s ADDR -p PORT [-v N]``."""
+def plain_rx_argv(binary, addr, port, validate=None, timeout=None, json_path=None, seed=None):
+    """The plain-TCP receiver line: ``-l --plain -s ADDR -p PORT [-v N | --seed SEED]``."""
     argv = [binary, "-l", "--plain", "-s", addr, "-p", str(port)]
-    if validate:
+    if seed is not None:
+        argv += ["--seed", str(seed)]
+    elif validate:
         argv += ["-v", str(validate)]
     if timeout:
         argv += ["--timeout", f"{timeout:g}"]
@@ -152,10 +158,13 @@ def plain_rx_argv(binary, addr, port, validate=None, timeout=None, json_path=Non
 
 
 def pattern_sender_argv(
-    binary, addr, port, nbytes, period=7, bind=None, write_size=None, corrupt_offset=None, timeout=None
+    binary, addr, port, nbytes, period=7, bind=None, write_size=None, corrupt_offset=None, timeout=None,
+    seed=None,
 ):
-    """The built-in pattern sender line: ``--send-pattern BYTES -s ADDR -p PORT -v N``."""
-    argv = [binary, "--send-pattern", str(nbytes), "-s", addr, "-p", str(port), "-v", str(period)]
+    """The built-in pattern sender line: ``--send-pattern BYTES -s ADDR -p PORT -v N``
+    (``--seed SEED`` instead of ``-v N`` when ``seed`` is given)."""
+    stream = ["--seed", str(seed)] if seed is not None else ["-v", str(period)]
+    argv = [binary, "--send-pattern", str(nbytes), "-s", addr, "-p", str(port), *stream]
     if bind:
         argv += ["-c", bind]
     if write_size:
@@ -209,16 +218,21 @@ def socat_connect(addr, port, ipver, bind=None, nodelay=False):
     return spec
 
 
-def sender_command(peer, addr, port, ipver, nbytes, period=7, bind=None, write_size=None, corrupt_offset=None):
+def sender_command(peer, addr, port, ipver, nbytes, period=7, bind=None, write_size=None, corrupt_offset=None,
+                   seed=None):
     """The remote shell command that sends ``nbytes`` of the ``-v period``
     pattern to ADDR:PORT.  ``peer`` is ("ncdevmem-rs", path) or ("socat", None).
     ``write_size``: one write per that many bytes, TCP_NODELAY.
-    ``corrupt_offset``: the byte at that stream offset is flipped."""
+    ``corrupt_offset``: the byte at that stream offset is flipped.
+    ``seed``: the keyed stream instead (ncdevmem-rs only; see ``own_stream``)."""
     tool, path = peer
     if tool == "ncdevmem-rs":
         return shlex.join(
-            pattern_sender_argv(path, addr, port, nbytes, period, bind, write_size, corrupt_offset, timeout=30)
+            pattern_sender_argv(path, addr, port, nbytes, period, bind, write_size, corrupt_offset, timeout=30,
+                                seed=seed)
         )
+    if seed is not None:
+        raise ValueError("only ncdevmem-rs sends the keyed stream")
     pat = pattern_shell(period)
     if corrupt_offset is None:
         source = f"{pat} | head -c {nbytes}"
@@ -454,12 +468,28 @@ def read_summary(path):
         fail(f"receiver summary {path}: {exc}")
 
 
-def check_summary(summary, nbytes):
-    """The summary counts ``nbytes`` received, all validated, none mismatched."""
+def check_summary(summary, nbytes, seed=None):
+    """The summary counts ``nbytes`` received, all validated, none mismatched
+    (against the keyed stream of ``seed`` when given)."""
     got = {k: summary.get(k) for k in ("bytes", "validated_bytes", "mismatches")}
     want = {"bytes": nbytes, "validated_bytes": nbytes, "mismatches": 0}
+    if seed is not None:
+        got["stream"] = summary.get("stream")
+        want["stream"] = f"seed {seed}"
     if got != want:
         fail(f"receiver summary {got}, expected {want}")
+
+
+def own_stream(peer):
+    """The stream of the project's own long transfers: the keyed stream (a random seed,
+    logged for a replay) when the peer is ncdevmem-rs, which no misplaced byte passes;
+    the -v 7 pattern with socat, which cannot produce it.  The flows that mirror the
+    kernel's tests keep -v 7."""
+    if peer[0] != "ncdevmem-rs":
+        return None
+    seed = random.getrandbits(64)
+    log(f"keyed stream: --seed {seed}")
+    return seed
 
 
 # --------------------------------------------------------------------------- transfers
@@ -585,12 +615,13 @@ TX_RX_PERIOD = 250  # 250-byte lines: the TX client sends one line per sendmsg
 def _validated_rx(ctx, nbytes, what, **rx_kw):
     peer = ctx.peer()
     port = rand_port()
+    seed = own_stream(peer)
     with json_file() as jpath:
         argv = devmem_rx_argv(ctx.bin, ctx.ifname, ctx.addr, port, client=ctx.remote_addr, validate=7,
-                              timeout=ctx.timeout, json_path=jpath, **rx_kw)
-        snd = sender_command(peer, ctx.addr, port, ctx.ipver, nbytes, bind=ctx.remote_addr)
+                              timeout=ctx.timeout, json_path=jpath, seed=seed, **rx_kw)
+        snd = sender_command(peer, ctx.addr, port, ctx.ipver, nbytes, bind=ctx.remote_addr, seed=seed)
         rx_transfer(ctx, argv, snd, port, what)
-        check_summary(read_summary(jpath), nbytes)
+        check_summary(read_summary(jpath), nbytes, seed)
 
 
 def run_rx_multi_mb(ctx):
@@ -647,11 +678,13 @@ def run_plain_rx(ctx):
     peer = ctx.peer()
     for v in ctx.families():
         port = rand_port()
+        seed = own_stream(peer)
         with json_file() as jpath:
-            argv = plain_rx_argv(ctx.bin, ctx.addr_v[v], port, validate=7, timeout=ctx.timeout, json_path=jpath)
-            snd = sender_command(peer, ctx.addr_v[v], port, v, PLAIN_BYTES)
+            argv = plain_rx_argv(ctx.bin, ctx.addr_v[v], port, validate=7, timeout=ctx.timeout, json_path=jpath,
+                                 seed=seed)
+            snd = sender_command(peer, ctx.addr_v[v], port, v, PLAIN_BYTES, seed=seed)
             rx_transfer(ctx, argv, snd, port, f"plain RX (IPv{v})")
-            check_summary(read_summary(jpath), PLAIN_BYTES)
+            check_summary(read_summary(jpath), PLAIN_BYTES, seed)
 
 
 CORRUPT_OFFSET = (1 << 20) + 3

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::net::SocketAddrV6;
 use std::os::fd::{AsFd, AsRawFd};
 
-use crate::cli::{Config, Mode, Verbosity};
+use crate::cli::{Config, Mode, Seed, Verbosity};
 use crate::error::{Error, Result};
 use crate::netlink::ctrl::skip_if_family_missing;
 use crate::netlink::netdev::{BindRxRequest, Netdev};
@@ -40,6 +40,7 @@ use crate::sys::socket::{self, TcpRxSocket};
 use crate::tx::{self, LineSource, PatternSend, PatternSource, TxConfig, TxSource};
 use crate::udmabuf::{self, Udmabuf, UdmabufParams};
 use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
+use crate::validate::StreamSpec;
 
 /// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM/SIGHUP handlers first, so every later
 /// step can unwind on a signal.
@@ -591,7 +592,7 @@ fn zcrx_accept_and_receive(
     let plan = rcvbuf_plan(cfg, ifname, buffers, buf_len);
     let (sock, rcvbuf) = listen_and_accept(cfg, Some(&plan))?;
     let rx_cfg = ZcrxRxConfig {
-        validate_period: cfg.validate,
+        validate: stream_spec(cfg),
         idle_timeout: cfg.timeout,
         progress_interval: cfg.progress,
         verbose: cfg.verbosity == Verbosity::Verbose,
@@ -644,14 +645,15 @@ fn devmem_client(cfg: &Config) -> Result<()> {
         .client
         .as_ref()
         .map(|c| SocketAddrV6::new(c.socket_ip(), port, 0, 0));
-    let mut source: Box<dyn TxSource> = match cfg.pattern_bytes {
-        Some(total) => Box::new(PatternSource::new(
-            required(cfg.validate, "-v")?,
+    let stream = cfg.pattern_bytes.map(|_| sender_stream(cfg));
+    let mut source: Box<dyn TxSource> = match (cfg.pattern_bytes, stream) {
+        (Some(total), Some(stream)) => Box::new(PatternSource::new(
+            stream,
             total,
             cfg.write_size.unwrap_or(0),
             cfg.corrupt_offset,
         )?),
-        None => Box::new(LineSource::new(std::io::stdin().lock(), &STOP)),
+        _ => Box::new(LineSource::new(std::io::stdin().lock(), &STOP)),
     };
     let netdev = skip_if_family_missing(Netdev::open(), "netdev")?;
     signals::check()?;
@@ -697,7 +699,11 @@ fn devmem_client(cfg: &Config) -> Result<()> {
     drop(binding);
     drop(mem);
     match &cfg.json {
-        Some(path) => write_summary(path, &stats.to_json(ok), result),
+        Some(path) => {
+            let mut json = stats.to_json(ok);
+            json["stream"] = stream.map(|t| t.to_string()).into();
+            write_summary(path, &json, result)
+        }
         None => result,
     }
 }
@@ -850,7 +856,7 @@ fn pattern_sender(cfg: &Config) -> Result<()> {
             .as_ref()
             .map(|c| SocketAddrV6::new(c.socket_ip(), port, 0, 0)),
         ifname: cfg.ifname.clone(),
-        period: required(cfg.validate, "-v")?,
+        stream: sender_stream(cfg),
         total_bytes: required(cfg.pattern_bytes, "--send-pattern")?,
         write_size: cfg.write_size,
         timeout: cfg.timeout,
@@ -993,7 +999,7 @@ fn explain_stall(
 fn rx_config(cfg: &Config, base: RxConfig) -> RxConfig {
     RxConfig {
         fail_on_linear: cfg.fail_on_linear,
-        validate_period: cfg.validate,
+        validate: stream_spec(cfg),
         idle_timeout: cfg.timeout,
         progress_interval: cfg.progress,
         verbose: cfg.verbosity == Verbosity::Verbose,
@@ -1081,6 +1087,34 @@ fn if_nametoindex(ifname: &str) -> Result<u32> {
     match nix::net::if_::if_nametoindex(c.as_c_str()) {
         Ok(i) if i > 0 => Ok(i),
         _ => Err(Error::Usage(format!("-f: no such interface '{ifname}'"))),
+    }
+}
+
+/// The stream a receiver validates: `--seed SEED` (keyed) or `-v N` (periodic); `None`
+/// without validation. (`--seed random` never reaches a receiver: the CLI refuses it.)
+fn stream_spec(cfg: &Config) -> Option<StreamSpec> {
+    match cfg.seed {
+        Some(Seed::Value(seed)) => Some(StreamSpec::Keyed(seed)),
+        _ => cfg.validate.map(StreamSpec::Periodic),
+    }
+}
+
+/// The stream a sender sends: `--seed SEED`, `--seed random` (drawn here and printed, so a
+/// failing run can be replayed), or `-v N` (the CLI requires one of them for
+/// `--send-pattern`; `-v 7` if neither, which it never is).
+fn sender_stream(cfg: &Config) -> StreamSpec {
+    match cfg.seed {
+        Some(Seed::Value(seed)) => StreamSpec::Keyed(seed),
+        Some(Seed::Random) => {
+            let seed: u64 = rand::random();
+            // Printed even with --quiet: without it the run cannot be replayed.
+            crate::elog!(
+                "{}: --seed random: seed {seed} (replay with --seed {seed})",
+                crate::cli::PROGRAM
+            );
+            StreamSpec::Keyed(seed)
+        }
+        None => StreamSpec::Periodic(cfg.validate.unwrap_or(7)),
     }
 }
 

@@ -62,6 +62,8 @@ impl Spec {
 
 const EXPECT_PORT: &str = "1..=65535";
 const EXPECT_VALIDATE: &str = "0 or 2..=256";
+const EXPECT_SEED: &str =
+    "a number in 0..=18446744073709551615 (decimal or 0x hex), or 'random' (senders)";
 const EXPECT_QUEUE: &str = "0..=4294967295";
 const EXPECT_NUM_QUEUES: &str = "1..=4096";
 /// Most RX queues one bind-rx may name (one `queues` nest each; the netlink request must fit).
@@ -107,6 +109,7 @@ const SPECS: &[Spec] = &[
     Spec { short: "",   long: "send-pattern",    hint: "BYTES",  expect: EXPECT_SIZE },
     Spec { short: "",   long: "write-size",      hint: "BYTES",  expect: EXPECT_SIZE },
     Spec { short: "",   long: "corrupt-offset",  hint: "OFFSET", expect: EXPECT_OFFSET },
+    Spec { short: "",   long: "seed",            hint: "SEED",   expect: EXPECT_SEED },
     Spec { short: "",   long: "expect-bytes",    hint: "BYTES",  expect: EXPECT_SIZE },
     Spec { short: "",   long: "rcvbuf",          hint: "BYTES",  expect: EXPECT_RCVBUF },
     Spec { short: "",   long: "timeout",         hint: "SECS",   expect: EXPECT_SECONDS },
@@ -204,6 +207,29 @@ fn pow2_u32(flag: &str, what: &str, text: &str, page_size: usize) -> Result<u32>
     }
 }
 
+/// `--seed` as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seed {
+    /// This seed (any 64-bit value).
+    Value(u64),
+    /// `random`: the sender draws one and prints it.
+    Random,
+}
+
+/// `random`, a decimal number or `0x` hex (either case), fitting `u64`.
+fn parse_seed(text: &str) -> Option<Seed> {
+    if text == "random" {
+        return Some(Seed::Random);
+    }
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            u64::from_str_radix(hex, 16).ok().map(Seed::Value)
+        }
+        Some(_) => None,
+        None => dec_u64(text).map(Seed::Value),
+    }
+}
+
 fn seconds_opt(flag: &str, what: &str, text: &str) -> Result<Duration> {
     seconds(text).ok_or_else(|| invalid(flag, what, text, EXPECT_SECONDS))
 }
@@ -232,6 +258,8 @@ pub struct Args {
     pub port: Option<u16>,
     /// `-v N` as typed: 0 (no validation) or a period 2..=256.
     pub validate: Option<u32>,
+    /// `--seed SEED|random`: the keyed stream instead of the `-v` pattern.
+    pub seed: Option<Seed>,
     /// `-q N`: number of RX queues, ≥ 1.
     pub num_queues: Option<u32>,
     /// `-t N`: first RX queue index.
@@ -455,6 +483,10 @@ impl Args {
                 .filter(|&v| v == 0 || (2..=u64::from(VALIDATE_MAX)).contains(&v))
                 .ok_or_else(|| invalid("-v", "validation period", &t, EXPECT_VALIDATE))?;
             a.validate = Some(v as u32);
+        }
+        if let Some(t) = last("seed") {
+            a.seed =
+                Some(parse_seed(&t).ok_or_else(|| invalid("--seed", "seed", &t, EXPECT_SEED))?);
         }
         if let Some(t) = last("q") {
             let max = u64::from(MAX_NUM_QUEUES);
@@ -715,8 +747,11 @@ pub struct Config {
     /// `-p`: TCP port.
     pub port: Option<u16>,
     /// `-v N`: pattern period `N` in bytes (stream `01 02 … N−1 0A` repeating); `None` for
-    /// no validation (absent or `-v 0`).
+    /// no validation (absent or `-v 0`). Never set together with [`Config::seed`].
     pub validate: Option<u32>,
+    /// `--seed`: senders send, receivers validate the keyed stream of this seed
+    /// ([`crate::validate`]); [`Seed::Random`] only for senders (the app draws it).
+    pub seed: Option<Seed>,
     /// `-t`: first RX queue index (queue id, not a count).
     pub start_queue: Option<u32>,
     /// `-q`: number of RX queues (a count, ≥ 1).
@@ -846,11 +881,14 @@ impl Config {
                 need_s("the receiver --send-pattern connects to")
             })?;
             require(a.port, || need_p("the receiver's port"))?;
-            require(a.validate.filter(|&v| v != 0), || {
-                format!(
-                    "--send-pattern: missing -v N (the pattern period to send; expected 2..={VALIDATE_MAX})"
-                )
-            })?;
+            if a.seed.is_none() {
+                require(a.validate.filter(|&v| v != 0), || {
+                    format!(
+                        "--send-pattern: missing -v N (the pattern period to send; expected \
+                         2..={VALIDATE_MAX}) or --seed SEED (the keyed stream)"
+                    )
+                })?;
+            }
             if a.ifname.is_some() {
                 // -f selects devmem TX, as in C's client mode; the pattern replaces stdin.
                 Mode::Client
@@ -965,6 +1003,25 @@ impl Config {
                 "--corrupt-offset: only applies to --send-pattern",
             ));
         }
+        if let Some(seed) = a.seed {
+            if a.validate.is_some_and(|v| v != 0) {
+                return Err(usage_err(
+                    "--seed: selects the keyed stream instead of the -v N pattern; give one of them",
+                ));
+            }
+            let receiver = matches!(mode, Mode::Server | Mode::PlainServer | Mode::ZcrxServer);
+            if !receiver && !sends_pattern {
+                return Err(usage_err(
+                    "--seed: only applies to --send-pattern and to receivers (-l)",
+                ));
+            }
+            if receiver && seed == Seed::Random {
+                return Err(usage_err(
+                    "--seed random: only a sender draws a seed; give the receiver the seed the \
+                     sender printed",
+                ));
+            }
+        }
         if a.zcrx_nodev && mode != Mode::ZcrxServer {
             return Err(usage_err("--zcrx-nodev: only applies to --zcrx"));
         }
@@ -1049,6 +1106,7 @@ impl Config {
             client,
             port: a.port,
             validate: a.validate.filter(|&v| v != 0),
+            seed: a.seed,
             start_queue: a.start_queue,
             num_queues: a.num_queues,
             tx_chunk: a.tx_chunk,
@@ -1147,8 +1205,18 @@ Options of ncdevmem-rs:
                   ignored, so a devmem command line can be rerun by adding --plain
   --send-pattern BYTES
                   connect to -s/-p (binding to -c and PORT if given) and send BYTES bytes of
-                  the -v N pattern (-v required), then close. Over plain TCP without -f; with
-                  -f IF through devmem TX (the client mode, with the pattern instead of stdin)
+                  the -v N pattern (or of the --seed stream; one of them required), then
+                  close. Over plain TCP without -f; with -f IF through devmem TX (the client
+                  mode, with the pattern instead of stdin)
+  --seed SEED     senders (--send-pattern) send, receivers (-l) validate the keyed stream
+                  instead of the -v pattern: the 8 bytes at stream offsets 8k..8k+7 are,
+                  little-endian, output k (from 0) of SplitMix64 started at state SEED. Every
+                  8-byte word names its position, so no misplaced, stale or duplicated data
+                  passes (a -v pattern misses data moved by a multiple of its period), and a
+                  bad frag is diagnosed: where its bytes belong, and whether they are stale,
+                  a duplicate, reordered, shifted or corrupt. SEED: 0..=2^64-1, decimal or 0x
+                  hex; senders also take 'random' (drawn and printed, for a replay). Not with
+                  -v N
   --write-size BYTES
                   with --send-pattern: write exactly BYTES per write and set TCP_NODELAY
                   (segment-size sweeps); with -f: bytes per piece copied into the dmabuf
@@ -1196,7 +1264,9 @@ Options of ncdevmem-rs:
   -h, --help      print this text and exit 0
 
 Values:
-  Numbers are decimal digits only (no sign, no 0x; leading zeros are decimal). BYTES values
+  Numbers are decimal digits only (no sign, no 0x except --seed; leading zeros are decimal).
+  Every receiver and sender prints the CRC-32 (as zlib.crc32) of the stream in its summary
+  and --json, validated or not, so any two tools can be compared end to end. BYTES values
   of --send-pattern, --write-size and --dmabuf-size accept a suffix K, M or G (KiB, MiB,
   GiB), e.g. 1G. A repeated option keeps its last value. Short options bundle (-ls ::1) and
   take values attached or separate (-q4, -q 4). A separate value spelled like one of the

@@ -34,7 +34,7 @@ use crate::sys::uapi::{
     SCM_DEVMEM_LINEAR,
 };
 use crate::udmabuf::FragMemory;
-use crate::validate::Validator;
+use crate::validate::{StreamSpec, Validator};
 
 /// What one `recvmsg` returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -472,9 +472,9 @@ pub struct RxConfig {
     pub devmem: Option<DevmemParams>,
     /// `-L`: any `SCM_DEVMEM_LINEAR` frag fails the run (header split is not working).
     pub fail_on_linear: bool,
-    /// `-v N`: validate the stream against the period-N pattern (2..=256) instead of writing
-    /// it to the output.
-    pub validate_period: Option<u32>,
+    /// `-v N` or `--seed SEED`: validate the stream against that test stream
+    /// ([`crate::validate`]) instead of writing it to the output.
+    pub validate: Option<StreamSpec>,
     /// Fail with [`Error::Timeout`] when no data arrives for this long (also before the first
     /// byte).
     pub idle_timeout: Option<Duration>,
@@ -507,7 +507,7 @@ impl RxConfig {
         RxConfig {
             devmem: None,
             fail_on_linear: false,
-            validate_period: None,
+            validate: None,
             idle_timeout: None,
             progress_interval: None,
             verbose: false,
@@ -642,6 +642,8 @@ struct Receiver<'a, S: RxSocket, M: FragMemory, W: Write> {
     stats: RxStats,
     batcher: TokenBatcher,
     validator: Option<Validator>,
+    /// CRC-32 of every stream byte so far.
+    crc: crc32fast::Hasher,
     /// Stream offset (bytes) of the next byte.
     offset: u64,
     first_byte: Option<Instant>,
@@ -680,7 +682,15 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
             }
             None => RxMode::PlainTcp,
         };
-        let validator = cfg.validate_period.map(Validator::new).transpose()?;
+        let piece = if cfg.devmem.is_some() {
+            "frag"
+        } else {
+            "chunk"
+        };
+        let validator = cfg
+            .validate
+            .map(|s| Validator::for_spec(s).map(|v| v.with_piece_name(piece)))
+            .transpose()?;
         Ok(Receiver {
             sock,
             mem,
@@ -690,6 +700,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
             stats: RxStats::new(mode),
             batcher: TokenBatcher::new(),
             validator,
+            crc: crc32fast::Hasher::new(),
             offset: 0,
             first_byte: None,
             last_progress: Instant::now(),
@@ -789,7 +800,9 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         if let Some(v) = &self.validator {
             self.stats.validated_bytes = v.offset();
             self.stats.mismatches = v.mismatches();
+            self.stats.stream = Some(v.pattern().spec());
         }
+        self.stats.crc32 = self.crc.clone().finalize();
         self.stats.elapsed = self.first_byte.map(|t| t.elapsed()).unwrap_or_default();
     }
 
@@ -1040,13 +1053,17 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         self.consume(bytes)
     }
 
-    /// Validates or outputs the next stream bytes.
+    /// Validates or outputs the next stream bytes (one piece: a frag or a plain chunk).
     fn consume(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
         if let Some(v) = &mut self.validator {
-            let before = v.reported().len();
+            let before = (v.reported().len(), v.diagnoses().len());
             if v.check(bytes) > 0 {
-                for m in &v.reported()[before..] {
+                for m in &v.reported()[before.0..] {
                     let _ = writeln!(self.log, "validation mismatch at {m}");
+                }
+                for d in &v.diagnoses()[before.1..] {
+                    let _ = writeln!(self.log, "validation: {d}");
                 }
             }
         } else {

@@ -5,6 +5,7 @@
 //! data (bytes, dmabuf and linear frags), the token traffic (tokens released,
 //! `SO_DEVMEM_DONTNEED` calls) and the syscalls (`recvmsg` calls, `EAGAIN`/`EINTR` retries).
 
+use crate::validate::StreamSpec;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -67,10 +68,15 @@ pub struct RxStats {
     pub eagain_retries: u64,
     /// `recvmsg` (or poll) calls that failed with `EINTR` and were retried.
     pub eintr_retries: u64,
-    /// Bytes checked against the `-v` pattern (0 without validation).
+    /// Bytes checked against the test stream (0 without validation).
     pub validated_bytes: u64,
-    /// Bytes that did not match the pattern.
+    /// Bytes that did not match the test stream.
     pub mismatches: u64,
+    /// The test stream checked (`-v N` or `--seed SEED`), `None` without validation.
+    pub stream: Option<StreamSpec>,
+    /// CRC-32 (IEEE 802.3, as zlib's `crc32`) of every stream byte received, in stream order,
+    /// validated or not; equal to the sender's when the stream arrived intact.
+    pub crc32: u32,
     /// Time from the first byte received to the end of the run (zero if nothing arrived).
     pub elapsed: Duration,
     /// io_uring zcrx counters ([`RxMode::Zcrx`] only; zero otherwise).
@@ -191,9 +197,11 @@ impl RxStats {
                 )),
             }
         }
+        s.push_str(&format!("; crc32 0x{:08x}", self.crc32));
         if self.validated_bytes > 0 || self.mismatches > 0 {
+            let stream = self.stream.map(|t| format!(" ({t})")).unwrap_or_default();
             s.push_str(&format!(
-                "; validated {} bytes, {} mismatched",
+                "; validated {} bytes{stream}, {} mismatched",
                 self.validated_bytes, self.mismatches
             ));
         }
@@ -228,8 +236,9 @@ impl RxStats {
     /// (`"devmem"` | `"plain TCP"` | `"io_uring zcrx"`), `bytes`, `dmabuf_frags`, `dmabuf_bytes`,
     /// `max_dmabuf_frag` (bytes), `linear_frags`,
     /// `linear_bytes`, `plain_bytes`, `tokens_released`, `dontneed_calls`, `recvmsg_calls`,
-    /// `eagain_retries`, `eintr_retries`, `validated_bytes`, `mismatches`, `elapsed_s`
-    /// (seconds, float), `gbit_per_s` (float). In [`RxMode::Zcrx`] also `zcrx_chunks`,
+    /// `eagain_retries`, `eintr_retries`, `validated_bytes`, `mismatches`, `stream` (`"period
+    /// 7"`, `"seed 42"` or null), `crc32` (number), `elapsed_s` (seconds, float), `gbit_per_s`
+    /// (float). In [`RxMode::Zcrx`] also `zcrx_chunks`,
     /// `zcrx_buffers_returned`, `zcrx_refill_publishes`, `zcrx_arms`, `zcrx_retried_errors`,
     /// `zcrx_flushes`, `zcrx_waits`, `zcrx_rx_buf_len` (bytes). When the server sized or was
     /// given its receive buffer: `rcvbuf_set` (`SO_RCVBUF` bytes or null), `rcvbuf_bytes` (what
@@ -251,6 +260,8 @@ impl RxStats {
             "eintr_retries": self.eintr_retries,
             "validated_bytes": self.validated_bytes,
             "mismatches": self.mismatches,
+            "stream": self.stream.map(|t| t.to_string()),
+            "crc32": self.crc32,
             "elapsed_s": self.elapsed.as_secs_f64(),
             "gbit_per_s": self.gbit_per_s(),
         });
@@ -454,6 +465,8 @@ mod tests {
             eintr_retries: 2,
             validated_bytes: 1_250_000_000,
             mismatches: 0,
+            stream: Some(StreamSpec::Periodic(7)),
+            crc32: 0xCBF4_3926,
             elapsed: Duration::from_secs(1),
             zcrx: ZcrxCounters::default(),
             rcvbuf: None,
@@ -549,8 +562,21 @@ mod tests {
             sample().summary_line(),
             "rx summary (devmem): 1250000000 bytes in 1.000 s = 10.000 Gbit/s; \
              frags: 300 dmabuf (1249999000 B, largest 4096 B), 2 linear (1000 B); tokens released: 300 in 3 DONTNEED calls; \
-             recvmsg calls: 5 (1 EAGAIN, 2 EINTR retries); validated 1250000000 bytes, 0 mismatched"
+             recvmsg calls: 5 (1 EAGAIN, 2 EINTR retries); crc32 0xcbf43926; \
+             validated 1250000000 bytes (period 7), 0 mismatched"
         );
+        let j = sample().to_json();
+        assert_eq!(j["crc32"], 0xCBF4_3926u32);
+        assert_eq!(j["stream"], "period 7");
+        let keyed = RxStats {
+            stream: Some(StreamSpec::Keyed(42)),
+            ..sample()
+        };
+        assert!(keyed
+            .summary_line()
+            .ends_with("validated 1250000000 bytes (seed 42), 0 mismatched"));
+        assert_eq!(keyed.to_json()["stream"], "seed 42");
+        assert!(RxStats::default().to_json()["stream"].is_null());
     }
 
     #[test]
@@ -603,7 +629,9 @@ mod tests {
         assert_eq!(v["eintr_retries"], 2);
         assert_eq!(v["elapsed_s"], 1.0);
         assert_eq!(v["gbit_per_s"], 10.0);
-        assert_eq!(v.as_object().unwrap().len(), 17);
+        assert_eq!(v["crc32"], 0xCBF4_3926u32);
+        assert_eq!(v["stream"], "period 7");
+        assert_eq!(v.as_object().unwrap().len(), 19);
         // Only the final file is left behind.
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::netlink::netdev::{DmabufBinding, Netdev};
 use crate::sys::socket;
 use crate::sys::zerocopy::{self, ZerocopySocket};
-use crate::validate::Pattern;
+use crate::validate::{Pattern, StreamSpec};
 
 pub mod devmem;
 pub mod testing;
@@ -44,8 +44,8 @@ pub struct PatternSend {
     pub local: Option<SocketAddrV6>,
     /// Interface to pin the socket to (`-f`, `SO_BINDTODEVICE`).
     pub ifname: Option<String>,
-    /// Pattern period in bytes (`-v`).
-    pub period: u32,
+    /// The stream to send (`-v N` or `--seed SEED`).
+    pub stream: StreamSpec,
     /// Total bytes to send.
     pub total_bytes: u64,
     /// Bytes per `send`; `Some` also sets `TCP_NODELAY`.
@@ -68,6 +68,8 @@ pub struct SendStats {
     pub crc32: u32,
     /// Wall time from connect to the end of the last send.
     pub elapsed: Duration,
+    /// The stream sent (`-v N` or `--seed SEED`).
+    pub stream: Option<StreamSpec>,
 }
 
 impl SendStats {
@@ -79,8 +81,9 @@ impl SendStats {
     /// One human line for stderr.
     pub fn summary_line(&self) -> String {
         format!(
-            "sent {} bytes in {} writes, {:.3} s, {:.2} Gbit/s, crc32 0x{:08x}",
+            "sent {} bytes{} in {} writes, {:.3} s, {:.2} Gbit/s, crc32 0x{:08x}",
             self.bytes,
+            self.stream.map(|t| format!(" ({t})")).unwrap_or_default(),
             self.writes,
             self.elapsed.as_secs_f64(),
             self.gbps(),
@@ -95,6 +98,7 @@ impl SendStats {
             "bytes": self.bytes,
             "writes": self.writes,
             "crc32": self.crc32,
+            "stream": self.stream.map(|t| t.to_string()),
             "elapsed_s": self.elapsed.as_secs_f64(),
             "gbit_per_s": self.gbps(),
         })
@@ -107,7 +111,7 @@ impl SendStats {
 /// Errors: `Error::Usage` for a bad period; `Error::Timeout` / `Error::Sys` from connect or
 /// send (`EPIPE`/`ECONNRESET` when the receiver went away); `Error::Interrupted` on a signal.
 pub fn send_pattern(req: &PatternSend, stop: &AtomicI32) -> Result<SendStats> {
-    let pattern = Pattern::new(req.period)?;
+    let pattern = Pattern::from_spec(req.stream)?;
     let fd = connect_retrying(req, stop)?;
     let sock = fd.as_fd();
     refuse_self_connect(sock)?;
@@ -148,7 +152,10 @@ fn send_pattern_on(
     };
     let mut buf = vec![0u8; (write_size as u64).min(req.total_bytes.max(1)) as usize];
     let mut crc = crc32fast::Hasher::new();
-    let mut stats = SendStats::default();
+    let mut stats = SendStats {
+        stream: Some(req.stream),
+        ..SendStats::default()
+    };
     let start = Instant::now();
     while stats.bytes < req.total_bytes {
         crate::signals::check_flag(stop)?;

@@ -37,7 +37,7 @@ use crate::sys::uring_mem::{
     probe_zcrx_register, push_recv_zc, register_zcrx_ifq, zcrx_flush_rq, RawRegion, RefillLayout,
     RefillRing,
 };
-use crate::validate::Validator;
+use crate::validate::{StreamSpec, Validator};
 
 /// The ring type zcrx needs: 64-byte SQEs, 32-byte CQEs (`IORING_SETUP_CQE32`; the zcrx part
 /// of a completion, `struct io_uring_zcrx_cqe`, is its second half).
@@ -645,7 +645,7 @@ impl Zcrx {
     }
 
     /// Receives the TCP stream on `sock` (already accepted) until the peer closes: arms a
-    /// multishot `RECV_ZC`, validates (`cfg.validate_period`) or writes to `out` every chunk
+    /// multishot `RECV_ZC`, validates (`cfg.validate`) or writes to `out` every chunk
     /// in place, returns chunks through the refill ring in batches, re-arms after a completion
     /// without `IORING_CQE_F_MORE`. `stop` (a signal number, 0 = go on) and
     /// `cfg.idle_timeout` are checked every `cfg.poll_tick`. Diagnostics go to `log`.
@@ -819,8 +819,9 @@ pub fn register_refusal(e: Error, p: &ZcrxParams) -> Error {
 /// Settings of [`Zcrx::receive_logged`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ZcrxRxConfig {
-    /// `-v N`: validate against the period-N pattern instead of writing the payload out.
-    pub validate_period: Option<u32>,
+    /// `-v N` or `--seed SEED`: validate against that test stream instead of writing the
+    /// payload out.
+    pub validate: Option<StreamSpec>,
     /// Fail when no data arrives for this long (also before the first byte).
     pub idle_timeout: Option<Duration>,
     /// Progress line interval.
@@ -838,7 +839,7 @@ impl Default for ZcrxRxConfig {
     /// No validation, no timeouts, 200 ms tick, batches of 64 entries.
     fn default() -> Self {
         ZcrxRxConfig {
-            validate_period: None,
+            validate: None,
             idle_timeout: None,
             progress_interval: None,
             verbose: false,
@@ -869,6 +870,8 @@ pub struct ChunkConsumer<'a, W: Write> {
     out: &'a mut W,
     log: &'a mut dyn Write,
     validator: Option<Validator>,
+    /// CRC-32 of every stream byte so far.
+    crc: crc32fast::Hasher,
     /// Counters so far ([`RxMode::Zcrx`]).
     pub stats: RxStats,
     consecutive_retries: u32,
@@ -890,7 +893,11 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
             cfg,
             out,
             log,
-            validator: cfg.validate_period.map(Validator::new).transpose()?,
+            validator: cfg
+                .validate
+                .map(|s| Validator::for_spec(s).map(|v| v.with_piece_name("chunk")))
+                .transpose()?,
+            crc: crc32fast::Hasher::new(),
             stats: RxStats::new(RxMode::Zcrx),
             consecutive_retries: 0,
             first_byte: None,
@@ -959,11 +966,15 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
     }
 
     fn consume(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
         if let Some(v) = &mut self.validator {
-            let before = v.reported().len();
+            let before = (v.reported().len(), v.diagnoses().len());
             if v.check(bytes) > 0 {
-                for m in &v.reported()[before..] {
+                for m in &v.reported()[before.0..] {
                     let _ = writeln!(self.log, "validation mismatch at {m}");
+                }
+                for d in &v.diagnoses()[before.1..] {
+                    let _ = writeln!(self.log, "validation: {d}");
                 }
             }
             Ok(())
@@ -980,7 +991,9 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
         if let Some(v) = &self.validator {
             self.stats.validated_bytes = v.offset();
             self.stats.mismatches = v.mismatches();
+            self.stats.stream = Some(v.pattern().spec());
         }
+        self.stats.crc32 = self.crc.clone().finalize();
         self.stats.elapsed = self.first_byte.map(|t| t.elapsed()).unwrap_or_default();
     }
 
@@ -1200,7 +1213,7 @@ mod tests {
         let area = area_with_pattern(7, &[(0x8000, 0, 4096), (0, 4096, 904), (0x3000, 5000, 100)]);
         let mut r = refill(64, 0);
         let cfg = ZcrxRxConfig {
-            validate_period: Some(7),
+            validate: Some(crate::validate::StreamSpec::Periodic(7)),
             refill_batch: 2,
             ..ZcrxRxConfig::default()
         };
@@ -1254,7 +1267,7 @@ mod tests {
         area.write_at(1000, &[0xee]).unwrap();
         let mut r = refill(64, 0);
         let cfg = ZcrxRxConfig {
-            validate_period: Some(7),
+            validate: Some(crate::validate::StreamSpec::Periodic(7)),
             ..ZcrxRxConfig::default()
         };
         let (mut out, mut log) = (Vec::new(), Vec::new());

@@ -1,16 +1,29 @@
-//! The `-v N` test pattern: generation (for the pattern sender) and validation (for the
-//! receiver), both by stream offset.
+//! The test streams: generation (for the senders) and validation (for the receivers), both by
+//! stream offset.
 //!
-//! The stream is the bytes `1, 2, …, N-1, 0x0A` repeated with period `N` (what
-//! `yes $(printf '\x01\x02…')` produces), so the expected byte at stream offset `i` is
-//! `r + 1` for `r = i % N < N - 1` and `0x0A` for `r == N - 1`. This matches ncdevmem.c's
-//! `validate_buffer` for `N` in 2..=255; `N = 256` is accepted too (bytes 1..=255 then 0x0A),
-//! which C's 8-bit counter cannot express.
+//! Two streams ([`StreamSpec`]):
+//! * **`-v N`, periodic**: the bytes `1, 2, …, N-1, 0x0A` repeated with period `N` (what
+//!   `yes $(printf '\x01\x02…')` produces), so the expected byte at stream offset `i` is `r + 1`
+//!   for `r = i % N < N - 1` and `0x0A` for `r == N - 1`. This matches ncdevmem.c's
+//!   `validate_buffer` for `N` in 2..=255; `N = 256` is accepted too (bytes 1..=255 then 0x0A),
+//!   which C's 8-bit counter cannot express. Data moved by a multiple of `N` bytes passes.
+//! * **`--seed SEED`, keyed**: the 8 bytes at stream offsets `8k..8k+7` are, little-endian,
+//!   output number `k` (from 0) of SplitMix64 started at state `SEED`:
+//!   `mix(SEED + (k+1)·0x9E3779B97F4A7C15 mod 2^64)` with `mix(z)`: `z ^= z>>30;
+//!   z *= 0xBF58476D1CE4E5B9; z ^= z>>27; z *= 0x94D049BB133111EB; z ^= z>>31`. Every 8-byte
+//!   word names its own position (`mix` is a bijection, so [`keyed_word_index`] inverts it), so
+//!   misplaced data never passes and the validator can say where a misplaced frag's bytes
+//!   came from ([`Diagnosis`]).
 //!
-//! Both directions work on a precomputed window of several KiB whose length is a multiple of
-//! `N`, so checking a frag is a slice comparison (`memcmp`) and only a failing chunk is
-//! scanned byte by byte. State is one stream offset per connection: linear (iov) bytes and
-//! dmabuf frag bytes advance the same offset, in stream order.
+//! Both are checked without per-byte work on the good path: the periodic stream against a
+//! precomputed window of several KiB whose length is a multiple of `N` (a slice comparison),
+//! the keyed stream word by word (one load, one SplitMix64 step and an OR per 8 bytes); only a
+//! failing block is scanned byte by byte. State is one stream offset per connection: linear
+//! (iov) bytes and dmabuf frag bytes advance the same offset, in stream order.
+
+use std::collections::VecDeque;
+
+use multiversion::multiversion;
 
 use crate::error::{Error, Result};
 
@@ -21,23 +34,196 @@ pub const MAX_PERIOD: u32 = 256;
 /// How many mismatches are kept (and reported to stderr by the receive loop) per connection;
 /// later ones are only counted. Same cap as ncdevmem.c.
 pub const MAX_REPORTED_MISMATCHES: usize = 20;
+/// How many diagnoses of bad pieces ([`Diagnosis`]) are kept per connection.
+pub const MAX_DIAGNOSES: usize = 20;
+/// A misplaced piece whose bytes are those of one of this many latest pieces, from its start,
+/// is a duplicate; from further back, stale. 32 pieces cover a 64 KiB TSO frame in 4 KiB
+/// frags twice over, so a frame delivered again is a duplicate; a recycled niov whose payload
+/// was not written usually held data older than that.
+pub const DUPLICATE_WINDOW: usize = 32;
+/// How many of the latest pieces (frags, or plain `recvmsg` chunks) the validator remembers
+/// for [`Diagnosis`]: whether a misplaced piece's bytes belong to a piece delivered just before
+/// (duplicate) or to one that was itself out of place (reordered).
+pub const RECENT_PIECES: usize = 4096;
 
 /// Minimum bytes compared per slice comparison; the window is this plus one period, rounded
 /// up to a multiple of the period.
 const COMPARE_CHUNK: usize = 16 * 1024;
+/// Keyed stream: 8-byte words checked per block before a block with a difference is scanned
+/// byte by byte.
+const KEYED_BLOCK_WORDS: usize = 512;
+/// Keyed stream: independent SplitMix64 states stepped together, so the compiler turns the
+/// 64-bit multiplies into vector ones (AVX-512: two registers of 8).
+const KEYED_LANES: usize = 16;
 
-/// The repeating test pattern of period `N` bytes, with a precomputed window for fast
-/// comparison and filling.
+/// SplitMix64's increment (the golden-ratio constant).
+pub const SPLITMIX64_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+const MIX_MUL1: u64 = 0xBF58_476D_1CE4_E5B9;
+const MIX_MUL2: u64 = 0x94D0_49BB_1331_11EB;
+
+/// The inverse of an odd `a` modulo 2^64 (Newton's iteration; each step doubles the correct
+/// low bits, 3 → 6 → … → 96).
+const fn inverse_mod_2_64(a: u64) -> u64 {
+    let mut x = a; // correct to 3 bits for odd a
+    let mut i = 0;
+    while i < 5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)));
+        i += 1;
+    }
+    x
+}
+const GAMMA_INV: u64 = inverse_mod_2_64(SPLITMIX64_GAMMA);
+const MIX_MUL1_INV: u64 = inverse_mod_2_64(MIX_MUL1);
+const MIX_MUL2_INV: u64 = inverse_mod_2_64(MIX_MUL2);
+
+/// SplitMix64's output function.
+#[inline(always)]
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(MIX_MUL1);
+    z = (z ^ (z >> 27)).wrapping_mul(MIX_MUL2);
+    z ^ (z >> 31)
+}
+
+/// Undoes `y = x ^ (x >> s)` for `s` ≥ 1.
+fn unxorshift(y: u64, s: u32) -> u64 {
+    let mut x = y;
+    let mut done = s;
+    while done < 64 {
+        x = y ^ (x >> s);
+        done += s;
+    }
+    x
+}
+
+/// The inverse of [`mix`].
+fn unmix(z: u64) -> u64 {
+    let z = unxorshift(z, 31).wrapping_mul(MIX_MUL2_INV);
+    let z = unxorshift(z, 27).wrapping_mul(MIX_MUL1_INV);
+    unxorshift(z, 30)
+}
+
+/// Word `k` of the keyed stream of `seed`: the bytes at stream offsets `8k..8k+7`,
+/// little-endian.
+#[inline(always)]
+pub fn keyed_word(seed: u64, k: u64) -> u64 {
+    mix(keyed_state(seed, k))
+}
+
+/// SplitMix64's state before the output of word `k`.
+#[inline(always)]
+fn keyed_state(seed: u64, k: u64) -> u64 {
+    seed.wrapping_add(k.wrapping_add(1).wrapping_mul(SPLITMIX64_GAMMA))
+}
+
+/// Loads the little-endian word at `b[..8]`.
+#[inline(always)]
+fn le_word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(w)
+}
+
+/// The OR over every whole 8-byte word of `data` of (word XOR the keyed word expected there),
+/// the first expected word being the output of SplitMix64 state `z0`: 0 when every whole word
+/// matches. Bytes after the last whole word are not looked at. Compiled for AVX-512 and AVX2
+/// as well, picked at run time.
+#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2"))]
+fn keyed_diff(z0: u64, data: &[u8]) -> u64 {
+    let mut z = [0u64; KEYED_LANES];
+    for (l, s) in z.iter_mut().enumerate() {
+        *s = z0.wrapping_add((l as u64).wrapping_mul(SPLITMIX64_GAMMA));
+    }
+    let step = (KEYED_LANES as u64).wrapping_mul(SPLITMIX64_GAMMA);
+    let mut acc = [0u64; KEYED_LANES];
+    let mut rows = data.chunks_exact(8 * KEYED_LANES);
+    for row in &mut rows {
+        for l in 0..KEYED_LANES {
+            acc[l] |= le_word(&row[8 * l..]) ^ mix(z[l]);
+            z[l] = z[l].wrapping_add(step);
+        }
+    }
+    let mut diff = acc.iter().fold(0, |a, b| a | b);
+    let mut state = z[0];
+    for w in rows.remainder().chunks_exact(8) {
+        diff |= le_word(w) ^ mix(state);
+        state = state.wrapping_add(SPLITMIX64_GAMMA);
+    }
+    diff
+}
+
+/// Fills every whole 8-byte word of `out` with the keyed stream from SplitMix64 state `z0`
+/// on (bytes after the last whole word are left alone). Compiled like [`keyed_diff`].
+#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2"))]
+fn keyed_fill(z0: u64, out: &mut [u8]) {
+    let mut z = [0u64; KEYED_LANES];
+    for (l, s) in z.iter_mut().enumerate() {
+        *s = z0.wrapping_add((l as u64).wrapping_mul(SPLITMIX64_GAMMA));
+    }
+    let step = (KEYED_LANES as u64).wrapping_mul(SPLITMIX64_GAMMA);
+    let mut rows = out.chunks_exact_mut(8 * KEYED_LANES);
+    for row in &mut rows {
+        for l in 0..KEYED_LANES {
+            row[8 * l..8 * l + 8].copy_from_slice(&mix(z[l]).to_le_bytes());
+            z[l] = z[l].wrapping_add(step);
+        }
+    }
+    let mut state = z[0];
+    for w in rows.into_remainder().chunks_exact_mut(8) {
+        w.copy_from_slice(&mix(state).to_le_bytes());
+        state = state.wrapping_add(SPLITMIX64_GAMMA);
+    }
+}
+
+/// The `k` with `keyed_word(seed, k) == word`: every 64-bit value is some word of the stream
+/// (for `k` anywhere in 0..2^64), so the caller decides whether `k` is plausible.
+pub fn keyed_word_index(seed: u64, word: u64) -> u64 {
+    unmix(word)
+        .wrapping_sub(seed)
+        .wrapping_mul(GAMMA_INV)
+        .wrapping_sub(1)
+}
+
+/// Which test stream a sender writes and a receiver checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamSpec {
+    /// `-v N`: the periodic pattern of period `N` bytes (2..=256).
+    Periodic(u32),
+    /// `--seed SEED`: the keyed SplitMix64 stream of `SEED`.
+    Keyed(u64),
+}
+
+impl std::fmt::Display for StreamSpec {
+    /// `period 7`, `seed 42`: how messages and summaries name the stream.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamSpec::Periodic(p) => write!(f, "period {p}"),
+            StreamSpec::Keyed(s) => write!(f, "seed {s}"),
+        }
+    }
+}
+
+/// A test stream ready to fill and compare: the periodic pattern with its precomputed window,
+/// or the keyed stream.
 #[derive(Debug, Clone)]
 pub struct Pattern {
-    period: usize,
-    /// `k * period` bytes of the pattern starting at stream offset 0, with
-    /// `(k - 1) * period >= COMPARE_CHUNK`.
-    window: Box<[u8]>,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Periodic {
+        period: usize,
+        /// `k * period` bytes of the pattern starting at stream offset 0, with
+        /// `(k - 1) * period >= COMPARE_CHUNK`.
+        window: Box<[u8]>,
+    },
+    Keyed {
+        seed: u64,
+    },
 }
 
 impl Pattern {
-    /// The pattern with period `period` bytes.
+    /// The periodic pattern with period `period` bytes.
     ///
     /// # Errors
     /// [`Error::Usage`] unless `period` is in [`MIN_PERIOD`]..=[`MAX_PERIOD`] (names `-v`).
@@ -52,55 +238,170 @@ impl Pattern {
         let window: Box<[u8]> = (0..periods * period)
             .map(|i| byte_for_phase(i % period, period))
             .collect();
-        Ok(Pattern { period, window })
+        Ok(Pattern {
+            kind: Kind::Periodic { period, window },
+        })
     }
 
-    /// The period in bytes.
-    pub fn period(&self) -> u32 {
-        self.period as u32
+    /// The keyed stream of `seed` (any 64-bit value).
+    pub fn keyed(seed: u64) -> Pattern {
+        Pattern {
+            kind: Kind::Keyed { seed },
+        }
+    }
+
+    /// The stream `spec` names.
+    ///
+    /// # Errors
+    /// As [`Pattern::new`] for a period out of range.
+    pub fn from_spec(spec: StreamSpec) -> Result<Pattern> {
+        match spec {
+            StreamSpec::Periodic(p) => Pattern::new(p),
+            StreamSpec::Keyed(seed) => Ok(Pattern::keyed(seed)),
+        }
+    }
+
+    /// Which stream this is.
+    pub fn spec(&self) -> StreamSpec {
+        match &self.kind {
+            Kind::Periodic { period, .. } => StreamSpec::Periodic(*period as u32),
+            Kind::Keyed { seed } => StreamSpec::Keyed(*seed),
+        }
     }
 
     /// The expected byte at stream offset `offset` (bytes from the start of the connection).
     pub fn expected(&self, offset: u64) -> u8 {
-        byte_for_phase((offset % self.period as u64) as usize, self.period)
+        match &self.kind {
+            Kind::Periodic { period, .. } => {
+                byte_for_phase((offset % *period as u64) as usize, *period)
+            }
+            Kind::Keyed { seed } => {
+                keyed_word(*seed, offset / 8).to_le_bytes()[(offset % 8) as usize]
+            }
+        }
     }
 
-    /// Fills `buf` with the pattern bytes of stream offsets `offset..offset + buf.len()`.
-    /// Used by the pattern sender to build what it sends.
+    /// Fills `buf` with the stream bytes of offsets `offset..offset + buf.len()`. Used by the
+    /// senders to build what they send.
     pub fn fill(&self, buf: &mut [u8], offset: u64) {
-        let phase = (offset % self.period as u64) as usize;
-        let chunk = self.window.len() - self.period;
-        // Every full chunk is a multiple of the period, so the phase stays the same.
-        for part in buf.chunks_mut(chunk) {
-            part.copy_from_slice(&self.window[phase..phase + part.len()]);
+        match &self.kind {
+            Kind::Periodic { period, window } => {
+                let phase = (offset % *period as u64) as usize;
+                let chunk = window.len() - period;
+                // Every full chunk is a multiple of the period, so the phase stays the same.
+                for part in buf.chunks_mut(chunk) {
+                    part.copy_from_slice(&window[phase..phase + part.len()]);
+                }
+            }
+            Kind::Keyed { seed } => {
+                let head = head_len(offset, buf.len());
+                let (first, rest) = buf.split_at_mut(head);
+                if head > 0 {
+                    let at = (offset % 8) as usize;
+                    first.copy_from_slice(
+                        &keyed_word(*seed, offset / 8).to_le_bytes()[at..at + head],
+                    );
+                }
+                let k = (offset + head as u64) / 8;
+                let whole = rest.len() / 8 * 8;
+                let (words, tail) = rest.split_at_mut(whole);
+                keyed_fill(keyed_state(*seed, k), words);
+                let n = tail.len();
+                let last = keyed_word(*seed, k + whole as u64 / 8);
+                tail.copy_from_slice(&last.to_le_bytes()[..n]);
+            }
         }
     }
 
     /// Compares `data` against the stream at `offset`; calls `on_mismatch` for every
     /// differing byte in stream order and returns how many there were.
     fn compare(&self, offset: u64, data: &[u8], mut on_mismatch: impl FnMut(Mismatch)) -> u64 {
-        let phase = (offset % self.period as u64) as usize;
-        let chunk = self.window.len() - self.period;
-        let mut count = 0;
-        let mut base = offset;
-        for part in data.chunks(chunk) {
-            let expected = &self.window[phase..phase + part.len()];
-            if part != expected {
-                for (i, (&actual, &expected)) in part.iter().zip(expected).enumerate() {
-                    if actual != expected {
-                        count += 1;
-                        on_mismatch(Mismatch {
-                            offset: base + i as u64,
-                            expected,
-                            actual,
-                        });
+        match &self.kind {
+            Kind::Periodic { period, window } => {
+                let phase = (offset % *period as u64) as usize;
+                let chunk = window.len() - period;
+                let mut count = 0;
+                let mut base = offset;
+                for part in data.chunks(chunk) {
+                    let expected = &window[phase..phase + part.len()];
+                    if part != expected {
+                        count += scan(base, part, expected.iter().copied(), &mut on_mismatch);
                     }
+                    base += part.len() as u64;
                 }
+                count
             }
-            base += part.len() as u64;
+            Kind::Keyed { seed } => compare_keyed(*seed, offset, data, &mut on_mismatch),
         }
-        count
     }
+}
+
+/// Bytes before the first 8-byte word boundary of the stream at `offset`, at most `len`.
+fn head_len(offset: u64, len: usize) -> usize {
+    (((8 - offset % 8) % 8) as usize).min(len)
+}
+
+/// Byte-by-byte comparison of `part` (at stream offset `base`) with `expected`.
+fn scan(
+    base: u64,
+    part: &[u8],
+    expected: impl Iterator<Item = u8>,
+    on_mismatch: &mut impl FnMut(Mismatch),
+) -> u64 {
+    let mut count = 0;
+    for (i, (&actual, expected)) in part.iter().zip(expected).enumerate() {
+        if actual != expected {
+            count += 1;
+            on_mismatch(Mismatch {
+                offset: base + i as u64,
+                expected,
+                actual,
+            });
+        }
+    }
+    count
+}
+
+/// The expected keyed bytes of `len` stream bytes from `offset`, one at a time.
+fn keyed_bytes(seed: u64, offset: u64, len: usize) -> impl Iterator<Item = u8> {
+    (offset..offset + len as u64)
+        .map(move |o| keyed_word(seed, o / 8).to_le_bytes()[(o % 8) as usize])
+}
+
+fn compare_keyed(
+    seed: u64,
+    offset: u64,
+    data: &[u8],
+    on_mismatch: &mut impl FnMut(Mismatch),
+) -> u64 {
+    let head = head_len(offset, data.len());
+    let (first, rest) = data.split_at(head);
+    let mut count = 0;
+    if head > 0 {
+        count += scan(offset, first, keyed_bytes(seed, offset, head), on_mismatch);
+    }
+    let mut base = offset + head as u64;
+    for block in rest.chunks(KEYED_BLOCK_WORDS * 8) {
+        let k = base / 8;
+        let mut diff = keyed_diff(keyed_state(seed, k), block);
+        let tail = &block[block.len() / 8 * 8..];
+        if !tail.is_empty() {
+            let want = keyed_word(seed, k + block.len() as u64 / 8).to_le_bytes();
+            for (a, e) in tail.iter().zip(want) {
+                diff |= u64::from(a ^ e);
+            }
+        }
+        if diff != 0 {
+            count += scan(
+                base,
+                block,
+                keyed_bytes(seed, base, block.len()),
+                on_mismatch,
+            );
+        }
+        base += block.len() as u64;
+    }
+    count
 }
 
 /// Pattern byte for phase `r` (`stream offset % period`).
@@ -113,12 +414,12 @@ fn byte_for_phase(r: usize, period: usize) -> u8 {
     }
 }
 
-/// One byte that differed from the pattern.
+/// One byte that differed from the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mismatch {
     /// Stream offset of the byte, in bytes from the start of the connection.
     pub offset: u64,
-    /// The pattern byte expected there.
+    /// The stream byte expected there.
     pub expected: u8,
     /// The byte received.
     pub actual: u8,
@@ -134,28 +435,178 @@ impl std::fmt::Display for Mismatch {
     }
 }
 
-/// Validation state of one connection: the next stream offset, the mismatch count and the
-/// first [`MAX_REPORTED_MISMATCHES`] mismatches.
+/// What happened to a piece with mismatches, as far as the keyed stream tells (the periodic
+/// pattern cannot tell where bytes came from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The bytes belong earlier in the stream and were delivered correctly before, longer ago
+    /// than the last [`DUPLICATE_WINDOW`] pieces (or not from a piece's start): a buffer's
+    /// stale contents (the payload was never written).
+    Stale,
+    /// The bytes are those of one of the last [`DUPLICATE_WINDOW`] pieces, again from its
+    /// start: a frag or frame delivered twice.
+    Duplicate,
+    /// The bytes belong to another place of the stream that was not delivered there (correctly)
+    /// yet: later bytes (a frag dropped, or frags reordered), or those of a piece that itself
+    /// came out of place (two frags swapped).
+    Reordered,
+    /// The bytes are this piece's own stream, shifted by less than the piece's length (a frag
+    /// offset or size off by that much).
+    Shifted,
+    /// The bytes are not the stream's anywhere near (or too few to tell): corruption, or memory
+    /// that never held the stream.
+    Corrupt,
+}
+
+impl Fault {
+    /// The lowercase name used in messages: `stale`, `duplicate`, `reordered`, `shifted`,
+    /// `corrupt`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Stale => "stale",
+            Fault::Duplicate => "duplicate",
+            Fault::Reordered => "reordered",
+            Fault::Shifted => "shifted",
+            Fault::Corrupt => "corrupt",
+        }
+    }
+}
+
+/// The diagnosis of one piece (a dmabuf or linear frag, or a plain `recvmsg` chunk) with
+/// mismatches, keyed stream only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Diagnosis {
+    /// Stream offset of the piece (bytes).
+    pub piece_offset: u64,
+    /// The piece's length (bytes).
+    pub piece_len: u64,
+    /// What the piece is, in messages: `frag` (devmem), `chunk` (a plain `recvmsg` or a zcrx
+    /// completion).
+    pub piece: &'static str,
+    /// Stream offset of the first byte that differs.
+    pub first: u64,
+    /// Stream offset of the last byte that differs.
+    pub last: u64,
+    /// Bytes of the piece that differ.
+    pub differing: u64,
+    /// Where the bytes at `first` belong in the stream, when they are the stream's.
+    pub source: Option<u64>,
+    /// What that means.
+    pub fault: Fault,
+    /// [`Fault::Corrupt`]: the bytes right after the first differing one are in place (a
+    /// local corruption), rather than not the stream's at all.
+    pub in_place_around: bool,
+}
+
+impl std::fmt::Display for Diagnosis {
+    /// E.g. `frag at stream offset 8192 (4096 bytes) holds the bytes of stream offset 4096
+    /// (-4096: duplicate of an earlier frag); 4090 byte(s) differ`, or `frag at stream offset
+    /// 0 (4096 bytes): 1 byte(s) differ in stream offsets 100..=100 (corrupt: the bytes around
+    /// them are in place)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = format!(
+            "{} at stream offset {} ({} bytes)",
+            self.piece, self.piece_offset, self.piece_len
+        );
+        match self.source {
+            Some(src) => {
+                let from = if self.first == self.piece_offset {
+                    what
+                } else {
+                    format!("{what}, from stream offset {},", self.first)
+                };
+                let d = i128::from(src) - i128::from(self.first);
+                let why = match self.fault {
+                    Fault::Stale => "stale: bytes delivered earlier, a buffer's old contents",
+                    Fault::Duplicate => "duplicate: the bytes of a recent piece again",
+                    Fault::Reordered => {
+                        "reordered: bytes of another place that were not delivered there (a \
+                         frag dropped, reordered or swapped)"
+                    }
+                    Fault::Shifted => "shifted: its own bytes at the wrong offset",
+                    Fault::Corrupt => "corrupt",
+                };
+                write!(
+                    f,
+                    "{from} holds the bytes of stream offset {src} ({d:+}: {why}); {} byte(s) differ",
+                    self.differing
+                )
+            }
+            None if self.in_place_around => write!(
+                f,
+                "{what}: {} byte(s) differ in stream offsets {}..={} (corrupt: the bytes around \
+                 them are in place)",
+                self.differing, self.first, self.last
+            ),
+            None => write!(
+                f,
+                "{what}: {} byte(s) differ in stream offsets {}..={} (not bytes of this stream: \
+                 corruption, another seed, or memory that never held the stream)",
+                self.differing, self.first, self.last
+            ),
+        }
+    }
+}
+
+/// One piece the validator saw, for [`Diagnosis`].
+#[derive(Debug, Clone, Copy)]
+struct SeenPiece {
+    offset: u64,
+    len: u64,
+    ok: bool,
+}
+
+/// Validation state of one connection: the next stream offset, the mismatch count, the first
+/// [`MAX_REPORTED_MISMATCHES`] mismatches and (keyed stream) the first [`MAX_DIAGNOSES`]
+/// diagnoses.
 #[derive(Debug, Clone)]
 pub struct Validator {
     pattern: Pattern,
     offset: u64,
     mismatches: u64,
     reported: Vec<Mismatch>,
+    diagnoses: Vec<Diagnosis>,
+    /// The latest [`RECENT_PIECES`] pieces (keyed stream only).
+    recent: VecDeque<SeenPiece>,
+    /// What a piece is called in diagnoses.
+    piece: &'static str,
 }
 
 impl Validator {
-    /// A validator at stream offset 0 for period `period` bytes.
+    /// A validator at stream offset 0 for the periodic pattern of `period` bytes.
     ///
     /// # Errors
     /// [`Error::Usage`] for a period outside 2..=256 (see [`Pattern::new`]).
     pub fn new(period: u32) -> Result<Validator> {
-        Ok(Validator {
-            pattern: Pattern::new(period)?,
+        Ok(Validator::with_pattern(Pattern::new(period)?))
+    }
+
+    /// A validator at stream offset 0 for `pattern`.
+    pub fn with_pattern(pattern: Pattern) -> Validator {
+        Validator {
+            pattern,
             offset: 0,
             mismatches: 0,
             reported: Vec::new(),
-        })
+            diagnoses: Vec::new(),
+            recent: VecDeque::new(),
+            piece: "frag",
+        }
+    }
+
+    /// Names the pieces passed to [`Validator::check`] in diagnoses: `frag` (the default,
+    /// devmem) or `chunk` (plain `recvmsg` returns, zcrx completions).
+    pub fn with_piece_name(mut self, piece: &'static str) -> Validator {
+        self.piece = piece;
+        self
+    }
+
+    /// A validator at stream offset 0 for the stream `spec` names.
+    ///
+    /// # Errors
+    /// As [`Pattern::from_spec`].
+    pub fn for_spec(spec: StreamSpec) -> Result<Validator> {
+        Ok(Validator::with_pattern(Pattern::from_spec(spec)?))
     }
 
     /// The pattern being checked.
@@ -168,19 +619,108 @@ impl Validator {
         self.offset
     }
 
-    /// Checks the next `data.len()` bytes of the stream and advances the offset. Returns how
-    /// many of them mismatched. The first [`MAX_REPORTED_MISMATCHES`] mismatches of the
-    /// connection are kept in [`Validator::reported`].
+    /// Checks the next `data.len()` bytes of the stream (one piece: a frag or a `recvmsg`
+    /// chunk) and advances the offset. Returns how many of them mismatched. The first
+    /// [`MAX_REPORTED_MISMATCHES`] mismatches of the connection are kept in
+    /// [`Validator::reported`]; with the keyed stream a piece with mismatches is diagnosed
+    /// ([`Validator::diagnoses`]).
     pub fn check(&mut self, data: &[u8]) -> u64 {
         let reported = &mut self.reported;
+        let mut first = None;
+        let mut last = 0;
         let n = self.pattern.compare(self.offset, data, |m| {
+            first.get_or_insert(m.offset);
+            last = m.offset;
             if reported.len() < MAX_REPORTED_MISMATCHES {
                 reported.push(m);
             }
         });
+        if let Kind::Keyed { seed } = self.pattern.kind {
+            if let (Some(first), true) = (first, self.diagnoses.len() < MAX_DIAGNOSES) {
+                let d = self.diagnose(seed, data, (first, last), n);
+                self.diagnoses.push(d);
+            }
+            if self.recent.len() == RECENT_PIECES {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(SeenPiece {
+                offset: self.offset,
+                len: data.len() as u64,
+                ok: n == 0,
+            });
+        }
         self.offset += data.len() as u64;
         self.mismatches += n;
         n
+    }
+
+    /// Where the bytes of `data` (at [`Self::offset`]; the first and last differing bytes at
+    /// stream offsets `span`, `differing` bytes differ) came from.
+    fn diagnose(&self, seed: u64, data: &[u8], span: (u64, u64), differing: u64) -> Diagnosis {
+        let (first, last) = span;
+        let at = self.offset;
+        let len = data.len() as u64;
+        let rel = (first - at) as usize;
+        let mut d = Diagnosis {
+            piece_offset: at,
+            piece_len: len,
+            piece: self.piece,
+            first,
+            last,
+            differing,
+            source: None,
+            fault: Fault::Corrupt,
+            in_place_around: false,
+        };
+        // Two consecutive words that decode to consecutive indexes name the place the bytes
+        // at `p` belong to (a chance match of random bytes has probability 2^-64); try the 8
+        // alignments from the first differing byte on.
+        let word = |p: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&data[p..p + 8]);
+            keyed_word_index(seed, u64::from_le_bytes(b))
+        };
+        let source = (rel..rel + 8)
+            .take_while(|&p| p + 16 <= data.len())
+            .find_map(|p| {
+                let k = word(p);
+                let plausible = k < (1 << 60)
+                    && 8 * k + rel as u64 >= p as u64
+                    && word(p + 8) == k.wrapping_add(1);
+                plausible.then(|| 8 * k - p as u64 + rel as u64)
+            });
+        let Some(src) = source else {
+            // Too few differing bytes to identify, with in-place bytes in the piece: a local
+            // corruption.
+            d.in_place_around = last - first + 1 < 16 && differing < len;
+            return d;
+        };
+        if src == first {
+            // The bytes around are in place: the differing ones are corrupt.
+            d.in_place_around = true;
+            return d;
+        }
+        d.source = Some(src);
+        let shift = src.abs_diff(first);
+        d.fault = if shift < len {
+            Fault::Shifted
+        } else if src > first {
+            Fault::Reordered
+        } else {
+            let n = self.recent.len();
+            match self
+                .recent
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(_, p)| p.offset <= src && src < p.offset + p.len)
+            {
+                Some((_, p)) if !p.ok => Fault::Reordered,
+                Some((i, p)) if p.offset == src && i + DUPLICATE_WINDOW >= n => Fault::Duplicate,
+                _ => Fault::Stale,
+            }
+        };
+        d
     }
 
     /// Total mismatched bytes so far.
@@ -193,17 +733,34 @@ impl Validator {
         &self.reported
     }
 
+    /// The first (up to [`MAX_DIAGNOSES`]) diagnoses of pieces with mismatches, in stream
+    /// order (keyed stream only; empty for `-v`).
+    pub fn diagnoses(&self) -> &[Diagnosis] {
+        &self.diagnoses
+    }
+
     /// `Ok` if every byte so far matched.
     ///
     /// # Errors
-    /// [`Error::Failure`] naming the mismatch count, the bytes checked and the first mismatch.
+    /// [`Error::Failure`] naming the stream, the mismatch count, the bytes checked, the first
+    /// mismatch and (keyed stream) the first diagnosis.
     pub fn finish(&self) -> Result<()> {
         match self.reported.first() {
             None => Ok(()),
-            Some(first) => Err(Error::Failure(format!(
-                "validation failed (period {}): {} mismatched byte(s) in {} bytes; first at {}",
-                self.pattern.period, self.mismatches, self.offset, first
-            ))),
+            Some(first) => {
+                let why = self
+                    .diagnoses
+                    .first()
+                    .map(|d| format!("; {d}"))
+                    .unwrap_or_default();
+                Err(Error::Failure(format!(
+                    "validation failed ({}): {} mismatched byte(s) in {} bytes; first at {}{why}",
+                    self.pattern.spec(),
+                    self.mismatches,
+                    self.offset,
+                    first
+                )))
+            }
         }
     }
 }
@@ -228,8 +785,8 @@ mod tests {
         assert!(matches!(Pattern::new(0), Err(Error::Usage(_))));
         assert!(matches!(Pattern::new(1), Err(Error::Usage(_))));
         assert!(matches!(Pattern::new(257), Err(Error::Usage(_))));
-        assert_eq!(Pattern::new(2).unwrap().period(), 2);
-        assert_eq!(Pattern::new(256).unwrap().period(), 256);
+        assert_eq!(Pattern::new(2).unwrap().spec(), StreamSpec::Periodic(2));
+        assert_eq!(Pattern::new(256).unwrap().spec(), StreamSpec::Periodic(256));
     }
 
     #[test]
@@ -324,6 +881,175 @@ mod tests {
         assert_eq!(v.reported()[19].expected, naive(19, 5));
     }
 
+    /// SplitMix64 written out from the definition, one byte at a time.
+    fn naive_keyed(seed: u64, offset: u64) -> u8 {
+        let mut z = seed.wrapping_add((offset / 8 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        z.to_le_bytes()[(offset % 8) as usize]
+    }
+
+    #[test]
+    fn keyed_stream_of_seed_0_is_splitmix64s_published_sequence() {
+        // The first three outputs of SplitMix64 from state 0.
+        assert_eq!(keyed_word(0, 0), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(keyed_word(0, 1), 0x6E78_9E6A_A1B9_65F4);
+        assert_eq!(keyed_word(0, 2), 0x06C4_5D18_8009_454F);
+        let p = Pattern::keyed(0);
+        let mut buf = [0u8; 10];
+        p.fill(&mut buf, 0);
+        assert_eq!(
+            buf,
+            [0xAF, 0xCD, 0x1D, 0x7B, 0x39, 0xA8, 0x20, 0xE2, 0xF4, 0x65]
+        );
+        assert_eq!(p.spec(), StreamSpec::Keyed(0));
+        assert_eq!(p.spec().to_string(), "seed 0");
+    }
+
+    #[test]
+    fn keyed_word_index_inverts_every_word() {
+        assert_eq!(GAMMA_INV.wrapping_mul(SPLITMIX64_GAMMA), 1);
+        for seed in [0u64, 42, u64::MAX, 0x0123_4567_89AB_CDEF] {
+            for k in [0u64, 1, 7, 1 << 20, (1 << 60) - 1, u64::MAX] {
+                assert_eq!(
+                    keyed_word_index(seed, keyed_word(seed, k)),
+                    k,
+                    "seed {seed} k {k}"
+                );
+            }
+        }
+    }
+
+    /// A keyed stream of `len` bytes from offset 0.
+    fn keyed_stream(seed: u64, len: usize) -> Vec<u8> {
+        let mut v = vec![0; len];
+        Pattern::keyed(seed).fill(&mut v, 0);
+        v
+    }
+
+    /// Runs `frags` (stream offset, bytes) through a keyed validator in order.
+    fn diagnose_frags(seed: u64, frags: &[&[u8]]) -> Validator {
+        let mut v = Validator::with_pattern(Pattern::keyed(seed));
+        for f in frags {
+            v.check(f);
+        }
+        v
+    }
+
+    #[test]
+    fn keyed_diagnosis_names_each_fault() {
+        const F: usize = 4096;
+        let s = keyed_stream(42, 16 * F);
+        let frag = |i: usize| &s[i * F..(i + 1) * F];
+        // Duplicate: frag 5 delivered where frag 6 belongs.
+        let v = diagnose_frags(
+            42,
+            &[
+                frag(0),
+                frag(1),
+                frag(2),
+                frag(3),
+                frag(4),
+                frag(5),
+                frag(5),
+            ],
+        );
+        let d = v.diagnoses()[0];
+        assert_eq!(
+            (d.fault, d.source, d.first),
+            (Fault::Duplicate, Some(5 * F as u64), 6 * F as u64)
+        );
+        assert_eq!(d.differing, F as u64 - count_equal(frag(5), frag(6)));
+        // Stale: frag 1's bytes where frag 40 belongs (older than the duplicate window); from
+        // frag 9 it is still a duplicate.
+        let s = keyed_stream(42, 48 * F);
+        let frag = |i: usize| &s[i * F..(i + 1) * F];
+        for (back_to, fault) in [(1, Fault::Stale), (9, Fault::Duplicate)] {
+            let mut v = Validator::with_pattern(Pattern::keyed(42));
+            for i in 0..40 {
+                v.check(frag(i));
+            }
+            v.check(frag(back_to));
+            assert_eq!(v.diagnoses()[0].fault, fault);
+            assert_eq!(v.diagnoses()[0].source, Some((back_to * F) as u64));
+        }
+        // Swapped: frags 3 and 4 in each other's place: both reordered.
+        let v = diagnose_frags(42, &[frag(0), frag(1), frag(2), frag(4), frag(3), frag(5)]);
+        let kinds: Vec<_> = v.diagnoses().iter().map(|d| (d.fault, d.source)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (Fault::Reordered, Some(4 * F as u64)),
+                (Fault::Reordered, Some(3 * F as u64))
+            ]
+        );
+        // Dropped: frag 2 never arrives; every later one is reordered (and the stream ends
+        // short, which the length check catches).
+        let v = diagnose_frags(42, &[frag(0), frag(1), frag(3)]);
+        assert_eq!(v.diagnoses()[0].fault, Fault::Reordered);
+        assert_eq!(v.diagnoses()[0].source, Some(3 * F as u64));
+        // Shifted by 1, 7, 8 bytes (the frag's offset reported late), either way.
+        for shift in [1usize, 7, 8] {
+            let late = &s[2 * F + shift..3 * F + shift];
+            let v = diagnose_frags(42, &[frag(0), frag(1), late]);
+            let d = v.diagnoses()[0];
+            assert_eq!(d.fault, Fault::Shifted, "shift {shift}: {d}");
+            assert_eq!(d.source, Some(2 * F as u64 + shift as u64));
+            let early = &s[2 * F - shift..3 * F - shift];
+            let v = diagnose_frags(42, &[frag(0), frag(1), early]);
+            assert_eq!(v.diagnoses()[0].fault, Fault::Shifted);
+            assert_eq!(v.diagnoses()[0].source, Some(2 * F as u64 - shift as u64));
+        }
+        // One bit flipped, also in the last 16 bytes of a frag (too few to decode after it).
+        for at in [100usize, F - 3] {
+            let mut bad = frag(1).to_vec();
+            bad[at] ^= 0x10;
+            let v = diagnose_frags(42, &[frag(0), &bad, frag(2)]);
+            let d = v.diagnoses()[0];
+            assert_eq!(
+                (d.fault, d.source, d.differing),
+                (Fault::Corrupt, None, 1),
+                "{d}"
+            );
+            assert_eq!(d.first, (F + at) as u64);
+        }
+        // Memory that never held the stream.
+        let v = diagnose_frags(42, &[frag(0), &[0u8; F]]);
+        let d = v.diagnoses()[0];
+        assert_eq!((d.fault, d.in_place_around), (Fault::Corrupt, false));
+        assert!(d
+            .to_string()
+            .contains("(not bytes of this stream: corruption, another seed"));
+    }
+
+    fn count_equal(a: &[u8], b: &[u8]) -> u64 {
+        a.iter().zip(b).filter(|(x, y)| x == y).count() as u64
+    }
+
+    #[test]
+    fn keyed_failure_message_names_seed_and_diagnosis() {
+        const F: usize = 4096;
+        let s = keyed_stream(7, 4 * F);
+        let v = diagnose_frags(7, &[&s[..F], &s[2 * F..3 * F]]);
+        let e = v.finish().unwrap_err().to_string();
+        assert!(e.starts_with("validation failed (seed 7): "), "{e}");
+        assert!(
+            e.contains(
+                "; frag at stream offset 4096 (4096 bytes) holds the bytes of stream offset 8192 \
+                 (+4096: reordered"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn periodic_validator_makes_no_diagnosis() {
+        let mut v = Validator::new(7).unwrap();
+        v.check(&[0u8; 100]);
+        assert!(v.diagnoses().is_empty());
+    }
+
     proptest! {
         #[test]
         fn validator_agrees_with_naive_reference(
@@ -349,6 +1075,40 @@ mod tests {
                 .enumerate()
                 .filter_map(|(i, &a)| {
                     let e = naive(offset + i as u64, period);
+                    (a != e).then_some(Mismatch { offset: offset + i as u64, expected: e, actual: a })
+                })
+                .collect();
+            let mut got = Vec::new();
+            let n = p.compare(offset, &data, |m| got.push(m));
+            prop_assert_eq!(n as usize, want.len());
+            prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn keyed_fill_and_compare_agree_with_definition(
+            seed in any::<u64>(),
+            offset in 0u64..1 << 40,
+            len in 0usize..5_000,
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 0..8),
+        ) {
+            let p = Pattern::keyed(seed);
+            let mut data = vec![0u8; len];
+            p.fill(&mut data, offset);
+            for (i, b) in data.iter().enumerate() {
+                prop_assert_eq!(*b, naive_keyed(seed, offset + i as u64));
+                prop_assert_eq!(p.expected(offset + i as u64), *b);
+            }
+            if len > 0 {
+                for (idx, x) in &flips {
+                    let i = idx.index(len);
+                    data[i] ^= x;
+                }
+            }
+            let want: Vec<Mismatch> = data
+                .iter()
+                .enumerate()
+                .filter_map(|(i, &a)| {
+                    let e = naive_keyed(seed, offset + i as u64);
                     (a != e).then_some(Mismatch { offset: offset + i as u64, expected: e, actual: a })
                 })
                 .collect();

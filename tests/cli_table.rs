@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ncdevmem::cli::{parse, Args, Command, Config, HostAddr, Mode, Verbosity};
+use ncdevmem::cli::{parse, Args, Command, Config, HostAddr, Mode, Seed, Verbosity};
 use ncdevmem::error::{Error, EXIT_USAGE};
 
 /// x86_64 page size; `-b`, `--rx-buf-len` and `--dmabuf-size` bounds depend on it.
@@ -50,6 +50,7 @@ fn blank(mode: Mode) -> Config {
         client: None,
         port: None,
         validate: None,
+        seed: None,
         start_queue: None,
         num_queues: None,
         tx_chunk: None,
@@ -106,6 +107,15 @@ fn every_flag_has_its_meaning() {
         (SERVER, "-v 2", |c| c.validate = Some(2)),
         (SERVER, "-v 256", |c| c.validate = Some(256)),
         (SERVER, "-v 0", |_| {}), // 0 = no validation, like absent
+        (SERVER, "--seed 42", |c| c.seed = Some(Seed::Value(42))),
+        (SERVER, "--seed 0", |c| c.seed = Some(Seed::Value(0))),
+        (SERVER, "--seed 18446744073709551615", |c| {
+            c.seed = Some(Seed::Value(u64::MAX))
+        }),
+        (SERVER, "--seed 0xDEADbeef", |c| {
+            c.seed = Some(Seed::Value(0xDEAD_BEEF))
+        }),
+        (SERVER, "-v 0 --seed 7", |c| c.seed = Some(Seed::Value(7))),
         (SERVER, "-t 3 -q 1", |c| {
             c.start_queue = Some(3);
             c.num_queues = Some(1)
@@ -232,6 +242,19 @@ fn new_modes_carry_their_options() {
     };
     assert_eq!(c, want);
 
+    // --seed replaces -v on senders (random too) and receivers.
+    let c = run("--send-pattern 1G -s 192.0.2.1 -p 5201 --seed random");
+    assert_eq!(
+        (c.mode, c.seed, c.validate),
+        (Mode::PatternSender, Some(Seed::Random), None)
+    );
+    let c = run("-f eth0 --send-pattern 1M -s ::1 -p 1 --seed 0x10");
+    assert_eq!((c.mode, c.seed), (Mode::Client, Some(Seed::Value(16))));
+    let c = run("-l --plain -s ::1 -p 1 --seed 42");
+    assert_eq!((c.mode, c.seed), (Mode::PlainServer, Some(Seed::Value(42))));
+    let c = run("-l --zcrx --zcrx-nodev -s ::1 -p 1 --seed 42");
+    assert_eq!((c.mode, c.seed), (Mode::ZcrxServer, Some(Seed::Value(42))));
+
     let c = run("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --rx-buf-len 32768");
     assert_eq!(c.mode, Mode::ZcrxServer);
     assert_eq!(c.rx_buf_len, Some(32768));
@@ -349,6 +372,26 @@ fn mode_selection_table() {
         (
             "-f eth0 -s ::1 -p 1 --corrupt-offset 5",
             "--corrupt-offset: only applies to --send-pattern",
+        ),
+        (
+            "--send-pattern 1K -s ::1 -p 1 -v 7 --seed 1",
+            "--seed: selects the keyed stream instead of the -v N pattern; give one of them",
+        ),
+        (
+            "-l -f eth0 -s ::1 -p 1 -v 7 --seed 1",
+            "--seed: selects the keyed stream instead of the -v N pattern",
+        ),
+        (
+            "-f eth0 -s ::1 -p 1 --seed 1",
+            "--seed: only applies to --send-pattern and to receivers (-l)",
+        ),
+        (
+            "-f eth0 --seed 1",
+            "--seed: only applies to --send-pattern and to receivers (-l)",
+        ),
+        (
+            "-l -f eth0 -s ::1 -p 1 --seed random",
+            "--seed random: only a sender draws a seed",
         ),
         (
             "-l --send-pattern 1K -s ::1 -p 1 -v 7",
@@ -583,6 +626,25 @@ fn every_bad_value_names_its_flag() {
             "--rx-buf-len",
             "a power of two",
         ),
+        ("-l -f eth0 -s ::1 -p 1 --seed -1", "--seed", "or 'random'"),
+        (
+            "-l -f eth0 -s ::1 -p 1 --seed 18446744073709551616",
+            "--seed",
+            "0x hex",
+        ),
+        ("-l -f eth0 -s ::1 -p 1 --seed 0x", "--seed", "0x hex"),
+        ("-l -f eth0 -s ::1 -p 1 --seed 0x1g", "--seed", "0x hex"),
+        (
+            "-l -f eth0 -s ::1 -p 1 --seed 0x10000000000000000",
+            "--seed",
+            "0x hex",
+        ),
+        (
+            "-l -f eth0 -s ::1 -p 1 --seed Random",
+            "--seed",
+            "or 'random'",
+        ),
+        ("-l -f eth0 -s ::1 -p 1 --seed ''", "--seed", "or 'random'"),
     ];
     for (line, flag, range) in rows {
         // The shell would pass '' as an empty argument; emulate it.

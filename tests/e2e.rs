@@ -772,9 +772,16 @@ fn demo_script_succeeds_and_cleans_up() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("validated 16777216 bytes, 0 mismatched"),
+        err.contains("validated 16777216 bytes (seed ") && err.contains("), 0 mismatched"),
         "{err}"
     );
+    // Both ends print the stream's CRC-32, and they agree.
+    let crcs: Vec<&str> = err
+        .match_indices("crc32 0x")
+        .map(|(i, _)| &err[i + 8..i + 16])
+        .collect();
+    assert_eq!(crcs.len(), 2, "{err}");
+    assert_eq!(crcs[0], crcs[1], "{err}");
     assert_eq!(demo_namespaces(), before, "the demo left namespaces behind");
 }
 

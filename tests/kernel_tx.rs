@@ -234,7 +234,13 @@ fn devmem_sender_runs_on_real_zerocopy_over_loopback() {
         completion_timeout: TIMEOUT,
         ..TxConfig::new(1)
     };
-    let mut src = PatternSource::new(7, total as u64, 0, None).unwrap();
+    let mut src = PatternSource::new(
+        ncdevmem::validate::StreamSpec::Periodic(7),
+        total as u64,
+        0,
+        None,
+    )
+    .unwrap();
     let stop = AtomicI32::new(0);
     let (stats, result) = transmit(&mut sock, &mut mem, &mut src, &cfg, &stop, &mut Vec::new());
     eprintln!("{}", stats.summary_line(result.is_ok()));
@@ -275,7 +281,8 @@ fn unknown_dmabuf_id_is_einval_naming_the_call() {
     let mut mem = memfd.map().expect("map memfd");
 
     let cfg = TxConfig::new(12345);
-    let mut src = PatternSource::new(7, 6, 0, None).unwrap();
+    let mut src =
+        PatternSource::new(ncdevmem::validate::StreamSpec::Periodic(7), 6, 0, None).unwrap();
     let stop = AtomicI32::new(0);
     let (stats, result) = transmit(&mut sock, &mut mem, &mut src, &cfg, &stop, &mut Vec::new());
     let e = result.unwrap_err();

@@ -396,7 +396,7 @@ fn receive_until_stopped(
             stop,
         };
         let cfg = RxConfig {
-            validate_period: Some(7),
+            validate: Some(ncdevmem::validate::StreamSpec::Periodic(7)),
             poll_tick: Duration::from_millis(5),
             ..RxConfig::devmem(id, 4096)
         };

@@ -363,7 +363,7 @@ fn receive_loop_validates_the_recorded_stream() {
     let dmabuf = pieces.len() as u64 - linear;
     let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
     let cfg = RxConfig {
-        validate_period: Some(f.period),
+        validate: Some(ncdevmem::validate::StreamSpec::Periodic(f.period)),
         ..RxConfig::devmem(f.binding, 4096)
     };
     let (mut out, mut log) = (Vec::new(), Vec::new());

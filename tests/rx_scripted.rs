@@ -12,6 +12,7 @@ use ncdevmem::rx::{
 };
 use ncdevmem::stats::{RxMode, RxStats};
 use ncdevmem::sys::uapi::dmabuf_token;
+use ncdevmem::validate::StreamSpec;
 
 /// Binding id the tests bind to.
 const ID: u32 = 3;
@@ -44,7 +45,7 @@ fn run(sock: &mut ScriptedSocket, mem: &VecMemory, cfg: &RxConfig) -> Run {
 /// Devmem, binding [`ID`], 4 KiB niovs, `-v 7`, 5 ms poll tick.
 fn cfg() -> RxConfig {
     RxConfig {
-        validate_period: Some(7),
+        validate: Some(StreamSpec::Periodic(7)),
         poll_tick: Duration::from_millis(5),
         ..RxConfig::devmem(ID, PAGE)
     }
@@ -52,6 +53,15 @@ fn cfg() -> RxConfig {
 
 fn devmem_stats() -> RxStats {
     RxStats::new(RxMode::Devmem)
+}
+
+/// Devmem counters of a `-v 7` receive of everything `s` laid out: its CRC-32 and stream.
+fn validated_stats(s: &PatternStream) -> RxStats {
+    RxStats {
+        stream: Some(StreamSpec::Periodic(7)),
+        crc32: s.crc32(),
+        ..devmem_stats()
+    }
 }
 
 /// `n` dmabuf frags of `size` bytes, one per `stride` bytes of the dma-buf from `base`.
@@ -91,7 +101,7 @@ fn four_kib_frags_validated_and_released_in_one_range() {
             dontneed_calls: 1,
             recvmsg_calls: 2,
             validated_bytes: 64 * 4096,
-            ..devmem_stats()
+            ..validated_stats(&s)
         }
     );
     assert_eq!(sock.dontneed_calls(), &[vec![(1, 64)]]);
@@ -126,7 +136,7 @@ fn sixteen_kib_frags_fill_the_iov_and_tokens_are_reused() {
             dontneed_calls: 2,
             recvmsg_calls: 3,
             validated_bytes: 100 * 16384,
-            ..devmem_stats()
+            ..validated_stats(&s)
         }
     );
     // Released after each batch, so the kernel hands out 1..=50 again.
@@ -141,7 +151,7 @@ trait TestDefaults {
 impl TestDefaults for RxConfig {
     fn with_test_defaults(self) -> RxConfig {
         RxConfig {
-            validate_period: Some(7),
+            validate: Some(StreamSpec::Periodic(7)),
             poll_tick: Duration::from_millis(5),
             ..self
         }
@@ -176,7 +186,7 @@ fn odd_size_frags_split_by_the_iov_budget_get_new_tokens() {
             dontneed_calls: 3,
             recvmsg_calls: 4,
             validated_bytes: 3 * 4096,
-            ..devmem_stats()
+            ..validated_stats(&s)
         }
     );
 }
@@ -200,7 +210,7 @@ fn odd_size_frags_at_odd_offsets_within_niovs() {
     let total: u64 = layout.iter().map(|&(_, n)| n as u64).sum();
     let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
     let cfg = RxConfig {
-        validate_period: Some(251),
+        validate: Some(StreamSpec::Periodic(251)),
         ..cfg()
     };
     let r = run(&mut sock, &mem, &cfg);
@@ -253,6 +263,8 @@ fn linear_frags_interleaved_are_validated_in_stream_order() {
             dontneed_calls: 2,
             recvmsg_calls: 3,
             validated_bytes: stream.len() as u64,
+            stream: Some(StreamSpec::Periodic(7)),
+            crc32: crc32fast::hash(&stream),
             ..devmem_stats()
         }
     );
@@ -265,7 +277,7 @@ fn without_validation_the_payload_goes_to_the_output_in_stream_order() {
     let (steps, stream) = interleaved(&mut mem);
     let mut sock = ScriptedSocket::new(steps);
     let cfg = RxConfig {
-        validate_period: None,
+        validate: None,
         ..cfg()
     };
     let r = run(&mut sock, &mem, &cfg);
@@ -498,7 +510,7 @@ fn eagain_and_eintr_are_retried_and_counted() {
             eagain_retries: 1,
             eintr_retries: 2,
             validated_bytes: 4 * 4096,
-            ..devmem_stats()
+            ..validated_stats(&s)
         }
     );
 }
@@ -590,7 +602,7 @@ fn full_control_buffer_stops_at_2000_frags_and_long_ranges_split_at_1024() {
             dontneed_calls: 3,
             recvmsg_calls: 3,
             validated_bytes: 2100 * 256,
-            ..devmem_stats()
+            ..validated_stats(&s)
         }
     );
 }
@@ -663,7 +675,7 @@ fn plain_mode_validates_the_iov_and_is_labelled_plain_tcp() {
         Step::Eof,
     ]);
     let cfg = RxConfig {
-        validate_period: Some(7),
+        validate: Some(StreamSpec::Periodic(7)),
         poll_tick: Duration::from_millis(5),
         ..RxConfig::plain()
     };
@@ -680,6 +692,8 @@ fn plain_mode_validates_the_iov_and_is_labelled_plain_tcp() {
             plain_bytes: 1_000_010,
             recvmsg_calls: 4, // 819200 + 180800 + 10 + EOF
             validated_bytes: 1_000_010,
+            stream: Some(StreamSpec::Periodic(7)),
+            crc32: s.crc32(),
             ..RxStats::new(RxMode::PlainTcp)
         }
     );
@@ -982,7 +996,7 @@ fn bad_configuration_is_a_usage_error() {
         ),
         (
             RxConfig {
-                validate_period: Some(1),
+                validate: Some(StreamSpec::Periodic(1)),
                 ..cfg()
             },
             "-v: validation period 1 out of range 2..=256 bytes",

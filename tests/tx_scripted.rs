@@ -195,7 +195,8 @@ fn more_than_1024_iovs_become_several_sendmsgs() {
         max_piece: 8192,
         ..cfg()
     };
-    let mut src = PatternSource::new(7, 5000, 0, None).unwrap();
+    let mut src =
+        PatternSource::new(ncdevmem::validate::StreamSpec::Periodic(7), 5000, 0, None).unwrap();
     let (sock, _, stats, result) = run(8192, CompletionPolicy::Immediate, &c, &mut src, |_| {});
     result.unwrap();
     let counts: Vec<usize> = sock.sends().iter().map(|s| s.iovs.len()).collect();
@@ -248,7 +249,13 @@ fn regions_are_reused_only_after_their_sends_completed() {
             max_piece: 24,
             ..cfg()
         };
-        let mut src = PatternSource::new(13, 24 * 6, 0, None).unwrap();
+        let mut src = PatternSource::new(
+            ncdevmem::validate::StreamSpec::Periodic(13),
+            24 * 6,
+            0,
+            None,
+        )
+        .unwrap();
         let (sock, _, stats, result) = run(64, policy, &c, &mut src, |_| {});
         result.unwrap();
         assert_eq!(first_offsets(&sock), [0, 24, 0, 24, 0, 24], "{policy:?}");
@@ -356,7 +363,8 @@ fn a_later_completion_does_not_free_an_earlier_region() {
         completion_timeout: Duration::from_millis(100),
         ..cfg()
     };
-    let mut src = PatternSource::new(7, 96, 0, None).unwrap();
+    let mut src =
+        PatternSource::new(ncdevmem::validate::StreamSpec::Periodic(7), 96, 0, None).unwrap();
     let (sock, _, stats, result) = run(64, CompletionPolicy::Manual, &c, &mut src, |s| {
         s.push_errqueue_after(
             2,
@@ -569,6 +577,8 @@ fn short_sends_continue_where_they_stopped() {
         (3, 2, 10, 11)
     );
     assert_eq!(stats.completed_sends, 3);
+    // The CRC-32 covers exactly the accepted bytes, in stream order.
+    assert_eq!(stats.crc32, crc32fast::hash(input));
 }
 
 /// ENOBUFS (zerocopy notification memory used up) waits for completions and retries; EINTR
@@ -723,7 +733,13 @@ fn pattern_source_through_devmem_tx() {
         max_piece: 4096,
         ..cfg()
     };
-    let mut src = PatternSource::new(7, total as u64, 0, None).unwrap();
+    let mut src = PatternSource::new(
+        ncdevmem::validate::StreamSpec::Periodic(7),
+        total as u64,
+        0,
+        None,
+    )
+    .unwrap();
     let (sock, _, stats, result) = run(
         64 << 10,
         CompletionPolicy::OnWaitReversed,
@@ -742,7 +758,13 @@ fn pattern_source_through_devmem_tx() {
 /// `--corrupt-offset` through devmem TX flips exactly that stream byte.
 #[test]
 fn pattern_source_corrupts_one_byte() {
-    let mut src = PatternSource::new(7, 10_000, 1000, Some(4321)).unwrap();
+    let mut src = PatternSource::new(
+        ncdevmem::validate::StreamSpec::Periodic(7),
+        10_000,
+        1000,
+        Some(4321),
+    )
+    .unwrap();
     let (sock, _, _, result) = run(4096, CompletionPolicy::Immediate, &cfg(), &mut src, |_| {});
     result.unwrap();
     let mut want = pattern_bytes(7, 10_000);
@@ -769,7 +791,8 @@ fn summary_and_json() {
     assert_eq!(
         stats.summary_line(true),
         "tx ok: 12 bytes from stdin in 2 sendmsg calls (6 iovs, 2 pieces, 0 short), \
-         2 completions for 2 sends (0 copied by the kernel), dmabuf id 7, 0.001 s = 0.000 Gbit/s"
+         2 completions for 2 sends (0 copied by the kernel), dmabuf id 7, 0.001 s = 0.000 Gbit/s, \
+         crc32 0xc4c55dff"
     );
     assert!(stats
         .summary_line(false)
@@ -785,7 +808,9 @@ fn summary_and_json() {
     assert_eq!(j["completions"], 2);
     assert_eq!(j["copied_completions"], 0);
     assert_eq!(j["gbit_per_s"], 12.0 * 8.0 / 0.001 / 1e9);
-    assert_eq!(j.as_object().unwrap().len(), 17);
+    // zlib.crc32(b"hello\nworld\n"): what a receiver of these bytes reports.
+    assert_eq!(j["crc32"], 0xc4c5_5dffu32);
+    assert_eq!(j.as_object().unwrap().len(), 18);
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -71,11 +71,19 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/large-niov-sweep", large_niov_sweep),
         ("devmem-nic/lingering-binding", lingering_binding),
         ("devmem-nic/fault-a", fault_a),
-        ("devmem-nic/fault-b", |c| fault(c, 'b', "stale", 0)),
-        ("devmem-nic/fault-c", |c| fault(c, 'c', "swap", 0)),
-        ("devmem-nic/fault-d", |c| fault(c, 'd', "dup", 0)),
-        ("devmem-nic/fault-e", |c| fault(c, 'e', "corrupt", 0)),
-        ("devmem-nic/fault-f", |c| fault(c, 'f', "offset", 8)),
+        ("devmem-nic/fault-b", |c| fault(c, 'b', "stale", 0, None)),
+        ("devmem-nic/fault-c", |c| {
+            fault(c, 'c', "swap", 0, Some("reordered"))
+        }),
+        ("devmem-nic/fault-d", |c| {
+            fault(c, 'd', "dup", 0, Some("duplicate"))
+        }),
+        ("devmem-nic/fault-e", |c| {
+            fault(c, 'e', "corrupt", 0, Some("corrupt"))
+        }),
+        ("devmem-nic/fault-f", |c| {
+            fault(c, 'f', "offset", 8, Some("shifted"))
+        }),
         ("devmem-nic/kernel-devmem-py", kernel_devmem_py),
         ("devmem-nic/c-ncdevmem", c_ncdevmem),
     ]
@@ -1560,41 +1568,80 @@ fn fault_a(ctx: &Ctx) -> CaseResult {
 /// 100 split frames of a 16 MiB `-v 7` stream). The module reports how many delivered bytes
 /// differ from the stream; when some do, the tool must exit 1 naming the stream offset and
 /// counting exactly those bytes; when none do (the periodic pattern put equal bytes where the
-/// fault moved them), `-v 7` cannot see it and the case reports an expected miss.
-fn fault(ctx: &Ctx, letter: char, kind: &str, arg: u32) -> CaseResult {
+/// fault moved them), `-v 7` cannot see it and the case reports an expected miss. Then the
+/// same fault under `--seed`: it must be caught, counted exactly, and (except for the stale
+/// buffer, whose old contents may be another run's) diagnosed as `want`.
+fn fault(ctx: &Ctx, letter: char, kind: &str, arg: u32, want: Option<&str>) -> CaseResult {
     let id = 18 + (letter as u32 - 'b' as u32);
     let nic = Dnic::new(ctx, id, true)?;
-    let port = 5450 + (letter as u16 - 'b' as u16);
-    match fault_run(&nic, port, kind, 100, arg)? {
-        FaultSeen::Caught { report, line } => {
-            Ok(Outcome::Pass(format!("{report}; exit 1: {line:?}")))
+    let port = 5700 + 10 * (letter as u16 - 'b' as u16);
+    let seed = 0x5eed_0000 + u64::from(letter);
+    let keyed = match fault_run(
+        &nic,
+        port + 1,
+        kind,
+        100,
+        arg,
+        &["--seed", &seed.to_string()],
+    )? {
+        FaultSeen::Caught {
+            report, diagnosis, ..
+        } => {
+            if let Some(w) = want {
+                if !diagnosis.contains(&format!("({w}")) && !diagnosis.contains(&format!(": {w}")) {
+                    return Err(format!(
+                        "--seed {seed}: {report}; the diagnosis does not say {w}: {diagnosis:?}"
+                    ));
+                }
+            }
+            format!("--seed {seed}: {report}; diagnosis: {diagnosis:?}")
         }
+        FaultSeen::Invisible { report } => {
+            return Err(format!("--seed {seed} missed a fault: {report}"))
+        }
+    };
+    match fault_run(&nic, port, kind, 100, arg, &["-v", "7"])? {
+        FaultSeen::Caught { report, line, .. } => Ok(Outcome::Pass(format!(
+            "-v 7: {report}; exit 1: {line:?}. {keyed}"
+        ))),
         FaultSeen::Invisible { report } => Ok(Outcome::ExpectedMiss(format!(
-            "{report}: the delivered bytes equal the stream's at every position (the -v 7 \
-             period hides this fault), and the run passed"
+            "-v 7: {report}: the delivered bytes equal the stream's at every position (the -v 7 \
+             period hides this fault), and the run passed. {keyed}"
         ))),
     }
 }
 
 /// What the tool made of one spoiled frame.
 enum FaultSeen {
-    /// Exit 1 naming the stream offset, counting exactly the bytes the module spoiled.
-    Caught { report: String, line: String },
+    /// Exit 1 naming the stream offset, counting exactly the bytes the module spoiled; the
+    /// first diagnosis (`--seed`; empty for `-v`).
+    Caught {
+        report: String,
+        line: String,
+        diagnosis: String,
+    },
     /// The module spoiled no byte a reader could tell (equal bytes by the pattern's period)
     /// and the run passed.
     Invisible { report: String },
 }
 
-/// One 16 MiB `-v 7` run on `nic` with fault `kind` armed after `after` split frames
-/// (`arg`: the offset fault's shift). Any other outcome is an error.
-fn fault_run(nic: &Dnic, port: u16, kind: &str, after: u32, arg: u32) -> Result<FaultSeen, String> {
+/// One 16 MiB run of `stream` (`-v 7`, `--seed S`) on `nic` with fault `kind` armed after
+/// `after` split frames (`arg`: the offset fault's shift). Any other outcome is an error.
+fn fault_run(
+    nic: &Dnic,
+    port: u16,
+    kind: &str,
+    after: u32,
+    arg: u32,
+    stream: &[&str],
+) -> Result<FaultSeen, String> {
     let ctl = format!("{DEBUGFS}/{}/fault", nic.dut);
     let spec = format!("{kind} {after} {arg}");
     std::fs::write(&ctl, &spec).map_err(|e| format!("write {spec:?} to {ctl}: {e}"))?;
     let t = nic.transfer(
         port,
-        &["-s", DUT4, "-v", "7"],
-        &["--send-pattern", "16M", "-s", DUT4, "-v", "7"],
+        &[&["-s", DUT4][..], stream].concat(),
+        &[&["--send-pattern", "16M", "-s", DUT4][..], stream].concat(),
     )?;
     let report = std::fs::read_to_string(&ctl)
         .map_err(|e| format!("read {ctl}: {e}"))?
@@ -1618,6 +1665,11 @@ fn fault_run(nic: &Dnic, port: u16, kind: &str, after: u32, arg: u32) -> Result<
         .find(|l| l.contains("validation failed"))
         .unwrap_or_default()
         .to_string();
+    let diagnosis = text
+        .lines()
+        .find_map(|l| l.strip_prefix("validation: "))
+        .unwrap_or_default()
+        .to_string();
     match (differ, t.server.status.code()) {
         (0, Some(0)) => Ok(FaultSeen::Invisible { report }),
         // The tool must count exactly the bytes the driver spoiled.
@@ -1626,7 +1678,11 @@ fn fault_run(nic: &Dnic, port: u16, kind: &str, after: u32, arg: u32) -> Result<
                 && line.contains("stream offset")
                 && line.contains(&format!(": {d} mismatched byte")) =>
         {
-            Ok(FaultSeen::Caught { report, line })
+            Ok(FaultSeen::Caught {
+                report,
+                line,
+                diagnosis,
+            })
         }
         _ => Err(format!(
             "{report}; server {} (expected exit 1 naming the stream offset and counting the \
@@ -1638,27 +1694,29 @@ fn fault_run(nic: &Dnic, port: u16, kind: &str, after: u32, arg: u32) -> Result<
 
 /// The detection matrix (`vm_guest --fault-matrix N`, `NCDEVMEM_VM_FAULT_MATRIX=N make
 /// vm-test`): each fault kind N times at a pseudo-random frame (and, for the offset fault, a
-/// shift of 1..=16 bytes); how often `-v 7` caught it and how often the fault was invisible
-/// to it. Prints a Markdown table (docs/fault-detection.md holds one).
+/// shift of 1..=16 bytes), each placement once under `-v 7` and once under `--seed`; how often
+/// each caught it and how often the fault was invisible to it, and the `--seed` diagnoses.
+/// Prints a Markdown table (docs/fault-detection.md holds one). A `--seed` miss fails the case.
 pub fn fault_matrix(ctx: &Ctx, runs: u32) -> CaseResult {
     let nic = Dnic::new(ctx, 30, true)?;
     let mut state = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64);
-    let mut next = move |n: u64| {
+    let mut next = move || {
         // SplitMix64.
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n
+        z ^ (z >> 31)
     };
     let mut rows = vec![
-        "| fault | runs | caught by `-v 7` (exit 1, bytes counted exactly) | invisible to `-v 7` |"
+        "| fault | runs | `-v 7` caught (exit 1, bytes counted exactly) | invisible to `-v 7` \
+         | `--seed` caught (bytes counted exactly) | `--seed` diagnoses |"
             .to_string(),
-        "|---|---|---|---|".to_string(),
+        "|---|---|---|---|---|---|".to_string(),
     ];
-    let mut port = 5600u16;
+    let mut port = 5800u16;
     for (kind, what) in [
         ("stale", "(b) stale buffer: payload not written"),
         ("swap", "(c) two frags' payloads swapped"),
@@ -1666,28 +1724,52 @@ pub fn fault_matrix(ctx: &Ctx, runs: u32) -> CaseResult {
         ("corrupt", "(e) one byte flipped"),
         ("offset", "(f) first frag's offset off by 1..=16 bytes"),
     ] {
-        let (mut caught, mut invisible) = (0, 0);
+        let (mut caught, mut invisible, mut keyed) = (0, 0, 0);
+        let mut kinds = std::collections::BTreeMap::<String, u32>::new();
         for _ in 0..runs {
             // A 16 MiB stream has about 330 split frames (64 KiB TSO frames).
-            let after = 10 + next(240) as u32;
+            let after = 10 + (next() % 240) as u32;
             let arg = if kind == "offset" {
-                1 + next(16) as u32
+                1 + (next() % 16) as u32
             } else {
                 0
             };
-            port += 1;
-            match fault_run(&nic, port, kind, after, arg)? {
+            port += 2;
+            match fault_run(&nic, port, kind, after, arg, &["-v", "7"])? {
                 FaultSeen::Caught { .. } => caught += 1,
                 FaultSeen::Invisible { .. } => invisible += 1,
             }
+            let seed = next().to_string();
+            match fault_run(&nic, port + 1, kind, after, arg, &["--seed", &seed])? {
+                FaultSeen::Caught { diagnosis, .. } => {
+                    keyed += 1;
+                    let name = ["stale", "duplicate", "reordered", "shifted"]
+                        .into_iter()
+                        .find(|k| diagnosis.contains(&format!("({k}:")))
+                        .unwrap_or(if diagnosis.contains("(corrupt") {
+                            "corrupt"
+                        } else {
+                            "not this stream"
+                        });
+                    *kinds.entry(name.to_string()).or_default() += 1;
+                }
+                FaultSeen::Invisible { report } => {
+                    return Err(format!("--seed {seed} missed {kind}: {report}"))
+                }
+            }
         }
-        rows.push(format!("| {what} | {runs} | {caught} | {invisible} |"));
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        rows.push(format!(
+            "| {what} | {runs} | {caught} | {invisible} | {keyed} | {} |",
+            kinds.join(", ")
+        ));
     }
     for r in &rows {
         println!("# {r}");
     }
     Ok(Outcome::Pass(format!(
-        "{runs} runs per fault; table printed above (lines starting with '# |')"
+        "{runs} runs per fault under -v 7 and --seed; table printed above (lines starting with \
+         '# |')"
     )))
 }
 

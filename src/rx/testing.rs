@@ -521,12 +521,13 @@ impl FragMemory for VecMemory {
     }
 }
 
-/// Lays the `-v` pattern out in stream order over [`Piece`]s: each call takes the next bytes
-/// of the stream.
+/// Lays a test stream (`-v` pattern or `--seed` keyed stream) out in stream order over
+/// [`Piece`]s: each call takes the next bytes of the stream.
 #[derive(Debug, Clone)]
 pub struct PatternStream {
     pattern: Pattern,
     offset: u64,
+    crc: crc32fast::Hasher,
 }
 
 impl PatternStream {
@@ -535,7 +536,22 @@ impl PatternStream {
         PatternStream {
             pattern: Pattern::new(period).expect("period in 2..=256"),
             offset: 0,
+            crc: crc32fast::Hasher::new(),
         }
+    }
+
+    /// The same over the keyed stream of `seed` (`--seed`).
+    pub fn keyed(seed: u64) -> PatternStream {
+        PatternStream {
+            pattern: Pattern::keyed(seed),
+            offset: 0,
+            crc: crc32fast::Hasher::new(),
+        }
+    }
+
+    /// CRC-32 of the stream bytes taken so far (what a receiver of all of them reports).
+    pub fn crc32(&self) -> u32 {
+        self.crc.clone().finalize()
     }
 
     /// Stream offset (bytes) of the next piece.
@@ -548,6 +564,7 @@ impl PatternStream {
         let mut v = vec![0; len];
         self.pattern.fill(&mut v, self.offset);
         self.offset += len as u64;
+        self.crc.update(&v);
         v
     }
 

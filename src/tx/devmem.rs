@@ -43,7 +43,7 @@ use crate::rx::{cmsg_align, cmsg_len, cmsg_space, CMSGHDR_LEN};
 use crate::stats::gbit_per_s;
 use crate::sys::uapi::{SCM_DEVMEM_DMABUF, SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY};
 use crate::udmabuf::{MappedRegion, Udmabuf};
-use crate::validate::Pattern;
+use crate::validate::{Pattern, StreamSpec};
 
 /// Most iovs one `sendmsg` takes (`UIO_MAXIOV`, include/uapi/linux/uio.h; ncdevmem.c's
 /// `MAX_IOV`). A piece that needs more is sent with several calls.
@@ -695,8 +695,9 @@ impl<R: BufRead> TxSource for LineSource<'_, R> {
     }
 }
 
-/// `total` bytes of the `-v` pattern (`01 02 … N−1 0A` repeating) in pieces of at most
-/// `piece` bytes, optionally with every bit of one stream byte flipped (a validator test aid).
+/// `total` bytes of a test stream (the `-v` pattern or the `--seed` keyed stream) in pieces of
+/// at most `piece` bytes, optionally with every bit of one stream byte flipped (a validator
+/// test aid).
 #[derive(Debug, Clone)]
 pub struct PatternSource {
     pattern: Pattern,
@@ -707,11 +708,16 @@ pub struct PatternSource {
 }
 
 impl PatternSource {
-    /// `total` bytes of the period-`period` pattern, `piece` bytes at a time (0 = as large as
-    /// the sender allows). Errors: `Error::Usage` for a bad period.
-    pub fn new(period: u32, total: u64, piece: usize, corrupt_offset: Option<u64>) -> Result<Self> {
+    /// `total` bytes of the stream `spec`, `piece` bytes at a time (0 = as large as the
+    /// sender allows). Errors: `Error::Usage` for a bad period.
+    pub fn new(
+        spec: StreamSpec,
+        total: u64,
+        piece: usize,
+        corrupt_offset: Option<u64>,
+    ) -> Result<Self> {
         Ok(PatternSource {
-            pattern: Pattern::new(period)?,
+            pattern: Pattern::from_spec(spec)?,
             total,
             produced: 0,
             piece: if piece == 0 { usize::MAX } else { piece },
@@ -779,6 +785,9 @@ pub struct TxStats {
     pub eintr_retries: u64,
     /// From the first send to the last completion.
     pub elapsed: Duration,
+    /// CRC-32 (IEEE 802.3, as zlib's `crc32`) of the payload bytes the kernel accepted, in
+    /// stream order; equal to the receiver's when the stream arrived intact.
+    pub crc32: u32,
 }
 
 impl TxStats {
@@ -793,7 +802,7 @@ impl TxStats {
         format!(
             "{}: {} bytes from {} in {} sendmsg calls ({} iovs, {} pieces, {} short), \
              {} completions for {} sends ({} copied by the kernel), dmabuf id {}, \
-             {:.3} s = {:.3} Gbit/s",
+             {:.3} s = {:.3} Gbit/s, crc32 0x{:08x}",
             if ok { "tx ok" } else { "tx failed after" },
             self.bytes,
             self.source,
@@ -806,14 +815,16 @@ impl TxStats {
             self.copied_completions,
             self.dmabuf_id,
             self.elapsed.as_secs_f64(),
-            self.gbit_per_s()
+            self.gbit_per_s(),
+            self.crc32
         )
     }
 
     /// The counters as one JSON object (the `--json FILE` content): `mode` (`"devmem-tx"`),
     /// `ok`, `source`, `dmabuf_id`, `bytes`, `pieces`, `sends`, `short_sends`, `iovs`,
     /// `completions`, `completed_sends`, `copied_completions`, `buffer_full_waits`,
-    /// `enobufs_retries`, `eintr_retries`, `elapsed_s` (float), `gbit_per_s` (float).
+    /// `enobufs_retries`, `eintr_retries`, `crc32` (number), `elapsed_s` (float), `gbit_per_s`
+    /// (float).
     pub fn to_json(&self, ok: bool) -> serde_json::Value {
         serde_json::json!({
             "mode": "devmem-tx",
@@ -831,6 +842,7 @@ impl TxStats {
             "buffer_full_waits": self.buffer_full_waits,
             "enobufs_retries": self.enobufs_retries,
             "eintr_retries": self.eintr_retries,
+            "crc32": self.crc32,
             "elapsed_s": self.elapsed.as_secs_f64(),
             "gbit_per_s": self.gbit_per_s(),
         })
@@ -900,6 +912,7 @@ where
     tx.stats.source = source.label();
     let result = tx.run(source);
     tx.stats.elapsed = tx.started.map(|t| t.elapsed()).unwrap_or_default();
+    tx.stats.crc32 = tx.crc.clone().finalize();
     (tx.stats, result)
 }
 
@@ -915,6 +928,8 @@ struct Sender<'a, S: ?Sized, M: ?Sized> {
     iovs: Vec<DmabufIov>,
     control: Vec<u8>,
     started: Option<Instant>,
+    /// CRC-32 of the bytes accepted so far.
+    crc: crc32fast::Hasher,
 }
 
 impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
@@ -941,6 +956,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
             iovs: Vec::with_capacity(MAX_IOV),
             control: vec![0; ERRQUEUE_CONTROL_LEN],
             started: None,
+            crc: crc32fast::Hasher::new(),
         }
     }
 
@@ -1011,6 +1027,8 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                             cur.pos
                         );
                     }
+                    let at = (cur.pos - offset) as usize;
+                    self.crc.update(&data[at..at + n]);
                     cur.advance(n as u64);
                     backoff.reset();
                 }

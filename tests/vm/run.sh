@@ -549,10 +549,12 @@ awk -v dir="$out/fixtures" '
     name != "" { print > (dir "/" name) }
     END { if (saved != "") print "vm: fixtures recorded in " dir ":" saved > "/dev/stderr" }
 ' "$console"
-passed=$(grep -c '^ok ' "$console" || true)
-failed=$(grep -c '^FAIL ' "$console" || true)
-skipped=$(grep -c '^skip ' "$console" || true)
-missed=$(grep -c '^miss ' "$console" || true)
+# The case lines, outside the recordings (a recorded devmem.py output has KTAP "ok" lines).
+cases=$(awk '/^NCDEVMEM-FIXTURE-BEGIN /{ skip = 1 } !skip { print } /^NCDEVMEM-FIXTURE-END$/{ skip = 0 }' "$console")
+passed=$(grep -c '^ok ' <<<"$cases" || true)
+failed=$(grep -c '^FAIL ' <<<"$cases" || true)
+skipped=$(grep -c '^skip ' <<<"$cases" || true)
+missed=$(grep -c '^miss ' <<<"$cases" || true)
 log "done: kernel $ABI, qemu exit $qemu_rc, guest exit ${marker:-none}"
 if [ -z "$marker" ]; then
     if [ "$qemu_rc" = 124 ] || [ "$qemu_rc" = 137 ]; then
@@ -563,6 +565,13 @@ if [ -z "$marker" ]; then
     failed=$((failed + 1))
 elif [ "$marker" != 0 ] && [ "$failed" = 0 ]; then
     failed=1
+fi
+# The guest counts its cases too; the two must agree (a stray "ok " line would inflate ours).
+guest_sum=$(sed -n 's/^vm-guest: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped, \([0-9]*\) expected misses$/\1 \2 \3 \4/p' <<<"$cases" | tail -1)
+if [ -n "$guest_sum" ] && [ "$guest_sum" != "$passed $failed $skipped $missed" ] && [ -n "$marker" ]; then
+    echo "vm: FAIL: the console has $passed/$failed/$skipped/$missed ok/FAIL/skip/miss lines," \
+        "the guest counted $guest_sum" >&2
+    failed=$((failed + 1))
 fi
 echo "vm-test: $passed passed, $failed failed, $skipped skipped, $missed expected misses"
 [ "$failed" = 0 ]
