@@ -687,7 +687,10 @@ impl Validator {
                 let plausible = k < (1 << 60)
                     && 8 * k + rel as u64 >= p as u64
                     && word(p + 8) == k.wrapping_add(1);
-                plausible.then(|| 8 * k - p as u64 + rel as u64)
+                // Stream offset of the byte at `rel`: 8k is that of the byte at `p`, and
+                // `8k + rel >= p` (checked above) keeps this from going below 0, also when the
+                // bytes come from before `p`'s own position in the piece.
+                plausible.then(|| 8 * k + rel as u64 - p as u64)
             });
         let Some(src) = source else {
             // Too few differing bytes to identify, with in-place bytes in the piece: a local
@@ -1021,6 +1024,26 @@ mod tests {
         assert!(d
             .to_string()
             .contains("(not bytes of this stream: corruption, another seed"));
+    }
+
+    /// Stale bytes that start in the middle of a piece and come from an earlier stream offset
+    /// than their position in the piece (the stream's first 100 bytes again after its first
+    /// 100, in one 200-byte recvmsg) were a subtract-with-overflow panic in debug builds on
+    /// network input; they are diagnosed as coming from offset 0.
+    #[test]
+    fn stale_bytes_from_before_their_place_in_the_piece_are_diagnosed() {
+        let s = keyed_stream(42, 4096);
+        let mut piece = s[..100].to_vec();
+        piece.extend_from_slice(&s[..100]);
+        let v = diagnose_frags(42, &[&piece]);
+        let d = v.diagnoses()[0];
+        assert_eq!((d.first, d.source), (100, Some(0)), "{d}");
+        // The same a page in: bytes of offset 4096.. at piece position 5000.
+        let s = keyed_stream(42, 3 * 4096);
+        let mut piece = s[..5000].to_vec();
+        piece.extend_from_slice(&s[4096..4096 + 200]);
+        let v = diagnose_frags(42, &[&piece]);
+        assert_eq!(v.diagnoses()[0].source, Some(4096));
     }
 
     fn count_equal(a: &[u8], b: &[u8]) -> u64 {
