@@ -1141,4 +1141,44 @@ mod tests {
             prop_assert_eq!(got, want);
         }
     }
+
+    proptest! {
+        /// Pieces spliced from anywhere in the stream (earlier, later, the same place), with
+        /// garbage between, at any stream offset: the validator (and its diagnosis) never
+        /// panics, and a piece with mismatches is diagnosed with a source inside the stream.
+        #[test]
+        fn keyed_diagnosis_never_panics_on_spliced_pieces(
+            seed in any::<u64>(),
+            start in 0usize..4096,
+            good in 0usize..3000,
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    (0u64..1 << 13, 0usize..300).prop_map(|(o, n)| (Some(o), n)),
+                    (0usize..40).prop_map(|n| (None, n)),
+                ],
+                1..6,
+            ),
+        ) {
+            let p = Pattern::keyed(seed);
+            // The piece starts in place for `good` bytes, then the spliced parts.
+            let mut piece = vec![0u8; good];
+            p.fill(&mut piece, start as u64);
+            for (from, n) in parts {
+                let mut b = vec![0xa5u8; n];
+                if let Some(o) = from {
+                    p.fill(&mut b, o);
+                }
+                piece.extend_from_slice(&b);
+            }
+            let mut v = Validator::with_pattern(p);
+            let mut lead = vec![0u8; start];
+            v.pattern().fill(&mut lead, 0);
+            v.check(&lead);
+            v.check(&piece);
+            let _ = v.finish();
+            for d in v.diagnoses() {
+                let _ = d.to_string();
+            }
+        }
+    }
 }
