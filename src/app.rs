@@ -42,17 +42,69 @@ use crate::udmabuf::{self, Udmabuf, UdmabufParams};
 use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
 use crate::validate::StreamSpec;
 
-/// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM handlers first, so every later
+/// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM/SIGHUP handlers first, so every later
 /// step can unwind on a signal.
 ///
 /// # Errors
 /// Whatever the mode's flow returns; [`Error::exit_code`] maps it to the process exit code.
 pub fn run(cfg: &Config) -> Result<()> {
     signals::install()?;
-    if let Some(path) = &cfg.json {
-        // A summary that cannot be written is known before anything is set up.
-        crate::stats::check_json_path(path)?;
+    let Some(path) = &cfg.json else {
+        return run_mode(cfg);
+    };
+    // A summary that cannot be written is known before anything is set up.
+    crate::stats::check_json_path(path)?;
+    let before = crate::stats::file_identity(path);
+    let result = run_mode(cfg);
+    match &result {
+        // The mode ended before its summary (no connection within --timeout, a refused bind, a
+        // skip): the verdict still goes to FILE.
+        Err(e) if crate::stats::file_identity(path) == before => {
+            let json = serde_json::json!({
+                "mode": json_mode_name(cfg),
+                "ok": false,
+                "verdict": verdict_name(&result),
+                "error": e.to_string(),
+            });
+            write_summary(path, &json, result)
+        }
+        _ => result,
     }
+}
+
+/// The `"mode"` the JSON summary of `cfg`'s mode carries.
+fn json_mode_name(cfg: &Config) -> &'static str {
+    match cfg.mode {
+        Mode::PlainServer => "plain TCP",
+        Mode::Server => "devmem",
+        Mode::ZcrxServer => "io_uring zcrx",
+        Mode::Client => "devmem-tx",
+        Mode::PatternSender => "pattern-sender",
+        Mode::Probe => "probe",
+        Mode::Report => "report",
+    }
+}
+
+/// Writes `json` to `--json` `path` and combines that with the run's `result`: a run that
+/// failed keeps its own error and exit code (the write failure is logged), a run that
+/// succeeded fails with the write error.
+fn write_summary(
+    path: &std::path::Path,
+    json: &serde_json::Value,
+    result: Result<()>,
+) -> Result<()> {
+    match (crate::stats::write_json_atomic(path, json), result) {
+        (Ok(()), r) => r,
+        (Err(e), Ok(())) => Err(e),
+        (Err(e), Err(run)) => {
+            crate::elog!("{}: {e}", crate::cli::PROGRAM);
+            Err(run)
+        }
+    }
+}
+
+/// Runs the mode itself (see [`run`]).
+fn run_mode(cfg: &Config) -> Result<()> {
     match cfg.mode {
         Mode::PlainServer => plain_server(cfg),
         Mode::PatternSender => pattern_sender(cfg),
@@ -119,13 +171,25 @@ fn report_mode(cfg: &Config) -> Result<()> {
     let mut nic = open_nic(ifname)?;
     let host = HostCaps::probe(cfg.rx_page_size, cfg.dmabuf_size);
     let report = NicReport::gather(nic.as_mut(), host, true);
-    if cfg.verbosity != Verbosity::Quiet {
-        print!("{}", report.render_text());
+    let printed = match cfg.verbosity {
+        Verbosity::Quiet => Ok(()),
+        _ => print_stdout(&report.render_text()),
+    };
+    match &cfg.json {
+        Some(path) => write_summary(path, &report.to_json(), printed),
+        None => printed,
     }
-    if let Some(path) = &cfg.json {
-        crate::stats::write_json_atomic(path, &report.to_json())?;
-    }
-    Ok(())
+}
+
+/// Writes `text` to stdout and flushes it. Unlike `print!`, a stdout whose reader went away
+/// (`| head -1`, `| true`: `EPIPE`, SIGPIPE being ignored) is an error, never a panic.
+///
+/// Errors: [`Error::Sys`] naming `write(stdout)`; [`Error::Interrupted`] never (plain stdout).
+fn print_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| rx::output_error("write(stdout)", e))
 }
 
 /// `-l --plain`: listen, accept one connection, receive over plain TCP, validate or print,
@@ -534,8 +598,7 @@ fn zcrx_accept_and_receive(
         verbose: cfg.verbosity == Verbosity::Verbose,
         ..ZcrxRxConfig::default()
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, rx::stop_aware_stdout(&STOP)?);
     let mut log_sink = std::io::stderr();
     let (mut stats, result) =
         zcrx.receive_logged(sock.fd(), &rx_cfg, &STOP, &mut out, &mut log_sink);
@@ -557,12 +620,11 @@ fn zcrx_accept_and_receive(
     drop(sock);
     let flushed = out
         .flush()
-        .map_err(|e| Error::sys("write(stdout)", e.raw_os_error().unwrap_or(0)));
+        .map_err(|e| rx::output_error("write(stdout)", e));
     let result = result
         .and(flushed)
         .and_then(|()| check_stream_length(cfg, stats.bytes));
-    report(cfg, &stats, &result)?;
-    result
+    report(cfg, &stats, result)
 }
 
 /// `-f IF -s ADDR -p PORT` without `-l`: devmem TX (ncdevmem.c `do_client`). Skips first
@@ -633,15 +695,17 @@ fn devmem_client(cfg: &Config) -> Result<()> {
     if cfg.verbosity != Verbosity::Quiet {
         crate::elog!("{}: {}", crate::cli::PROGRAM, stats.summary_line(ok));
     }
-    if let Some(path) = &cfg.json {
-        let mut json = stats.to_json(ok);
-        json["stream"] = stream.map(|t| t.to_string()).into();
-        crate::stats::write_json_atomic(path, &json)?;
-    }
     drop(sock);
     drop(binding);
     drop(mem);
-    result
+    match &cfg.json {
+        Some(path) => {
+            let mut json = stats.to_json(ok);
+            json["stream"] = stream.map(|t| t.to_string()).into();
+            write_summary(path, &json, result)
+        }
+        None => result,
+    }
 }
 
 /// `-f IF [-b N]`: probe / self-test (ncdevmem.c `run_devmem_tests`). Prints the capability
@@ -664,7 +728,9 @@ fn probe(cfg: &Config) -> Result<()> {
             let host = HostCaps::probe(cfg.rx_page_size, cfg.dmabuf_size);
             let r = n.with(|ops| Ok(NicReport::gather(ops, host, true)))?;
             if cfg.verbosity != Verbosity::Quiet {
-                print!("{}", r.render_text());
+                // Informational, like the check lines after it: a stdout that went away
+                // does not change the probe's verdict (the exit code and --json carry it).
+                let _ = print_stdout(&r.render_text());
             }
             Some(r)
         }
@@ -680,13 +746,11 @@ fn probe(cfg: &Config) -> Result<()> {
                 "reason": result.as_ref().err().map(ToString::to_string),
             }),
         };
-        crate::stats::write_json_atomic(
-            path,
-            &serde_json::json!({
-                "report": report.as_ref().map(NicReport::to_json),
-                "probe": probe,
-            }),
-        )?;
+        let json = serde_json::json!({
+            "report": report.as_ref().map(NicReport::to_json),
+            "probe": probe,
+        });
+        return write_summary(path, &json, result);
     }
     result
 }
@@ -798,25 +862,30 @@ fn pattern_sender(cfg: &Config) -> Result<()> {
         timeout: cfg.timeout,
         corrupt_offset: cfg.corrupt_offset,
     };
-    let stats = tx::send_pattern(&req, &STOP);
-    if let Some(path) = &cfg.json {
-        let json = match &stats {
-            Ok(s) => {
-                let mut j = s.to_json();
-                j["ok"] = true.into();
-                j
-            }
-            Err(e) => {
-                serde_json::json!({"mode": "pattern-sender", "ok": false, "error": e.to_string()})
-            }
-        };
-        crate::stats::write_json_atomic(path, &json)?;
+    let (stats, result) = match tx::send_pattern(&req, &STOP) {
+        Ok(s) => (Some(s), Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    if let (Some(s), true) = (&stats, cfg.verbosity != Verbosity::Quiet) {
+        crate::elog!("{}", s.summary_line());
     }
-    let stats = stats?;
-    if cfg.verbosity != Verbosity::Quiet {
-        crate::elog!("{}", stats.summary_line());
-    }
-    Ok(())
+    let Some(path) = &cfg.json else {
+        return result;
+    };
+    let json = match (&stats, &result) {
+        (Some(s), _) => {
+            let mut j = s.to_json();
+            j["ok"] = true.into();
+            j
+        }
+        (None, r) => serde_json::json!({
+            "mode": "pattern-sender",
+            "ok": false,
+            "verdict": verdict_name(r),
+            "error": r.as_ref().err().map(ToString::to_string),
+        }),
+    };
+    write_summary(path, &json, result)
 }
 
 /// Binds `-s`:`-p` (with the receive buffer of `plan`, when it sets one), prints where it
@@ -949,8 +1018,7 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     rcvbuf: Option<RcvbufReport>,
     stall: Option<&StallContext>,
 ) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, rx::stop_aware_stdout(&STOP)?);
     let mut log_sink = std::io::stderr();
     let (mut stats, result) = rx::receive_logged(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink);
     let result = match (result, stall) {
@@ -960,12 +1028,11 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     stats.rcvbuf = rcvbuf;
     let flushed = out
         .flush()
-        .map_err(|e| Error::sys("write(stdout)", e.raw_os_error().unwrap_or(0)));
+        .map_err(|e| rx::output_error("write(stdout)", e));
     let result = result
         .and(flushed)
         .and_then(|()| check_stream_length(cfg, stats.bytes));
-    report(cfg, &stats, &result)?;
-    result
+    report(cfg, &stats, result)
 }
 
 /// A stream that ended cleanly can still be wrong: shorter or longer than `--expect-bytes`,
@@ -983,20 +1050,21 @@ fn check_stream_length(cfg: &Config, bytes: u64) -> Result<()> {
 }
 
 /// Prints the summary line and writes `--json` with the verdict (`ok`, and `error` when the
-/// run failed).
-fn report(cfg: &Config, stats: &RxStats, result: &Result<()>) -> Result<()> {
+/// run failed); returns the run's `result` ([`write_summary`] decides when a failed write
+/// changes it).
+fn report(cfg: &Config, stats: &RxStats, result: Result<()>) -> Result<()> {
     if cfg.verbosity != Verbosity::Quiet {
         crate::elog!("{}", stats.summary_line());
     }
-    if let Some(path) = &cfg.json {
-        let mut json = stats.to_json();
-        json["ok"] = result.is_ok().into();
-        if let Err(e) = result {
-            json["error"] = e.to_string().into();
-        }
-        crate::stats::write_json_atomic(path, &json)?;
+    let Some(path) = &cfg.json else {
+        return result;
+    };
+    let mut json = stats.to_json();
+    json["ok"] = result.is_ok().into();
+    if let Err(e) = &result {
+        json["error"] = e.to_string().into();
     }
-    Ok(())
+    write_summary(path, &json, result)
 }
 
 /// `-b` needs a kernel whose bind-rx knows `rx-page-size` (attribute 5): ask the kernel's
@@ -1065,6 +1133,21 @@ mod tests {
     use super::*;
     use crate::cli::Command;
     use crate::netlink::ctrl::{bind_rx_policy_attrs, NETDEV_A_DMABUF_RX_PAGE_SIZE};
+
+    /// A summary that cannot be written never hides the run's own verdict: a skip stays a skip
+    /// (exit 4), a failure keeps its message; only a run that succeeded fails with it.
+    #[test]
+    fn a_json_write_failure_keeps_the_runs_verdict() {
+        let gone = std::path::Path::new("/nonexistent-dir-ncdevmem/x.json");
+        let json = serde_json::json!({"ok": false});
+        let e = write_summary(gone, &json, Err(Error::Skip("no udmabuf".into()))).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_SKIP, "{e}");
+        assert_eq!(e.to_string(), "skip: no udmabuf");
+        let e = write_summary(gone, &json, Err(Error::Failure("mismatch".into()))).unwrap_err();
+        assert_eq!(e.to_string(), "mismatch");
+        let e = write_summary(gone, &json, Ok(())).unwrap_err();
+        assert!(e.to_string().starts_with("--json: "), "{e}");
+    }
 
     /// Probe with `-b` on a kernel whose bind-rx has no rx-page-size is a skip naming that,
     /// decided before the NIC is changed (and before udmabuf, which this host may lack): the

@@ -663,6 +663,12 @@ impl HostAddr {
     }
 }
 
+/// Whether `ip` is a link-local IPv6 unicast address (`fe80::/10`), which a socket can use
+/// only with a zone (scope id).
+fn is_unscoped_link_local(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
+}
+
 /// What the run does. Selection follows C ncdevmem for the devmem modes; the other modes
 /// are chosen by their long option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1050,6 +1056,22 @@ impl Config {
             .as_deref()
             .map(|t| HostAddr::parse("-c", "client address", t))
             .transpose()?;
+        // A socket bound or connected to a link-local IPv6 address needs its zone (the
+        // interface), which these flags cannot carry: the kernel answers EINVAL. -s is always
+        // a socket address; -c only where the sender binds it (a server puts it in the flow
+        // rule, where it needs no zone).
+        let binds_client = matches!(mode, Mode::Client | Mode::PatternSender);
+        for (flag, addr, used) in [("-s", &server, true), ("-c", &client, binds_client)] {
+            match addr {
+                Some(h) if used && is_unscoped_link_local(h.ip) => {
+                    return Err(usage_err(format!(
+                        "{flag}: link-local IPv6 address '{}' cannot be used: a socket needs its                          zone (fe80::1%eth0), which {flag} does not take, and the kernel refuses                          it without one (EINVAL); use a global or unique-local address",
+                        h.text
+                    )))
+                }
+                _ => {}
+            }
+        }
         if let (Some(s), Some(c)) = (&server, &client) {
             // Sockets are AF_INET6 with v4-mapped IPv4, so both must be IPv4 or both IPv6.
             let v4 = |h: &HostAddr| h.flow_ip().is_ipv4();
@@ -1249,7 +1271,8 @@ Values:
   GiB), e.g. 1G. A repeated option keeps its last value. Short options bundle (-ls ::1) and
   take values attached or separate (-q4, -q 4). A separate value spelled like one of the
   options (--json --verify-restore) is refused as a forgotten value, and -f and --json values
-  never start with '-' (write ./-name for such a file). -s and -c take unicast addresses.
+  never start with '-' (write ./-name for such a file). -s and -c take unicast addresses
+  (no link-local IPv6 where a socket uses them: it needs a zone, which they do not take).
 
 Differences from C ncdevmem:
   Unknown options and positional arguments are refused with exit 2 (C prints \"unknown
@@ -1493,6 +1516,38 @@ mod tests {
                 HostAddr::parse("-s", "server address", good).is_ok(),
                 "{good}"
             );
+        }
+    }
+
+    /// A link-local IPv6 address without a zone (none of the flags takes one) was refused only
+    /// by the kernel, after setup: `bind([fe80::1]:5201): EINVAL`, exit 1. It is a usage error
+    /// wherever a socket uses it; a server's -c only goes into the flow rule and stays allowed.
+    #[test]
+    fn link_local_ipv6_socket_addresses_are_usage_errors() {
+        for (line, flag) in [
+            ("-l --plain -s fe80::1 -p 5201", "-s"),
+            ("-l -f eth0 -s febf::1 -p 5201", "-s"),
+            ("-l --zcrx -f eth0 -s fe80::1 -p 5201", "-s"),
+            ("--send-pattern 1K -s fe80::1 -p 5201 -v 7", "-s"),
+            (
+                "--send-pattern 1K -s 2001:db8::1 -c fe80::2 -p 5201 -v 7",
+                "-c",
+            ),
+            ("-f eth0 -s 2001:db8::1 -c fe80::2 -p 5201", "-c"),
+        ] {
+            let m = usage_msg(parse(&argv(line), 4096));
+            assert!(
+                m.starts_with(&format!("{flag}: link-local IPv6 address 'fe")),
+                "{line}: {m}"
+            );
+            assert!(m.contains("zone"), "{line}: {m}");
+        }
+        for line in [
+            "-l -f eth0 -s 2001:db8::1 -c fe80::2 -p 5201",
+            "-l --plain -s fec0::1 -p 5201",
+            "-l --plain -s 169.254.1.1 -p 5201",
+        ] {
+            assert!(parse(&argv(line), 4096).is_ok(), "{line}");
         }
     }
 

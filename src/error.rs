@@ -105,7 +105,7 @@ pub enum Error {
     /// The test failed: validation mismatch, flow steering error, leaked tokens, a kernel
     /// contract broken. Exit 1.
     Failure(String),
-    /// The run was stopped by SIGINT or SIGTERM. Exit 1 (after unwinding every NIC change).
+    /// The run was stopped by SIGINT, SIGTERM or SIGHUP. Exit 1 (after unwinding every NIC change).
     Interrupted(i32),
 }
 
@@ -168,6 +168,7 @@ impl fmt::Display for Error {
                 let name = match *sig {
                     libc::SIGINT => " (SIGINT)",
                     libc::SIGTERM => " (SIGTERM)",
+                    libc::SIGHUP => " (SIGHUP)",
                     _ => "",
                 };
                 write!(f, "interrupted by signal {sig}{name}; everything set up was undone")

@@ -78,7 +78,7 @@ pub trait Env {
     fn now(&self) -> Duration;
     /// Sleeps `d`.
     fn sleep(&mut self, d: Duration);
-    /// The stop signal received so far (SIGINT/SIGTERM), if any.
+    /// The stop signal received so far (SIGINT/SIGTERM/SIGHUP), if any.
     fn stop_requested(&self) -> Option<i32>;
 }
 

@@ -1091,7 +1091,92 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
 }
 
 fn io_error(call: &str, e: std::io::Error) -> Error {
-    Error::sys(call, e.raw_os_error().unwrap_or(libc::EIO))
+    output_error(call, e)
+}
+
+/// The error a [`StopAwareWriter`] returns once a stop signal has arrived: the signal number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped(pub i32);
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stopped by signal {}", self.0)
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// Maps an error of writing the payload output (`call`, e.g. `"write(payload output)"`) to the
+/// crate's error: [`Error::Interrupted`] when a [`StopAwareWriter`] gave up for a stop signal,
+/// else [`Error::Sys`] with the errno (`EIO` when there is none).
+pub fn output_error(call: &str, e: std::io::Error) -> Error {
+    match e.get_ref().and_then(|x| x.downcast_ref::<Stopped>()) {
+        Some(Stopped(sig)) => Error::Interrupted(*sig),
+        None => Error::sys(call, e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+/// A payload sink a stop signal can interrupt. A write blocked on a full pipe (a reader that
+/// stopped reading, such as `| less`) returns `EINTR` when a signal arrives, but `write_all`,
+/// `BufWriter` and std's own stdout buffer retry that at once, so SIGINT/SIGTERM/SIGHUP were
+/// ignored until the reader went away — with every NIC change still in place. This writer
+/// checks `stop` before every write and after every `EINTR`, and once it holds a signal
+/// number fails every call at once with [`Stopped`] (so a later flush, or a `BufWriter`'s
+/// drop, cannot block again). `inner` should write straight to the file descriptor (a
+/// [`std::fs::File`], not [`std::io::Stdout`], whose buffer retries `EINTR` itself).
+#[derive(Debug)]
+pub struct StopAwareWriter<'s, W: Write> {
+    inner: W,
+    stop: &'s AtomicI32,
+}
+
+impl<'s, W: Write> StopAwareWriter<'s, W> {
+    /// Wraps `inner`; `stop` is the stop flag (a signal number, 0 = keep going).
+    pub fn new(inner: W, stop: &'s AtomicI32) -> Self {
+        StopAwareWriter { inner, stop }
+    }
+
+    fn check(&self) -> std::io::Result<()> {
+        match self.stop.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => Ok(()),
+            sig => Err(std::io::Error::other(Stopped(sig))),
+        }
+    }
+}
+
+impl<W: Write> Write for StopAwareWriter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        loop {
+            self.check()?;
+            match self.inner.write(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        loop {
+            self.check()?;
+            match self.inner.flush() {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+}
+
+/// The process's stdout as a [`StopAwareWriter`] over its own descriptor (a `dup` of fd 1, so
+/// nothing of std's stdout buffer sits in between), for the receivers' payload output.
+///
+/// Errors: [`Error::Sys`] when fd 1 cannot be duplicated.
+pub fn stop_aware_stdout(stop: &AtomicI32) -> Result<StopAwareWriter<'_, std::fs::File>> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| io_error("dup(stdout)", e))?;
+    Ok(StopAwareWriter::new(std::fs::File::from(fd), stop))
 }
 
 /// A [`FragMemory`] that cannot exist, for plain-TCP receives, which read no frag memory:
@@ -1119,6 +1204,56 @@ mod tests {
     use super::testing::{encode_devmem_cmsg, ScriptedSocket};
     use super::*;
     use proptest::prelude::*;
+
+    /// A writer blocked on a full pipe sees `EINTR` on every signal and nothing else: the
+    /// stop-aware writer gives up with `Stopped` once the flag is set (plain `write_all` would
+    /// retry forever), later calls fail at once without touching the pipe, and the error maps
+    /// to `Error::Interrupted`.
+    #[test]
+    fn a_stop_signal_interrupts_a_blocked_payload_write() {
+        struct AlwaysEintr<'a> {
+            calls: u32,
+            stop: &'a AtomicI32,
+        }
+        impl Write for AlwaysEintr<'_> {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                self.calls += 1;
+                if self.calls == 3 {
+                    self.stop
+                        .store(libc::SIGTERM, std::sync::atomic::Ordering::SeqCst);
+                }
+                Err(std::io::Error::from_raw_os_error(libc::EINTR))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let stop = AtomicI32::new(0);
+        let mut w = StopAwareWriter::new(
+            AlwaysEintr {
+                calls: 0,
+                stop: &stop,
+            },
+            &stop,
+        );
+        let e = w.write_all(b"payload").unwrap_err();
+        assert!(matches!(
+            output_error("write(payload output)", e),
+            Error::Interrupted(libc::SIGTERM)
+        ));
+        assert_eq!(w.inner.calls, 3);
+        assert!(w.flush().is_err());
+        assert!(w.write(b"x").is_err());
+        assert_eq!(w.inner.calls, 3, "nothing more reaches the blocked pipe");
+        let e = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        assert!(matches!(
+            output_error("write(payload output)", e),
+            Error::Sys {
+                errno: libc::ENOSPC,
+                ..
+            }
+        ));
+    }
 
     /// Synthetic (no devmem NIC here): one SCM_DEVMEM_DMABUF cmsg laid out as
     /// net/ipv4/tcp.c `put_cmsg_notrunc` writes it on x86_64, followed by one

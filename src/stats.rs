@@ -7,7 +7,7 @@
 
 use crate::validate::StreamSpec;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
@@ -314,17 +314,57 @@ pub fn gbit_per_s(bytes: u64, elapsed: Duration) -> f64 {
     }
 }
 
-/// Writes `contents` to `path` through a temporary sibling file and `rename`.
-/// Checks, before a run starts, that `--json PATH` can be written: a file name whose parent is
-/// an existing directory, and either nothing at `PATH` yet or a regular file (never a device,
-/// FIFO, directory or symlink, which the atomic rename would replace).
+/// Longest file name the kernel accepts, in bytes (`NAME_MAX`).
+const NAME_MAX: usize = 255;
+
+/// Checks, before a run starts, that `--json PATH` can be written: a file name (not ending in
+/// `/`, `.` or `..`, at most `NAME_MAX` bytes) whose parent is an existing directory, either
+/// nothing at `PATH` yet or a regular file (never a device, FIFO, directory or symlink, which
+/// the atomic rename would replace), and a directory this process can create files in (a
+/// temporary file is created there and removed again: a read-only file system, a directory
+/// without write permission or one of `/proc` or `/sys` is found now, not after the run).
 ///
 /// # Errors
 /// [`Error::Usage`] naming `--json` and what is wrong.
 pub fn check_json_path(path: &Path) -> Result<()> {
+    check_json_target(path)?;
+    let (tmp, _file) = create_temp(path).map_err(|(tmp, e)| {
+        Error::Usage(format!(
+            "--json: cannot create a file next to '{}' ({}: {})",
+            path.display(),
+            tmp.display(),
+            crate::error::errno_display(e.raw_os_error().unwrap_or(libc::EIO))
+        ))
+    })?;
+    let _ = std::fs::remove_file(&tmp);
+    Ok(())
+}
+
+/// The checks of [`check_json_path`] that need no write: the path's shape, its directory and
+/// what is at `path` now.
+fn check_json_target(path: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
     let bad = |why: &str| Error::Usage(format!("--json: '{}' {why}", path.display()));
-    if path.file_name().is_none() {
-        return Err(bad("is not a file path"));
+    // `Path` drops a trailing `/` or `.` ("out/" has the file name "out"), but the kernel
+    // does not: the last component as typed must be the file name.
+    let typed_last = path.as_os_str().as_bytes().rsplit(|&b| b == b'/').next();
+    match path.file_name() {
+        Some(name) if typed_last == Some(name.as_bytes()) => {
+            if name.len() > NAME_MAX {
+                return Err(bad(&format!(
+                    "has a file name of {} bytes (at most {NAME_MAX})",
+                    name.len()
+                )));
+            }
+        }
+        _ => return Err(bad("is not a file path")),
+    }
+    if path.as_os_str().len() >= libc::PATH_MAX as usize {
+        return Err(bad(&format!(
+            "is {} bytes long (at most {})",
+            path.as_os_str().len(),
+            libc::PATH_MAX - 1
+        )));
     }
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -341,25 +381,18 @@ pub fn check_json_path(path: &Path) -> Result<()> {
     }
 }
 
-/// Writes `contents` to `path` through a new temporary sibling file (`O_EXCL|O_NOFOLLOW`, so a
-/// planted file or symlink is never written through) and `rename`.
-fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+/// Creates a new temporary file next to `path` (`O_EXCL|O_NOFOLLOW`, so a planted file or
+/// symlink is never written through), named `.ncdevmem-rs.PID.N.tmp` whatever the length of
+/// `path`'s own name. Returns its path and the open file, or the path last tried and the error.
+fn create_temp(
+    path: &Path,
+) -> std::result::Result<(PathBuf, std::fs::File), (PathBuf, std::io::Error)> {
     use std::os::unix::fs::OpenOptionsExt;
-    check_json_path(path)?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::Usage(format!("--json: {} is not a file path", path.display())))?;
-    let io_err = |step: &str, p: &Path, e: std::io::Error| {
-        Error::sys(
-            format!("{step}({})", p.display()),
-            e.raw_os_error().unwrap_or(libc::EIO),
-        )
-    };
     let mut attempt = 0u32;
-    let (tmp, mut f) = loop {
+    loop {
         let tmp = path.with_file_name(format!(
-            ".{}.tmp.{}.{attempt}",
-            name.to_string_lossy(),
+            ".{}.{}.{attempt}.tmp",
+            crate::cli::PROGRAM,
             std::process::id()
         ));
         match std::fs::OpenOptions::new()
@@ -369,13 +402,26 @@ fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)
         {
-            Ok(f) => break (tmp, f),
+            Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
                 attempt += 1;
             }
-            Err(e) => return Err(io_err("create", &tmp, e)),
+            Err(e) => return Err((tmp, e)),
         }
+    }
+}
+
+/// Writes `contents` to `path` through a new temporary sibling file ([`create_temp`]) and
+/// `rename`.
+fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    check_json_target(path)?;
+    let io_err = |step: &str, p: &Path, e: std::io::Error| {
+        Error::sys(
+            format!("--json: {step}({})", p.display()),
+            e.raw_os_error().unwrap_or(libc::EIO),
+        )
     };
+    let (tmp, mut f) = create_temp(path).map_err(|(tmp, e)| io_err("create", &tmp, e))?;
     let result = (|| {
         f.write_all(contents)
             .map_err(|e| io_err("write", &tmp, e))?;
@@ -386,6 +432,16 @@ fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Identifies what is at `path` now (device and inode), `None` if nothing is. Every
+/// [`write_json_atomic`] puts a new inode there, so a different identity after a run means
+/// the run wrote its summary.
+pub fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 #[cfg(test)]
@@ -597,6 +653,51 @@ mod tests {
         );
     }
 
+    /// A `--json` path the summary can never be written to is refused before the run (exit 2),
+    /// not found after it: a trailing `/` or `.`, a name over `NAME_MAX`, a directory where
+    /// no file can be created (`/proc`, `/sys`). A name of exactly `NAME_MAX` bytes works (the
+    /// temporary file's name no longer grows with it).
+    #[test]
+    fn json_paths_that_cannot_be_written_are_refused_up_front() {
+        let dir = std::env::temp_dir().join(format!("ncdevmem-json-shape-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.display();
+        for (p, why) in [
+            (format!("{d}/out/"), "is not a file path"),
+            (format!("{d}/out/."), "is not a file path"),
+            (format!("{d}/.."), "is not a file path"),
+            (
+                format!("{d}/{}", "a".repeat(256)),
+                "has a file name of 256 bytes",
+            ),
+            (
+                "/proc/x.json".to_string(),
+                "cannot create a file next to '/proc/x.json'",
+            ),
+            (
+                "/sys/x.json".to_string(),
+                "cannot create a file next to '/sys/x.json'",
+            ),
+        ] {
+            let e = check_json_path(Path::new(&p)).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{p}: {e}");
+            assert!(e.to_string().contains(why), "{p}: {e}");
+        }
+        let longest = dir.join("b".repeat(NAME_MAX));
+        check_json_path(&longest).unwrap();
+        sample().write_json(&longest).unwrap();
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![longest.file_name().unwrap().to_owned()],
+            "no temp file left"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn json_never_replaces_devices_directories_or_symlinks() {
         for p in ["/dev/null", "/tmp", "/"] {
@@ -621,7 +722,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let victim = dir.join("victim");
         std::fs::write(&victim, b"keep").unwrap();
-        let planted = dir.join(format!(".rx.json.tmp.{}.0", std::process::id()));
+        let planted = dir.join(format!(".ncdevmem-rs.{}.0.tmp", std::process::id()));
         std::os::unix::fs::symlink(&victim, &planted).unwrap();
         sample().write_json(&dir.join("rx.json")).unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");

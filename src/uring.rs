@@ -979,12 +979,9 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
             }
             Ok(())
         } else {
-            self.out.write_all(bytes).map_err(|e| {
-                Error::sys(
-                    "write(payload output)",
-                    e.raw_os_error().unwrap_or(libc::EIO),
-                )
-            })
+            self.out
+                .write_all(bytes)
+                .map_err(|e| crate::rx::output_error("write(payload output)", e))
         }
     }
 
@@ -1020,12 +1017,9 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
     pub fn finish(mut self, result: Result<()>, refill: &ZcrxRefill) -> (RxStats, Result<()>) {
         self.update_stats(refill);
         let result = result.and_then(|()| {
-            self.out.flush().map_err(|e| {
-                Error::sys(
-                    "write(payload output)",
-                    e.raw_os_error().unwrap_or(libc::EIO),
-                )
-            })
+            self.out
+                .flush()
+                .map_err(|e| crate::rx::output_error("write(payload output)", e))
         });
         let result = match (&result, &self.validator) {
             (Ok(()), Some(v)) => v.finish(),

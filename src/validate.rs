@@ -687,7 +687,10 @@ impl Validator {
                 let plausible = k < (1 << 60)
                     && 8 * k + rel as u64 >= p as u64
                     && word(p + 8) == k.wrapping_add(1);
-                plausible.then(|| 8 * k - p as u64 + rel as u64)
+                // Stream offset of the byte at `rel`: 8k is that of the byte at `p`, and
+                // `8k + rel >= p` (checked above) keeps this from going below 0, also when the
+                // bytes come from before `p`'s own position in the piece.
+                plausible.then(|| 8 * k + rel as u64 - p as u64)
             });
         let Some(src) = source else {
             // Too few differing bytes to identify, with in-place bytes in the piece: a local
@@ -1023,6 +1026,26 @@ mod tests {
             .contains("(not bytes of this stream: corruption, another seed"));
     }
 
+    /// Stale bytes that start in the middle of a piece and come from an earlier stream offset
+    /// than their position in the piece (the stream's first 100 bytes again after its first
+    /// 100, in one 200-byte recvmsg) were a subtract-with-overflow panic in debug builds on
+    /// network input; they are diagnosed as coming from offset 0.
+    #[test]
+    fn stale_bytes_from_before_their_place_in_the_piece_are_diagnosed() {
+        let s = keyed_stream(42, 4096);
+        let mut piece = s[..100].to_vec();
+        piece.extend_from_slice(&s[..100]);
+        let v = diagnose_frags(42, &[&piece]);
+        let d = v.diagnoses()[0];
+        assert_eq!((d.first, d.source), (100, Some(0)), "{d}");
+        // The same a page in: bytes of offset 4096.. at piece position 5000.
+        let s = keyed_stream(42, 3 * 4096);
+        let mut piece = s[..5000].to_vec();
+        piece.extend_from_slice(&s[4096..4096 + 200]);
+        let v = diagnose_frags(42, &[&piece]);
+        assert_eq!(v.diagnoses()[0].source, Some(4096));
+    }
+
     fn count_equal(a: &[u8], b: &[u8]) -> u64 {
         a.iter().zip(b).filter(|(x, y)| x == y).count() as u64
     }
@@ -1116,6 +1139,46 @@ mod tests {
             let n = p.compare(offset, &data, |m| got.push(m));
             prop_assert_eq!(n as usize, want.len());
             prop_assert_eq!(got, want);
+        }
+    }
+
+    proptest! {
+        /// Pieces spliced from anywhere in the stream (earlier, later, the same place), with
+        /// garbage between, at any stream offset: the validator (and its diagnosis) never
+        /// panics, and a piece with mismatches is diagnosed with a source inside the stream.
+        #[test]
+        fn keyed_diagnosis_never_panics_on_spliced_pieces(
+            seed in any::<u64>(),
+            start in 0usize..4096,
+            good in 0usize..3000,
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    (0u64..1 << 13, 0usize..300).prop_map(|(o, n)| (Some(o), n)),
+                    (0usize..40).prop_map(|n| (None, n)),
+                ],
+                1..6,
+            ),
+        ) {
+            let p = Pattern::keyed(seed);
+            // The piece starts in place for `good` bytes, then the spliced parts.
+            let mut piece = vec![0u8; good];
+            p.fill(&mut piece, start as u64);
+            for (from, n) in parts {
+                let mut b = vec![0xa5u8; n];
+                if let Some(o) = from {
+                    p.fill(&mut b, o);
+                }
+                piece.extend_from_slice(&b);
+            }
+            let mut v = Validator::with_pattern(p);
+            let mut lead = vec![0u8; start];
+            v.pattern().fill(&mut lead, 0);
+            v.check(&lead);
+            v.check(&piece);
+            let _ = v.finish();
+            for d in v.diagnoses() {
+                let _ = d.to_string();
+            }
         }
     }
 }

@@ -156,6 +156,67 @@ fn plain_receive_without_validation_writes_payload_to_stdout() {
     assert!(rx.stdout == expected, "stdout differs from the pattern");
 }
 
+/// A receiver whose stdout reader stopped reading (`| less`, a stalled pipe) is blocked in
+/// write(2); a stop signal interrupts it and the run unwinds at once. Before, std's stdout
+/// buffer and `write_all` retried the `EINTR`, so SIGTERM/SIGINT went unanswered until the
+/// reader went away (and a devmem server kept the NIC configured all that time).
+#[test]
+fn a_stop_signal_ends_a_receiver_blocked_on_a_full_stdout() {
+    let Some(p) = pair("a_stop_signal_ends_a_receiver_blocked_on_a_full_stdout") else {
+        return;
+    };
+    let mut rx = spawn(ns_cmd(
+        &p.a,
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "--timeout",
+            "20",
+        ],
+    ));
+    // stdout is a pipe nobody reads: 64 KiB of pipe and the 1 MiB output buffer fill up.
+    let stdout = rx.stdout.take().expect("stdout");
+    let tx = spawn(ns_cmd(
+        &p.b,
+        &[
+            "--send-pattern",
+            "64M",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            PORT,
+            "-v",
+            "7",
+            "--timeout",
+            "20",
+        ],
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = nix::unistd::Pid::from_raw(rx.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = rx.try_wait().expect("try_wait") {
+            break Some(s);
+        }
+        if t0.elapsed() > Duration::from_secs(3) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdout);
+    let out = rx.wait_with_output().expect("wait receiver");
+    let _ = tx.wait_with_output();
+    let err = text(&out.stderr);
+    assert!(status.is_some(), "still blocked 3 s after SIGTERM: {err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted by signal 15 (SIGTERM)"), "{err}");
+}
+
 #[test]
 fn no_client_times_out_within_bound() {
     let Some(p) = pair("no_client_times_out_within_bound") else {
@@ -192,26 +253,50 @@ fn no_client_times_out_within_bound() {
     );
 }
 
+/// SIGTERM, SIGINT and SIGHUP (a closed terminal or ssh session) are all stop signals: the run
+/// unwinds and exits 1 naming the signal, never dies of it (a SIGHUP used to kill the process
+/// before any NIC change could be undone). A SIGHUP ignored at start (`nohup`) stays ignored.
 #[test]
 fn sigterm_while_waiting_unwinds_and_fails() {
     let Some(p) = pair("sigterm_while_waiting_unwinds_and_fails") else {
         return;
     };
-    let child = spawn(ns_cmd(
-        &p.a,
-        &["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
-    ));
+    use nix::sys::signal::Signal;
+    for (sig, name) in [
+        (Signal::SIGTERM, "interrupted by signal 15 (SIGTERM)"),
+        (Signal::SIGINT, "interrupted by signal 2 (SIGINT)"),
+        (Signal::SIGHUP, "interrupted by signal 1 (SIGHUP)"),
+    ] {
+        let child = spawn(ns_cmd(
+            &p.a,
+            &["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
+        ));
+        std::thread::sleep(Duration::from_millis(500));
+        // `ip netns exec` execs the binary, so the child pid is ncdevmem-rs itself.
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig)
+            .expect("send the signal");
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(1), "{sig}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(name),
+            "{sig}: {}",
+            text(&out.stderr)
+        );
+    }
+    // Under nohup (SIGHUP ignored when exec'd) a hangup does not stop the run.
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", p.a.name(), "nohup", BIN])
+        .args(["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"]);
+    let child = spawn(c);
     std::thread::sleep(Duration::from_millis(500));
-    // `ip netns exec` execs the binary, so the child pid is ncdevmem-rs itself.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("send SIGTERM");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, Signal::SIGHUP).expect("send SIGHUP");
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, Signal::SIGTERM).expect("send SIGTERM");
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("interrupted by signal 15"),
+        text(&out.stderr).contains("interrupted by signal 15 (SIGTERM)"),
         "{}",
         text(&out.stderr)
     );
@@ -376,6 +461,108 @@ fn hostile_values_exit_2_without_panicking() {
         .expect("run");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("not a regular file"));
+}
+
+/// `--json` is a verdict for every run that got past its command line: a receiver that never
+/// got a connection, a devmem server that is a skip and a mode with a bad interface all write
+/// `{"mode", "ok": false, "verdict", "error"}` (before, only the sender and the probe did); and
+/// a path no file can be created at is exit 2 before the run, not exit 1 after it (a probe that
+/// was a skip ended with exit 1 "create(/proc/...): ENOENT").
+#[test]
+fn json_is_written_for_runs_that_end_early_and_refused_when_unwritable() {
+    let Some(p) = pair("json_is_written_for_runs_that_end_early_and_refused_when_unwritable")
+    else {
+        return;
+    };
+    let json = tmp_json("early");
+    let j = json.to_str().expect("utf-8 temp path");
+    for (args, code, mode, verdict, error) in [
+        (
+            vec![
+                "-l",
+                "--plain",
+                "-s",
+                ADDR_A_V4,
+                "-p",
+                PORT,
+                "--timeout",
+                "0.2",
+            ],
+            1,
+            "plain TCP",
+            "fail",
+            "timed out: accept on",
+        ),
+        (
+            vec!["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
+            4,
+            "devmem",
+            "skip",
+            "skip: ",
+        ),
+        (
+            vec!["-l", "-f", "nosuch0", "-s", ADDR_A_V4, "-p", PORT],
+            2,
+            "devmem",
+            "fail",
+            "-f: no such interface 'nosuch0'",
+        ),
+    ] {
+        let mut args = args.clone();
+        args.extend(["--json", j]);
+        let out = ns_cmd(&p.a, &args).output().expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        let v = read_json(&json);
+        assert_eq!(v["mode"], mode, "{v}");
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["verdict"], verdict, "{v}");
+        assert!(v["error"].as_str().unwrap().starts_with(error), "{v}");
+    }
+    for path in ["/proc/ncdevmem.json", "/sys/ncdevmem.json"] {
+        let out = ns_cmd(&p.a, &["-f", "lo", "--quiet", "--json", path])
+            .output()
+            .expect("run");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path}: {err}");
+        assert!(
+            err.starts_with("ncdevmem-rs: --json: cannot create a file next to"),
+            "{err}"
+        );
+    }
+}
+
+/// A stdout whose reader already went away (`| head -1`, `| true`) made the report and the
+/// probe panic in `print!` ("failed printing to stdout: Broken pipe", exit 101, backtrace).
+/// The report now fails with exit 1 naming write(stdout); the probe keeps its verdict.
+#[test]
+fn a_closed_stdout_pipe_is_no_panic() {
+    let (read_end, write_end) = nix::unistd::pipe().expect("pipe");
+    drop(read_end);
+    let run = |args: &[&str]| {
+        let stdout = write_end.try_clone().expect("dup the pipe's write end");
+        Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::from(stdout))
+            .output()
+            .expect("run")
+    };
+    let out = run(&["--report", "-f", "lo"]);
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("write(stdout): EPIPE (Broken pipe)"), "{err}");
+    let out = run(&["-f", "lo"]);
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        matches!(out.status.code(), Some(1) | Some(4)),
+        "the probe's own verdict: {err}"
+    );
 }
 
 #[test]

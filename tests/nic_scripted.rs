@@ -423,21 +423,31 @@ fn stop_flag_in_the_receive_loop_unwinds() {
     }
 }
 
-/// Real SIGINT and SIGTERM through the tool's handlers (`ncdevmem::signals`): the handler
-/// records the signal in `signals::STOP`, the loop returns `Error::Interrupted`, the NIC is
-/// restored. (The only test in this binary that touches process signal state.)
+/// Real SIGINT, SIGTERM and SIGHUP through the tool's handlers (`ncdevmem::signals`): the
+/// handler records the signal in `signals::STOP`, the loop returns `Error::Interrupted`, the
+/// NIC is restored. (The only test in this binary that touches process signal state.)
 #[test]
 fn real_sigint_and_sigterm_unwind() {
     use ncdevmem::signals::{self, STOP};
     use nix::sys::signal::Signal;
     signals::install().expect("install handlers");
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         STOP.store(0, Ordering::SeqCst);
         let nic = ScriptedNic::good("eth0", 8);
         let before = nic.state();
         let e = receive_until_stopped(&nic, Stop::Signal(sig), &STOP).unwrap_err();
         assert!(matches!(e, Error::Interrupted(s) if s == sig as i32), "{e}");
         assert_eq!(nic.state(), before, "{sig}");
+    }
+    // A duplicate SIGTERM or SIGHUP (GNU timeout signals the child, then its process group)
+    // is not a second Ctrl-C: the process stays alive to finish its unwind, and STOP keeps
+    // the first signal. (Before, the second copy _exit()ed at once, NIC changes and all.)
+    for sig in [Signal::SIGTERM, Signal::SIGHUP] {
+        STOP.store(0, Ordering::SeqCst);
+        nix::sys::signal::raise(sig).expect("raise");
+        nix::sys::signal::raise(sig).expect("raise again");
+        nix::sys::signal::raise(Signal::SIGINT).expect("raise SIGINT at once");
+        assert_eq!(STOP.load(Ordering::SeqCst), sig as i32);
     }
     STOP.store(0, Ordering::SeqCst);
 }

@@ -25,7 +25,7 @@ use crate::netlink::ethtool::{Channels, TcpDataSplit};
 /// boxed [`NicOps`]. Single-threaded (the tool's NIC work happens on the main thread).
 ///
 /// It also carries the stop flag the setup steps look at between changes
-/// ([`SharedNic::interrupted`]): the SIGINT/SIGTERM handler's [`crate::signals::STOP`] unless
+/// ([`SharedNic::interrupted`]): the SIGINT/SIGTERM/SIGHUP handler's [`crate::signals::STOP`] unless
 /// a test gives its own ([`SharedNic::stop_flag`]). Undo steps never look at it.
 #[derive(Clone)]
 pub struct SharedNic {

@@ -529,7 +529,7 @@ impl ScriptedNic {
     }
 
     /// After the `n`-th call (1-based) of `op`, whatever its result, stores `sig` in `flag`:
-    /// what the SIGINT/SIGTERM handler does when a signal arrives during that call.
+    /// what the SIGINT/SIGTERM/SIGHUP handler does when a signal arrives during that call.
     pub fn signal_after(&self, op: Op, n: u64, flag: &'static AtomicI32, sig: i32) {
         self.inner.borrow_mut().signals.insert((op, n), (flag, sig));
     }

@@ -20,7 +20,7 @@
 //!
 //! Any other refusal is a failure (exit 1). Either way every step already done is undone.
 //!
-//! A stop signal (SIGINT/SIGTERM) during setup is acted on at the next step: every step and
+//! A stop signal (SIGINT/SIGTERM/SIGHUP) during setup is acted on at the next step: every step and
 //! the bind first check [`SharedNic::interrupted`], so the run ends with
 //! `Error::Interrupted` (exit 1, "interrupted by signal N") and the steps done are undone,
 //! instead of carrying on and reporting a later step's error.

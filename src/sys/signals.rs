@@ -1,27 +1,74 @@
-//! SIGINT/SIGTERM handling that lets every NIC change unwind.
+//! SIGINT/SIGTERM/SIGHUP handling that lets every NIC change unwind.
 //!
-//! The handler only records the signal number in [`STOP`]; the receive loop, accept and connect
-//! poll with a short tick and return [`crate::Error::Interrupted`], so the undo guards run their
-//! `Drop` on the normal return path. A second signal while the first is being handled exits at
-//! once (status 128 + signal), for a user who really wants out. `SIGPIPE` is ignored so a peer
-//! that goes away surfaces as `EPIPE` instead of killing the process.
+//! SIGHUP is a stop signal too: a run in a terminal or an ssh session that goes away gets it,
+//! and its default action (terminate at once) would leave header split, the RSS table and the
+//! flow rule changed. A SIGHUP that was ignored when the process started (`nohup`) stays
+//! ignored. The handler only records the first signal number in [`STOP`]; the receive loop,
+//! accept and connect poll with a short tick and return [`crate::Error::Interrupted`], so the
+//! undo guards run their `Drop` on the normal return path.
+//!
+//! A second Ctrl-C (a SIGINT at least [`ESCALATE_AFTER`] after the first stop signal) exits at
+//! once (status 128 + signal), for a user who really wants out. A repeated SIGTERM or SIGHUP
+//! never does: programs send those, and some send them twice — GNU `timeout` signals the
+//! child and then its whole process group, a terminal hangup reaches a job from the kernel and
+//! again from the shell — and that second copy must not cut the unwind short. `SIGPIPE` is
+//! ignored so a peer that goes away surfaces as `EPIPE` instead of killing the process.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::time::Duration;
 
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 
 /// The first stop signal received (0 = none). Read with [`stop_requested`].
 pub static STOP: AtomicI32 = AtomicI32::new(0);
 
+/// `CLOCK_MONOTONIC` time of the first stop signal, in nanoseconds.
+static FIRST_AT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// A SIGINT at least this long after the first stop signal exits at once (a second Ctrl-C);
+/// one sooner is taken for a duplicate of the first.
+pub const ESCALATE_AFTER: Duration = Duration::from_millis(100);
+
+/// Whether stop signal `sig`, arriving `since_first` after the first stop signal, ends the
+/// process at once instead of leaving the unwind to finish: only a SIGINT, and only
+/// [`ESCALATE_AFTER`] or later.
+pub fn exits_at_once(sig: i32, since_first: Duration) -> bool {
+    sig == libc::SIGINT && since_first >= ESCALATE_AFTER
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (async-signal-safe).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime is async-signal-safe and writes only to `ts`, a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
 extern "C" fn on_stop_signal(sig: libc::c_int) {
-    if STOP.swap(sig, Ordering::SeqCst) != 0 {
+    let now = monotonic_ns();
+    if STOP
+        .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
+        .is_ok()
+    {
+        FIRST_AT_NS.store(now, Ordering::SeqCst);
+        return;
+    }
+    let since_first = Duration::from_nanos(now.saturating_sub(FIRST_AT_NS.load(Ordering::SeqCst)));
+    if exits_at_once(sig, since_first) {
         // SAFETY: _exit is async-signal-safe and takes no pointers.
         unsafe { libc::_exit(128 + sig) };
     }
 }
 
-/// Installs the SIGINT/SIGTERM handlers (without `SA_RESTART`, so blocking calls return
-/// `EINTR`) and ignores `SIGPIPE`.
+/// Installs the SIGINT/SIGTERM/SIGHUP handlers (without `SA_RESTART`, so blocking calls
+/// return `EINTR`) and ignores `SIGPIPE`. SIGHUP keeps an inherited `SIG_IGN` (`nohup`).
+///
+/// Errors: [`crate::Error::Sys`] naming the signal when `sigaction` fails.
 pub fn install() -> crate::Result<()> {
     let stop = SigAction::new(
         SigHandler::Handler(on_stop_signal),
@@ -32,12 +79,18 @@ pub fn install() -> crate::Result<()> {
     for (sig, act) in [
         (Signal::SIGINT, &stop),
         (Signal::SIGTERM, &stop),
+        (Signal::SIGHUP, &stop),
         (Signal::SIGPIPE, &ignore),
     ] {
         // SAFETY: the handler only performs an atomic swap and, on a second signal, _exit;
         // both are async-signal-safe.
-        unsafe { sigaction(sig, act) }
+        let old = unsafe { sigaction(sig, act) }
             .map_err(|e| crate::Error::sys(format!("sigaction({sig})"), e as i32))?;
+        if sig == Signal::SIGHUP && matches!(old.handler(), SigHandler::SigIgn) {
+            // SAFETY: puts back SIG_IGN, which runs no code.
+            unsafe { sigaction(sig, &ignore) }
+                .map_err(|e| crate::Error::sys(format!("sigaction({sig})"), e as i32))?;
+        }
     }
     Ok(())
 }
@@ -61,5 +114,25 @@ pub fn check_flag(flag: &AtomicI32) -> crate::Result<()> {
     match flag.load(Ordering::SeqCst) {
         0 => Ok(()),
         sig => Err(crate::Error::Interrupted(sig)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a later SIGINT cuts the unwind short; repeated SIGTERM and SIGHUP (GNU `timeout`
+    /// sends SIGTERM to the child and to its process group) and a SIGINT right on the heels of
+    /// the first signal do not.
+    #[test]
+    fn only_a_later_sigint_exits_at_once() {
+        let later = ESCALATE_AFTER + Duration::from_millis(1);
+        assert!(exits_at_once(libc::SIGINT, later));
+        assert!(exits_at_once(libc::SIGINT, Duration::from_secs(60)));
+        assert!(!exits_at_once(libc::SIGINT, Duration::from_micros(20)));
+        for sig in [libc::SIGTERM, libc::SIGHUP] {
+            assert!(!exits_at_once(sig, Duration::ZERO));
+            assert!(!exits_at_once(sig, Duration::from_secs(60)));
+        }
     }
 }
