@@ -888,6 +888,18 @@ fn pattern_sender(cfg: &Config) -> Result<()> {
     write_summary(path, &json, result)
 }
 
+/// A peer address as the user wrote its family: an IPv4 peer of the AF_INET6 listener
+/// (v4-mapped, `[::ffff:a.b.c.d]:p`) as `[a.b.c.d]:p`, like the listening line.
+fn peer_text(peer: std::net::SocketAddr) -> String {
+    match peer {
+        std::net::SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => format!("[{v4}]:{}", v6.port()),
+            None => format!("[{}]:{}", v6.ip(), v6.port()),
+        },
+        std::net::SocketAddr::V4(v4) => format!("[{}]:{}", v4.ip(), v4.port()),
+    }
+}
+
 /// Binds `-s`:`-p` (with the receive buffer of `plan`, when it sets one), prints where it
 /// listens, and accepts one connection within `--timeout`. Returns the connection and, when
 /// there is a plan, the receive buffer it got.
@@ -904,7 +916,10 @@ fn listen_and_accept(
     }
     log(cfg, &format!("listening on [{}]:{port}", server.ip));
     let (fd, peer) = socket::accept_timeout(listener.as_fd(), cfg.timeout, &STOP)?;
-    log(cfg, &format!("accepted connection from {peer}"));
+    log(
+        cfg,
+        &format!("accepted connection from {}", peer_text(peer)),
+    );
     let sock = TcpRxSocket::new(fd);
     let report = match plan {
         Some(p) => Some(RcvbufReport {
@@ -1131,6 +1146,14 @@ fn log(cfg: &Config, line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peers_are_named_in_their_own_family() {
+        let v4: std::net::SocketAddr = "[::ffff:198.51.100.2]:42736".parse().unwrap();
+        assert_eq!(peer_text(v4), "[198.51.100.2]:42736");
+        let v6: std::net::SocketAddr = "[2001:db8::2]:5201".parse().unwrap();
+        assert_eq!(peer_text(v6), "[2001:db8::2]:5201");
+    }
     use crate::cli::Command;
     use crate::netlink::ctrl::{bind_rx_policy_attrs, NETDEV_A_DMABUF_RX_PAGE_SIZE};
 

@@ -90,6 +90,7 @@ const EXPECT_PATH: &str = "a file path";
 #[rustfmt::skip]
 const SPECS: &[Spec] = &[
     Spec { short: "h",  long: "help",            hint: "",       expect: "" },
+    Spec { short: "",   long: "version",         hint: "",       expect: "" },
     Spec { short: "l",  long: "",                hint: "",       expect: "" },
     Spec { short: "s",  long: "",                hint: "ADDR",   expect: EXPECT_ADDR },
     Spec { short: "c",  long: "",                hint: "ADDR",   expect: EXPECT_ADDR },
@@ -248,6 +249,8 @@ pub struct Args {
     /// `-h`, `--help`. When set, [`Args::parse`] stops there and leaves every other value
     /// field unparsed (`None`).
     pub help: bool,
+    /// `--version`: like `--help`, stops parsing there.
+    pub version: bool,
     /// `-l`: listen (RX server).
     pub listen: bool,
     /// `-s ADDR` as typed (syntax checked in [`Config::resolve`]).
@@ -456,6 +459,7 @@ impl Args {
 
         let mut a = Args {
             help: flag("h"),
+            version: flag("version"),
             listen: flag("l"),
             skip_nic_config: flag("n"),
             fail_on_linear: flag("L"),
@@ -470,7 +474,7 @@ impl Args {
         };
         // Help wins over every value check (not over an unknown option, which getopts has
         // already refused).
-        if a.help {
+        if a.help || a.version {
             return Ok(a);
         }
         a.server = last("s");
@@ -815,7 +819,7 @@ pub struct Config {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// Print this text to stdout and exit 0.
+    /// Print this text to stdout and exit 0 (`--help`: the usage; `--version`: the version).
     Help(String),
     /// Run with this configuration.
     Run(Config),
@@ -1143,6 +1147,12 @@ pub fn parse(argv: &[String], page_size: usize) -> Result<Command> {
     if args.help {
         return Ok(Command::Help(usage()));
     }
+    if args.version {
+        return Ok(Command::Help(format!(
+            "{PROGRAM} {}\n",
+            env!("CARGO_PKG_VERSION")
+        )));
+    }
     Ok(Command::Run(Config::resolve(args)?))
 }
 
@@ -1157,8 +1167,9 @@ Usage:
   {p} -f IF -s ADDR -p PORT --send-pattern BYTES -v N ...   devmem TX client (sends a pattern)
   {p} -l --zcrx -f IF -s ADDR -p PORT [-v N] [-t N -q 1] ... io_uring zcrx RX server
   {p} -l --plain -s ADDR -p PORT [-v N] ...                 plain-TCP RX server
+  {p} --report -f IF [--json FILE]                          capability report (read-only)
   {p} --send-pattern BYTES -s ADDR -p PORT -v N ...         plain-TCP pattern sender
-  {p} -h | --help
+  {p} -h | --help | --version
 
 A port of the kernel selftest ncdevmem (devmem TCP). The short options are C ncdevmem's, with
 the same meanings; ncdevmem-rs's own features have long options.

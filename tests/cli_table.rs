@@ -782,6 +782,16 @@ fn help_is_an_outcome() {
             other => panic!("`{line}`: expected Help, got {other:?}"),
         }
     }
+    for line in ["--version", "-l --version -p 0"] {
+        match parse(&argv(line), PAGE) {
+            Ok(Command::Help(text)) => assert_eq!(
+                text,
+                format!("ncdevmem-rs {}\n", env!("CARGO_PKG_VERSION")),
+                "`{line}`"
+            ),
+            other => panic!("`{line}`: expected the version, got {other:?}"),
+        }
+    }
 }
 
 /// The low layer keeps what was typed (`-v 0`, `--timeout 0`); the high layer turns those into

@@ -653,9 +653,16 @@ static int dnic_rx_payload(struct dnic_rxq *rq, struct sk_buff *skb,
 			skb_frag_t *f = &skb_shinfo(skb)->frags[first + i];
 			unsigned int o = skb_frag_off(f);
 
-			if (o + shift + sz[i] <= rq->buf_size)
+			if (o + shift + sz[i] <= rq->buf_size) {
 				skb_frag_off_add(f, shift);
-			else if (o >= shift)
+				/* The window now ends N bytes past the payload:
+				 * keep the next frame out of them, so the reader
+				 * sees the bytes counted below.
+				 */
+				if (skb_frag_netmem(f) == rq->buf &&
+				    rq->buf_off < o + sz[i] + shift)
+					rq->buf_off = o + sz[i] + shift;
+			} else if (o >= shift)
 				skb_frag_off_add(f, -(int)shift);
 			else
 				continue;
