@@ -1743,13 +1743,17 @@ pub fn fault_matrix(ctx: &Ctx, runs: u32) -> CaseResult {
             match fault_run(&nic, port + 1, kind, after, arg, &["--seed", &seed])? {
                 FaultSeen::Caught { diagnosis, .. } => {
                     keyed += 1;
+                    // "(+28: reordered: …", "(corrupt: the bytes around …", "(not bytes
+                    // of this stream: …".
                     let name = ["stale", "duplicate", "reordered", "shifted"]
                         .into_iter()
-                        .find(|k| diagnosis.contains(&format!("({k}:")))
-                        .unwrap_or(if diagnosis.contains("(corrupt") {
+                        .find(|k| diagnosis.contains(&format!(": {k}:")))
+                        .unwrap_or(if diagnosis.contains("(corrupt:") {
                             "corrupt"
-                        } else {
+                        } else if diagnosis.contains("(not bytes of this stream") {
                             "not this stream"
+                        } else {
+                            "none"
                         });
                     *kinds.entry(name.to_string()).or_default() += 1;
                 }
