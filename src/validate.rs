@@ -1073,6 +1073,40 @@ mod tests {
         assert!(v.diagnoses().is_empty());
     }
 
+    /// Flips the bytes `flips` names in `data` (a fill of `p` at stream offset `offset`) and
+    /// checks that `p.compare` reports exactly the bytes that differ from `naive`.
+    fn flip_and_compare(
+        p: &Pattern,
+        offset: u64,
+        mut data: Vec<u8>,
+        flips: &[(prop::sample::Index, u8)],
+        naive: impl Fn(u64) -> u8,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        if !data.is_empty() {
+            for (idx, x) in flips {
+                let i = idx.index(data.len());
+                data[i] ^= x;
+            }
+        }
+        let want: Vec<Mismatch> = data
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &a)| {
+                let e = naive(offset + i as u64);
+                (a != e).then_some(Mismatch {
+                    offset: offset + i as u64,
+                    expected: e,
+                    actual: a,
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        let n = p.compare(offset, &data, |m| got.push(m));
+        prop_assert_eq!(n as usize, want.len());
+        prop_assert_eq!(got, want);
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn validator_agrees_with_naive_reference(
@@ -1087,24 +1121,7 @@ mod tests {
             for (i, b) in data.iter().enumerate() {
                 prop_assert_eq!(*b, naive(offset + i as u64, period));
             }
-            if len > 0 {
-                for (idx, x) in &flips {
-                    let i = idx.index(len);
-                    data[i] ^= x;
-                }
-            }
-            let want: Vec<Mismatch> = data
-                .iter()
-                .enumerate()
-                .filter_map(|(i, &a)| {
-                    let e = naive(offset + i as u64, period);
-                    (a != e).then_some(Mismatch { offset: offset + i as u64, expected: e, actual: a })
-                })
-                .collect();
-            let mut got = Vec::new();
-            let n = p.compare(offset, &data, |m| got.push(m));
-            prop_assert_eq!(n as usize, want.len());
-            prop_assert_eq!(got, want);
+            flip_and_compare(&p, offset, data, &flips, |o| naive(o, period))?;
         }
 
         #[test]
@@ -1121,24 +1138,7 @@ mod tests {
                 prop_assert_eq!(*b, naive_keyed(seed, offset + i as u64));
                 prop_assert_eq!(p.expected(offset + i as u64), *b);
             }
-            if len > 0 {
-                for (idx, x) in &flips {
-                    let i = idx.index(len);
-                    data[i] ^= x;
-                }
-            }
-            let want: Vec<Mismatch> = data
-                .iter()
-                .enumerate()
-                .filter_map(|(i, &a)| {
-                    let e = naive_keyed(seed, offset + i as u64);
-                    (a != e).then_some(Mismatch { offset: offset + i as u64, expected: e, actual: a })
-                })
-                .collect();
-            let mut got = Vec::new();
-            let n = p.compare(offset, &data, |m| got.push(m));
-            prop_assert_eq!(n as usize, want.len());
-            prop_assert_eq!(got, want);
+            flip_and_compare(&p, offset, data, &flips, |o| naive_keyed(seed, o))?;
         }
     }
 

@@ -442,25 +442,7 @@ fn recvmsg_record(ctx: &Ctx) -> CaseResult {
     const STREAM_BYTES: usize = 16 << 10;
     const CALLS: [(usize, usize); 3] = [(5000, 80_000), (819_200, 4 * 40), (819_200, 80_000)];
     let nic = Dnic::new(ctx, 11, true)?;
-    let mut setup = EthtoolUndo::new(
-        ctx,
-        &nic.dut,
-        &[
-            &["-G", "tcp-data-split", "on"],
-            &["-K", "ntuple", "on"],
-            &["-X", "equal", "3"],
-        ],
-        &[
-            &["-X", "default"],
-            &["-K", "ntuple", "off"],
-            &["-G", "tcp-data-split", "auto"],
-        ],
-    )?;
-    setup.add_rule(
-        ctx,
-        &nic.dut,
-        &["flow-type", "tcp4", "dst-port", "5410", "action", "3"],
-    )?;
+    let _setup = EthtoolUndo::split_and_steer_to_queue3(ctx, &nic.dut, PORT)?;
     let fault = format!("{DEBUGFS}/{}/fault_linear_bytes", nic.dut);
     std::fs::write(&fault, "100").map_err(|e| format!("write {fault}: {e}"))?;
 
@@ -1446,32 +1428,7 @@ struct HeldBinding<'c> {
 
 impl<'c> HeldBinding<'c> {
     fn new(ctx: &'c Ctx, nic: &Dnic, port: u16) -> Result<Self, String> {
-        let mut setup = EthtoolUndo::new(
-            ctx,
-            &nic.dut,
-            &[
-                &["-G", "tcp-data-split", "on"],
-                &["-K", "ntuple", "on"],
-                &["-X", "equal", "3"],
-            ],
-            &[
-                &["-X", "default"],
-                &["-K", "ntuple", "off"],
-                &["-G", "tcp-data-split", "auto"],
-            ],
-        )?;
-        setup.add_rule(
-            ctx,
-            &nic.dut,
-            &[
-                "flow-type",
-                "tcp4",
-                "dst-port",
-                &port.to_string(),
-                "action",
-                "3",
-            ],
-        )?;
+        let setup = EthtoolUndo::split_and_steer_to_queue3(ctx, &nic.dut, port)?;
         let mem =
             Udmabuf::create(&UdmabufParams::new(Some(16384), None).map_err(err)?).map_err(err)?;
         let binding = Netdev::open()
@@ -2329,7 +2286,34 @@ impl<'c> EthtoolUndo<'c> {
     }
 }
 
-impl EthtoolUndo<'_> {
+impl<'c> EthtoolUndo<'c> {
+    /// Header split on, ntuple on, RSS over queues 0–2 and a rule steering TCP/IPv4 to
+    /// destination port `port` to queue 3 (the queue the cases bind): the setup a devmem
+    /// receive on `dev` needs, undone (rule first) on drop.
+    fn split_and_steer_to_queue3(ctx: &'c Ctx, dev: &str, port: u16) -> Result<Self, String> {
+        let mut setup = EthtoolUndo::new(
+            ctx,
+            dev,
+            &[
+                &["-G", "tcp-data-split", "on"],
+                &["-K", "ntuple", "on"],
+                &["-X", "equal", "3"],
+            ],
+            &[
+                &["-X", "default"],
+                &["-K", "ntuple", "off"],
+                &["-G", "tcp-data-split", "auto"],
+            ],
+        )?;
+        let port = port.to_string();
+        setup.add_rule(
+            ctx,
+            dev,
+            &["flow-type", "tcp4", "dst-port", &port, "action", "3"],
+        )?;
+        Ok(setup)
+    }
+
     /// `ethtool -N DEV SPEC…`; the rule (at the id ethtool prints) is deleted first on drop.
     fn add_rule(&mut self, ctx: &Ctx, dev: &str, spec: &[&str]) -> Result<(), String> {
         let added = ethtool(ctx, &[&["-N", dev][..], spec].concat())?;

@@ -139,19 +139,7 @@ pub fn wait_queues_free(
     queues: &[u32],
     timeout: Duration,
 ) -> Result<Vec<(u32, Vec<QueueOwner>)>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let owned: Vec<_> = owned_rx(&nic.queues()?)
-            .into_iter()
-            .filter(|(q, _)| queues.contains(q))
-            .collect();
-        if owned.is_empty() || Instant::now() >= deadline {
-            return Ok(owned);
-        }
-        std::thread::sleep(
-            QUEUE_POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())),
-        );
-    }
+    poll_until_free(queues, timeout, || nic.queues())
 }
 
 /// [`wait_queues_free`] for the setup side: also ends with `Error::Interrupted` as soon as a
@@ -161,10 +149,22 @@ fn wait_queues_free_unless_stopped(
     queues: &[u32],
     timeout: Duration,
 ) -> Result<Vec<(u32, Vec<QueueOwner>)>> {
+    poll_until_free(queues, timeout, || {
+        nic.interrupted()?;
+        nic.with(|n| n.queues())
+    })
+}
+
+/// Calls `read_queues` every [`QUEUE_POLL_INTERVAL`] until none of `queues` has an owner or
+/// `timeout` passes; returns the owned ones still left. An error from `read_queues` ends it.
+fn poll_until_free(
+    queues: &[u32],
+    timeout: Duration,
+    mut read_queues: impl FnMut() -> Result<Vec<QueueInfo>>,
+) -> Result<Vec<(u32, Vec<QueueOwner>)>> {
     let deadline = Instant::now() + timeout;
     loop {
-        nic.interrupted()?;
-        let owned: Vec<_> = owned_rx(&nic.with(|n| n.queues())?)
+        let owned: Vec<_> = owned_rx(&read_queues()?)
             .into_iter()
             .filter(|(q, _)| queues.contains(q))
             .collect();
