@@ -317,7 +317,10 @@ fn bound_server(
     if let Some(on) = cfg.autorelease {
         socket::set_devmem_autorelease(sock.fd(), on)?;
     }
-    let rx_cfg = rx_config(cfg, RxConfig::devmem(id, niov_size));
+    let rx_cfg = rx_config(
+        cfg,
+        RxConfig::devmem(id, niov_size).holding_tokens_of(buffers),
+    );
     let stall = StallContext {
         dmabuf_id: Some(id),
         io_uring_ifindex: None,

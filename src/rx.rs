@@ -52,8 +52,10 @@ pub struct RecvOutcome {
 /// [`crate::sys::socket::TcpRxSocket`]; tests use a scripted double that produces exactly the
 /// bytes the kernel produces ([`testing::ScriptedSocket`]).
 pub trait RxSocket {
-    /// One `recvmsg(2)` into `data` (a single iov) and `control`, with `MSG_SOCK_DEVMEM` when
-    /// `devmem` is true. `Err` carries the positive errno of a `-1` return.
+    /// One non-blocking `recvmsg(2)` (`MSG_DONTWAIT`) into `data` (a single iov) and `control`,
+    /// with `MSG_SOCK_DEVMEM` when `devmem` is true. `Err` carries the positive errno of a `-1`
+    /// return; `EAGAIN` when nothing is queued (the loop then waits with
+    /// [`RxSocket::wait_readable`]).
     fn recvmsg(
         &mut self,
         data: &mut [u8],
@@ -518,17 +520,55 @@ impl RxConfig {
         }
     }
 
-    /// Devmem receive into binding `dmabuf_id` with niovs of `niov_size` bytes, other fields
-    /// at their defaults (80000-byte control buffer: 2000 frags per `recvmsg`).
+    /// Devmem receive into binding `dmabuf_id` with niovs of `niov_size` bytes: an 80000-byte
+    /// control buffer (2000 frags per `recvmsg`), an iov of [`devmem_iov_len`] bytes, other
+    /// fields at their defaults (tokens released after every batch until
+    /// [`RxConfig::holding_tokens_of`] says how many the binding can spare).
     pub fn devmem(dmabuf_id: u32, niov_size: u32) -> RxConfig {
         RxConfig {
             devmem: Some(DevmemParams {
                 dmabuf_id,
                 niov_size,
             }),
+            data_buf_len: devmem_iov_len(niov_size, DEFAULT_CONTROL_BUF_LEN),
             ..RxConfig::plain()
         }
     }
+
+    /// Lets the loop hold up to [`token_high_water`]`(buffers)` tokens across `recvmsg`
+    /// batches for a binding of `buffers` niovs (fewer `SO_DEVMEM_DONTNEED` calls).
+    pub fn holding_tokens_of(self, buffers: u64) -> RxConfig {
+        RxConfig {
+            token_high_water: token_high_water(buffers),
+            ..self
+        }
+    }
+}
+
+/// Largest iov a devmem receive uses (bytes): 16 MiB.
+pub const MAX_DEVMEM_IOV_LEN: usize = 16 << 20;
+
+/// iov bytes for a devmem receive with niovs of `niov_size` bytes and a `control_buf_len`-byte
+/// control buffer: enough for one `recvmsg` to fill the control buffer with whole-niov frags,
+/// at least [`DEFAULT_DATA_BUF_LEN`], at most [`MAX_DEVMEM_IOV_LEN`].
+///
+/// Dmabuf frags count against the iov length (`tcp_recvmsg_dmabuf` stops at it) but are never
+/// written to it, so only linear bytes touch its pages: the allocation is zeroed memory the
+/// kernel maps lazily, and a run with header split touches a few pages of it.
+pub fn devmem_iov_len(niov_size: u32, control_buf_len: usize) -> usize {
+    let frags = control_buf_len / DEVMEM_CMSG_SPACE;
+    frags
+        .saturating_mul(niov_size as usize)
+        .clamp(DEFAULT_DATA_BUF_LEN, MAX_DEVMEM_IOV_LEN)
+}
+
+/// Tokens the receive loop may hold across `recvmsg` batches before releasing them, for a
+/// binding of `buffers` niovs: an eighth of the binding (the receive buffer is sized to half of
+/// it, [`crate::rcvbuf`], so the NIC keeps at least three eighths to fill), at least 1, at most
+/// [`MAX_DONTNEED_FRAGS`] (1024, what one `SO_DEVMEM_DONTNEED` frees). Held tokens also go back
+/// whenever `recvmsg` finds nothing queued.
+pub fn token_high_water(buffers: u64) -> u64 {
+    (buffers / 8).clamp(1, MAX_DONTNEED_FRAGS as u64)
 }
 
 /// Receives one connection until the peer closes, with `stop` checked between `recvmsg`
@@ -647,6 +687,8 @@ struct Receiver<'a, S: RxSocket, M: FragMemory, W: Write> {
     /// Stream offset (bytes) of the next byte.
     offset: u64,
     first_byte: Option<Instant>,
+    /// CPU time used by the process when the first byte arrived.
+    cpu_at_first_byte: Option<crate::stats::CpuTime>,
     last_progress: Instant,
     last_progress_bytes: u64,
 }
@@ -703,6 +745,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
             crc: crc32fast::Hasher::new(),
             offset: 0,
             first_byte: None,
+            cpu_at_first_byte: None,
             last_progress: Instant::now(),
             last_progress_bytes: 0,
         })
@@ -727,31 +770,34 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         // spin: pause between the tries.
         let mut backoff = Backoff::new(tick.min(crate::backoff::DEFAULT_MAX_PAUSE));
         self.last_progress = last_data;
+        // recvmsg first, poll only when it would block: a busy socket costs one syscall per
+        // batch. After a poll that said readable, another EAGAIN is spurious and pauses.
+        let mut polled_readable = false;
         loop {
             check_stop_and_idle(stop, self.cfg.idle_timeout, last_data, self.stats.bytes)?;
             self.maybe_progress();
-            match self.sock.wait_readable(tick) {
-                Ok(true) => {}
-                Ok(false) => {
-                    // Idle: do not keep niovs pinned while waiting for more data.
-                    if self.batcher.pending_tokens() > 0 {
-                        self.batcher.flush(&mut *self.sock)?;
-                    }
-                    continue;
-                }
-                Err(libc::EINTR) => {
-                    self.stats.eintr_retries += 1;
-                    backoff.pause();
-                    continue;
-                }
-                Err(e) => return Err(Error::sys("poll(POLLIN) on the data socket", e)),
-            }
             self.stats.recvmsg_calls += 1;
             let o = match self.sock.recvmsg(&mut data, &mut control, devmem) {
                 Ok(o) => o,
                 Err(e) if e == libc::EAGAIN || e == libc::EWOULDBLOCK => {
-                    self.stats.eagain_retries += 1;
-                    backoff.pause();
+                    if polled_readable {
+                        self.stats.eagain_retries += 1;
+                        backoff.pause();
+                    }
+                    // Nothing queued: do not keep niovs pinned while waiting for more data.
+                    if self.batcher.pending_tokens() > 0 {
+                        self.batcher.flush(&mut *self.sock)?;
+                    }
+                    self.stats.poll_calls += 1;
+                    polled_readable = match self.sock.wait_readable(tick) {
+                        Ok(readable) => readable,
+                        Err(libc::EINTR) => {
+                            self.stats.eintr_retries += 1;
+                            backoff.pause();
+                            false
+                        }
+                        Err(e) => return Err(Error::sys("poll(POLLIN) on the data socket", e)),
+                    };
                     continue;
                 }
                 Err(libc::EINTR) => {
@@ -761,12 +807,16 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 }
                 Err(e) => return Err(Error::sys(self.recv_call(), e)),
             };
+            polled_readable = false;
             backoff.reset();
             if o.bytes == 0 && o.control_len == 0 {
                 return Ok(());
             }
             last_data = Instant::now();
-            self.first_byte.get_or_insert(last_data);
+            if self.first_byte.is_none() {
+                self.first_byte = Some(last_data);
+                self.cpu_at_first_byte = crate::sys::cpu_time();
+            }
             self.batch(&data, &control, o)?;
             if self.batcher.pending_tokens() >= self.cfg.token_high_water.max(1) {
                 self.batcher.flush(&mut *self.sock)?;
@@ -804,6 +854,10 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         }
         self.stats.crc32 = self.crc.clone().finalize();
         self.stats.elapsed = self.first_byte.map(|t| t.elapsed()).unwrap_or_default();
+        self.stats.cpu = match (self.cpu_at_first_byte, crate::sys::cpu_time()) {
+            (Some(then), Some(now)) => Some(now.since(then)),
+            _ => None,
+        };
     }
 
     fn maybe_progress(&mut self) {
@@ -1312,6 +1366,26 @@ mod tests {
     #[test]
     fn empty_control_has_no_cmsgs() {
         assert_eq!(cmsgs(&[]).count(), 0);
+    }
+
+    #[test]
+    fn devmem_iov_covers_the_control_buffer_within_bounds() {
+        // 2000 frags of 4 KiB: 8,192,000 bytes; of 16 KiB and 64 KiB: capped at 16 MiB.
+        assert_eq!(devmem_iov_len(4096, DEFAULT_CONTROL_BUF_LEN), 8_192_000);
+        assert_eq!(devmem_iov_len(16384, DEFAULT_CONTROL_BUF_LEN), 16 << 20);
+        assert_eq!(devmem_iov_len(65536, DEFAULT_CONTROL_BUF_LEN), 16 << 20);
+        // A small control buffer never makes the iov smaller than the default.
+        assert_eq!(devmem_iov_len(4096, 400), DEFAULT_DATA_BUF_LEN);
+        assert_eq!(devmem_iov_len(u32::MAX, usize::MAX), MAX_DEVMEM_IOV_LEN);
+    }
+
+    #[test]
+    fn token_high_water_is_an_eighth_of_the_binding_within_one_call() {
+        assert_eq!(token_high_water(0), 1);
+        assert_eq!(token_high_water(64), 8);
+        assert_eq!(token_high_water(1024), 128);
+        assert_eq!(token_high_water(16384), 1024);
+        assert_eq!(token_high_water(u64::MAX), 1024);
     }
 
     #[test]

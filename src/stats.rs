@@ -64,8 +64,12 @@ pub struct RxStats {
     pub dontneed_calls: u64,
     /// `recvmsg` calls made (including the final one returning 0 and failed ones).
     pub recvmsg_calls: u64,
-    /// `recvmsg` calls that failed with `EAGAIN` and were retried.
+    /// `recvmsg` calls that answered `EAGAIN` right after `poll` had said the socket was
+    /// readable (a spurious wakeup; the loop pauses before the next try).
     pub eagain_retries: u64,
+    /// `poll(POLLIN)` calls: one each time `recvmsg` found nothing queued (a busy socket is
+    /// read without polling).
+    pub poll_calls: u64,
     /// `recvmsg` (or poll) calls that failed with `EINTR` and were retried.
     pub eintr_retries: u64,
     /// Bytes checked against the test stream (0 without validation).
@@ -79,11 +83,33 @@ pub struct RxStats {
     pub crc32: u32,
     /// Time from the first byte received to the end of the run (zero if nothing arrived).
     pub elapsed: Duration,
+    /// CPU time the process used over [`RxStats::elapsed`] (`getrusage(RUSAGE_SELF)`, all
+    /// threads); `None` when nothing arrived or it could not be read.
+    pub cpu: Option<CpuTime>,
     /// io_uring zcrx counters ([`RxMode::Zcrx`] only; zero otherwise).
     pub zcrx: ZcrxCounters,
     /// The connection's receive buffer, when the server sized it or was told to
     /// ([`crate::rcvbuf`]).
     pub rcvbuf: Option<RcvbufReport>,
+}
+
+/// User and system CPU time (`struct rusage` `ru_utime`/`ru_stime`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    /// User time.
+    pub user: Duration,
+    /// System (kernel) time.
+    pub sys: Duration,
+}
+
+impl CpuTime {
+    /// `self - earlier`, saturating at zero.
+    pub fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(earlier.user),
+            sys: self.sys.saturating_sub(earlier.sys),
+        }
+    }
 }
 
 /// The receive buffer a server asked for and got.
@@ -140,7 +166,8 @@ impl RxStats {
     /// One human line for stderr, e.g.
     /// `rx summary (devmem): 1048576 bytes in 0.010 s = 0.839 Gbit/s; frags: 256 dmabuf
     /// (1048576 B), 0 linear (0 B); tokens released: 256 in 2 DONTNEED calls; recvmsg calls: 3
-    /// (0 EAGAIN, 0 EINTR retries)`, followed by validation or plain-TCP notes when relevant.
+    /// (0 spurious EAGAIN, 0 EINTR retries), poll calls: 1 (per GiB: …)`, the CPU time over the
+    /// receive, the CRC-32, and validation or plain-TCP notes when relevant.
     pub fn summary_line(&self) -> String {
         let mut s = format!(
             "rx summary ({}): {} bytes in {:.3} s = {:.3} Gbit/s",
@@ -181,8 +208,25 @@ impl RxStats {
         }
         if self.mode != RxMode::Zcrx {
             s.push_str(&format!(
-                "; recvmsg calls: {} ({} EAGAIN, {} EINTR retries)",
-                self.recvmsg_calls, self.eagain_retries, self.eintr_retries
+                "; recvmsg calls: {} ({} spurious EAGAIN, {} EINTR retries), poll calls: {}",
+                self.recvmsg_calls, self.eagain_retries, self.eintr_retries, self.poll_calls
+            ));
+            if self.bytes > 0 {
+                let per_gib = |n: u64| n as f64 * GIB / self.bytes as f64;
+                s.push_str(&format!(
+                    " (per GiB: {:.1} recvmsg, {:.1} poll, {:.1} DONTNEED)",
+                    per_gib(self.recvmsg_calls),
+                    per_gib(self.poll_calls),
+                    per_gib(self.dontneed_calls)
+                ));
+            }
+        }
+        if let Some(c) = self.cpu {
+            s.push_str(&format!(
+                "; CPU user {:.3} s, sys {:.3} s ({:.0}% of one CPU over the receive)",
+                c.user.as_secs_f64(),
+                c.sys.as_secs_f64(),
+                self.cpu_utilisation().unwrap_or(0.0) * 100.0
             ));
         }
         if let Some(r) = &self.rcvbuf {
@@ -206,6 +250,14 @@ impl RxStats {
             ));
         }
         s
+    }
+
+    /// User + system CPU time over the receive divided by its wall time (1.0 = one CPU busy
+    /// throughout); `None` without CPU figures or elapsed time.
+    pub fn cpu_utilisation(&self) -> Option<f64> {
+        let c = self.cpu?;
+        let wall = self.elapsed.as_secs_f64();
+        (wall > 0.0).then(|| (c.user + c.sys).as_secs_f64() / wall)
     }
 
     /// The progress line printed at an interval on long runs: totals so far plus the rate
@@ -236,7 +288,9 @@ impl RxStats {
     /// (`"devmem"` | `"plain TCP"` | `"io_uring zcrx"`), `bytes`, `dmabuf_frags`, `dmabuf_bytes`,
     /// `max_dmabuf_frag` (bytes), `linear_frags`,
     /// `linear_bytes`, `plain_bytes`, `tokens_released`, `dontneed_calls`, `recvmsg_calls`,
-    /// `eagain_retries`, `eintr_retries`, `validated_bytes`, `mismatches`, `stream` (`"period
+    /// `eagain_retries`, `eintr_retries`, `poll_calls`, `cpu_user_s`, `cpu_sys_s` (seconds over
+    /// the receive, null when unknown), `cpu_utilisation` (fraction of one CPU, null when
+    /// unknown), `validated_bytes`, `mismatches`, `stream` (`"period
     /// 7"`, `"seed 42"` or null), `crc32` (number), `elapsed_s` (seconds, float), `gbit_per_s`
     /// (float). In [`RxMode::Zcrx`] also `zcrx_chunks`,
     /// `zcrx_buffers_returned`, `zcrx_refill_publishes`, `zcrx_arms`, `zcrx_retried_errors`,
@@ -258,6 +312,10 @@ impl RxStats {
             "recvmsg_calls": self.recvmsg_calls,
             "eagain_retries": self.eagain_retries,
             "eintr_retries": self.eintr_retries,
+            "poll_calls": self.poll_calls,
+            "cpu_user_s": self.cpu.map(|c| c.user.as_secs_f64()),
+            "cpu_sys_s": self.cpu.map(|c| c.sys.as_secs_f64()),
+            "cpu_utilisation": self.cpu_utilisation(),
             "validated_bytes": self.validated_bytes,
             "mismatches": self.mismatches,
             "stream": self.stream.map(|t| t.to_string()),
@@ -316,6 +374,9 @@ pub fn gbit_per_s(bytes: u64, elapsed: Duration) -> f64 {
 
 /// Longest file name the kernel accepts, in bytes (`NAME_MAX`).
 const NAME_MAX: usize = 255;
+
+/// Bytes in a GiB, for the per-GiB call rates.
+const GIB: f64 = (1u64 << 30) as f64;
 
 /// Checks, before a run starts, that `--json PATH` can be written: a file name (not ending in
 /// `/`, `.` or `..`, at most `NAME_MAX` bytes) whose parent is an existing directory, either
@@ -463,11 +524,16 @@ mod tests {
             recvmsg_calls: 5,
             eagain_retries: 1,
             eintr_retries: 2,
+            poll_calls: 4,
             validated_bytes: 1_250_000_000,
             mismatches: 0,
             stream: Some(StreamSpec::Periodic(7)),
             crc32: 0xCBF4_3926,
             elapsed: Duration::from_secs(1),
+            cpu: Some(CpuTime {
+                user: Duration::from_millis(250),
+                sys: Duration::from_millis(500),
+            }),
             zcrx: ZcrxCounters::default(),
             rcvbuf: None,
         }
@@ -562,11 +628,18 @@ mod tests {
             sample().summary_line(),
             "rx summary (devmem): 1250000000 bytes in 1.000 s = 10.000 Gbit/s; \
              frags: 300 dmabuf (1249999000 B, largest 4096 B), 2 linear (1000 B); tokens released: 300 in 3 DONTNEED calls; \
-             recvmsg calls: 5 (1 EAGAIN, 2 EINTR retries); crc32 0xcbf43926; \
+             recvmsg calls: 5 (1 spurious EAGAIN, 2 EINTR retries), poll calls: 4 \
+             (per GiB: 4.3 recvmsg, 3.4 poll, 2.6 DONTNEED); \
+             CPU user 0.250 s, sys 0.500 s (75% of one CPU over the receive); crc32 0xcbf43926; \
              validated 1250000000 bytes (period 7), 0 mismatched"
         );
         let j = sample().to_json();
         assert_eq!(j["crc32"], 0xCBF4_3926u32);
+        assert_eq!(j["poll_calls"], 4);
+        assert_eq!(j["cpu_user_s"], 0.25);
+        assert_eq!(j["cpu_sys_s"], 0.5);
+        assert_eq!(j["cpu_utilisation"], 0.75);
+        assert!(RxStats::default().to_json()["cpu_utilisation"].is_null());
         assert_eq!(j["stream"], "period 7");
         let keyed = RxStats {
             stream: Some(StreamSpec::Keyed(42)),
@@ -631,7 +704,7 @@ mod tests {
         assert_eq!(v["gbit_per_s"], 10.0);
         assert_eq!(v["crc32"], 0xCBF4_3926u32);
         assert_eq!(v["stream"], "period 7");
-        assert_eq!(v.as_object().unwrap().len(), 19);
+        assert_eq!(v.as_object().unwrap().len(), 23);
         // Only the final file is left behind.
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

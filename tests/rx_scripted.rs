@@ -8,7 +8,8 @@ use std::time::Duration;
 use ncdevmem::error::Error;
 use ncdevmem::rx::testing::{PatternStream, Piece, ScriptedSocket, Step, VecMemory, ETOOSMALL};
 use ncdevmem::rx::{
-    receive, receive_logged, NoFragMemory, RecvOutcome, RxConfig, RxSocket, DEVMEM_CMSG_SPACE,
+    receive, receive_logged, NoFragMemory, RecvOutcome, RxConfig, RxSocket, DEFAULT_DATA_BUF_LEN,
+    DEVMEM_CMSG_SPACE,
 };
 use ncdevmem::stats::{RxMode, RxStats};
 use ncdevmem::sys::uapi::dmabuf_token;
@@ -30,6 +31,9 @@ fn run_with(sock: &mut impl RxSocket, mem: &VecMemory, cfg: &RxConfig, stop: &At
     let mut log = Vec::new();
     let (mut stats, result) = receive_logged(sock, Some(mem), cfg, stop, &mut out, &mut log);
     stats.elapsed = Duration::ZERO;
+    // The CPU time is real; a run that received something reports it.
+    assert!(stats.bytes == 0 || stats.cpu.is_some(), "{:?}", stats.cpu);
+    stats.cpu = None;
     Run {
         stats,
         result,
@@ -119,11 +123,11 @@ fn sixteen_kib_frags_fill_the_iov_and_tokens_are_reused() {
     // 100 frags of 16 KiB: 50 fill the 819200-byte iov exactly.
     let pieces = frags(&mut s, &mut mem, 0, 100, 16384, 16384);
     let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
-    let r = run(
-        &mut sock,
-        &mem,
-        &RxConfig::devmem(ID, 16384).with_test_defaults(),
-    );
+    let cfg = RxConfig {
+        data_buf_len: DEFAULT_DATA_BUF_LEN,
+        ..RxConfig::devmem(ID, 16384).with_test_defaults()
+    };
+    let r = run(&mut sock, &mem, &cfg);
     r.result.as_ref().unwrap();
     assert_eq!(
         r.stats,
@@ -142,6 +146,59 @@ fn sixteen_kib_frags_fill_the_iov_and_tokens_are_reused() {
     // Released after each batch, so the kernel hands out 1..=50 again.
     assert_eq!(sock.dontneed_calls(), &[vec![(1, 50)], vec![(1, 50)]]);
     assert_eq!((mem.begin_calls(), mem.end_calls()), (2, 2));
+}
+
+/// The devmem iov is as long as the control buffer's 2000 frags of whole niovs (up to 16 MiB),
+/// so one `recvmsg` returns all of them: 64 KiB niovs, 1000 frags of 64000 bytes arrive in 5
+/// calls with EOF (16 MiB each), not 80 as with the 819200-byte iov.
+#[test]
+fn the_devmem_iov_lets_one_recvmsg_fill_the_control_buffer() {
+    let mut mem = VecMemory::new(64 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 1000, 64_000, 65536);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let cfg = RxConfig::devmem(ID, 65536).with_test_defaults();
+    assert_eq!(cfg.data_buf_len, 16 << 20);
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    // 64,000,000 bytes in 3 calls of 16 MiB (262 frags and a part each) and one of the
+    // rest, then EOF.
+    assert_eq!(r.stats.recvmsg_calls, 5);
+    assert_eq!(r.stats.bytes, 64_000_000);
+    assert_eq!(r.stats.poll_calls, 0, "a busy socket is not polled");
+}
+
+/// Held across batches up to an eighth of the binding: 64 KiB niovs in a 64 MiB binding (1024
+/// niovs) release every 128 tokens, under 8 `SO_DEVMEM_DONTNEED` calls per 1000 frags.
+#[test]
+fn tokens_are_held_across_batches_up_to_an_eighth_of_the_binding() {
+    let mut mem = VecMemory::new(64 << 20);
+    let mut s = PatternStream::new(7);
+    // 1000 frags in 100 batches of 10 (a slow sender): no batch alone reaches the mark.
+    let mut steps = Vec::new();
+    for b in 0..100u64 {
+        steps.push(Step::Data(frags(
+            &mut s,
+            &mut mem,
+            b * 10 * 65536,
+            10,
+            65536,
+            65536,
+        )));
+    }
+    steps.push(Step::Eof);
+    let mut sock = ScriptedSocket::new(steps);
+    let cfg = RxConfig::devmem(ID, 65536)
+        .with_test_defaults()
+        .holding_tokens_of(1024);
+    assert_eq!(cfg.token_high_water, 128);
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    assert_eq!(r.stats.dmabuf_frags, 1000);
+    assert_eq!(r.stats.tokens_released, 1000);
+    // 7 releases of 130 at the mark (13 batches each), then the last 90 at EOF.
+    assert_eq!(r.stats.dontneed_calls, 8);
+    assert!(sock.outstanding_tokens().is_empty());
 }
 
 trait TestDefaults {
@@ -506,8 +563,11 @@ fn eagain_and_eintr_are_retried_and_counted() {
             max_dmabuf_frag: 4096,
             tokens_released: 4,
             dontneed_calls: 2,
-            recvmsg_calls: 5,
-            eagain_retries: 1,
+            // EAGAIN, data, EINTR, EAGAIN (the queued poll error), data, EOF.
+            recvmsg_calls: 6,
+            // Neither EAGAIN came after a poll that said readable.
+            eagain_retries: 0,
+            poll_calls: 2,
             eintr_retries: 2,
             validated_bytes: 4 * 4096,
             ..validated_stats(&s)
@@ -530,7 +590,8 @@ fn other_recvmsg_errors_and_poll_errors_end_the_run() {
         err_text(&r),
         "poll(POLLIN) on the data socket: EBADF (Bad file descriptor)"
     );
-    assert_eq!(r.stats.recvmsg_calls, 0);
+    // recvmsg first (nothing queued), then the poll that fails.
+    assert_eq!((r.stats.recvmsg_calls, r.stats.poll_calls), (1, 1));
 }
 
 #[test]
@@ -685,6 +746,7 @@ fn plain_mode_validates_the_iov_and_is_labelled_plain_tcp() {
     assert_eq!(
         RxStats {
             elapsed: Duration::ZERO,
+            cpu: None,
             ..stats.clone()
         },
         RxStats {

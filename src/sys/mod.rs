@@ -13,6 +13,7 @@ pub mod uring_mem;
 pub mod zerocopy;
 
 use crate::error::Error;
+use std::time::Duration;
 
 /// Turns a C-style return (`-1` and `errno`) into a `Result`, naming `call` in the error.
 pub fn cvt<T>(ret: T, call: &str) -> Result<T, Error>
@@ -40,6 +41,21 @@ pub fn page_size() -> usize {
     } else {
         4096
     }
+}
+
+/// CPU time this process has used so far (`getrusage(RUSAGE_SELF)`): user and system time,
+/// all threads. `None` when the call fails (it cannot with a valid `who`).
+pub fn cpu_time() -> Option<crate::stats::CpuTime> {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let d = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec().max(0) as u64)
+            + Duration::from_micros(t.tv_usec().max(0) as u64)
+    };
+    Some(crate::stats::CpuTime {
+        user: d(u.user_time()),
+        sys: d(u.system_time()),
+    })
 }
 
 /// Rounds `value` up to the next multiple of `align` (any non-zero `align`, not only powers of

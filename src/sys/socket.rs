@@ -587,8 +587,8 @@ impl TcpRxSocket {
 }
 
 impl RxSocket for TcpRxSocket {
-    /// `recvmsg(fd, {one iov = data, control}, devmem ? MSG_SOCK_DEVMEM : 0)` (no
-    /// `MSG_WAITALL`). On a socket whose data is ordinary memory the kernel ignores
+    /// `recvmsg(fd, {one iov = data, control}, MSG_DONTWAIT | (devmem ? MSG_SOCK_DEVMEM : 0))`
+    /// (no `MSG_WAITALL`): `Err(EAGAIN)` when nothing is queued. On a socket whose data is ordinary memory the kernel ignores
     /// `MSG_SOCK_DEVMEM` and copies normally with `control_len` 0 (measured on 6.18).
     fn recvmsg(
         &mut self,
@@ -609,7 +609,7 @@ impl RxSocket for TcpRxSocket {
             msg.msg_control = control.as_mut_ptr().cast();
             msg.msg_controllen = control.len() as _;
         }
-        let flags = if devmem { uapi::MSG_SOCK_DEVMEM } else { 0 };
+        let flags = libc::MSG_DONTWAIT | if devmem { uapi::MSG_SOCK_DEVMEM } else { 0 };
         // SAFETY: `msg` points at one iovec describing `data` and (optionally) at `control`
         // with its exact length; both are exclusively borrowed for the call and the kernel
         // writes at most those lengths. The result is checked.
