@@ -204,5 +204,159 @@ fn receive_loop(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, validator, keyed, cmsg_parse, tokens, receive_loop);
+/// The C ncdevmem loop per frag: copy the frag out of the dma-buf mapping into a bounce buffer,
+/// then check it byte by byte with a modulo (ncdevmem.c's `validate_buffer`). Generous to C:
+/// no cmsg parsing, no syscalls.
+fn c_style_loop(mem: &[u8], frag: usize, bounce: &mut [u8]) -> u64 {
+    let mut bad = 0;
+    for (i, chunk) in mem.chunks(frag).enumerate() {
+        let b = &mut bounce[..chunk.len()];
+        b.copy_from_slice(black_box(chunk));
+        bad += naive_mismatches(b, 7, (i * frag) as u64);
+    }
+    bad
+}
+
+/// The scripted socket alone: every `recvmsg` until EOF and one `SO_DEVMEM_DONTNEED` of the
+/// batch's tokens, with no parsing or validation: the double's share of the receive-loop rows.
+fn drive_double(mut sock: ScriptedSocket, data_len: usize) -> u64 {
+    use ncdevmem::rx::RxSocket;
+    use ncdevmem::sys::uapi::dmabuf_token;
+    let mut data = vec![0u8; data_len];
+    let mut control = vec![0u8; ncdevmem::rx::DEFAULT_CONTROL_BUF_LEN];
+    let mut bytes = 0u64;
+    loop {
+        let o = sock
+            .recvmsg(&mut data, &mut control, true)
+            .expect("scripted recvmsg");
+        if o.bytes == 0 {
+            return bytes;
+        }
+        bytes += o.bytes as u64;
+        let frags = (o.control_len / DEVMEM_CMSG_SPACE) as u32;
+        // The double hands out the lowest free tokens: this batch holds 1..=frags.
+        let _ = sock.dontneed(&[dmabuf_token {
+            token_start: 1,
+            token_count: frags,
+        }]);
+    }
+}
+
+/// One run side by side over a real 1 GiB buffer (issue 12): a plain read of the bytes (the
+/// ceiling), the product's receive loop with its devmem defaults (iov, token high water of a
+/// 1 GiB binding), the C ncdevmem loop, and the scripted socket alone, at 4, 16 and 64 KiB
+/// frags and at 4 KiB with a 128-byte linear piece before every 32nd frag. Prints the loop's
+/// calls per 1000 frags once per row.
+fn receive_1gib(c: &mut Criterion) {
+    const GIB: usize = 1 << 30;
+    const ID: u32 = 3;
+    let mut g = c.benchmark_group("rx-1gib");
+    g.throughput(Throughput::Bytes(GIB as u64));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_secs(1));
+    let mut mem = VecMemory::new(GIB);
+    Pattern::new(7).unwrap().fill(mem.as_mut_slice(), 0);
+    g.bench_function("plain-read", |b| {
+        b.iter(|| plain_read(black_box(mem.as_slice())))
+    });
+    let mut bounce = vec![0u8; 65536];
+    for frag in [4096usize, 16384, 65536] {
+        g.bench_function(format!("frag{}k/c-style", frag >> 10), |b| {
+            b.iter(|| assert_eq!(c_style_loop(mem.as_slice(), frag, &mut bounce), 0))
+        });
+    }
+    let mut rows: Vec<(String, u32, Vec<Piece>)> = [4096u32, 16384, 65536]
+        .into_iter()
+        .map(|niov| {
+            let pieces = (0..GIB / niov as usize)
+                .map(|i| Piece::Dmabuf {
+                    frag_offset: (i * niov as usize) as u64,
+                    size: niov,
+                    dmabuf_id: ID,
+                    token: None,
+                })
+                .collect();
+            (format!("frag{}k", niov >> 10), niov, pieces)
+        })
+        .collect();
+    // 4 KiB niovs, a linear piece of the stream before every 32nd frag: the frag after it is
+    // 128 bytes short so the stream stays contiguous in the dma-buf.
+    let mut mixed = Vec::new();
+    let pattern = Pattern::new(7).unwrap();
+    for i in 0..GIB / 4096 {
+        let off = (i * 4096) as u64;
+        if i % 32 == 0 {
+            let mut lin = vec![0u8; 128];
+            pattern.fill(&mut lin, off);
+            mixed.push(Piece::Linear(lin));
+            mixed.push(Piece::Dmabuf {
+                frag_offset: off + 128,
+                size: 4096 - 128,
+                dmabuf_id: ID,
+                token: None,
+            });
+        } else {
+            mixed.push(Piece::Dmabuf {
+                frag_offset: off,
+                size: 4096,
+                dmabuf_id: ID,
+                token: None,
+            });
+        }
+    }
+    rows.push(("frag4k+linear".to_string(), 4096, mixed));
+    for (label, niov, pieces) in &rows {
+        let cfg = RxConfig {
+            validate: Some(ncdevmem::validate::StreamSpec::Periodic(7)),
+            poll_tick: Duration::from_millis(1),
+            ..RxConfig::devmem(ID, *niov).holding_tokens_of((GIB / *niov as usize) as u64)
+        };
+        let script = || ScriptedSocket::new(vec![Step::Data(pieces.clone()), Step::Eof]);
+        let run = |sock: &mut ScriptedSocket| {
+            let (stats, r) = receive_logged(
+                sock,
+                Some(&mem),
+                &cfg,
+                &AtomicI32::new(0),
+                &mut std::io::sink(),
+                &mut std::io::sink(),
+            );
+            r.expect("clean run");
+            assert_eq!(stats.bytes, GIB as u64);
+            stats
+        };
+        let stats = run(&mut script());
+        let frags = stats.dmabuf_frags + stats.linear_frags;
+        eprintln!(
+            "rx-1gib/{label}: {} frags; per 1000 frags: {:.2} DONTNEED, {:.2} recvmsg; per GiB: \
+             {} recvmsg, {} DONTNEED",
+            frags,
+            stats.dontneed_calls as f64 * 1000.0 / frags as f64,
+            stats.recvmsg_calls as f64 * 1000.0 / frags as f64,
+            stats.recvmsg_calls,
+            stats.dontneed_calls
+        );
+        g.bench_function(format!("{label}/receive-loop"), |b| {
+            b.iter_batched(script, |mut sock| run(&mut sock), BatchSize::LargeInput)
+        });
+        g.bench_function(format!("{label}/double-only"), |b| {
+            b.iter_batched(
+                script,
+                |sock| assert_eq!(drive_double(sock, cfg.data_buf_len), GIB as u64),
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    validator,
+    keyed,
+    cmsg_parse,
+    tokens,
+    receive_loop,
+    receive_1gib
+);
 criterion_main!(benches);

@@ -34,7 +34,7 @@ use crate::sys::uapi::{
     SCM_DEVMEM_LINEAR,
 };
 use crate::udmabuf::FragMemory;
-use crate::validate::{StreamSpec, Validator};
+use crate::validate::{StreamCrc, StreamSpec, Validator};
 
 /// What one `recvmsg` returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -683,7 +683,7 @@ struct Receiver<'a, S: RxSocket, M: FragMemory, W: Write> {
     batcher: TokenBatcher,
     validator: Option<Validator>,
     /// CRC-32 of every stream byte so far.
-    crc: crc32fast::Hasher,
+    crc: StreamCrc,
     /// Stream offset (bytes) of the next byte.
     offset: u64,
     first_byte: Option<Instant>,
@@ -742,7 +742,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
             stats: RxStats::new(mode),
             batcher: TokenBatcher::new(),
             validator,
-            crc: crc32fast::Hasher::new(),
+            crc: StreamCrc::default(),
             offset: 0,
             first_byte: None,
             cpu_at_first_byte: None,
@@ -832,6 +832,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
             Ok(())
         };
         self.update_stats();
+        self.stats.crc32 = self.crc.value(self.validator.as_ref().map(|v| v.pattern()));
         let result = result.and(released).and_then(|()| {
             self.out
                 .flush()
@@ -852,7 +853,6 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
             self.stats.mismatches = v.mismatches();
             self.stats.stream = Some(v.pattern().spec());
         }
-        self.stats.crc32 = self.crc.clone().finalize();
         self.stats.elapsed = self.first_byte.map(|t| t.elapsed()).unwrap_or_default();
         self.stats.cpu = match (self.cpu_at_first_byte, crate::sys::cpu_time()) {
             (Some(then), Some(now)) => Some(now.since(then)),
@@ -1109,10 +1109,11 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
 
     /// Validates or outputs the next stream bytes (one piece: a frag or a plain chunk).
     fn consume(&mut self, bytes: &[u8]) -> Result<()> {
-        self.crc.update(bytes);
         if let Some(v) = &mut self.validator {
             let before = (v.reported().len(), v.diagnoses().len());
-            if v.check(bytes) > 0 {
+            let mismatched = v.check(bytes);
+            self.crc.piece(bytes, mismatched == 0);
+            if mismatched > 0 {
                 for m in &v.reported()[before.0..] {
                     let _ = writeln!(self.log, "validation mismatch at {m}");
                 }
@@ -1121,6 +1122,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 }
             }
         } else {
+            self.crc.piece(bytes, false);
             self.out
                 .write_all(bytes)
                 .map_err(|e| io_error("write(payload output)", e))?;

@@ -871,7 +871,7 @@ pub struct ChunkConsumer<'a, W: Write> {
     log: &'a mut dyn Write,
     validator: Option<Validator>,
     /// CRC-32 of every stream byte so far.
-    crc: crc32fast::Hasher,
+    crc: crate::validate::StreamCrc,
     /// Counters so far ([`RxMode::Zcrx`]).
     pub stats: RxStats,
     consecutive_retries: u32,
@@ -897,7 +897,7 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
                 .validate
                 .map(|s| Validator::for_spec(s).map(|v| v.with_piece_name("chunk")))
                 .transpose()?,
-            crc: crc32fast::Hasher::new(),
+            crc: crate::validate::StreamCrc::default(),
             stats: RxStats::new(RxMode::Zcrx),
             consecutive_retries: 0,
             first_byte: None,
@@ -966,10 +966,11 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
     }
 
     fn consume(&mut self, bytes: &[u8]) -> Result<()> {
-        self.crc.update(bytes);
         if let Some(v) = &mut self.validator {
             let before = (v.reported().len(), v.diagnoses().len());
-            if v.check(bytes) > 0 {
+            let mismatched = v.check(bytes);
+            self.crc.piece(bytes, mismatched == 0);
+            if mismatched > 0 {
                 for m in &v.reported()[before.0..] {
                     let _ = writeln!(self.log, "validation mismatch at {m}");
                 }
@@ -979,6 +980,7 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
             }
             Ok(())
         } else {
+            self.crc.piece(bytes, false);
             self.out
                 .write_all(bytes)
                 .map_err(|e| crate::rx::output_error("write(payload output)", e))
@@ -993,7 +995,6 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
             self.stats.mismatches = v.mismatches();
             self.stats.stream = Some(v.pattern().spec());
         }
-        self.stats.crc32 = self.crc.clone().finalize();
         self.stats.elapsed = self.first_byte.map(|t| t.elapsed()).unwrap_or_default();
     }
 
@@ -1016,6 +1017,7 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
     /// stream that ended cleanly) the validation verdict.
     pub fn finish(mut self, result: Result<()>, refill: &ZcrxRefill) -> (RxStats, Result<()>) {
         self.update_stats(refill);
+        self.stats.crc32 = self.crc.value(self.validator.as_ref().map(|v| v.pattern()));
         let result = result.and_then(|()| {
             self.out
                 .flush()
