@@ -315,6 +315,13 @@ impl Pattern {
         }
     }
 
+    /// Whether [`Pattern::crc32`] is cheaper than hashing the received bytes: true for the
+    /// periodic stream (O(log len)); false for the keyed stream, whose bytes cost about as much
+    /// to generate again as the received ones, still in cache after validation, cost to hash.
+    pub fn crc_without_data(&self) -> bool {
+        matches!(self.kind, Kind::Periodic { .. })
+    }
+
     /// CRC-32 (as zlib's `crc32`) of the first `len` stream bytes, computed without reading
     /// any received byte: for the periodic stream from one period and `crc32fast`'s combine
     /// (O(log len)), for the keyed stream by generating it in 64 KiB blocks (about as fast as
@@ -598,12 +605,12 @@ struct SeenPiece {
     ok: bool,
 }
 
-/// CRC-32 of what a receiver got, hashing received bytes only where they differ from the
-/// stream: the pieces before the first one with a mismatch are the stream's own bytes, so
-/// their CRC is [`Pattern::crc32`] of their length, computed at the end; from the first
-/// mismatching piece on every byte is hashed. Equals `crc32(all received bytes)` (zlib) either
-/// way, and costs nothing per byte on a clean run. Without validation, use
-/// [`StreamCrc::piece`] with `matched` false: every byte is hashed.
+/// CRC-32 of what a receiver got, hashing received bytes only where it must: the pieces
+/// before the first one given with `matched` false are the stream's own bytes, so their CRC is
+/// [`Pattern::crc32`] of their length, computed at the end; from there on every byte is
+/// hashed. Equals `crc32(all received bytes)` (zlib) either way. Receivers pass `matched` true
+/// for a clean piece of a stream with [`Pattern::crc_without_data`] (the periodic one: no cost
+/// per byte on a clean run) and false otherwise (keyed stream, no validation).
 #[derive(Debug, Clone, Default)]
 pub struct StreamCrc {
     /// Bytes at the start known to equal the stream.

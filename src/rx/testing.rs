@@ -650,7 +650,7 @@ mod tests {
     #[test]
     fn tokens_are_handed_out_lowest_free_first_from_one() {
         let mut s = TokenSet::default();
-        let mut take = |s: &mut TokenSet| {
+        let take = |s: &mut TokenSet| {
             let t = s.lowest_free();
             assert!(s.insert(t));
             t
