@@ -350,6 +350,122 @@ fn receive_1gib(c: &mut Criterion) {
     g.finish();
 }
 
+/// The zcrx consumer over a 1 GiB heap area: every completion decoded
+/// (`Completion::decode`), validated in place (`-v 7`), queued for the refill ring and
+/// published every 64; the bench plays the kernel by taking back whatever was published.
+/// Against a plain read of the same area, at 4 KiB (the page) and 16 KiB (`--rx-buf-len`)
+/// buffers.
+fn zcrx_1gib(c: &mut Criterion) {
+    use ncdevmem::sys::uring_mem::{RawRegion, RefillLayout, RefillRing};
+    use ncdevmem::uring::{ChunkConsumer, Completion, Next, ZcrxParams, ZcrxRefill, ZcrxRxConfig};
+    const GIB: usize = 1 << 30;
+    const IORING_CQE_F_MORE: u32 = 1 << 1;
+    let mut g = c.benchmark_group("zcrx-1gib");
+    g.throughput(Throughput::Bytes(GIB as u64));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_secs(1));
+    let mut area = RawRegion::heap(GIB).expect("1 GiB area");
+    let mut block = vec![0u8; 7 << 20];
+    Pattern::new(7).unwrap().fill(&mut block, 0);
+    for at in (0..GIB).step_by(block.len()) {
+        let n = block.len().min(GIB - at);
+        area.write_at(at as u64, &block[..n]).unwrap();
+    }
+    let all = area.bytes(0, GIB as u64).unwrap();
+    g.bench_function("plain-read", |b| b.iter(|| plain_read(black_box(all))));
+    let cfg = ZcrxRxConfig {
+        validate: Some(ncdevmem::validate::StreamSpec::Periodic(7)),
+        ..ZcrxRxConfig::default()
+    };
+    for buf in [4096usize, 16384] {
+        g.bench_function(format!("buf{}k/consumer", buf >> 10), |b| {
+            b.iter_batched(
+                || {
+                    let entries = 4096;
+                    let layout = RefillLayout {
+                        head: 0,
+                        tail: 64,
+                        rqes: 128,
+                        entries,
+                    };
+                    let len = ZcrxParams::refill_region_len(entries, 4096);
+                    ZcrxRefill::new(
+                        RefillRing::new(RawRegion::heap(len).unwrap(), layout).unwrap(),
+                        0,
+                    )
+                },
+                |mut refill| {
+                    let (mut out, mut log) = (std::io::sink(), std::io::sink());
+                    let mut consumer = ChunkConsumer::new(&cfg, &mut out, &mut log).unwrap();
+                    for off in (0..GIB).step_by(buf) {
+                        let done = Completion::decode(buf as i32, IORING_CQE_F_MORE, off as u64, 0)
+                            .expect("decode");
+                        let next = consumer.on_completion(done, &area, &mut refill).unwrap();
+                        assert_eq!(next, Next::Continue);
+                        let ring = refill.ring();
+                        ring.kernel_store_head(ring.kernel_load_tail());
+                    }
+                    refill.publish();
+                    let (stats, r) = consumer.finish(Ok(()), &refill);
+                    r.expect("clean run");
+                    assert_eq!(stats.bytes, GIB as u64);
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+/// The devmem TX fill and iov path for 1 GiB through a 64 MiB dma-buf: the pattern source fills
+/// each piece (`PatternSource::next_piece`), the piece is copied into the dma-buf (what
+/// `TxMemory::write` does to the udmabuf mapping), and `IovCursor` cuts it into `sendmsg`
+/// batches of ≤ 1024 iovs (no split, and `-z 4096`). Against a plain copy of 1 GiB.
+fn tx_1gib(c: &mut Criterion) {
+    use ncdevmem::tx::devmem::{IovCursor, PatternSource, TxSource};
+    const GIB: u64 = 1 << 30;
+    const DMABUF: usize = 64 << 20;
+    let mut g = c.benchmark_group("tx-1gib");
+    g.throughput(Throughput::Bytes(GIB));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_secs(1));
+    let mut dmabuf = vec![0u8; DMABUF];
+    let src_block = vec![7u8; DMABUF];
+    g.bench_function("plain-copy", |b| {
+        b.iter(|| {
+            for _ in 0..GIB / DMABUF as u64 {
+                dmabuf.copy_from_slice(black_box(&src_block));
+            }
+            black_box(&dmabuf);
+        })
+    });
+    for chunk in [None, Some(4096u32)] {
+        let label = chunk.map_or("no-split".to_string(), |c| format!("z{c}"));
+        g.bench_function(format!("{label}/fill-and-iovs"), |b| {
+            b.iter(|| {
+                let mut src =
+                    PatternSource::new(ncdevmem::validate::StreamSpec::Periodic(7), GIB, 0, None)
+                        .unwrap();
+                let mut piece = Vec::new();
+                let mut iovs = Vec::new();
+                let mut n_iovs = 0usize;
+                while src.next_piece(DMABUF, &mut piece).unwrap() {
+                    dmabuf[..piece.len()].copy_from_slice(&piece);
+                    let mut cur = IovCursor::new(0, piece.len(), chunk);
+                    while !cur.is_done() {
+                        let bytes = cur.batch(1024, &mut iovs);
+                        n_iovs += iovs.len();
+                        cur.advance(bytes);
+                    }
+                }
+                black_box(&dmabuf);
+                black_box(n_iovs)
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     validator,
@@ -357,6 +473,8 @@ criterion_group!(
     cmsg_parse,
     tokens,
     receive_loop,
-    receive_1gib
+    receive_1gib,
+    zcrx_1gib,
+    tx_1gib
 );
 criterion_main!(benches);

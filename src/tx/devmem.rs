@@ -728,12 +728,14 @@ impl PatternSource {
 
 impl TxSource for PatternSource {
     fn next_piece(&mut self, max: usize, out: &mut Vec<u8>) -> Result<bool> {
-        out.clear();
         let left = self.total - self.produced;
         let n = (max.min(self.piece) as u64).min(left) as usize;
         if n == 0 {
+            out.clear();
             return Ok(false);
         }
+        // Every byte is overwritten by the fill: resize without clearing first, so a piece of
+        // the previous length costs no zeroing pass.
         out.resize(n, 0);
         self.pattern.fill(out, self.produced);
         if let Some(off) = self.corrupt_offset {
