@@ -57,9 +57,13 @@ pytest: build test-tools
 demo: build
 	scripts/demo-loopback.sh $(BIN)
 
-# Hot-path benchmarks (criterion); figures and reading guide in docs/benchmarks.md.
-bench:
+# Hot-path benchmarks (criterion: validators, the receive loop, zcrx consumer and TX path over
+# 1 GiB against a plain read), then the end-to-end receive cost over a veth pair (root; said
+# and left out otherwise). Figures and how to read them: docs/benchmarks.md.
+bench: build
 	$(CARGO) bench --locked --bench hot_path
+	@if [ "$$(id -u)" = 0 ]; then $(PYTHON) scripts/bench-e2e.py --bin $(BIN); \
+	else echo "bench: scripts/bench-e2e.py left out: it needs root (network namespaces)"; fi
 
 install: build
 	install -D -m 0755 $(BIN) $(INSTALL_PATH)/ncdevmem-rs
