@@ -876,6 +876,8 @@ pub struct ChunkConsumer<'a, W: Write> {
     pub stats: RxStats,
     consecutive_retries: u32,
     first_byte: Option<Instant>,
+    /// CPU time used by the process when the first byte arrived.
+    cpu_at_first_byte: Option<crate::stats::CpuTime>,
     last_progress: Instant,
     last_progress_bytes: u64,
 }
@@ -901,6 +903,7 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
             stats: RxStats::new(RxMode::Zcrx),
             consecutive_retries: 0,
             first_byte: None,
+            cpu_at_first_byte: None,
             last_progress: Instant::now(),
             last_progress_bytes: 0,
         })
@@ -936,7 +939,10 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
                 consumed?;
                 self.stats.bytes += u64::from(len);
                 self.stats.zcrx.chunks += 1;
-                self.first_byte.get_or_insert_with(Instant::now);
+                if self.first_byte.is_none() {
+                    self.first_byte = Some(Instant::now());
+                    self.cpu_at_first_byte = crate::sys::cpu_time();
+                }
                 self.consecutive_retries = 0;
                 if refill.unpublished() >= self.cfg.refill_batch.max(1) {
                     refill.publish();
@@ -1020,6 +1026,10 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
     pub fn finish(mut self, result: Result<()>, refill: &ZcrxRefill) -> (RxStats, Result<()>) {
         self.update_stats(refill);
         self.stats.crc32 = self.crc.value(self.validator.as_ref().map(|v| v.pattern()));
+        self.stats.cpu = match (self.cpu_at_first_byte, crate::sys::cpu_time()) {
+            (Some(then), Some(now)) => Some(now.since(then)),
+            _ => None,
+        };
         let result = result.and_then(|()| {
             self.out
                 .flush()
@@ -1257,6 +1267,7 @@ mod tests {
             (5100, 5100, 0)
         );
         assert_eq!((stats.zcrx.chunks, stats.zcrx.buffers_returned), (3, 3));
+        assert!(stats.cpu.is_some(), "CPU time over the receive");
         assert!(out.is_empty(), "validating mode writes no payload");
         let returned = kernel_consume(&r);
         assert_eq!(
