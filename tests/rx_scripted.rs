@@ -575,6 +575,41 @@ fn eagain_and_eintr_are_retried_and_counted() {
     );
 }
 
+/// An EAGAIN right after a poll that said readable is the one counted as a spurious retry;
+/// held tokens go back before every poll.
+#[test]
+fn eagain_after_a_readable_poll_is_counted_as_spurious() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let first = frags(&mut s, &mut mem, 0, 2, 4096, 4096);
+    let second = frags(&mut s, &mut mem, 2 * 4096, 2, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Data(first),
+        // Nothing queued (then poll: readable), and again after the poll said readable.
+        Step::Errno(libc::EAGAIN),
+        Step::Errno(libc::EAGAIN),
+        Step::Data(second),
+        Step::Eof,
+    ]);
+    let cfg = RxConfig {
+        token_high_water: 1000,
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    assert_eq!(
+        (
+            r.stats.recvmsg_calls,
+            r.stats.eagain_retries,
+            r.stats.poll_calls
+        ),
+        (5, 1, 2)
+    );
+    // Released at the first EAGAIN (before the poll), the rest at EOF.
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 2)], vec![(1, 2)]]);
+    assert!(sock.outstanding_tokens().is_empty());
+}
+
 #[test]
 fn other_recvmsg_errors_and_poll_errors_end_the_run() {
     let mem = VecMemory::new(4096);
