@@ -257,7 +257,7 @@ impl RxStats {
     pub fn cpu_utilisation(&self) -> Option<f64> {
         let c = self.cpu?;
         let wall = self.elapsed.as_secs_f64();
-        (wall > 0.0).then(|| (c.user + c.sys).as_secs_f64() / wall)
+        (wall > 0.0).then(|| (c.user.as_secs_f64() + c.sys.as_secs_f64()) / wall)
     }
 
     /// The progress line printed at an interval on long runs: totals so far plus the rate
@@ -650,6 +650,23 @@ mod tests {
             .ends_with("validated 1250000000 bytes (seed 42), 0 mismatched"));
         assert_eq!(keyed.to_json()["stream"], "seed 42");
         assert!(RxStats::default().to_json()["stream"].is_null());
+    }
+
+    /// CPU figures too large to add as `Duration`s (user + sys past `u64::MAX` seconds) do
+    /// not panic the summary or the JSON: the utilisation is summed in seconds.
+    #[test]
+    fn cpu_utilisation_of_huge_cpu_times_does_not_overflow() {
+        let s = RxStats {
+            cpu: Some(CpuTime {
+                user: Duration::MAX,
+                sys: Duration::MAX,
+            }),
+            ..sample()
+        };
+        let u = s.cpu_utilisation().unwrap();
+        assert!(u.is_finite() && u > 3.6e19, "{u}");
+        assert!(s.summary_line().contains("; CPU user "));
+        assert_eq!(s.to_json()["cpu_utilisation"], u);
     }
 
     #[test]

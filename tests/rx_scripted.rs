@@ -166,6 +166,18 @@ fn the_devmem_iov_lets_one_recvmsg_fill_the_control_buffer() {
     assert_eq!(r.stats.recvmsg_calls, 5);
     assert_eq!(r.stats.bytes, 64_000_000);
     assert_eq!(r.stats.poll_calls, 0, "a busy socket is not polled");
+
+    // 4 KiB niovs: 2000 whole-niov frags fill the 80000-byte control buffer and the
+    // 8,192,000-byte iov together, in one call.
+    let mut mem = VecMemory::new(16 << 20);
+    let mut s = PatternStream::new(7);
+    let pieces = frags(&mut s, &mut mem, 0, 2001, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(pieces), Step::Eof]);
+    let cfg = RxConfig::devmem(ID, 4096).with_test_defaults();
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    // 2000 frags, then the last one, then EOF.
+    assert_eq!((r.stats.recvmsg_calls, r.stats.dmabuf_frags), (3, 2001));
 }
 
 /// Held across batches up to an eighth of the binding: 64 KiB niovs in a 64 MiB binding (1024
@@ -573,6 +585,41 @@ fn eagain_and_eintr_are_retried_and_counted() {
             ..validated_stats(&s)
         }
     );
+}
+
+/// An EAGAIN right after a poll that said readable is the one counted as a spurious retry;
+/// held tokens go back before every poll.
+#[test]
+fn eagain_after_a_readable_poll_is_counted_as_spurious() {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let first = frags(&mut s, &mut mem, 0, 2, 4096, 4096);
+    let second = frags(&mut s, &mut mem, 2 * 4096, 2, 4096, 4096);
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Data(first),
+        // Nothing queued (then poll: readable), and again after the poll said readable.
+        Step::Errno(libc::EAGAIN),
+        Step::Errno(libc::EAGAIN),
+        Step::Data(second),
+        Step::Eof,
+    ]);
+    let cfg = RxConfig {
+        token_high_water: 1000,
+        ..cfg()
+    };
+    let r = run(&mut sock, &mem, &cfg);
+    r.result.as_ref().unwrap();
+    assert_eq!(
+        (
+            r.stats.recvmsg_calls,
+            r.stats.eagain_retries,
+            r.stats.poll_calls
+        ),
+        (5, 1, 2)
+    );
+    // Released at the first EAGAIN (before the poll), the rest at EOF.
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 2)], vec![(1, 2)]]);
+    assert!(sock.outstanding_tokens().is_empty());
 }
 
 #[test]

@@ -160,7 +160,12 @@ impl TokenSet {
             let word = self.bits.get(w).copied().unwrap_or(0) | u64::from(w == 0);
             if word != u64::MAX {
                 self.hint = w;
-                return (w as u32) * 64 + word.trailing_ones();
+                let mut t = (w as u32) * 64 + word.trailing_ones();
+                // Past a full bitmap: skip the script-given ids held above it.
+                while self.high.contains(&t) {
+                    t += 1;
+                }
+                return t;
             }
             w += 1;
         }
@@ -666,5 +671,20 @@ mod tests {
         assert_eq!(all.len(), 204);
         assert_eq!((all[0], all[203]), (0, u32::MAX));
         assert!(s.remove(u32::MAX) && s.remove(0));
+    }
+
+    /// Once every bitmap id is outstanding, the lowest free id is the first one above the
+    /// bitmap that no script-given token holds.
+    #[test]
+    fn past_a_full_bitmap_script_given_ids_are_skipped() {
+        let mut s = TokenSet::default();
+        let top = TokenSet::BITMAP_IDS;
+        assert!(s.insert(top) && s.insert(top + 1) && s.insert(top + 3));
+        for t in 1..top {
+            assert!(s.insert(t));
+        }
+        assert_eq!(s.lowest_free(), top + 2);
+        assert!(s.insert(top + 2));
+        assert_eq!(s.lowest_free(), top + 4);
     }
 }
