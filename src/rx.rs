@@ -20,7 +20,10 @@
 //! are released in coalesced batches and the returned count is checked, `EFAULT` and other
 //! errors end the run instead of spinning.
 
+mod sink;
 pub mod testing;
+
+pub(crate) use sink::PayloadSink;
 
 use std::io::Write;
 use std::sync::atomic::AtomicI32;
@@ -34,7 +37,7 @@ use crate::sys::uapi::{
     SCM_DEVMEM_LINEAR,
 };
 use crate::udmabuf::FragMemory;
-use crate::validate::{StreamCrc, StreamSpec, Validator};
+use crate::validate::StreamSpec;
 
 /// What one `recvmsg` returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -677,20 +680,12 @@ struct Receiver<'a, S: RxSocket, M: FragMemory, W: Write> {
     sock: &'a mut S,
     mem: Option<&'a M>,
     cfg: &'a RxConfig,
-    out: &'a mut W,
-    log: &'a mut dyn Write,
     stats: RxStats,
     batcher: TokenBatcher,
-    validator: Option<Validator>,
-    /// CRC-32 of every stream byte so far.
-    crc: StreamCrc,
+    /// Validation or output, CRC-32, first-byte and progress timing.
+    sink: PayloadSink<'a, W>,
     /// Stream offset (bytes) of the next byte.
     offset: u64,
-    first_byte: Option<Instant>,
-    /// CPU time used by the process when the first byte arrived.
-    cpu_at_first_byte: Option<crate::stats::CpuTime>,
-    last_progress: Instant,
-    last_progress_bytes: u64,
 }
 
 impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
@@ -729,25 +724,14 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         } else {
             "chunk"
         };
-        let validator = cfg
-            .validate
-            .map(|s| Validator::for_spec(s).map(|v| v.with_piece_name(piece)))
-            .transpose()?;
         Ok(Receiver {
             sock,
             mem,
             cfg,
-            out,
-            log,
             stats: RxStats::new(mode),
             batcher: TokenBatcher::new(),
-            validator,
-            crc: StreamCrc::default(),
+            sink: PayloadSink::new(cfg.validate, piece, out, log)?,
             offset: 0,
-            first_byte: None,
-            cpu_at_first_byte: None,
-            last_progress: Instant::now(),
-            last_progress_bytes: 0,
         })
     }
 
@@ -769,7 +753,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         // EINTR/EAGAIN again and again (a readable socket whose recvmsg keeps failing) must not
         // spin: pause between the tries.
         let mut backoff = Backoff::new(tick.min(crate::backoff::DEFAULT_MAX_PAUSE));
-        self.last_progress = last_data;
+        self.sink.start_progress(last_data);
         // recvmsg first, poll only when it would block: a busy socket costs one syscall per
         // batch. After a poll that said readable, another EAGAIN is spurious and pauses.
         let mut polled_readable = false;
@@ -813,10 +797,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 return Ok(());
             }
             last_data = Instant::now();
-            if self.first_byte.is_none() {
-                self.first_byte = Some(last_data);
-                self.cpu_at_first_byte = crate::sys::cpu_time();
-            }
+            self.sink.data_arrived(last_data);
             self.batch(&data, &control, o)?;
             if self.batcher.pending_tokens() >= self.cfg.token_high_water.max(1) {
                 self.batcher.flush(&mut *self.sock)?;
@@ -831,48 +812,22 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         } else {
             Ok(())
         };
-        self.update_stats();
-        self.stats.crc32 = self.crc.value(self.validator.as_ref().map(|v| v.pattern()));
-        let result = result.and(released).and_then(|()| {
-            self.out
-                .flush()
-                .map_err(|e| io_error("write(payload output)", e))
-        });
-        match (&result, &self.validator) {
-            // Mismatches are the verdict of a stream that otherwise ended cleanly.
-            (Ok(()), Some(v)) => v.finish(),
-            _ => result,
-        }
+        self.update_token_stats();
+        self.sink.finish(&mut self.stats, result.and(released))
     }
 
-    fn update_stats(&mut self) {
+    fn update_token_stats(&mut self) {
         self.stats.tokens_released = self.batcher.released();
         self.stats.dontneed_calls = self.batcher.calls();
-        if let Some(v) = &self.validator {
-            self.stats.validated_bytes = v.offset();
-            self.stats.mismatches = v.mismatches();
-            self.stats.stream = Some(v.pattern().spec());
-        }
-        self.stats.elapsed = self.first_byte.map(|t| t.elapsed()).unwrap_or_default();
-        self.stats.cpu = match (self.cpu_at_first_byte, crate::sys::cpu_time()) {
-            (Some(then), Some(now)) => Some(now.since(then)),
-            _ => None,
-        };
     }
 
     fn maybe_progress(&mut self) {
-        let Some(every) = self.cfg.progress_interval else {
-            return;
-        };
-        let since = self.last_progress.elapsed();
-        if since < every {
-            return;
-        }
-        self.update_stats();
-        let line = self.stats.progress_line(self.last_progress_bytes, since);
-        let _ = writeln!(self.log, "{line}");
-        self.last_progress = Instant::now();
-        self.last_progress_bytes = self.stats.bytes;
+        let batcher = &self.batcher;
+        self.sink
+            .maybe_progress(self.cfg.progress_interval, &mut self.stats, |s| {
+                s.tokens_released = batcher.released();
+                s.dontneed_calls = batcher.calls();
+            });
     }
 
     /// Handles what one `recvmsg` returned. Whatever makes the call's answer unusable, the
@@ -944,7 +899,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 match (&result, ended) {
                     (Ok(()), Err(e)) => result = Err(e),
                     (Err(_), Err(e)) => {
-                        let _ = writeln!(self.log, "rx: also failed to end CPU access: {e}");
+                        let _ = writeln!(self.sink.log, "rx: also failed to end CPU access: {e}");
                     }
                     _ => {}
                 }
@@ -986,7 +941,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                     self.stats.linear_bytes += n as u64;
                     if self.cfg.verbose {
                         let _ = writeln!(
-                            self.log,
+                            self.sink.log,
                             "frag linear: size {n}, stream offset {}",
                             self.offset
                         );
@@ -1028,7 +983,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 Cmsg::Other { level, ty, len } => {
                     if self.cfg.verbose {
                         let _ = writeln!(
-                            self.log,
+                            self.sink.log,
                             "cmsg ignored: level {level}, type {ty}, {len} bytes"
                         );
                     }
@@ -1044,7 +999,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         if self.cfg.verbose {
             let niov = p.niov_size as u64;
             let _ = writeln!(
-                self.log,
+                self.sink.log,
                 "frag dmabuf: token {token}, dma-buf offset 0x{off:x} (niov {}, +0x{:x}), size {size}, stream offset {}, dmabuf id {}",
                 off / niov,
                 off % niov,
@@ -1109,26 +1064,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
 
     /// Validates or outputs the next stream bytes (one piece: a frag or a plain chunk).
     fn consume(&mut self, bytes: &[u8]) -> Result<()> {
-        if let Some(v) = &mut self.validator {
-            let before = (v.reported().len(), v.diagnoses().len());
-            let mismatched = v.check(bytes);
-            // A clean piece of the periodic stream is not hashed: its CRC is the stream's.
-            self.crc
-                .piece(bytes, mismatched == 0 && v.pattern().crc_without_data());
-            if mismatched > 0 {
-                for m in &v.reported()[before.0..] {
-                    let _ = writeln!(self.log, "validation mismatch at {m}");
-                }
-                for d in &v.diagnoses()[before.1..] {
-                    let _ = writeln!(self.log, "validation: {d}");
-                }
-            }
-        } else {
-            self.crc.piece(bytes, false);
-            self.out
-                .write_all(bytes)
-                .map_err(|e| io_error("write(payload output)", e))?;
-        }
+        self.sink.consume(bytes)?;
         self.offset += bytes.len() as u64;
         Ok(())
     }

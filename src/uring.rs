@@ -37,7 +37,7 @@ use crate::sys::uring_mem::{
     probe_zcrx_register, push_recv_zc, register_zcrx_ifq, zcrx_flush_rq, RawRegion, RefillLayout,
     RefillRing,
 };
-use crate::validate::{StreamSpec, Validator};
+use crate::validate::StreamSpec;
 
 /// The ring type zcrx needs: 64-byte SQEs, 32-byte CQEs (`IORING_SETUP_CQE32`; the zcrx part
 /// of a completion, `struct io_uring_zcrx_cqe`, is its second half).
@@ -697,7 +697,7 @@ impl Zcrx {
         let mut flush_failed = false;
         // io_uring_enter answering EINTR (or EBUSY) again and again must not spin.
         let mut backoff = Backoff::new(tick.min(crate::backoff::DEFAULT_MAX_PAUSE));
-        c.last_progress = last_data;
+        c.sink.start_progress(last_data);
         loop {
             crate::rx::check_stop_and_idle(stop, c.cfg.idle_timeout, last_data, c.stats.bytes)?;
             c.maybe_progress(&self.refill);
@@ -762,7 +762,7 @@ impl Zcrx {
                     if !flush_failed {
                         flush_failed = true;
                         let _ = writeln!(
-                            c.log,
+                            c.sink.log,
                             "zcrx: ZCRX_CTRL_FLUSH_RQ failed: {} (kernel without zcrx control \
                              ops?); returned buffers come back only when the kernel refills",
                             crate::error::errno_display(errno)
@@ -867,19 +867,11 @@ pub enum Next {
 /// queues its return, keeps the counters. No syscalls (tests drive it over heap regions).
 pub struct ChunkConsumer<'a, W: Write> {
     cfg: &'a ZcrxRxConfig,
-    out: &'a mut W,
-    log: &'a mut dyn Write,
-    validator: Option<Validator>,
-    /// CRC-32 of every stream byte so far.
-    crc: crate::validate::StreamCrc,
+    /// Validation or output, CRC-32, first-byte and progress timing.
+    sink: crate::rx::PayloadSink<'a, W>,
     /// Counters so far ([`RxMode::Zcrx`]).
     pub stats: RxStats,
     consecutive_retries: u32,
-    first_byte: Option<Instant>,
-    /// CPU time used by the process when the first byte arrived.
-    cpu_at_first_byte: Option<crate::stats::CpuTime>,
-    last_progress: Instant,
-    last_progress_bytes: u64,
 }
 
 impl<'a, W: Write> ChunkConsumer<'a, W> {
@@ -893,19 +885,9 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
     ) -> Result<ChunkConsumer<'a, W>> {
         Ok(ChunkConsumer {
             cfg,
-            out,
-            log,
-            validator: cfg
-                .validate
-                .map(|s| Validator::for_spec(s).map(|v| v.with_piece_name("chunk")))
-                .transpose()?,
-            crc: crate::validate::StreamCrc::default(),
+            sink: crate::rx::PayloadSink::new(cfg.validate, "chunk", out, log)?,
             stats: RxStats::new(RxMode::Zcrx),
             consecutive_retries: 0,
-            first_byte: None,
-            cpu_at_first_byte: None,
-            last_progress: Instant::now(),
-            last_progress_bytes: 0,
         })
     }
 
@@ -926,23 +908,20 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
         match c.event {
             RxEvent::Data { area_off, len } => {
                 let bytes = area.bytes(area_off, u64::from(len))?;
+                self.sink.data_arrived(Instant::now());
                 if self.cfg.verbose {
                     let _ = writeln!(
-                        self.log,
+                        self.sink.log,
                         "zcrx chunk: stream offset {}, area offset 0x{area_off:x}, {len} bytes",
                         self.stats.bytes
                     );
                 }
-                let consumed = self.consume(bytes);
+                let consumed = self.sink.consume(bytes);
                 // The buffer goes back even if the payload could not be written out.
                 refill.push(area_off, len);
                 consumed?;
                 self.stats.bytes += u64::from(len);
                 self.stats.zcrx.chunks += 1;
-                if self.first_byte.is_none() {
-                    self.first_byte = Some(Instant::now());
-                    self.cpu_at_first_byte = crate::sys::cpu_time();
-                }
                 self.consecutive_retries = 0;
                 if refill.unpublished() >= self.cfg.refill_batch.max(1) {
                     refill.publish();
@@ -971,74 +950,23 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
         }
     }
 
-    fn consume(&mut self, bytes: &[u8]) -> Result<()> {
-        if let Some(v) = &mut self.validator {
-            let before = (v.reported().len(), v.diagnoses().len());
-            let mismatched = v.check(bytes);
-            // A clean piece of the periodic stream is not hashed: its CRC is the stream's.
-            self.crc
-                .piece(bytes, mismatched == 0 && v.pattern().crc_without_data());
-            if mismatched > 0 {
-                for m in &v.reported()[before.0..] {
-                    let _ = writeln!(self.log, "validation mismatch at {m}");
-                }
-                for d in &v.diagnoses()[before.1..] {
-                    let _ = writeln!(self.log, "validation: {d}");
-                }
-            }
-            Ok(())
-        } else {
-            self.crc.piece(bytes, false);
-            self.out
-                .write_all(bytes)
-                .map_err(|e| crate::rx::output_error("write(payload output)", e))
-        }
-    }
-
-    fn update_stats(&mut self, refill: &ZcrxRefill) {
-        self.stats.zcrx.buffers_returned = refill.returned();
-        self.stats.zcrx.refill_publishes = refill.publishes();
-        if let Some(v) = &self.validator {
-            self.stats.validated_bytes = v.offset();
-            self.stats.mismatches = v.mismatches();
-            self.stats.stream = Some(v.pattern().spec());
-        }
-        self.stats.elapsed = self.first_byte.map(|t| t.elapsed()).unwrap_or_default();
+    fn update_refill_stats(stats: &mut RxStats, refill: &ZcrxRefill) {
+        stats.zcrx.buffers_returned = refill.returned();
+        stats.zcrx.refill_publishes = refill.publishes();
     }
 
     fn maybe_progress(&mut self, refill: &ZcrxRefill) {
-        let Some(every) = self.cfg.progress_interval else {
-            return;
-        };
-        let since = self.last_progress.elapsed();
-        if since < every {
-            return;
-        }
-        self.update_stats(refill);
-        let line = self.stats.progress_line(self.last_progress_bytes, since);
-        let _ = writeln!(self.log, "{line}");
-        self.last_progress = Instant::now();
-        self.last_progress_bytes = self.stats.bytes;
+        self.sink
+            .maybe_progress(self.cfg.progress_interval, &mut self.stats, |s| {
+                Self::update_refill_stats(s, refill)
+            });
     }
 
     /// Final counters and verdict: `result` of the loop, then the payload flush, then (for a
     /// stream that ended cleanly) the validation verdict.
     pub fn finish(mut self, result: Result<()>, refill: &ZcrxRefill) -> (RxStats, Result<()>) {
-        self.update_stats(refill);
-        self.stats.crc32 = self.crc.value(self.validator.as_ref().map(|v| v.pattern()));
-        self.stats.cpu = match (self.cpu_at_first_byte, crate::sys::cpu_time()) {
-            (Some(then), Some(now)) => Some(now.since(then)),
-            _ => None,
-        };
-        let result = result.and_then(|()| {
-            self.out
-                .flush()
-                .map_err(|e| crate::rx::output_error("write(payload output)", e))
-        });
-        let result = match (&result, &self.validator) {
-            (Ok(()), Some(v)) => v.finish(),
-            _ => result,
-        };
+        Self::update_refill_stats(&mut self.stats, refill);
+        let result = self.sink.finish(&mut self.stats, result);
         (self.stats, result)
     }
 }
