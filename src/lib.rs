@@ -24,6 +24,13 @@ macro_rules! elog {
     }};
 }
 
+// The hand-written kernel layouts (cmsgs, ethtool and netlink structs, io_uring regions)
+// assume LP64 (x86_64, aarch64): 8-byte `size_t`/`long`, 8-byte cmsg alignment.
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!(
+    "ncdevmem-rs supports 64-bit (LP64) Linux targets only: its uapi layouts assume them"
+);
+
 pub mod app;
 pub mod backoff;
 pub mod cli;

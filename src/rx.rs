@@ -110,6 +110,8 @@ pub const DEFAULT_DATA_BUF_LEN: usize = 819_200;
 pub const DEFAULT_CONTROL_BUF_LEN: usize = 2000 * DEVMEM_CMSG_SPACE;
 
 const _: () = assert!(DEVMEM_CMSG_SPACE == 40);
+// The hand-written cmsg header is libc's.
+const _: () = assert!(CMSGHDR_LEN == std::mem::size_of::<libc::cmsghdr>());
 const _: () = assert!(cmsg_len(DMABUF_CMSG_LEN) == 40);
 const _: () = assert!(DEFAULT_CONTROL_BUF_LEN == 80_000);
 
