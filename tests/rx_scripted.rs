@@ -69,6 +69,16 @@ fn validated_stats(s: &PatternStream) -> RxStats {
 }
 
 /// `n` dmabuf frags of `size` bytes, one per `stride` bytes of the dma-buf from `base`.
+/// Two batches of `n` 4 KiB frags each, back to back in a 1 MiB dma-buf: the memory, the
+/// stream (for the expected counters) and the two batches.
+fn two_batches(n: u64) -> (VecMemory, PatternStream, Vec<Piece>, Vec<Piece>) {
+    let mut mem = VecMemory::new(1 << 20);
+    let mut s = PatternStream::new(7);
+    let first = frags(&mut s, &mut mem, 0, n, 4096, 4096);
+    let second = frags(&mut s, &mut mem, n * 4096, n, 4096, 4096);
+    (mem, s, first, second)
+}
+
 fn frags(
     s: &mut PatternStream,
     mem: &mut VecMemory,
@@ -529,10 +539,7 @@ fn a_return_larger_than_the_iov_fails_and_releases_its_tokens() {
 
 #[test]
 fn efault_ends_the_run_with_its_name() {
-    let mut mem = VecMemory::new(1 << 20);
-    let mut s = PatternStream::new(7);
-    let first = frags(&mut s, &mut mem, 0, 4, 4096, 4096);
-    let second = frags(&mut s, &mut mem, 4 * 4096, 4, 4096, 4096);
+    let (mem, _, first, second) = two_batches(4);
     let mut sock = ScriptedSocket::new(vec![
         Step::Data(first),
         Step::Errno(libc::EFAULT),
@@ -552,10 +559,7 @@ fn efault_ends_the_run_with_its_name() {
 
 #[test]
 fn eagain_and_eintr_are_retried_and_counted() {
-    let mut mem = VecMemory::new(1 << 20);
-    let mut s = PatternStream::new(7);
-    let first = frags(&mut s, &mut mem, 0, 2, 4096, 4096);
-    let second = frags(&mut s, &mut mem, 2 * 4096, 2, 4096, 4096);
+    let (mem, s, first, second) = two_batches(2);
     let mut sock = ScriptedSocket::new(vec![
         Step::Errno(libc::EAGAIN),
         Step::Data(first),
@@ -591,10 +595,7 @@ fn eagain_and_eintr_are_retried_and_counted() {
 /// held tokens go back before every poll.
 #[test]
 fn eagain_after_a_readable_poll_is_counted_as_spurious() {
-    let mut mem = VecMemory::new(1 << 20);
-    let mut s = PatternStream::new(7);
-    let first = frags(&mut s, &mut mem, 0, 2, 4096, 4096);
-    let second = frags(&mut s, &mut mem, 2 * 4096, 2, 4096, 4096);
+    let (mem, _, first, second) = two_batches(2);
     let mut sock = ScriptedSocket::new(vec![
         Step::Data(first),
         // Nothing queued (then poll: readable), and again after the poll said readable.
@@ -717,10 +718,7 @@ fn full_control_buffer_stops_at_2000_frags_and_long_ranges_split_at_1024() {
 
 #[test]
 fn one_corrupted_byte_is_reported_at_its_stream_offset_after_draining() {
-    let mut mem = VecMemory::new(1 << 20);
-    let mut s = PatternStream::new(7);
-    let first = frags(&mut s, &mut mem, 0, 16, 4096, 4096);
-    let second = frags(&mut s, &mut mem, 16 * 4096, 16, 4096, 4096);
+    let (mut mem, _, first, second) = two_batches(16);
     // Stream offset 5 * 4096 + 123 = 20603; 20603 % 7 = 2, so 0x03 is expected there.
     mem.as_mut_slice()[5 * 4096 + 123] = 0x55;
     let mut sock = ScriptedSocket::new(vec![Step::Data(first), Step::Data(second), Step::Eof]);
