@@ -998,7 +998,8 @@ fn tx(ctx: &Ctx) -> CaseResult {
 /// 32 MiB of the `-v 7` pattern through devmem TX, without and with `-z 4096`, through a 1 MiB
 /// dma-buf (so every region is written again 32 times, each only after its completion: the
 /// software NIC reads the payload when it delivers the frame, so an early reuse would corrupt
-/// what the peer validates).
+/// what the peer validates), to a receiver with a 64 KiB window (so the sender has to wait for
+/// regions).
 fn tx_pattern(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 14, true)?;
     let mut seen = Vec::new();
@@ -1016,6 +1017,11 @@ fn tx_pattern(ctx: &Ctx) -> CaseResult {
             "7",
             "--expect-bytes",
             "32M",
+            // A 64 KiB window keeps each 1 MiB piece in the sender's socket for many round
+            // trips, so the next piece must wait for its region's completion (a receiver fast
+            // enough to drain a piece before the next one is placed made the waits timing).
+            "--rcvbuf",
+            "65536",
             "--timeout",
             "60",
         ]))?;
