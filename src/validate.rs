@@ -798,23 +798,27 @@ impl Validator {
         }
         d.source = Some(src);
         let shift = src.abs_diff(first);
-        d.fault = if shift < len {
-            Fault::Shifted
-        } else if src > first {
-            Fault::Reordered
-        } else {
-            let n = self.recent.len();
-            match self
-                .recent
-                .iter()
-                .enumerate()
-                .rev()
-                .find(|(_, p)| p.offset <= src && src < p.offset + p.len)
-            {
-                Some((_, p)) if !p.ok => Fault::Reordered,
-                Some((i, p)) if p.offset == src && i + DUPLICATE_WINDOW >= n => Fault::Duplicate,
-                _ => Fault::Stale,
-            }
+        // The recent piece the bytes came from, when they come from earlier in the stream, and
+        // whether it is one of the last DUPLICATE_WINDOW pieces and the bytes start at its start.
+        let n = self.recent.len();
+        let earlier = (src < first)
+            .then(|| {
+                self.recent
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find(|(_, p)| p.offset <= src && src < p.offset + p.len)
+            })
+            .flatten()
+            .map(|(i, p)| (p.ok, p.offset == src && i + DUPLICATE_WINDOW >= n));
+        d.fault = match earlier {
+            // A whole recent piece again, from its start, is a duplicate even when that piece
+            // was shorter than this one (the bytes then also look shifted by its length).
+            Some((true, true)) => Fault::Duplicate,
+            _ if shift < len => Fault::Shifted,
+            _ if src > first => Fault::Reordered,
+            Some((false, _)) => Fault::Reordered,
+            _ => Fault::Stale,
         };
         d
     }
@@ -1031,6 +1035,35 @@ mod tests {
             v.check(f);
         }
         v
+    }
+
+    /// A short piece (1504 bytes, one small frame) delivered again at the start of the next,
+    /// longer one: the bytes also look like the next piece shifted back by 1504, but they
+    /// start exactly where that recent piece started, so it is a duplicate (the VM's fault (d)
+    /// after a short frame).
+    #[test]
+    fn a_short_piece_again_at_the_start_of_a_longer_one_is_a_duplicate() {
+        let s = keyed_stream(5, 20_000);
+        let (a, b) = (8192, 8192 + 1504);
+        let mut piece = s[b..b + 4096].to_vec();
+        piece[..1504].copy_from_slice(&s[a..b]);
+        let v = diagnose_frags(5, &[&s[..a], &s[a..b], &piece]);
+        let d = &v.diagnoses()[0];
+        assert_eq!(
+            (d.fault, d.source),
+            (Fault::Duplicate, Some(a as u64)),
+            "{d}"
+        );
+        // An offset error of the same length with no piece starting there stays a shift.
+        let mut shifted = s[b..b + 4096].to_vec();
+        shifted.copy_from_slice(&s[b - 1000..b - 1000 + 4096]);
+        let v = diagnose_frags(5, &[&s[..b], &shifted]);
+        assert_eq!(
+            v.diagnoses()[0].fault,
+            Fault::Shifted,
+            "{}",
+            v.diagnoses()[0]
+        );
     }
 
     #[test]
