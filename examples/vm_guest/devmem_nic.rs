@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 use std::net::SocketAddrV6;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::{Child, Command, Output};
 use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
@@ -452,37 +452,7 @@ fn recvmsg_record(ctx: &Ctx) -> CaseResult {
         .map_err(err)?
         .bind_rx(ifindex_of(&nic.dut)?, mem.fd(), &[3], None)
         .map_err(err)?;
-    let listen_on = SocketAddrV6::new(
-        format!("::ffff:{DUT4}")
-            .parse()
-            .map_err(|e| format!("{e}"))?,
-        PORT,
-        0,
-        0,
-    );
-    let listener = tcp_listen(listen_on, None).map_err(err)?;
-    let tx = spawn(&mut nic.sender(&[
-        "--send-pattern",
-        &STREAM_BYTES.to_string(),
-        "-s",
-        DUT4,
-        "-p",
-        &PORT.to_string(),
-        "-v",
-        "7",
-        "--timeout",
-        "30",
-    ]))?;
-    let (fd, _) = accept_timeout(
-        listener.as_fd(),
-        Some(Duration::from_secs(30)),
-        &AtomicI32::new(0),
-    )
-    .map_err(err)?;
-    let sent = wait(tx)?;
-    if !sent.status.success() {
-        return Err(format!("sender: {}", output_text(&sent)));
-    }
+    let fd = nic.accept_pattern(PORT, &STREAM_BYTES.to_string())?;
     // All of it is in the socket once the bound queue stops counting frames.
     let mut last = u64::MAX;
     for _ in 0..50 {
@@ -1442,37 +1412,7 @@ impl<'c> HeldBinding<'c> {
             .bind_rx(ifindex_of(&nic.dut)?, mem.fd(), &[3], Some(16384))
             .map_err(err)?;
         let id = binding.id();
-        let listen_on = SocketAddrV6::new(
-            format!("::ffff:{DUT4}")
-                .parse()
-                .map_err(|e| format!("{e}"))?,
-            port,
-            0,
-            0,
-        );
-        let listener = tcp_listen(listen_on, None).map_err(err)?;
-        let tx = spawn(&mut nic.sender(&[
-            "--send-pattern",
-            "64K",
-            "-s",
-            DUT4,
-            "-p",
-            &port.to_string(),
-            "-v",
-            "7",
-            "--timeout",
-            "30",
-        ]))?;
-        let (fd, _) = accept_timeout(
-            listener.as_fd(),
-            Some(Duration::from_secs(30)),
-            &AtomicI32::new(0),
-        )
-        .map_err(err)?;
-        let sent = wait(tx)?;
-        if !sent.status.success() {
-            return Err(format!("sender: {}", output_text(&sent)));
-        }
+        let fd = nic.accept_pattern(port, "64K")?;
         let conn = TcpRxSocket::new(fd);
         // Unbind and close the udmabuf; the unread frags keep the pool and the pages.
         drop(binding);
@@ -2082,6 +2022,44 @@ impl<'c> Dnic<'c> {
         let mut c = ns_exec(self.ctx, &self.peer_ns);
         c.arg(&self.ctx.bin).args(args);
         c
+    }
+
+    /// Listens on the DUT's `DUT4:port` (IPv4-mapped, no tool in between), has the peer send
+    /// `bytes` of the `-v 7` pattern, accepts and waits for the sender to finish: the
+    /// connection, with everything sent queued in it (or on its way).
+    fn accept_pattern(&self, port: u16, bytes: &str) -> Result<OwnedFd, String> {
+        let listen_on = SocketAddrV6::new(
+            format!("::ffff:{DUT4}")
+                .parse()
+                .map_err(|e| format!("{e}"))?,
+            port,
+            0,
+            0,
+        );
+        let listener = tcp_listen(listen_on, None).map_err(err)?;
+        let tx = spawn(&mut self.sender(&[
+            "--send-pattern",
+            bytes,
+            "-s",
+            DUT4,
+            "-p",
+            &port.to_string(),
+            "-v",
+            "7",
+            "--timeout",
+            "30",
+        ]))?;
+        let (fd, _) = accept_timeout(
+            listener.as_fd(),
+            Some(Duration::from_secs(30)),
+            &AtomicI32::new(0),
+        )
+        .map_err(err)?;
+        let sent = wait(tx)?;
+        if !sent.status.success() {
+            return Err(format!("sender: {}", output_text(&sent)));
+        }
+        Ok(fd)
     }
 
     /// Runs the server (`--json`, 120 s timeout) and the sender (connect retried up to 60 s) on
