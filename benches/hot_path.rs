@@ -204,6 +204,22 @@ fn receive_loop(c: &mut Criterion) {
     g.finish();
 }
 
+/// Bytes each `*-1gib` group moves per iteration.
+const GIB: usize = 1 << 30;
+
+/// A group over 1 GiB per iteration: throughput in bytes, 10 samples (each iteration is tens of
+/// milliseconds to seconds), a short warm-up.
+fn gib_group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.throughput(Throughput::Bytes(GIB as u64));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_secs(1));
+    g
+}
+
 /// The C ncdevmem loop per frag: copy the frag out of the dma-buf mapping into a bounce buffer,
 /// then check it byte by byte with a modulo (ncdevmem.c's `validate_buffer`). Generous to C:
 /// no cmsg parsing, no syscalls.
@@ -248,12 +264,8 @@ fn drive_double(mut sock: ScriptedSocket, data_len: usize) -> u64 {
 /// frags and at 4 KiB with a 128-byte linear piece before every 32nd frag. Prints the loop's
 /// calls per 1000 frags once per row.
 fn receive_1gib(c: &mut Criterion) {
-    const GIB: usize = 1 << 30;
     const ID: u32 = 3;
-    let mut g = c.benchmark_group("rx-1gib");
-    g.throughput(Throughput::Bytes(GIB as u64));
-    g.sample_size(10);
-    g.warm_up_time(Duration::from_secs(1));
+    let mut g = gib_group(c, "rx-1gib");
     let mut mem = VecMemory::new(GIB);
     Pattern::new(7).unwrap().fill(mem.as_mut_slice(), 0);
     g.bench_function("plain-read", |b| {
@@ -358,12 +370,8 @@ fn receive_1gib(c: &mut Criterion) {
 fn zcrx_1gib(c: &mut Criterion) {
     use ncdevmem::sys::uring_mem::{RawRegion, RefillLayout, RefillRing};
     use ncdevmem::uring::{ChunkConsumer, Completion, Next, ZcrxParams, ZcrxRefill, ZcrxRxConfig};
-    const GIB: usize = 1 << 30;
     const IORING_CQE_F_MORE: u32 = 1 << 1;
-    let mut g = c.benchmark_group("zcrx-1gib");
-    g.throughput(Throughput::Bytes(GIB as u64));
-    g.sample_size(10);
-    g.warm_up_time(Duration::from_secs(1));
+    let mut g = gib_group(c, "zcrx-1gib");
     let mut area = RawRegion::heap(GIB).expect("1 GiB area");
     let mut block = vec![0u8; 7 << 20];
     Pattern::new(7).unwrap().fill(&mut block, 0);
@@ -424,17 +432,13 @@ fn zcrx_1gib(c: &mut Criterion) {
 /// a plain copy of 1 GiB.
 fn tx_1gib(c: &mut Criterion) {
     use ncdevmem::tx::devmem::{IovCursor, PatternSource, TxSource, DEFAULT_MAX_PIECE};
-    const GIB: u64 = 1 << 30;
     const DMABUF: usize = 64 << 20;
-    let mut g = c.benchmark_group("tx-1gib");
-    g.throughput(Throughput::Bytes(GIB));
-    g.sample_size(10);
-    g.warm_up_time(Duration::from_secs(1));
+    let mut g = gib_group(c, "tx-1gib");
     let mut dmabuf = vec![0u8; DMABUF];
     let src_block = vec![7u8; DMABUF];
     g.bench_function("plain-copy", |b| {
         b.iter(|| {
-            for _ in 0..GIB / DMABUF as u64 {
+            for _ in 0..GIB / DMABUF {
                 dmabuf.copy_from_slice(black_box(&src_block));
             }
             black_box(&dmabuf);
@@ -444,9 +448,13 @@ fn tx_1gib(c: &mut Criterion) {
         let label = chunk.map_or("no-split".to_string(), |c| format!("z{c}"));
         g.bench_function(format!("{label}/fill-and-iovs"), |b| {
             b.iter(|| {
-                let mut src =
-                    PatternSource::new(ncdevmem::validate::StreamSpec::Periodic(7), GIB, 0, None)
-                        .unwrap();
+                let mut src = PatternSource::new(
+                    ncdevmem::validate::StreamSpec::Periodic(7),
+                    GIB as u64,
+                    0,
+                    None,
+                )
+                .unwrap();
                 let mut piece = Vec::new();
                 let mut iovs = Vec::new();
                 let mut n_iovs = 0usize;
