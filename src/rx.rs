@@ -678,6 +678,12 @@ pub(crate) fn check_stop_and_idle(
     Ok(())
 }
 
+/// The token counters of `batcher` into `stats`.
+fn update_token_stats(stats: &mut RxStats, batcher: &TokenBatcher) {
+    stats.tokens_released = batcher.released();
+    stats.dontneed_calls = batcher.calls();
+}
+
 struct Receiver<'a, S: RxSocket, M: FragMemory, W: Write> {
     sock: &'a mut S,
     mem: Option<&'a M>,
@@ -799,7 +805,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 return Ok(());
             }
             last_data = Instant::now();
-            self.sink.data_arrived(last_data);
+            self.sink.data_arrived();
             self.batch(&data, &control, o)?;
             if self.batcher.pending_tokens() >= self.cfg.token_high_water.max(1) {
                 self.batcher.flush(&mut *self.sock)?;
@@ -814,21 +820,15 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         } else {
             Ok(())
         };
-        self.update_token_stats();
+        update_token_stats(&mut self.stats, &self.batcher);
         self.sink.finish(&mut self.stats, result.and(released))
-    }
-
-    fn update_token_stats(&mut self) {
-        self.stats.tokens_released = self.batcher.released();
-        self.stats.dontneed_calls = self.batcher.calls();
     }
 
     fn maybe_progress(&mut self) {
         let batcher = &self.batcher;
         self.sink
             .maybe_progress(self.cfg.progress_interval, &mut self.stats, |s| {
-                s.tokens_released = batcher.released();
-                s.dontneed_calls = batcher.calls();
+                update_token_stats(s, batcher)
             });
     }
 

@@ -908,7 +908,7 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
         match c.event {
             RxEvent::Data { area_off, len } => {
                 let bytes = area.bytes(area_off, u64::from(len))?;
-                self.sink.data_arrived(Instant::now());
+                self.sink.data_arrived();
                 if self.cfg.verbose {
                     let _ = writeln!(
                         self.sink.log,

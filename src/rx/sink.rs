@@ -49,11 +49,12 @@ impl<'a, W: Write> PayloadSink<'a, W> {
         })
     }
 
-    /// Data arrived at `now`; the first call records the first byte's time and the process's
-    /// CPU time then (the start of [`RxStats::elapsed`] and [`RxStats::cpu`]).
-    pub(crate) fn data_arrived(&mut self, now: Instant) {
+    /// Data arrived; the first call records the first byte's time and the process's CPU time
+    /// then (the start of [`RxStats::elapsed`] and [`RxStats::cpu`]). Later calls read no
+    /// clock: this is on the per-piece path.
+    pub(crate) fn data_arrived(&mut self) {
         if self.first_byte.is_none() {
-            self.first_byte = Some(now);
+            self.first_byte = Some(Instant::now());
             self.cpu_at_first_byte = crate::sys::cpu_time();
         }
     }

@@ -588,8 +588,9 @@ impl TcpRxSocket {
 
 impl RxSocket for TcpRxSocket {
     /// `recvmsg(fd, {one iov = data, control}, MSG_DONTWAIT | (devmem ? MSG_SOCK_DEVMEM : 0))`
-    /// (no `MSG_WAITALL`): `Err(EAGAIN)` when nothing is queued. On a socket whose data is ordinary memory the kernel ignores
-    /// `MSG_SOCK_DEVMEM` and copies normally with `control_len` 0 (measured on 6.18).
+    /// (no `MSG_WAITALL`): `Err(EAGAIN)` when nothing is queued. On a socket whose data is
+    /// ordinary memory the kernel ignores `MSG_SOCK_DEVMEM` and copies normally with
+    /// `control_len` 0 (measured on 6.18).
     fn recvmsg(
         &mut self,
         data: &mut [u8],
