@@ -5,7 +5,8 @@
 //! receive loop with token release and pattern validation ([`rx`], [`validate`]), io_uring
 //! zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to give back
 //! what a run held ([`release`]), the command line ([`cli`]) and the run orchestration
-//! ([`app`]). All `unsafe` lives in [`sys`] and [`udmabuf`].
+//! ([`app`]); other command lines of the same binary ([`personality`]: `iou-zcrx`). All
+//! `unsafe` lives in [`sys`] and [`udmabuf`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -37,6 +38,7 @@ pub mod cli;
 pub mod error;
 pub mod netlink;
 pub mod nic;
+pub mod personality;
 pub mod rcvbuf;
 pub mod release;
 pub mod rx;

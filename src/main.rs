@@ -1,4 +1,6 @@
 //! `ncdevmem-rs`: parse the command line, run the chosen mode, map the outcome to an exit code.
+//! Invoked as `iou-zcrx` (a link), it is that selftest's command line instead
+//! ([`ncdevmem::personality`]).
 //! Everything else lives in the library (`ncdevmem`).
 
 use std::process::ExitCode;
@@ -6,8 +8,18 @@ use std::process::ExitCode;
 use ncdevmem::cli::{self, Command, PROGRAM};
 use ncdevmem::elog;
 use ncdevmem::error::{Error, EXIT_OK};
+use ncdevmem::personality::{self, iou_zcrx, Personality};
 
 fn main() -> ExitCode {
+    if personality::from_argv0(std::env::args_os().next().as_deref()) == Personality::IouZcrx {
+        return ExitCode::from(match args() {
+            Ok(argv) => iou_zcrx::main(&argv),
+            Err(e) => {
+                elog!("{}: {e}", iou_zcrx::NAME);
+                iou_zcrx::EXIT_FAIL
+            }
+        });
+    }
     let code = match args().and_then(|argv| cli::parse(&argv, ncdevmem::sys::page_size())) {
         Ok(Command::Help(text)) => {
             use std::io::Write as _;

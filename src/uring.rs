@@ -633,8 +633,8 @@ impl Zcrx {
         &self.target
     }
 
-    fn arm(&mut self, sock: BorrowedFd<'_>) -> Result<()> {
-        push_recv_zc(&mut self.ring, sock, self.zcrx_id, RECV_ZC_USER_DATA)?;
+    fn arm(&mut self, sock: BorrowedFd<'_>, len: u32) -> Result<()> {
+        push_recv_zc(&mut self.ring, sock, self.zcrx_id, len, RECV_ZC_USER_DATA)?;
         self.ring.submit().map_err(|e| {
             Error::sys(
                 "io_uring_enter(submit RECV_ZC)",
@@ -689,7 +689,8 @@ impl Zcrx {
         c: &mut ChunkConsumer<'_, W>,
         stop: &AtomicI32,
     ) -> Result<()> {
-        self.arm(sock)?;
+        let len = c.cfg.limited.map_or(0, |l| l.len);
+        self.arm(sock, len)?;
         c.stats.zcrx.arms += 1;
         let tick = c.cfg.poll_tick.max(Duration::from_millis(1));
         let ts = types::Timespec::from(tick);
@@ -771,7 +772,7 @@ impl Zcrx {
                 }
             }
             if rearm || starved {
-                self.arm(sock)?;
+                self.arm(sock, len)?;
                 c.stats.zcrx.arms += 1;
             }
         }
@@ -833,6 +834,22 @@ pub struct ZcrxRxConfig {
     /// Publish the refill tail once this many buffers are queued (also at the end of every
     /// drained batch of completions).
     pub refill_batch: usize,
+    /// `None`: every `RECV_ZC` is unlimited (`sqe.len` 0) and its end without data
+    /// (`res == 0`) is the end of the stream. `Some`: each request takes at most
+    /// [`LimitedRecv::len`] bytes, and its end without data re-arms it, up to
+    /// [`LimitedRecv::rearms`] times, before ending the receive (iou-zcrx.c's `-o N`).
+    pub limited: Option<LimitedRecv>,
+}
+
+/// `RECV_ZC` requests of bounded length (the kernel's `sqe.len`, 6.16+): the request ends with
+/// a `res == 0` completion once it has delivered `len` bytes (or at the end of the stream:
+/// the two look alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitedRecv {
+    /// Bytes per request (non-zero).
+    pub len: u32,
+    /// How many times a request that ended is submitted again.
+    pub rearms: u32,
 }
 
 impl Default for ZcrxRxConfig {
@@ -845,6 +862,7 @@ impl Default for ZcrxRxConfig {
             verbose: false,
             poll_tick: Duration::from_millis(200),
             refill_batch: 64,
+            limited: None,
         }
     }
 }
@@ -872,6 +890,8 @@ pub struct ChunkConsumer<'a, W: Write> {
     /// Counters so far ([`RxMode::Zcrx`]).
     pub stats: RxStats,
     consecutive_retries: u32,
+    /// Re-arms left of [`ZcrxRxConfig::limited`].
+    rearms_left: u32,
 }
 
 impl<'a, W: Write> ChunkConsumer<'a, W> {
@@ -888,6 +908,7 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
             sink: crate::rx::PayloadSink::new(cfg.validate, "chunk", out, log)?,
             stats: RxStats::new(RxMode::Zcrx),
             consecutive_retries: 0,
+            rearms_left: cfg.limited.map_or(0, |l| l.rearms),
         })
     }
 
@@ -927,6 +948,11 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
                     refill.publish();
                 }
                 Ok(if c.more { Next::Continue } else { Next::Rearm })
+            }
+            RxEvent::Eof if self.rearms_left > 0 => {
+                // A length-limited request has delivered its bytes ([`ZcrxRxConfig::limited`]).
+                self.rearms_left -= 1;
+                Ok(Next::Rearm)
             }
             RxEvent::Eof => Ok(Next::Eof),
             RxEvent::Err(errno @ (libc::ENOSPC | libc::ENOMEM)) if !c.more => {
@@ -1202,6 +1228,44 @@ mod tests {
             returned,
             vec![(0x8000 | TOKEN, 4096), (TOKEN, 904), (0x3000 | TOKEN, 100)]
         );
+    }
+
+    #[test]
+    fn a_limited_request_is_rearmed_as_often_as_asked_then_ends() {
+        // iou-zcrx -o 2: the request's end without data (res 0) re-arms twice, the third ends
+        // the receive; an unlimited receive ends at the first.
+        let area = area_with_pattern(7, &[(0, 0, 4096)]);
+        let mut r = refill(64, 0);
+        let cfg = ZcrxRxConfig {
+            limited: Some(LimitedRecv {
+                len: 4096,
+                rearms: 2,
+            }),
+            ..ZcrxRxConfig::default()
+        };
+        let (mut out, mut log) = (Vec::new(), Vec::new());
+        let mut c = ChunkConsumer::new(&cfg, &mut out, &mut log).unwrap();
+        let end = Completion {
+            event: RxEvent::Eof,
+            more: false,
+        };
+        let data = Completion {
+            event: RxEvent::Data {
+                area_off: 0,
+                len: 4096,
+            },
+            more: true,
+        };
+        assert_eq!(
+            c.on_completion(data, &area, &mut r).unwrap(),
+            Next::Continue
+        );
+        assert_eq!(c.on_completion(end, &area, &mut r).unwrap(), Next::Rearm);
+        assert_eq!(c.on_completion(end, &area, &mut r).unwrap(), Next::Rearm);
+        assert_eq!(c.on_completion(end, &area, &mut r).unwrap(), Next::Eof);
+        let plain = ZcrxRxConfig::default();
+        let mut c = ChunkConsumer::new(&plain, &mut out, &mut log).unwrap();
+        assert_eq!(c.on_completion(end, &area, &mut r).unwrap(), Next::Eof);
     }
 
     #[test]

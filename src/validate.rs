@@ -192,7 +192,13 @@ pub enum StreamSpec {
     Periodic(u32),
     /// `--seed SEED`: the keyed SplitMix64 stream of `SEED`.
     Keyed(u64),
+    /// The kernel's `iou-zcrx` selftest stream: `'a' + i % 26` at stream offset `i`
+    /// (`b"abc…z"` repeated, period [`ALPHABET_PERIOD`]).
+    Alphabet,
 }
+
+/// Period (bytes) of [`StreamSpec::Alphabet`].
+pub const ALPHABET_PERIOD: usize = 26;
 
 impl std::fmt::Display for StreamSpec {
     /// `period 7`, `seed 42`: how messages and summaries name the stream.
@@ -200,6 +206,7 @@ impl std::fmt::Display for StreamSpec {
         match self {
             StreamSpec::Periodic(p) => write!(f, "period {p}"),
             StreamSpec::Keyed(s) => write!(f, "seed {s}"),
+            StreamSpec::Alphabet => f.write_str("alphabet a..z"),
         }
     }
 }
@@ -214,6 +221,8 @@ pub struct Pattern {
 #[derive(Debug, Clone)]
 enum Kind {
     Periodic {
+        /// [`StreamSpec::Periodic`] or [`StreamSpec::Alphabet`].
+        spec: StreamSpec,
         period: usize,
         /// `k * period` bytes of the pattern starting at stream offset 0, with
         /// `(k - 1) * period >= COMPARE_CHUNK`.
@@ -235,14 +244,30 @@ impl Pattern {
                 "-v: validation period {period} out of range {MIN_PERIOD}..={MAX_PERIOD} bytes"
             )));
         }
-        let period = period as usize;
+        let p = period as usize;
+        Ok(Pattern::periodic(StreamSpec::Periodic(period), p, |r| {
+            byte_for_phase(r, p)
+        }))
+    }
+
+    /// The `iou-zcrx` stream ([`StreamSpec::Alphabet`]).
+    pub fn alphabet() -> Pattern {
+        // r < 26, so b'a' + r stays in b'a'..=b'z'.
+        Pattern::periodic(StreamSpec::Alphabet, ALPHABET_PERIOD, |r| b'a' + r as u8)
+    }
+
+    /// A periodic stream of `period` bytes whose byte at phase `r` is `byte(r)`, with its
+    /// comparison window.
+    fn periodic(spec: StreamSpec, period: usize, byte: impl Fn(usize) -> u8) -> Pattern {
         let periods = COMPARE_CHUNK.div_ceil(period) + 1;
-        let window: Box<[u8]> = (0..periods * period)
-            .map(|i| byte_for_phase(i % period, period))
-            .collect();
-        Ok(Pattern {
-            kind: Kind::Periodic { period, window },
-        })
+        let window: Box<[u8]> = (0..periods * period).map(|i| byte(i % period)).collect();
+        Pattern {
+            kind: Kind::Periodic {
+                spec,
+                period,
+                window,
+            },
+        }
     }
 
     /// The keyed stream of `seed` (any 64-bit value).
@@ -260,13 +285,14 @@ impl Pattern {
         match spec {
             StreamSpec::Periodic(p) => Pattern::new(p),
             StreamSpec::Keyed(seed) => Ok(Pattern::keyed(seed)),
+            StreamSpec::Alphabet => Ok(Pattern::alphabet()),
         }
     }
 
     /// Which stream this is.
     pub fn spec(&self) -> StreamSpec {
         match &self.kind {
-            Kind::Periodic { period, .. } => StreamSpec::Periodic(*period as u32),
+            Kind::Periodic { spec, .. } => *spec,
             Kind::Keyed { seed } => StreamSpec::Keyed(*seed),
         }
     }
@@ -274,9 +300,7 @@ impl Pattern {
     /// The expected byte at stream offset `offset` (bytes from the start of the connection).
     pub fn expected(&self, offset: u64) -> u8 {
         match &self.kind {
-            Kind::Periodic { period, .. } => {
-                byte_for_phase((offset % *period as u64) as usize, *period)
-            }
+            Kind::Periodic { period, window, .. } => window[(offset % *period as u64) as usize],
             Kind::Keyed { seed } => {
                 keyed_word(*seed, offset / 8).to_le_bytes()[(offset % 8) as usize]
             }
@@ -287,7 +311,7 @@ impl Pattern {
     /// senders to build what they send.
     pub fn fill(&self, buf: &mut [u8], offset: u64) {
         match &self.kind {
-            Kind::Periodic { period, window } => {
+            Kind::Periodic { period, window, .. } => {
                 let phase = (offset % *period as u64) as usize;
                 let chunk = window.len() - period;
                 // Every full chunk is a multiple of the period, so the phase stays the same.
@@ -329,7 +353,7 @@ impl Pattern {
     pub fn crc32(&self, len: u64) -> u32 {
         let mut h = crc32fast::Hasher::new();
         match &self.kind {
-            Kind::Periodic { period, window } => {
+            Kind::Periodic { period, window, .. } => {
                 let block = &window[..*period];
                 let mut n = len / *period as u64;
                 // `pow` hashes 2^i periods; every period is the same bytes, so the order in
@@ -366,7 +390,7 @@ impl Pattern {
     /// differing byte in stream order and returns how many there were.
     fn compare(&self, offset: u64, data: &[u8], mut on_mismatch: impl FnMut(Mismatch)) -> u64 {
         match &self.kind {
-            Kind::Periodic { period, window } => {
+            Kind::Periodic { period, window, .. } => {
                 let phase = (offset % *period as u64) as usize;
                 let chunk = window.len() - period;
                 let mut count = 0;
@@ -899,6 +923,39 @@ mod tests {
             [1, 2, 3, 4, 5, 6, 0x0A, 1, 2, 3, 4, 5, 6, 0x0A, 1],
             "`yes $(echo -e \\x01..\\x06)` stream"
         );
+    }
+
+    #[test]
+    fn alphabet_is_the_iou_zcrx_stream() {
+        let p = Pattern::alphabet();
+        assert_eq!(p.spec(), StreamSpec::Alphabet);
+        assert_eq!(
+            Pattern::from_spec(StreamSpec::Alphabet).unwrap().spec(),
+            p.spec()
+        );
+        assert_eq!(StreamSpec::Alphabet.to_string(), "alphabet a..z");
+        let mut buf = [0u8; 30];
+        p.fill(&mut buf, 0);
+        assert_eq!(&buf, b"abcdefghijklmnopqrstuvwxyzabcd");
+        p.fill(&mut buf[..5], 24);
+        assert_eq!(&buf[..5], b"yzabc");
+        assert_eq!(p.expected(26 * 1000 + 25), b'z');
+        // Validation by stream offset, as the receiver does it: a good stream in odd pieces
+        // passes, a changed byte is reported at its offset.
+        let mut v = Validator::for_spec(StreamSpec::Alphabet).unwrap();
+        let mut data = vec![0u8; 100_000];
+        p.fill(&mut data, 0);
+        for piece in data.chunks(12_840) {
+            assert_eq!(v.check(piece), 0);
+        }
+        data[5] = b'!';
+        let mut v = Validator::for_spec(StreamSpec::Alphabet).unwrap();
+        assert_eq!(v.check(&data), 1);
+        assert_eq!(v.reported()[0].offset, 5);
+        assert_eq!(p.crc32(data.len() as u64), {
+            p.fill(&mut data, 0);
+            crc32fast::hash(&data)
+        });
     }
 
     #[test]

@@ -216,6 +216,22 @@ pub fn rcvbuf(fd: BorrowedFd<'_>) -> Result<u32> {
     getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, "SO_RCVBUF").map(|v| v.max(0) as u32)
 }
 
+/// `SO_INCOMING_NAPI_ID` (include/uapi/asm-generic/socket.h; 4.12+), the value of x86_64 and
+/// aarch64.
+const SO_INCOMING_NAPI_ID: libc::c_int = 56;
+
+/// `SO_INCOMING_NAPI_ID`: the NAPI instance that last received for this socket (0 when none
+/// has, or the device has no NAPI ids).
+pub fn incoming_napi_id(fd: BorrowedFd<'_>) -> Result<u32> {
+    getsockopt_int(
+        fd,
+        libc::SOL_SOCKET,
+        SO_INCOMING_NAPI_ID,
+        "SO_INCOMING_NAPI_ID",
+    )
+    .map(|v| v as u32)
+}
+
 /// Bytes queued for reading on a TCP socket (`ioctl(SIOCINQ)`): the receive queue not yet
 /// returned by `recvmsg`, dmabuf frags included.
 pub fn inq(fd: BorrowedFd<'_>) -> Result<u32> {
@@ -364,6 +380,17 @@ fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 /// Errors: `Error::Sys` naming the call and the address (`EADDRINUSE` from `bind` when
 /// another socket listens there).
 pub fn tcp_listen(addr: SocketAddrV6, rcvbuf: Option<u32>) -> Result<OwnedFd> {
+    tcp_listen_backlog(addr, rcvbuf, 1)
+}
+
+/// [`tcp_listen`] with `listen(backlog)`, for a server that takes several connections at once.
+///
+/// Errors: as [`tcp_listen`].
+pub fn tcp_listen_backlog(
+    addr: SocketAddrV6,
+    rcvbuf: Option<u32>,
+    backlog: u32,
+) -> Result<OwnedFd> {
     let fd = tcp6_socket(true, PortSharing::Exclusive)?;
     if let Some(bytes) = rcvbuf {
         // Before listen: the window scale of the accepted connection follows from it, and
@@ -379,8 +406,13 @@ pub fn tcp_listen(addr: SocketAddrV6, rcvbuf: Option<u32>) -> Result<OwnedFd> {
     }
     bind6(fd_borrow(&fd), &addr)?;
     // SAFETY: listen takes no pointers.
-    let ret = unsafe { libc::listen(fd.as_raw_fd(), 1) };
-    cvt(ret, &format!("listen({addr}, 1)"))?;
+    let ret = unsafe {
+        libc::listen(
+            fd.as_raw_fd(),
+            libc::c_int::try_from(backlog).unwrap_or(libc::c_int::MAX),
+        )
+    };
+    cvt(ret, &format!("listen({addr}, {backlog})"))?;
     Ok(fd)
 }
 

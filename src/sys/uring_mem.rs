@@ -13,7 +13,7 @@
 //!   [`probe_zcrx_register`] (a registration the kernel must refuse, to learn about
 //!   `CAP_NET_ADMIN` early).
 //! * [`zcrx_flush_rq`]: `ZCRX_CTRL_FLUSH_RQ`, recycling returned buffers without a page pool.
-//! * [`push_recv_zc`]: queues a multishot `IORING_OP_RECV_ZC` SQE (the crate's `push` is
+//! * [`push_recv_zc`]: queues a multishot `IORING_OP_RECV_ZC` SQE (optionally length-limited) (the crate's `push` is
 //!   `unsafe`).
 //!
 //! Rules for memory the kernel writes concurrently (as in vm-memory's volatile-memory rules):
@@ -502,7 +502,8 @@ pub fn zcrx_flush_rq(
 }
 
 /// Queues one multishot `IORING_OP_RECV_ZC` on socket `sock` for zcrx instance `zcrx_id`
-/// (`sqe.zcrx_ifq_idx`), no byte limit (`len` 0), tagged `user_data`. Does not enter the
+/// (`sqe.zcrx_ifq_idx`), tagged `user_data`, taking at most `len` bytes (`sqe.len`; 0 = no
+/// limit; a limit needs 6.16+). Does not enter the
 /// kernel: the next `submit*` call does.
 ///
 /// Errors: `Error::Failure` when the submission queue is full.
@@ -510,9 +511,10 @@ pub fn push_recv_zc(
     ring: &mut IoUring<squeue::Entry, cqueue::Entry32>,
     sock: BorrowedFd<'_>,
     zcrx_id: u32,
+    len: u32,
     user_data: u64,
 ) -> Result<()> {
-    let sqe = opcode::RecvZc::new(types::Fd(sock.as_raw_fd()), 0)
+    let sqe = opcode::RecvZc::new(types::Fd(sock.as_raw_fd()), len)
         .ifq(zcrx_id)
         .build()
         .user_data(user_data);

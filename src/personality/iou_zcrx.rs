@@ -1,0 +1,718 @@
+//! The `iou-zcrx` personality: the command line of the kernel's io_uring zero-copy receive
+//! selftest (`tools/testing/selftests/drivers/net/hw/iou-zcrx.c`, driven by `iou-zcrx.py`), run
+//! on this crate's zcrx receive ([`crate::uring`]), `'a'..'z'` stream validation
+//! ([`StreamSpec::Alphabet`]) and pattern sender ([`crate::tx::send_pattern`]).
+//!
+//! Options (getopt string `sch:p:l:i:q:o:z:x:dt:`; numbers as C's `strtoul(…, 0)`: decimal,
+//! `0x` hex or `0` octal, here refused when anything but digits follows):
+//! * `-s` server (receiver) or `-c` client (sender); exactly one.
+//! * `-i IFNAME`, `-q QUEUE` (server): the device and first RX queue the zcrx ifq is registered
+//!   on; `-t N` threads use queues `QUEUE..QUEUE+N`.
+//! * `-p PORT` (default 8000): the server listens on `[::]:PORT`; the client connects there.
+//! * `-h HOST` (client only; IPv4 is v4-mapped): the server; `::` when absent, as C.
+//! * `-l LEN` (client): bytes per `send`, at most [`MAX_PAYLOAD_LEN`] (the default).
+//! * `-z SIZE`: bytes per connection: the client sends them; the server expects them (default
+//!   [`SEND_SIZE`]) unless `-o` is given.
+//! * `-x N` (server): `rx_buf_len` = N pages; any size but one page takes the area from 2 MiB
+//!   hugepages.
+//! * `-o N` (server): receive with length-limited requests of one page, re-armed N times after
+//!   the first ends; each connection must deliver some data.
+//! * `-d` (server): register the ifq and exit (a probe).
+//! * `-t N`: the server runs N workers, each with its own ring and ifq (queue `QUEUE+i`), and
+//!   accepts N×N connections, each handed to the worker whose queue's NAPI id it arrived on
+//!   (`SO_INCOMING_NAPI_ID`); the client opens N×N connections at once.
+//!
+//! Exit codes, as iou-zcrx.c: 0 success; [`EXIT_SKIP`] (42) when hugepages for `-x` cannot be
+//! had or the kernel or device refuses `rx_buf_len` (`EINVAL`, `EOPNOTSUPP`, `ERANGE`), with
+//! the reason on stdout; 1 for everything else, bad options included. Differences from C: bad
+//! numbers, unknown options and missing `-i`/`-q` are errors instead of being ignored or
+//! crashing; the server waits up to [`DEADLINE`] for connections and then for data on each
+//! (C: 5 s for the whole receive); each connection is validated by stream offset.
+
+use std::net::{Ipv6Addr, SocketAddrV6};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::netlink::netdev::{Netdev, QueueType};
+use crate::signals::{self, STOP};
+use crate::sys::socket::{self, ParsedAddr};
+use crate::tx::{self, PatternSend};
+use crate::uring::{self, LimitedRecv, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
+use crate::validate::StreamSpec;
+
+/// The file name (`argv[0]`) that selects this personality.
+pub const NAME: &str = "iou-zcrx";
+/// Exit code for "cannot run here" (iou-zcrx.c `SKIP_CODE`).
+pub const EXIT_SKIP: u8 = 42;
+/// Exit code for every failure, bad options included (iou-zcrx.c's `error(1, …)`).
+pub const EXIT_FAIL: u8 = 1;
+/// `-p` default.
+pub const DEFAULT_PORT: u16 = 8000;
+/// `-z` default: bytes per connection (iou-zcrx.c `SEND_SIZE`, 512 × 4096).
+pub const SEND_SIZE: u64 = 512 * 4096;
+/// Largest (and default) `-l`: [`SEND_SIZE`] less an IPv6 header (40), a TCP header (20) and
+/// the most TCP options (40), as iou-zcrx.c.
+pub const MAX_PAYLOAD_LEN: u64 = SEND_SIZE - 40 - 20 - 40;
+/// Largest `-t`: N×N connections and one 8192-page area per worker.
+pub const MAX_THREADS: u32 = 16;
+/// Most connections one worker takes (iou-zcrx.c `MAX_CONNS_PER_THREAD`).
+pub const MAX_CONNS_PER_THREAD: usize = 64;
+/// How long the server waits for each connection, and then for data on it.
+pub const DEADLINE: Duration = Duration::from_secs(5);
+
+/// Sender or receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `-s`.
+    Server,
+    /// `-c`.
+    Client,
+}
+
+/// The parsed command line (see the module doc for each option).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `-s` or `-c`.
+    pub role: Role,
+    /// `-h` (client).
+    pub host: Option<ParsedAddr>,
+    /// `-p`.
+    pub port: u16,
+    /// `-l`, bytes per `send`.
+    pub payload_len: u64,
+    /// `-i`.
+    pub ifname: Option<String>,
+    /// `-q`, the first RX queue.
+    pub queue: Option<u32>,
+    /// `-o N`: one-page requests re-armed N times.
+    pub oneshot_recvs: Option<u32>,
+    /// `-z`, bytes per connection.
+    pub send_size: u64,
+    /// `-x N` as bytes (N × page size); `None` for no `-x` or `-x 0` (the kernel's default).
+    pub rx_buf_len: Option<u32>,
+    /// `-d`.
+    pub dry_run: bool,
+    /// `-t` (1 without it).
+    pub threads: u32,
+}
+
+fn usage() -> String {
+    format!(
+        "usage: {NAME} (-s|-c) -h<server_ip> -p<port> -l<payload_size> -i<ifname> -q<rxq_id> \
+         [-o<recvs>] [-z<size>] [-x<pages>] [-d] [-t<num_threads>]"
+    )
+}
+
+/// `strtoul(text, NULL, 0)` without its leniency: `0x`/`0X` hex, a leading `0` octal, else
+/// decimal; nothing else may follow. `None` for garbage or a value above `u64`.
+fn c_number(text: &str) -> Option<u64> {
+    let (digits, radix) = if let Some(h) = text.strip_prefix("0x").or(text.strip_prefix("0X")) {
+        (h, 16)
+    } else if text.len() > 1 && text.starts_with('0') {
+        (&text[1..], 8)
+    } else {
+        (text, 10)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
+}
+
+/// A number of `-flag` in `min..=max`.
+fn number(flag: char, text: &str, min: u64, max: u64) -> Result<u64> {
+    match c_number(text) {
+        Some(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(Error::Usage(format!(
+            "-{flag}: invalid value '{text}' (expected a number in {min}..={max}; decimal, 0x \
+             hex or 0 octal)"
+        ))),
+    }
+}
+
+/// Parses the arguments after `argv[0]`. `page_size` (bytes) scales `-x`.
+///
+/// Errors: `Error::Usage` for no arguments, an unknown option, a missing or bad value, a
+/// positional argument, both or neither of `-s`/`-c`, `-h` on the server, a server without
+/// `-i` or `-q`, `-l` above [`MAX_PAYLOAD_LEN`], `-t` outside 1..=[`MAX_THREADS`].
+pub fn parse(argv: &[String], page_size: usize) -> Result<Options> {
+    if argv.is_empty() {
+        return Err(Error::Usage(usage()));
+    }
+    let mut opts = getopts::Options::new();
+    opts.parsing_style(getopts::ParsingStyle::FloatingFrees);
+    for f in ["s", "c", "d"] {
+        opts.optflagmulti(f, "", "");
+    }
+    for f in ["h", "p", "l", "i", "q", "o", "z", "x", "t"] {
+        opts.optmulti(f, "", "", "");
+    }
+    let m = opts.parse(argv).map_err(|e| {
+        use getopts::Fail;
+        Error::Usage(match e {
+            Fail::UnrecognizedOption(n) => format!("unknown option '{n}'; {}", usage()),
+            Fail::ArgumentMissing(n) => format!("-{n}: missing value"),
+            other => other.to_string(),
+        })
+    })?;
+    if let Some(free) = m.free.first() {
+        return Err(Error::Usage(format!(
+            "unexpected argument '{free}'; {}",
+            usage()
+        )));
+    }
+    // As getopt: the last of a repeated option wins.
+    let last = |f: &str| m.opt_strs(f).pop();
+    let role = match (m.opt_present("s"), m.opt_present("c")) {
+        (true, true) => return Err(Error::Usage("Pass one of -s or -c".into())),
+        (true, false) => Role::Server,
+        (false, true) => Role::Client,
+        (false, false) => return Err(Error::Usage(format!("pass -s or -c; {}", usage()))),
+    };
+    let host = match last("h") {
+        Some(_) if role == Role::Server => {
+            return Err(Error::Usage("Receiver cannot have -h specified".into()))
+        }
+        Some(h) => Some(socket::parse_addr(&h, "-h")?),
+        None => None,
+    };
+    let num = |f: char, min: u64, max: u64| -> Result<Option<u64>> {
+        last(&f.to_string())
+            .map(|t| number(f, &t, min, max))
+            .transpose()
+    };
+    let port = num('p', 0, u64::from(u16::MAX))?.map_or(DEFAULT_PORT, |p| p as u16);
+    let payload_len = match last("l") {
+        Some(t) => match c_number(&t) {
+            Some(v) if v > MAX_PAYLOAD_LEN => {
+                return Err(Error::Usage(format!(
+                    "-l: payload exceeds max ({MAX_PAYLOAD_LEN})"
+                )))
+            }
+            _ => number('l', &t, 1, MAX_PAYLOAD_LEN)?,
+        },
+        None => MAX_PAYLOAD_LEN,
+    };
+    let queue = num('q', 0, u64::from(u32::MAX))?.map(|q| q as u32);
+    let oneshot_recvs = num('o', 0, u64::from(u32::MAX))?.map(|o| o as u32);
+    let send_size = num('z', 0, u64::MAX)?.unwrap_or(SEND_SIZE);
+    let max_pages = u64::from(u32::MAX) / page_size.max(1) as u64;
+    let rx_buf_len = num('x', 0, max_pages)?
+        .filter(|&n| n > 0)
+        .map(|n| (n * page_size as u64) as u32);
+    let threads = num('t', 1, u64::from(MAX_THREADS))?.map_or(1, |t| t as u32);
+    let ifname = last("i");
+    if role == Role::Server {
+        if ifname.is_none() {
+            return Err(Error::Usage("-s needs -i <ifname>".into()));
+        }
+        match queue {
+            None => return Err(Error::Usage("-s needs -q <rxq_id>".into())),
+            Some(q) if u64::from(q) + u64::from(threads) - 1 > u64::from(u32::MAX) => {
+                return Err(Error::Usage(format!(
+                    "-q {q} with -t {threads}: queue ids past {}",
+                    u32::MAX
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(Options {
+        role,
+        host,
+        port,
+        payload_len,
+        ifname,
+        queue,
+        oneshot_recvs,
+        send_size,
+        rx_buf_len,
+        dry_run: m.opt_present("d"),
+        threads,
+    })
+}
+
+/// The exit code of a run that ended with `e`: [`EXIT_SKIP`] for a skip, else [`EXIT_FAIL`].
+pub fn exit_code(e: &Error) -> u8 {
+    match e {
+        Error::Skip(_) => EXIT_SKIP,
+        _ => EXIT_FAIL,
+    }
+}
+
+/// Runs the personality on `argv` (after `argv[0]`) and returns the exit code. Errors go to
+/// stderr; a skip's reason goes to stdout (iou-zcrx.py reports a probe's stdout).
+pub fn main(argv: &[String]) -> u8 {
+    let result = match parse(argv, crate::sys::page_size()) {
+        Ok(o) => signals::install().and_then(|()| run(&o)),
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(Error::Skip(reason)) => {
+            println!("{reason}");
+            EXIT_SKIP
+        }
+        Err(e) => {
+            crate::elog!("{NAME}: {e}");
+            exit_code(&e)
+        }
+    }
+}
+
+/// Runs the server or the client.
+///
+/// Errors: see [`run_server`] and [`run_client`].
+pub fn run(o: &Options) -> Result<()> {
+    match o.role {
+        Role::Server => run_server(o),
+        Role::Client => run_client(o),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client
+// ---------------------------------------------------------------------------------------------
+
+/// `-c`: N×N connections at once (N = `-t`), each sending `-z` bytes of the `'a'..'z'` stream
+/// in `-l`-byte writes, through [`tx::send_pattern`].
+///
+/// Errors: the first connection's error (`Error::Sys` for connect or send, `Error::Timeout`).
+pub fn run_client(o: &Options) -> Result<()> {
+    let peer = SocketAddrV6::new(o.host.map_or(Ipv6Addr::UNSPECIFIED, |h| h.ip), o.port, 0, 0);
+    let req = PatternSend {
+        peer,
+        local: None,
+        ifname: None,
+        stream: StreamSpec::Alphabet,
+        total_bytes: o.send_size,
+        write_size: Some(o.payload_len as usize),
+        timeout: None,
+        corrupt_offset: None,
+    };
+    let conns = o.threads * o.threads;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..conns)
+            .map(|_| s.spawn(|| tx::send_pattern(&req, &STOP)))
+            .collect();
+        let mut first = Ok(());
+        for (i, h) in handles.into_iter().enumerate() {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(Error::Failure(format!("sender {i} panicked"))));
+            if first.is_ok() {
+                first = r.map(|_| ()).map_err(|e| {
+                    if conns > 1 {
+                        Error::Failure(format!("connection {i}: {e}"))
+                    } else {
+                        e
+                    }
+                });
+            }
+        }
+        first
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------------
+
+/// `if_nametoindex(3)`; an unknown name fails as iou-zcrx.c ("bad interface name").
+fn ifindex(ifname: &str) -> Result<u32> {
+    let bad = || Error::Failure(format!("bad interface name: {ifname}"));
+    let c = std::ffi::CString::new(ifname).map_err(|_| bad())?;
+    match nix::net::if_::if_nametoindex(c.as_c_str()) {
+        Ok(i) if i > 0 => Ok(i),
+        _ => Err(bad()),
+    }
+}
+
+/// Which failures are skips, as iou-zcrx.c decides: the hugepage area cannot be mapped, or,
+/// with `rx_buf_len`, registration fails with `EINVAL`, `EOPNOTSUPP` or `ERANGE`. A skip the
+/// library decided on (e.g. io_uring disabled) is a failure here, as in C.
+fn c_verdict(e: Error, rx_buf_len: Option<u32>) -> Error {
+    let (call, errno) = match &e {
+        Error::Sys { call, errno } => (call.as_str(), *errno),
+        Error::Skip(reason) => return Error::Failure(reason.clone()),
+        _ => return e,
+    };
+    if call.starts_with("mmap(") && call.contains("MAP_HUGETLB") {
+        return Error::Skip(format!("Can't allocate huge pages: {e}"));
+    }
+    if call.starts_with("io_uring_register(IORING_REGISTER_ZCRX_IFQ")
+        && rx_buf_len.is_some()
+        && matches!(errno, libc::EINVAL | libc::EOPNOTSUPP | libc::ERANGE)
+    {
+        return Error::Skip(format!("Large chunks are not supported -{errno}: {e}"));
+    }
+    e
+}
+
+/// What each worker registers and how it receives.
+struct WorkerPlan {
+    params: ZcrxParams,
+    rx: ZcrxRxConfig,
+    /// Bytes each connection must deliver; `None` (with `-o`): some.
+    expect: Option<u64>,
+}
+
+/// `-s`: binds `[::]:PORT`; N workers (N = `-t`) each create a ring and register an ifq on
+/// queue `QUEUE+i` of `-i` (8192 pages of area, hugetlb for a `-x` other than one page);
+/// with `-d` that is all. Then listens, accepts N×N connections (each within [`DEADLINE`]),
+/// hands each to the worker of its NAPI id (N > 1), and every worker receives its connections
+/// in turn, validating the `'a'..'z'` stream.
+///
+/// Errors: `Error::Skip` as [`c_verdict`]; `Error::Failure` for a bad interface, an unknown
+/// NAPI id, a short connection; `Error::Timeout` without a connection or data; `Error::Sys`
+/// and validation failures from the receive.
+pub fn run_server(o: &Options) -> Result<()> {
+    let ifname = o
+        .ifname
+        .clone()
+        .ok_or_else(|| Error::Usage("-s needs -i <ifname>".into()))?;
+    let first_queue = o
+        .queue
+        .ok_or_else(|| Error::Usage("-s needs -q <rxq_id>".into()))?;
+    let ifindex = ifindex(&ifname)?;
+    let page = crate::sys::page_size();
+    let area_len = uring::DEFAULT_AREA_PAGES * page;
+    let buf_len = o.rx_buf_len.map_or(page, |l| l as usize);
+    let listener_addr = SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, o.port, 0, 0);
+    let plan = |i: u32| WorkerPlan {
+        params: ZcrxParams {
+            target: ZcrxTarget::Device {
+                ifname: ifname.clone(),
+                ifindex,
+                rxq: first_queue + i,
+            },
+            area_len,
+            hugetlb: buf_len != page,
+            rq_entries: ZcrxParams::rq_entries_for(area_len, buf_len),
+            rx_buf_len: o.rx_buf_len,
+        },
+        rx: ZcrxRxConfig {
+            validate: Some(StreamSpec::Alphabet),
+            idle_timeout: Some(DEADLINE),
+            limited: o.oneshot_recvs.map(|rearms| LimitedRecv {
+                len: page as u32,
+                rearms,
+            }),
+            ..ZcrxRxConfig::default()
+        },
+        expect: match o.oneshot_recvs {
+            Some(_) => None,
+            None => Some(o.send_size),
+        },
+    };
+    std::thread::scope(|s| {
+        let (ready_tx, ready_rx) = mpsc::channel::<(u32, Result<()>)>();
+        let mut conn_txs = Vec::new();
+        let mut workers = Vec::new();
+        for i in 0..o.threads {
+            let (conn_tx, conn_rx) = mpsc::channel::<Vec<OwnedFd>>();
+            conn_txs.push(conn_tx);
+            let ready = ready_tx.clone();
+            let p = plan(i);
+            workers.push(s.spawn(move || worker(i, p, ready, conn_rx)));
+        }
+        drop(ready_tx);
+        let mut setup = Ok(());
+        for _ in 0..o.threads {
+            match ready_rx.recv() {
+                Ok((_, Ok(()))) => {}
+                Ok((i, Err(e))) => {
+                    if setup.is_ok() {
+                        setup = Err(if o.threads > 1 {
+                            prefix_worker(i, c_verdict(e, o.rx_buf_len))
+                        } else {
+                            c_verdict(e, o.rx_buf_len)
+                        });
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let dispatched = setup.and_then(|()| {
+            if o.dry_run {
+                return Ok(());
+            }
+            accept_and_dispatch(o, ifindex, first_queue, listener_addr, &conn_txs)
+        });
+        // Workers that got nothing (dry run, or a failure here) end when their sender goes.
+        drop(conn_txs);
+        let mut result = dispatched;
+        for (i, w) in workers.into_iter().enumerate() {
+            let r = w
+                .join()
+                .unwrap_or_else(|_| Err(Error::Failure(format!("worker {i} panicked"))));
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        result
+    })
+}
+
+fn prefix_worker(i: u32, e: Error) -> Error {
+    match e {
+        Error::Skip(r) => Error::Skip(r),
+        e => Error::Failure(format!("worker {i}: {e}")),
+    }
+}
+
+/// Listens, accepts N×N connections and sends each worker its own.
+fn accept_and_dispatch(
+    o: &Options,
+    ifindex: u32,
+    first_queue: u32,
+    addr: SocketAddrV6,
+    conn_txs: &[mpsc::Sender<Vec<OwnedFd>>],
+) -> Result<()> {
+    let listener = socket::tcp_listen_backlog(addr, None, 1024)?;
+    let napi_ids = if o.threads > 1 {
+        let mut nl = Netdev::open()?;
+        (0..o.threads)
+            .map(|i| {
+                let q = first_queue + i;
+                nl.queue_get(ifindex, QueueType::Rx, q)?
+                    .napi_id
+                    .ok_or_else(|| {
+                        Error::Failure(format!("netdev_queue_get(q={q}): napi_id not present"))
+                    })
+            })
+            .collect::<Result<Vec<u32>>>()?
+    } else {
+        Vec::new()
+    };
+    let total = (o.threads * o.threads) as usize;
+    let mut per_worker: Vec<Vec<OwnedFd>> = (0..o.threads).map(|_| Vec::new()).collect();
+    for _ in 0..total {
+        let (fd, _peer) = socket::accept_timeout(listener.as_fd(), Some(DEADLINE), &STOP)?;
+        let idx = if napi_ids.is_empty() {
+            0
+        } else {
+            let id = socket::incoming_napi_id(fd.as_fd())?;
+            napi_ids
+                .iter()
+                .position(|&n| n == id)
+                .ok_or_else(|| Error::Failure(format!("unknown NAPI ID: {id}")))?
+        };
+        if per_worker[idx].len() >= MAX_CONNS_PER_THREAD {
+            return Err(Error::Failure(format!("worker {idx} connection overflow")));
+        }
+        per_worker[idx].push(fd);
+    }
+    for (tx, conns) in conn_txs.iter().zip(per_worker) {
+        // A worker that already ended reports why when joined.
+        let _ = tx.send(conns);
+    }
+    Ok(())
+}
+
+/// One worker: its ring and ifq (reported on `ready`), then the connections it is handed, in
+/// turn. Returns the first failure.
+fn worker(
+    i: u32,
+    plan: WorkerPlan,
+    ready: mpsc::Sender<(u32, Result<()>)>,
+    conns: mpsc::Receiver<Vec<OwnedFd>>,
+) -> Result<()> {
+    let zcrx = uring::create_ring(&RingParams::default())
+        .and_then(|ring| Zcrx::register(ring, &plan.params));
+    let mut zcrx = match zcrx {
+        Ok(z) => {
+            let _ = ready.send((i, Ok(())));
+            z
+        }
+        Err(e) => {
+            let _ = ready.send((i, Err(e)));
+            return Ok(());
+        }
+    };
+    drop(ready);
+    let Ok(fds) = conns.recv() else {
+        return Ok(());
+    };
+    let mut log = std::io::stderr();
+    let mut result = Ok(());
+    for (c, fd) in fds.iter().enumerate() {
+        let (stats, r) =
+            zcrx.receive_logged(fd.as_fd(), &plan.rx, &STOP, &mut std::io::sink(), &mut log);
+        let r = r.and_then(|()| match plan.expect {
+            Some(want) if stats.bytes != want => Err(Error::Failure(format!(
+                "connection {c} received {} of {want} bytes",
+                stats.bytes
+            ))),
+            None if stats.bytes == 0 => {
+                Err(Error::Failure(format!("connection {c} received no data")))
+            }
+            _ => Ok(()),
+        });
+        if let Err(e) = r {
+            result = Err(Error::Failure(format!("worker {i}, connection {c}: {e}")));
+            break;
+        }
+    }
+    // What other CPUs still hold of the received buffers goes back before the ring closes, so
+    // the ifq's page pool (and the queue) is let go of promptly.
+    crate::release::return_deferred_buffers(&mut crate::release::kernel::KernelEnv::new(Some(
+        match &plan.params.target {
+            ZcrxTarget::Device { ifindex, .. } => *ifindex,
+            ZcrxTarget::NoDev => 0,
+        },
+    )));
+    drop(zcrx);
+    drop(fds);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: usize = 4096;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn opts(s: &str) -> Options {
+        parse(&argv(s), PAGE).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn usage_error(s: &str) -> String {
+        match parse(&argv(s), PAGE) {
+            Err(Error::Usage(m)) => m,
+            other => panic!("{s}: expected a usage error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn server_defaults_are_iou_zcrx_cs() {
+        let o = opts("-s -i eth0 -q 3");
+        assert_eq!(
+            o,
+            Options {
+                role: Role::Server,
+                host: None,
+                port: 8000,
+                payload_len: 2_097_052,
+                ifname: Some("eth0".into()),
+                queue: Some(3),
+                oneshot_recvs: None,
+                send_size: 2_097_152,
+                rx_buf_len: None,
+                dry_run: false,
+                threads: 1,
+            }
+        );
+    }
+
+    #[test]
+    fn every_option_as_iou_zcrx_py_passes_them() {
+        let o = opts("-s -p 41234 -i dnic40a -q 3 -o 4");
+        assert_eq!((o.port, o.oneshot_recvs), (41234, Some(4)));
+        let o = opts("-s -p 41234 -i dnic40a -q 3 -x 2 -d");
+        assert_eq!((o.rx_buf_len, o.dry_run), (Some(8192), true));
+        let o = opts("-c -h 2001:db8::1 -p 41234 -l 12840");
+        assert_eq!(o.role, Role::Client);
+        assert_eq!(
+            o.host.unwrap().ip,
+            "2001:db8::1".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!((o.payload_len, o.send_size), (12840, SEND_SIZE));
+        let o = opts("-c -h 192.0.2.1 -p 41234 -l 4096 -z 16384");
+        assert_eq!(o.host.unwrap().ip.to_string(), "::ffff:192.0.2.1");
+        assert_eq!((o.payload_len, o.send_size), (4096, 16384));
+        let o = opts("-s -i eth0 -q 2 -t 3");
+        assert_eq!(o.threads, 3);
+    }
+
+    #[test]
+    fn getopt_spellings_and_c_numbers() {
+        // Attached values, clustered flags, the last repeat wins, strtoul bases.
+        let o = opts("-sd -ieth0 -q0x3 -p010 -p 9000 -x0");
+        assert_eq!(
+            (o.dry_run, o.ifname.as_deref(), o.queue, o.port),
+            (true, Some("eth0"), Some(3), 9000)
+        );
+        assert_eq!(o.rx_buf_len, None, "-x 0 is the kernel's default");
+        assert_eq!(opts("-s -i e -q 010").queue, Some(8));
+        assert_eq!(opts("-s -i e -q 0").queue, Some(0));
+        assert_eq!(c_number("0x"), None);
+        assert_eq!(c_number("08"), None);
+        assert_eq!(c_number("-1"), None);
+        assert_eq!(c_number("12abc"), None);
+        assert_eq!(c_number("0X1f"), Some(31));
+    }
+
+    #[test]
+    fn bad_command_lines_are_usage_errors() {
+        assert!(parse(&[], PAGE).is_err());
+        assert!(usage_error("").contains("usage: iou-zcrx"));
+        assert_eq!(usage_error("-s -c"), "Pass one of -s or -c");
+        assert!(usage_error("-i eth0").starts_with("pass -s or -c"));
+        assert_eq!(
+            usage_error("-s -h ::1 -i e -q 1"),
+            "Receiver cannot have -h specified"
+        );
+        assert_eq!(usage_error("-s -q 1"), "-s needs -i <ifname>");
+        assert_eq!(usage_error("-s -i e"), "-s needs -q <rxq_id>");
+        assert_eq!(
+            usage_error("-c -l 2097053"),
+            "-l: payload exceeds max (2097052)"
+        );
+        assert!(usage_error("-c -l 0").starts_with("-l: invalid value '0'"));
+        assert!(usage_error("-c -p 65536").starts_with("-p: invalid value '65536'"));
+        assert!(usage_error("-c -p http").starts_with("-p: invalid value 'http'"));
+        assert!(usage_error("-c -z -1").starts_with("-z: invalid value '-1'"));
+        assert!(usage_error("-s -i e -q 1 -t 0").starts_with("-t: invalid value '0'"));
+        assert!(usage_error("-s -i e -q 1 -t 17").starts_with("-t: invalid value '17'"));
+        assert!(usage_error("-s -i e -q 1 -o x").starts_with("-o: invalid value 'x'"));
+        assert!(usage_error("-s -i e -q 1 -x 1048576").starts_with("-x: invalid value"));
+        assert!(usage_error("-s -i e -q 4294967295 -t 2").contains("queue ids past"));
+        assert!(usage_error("-c -h 224.0.0.1").contains("multicast"));
+        assert!(usage_error("-c -h nohost").starts_with("-h: invalid IP address"));
+        assert!(usage_error("-c -y").starts_with("unknown option 'y'"));
+        assert_eq!(usage_error("-c -p"), "-p: missing value");
+        assert!(usage_error("-c extra").starts_with("unexpected argument 'extra'"));
+    }
+
+    #[test]
+    fn skips_are_where_iou_zcrx_c_skips() {
+        let hugetlb = Error::Sys {
+            call: "mmap(33554432 bytes, MAP_PRIVATE|MAP_ANONYMOUS|MAP_HUGETLB|MAP_HUGE_2MB)".into(),
+            errno: libc::ENOMEM,
+        };
+        let v = c_verdict(hugetlb, Some(8192));
+        assert!(
+            matches!(&v, Error::Skip(r) if r.starts_with("Can't allocate huge pages")),
+            "{v:?}"
+        );
+        let reg = |errno| Error::Sys {
+            call: "io_uring_register(IORING_REGISTER_ZCRX_IFQ) on eth0 rx queue 3".into(),
+            errno,
+        };
+        for errno in [libc::EINVAL, libc::EOPNOTSUPP, libc::ERANGE] {
+            let v = c_verdict(reg(errno), Some(8192));
+            assert!(
+                matches!(&v, Error::Skip(r) if r.starts_with("Large chunks are not supported")),
+                "{v:?}"
+            );
+            assert_eq!(exit_code(&v), EXIT_SKIP);
+            // Without -x the same refusal fails, as in C.
+            let v = c_verdict(reg(errno), None);
+            assert!(matches!(v, Error::Sys { .. }), "{v:?}");
+            assert_eq!(exit_code(&v), EXIT_FAIL);
+        }
+        let v = c_verdict(reg(libc::EPERM), Some(8192));
+        assert_eq!(exit_code(&v), EXIT_FAIL);
+        // A library skip is a failure here.
+        let v = c_verdict(Error::Skip("io_uring disabled".into()), None);
+        assert_eq!(exit_code(&v), EXIT_FAIL);
+        assert_eq!(exit_code(&Error::Usage("x".into())), EXIT_FAIL);
+    }
+}
