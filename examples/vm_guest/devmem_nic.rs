@@ -85,6 +85,7 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
             fault(c, 'f', "offset", 8, Some("shifted"))
         }),
         ("devmem-nic/kernel-devmem-py", kernel_devmem_py),
+        ("devmem-nic/kernel-iou-zcrx-py", kernel_iou_zcrx_py),
         ("devmem-nic/c-ncdevmem", c_ncdevmem),
     ]
 }
@@ -1692,6 +1693,8 @@ const DEBIAN: &str = "/debian";
 const UNDER_TEST: &str = "/run/ncdevmem-under-test";
 /// The kernel's devmem.py inside the chroot.
 const DEVMEM_PY: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/devmem.py";
+/// The kernel's iou-zcrx.py inside the chroot (its `iou-zcrx` links to [`UNDER_TEST`]).
+const IOU_ZCRX_PY: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/iou-zcrx.py";
 /// The C ncdevmem built from the VM kernel's source, inside the chroot.
 const C_NCDEVMEM: &str = "/opt/kselftest/c-ncdevmem";
 /// How long one devmem.py run may take under TCG.
@@ -1793,6 +1796,19 @@ impl HarnessRun {
 /// Runs devmem.py with `binary` (a guest path) as its ncdevmem, on `nic` with its peer
 /// namespace as the netns remote.
 fn devmem_py(root: &DebianRoot, nic: &Dnic, binary: &str) -> Result<HarnessRun, String> {
+    kernel_py(root, nic, DEVMEM_PY, binary)
+}
+
+/// Runs the kernel's drv-net test `script` (a path in the chroot) with `binary` (a guest path)
+/// as the tool it runs (copied to [`UNDER_TEST`], which the chroot's `ncdevmem` and `iou-zcrx`
+/// link to), on `nic` with its peer namespace as the netns remote; each test's KTAP verdict is
+/// named without the script's prefix (`check_rx`, `test_zcrx.single`).
+fn kernel_py(
+    root: &DebianRoot,
+    nic: &Dnic,
+    script: &str,
+    binary: &str,
+) -> Result<HarnessRun, String> {
     std::fs::copy(binary, UNDER_TEST).map_err(|e| format!("copy {binary} to {UNDER_TEST}: {e}"))?;
     let env = [
         ("NETIF", nic.dut.as_str()),
@@ -1803,7 +1819,7 @@ fn devmem_py(root: &DebianRoot, nic: &Dnic, binary: &str) -> Result<HarnessRun, 
         ("REMOTE_TYPE", "netns"),
         ("REMOTE_ARGS", nic.peer_ns.as_str()),
     ];
-    let child = spawn(&mut root.command(&env, &["python3", DEVMEM_PY]))?;
+    let child = spawn(&mut root.command(&env, &["python3", script]))?;
     let out = wait_within(child, HARNESS_DEADLINE)?;
     let output = output_text(&out);
     let mut results = Vec::new();
@@ -1816,7 +1832,8 @@ fn devmem_py(root: &DebianRoot, nic: &Dnic, binary: &str) -> Result<HarnessRun, 
             continue;
         };
         let mut words = rest.split_whitespace().skip(1);
-        let name = words.next().unwrap_or("?").trim_start_matches("devmem.");
+        let full = words.next().unwrap_or("?");
+        let name = full.split_once('.').map_or(full, |(_, n)| n);
         let verdict = if line.contains("# SKIP") {
             "SKIP"
         } else {
@@ -1825,10 +1842,8 @@ fn devmem_py(root: &DebianRoot, nic: &Dnic, binary: &str) -> Result<HarnessRun, 
         results.push((name.to_string(), verdict.to_string()));
     }
     if results.is_empty() {
-        return Err(format!(
-            "devmem.py ran no test ({}): {output:?}",
-            out.status
-        ));
+        let file = script.rsplit('/').next().unwrap_or(script);
+        return Err(format!("{file} ran no test ({}): {output:?}", out.status));
     }
     Ok(HarnessRun { results, output })
 }
@@ -1861,6 +1876,37 @@ fn kernel_devmem_py(ctx: &Ctx) -> CaseResult {
     }
     Ok(Outcome::Pass(format!(
         "the VM kernel's devmem.py, unchanged, with ncdevmem-rs: {}{note}",
+        run1.summary()
+    )))
+}
+
+/// The tests of the kernel's iou-zcrx.py.
+const IOU_ZCRX_TESTS: [&str; 5] = [
+    "test_zcrx.single",
+    "test_zcrx.rss",
+    "test_zcrx_oneshot.single",
+    "test_zcrx_oneshot.rss",
+    "test_zcrx_large_chunks",
+];
+
+/// The kernel's iou-zcrx.py, unchanged, with ncdevmem-rs as its `iou-zcrx` (the chroot's
+/// `iou-zcrx` links to the binary, so it runs under that name: [`ncdevmem::personality`]), the
+/// software NIC as NETIF and a netns remote: every test must pass (not skip).
+fn kernel_iou_zcrx_py(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 33, true)?;
+    let root = DebianRoot::mount()?;
+    let run1 = kernel_py(&root, &nic, IOU_ZCRX_PY, &ctx.bin.to_string_lossy())?;
+    record("iou-zcrx-py-ncdevmem-rs.txt", &run1.output);
+    let names: Vec<&str> = run1.results.iter().map(|(t, _)| t.as_str()).collect();
+    if names != IOU_ZCRX_TESTS || run1.results.iter().any(|(_, v)| v != "ok") {
+        return Err(format!(
+            "iou-zcrx.py with ncdevmem-rs: {}; {}",
+            run1.summary(),
+            run1.failure_lines()
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "the VM kernel's iou-zcrx.py, unchanged, with ncdevmem-rs as iou-zcrx: {}",
         run1.summary()
     )))
 }

@@ -5,7 +5,8 @@
  * Test infrastructure of ncdevmem-rs (tests/vm/), written for that project.
  * It creates pairs of Ethernet netdevs linked back to back: what one side
  * transmits, the other side receives on the RX queue chosen by its ntuple
- * rules or, failing those, by its RSS indirection table. Each netdev has a
+ * rules or, failing those, by its RSS indirection table (a rule may name an
+ * additional RSS context, whose own table then picks the queue). Each netdev has a
  * platform device with a 64-bit DMA mask as parent, queue management ops and
  * one page pool per RX queue, so the networking core can install a memory
  * provider (a devmem dma-buf binding or an io_uring zcrx area) on a queue.
@@ -79,6 +80,7 @@
 #define DNIC_INDIR_SIZE		128
 #define DNIC_KEY_SIZE		40
 #define DNIC_MAX_RULES		64
+#define DNIC_MAX_RSS_CTX	8	/* context ids 1..7 (0 is the default table) */
 #define DNIC_RING_DEFAULT	1024
 #define DNIC_RING_MAX		4096
 #define DNIC_HDS_THRESH_MAX	1024
@@ -111,6 +113,12 @@ struct dnic_cls {
 	u8 key[DNIC_KEY_SIZE];
 	DECLARE_BITMAP(used, DNIC_MAX_RULES);
 	struct ethtool_rx_flow_spec rules[DNIC_MAX_RULES];
+	/* The RSS context of each FLOW_RSS rule. */
+	u32 rule_ctx[DNIC_MAX_RULES];
+	/* The tables of the additional RSS contexts, by context id (the
+	 * ethtool core keeps the contexts themselves; entry 0 is unused).
+	 */
+	u32 ctx_indir[DNIC_MAX_RSS_CTX][DNIC_INDIR_SIZE];
 };
 
 struct dnic_rxq_stats {
@@ -420,7 +428,12 @@ static u32 dnic_select_rxq(struct dnic_priv *rx, const struct dnic_flow *fl,
 				continue;
 			if (fs->ring_cookie == RX_CLS_FLOW_DISC)
 				return DNIC_RXQ_DISCARD;
-			q = ethtool_get_flow_spec_ring(fs->ring_cookie);
+			if ((fs->flow_type & FLOW_RSS) &&
+			    cls->rule_ctx[loc] < DNIC_MAX_RSS_CTX)
+				q = cls->ctx_indir[cls->rule_ctx[loc]]
+						  [cb->hash % DNIC_INDIR_SIZE];
+			else
+				q = ethtool_get_flow_spec_ring(fs->ring_cookie);
 			return q < nq ? q : 0;
 		}
 	}
@@ -1534,6 +1547,8 @@ static int dnic_get_rxnfc(struct net_device *dev, struct ethtool_rxnfc *info,
 		    !test_bit(info->fs.location, cls->used))
 			return -ENOENT;
 		info->fs = cls->rules[info->fs.location];
+		if (info->fs.flow_type & FLOW_RSS)
+			info->rss_context = cls->rule_ctx[info->fs.location];
 		info->data = DNIC_MAX_RULES;
 		return 0;
 	case ETHTOOL_GRXCLSRLALL:
@@ -1550,9 +1565,9 @@ static int dnic_get_rxnfc(struct net_device *dev, struct ethtool_rxnfc *info,
 }
 
 static int dnic_check_rule(struct net_device *dev,
-			   const struct ethtool_rx_flow_spec *fs)
+			   const struct ethtool_rx_flow_spec *fs, u32 rss_ctx)
 {
-	u32 type = fs->flow_type & ~FLOW_EXT;
+	u32 type = fs->flow_type & ~(FLOW_EXT | FLOW_RSS);
 
 	if (type != TCP_V4_FLOW && type != UDP_V4_FLOW &&
 	    type != TCP_V6_FLOW && type != UDP_V6_FLOW)
@@ -1563,6 +1578,11 @@ static int dnic_check_rule(struct net_device *dev,
 		return -EOPNOTSUPP;
 	if (fs->ring_cookie == RX_CLS_FLOW_DISC)
 		return 0;
+	/* A context rule takes its queue from the context's table (the core
+	 * refuses a queue offset: no cap_rss_rxnfc_adds).
+	 */
+	if (fs->flow_type & FLOW_RSS)
+		return rss_ctx && rss_ctx < DNIC_MAX_RSS_CTX ? 0 : -EINVAL;
 	if (fs->ring_cookie == RX_CLS_FLOW_WAKE ||
 	    ethtool_get_flow_spec_ring_vf(fs->ring_cookie))
 		return -EOPNOTSUPP;
@@ -1586,7 +1606,7 @@ static int dnic_set_rxnfc(struct net_device *dev, struct ethtool_rxnfc *info)
 	old = rcu_dereference_protected(priv->cls, true);
 	switch (info->cmd) {
 	case ETHTOOL_SRXCLSRLINS:
-		err = dnic_check_rule(dev, &info->fs);
+		err = dnic_check_rule(dev, &info->fs, info->rss_context);
 		if (err)
 			return err;
 		if (loc & RX_CLS_LOC_SPECIAL) {
@@ -1615,6 +1635,8 @@ static int dnic_set_rxnfc(struct net_device *dev, struct ethtool_rxnfc *info)
 			return -ENOMEM;
 		cls->rules[loc] = info->fs;
 		cls->rules[loc].location = loc;
+		cls->rule_ctx[loc] = info->fs.flow_type & FLOW_RSS ?
+				     info->rss_context : 0;
 		set_bit(loc, cls->used);
 		info->fs.location = loc;
 		break;
@@ -1634,6 +1656,92 @@ static int dnic_set_rxnfc(struct net_device *dev, struct ethtool_rxnfc *info)
 	return 0;
 }
 
+/* Additional RSS contexts: the ethtool core allocates the ids (below
+ * DNIC_MAX_RSS_CTX) and keeps each context's settings; the driver keeps a
+ * copy of each table in the classifier, where the receive path reads it.
+ */
+static int dnic_ctx_apply(struct net_device *dev, u32 id, const u32 *indir)
+{
+	struct dnic_priv *priv = netdev_priv(dev);
+	struct dnic_cls *old, *cls;
+	unsigned int i;
+
+	if (id == 0 || id >= DNIC_MAX_RSS_CTX)
+		return -EINVAL;
+	for (i = 0; i < DNIC_INDIR_SIZE; i++)
+		if (indir[i] >= dev->real_num_rx_queues)
+			return -EINVAL;
+	old = rcu_dereference_protected(priv->cls, true);
+	cls = kmemdup(old, sizeof(*old), GFP_KERNEL);
+	if (!cls)
+		return -ENOMEM;
+	memcpy(cls->ctx_indir[id], indir, sizeof(cls->ctx_indir[id]));
+	rcu_assign_pointer(priv->cls, cls);
+	kfree_rcu(old, rcu);
+	return 0;
+}
+
+static int dnic_ctx_check(const struct ethtool_rxfh_param *rxfh,
+			  struct netlink_ext_ack *extack)
+{
+	if (rxfh->hfunc != ETH_RSS_HASH_NO_CHANGE &&
+	    rxfh->hfunc != ETH_RSS_HASH_TOP) {
+		NL_SET_ERR_MSG_MOD(extack, "only the Toeplitz hash is supported");
+		return -EOPNOTSUPP;
+	}
+	if (rxfh->key) {
+		NL_SET_ERR_MSG_MOD(extack, "RSS contexts share the device's key");
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static int dnic_create_rxfh_context(struct net_device *dev,
+				    struct ethtool_rxfh_context *ctx,
+				    const struct ethtool_rxfh_param *rxfh,
+				    struct netlink_ext_ack *extack)
+{
+	struct dnic_priv *priv = netdev_priv(dev);
+	u32 *indir = ethtool_rxfh_context_indir(ctx);
+	int err;
+
+	err = dnic_ctx_check(rxfh, extack);
+	if (err)
+		return err;
+	/* What the core does not fill in itself. */
+	if (!rxfh->indir)
+		dnic_fill_default_indir(indir, dev->real_num_rx_queues);
+	memcpy(ethtool_rxfh_context_key(ctx),
+	       rcu_dereference_protected(priv->cls, true)->key, DNIC_KEY_SIZE);
+	ctx->hfunc = ETH_RSS_HASH_TOP;
+	ctx->input_xfrm = 0;
+	return dnic_ctx_apply(dev, rxfh->rss_context,
+			      rxfh->indir ? rxfh->indir : indir);
+}
+
+static int dnic_modify_rxfh_context(struct net_device *dev,
+				    struct ethtool_rxfh_context *ctx,
+				    const struct ethtool_rxfh_param *rxfh,
+				    struct netlink_ext_ack *extack)
+{
+	int err = dnic_ctx_check(rxfh, extack);
+
+	if (err || !rxfh->indir)
+		return err;
+	return dnic_ctx_apply(dev, rxfh->rss_context, rxfh->indir);
+}
+
+static int dnic_remove_rxfh_context(struct net_device *dev,
+				    struct ethtool_rxfh_context *ctx,
+				    u32 rss_context,
+				    struct netlink_ext_ack *extack)
+{
+	/* The core refuses while a rule uses the context; its table stays
+	 * in the classifier until the id is reused.
+	 */
+	return 0;
+}
+
 #define DNIC_ETHTOOL_COMMON						\
 	.op_needs_rtnl		= ETHTOOL_OP_NEEDS_RTNL_SCHANNELS,	\
 	.get_drvinfo		= dnic_get_drvinfo,			\
@@ -1648,7 +1756,11 @@ static int dnic_set_rxnfc(struct net_device *dev, struct ethtool_rxnfc *info)
 	.get_rxfh_key_size	= dnic_get_rxfh_key_size,		\
 	.get_rxfh		= dnic_get_rxfh,			\
 	.set_rxfh		= dnic_set_rxfh,			\
-	.get_rxfh_fields	= dnic_get_rxfh_fields
+	.get_rxfh_fields	= dnic_get_rxfh_fields,			\
+	.rxfh_max_num_contexts	= DNIC_MAX_RSS_CTX,			\
+	.create_rxfh_context	= dnic_create_rxfh_context,		\
+	.modify_rxfh_context	= dnic_modify_rxfh_context,		\
+	.remove_rxfh_context	= dnic_remove_rxfh_context
 
 static const struct ethtool_ops dnic_ethtool_ops = {
 	.supported_ring_params	= ETHTOOL_RING_USE_TCP_DATA_SPLIT |
