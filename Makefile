@@ -14,8 +14,11 @@ BIN = $(TARGET_DIR)/release/ncdevmem-rs
 
 all: build
 
+# Also `iou-zcrx` beside the binary: a link under which it takes the kernel's iou-zcrx
+# selftest's command line (src/personality).
 build:
 	$(CARGO) build --release --locked
+	ln -sfn ncdevmem-rs $(TARGET_DIR)/release/iou-zcrx
 
 # The README's test command: formatting, lints, then every test (unit, scripted-kernel,
 # real-kernel in network namespaces, the shell helpers, the py/ harness; the real-kernel ones
@@ -67,6 +70,7 @@ bench: build
 
 install: build
 	install -D -m 0755 $(BIN) $(INSTALL_PATH)/ncdevmem-rs
+	ln -sfn ncdevmem-rs $(INSTALL_PATH)/iou-zcrx
 
 clean:
 	$(CARGO) clean
