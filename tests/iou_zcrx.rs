@@ -160,7 +160,10 @@ fn server_skip() -> Option<String> {
 #[test]
 fn the_server_on_a_device_without_zcrx_fails_or_skips_as_c() {
     if let Some(r) = server_skip() {
-        common::print_skip("the_server_on_a_device_without_zcrx_fails_or_skips_as_c", &r);
+        common::print_skip(
+            "the_server_on_a_device_without_zcrx_fails_or_skips_as_c",
+            &r,
+        );
         return;
     }
     let l = Linked::new();
