@@ -321,11 +321,7 @@ src_extract() {
     local dest=$1
     shift
     if ! ls "$src_deb_dir"/linux-source-*.deb >/dev/null 2>&1; then
-        # The kernel's iou-zcrx.py runs "iou-zcrx" from the same directory: a link to the binary under
-# test too, which answers to that name with iou-zcrx.c's command line (src/personality).
-# Outside the build above, so a harness built before the link existed gets it.
-ln -sfn /run/ncdevmem-under-test "$kst/tools/testing/selftests/drivers/net/hw/iou-zcrx"
-rm -rf "$src_deb_dir"
+        rm -rf "$src_deb_dir"
         cleanups+=("rm -rf '$src_deb_dir'")
         tapt_update
         log "fetching linux-source-$major_minor=$KVERSION"
@@ -392,6 +388,10 @@ if [ ! -e "$kst_stamp" ]; then
     : >"$kst_stamp"
     log "kernel devmem harness and C ncdevmem in $kst"
 fi
+# The kernel's iou-zcrx.py runs "iou-zcrx" from the same directory: a link to the binary under
+# test too, which answers to that name with iou-zcrx.c's command line (src/personality).
+# Outside the build above, so a harness built before the link existed gets it.
+ln -sfn /run/ncdevmem-under-test "$kst/tools/testing/selftests/drivers/net/hw/iou-zcrx"
 rm -rf "$src_deb_dir"
 
 # ---------------------------------------------------------------------------------------------
