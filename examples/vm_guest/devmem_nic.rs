@@ -1891,7 +1891,10 @@ const IOU_ZCRX_TESTS: [&str; 5] = [
 
 /// The kernel's iou-zcrx.py, unchanged, with ncdevmem-rs as its `iou-zcrx` (the chroot's
 /// `iou-zcrx` links to the binary, so it runs under that name: [`ncdevmem::personality`]), the
-/// software NIC as NETIF and a netns remote: every test must pass (not skip).
+/// software NIC as NETIF and a netns remote: every test must pass (not skip), and every frame
+/// with payload must have been split on the harness's target queue (the last one, [`BOUND`]):
+/// zcrx copies what arrives on other queues, so a pass alone would not show the steering
+/// (the rss variants' through an additional RSS context) worked.
 fn kernel_iou_zcrx_py(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 33, true)?;
     let root = DebianRoot::mount()?;
@@ -1905,9 +1908,13 @@ fn kernel_iou_zcrx_py(ctx: &Ctx) -> CaseResult {
             run1.failure_lines()
         ));
     }
+    let q = nic.queue_stats()?;
+    only_bound_queue_split(&q)?;
     Ok(Outcome::Pass(format!(
-        "the VM kernel's iou-zcrx.py, unchanged, with ncdevmem-rs as iou-zcrx: {}",
-        run1.summary()
+        "the VM kernel's iou-zcrx.py, unchanged, with ncdevmem-rs as iou-zcrx: {}; all {} \
+         split frames on queue {BOUND}",
+        run1.summary(),
+        q[BOUND].split
     )))
 }
 
