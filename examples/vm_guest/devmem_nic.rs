@@ -86,6 +86,7 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         }),
         ("devmem-nic/kernel-devmem-py", kernel_devmem_py),
         ("devmem-nic/kernel-iou-zcrx-py", kernel_iou_zcrx_py),
+        ("devmem-nic/iou-zcrx-threads", iou_zcrx_threads),
         ("devmem-nic/c-ncdevmem", c_ncdevmem),
     ]
 }
@@ -1915,6 +1916,104 @@ fn kernel_iou_zcrx_py(ctx: &Ctx) -> CaseResult {
          split frames on queue {BOUND}",
         run1.summary(),
         q[BOUND].split
+    )))
+}
+
+/// Waits until something listens on TCP port `port` of this namespace (`/proc/net/tcp6`,
+/// state 0A), as the harness's `wait_port_listen`.
+fn wait_listening(port: u16, within: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    let needle = format!(":{port:04X} ");
+    loop {
+        let table = std::fs::read_to_string("/proc/net/tcp6").map_err(|e| format!("{e}"))?;
+        let listening = table.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && format!("{} ", f[1]).ends_with(&needle) && f[3] == "0A"
+        });
+        if listening {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("nothing listens on port {port} after {within:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `iou-zcrx -t 2` (the later iou-zcrx.c's threads): RSS spreads every flow over queues 2 and
+/// 3 (header split on); the server registers an ifq on each and accepts 2×2 connections, each
+/// handed to the worker of the queue its NAPI id names; the client (also as `iou-zcrx`, in the
+/// peer namespace) opens the four at once. Both exit 0, every connection delivers 2 MiB of the
+/// `'a'..'z'` stream, and every frame with payload was split on queue 2 or 3.
+fn iou_zcrx_threads(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 34, true)?;
+    let _setup = EthtoolUndo::new(
+        ctx,
+        &nic.dut,
+        &[
+            &["-G", "tcp-data-split", "on"],
+            &["-X", "weight", "0", "0", "1", "1"],
+        ],
+        &[&["-X", "default"], &["-G", "tcp-data-split", "auto"]],
+    )?;
+    let link = "/tmp/iou-zcrx";
+    let _ = std::fs::remove_file(link);
+    std::os::unix::fs::symlink(&ctx.bin, link).map_err(|e| format!("symlink {link}: {e}"))?;
+    let port = 5440u16;
+    let server = spawn(Command::new(link).args([
+        "-s",
+        "-i",
+        &nic.dut,
+        "-q",
+        "2",
+        "-t",
+        "2",
+        "-p",
+        &port.to_string(),
+    ]))?;
+    let mut server = KillOnDrop(Some(server));
+    wait_listening(port, Duration::from_secs(60))?;
+    let client = run(ns_exec(ctx, &nic.peer_ns).args([
+        link,
+        "-c",
+        "-h",
+        DUT6,
+        "-p",
+        &port.to_string(),
+        "-t",
+        "2",
+        "-l",
+        "12840",
+    ]))?;
+    let child = server.0.take().ok_or("the server is gone")?;
+    let got = wait_within(child, Duration::from_secs(120))?;
+    let log = output_text(&got);
+    if !client.status.success() || !got.status.success() {
+        return Err(format!(
+            "client {}: {}; server {}: {log}",
+            client.status,
+            output_text(&client).trim(),
+            got.status
+        ));
+    }
+    let q = nic.queue_stats()?;
+    if q[0].split + q[1].split != 0 || q[2].split + q[3].split == 0 {
+        return Err(format!("split frames per queue: {q:?}"));
+    }
+    let workers: Vec<&str> = log.lines().filter(|l| l.contains("worker")).collect();
+    let total: u64 = workers
+        .iter()
+        .filter_map(|l| l.split(", ").nth(1))
+        .filter_map(|b| b.split(' ').next()?.parse::<u64>().ok())
+        .sum();
+    if workers.len() != 2 || total != 4 * 2_097_152 {
+        return Err(format!("server log: {log:?}"));
+    }
+    Ok(Outcome::Pass(format!(
+        "4 connections over 2 workers: {}; split frames on queues 2 and 3: {} and {}",
+        workers.join("; "),
+        q[2].split,
+        q[3].split
     )))
 }
 

@@ -538,6 +538,7 @@ fn worker(
     };
     let mut log = std::io::stderr();
     let mut result = Ok(());
+    let mut bytes = 0u64;
     for (c, fd) in fds.iter().enumerate() {
         let (stats, r) =
             zcrx.receive_logged(fd.as_fd(), &plan.rx, &STOP, &mut std::io::sink(), &mut log);
@@ -555,6 +556,14 @@ fn worker(
             result = Err(Error::Failure(format!("worker {i}, connection {c}: {e}")));
             break;
         }
+        bytes += stats.bytes;
+    }
+    if result.is_ok() {
+        crate::elog!(
+            "{NAME}: worker {i} ({}): {} connection(s), {bytes} bytes validated",
+            plan.params.target,
+            fds.len()
+        );
     }
     // What other CPUs still hold of the received buffers goes back before the ring closes, so
     // the ifq's page pool (and the queue) is let go of promptly.
