@@ -404,7 +404,8 @@ rm -rf "$src_deb_dir"
 # The project's real-kernel integration tests run in the guest too (each binary is one case).
 test_args=()
 # rx_fixture replays the recording the guest has just made (devmem-nic/recvmsg-record).
-for t in "$repo"/tests/kernel_*.rs "$repo"/tests/e2e.rs "$repo"/tests/rx_fixture.rs; do
+for t in "$repo"/tests/kernel_*.rs "$repo"/tests/e2e.rs "$repo"/tests/iou_zcrx.rs \
+    "$repo"/tests/rx_fixture.rs; do
     [ -e "$t" ] && test_args+=(--test "$(basename "$t" .rs)")
 done
 log "building (if not built yet) ncdevmem-rs, examples/vm_guest and $((${#test_args[@]} / 2))" \
