@@ -27,7 +27,9 @@
 //! the reason on stdout; 1 for everything else, bad options included. Differences from C: bad
 //! numbers, unknown options and missing `-i`/`-q` are errors instead of being ignored or
 //! crashing; the server waits up to [`DEADLINE`] for connections and then for data on each
-//! (C: 5 s for the whole receive); each connection is validated by stream offset.
+//! (C: 5 s for the whole receive); each connection is validated by stream offset; the client
+//! retries a refused connect for 5 s and sets `TCP_NODELAY` (the pattern sender does with a
+//! write size); each server worker prints one line to stderr with what it validated.
 
 use std::net::{Ipv6Addr, SocketAddrV6};
 use std::os::fd::{AsFd, OwnedFd};
