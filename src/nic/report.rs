@@ -280,13 +280,28 @@ impl NicReport {
 
     /// The yes/no lines, each "no" with the way a devmem bind (or option) would fail.
     pub fn capabilities(&self) -> Vec<Capability> {
-        let mut v = Vec::new();
-        let cap = |name, state, detail: String| Capability {
-            name,
-            state,
-            detail,
-        };
-        v.push(match &self.devmem_driver {
+        let h = &self.host;
+        let mut v = vec![
+            self.cap_devmem_driver(),
+            self.cap_header_split(),
+            self.cap_rx_queues(),
+        ];
+        v.extend(self.cap_free_rx_queues());
+        v.extend([
+            self.cap_rss(),
+            self.cap_ntuple(),
+            cap_udmabuf(h),
+            cap_hugepages(h),
+            cap_rcvbuf(h),
+            cap_rx_page_size(h),
+            cap_autorelease(h),
+        ]);
+        v
+    }
+
+    /// Driver support, from the bind-rx question [`NicReport::gather`] asked.
+    fn cap_devmem_driver(&self) -> Capability {
+        match &self.devmem_driver {
             None => cap(
                 "devmem RX driver support",
                 CapState::Unknown,
@@ -299,20 +314,27 @@ impl NicReport {
                 format!("the driver has no queue-management ops; bind-rx fails with {e}"),
             ),
             Some(Fact::Failed(e)) => cap("devmem RX driver support", CapState::Unknown, e.clone()),
-        });
-        v.push(match &self.hds {
+        }
+    }
+
+    /// Header split (`tcp-data-split`) and hds-thresh.
+    fn cap_header_split(&self) -> Capability {
+        match &self.hds {
             Fact::Known(h) => match h.tcp_data_split {
                 None => cap(
                     "header split",
                     CapState::No,
-                    format!("the driver does not report tcp-data-split, so setup cannot turn it on; {HDS_NEEDED}"),
+                    format!(
+                        "the driver does not report tcp-data-split, so setup cannot turn it \
+                         on; {HDS_NEEDED}"
+                    ),
                 ),
                 Some(TcpDataSplit::Enabled) => {
                     let mut d = "on".to_string();
                     if let Some(t) = h.hds_thresh.filter(|t| *t != 0) {
                         d.push_str(&format!(
                             "; hds-thresh {t} (setup sets 0; otherwise bind-rx fails with \
-                             EINVAL \"hds-thresh is not zero\")"
+                         EINVAL \"hds-thresh is not zero\")"
                         ));
                     }
                     cap("header split", CapState::Yes, d)
@@ -333,8 +355,12 @@ impl NicReport {
                 format!("no ring parameters ({e}); {HDS_NEEDED}"),
             ),
             Fact::Failed(e) => cap("header split", CapState::Unknown, e.clone()),
-        });
-        v.push(match &self.channels {
+        }
+    }
+
+    /// At least 2 RX queues (queue 0 stays in RSS).
+    fn cap_rx_queues(&self) -> Capability {
+        match &self.channels {
             Fact::Known(c) if no_channel_counts(c) => cap(
                 "at least 2 RX queues",
                 CapState::Unknown,
@@ -359,49 +385,58 @@ impl NicReport {
                 format!("the driver does not report channels ({e}); give -t/-q"),
             ),
             Fact::Failed(e) => cap("at least 2 RX queues", CapState::Unknown, e.clone()),
-        });
-        if let Fact::Known(qs) = &self.queues {
-            let owned = owned_rx(qs);
-            let rx = qs.iter().filter(|q| q.queue_type == QueueType::Rx).count();
-            if rx == 0 {
-                v.push(cap(
-                    "free RX queues",
-                    CapState::Unknown,
-                    NO_QUEUES_VISIBLE.into(),
-                ));
-            } else if owned.is_empty() {
-                v.push(cap(
-                    "free RX queues",
-                    CapState::Yes,
-                    format!("{rx} of {rx} free"),
-                ));
-            } else {
-                let lines: Vec<String> = owned
-                    .iter()
-                    .map(|(q, o)| {
-                        format!(
-                            "queue {q} owned by {} (binding it fails with {})",
-                            o.iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            o[0].bind_refusal()
-                        )
-                    })
-                    .collect();
-                let state = if owned.len() >= rx {
-                    CapState::No
-                } else {
-                    CapState::Yes
-                };
-                v.push(cap(
-                    "free RX queues",
-                    state,
-                    format!("{} of {rx} free; {}", rx - owned.len(), lines.join("; ")),
-                ));
-            }
         }
-        v.push(match &self.rss {
+    }
+
+    /// Free RX queues (none owned by a memory provider), when the queue list was read.
+    fn cap_free_rx_queues(&self) -> Option<Capability> {
+        let Fact::Known(qs) = &self.queues else {
+            return None;
+        };
+        let owned = owned_rx(qs);
+        let rx = qs.iter().filter(|q| q.queue_type == QueueType::Rx).count();
+        if rx == 0 {
+            Some(cap(
+                "free RX queues",
+                CapState::Unknown,
+                NO_QUEUES_VISIBLE.into(),
+            ))
+        } else if owned.is_empty() {
+            Some(cap(
+                "free RX queues",
+                CapState::Yes,
+                format!("{rx} of {rx} free"),
+            ))
+        } else {
+            let lines: Vec<String> = owned
+                .iter()
+                .map(|(q, o)| {
+                    format!(
+                        "queue {q} owned by {} (binding it fails with {})",
+                        o.iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        o[0].bind_refusal()
+                    )
+                })
+                .collect();
+            let state = if owned.len() >= rx {
+                CapState::No
+            } else {
+                CapState::Yes
+            };
+            Some(cap(
+                "free RX queues",
+                state,
+                format!("{} of {rx} free; {}", rx - owned.len(), lines.join("; ")),
+            ))
+        }
+    }
+
+    /// The RSS indirection table (setup takes the bound queues out of it).
+    fn cap_rss(&self) -> Capability {
+        match &self.rss {
             Fact::Known(t) => cap(
                 "RSS indirection table",
                 CapState::Yes,
@@ -412,11 +447,15 @@ impl NicReport {
                 CapState::No,
                 format!(
                     "{e}; setup cannot take the bound queues out of RSS (other flows would \
-                     land on them)"
+                 land on them)"
                 ),
             ),
             Fact::Failed(e) => cap("RSS indirection table", CapState::Unknown, e.clone()),
-        });
+        }
+    }
+
+    /// ntuple flow steering: the feature and the rule table.
+    fn cap_ntuple(&self) -> Capability {
         let no_steering = |why: String| {
             cap(
                 "ntuple flow steering",
@@ -427,7 +466,8 @@ impl NicReport {
                 ),
             )
         };
-        v.push(match (&self.ntuple, &self.rules) {
+
+        match (&self.ntuple, &self.rules) {
             (Fact::Unsupported(e), _) => no_steering(e.clone()),
             (_, Fact::Unsupported(e)) => no_steering(format!("no ntuple rule table ({e})")),
             (Fact::Failed(e), _) | (_, Fact::Failed(e)) => {
@@ -442,110 +482,7 @@ impl NicReport {
                     "feature off (setup turns it on and back off)".into()
                 },
             ),
-        });
-        let h = &self.host;
-        v.push(match &h.udmabuf {
-            Fact::Known(limit) => cap(
-                "udmabuf",
-                CapState::Yes,
-                match limit {
-                    Some(mb) => format!("{} (size limit {mb} MiB)", udmabuf::UDMABUF_DEV),
-                    None => format!("{} (size limit unknown)", udmabuf::UDMABUF_DEV),
-                },
-            ),
-            Fact::Unsupported(e) => cap(
-                "udmabuf",
-                CapState::No,
-                format!("{e}; there is no dma-buf to bind"),
-            ),
-            Fact::Failed(e) => cap("udmabuf", CapState::Unknown, e.clone()),
-        });
-        v.push(match &h.hugepages {
-            // Not needed by this run: the state still says whether there are any, so an
-            // empty pool is never a "yes".
-            Fact::Known(s) if h.hugepages_needed == 0 && s.available() == 0 => cap(
-                "2 MiB hugepages",
-                CapState::No,
-                "none available; -b above the page size needs them (raise vm.nr_hugepages)".into(),
-            ),
-            Fact::Known(s) if h.hugepages_needed == 0 => cap(
-                "2 MiB hugepages",
-                CapState::Yes,
-                format!(
-                    "{} available (only -b above the page size needs them)",
-                    s.available()
-                ),
-            ),
-            Fact::Known(s) if s.available() >= h.hugepages_needed => cap(
-                "2 MiB hugepages",
-                CapState::Yes,
-                format!("{} available, {} needed", s.available(), h.hugepages_needed),
-            ),
-            Fact::Known(s) => cap(
-                "2 MiB hugepages",
-                CapState::No,
-                format!(
-                    "{} available, {} needed for -b {}; raise vm.nr_hugepages",
-                    s.available(),
-                    h.hugepages_needed,
-                    h.rx_page_size.unwrap_or(0)
-                ),
-            ),
-            Fact::Unsupported(e) => cap("2 MiB hugepages", CapState::No, e.clone()),
-            Fact::Failed(e) => cap("2 MiB hugepages", CapState::Unknown, e.clone()),
-        });
-        // A warning, not a refusal: the server sizes its receive buffer itself.
-        v.push(cap(
-            "TCP window inside the dmabuf",
-            if h.rcvbuf.bytes.is_some() {
-                CapState::Warn
-            } else {
-                CapState::Yes
-            },
-            match h.rcvbuf.bytes {
-                None => h.rcvbuf.reason.clone(),
-                Some(set) => format!(
-                    "warning: the kernel's default receive window is larger than the dmabuf can \
-                     hold, which can stall a receive ({}); the server sets SO_RCVBUF {set} \
-                     (--rcvbuf 0 would not)",
-                    h.rcvbuf.reason
-                ),
-            },
-        ));
-        v.push(match &h.bind_rx_policy {
-            Fact::Known(attrs) if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE) => cap(
-                "rx-page-size (bind-rx attribute 5)",
-                CapState::Yes,
-                "the kernel's bind-rx policy has it".into(),
-            ),
-            Fact::Known(attrs) => cap(
-                "rx-page-size (bind-rx attribute 5)",
-                CapState::No,
-                format!(
-                    "the kernel's bind-rx policy has attributes {attrs:?} only; a bind with -b \
-                     fails with EINVAL \"Unknown attribute type\""
-                ),
-            ),
-            Fact::Unsupported(e) | Fact::Failed(e) => cap(
-                "rx-page-size (bind-rx attribute 5)",
-                CapState::Unknown,
-                e.clone(),
-            ),
-        });
-        v.push(match &h.autorelease {
-            Fact::Known(_) => cap(
-                "SO_DEVMEM_AUTORELEASE",
-                CapState::Yes,
-                "the kernel accepts the socket option".into(),
-            ),
-            Fact::Unsupported(e) => cap(
-                "SO_DEVMEM_AUTORELEASE",
-                CapState::No,
-                format!("{e}; -A fails"),
-            ),
-            Fact::Failed(e) => cap("SO_DEVMEM_AUTORELEASE", CapState::Unknown, e.clone()),
-        });
-        v
+        }
     }
 
     /// The report as text, one fact per line.
@@ -720,6 +657,136 @@ impl NicReport {
             },
             "capabilities": caps,
         })
+    }
+}
+
+/// One [`Capability`] line.
+fn cap(name: &'static str, state: CapState, detail: String) -> Capability {
+    Capability {
+        name,
+        state,
+        detail,
+    }
+}
+
+/// `/dev/udmabuf` and its size limit.
+fn cap_udmabuf(h: &HostCaps) -> Capability {
+    match &h.udmabuf {
+        Fact::Known(limit) => cap(
+            "udmabuf",
+            CapState::Yes,
+            match limit {
+                Some(mb) => format!("{} (size limit {mb} MiB)", udmabuf::UDMABUF_DEV),
+                None => format!("{} (size limit unknown)", udmabuf::UDMABUF_DEV),
+            },
+        ),
+        Fact::Unsupported(e) => cap(
+            "udmabuf",
+            CapState::No,
+            format!("{e}; there is no dma-buf to bind"),
+        ),
+        Fact::Failed(e) => cap("udmabuf", CapState::Unknown, e.clone()),
+    }
+}
+
+/// 2 MiB hugepages for `-b` above the page size.
+fn cap_hugepages(h: &HostCaps) -> Capability {
+    match &h.hugepages {
+        // Not needed by this run: the state still says whether there are any, so an
+        // empty pool is never a "yes".
+        Fact::Known(s) if h.hugepages_needed == 0 && s.available() == 0 => cap(
+            "2 MiB hugepages",
+            CapState::No,
+            "none available; -b above the page size needs them (raise vm.nr_hugepages)".into(),
+        ),
+        Fact::Known(s) if h.hugepages_needed == 0 => cap(
+            "2 MiB hugepages",
+            CapState::Yes,
+            format!(
+                "{} available (only -b above the page size needs them)",
+                s.available()
+            ),
+        ),
+        Fact::Known(s) if s.available() >= h.hugepages_needed => cap(
+            "2 MiB hugepages",
+            CapState::Yes,
+            format!("{} available, {} needed", s.available(), h.hugepages_needed),
+        ),
+        Fact::Known(s) => cap(
+            "2 MiB hugepages",
+            CapState::No,
+            format!(
+                "{} available, {} needed for -b {}; raise vm.nr_hugepages",
+                s.available(),
+                h.hugepages_needed,
+                h.rx_page_size.unwrap_or(0)
+            ),
+        ),
+        Fact::Unsupported(e) => cap("2 MiB hugepages", CapState::No, e.clone()),
+        Fact::Failed(e) => cap("2 MiB hugepages", CapState::Unknown, e.clone()),
+    }
+}
+
+/// The TCP receive window against the dmabuf (a warning, never a refusal).
+fn cap_rcvbuf(h: &HostCaps) -> Capability {
+    // A warning, not a refusal: the server sizes its receive buffer itself.
+    cap(
+        "TCP window inside the dmabuf",
+        if h.rcvbuf.bytes.is_some() {
+            CapState::Warn
+        } else {
+            CapState::Yes
+        },
+        match h.rcvbuf.bytes {
+            None => h.rcvbuf.reason.clone(),
+            Some(set) => format!(
+                "warning: the kernel's default receive window is larger than the dmabuf can \
+             hold, which can stall a receive ({}); the server sets SO_RCVBUF {set} \
+             (--rcvbuf 0 would not)",
+                h.rcvbuf.reason
+            ),
+        },
+    )
+}
+
+/// `rx-page-size` in the kernel's bind-rx policy.
+fn cap_rx_page_size(h: &HostCaps) -> Capability {
+    match &h.bind_rx_policy {
+        Fact::Known(attrs) if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE) => cap(
+            "rx-page-size (bind-rx attribute 5)",
+            CapState::Yes,
+            "the kernel's bind-rx policy has it".into(),
+        ),
+        Fact::Known(attrs) => cap(
+            "rx-page-size (bind-rx attribute 5)",
+            CapState::No,
+            format!(
+                "the kernel's bind-rx policy has attributes {attrs:?} only; a bind with -b \
+             fails with EINVAL \"Unknown attribute type\""
+            ),
+        ),
+        Fact::Unsupported(e) | Fact::Failed(e) => cap(
+            "rx-page-size (bind-rx attribute 5)",
+            CapState::Unknown,
+            e.clone(),
+        ),
+    }
+}
+
+/// The proposed `SO_DEVMEM_AUTORELEASE` socket option.
+fn cap_autorelease(h: &HostCaps) -> Capability {
+    match &h.autorelease {
+        Fact::Known(_) => cap(
+            "SO_DEVMEM_AUTORELEASE",
+            CapState::Yes,
+            "the kernel accepts the socket option".into(),
+        ),
+        Fact::Unsupported(e) => cap(
+            "SO_DEVMEM_AUTORELEASE",
+            CapState::No,
+            format!("{e}; -A fails"),
+        ),
+        Fact::Failed(e) => cap("SO_DEVMEM_AUTORELEASE", CapState::Unknown, e.clone()),
     }
 }
 
