@@ -14,7 +14,7 @@
 //! `-p: invalid port 'x' (expected 1..=65535)`; the caller prints it after `ncdevmem-rs: `.
 //!
 //! Option semantics follow kernel `tools/testing/selftests/drivers/net/hw/ncdevmem.c` `main()`
-//! (net-next, 2026-08) as summarised in kernel-abi.md §8.1.
+//! (net-next, 2026-08) as summarised in `docs/kernel-interface.md#ncdevmem-options`.
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
@@ -29,7 +29,8 @@ pub const PROGRAM: &str = "ncdevmem-rs";
 pub const IFNAME_MAX_LEN: usize = 15;
 
 /// Largest `-v` period. The C checker's counter is one byte wide, so a period of 256
-/// (`01 … FF 0A`) is the longest that wraps where it should (kernel-abi.md §8.3).
+/// (`01 … FF 0A`) is the longest that wraps where it should
+/// (`docs/kernel-interface.md#the-validation-pattern`).
 pub const VALIDATE_MAX: u32 = 256;
 
 /// One option: its names, whether it takes a value, and what the value must be (used in the
@@ -86,7 +87,7 @@ const EXPECT_PATH: &str = "a file path";
 
 /// Every option we accept. C ncdevmem's letters have no long names (except the optional
 /// `--fail-on-linear` alias of `-L`); new behaviour has only long names (`-V` is the one new
-/// short letter, as design.md §3 asks).
+/// short letter; `docs/architecture.md#command-line`).
 #[rustfmt::skip]
 const SPECS: &[Spec] = &[
     Spec { short: "h",  long: "help",            hint: "",       expect: "" },
@@ -769,8 +770,8 @@ pub struct Config {
     /// `-b`: rx-page-size in bytes for bind-rx (`NETDEV_A_DMABUF_RX_PAGE_SIZE`); power of two
     /// ≥ page size, fits `u32`. Also applies in probe mode.
     pub rx_page_size: Option<u32>,
-    /// `-A`: `SO_DEVMEM_AUTORELEASE` value to set (proposed socket option 85; kernel-abi.md
-    /// §4.7); `None` leaves the kernel default.
+    /// `-A`: `SO_DEVMEM_AUTORELEASE` value to set (proposed socket option 85;
+    /// `docs/kernel-interface.md#so_devmem_autorelease`); `None` leaves the kernel default.
     pub autorelease: Option<bool>,
     /// `--timeout`: accept, first-byte and idle timeout; `None` = wait forever. Devmem TX
     /// client: the connect window and the longest wait without a zerocopy completion (`None`

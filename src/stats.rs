@@ -1,9 +1,10 @@
 //! Receive statistics: counters kept by the receive loop, the human summary line for stderr,
 //! the periodic progress line, and the `--json FILE` object (written atomically).
 //!
-//! A run is a measurement as well as a verdict (design.md §1, §3), so the counters cover the
-//! data (bytes, dmabuf and linear frags), the token traffic (tokens released,
-//! `SO_DEVMEM_DONTNEED` calls) and the syscalls (`recvmsg` calls, `EAGAIN`/`EINTR` retries).
+//! A run is a measurement as well as a verdict (`docs/architecture.md#purpose`), so the
+//! counters cover the data (bytes, dmabuf and linear frags), the token traffic (tokens
+//! released, `SO_DEVMEM_DONTNEED` calls) and the syscalls (`recvmsg` calls, `EAGAIN`/`EINTR`
+//! retries).
 
 use crate::validate::StreamSpec;
 use std::io::Write;

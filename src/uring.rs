@@ -2,7 +2,7 @@
 //! ring, completion decoding and the receive loop.
 //!
 //! The flow follows the kernel's `iou-zcrx` selftest and `docs.kernel.org/networking/iou-zcrx.html`
-//! (kernel-abi.md §6.5):
+//! (`docs/kernel-interface.md#io_uring-zcrx`):
 //! 1. a ring with `IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN | CQE32 | CQSIZE` ([`create_ring`]);
 //! 2. an area of anonymous memory (2 MiB hugepages when `rx_buf_len` exceeds the page size) and
 //!    a refill region of user memory, registered with `IORING_REGISTER_ZCRX_IFQ` on one RX
@@ -55,7 +55,7 @@ pub const DEFAULT_AREA_PAGES: usize = 8192;
 
 /// Default completion-queue size in entries: one CQE per received buffer, and with
 /// `DEFER_TASKRUN` one wait can post a socket's whole receive queue (a CQ of 16 ended the
-/// multishot with `ENOSPC` in the VM measurements; vm-recipe.md).
+/// multishot with `ENOSPC` in the VM; `docs/kernel-interface.md#zcrx-registration`).
 pub const DEFAULT_CQ_ENTRIES: u32 = 4096;
 
 /// Submission-queue size in entries (only `RECV_ZC` is ever queued, one at a time).
@@ -513,9 +513,9 @@ impl std::fmt::Debug for Zcrx {
 
 impl Zcrx {
     /// Maps the area and the refill region and registers the ifq on `ring`
-    /// (`IORING_REGISTER_ZCRX_IFQ`, kernel-abi.md §6.2), checks what the kernel wrote back
-    /// (refill offsets inside the region, area token in the high 16 bits) and takes ownership
-    /// of the ring. Available since 6.15.
+    /// (`IORING_REGISTER_ZCRX_IFQ`, `docs/kernel-interface.md#zcrx-registration`), checks what
+    /// the kernel wrote back (refill offsets inside the region, area token in the high 16 bits)
+    /// and takes ownership of the ring. Available since 6.15.
     ///
     /// Errors: `Error::Usage` for an area that is not a page (or 2 MiB) multiple or
     /// `rq_entries` out of range; `Error::Sys` for `mmap` (ENOMEM with hugetlb = hugepage pool

@@ -1,7 +1,7 @@
 //! The command line as tables, through the library API only (`ncdevmem::cli::parse`): every
 //! accepted flag with its meaning, every bad value with the flag its message names, the mode
 //! selection rules, and the exact command lines the kernel's devmem_lib.py / nk_devmem.py give
-//! C ncdevmem (kernel-abi.md §8.4).
+//! C ncdevmem (`docs/kernel-interface.md#devmempy-command-lines`).
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -807,7 +807,8 @@ fn args_keep_what_was_typed() {
     assert_eq!((c.mode, c.validate, c.timeout), (Mode::Client, None, None));
 }
 
-/// The command lines the kernel's tests give C ncdevmem (kernel-abi.md §8.4), with the meaning
+/// The command lines the kernel's tests give C ncdevmem
+/// (`docs/kernel-interface.md#devmempy-command-lines`), with the meaning
 /// each must have here.
 #[test]
 fn kernel_selftest_command_lines() {

@@ -2,7 +2,7 @@
 //! every step, signals in the receive loop, a panic), the careful header-split restore, the
 //! queue wait after an unbind, `--verify-restore`, probe mode's verdicts and the capability
 //! report — all against `ncdevmem::nic::scripted::ScriptedNic`, which keeps the kernel's
-//! contracts (kernel-abi.md §7).
+//! contracts (`docs/kernel-interface.md#bind-rx-and-bind-tx`, `#ethtool-netlink`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI32, Ordering};

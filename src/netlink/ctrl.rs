@@ -633,8 +633,9 @@ mod tests {
     }
 
     /// Two dump messages (genl payloads) as 6.18 shapes its GETPOLICY answer for bind-rx
-    /// (synthetic, following kernel-6.18-here.md §1: op 13 → do policy; policy with attrs 1,
-    /// 2, 3; the nested queue policy with attrs 1 and 3). `new_policy` adds attribute 5.
+    /// (synthetic, following `docs/kernel-interface.md#genl-controller`: op 13 → do policy;
+    /// policy with attrs 1, 2, 3; the nested queue policy with attrs 1 and 3). `new_policy`
+    /// adds attribute 5.
     fn policy_replies(new_policy: bool) -> Vec<GenlReply> {
         let mut first = AttrWriter::new();
         first.put_u16(CTRL_ATTR_FAMILY_ID, "CTRL_ATTR_FAMILY_ID", 20);

@@ -471,7 +471,8 @@ impl ScriptedNic {
         self
     }
 
-    /// A veth device as 6.18 answers for it (kernel-6.18-here.md §4): no ring parameters
+    /// A veth device as 6.18 answers for it (`docs/kernel-interface.md#ethtool-netlink` and
+    /// `#siocethtool-ioctls`): no ring parameters
     /// (EOPNOTSUPP), rx/tx channels 1/1 of max 2, no RSS, the ntuple feature readable (off)
     /// but not changeable and no rule table, no queue management.
     pub fn veth(ifname: &str) -> ScriptedNic {

@@ -1,5 +1,5 @@
-//! The devmem server's NIC setup, in C ncdevmem's order (kernel-abi.md §8.2 server step 1),
-//! and its undo in reverse (step 5), on every exit.
+//! The devmem server's NIC setup, in C ncdevmem's order
+//! (`docs/kernel-interface.md#ncdevmem-server-and-client`), and its undo in reverse, on every exit.
 //!
 //! Setup: header split on → RSS spread over queues `[0, start)` → ntuple feature on (only if
 //! off) → one flow rule steering the connection to queue `start` (5-tuple with `-c`, else or

@@ -449,8 +449,8 @@ mod tests {
 
     /// bind-rx for ifindex 4, fd 7, RX queues 8 and 9, family id 20, seq 0x11223344, pid 0.
     /// Synthetic (no NIC here can take a bind); attribute order as YNL sends it (ifindex, fd,
-    /// queues), which is what the offsets 6.18 reports imply (kernel-6.18-here.md §3: the
-    /// first queue nest's type sits at 48).
+    /// queues), which is what the offsets 6.18 reports imply (the first queue nest's type sits
+    /// at 48; `docs/kernel-interface.md#bind-rx-and-bind-tx`).
     #[rustfmt::skip]
     const BIND_RX: &[u8] = &[
         0x4c, 0x00, 0x00, 0x00, // nlmsg_len 76
