@@ -201,7 +201,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ioctl_numbers_match_kernel_abi() {
+    fn ioctl_numbers_match_the_uapi_headers() {
         assert_eq!(UDMABUF_CREATE, 0x4018_7542);
         assert_eq!(DMA_BUF_IOCTL_SYNC, 0x4008_6200);
         assert_eq!(MFD_HUGE_2MB, 0x5400_0000);
@@ -216,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn zcrx_numbers_match_kernel_abi() {
+    fn zcrx_numbers_match_the_uapi_headers() {
         assert_eq!(IORING_ZCRX_AREA_SHIFT, 48);
         assert_eq!(IORING_ZCRX_AREA_MASK, 0xffff_0000_0000_0000);
         assert_eq!(IORING_MEM_REGION_TYPE_USER, 1);
