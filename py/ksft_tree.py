@@ -24,6 +24,7 @@ Standard library only.
 """
 
 import contextlib
+import errno
 import importlib
 import os
 import sys
@@ -118,7 +119,8 @@ def src_path_for(script_file, hw_dir, environ):
 def opened_env(klib, env_class, src_path, **kwargs):
     """``with opened_env(...) as cfg``: ``env_class(src_path, **kwargs)`` entered
     and, at the block's end, exited (the library's ``with``).  A skip of the
-    library during set-up (KsftSkipEx, KsftXfailEx) becomes TreeSetupError with
+    library during set-up (KsftSkipEx, KsftXfailEx) and a netlink EOPNOTSUPP
+    (the kernel lacks a feature the set-up uses) become TreeSetupError with
     exit 4, any other set-up error TreeSetupError with exit 1, its message
     naming the class and the error."""
     skips = tuple(t for t in (getattr(klib, "KsftSkipEx", None), getattr(klib, "KsftXfailEx", None)) if t)
@@ -132,6 +134,10 @@ def opened_env(klib, env_class, src_path, **kwargs):
         raise TreeSetupError(f"{name}: {exc}", ksft_env.KSFT_SKIP) from None
     except Exception as exc:  # the library raises bare Exception, CmdExitFailure, NlError ...
         env = None
+        if type(exc).__name__ == "NlError" and getattr(exc, "error", None) == errno.EOPNOTSUPP:
+            # The kernel lacks what the set-up asks for (netkit: "Unknown device type").
+            raise TreeSetupError(f"{name}: the kernel does not support a set-up step: {exc}",
+                                 ksft_env.KSFT_SKIP) from None
         text = " ".join(str(a) for a in exc.args) if exc.args else ""
         raise TreeSetupError(f"{name} set-up failed: {type(exc).__name__}: {text}".rstrip(": "),
                              ksft_env.KSFT_FAIL) from None
