@@ -521,3 +521,27 @@ def test_ssh_remote_deploys_runs_and_cleans_up(tmp_path, monkeypatch):
     assert ksft_proc.wait_group_gone(pgid, remote, timeout=5)
     remote.close()
     assert not os.path.exists(os.path.dirname(path))
+
+
+def _nla(kind, payload):
+    import struct
+    raw = struct.pack("=HH", 4 + len(payload), kind) + payload
+    return raw + b"\0" * (-len(raw) % 4)
+
+
+def test_genl_ops_parses_op_ids_and_errors():
+    import struct
+
+    import genl_ops
+    req = genl_ops.getfamily_request("netdev", seq=7)
+    assert req == struct.pack("=IHHII", 32, 0x10, 1, 7, 0) + bytes([3, 1, 0, 0]) + _nla(2, b"netdev\0")
+    ops = _nla(1, struct.pack("=I", 13) + b"") + _nla(2, struct.pack("=I", 0))
+    body = bytes([1, 2, 0, 0]) + _nla(2, b"netdev\0") + _nla(6 | 0x8000, _nla(1, ops) + _nla(2, _nla(1, struct.pack("=I", 16))))
+    reply = struct.pack("=IHHII", 16 + len(body), 0x10, 0, 1, 0) + body
+    assert genl_ops.parse_ops(reply) == {13, 16}
+    err = struct.pack("=IHHII", 36, 2, 0, 1, 0) + struct.pack("=i", -2) + req[:16]
+    with pytest.raises(genl_ops.GenlError) as e:
+        genl_ops.parse_ops(err)
+    assert e.value.errno == 2
+    with pytest.raises(genl_ops.GenlError, match="malformed attribute"):
+        genl_ops.parse_ops(struct.pack("=IHHII", 24, 0x10, 0, 1, 0) + bytes(4) + struct.pack("=HH", 40, 6))
