@@ -53,7 +53,7 @@ vm-test:
 # The py/ harness tests: devmem.py run stand-alone against a namespace + veth "remote" (needs
 # root; skipped with the reason otherwise).
 pytest: build test-tools
-	NCDEVMEM=$(BIN) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider py/tests
+	NCDEVMEM=$(BIN) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -rs -p no:cacheprovider py/tests
 
 # Loopback demo: two network namespaces joined by a veth pair, a 1 GiB pattern transfer
 # validated byte for byte by the plain-TCP receiver; namespaces removed afterwards.
