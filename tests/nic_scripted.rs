@@ -51,6 +51,7 @@ fn bind_req(queues: &[u32]) -> BindRxRequest {
         fd: Some(3),
         queues: queues.iter().map(|&q| QueueNest::rx(q)).collect(),
         rx_page_size: None,
+        autorelease: None,
     }
 }
 
@@ -794,6 +795,7 @@ fn host() -> HostCaps {
         hugepages_needed: 0,
         rx_page_size: None,
         bind_rx_policy: Fact::Known(vec![1, 2, 3]),
+        bind_autorelease: Fact::Known(None),
         autorelease: Fact::Unsupported("kernel has no SO_DEVMEM_AUTORELEASE".into()),
         // A 256 KiB dmabuf next to the default tcp_rmem.
         rcvbuf: ncdevmem::rcvbuf::plan(None, 64, 4096, 1428, Some(6 << 20)),
@@ -832,6 +834,7 @@ capabilities:
   no   2 MiB hugepages: none available; -b above the page size needs them (raise vm.nr_hugepages)
   warn TCP window inside the dmabuf: warning: the kernel's default receive window is larger than the dmabuf can hold, which can stall a receive (the binding holds 64 buffers of 4096 bytes, at least 91392 bytes of TCP payload at one 1428-byte segment per buffer; SO_RCVBUF 22848 keeps the receive buffer (the kernel doubles it) and so the TCP window within half of that); the server sets SO_RCVBUF 22848 (--rcvbuf 0 would not)
   no   rx-page-size (bind-rx attribute 5): the kernel's bind-rx policy has attributes [1, 2, 3] only; a bind with -b fails with EINVAL \"Unknown attribute type\"
+  no   bind-rx autorelease (-a): the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series v7-v10); -a 1 skips, -a 0 binds without it
   no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A fails
 ";
     assert_eq!(text, want, "\n{text}");
@@ -864,6 +867,7 @@ fn report_for_veth_says_why_a_bind_would_fail() {
             "udmabuf",
             "2 MiB hugepages",
             "rx-page-size (bind-rx attribute 5)",
+            "bind-rx autorelease (-a)",
             "SO_DEVMEM_AUTORELEASE"
         ]
     );
