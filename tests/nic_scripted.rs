@@ -1468,3 +1468,75 @@ fn rss_mark_left_behind_fails_the_run() {
     assert!(m.ends_with("run `ethtool -X eth0 default`"), "{m}");
     assert_eq!(nic.state().rss, table, "the table itself is back");
 }
+
+/// The bind-rx autorelease attribute (unmerged series v7–v10) against the contracts the
+/// scripted NIC keeps: a kernel without it (6.18 and 7.3, measured) refuses it with EINVAL
+/// "Unknown attribute type" at the attribute — a failure, not a skip (the server never sends
+/// it there); a series kernel takes either value, but while one RX binding lives, a bind
+/// asking for the other mode gets EBUSY, which the server turns into a skip with the reason.
+#[test]
+fn bind_rx_autorelease_attribute() {
+    let nic = ScriptedNic::good("eth0", 8);
+    let off = bind_req(&[7]).autorelease(Some((5, false)));
+    let e = run_with_setup(&shared(&nic), &plan(), &off, true, WAIT, |_| Ok(())).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_FAIL, "{e}");
+    assert_eq!(e.errno(), Some(libc::EINVAL));
+    assert!(
+        e.to_string().contains("Unknown attribute type")
+            && e.to_string().contains("NETDEV_A_DMABUF_AUTORELEASE"),
+        "{e}"
+    );
+
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| s.autorelease_known = true);
+    let on = bind_req(&[7]).autorelease(Some((5, true)));
+    run_with_setup(&shared(&nic), &plan(), &on, true, WAIT, |id| {
+        let other = bind_req(&[6]).autorelease(Some((5, false)));
+        let mut ops = nic.clone();
+        let e = ops.bind_rx(&other).map(|b| b.id()).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EBUSY));
+        let skip = ncdevmem::nic::setup::bind_refusal(e, &other);
+        assert_eq!(skip.exit_code(), EXIT_SKIP);
+        assert!(
+            skip.to_string().contains(
+                "another devmem RX binding on this system uses the other autorelease mode"
+            ) && skip
+                .to_string()
+                .contains("System already configured with autorelease=1"),
+            "{skip}"
+        );
+        // The same mode is fine; leaving the attribute out means 0 (the series' default).
+        let same = ops
+            .bind_rx(&bind_req(&[6]).autorelease(Some((5, true))))
+            .unwrap();
+        assert_ne!(same.id(), id);
+        drop(same);
+        let e = ops.bind_rx(&bind_req(&[6])).map(|b| b.id()).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EBUSY));
+        Ok(())
+    })
+    .unwrap();
+    // Once no RX binding lives, the other mode binds.
+    run_with_setup(&shared(&nic), &plan(), &off, true, WAIT, |_| Ok(())).unwrap();
+}
+
+/// The report on a kernel with the autorelease series: attribute 5 is the u8 autorelease,
+/// so rx-page-size (also 5, but u32) is not claimed.
+#[test]
+fn report_on_a_series_kernel_shows_autorelease_not_rx_page_size() {
+    let nic = ScriptedNic::good("eth0", 2);
+    let mut ops = nic.clone();
+    let mut h = host();
+    h.bind_rx_policy = Fact::Known(vec![1, 2, 3, 5]);
+    h.bind_autorelease = Fact::Known(Some(5));
+    let r = NicReport::gather(&mut ops, h, true);
+    let caps = r.capabilities();
+    let state = |name: &str| caps.iter().find(|c| c.name == name).map(|c| c.state);
+    assert_eq!(state("bind-rx autorelease (-a)"), Some(CapState::Yes));
+    assert_eq!(
+        state("rx-page-size (bind-rx attribute 5)"),
+        Some(CapState::No)
+    );
+    let j = r.to_json();
+    assert_eq!(j["host"]["bind_rx_autorelease_attr"], 5, "{j}");
+}

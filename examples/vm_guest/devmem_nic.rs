@@ -1467,12 +1467,20 @@ fn unbind_modes(ctx: &Ctx) -> CaseResult {
         .unwrap_or_default()
         .to_string();
     if out.status.code() != Some(4)
-        || !skip.contains("-a 1: this kernel's bind-rx has no autorelease attribute (policy attributes [1, 2, 3]")
+        || !skip.contains(
+            "-a 1: this kernel's bind-rx has no autorelease attribute (policy attributes [1, 2, 3]",
+        )
     {
-        return Err(format!("-a 1: expected exit 4 with the reason, got {}: {text:?}", out.status));
+        return Err(format!(
+            "-a 1: expected exit 4 with the reason, got {}: {text:?}",
+            out.status
+        ));
     }
     before.same_as(&NicState::take(&nic.dut)?, "after -a 1")?;
-    found.push(format!("-a 1: exit 4 {:?}", skip.trim_start_matches("ncdevmem-rs: ")));
+    found.push(format!(
+        "-a 1: exit 4 {:?}",
+        skip.trim_start_matches("ncdevmem-rs: ")
+    ));
 
     let server = ["-s", DUT4, "-c", PEER4, "-v", "7", "-a", "0"];
     let sender = ["--send-pattern", "1K", "-s", DUT4, "-c", PEER4, "-v", "7"];
@@ -1487,7 +1495,11 @@ fn unbind_modes(ctx: &Ctx) -> CaseResult {
             "1",
             "-U 1: recvmsg went on delivering data after the unbind (no ENODEV)",
         ),
-        (5633, "2", "-U 2: first recvmsg done and its tokens released; unbinding"),
+        (
+            5633,
+            "2",
+            "-U 2: first recvmsg done and its tokens released; unbinding",
+        ),
     ] {
         let t = nic.transfer(port, &[&server[..], &["-U", mode]].concat(), &sender)?;
         let j = t.expect_validated(1024)?;
@@ -1495,7 +1507,9 @@ fn unbind_modes(ctx: &Ctx) -> CaseResult {
         if j["binding_gone"] != false {
             return Err(format!("-U {mode}: binding_gone in {j}"));
         }
-        found.push(format!("-a 0 -U {mode}: 1 KiB validated, binding_gone false"));
+        found.push(format!(
+            "-a 0 -U {mode}: 1 KiB validated, binding_gone false"
+        ));
     }
 
     // Data that arrives after a -U 2 unbind lands in host memory (the queue runs without the
