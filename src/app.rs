@@ -222,7 +222,12 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     let server = required(cfg.server.as_ref(), "-s")?;
     let params = UdmabufParams::new(cfg.rx_page_size, cfg.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created or changed;
-    // hugepages a previous binding still holds are waited for.
+    // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
+    // kernel's bind-rx policy.
+    let autorelease = match cfg.bind_autorelease {
+        Some(want) => bind_autorelease_attr(cfg, want)?,
+        None => None,
+    };
     udmabuf::preflight_device(&params)?;
     if cfg.autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
@@ -230,10 +235,6 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     if let Some(size) = cfg.rx_page_size {
         require_rx_page_size(size)?;
     }
-    let autorelease = match cfg.bind_autorelease {
-        Some(want) => bind_autorelease_attr(cfg, want)?,
-        None => None,
-    };
     let mut env = KernelEnv::new(Some(ifindex));
     await_hugepages(cfg, &mut env, params.hugepages_needed())?;
     // A stop signal is acted on between the steps (and between the NIC setup steps, see
