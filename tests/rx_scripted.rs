@@ -1453,3 +1453,33 @@ fn after_first_data_fires_before_the_eof_recvmsg_and_never_twice() {
         ["recvmsg 16384", "dontneed", "unbind", "recvmsg 0"]
     );
 }
+
+/// What 7.3 does with data that arrives after a `-U 2` unbind (VM case
+/// devmem-nic/unbind-modes, 64 MiB stream): the queue runs without the provider, the new
+/// segments are ordinary memory, and `recvmsg(MSG_SOCK_DEVMEM)` copies them with no devmem
+/// cmsg: a flow steering error, after the tokens already delivered went back.
+#[test]
+fn data_after_an_after_recv_unbind_is_a_flow_steering_error() {
+    let (mem, _, first, _) = two_batches(4);
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Data(first),
+        Step::Plain(vec![b'x'; 1448]),
+        Step::Eof,
+    ]);
+    let c = RxConfig {
+        token_high_water: 1,
+        ..unbind_cfg(UnbindMode::AfterRecv)
+    };
+    let mut hooked = false;
+    let r = {
+        let mut wrapped = AfterFirstData::new(&mut sock, || hooked = true);
+        run_with(&mut wrapped, &mem, &c, &AtomicI32::new(0))
+    };
+    assert!(hooked);
+    assert_eq!(
+        err_text(&r),
+        "flow steering error: recvmsg(MSG_SOCK_DEVMEM) returned 1448 bytes at stream offset \
+         16384 without SCM_DEVMEM cmsgs (the flow did not arrive on the bound queue)"
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 4)]]);
+}

@@ -1487,13 +1487,14 @@ fn unbind_modes(ctx: &Ctx) -> CaseResult {
     let server = ["-s", DUT4, "-c", PEER4, "-v", "7", "-a", "0"];
     let sender = ["--send-pattern", "1K", "-s", DUT4, "-c", PEER4, "-v", "7"];
     // What C ncdevmem of the series sends on every bind: attribute 5 as a u8 0. Here 5 is
-    // rx-page-size (u32), so the kernel refuses the 1-byte payload.
+    // rx-page-size (u32), so the kernel refuses the 1-byte payload (the error names the
+    // attribute by the name we sent it under).
     let c_style = {
         let _setup = EthtoolUndo::split_and_steer_to_queue3(ctx, &nic.dut, 5635)?;
-        let mem = Udmabuf::create(&UdmabufParams::new(None, Some(1 << 20)).map_err(err)?)
-            .map_err(err)?;
-        let req = BindRxRequest::new(ifindex_of(&nic.dut)?, mem.fd(), &[3])
-            .autorelease(Some((5, false)));
+        let mem =
+            Udmabuf::create(&UdmabufParams::new(None, Some(1 << 20)).map_err(err)?).map_err(err)?;
+        let req =
+            BindRxRequest::new(ifindex_of(&nic.dut)?, mem.fd(), &[3]).autorelease(Some((5, false)));
         match Netdev::open().map_err(err)?.bind_rx_request(&req) {
             Ok(b) => {
                 return Err(format!(
@@ -1504,10 +1505,17 @@ fn unbind_modes(ctx: &Ctx) -> CaseResult {
             Err(e) => e,
         }
     };
-    if !matches!(c_style.errno(), Some(libc::EINVAL) | Some(libc::ERANGE)) {
+    // Measured on 7.3: EINVAL "invalid attribute length" at the attribute.
+    let exact = matches!(&c_style, Error::Netlink(nl)
+        if nl.errno == libc::EINVAL
+            && nl.ext_msg.as_deref() == Some("invalid attribute length")
+            && nl.bad_attr.as_deref() == Some("NETDEV_A_DMABUF_AUTORELEASE"));
+    if !exact {
         return Err(format!("bind-rx with a u8 at attribute 5: {c_style}"));
     }
-    found.push(format!("C-style bind-rx with attribute 5 = u8 0: {c_style}"));
+    found.push(format!(
+        "C-style bind-rx with attribute 5 = u8 0: {c_style}"
+    ));
     before.same_as(&NicState::take(&nic.dut)?, "after the C-style bind")?;
 
     let t = nic.transfer(5631, &server, &sender)?;
