@@ -745,14 +745,9 @@ fn zcrx_accept_and_receive(
     let flushed = out
         .flush()
         .map_err(|e| rx::output_error("write(stdout)", e));
-    let result = result.and(flushed).and_then(|()| {
-        if stats.binding_gone {
-            // -U 1 ended at ENODEV before any byte: there was no stream to measure.
-            Ok(())
-        } else {
-            check_stream_length(cfg, stats.bytes)
-        }
-    });
+    let result = result
+        .and(flushed)
+        .and_then(|()| check_stream_length(cfg, stats.bytes));
     report(cfg, &stats, result)
 }
 
@@ -1188,15 +1183,20 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     let flushed = out
         .flush()
         .map_err(|e| rx::output_error("write(stdout)", e));
-    let result = result.and(flushed).and_then(|()| {
-        if stats.binding_gone {
-            // -U 1 ended at ENODEV before any byte: there was no stream to measure.
-            Ok(())
-        } else {
-            check_stream_length(cfg, stats.bytes)
-        }
-    });
+    let result = result
+        .and(flushed)
+        .and_then(|()| check_received(cfg, &stats));
     report(cfg, &stats, result)
+}
+
+/// [`check_stream_length`], except for a `-U 1` run that ended at "binding gone" (ENODEV
+/// before any byte): there was no stream to measure.
+fn check_received(cfg: &Config, stats: &RxStats) -> Result<()> {
+    if stats.binding_gone {
+        Ok(())
+    } else {
+        check_stream_length(cfg, stats.bytes)
+    }
 }
 
 /// A stream that ended cleanly can still be wrong: shorter or longer than `--expect-bytes`,
@@ -1355,5 +1355,27 @@ mod tests {
                 .contains("-b 16384: this kernel's bind-rx has no rx-page-size attribute"),
             "{e}"
         );
+    }
+
+    /// `-v` wants data, except after a `-U 1` run ended at ENODEV ("binding gone").
+    #[test]
+    fn binding_gone_needs_no_stream() {
+        let argv: Vec<String> = [
+            "-l", "-f", "lo", "-s", "::1", "-p", "1", "-v", "7", "-U", "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let cfg = match crate::cli::parse(&argv, crate::sys::page_size()) {
+            Ok(Command::Run(cfg)) => cfg,
+            other => panic!("not a server configuration: {other:?}"),
+        };
+        let mut stats = RxStats::new(crate::stats::RxMode::Devmem);
+        assert_eq!(
+            check_received(&cfg, &stats).unwrap_err().to_string(),
+            "the peer closed without sending any data: nothing was validated"
+        );
+        stats.binding_gone = true;
+        check_received(&cfg, &stats).unwrap();
     }
 }
