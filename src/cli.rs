@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+pub use crate::rx::UnbindMode;
 
 /// The binary's name, as used in messages and in the usage text.
 pub const PROGRAM: &str = "ncdevmem-rs";
@@ -71,6 +72,7 @@ const EXPECT_NUM_QUEUES: &str = "1..=4096";
 pub const MAX_NUM_QUEUES: u32 = 4096;
 const EXPECT_CHUNK: &str = "1..=4294967295 bytes";
 const EXPECT_AUTORELEASE: &str = "0 or 1";
+const EXPECT_UNBIND: &str = "0, 1 or 2";
 const EXPECT_SECONDS: &str = "decimal seconds in 0..=31536000 (one year), e.g. 2 or 0.5; 0 = none";
 /// Largest accepted `--write-size`, bytes (64 MiB): one buffer of that size is allocated.
 pub const MAX_WRITE_SIZE: u64 = 64 << 20;
@@ -105,6 +107,8 @@ const SPECS: &[Spec] = &[
     Spec { short: "L",  long: "fail-on-linear",  hint: "",       expect: "" },
     Spec { short: "b",  long: "",                hint: "BYTES",  expect: EXPECT_POW2 },
     Spec { short: "A",  long: "",                hint: "0|1",    expect: EXPECT_AUTORELEASE },
+    Spec { short: "a",  long: "",                hint: "0|1",    expect: EXPECT_AUTORELEASE },
+    Spec { short: "U",  long: "",                hint: "0|1|2",  expect: EXPECT_UNBIND },
     Spec { short: "V",  long: "verbose",         hint: "",       expect: "" },
     Spec { short: "",   long: "quiet",           hint: "",       expect: "" },
     Spec { short: "",   long: "plain",           hint: "",       expect: "" },
@@ -280,6 +284,10 @@ pub struct Args {
     pub rx_page_size: Option<u32>,
     /// `-A 0|1`: `SO_DEVMEM_AUTORELEASE`.
     pub autorelease: Option<bool>,
+    /// `-a 0|1`: bind-rx `NETDEV_A_DMABUF_AUTORELEASE`.
+    pub bind_autorelease: Option<bool>,
+    /// `-U 0|1|2`: when the server unbinds.
+    pub unbind: Option<UnbindMode>,
     /// `-V`, `--verbose`.
     pub verbose: bool,
     /// `--quiet`.
@@ -535,6 +543,21 @@ impl Args {
                 _ => return Err(invalid("-A", "autorelease value", &t, EXPECT_AUTORELEASE)),
             });
         }
+        if let Some(t) = last("a") {
+            a.bind_autorelease = Some(match t.as_str() {
+                "0" => false,
+                "1" => true,
+                _ => return Err(invalid("-a", "autorelease value", &t, EXPECT_AUTORELEASE)),
+            });
+        }
+        if let Some(t) = last("U") {
+            a.unbind = Some(match t.as_str() {
+                "0" => UnbindMode::Normal,
+                "1" => UnbindMode::BeforeRecv,
+                "2" => UnbindMode::AfterRecv,
+                _ => return Err(invalid("-U", "unbind mode", &t, EXPECT_UNBIND)),
+            });
+        }
         if let Some(t) = last("send-pattern") {
             let v = size_bytes(&t)
                 .ok_or_else(|| invalid("--send-pattern", "byte count", &t, EXPECT_SIZE))?;
@@ -773,6 +796,16 @@ pub struct Config {
     /// `-A`: `SO_DEVMEM_AUTORELEASE` value to set (proposed socket option 85;
     /// `docs/kernel-interface.md#so_devmem_autorelease`); `None` leaves the kernel default.
     pub autorelease: Option<bool>,
+    /// `-a`: bind-rx autorelease (`NETDEV_A_DMABUF_AUTORELEASE`, u8; unmerged series
+    /// v7–v10, kernel-abi.md §4.7). `Some(b)` sends `b` when the kernel's bind-rx policy has
+    /// the attribute; without it, `Some(false)` runs unchanged (the series' default, which
+    /// the harness passes on every run; C ncdevmem of the series would send the attribute
+    /// anyway and fail bind-rx with EINVAL "Unknown attribute type") and `Some(true)` is a
+    /// skip. `None` sends nothing.
+    pub bind_autorelease: Option<bool>,
+    /// `-U`: when the devmem server unbinds (series v10's ncdevmem `unbind_mode`); `Normal`
+    /// when not given.
+    pub unbind: UnbindMode,
     /// `--timeout`: accept, first-byte and idle timeout; `None` = wait forever. Devmem TX
     /// client: the connect window and the longest wait without a zerocopy completion (`None`
     /// = the client's defaults).
@@ -893,6 +926,8 @@ impl Config {
             fail_on_linear: a.fail_on_linear,
             rx_page_size: a.rx_page_size,
             autorelease: a.autorelease,
+            bind_autorelease: a.bind_autorelease,
+            unbind: a.unbind.unwrap_or_default(),
             timeout: a.timeout.filter(|d| !d.is_zero()),
             json: a.json,
             verbosity,
@@ -1291,6 +1326,14 @@ Options from C ncdevmem:
                   32 bits (the udmabuf then uses 2 MiB hugepages); also applies to probe
   -A 0|1          set SO_DEVMEM_AUTORELEASE (proposed socket option; a kernel without it
                   makes the run skip)
+  -a 0|1          server: bind-rx autorelease attribute (autorelease series v7-v10): 1 =
+                  tokens still held at close are released then, 0 = they stay pinned until
+                  unbind. Sent only to a kernel whose bind-rx has it; without it, -a 0 runs
+                  as before and -a 1 skips
+  -U 0|1|2        server: 0 unbind at the end (default); 1 unbind once data is queued,
+                  before the first recvmsg (ENODEV from recvmsg then ends the run cleanly:
+                  binding gone); 2 unbind after the first recvmsg (the socket must go on
+                  receiving)
 
 Options of ncdevmem-rs:
   --plain         with -l: receive over plain TCP (no devmem, no NIC changes, -f not needed);

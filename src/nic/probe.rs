@@ -252,6 +252,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
             .map(QueueNest::rx)
             .collect(),
         rx_page_size: p.rx_page_size,
+        autorelease: None,
     };
     let release = |b: Box<dyn Binding>| {
         drop(b);

@@ -465,6 +465,7 @@ mod tests {
             fd: Some(3),
             queues: vec![crate::netlink::netdev::QueueNest::rx(3)],
             rx_page_size: None,
+            autorelease: None,
         };
         let b = s.with(|n| n.bind_rx(&req)).unwrap();
         drop(b);

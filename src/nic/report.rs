@@ -18,7 +18,7 @@ use super::queues::{owned_rx, owners, QueueOwner};
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::error::{errno_display, Error};
-use crate::netlink::ctrl::{bind_rx_policy_attrs, NETDEV_A_DMABUF_RX_PAGE_SIZE};
+use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, NETDEV_A_DMABUF_RX_PAGE_SIZE};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{
     BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
@@ -85,6 +85,10 @@ pub struct HostCaps {
     pub rx_page_size: Option<u32>,
     /// Attribute numbers of the kernel's bind-rx policy (CTRL_CMD_GETPOLICY).
     pub bind_rx_policy: Fact<Vec<u16>>,
+    /// The bind-rx autorelease attribute (`-a`; unmerged series v7–v10) from the same policy
+    /// dump, told apart from rx-page-size by its type (u8):
+    /// `Known(Some(number))` or `Known(None)` when the kernel has none.
+    pub bind_autorelease: Fact<Option<u16>>,
     /// `SO_DEVMEM_AUTORELEASE`: `Known(true)` when the kernel accepts it, `Unsupported` with
     /// the kernel's answer otherwise.
     pub autorelease: Fact<bool>,
@@ -146,7 +150,14 @@ impl HostCaps {
             crate::rcvbuf::mss_for_mtu(1500),
             crate::sys::socket::tcp_rmem_max().ok(),
         );
-        let bind_rx_policy = Fact::from_result(bind_rx_policy_attrs());
+        let (bind_rx_policy, bind_autorelease) = match Fact::from_result(bind_rx_policy()) {
+            Fact::Known(p) => (
+                Fact::Known(p.iter().map(|a| a.kind).collect()),
+                Fact::Known(autorelease_attr(&p)),
+            ),
+            Fact::Unsupported(e) => (Fact::Unsupported(e.clone()), Fact::Unsupported(e)),
+            Fact::Failed(e) => (Fact::Failed(e.clone()), Fact::Failed(e)),
+        };
         let autorelease = match crate::sys::socket::probe_devmem_autorelease() {
             Ok(()) => Fact::Known(true),
             Err(Error::Skip(m)) => Fact::Unsupported(m),
@@ -158,6 +169,7 @@ impl HostCaps {
             hugepages_needed,
             rx_page_size,
             bind_rx_policy,
+            bind_autorelease,
             autorelease,
             rcvbuf,
         }
@@ -243,6 +255,7 @@ impl NicReport {
                 fd: Some(u32::MAX),
                 queues: vec![QueueNest::rx(0)],
                 rx_page_size: None,
+                autorelease: None,
             };
             match nic.bind_rx(&req) {
                 Ok(b) => {
@@ -294,6 +307,7 @@ impl NicReport {
             cap_hugepages(h),
             cap_rcvbuf(h),
             cap_rx_page_size(h),
+            cap_bind_autorelease(h),
             cap_autorelease(h),
         ]);
         v
@@ -653,6 +667,7 @@ impl NicReport {
                 })),
                 "hugepages_needed": h.hugepages_needed,
                 "bind_rx_policy_attrs": fact_json(&h.bind_rx_policy, |a| json!(a)),
+                "bind_rx_autorelease_attr": fact_json(&h.bind_autorelease, |a| json!(a)),
                 "so_devmem_autorelease": fact_json(&h.autorelease, |b| json!(b)),
             },
             "capabilities": caps,
@@ -749,20 +764,26 @@ fn cap_rcvbuf(h: &HostCaps) -> Capability {
     )
 }
 
-/// `rx-page-size` in the kernel's bind-rx policy.
+/// `rx-page-size` in the kernel's bind-rx policy (a u32 attribute 5; a u8 5 is the
+/// autorelease series' attribute instead).
 fn cap_rx_page_size(h: &HostCaps) -> Capability {
     match &h.bind_rx_policy {
-        Fact::Known(attrs) if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE) => cap(
-            "rx-page-size (bind-rx attribute 5)",
-            CapState::Yes,
-            "the kernel's bind-rx policy has it".into(),
-        ),
+        Fact::Known(attrs)
+            if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE)
+                && h.bind_autorelease != Fact::Known(Some(NETDEV_A_DMABUF_RX_PAGE_SIZE)) =>
+        {
+            cap(
+                "rx-page-size (bind-rx attribute 5)",
+                CapState::Yes,
+                "the kernel's bind-rx policy has it".into(),
+            )
+        }
         Fact::Known(attrs) => cap(
             "rx-page-size (bind-rx attribute 5)",
             CapState::No,
             format!(
                 "the kernel's bind-rx policy has attributes {attrs:?} only; a bind with -b \
-             fails with EINVAL \"Unknown attribute type\""
+                 fails with EINVAL \"Unknown attribute type\""
             ),
         ),
         Fact::Unsupported(e) | Fact::Failed(e) => cap(
@@ -770,6 +791,31 @@ fn cap_rx_page_size(h: &HostCaps) -> Capability {
             CapState::Unknown,
             e.clone(),
         ),
+    }
+}
+
+/// The bind-rx autorelease attribute (u8) of the unmerged autorelease series v7–v10.
+fn cap_bind_autorelease(h: &HostCaps) -> Capability {
+    match &h.bind_autorelease {
+        Fact::Known(Some(attr)) => cap(
+            "bind-rx autorelease (-a)",
+            CapState::Yes,
+            format!(
+                "the kernel's bind-rx policy has the u8 autorelease attribute (number \
+                 {attr}); -a 0|1 sends it, and after -U 1 recvmsg may answer ENODEV \
+                 (binding gone)"
+            ),
+        ),
+        Fact::Known(None) => cap(
+            "bind-rx autorelease (-a)",
+            CapState::No,
+            "the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series \
+             v7-v10); -a 1 skips, -a 0 binds without it"
+                .into(),
+        ),
+        Fact::Unsupported(e) | Fact::Failed(e) => {
+            cap("bind-rx autorelease (-a)", CapState::Unknown, e.clone())
+        }
     }
 }
 
