@@ -7,7 +7,9 @@ Two ways to run:
 * inside a kernel tree: put this directory in (or under)
   ``tools/testing/selftests/drivers/net/hw/`` -- the kernel's ``lib.py``
   (``NetDrvEpEnv``, ``ksft_run``) is found in this script's directory or its
-  parent and used, with the kernel tree's ``net.config``;
+  parent and used, with the kernel tree's ``net.config`` (beside this script,
+  else in ``hw/``; ksft_tree.py); without ``NETIF`` anywhere every case is
+  skipped (the library's netdevsim fallback has no devmem);
 * stand-alone: ksft_env.py's environment, configured by ``NETIF``,
   ``LOCAL_V4``/``LOCAL_V6``, ``REMOTE_V4``/``REMOTE_V6``, ``REMOTE_TYPE``
   (netns|ssh) and ``REMOTE_ARGS`` from the environment or ``net.config``
@@ -24,7 +26,6 @@ auto|ncdevmem-rs|socat; ``DEVMEM_PY_TIMEOUT`` seconds per transfer (60);
 failure path); ``DEVMEM_PY_STANDALONE=1`` ignores a kernel lib.py.
 """
 
-import importlib
 import os
 import sys
 
@@ -35,6 +36,7 @@ if SCRIPT_DIR not in sys.path:
 import devmem_lib  # noqa: E402  (after the path set-up above)
 import ksft_env  # noqa: E402
 import ksft_proc  # noqa: E402
+import ksft_tree  # noqa: E402
 
 # --------------------------------------------------------------------------- the kernel's cases
 
@@ -154,27 +156,6 @@ def select_cases(environ):
 # --------------------------------------------------------------------------- environments
 
 
-def kernel_lib(environ):
-    """The kernel selftests' ``lib.py`` module when this script sits in (or
-    directly under) drivers/net/hw, else None."""
-    if environ.get("DEVMEM_PY_STANDALONE") == "1":
-        return None
-    for d in (SCRIPT_DIR, os.path.dirname(SCRIPT_DIR)):
-        if not os.path.isfile(os.path.join(d, "lib", "py", "__init__.py")):
-            continue
-        if d not in sys.path:
-            sys.path.append(d)  # after our own directory: our helpers win
-        try:
-            mod = importlib.import_module("lib.py")
-            for name in ("NetDrvEpEnv", "ksft_run", "ksft_exit", "KsftSkipEx"):
-                getattr(mod, name)
-            return mod
-        except (ImportError, AttributeError) as exc:
-            ksft_env.ktap_comment(f"kernel lib.py in {d} not usable ({exc}); running stand-alone")
-            return None
-    return None
-
-
 def ctx_from_kernel_cfg(cfg, binary, timeout):
     """Our Ctx from a kernel NetDrvEpEnv (addr_v / remote_addr_v, or the older
     v4 / v6 / remote_v4 / remote_v6 attributes)."""
@@ -202,13 +183,18 @@ def main():
         return ksft_env.ktap_bail_out(f"DEVMEM_PY_TIMEOUT={environ['DEVMEM_PY_TIMEOUT']!r}: expected seconds > 0")
     binary = devmem_lib.find_binary(SCRIPT_DIR, environ)
 
-    klib = kernel_lib(environ)
-    if klib is not None:
+    found = ksft_tree.find_kernel_lib(SCRIPT_DIR, environ)
+    if found is not None:
+        klib, hw_dir = found
         if binary is None:
-            raise SystemExit("ncdevmem-rs not found: build it (cargo build --release) or set NCDEVMEM")
+            return ksft_env.ktap_bail_out("ncdevmem-rs not found: build it (cargo build --release) or set NCDEVMEM")
         ksft_proc.use_ksft(klib.KsftSkipEx, getattr(klib, "KsftFailEx", AssertionError))
-        with klib.NetDrvEpEnv(__file__) as cfg:
-            klib.ksft_run(cases, args=(ctx_from_kernel_cfg(cfg, binary, timeout),))
+        try:
+            src_path = ksft_tree.src_path_for(__file__, hw_dir, environ)
+            with ksft_tree.opened_env(klib, klib.NetDrvEpEnv, src_path) as cfg:
+                klib.ksft_run(cases, args=(ctx_from_kernel_cfg(cfg, binary, timeout),))
+        except ksft_tree.TreeSetupError as err:
+            return ksft_tree.report(err)
         klib.ksft_exit()
         return 0
 

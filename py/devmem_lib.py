@@ -340,22 +340,51 @@ def check_exit(proc, rc, what):
     fail(f"{what} exited {rc}: {tail(proc.stderr)}")
 
 
+# rx-page-sizes the probe runs with, all at once before anything changes the NIC (0: the
+# default). The kernel's devmem_lib.require_devmem (7.3) probes every size up front because in
+# the netkit tests a leased queue can fall in the probe's queue range and fail a later probe.
+PROBE_RX_PAGE_SIZES = (0, LARGE_NIOV_RX_PAGE_SIZE)
+
+
+def probe_all(binary, ifname, timeout):
+    """Runs the probe (``-f IF [-b BYTES]``) for each of PROBE_RX_PAGE_SIZES, the
+    larger ones with ``vm.nr_hugepages`` raised (HugePages; restored after).
+    Returns ``{size: (exit code, stderr)}``; a size whose hugepages cannot be
+    raised gets ``(EXIT_SKIP, "skip: <why>")``."""
+    out = {}
+    for size in PROBE_RX_PAGE_SIZES:
+        argv = probe_argv(binary, ifname, size or None)
+        try:
+            with contextlib.ExitStack() as stack:
+                if size:
+                    stack.enter_context(HugePages())
+                with local_proc(argv, name="probe") as p:
+                    rc = p.wait(timeout)
+                out[size] = (rc, p.stderr)
+        except skip_exception() as exc:
+            out[size] = (EXIT_SKIP, f"skip: {exc}")
+    return out
+
+
+def probe_verdict(probes, ifname, rx_page_size=None):
+    """Skips or fails by the probe results of ``probe_all``: the default size
+    first, then ``rx_page_size``.  Exit 0: returns; 4: skips with the probe's
+    reason; 1 (the kernel broke the devmem contract) or anything else: fails."""
+    for size in dict.fromkeys((0, rx_page_size or 0)):
+        rc, stderr = probes[size]
+        what = "probe " + shlex.join(probe_argv("ncdevmem-rs", ifname, size or None))
+        if rc == EXIT_SKIP:
+            skip(f"{what}: {skip_reason(stderr)}")
+        if rc != EXIT_OK:
+            fail(f"{what} exited {rc}: {tail(stderr)}")
+
+
 def require_devmem(ctx, rx_page_size=None):
-    """Runs the binary's probe (``-f IF [-b BYTES]``) once per rx-page-size.
-    Exit 0: devmem works; 4: skips with the probe's reason; 1 (the kernel
-    broke the devmem contract) or anything else: fails."""
-    key = rx_page_size or 0
-    if key not in ctx.probes:
-        argv = probe_argv(ctx.bin, ctx.ifname, rx_page_size)
-        with local_proc(argv, name="probe") as p:
-            rc = p.wait(ctx.timeout)
-        ctx.probes[key] = (rc, p.stderr)
-    rc, stderr = ctx.probes[key]
-    what = "probe " + shlex.join(probe_argv("ncdevmem-rs", ctx.ifname, rx_page_size))
-    if rc == EXIT_SKIP:
-        skip(f"{what}: {skip_reason(stderr)}")
-    if rc != EXIT_OK:
-        fail(f"{what} exited {rc}: {tail(stderr)}")
+    """The probe verdict for ``rx_page_size`` (probe_verdict); the first call
+    probes every size (probe_all), later calls reuse the results."""
+    if not ctx.probes:
+        ctx.probes = probe_all(ctx.bin, ctx.ifname, ctx.timeout)
+    probe_verdict(ctx.probes, ctx.ifname, rx_page_size)
 
 
 class HugePages:
@@ -495,13 +524,14 @@ def own_stream(peer):
 # --------------------------------------------------------------------------- transfers
 
 
-def rx_transfer(ctx, rx_argv, sender, port, what, expect_rc=EXIT_OK, check_sender=True):
-    """Starts the local receiver ``rx_argv``, waits for its listener, runs the
-    remote ``sender`` command, and checks the exits: the receiver's must be
-    ``expect_rc`` (4 skips), the sender's 0 (if ``check_sender``).  Returns the
-    receiver's Proc (for stdout/stderr)."""
+def rx_transfer(ctx, rx_argv, sender, port, what, expect_rc=EXIT_OK, check_sender=True, listen_ns=None):
+    """Starts the local receiver ``rx_argv``, waits for its listener (in this
+    network namespace, or in ``listen_ns``: a remote object of the namespace the
+    receiver runs in), runs the remote ``sender`` command, and checks the exits:
+    the receiver's must be ``expect_rc`` (4 skips), the sender's 0 (if
+    ``check_sender``).  Returns the receiver's Proc (for stdout/stderr)."""
     with local_proc(rx_argv, name=what) as rx:
-        if not wait_port_listen(port, proc=rx, timeout=ctx.timeout):
+        if not wait_port_listen(port, remote=listen_ns, proc=rx, timeout=ctx.timeout):
             check_exit(rx, rx.wait(ctx.timeout), what)
             fail(f"{what} exited 0 before listening: {tail(rx.stderr)}")
         with remote_proc(ctx.remote, sender, name="sender") as tx:

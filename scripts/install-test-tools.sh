@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the tools the test suites need are present, so that `make test` runs every suite
 # instead of passing with one skipped: the pytest module for $PYTHON (the py/ harness tests),
-# socat (the harness's socat peer path) and iproute2's ip (namespace tests). Installs what is
+# socat (the harness's socat peer path), iproute2's ip (namespace tests) and ethtool (the kernel's
+# own iou-zcrx.py, run by py/tests/test_kernel_tree.py, calls it first). Installs what is
 # missing when run as root (apt for Debian's own python3 and for the tools, pip for any other
 # python); otherwise, or when an install fails, exits 1 naming what is missing and how to
 # install it. Does nothing when everything is there.
@@ -16,11 +17,12 @@ missing_list() {
     has_pytest || m+=("the $python module pytest")
     command -v socat >/dev/null 2>&1 || m+=("socat")
     command -v ip >/dev/null 2>&1 || m+=("iproute2 (ip)")
+    command -v ethtool >/dev/null 2>&1 || m+=("ethtool")
     ((${#m[@]} == 0)) || printf '%s\n' "${m[@]}"
 }
 fail() {
     echo "test-tools: FAIL: missing $(missing_list | paste -sd, - | sed 's/,/, /g')$1" >&2
-    echo "test-tools: install them (as root: apt-get install python3-pytest socat iproute2, or" \
+    echo "test-tools: install them (as root: apt-get install python3-pytest socat iproute2 ethtool, or" \
         "$python -m pip install pytest) or run 'make test' as root, which installs them" >&2
     exit 1
 }
@@ -35,6 +37,7 @@ command -v "$python" >/dev/null 2>&1 || {
 apt_pkgs=()
 command -v socat >/dev/null 2>&1 || apt_pkgs+=(socat)
 command -v ip >/dev/null 2>&1 || apt_pkgs+=(iproute2)
+command -v ethtool >/dev/null 2>&1 || apt_pkgs+=(ethtool)
 # Debian's own interpreter takes Debian's package (pip refuses to change it, PEP 668); any
 # other interpreter (a venv, pyenv) gets pytest from pip.
 system_python=0

@@ -16,6 +16,7 @@ use std::ffi::CString;
 use std::io::Write;
 use std::net::SocketAddrV6;
 use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
 
 use crate::cli::{Config, Mode, Seed, Verbosity};
 use crate::error::{Error, Result};
@@ -27,13 +28,15 @@ use crate::nic::queues::{
     choose_queues, describe_owned, wait_queues_free, QueuePolicy, QUEUE_FREE_WAIT,
 };
 use crate::nic::report::{HostCaps, NicReport};
-use crate::nic::setup::{run_configured, run_with_setup, FlowTarget, ServerPlan};
+use crate::nic::setup::{
+    run_configured, run_with_early_unbind, EarlyUnbind, FlowTarget, ServerPlan,
+};
 use crate::nic::snapshot::{verify_restored, NicSnapshot};
 use crate::nic::NicOps;
 use crate::rcvbuf::RcvbufPlan;
 use crate::release::kernel::KernelEnv;
 use crate::release::{self, Env, Holdings, PoolOwner};
-use crate::rx::{self, NoFragMemory, RxConfig};
+use crate::rx::{self, NoFragMemory, RxConfig, RxSocket, UnbindMode};
 use crate::signals::{self, STOP};
 use crate::stats::{RcvbufReport, RxStats};
 use crate::sys::socket::{self, TcpRxSocket};
@@ -198,7 +201,15 @@ fn plain_server(cfg: &Config) -> Result<()> {
     let plan = plain_rcvbuf_plan(cfg);
     let (mut sock, rcvbuf) = listen_and_accept(cfg, plan.as_ref())?;
     let rx_cfg = rx_config(cfg, RxConfig::plain());
-    receive_and_report(cfg, &mut sock, None::<&NoFragMemory>, &rx_cfg, rcvbuf, None)
+    receive_and_report(
+        cfg,
+        &mut sock,
+        None::<&NoFragMemory>,
+        &rx_cfg,
+        rcvbuf,
+        None,
+        None,
+    )
 }
 
 /// `-l -f IF -s ADDR -p PORT`: the devmem RX server (ncdevmem.c `do_server`): NIC setup
@@ -211,7 +222,12 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     let server = required(cfg.server.as_ref(), "-s")?;
     let params = UdmabufParams::new(cfg.rx_page_size, cfg.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created or changed;
-    // hugepages a previous binding still holds are waited for.
+    // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
+    // kernel's bind-rx policy.
+    let autorelease = match cfg.bind_autorelease {
+        Some(want) => bind_autorelease_attr(cfg, want)?,
+        None => None,
+    };
     udmabuf::preflight_device(&params)?;
     if cfg.autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
@@ -244,7 +260,8 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     signals::check()?;
     let request = BindRxRequest::new(ifindex, mem.fd(), &choice.queues())
         .ifname(ifname)
-        .rx_page_size(cfg.rx_page_size);
+        .rx_page_size(cfg.rx_page_size)
+        .autorelease(autorelease);
     let plan = ServerPlan {
         start_queue: start,
         num_queues: num,
@@ -257,9 +274,9 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     };
     let quiet = cfg.verbosity == Verbosity::Quiet;
     let bound_id = Cell::new(None);
-    let result = run_with_setup(&nic, &plan, &request, quiet, QUEUE_FREE_WAIT, |id| {
+    let result = run_with_early_unbind(&nic, &plan, &request, quiet, QUEUE_FREE_WAIT, |id, u| {
         bound_id.set(Some(id));
-        let result = bound_server(cfg, &mem, &params, id, (start, num));
+        let result = bound_server(cfg, &mem, &params, id, (start, num), u);
         // The connection is closed: what other CPUs still hold of its buffers is freed now,
         // so the binding's page pool can go as soon as it is unbound.
         release::return_deferred_buffers(&mut env);
@@ -288,13 +305,15 @@ fn devmem_server(cfg: &Config) -> Result<()> {
 }
 
 /// The devmem server once `mem` is bound to queues `start..start+num` as binding `id`: listen,
-/// accept, receive, report. The connection is closed when it returns.
+/// accept, receive, report. The connection is closed when it returns. `-U 1` and `-U 2`
+/// unbind through `unbind` during the receive (series v10's ncdevmem `unbind_mode`).
 fn bound_server(
     cfg: &Config,
     mem: &Udmabuf,
     params: &UdmabufParams,
     id: u32,
     (start, num): (u32, u32),
+    unbind: &mut EarlyUnbind<'_>,
 ) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
     log(
@@ -317,7 +336,7 @@ fn bound_server(
     if let Some(on) = cfg.autorelease {
         socket::set_devmem_autorelease(sock.fd(), on)?;
     }
-    let rx_cfg = rx_config(
+    let mut rx_cfg = rx_config(
         cfg,
         RxConfig::devmem(id, niov_size).holding_tokens_of(buffers),
     );
@@ -326,7 +345,109 @@ fn bound_server(
         io_uring_ifindex: None,
         buffers,
     };
-    receive_and_report(cfg, &mut sock, Some(mem), &rx_cfg, rcvbuf, Some(&stall))
+    rx_cfg.unbind = cfg.unbind;
+    let mut hook: Option<Box<dyn FnOnce() + '_>> = None;
+    match cfg.unbind {
+        UnbindMode::Normal => {}
+        UnbindMode::BeforeRecv => {
+            await_first_data(&mut sock)?;
+            log(
+                cfg,
+                "-U 1: data is queued; unbinding before the first recvmsg",
+            );
+            unbind.unbind();
+        }
+        UnbindMode::AfterRecv => {
+            // As C: the first batch's tokens go back before the unbind.
+            rx_cfg.token_high_water = 1;
+            hook = Some(Box::new(move || {
+                log(
+                    cfg,
+                    "-U 2: first recvmsg done and its tokens released; unbinding",
+                );
+                unbind.unbind();
+            }));
+        }
+    }
+    receive_and_report(
+        cfg,
+        &mut sock,
+        Some(mem),
+        &rx_cfg,
+        rcvbuf,
+        Some(&stall),
+        hook,
+    )
+}
+
+/// How long `-U 1` waits after accept for data to be queued before it unbinds (C ncdevmem
+/// polls 5000 ms).
+const UNBIND_DATA_WAIT: Duration = Duration::from_secs(5);
+
+/// `-U 1`: waits up to [`UNBIND_DATA_WAIT`] until the accepted socket is readable, checking
+/// for a stop signal between short polls.
+///
+/// Errors: `Error::Timeout` when no data came (C: "poll failed or timed out waiting for
+/// data"); `Error::Sys` from `poll`; `Error::Interrupted` on a stop signal.
+fn await_first_data(sock: &mut TcpRxSocket) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        signals::check()?;
+        let left = UNBIND_DATA_WAIT.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Err(Error::Timeout(format!(
+                "-U 1: no data within {} s of accept, so there was nothing to unbind under",
+                UNBIND_DATA_WAIT.as_secs()
+            )));
+        }
+        match sock.wait_readable(left.min(Duration::from_millis(200))) {
+            Ok(true) => return Ok(()),
+            Ok(false) | Err(libc::EINTR) => {}
+            Err(e) => return Err(Error::sys("poll(POLLIN) on the data socket", e)),
+        }
+    }
+}
+
+/// `-a`: the bind-rx autorelease attribute to send, from the kernel's bind-rx policy (asked
+/// before anything is changed). A kernel with the attribute gets `(its number, want)`. One
+/// without it: `-a 0` binds without the attribute (logged: such a kernel has only the
+/// release-at-close behaviour, which a run that returns every token cannot tell apart), and
+/// `-a 1` is a skip.
+///
+/// Errors: `Error::Skip` as said and when the netdev family is missing; policy dump errors.
+fn bind_autorelease_attr(cfg: &Config, want: bool) -> Result<Option<(u16, bool)>> {
+    use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy};
+    let policy = skip_if_family_missing(bind_rx_policy(), "netdev")?;
+    let kinds: Vec<u16> = policy.iter().map(|a| a.kind).collect();
+    match autorelease_attr(&policy) {
+        Some(attr) => {
+            log(
+                cfg,
+                &format!(
+                    "bind-rx autorelease: the kernel has the attribute (number {attr}, u8); \
+                     sending {}",
+                    u8::from(want)
+                ),
+            );
+            Ok(Some((attr, want)))
+        }
+        None if !want => {
+            log(
+                cfg,
+                &format!(
+                    "-a 0: this kernel's bind-rx has no autorelease attribute (policy \
+                     attributes {kinds:?}); binding without it (the kernel's only mode \
+                     releases tokens still held at close)"
+                ),
+            );
+            Ok(None)
+        }
+        None => Err(Error::Skip(format!(
+            "-a 1: this kernel's bind-rx has no autorelease attribute (policy attributes \
+             {kinds:?}, none of them the u8 NETDEV_A_DMABUF_AUTORELEASE); it needs the unmerged \
+             series \"net: devmem: improve cpu cost of RX token management\" v7-v10"
+        ))),
+    }
 }
 
 /// `-l --zcrx -f IF -s ADDR -p PORT`: the io_uring zero-copy receive server (the flow of the
@@ -1035,10 +1156,25 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     rx_cfg: &RxConfig,
     rcvbuf: Option<RcvbufReport>,
     stall: Option<&StallContext>,
+    after_first_data: Option<Box<dyn FnOnce() + '_>>,
 ) -> Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 20, rx::stop_aware_stdout(&STOP)?);
     let mut log_sink = std::io::stderr();
-    let (mut stats, result) = rx::receive_logged(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink);
+    let (mut stats, result) = match after_first_data {
+        Some(hook) => {
+            let mut wrapped = rx::AfterFirstData::new(&mut *sock, hook);
+            rx::receive_logged(&mut wrapped, mem, rx_cfg, &STOP, &mut out, &mut log_sink)
+        }
+        None => rx::receive_logged(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink),
+    };
+    if rx_cfg.unbind == UnbindMode::BeforeRecv && !stats.binding_gone && result.is_ok() {
+        log(
+            cfg,
+            "-U 1: recvmsg went on delivering data after the unbind (no ENODEV): this kernel \
+             keeps a socket's queued devmem data readable after its binding goes (a kernel \
+             without the autorelease series, or one in autorelease 1 mode)",
+        );
+    }
     let result = match (result, stall) {
         (Err(e), Some(ctx)) => Err(explain_stall(e, ctx, sock, rcvbuf.as_ref())),
         (r, _) => r,
@@ -1049,8 +1185,18 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
         .map_err(|e| rx::output_error("write(stdout)", e));
     let result = result
         .and(flushed)
-        .and_then(|()| check_stream_length(cfg, stats.bytes));
+        .and_then(|()| check_received(cfg, &stats));
     report(cfg, &stats, result)
+}
+
+/// [`check_stream_length`], except for a `-U 1` run that ended at "binding gone" (ENODEV
+/// before any byte): there was no stream to measure.
+fn check_received(cfg: &Config, stats: &RxStats) -> Result<()> {
+    if stats.binding_gone {
+        Ok(())
+    } else {
+        check_stream_length(cfg, stats.bytes)
+    }
 }
 
 /// A stream that ended cleanly can still be wrong: shorter or longer than `--expect-bytes`,
@@ -1088,10 +1234,11 @@ fn report(cfg: &Config, stats: &RxStats, result: Result<()>) -> Result<()> {
 /// `-b` needs a kernel whose bind-rx knows `rx-page-size` (attribute 5): ask the kernel's
 /// bind-rx policy before the NIC is touched, so an older kernel is a skip with the reason.
 fn require_rx_page_size(size: u32) -> Result<()> {
-    let attrs = skip_if_family_missing(crate::netlink::ctrl::bind_rx_policy_attrs(), "netdev")?;
-    if attrs.contains(&crate::netlink::ctrl::NETDEV_A_DMABUF_RX_PAGE_SIZE) {
+    let policy = skip_if_family_missing(crate::netlink::ctrl::bind_rx_policy(), "netdev")?;
+    if crate::netlink::ctrl::has_rx_page_size(&policy) {
         return Ok(());
     }
+    let attrs: Vec<u16> = policy.iter().map(|a| a.kind).collect();
     Err(Error::Skip(format!(
         "-b {size}: this kernel's bind-rx has no rx-page-size attribute (policy attributes \
          {attrs:?}); large niovs need a kernel with the rx-page-size series"
@@ -1208,5 +1355,27 @@ mod tests {
                 .contains("-b 16384: this kernel's bind-rx has no rx-page-size attribute"),
             "{e}"
         );
+    }
+
+    /// `-v` wants data, except after a `-U 1` run ended at ENODEV ("binding gone").
+    #[test]
+    fn binding_gone_needs_no_stream() {
+        let argv: Vec<String> = [
+            "-l", "-f", "lo", "-s", "::1", "-p", "1", "-v", "7", "-U", "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let cfg = match crate::cli::parse(&argv, crate::sys::page_size()) {
+            Ok(Command::Run(cfg)) => cfg,
+            other => panic!("not a server configuration: {other:?}"),
+        };
+        let mut stats = RxStats::new(crate::stats::RxMode::Devmem);
+        assert_eq!(
+            check_received(&cfg, &stats).unwrap_err().to_string(),
+            "the peer closed without sending any data: nothing was validated"
+        );
+        stats.binding_gone = true;
+        check_received(&cfg, &stats).unwrap();
     }
 }

@@ -14,13 +14,14 @@
 //! `-p: invalid port 'x' (expected 1..=65535)`; the caller prints it after `ncdevmem-rs: `.
 //!
 //! Option semantics follow kernel `tools/testing/selftests/drivers/net/hw/ncdevmem.c` `main()`
-//! (net-next, 2026-08) as summarised in kernel-abi.md §8.1.
+//! (net-next, 2026-08) as summarised in `docs/kernel-interface.md#ncdevmem-options`.
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+pub use crate::rx::UnbindMode;
 
 /// The binary's name, as used in messages and in the usage text.
 pub const PROGRAM: &str = "ncdevmem-rs";
@@ -29,7 +30,8 @@ pub const PROGRAM: &str = "ncdevmem-rs";
 pub const IFNAME_MAX_LEN: usize = 15;
 
 /// Largest `-v` period. The C checker's counter is one byte wide, so a period of 256
-/// (`01 … FF 0A`) is the longest that wraps where it should (kernel-abi.md §8.3).
+/// (`01 … FF 0A`) is the longest that wraps where it should
+/// (`docs/kernel-interface.md#the-validation-pattern`).
 pub const VALIDATE_MAX: u32 = 256;
 
 /// One option: its names, whether it takes a value, and what the value must be (used in the
@@ -70,6 +72,7 @@ const EXPECT_NUM_QUEUES: &str = "1..=4096";
 pub const MAX_NUM_QUEUES: u32 = 4096;
 const EXPECT_CHUNK: &str = "1..=4294967295 bytes";
 const EXPECT_AUTORELEASE: &str = "0 or 1";
+const EXPECT_UNBIND: &str = "0, 1 or 2";
 const EXPECT_SECONDS: &str = "decimal seconds in 0..=31536000 (one year), e.g. 2 or 0.5; 0 = none";
 /// Largest accepted `--write-size`, bytes (64 MiB): one buffer of that size is allocated.
 pub const MAX_WRITE_SIZE: u64 = 64 << 20;
@@ -86,7 +89,7 @@ const EXPECT_PATH: &str = "a file path";
 
 /// Every option we accept. C ncdevmem's letters have no long names (except the optional
 /// `--fail-on-linear` alias of `-L`); new behaviour has only long names (`-V` is the one new
-/// short letter, as design.md §3 asks).
+/// short letter; `docs/architecture.md#command-line`).
 #[rustfmt::skip]
 const SPECS: &[Spec] = &[
     Spec { short: "h",  long: "help",            hint: "",       expect: "" },
@@ -104,6 +107,8 @@ const SPECS: &[Spec] = &[
     Spec { short: "L",  long: "fail-on-linear",  hint: "",       expect: "" },
     Spec { short: "b",  long: "",                hint: "BYTES",  expect: EXPECT_POW2 },
     Spec { short: "A",  long: "",                hint: "0|1",    expect: EXPECT_AUTORELEASE },
+    Spec { short: "a",  long: "",                hint: "0|1",    expect: EXPECT_AUTORELEASE },
+    Spec { short: "U",  long: "",                hint: "0|1|2",  expect: EXPECT_UNBIND },
     Spec { short: "V",  long: "verbose",         hint: "",       expect: "" },
     Spec { short: "",   long: "quiet",           hint: "",       expect: "" },
     Spec { short: "",   long: "plain",           hint: "",       expect: "" },
@@ -279,6 +284,10 @@ pub struct Args {
     pub rx_page_size: Option<u32>,
     /// `-A 0|1`: `SO_DEVMEM_AUTORELEASE`.
     pub autorelease: Option<bool>,
+    /// `-a 0|1`: bind-rx `NETDEV_A_DMABUF_AUTORELEASE`.
+    pub bind_autorelease: Option<bool>,
+    /// `-U 0|1|2`: when the server unbinds.
+    pub unbind: Option<UnbindMode>,
     /// `-V`, `--verbose`.
     pub verbose: bool,
     /// `--quiet`.
@@ -534,6 +543,21 @@ impl Args {
                 _ => return Err(invalid("-A", "autorelease value", &t, EXPECT_AUTORELEASE)),
             });
         }
+        if let Some(t) = last("a") {
+            a.bind_autorelease = Some(match t.as_str() {
+                "0" => false,
+                "1" => true,
+                _ => return Err(invalid("-a", "autorelease value", &t, EXPECT_AUTORELEASE)),
+            });
+        }
+        if let Some(t) = last("U") {
+            a.unbind = Some(match t.as_str() {
+                "0" => UnbindMode::Normal,
+                "1" => UnbindMode::BeforeRecv,
+                "2" => UnbindMode::AfterRecv,
+                _ => return Err(invalid("-U", "unbind mode", &t, EXPECT_UNBIND)),
+            });
+        }
         if let Some(t) = last("send-pattern") {
             let v = size_bytes(&t)
                 .ok_or_else(|| invalid("--send-pattern", "byte count", &t, EXPECT_SIZE))?;
@@ -769,9 +793,19 @@ pub struct Config {
     /// `-b`: rx-page-size in bytes for bind-rx (`NETDEV_A_DMABUF_RX_PAGE_SIZE`); power of two
     /// ≥ page size, fits `u32`. Also applies in probe mode.
     pub rx_page_size: Option<u32>,
-    /// `-A`: `SO_DEVMEM_AUTORELEASE` value to set (proposed socket option 85; kernel-abi.md
-    /// §4.7); `None` leaves the kernel default.
+    /// `-A`: `SO_DEVMEM_AUTORELEASE` value to set (proposed socket option 85;
+    /// `docs/kernel-interface.md#so_devmem_autorelease`); `None` leaves the kernel default.
     pub autorelease: Option<bool>,
+    /// `-a`: bind-rx autorelease (`NETDEV_A_DMABUF_AUTORELEASE`, u8; unmerged series
+    /// v7–v10, kernel-abi.md §4.7). `Some(b)` sends `b` when the kernel's bind-rx policy has
+    /// the attribute; without it, `Some(false)` runs unchanged (the series' default, which
+    /// the harness passes on every run; C ncdevmem of the series would send the attribute
+    /// anyway and fail bind-rx with EINVAL "Unknown attribute type") and `Some(true)` is a
+    /// skip. `None` sends nothing.
+    pub bind_autorelease: Option<bool>,
+    /// `-U`: when the devmem server unbinds (series v10's ncdevmem `unbind_mode`); `Normal`
+    /// when not given.
+    pub unbind: UnbindMode,
     /// `--timeout`: accept, first-byte and idle timeout; `None` = wait forever. Devmem TX
     /// client: the connect window and the longest wait without a zerocopy completion (`None`
     /// = the client's defaults).
@@ -850,243 +884,17 @@ impl Config {
     ///
     /// Errors: [`Error::Usage`] naming the flag.
     pub fn resolve(a: Args) -> Result<Config> {
-        let selectors: Vec<&str> = [
-            (a.send_pattern.is_some(), "--send-pattern"),
-            (a.plain, "--plain"),
-            (a.zcrx, "--zcrx"),
-            (a.report, "--report"),
-        ]
-        .iter()
-        .filter(|(on, _)| *on)
-        .map(|(_, n)| *n)
-        .collect();
-        if selectors.len() > 1 {
-            return Err(usage_err(format!(
-                "{}: these select different modes; give at most one",
-                selectors.join(", ")
-            )));
-        }
         if a.verbose && a.quiet {
             return Err(usage_err("-V/--verbose and --quiet exclude each other"));
         }
-        let need_s = |what: &str| format!("-s: missing -s ADDR ({what})");
-        let need_p = |what: &str| format!("-p: missing -p PORT ({what}; expected {EXPECT_PORT})");
-        let need_f = |what: &str| {
-            format!("-f: missing -f argument (the interface to use; required for {what})")
-        };
-
-        let mode = if a.send_pattern.is_some() {
-            if a.listen {
-                return Err(usage_err(
-                    "--send-pattern: sends to -s/-p and cannot be combined with -l",
-                ));
-            }
-            require(a.server.as_ref(), || {
-                need_s("the receiver --send-pattern connects to")
-            })?;
-            require(a.port, || need_p("the receiver's port"))?;
-            if a.seed.is_none() {
-                require(a.validate.filter(|&v| v != 0), || {
-                    format!(
-                        "--send-pattern: missing -v N (the pattern period to send; expected \
-                         2..={VALIDATE_MAX}) or --seed SEED (the keyed stream)"
-                    )
-                })?;
-            }
-            if a.ifname.is_some() {
-                // -f selects devmem TX, as in C's client mode; the pattern replaces stdin.
-                Mode::Client
-            } else {
-                Mode::PatternSender
-            }
-        } else if a.plain {
-            if !a.listen {
-                return Err(usage_err(
-                    "--plain: plain-TCP receive needs -l (to send a pattern, use --send-pattern)",
-                ));
-            }
-            require(a.server.as_ref(), || {
-                need_s("local address --plain listens on")
-            })?;
-            require(a.port, || need_p("port to listen on"))?;
-            Mode::PlainServer
-        } else if a.zcrx {
-            if !a.listen {
-                return Err(usage_err("--zcrx: zero-copy receive needs -l"));
-            }
-            if a.zcrx_nodev {
-                if a.ifname.is_some() || a.start_queue.is_some() || a.num_queues.is_some() {
-                    return Err(usage_err(
-                        "--zcrx-nodev: registers without a device; -f, -t and -q do not apply",
-                    ));
-                }
-            } else {
-                require(a.ifname.as_ref(), || need_f("--zcrx"))?;
-            }
-            require(a.server.as_ref(), || {
-                need_s("local address --zcrx listens on")
-            })?;
-            require(a.port, || need_p("port to listen on"))?;
-            Mode::ZcrxServer
-        } else if a.report {
-            if a.listen || a.server.is_some() || a.client.is_some() {
-                return Err(usage_err(
-                    "--report: the capability report takes only -f IF (not -l, -s or -c)",
-                ));
-            }
-            require(a.ifname.as_ref(), || need_f("--report"))?;
-            if a.quiet && a.json.is_none() {
-                return Err(usage_err(
-                    "--report: with --quiet the report is only written to --json FILE, so give \
-                     --json (or drop --quiet)",
-                ));
-            }
-            Mode::Report
-        } else {
-            require(a.ifname.as_ref(), || {
-                need_f("probe, server and client modes; --plain and --send-pattern do not need it")
-            })?;
-            if a.listen {
-                require(a.server.as_ref(), || {
-                    need_s("server mode: the local address to listen on")
-                })?;
-                require(a.port, || need_p("server mode"))?;
-                Mode::Server
-            } else if a.server.is_some() || a.client.is_some() {
-                require(a.server.as_ref(), || {
-                    need_s("client mode: the address to connect to")
-                })?;
-                require(a.port, || need_p("client mode"))?;
-                Mode::Client
-            } else {
-                Mode::Probe
-            }
-        };
-
-        if mode.uses_queues() {
-            match (a.start_queue, a.num_queues) {
-                (Some(_), None) | (None, Some(_)) => {
-                    return Err(usage_err(
-                        "-t/-q: Both -t and -q are required (or neither, to let ncdevmem-rs pick the queues)",
-                    ))
-                }
-                (Some(start), Some(num)) if start.checked_add(num - 1).is_none() => {
-                    return Err(usage_err(format!(
-                        "-t/-q: queues {start}..{start}+{num} run past the largest queue id {}",
-                        u32::MAX
-                    )))
-                }
-                _ => {}
-            }
-        }
-        // The pattern sender, plain or through devmem TX (-f).
-        let sends_pattern = a.send_pattern.is_some();
-        if a.write_size.is_some() && !sends_pattern {
-            return Err(usage_err("--write-size: only applies to --send-pattern"));
-        }
-        if let (Some(off), Some(total)) = (a.corrupt_offset, a.send_pattern) {
-            if off >= total {
-                return Err(usage_err(format!(
-                    "--corrupt-offset: invalid stream offset '{off}' (expected 0..{total}, \
-                     inside the --send-pattern stream)"
-                )));
-            }
-        }
-        if a.expect_bytes.is_some()
-            && !matches!(mode, Mode::Server | Mode::PlainServer | Mode::ZcrxServer)
-        {
-            return Err(usage_err("--expect-bytes: only applies to receivers (-l)"));
-        }
-        if a.rcvbuf.is_some()
-            && !matches!(mode, Mode::Server | Mode::PlainServer | Mode::ZcrxServer)
-        {
-            return Err(usage_err("--rcvbuf: only applies to receivers (-l)"));
-        }
-        if a.corrupt_offset.is_some() && !sends_pattern {
-            return Err(usage_err(
-                "--corrupt-offset: only applies to --send-pattern",
-            ));
-        }
-        if let Some(seed) = a.seed {
-            if a.validate.is_some_and(|v| v != 0) {
-                return Err(usage_err(
-                    "--seed: selects the keyed stream instead of the -v N pattern; give one of them",
-                ));
-            }
-            let receiver = matches!(mode, Mode::Server | Mode::PlainServer | Mode::ZcrxServer);
-            if !receiver && !sends_pattern {
-                return Err(usage_err(
-                    "--seed: only applies to --send-pattern and to receivers (-l)",
-                ));
-            }
-            if receiver && seed == Seed::Random {
-                return Err(usage_err(
-                    "--seed random: only a sender draws a seed; give the receiver the seed the \
-                     sender printed",
-                ));
-            }
-        }
-        if a.zcrx_nodev && mode != Mode::ZcrxServer {
-            return Err(usage_err("--zcrx-nodev: only applies to --zcrx"));
-        }
-        if a.zcrx_nodev && a.verify_restore {
-            return Err(usage_err(
-                "--verify-restore: --zcrx-nodev changes no NIC, so there is nothing to verify",
-            ));
-        }
-        if a.rx_buf_len.is_some() && mode != Mode::ZcrxServer {
-            return Err(usage_err("--rx-buf-len: only applies to --zcrx"));
-        }
-        if a.verify_restore {
-            if !matches!(mode, Mode::Probe | Mode::Server | Mode::ZcrxServer) {
-                return Err(usage_err(
-                    "--verify-restore: only applies to modes that change the NIC (probe, -l, --zcrx)",
-                ));
-            }
-            if a.skip_nic_config && mode != Mode::Probe {
-                return Err(usage_err(
-                    "--verify-restore: -n skips NIC configuration, so there is nothing to verify",
-                ));
-            }
-        }
-
-        let server = a
-            .server
-            .as_deref()
-            .map(|t| HostAddr::parse("-s", "server address", t))
-            .transpose()?;
-        let client = a
-            .client
-            .as_deref()
-            .map(|t| HostAddr::parse("-c", "client address", t))
-            .transpose()?;
-        // A socket bound or connected to a link-local IPv6 address needs its zone (the
-        // interface), which these flags cannot carry: the kernel answers EINVAL. -s is always
-        // a socket address; -c only where the sender binds it (a server puts it in the flow
-        // rule, where it needs no zone).
-        let binds_client = matches!(mode, Mode::Client | Mode::PatternSender);
-        for (flag, addr, used) in [("-s", &server, true), ("-c", &client, binds_client)] {
-            match addr {
-                Some(h) if used && is_unscoped_link_local(h.ip) => {
-                    return Err(usage_err(format!(
-                        "{flag}: link-local IPv6 address '{}' cannot be used: a socket needs its                          zone (fe80::1%eth0), which {flag} does not take, and the kernel refuses                          it without one (EINVAL); use a global or unique-local address",
-                        h.text
-                    )))
-                }
-                _ => {}
-            }
-        }
-        if let (Some(s), Some(c)) = (&server, &client) {
-            // Sockets are AF_INET6 with v4-mapped IPv4, so both must be IPv4 or both IPv6.
-            let v4 = |h: &HostAddr| h.flow_ip().is_ipv4();
-            if v4(s) != v4(c) {
-                return Err(usage_err(format!(
-                    "-c: client address '{}' is not of the same family as -s '{}' \
-                     (both IPv4 or both IPv6)",
-                    c.text, s.text
-                )));
-            }
-        }
+        let mode = select_mode(&a)?;
+        check_queue_range(&a, mode)?;
+        check_sender_flags(&a)?;
+        check_receiver_flags(&a, mode)?;
+        check_seed(&a, mode)?;
+        check_zcrx_flags(&a, mode)?;
+        check_verify_restore(&a, mode)?;
+        let (server, client) = resolve_addrs(&a, mode)?;
         let write_size =
             match a.write_size {
                 // Args::parse checked that it fits usize.
@@ -1118,6 +926,8 @@ impl Config {
             fail_on_linear: a.fail_on_linear,
             rx_page_size: a.rx_page_size,
             autorelease: a.autorelease,
+            bind_autorelease: a.bind_autorelease,
+            unbind: a.unbind.unwrap_or_default(),
             timeout: a.timeout.filter(|d| !d.is_zero()),
             json: a.json,
             verbosity,
@@ -1133,6 +943,313 @@ impl Config {
             verify_restore: a.verify_restore,
         })
     }
+}
+
+fn need_s(what: &str) -> String {
+    format!("-s: missing -s ADDR ({what})")
+}
+
+fn need_p(what: &str) -> String {
+    format!("-p: missing -p PORT ({what}; expected {EXPECT_PORT})")
+}
+
+fn need_f(what: &str) -> String {
+    format!("-f: missing -f argument (the interface to use; required for {what})")
+}
+
+/// True for the modes that receive (`-l`).
+fn is_receiver(mode: Mode) -> bool {
+    matches!(mode, Mode::Server | Mode::PlainServer | Mode::ZcrxServer)
+}
+
+/// Step 1 of [`Config::resolve`]: at most one mode selector, then that mode's own rules.
+fn select_mode(a: &Args) -> Result<Mode> {
+    let selectors: Vec<&str> = [
+        (a.send_pattern.is_some(), "--send-pattern"),
+        (a.plain, "--plain"),
+        (a.zcrx, "--zcrx"),
+        (a.report, "--report"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, n)| *n)
+    .collect();
+    if selectors.len() > 1 {
+        return Err(usage_err(format!(
+            "{}: these select different modes; give at most one",
+            selectors.join(", ")
+        )));
+    }
+    if a.send_pattern.is_some() {
+        pattern_sender_mode(a)
+    } else if a.plain {
+        plain_server_mode(a)
+    } else if a.zcrx {
+        zcrx_server_mode(a)
+    } else if a.report {
+        report_mode(a)
+    } else {
+        devmem_mode(a)
+    }
+}
+
+/// `--send-pattern`: [`Mode::Client`] (devmem TX) with `-f`, else [`Mode::PatternSender`].
+fn pattern_sender_mode(a: &Args) -> Result<Mode> {
+    if a.listen {
+        return Err(usage_err(
+            "--send-pattern: sends to -s/-p and cannot be combined with -l",
+        ));
+    }
+    require(a.server.as_ref(), || {
+        need_s("the receiver --send-pattern connects to")
+    })?;
+    require(a.port, || need_p("the receiver's port"))?;
+    if a.seed.is_none() {
+        require(a.validate.filter(|&v| v != 0), || {
+            format!(
+                "--send-pattern: missing -v N (the pattern period to send; expected \
+                 2..={VALIDATE_MAX}) or --seed SEED (the keyed stream)"
+            )
+        })?;
+    }
+    // -f selects devmem TX, as in C's client mode; the pattern replaces stdin.
+    Ok(if a.ifname.is_some() {
+        Mode::Client
+    } else {
+        Mode::PatternSender
+    })
+}
+
+/// `--plain`: [`Mode::PlainServer`].
+fn plain_server_mode(a: &Args) -> Result<Mode> {
+    if !a.listen {
+        return Err(usage_err(
+            "--plain: plain-TCP receive needs -l (to send a pattern, use --send-pattern)",
+        ));
+    }
+    require(a.server.as_ref(), || {
+        need_s("local address --plain listens on")
+    })?;
+    require(a.port, || need_p("port to listen on"))?;
+    Ok(Mode::PlainServer)
+}
+
+/// `--zcrx`: [`Mode::ZcrxServer`], on a device queue or (`--zcrx-nodev`) without one.
+fn zcrx_server_mode(a: &Args) -> Result<Mode> {
+    if !a.listen {
+        return Err(usage_err("--zcrx: zero-copy receive needs -l"));
+    }
+    if a.zcrx_nodev {
+        if a.ifname.is_some() || a.start_queue.is_some() || a.num_queues.is_some() {
+            return Err(usage_err(
+                "--zcrx-nodev: registers without a device; -f, -t and -q do not apply",
+            ));
+        }
+    } else {
+        require(a.ifname.as_ref(), || need_f("--zcrx"))?;
+    }
+    require(a.server.as_ref(), || {
+        need_s("local address --zcrx listens on")
+    })?;
+    require(a.port, || need_p("port to listen on"))?;
+    Ok(Mode::ZcrxServer)
+}
+
+/// `--report`: [`Mode::Report`].
+fn report_mode(a: &Args) -> Result<Mode> {
+    if a.listen || a.server.is_some() || a.client.is_some() {
+        return Err(usage_err(
+            "--report: the capability report takes only -f IF (not -l, -s or -c)",
+        ));
+    }
+    require(a.ifname.as_ref(), || need_f("--report"))?;
+    if a.quiet && a.json.is_none() {
+        return Err(usage_err(
+            "--report: with --quiet the report is only written to --json FILE, so give \
+             --json (or drop --quiet)",
+        ));
+    }
+    Ok(Mode::Report)
+}
+
+/// C ncdevmem's own modes: [`Mode::Server`] (`-l`), [`Mode::Client`] (`-s`/`-c`), else
+/// [`Mode::Probe`]; all need `-f`.
+fn devmem_mode(a: &Args) -> Result<Mode> {
+    require(a.ifname.as_ref(), || {
+        need_f("probe, server and client modes; --plain and --send-pattern do not need it")
+    })?;
+    if a.listen {
+        require(a.server.as_ref(), || {
+            need_s("server mode: the local address to listen on")
+        })?;
+        require(a.port, || need_p("server mode"))?;
+        Ok(Mode::Server)
+    } else if a.server.is_some() || a.client.is_some() {
+        require(a.server.as_ref(), || {
+            need_s("client mode: the address to connect to")
+        })?;
+        require(a.port, || need_p("client mode"))?;
+        Ok(Mode::Client)
+    } else {
+        Ok(Mode::Probe)
+    }
+}
+
+/// `-t`/`-q`: both or neither, and the range inside `u32` queue ids.
+fn check_queue_range(a: &Args, mode: Mode) -> Result<()> {
+    if !mode.uses_queues() {
+        return Ok(());
+    }
+    match (a.start_queue, a.num_queues) {
+        (Some(_), None) | (None, Some(_)) => Err(usage_err(
+            "-t/-q: Both -t and -q are required (or neither, to let ncdevmem-rs pick the queues)",
+        )),
+        (Some(start), Some(num)) if start.checked_add(num - 1).is_none() => {
+            Err(usage_err(format!(
+                "-t/-q: queues {start}..{start}+{num} run past the largest queue id {}",
+                u32::MAX
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The pattern sender's own flags (`--write-size`, `--corrupt-offset`), plain or through
+/// devmem TX (`-f`).
+fn check_sender_flags(a: &Args) -> Result<()> {
+    let sends_pattern = a.send_pattern.is_some();
+    if a.write_size.is_some() && !sends_pattern {
+        return Err(usage_err("--write-size: only applies to --send-pattern"));
+    }
+    if a.corrupt_offset.is_some() && !sends_pattern {
+        return Err(usage_err(
+            "--corrupt-offset: only applies to --send-pattern",
+        ));
+    }
+    if let (Some(off), Some(total)) = (a.corrupt_offset, a.send_pattern) {
+        if off >= total {
+            return Err(usage_err(format!(
+                "--corrupt-offset: invalid stream offset '{off}' (expected 0..{total}, \
+                 inside the --send-pattern stream)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The receivers' own flags (`--expect-bytes`, `--rcvbuf`).
+fn check_receiver_flags(a: &Args, mode: Mode) -> Result<()> {
+    if a.expect_bytes.is_some() && !is_receiver(mode) {
+        return Err(usage_err("--expect-bytes: only applies to receivers (-l)"));
+    }
+    if a.rcvbuf.is_some() && !is_receiver(mode) {
+        return Err(usage_err("--rcvbuf: only applies to receivers (-l)"));
+    }
+    Ok(())
+}
+
+/// `--seed`: instead of `-v N`, on a sender or a receiver; only a sender draws `random`.
+fn check_seed(a: &Args, mode: Mode) -> Result<()> {
+    let Some(seed) = a.seed else {
+        return Ok(());
+    };
+    if a.validate.is_some_and(|v| v != 0) {
+        return Err(usage_err(
+            "--seed: selects the keyed stream instead of the -v N pattern; give one of them",
+        ));
+    }
+    let receiver = is_receiver(mode);
+    if !receiver && a.send_pattern.is_none() {
+        return Err(usage_err(
+            "--seed: only applies to --send-pattern and to receivers (-l)",
+        ));
+    }
+    if receiver && seed == Seed::Random {
+        return Err(usage_err(
+            "--seed random: only a sender draws a seed; give the receiver the seed the \
+             sender printed",
+        ));
+    }
+    Ok(())
+}
+
+/// `--zcrx-nodev` and `--rx-buf-len`: only with `--zcrx`.
+fn check_zcrx_flags(a: &Args, mode: Mode) -> Result<()> {
+    if a.zcrx_nodev && mode != Mode::ZcrxServer {
+        return Err(usage_err("--zcrx-nodev: only applies to --zcrx"));
+    }
+    if a.zcrx_nodev && a.verify_restore {
+        return Err(usage_err(
+            "--verify-restore: --zcrx-nodev changes no NIC, so there is nothing to verify",
+        ));
+    }
+    if a.rx_buf_len.is_some() && mode != Mode::ZcrxServer {
+        return Err(usage_err("--rx-buf-len: only applies to --zcrx"));
+    }
+    Ok(())
+}
+
+/// `--verify-restore`: only where the run changes the NIC.
+fn check_verify_restore(a: &Args, mode: Mode) -> Result<()> {
+    if !a.verify_restore {
+        return Ok(());
+    }
+    if !matches!(mode, Mode::Probe | Mode::Server | Mode::ZcrxServer) {
+        return Err(usage_err(
+            "--verify-restore: only applies to modes that change the NIC (probe, -l, --zcrx)",
+        ));
+    }
+    if a.skip_nic_config && mode != Mode::Probe {
+        return Err(usage_err(
+            "--verify-restore: -n skips NIC configuration, so there is nothing to verify",
+        ));
+    }
+    Ok(())
+}
+
+/// `-s` and `-c` parsed: no unscoped link-local address where a socket uses it, and both of
+/// one family.
+fn resolve_addrs(a: &Args, mode: Mode) -> Result<(Option<HostAddr>, Option<HostAddr>)> {
+    let server = a
+        .server
+        .as_deref()
+        .map(|t| HostAddr::parse("-s", "server address", t))
+        .transpose()?;
+    let client = a
+        .client
+        .as_deref()
+        .map(|t| HostAddr::parse("-c", "client address", t))
+        .transpose()?;
+    // A socket bound or connected to a link-local IPv6 address needs its zone (the
+    // interface), which these flags cannot carry: the kernel answers EINVAL. -s is always
+    // a socket address; -c only where the sender binds it (a server puts it in the flow
+    // rule, where it needs no zone).
+    let binds_client = matches!(mode, Mode::Client | Mode::PatternSender);
+    for (flag, addr, used) in [("-s", &server, true), ("-c", &client, binds_client)] {
+        if let Some(h) = addr
+            .as_ref()
+            .filter(|h| used && is_unscoped_link_local(h.ip))
+        {
+            return Err(usage_err(format!(
+                "{flag}: link-local IPv6 address '{}' cannot be used: a socket needs its zone \
+                 (fe80::1%eth0), which {flag} does not take, and the kernel refuses it without \
+                 one (EINVAL); use a global or unique-local address",
+                h.text
+            )));
+        }
+    }
+    if let (Some(s), Some(c)) = (&server, &client) {
+        // Sockets are AF_INET6 with v4-mapped IPv4, so both must be IPv4 or both IPv6.
+        let v4 = |h: &HostAddr| h.flow_ip().is_ipv4();
+        if v4(s) != v4(c) {
+            return Err(usage_err(format!(
+                "-c: client address '{}' is not of the same family as -s '{}' \
+                 (both IPv4 or both IPv6)",
+                c.text, s.text
+            )));
+        }
+    }
+    Ok((server, client))
 }
 
 /// Parses a command line (`argv` without `argv[0]`): [`Command::Help`] for `-h`/`--help`,
@@ -1209,6 +1326,14 @@ Options from C ncdevmem:
                   32 bits (the udmabuf then uses 2 MiB hugepages); also applies to probe
   -A 0|1          set SO_DEVMEM_AUTORELEASE (proposed socket option; a kernel without it
                   makes the run skip)
+  -a 0|1          server: bind-rx autorelease attribute (autorelease series v7-v10): 1 =
+                  tokens still held at close are released then, 0 = they stay pinned until
+                  unbind. Sent only to a kernel whose bind-rx has it; without it, -a 0 runs
+                  as before and -a 1 skips
+  -U 0|1|2        server: 0 unbind at the end (default); 1 unbind once data is queued,
+                  before the first recvmsg (ENODEV from recvmsg then ends the run cleanly:
+                  binding gone); 2 unbind after the first recvmsg (the socket must go on
+                  receiving)
 
 Options of ncdevmem-rs:
   --plain         with -l: receive over plain TCP (no devmem, no NIC changes, -f not needed);
@@ -1552,7 +1677,14 @@ mod tests {
                 "{line}: {m}"
             );
             assert!(m.contains("zone"), "{line}: {m}");
+            assert!(!m.contains("  "), "one space between words: {line}: {m}");
         }
+        assert_eq!(
+            usage_msg(parse(&argv("-l --plain -s fe80::1 -p 5201"), 4096)),
+            "-s: link-local IPv6 address 'fe80::1' cannot be used: a socket needs its zone \
+             (fe80::1%eth0), which -s does not take, and the kernel refuses it without one \
+             (EINVAL); use a global or unique-local address"
+        );
         for line in [
             "-l -f eth0 -s 2001:db8::1 -c fe80::2 -p 5201",
             "-l --plain -s fec0::1 -p 5201",

@@ -2,8 +2,8 @@
 //!
 //! Every failure names the operation, the object and, for kernel errors, the errno *name*
 //! (`EINVAL (Invalid argument)`), the netlink extended-ack message and the attribute the kernel
-//! pointed at. Exit codes follow design.md §3: 0 success, 1 test failure, 2 usage error,
-//! 4 skip (kselftest's `KSFT_SKIP`).
+//! pointed at. Exit codes (`docs/architecture.md#exit-codes`): 0 success, 1 test failure,
+//! 2 usage error, 4 skip (kselftest's `KSFT_SKIP`).
 
 use std::fmt;
 

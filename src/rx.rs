@@ -472,6 +472,23 @@ pub struct DevmemParams {
     pub niov_size: u32,
 }
 
+/// When the devmem server drops its binding (`-U`; the autorelease series v10's ncdevmem
+/// `unbind_mode`, whose numbers are the `-U` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnbindMode {
+    /// `-U 0`: at the end of the run, after the connection closed.
+    #[default]
+    Normal,
+    /// `-U 1`: once data is queued on the accepted socket (poll up to 5 s, as C), before the
+    /// first `recvmsg`. A kernel with per-binding users (series v10, autorelease off) then
+    /// answers `ENODEV`, which ends the run cleanly ("binding gone"); other kernels go on
+    /// delivering what was queued.
+    BeforeRecv,
+    /// `-U 2`: after the first `recvmsg` that delivered data and the release of its tokens;
+    /// the socket must go on receiving (an `ENODEV` then is a failure).
+    AfterRecv,
+}
+
 /// Configuration of [`receive`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct RxConfig {
@@ -500,6 +517,10 @@ pub struct RxConfig {
     /// queued (1 = after every batch). Tokens are also released whenever 128 ranges are
     /// queued, when the socket goes idle, and before returning.
     pub token_high_water: u64,
+    /// `-U`: what an `ENODEV` from `recvmsg(MSG_SOCK_DEVMEM)` means ("binding gone"): the
+    /// clean end of a [`UnbindMode::BeforeRecv`] run, a failure otherwise. The unbinding
+    /// itself is the caller's ([`AfterFirstData`] for [`UnbindMode::AfterRecv`]).
+    pub unbind: UnbindMode,
 }
 
 impl Default for RxConfig {
@@ -522,6 +543,7 @@ impl RxConfig {
             control_buf_len: DEFAULT_CONTROL_BUF_LEN,
             poll_tick: Duration::from_millis(200),
             token_high_water: 1,
+            unbind: UnbindMode::Normal,
         }
     }
 
@@ -547,6 +569,60 @@ impl RxConfig {
             token_high_water: token_high_water(buffers),
             ..self
         }
+    }
+}
+
+/// An [`RxSocket`] that calls `hook` once, right before the first `recvmsg` that follows one
+/// which delivered data: the `-U 2` unbind point. With tokens released after every batch
+/// (`token_high_water` 1) that is where C ncdevmem unbinds: after the first batch's
+/// `SO_DEVMEM_DONTNEED`, before the next `recvmsg`.
+pub struct AfterFirstData<'a, S: RxSocket + ?Sized> {
+    inner: &'a mut S,
+    hook: Option<Box<dyn FnOnce() + 'a>>,
+    seen_data: bool,
+}
+
+impl<'a, S: RxSocket + ?Sized> AfterFirstData<'a, S> {
+    /// Wraps `inner`; `hook` runs at most once.
+    pub fn new(inner: &'a mut S, hook: impl FnOnce() + 'a) -> Self {
+        AfterFirstData {
+            inner,
+            hook: Some(Box::new(hook)),
+            seen_data: false,
+        }
+    }
+
+    /// Whether the hook has run.
+    pub fn fired(&self) -> bool {
+        self.hook.is_none()
+    }
+}
+
+impl<S: RxSocket + ?Sized> RxSocket for AfterFirstData<'_, S> {
+    fn recvmsg(
+        &mut self,
+        data: &mut [u8],
+        control: &mut [u8],
+        devmem: bool,
+    ) -> Result<RecvOutcome, i32> {
+        if self.seen_data {
+            if let Some(hook) = self.hook.take() {
+                hook();
+            }
+        }
+        let r = self.inner.recvmsg(data, control, devmem);
+        if matches!(r, Ok(o) if o.bytes > 0) {
+            self.seen_data = true;
+        }
+        r
+    }
+
+    fn dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
+        self.inner.dontneed(tokens)
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
+        self.inner.wait_readable(timeout)
     }
 }
 
@@ -797,6 +873,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                     backoff.pause();
                     continue;
                 }
+                Err(libc::ENODEV) if devmem => return self.binding_gone(),
                 Err(e) => return Err(Error::sys(self.recv_call(), e)),
             };
             polled_readable = false;
@@ -810,6 +887,34 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
             if self.batcher.pending_tokens() >= self.cfg.token_high_water.max(1) {
                 self.batcher.flush(&mut *self.sock)?;
             }
+        }
+    }
+
+    /// `recvmsg(MSG_SOCK_DEVMEM)` answered `ENODEV`: the socket's binding is gone (autorelease
+    /// series v10: the binding has no users left, `tcp_recvmsg_dmabuf`). After a `-U 1` unbind
+    /// that is the expected end (C ncdevmem ends there with success); otherwise a failure.
+    fn binding_gone(&mut self) -> Result<()> {
+        let at = format!(
+            "{} answered ENODEV at stream offset {}",
+            self.recv_call(),
+            self.offset
+        );
+        match self.cfg.unbind {
+            UnbindMode::BeforeRecv => {
+                self.stats.binding_gone = true;
+                let _ = writeln!(
+                    self.sink.log,
+                    "binding gone: {at} after the -U 1 unbind (expected); the run ends here"
+                );
+                Ok(())
+            }
+            UnbindMode::AfterRecv => Err(Error::Failure(format!(
+                "binding gone: {at} after the -U 2 unbind: a socket that already received must \
+                 keep its binding usable"
+            ))),
+            UnbindMode::Normal => Err(Error::Failure(format!(
+                "binding gone: {at}: the dmabuf binding was torn down under the socket"
+            ))),
         }
     }
 

@@ -1,9 +1,10 @@
 //! Receive statistics: counters kept by the receive loop, the human summary line for stderr,
 //! the periodic progress line, and the `--json FILE` object (written atomically).
 //!
-//! A run is a measurement as well as a verdict (design.md §1, §3), so the counters cover the
-//! data (bytes, dmabuf and linear frags), the token traffic (tokens released,
-//! `SO_DEVMEM_DONTNEED` calls) and the syscalls (`recvmsg` calls, `EAGAIN`/`EINTR` retries).
+//! A run is a measurement as well as a verdict (`docs/architecture.md#purpose`), so the
+//! counters cover the data (bytes, dmabuf and linear frags), the token traffic (tokens
+//! released, `SO_DEVMEM_DONTNEED` calls) and the syscalls (`recvmsg` calls, `EAGAIN`/`EINTR`
+//! retries).
 
 use crate::validate::StreamSpec;
 use std::io::Write;
@@ -91,6 +92,9 @@ pub struct RxStats {
     /// The connection's receive buffer, when the server sized it or was told to
     /// ([`crate::rcvbuf`]).
     pub rcvbuf: Option<RcvbufReport>,
+    /// Devmem: `recvmsg` answered `ENODEV` after a `-U 1` unbind (the binding had no users
+    /// left, autorelease series v10) and the run ended there, cleanly.
+    pub binding_gone: bool,
 }
 
 /// User and system CPU time (`struct rusage` `ru_utime`/`ru_stime`).
@@ -205,6 +209,9 @@ impl RxStats {
                 self.zcrx.waits,
                 self.eintr_retries
             )),
+        }
+        if self.binding_gone {
+            s.push_str("; binding gone (recvmsg answered ENODEV after the -U 1 unbind)");
         }
         if self.mode != RxMode::Zcrx {
             s.push_str(&format!(
@@ -333,6 +340,9 @@ impl RxStats {
             v["zcrx_flushes"] = z.flushes.into();
             v["zcrx_waits"] = z.waits.into();
             v["zcrx_rx_buf_len"] = z.rx_buf_len.into();
+        }
+        if self.mode == RxMode::Devmem {
+            v["binding_gone"] = self.binding_gone.into();
         }
         if let Some(r) = &self.rcvbuf {
             v["rcvbuf_set"] = r.set.into();
@@ -536,7 +546,25 @@ mod tests {
             }),
             zcrx: ZcrxCounters::default(),
             rcvbuf: None,
+            binding_gone: false,
         }
+    }
+
+    #[test]
+    fn binding_gone_is_reported() {
+        let mut s = sample();
+        assert!(!s.summary_line().contains("binding gone"));
+        assert_eq!(s.to_json()["binding_gone"], false);
+        s.binding_gone = true;
+        assert!(
+            s.summary_line()
+                .contains("; binding gone (recvmsg answered ENODEV after the -U 1 unbind)"),
+            "{}",
+            s.summary_line()
+        );
+        assert_eq!(s.to_json()["binding_gone"], true);
+        s.mode = RxMode::PlainTcp;
+        assert!(s.to_json().get("binding_gone").is_none());
     }
 
     #[test]
@@ -721,7 +749,8 @@ mod tests {
         assert_eq!(v["gbit_per_s"], 10.0);
         assert_eq!(v["crc32"], 0xCBF4_3926u32);
         assert_eq!(v["stream"], "period 7");
-        assert_eq!(v.as_object().unwrap().len(), 23);
+        assert_eq!(v["binding_gone"], false);
+        assert_eq!(v.as_object().unwrap().len(), 24);
         // Only the final file is left behind.
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

@@ -12,7 +12,8 @@
 //! 4. [`MappedRegion::map_shared`] maps the dma-buf (or, for tests, the memfd itself).
 //!
 //! [`Udmabuf::create`] runs all four. Layouts and rules follow `include/uapi/linux/udmabuf.h`,
-//! `include/uapi/linux/dma-buf.h` and `drivers/dma-buf/udmabuf.c` (see kernel-abi.md §5);
+//! `include/uapi/linux/dma-buf.h` and `drivers/dma-buf/udmabuf.c`
+//! (see `docs/kernel-interface.md#udmabuf-dma-buf-and-memfd`);
 //! the sizes follow ncdevmem.c's `udmabuf` allocation (16000 pages, or hugetlb rounded up to
 //! 2 MiB when `-b` exceeds the page size).
 //!

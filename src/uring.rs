@@ -2,7 +2,7 @@
 //! ring, completion decoding and the receive loop.
 //!
 //! The flow follows the kernel's `iou-zcrx` selftest and `docs.kernel.org/networking/iou-zcrx.html`
-//! (kernel-abi.md §6.5):
+//! (`docs/kernel-interface.md#io_uring-zcrx`):
 //! 1. a ring with `IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN | CQE32 | CQSIZE` ([`create_ring`]);
 //! 2. an area of anonymous memory (2 MiB hugepages when `rx_buf_len` exceeds the page size) and
 //!    a refill region of user memory, registered with `IORING_REGISTER_ZCRX_IFQ` on one RX
@@ -55,7 +55,7 @@ pub const DEFAULT_AREA_PAGES: usize = 8192;
 
 /// Default completion-queue size in entries: one CQE per received buffer, and with
 /// `DEFER_TASKRUN` one wait can post a socket's whole receive queue (a CQ of 16 ended the
-/// multishot with `ENOSPC` in the VM measurements; vm-recipe.md).
+/// multishot with `ENOSPC` in the VM; `docs/kernel-interface.md#zcrx-registration`).
 pub const DEFAULT_CQ_ENTRIES: u32 = 4096;
 
 /// Submission-queue size in entries (only `RECV_ZC` is ever queued, one at a time).
@@ -513,9 +513,9 @@ impl std::fmt::Debug for Zcrx {
 
 impl Zcrx {
     /// Maps the area and the refill region and registers the ifq on `ring`
-    /// (`IORING_REGISTER_ZCRX_IFQ`, kernel-abi.md §6.2), checks what the kernel wrote back
-    /// (refill offsets inside the region, area token in the high 16 bits) and takes ownership
-    /// of the ring. Available since 6.15.
+    /// (`IORING_REGISTER_ZCRX_IFQ`, `docs/kernel-interface.md#zcrx-registration`), checks what
+    /// the kernel wrote back (refill offsets inside the region, area token in the high 16 bits)
+    /// and takes ownership of the ring. Available since 6.15.
     ///
     /// Errors: `Error::Usage` for an area that is not a page (or 2 MiB) multiple or
     /// `rq_entries` out of range; `Error::Sys` for `mmap` (ENOMEM with hugetlb = hugepage pool
@@ -1388,33 +1388,49 @@ mod tests {
             rq_entries: 256,
             rx_buf_len: None,
         };
-        let sys = |errno| Error::sys("io_uring_register(IORING_REGISTER_ZCRX_IFQ)", errno);
-        let e = register_refusal(sys(libc::EOPNOTSUPP), &dev);
-        assert!(
-            e.to_string()
-                .starts_with("skip: device/queue does not support io_uring zcrx: "),
-            "{e}"
-        );
-        assert!(e.to_string().contains("EOPNOTSUPP"), "{e}");
-        assert!(register_refusal(sys(libc::EPERM), &dev)
-            .to_string()
-            .contains("CAP_NET_ADMIN"));
-        // A plain EINVAL or ENODEV is a failure, not a skip.
-        assert_eq!(register_refusal(sys(libc::EINVAL), &dev).exit_code(), 1);
-        assert_eq!(register_refusal(sys(libc::ENODEV), &dev).exit_code(), 1);
         let big = ZcrxParams {
             rx_buf_len: Some(16384),
             ..dev.clone()
         };
-        assert!(register_refusal(sys(libc::EINVAL), &big)
-            .to_string()
-            .contains("before 7.0"));
         let nodev = ZcrxParams {
             target: ZcrxTarget::NoDev,
-            ..dev
+            ..dev.clone()
         };
-        assert!(register_refusal(sys(libc::EINVAL), &nodev)
-            .to_string()
-            .contains("kernel has no ZCRX_REG_NODEV"));
+        let big_nodev = ZcrxParams {
+            rx_buf_len: Some(16384),
+            ..nodev.clone()
+        };
+        let sys = |errno| Error::sys("io_uring_register(IORING_REGISTER_ZCRX_IFQ)", errno);
+        // Each "cannot here" refusal is a skip (exit 4) whose reason names the cause and keeps
+        // the kernel's errno.
+        let skips: [(i32, &ZcrxParams, &str); 6] = [
+            (libc::EOPNOTSUPP, &dev, "device/queue does not support io_uring zcrx: "),
+            (
+                libc::EOPNOTSUPP,
+                &big,
+                "device/queue does not support io_uring zcrx with rx_buf_len 16384: ",
+            ),
+            (
+                libc::EOPNOTSUPP,
+                &big_nodev,
+                "this kernel's device-less zcrx (ZCRX_REG_NODEV) does not support rx_buf_len 16384: ",
+            ),
+            (libc::EPERM, &dev, "io_uring zcrx registration needs CAP_NET_ADMIN: "),
+            (libc::EINVAL, &big, "kernel refused rx_buf_len 16384: kernels before 7.0"),
+            (libc::EINVAL, &nodev, "kernel has no ZCRX_REG_NODEV"),
+        ];
+        for (errno, params, reason) in skips {
+            let e = register_refusal(sys(errno), params);
+            assert_eq!(e.exit_code(), 4, "{e}");
+            let text = e.to_string();
+            assert!(text.starts_with(&format!("skip: {reason}")), "{text}");
+            assert!(text.contains("IORING_REGISTER_ZCRX_IFQ"), "{text}");
+        }
+        // A plain EINVAL or ENODEV on a device queue is a failure (exit 1), passed through.
+        for errno in [libc::EINVAL, libc::ENODEV] {
+            let e = register_refusal(sys(errno), &dev);
+            assert_eq!(e.exit_code(), 1, "{e}");
+            assert_eq!(e.errno(), Some(errno));
+        }
     }
 }

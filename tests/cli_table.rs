@@ -1,13 +1,13 @@
 //! The command line as tables, through the library API only (`ncdevmem::cli::parse`): every
 //! accepted flag with its meaning, every bad value with the flag its message names, the mode
 //! selection rules, and the exact command lines the kernel's devmem_lib.py / nk_devmem.py give
-//! C ncdevmem (kernel-abi.md §8.4).
+//! C ncdevmem (`docs/kernel-interface.md#devmempy-command-lines`).
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ncdevmem::cli::{parse, Args, Command, Config, HostAddr, Mode, Seed, Verbosity};
+use ncdevmem::cli::{parse, Args, Command, Config, HostAddr, Mode, Seed, UnbindMode, Verbosity};
 use ncdevmem::error::{Error, EXIT_USAGE};
 
 /// x86_64 page size; `-b`, `--rx-buf-len` and `--dmabuf-size` bounds depend on it.
@@ -58,6 +58,8 @@ fn blank(mode: Mode) -> Config {
         fail_on_linear: false,
         rx_page_size: None,
         autorelease: None,
+        bind_autorelease: None,
+        unbind: UnbindMode::Normal,
         timeout: None,
         json: None,
         verbosity: Verbosity::Normal,
@@ -133,6 +135,15 @@ fn every_flag_has_its_meaning() {
         (SERVER, "-b 2147483648", |c| c.rx_page_size = Some(1 << 31)),
         (SERVER, "-A 0", |c| c.autorelease = Some(false)),
         (SERVER, "-A 1", |c| c.autorelease = Some(true)),
+        (SERVER, "-a 0", |c| c.bind_autorelease = Some(false)),
+        (SERVER, "-a 1", |c| c.bind_autorelease = Some(true)),
+        (SERVER, "-U 0", |c| c.unbind = UnbindMode::Normal),
+        (SERVER, "-U 1", |c| c.unbind = UnbindMode::BeforeRecv),
+        (SERVER, "-U 2", |c| c.unbind = UnbindMode::AfterRecv),
+        (SERVER, "-a 0 -U 1", |c| {
+            c.bind_autorelease = Some(false);
+            c.unbind = UnbindMode::BeforeRecv
+        }),
         (SERVER, "-p 1", |c| c.port = Some(1)),
         (SERVER, "-p 65535", |c| c.port = Some(65535)),
         (SERVER, "-p 0080", |c| c.port = Some(80)), // decimal, not octal
@@ -272,7 +283,7 @@ fn new_modes_carry_their_options() {
 /// Adding `--plain` to a full devmem command line keeps every option and switches the mode.
 #[test]
 fn plain_accepts_a_devmem_command_line() {
-    let devmem = format!("{SERVER} -c 2001:db8::2 -v 7 -t 3 -q 1 -n -L -b 16384 -A 1");
+    let devmem = format!("{SERVER} -c 2001:db8::2 -v 7 -t 3 -q 1 -n -L -b 16384 -A 1 -a 1 -U 2");
     let d = run(&devmem);
     let p = run(&format!("{devmem} --plain"));
     assert_eq!(d.mode, Mode::Server);
@@ -509,6 +520,12 @@ fn every_bad_value_names_its_flag() {
         ("-A 2", "-A", "(expected 0 or 1)"),
         ("-A -1", "-A", "(expected 0 or 1)"),
         ("-A yes", "-A", "(expected 0 or 1)"),
+        ("-a 2", "-a", "(expected 0 or 1)"),
+        ("-a -1", "-a", "(expected 0 or 1)"),
+        ("-a on", "-a", "(expected 0 or 1)"),
+        ("-U 3", "-U", "(expected 0, 1 or 2)"),
+        ("-U -1", "-U", "(expected 0, 1 or 2)"),
+        ("-U x", "-U", "(expected 0, 1 or 2)"),
         ("-c 1.2.3", "-c", "IPv4, IPv6 or IPv4-mapped IPv6"),
         ("-c [::1]", "-c", "IPv4, IPv6 or IPv4-mapped IPv6"),
         (
@@ -807,7 +824,8 @@ fn args_keep_what_was_typed() {
     assert_eq!((c.mode, c.validate, c.timeout), (Mode::Client, None, None));
 }
 
-/// The command lines the kernel's tests give C ncdevmem (kernel-abi.md §8.4), with the meaning
+/// The command lines the kernel's tests give C ncdevmem
+/// (`docs/kernel-interface.md#devmempy-command-lines`), with the meaning
 /// each must have here.
 #[test]
 fn kernel_selftest_command_lines() {

@@ -344,6 +344,69 @@ fn devmem_modes_skip_without_udmabuf() {
     }
 }
 
+/// `-a` (bind-rx autorelease, unmerged series v7–v10) against the running kernel's bind-rx
+/// policy. Without the attribute (6.18 here, 7.3 in the VM suite): `-a 1` is a skip naming the
+/// policy, before the udmabuf preflight and before anything is changed; `-a 0` (what the
+/// series' devmem.py passes on every run) says it binds without the attribute and goes on to
+/// the same skip as a run without `-a` (udmabuf here, the device's support on veth in the VM),
+/// also with `-U 1` or `-U 2`. With the attribute, `-a 1` is no skip of its own.
+#[test]
+fn bind_autorelease_follows_the_kernel_policy() {
+    let Some(p) = pair("bind_autorelease_follows_the_kernel_policy") else {
+        return;
+    };
+    let policy = ncdevmem::netlink::ctrl::bind_rx_policy().expect("bind-rx policy");
+    let attr = ncdevmem::netlink::ctrl::autorelease_attr(&policy);
+    let kinds: Vec<u16> = policy.iter().map(|a| a.kind).collect();
+    let server = ["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"];
+    let baseline = ns_cmd(&p.a, &server).output().expect("run");
+    let base_err = text(&baseline.stderr);
+    assert_eq!(baseline.status.code(), Some(4), "{base_err}");
+
+    let on = ns_cmd(&p.a, &[&server[..], &["-a", "1"]].concat())
+        .output()
+        .expect("run");
+    let err = text(&on.stderr);
+    assert_eq!(on.status.code(), Some(4), "{err}");
+    match attr {
+        None => assert_eq!(
+            err,
+            format!(
+                "ncdevmem-rs: skip: -a 1: this kernel's bind-rx has no autorelease attribute \
+                 (policy attributes {kinds:?}, none of them the u8 NETDEV_A_DMABUF_AUTORELEASE); \
+                 it needs the unmerged series \"net: devmem: improve cpu cost of RX token \
+                 management\" v7-v10\n"
+            )
+        ),
+        Some(_) => assert!(!err.contains("-a 1:"), "{err}"),
+    }
+
+    for extra in [
+        &["-a", "0"][..],
+        &["-a", "0", "-U", "1"],
+        &["-a", "0", "-U", "2"],
+    ] {
+        let out = ns_cmd(&p.a, &[&server[..], extra].concat())
+            .output()
+            .expect("run");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{extra:?}: {err}");
+        if attr.is_none() {
+            let (first, rest) = err.split_once('\n').unwrap_or_default();
+            assert_eq!(
+                first,
+                format!(
+                    "ncdevmem-rs: -a 0: this kernel's bind-rx has no autorelease attribute \
+                     (policy attributes {kinds:?}); binding without it (the kernel's only mode \
+                     releases tokens still held at close)"
+                ),
+                "{extra:?}"
+            );
+            assert_eq!(rest, base_err, "{extra:?}: then the run's own skip");
+        }
+    }
+}
+
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     for (args, flag) in [

@@ -4,7 +4,8 @@
 //! namespace (`common::NetNs`, always deleted). Without root they print
 //! `skip: <test>: <reason>`.
 //!
-//! Expected answers are the 6.18 kernel's, as measured (kernel-6.18-here.md §4): veth has
+//! Expected answers are the 6.18 kernel's, as measured (`docs/kernel-interface.md#ethtool-netlink`,
+//! `#siocethtool-ioctls`): veth has
 //! rx/tx channels (max 2 each) and driver info, but no ring parameters, no ntuple filters and
 //! no RSS, and its `rx-ntuple-filter` feature is off and not changeable.
 

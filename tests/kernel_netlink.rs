@@ -3,7 +3,8 @@
 //!
 //! They run as root in a fresh network namespace with a veth pair (`veth0`–`veth1`), created
 //! and deleted by `common::NetNs`. Without root they print `skip: <test>: <reason>`.
-//! Expected answers were measured on 6.18.44 (see docs/kernel-6.18-here.md): no device here has
+//! Expected answers were measured on 6.18.44 (`docs/kernel-interface.md#bind-rx-and-bind-tx`,
+//! `#netdev-queries`): no device here has
 //! queue management ops, so every well-formed bind is refused after attribute validation.
 
 mod common;

@@ -32,7 +32,7 @@ fn veth(test: &str) -> Option<NetNs> {
 }
 
 /// Any open descriptor serves as the "dma-buf": on veth the kernel refuses the device before
-/// it looks at the fd (kernel-6.18-here.md §3).
+/// it looks at the fd (`docs/kernel-interface.md#bind-rx-and-bind-tx`).
 fn memfd() -> std::fs::File {
     std::fs::File::open("/dev/null").expect("open /dev/null")
 }

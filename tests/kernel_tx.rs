@@ -7,7 +7,8 @@
 //!
 //! Every test runs in a fresh network namespace (`common::NetNs`, always deleted) and sends
 //! only over that namespace's loopback. Without root they print `skip: <test>: <reason>`.
-//! Expected answers: kernel-6.18-here.md §3 (bind-tx) and §6 (TX socket API).
+//! Expected answers: `docs/kernel-interface.md#bind-rx-and-bind-tx` (bind-tx) and `#devmem-tx`
+//! (TX socket API).
 
 mod common;
 

@@ -5,7 +5,8 @@
 //! and sends traffic only to its loopback. Needs root; prints `skip: <test>: <reason>`
 //! otherwise.
 //!
-//! Facts these tests pin (kernel 6.18, kernel-6.18-here.md §7): no device here supports zcrx
+//! Facts these tests pin (kernel 6.18, `docs/kernel-interface.md#zcrx-registration`): no device
+//! here supports zcrx
 //! (`EOPNOTSUPP`, and the device check comes before the queue range check), `ENODEV` for an
 //! unknown ifindex, `EINVAL` for a ring without `DEFER_TASKRUN` and for the unknown flag
 //! `ZCRX_REG_NODEV`, `EPERM` first of all without `CAP_NET_ADMIN`. On a kernel with

@@ -2,7 +2,7 @@
 //! every step, signals in the receive loop, a panic), the careful header-split restore, the
 //! queue wait after an unbind, `--verify-restore`, probe mode's verdicts and the capability
 //! report — all against `ncdevmem::nic::scripted::ScriptedNic`, which keeps the kernel's
-//! contracts (kernel-abi.md §7).
+//! contracts (`docs/kernel-interface.md#bind-rx-and-bind-tx`, `#ethtool-netlink`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -26,8 +26,12 @@ use ncdevmem::udmabuf::HugepageStatus;
 
 const WAIT: Duration = Duration::from_millis(300);
 
+/// A stop flag no test sets: `real_sigint_and_sigterm_unwind` raises real signals into the
+/// process-wide `signals::STOP`, which would stop whatever other test runs beside it.
+static NEVER_STOPPED: AtomicI32 = AtomicI32::new(0);
+
 fn shared(nic: &ScriptedNic) -> SharedNic {
-    SharedNic::new(Box::new(nic.clone()))
+    SharedNic::new(Box::new(nic.clone())).stop_flag(&NEVER_STOPPED)
 }
 
 /// Server on queue 7 of 8, IPv4 with a client address (so the 5-tuple rule comes first).
@@ -51,6 +55,7 @@ fn bind_req(queues: &[u32]) -> BindRxRequest {
         fd: Some(3),
         queues: queues.iter().map(|&q| QueueNest::rx(q)).collect(),
         rx_page_size: None,
+        autorelease: None,
     }
 }
 
@@ -794,6 +799,7 @@ fn host() -> HostCaps {
         hugepages_needed: 0,
         rx_page_size: None,
         bind_rx_policy: Fact::Known(vec![1, 2, 3]),
+        bind_autorelease: Fact::Known(None),
         autorelease: Fact::Unsupported("kernel has no SO_DEVMEM_AUTORELEASE".into()),
         // A 256 KiB dmabuf next to the default tcp_rmem.
         rcvbuf: ncdevmem::rcvbuf::plan(None, 64, 4096, 1428, Some(6 << 20)),
@@ -832,6 +838,7 @@ capabilities:
   no   2 MiB hugepages: none available; -b above the page size needs them (raise vm.nr_hugepages)
   warn TCP window inside the dmabuf: warning: the kernel's default receive window is larger than the dmabuf can hold, which can stall a receive (the binding holds 64 buffers of 4096 bytes, at least 91392 bytes of TCP payload at one 1428-byte segment per buffer; SO_RCVBUF 22848 keeps the receive buffer (the kernel doubles it) and so the TCP window within half of that); the server sets SO_RCVBUF 22848 (--rcvbuf 0 would not)
   no   rx-page-size (bind-rx attribute 5): the kernel's bind-rx policy has attributes [1, 2, 3] only; a bind with -b fails with EINVAL \"Unknown attribute type\"
+  no   bind-rx autorelease (-a): the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series v7-v10); -a 1 skips, -a 0 binds without it
   no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A fails
 ";
     assert_eq!(text, want, "\n{text}");
@@ -864,6 +871,7 @@ fn report_for_veth_says_why_a_bind_would_fail() {
             "udmabuf",
             "2 MiB hugepages",
             "rx-page-size (bind-rx attribute 5)",
+            "bind-rx autorelease (-a)",
             "SO_DEVMEM_AUTORELEASE"
         ]
     );
@@ -1463,4 +1471,76 @@ fn rss_mark_left_behind_fails_the_run() {
     assert!(m.contains("marked user-configured"), "{m}");
     assert!(m.ends_with("run `ethtool -X eth0 default`"), "{m}");
     assert_eq!(nic.state().rss, table, "the table itself is back");
+}
+
+/// The bind-rx autorelease attribute (unmerged series v7–v10) against the contracts the
+/// scripted NIC keeps: a kernel without it (6.18 and 7.3, measured) refuses it with EINVAL
+/// "Unknown attribute type" at the attribute — a failure, not a skip (the server never sends
+/// it there); a series kernel takes either value, but while one RX binding lives, a bind
+/// asking for the other mode gets EBUSY, which the server turns into a skip with the reason.
+#[test]
+fn bind_rx_autorelease_attribute() {
+    let nic = ScriptedNic::good("eth0", 8);
+    let off = bind_req(&[7]).autorelease(Some((5, false)));
+    let e = run_with_setup(&shared(&nic), &plan(), &off, true, WAIT, |_| Ok(())).unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_FAIL, "{e}");
+    assert_eq!(e.errno(), Some(libc::EINVAL));
+    assert!(
+        e.to_string().contains("Unknown attribute type")
+            && e.to_string().contains("NETDEV_A_DMABUF_AUTORELEASE"),
+        "{e}"
+    );
+
+    let nic = ScriptedNic::good("eth0", 8);
+    nic.edit(|s| s.autorelease_known = true);
+    let on = bind_req(&[7]).autorelease(Some((5, true)));
+    run_with_setup(&shared(&nic), &plan(), &on, true, WAIT, |id| {
+        let other = bind_req(&[6]).autorelease(Some((5, false)));
+        let mut ops = nic.clone();
+        let e = ops.bind_rx(&other).map(|b| b.id()).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EBUSY));
+        let skip = ncdevmem::nic::setup::bind_refusal(e, &other);
+        assert_eq!(skip.exit_code(), EXIT_SKIP);
+        assert!(
+            skip.to_string().contains(
+                "another devmem RX binding on this system uses the other autorelease mode"
+            ) && skip
+                .to_string()
+                .contains("System already configured with autorelease=1"),
+            "{skip}"
+        );
+        // The same mode is fine; leaving the attribute out means 0 (the series' default).
+        let same = ops
+            .bind_rx(&bind_req(&[6]).autorelease(Some((5, true))))
+            .unwrap();
+        assert_ne!(same.id(), id);
+        drop(same);
+        let e = ops.bind_rx(&bind_req(&[6])).map(|b| b.id()).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EBUSY));
+        Ok(())
+    })
+    .unwrap();
+    // Once no RX binding lives, the other mode binds.
+    run_with_setup(&shared(&nic), &plan(), &off, true, WAIT, |_| Ok(())).unwrap();
+}
+
+/// The report on a kernel with the autorelease series: attribute 5 is the u8 autorelease,
+/// so rx-page-size (also 5, but u32) is not claimed.
+#[test]
+fn report_on_a_series_kernel_shows_autorelease_not_rx_page_size() {
+    let nic = ScriptedNic::good("eth0", 2);
+    let mut ops = nic.clone();
+    let mut h = host();
+    h.bind_rx_policy = Fact::Known(vec![1, 2, 3, 5]);
+    h.bind_autorelease = Fact::Known(Some(5));
+    let r = NicReport::gather(&mut ops, h, true);
+    let caps = r.capabilities();
+    let state = |name: &str| caps.iter().find(|c| c.name == name).map(|c| c.state);
+    assert_eq!(state("bind-rx autorelease (-a)"), Some(CapState::Yes));
+    assert_eq!(
+        state("rx-page-size (bind-rx attribute 5)"),
+        Some(CapState::No)
+    );
+    let j = r.to_json();
+    assert_eq!(j["host"]["bind_rx_autorelease_attr"], 5, "{j}");
 }

@@ -2,14 +2,15 @@
 //! `ScriptedSocket` (kernel cmsg bytes, buffer limits, token allocation, DONTNEED counts) over
 //! a `VecMemory` dma-buf holding the pattern bytes the frags claim.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use ncdevmem::error::Error;
 use ncdevmem::rx::testing::{PatternStream, Piece, ScriptedSocket, Step, VecMemory, ETOOSMALL};
 use ncdevmem::rx::{
-    receive, receive_logged, NoFragMemory, RecvOutcome, RxConfig, RxSocket, DEFAULT_DATA_BUF_LEN,
-    DEVMEM_CMSG_SPACE,
+    receive, receive_logged, AfterFirstData, NoFragMemory, RecvOutcome, RxConfig, RxSocket,
+    UnbindMode, DEFAULT_DATA_BUF_LEN, DEVMEM_CMSG_SPACE,
 };
 use ncdevmem::stats::{RxMode, RxStats};
 use ncdevmem::sys::uapi::dmabuf_token;
@@ -1234,4 +1235,251 @@ fn transient_errors_forever_back_off_instead_of_spinning() {
             sock.calls
         );
     }
+}
+
+/// `-U` and the "binding gone" verdict: `recvmsg(MSG_SOCK_DEVMEM)` answering ENODEV (a
+/// kernel with the autorelease series once the binding has no users: unbound before this
+/// socket's first devmem recvmsg, autorelease 0).
+fn unbind_cfg(mode: UnbindMode) -> RxConfig {
+    RxConfig {
+        unbind: mode,
+        ..cfg()
+    }
+}
+
+/// `-U 1` on a series kernel: the first recvmsg answers ENODEV; the run ends there, cleanly,
+/// with nothing released and `binding_gone` in the counters (C ncdevmem: `goto cleanup`).
+#[test]
+fn enodev_after_a_before_recv_unbind_ends_the_run_cleanly() {
+    let (mem, _, first, _) = two_batches(4);
+    // The series kernel keeps answering ENODEV; the data stays queued.
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Errno(libc::ENODEV),
+        Step::Errno(libc::ENODEV),
+        Step::Data(first),
+    ]);
+    let r = run(&mut sock, &mem, &unbind_cfg(UnbindMode::BeforeRecv));
+    r.result.as_ref().unwrap();
+    assert_eq!(
+        r.stats,
+        RxStats {
+            recvmsg_calls: 1,
+            binding_gone: true,
+            stream: Some(StreamSpec::Periodic(7)),
+            crc32: PatternStream::new(7).crc32(),
+            ..devmem_stats()
+        }
+    );
+    assert!(sock.dontneed_calls().is_empty());
+    assert_eq!(sock.remaining_steps(), 2);
+    assert_eq!(
+        r.log,
+        "binding gone: recvmsg(MSG_SOCK_DEVMEM) answered ENODEV at stream offset 0 after the \
+         -U 1 unbind (expected); the run ends here\n"
+    );
+}
+
+/// `-U 1` on a kernel without the series (6.18, 7.3: measured by the VM case
+/// devmem-nic/unbind-recvmsg): the queued frags stay readable after the unbind, every byte
+/// is validated and every token goes back; no binding-gone verdict.
+#[test]
+fn before_recv_unbind_without_the_series_receives_everything() {
+    let (mem, s, first, second) = two_batches(4);
+    let mut sock = ScriptedSocket::new(vec![Step::Data(first), Step::Data(second), Step::Eof]);
+    let r = run(&mut sock, &mem, &unbind_cfg(UnbindMode::BeforeRecv));
+    r.result.as_ref().unwrap();
+    assert!(!r.stats.binding_gone);
+    assert_eq!(r.stats.validated_bytes, 8 * 4096);
+    assert_eq!(r.stats.tokens_released, 8);
+    assert!(sock.outstanding_tokens().is_empty());
+    assert_eq!(r.stats.crc32, s.crc32());
+}
+
+/// ENODEV anywhere else is a failure named "binding gone", after the tokens already
+/// delivered went back: without `-U` (the binding went away under the run) and after a
+/// `-U 2` unbind (the series keeps a binding usable for a socket that already received).
+#[test]
+fn enodev_without_a_before_recv_unbind_is_a_binding_gone_failure() {
+    for (mode, text) in [
+        (
+            UnbindMode::Normal,
+            "binding gone: recvmsg(MSG_SOCK_DEVMEM) answered ENODEV at stream offset 16384: \
+             the dmabuf binding was torn down under the socket",
+        ),
+        (
+            UnbindMode::AfterRecv,
+            "binding gone: recvmsg(MSG_SOCK_DEVMEM) answered ENODEV at stream offset 16384 \
+             after the -U 2 unbind: a socket that already received must keep its binding usable",
+        ),
+    ] {
+        let (mem, _, first, second) = two_batches(4);
+        let mut sock = ScriptedSocket::new(vec![
+            Step::Data(first),
+            Step::Errno(libc::ENODEV),
+            Step::Data(second),
+            Step::Eof,
+        ]);
+        let r = run(&mut sock, &mem, &unbind_cfg(mode));
+        assert_eq!(err_text(&r), text, "{mode:?}");
+        assert_eq!(r.result.as_ref().unwrap_err().exit_code(), 1);
+        assert!(!r.stats.binding_gone);
+        assert_eq!(r.stats.recvmsg_calls, 2, "no retry after ENODEV");
+        assert_eq!(sock.dontneed_calls(), &[vec![(1, 4)]]);
+        assert!(sock.outstanding_tokens().is_empty());
+    }
+}
+
+/// Plain TCP never asks for devmem: ENODEV there is an ordinary recvmsg error.
+#[test]
+fn enodev_on_a_plain_receive_is_an_ordinary_error() {
+    let mut sock = ScriptedSocket::new(vec![Step::Errno(libc::ENODEV)]);
+    let plain = RxConfig {
+        unbind: UnbindMode::BeforeRecv,
+        ..RxConfig::plain()
+    };
+    let mut out = Vec::new();
+    let mut log = Vec::new();
+    let (_, result) = receive_logged(
+        &mut sock,
+        None::<&NoFragMemory>,
+        &plain,
+        &AtomicI32::new(0),
+        &mut out,
+        &mut log,
+    );
+    assert_eq!(
+        result.unwrap_err().to_string(),
+        "recvmsg: ENODEV (No such device)"
+    );
+}
+
+/// Records the order of socket calls and of the `-U 2` hook.
+struct Recorder<'a> {
+    inner: ScriptedSocket,
+    events: &'a RefCell<Vec<String>>,
+}
+
+impl RxSocket for Recorder<'_> {
+    fn recvmsg(
+        &mut self,
+        data: &mut [u8],
+        control: &mut [u8],
+        devmem: bool,
+    ) -> Result<RecvOutcome, i32> {
+        let r = self.inner.recvmsg(data, control, devmem);
+        self.events.borrow_mut().push(match &r {
+            Ok(o) => format!("recvmsg {}", o.bytes),
+            Err(e) => format!("recvmsg errno {e}"),
+        });
+        r
+    }
+
+    fn dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
+        self.events.borrow_mut().push("dontneed".into());
+        self.inner.dontneed(tokens)
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
+        self.inner.wait_readable(timeout)
+    }
+}
+
+/// `-U 2`: the hook (the unbind) runs once, after the first recvmsg that delivered data and
+/// the release of its tokens, before the next recvmsg — where C ncdevmem unbinds. An EAGAIN
+/// before the first data does not count.
+#[test]
+fn after_first_data_unbinds_between_the_first_batch_and_the_next_recvmsg() {
+    let (mem, s, first, second) = two_batches(4);
+    let events = RefCell::new(Vec::new());
+    let mut rec = Recorder {
+        inner: ScriptedSocket::new(vec![
+            Step::Idle,
+            Step::Data(first),
+            Step::Data(second),
+            Step::Eof,
+        ]),
+        events: &events,
+    };
+    let c = RxConfig {
+        token_high_water: 1,
+        ..unbind_cfg(UnbindMode::AfterRecv)
+    };
+    let fired = {
+        let mut wrapped =
+            AfterFirstData::new(&mut rec, || events.borrow_mut().push("unbind".into()));
+        let r = run_with(&mut wrapped, &mem, &c, &AtomicI32::new(0));
+        r.result.as_ref().unwrap();
+        assert_eq!(r.stats.validated_bytes, 8 * 4096);
+        assert_eq!(r.stats.crc32, s.crc32());
+        wrapped.fired()
+    };
+    assert!(fired);
+    drop(rec);
+    assert_eq!(
+        events.into_inner(),
+        [
+            "recvmsg errno 11",
+            "recvmsg 16384",
+            "dontneed",
+            "unbind",
+            "recvmsg 16384",
+            "dontneed",
+            "recvmsg 0"
+        ]
+    );
+}
+
+/// `-U 2` when the first data is also the last: the hook runs at the recvmsg that sees EOF.
+#[test]
+fn after_first_data_fires_before_the_eof_recvmsg_and_never_twice() {
+    let (mem, _, first, _) = two_batches(4);
+    let events = RefCell::new(Vec::new());
+    let mut rec = Recorder {
+        inner: ScriptedSocket::new(vec![Step::Data(first), Step::Eof]),
+        events: &events,
+    };
+    let c = RxConfig {
+        token_high_water: 1,
+        ..unbind_cfg(UnbindMode::AfterRecv)
+    };
+    let mut wrapped = AfterFirstData::new(&mut rec, || events.borrow_mut().push("unbind".into()));
+    run_with(&mut wrapped, &mem, &c, &AtomicI32::new(0))
+        .result
+        .unwrap();
+    drop(wrapped);
+    drop(rec);
+    assert_eq!(
+        events.into_inner(),
+        ["recvmsg 16384", "dontneed", "unbind", "recvmsg 0"]
+    );
+}
+
+/// What 7.3 does with data that arrives after a `-U 2` unbind (VM case
+/// devmem-nic/unbind-modes, 64 MiB stream): the queue runs without the provider, the new
+/// segments are ordinary memory, and `recvmsg(MSG_SOCK_DEVMEM)` copies them with no devmem
+/// cmsg: a flow steering error, after the tokens already delivered went back.
+#[test]
+fn data_after_an_after_recv_unbind_is_a_flow_steering_error() {
+    let (mem, _, first, _) = two_batches(4);
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Data(first),
+        Step::Plain(vec![b'x'; 1448]),
+        Step::Eof,
+    ]);
+    let c = RxConfig {
+        token_high_water: 1,
+        ..unbind_cfg(UnbindMode::AfterRecv)
+    };
+    let mut hooked = false;
+    let r = {
+        let mut wrapped = AfterFirstData::new(&mut sock, || hooked = true);
+        run_with(&mut wrapped, &mem, &c, &AtomicI32::new(0))
+    };
+    assert!(hooked);
+    assert_eq!(
+        err_text(&r),
+        "flow steering error: recvmsg(MSG_SOCK_DEVMEM) returned 1448 bytes at stream offset \
+         16384 without SCM_DEVMEM cmsgs (the flow did not arrive on the bound queue)"
+    );
+    assert_eq!(sock.dontneed_calls(), &[vec![(1, 4)]]);
 }

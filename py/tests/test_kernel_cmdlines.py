@@ -22,7 +22,8 @@ import ksft_proc
 
 PORT = 5201
 
-# (id, argv after the binary, kind, -v period or None).  Source: kernel-abi.md §8.4.
+# (id, argv after the binary, kind, -v period or None).
+# Source: docs/kernel-interface.md#devmempy-command-lines.
 KERNEL_LINES = [
     # devmem.py check_rx: 5-tuple flow rule (-c REMOTE), validate -v 7; IPv6 and IPv4
     ("check_rx_v6", f"-l -f {LOCAL_IF} -s {LOCAL_V6} -p {PORT} -c {REMOTE_V6} -v 7", "rx", 7),

@@ -353,7 +353,12 @@ class KsftFailEx(Exception):
 
 class NetDrvEpEnv:
     def __init__(self, src_path):
-        print("stub env for", src_path.rsplit("/", 1)[-1])
+        print("stub env for", src_path)
+        mode = __import__("os").environ.get("STUB_ENV_MODE")
+        if mode == "skip":
+            raise KsftSkipEx("LOCAL_PREFIX_V6 required")
+        if mode == "error":
+            raise Exception("Invalid environment, missing configuration:", [["REMOTE_TYPE"]])
         self.ifname = "stub0"
         self.addr_v = {"4": "192.0.2.1", "6": "2001:db8::1"}
         self.remote_addr_v = {"4": "192.0.2.2", "6": "2001:db8::2"}
@@ -383,8 +388,9 @@ def ksft_exit():
 '''
 
 
-@pytest.mark.parametrize("placement", ["subdir", "same_dir"])
-def test_kernel_lib_is_used_inside_a_kernel_tree(tmp_path, placement):
+def _stub_tree(tmp_path, placement):
+    """A kernel tree with the stub lib.py and our scripts in hw/ or hw/ncdevmem-rs/;
+    returns (hw, dest, env with NCDEVMEM set to a stub binary)."""
     hw = tmp_path / "tools" / "testing" / "selftests" / "drivers" / "net" / "hw"
     (hw / "lib" / "py").mkdir(parents=True)
     (hw / "lib" / "py" / "__init__.py").write_text(STUB_LIB)
@@ -396,20 +402,79 @@ def test_kernel_lib_is_used_inside_a_kernel_tree(tmp_path, placement):
     fake_bin = tmp_path / "ncdevmem-rs"
     fake_bin.write_text("#!/bin/sh\nexit 0\n")
     fake_bin.chmod(0o755)
-    env = clean_env(NCDEVMEM=str(fake_bin))
+    return hw, dest, clean_env(NCDEVMEM=str(fake_bin))
+
+
+@pytest.mark.parametrize("placement", ["subdir", "same_dir"])
+def test_kernel_lib_is_used_inside_a_kernel_tree(tmp_path, placement):
+    hw, dest, env = _stub_tree(tmp_path, placement)
+    (hw / "net.config").write_text("NETIF=stub0\n")
     res = _run_devmem_py(str(dest / "devmem.py"), env)
     assert res.returncode == 0, res.stderr
+    # The library gets a src_path beside hw/net.config, so it reads the tree's file.
     assert res.stdout.splitlines() == [
-        "stub env for devmem.py",
+        f"stub env for {hw / 'devmem.py'}",
         f"stub ksft_run: {len(devmem.CASES)} cases, first check_rx",
-        f"stub ctx: stub0 2001:db8::1 2001:db8::2 stub-remote {fake_bin}",
+        f"stub ctx: stub0 2001:db8::1 2001:db8::2 stub-remote {env['NCDEVMEM']}",
         "stub skip type ok: from our helpers",
     ]
+    # A net.config beside the script comes first, as the kernel library reads it.
+    if placement == "subdir":
+        (dest / "net.config").write_text("NETIF=stub1\n")
+        res = _run_devmem_py(str(dest / "devmem.py"), env)
+        assert res.stdout.splitlines()[0] == f"stub env for {dest / 'devmem.py'}", res.stdout
+        assert res.returncode == 0, res.stderr
     # DEVMEM_PY_STANDALONE=1 ignores the kernel lib (and finds no config here).
     res = _run_devmem_py(str(dest / "devmem.py"), dict(env, DEVMEM_PY_STANDALONE="1",
                                                         DEVMEM_PY_NET_CONFIG=str(tmp_path / "none")))
     assert res.stdout.startswith("TAP version 13\n1..0 # SKIP NETIF is not set")
     assert res.returncode == 4
+
+
+@pytest.mark.parametrize("placement", ["subdir", "same_dir"])
+def test_kernel_tree_without_netif_skips_instead_of_netdevsim(tmp_path, placement):
+    hw, dest, env = _stub_tree(tmp_path, placement)
+    res = _run_devmem_py(str(dest / "devmem.py"), env)
+    places = f"{dest / 'net.config'}" + (f" or {hw / 'net.config'}" if placement == "subdir" else "")
+    assert res.stdout.splitlines() == [
+        "TAP version 13",
+        f"1..0 # SKIP NETIF is not set (environment, {places}); the kernel library would use netdevsim, "
+        "which has no devmem",
+    ]
+    assert res.stderr == ""
+    assert res.returncode == 4
+    # NETIF from the environment alone: the library reads it (src_path is the script).
+    res = _run_devmem_py(str(dest / "devmem.py"), dict(env, NETIF="stub0"))
+    assert res.stdout.splitlines()[0] == f"stub env for {dest / 'devmem.py'}"
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize(
+    "mode, line, code",
+    [
+        ("skip", "1..0 # SKIP NetDrvEpEnv: LOCAL_PREFIX_V6 required", 4),
+        ("error", "Bail out! NetDrvEpEnv set-up failed: Exception: Invalid environment, missing configuration: "
+                  "[['REMOTE_TYPE']]", 1),
+    ],
+)
+def test_kernel_env_setup_errors_are_ktap_not_tracebacks(tmp_path, mode, line, code):
+    hw, dest, env = _stub_tree(tmp_path, "subdir")
+    (hw / "net.config").write_text("NETIF=stub0\n")
+    res = _run_devmem_py(str(dest / "devmem.py"), dict(env, STUB_ENV_MODE=mode))
+    assert res.stdout.splitlines() == [f"stub env for {hw / 'devmem.py'}", "TAP version 13", line]
+    assert "Traceback" not in res.stderr, res.stderr
+    assert res.returncode == code
+
+
+def test_kernel_tree_without_binary_bails_out(tmp_path):
+    hw, dest, env = _stub_tree(tmp_path, "subdir")
+    (hw / "net.config").write_text("NETIF=stub0\n")
+    res = _run_devmem_py(str(dest / "devmem.py"), dict(env, NCDEVMEM=str(tmp_path / "missing")))
+    assert res.stdout.splitlines() == [
+        "TAP version 13",
+        "Bail out! ncdevmem-rs not found: build it (cargo build --release) or set NCDEVMEM",
+    ]
+    assert res.returncode == 1
 
 
 FAKE_SSH = """#!/bin/sh
@@ -456,3 +521,27 @@ def test_ssh_remote_deploys_runs_and_cleans_up(tmp_path, monkeypatch):
     assert ksft_proc.wait_group_gone(pgid, remote, timeout=5)
     remote.close()
     assert not os.path.exists(os.path.dirname(path))
+
+
+def _nla(kind, payload):
+    import struct
+    raw = struct.pack("=HH", 4 + len(payload), kind) + payload
+    return raw + b"\0" * (-len(raw) % 4)
+
+
+def test_genl_ops_parses_op_ids_and_errors():
+    import struct
+
+    import genl_ops
+    req = genl_ops.getfamily_request("netdev", seq=7)
+    assert req == struct.pack("=IHHII", 32, 0x10, 1, 7, 0) + bytes([3, 1, 0, 0]) + _nla(2, b"netdev\0")
+    ops = _nla(1, struct.pack("=I", 13) + b"") + _nla(2, struct.pack("=I", 0))
+    body = bytes([1, 2, 0, 0]) + _nla(2, b"netdev\0") + _nla(6 | 0x8000, _nla(1, ops) + _nla(2, _nla(1, struct.pack("=I", 16))))
+    reply = struct.pack("=IHHII", 16 + len(body), 0x10, 0, 1, 0) + body
+    assert genl_ops.parse_ops(reply) == {13, 16}
+    err = struct.pack("=IHHII", 36, 2, 0, 1, 0) + struct.pack("=i", -2) + req[:16]
+    with pytest.raises(genl_ops.GenlError) as e:
+        genl_ops.parse_ops(err)
+    assert e.value.errno == 2
+    with pytest.raises(genl_ops.GenlError, match="malformed attribute"):
+        genl_ops.parse_ops(struct.pack("=IHHII", 24, 0x10, 0, 1, 0) + bytes(4) + struct.pack("=HH", 40, 6))

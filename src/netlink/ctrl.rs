@@ -68,8 +68,18 @@ kernel_names! {
 /// `NETDEV_CMD_BIND_RX` (netdev.yaml; 13 in 6.18 BTF), the op whose policy tells whether the
 /// kernel knows `rx-page-size`.
 const NETDEV_CMD_BIND_RX: u32 = 13;
-/// `NETDEV_A_DMABUF_RX_PAGE_SIZE` (net-next 2026-08).
+/// `NETDEV_A_DMABUF_RX_PAGE_SIZE` (net-next 2026-08): u32.
 pub const NETDEV_A_DMABUF_RX_PAGE_SIZE: u16 = 5;
+/// `NETDEV_A_DMABUF_ID` (u32, reply only): the last attribute that every kernel since 6.12
+/// numbers the same.
+const NETDEV_A_DMABUF_ID: u16 = 4;
+/// `NL_POLICY_TYPE_ATTR_TYPE` (include/uapi/linux/netlink.h): the attribute's
+/// `enum netlink_attribute_type` inside a policy dump entry.
+const NL_POLICY_TYPE_ATTR_TYPE: u16 = 1;
+/// `NL_ATTR_TYPE_U8` (`enum netlink_attribute_type`).
+pub const NL_ATTR_TYPE_U8: u32 = 2;
+/// `NL_ATTR_TYPE_U32` (`enum netlink_attribute_type`).
+pub const NL_ATTR_TYPE_U32: u32 = 4;
 
 /// A multicast group of a family (`CTRL_ATTR_MCAST_GROUPS` entry).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,9 +317,30 @@ pub fn getpolicy_request(family: &str, op: u32) -> GenlRequest {
     req
 }
 
+/// One top-level attribute of an op's `do` policy, from a `CTRL_CMD_GETPOLICY` dump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyAttr {
+    /// The attribute number.
+    pub kind: u16,
+    /// Its `NL_POLICY_TYPE_ATTR_TYPE` (`enum netlink_attribute_type`: [`NL_ATTR_TYPE_U8`],
+    /// [`NL_ATTR_TYPE_U32`], ...), `None` when the dump left it out.
+    pub nl_type: Option<u32>,
+}
+
 /// The top-level attribute numbers of `op`'s `do` policy, from the messages of a
-/// `CTRL_CMD_GETPOLICY` dump, ascending. The dump's shape (include/uapi/linux/genetlink.h,
-/// netlink.h):
+/// `CTRL_CMD_GETPOLICY` dump, ascending. See [`parse_op_policy`].
+///
+/// Errors: as [`parse_op_policy`].
+pub fn parse_op_policy_attrs(replies: &[GenlReply], op: u32) -> Result<Vec<u16>> {
+    Ok(parse_op_policy(replies, op)?
+        .iter()
+        .map(|a| a.kind)
+        .collect())
+}
+
+/// The top-level attributes of `op`'s `do` policy with their types, from the messages of a
+/// `CTRL_CMD_GETPOLICY` dump, ascending by number. The dump's shape
+/// (include/uapi/linux/genetlink.h, netlink.h):
 ///
 /// ```text
 /// CTRL_ATTR_OP_POLICY                nest
@@ -319,13 +350,14 @@ pub fn getpolicy_request(family: &str, op: u32) -> GenlRequest {
 /// CTRL_ATTR_POLICY                   nest
 ///   └─ <policy index>                nest
 ///        └─ <attribute number>       nest of NL_POLICY_TYPE_ATTR_* (type, ranges, ...)
+///             └─ NL_POLICY_TYPE_ATTR_TYPE  u32  enum netlink_attribute_type
 /// ```
 ///
 /// Errors: `Error::Decode` for malformed attributes or when no `do` policy for `op` was
 /// reported.
-pub fn parse_op_policy_attrs(replies: &[GenlReply], op: u32) -> Result<Vec<u16>> {
+pub fn parse_op_policy(replies: &[GenlReply], op: u32) -> Result<Vec<PolicyAttr>> {
     let mut do_policy = None;
-    let mut policies: BTreeMap<u16, Vec<u16>> = BTreeMap::new();
+    let mut policies: BTreeMap<u16, BTreeMap<u16, Option<u32>>> = BTreeMap::new();
     for r in replies {
         for a in r.attr_iter() {
             let a = a?;
@@ -349,7 +381,16 @@ pub fn parse_op_policy_attrs(replies: &[GenlReply], op: u32) -> Result<Vec<u16>>
                         let pol = pol?;
                         let attrs = policies.entry(pol.kind()).or_default();
                         for attr in pol.nested() {
-                            attrs.push(attr?.kind());
+                            let attr = attr?;
+                            let mut nl_type = None;
+                            for t in attr.nested() {
+                                let t = t?;
+                                if t.kind() == NL_POLICY_TYPE_ATTR_TYPE {
+                                    nl_type = Some(t.u32("NL_POLICY_TYPE_ATTR_TYPE")?);
+                                }
+                            }
+                            let slot = attrs.entry(attr.kind()).or_default();
+                            *slot = slot.or(nl_type);
                         }
                     }
                 }
@@ -361,13 +402,63 @@ pub fn parse_op_policy_attrs(replies: &[GenlReply], op: u32) -> Result<Vec<u16>>
         what: "nlctrl getpolicy reply".into(),
         detail: format!("no CTRL_ATTR_POLICY_DO for op {op}"),
     })?;
-    let mut attrs = u16::try_from(idx)
+    Ok(u16::try_from(idx)
         .ok()
-        .and_then(|i| policies.get(&i).cloned())
-        .unwrap_or_default();
-    attrs.sort_unstable();
-    attrs.dedup();
-    Ok(attrs)
+        .and_then(|i| policies.get(&i))
+        .map(|attrs| {
+            attrs
+                .iter()
+                .map(|(&kind, &nl_type)| PolicyAttr { kind, nl_type })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Whether a bind-rx policy (from [`bind_rx_policy`]) has `rx-page-size`: attribute 5 typed
+/// u32 (or untyped). Attribute 5 typed u8 is the autorelease series' attribute instead (see
+/// [`autorelease_attr`]).
+pub fn has_rx_page_size(policy: &[PolicyAttr]) -> bool {
+    policy.iter().any(|a| {
+        a.kind == NETDEV_A_DMABUF_RX_PAGE_SIZE && a.nl_type.map_or(true, |t| t == NL_ATTR_TYPE_U32)
+    })
+}
+
+/// The number of the bind-rx autorelease attribute (`NETDEV_A_DMABUF_AUTORELEASE`, u8) in a
+/// bind-rx policy, or `None` when the kernel has none.
+///
+/// The attribute comes from the unmerged series "net: devmem: improve cpu cost of RX token
+/// management" v7–v10 (2025-11 .. 2026-01), where it follows `NETDEV_A_DMABUF_ID` (4) as
+/// number 5, type u8 (netdev-genl-gen.c policy `NLA_U8`, maxattr 5). Merged net-next gave 5 to
+/// `rx-page-size` (u32) instead, so the number alone proves nothing: this looks at the type.
+/// Accepted: 5 typed u8 (the series as posted), or 6 typed u8 while 5 is `rx-page-size` (the
+/// series rebased after rx-page-size; **UNVERIFIED**, no such posting seen). Anything else,
+/// including an untyped 5, is "no autorelease".
+pub fn autorelease_attr(policy: &[PolicyAttr]) -> Option<u16> {
+    let typed = |kind: u16, t: u32| {
+        policy
+            .iter()
+            .any(|a| a.kind == kind && a.nl_type == Some(t))
+    };
+    let next = NETDEV_A_DMABUF_ID + 1;
+    if typed(next, NL_ATTR_TYPE_U8) {
+        Some(next)
+    } else if typed(next, NL_ATTR_TYPE_U32) && typed(next + 1, NL_ATTR_TYPE_U8) {
+        Some(next + 1)
+    } else {
+        None
+    }
+}
+
+/// The running kernel's netdev `bind-rx` `do` policy with attribute types (a
+/// `CTRL_CMD_GETPOLICY` dump on a fresh socket). 6.18 and 7.3 answer 1 (ifindex, u32), 2
+/// (queues, nested), 3 (fd, u32). Needs no privilege.
+///
+/// Errors: `Error::Netlink` ENOENT when the kernel has no netdev family; socket and decode
+/// errors.
+pub fn bind_rx_policy() -> Result<Vec<PolicyAttr>> {
+    let mut sock = NlSocket::open()?;
+    let replies = sock.request(&getpolicy_request("netdev", NETDEV_CMD_BIND_RX))?;
+    parse_op_policy(&replies, NETDEV_CMD_BIND_RX)
 }
 
 /// Asks the kernel which attributes netdev `bind-rx` accepts (its `do` policy, through a
@@ -378,9 +469,7 @@ pub fn parse_op_policy_attrs(replies: &[GenlReply], op: u32) -> Result<Vec<u16>>
 /// Errors: `Error::Netlink` ENOENT when the kernel has no netdev family; socket and decode
 /// errors.
 pub fn bind_rx_policy_attrs() -> Result<Vec<u16>> {
-    let mut sock = NlSocket::open()?;
-    let replies = sock.request(&getpolicy_request("netdev", NETDEV_CMD_BIND_RX))?;
-    parse_op_policy_attrs(&replies, NETDEV_CMD_BIND_RX)
+    Ok(bind_rx_policy()?.iter().map(|a| a.kind).collect())
 }
 
 /// Whether `err` is the controller's "no such family" answer: `ENOENT` from nlctrl that does
@@ -633,9 +722,20 @@ mod tests {
     }
 
     /// Two dump messages (genl payloads) as 6.18 shapes its GETPOLICY answer for bind-rx
-    /// (synthetic, following kernel-6.18-here.md §1: op 13 → do policy; policy with attrs 1,
-    /// 2, 3; the nested queue policy with attrs 1 and 3). `new_policy` adds attribute 5.
+    /// (synthetic, following `docs/kernel-interface.md#genl-controller`: op 13 → do policy;
+    /// policy with attrs 1, 2, 3; the nested queue policy with attrs 1 and 3). `new_policy`
+    /// adds attribute 5.
     fn policy_replies(new_policy: bool) -> Vec<GenlReply> {
+        let extra: &[(u16, u32)] = if new_policy {
+            &[(NETDEV_A_DMABUF_RX_PAGE_SIZE, NL_ATTR_TYPE_U32)]
+        } else {
+            &[]
+        };
+        policy_replies_with(extra)
+    }
+
+    /// [`policy_replies`] with attributes `extra` (number, `NL_ATTR_TYPE_*`) after 1, 2, 3.
+    fn policy_replies_with(extra: &[(u16, u32)]) -> Vec<GenlReply> {
         let mut first = AttrWriter::new();
         first.put_u16(CTRL_ATTR_FAMILY_ID, "CTRL_ATTR_FAMILY_ID", 20);
         let outer = first.begin_nest(CTRL_ATTR_OP_POLICY, "CTRL_ATTR_OP_POLICY");
@@ -647,13 +747,11 @@ mod tests {
         second.put_u16(CTRL_ATTR_FAMILY_ID, "CTRL_ATTR_FAMILY_ID", 20);
         let outer = second.begin_nest(CTRL_ATTR_POLICY, "CTRL_ATTR_POLICY");
         let pol = second.begin_nest(0, "policy 0");
-        let mut attrs = vec![1u16, 2, 3];
-        if new_policy {
-            attrs.push(NETDEV_A_DMABUF_RX_PAGE_SIZE);
-        }
-        for a in attrs {
+        let mut attrs = vec![(1u16, NL_ATTR_TYPE_U32), (2, 13), (3, NL_ATTR_TYPE_U32)];
+        attrs.extend_from_slice(extra);
+        for (a, t) in attrs {
             let n = second.begin_nest(a, "attr");
-            second.put_u32(1, "NL_POLICY_TYPE_ATTR_TYPE", 4);
+            second.put_u32(1, "NL_POLICY_TYPE_ATTR_TYPE", t);
             second.end_nest(n);
         }
         second.end_nest(pol);
@@ -687,6 +785,56 @@ mod tests {
             vec![1, 2, 3, 5]
         );
         assert!(parse_op_policy_attrs(&policy_replies(false), 15).is_err());
+    }
+
+    /// The series' u8 attribute and merged net-next's u32 rx-page-size share number 5: only
+    /// the type in the policy dump tells them apart.
+    #[test]
+    fn autorelease_is_told_from_rx_page_size_by_type() {
+        let pol = |extra: &[(u16, u32)]| parse_op_policy(&policy_replies_with(extra), 13).unwrap();
+        let base = pol(&[]);
+        assert_eq!(
+            base[0],
+            PolicyAttr {
+                kind: 1,
+                nl_type: Some(NL_ATTR_TYPE_U32)
+            }
+        );
+        assert_eq!(base[1].nl_type, Some(13), "nested queues");
+        assert_eq!(
+            (autorelease_attr(&base), has_rx_page_size(&base)),
+            (None, false)
+        );
+        // Series v7–v10 as posted: 5 = autorelease, u8.
+        let series = pol(&[(5, NL_ATTR_TYPE_U8)]);
+        assert_eq!(
+            (autorelease_attr(&series), has_rx_page_size(&series)),
+            (Some(5), false)
+        );
+        // Merged net-next: 5 = rx-page-size, u32.
+        let nn = pol(&[(5, NL_ATTR_TYPE_U32)]);
+        assert_eq!((autorelease_attr(&nn), has_rx_page_size(&nn)), (None, true));
+        // Both (the series rebased after rx-page-size): 6 = autorelease.
+        let both = pol(&[(5, NL_ATTR_TYPE_U32), (6, NL_ATTR_TYPE_U8)]);
+        assert_eq!(
+            (autorelease_attr(&both), has_rx_page_size(&both)),
+            (Some(6), true)
+        );
+        // A u8 at 6 without rx-page-size at 5, or a u32 at 6, is not the series' attribute.
+        assert_eq!(autorelease_attr(&pol(&[(6, NL_ATTR_TYPE_U8)])), None);
+        assert_eq!(
+            autorelease_attr(&pol(&[(5, NL_ATTR_TYPE_U32), (6, 4)])),
+            None
+        );
+        // An untyped 5 counts as rx-page-size (the old probe's answer), never as autorelease.
+        let untyped = [PolicyAttr {
+            kind: 5,
+            nl_type: None,
+        }];
+        assert_eq!(
+            (autorelease_attr(&untyped), has_rx_page_size(&untyped)),
+            (None, true)
+        );
     }
 
     /// Only nlctrl's ENOENT about the family itself means "no such family"; the same errno
@@ -761,6 +909,58 @@ mod tests {
             unknown, !knows_rx_page_size,
             "policy {attrs:?}, but bind-rx with rx-page-size answered: {e}"
         );
+    }
+
+    /// Real kernel: the autorelease attribute as the running kernel's policy types it, checked
+    /// against the kernel's answer to a bind-rx that carries it the way C ncdevmem of the
+    /// series always does (number 5, u8 0) on `lo`: EINVAL "Unknown attribute type" exactly
+    /// when the policy has no attribute 5 at all (6.18 here: policy [1, 2, 3], no
+    /// autorelease, and the u8 is refused). A kernel whose 5 is rx-page-size (u32) refuses
+    /// the 1-byte payload differently, and one with the series gets past validation.
+    #[test]
+    fn bind_rx_autorelease_of_this_kernel() {
+        const TEST: &str = "bind_rx_autorelease_of_this_kernel";
+        let policy = match bind_rx_policy() {
+            Ok(p) => p,
+            Err(e) if is_family_missing(&e) => {
+                println!("skip: {TEST}: this kernel has no netdev family: {e}");
+                return;
+            }
+            Err(e) => panic!("the kernel's bind-rx policy could not be read: {e}"),
+        };
+        println!("bind-rx policy: {policy:?}");
+        for a in &policy[..3] {
+            assert!(a.nl_type.is_some(), "6.12+ types every attribute: {a:?}");
+        }
+        assert_eq!(policy[0].nl_type, Some(NL_ATTR_TYPE_U32), "ifindex is u32");
+        let ar = autorelease_attr(&policy);
+        let has5 = policy.iter().any(|a| a.kind == 5);
+        let netdev = crate::netlink::netdev::Netdev::open().expect("open the netdev family");
+        let fd = std::fs::File::open("/dev/null").expect("open /dev/null");
+        let req = crate::netlink::netdev::BindRxRequest::new(1, fd.as_fd(), &[0])
+            .autorelease(Some((5, false)));
+        let e = match netdev.bind_rx_request(&req) {
+            Ok(b) => panic!("bind-rx on lo succeeded (binding id {})", b.id()),
+            Err(e) => e,
+        };
+        if e.errno() == Some(libc::EPERM) {
+            println!("skip: {TEST}: cross-check needs CAP_NET_ADMIN: {e}");
+            return;
+        }
+        println!("bind-rx on lo with attribute 5 = u8 0: {e}");
+        let unknown = matches!(&e, Error::Netlink(nl)
+            if nl.errno == libc::EINVAL
+                && nl.ext_msg.as_deref() == Some("Unknown attribute type"));
+        assert_eq!(unknown, !has5, "policy {policy:?}, answer: {e}");
+        if ar == Some(5) {
+            // Past validation: lo has no queue management.
+            assert_eq!(e.errno(), Some(libc::EOPNOTSUPP), "{e}");
+        } else if !has5 {
+            assert!(
+                e.to_string().ends_with("at NETDEV_A_DMABUF_AUTORELEASE"),
+                "{e}"
+            );
+        }
     }
 
     proptest! {

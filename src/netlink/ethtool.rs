@@ -711,8 +711,8 @@ impl Ethtool {
 }
 
 /// The CHANNELS_SET counts `(rx, tx, combined)` C ncdevmem's probe sends to leave only
-/// `keep_rx` RX queues (its "deactivating a bound queue must fail" check, kernel-abi.md §8.2
-/// step 7), given the driver's current CHANNELS_GET answer:
+/// `keep_rx` RX queues (its "deactivating a bound queue must fail" check,
+/// `docs/kernel-interface.md#ncdevmem-probe-mode`), given the driver's current CHANNELS_GET answer:
 ///
 /// * the driver reports combined channels: combined = `keep_rx`, and rx = tx = 0 when it
 ///   also reports rx or tx counts;
@@ -1043,8 +1043,9 @@ mod tests {
     }
 
     /// The answer 6.18 gives on veth to the request above, rebuilt from the measured facts
-    /// (kernel-6.18-here.md §4: EOPNOTSUPP, extack message, offset → attr 11; the real-kernel
-    /// test in tests/kernel_ethtool.rs checks the same), echo capped to our header.
+    /// (`docs/kernel-interface.md#ethtool-netlink`: EOPNOTSUPP, extack message, offset →
+    /// attr 11; the real-kernel test in tests/kernel_ethtool.rs checks the same), echo capped to
+    /// our header.
     #[rustfmt::skip]
     const RINGS_SET_EOPNOTSUPP: &[u8] = &[
         0x58, 0x00, 0x00, 0x00, // nlmsg_len 88

@@ -956,7 +956,8 @@ mod tests {
 
     #[test]
     fn dev_napi_and_page_pool_round_trips() {
-        // Values as 6.18 reports them for eth0 (virtio_net) and its NAPI (§2).
+        // Values as 6.18 reports them for eth0 (virtio_net) and its NAPI
+        // (docs/kernel-interface.md#netdev-queries).
         let dev = vec![
             DevAttr::Ifindex(4),
             DevAttr::XdpFeatures(43),

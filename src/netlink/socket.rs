@@ -660,7 +660,8 @@ mod tests {
     }
 
     /// An `NLMSG_ERROR` with a capped echo of our header and extack TLVs. Synthetic, shaped
-    /// like 6.18's answer to bind-rx with ifindex 0 (kernel-6.18-here.md §3).
+    /// like 6.18's answer to bind-rx with ifindex 0
+    /// (`docs/kernel-interface.md#bind-rx-and-bind-tx`).
     #[rustfmt::skip]
     const ERANGE_IFINDEX: &[u8] = &[
         0x48, 0x00, 0x00, 0x00, // nlmsg_len 72

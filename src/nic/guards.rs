@@ -1,4 +1,4 @@
-//! Undo guards: one value per NIC change (style.md convention 11).
+//! Undo guards: one value per NIC change (`docs/architecture.md#undo-guards`).
 //!
 //! Each guard reads the previous state before it applies its change, has a fallible
 //! `restore(self)` that the normal path calls (its error names what was left behind and the

@@ -1,5 +1,6 @@
 //! Probe / self-test mode (`-f IF` without `-s`/`-c`): the kernel-contract checks of C
-//! ncdevmem's `run_devmem_tests` (kernel-abi.md §8.2 "Probe mode"), each reported as one line.
+//! ncdevmem's `run_devmem_tests` (`docs/kernel-interface.md#ncdevmem-probe-mode`), each reported
+//! as one line.
 //!
 //! Order (ported from ncdevmem.c `run_devmem_tests`; header split is turned on before the
 //! RSS change here so that the undo order is the server's):
@@ -251,6 +252,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
             .map(QueueNest::rx)
             .collect(),
         rx_page_size: p.rx_page_size,
+        autorelease: None,
     };
     let release = |b: Box<dyn Binding>| {
         drop(b);

@@ -41,7 +41,8 @@ impl fmt::Display for QueueOwner {
 }
 
 impl QueueOwner {
-    /// What a bind-rx of a queue with this owner answers (kernel-abi.md §7.1 row 9).
+    /// What a bind-rx of a queue with this owner answers (refusals row 9 in
+    /// `docs/kernel-interface.md#bind-rx-and-bind-tx`).
     pub fn bind_refusal(&self) -> &'static str {
         match self {
             QueueOwner::Dmabuf(_) | QueueOwner::IoUring => {
@@ -464,6 +465,7 @@ mod tests {
             fd: Some(3),
             queues: vec![crate::netlink::netdev::QueueNest::rx(3)],
             rx_page_size: None,
+            autorelease: None,
         };
         let b = s.with(|n| n.bind_rx(&req)).unwrap();
         drop(b);

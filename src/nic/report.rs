@@ -18,7 +18,7 @@ use super::queues::{owned_rx, owners, QueueOwner};
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::error::{errno_display, Error};
-use crate::netlink::ctrl::{bind_rx_policy_attrs, NETDEV_A_DMABUF_RX_PAGE_SIZE};
+use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, NETDEV_A_DMABUF_RX_PAGE_SIZE};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{
     BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
@@ -85,6 +85,10 @@ pub struct HostCaps {
     pub rx_page_size: Option<u32>,
     /// Attribute numbers of the kernel's bind-rx policy (CTRL_CMD_GETPOLICY).
     pub bind_rx_policy: Fact<Vec<u16>>,
+    /// The bind-rx autorelease attribute (`-a`; unmerged series v7–v10) from the same policy
+    /// dump, told apart from rx-page-size by its type (u8):
+    /// `Known(Some(number))` or `Known(None)` when the kernel has none.
+    pub bind_autorelease: Fact<Option<u16>>,
     /// `SO_DEVMEM_AUTORELEASE`: `Known(true)` when the kernel accepts it, `Unsupported` with
     /// the kernel's answer otherwise.
     pub autorelease: Fact<bool>,
@@ -146,7 +150,14 @@ impl HostCaps {
             crate::rcvbuf::mss_for_mtu(1500),
             crate::sys::socket::tcp_rmem_max().ok(),
         );
-        let bind_rx_policy = Fact::from_result(bind_rx_policy_attrs());
+        let (bind_rx_policy, bind_autorelease) = match Fact::from_result(bind_rx_policy()) {
+            Fact::Known(p) => (
+                Fact::Known(p.iter().map(|a| a.kind).collect()),
+                Fact::Known(autorelease_attr(&p)),
+            ),
+            Fact::Unsupported(e) => (Fact::Unsupported(e.clone()), Fact::Unsupported(e)),
+            Fact::Failed(e) => (Fact::Failed(e.clone()), Fact::Failed(e)),
+        };
         let autorelease = match crate::sys::socket::probe_devmem_autorelease() {
             Ok(()) => Fact::Known(true),
             Err(Error::Skip(m)) => Fact::Unsupported(m),
@@ -158,6 +169,7 @@ impl HostCaps {
             hugepages_needed,
             rx_page_size,
             bind_rx_policy,
+            bind_autorelease,
             autorelease,
             rcvbuf,
         }
@@ -243,6 +255,7 @@ impl NicReport {
                 fd: Some(u32::MAX),
                 queues: vec![QueueNest::rx(0)],
                 rx_page_size: None,
+                autorelease: None,
             };
             match nic.bind_rx(&req) {
                 Ok(b) => {
@@ -280,13 +293,29 @@ impl NicReport {
 
     /// The yes/no lines, each "no" with the way a devmem bind (or option) would fail.
     pub fn capabilities(&self) -> Vec<Capability> {
-        let mut v = Vec::new();
-        let cap = |name, state, detail: String| Capability {
-            name,
-            state,
-            detail,
-        };
-        v.push(match &self.devmem_driver {
+        let h = &self.host;
+        let mut v = vec![
+            self.cap_devmem_driver(),
+            self.cap_header_split(),
+            self.cap_rx_queues(),
+        ];
+        v.extend(self.cap_free_rx_queues());
+        v.extend([
+            self.cap_rss(),
+            self.cap_ntuple(),
+            cap_udmabuf(h),
+            cap_hugepages(h),
+            cap_rcvbuf(h),
+            cap_rx_page_size(h),
+            cap_bind_autorelease(h),
+            cap_autorelease(h),
+        ]);
+        v
+    }
+
+    /// Driver support, from the bind-rx question [`NicReport::gather`] asked.
+    fn cap_devmem_driver(&self) -> Capability {
+        match &self.devmem_driver {
             None => cap(
                 "devmem RX driver support",
                 CapState::Unknown,
@@ -299,20 +328,27 @@ impl NicReport {
                 format!("the driver has no queue-management ops; bind-rx fails with {e}"),
             ),
             Some(Fact::Failed(e)) => cap("devmem RX driver support", CapState::Unknown, e.clone()),
-        });
-        v.push(match &self.hds {
+        }
+    }
+
+    /// Header split (`tcp-data-split`) and hds-thresh.
+    fn cap_header_split(&self) -> Capability {
+        match &self.hds {
             Fact::Known(h) => match h.tcp_data_split {
                 None => cap(
                     "header split",
                     CapState::No,
-                    format!("the driver does not report tcp-data-split, so setup cannot turn it on; {HDS_NEEDED}"),
+                    format!(
+                        "the driver does not report tcp-data-split, so setup cannot turn it \
+                         on; {HDS_NEEDED}"
+                    ),
                 ),
                 Some(TcpDataSplit::Enabled) => {
                     let mut d = "on".to_string();
                     if let Some(t) = h.hds_thresh.filter(|t| *t != 0) {
                         d.push_str(&format!(
                             "; hds-thresh {t} (setup sets 0; otherwise bind-rx fails with \
-                             EINVAL \"hds-thresh is not zero\")"
+                         EINVAL \"hds-thresh is not zero\")"
                         ));
                     }
                     cap("header split", CapState::Yes, d)
@@ -333,8 +369,12 @@ impl NicReport {
                 format!("no ring parameters ({e}); {HDS_NEEDED}"),
             ),
             Fact::Failed(e) => cap("header split", CapState::Unknown, e.clone()),
-        });
-        v.push(match &self.channels {
+        }
+    }
+
+    /// At least 2 RX queues (queue 0 stays in RSS).
+    fn cap_rx_queues(&self) -> Capability {
+        match &self.channels {
             Fact::Known(c) if no_channel_counts(c) => cap(
                 "at least 2 RX queues",
                 CapState::Unknown,
@@ -359,49 +399,58 @@ impl NicReport {
                 format!("the driver does not report channels ({e}); give -t/-q"),
             ),
             Fact::Failed(e) => cap("at least 2 RX queues", CapState::Unknown, e.clone()),
-        });
-        if let Fact::Known(qs) = &self.queues {
-            let owned = owned_rx(qs);
-            let rx = qs.iter().filter(|q| q.queue_type == QueueType::Rx).count();
-            if rx == 0 {
-                v.push(cap(
-                    "free RX queues",
-                    CapState::Unknown,
-                    NO_QUEUES_VISIBLE.into(),
-                ));
-            } else if owned.is_empty() {
-                v.push(cap(
-                    "free RX queues",
-                    CapState::Yes,
-                    format!("{rx} of {rx} free"),
-                ));
-            } else {
-                let lines: Vec<String> = owned
-                    .iter()
-                    .map(|(q, o)| {
-                        format!(
-                            "queue {q} owned by {} (binding it fails with {})",
-                            o.iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            o[0].bind_refusal()
-                        )
-                    })
-                    .collect();
-                let state = if owned.len() >= rx {
-                    CapState::No
-                } else {
-                    CapState::Yes
-                };
-                v.push(cap(
-                    "free RX queues",
-                    state,
-                    format!("{} of {rx} free; {}", rx - owned.len(), lines.join("; ")),
-                ));
-            }
         }
-        v.push(match &self.rss {
+    }
+
+    /// Free RX queues (none owned by a memory provider), when the queue list was read.
+    fn cap_free_rx_queues(&self) -> Option<Capability> {
+        let Fact::Known(qs) = &self.queues else {
+            return None;
+        };
+        let owned = owned_rx(qs);
+        let rx = qs.iter().filter(|q| q.queue_type == QueueType::Rx).count();
+        if rx == 0 {
+            Some(cap(
+                "free RX queues",
+                CapState::Unknown,
+                NO_QUEUES_VISIBLE.into(),
+            ))
+        } else if owned.is_empty() {
+            Some(cap(
+                "free RX queues",
+                CapState::Yes,
+                format!("{rx} of {rx} free"),
+            ))
+        } else {
+            let lines: Vec<String> = owned
+                .iter()
+                .map(|(q, o)| {
+                    format!(
+                        "queue {q} owned by {} (binding it fails with {})",
+                        o.iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        o[0].bind_refusal()
+                    )
+                })
+                .collect();
+            let state = if owned.len() >= rx {
+                CapState::No
+            } else {
+                CapState::Yes
+            };
+            Some(cap(
+                "free RX queues",
+                state,
+                format!("{} of {rx} free; {}", rx - owned.len(), lines.join("; ")),
+            ))
+        }
+    }
+
+    /// The RSS indirection table (setup takes the bound queues out of it).
+    fn cap_rss(&self) -> Capability {
+        match &self.rss {
             Fact::Known(t) => cap(
                 "RSS indirection table",
                 CapState::Yes,
@@ -412,11 +461,15 @@ impl NicReport {
                 CapState::No,
                 format!(
                     "{e}; setup cannot take the bound queues out of RSS (other flows would \
-                     land on them)"
+                 land on them)"
                 ),
             ),
             Fact::Failed(e) => cap("RSS indirection table", CapState::Unknown, e.clone()),
-        });
+        }
+    }
+
+    /// ntuple flow steering: the feature and the rule table.
+    fn cap_ntuple(&self) -> Capability {
         let no_steering = |why: String| {
             cap(
                 "ntuple flow steering",
@@ -427,7 +480,8 @@ impl NicReport {
                 ),
             )
         };
-        v.push(match (&self.ntuple, &self.rules) {
+
+        match (&self.ntuple, &self.rules) {
             (Fact::Unsupported(e), _) => no_steering(e.clone()),
             (_, Fact::Unsupported(e)) => no_steering(format!("no ntuple rule table ({e})")),
             (Fact::Failed(e), _) | (_, Fact::Failed(e)) => {
@@ -442,110 +496,7 @@ impl NicReport {
                     "feature off (setup turns it on and back off)".into()
                 },
             ),
-        });
-        let h = &self.host;
-        v.push(match &h.udmabuf {
-            Fact::Known(limit) => cap(
-                "udmabuf",
-                CapState::Yes,
-                match limit {
-                    Some(mb) => format!("{} (size limit {mb} MiB)", udmabuf::UDMABUF_DEV),
-                    None => format!("{} (size limit unknown)", udmabuf::UDMABUF_DEV),
-                },
-            ),
-            Fact::Unsupported(e) => cap(
-                "udmabuf",
-                CapState::No,
-                format!("{e}; there is no dma-buf to bind"),
-            ),
-            Fact::Failed(e) => cap("udmabuf", CapState::Unknown, e.clone()),
-        });
-        v.push(match &h.hugepages {
-            // Not needed by this run: the state still says whether there are any, so an
-            // empty pool is never a "yes".
-            Fact::Known(s) if h.hugepages_needed == 0 && s.available() == 0 => cap(
-                "2 MiB hugepages",
-                CapState::No,
-                "none available; -b above the page size needs them (raise vm.nr_hugepages)".into(),
-            ),
-            Fact::Known(s) if h.hugepages_needed == 0 => cap(
-                "2 MiB hugepages",
-                CapState::Yes,
-                format!(
-                    "{} available (only -b above the page size needs them)",
-                    s.available()
-                ),
-            ),
-            Fact::Known(s) if s.available() >= h.hugepages_needed => cap(
-                "2 MiB hugepages",
-                CapState::Yes,
-                format!("{} available, {} needed", s.available(), h.hugepages_needed),
-            ),
-            Fact::Known(s) => cap(
-                "2 MiB hugepages",
-                CapState::No,
-                format!(
-                    "{} available, {} needed for -b {}; raise vm.nr_hugepages",
-                    s.available(),
-                    h.hugepages_needed,
-                    h.rx_page_size.unwrap_or(0)
-                ),
-            ),
-            Fact::Unsupported(e) => cap("2 MiB hugepages", CapState::No, e.clone()),
-            Fact::Failed(e) => cap("2 MiB hugepages", CapState::Unknown, e.clone()),
-        });
-        // A warning, not a refusal: the server sizes its receive buffer itself.
-        v.push(cap(
-            "TCP window inside the dmabuf",
-            if h.rcvbuf.bytes.is_some() {
-                CapState::Warn
-            } else {
-                CapState::Yes
-            },
-            match h.rcvbuf.bytes {
-                None => h.rcvbuf.reason.clone(),
-                Some(set) => format!(
-                    "warning: the kernel's default receive window is larger than the dmabuf can \
-                     hold, which can stall a receive ({}); the server sets SO_RCVBUF {set} \
-                     (--rcvbuf 0 would not)",
-                    h.rcvbuf.reason
-                ),
-            },
-        ));
-        v.push(match &h.bind_rx_policy {
-            Fact::Known(attrs) if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE) => cap(
-                "rx-page-size (bind-rx attribute 5)",
-                CapState::Yes,
-                "the kernel's bind-rx policy has it".into(),
-            ),
-            Fact::Known(attrs) => cap(
-                "rx-page-size (bind-rx attribute 5)",
-                CapState::No,
-                format!(
-                    "the kernel's bind-rx policy has attributes {attrs:?} only; a bind with -b \
-                     fails with EINVAL \"Unknown attribute type\""
-                ),
-            ),
-            Fact::Unsupported(e) | Fact::Failed(e) => cap(
-                "rx-page-size (bind-rx attribute 5)",
-                CapState::Unknown,
-                e.clone(),
-            ),
-        });
-        v.push(match &h.autorelease {
-            Fact::Known(_) => cap(
-                "SO_DEVMEM_AUTORELEASE",
-                CapState::Yes,
-                "the kernel accepts the socket option".into(),
-            ),
-            Fact::Unsupported(e) => cap(
-                "SO_DEVMEM_AUTORELEASE",
-                CapState::No,
-                format!("{e}; -A fails"),
-            ),
-            Fact::Failed(e) => cap("SO_DEVMEM_AUTORELEASE", CapState::Unknown, e.clone()),
-        });
-        v
+        }
     }
 
     /// The report as text, one fact per line.
@@ -716,10 +667,172 @@ impl NicReport {
                 })),
                 "hugepages_needed": h.hugepages_needed,
                 "bind_rx_policy_attrs": fact_json(&h.bind_rx_policy, |a| json!(a)),
+                "bind_rx_autorelease_attr": fact_json(&h.bind_autorelease, |a| json!(a)),
                 "so_devmem_autorelease": fact_json(&h.autorelease, |b| json!(b)),
             },
             "capabilities": caps,
         })
+    }
+}
+
+/// One [`Capability`] line.
+fn cap(name: &'static str, state: CapState, detail: String) -> Capability {
+    Capability {
+        name,
+        state,
+        detail,
+    }
+}
+
+/// `/dev/udmabuf` and its size limit.
+fn cap_udmabuf(h: &HostCaps) -> Capability {
+    match &h.udmabuf {
+        Fact::Known(limit) => cap(
+            "udmabuf",
+            CapState::Yes,
+            match limit {
+                Some(mb) => format!("{} (size limit {mb} MiB)", udmabuf::UDMABUF_DEV),
+                None => format!("{} (size limit unknown)", udmabuf::UDMABUF_DEV),
+            },
+        ),
+        Fact::Unsupported(e) => cap(
+            "udmabuf",
+            CapState::No,
+            format!("{e}; there is no dma-buf to bind"),
+        ),
+        Fact::Failed(e) => cap("udmabuf", CapState::Unknown, e.clone()),
+    }
+}
+
+/// 2 MiB hugepages for `-b` above the page size.
+fn cap_hugepages(h: &HostCaps) -> Capability {
+    match &h.hugepages {
+        // Not needed by this run: the state still says whether there are any, so an
+        // empty pool is never a "yes".
+        Fact::Known(s) if h.hugepages_needed == 0 && s.available() == 0 => cap(
+            "2 MiB hugepages",
+            CapState::No,
+            "none available; -b above the page size needs them (raise vm.nr_hugepages)".into(),
+        ),
+        Fact::Known(s) if h.hugepages_needed == 0 => cap(
+            "2 MiB hugepages",
+            CapState::Yes,
+            format!(
+                "{} available (only -b above the page size needs them)",
+                s.available()
+            ),
+        ),
+        Fact::Known(s) if s.available() >= h.hugepages_needed => cap(
+            "2 MiB hugepages",
+            CapState::Yes,
+            format!("{} available, {} needed", s.available(), h.hugepages_needed),
+        ),
+        Fact::Known(s) => cap(
+            "2 MiB hugepages",
+            CapState::No,
+            format!(
+                "{} available, {} needed for -b {}; raise vm.nr_hugepages",
+                s.available(),
+                h.hugepages_needed,
+                h.rx_page_size.unwrap_or(0)
+            ),
+        ),
+        Fact::Unsupported(e) => cap("2 MiB hugepages", CapState::No, e.clone()),
+        Fact::Failed(e) => cap("2 MiB hugepages", CapState::Unknown, e.clone()),
+    }
+}
+
+/// The TCP receive window against the dmabuf (a warning, never a refusal).
+fn cap_rcvbuf(h: &HostCaps) -> Capability {
+    // A warning, not a refusal: the server sizes its receive buffer itself.
+    cap(
+        "TCP window inside the dmabuf",
+        if h.rcvbuf.bytes.is_some() {
+            CapState::Warn
+        } else {
+            CapState::Yes
+        },
+        match h.rcvbuf.bytes {
+            None => h.rcvbuf.reason.clone(),
+            Some(set) => format!(
+                "warning: the kernel's default receive window is larger than the dmabuf can \
+             hold, which can stall a receive ({}); the server sets SO_RCVBUF {set} \
+             (--rcvbuf 0 would not)",
+                h.rcvbuf.reason
+            ),
+        },
+    )
+}
+
+/// `rx-page-size` in the kernel's bind-rx policy (a u32 attribute 5; a u8 5 is the
+/// autorelease series' attribute instead).
+fn cap_rx_page_size(h: &HostCaps) -> Capability {
+    match &h.bind_rx_policy {
+        Fact::Known(attrs)
+            if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE)
+                && h.bind_autorelease != Fact::Known(Some(NETDEV_A_DMABUF_RX_PAGE_SIZE)) =>
+        {
+            cap(
+                "rx-page-size (bind-rx attribute 5)",
+                CapState::Yes,
+                "the kernel's bind-rx policy has it".into(),
+            )
+        }
+        Fact::Known(attrs) => cap(
+            "rx-page-size (bind-rx attribute 5)",
+            CapState::No,
+            format!(
+                "the kernel's bind-rx policy has attributes {attrs:?} only; a bind with -b \
+                 fails with EINVAL \"Unknown attribute type\""
+            ),
+        ),
+        Fact::Unsupported(e) | Fact::Failed(e) => cap(
+            "rx-page-size (bind-rx attribute 5)",
+            CapState::Unknown,
+            e.clone(),
+        ),
+    }
+}
+
+/// The bind-rx autorelease attribute (u8) of the unmerged autorelease series v7–v10.
+fn cap_bind_autorelease(h: &HostCaps) -> Capability {
+    match &h.bind_autorelease {
+        Fact::Known(Some(attr)) => cap(
+            "bind-rx autorelease (-a)",
+            CapState::Yes,
+            format!(
+                "the kernel's bind-rx policy has the u8 autorelease attribute (number \
+                 {attr}); -a 0|1 sends it, and after -U 1 recvmsg may answer ENODEV \
+                 (binding gone)"
+            ),
+        ),
+        Fact::Known(None) => cap(
+            "bind-rx autorelease (-a)",
+            CapState::No,
+            "the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series \
+             v7-v10); -a 1 skips, -a 0 binds without it"
+                .into(),
+        ),
+        Fact::Unsupported(e) | Fact::Failed(e) => {
+            cap("bind-rx autorelease (-a)", CapState::Unknown, e.clone())
+        }
+    }
+}
+
+/// The proposed `SO_DEVMEM_AUTORELEASE` socket option.
+fn cap_autorelease(h: &HostCaps) -> Capability {
+    match &h.autorelease {
+        Fact::Known(_) => cap(
+            "SO_DEVMEM_AUTORELEASE",
+            CapState::Yes,
+            "the kernel accepts the socket option".into(),
+        ),
+        Fact::Unsupported(e) => cap(
+            "SO_DEVMEM_AUTORELEASE",
+            CapState::No,
+            format!("{e}; -A fails"),
+        ),
+        Fact::Failed(e) => cap("SO_DEVMEM_AUTORELEASE", CapState::Unknown, e.clone()),
     }
 }
 

@@ -188,6 +188,13 @@ pub struct NicState {
     pub rx_page_size_known: bool,
     /// Whether the driver accepts an rx-page-size (else EOPNOTSUPP).
     pub rx_page_size_supported: bool,
+    /// Whether the kernel knows the bind-rx autorelease attribute (unmerged series v7–v10;
+    /// 6.18 and 7.3 do not: EINVAL "Unknown attribute type" at the attribute, measured here).
+    pub autorelease_known: bool,
+    /// Series kernels: the system-wide autorelease mode of the live RX bindings (set by the
+    /// first, default 0); a bind asking for the other mode while any is live gets EBUSY
+    /// "System already configured with autorelease=N" (net/core/devmem.c of the series).
+    pub autorelease_mode: Option<bool>,
     /// What dev-get answers.
     pub dev: DevInfo,
     /// Page pools not tied to a binding.
@@ -425,6 +432,8 @@ impl ScriptedNic {
             devmem: true,
             rx_page_size_known: false,
             rx_page_size_supported: false,
+            autorelease_known: false,
+            autorelease_mode: None,
             dev: DevInfo {
                 ifindex: 4,
                 xdp_features: 0x2b,
@@ -471,7 +480,8 @@ impl ScriptedNic {
         self
     }
 
-    /// A veth device as 6.18 answers for it (kernel-6.18-here.md §4): no ring parameters
+    /// A veth device as 6.18 answers for it (`docs/kernel-interface.md#ethtool-netlink` and
+    /// `#siocethtool-ioctls`): no ring parameters
     /// (EOPNOTSUPP), rx/tx channels 1/1 of max 2, no RSS, the ntuple feature readable (off)
     /// but not changeable and no rule table, no queue management.
     pub fn veth(ifname: &str) -> ScriptedNic {
@@ -495,6 +505,8 @@ impl ScriptedNic {
             devmem: false,
             rx_page_size_known: false,
             rx_page_size_supported: false,
+            autorelease_known: false,
+            autorelease_mode: None,
             dev: DevInfo {
                 ifindex: 2,
                 xdp_features: 0x23,
@@ -983,6 +995,14 @@ impl NicOps for ScriptedNic {
             if req.rx_page_size.is_some() && !st.state.rx_page_size_known {
                 return Err(err(st, libc::EINVAL, Some("Unknown attribute type")));
             }
+            if req.autorelease.is_some() && !st.state.autorelease_known {
+                return Err(at(
+                    st,
+                    libc::EINVAL,
+                    Some("Unknown attribute type"),
+                    "NETDEV_A_DMABUF_AUTORELEASE",
+                ));
+            }
             let Some(fd) = req.fd else {
                 return Err(st.missing(Op::BindRx, 3, None));
             };
@@ -1075,6 +1095,20 @@ impl NicOps for ScriptedNic {
                         ))
                     }
                     None => {}
+                }
+            }
+            if st.state.autorelease_known {
+                let want = req.autorelease.is_some_and(|(_, on)| on);
+                let live = !st.state.bound.is_empty() || !st.lingering.is_empty();
+                match st.state.autorelease_mode {
+                    Some(mode) if live && mode != want => {
+                        let m = format!(
+                            "System already configured with autorelease={}",
+                            u8::from(mode)
+                        );
+                        return Err(err(st, libc::EBUSY, Some(&m)));
+                    }
+                    _ => st.state.autorelease_mode = Some(want),
                 }
             }
             let id = if st.quirks.binding_id_zero {

@@ -1,5 +1,5 @@
-//! The devmem server's NIC setup, in C ncdevmem's order (kernel-abi.md §8.2 server step 1),
-//! and its undo in reverse (step 5), on every exit.
+//! The devmem server's NIC setup, in C ncdevmem's order
+//! (`docs/kernel-interface.md#ncdevmem-server-and-client`), and its undo in reverse, on every exit.
 //!
 //! Setup: header split on → RSS spread over queues `[0, start)` → ntuple feature on (only if
 //! off) → one flow rule steering the connection to queue `start` (5-tuple with `-c`, else or
@@ -110,6 +110,12 @@ pub fn bind_unsupported_reason(e: &Error, req: &BindRxRequest) -> Option<String>
             req.rx_page_size.unwrap_or(0)
         )),
         Some(libc::EOPNOTSUPP) => Some(format!("device does not support devmem RX: {e}")),
+        // Autorelease series v10: the mode is system-wide while any RX binding exists
+        // (devmem.c, "System already configured with autorelease=%d").
+        Some(libc::EBUSY) if req.autorelease.is_some() => Some(format!(
+            "another devmem RX binding on this system uses the other autorelease mode (the \
+             mode is system-wide while any RX binding exists): {e}"
+        )),
         Some(libc::EINVAL)
             if req.rx_page_size.is_some()
                 && matches!(e, Error::Netlink(nl)
@@ -432,6 +438,35 @@ pub fn run_with_setup<R>(
     teardown_wait: Duration,
     body: impl FnOnce(u32) -> Result<R>,
 ) -> Result<R> {
+    run_with_early_unbind(nic, plan, req, quiet, teardown_wait, |id, _| body(id))
+}
+
+/// Lets the body of [`run_with_early_unbind`] unbind before the teardown (`-U 1`, `-U 2`).
+pub struct EarlyUnbind<'a> {
+    setup: &'a mut NicSetup,
+}
+
+impl EarlyUnbind<'_> {
+    /// Unbinds now: closes the binding's netlink socket (the kernel unbinds in that close),
+    /// then waits up to the teardown wait until queue-get shows the queues free (a warning is
+    /// logged if not). The rest of the NIC setup stays until the teardown. Does nothing the
+    /// second time.
+    pub fn unbind(&mut self) {
+        self.setup.unbind();
+    }
+}
+
+/// [`run_with_setup`] whose `body` also gets an [`EarlyUnbind`].
+///
+/// Errors: as [`run_with_setup`].
+pub fn run_with_early_unbind<R>(
+    nic: &SharedNic,
+    plan: &ServerPlan,
+    req: &BindRxRequest,
+    quiet: bool,
+    teardown_wait: Duration,
+    body: impl FnOnce(u32, &mut EarlyUnbind<'_>) -> Result<R>,
+) -> Result<R> {
     let mut setup = NicSetup::new(nic.clone())
         .quiet(quiet)
         .teardown_wait(teardown_wait);
@@ -439,7 +474,7 @@ pub fn run_with_setup<R>(
         setup.configure_server(plan)?;
         let id = setup.bind(req)?;
         nic.interrupted()?;
-        body(id)
+        body(id, &mut EarlyUnbind { setup: &mut setup })
     })();
     let restored = setup.finish();
     match (result, restored) {
@@ -526,6 +561,7 @@ mod tests {
             fd: Some(3),
             queues: vec![],
             rx_page_size: Some(16384),
+            autorelease: None,
         };
         let nl = |errno, msg: Option<&str>| {
             Error::Netlink(Box::new(crate::error::NlError {

@@ -36,7 +36,8 @@ use crate::validate::Pattern;
 
 /// The kernel's internal `ETOOSMALL` (525), returned by `put_cmsg_notrunc` when the control
 /// buffer cannot hold a devmem cmsg. net/ipv4/tcp.c passes it on when nothing was received in
-/// the call; kernel-abi.md §4.3 says user space sees `EFAULT`. Both end the run.
+/// the call; in the kernels read, user space sees `EFAULT` (`docs/kernel-interface.md#devmem-rx`).
+/// Both end the run.
 pub const ETOOSMALL: i32 = 525;
 
 /// One piece of a devmem skb sequence, in stream order.

@@ -1,7 +1,8 @@
-//! `SIOCETHTOOL` ioctls (include/uapi/linux/ethtool.h; kernel-abi.md §3): ntuple flow rules
-//! (`struct ethtool_rxnfc`), the RSS indirection table (`struct ethtool_rxfh`), features looked
-//! up by name (`ETH_SS_FEATURES` strings, `ethtool_gfeatures` / `ethtool_sfeatures`) and driver
-//! info (`ethtool_drvinfo`).
+//! `SIOCETHTOOL` ioctls (include/uapi/linux/ethtool.h;
+//! `docs/kernel-interface.md#siocethtool-ioctls`): ntuple flow rules (`struct ethtool_rxnfc`),
+//! the RSS indirection table (`struct ethtool_rxfh`), features looked up by name
+//! (`ETH_SS_FEATURES` strings, `ethtool_gfeatures` / `ethtool_sfeatures`) and driver info
+//! (`ethtool_drvinfo`).
 //!
 //! Two layers:
 //! * pure encoders and decoders between the `#[repr(C)]` structs and the exact bytes the kernel

@@ -5,8 +5,8 @@
 //!
 //! Every socket is `AF_INET6` with `IPV6_V6ONLY = 0`, as ncdevmem.c: an IPv4 address is used in
 //! its v4-mapped form `::ffff:a.b.c.d`. Numbers follow `include/uapi/asm-generic/socket.h`
-//! and `include/linux/socket.h` (kernel-abi.md §4). All `unsafe` of this module is here; the
-//! functions exposed are safe.
+//! and `include/linux/socket.h` (`docs/kernel-interface.md#socket-api`). All `unsafe` of this
+//! module is here; the functions exposed are safe.
 
 use std::mem::{size_of, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};

@@ -1,13 +1,14 @@
 //! Kernel user-space ABI that this crate needs and the system's libc/headers lack (they are 6.1
-//! here). Values are from `../shared/docs/kernel-abi.md`, checked against the 6.18 kernel's BTF;
-//! each item names its uapi header. Where `libc` already exports an item it is re-exported,
-//! not redefined.
+//! here). Values are checked against the 6.18 kernel's BTF and listed, with their sources, in
+//! `docs/kernel-interface.md`; each item names its uapi header. Where `libc` already exports an
+//! item it is re-exported, not redefined.
 
 #![allow(non_camel_case_types)]
 
 use std::mem::size_of;
 
-// ---- include/uapi/asm-generic/socket.h, include/linux/socket.h (devmem TCP, v6.12+) ----
+// ---- include/uapi/asm-generic/socket.h, include/linux/socket.h, include/uapi/linux/uio.h
+// (devmem TCP, v6.12+) ----
 
 pub use libc::{
     dmabuf_cmsg, dmabuf_token, SCM_DEVMEM_DMABUF, SCM_DEVMEM_LINEAR, SO_DEVMEM_DONTNEED,
@@ -138,7 +139,7 @@ pub const HUGEPAGE_2M: usize = 2 << 20;
 // ---- include/uapi/linux/io_uring.h, io_uring/zcrx.h (io_uring zero-copy receive) ----
 //
 // The structs come from the `io-uring` crate (`io_uring::types::io_uring_zcrx_*`); these
-// asserts pin the layouts this crate relies on (kernel-abi.md §6.2).
+// asserts pin the layouts this crate relies on (docs/kernel-interface.md#zcrx-registration).
 
 pub use io_uring::types::{
     io_uring_region_desc, io_uring_zcrx_area_reg, io_uring_zcrx_cqe, io_uring_zcrx_ifq_reg,
@@ -200,7 +201,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ioctl_numbers_match_kernel_abi() {
+    fn ioctl_numbers_match_the_uapi_headers() {
         assert_eq!(UDMABUF_CREATE, 0x4018_7542);
         assert_eq!(DMA_BUF_IOCTL_SYNC, 0x4008_6200);
         assert_eq!(MFD_HUGE_2MB, 0x5400_0000);
@@ -215,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn zcrx_numbers_match_kernel_abi() {
+    fn zcrx_numbers_match_the_uapi_headers() {
         assert_eq!(IORING_ZCRX_AREA_SHIFT, 48);
         assert_eq!(IORING_ZCRX_AREA_MASK, 0xffff_0000_0000_0000);
         assert_eq!(IORING_MEM_REGION_TYPE_USER, 1);

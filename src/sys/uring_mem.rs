@@ -20,7 +20,7 @@
 //! no Rust reference to the kernel-written head word is ever created except as an atomic; refill
 //! entries are written through raw pointers; area bytes are read only through
 //! [`RawRegion::bytes`], and only between the completion that hands a buffer to user space and
-//! the refill entry that gives it back (see kernel-abi.md §6.5 and
+//! the refill entry that gives it back (see `docs/kernel-interface.md#zcrx-refill-queue` and
 //! `docs.kernel.org/networking/iou-zcrx.html`).
 
 use std::alloc::Layout;
@@ -389,7 +389,7 @@ pub struct ZcrxRegistered {
 /// `Error::Usage`. `reg.area_ptr` and `reg.region_ptr` are overwritten.
 ///
 /// Errors: `Error::Sys` with `call` and the kernel's errno (EPERM, EINVAL, ENODEV, EOPNOTSUPP,
-/// ... see kernel-abi.md §6.3).
+/// ... see `docs/kernel-interface.md#zcrx-registration`).
 pub fn register_zcrx_ifq(
     ring: &IoUring<squeue::Entry, cqueue::Entry32>,
     reg: &mut io_uring_zcrx_ifq_reg,

@@ -5,8 +5,9 @@
 //! offsets** ([`DmabufIov`]), as the kernel wants them when the cmsg names a TX binding.
 //! [`ZerocopySocket::send_user`] takes real buffers instead: for plain `MSG_ZEROCOPY` sends,
 //! and for exercising the cmsg path with dmabuf id 0, which the kernel treats as "no dma-buf"
-//! (kernel-6.18-here.md §6). Numbers: `include/uapi/asm-generic/socket.h`,
-//! `include/linux/socket.h`, `include/uapi/linux/errqueue.h` (kernel-abi.md §4.1, §4.5).
+//! (measured on 6.18, `docs/kernel-interface.md#devmem-tx`). Numbers:
+//! `include/uapi/asm-generic/socket.h`, `include/linux/socket.h`, `include/uapi/linux/errqueue.h`
+//! (`docs/kernel-interface.md#socket-constants`, `#devmem-tx`).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;

@@ -3,8 +3,9 @@
 //! on the socket's error queue, so a dma-buf region is reused only after every send that used
 //! it completed.
 //!
-//! The kernel's contract (kernel-abi.md §4.5, `docs.kernel.org/networking/devmem.html`,
-//! `docs.kernel.org/networking/msg_zerocopy.html`; available since 6.16):
+//! The kernel's contract (`docs/kernel-interface.md#devmem-tx`,
+//! `docs.kernel.org/networking/devmem.html`, `docs.kernel.org/networking/msg_zerocopy.html`;
+//! available since 6.16):
 //! - the socket has `SO_ZEROCOPY` set and each `sendmsg` passes `MSG_ZEROCOPY` and one cmsg
 //!   `SOL_SOCKET`/`SCM_DEVMEM_DMABUF` whose `cmsg_len` is exactly `CMSG_LEN(4)`, data = the TX
 //!   binding id (u32);

@@ -544,8 +544,8 @@ mod tests {
     use super::*;
 
     /// What `ip_recv_error` writes for a zerocopy completion of sends 0..=1 on an AF_INET
-    /// socket (layout from include/uapi/linux/errqueue.h and in.h; values as kernel-6.18-here.md
-    /// §6 observed: level 0, type 11, origin 5, code 0, range 0..=1).
+    /// socket (layout from include/uapi/linux/errqueue.h and in.h; values as 6.18 answered,
+    /// `docs/kernel-interface.md#devmem-tx`: level 0, type 11, origin 5, code 0, range 0..=1).
     #[rustfmt::skip]
     const RECVERR_0_1: [u8; 48] = [
         48, 0, 0, 0, 0, 0, 0, 0, // cmsg_len 48 = CMSG_LEN(16 + 16)

@@ -30,13 +30,35 @@ pub const ADDR_A_V6: &str = "2001:db8::1";
 /// IPv6 address of side B.
 pub const ADDR_B_V6: &str = "2001:db8::2";
 
-/// Prints `skip: <test>: <reason>` (the convention for real-kernel tests that cannot run).
+/// Reports `skip: <test>: <reason>` (the convention for real-kernel tests that cannot run) on
+/// the process's stderr directly, not through `println!`, so `cargo test` shows it even though
+/// it captures the output of tests that pass.
 pub fn print_skip(test: &str, reason: &str) {
-    println!("skip: {test}: {reason}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "skip: {test}: {reason}");
 }
 
+/// Environment variable that makes [`skip_reason`] a failure: `.ci/run` and `make unit` as root
+/// set it to `1`, where every real-kernel test must run.
+pub const REQUIRE_ENV: &str = "NCDEVMEM_REQUIRE_REAL_KERNEL_TESTS";
+
 /// Why real-kernel namespace tests cannot run here, if they cannot: not root, or no `ip`.
+///
+/// # Panics
+/// When [`REQUIRE_ENV`] is `1` and the tests cannot run, so a host that should run them
+/// cannot pass by skipping.
 pub fn skip_reason() -> Option<String> {
+    let reason = host_skip_reason();
+    if let Some(r) = &reason {
+        assert!(
+            std::env::var(REQUIRE_ENV).as_deref() != Ok("1"),
+            "{REQUIRE_ENV}=1, but real-kernel tests cannot run here: {r}"
+        );
+    }
+    reason
+}
+
+fn host_skip_reason() -> Option<String> {
     if !nix::unistd::Uid::effective().is_root() {
         return Some("needs root (CAP_SYS_ADMIN for netns, CAP_NET_ADMIN for bind-rx)".into());
     }

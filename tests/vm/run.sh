@@ -427,6 +427,22 @@ if ((${#test_args[@]})); then
     [ -n "$bin_exe" ] || bin_exe=$target_dir/debug/ncdevmem-rs
 fi
 
+# The kernel's harness files (devmem.py, nk_devmem.py, userns_devmem.py, iou-zcrx.py and the
+# drv-net library, from the tree made above) and py/'s scripts placed in that tree, run on a veth
+# pair on this host, with ncdevmem and iou-zcrx linked to the release binary
+# (py/tests/test_kernel_tree.py). Here because `make test` runs pytest before this suite, when
+# a fresh clone has no tree yet. Skipped under NCDEVMEM_VM_ONLY unless it names host-harness.
+if [ -z "${NCDEVMEM_VM_ONLY:-}" ] || [[ ",$NCDEVMEM_VM_ONLY," == *,host-harness,* ]]; then
+    if python3 -c 'import pytest' 2>/dev/null; then
+        log "host: the kernel's devmem harness files on a veth pair (py/tests/test_kernel_tree.py)"
+        (cd "$repo" && NCDEVMEM_KSELFTEST_TREE=$kst NCDEVMEM=$tool PYTHONDONTWRITEBYTECODE=1 \
+            python3 -m pytest -q -rs -p no:cacheprovider py/tests/test_kernel_tree.py) ||
+            die "the kernel's harness files on this host: py/tests/test_kernel_tree.py failed (above)"
+    else
+        log "host: py/tests/test_kernel_tree.py SKIPPED: python3 has no pytest (make test-tools)"
+    fi
+fi
+
 # ---------------------------------------------------------------------------------------------
 # 5. initramfs
 # ---------------------------------------------------------------------------------------------

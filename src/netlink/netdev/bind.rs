@@ -29,6 +29,17 @@ pub enum DmabufAttr {
     /// `NETDEV_A_DMABUF_RX_PAGE_SIZE` (u32, bytes; net-next 2026-08, not in 6.18): the niov
     /// size of the binding, a power of two ≥ the page size.
     RxPageSize(u32),
+    /// `NETDEV_A_DMABUF_AUTORELEASE` (u8, 0/1; request only) from the unmerged autorelease
+    /// series v7–v10, at the number the kernel's policy gives it (5 in the series as posted;
+    /// found with [`crate::netlink::ctrl::autorelease_attr`]). A 1-byte payload at 5 parses
+    /// as this, a 4-byte one as [`DmabufAttr::RxPageSize`].
+    Autorelease {
+        /// Attribute number.
+        attr: u16,
+        /// 1: tokens still held at `close()` are released then; 0 (the series' default):
+        /// they stay pinned until the binding goes.
+        on: bool,
+    },
     /// Unknown attribute, kept raw.
     Other {
         /// `nla_type` as received.
@@ -50,6 +61,7 @@ impl Nla for DmabufAttr {
             DmabufAttr::Fd(_) => NETDEV_A_DMABUF_FD,
             DmabufAttr::Id(_) => NETDEV_A_DMABUF_ID,
             DmabufAttr::RxPageSize(_) => NETDEV_A_DMABUF_RX_PAGE_SIZE,
+            DmabufAttr::Autorelease { attr, .. } => *attr,
             DmabufAttr::Other { raw_type, .. } => masked(*raw_type),
         }
     }
@@ -61,6 +73,9 @@ impl Nla for DmabufAttr {
             | DmabufAttr::Fd(v)
             | DmabufAttr::Id(v)
             | DmabufAttr::RxPageSize(v) => w.put_u32(k, n, *v),
+            DmabufAttr::Autorelease { on, .. } => {
+                w.put_u8(k, "NETDEV_A_DMABUF_AUTORELEASE", u8::from(*on))
+            }
             DmabufAttr::Queues(inner) => {
                 let nest = w.begin_nest_indexed(k, n);
                 for a in inner {
@@ -79,6 +94,10 @@ impl Nla for DmabufAttr {
             NETDEV_A_DMABUF_QUEUES => DmabufAttr::Queues(parse_all(a.payload())?),
             NETDEV_A_DMABUF_FD => DmabufAttr::Fd(a.u32(what)?),
             NETDEV_A_DMABUF_ID => DmabufAttr::Id(a.u32(what)?),
+            NETDEV_A_DMABUF_RX_PAGE_SIZE if a.payload().len() == 1 => DmabufAttr::Autorelease {
+                attr: a.kind(),
+                on: a.u8("NETDEV_A_DMABUF_AUTORELEASE")? != 0,
+            },
             NETDEV_A_DMABUF_RX_PAGE_SIZE => DmabufAttr::RxPageSize(a.u32(what)?),
             _ => DmabufAttr::Other {
                 raw_type: a.raw_type(),
@@ -138,8 +157,13 @@ impl QueueNest {
 /// NETDEV_A_DMABUF_QUEUES         nest, repeated: one per queue
 ///   ├─ NETDEV_A_QUEUE_ID         u32  queue index
 ///   └─ NETDEV_A_QUEUE_TYPE       u32  0 (rx)
+/// NETDEV_A_DMABUF_AUTORELEASE    u8   0/1, only when set (unmerged series; number probed)
 /// NETDEV_A_DMABUF_RX_PAGE_SIZE   u32  bytes, only when set
 /// ```
+///
+/// The autorelease attribute goes right after the queues, where YNL puts it (C ncdevmem of
+/// the series calls `netdev_bind_rx_req_set_autorelease` on every bind, so YNL always sends
+/// it; ncdevmem-rs sends it only to a kernel whose policy has it, see `app.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BindRxRequest {
     /// Interface index.
@@ -153,6 +177,10 @@ pub struct BindRxRequest {
     /// Niov size in bytes (`NETDEV_A_DMABUF_RX_PAGE_SIZE`); `None` leaves it out (kernel
     /// default: the page size). Kernels before net-next 2026-08 reject the attribute.
     pub rx_page_size: Option<u32>,
+    /// `NETDEV_A_DMABUF_AUTORELEASE` (attribute number, value); `None` leaves it out. Only
+    /// kernels with the unmerged autorelease series know it; others answer EINVAL "Unknown
+    /// attribute type".
+    pub autorelease: Option<(u16, bool)>,
 }
 
 impl BindRxRequest {
@@ -164,7 +192,14 @@ impl BindRxRequest {
             fd: u32::try_from(dmabuf_fd.as_raw_fd()).ok(),
             queues: rx_queues.iter().map(|&q| QueueNest::rx(q)).collect(),
             rx_page_size: None,
+            autorelease: None,
         }
+    }
+
+    /// Sets or clears the autorelease attribute: `(attribute number, value)`.
+    pub fn autorelease(mut self, attr: Option<(u16, bool)>) -> Self {
+        self.autorelease = attr;
+        self
     }
 
     /// Sets the interface name used in errors.
@@ -193,6 +228,9 @@ impl BindRxRequest {
             v.push(DmabufAttr::Fd(fd));
         }
         v.extend(self.queues.iter().map(|q| DmabufAttr::Queues(q.attrs())));
+        if let Some((attr, on)) = self.autorelease {
+            v.push(DmabufAttr::Autorelease { attr, on });
+        }
         if let Some(s) = self.rx_page_size {
             v.push(DmabufAttr::RxPageSize(s));
         }
@@ -209,6 +247,9 @@ impl BindRxRequest {
         );
         if let Some(s) = self.rx_page_size {
             t.push_str(&format!(", rx-page-size {s}"));
+        }
+        if let Some((_, on)) = self.autorelease {
+            t.push_str(&format!(", autorelease {}", u8::from(on)));
         }
         t
     }
@@ -444,13 +485,14 @@ mod tests {
             fd: Some(7),
             queues: vec![QueueNest::rx(8), QueueNest::rx(9)],
             rx_page_size,
+            autorelease: None,
         }
     }
 
     /// bind-rx for ifindex 4, fd 7, RX queues 8 and 9, family id 20, seq 0x11223344, pid 0.
     /// Synthetic (no NIC here can take a bind); attribute order as YNL sends it (ifindex, fd,
-    /// queues), which is what the offsets 6.18 reports imply (kernel-6.18-here.md §3: the
-    /// first queue nest's type sits at 48).
+    /// queues), which is what the offsets 6.18 reports imply (the first queue nest's type sits
+    /// at 48; `docs/kernel-interface.md#bind-rx-and-bind-tx`).
     #[rustfmt::skip]
     const BIND_RX: &[u8] = &[
         0x4c, 0x00, 0x00, 0x00, // nlmsg_len 76
@@ -524,6 +566,59 @@ mod tests {
             req.target(),
             "eth0 (ifindex 4), queues 8..=9, rx-page-size 16384"
         );
+    }
+
+    /// The request with the autorelease series' attribute (number 5, u8 1) after the queues,
+    /// where YNL puts it (synthetic: no kernel here has the series).
+    #[rustfmt::skip]
+    const BIND_RX_AUTORELEASE: &[u8] = &[
+        0x54, 0x00, 0x00, 0x00, // nlmsg_len 84
+        0x14, 0x00,             // nlmsg_type 20 (netdev)
+        0x05, 0x00,             // NLM_F_REQUEST | NLM_F_ACK
+        0x44, 0x33, 0x22, 0x11, // seq 0x11223344
+        0x00, 0x00, 0x00, 0x00, // pid 0
+        0x0d,                   // cmd 13 NETDEV_CMD_BIND_RX
+        0x01,                   // version 1
+        0x00, 0x00,             // reserved
+        0x08, 0x00, 0x01, 0x00, // @20 nla_len 8, NETDEV_A_DMABUF_IFINDEX
+        0x04, 0x00, 0x00, 0x00, //     ifindex 4
+        0x08, 0x00, 0x03, 0x00, // @28 nla_len 8, NETDEV_A_DMABUF_FD
+        0x07, 0x00, 0x00, 0x00, //     fd 7
+        0x14, 0x00, 0x02, 0x80, // @36 nla_len 20, NETDEV_A_DMABUF_QUEUES | NLA_F_NESTED
+        0x08, 0x00, 0x01, 0x00, // @40   NETDEV_A_QUEUE_ID
+        0x08, 0x00, 0x00, 0x00, //       queue 8
+        0x08, 0x00, 0x03, 0x00, // @48   NETDEV_A_QUEUE_TYPE
+        0x00, 0x00, 0x00, 0x00, //       0 (rx)
+        0x14, 0x00, 0x02, 0x80, // @56 nla_len 20, NETDEV_A_DMABUF_QUEUES | NLA_F_NESTED
+        0x08, 0x00, 0x01, 0x00, // @60   NETDEV_A_QUEUE_ID
+        0x09, 0x00, 0x00, 0x00, //       queue 9
+        0x08, 0x00, 0x03, 0x00, // @68   NETDEV_A_QUEUE_TYPE
+        0x00, 0x00, 0x00, 0x00, //       0 (rx)
+        0x05, 0x00, 0x05, 0x00, // @76 nla_len 5, NETDEV_A_DMABUF_AUTORELEASE (5 in the series)
+        0x01, 0x00, 0x00, 0x00, //     1, then 3 bytes of padding
+    ];
+
+    #[test]
+    fn bind_rx_with_autorelease_bytes() {
+        let req = bind_rx_req(None).autorelease(Some((5, true)));
+        let bytes = encode_bind_rx(20, &req, 0x1122_3344, 0).unwrap();
+        assert_eq!(bytes, BIND_RX_AUTORELEASE);
+        assert_eq!(
+            parse_all::<DmabufAttr>(&BIND_RX_AUTORELEASE[20..]).unwrap(),
+            req.attrs()
+        );
+        assert_eq!(
+            req.target(),
+            "eth0 (ifindex 4), queues 8..=9, autorelease 1"
+        );
+        // 0 is sent as a 0 byte, not left out; the rebased numbering (6) only moves the type.
+        let off = bind_rx_req(None).autorelease(Some((6, false)));
+        let bytes = encode_bind_rx(20, &off, 0x1122_3344, 0).unwrap();
+        assert_eq!(
+            &bytes[76..],
+            &[0x05, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00]
+        );
+        assert_eq!(&bytes[..76], &BIND_RX_AUTORELEASE[..76]);
     }
 
     #[test]
@@ -603,6 +698,7 @@ mod tests {
                 queue_type: Some(queue_type),
             }],
             rx_page_size: None,
+            autorelease: None,
         }
     }
 
