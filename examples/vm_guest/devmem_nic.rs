@@ -2188,7 +2188,7 @@ fn kernel_iou_zcrx_py(ctx: &Ctx) -> CaseResult {
         let names: Vec<&str> = r.results.iter().map(|(t, _)| t.as_str()).collect();
         names == IOU_ZCRX_TESTS && r.results.iter().all(|(_, v)| v == "ok")
     };
-    // Seen once in six suite runs (docs/kernel-harness.md): the client's connects refused for
+    // Seen once in nine runs (docs/kernel-harness.md): the client's connects refused for
     // 5 s while the server, listening, got no connection. Not understood; one more run, and
     // the note says so.
     let mut note = String::new();
