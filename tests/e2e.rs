@@ -271,7 +271,8 @@ fn sigterm_while_waiting_unwinds_and_fails() {
             &p.a,
             &["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
         ));
-        std::thread::sleep(Duration::from_millis(500));
+        // Listening means the stop-signal handlers are in place (they are installed first).
+        common::wait_listening(child.id(), PORT.parse().unwrap());
         // `ip netns exec` execs the binary, so the child pid is ncdevmem-rs itself.
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig)
             .expect("send the signal");
@@ -297,7 +298,7 @@ fn sigterm_while_waiting_unwinds_and_fails() {
     ])
     .args(["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"]);
     let child = spawn(c);
-    std::thread::sleep(Duration::from_millis(500));
+    common::wait_listening(child.id(), PORT.parse().unwrap());
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, Signal::SIGHUP).expect("send SIGHUP");
     std::thread::sleep(Duration::from_millis(300));

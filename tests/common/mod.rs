@@ -68,6 +68,36 @@ fn host_skip_reason() -> Option<String> {
     }
 }
 
+/// Waits (up to 10 s) until process `pid` has a TCP socket listening on `port`, read from its
+/// own `/proc/<pid>/net/tcp{,6}` (so in its network namespace): a readiness check for tests
+/// that signal or connect to a server they started, instead of a fixed sleep.
+///
+/// # Panics
+/// When the process is not listening within 10 s.
+pub fn wait_listening(pid: u32, port: u16) {
+    let want = format!(":{port:04X} ");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let listening = ["tcp", "tcp6"].iter().any(|f| {
+            std::fs::read_to_string(format!("/proc/{pid}/net/{f}")).is_ok_and(|t| {
+                t.lines().skip(1).any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    // local_address is column 1, st column 3 (0A = LISTEN).
+                    cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
+                })
+            })
+        });
+        if listening {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} is not listening on port {port} after 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn run(cmd: &mut Command) -> Result<Output, String> {
     let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
     if out.status.success() {
