@@ -33,9 +33,9 @@ use std::fs::OpenOptions;
 use std::io::ErrorKind;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 
 use crate::error::{Error, Result};
+use crate::sys::mmap::{checked_range, MappedRegion};
 use crate::sys::{self, uapi};
 
 /// Memory that dmabuf frags point into, read only through bounds-checked views.
@@ -184,30 +184,6 @@ pub fn check_size_limit(size_bytes: u64, limit_mb: u64) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Checks `[offset, offset + len)` against a region of `region_len` bytes with overflow-safe
-/// arithmetic and returns it as a `usize` range. `what` names the access in the
-/// `Error::Bounds` (e.g. `"dma-buf frag"`). The exact end (`offset + len == region_len`) is in
-/// bounds; so is an empty range at the end.
-pub fn checked_range(
-    what: &str,
-    offset: u64,
-    len: u64,
-    region_len: usize,
-) -> Result<std::ops::Range<usize>> {
-    let bounds = || Error::Bounds {
-        what: what.to_string(),
-        offset,
-        len,
-        region_len: region_len as u64,
-    };
-    let end = offset.checked_add(len).ok_or_else(bounds)?;
-    if end > region_len as u64 {
-        return Err(bounds());
-    }
-    // Both fit in usize: end <= region_len, which is a usize.
-    Ok(offset as usize..end as usize)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -466,118 +442,6 @@ pub fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<()> {
             ),
             errno,
         ));
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Mapped memory
-// ---------------------------------------------------------------------------------------------
-
-/// An owned `mmap` of `len` bytes (`PROT_READ|PROT_WRITE`), unmapped on drop. Read through
-/// bounds-checked [`MappedRegion::bytes`] views; written with [`MappedRegion::write_at`].
-///
-/// See the module docs for when a view over shared DMA memory is sound.
-#[derive(Debug)]
-pub struct MappedRegion {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the region is plain memory owned by this value (no thread-affine state); moving the
-// owner to another thread moves the right to unmap it with it.
-unsafe impl Send for MappedRegion {}
-// SAFETY: `&MappedRegion` only hands out `&[u8]` views (reads); all writes need `&mut self`, so
-// sharing references across threads adds no data race within this process.
-unsafe impl Sync for MappedRegion {}
-
-impl MappedRegion {
-    /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED, fd, 0)`. For a dma-buf fd MAP_SHARED
-    /// is required (udmabuf refuses private mappings with `EINVAL`).
-    pub fn map_shared(fd: BorrowedFd<'_>, len: usize) -> Result<Self> {
-        Self::map(fd, len, libc::MAP_SHARED)
-    }
-
-    /// `mmap(NULL, len, PROT_READ|PROT_WRITE, flags, fd, 0)` with caller-chosen `flags`
-    /// (e.g. `MAP_SHARED | MAP_POPULATE`). `MAP_FIXED` and `MAP_FIXED_NOREPLACE` are refused
-    /// (`Error::Usage`): the kernel picks the address, so no existing mapping is replaced.
-    /// `len == 0` is refused the same way. Kernel errors: `Error::Sys` naming the call.
-    pub fn map(fd: BorrowedFd<'_>, len: usize, flags: libc::c_int) -> Result<Self> {
-        if flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
-            return Err(Error::Usage(
-                "mmap: MAP_FIXED/MAP_FIXED_NOREPLACE refused; the kernel must pick the address"
-                    .into(),
-            ));
-        }
-        if len == 0 {
-            return Err(Error::Usage("mmap: a mapping of 0 bytes is refused".into()));
-        }
-        // SAFETY: addr is NULL and no MAP_FIXED flag is set, so the kernel chooses a fresh
-        // address range and cannot replace any existing mapping (no Rust object's memory is
-        // affected). `fd` is live for the call. The result is checked against MAP_FAILED below.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(Error::last_os(format!(
-                "mmap({len} bytes, PROT_READ|PROT_WRITE, flags 0x{flags:x}, fd {})",
-                fd.as_raw_fd()
-            )));
-        }
-        let ptr = NonNull::new(addr.cast::<u8>()).ok_or_else(|| {
-            Error::Failure("mmap returned a NULL mapping without an error".into())
-        })?;
-        Ok(MappedRegion { ptr, len })
-    }
-
-    /// Length of the mapping in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false (0-byte mappings are refused); for clippy's `len_without_is_empty`.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// A view of `[offset, offset + len)`; `Error::Bounds` (what = "mapped region") if it
-    /// leaves the mapping or `offset + len` overflows. Sound only while nobody else writes
-    /// those bytes (see the module docs).
-    pub fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
-        let r = checked_range("mapped region", offset, len, self.len)?;
-        // SAFETY: `r` lies inside [0, self.len) (checked above), and the mapping of self.len
-        // bytes stays valid and readable for as long as `self` is borrowed (munmap only in
-        // Drop). Writes from this process need `&mut self`, so none happen while the view
-        // lives; the module docs state when writes by the device are excluded.
-        Ok(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(r.start), r.len()) })
-    }
-
-    /// Copies `data` into the mapping at `offset` (bytes); `Error::Bounds` if it does not fit.
-    pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        let r = checked_range("mapped region write", offset, data.len() as u64, self.len)?;
-        // SAFETY: the destination [r.start, r.end) lies inside the live, writable mapping
-        // (checked above); `&mut self` guarantees no view into it is alive; `data` is a
-        // separate Rust slice, so the ranges cannot overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(r.start), data.len())
-        };
-        Ok(())
-    }
-}
-
-impl Drop for MappedRegion {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len are exactly the range this value mapped and nothing else unmapped it;
-        // no view can outlive `self` (they borrow it), so nothing refers to the memory after.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
     }
 }
 
@@ -942,37 +806,6 @@ mod tests {
     }
 
     #[test]
-    fn checked_range_bounds() {
-        // Exact end is in bounds; empty at the end too.
-        assert_eq!(checked_range("frag", 96, 4, 100).unwrap(), 96..100);
-        assert_eq!(checked_range("frag", 100, 0, 100).unwrap(), 100..100);
-        // Past the end.
-        let e = checked_range("frag", 97, 4, 100).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Bounds { ref what, offset: 97, len: 4, region_len: 100 } if what == "frag"
-            ),
-            "{e}"
-        );
-        assert!(checked_range("frag", 101, 0, 100).is_err());
-        // offset + len overflows u64.
-        let e = checked_range("frag", u64::MAX, 2, 100).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Bounds {
-                    offset: u64::MAX,
-                    len: 2,
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        assert!(checked_range("frag", 1, u64::MAX, usize::MAX).is_err());
-    }
-
-    #[test]
     fn sync_flag_names() {
         assert_eq!(sync_flags_name(SYNC_START_READ), "START|READ");
         assert_eq!(sync_flags_name(SYNC_END_READ), "END|READ");
@@ -1098,24 +931,5 @@ mod tests {
         // A missing 2 MiB pool is a skip for hugetlb.
         let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
         assert!(msg.contains("no 2 MiB hugepage pool"), "{msg}");
-    }
-
-    #[test]
-    fn map_refuses_fixed_and_empty() {
-        let fd = std::fs::File::open("/dev/zero").expect("open /dev/zero");
-        for flags in [
-            libc::MAP_SHARED | libc::MAP_FIXED,
-            libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE,
-        ] {
-            let e = MappedRegion::map(fd.as_fd(), 4096, flags).unwrap_err();
-            assert!(
-                matches!(e, Error::Usage(ref m) if m.contains("MAP_FIXED")),
-                "{e}"
-            );
-        }
-        assert!(matches!(
-            MappedRegion::map_shared(fd.as_fd(), 0),
-            Err(Error::Usage(_))
-        ));
     }
 }

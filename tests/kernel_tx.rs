@@ -22,13 +22,14 @@ use common::NetNs;
 use ncdevmem::error::{Error, EXIT_SKIP};
 use ncdevmem::netlink::netdev::Netdev;
 use ncdevmem::netlink::skip_if_family_missing;
+use ncdevmem::sys::mmap::MappedRegion;
 use ncdevmem::sys::socket;
 use ncdevmem::sys::zerocopy::{set_zerocopy, ZerocopySocket};
 use ncdevmem::tx::devmem::{
     parse_completion, transmit, walk_cmsgs, CompletionTracker, DmabufIov, ErrqueueRead,
     PatternSource, TxConfig, TxSocket, ERRQUEUE_CONTROL_LEN, MAX_IOV,
 };
-use ncdevmem::udmabuf::{MappedRegion, Memfd};
+use ncdevmem::udmabuf::Memfd;
 use ncdevmem::validate::Pattern;
 
 const TIMEOUT: Duration = Duration::from_secs(5);

@@ -553,7 +553,7 @@ impl FragMemory for VecMemory {
 
     fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
         // The same bounds check as the real mapping.
-        let r = crate::udmabuf::checked_range("VecMemory read", offset, len, self.bytes.len())?;
+        let r = crate::sys::mmap::checked_range("VecMemory read", offset, len, self.bytes.len())?;
         if !self.reading.get() {
             self.reads_outside.set(self.reads_outside.get() + 1);
         }

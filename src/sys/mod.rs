@@ -1,9 +1,11 @@
 //! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]),
 //! socket calls ([`socket`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem
-//! TX ([`zerocopy`]) and the memory shared with io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI) contain no
-//! `unsafe`, except the mapped-memory views in `udmabuf`.
+//! TX ([`zerocopy`]), owned memory mappings ([`mmap`]) and io_uring zcrx ([`uring_mem`]). Other
+//! modules (policy, netlink logic, CLI) contain no `unsafe`, except the udmabuf ioctls in
+//! `udmabuf`.
 
 pub mod ethtool_ioctl;
+pub mod mmap;
 pub mod netlink_sock;
 pub mod signals;
 pub mod socket;

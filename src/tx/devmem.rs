@@ -41,8 +41,9 @@ use crate::backoff::Backoff;
 use crate::error::{errno_display, Error, Result};
 use crate::rx::{cmsg_align, cmsg_len, cmsg_space, CMSGHDR_LEN};
 use crate::stats::gbit_per_s;
+use crate::sys::mmap::MappedRegion;
 use crate::sys::uapi::{SCM_DEVMEM_DMABUF, SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY};
-use crate::udmabuf::{MappedRegion, Udmabuf};
+use crate::udmabuf::Udmabuf;
 use crate::validate::{Pattern, StreamSpec};
 
 /// Most iovs one `sendmsg` takes (`UIO_MAXIOV`, include/uapi/linux/uio.h; ncdevmem.c's

@@ -171,7 +171,7 @@ impl TxMemory for ScriptedTxMemory {
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let mut s = self.shared.borrow_mut();
-        let r = crate::udmabuf::checked_range(
+        let r = crate::sys::mmap::checked_range(
             "scripted dma-buf write",
             offset,
             data.len() as u64,
