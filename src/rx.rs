@@ -33,8 +33,8 @@ use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::stats::{RxMode, RxStats};
 use crate::sys::uapi::{
-    dmabuf_cmsg, dmabuf_token, MAX_DONTNEED_FRAGS, MAX_DONTNEED_TOKENS, SCM_DEVMEM_DMABUF,
-    SCM_DEVMEM_LINEAR,
+    cmsg_len, cmsg_space, dmabuf_cmsg, dmabuf_token, walk_cmsgs, CmsgWalk, DMABUF_CMSG_LEN,
+    MAX_DONTNEED_FRAGS, MAX_DONTNEED_TOKENS, SCM_DEVMEM_DMABUF, SCM_DEVMEM_LINEAR,
 };
 use crate::udmabuf::FragMemory;
 use crate::validate::StreamSpec;
@@ -78,28 +78,6 @@ pub trait RxSocket {
 // cmsg layout (x86_64 / LP64; include/uapi/linux/socket.h, include/linux/socket.h)
 // ---------------------------------------------------------------------------------------------
 
-/// `sizeof(struct cmsghdr)` on LP64: `cmsg_len` (u64, bytes of header + payload), `cmsg_level`
-/// (i32), `cmsg_type` (i32).
-pub const CMSGHDR_LEN: usize = 16;
-
-/// `sizeof(struct dmabuf_cmsg)` (include/uapi/linux/uio.h): the payload of both devmem cmsgs.
-pub const DMABUF_CMSG_LEN: usize = 24;
-
-/// `CMSG_ALIGN(len)`: rounds a byte length up to the 8-byte cmsg alignment.
-pub const fn cmsg_align(len: usize) -> usize {
-    (len + 7) & !7
-}
-
-/// `CMSG_LEN(payload)`: the `cmsg_len` value of a cmsg with `payload` bytes.
-pub const fn cmsg_len(payload: usize) -> usize {
-    CMSGHDR_LEN + payload
-}
-
-/// `CMSG_SPACE(payload)`: bytes a cmsg with `payload` bytes takes in the control buffer.
-pub const fn cmsg_space(payload: usize) -> usize {
-    CMSGHDR_LEN + cmsg_align(payload)
-}
-
 /// Control-buffer bytes per devmem cmsg: `CMSG_SPACE(sizeof(struct dmabuf_cmsg))` = 40.
 pub const DEVMEM_CMSG_SPACE: usize = cmsg_space(DMABUF_CMSG_LEN);
 
@@ -110,8 +88,6 @@ pub const DEFAULT_DATA_BUF_LEN: usize = 819_200;
 pub const DEFAULT_CONTROL_BUF_LEN: usize = 2000 * DEVMEM_CMSG_SPACE;
 
 const _: () = assert!(DEVMEM_CMSG_SPACE == 40);
-// The hand-written cmsg header is libc's.
-const _: () = assert!(CMSGHDR_LEN == std::mem::size_of::<libc::cmsghdr>());
 const _: () = assert!(cmsg_len(DMABUF_CMSG_LEN) == 40);
 const _: () = assert!(DEFAULT_CONTROL_BUF_LEN == 80_000);
 
@@ -171,8 +147,8 @@ impl PartialEq for Cmsg {
 
 impl Eq for Cmsg {}
 
-/// Walks the cmsgs in `control` (the first `msg_controllen` bytes of the control buffer), like
-/// `CMSG_FIRSTHDR`/`CMSG_NXTHDR` but over bytes, never reading past the slice.
+/// Walks the cmsgs in `control` (the first `msg_controllen` bytes of the control buffer) with
+/// [`walk_cmsgs`], decoding the devmem ones.
 ///
 /// Yields `Err(Error::Decode)` once and then stops for: fewer than 16 bytes left for a header,
 /// `cmsg_len < 16`, `cmsg_len` larger than the bytes left (a truncated cmsg), or a devmem cmsg
@@ -180,8 +156,7 @@ impl Eq for Cmsg {}
 /// 24 bytes is accepted and its first 24 bytes are decoded.
 pub fn cmsgs(control: &[u8]) -> CmsgIter<'_> {
     CmsgIter {
-        buf: control,
-        pos: 0,
+        walk: walk_cmsgs(control),
         done: false,
     }
 }
@@ -189,19 +164,8 @@ pub fn cmsgs(control: &[u8]) -> CmsgIter<'_> {
 /// Iterator returned by [`cmsgs`].
 #[derive(Debug, Clone)]
 pub struct CmsgIter<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    walk: CmsgWalk<'a>,
     done: bool,
-}
-
-impl CmsgIter<'_> {
-    fn fail(&mut self, what: &str, detail: String) -> Option<Result<Cmsg>> {
-        self.done = true;
-        Some(Err(Error::Decode {
-            what: what.to_string(),
-            detail,
-        }))
-    }
 }
 
 /// Reads `N` bytes at `at` of `buf`; the caller guarantees the range is inside.
@@ -215,44 +179,14 @@ impl Iterator for CmsgIter<'_> {
     type Item = Result<Cmsg>;
 
     fn next(&mut self) -> Option<Result<Cmsg>> {
-        if self.done || self.pos >= self.buf.len() {
+        if self.done {
             return None;
         }
-        let pos = self.pos;
-        let rest = &self.buf[pos..];
-        if rest.len() < CMSGHDR_LEN {
-            return self.fail(
-                "cmsghdr",
-                format!(
-                    "{} trailing bytes at control offset {pos}; a cmsghdr needs {CMSGHDR_LEN}",
-                    rest.len()
-                ),
-            );
-        }
-        let len = u64::from_ne_bytes(take::<8>(rest, 0));
-        let level = i32::from_ne_bytes(take::<4>(rest, 8));
-        let ty = i32::from_ne_bytes(take::<4>(rest, 12));
-        if len < CMSGHDR_LEN as u64 {
-            return self.fail(
-                "cmsghdr",
-                format!(
-                    "cmsg_len {len} at control offset {pos} is below the {CMSGHDR_LEN}-byte header"
-                ),
-            );
-        }
-        if len > rest.len() as u64 {
-            return self.fail(
-                "cmsghdr",
-                format!(
-                    "cmsg_len {len} (level {level}, type {ty}) at control offset {pos} exceeds the {} bytes left: truncated cmsg",
-                    rest.len()
-                ),
-            );
-        }
-        let len = len as usize;
-        let payload = &rest[CMSGHDR_LEN..len];
-        // The last cmsg's padding may be cut off by the end of the buffer.
-        self.pos += cmsg_align(len).min(rest.len());
+        let c = match self.walk.next()? {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        let (level, ty, payload) = (c.level, c.ty, c.payload);
         if level == libc::SOL_SOCKET && (ty == SCM_DEVMEM_LINEAR || ty == SCM_DEVMEM_DMABUF) {
             let name = if ty == SCM_DEVMEM_LINEAR {
                 "SCM_DEVMEM_LINEAR cmsg"
@@ -260,13 +194,15 @@ impl Iterator for CmsgIter<'_> {
                 "SCM_DEVMEM_DMABUF cmsg"
             };
             if payload.len() < DMABUF_CMSG_LEN {
-                return self.fail(
-                    name,
-                    format!(
-                        "payload of {} bytes at control offset {pos}; struct dmabuf_cmsg needs {DMABUF_CMSG_LEN}",
-                        payload.len()
+                self.done = true;
+                return Some(Err(Error::Decode {
+                    what: name.to_string(),
+                    detail: format!(
+                        "payload of {} bytes at control offset {}; struct dmabuf_cmsg needs {DMABUF_CMSG_LEN}",
+                        payload.len(),
+                        c.offset
                     ),
-                );
+                }));
             }
             let d = dmabuf_cmsg {
                 frag_offset: u64::from_ne_bytes(take::<8>(payload, 0)),
@@ -283,7 +219,11 @@ impl Iterator for CmsgIter<'_> {
                 Cmsg::Dmabuf(d)
             }));
         }
-        Some(Ok(Cmsg::Other { level, ty, len }))
+        Some(Ok(Cmsg::Other {
+            level,
+            ty,
+            len: c.len(),
+        }))
     }
 }
 
@@ -1503,7 +1443,7 @@ mod tests {
             let mut n = 0;
             for c in cmsgs(&bytes) {
                 n += 1;
-                prop_assert!(n <= bytes.len() / CMSGHDR_LEN + 1);
+                prop_assert!(n <= bytes.len() / crate::sys::uapi::CMSGHDR_LEN + 1);
                 if c.is_err() {
                     break;
                 }

@@ -24,10 +24,11 @@ use ncdevmem::netlink::netdev::Netdev;
 use ncdevmem::netlink::skip_if_family_missing;
 use ncdevmem::sys::mmap::MappedRegion;
 use ncdevmem::sys::socket;
+use ncdevmem::sys::uapi::walk_cmsgs;
 use ncdevmem::sys::zerocopy::{set_zerocopy, ZerocopySocket};
 use ncdevmem::tx::devmem::{
-    parse_completion, transmit, walk_cmsgs, CompletionTracker, DmabufIov, ErrqueueRead,
-    PatternSource, TxConfig, TxSocket, ERRQUEUE_CONTROL_LEN, MAX_IOV,
+    parse_completion, transmit, CompletionTracker, DmabufIov, ErrqueueRead, PatternSource,
+    TxConfig, TxSocket, ERRQUEUE_CONTROL_LEN, MAX_IOV,
 };
 use ncdevmem::udmabuf::Memfd;
 use ncdevmem::validate::Pattern;
@@ -139,8 +140,11 @@ fn zerocopy_completions_over_loopback_with_dmabuf_id_0() {
             match sock.recv_errqueue(&mut control) {
                 Ok(read) => {
                     let c = parse_completion(&read, &control).expect("a zerocopy completion");
-                    let cm = walk_cmsgs(&control[..read.control_len]).unwrap();
-                    levels.push((cm[0].0, cm[0].1));
+                    let cm = walk_cmsgs(&control[..read.control_len])
+                        .next()
+                        .expect("a cmsg")
+                        .unwrap();
+                    levels.push((cm.level, cm.ty));
                     assert_ne!(read.msg_flags & libc::MSG_ERRQUEUE, 0);
                     tracker
                         .complete(c.lo, c.hi)
