@@ -28,10 +28,9 @@
 //! ([`Udmabuf::write_at`], [`MappedRegion::write_at`]) need `&mut self`, so no view is alive
 //! while this process writes.
 
-use std::ffi::{CStr, CString};
-use std::fs::OpenOptions;
+use std::ffi::CStr;
 use std::io::ErrorKind;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -169,6 +168,17 @@ pub fn parse_size_limit_mb(contents: &str) -> Result<u64> {
         what: SIZE_LIMIT_MB_PATH.into(),
         detail: format!("expected a number of MiB, got {t:?} ({e})"),
     })
+}
+
+/// Reads the udmabuf module's `size_limit_mb` at `path` (normally [`SIZE_LIMIT_MB_PATH`]):
+/// `Ok(None)` when the file does not exist (no limit known). Garbage is `Error::Decode`, an
+/// unreadable file `Error::Sys`.
+pub fn read_size_limit_mb(path: &Path) -> Result<Option<u64>> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => parse_size_limit_mb(&s).map(Some),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error(format!("read({})", path.display()), &e)),
+    }
 }
 
 /// Refuses `size_bytes` above the udmabuf module's limit of `limit_mb` MiB, as the kernel
@@ -314,6 +324,37 @@ fn io_error(call: String, e: &std::io::Error) -> Error {
     Error::sys(call, e.raw_os_error().unwrap_or(libc::EIO))
 }
 
+/// Opens the udmabuf device at `dev` `O_RDWR|O_CLOEXEC`. Errors: a missing device (`ENOENT`,
+/// `ENODEV`, `ENXIO`) is `Error::Skip` ("no udmabuf: ...", naming `CONFIG_UDMABUF`), `EACCES`
+/// or `EPERM` is `Error::Skip` (needs root), anything else `Error::Sys`.
+pub fn open_device(dev: &Path) -> Result<OwnedFd> {
+    sys::udmabuf::open_device(dev).map_err(|errno| {
+        let text = open_failure(dev, errno);
+        match errno {
+            libc::ENOENT | libc::ENODEV | libc::ENXIO => Error::Skip(format!("no udmabuf: {text}")),
+            libc::EACCES | libc::EPERM => Error::Skip(text),
+            _ => Error::sys(format!("open({}, O_RDWR)", dev.display()), errno),
+        }
+    })
+}
+
+/// What a failed `open` of the udmabuf device at `dev` with `errno` means, as one sentence:
+/// `cannot open /dev/udmabuf (ENOENT (...)): the kernel needs CONFIG_UDMABUF ...`.
+pub fn open_failure(dev: &Path, errno: i32) -> String {
+    let why = match errno {
+        libc::ENOENT | libc::ENODEV | libc::ENXIO => {
+            ": the kernel needs CONFIG_UDMABUF (built in, or the udmabuf module)"
+        }
+        libc::EACCES | libc::EPERM => ": needs root or write access to the device",
+        _ => "",
+    };
+    format!(
+        "cannot open {} ({}){why}",
+        dev.display(),
+        crate::error::errno_display(errno)
+    )
+}
+
 /// Checks everything that can make a udmabuf allocation a skip, before anything is created or
 /// changed, on the real system. See [`preflight_at`].
 pub fn preflight(params: &UdmabufParams) -> Result<()> {
@@ -345,42 +386,9 @@ pub fn preflight_device(params: &UdmabufParams) -> Result<()> {
 
 /// Steps 1 and 2 of [`preflight_at`].
 pub fn preflight_device_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
-    let dev = paths.udmabuf_dev.display();
-    match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&paths.udmabuf_dev)
-    {
-        Ok(_file) => {}
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ENOENT | libc::ENODEV | libc::ENXIO)
-            ) =>
-        {
-            return Err(Error::Skip(format!(
-                "no udmabuf: cannot open {dev} ({}); the kernel needs CONFIG_UDMABUF \
-                 (built in, or the udmabuf module loaded)",
-                crate::error::errno_display(e.raw_os_error().unwrap_or(libc::ENOENT))
-            )));
-        }
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
-            return Err(Error::Skip(format!(
-                "cannot open {dev} ({}): needs root or write access to the device",
-                crate::error::errno_display(e.raw_os_error().unwrap_or(libc::EACCES))
-            )));
-        }
-        Err(e) => return Err(io_error(format!("open({dev}, O_RDWR)"), &e)),
-    }
-    match std::fs::read_to_string(&paths.size_limit_mb) {
-        Ok(s) => check_size_limit(params.size_bytes, parse_size_limit_mb(&s)?)?,
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(io_error(
-                format!("read({})", paths.size_limit_mb.display()),
-                &e,
-            ))
-        }
+    drop(open_device(&paths.udmabuf_dev)?);
+    if let Some(limit_mb) = read_size_limit_mb(&paths.size_limit_mb)? {
+        check_size_limit(params.size_bytes, limit_mb)?;
     }
     Ok(())
 }
@@ -416,19 +424,12 @@ pub fn sync_flags_name(flags: u64) -> String {
 /// `EINTR`/`EAGAIN` are retried a few times. Errors: `Error::Sys` naming the ioctl, the flags
 /// and the fd (`ENOTTY` when `fd` is not a dma-buf).
 pub fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<()> {
-    let arg = uapi::dma_buf_sync { flags };
     let mut attempts = 0;
     let mut backoff = crate::backoff::Backoff::default();
     loop {
-        // SAFETY: `fd` is a live descriptor for the borrow's duration; DMA_BUF_IOCTL_SYNC is an
-        // _IOW ioctl that reads exactly size_of::<dma_buf_sync>() (8) bytes from the pointer,
-        // which points at `arg`, alive across the call. On a non-dma-buf fd the kernel answers
-        // ENOTTY (or the file's own ioctl refuses the unknown number) without touching memory.
-        let ret = unsafe { libc::ioctl(fd.as_raw_fd(), uapi::DMA_BUF_IOCTL_SYNC, &arg) };
-        if ret >= 0 {
+        let Err(errno) = sys::udmabuf::dma_buf_sync(fd, flags) else {
             return Ok(());
-        }
-        let errno = sys::last_errno();
+        };
         attempts += 1;
         if (errno == libc::EINTR || errno == libc::EAGAIN) && attempts < 16 {
             backoff.pause();
@@ -471,32 +472,21 @@ impl Memfd {
         if hugetlb {
             flags |= libc::MFD_HUGETLB | uapi::MFD_HUGE_2MB;
         }
-        // SAFETY: `name` is a valid NUL-terminated string for the call; memfd_create takes no
-        // other pointers. The result is checked before use.
-        let raw = unsafe { libc::memfd_create(name.as_ptr(), flags) };
-        if raw < 0 {
-            let errno = sys::last_errno();
+        let fd = sys::udmabuf::memfd_create(name, flags).map_err(|errno| {
             if hugetlb && matches!(errno, libc::EINVAL | libc::ENODEV) {
-                return Err(Error::Skip(format!(
+                return Error::Skip(format!(
                     "no 2 MiB hugetlb memfd: memfd_create(MFD_HUGETLB|MFD_HUGE_2MB): {}",
                     crate::error::errno_display(errno)
-                )));
+                ));
             }
-            return Err(Error::sys(
-                format!("memfd_create({name:?}, 0x{flags:x})"),
-                errno,
-            ));
-        }
-        // SAFETY: memfd_create returned a new descriptor (checked >= 0) that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: plain fcntl on a descriptor we own; F_ADD_SEALS takes an int argument.
-        let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
-        sys::cvt(ret, "fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK)")?;
+            Error::sys(format!("memfd_create({name:?}, 0x{flags:x})"), errno)
+        })?;
+        sys::udmabuf::add_seals(fd.as_fd(), libc::F_SEAL_SHRINK)
+            .map_err(|e| Error::sys("fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK)", e))?;
         let len = libc::off_t::try_from(size)
             .map_err(|_| Error::Usage(format!("memfd size {size} bytes does not fit off_t")))?;
-        // SAFETY: ftruncate on a descriptor we own; no pointers.
-        let ret = unsafe { libc::ftruncate(fd.as_raw_fd(), len) };
-        sys::cvt(ret, &format!("ftruncate(memfd, {size} bytes)"))?;
+        sys::udmabuf::ftruncate(fd.as_fd(), len)
+            .map_err(|e| Error::sys(format!("ftruncate(memfd, {size} bytes)"), e))?;
         Ok(Memfd { fd, size, hugetlb })
     }
 
@@ -587,7 +577,7 @@ impl Udmabuf {
             ))
         })?;
         let memfd = Memfd::create(MEMFD_NAME, params.size_bytes, params.hugetlb)?;
-        let dev = open_udmabuf_dev()?;
+        let dev = open_device(Path::new(UDMABUF_DEV))?;
         let dmabuf = udmabuf_create(dev.as_fd(), &memfd)?;
         drop(dev);
         let map = MappedRegion::map_shared(dmabuf.as_fd(), len).map_err(|e| {
@@ -658,54 +648,22 @@ impl FragMemory for Udmabuf {
     }
 }
 
-/// Opens [`UDMABUF_DEV`] `O_RDWR|O_CLOEXEC`. A missing device is the udmabuf `Error::Skip`.
-fn open_udmabuf_dev() -> Result<OwnedFd> {
-    let path = CString::new(UDMABUF_DEV).map_err(|_| Error::Failure("NUL in path".into()))?;
-    // SAFETY: `path` is a valid NUL-terminated string for the call; the result is checked.
-    let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if raw < 0 {
-        let errno = sys::last_errno();
-        if matches!(errno, libc::ENOENT | libc::ENODEV | libc::ENXIO) {
-            return Err(Error::Skip(format!(
-                "no udmabuf: cannot open {UDMABUF_DEV} ({}); the kernel needs CONFIG_UDMABUF",
-                crate::error::errno_display(errno)
-            )));
-        }
-        return Err(Error::sys(format!("open({UDMABUF_DEV}, O_RDWR)"), errno));
-    }
-    // SAFETY: open returned a new descriptor (checked >= 0) that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
-/// `ioctl(dev, UDMABUF_CREATE, {memfd, UDMABUF_FLAGS_CLOEXEC, offset 0, size})`: the return is
-/// the new dma-buf fd, owned at once.
+/// `UDMABUF_CREATE` for the whole of `memfd`: the new dma-buf fd. For hugetlb, `ENOMEM` is the
+/// hugepage `Error::Skip`; other errors are `Error::Sys` naming the call.
 fn udmabuf_create(dev: BorrowedFd<'_>, memfd: &Memfd) -> Result<OwnedFd> {
-    let memfd_raw = memfd.as_fd().as_raw_fd();
-    let arg = uapi::udmabuf_create {
-        memfd: memfd_raw as u32,
-        flags: uapi::UDMABUF_FLAGS_CLOEXEC,
-        offset: 0,
-        size: memfd.size(),
-    };
-    // SAFETY: `dev` is a live descriptor; UDMABUF_CREATE is an _IOW ioctl reading exactly
-    // size_of::<udmabuf_create>() (24) bytes from the pointer, which points at `arg`, alive
-    // across the call. The result is checked before use.
-    let ret = unsafe { libc::ioctl(dev.as_raw_fd(), uapi::UDMABUF_CREATE, &arg) };
-    if ret < 0 {
-        let errno = sys::last_errno();
+    sys::udmabuf::create(dev, memfd.as_fd(), memfd.size()).map_err(|errno| {
         if memfd.is_hugetlb() && errno == libc::ENOMEM {
-            return Err(hugepage_enomem(memfd.hugepages_needed()));
+            return hugepage_enomem(memfd.hugepages_needed());
         }
-        return Err(Error::sys(
+        Error::sys(
             format!(
-                "ioctl(UDMABUF_CREATE, memfd {memfd_raw}, offset 0, size {} bytes)",
+                "ioctl(UDMABUF_CREATE, memfd {}, offset 0, size {} bytes)",
+                memfd.as_fd().as_raw_fd(),
                 memfd.size()
             ),
             errno,
-        ));
-    }
-    // SAFETY: UDMABUF_CREATE returned a new dma-buf descriptor (checked >= 0) owned by us.
-    Ok(unsafe { OwnedFd::from_raw_fd(ret) })
+        )
+    })
 }
 
 #[cfg(test)]
