@@ -189,7 +189,7 @@ fn print_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| rx::output_error("write(stdout)", e))
+        .map_err(|e| Error::io("write(stdout)", &e))
 }
 
 /// `-l --plain`: listen, accept one connection, receive over plain TCP, validate or print,
@@ -621,9 +621,7 @@ fn zcrx_accept_and_receive(
     release::return_deferred_buffers(env);
     drop(zcrx);
     drop(sock);
-    let flushed = out
-        .flush()
-        .map_err(|e| rx::output_error("write(stdout)", e));
+    let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
     let result = result
         .and(flushed)
         .and_then(|()| check_stream_length(cfg, stats.bytes));
@@ -1044,9 +1042,7 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
         (r, _) => r,
     };
     stats.rcvbuf = rcvbuf;
-    let flushed = out
-        .flush()
-        .map_err(|e| rx::output_error("write(stdout)", e));
+    let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
     let result = result
         .and(flushed)
         .and_then(|()| check_stream_length(cfg, stats.bytes));

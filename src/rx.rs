@@ -1026,31 +1026,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
     }
 }
 
-fn io_error(call: &str, e: std::io::Error) -> Error {
-    output_error(call, e)
-}
-
-/// The error a [`StopAwareWriter`] returns once a stop signal has arrived: the signal number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stopped(pub i32);
-
-impl std::fmt::Display for Stopped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "stopped by signal {}", self.0)
-    }
-}
-
-impl std::error::Error for Stopped {}
-
-/// Maps an error of writing the payload output (`call`, e.g. `"write(payload output)"`) to the
-/// crate's error: [`Error::Interrupted`] when a [`StopAwareWriter`] gave up for a stop signal,
-/// else [`Error::Sys`] with the errno (`EIO` when there is none).
-pub fn output_error(call: &str, e: std::io::Error) -> Error {
-    match e.get_ref().and_then(|x| x.downcast_ref::<Stopped>()) {
-        Some(Stopped(sig)) => Error::Interrupted(*sig),
-        None => Error::sys(call, e.raw_os_error().unwrap_or(libc::EIO)),
-    }
-}
+pub use crate::error::Stopped;
 
 /// A payload sink a stop signal can interrupt. A write blocked on a full pipe (a reader that
 /// stopped reading, such as `| less`) returns `EINTR` when a signal arrives, but `write_all`,
@@ -1111,7 +1087,7 @@ pub fn stop_aware_stdout(stop: &AtomicI32) -> Result<StopAwareWriter<'_, std::fs
     let fd = std::io::stdout()
         .as_fd()
         .try_clone_to_owned()
-        .map_err(|e| io_error("dup(stdout)", e))?;
+        .map_err(|e| Error::io("dup(stdout)", &e))?;
     Ok(StopAwareWriter::new(std::fs::File::from(fd), stop))
 }
 
@@ -1174,7 +1150,7 @@ mod tests {
         );
         let e = w.write_all(b"payload").unwrap_err();
         assert!(matches!(
-            output_error("write(payload output)", e),
+            Error::io("write(payload output)", &e),
             Error::Interrupted(libc::SIGTERM)
         ));
         assert_eq!(w.inner.calls, 3);
@@ -1183,7 +1159,7 @@ mod tests {
         assert_eq!(w.inner.calls, 3, "nothing more reaches the blocked pipe");
         let e = std::io::Error::from_raw_os_error(libc::ENOSPC);
         assert!(matches!(
-            output_error("write(payload output)", e),
+            Error::io("write(payload output)", &e),
             Error::Sys {
                 errno: libc::ENOSPC,
                 ..

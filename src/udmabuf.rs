@@ -177,7 +177,7 @@ pub fn read_size_limit_mb(path: &Path) -> Result<Option<u64>> {
     match std::fs::read_to_string(path) {
         Ok(s) => parse_size_limit_mb(&s).map(Some),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_error(format!("read({})", path.display()), &e)),
+        Err(e) => Err(Error::io(format!("read({})", path.display()), &e)),
     }
 }
 
@@ -316,12 +316,8 @@ fn read_u64_file(path: &Path) -> Result<Option<u64>> {
             })
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_error(format!("read({})", path.display()), &e)),
+        Err(e) => Err(Error::io(format!("read({})", path.display()), &e)),
     }
-}
-
-fn io_error(call: String, e: &std::io::Error) -> Error {
-    Error::sys(call, e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 /// Opens the udmabuf device at `dev` `O_RDWR|O_CLOEXEC`. Errors: a missing device (`ENOENT`,

@@ -340,7 +340,7 @@ pub fn create_ring(p: &RingParams) -> Result<ZcrxRing> {
         b.setup_defer_taskrun();
     }
     b.build(p.sq_entries).map_err(|e| {
-        Error::sys(
+        Error::io(
             format!(
                 "io_uring_setup({} SQ / {} CQ entries, SINGLE_ISSUER|{}CQE32|CQSIZE)",
                 p.sq_entries,
@@ -351,7 +351,7 @@ pub fn create_ring(p: &RingParams) -> Result<ZcrxRing> {
                     ""
                 }
             ),
-            e.raw_os_error().unwrap_or(libc::EIO),
+            &e,
         )
     })
 }
@@ -381,12 +381,9 @@ pub fn setup_refusal(e: Error) -> Error {
 /// Errors: `Error::Skip` when unsupported; `Error::Sys` when the probe fails.
 pub fn require_recv_zc(ring: &ZcrxRing) -> Result<()> {
     let mut probe = Probe::new();
-    ring.submitter().register_probe(&mut probe).map_err(|e| {
-        Error::sys(
-            "io_uring_register(IORING_REGISTER_PROBE)",
-            e.raw_os_error().unwrap_or(libc::EIO),
-        )
-    })?;
+    ring.submitter()
+        .register_probe(&mut probe)
+        .map_err(|e| Error::io("io_uring_register(IORING_REGISTER_PROBE)", &e))?;
     if probe.is_supported(opcode::RecvZc::CODE) {
         Ok(())
     } else {

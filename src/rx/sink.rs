@@ -67,7 +67,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
     /// Validates the next piece of the stream (logging its mismatches and diagnosis), or
     /// writes it to the payload output; adds it to the CRC-32 either way.
     ///
-    /// Errors: a failed payload write ([`crate::rx::output_error`]: `Error::Interrupted` when a
+    /// Errors: a failed payload write ([`crate::Error::io`]: `Error::Interrupted` when a
     /// stop signal ended it).
     pub(crate) fn consume(&mut self, bytes: &[u8]) -> Result<()> {
         if let Some(v) = &mut self.validator {
@@ -89,7 +89,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
             self.crc.piece(bytes, false);
             self.out
                 .write_all(bytes)
-                .map_err(|e| crate::rx::output_error("write(payload output)", e))
+                .map_err(|e| crate::Error::io("write(payload output)", &e))
         }
     }
 
@@ -140,7 +140,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
         let result = result.and_then(|()| {
             self.out
                 .flush()
-                .map_err(|e| crate::rx::output_error("write(payload output)", e))
+                .map_err(|e| crate::Error::io("write(payload output)", &e))
         });
         match (&result, &self.validator) {
             // Mismatches are the verdict of a stream that otherwise ended cleanly.

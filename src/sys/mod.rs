@@ -30,9 +30,10 @@ where
     }
 }
 
-/// The calling thread's current `errno` (positive).
+/// The calling thread's current `errno` (positive; `EIO` when it is 0, see
+/// [`crate::error::errno_of`]).
 pub fn last_errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    crate::error::errno_of(&std::io::Error::last_os_error())
 }
 
 /// The system page size in bytes (`sysconf(_SC_PAGESIZE)`), never a constant.

@@ -231,12 +231,7 @@ pub fn inq(fd: BorrowedFd<'_>) -> Result<u32> {
 /// the largest receive buffer TCP autotuning grows to, in bytes.
 pub fn tcp_rmem_max() -> Result<u64> {
     const PATH: &str = "/proc/sys/net/ipv4/tcp_rmem";
-    let text = std::fs::read_to_string(PATH).map_err(|e| {
-        Error::sys(
-            format!("read {PATH}"),
-            e.raw_os_error().unwrap_or(libc::EIO),
-        )
-    })?;
+    let text = std::fs::read_to_string(PATH).map_err(|e| Error::io(format!("read {PATH}"), &e))?;
     text.split_whitespace()
         .nth(2)
         .and_then(|v| v.parse().ok())
@@ -249,12 +244,7 @@ pub fn tcp_rmem_max() -> Result<u64> {
 /// The MTU of interface `ifname` in bytes (`/sys/class/net/IF/mtu`).
 pub fn if_mtu(ifname: &str) -> Result<u32> {
     let path = format!("/sys/class/net/{ifname}/mtu");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Error::sys(
-            format!("read {path}"),
-            e.raw_os_error().unwrap_or(libc::EIO),
-        )
-    })?;
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("read {path}"), &e))?;
     text.trim().parse().map_err(|_| Error::Decode {
         what: path,
         detail: format!("not a number: {text:?}"),

@@ -17,7 +17,7 @@ pub fn open_device(path: &Path) -> Result<OwnedFd, i32> {
         .write(true)
         .open(path)
         .map(OwnedFd::from)
-        .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        .map_err(|e| crate::error::errno_of(&e))
 }
 
 /// `memfd_create(name, flags)`; the new descriptor is owned at once.

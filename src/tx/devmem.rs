@@ -650,12 +650,7 @@ impl<R: BufRead> TxSource for LineSource<'_, R> {
                     crate::signals::check_flag(self.stop)?;
                     continue;
                 }
-                Err(e) => {
-                    return Err(Error::sys(
-                        "read(stdin)",
-                        e.raw_os_error().unwrap_or(libc::EIO),
-                    ))
-                }
+                Err(e) => return Err(Error::io("read(stdin)", &e)),
             };
             if avail.is_empty() {
                 break;
