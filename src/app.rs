@@ -157,7 +157,7 @@ fn verify_and_combine(
         // A NIC left changed is worse than a skip: the verify failure decides the exit code.
         (Ok(()) | Err(Error::Skip(_)), Err(e)) => Err(e),
         (Err(_), Err(e)) => {
-            eprintln!("{}: {e}", crate::cli::PROGRAM);
+            crate::elog!("{}: {e}", crate::cli::PROGRAM);
             result
         }
     }

@@ -11,17 +11,33 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-/// Writes one line to stderr with a single `write`, ignoring errors: a closed or full stderr must not turn a log line
-/// into a panic (SIGPIPE is ignored so that sockets report `EPIPE`).
+/// Writes one line to stderr with a single `write`, ignoring errors: a closed or full stderr
+/// must not turn a log line into a panic (SIGPIPE is ignored so that sockets report `EPIPE`).
+/// One write per line, so lines of processes sharing a terminal never interleave.
 #[macro_export]
 macro_rules! elog {
-    ($($arg:tt)*) => {{
-        use ::std::io::Write as _;
-        // One write per line, so lines of processes sharing a terminal never interleave.
-        let mut line = ::std::format!($($arg)*);
-        line.push('\n');
-        let _ = ::std::io::stderr().write_all(line.as_bytes());
-    }};
+    ($($arg:tt)*) => {
+        $crate::log_line(&mut ::std::io::stderr(), ::std::format_args!($($arg)*))
+    };
+}
+
+/// [`elog!`] to any `std::io::Write` sink instead of stderr: `elog_to!(sink, "fmt", args..)`.
+/// The receive and send loops log through it to a sink that is stderr in production and a
+/// buffer in tests.
+#[macro_export]
+macro_rules! elog_to {
+    ($sink:expr, $($arg:tt)*) => {
+        $crate::log_line($sink, ::std::format_args!($($arg)*))
+    };
+}
+
+/// What [`elog!`] and [`elog_to!`] expand to: formats `args` and a newline, then writes them to `sink` in one
+/// `write_all`, ignoring errors.
+#[doc(hidden)]
+pub fn log_line(sink: &mut dyn std::io::Write, args: std::fmt::Arguments<'_>) {
+    let mut line = args.to_string();
+    line.push('\n');
+    let _ = sink.write_all(line.as_bytes());
 }
 
 // The hand-written kernel layouts (cmsgs, ethtool and netlink structs, io_uring regions)

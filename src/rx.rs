@@ -841,7 +841,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 match (&result, ended) {
                     (Ok(()), Err(e)) => result = Err(e),
                     (Err(_), Err(e)) => {
-                        let _ = writeln!(self.sink.log, "rx: also failed to end CPU access: {e}");
+                        crate::elog_to!(self.sink.log, "rx: also failed to end CPU access: {e}");
                     }
                     _ => {}
                 }
@@ -882,7 +882,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                     self.stats.linear_frags += 1;
                     self.stats.linear_bytes += n as u64;
                     if self.cfg.verbose {
-                        let _ = writeln!(
+                        crate::elog_to!(
                             self.sink.log,
                             "frag linear: size {n}, stream offset {}",
                             self.offset
@@ -924,7 +924,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 }
                 Cmsg::Other { level, ty, len } => {
                     if self.cfg.verbose {
-                        let _ = writeln!(
+                        crate::elog_to!(
                             self.sink.log,
                             "cmsg ignored: level {level}, type {ty}, {len} bytes"
                         );
@@ -940,7 +940,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         let (token, off, size) = (d.frag_token, d.frag_offset, d.frag_size as u64);
         if self.cfg.verbose {
             let niov = p.niov_size as u64;
-            let _ = writeln!(
+            crate::elog_to!(
                 self.sink.log,
                 "frag dmabuf: token {token}, dma-buf offset 0x{off:x} (niov {}, +0x{:x}), size {size}, stream offset {}, dmabuf id {}",
                 off / niov,

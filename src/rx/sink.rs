@@ -78,10 +78,10 @@ impl<'a, W: Write> PayloadSink<'a, W> {
                 .piece(bytes, mismatched == 0 && v.pattern().crc_without_data());
             if mismatched > 0 {
                 for m in &v.reported()[before.0..] {
-                    let _ = writeln!(self.log, "validation mismatch at {m}");
+                    crate::elog_to!(self.log, "validation mismatch at {m}");
                 }
                 for d in &v.diagnoses()[before.1..] {
-                    let _ = writeln!(self.log, "validation: {d}");
+                    crate::elog_to!(self.log, "validation: {d}");
                 }
             }
             Ok(())
@@ -126,7 +126,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
         update(stats);
         self.update(stats);
         let line = stats.progress_line(self.last_progress_bytes, since);
-        let _ = writeln!(self.log, "{line}");
+        crate::elog_to!(self.log, "{line}");
         self.last_progress = Instant::now();
         self.last_progress_bytes = stats.bytes;
     }

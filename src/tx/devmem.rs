@@ -1001,7 +1001,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                         self.stats.short_sends += 1;
                     }
                     if self.cfg.verbose {
-                        let _ = writeln!(
+                        crate::elog_to!(
                             self.log,
                             "tx send {send}: {n} of {batch} bytes, {} iovs from dmabuf offset {}",
                             self.iovs.len(),
@@ -1140,7 +1140,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                         self.stats.copied_completions += 1;
                     }
                     if self.cfg.verbose {
-                        let _ = writeln!(
+                        crate::elog_to!(
                             self.log,
                             "tx complete [{},{}]{}",
                             c.lo,
