@@ -9,7 +9,7 @@
 //! functions exposed are safe.
 
 use std::mem::{size_of, MaybeUninit};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
@@ -26,76 +26,6 @@ pub const STOP_POLL_TICK: Duration = Duration::from_millis(50);
 // ---------------------------------------------------------------------------------------------
 // Addresses
 // ---------------------------------------------------------------------------------------------
-
-/// An address given on the command line, in the AF_INET6 form the sockets use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ParsedAddr {
-    /// The IPv6 address for the socket (`::ffff:a.b.c.d` for IPv4).
-    pub ip: Ipv6Addr,
-    /// The IPv4 address when the input was IPv4 or IPv4-mapped IPv6: flow rules then use
-    /// `tcp4` with this address (ncdevmem.c does the same), else `tcp6` with [`Self::ip`].
-    pub v4: Option<Ipv4Addr>,
-}
-
-impl ParsedAddr {
-    /// True for IPv4 and IPv4-mapped input.
-    pub fn is_v4(&self) -> bool {
-        self.v4.is_some()
-    }
-
-    /// The socket address with `port` (host byte order).
-    pub fn with_port(&self, port: u16) -> SocketAddrV6 {
-        SocketAddrV6::new(self.ip, port, 0, 0)
-    }
-}
-
-impl std::fmt::Display for ParsedAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.v4 {
-            Some(v4) => write!(f, "{v4}"),
-            None => write!(f, "{}", self.ip),
-        }
-    }
-}
-
-/// Why `ip` cannot be a TCP endpoint, if it cannot: `"multicast"` (224.0.0.0/4, ff00::/8, and
-/// their IPv4-mapped forms) or `"broadcast"` (255.255.255.255). Pure; no syscall.
-pub fn not_for_tcp(ip: IpAddr) -> Option<&'static str> {
-    let ip = ip.to_canonical();
-    if ip.is_multicast() {
-        Some("multicast")
-    } else if matches!(ip, IpAddr::V4(v4) if v4.is_broadcast()) {
-        Some("broadcast")
-    } else {
-        None
-    }
-}
-
-/// Parses an IP address given with command-line flag `flag` (e.g. `"-s"`): dotted IPv4
-/// (turned into `::ffff:a.b.c.d`), IPv6, or IPv4-mapped IPv6. No brackets, ports or scope ids
-/// (as `inet_pton`); no multicast or broadcast address ([`not_for_tcp`]). Error:
-/// `Error::Usage` naming the flag and the accepted forms.
-pub fn parse_addr(s: &str, flag: &str) -> Result<ParsedAddr> {
-    if let Some(kind) = s.parse::<IpAddr>().ok().and_then(not_for_tcp) {
-        return Err(Error::Usage(format!(
-            "{flag}: invalid IP address {s:?}: {kind} addresses cannot carry a TCP connection"
-        )));
-    }
-    match s.parse::<IpAddr>() {
-        Ok(IpAddr::V4(v4)) => Ok(ParsedAddr {
-            ip: v4.to_ipv6_mapped(),
-            v4: Some(v4),
-        }),
-        Ok(IpAddr::V6(ip)) => Ok(ParsedAddr {
-            ip,
-            v4: ip.to_ipv4_mapped(),
-        }),
-        Err(_) => Err(Error::Usage(format!(
-            "{flag}: invalid IP address {s:?}: expected IPv4 (a.b.c.d), IPv6, or IPv4-mapped \
-             IPv6 (::ffff:a.b.c.d)"
-        ))),
-    }
-}
 
 /// Encodes a `SocketAddrV6` as `struct sockaddr_in6` (port and flowinfo in network order).
 fn sockaddr_in6(addr: &SocketAddrV6) -> libc::sockaddr_in6 {
@@ -832,71 +762,6 @@ fn zeroed_storage() -> libc::sockaddr_storage {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parse_addr_table() {
-        let cases: &[(&str, &str, Option<&str>)] = &[
-            // input, socket address, v4 (for tcp4 rules)
-            ("192.0.2.1", "::ffff:192.0.2.1", Some("192.0.2.1")),
-            ("127.0.0.1", "::ffff:127.0.0.1", Some("127.0.0.1")),
-            ("0.0.0.0", "::ffff:0.0.0.0", Some("0.0.0.0")),
-            (
-                "::ffff:198.51.100.7",
-                "::ffff:198.51.100.7",
-                Some("198.51.100.7"),
-            ),
-            (
-                "::ffff:c633:6407",
-                "::ffff:198.51.100.7",
-                Some("198.51.100.7"),
-            ),
-            ("2001:db8::1", "2001:db8::1", None),
-            ("::1", "::1", None),
-            ("::", "::", None),
-            // v4-compatible (deprecated) is not v4-mapped: stays IPv6.
-            ("::192.0.2.1", "::192.0.2.1", None),
-        ];
-        for (input, ip, v4) in cases {
-            let a = parse_addr(input, "-s").unwrap_or_else(|e| panic!("{input}: {e}"));
-            assert_eq!(a.ip, ip.parse::<Ipv6Addr>().unwrap(), "{input}");
-            assert_eq!(a.v4, v4.map(|s| s.parse::<Ipv4Addr>().unwrap()), "{input}");
-            assert_eq!(a.is_v4(), v4.is_some(), "{input}");
-        }
-        assert_eq!(
-            parse_addr("192.0.2.1", "-s").unwrap().to_string(),
-            "192.0.2.1"
-        );
-        assert_eq!(
-            parse_addr("2001:db8::1", "-s").unwrap().with_port(5201),
-            "[2001:db8::1]:5201".parse().unwrap()
-        );
-    }
-
-    #[test]
-    fn parse_addr_rejects_garbage_naming_the_flag() {
-        for bad in [
-            "",
-            "localhost",
-            "256.1.1.1",
-            "1.2.3",
-            "01.2.3.4",
-            "[::1]",
-            "::1%lo",
-            "1.2.3.4:80",
-            " 1.2.3.4",
-            "::ffff:1.2.3.4.5",
-            "224.0.0.1",
-            "ff02::1",
-            "::ffff:239.1.2.3",
-            "255.255.255.255",
-        ] {
-            let e = parse_addr(bad, "-c").unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{bad:?}");
-            let msg = e.to_string();
-            assert!(msg.starts_with("-c: invalid IP address"), "{bad:?}: {msg}");
-            assert!(msg.contains(&format!("{bad:?}")), "{bad:?}: {msg}");
-        }
-    }
 
     #[test]
     fn sockaddr_in6_layout_round_trips() {
