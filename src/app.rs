@@ -916,7 +916,7 @@ fn listen_and_accept(
         log(cfg, &format!("receive buffer: {}", p.reason));
     }
     log(cfg, &format!("listening on [{}]:{port}", server.ip));
-    let (fd, peer) = socket::accept_timeout(listener.as_fd(), cfg.timeout, &STOP)?;
+    let (fd, peer) = crate::conn::accept_timeout(listener.as_fd(), cfg.timeout, &STOP)?;
     log(
         cfg,
         &format!("accepted connection from {}", peer_text(peer)),

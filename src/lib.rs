@@ -50,6 +50,7 @@ compile_error!(
 pub mod app;
 pub mod backoff;
 pub mod cli;
+pub mod conn;
 pub mod error;
 pub mod netlink;
 pub mod nic;

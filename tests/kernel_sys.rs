@@ -14,10 +14,10 @@ use std::sync::atomic::AtomicI32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use ncdevmem::conn::{accept_timeout, connect_timeout, send_all};
 use ncdevmem::rx::RxSocket;
 use ncdevmem::sys::socket::{
-    accept_timeout, connect_timeout, local_addr, send_all, set_devmem_autorelease, set_nodelay,
-    shutdown_write, tcp_listen, TcpRxSocket,
+    local_addr, set_devmem_autorelease, set_nodelay, shutdown_write, tcp_listen, TcpRxSocket,
 };
 use ncdevmem::sys::uapi::{dmabuf_token, MAX_DONTNEED_TOKENS};
 use ncdevmem::udmabuf::{

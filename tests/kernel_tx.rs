@@ -54,11 +54,11 @@ fn loopback_pair(addr: &str) -> (OwnedFd, JoinHandle<Vec<u8>>) {
         SocketAddr::V4(a) => a.port(),
     };
     let peer = SocketAddrV6::new(*listen_at.ip(), port, 0, 0);
-    let client =
-        socket::connect_timeout(peer, None, Some("lo"), Some(TIMEOUT)).expect("connect over lo");
+    let client = ncdevmem::conn::connect_timeout(peer, None, Some("lo"), Some(TIMEOUT))
+        .expect("connect over lo");
     let stop = AtomicI32::new(0);
     let (server, _) =
-        socket::accept_timeout(listener.as_fd(), Some(TIMEOUT), &stop).expect("accept");
+        ncdevmem::conn::accept_timeout(listener.as_fd(), Some(TIMEOUT), &stop).expect("accept");
     let reader = std::thread::spawn(move || {
         let mut s = TcpStream::from(server);
         s.set_read_timeout(Some(Duration::from_secs(20)))
