@@ -148,6 +148,7 @@ pub mod probe;
 pub mod queues;
 pub mod real;
 pub mod report;
+#[cfg(any(test, feature = "testing"))]
 pub mod scripted;
 pub mod setup;
 pub mod snapshot;

@@ -4,7 +4,7 @@
 //!
 //! The loop talks to the kernel only through the [`RxSocket`] seam and reads frag memory only
 //! through [`crate::udmabuf::FragMemory`], so tests drive it with a scripted socket over a
-//! `Vec`-backed region ([`testing`]).
+//! `Vec`-backed region (`testing`, with the `testing` feature).
 //!
 //! What one `recvmsg(MSG_SOCK_DEVMEM)` returns (net/ipv4/tcp.c `tcp_recvmsg_dmabuf`, see
 //! `docs.kernel.org/networking/devmem.html`): for each devmem skb, its linear part is copied to
@@ -21,6 +21,7 @@
 //! errors end the run instead of spinning.
 
 mod sink;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub(crate) use sink::PayloadSink;
@@ -53,7 +54,7 @@ pub struct RecvOutcome {
 
 /// The socket operations the receive loop needs. The real implementation is
 /// [`crate::sys::socket::TcpRxSocket`]; tests use a scripted double that produces exactly the
-/// bytes the kernel produces ([`testing::ScriptedSocket`]).
+/// bytes the kernel produces (`testing::ScriptedSocket`, with the `testing` feature).
 pub trait RxSocket {
     /// One non-blocking `recvmsg(2)` (`MSG_DONTWAIT`) into `data` (a single iov) and `control`,
     /// with `MSG_SOCK_DEVMEM` when `devmem` is true. `Err` carries the positive errno of a `-1`

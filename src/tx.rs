@@ -22,6 +22,7 @@ use crate::sys::zerocopy::{self, ZerocopySocket};
 use crate::validate::{Pattern, StreamSpec};
 
 pub mod devmem;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use devmem::{

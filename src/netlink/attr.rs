@@ -213,11 +213,6 @@ impl AttrWriter {
         self.put(kind, name, &v);
     }
 
-    /// Writes a zero-length flag attribute (`NLA_FLAG`).
-    pub fn put_flag(&mut self, kind: u16, name: &'static str) {
-        self.put(kind, name, &[]);
-    }
-
     fn open_nest(&mut self, kind: u16, name: Cow<'static, str>, indexed: bool) -> Nest {
         let entry = self.record(kind & NLA_TYPE_MASK, name, indexed);
         let start = self.buf.len();

@@ -30,7 +30,7 @@
 //! short sends continue where they stopped; more than 1024 iovs become several `sendmsg`s.
 //!
 //! The loop reaches the kernel only through [`TxSocket`] and [`TxMemory`], so tests drive it
-//! with a scripted double ([`crate::tx::testing`]).
+//! with a scripted double (`crate::tx::testing`, with the `testing` feature).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, ErrorKind, Write};
@@ -104,7 +104,8 @@ pub struct ErrqueueRead {
 }
 
 /// The socket operations the devmem sender needs. The real implementation is
-/// [`crate::sys::zerocopy::ZerocopySocket`]; tests use [`crate::tx::testing::ScriptedTxSocket`].
+/// [`crate::sys::zerocopy::ZerocopySocket`]; tests use `crate::tx::testing::ScriptedTxSocket`
+/// (`testing` feature).
 /// `Err` carries the positive errno of a `-1` return.
 pub trait TxSocket {
     /// `sendmsg(iovs as dma-buf offsets, cmsg SOL_SOCKET/SCM_DEVMEM_DMABUF = dmabuf_id,
@@ -597,16 +598,6 @@ impl RegionRing {
             }
         }
         n
-    }
-
-    /// Regions in use.
-    pub fn live_regions(&self) -> usize {
-        self.live.len()
-    }
-
-    /// Bytes in use (not counting the gap left at the end when a piece wrapped).
-    pub fn bytes_in_use(&self) -> u64 {
-        self.live.iter().map(|r| r.len).sum()
     }
 }
 
