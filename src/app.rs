@@ -9,7 +9,7 @@
 //! RSS table and header split), then the dma-buf mapping. In zcrx mode the io_uring ring takes
 //! the binding's place: closing it releases the queue ([`crate::uring`]). What the kernel
 //! still holds of a run after that (page pools, hugepages) is waited for on exit, and what a
-//! previous run still holds on start, as [`crate::release`] decides.
+//! previous run still holds on start, as `crate::release` decides.
 
 use std::cell::Cell;
 use std::ffi::CString;

@@ -23,7 +23,7 @@ pub const STOP_POLL_TICK: Duration = Duration::from_millis(50);
 /// Errors: `Error::Timeout` when `timeout` (None = forever) passes without a connection;
 /// `Error::Interrupted(sig)` when `stop` becomes non-zero; `Error::Sys` for poll/accept
 /// failures other than `EINTR`, `EAGAIN` and `ECONNABORTED` (which are retried, with
-/// [`Backoff`] pauses once they repeat).
+/// `Backoff` pauses once they repeat).
 pub fn accept_timeout(
     listener: BorrowedFd<'_>,
     timeout: Option<Duration>,

@@ -4,7 +4,7 @@
 //! generic-netlink client with the `netdev` and `ethtool` families ([`netlink`]), the devmem
 //! receive loop with token release and pattern validation ([`rx`], [`validate`]), io_uring
 //! zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to give back
-//! what a run held ([`release`]), the command line ([`cli`]) and the run orchestration
+//! what a run held (`release`), the command line ([`cli`]) and the run orchestration
 //! ([`app`]). All `unsafe` lives in [`sys`] and [`udmabuf`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -48,14 +48,14 @@ compile_error!(
 );
 
 pub mod app;
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod cli;
 pub mod conn;
 pub mod error;
 pub mod netlink;
 pub mod nic;
 pub mod rcvbuf;
-pub mod release;
+pub(crate) mod release;
 pub mod rx;
 pub mod stats;
 pub mod sys;

@@ -40,8 +40,8 @@
 //! References: include/uapi/linux/netlink.h, genetlink.h, netdev.h,
 //! ethtool_netlink_generated.h; <https://docs.kernel.org/userspace-api/netlink/intro.html>.
 
-pub mod attr;
-pub mod ctrl;
+pub(crate) mod attr;
+pub(crate) mod ctrl;
 pub mod ethtool;
 pub mod netdev;
 pub mod socket;

@@ -546,7 +546,7 @@ pub fn receive<S: RxSocket, M: FragMemory, W: Write>(
 /// - [`Error::Usage`]: bad configuration (zero buffer sizes, a control buffer below 40 bytes
 ///   in devmem mode, niov size 0, a `-v` period outside 2..=256, devmem without `mem`).
 /// - [`Error::Sys`]: `recvmsg` failed with anything but `EAGAIN`/`EINTR` (which are retried,
-///   with [`Backoff`] pauses once they repeat),
+///   with `Backoff` pauses once they repeat),
 ///   e.g. `EFAULT`; `poll` failed; `SO_DEVMEM_DONTNEED` failed; writing the payload failed;
 ///   `DMA_BUF_IOCTL_SYNC` failed (from `mem`).
 /// - [`Error::Failure`]: `MSG_CTRUNC`; "flow steering error" (data without devmem cmsgs, or a

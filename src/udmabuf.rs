@@ -375,7 +375,7 @@ pub fn preflight_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
 
 /// Steps 1 and 2 of [`preflight`] on the real system: the device and the size limit, not the
 /// hugepage count — for callers that wait for hugepages a previous binding still holds
-/// ([`crate::release::await_hugepages`]).
+/// (`crate::release::await_hugepages`).
 pub fn preflight_device(params: &UdmabufParams) -> Result<()> {
     preflight_device_at(params, &HostPaths::default())
 }

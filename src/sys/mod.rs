@@ -6,7 +6,7 @@
 
 pub mod ethtool_ioctl;
 pub mod mmap;
-pub mod netlink_sock;
+pub(crate) mod netlink_sock;
 pub mod signals;
 pub mod socket;
 pub mod softirq;
