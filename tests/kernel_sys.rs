@@ -34,6 +34,11 @@ fn v6(addr: &str) -> Ipv6Addr {
         .socket_ip()
 }
 
+/// `ip` with `port`, no flow info or scope.
+fn sa(ip: Ipv6Addr, port: u16) -> SocketAddrV6 {
+    SocketAddrV6::new(ip, port, 0, 0)
+}
+
 /// Cross-process lock for anything that reads or changes `vm.nr_hugepages`.
 const HUGEPAGES_LOCK_FILE: &str = "/tmp/ncdevmem-rs-nr_hugepages.lock";
 
@@ -330,16 +335,11 @@ fn no_stop() -> AtomicI32 {
 /// A connected loopback pair: (client, accepted server socket, client's address).
 fn loopback_pair(addr: &str) -> (OwnedFd, TcpRxSocket, SocketAddr) {
     let a = v6(addr);
-    let listener = tcp_listen(SocketAddrV6::new(a, 0, 0, 0), None).expect("listen");
+    let listener = tcp_listen(sa(a, 0), None).expect("listen");
     let port = local_addr(listener.as_fd()).expect("getsockname").port();
     assert_ne!(port, 0);
-    let client = connect_timeout(
-        SocketAddrV6::new(a, port, 0, 0),
-        None,
-        None,
-        Some(Duration::from_secs(5)),
-    )
-    .expect("connect");
+    let client =
+        connect_timeout(sa(a, port), None, None, Some(Duration::from_secs(5))).expect("connect");
     let (server, peer) =
         accept_timeout(listener.as_fd(), Some(Duration::from_secs(5)), &no_stop()).expect("accept");
     (client, TcpRxSocket::new(server), peer)
@@ -412,7 +412,7 @@ fn devmem_recvmsg_on_plain_tcp_copies_normally() {
 #[test]
 fn accept_times_out_promptly() {
     let a = v6("127.0.0.1");
-    let listener = tcp_listen(SocketAddrV6::new(a, 0, 0, 0), None).expect("listen");
+    let listener = tcp_listen(sa(a, 0), None).expect("listen");
     let t0 = Instant::now();
     let e = accept_timeout(
         listener.as_fd(),
@@ -432,7 +432,7 @@ fn accept_times_out_promptly() {
 #[test]
 fn accept_notices_the_stop_flag() {
     let a = v6("::1");
-    let listener = tcp_listen(SocketAddrV6::new(a, 0, 0, 0), None).expect("listen");
+    let listener = tcp_listen(sa(a, 0), None).expect("listen");
     let stop = AtomicI32::new(0);
     let t0 = Instant::now();
     let e = std::thread::scope(|s| {
@@ -451,19 +451,14 @@ fn connect_refused_and_bad_ifname() {
     let a = v6("127.0.0.1");
     // A port nobody listens on: bind one, note it, close it.
     let port = {
-        let l = tcp_listen(SocketAddrV6::new(a, 0, 0, 0), None).expect("listen");
+        let l = tcp_listen(sa(a, 0), None).expect("listen");
         local_addr(l.as_fd()).expect("getsockname").port()
     };
-    let e = connect_timeout(
-        SocketAddrV6::new(a, port, 0, 0),
-        None,
-        None,
-        Some(Duration::from_secs(5)),
-    )
-    .expect_err("nobody listens");
+    let e = connect_timeout(sa(a, port), None, None, Some(Duration::from_secs(5)))
+        .expect_err("nobody listens");
     assert_eq!(e.errno(), Some(libc::ECONNREFUSED), "{e}");
     let e = connect_timeout(
-        SocketAddrV6::new(a, port, 0, 0),
+        sa(a, port),
         None,
         Some("a-very-long-ifname0"),
         Some(Duration::from_secs(5)),
@@ -479,16 +474,16 @@ fn connect_bound_to_lo_with_source_port() {
         skip!(T, "SO_BINDTODEVICE needs CAP_NET_RAW");
     }
     let a = v6("127.0.0.1");
-    let listener = tcp_listen(SocketAddrV6::new(a, 0, 0, 0), None).expect("listen");
+    let listener = tcp_listen(sa(a, 0), None).expect("listen");
     let port = local_addr(listener.as_fd()).expect("getsockname").port();
     // Source port: pick a free one the same way.
     let src_port = {
-        let l = tcp_listen(SocketAddrV6::new(a, 0, 0, 0), None).expect("listen");
+        let l = tcp_listen(sa(a, 0), None).expect("listen");
         local_addr(l.as_fd()).expect("getsockname").port()
     };
     let client = connect_timeout(
-        SocketAddrV6::new(a, port, 0, 0),
-        Some(SocketAddrV6::new(a, src_port, 0, 0)),
+        sa(a, port),
+        Some(sa(a, src_port)),
         Some("lo"),
         Some(Duration::from_secs(5)),
     )
@@ -536,21 +531,15 @@ fn bound_not_listening() -> (OwnedFd, u16) {
 #[test]
 fn second_listener_is_eaddrinuse_but_time_wait_is_no_obstacle() {
     let a = v6("127.0.0.1");
-    let first = tcp_listen(SocketAddrV6::new(a, 0, 0, 0), None).expect("listen");
+    let first = tcp_listen(sa(a, 0), None).expect("listen");
     let port = local_addr(first.as_fd()).expect("getsockname").port();
-    let e = tcp_listen(SocketAddrV6::new(a, port, 0, 0), None)
-        .expect_err("a second listener on the same port");
+    let e = tcp_listen(sa(a, port), None).expect_err("a second listener on the same port");
     assert_eq!(e.errno(), Some(libc::EADDRINUSE), "{e}");
     assert!(e.to_string().contains("bind("), "{e}");
 
     // A connection closed by the server side first leaves the server's end in TIME_WAIT.
-    let client = connect_timeout(
-        SocketAddrV6::new(a, port, 0, 0),
-        None,
-        None,
-        Some(Duration::from_secs(5)),
-    )
-    .expect("connect");
+    let client =
+        connect_timeout(sa(a, port), None, None, Some(Duration::from_secs(5))).expect("connect");
     let (server, _) =
         accept_timeout(first.as_fd(), Some(Duration::from_secs(5)), &no_stop()).expect("accept");
     drop(server);
@@ -578,7 +567,7 @@ fn second_listener_is_eaddrinuse_but_time_wait_is_no_obstacle() {
         );
     }
     // ... but the tool's listener (SO_REUSEADDR) gets it.
-    tcp_listen(SocketAddrV6::new(a, port, 0, 0), None).expect("listen over TIME_WAIT");
+    tcp_listen(sa(a, port), None).expect("listen over TIME_WAIT");
 }
 
 /// The pattern sender's last connect try is at the end of its --timeout window, not up to
@@ -589,7 +578,7 @@ fn the_last_connect_try_is_at_the_deadline() {
     use ncdevmem::tx::{send_pattern, PatternSend};
     let (fd, port) = bound_not_listening();
     let req = PatternSend {
-        peer: SocketAddrV6::new(v6("127.0.0.1"), port, 0, 0),
+        peer: sa(v6("127.0.0.1"), port),
         local: None,
         ifname: None,
         stream: ncdevmem::validate::StreamSpec::Periodic(7),
@@ -633,7 +622,7 @@ fn refused_until_the_deadline_says_when_it_last_tried() {
     use ncdevmem::tx::{send_pattern, PatternSend};
     let (_fd, port) = bound_not_listening();
     let req = PatternSend {
-        peer: SocketAddrV6::new(v6("127.0.0.1"), port, 0, 0),
+        peer: sa(v6("127.0.0.1"), port),
         local: None,
         ifname: None,
         stream: ncdevmem::validate::StreamSpec::Periodic(7),

@@ -1,7 +1,7 @@
 //! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]),
 //! socket calls ([`socket`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem
 //! TX ([`zerocopy`]), owned memory mappings ([`mmap`]), the udmabuf and dma-buf calls
-//! ([`udmabuf`]) and io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI)
+//! (`udmabuf`) and io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI)
 //! contain no `unsafe`.
 
 pub mod ethtool_ioctl;
@@ -11,7 +11,7 @@ pub mod signals;
 pub mod socket;
 pub mod softirq;
 pub mod uapi;
-pub mod udmabuf;
+pub(crate) mod udmabuf;
 pub mod uring_mem;
 pub mod zerocopy;
 
