@@ -223,7 +223,7 @@ impl Iterator for CmsgIter<'_> {
         Some(Ok(Cmsg::Other {
             level,
             ty,
-            len: c.len(),
+            len: cmsg_len(payload.len()),
         }))
     }
 }

@@ -464,25 +464,31 @@ impl Memfd {
     /// Errors: `Error::Sys` naming the step; a kernel without 2 MiB hugetlb memfds is
     /// `Error::Skip`.
     pub fn create(name: &CStr, size: u64, hugetlb: bool) -> Result<Memfd> {
-        let mut flags = libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC;
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        use nix::sys::memfd::{memfd_create, MFdFlags};
+        let mut flags = MFdFlags::MFD_ALLOW_SEALING | MFdFlags::MFD_CLOEXEC;
         if hugetlb {
-            flags |= libc::MFD_HUGETLB | uapi::MFD_HUGE_2MB;
+            flags |= MFdFlags::MFD_HUGETLB | MFdFlags::MFD_HUGE_2MB;
         }
-        let fd = sys::udmabuf::memfd_create(name, flags).map_err(|errno| {
+        let fd = memfd_create(name, flags).map_err(|errno| {
+            let errno = errno as i32;
             if hugetlb && matches!(errno, libc::EINVAL | libc::ENODEV) {
                 return Error::Skip(format!(
                     "no 2 MiB hugetlb memfd: memfd_create(MFD_HUGETLB|MFD_HUGE_2MB): {}",
                     crate::error::errno_display(errno)
                 ));
             }
-            Error::sys(format!("memfd_create({name:?}, 0x{flags:x})"), errno)
+            Error::sys(
+                format!("memfd_create({name:?}, 0x{:x})", flags.bits()),
+                errno,
+            )
         })?;
-        sys::udmabuf::add_seals(fd.as_fd(), libc::F_SEAL_SHRINK)
-            .map_err(|e| Error::sys("fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK)", e))?;
+        fcntl(&fd, FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK))
+            .map_err(|e| Error::sys("fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK)", e as i32))?;
         let len = libc::off_t::try_from(size)
             .map_err(|_| Error::Usage(format!("memfd size {size} bytes does not fit off_t")))?;
-        sys::udmabuf::ftruncate(fd.as_fd(), len)
-            .map_err(|e| Error::sys(format!("ftruncate(memfd, {size} bytes)"), e))?;
+        nix::unistd::ftruncate(&fd, len)
+            .map_err(|e| Error::sys(format!("ftruncate(memfd, {size} bytes)"), e as i32))?;
         Ok(Memfd { fd, size, hugetlb })
     }
 

@@ -80,18 +80,6 @@ pub struct RawCmsg<'a> {
     pub payload: &'a [u8],
 }
 
-impl RawCmsg<'_> {
-    /// The `cmsg_len` value: header plus payload bytes.
-    pub fn len(&self) -> usize {
-        cmsg_len(self.payload.len())
-    }
-
-    /// True when the cmsg has no payload; for clippy's `len_without_is_empty`.
-    pub fn is_empty(&self) -> bool {
-        self.payload.is_empty()
-    }
-}
-
 /// Walks the cmsgs in `control` (the first `msg_controllen` bytes of the control buffer), like
 /// `CMSG_FIRSTHDR`/`CMSG_NXTHDR` but over bytes, never reading past the slice. The last cmsg's
 /// padding may be cut off by the end of the buffer.

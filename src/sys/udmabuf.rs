@@ -1,9 +1,8 @@
 //! The udmabuf and dma-buf calls, one thin wrapper each (include/uapi/linux/udmabuf.h,
-//! include/uapi/linux/dma-buf.h, memfd_create(2)). Each returns the positive errno of a failed
+//! include/uapi/linux/dma-buf.h). Each returns the positive errno of a failed
 //! call; what an errno means for the run (a skip, a retry, a failure) is decided by
 //! [`crate::udmabuf`].
 
-use std::ffi::CStr;
 use std::fs::OpenOptions;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
@@ -18,38 +17,6 @@ pub fn open_device(path: &Path) -> Result<OwnedFd, i32> {
         .open(path)
         .map(OwnedFd::from)
         .map_err(|e| crate::error::errno_of(&e))
-}
-
-/// `memfd_create(name, flags)`; the new descriptor is owned at once.
-pub fn memfd_create(name: &CStr, flags: libc::c_uint) -> Result<OwnedFd, i32> {
-    // SAFETY: `name` is a valid NUL-terminated string for the call; memfd_create takes no
-    // other pointers. The result is checked before use.
-    let raw = unsafe { libc::memfd_create(name.as_ptr(), flags) };
-    if raw < 0 {
-        return Err(last_errno());
-    }
-    // SAFETY: memfd_create returned a new descriptor (checked >= 0) that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
-/// `fcntl(fd, F_ADD_SEALS, seals)`.
-pub fn add_seals(fd: BorrowedFd<'_>, seals: libc::c_int) -> Result<(), i32> {
-    // SAFETY: plain fcntl on a live descriptor; F_ADD_SEALS takes an int argument.
-    let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) };
-    if ret < 0 {
-        return Err(last_errno());
-    }
-    Ok(())
-}
-
-/// `ftruncate(fd, len)`, `len` in bytes.
-pub fn ftruncate(fd: BorrowedFd<'_>, len: libc::off_t) -> Result<(), i32> {
-    // SAFETY: ftruncate on a live descriptor; no pointers.
-    let ret = unsafe { libc::ftruncate(fd.as_raw_fd(), len) };
-    if ret < 0 {
-        return Err(last_errno());
-    }
-    Ok(())
 }
 
 /// `ioctl(dev, UDMABUF_CREATE, {memfd, UDMABUF_FLAGS_CLOEXEC, offset 0, size})`: exports the
