@@ -368,11 +368,12 @@ fn receive_1gib(c: &mut Criterion) {
 /// Against a plain read of the same area, at 4 KiB (the page) and 16 KiB (`--rx-buf-len`)
 /// buffers.
 fn zcrx_1gib(c: &mut Criterion) {
-    use ncdevmem::sys::uring_mem::{RawRegion, RefillLayout, RefillRing};
+    use ncdevmem::sys::mmap::MappedRegion;
+    use ncdevmem::sys::uring_mem::{RefillLayout, RefillRing};
     use ncdevmem::uring::{ChunkConsumer, Completion, Next, ZcrxParams, ZcrxRefill, ZcrxRxConfig};
     const IORING_CQE_F_MORE: u32 = 1 << 1;
     let mut g = gib_group(c, "zcrx-1gib");
-    let mut area = RawRegion::heap(GIB).expect("1 GiB area");
+    let mut area = MappedRegion::heap(GIB).expect("1 GiB area");
     let mut block = vec![0u8; 7 << 20];
     Pattern::new(7).unwrap().fill(&mut block, 0);
     for at in (0..GIB).step_by(block.len()) {
@@ -398,7 +399,7 @@ fn zcrx_1gib(c: &mut Criterion) {
                     };
                     let len = ZcrxParams::refill_region_len(entries, 4096);
                     ZcrxRefill::new(
-                        RefillRing::new(RawRegion::heap(len).unwrap(), layout).unwrap(),
+                        RefillRing::new(MappedRegion::heap(len).unwrap(), layout).unwrap(),
                         0,
                     )
                 },

@@ -44,6 +44,7 @@ use ncdevmem::netlink::netdev::{Netdev, QueueInfo, QueueType};
 use ncdevmem::nic::guards::{channels_for, ChannelsGuard, HdsGuard, SharedNic};
 use ncdevmem::nic::real::RealNic;
 use ncdevmem::nic::snapshot::NicSnapshot;
+use ncdevmem::sys::mmap::MappedRegion;
 use ncdevmem::sys::uapi;
 use ncdevmem::tx::devmem::ErrqueueRead;
 use ncdevmem::tx::testing::{CompletionPolicy, ScriptedTxSocket};
@@ -51,8 +52,8 @@ use ncdevmem::tx::{
     self as devmem_tx, DmabufIov, LineSource, PatternSource, TxConfig, TxSocket, TxSource,
 };
 use ncdevmem::udmabuf::{
-    self, dma_buf_sync, FragMemory, HugepageStatus, MappedRegion, Udmabuf, UdmabufParams,
-    NR_HUGEPAGES_PATH, SIZE_LIMIT_MB_PATH,
+    self, dma_buf_sync, FragMemory, HugepageStatus, Udmabuf, UdmabufParams, NR_HUGEPAGES_PATH,
+    SIZE_LIMIT_MB_PATH,
 };
 use ncdevmem::Error;
 

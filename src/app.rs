@@ -9,7 +9,7 @@
 //! RSS table and header split), then the dma-buf mapping. In zcrx mode the io_uring ring takes
 //! the binding's place: closing it releases the queue ([`crate::uring`]). What the kernel
 //! still holds of a run after that (page pools, hugepages) is waited for on exit, and what a
-//! previous run still holds on start, as [`crate::release`] decides.
+//! previous run still holds on start, as `crate::release` decides.
 
 use std::cell::Cell;
 use std::ffi::CString;
@@ -160,7 +160,7 @@ fn verify_and_combine(
         // A NIC left changed is worse than a skip: the verify failure decides the exit code.
         (Ok(()) | Err(Error::Skip(_)), Err(e)) => Err(e),
         (Err(_), Err(e)) => {
-            eprintln!("{}: {e}", crate::cli::PROGRAM);
+            crate::elog!("{}: {e}", crate::cli::PROGRAM);
             result
         }
     }
@@ -192,7 +192,7 @@ fn print_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| rx::output_error("write(stdout)", e))
+        .map_err(|e| Error::io("write(stdout)", &e))
 }
 
 /// `-l --plain`: listen, accept one connection, receive over plain TCP, validate or print,
@@ -742,9 +742,7 @@ fn zcrx_accept_and_receive(
     release::return_deferred_buffers(env);
     drop(zcrx);
     drop(sock);
-    let flushed = out
-        .flush()
-        .map_err(|e| rx::output_error("write(stdout)", e));
+    let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
     let result = result
         .and(flushed)
         .and_then(|()| check_stream_length(cfg, stats.bytes));
@@ -1039,7 +1037,7 @@ fn listen_and_accept(
         log(cfg, &format!("receive buffer: {}", p.reason));
     }
     log(cfg, &format!("listening on [{}]:{port}", server.ip));
-    let (fd, peer) = socket::accept_timeout(listener.as_fd(), cfg.timeout, &STOP)?;
+    let (fd, peer) = crate::conn::accept_timeout(listener.as_fd(), cfg.timeout, &STOP)?;
     log(
         cfg,
         &format!("accepted connection from {}", peer_text(peer)),
@@ -1180,9 +1178,7 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
         (r, _) => r,
     };
     stats.rcvbuf = rcvbuf;
-    let flushed = out
-        .flush()
-        .map_err(|e| rx::output_error("write(stdout)", e));
+    let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
     let result = result
         .and(flushed)
         .and_then(|()| check_received(cfg, &stats));

@@ -68,6 +68,7 @@ impl Backoff {
     }
 
     /// Failures in the current streak.
+    #[cfg(test)]
     pub fn streak(&self) -> u32 {
         self.streak
     }

@@ -661,7 +661,7 @@ impl HostAddr {
         let ip = text
             .parse::<IpAddr>()
             .map_err(|_| invalid(flag, what, text, EXPECT_ADDR))?;
-        if let Some(kind) = crate::sys::socket::not_for_tcp(ip) {
+        if let Some(kind) = not_for_tcp(ip) {
             return Err(invalid(
                 flag,
                 what,
@@ -688,6 +688,19 @@ impl HostAddr {
     /// [`IpAddr::V4`] (rule `flow-type tcp4`), anything else [`IpAddr::V6`] (`tcp6`).
     pub fn flow_ip(&self) -> IpAddr {
         self.ip.to_canonical()
+    }
+}
+
+/// Why `ip` cannot be a TCP endpoint, if it cannot: `"multicast"` (224.0.0.0/4, ff00::/8, and
+/// their IPv4-mapped forms) or `"broadcast"` (255.255.255.255).
+fn not_for_tcp(ip: IpAddr) -> Option<&'static str> {
+    let ip = ip.to_canonical();
+    if ip.is_multicast() {
+        Some("multicast")
+    } else if matches!(ip, IpAddr::V4(v4) if v4.is_broadcast()) {
+        Some("broadcast")
+    } else {
+        None
     }
 }
 
@@ -797,8 +810,8 @@ pub struct Config {
     /// `docs/kernel-interface.md#so_devmem_autorelease`); `None` leaves the kernel default.
     pub autorelease: Option<bool>,
     /// `-a`: bind-rx autorelease (`NETDEV_A_DMABUF_AUTORELEASE`, u8; unmerged series
-    /// v7–v10, kernel-abi.md §4.7). `Some(b)` sends `b` when the kernel's bind-rx policy has
-    /// the attribute; without it, `Some(false)` runs unchanged (the series' default, which
+    /// v7–v10, `docs/kernel-harness.md`, "The autorelease series"). `Some(b)` sends `b` when
+    /// the kernel's bind-rx policy has the attribute; without it, `Some(false)` runs unchanged (the series' default, which
     /// the harness passes on every run; C ncdevmem of the series would send the attribute
     /// anyway and fail bind-rx with EINVAL "Unknown attribute type") and `Some(true)` is a
     /// skip. `None` sends nothing.
@@ -1541,6 +1554,67 @@ mod tests {
                 HostAddr::parse("-s", "server address", bad).is_err(),
                 "{bad:?}"
             );
+        }
+    }
+
+    /// The address table sys::socket's parse_addr had (before it was removed as a copy of
+    /// HostAddr): the socket address, and IPv4 (tcp4 rules) for v4 and v4-mapped input only.
+    #[test]
+    fn host_addr_table() {
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            ("192.0.2.1", "::ffff:192.0.2.1", Some("192.0.2.1")),
+            ("127.0.0.1", "::ffff:127.0.0.1", Some("127.0.0.1")),
+            ("0.0.0.0", "::ffff:0.0.0.0", Some("0.0.0.0")),
+            (
+                "::ffff:198.51.100.7",
+                "::ffff:198.51.100.7",
+                Some("198.51.100.7"),
+            ),
+            (
+                "::ffff:c633:6407",
+                "::ffff:198.51.100.7",
+                Some("198.51.100.7"),
+            ),
+            ("2001:db8::1", "2001:db8::1", None),
+            ("::1", "::1", None),
+            ("::", "::", None),
+            // v4-compatible (deprecated) is not v4-mapped: stays IPv6.
+            ("::192.0.2.1", "::192.0.2.1", None),
+        ];
+        for (input, ip, v4) in cases {
+            let a = HostAddr::parse("-s", "server address", input)
+                .unwrap_or_else(|e| panic!("{input}: {e}"));
+            assert_eq!(a.socket_ip(), ip.parse::<Ipv6Addr>().unwrap(), "{input}");
+            let flow_v4 = match a.flow_ip() {
+                IpAddr::V4(v4) => Some(v4),
+                IpAddr::V6(_) => None,
+            };
+            assert_eq!(flow_v4, v4.map(|s| s.parse().unwrap()), "{input}");
+        }
+        for bad in [
+            "",
+            "localhost",
+            "256.1.1.1",
+            "1.2.3",
+            "01.2.3.4",
+            "[::1]",
+            "::1%lo",
+            "1.2.3.4:80",
+            " 1.2.3.4",
+            "::ffff:1.2.3.4.5",
+            "224.0.0.1",
+            "ff02::1",
+            "::ffff:239.1.2.3",
+            "255.255.255.255",
+        ] {
+            let e = HostAddr::parse("-c", "client address", bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}");
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with("-c: invalid client address"),
+                "{bad:?}: {msg}"
+            );
+            assert!(msg.contains(&format!("'{bad}'")), "{bad:?}: {msg}");
         }
     }
 

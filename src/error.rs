@@ -110,11 +110,19 @@ pub enum Error {
 }
 
 impl Error {
-    /// Builds [`Error::Sys`] from `call` and the calling thread's current `errno`.
+    /// Builds [`Error::Sys`] from `call` and the calling thread's current `errno` (`EIO` when
+    /// it is 0: the call failed without saying why).
     pub fn last_os(call: impl Into<String>) -> Self {
-        Error::Sys {
-            call: call.into(),
-            errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        Error::io(call, &std::io::Error::last_os_error())
+    }
+
+    /// The one conversion of a `std::io::Error` from `call`: [`Error::Interrupted`] when a
+    /// stop-aware writer gave up for a signal ([`Stopped`]), else [`Error::Sys`] with the
+    /// error's errno ([`errno_of`]: `EIO` when it carries none, never 0).
+    pub fn io(call: impl Into<String>, e: &std::io::Error) -> Self {
+        match e.get_ref().and_then(|x| x.downcast_ref::<Stopped>()) {
+            Some(Stopped(sig)) => Error::Interrupted(*sig),
+            None => Error::sys(call, errno_of(e)),
         }
     }
 
@@ -184,6 +192,26 @@ impl From<NlError> for Error {
         Error::Netlink(Box::new(e))
     }
 }
+
+/// The positive errno of an I/O error: its OS error, or `EIO` when it has none (a short write,
+/// an error std made up) or the OS said 0. Never 0, so no message reads "errno 0".
+pub fn errno_of(e: &std::io::Error) -> i32 {
+    e.raw_os_error().filter(|&n| n > 0).unwrap_or(libc::EIO)
+}
+
+/// The error a stop-aware writer (`crate::rx::StopAwareWriter`) returns, inside a
+/// `std::io::Error`, once a stop signal has arrived: the signal number. [`Error::io`] turns it
+/// into [`Error::Interrupted`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped(pub i32);
+
+impl fmt::Display for Stopped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stopped by signal {}", self.0)
+    }
+}
+
+impl std::error::Error for Stopped {}
 
 /// Renders an errno as `"EINVAL (Invalid argument)"`; unknown numbers as `"errno 4095 (...)"`.
 pub fn errno_display(errno: i32) -> String {
@@ -260,6 +288,31 @@ pub fn errno_name(errno: i32) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_errors_keep_their_errno_and_never_say_errno_0() {
+        let e = Error::io("read(x)", &std::io::Error::from_raw_os_error(libc::ENOENT));
+        assert_eq!(e.errno(), Some(libc::ENOENT));
+        assert_eq!(e.to_string(), "read(x): ENOENT (No such file or directory)");
+        // No OS error (a short write), or an OS error of 0: EIO, never "errno 0 (Success)".
+        for io in [
+            std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                "failed to write whole buffer",
+            ),
+            std::io::Error::from_raw_os_error(0),
+        ] {
+            let e = Error::io("write(stdout)", &io);
+            assert_eq!(e.errno(), Some(libc::EIO), "{io}");
+            assert_eq!(e.to_string(), "write(stdout): EIO (Input/output error)");
+        }
+        // A stop-aware writer's signal is an interruption, not an I/O failure.
+        let e = Error::io(
+            "write(stdout)",
+            &std::io::Error::other(Stopped(libc::SIGTERM)),
+        );
+        assert!(matches!(e, Error::Interrupted(libc::SIGTERM)), "{e}");
+    }
 
     #[test]
     fn errno_renders_name_and_text() {

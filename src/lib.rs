@@ -4,7 +4,7 @@
 //! generic-netlink client with the `netdev` and `ethtool` families ([`netlink`]), the devmem
 //! receive loop with token release and pattern validation ([`rx`], [`validate`]), io_uring
 //! zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to give back
-//! what a run held ([`release`]), the command line ([`cli`]) and the run orchestration
+//! what a run held (`release`), the command line ([`cli`]) and the run orchestration
 //! ([`app`]); other command lines of the same binary ([`personality`]: `iou-zcrx`). All
 //! `unsafe` lives in [`sys`] and [`udmabuf`].
 
@@ -12,17 +12,33 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-/// Writes one line to stderr with a single `write`, ignoring errors: a closed or full stderr must not turn a log line
-/// into a panic (SIGPIPE is ignored so that sockets report `EPIPE`).
+/// Writes one line to stderr with a single `write`, ignoring errors: a closed or full stderr
+/// must not turn a log line into a panic (SIGPIPE is ignored so that sockets report `EPIPE`).
+/// One write per line, so lines of processes sharing a terminal never interleave.
 #[macro_export]
 macro_rules! elog {
-    ($($arg:tt)*) => {{
-        use ::std::io::Write as _;
-        // One write per line, so lines of processes sharing a terminal never interleave.
-        let mut line = ::std::format!($($arg)*);
-        line.push('\n');
-        let _ = ::std::io::stderr().write_all(line.as_bytes());
-    }};
+    ($($arg:tt)*) => {
+        $crate::log_line(&mut ::std::io::stderr(), ::std::format_args!($($arg)*))
+    };
+}
+
+/// [`elog!`] to any `std::io::Write` sink instead of stderr: `elog_to!(sink, "fmt", args..)`.
+/// The receive and send loops log through it to a sink that is stderr in production and a
+/// buffer in tests.
+#[macro_export]
+macro_rules! elog_to {
+    ($sink:expr, $($arg:tt)*) => {
+        $crate::log_line($sink, ::std::format_args!($($arg)*))
+    };
+}
+
+/// What [`elog!`] and [`elog_to!`] expand to: formats `args` and a newline, then writes them to `sink` in one
+/// `write_all`, ignoring errors.
+#[doc(hidden)]
+pub fn log_line(sink: &mut dyn std::io::Write, args: std::fmt::Arguments<'_>) {
+    let mut line = args.to_string();
+    line.push('\n');
+    let _ = sink.write_all(line.as_bytes());
 }
 
 // The hand-written kernel layouts (cmsgs, ethtool and netlink structs, io_uring regions)
@@ -33,14 +49,15 @@ compile_error!(
 );
 
 pub mod app;
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod cli;
+pub mod conn;
 pub mod error;
 pub mod netlink;
 pub mod nic;
 pub mod personality;
 pub mod rcvbuf;
-pub mod release;
+pub(crate) mod release;
 pub mod rx;
 pub mod stats;
 pub mod sys;

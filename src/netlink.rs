@@ -40,7 +40,7 @@
 //! References: include/uapi/linux/netlink.h, genetlink.h, netdev.h,
 //! ethtool_netlink_generated.h; <https://docs.kernel.org/userspace-api/netlink/intro.html>.
 
-pub mod attr;
+pub(crate) mod attr;
 pub mod ctrl;
 pub mod ethtool;
 pub mod netdev;

@@ -10,9 +10,7 @@ use std::net::IpAddr;
 
 use crate::error::Result;
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
-use crate::netlink::netdev::{
-    BindRxRequest, DevInfo, DmabufBinding, Netdev, PagePoolInfo, QueueInfo,
-};
+use crate::netlink::netdev::{BindRxRequest, DevInfo, DmabufBinding, PagePoolInfo, QueueInfo};
 
 /// The header-split part of the ring configuration (ethtool RINGS_GET/SET, attrs 11 and 17).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,29 +121,13 @@ pub trait NicOps {
     /// The device's page pools (netdev `page-pool-get` dump, filtered to this ifindex), for
     /// the capability report. Available since 6.8.
     ///
-    /// The default asks the kernel through a fresh [`Netdev`] handle in the caller's network
-    /// namespace; test doubles override it.
-    ///
     /// Errors: `Error::Netlink` (ENOENT from nlctrl when the kernel has no netdev family).
-    fn page_pools(&mut self) -> Result<Vec<PagePoolInfo>> {
-        let ifindex = self.ifindex();
-        let mut netdev = Netdev::open()?;
-        Ok(netdev
-            .page_pool_get_dump()?
-            .into_iter()
-            .filter(|p| p.ifindex == Some(ifindex))
-            .collect())
-    }
+    fn page_pools(&mut self) -> Result<Vec<PagePoolInfo>>;
 
     /// XDP / AF_XDP features of the device (netdev `dev-get`), for the capability report.
     ///
-    /// The default asks the kernel through a fresh [`Netdev`] handle; test doubles override it.
-    ///
     /// Errors: `Error::Netlink` (ENODEV for a vanished device).
-    fn dev_info(&mut self) -> Result<DevInfo> {
-        let ifindex = self.ifindex();
-        Netdev::open()?.dev_get(ifindex)
-    }
+    fn dev_info(&mut self) -> Result<DevInfo>;
 }
 
 /// A live devmem binding: dropping it unbinds (for the real one, by closing its netlink
@@ -166,6 +148,7 @@ pub mod probe;
 pub mod queues;
 pub mod real;
 pub mod report;
+#[cfg(any(test, feature = "testing"))]
 pub mod scripted;
 pub mod setup;
 pub mod snapshot;

@@ -4,7 +4,7 @@
 //!
 //! The loop talks to the kernel only through the [`RxSocket`] seam and reads frag memory only
 //! through [`crate::udmabuf::FragMemory`], so tests drive it with a scripted socket over a
-//! `Vec`-backed region ([`testing`]).
+//! `Vec`-backed region (`testing`, with the `testing` feature).
 //!
 //! What one `recvmsg(MSG_SOCK_DEVMEM)` returns (net/ipv4/tcp.c `tcp_recvmsg_dmabuf`, see
 //! `docs.kernel.org/networking/devmem.html`): for each devmem skb, its linear part is copied to
@@ -21,6 +21,7 @@
 //! errors end the run instead of spinning.
 
 mod sink;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub(crate) use sink::PayloadSink;
@@ -33,8 +34,8 @@ use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::stats::{RxMode, RxStats};
 use crate::sys::uapi::{
-    dmabuf_cmsg, dmabuf_token, MAX_DONTNEED_FRAGS, MAX_DONTNEED_TOKENS, SCM_DEVMEM_DMABUF,
-    SCM_DEVMEM_LINEAR,
+    cmsg_len, cmsg_space, dmabuf_cmsg, dmabuf_token, walk_cmsgs, CmsgWalk, DMABUF_CMSG_LEN,
+    MAX_DONTNEED_FRAGS, MAX_DONTNEED_TOKENS, SCM_DEVMEM_DMABUF, SCM_DEVMEM_LINEAR,
 };
 use crate::udmabuf::FragMemory;
 use crate::validate::StreamSpec;
@@ -53,7 +54,7 @@ pub struct RecvOutcome {
 
 /// The socket operations the receive loop needs. The real implementation is
 /// [`crate::sys::socket::TcpRxSocket`]; tests use a scripted double that produces exactly the
-/// bytes the kernel produces ([`testing::ScriptedSocket`]).
+/// bytes the kernel produces (`testing::ScriptedSocket`, with the `testing` feature).
 pub trait RxSocket {
     /// One non-blocking `recvmsg(2)` (`MSG_DONTWAIT`) into `data` (a single iov) and `control`,
     /// with `MSG_SOCK_DEVMEM` when `devmem` is true. `Err` carries the positive errno of a `-1`
@@ -78,28 +79,6 @@ pub trait RxSocket {
 // cmsg layout (x86_64 / LP64; include/uapi/linux/socket.h, include/linux/socket.h)
 // ---------------------------------------------------------------------------------------------
 
-/// `sizeof(struct cmsghdr)` on LP64: `cmsg_len` (u64, bytes of header + payload), `cmsg_level`
-/// (i32), `cmsg_type` (i32).
-pub const CMSGHDR_LEN: usize = 16;
-
-/// `sizeof(struct dmabuf_cmsg)` (include/uapi/linux/uio.h): the payload of both devmem cmsgs.
-pub const DMABUF_CMSG_LEN: usize = 24;
-
-/// `CMSG_ALIGN(len)`: rounds a byte length up to the 8-byte cmsg alignment.
-pub const fn cmsg_align(len: usize) -> usize {
-    (len + 7) & !7
-}
-
-/// `CMSG_LEN(payload)`: the `cmsg_len` value of a cmsg with `payload` bytes.
-pub const fn cmsg_len(payload: usize) -> usize {
-    CMSGHDR_LEN + payload
-}
-
-/// `CMSG_SPACE(payload)`: bytes a cmsg with `payload` bytes takes in the control buffer.
-pub const fn cmsg_space(payload: usize) -> usize {
-    CMSGHDR_LEN + cmsg_align(payload)
-}
-
 /// Control-buffer bytes per devmem cmsg: `CMSG_SPACE(sizeof(struct dmabuf_cmsg))` = 40.
 pub const DEVMEM_CMSG_SPACE: usize = cmsg_space(DMABUF_CMSG_LEN);
 
@@ -110,8 +89,6 @@ pub const DEFAULT_DATA_BUF_LEN: usize = 819_200;
 pub const DEFAULT_CONTROL_BUF_LEN: usize = 2000 * DEVMEM_CMSG_SPACE;
 
 const _: () = assert!(DEVMEM_CMSG_SPACE == 40);
-// The hand-written cmsg header is libc's.
-const _: () = assert!(CMSGHDR_LEN == std::mem::size_of::<libc::cmsghdr>());
 const _: () = assert!(cmsg_len(DMABUF_CMSG_LEN) == 40);
 const _: () = assert!(DEFAULT_CONTROL_BUF_LEN == 80_000);
 
@@ -171,8 +148,8 @@ impl PartialEq for Cmsg {
 
 impl Eq for Cmsg {}
 
-/// Walks the cmsgs in `control` (the first `msg_controllen` bytes of the control buffer), like
-/// `CMSG_FIRSTHDR`/`CMSG_NXTHDR` but over bytes, never reading past the slice.
+/// Walks the cmsgs in `control` (the first `msg_controllen` bytes of the control buffer) with
+/// [`walk_cmsgs`], decoding the devmem ones.
 ///
 /// Yields `Err(Error::Decode)` once and then stops for: fewer than 16 bytes left for a header,
 /// `cmsg_len < 16`, `cmsg_len` larger than the bytes left (a truncated cmsg), or a devmem cmsg
@@ -180,8 +157,7 @@ impl Eq for Cmsg {}
 /// 24 bytes is accepted and its first 24 bytes are decoded.
 pub fn cmsgs(control: &[u8]) -> CmsgIter<'_> {
     CmsgIter {
-        buf: control,
-        pos: 0,
+        walk: walk_cmsgs(control),
         done: false,
     }
 }
@@ -189,19 +165,8 @@ pub fn cmsgs(control: &[u8]) -> CmsgIter<'_> {
 /// Iterator returned by [`cmsgs`].
 #[derive(Debug, Clone)]
 pub struct CmsgIter<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    walk: CmsgWalk<'a>,
     done: bool,
-}
-
-impl CmsgIter<'_> {
-    fn fail(&mut self, what: &str, detail: String) -> Option<Result<Cmsg>> {
-        self.done = true;
-        Some(Err(Error::Decode {
-            what: what.to_string(),
-            detail,
-        }))
-    }
 }
 
 /// Reads `N` bytes at `at` of `buf`; the caller guarantees the range is inside.
@@ -215,44 +180,14 @@ impl Iterator for CmsgIter<'_> {
     type Item = Result<Cmsg>;
 
     fn next(&mut self) -> Option<Result<Cmsg>> {
-        if self.done || self.pos >= self.buf.len() {
+        if self.done {
             return None;
         }
-        let pos = self.pos;
-        let rest = &self.buf[pos..];
-        if rest.len() < CMSGHDR_LEN {
-            return self.fail(
-                "cmsghdr",
-                format!(
-                    "{} trailing bytes at control offset {pos}; a cmsghdr needs {CMSGHDR_LEN}",
-                    rest.len()
-                ),
-            );
-        }
-        let len = u64::from_ne_bytes(take::<8>(rest, 0));
-        let level = i32::from_ne_bytes(take::<4>(rest, 8));
-        let ty = i32::from_ne_bytes(take::<4>(rest, 12));
-        if len < CMSGHDR_LEN as u64 {
-            return self.fail(
-                "cmsghdr",
-                format!(
-                    "cmsg_len {len} at control offset {pos} is below the {CMSGHDR_LEN}-byte header"
-                ),
-            );
-        }
-        if len > rest.len() as u64 {
-            return self.fail(
-                "cmsghdr",
-                format!(
-                    "cmsg_len {len} (level {level}, type {ty}) at control offset {pos} exceeds the {} bytes left: truncated cmsg",
-                    rest.len()
-                ),
-            );
-        }
-        let len = len as usize;
-        let payload = &rest[CMSGHDR_LEN..len];
-        // The last cmsg's padding may be cut off by the end of the buffer.
-        self.pos += cmsg_align(len).min(rest.len());
+        let c = match self.walk.next()? {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        let (level, ty, payload) = (c.level, c.ty, c.payload);
         if level == libc::SOL_SOCKET && (ty == SCM_DEVMEM_LINEAR || ty == SCM_DEVMEM_DMABUF) {
             let name = if ty == SCM_DEVMEM_LINEAR {
                 "SCM_DEVMEM_LINEAR cmsg"
@@ -260,13 +195,15 @@ impl Iterator for CmsgIter<'_> {
                 "SCM_DEVMEM_DMABUF cmsg"
             };
             if payload.len() < DMABUF_CMSG_LEN {
-                return self.fail(
-                    name,
-                    format!(
-                        "payload of {} bytes at control offset {pos}; struct dmabuf_cmsg needs {DMABUF_CMSG_LEN}",
-                        payload.len()
+                self.done = true;
+                return Some(Err(Error::Decode {
+                    what: name.to_string(),
+                    detail: format!(
+                        "payload of {} bytes at control offset {}; struct dmabuf_cmsg needs {DMABUF_CMSG_LEN}",
+                        payload.len(),
+                        c.offset
                     ),
-                );
+                }));
             }
             let d = dmabuf_cmsg {
                 frag_offset: u64::from_ne_bytes(take::<8>(payload, 0)),
@@ -283,7 +220,11 @@ impl Iterator for CmsgIter<'_> {
                 Cmsg::Dmabuf(d)
             }));
         }
-        Some(Ok(Cmsg::Other { level, ty, len }))
+        Some(Ok(Cmsg::Other {
+            level,
+            ty,
+            len: cmsg_len(payload.len()),
+        }))
     }
 }
 
@@ -681,7 +622,7 @@ pub fn receive<S: RxSocket, M: FragMemory, W: Write>(
 /// - [`Error::Usage`]: bad configuration (zero buffer sizes, a control buffer below 40 bytes
 ///   in devmem mode, niov size 0, a `-v` period outside 2..=256, devmem without `mem`).
 /// - [`Error::Sys`]: `recvmsg` failed with anything but `EAGAIN`/`EINTR` (which are retried,
-///   with [`Backoff`] pauses once they repeat),
+///   with `Backoff` pauses once they repeat),
 ///   e.g. `EFAULT`; `poll` failed; `SO_DEVMEM_DONTNEED` failed; writing the payload failed;
 ///   `DMA_BUF_IOCTL_SYNC` failed (from `mem`).
 /// - [`Error::Failure`]: `MSG_CTRUNC`; "flow steering error" (data without devmem cmsgs, or a
@@ -1006,7 +947,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 match (&result, ended) {
                     (Ok(()), Err(e)) => result = Err(e),
                     (Err(_), Err(e)) => {
-                        let _ = writeln!(self.sink.log, "rx: also failed to end CPU access: {e}");
+                        crate::elog_to!(self.sink.log, "rx: also failed to end CPU access: {e}");
                     }
                     _ => {}
                 }
@@ -1047,7 +988,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                     self.stats.linear_frags += 1;
                     self.stats.linear_bytes += n as u64;
                     if self.cfg.verbose {
-                        let _ = writeln!(
+                        crate::elog_to!(
                             self.sink.log,
                             "frag linear: size {n}, stream offset {}",
                             self.offset
@@ -1089,7 +1030,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 }
                 Cmsg::Other { level, ty, len } => {
                     if self.cfg.verbose {
-                        let _ = writeln!(
+                        crate::elog_to!(
                             self.sink.log,
                             "cmsg ignored: level {level}, type {ty}, {len} bytes"
                         );
@@ -1105,7 +1046,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         let (token, off, size) = (d.frag_token, d.frag_offset, d.frag_size as u64);
         if self.cfg.verbose {
             let niov = p.niov_size as u64;
-            let _ = writeln!(
+            crate::elog_to!(
                 self.sink.log,
                 "frag dmabuf: token {token}, dma-buf offset 0x{off:x} (niov {}, +0x{:x}), size {size}, stream offset {}, dmabuf id {}",
                 off / niov,
@@ -1191,31 +1132,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
     }
 }
 
-fn io_error(call: &str, e: std::io::Error) -> Error {
-    output_error(call, e)
-}
-
-/// The error a [`StopAwareWriter`] returns once a stop signal has arrived: the signal number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stopped(pub i32);
-
-impl std::fmt::Display for Stopped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "stopped by signal {}", self.0)
-    }
-}
-
-impl std::error::Error for Stopped {}
-
-/// Maps an error of writing the payload output (`call`, e.g. `"write(payload output)"`) to the
-/// crate's error: [`Error::Interrupted`] when a [`StopAwareWriter`] gave up for a stop signal,
-/// else [`Error::Sys`] with the errno (`EIO` when there is none).
-pub fn output_error(call: &str, e: std::io::Error) -> Error {
-    match e.get_ref().and_then(|x| x.downcast_ref::<Stopped>()) {
-        Some(Stopped(sig)) => Error::Interrupted(*sig),
-        None => Error::sys(call, e.raw_os_error().unwrap_or(libc::EIO)),
-    }
-}
+pub use crate::error::Stopped;
 
 /// A payload sink a stop signal can interrupt. A write blocked on a full pipe (a reader that
 /// stopped reading, such as `| less`) returns `EINTR` when a signal arrives, but `write_all`,
@@ -1276,7 +1193,7 @@ pub fn stop_aware_stdout(stop: &AtomicI32) -> Result<StopAwareWriter<'_, std::fs
     let fd = std::io::stdout()
         .as_fd()
         .try_clone_to_owned()
-        .map_err(|e| io_error("dup(stdout)", e))?;
+        .map_err(|e| Error::io("dup(stdout)", &e))?;
     Ok(StopAwareWriter::new(std::fs::File::from(fd), stop))
 }
 
@@ -1339,7 +1256,7 @@ mod tests {
         );
         let e = w.write_all(b"payload").unwrap_err();
         assert!(matches!(
-            output_error("write(payload output)", e),
+            Error::io("write(payload output)", &e),
             Error::Interrupted(libc::SIGTERM)
         ));
         assert_eq!(w.inner.calls, 3);
@@ -1348,7 +1265,7 @@ mod tests {
         assert_eq!(w.inner.calls, 3, "nothing more reaches the blocked pipe");
         let e = std::io::Error::from_raw_os_error(libc::ENOSPC);
         assert!(matches!(
-            output_error("write(payload output)", e),
+            Error::io("write(payload output)", &e),
             Error::Sys {
                 errno: libc::ENOSPC,
                 ..
@@ -1608,7 +1525,7 @@ mod tests {
             let mut n = 0;
             for c in cmsgs(&bytes) {
                 n += 1;
-                prop_assert!(n <= bytes.len() / CMSGHDR_LEN + 1);
+                prop_assert!(n <= bytes.len() / crate::sys::uapi::CMSGHDR_LEN + 1);
                 if c.is_err() {
                     break;
                 }

@@ -404,7 +404,7 @@ pub fn check_json_path(path: &Path) -> Result<()> {
             "--json: cannot create a file next to '{}' ({}: {})",
             path.display(),
             tmp.display(),
-            crate::error::errno_display(e.raw_os_error().unwrap_or(libc::EIO))
+            crate::error::errno_display(crate::error::errno_of(&e))
         ))
     })?;
     let _ = std::fs::remove_file(&tmp);
@@ -487,10 +487,7 @@ fn create_temp(
 fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     check_json_target(path)?;
     let io_err = |step: &str, p: &Path, e: std::io::Error| {
-        Error::sys(
-            format!("--json: {step}({})", p.display()),
-            e.raw_os_error().unwrap_or(libc::EIO),
-        )
+        Error::io(format!("--json: {step}({})", p.display()), &e)
     };
     let (tmp, mut f) = create_temp(path).map_err(|(tmp, e)| io_err("create", &tmp, e))?;
     let result = (|| {

@@ -22,6 +22,7 @@ use crate::sys::zerocopy::{self, ZerocopySocket};
 use crate::validate::{Pattern, StreamSpec};
 
 pub mod devmem;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use devmem::{
@@ -167,7 +168,7 @@ fn send_pattern_on(
                 chunk[(off - stats.bytes) as usize] ^= 0xff;
             }
         }
-        socket::send_all_timeout(sock, chunk, req.timeout)?;
+        crate::conn::send_all_timeout(sock, chunk, req.timeout)?;
         crc.update(chunk);
         stats.bytes += n as u64;
         stats.writes += 1;
@@ -188,7 +189,7 @@ fn connect_retrying(req: &PatternSend, stop: &AtomicI32) -> Result<std::os::fd::
     )
 }
 
-/// [`socket::connect_timeout`], retrying a refused connect every 100 ms within `timeout`
+/// [`crate::conn::connect_timeout`], retrying a refused connect every 100 ms within `timeout`
 /// (default [`DEFAULT_CONNECT_RETRY`]). The last try is made at the end of the window (the
 /// pause before it is shortened), so a receiver that starts listening just before the
 /// deadline is still reached, and the message states when the last try was refused.
@@ -211,7 +212,7 @@ fn connect_retrying_to(
         let tried_at = Instant::now();
         let left = deadline.saturating_duration_since(tried_at);
         tries = tries.saturating_add(1);
-        match socket::connect_timeout(peer, local, ifname, Some(left.max(ms(1)))) {
+        match crate::conn::connect_timeout(peer, local, ifname, Some(left.max(ms(1)))) {
             Err(Error::Sys { call, errno }) if errno == libc::ECONNREFUSED => {
                 let now = Instant::now();
                 if now >= deadline {
@@ -273,7 +274,7 @@ pub fn bind_tx(
 /// connected to `peer` within `timeout` (a refused connect is retried every 100 ms within that
 /// window; default [`DEFAULT_CONNECT_RETRY`]), then `SO_ZEROCOPY = 1`.
 ///
-/// Errors: as [`socket::connect_timeout`]; `Error::Sys` from `setsockopt(SO_ZEROCOPY)`;
+/// Errors: as [`crate::conn::connect_timeout`]; `Error::Sys` from `setsockopt(SO_ZEROCOPY)`;
 /// `Error::Interrupted` when `stop` is set.
 pub fn connect_devmem(
     peer: SocketAddrV6,

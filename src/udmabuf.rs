@@ -29,14 +29,13 @@
 //! ([`Udmabuf::write_at`], [`MappedRegion::write_at`]) need `&mut self`, so no view is alive
 //! while this process writes.
 
-use std::ffi::{CStr, CString};
-use std::fs::OpenOptions;
+use std::ffi::CStr;
 use std::io::ErrorKind;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 
 use crate::error::{Error, Result};
+use crate::sys::mmap::{checked_range, MappedRegion};
 use crate::sys::{self, uapi};
 
 /// Memory that dmabuf frags point into, read only through bounds-checked views.
@@ -172,6 +171,17 @@ pub fn parse_size_limit_mb(contents: &str) -> Result<u64> {
     })
 }
 
+/// Reads the udmabuf module's `size_limit_mb` at `path` (normally [`SIZE_LIMIT_MB_PATH`]):
+/// `Ok(None)` when the file does not exist (no limit known). Garbage is `Error::Decode`, an
+/// unreadable file `Error::Sys`.
+pub fn read_size_limit_mb(path: &Path) -> Result<Option<u64>> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => parse_size_limit_mb(&s).map(Some),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(format!("read({})", path.display()), &e)),
+    }
+}
+
 /// Refuses `size_bytes` above the udmabuf module's limit of `limit_mb` MiB, as the kernel
 /// would (its check is `size > limit_mb << 20`, so exactly the limit is allowed).
 /// Error: `Error::Skip` naming both numbers and the module parameter.
@@ -185,30 +195,6 @@ pub fn check_size_limit(size_bytes: u64, limit_mb: u64) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Checks `[offset, offset + len)` against a region of `region_len` bytes with overflow-safe
-/// arithmetic and returns it as a `usize` range. `what` names the access in the
-/// `Error::Bounds` (e.g. `"dma-buf frag"`). The exact end (`offset + len == region_len`) is in
-/// bounds; so is an empty range at the end.
-pub fn checked_range(
-    what: &str,
-    offset: u64,
-    len: u64,
-    region_len: usize,
-) -> Result<std::ops::Range<usize>> {
-    let bounds = || Error::Bounds {
-        what: what.to_string(),
-        offset,
-        len,
-        region_len: region_len as u64,
-    };
-    let end = offset.checked_add(len).ok_or_else(bounds)?;
-    if end > region_len as u64 {
-        return Err(bounds());
-    }
-    // Both fit in usize: end <= region_len, which is a usize.
-    Ok(offset as usize..end as usize)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -331,12 +317,39 @@ fn read_u64_file(path: &Path) -> Result<Option<u64>> {
             })
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_error(format!("read({})", path.display()), &e)),
+        Err(e) => Err(Error::io(format!("read({})", path.display()), &e)),
     }
 }
 
-fn io_error(call: String, e: &std::io::Error) -> Error {
-    Error::sys(call, e.raw_os_error().unwrap_or(libc::EIO))
+/// Opens the udmabuf device at `dev` `O_RDWR|O_CLOEXEC`. Errors: a missing device (`ENOENT`,
+/// `ENODEV`, `ENXIO`) is `Error::Skip` ("no udmabuf: ...", naming `CONFIG_UDMABUF`), `EACCES`
+/// or `EPERM` is `Error::Skip` (needs root), anything else `Error::Sys`.
+pub fn open_device(dev: &Path) -> Result<OwnedFd> {
+    sys::udmabuf::open_device(dev).map_err(|errno| {
+        let text = open_failure(dev, errno);
+        match errno {
+            libc::ENOENT | libc::ENODEV | libc::ENXIO => Error::Skip(format!("no udmabuf: {text}")),
+            libc::EACCES | libc::EPERM => Error::Skip(text),
+            _ => Error::sys(format!("open({}, O_RDWR)", dev.display()), errno),
+        }
+    })
+}
+
+/// What a failed `open` of the udmabuf device at `dev` with `errno` means, as one sentence:
+/// `cannot open /dev/udmabuf (ENOENT (...)): the kernel needs CONFIG_UDMABUF ...`.
+pub fn open_failure(dev: &Path, errno: i32) -> String {
+    let why = match errno {
+        libc::ENOENT | libc::ENODEV | libc::ENXIO => {
+            ": the kernel needs CONFIG_UDMABUF (built in, or the udmabuf module)"
+        }
+        libc::EACCES | libc::EPERM => ": needs root or write access to the device",
+        _ => "",
+    };
+    format!(
+        "cannot open {} ({}){why}",
+        dev.display(),
+        crate::error::errno_display(errno)
+    )
 }
 
 /// Checks everything that can make a udmabuf allocation a skip, before anything is created or
@@ -363,49 +376,16 @@ pub fn preflight_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
 
 /// Steps 1 and 2 of [`preflight`] on the real system: the device and the size limit, not the
 /// hugepage count — for callers that wait for hugepages a previous binding still holds
-/// ([`crate::release::await_hugepages`]).
+/// (`crate::release::await_hugepages`).
 pub fn preflight_device(params: &UdmabufParams) -> Result<()> {
     preflight_device_at(params, &HostPaths::default())
 }
 
 /// Steps 1 and 2 of [`preflight_at`].
 pub fn preflight_device_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
-    let dev = paths.udmabuf_dev.display();
-    match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&paths.udmabuf_dev)
-    {
-        Ok(_file) => {}
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ENOENT | libc::ENODEV | libc::ENXIO)
-            ) =>
-        {
-            return Err(Error::Skip(format!(
-                "no udmabuf: cannot open {dev} ({}); the kernel needs CONFIG_UDMABUF \
-                 (built in, or the udmabuf module loaded)",
-                crate::error::errno_display(e.raw_os_error().unwrap_or(libc::ENOENT))
-            )));
-        }
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
-            return Err(Error::Skip(format!(
-                "cannot open {dev} ({}): needs root or write access to the device",
-                crate::error::errno_display(e.raw_os_error().unwrap_or(libc::EACCES))
-            )));
-        }
-        Err(e) => return Err(io_error(format!("open({dev}, O_RDWR)"), &e)),
-    }
-    match std::fs::read_to_string(&paths.size_limit_mb) {
-        Ok(s) => check_size_limit(params.size_bytes, parse_size_limit_mb(&s)?)?,
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(io_error(
-                format!("read({})", paths.size_limit_mb.display()),
-                &e,
-            ))
-        }
+    drop(open_device(&paths.udmabuf_dev)?);
+    if let Some(limit_mb) = read_size_limit_mb(&paths.size_limit_mb)? {
+        check_size_limit(params.size_bytes, limit_mb)?;
     }
     Ok(())
 }
@@ -441,19 +421,12 @@ pub fn sync_flags_name(flags: u64) -> String {
 /// `EINTR`/`EAGAIN` are retried a few times. Errors: `Error::Sys` naming the ioctl, the flags
 /// and the fd (`ENOTTY` when `fd` is not a dma-buf).
 pub fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<()> {
-    let arg = uapi::dma_buf_sync { flags };
     let mut attempts = 0;
     let mut backoff = crate::backoff::Backoff::default();
     loop {
-        // SAFETY: `fd` is a live descriptor for the borrow's duration; DMA_BUF_IOCTL_SYNC is an
-        // _IOW ioctl that reads exactly size_of::<dma_buf_sync>() (8) bytes from the pointer,
-        // which points at `arg`, alive across the call. On a non-dma-buf fd the kernel answers
-        // ENOTTY (or the file's own ioctl refuses the unknown number) without touching memory.
-        let ret = unsafe { libc::ioctl(fd.as_raw_fd(), uapi::DMA_BUF_IOCTL_SYNC, &arg) };
-        if ret >= 0 {
+        let Err(errno) = sys::udmabuf::dma_buf_sync(fd, flags) else {
             return Ok(());
-        }
-        let errno = sys::last_errno();
+        };
         attempts += 1;
         if (errno == libc::EINTR || errno == libc::EAGAIN) && attempts < 16 {
             backoff.pause();
@@ -467,118 +440,6 @@ pub fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<()> {
             ),
             errno,
         ));
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Mapped memory
-// ---------------------------------------------------------------------------------------------
-
-/// An owned `mmap` of `len` bytes (`PROT_READ|PROT_WRITE`), unmapped on drop. Read through
-/// bounds-checked [`MappedRegion::bytes`] views; written with [`MappedRegion::write_at`].
-///
-/// See the module docs for when a view over shared DMA memory is sound.
-#[derive(Debug)]
-pub struct MappedRegion {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the region is plain memory owned by this value (no thread-affine state); moving the
-// owner to another thread moves the right to unmap it with it.
-unsafe impl Send for MappedRegion {}
-// SAFETY: `&MappedRegion` only hands out `&[u8]` views (reads); all writes need `&mut self`, so
-// sharing references across threads adds no data race within this process.
-unsafe impl Sync for MappedRegion {}
-
-impl MappedRegion {
-    /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED, fd, 0)`. For a dma-buf fd MAP_SHARED
-    /// is required (udmabuf refuses private mappings with `EINVAL`).
-    pub fn map_shared(fd: BorrowedFd<'_>, len: usize) -> Result<Self> {
-        Self::map(fd, len, libc::MAP_SHARED)
-    }
-
-    /// `mmap(NULL, len, PROT_READ|PROT_WRITE, flags, fd, 0)` with caller-chosen `flags`
-    /// (e.g. `MAP_SHARED | MAP_POPULATE`). `MAP_FIXED` and `MAP_FIXED_NOREPLACE` are refused
-    /// (`Error::Usage`): the kernel picks the address, so no existing mapping is replaced.
-    /// `len == 0` is refused the same way. Kernel errors: `Error::Sys` naming the call.
-    pub fn map(fd: BorrowedFd<'_>, len: usize, flags: libc::c_int) -> Result<Self> {
-        if flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
-            return Err(Error::Usage(
-                "mmap: MAP_FIXED/MAP_FIXED_NOREPLACE refused; the kernel must pick the address"
-                    .into(),
-            ));
-        }
-        if len == 0 {
-            return Err(Error::Usage("mmap: a mapping of 0 bytes is refused".into()));
-        }
-        // SAFETY: addr is NULL and no MAP_FIXED flag is set, so the kernel chooses a fresh
-        // address range and cannot replace any existing mapping (no Rust object's memory is
-        // affected). `fd` is live for the call. The result is checked against MAP_FAILED below.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(Error::last_os(format!(
-                "mmap({len} bytes, PROT_READ|PROT_WRITE, flags 0x{flags:x}, fd {})",
-                fd.as_raw_fd()
-            )));
-        }
-        let ptr = NonNull::new(addr.cast::<u8>()).ok_or_else(|| {
-            Error::Failure("mmap returned a NULL mapping without an error".into())
-        })?;
-        Ok(MappedRegion { ptr, len })
-    }
-
-    /// Length of the mapping in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false (0-byte mappings are refused); for clippy's `len_without_is_empty`.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// A view of `[offset, offset + len)`; `Error::Bounds` (what = "mapped region") if it
-    /// leaves the mapping or `offset + len` overflows. Sound only while nobody else writes
-    /// those bytes (see the module docs).
-    pub fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
-        let r = checked_range("mapped region", offset, len, self.len)?;
-        // SAFETY: `r` lies inside [0, self.len) (checked above), and the mapping of self.len
-        // bytes stays valid and readable for as long as `self` is borrowed (munmap only in
-        // Drop). Writes from this process need `&mut self`, so none happen while the view
-        // lives; the module docs state when writes by the device are excluded.
-        Ok(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(r.start), r.len()) })
-    }
-
-    /// Copies `data` into the mapping at `offset` (bytes); `Error::Bounds` if it does not fit.
-    pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        let r = checked_range("mapped region write", offset, data.len() as u64, self.len)?;
-        // SAFETY: the destination [r.start, r.end) lies inside the live, writable mapping
-        // (checked above); `&mut self` guarantees no view into it is alive; `data` is a
-        // separate Rust slice, so the ranges cannot overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(r.start), data.len())
-        };
-        Ok(())
-    }
-}
-
-impl Drop for MappedRegion {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len are exactly the range this value mapped and nothing else unmapped it;
-        // no view can outlive `self` (they borrow it), so nothing refers to the memory after.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
     }
 }
 
@@ -604,36 +465,31 @@ impl Memfd {
     /// Errors: `Error::Sys` naming the step; a kernel without 2 MiB hugetlb memfds is
     /// `Error::Skip`.
     pub fn create(name: &CStr, size: u64, hugetlb: bool) -> Result<Memfd> {
-        let mut flags = libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC;
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        use nix::sys::memfd::{memfd_create, MFdFlags};
+        let mut flags = MFdFlags::MFD_ALLOW_SEALING | MFdFlags::MFD_CLOEXEC;
         if hugetlb {
-            flags |= libc::MFD_HUGETLB | uapi::MFD_HUGE_2MB;
+            flags |= MFdFlags::MFD_HUGETLB | MFdFlags::MFD_HUGE_2MB;
         }
-        // SAFETY: `name` is a valid NUL-terminated string for the call; memfd_create takes no
-        // other pointers. The result is checked before use.
-        let raw = unsafe { libc::memfd_create(name.as_ptr(), flags) };
-        if raw < 0 {
-            let errno = sys::last_errno();
+        let fd = memfd_create(name, flags).map_err(|errno| {
+            let errno = errno as i32;
             if hugetlb && matches!(errno, libc::EINVAL | libc::ENODEV) {
-                return Err(Error::Skip(format!(
+                return Error::Skip(format!(
                     "no 2 MiB hugetlb memfd: memfd_create(MFD_HUGETLB|MFD_HUGE_2MB): {}",
                     crate::error::errno_display(errno)
-                )));
+                ));
             }
-            return Err(Error::sys(
-                format!("memfd_create({name:?}, 0x{flags:x})"),
+            Error::sys(
+                format!("memfd_create({name:?}, 0x{:x})", flags.bits()),
                 errno,
-            ));
-        }
-        // SAFETY: memfd_create returned a new descriptor (checked >= 0) that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: plain fcntl on a descriptor we own; F_ADD_SEALS takes an int argument.
-        let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
-        sys::cvt(ret, "fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK)")?;
+            )
+        })?;
+        fcntl(&fd, FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK))
+            .map_err(|e| Error::sys("fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK)", e as i32))?;
         let len = libc::off_t::try_from(size)
             .map_err(|_| Error::Usage(format!("memfd size {size} bytes does not fit off_t")))?;
-        // SAFETY: ftruncate on a descriptor we own; no pointers.
-        let ret = unsafe { libc::ftruncate(fd.as_raw_fd(), len) };
-        sys::cvt(ret, &format!("ftruncate(memfd, {size} bytes)"))?;
+        nix::unistd::ftruncate(&fd, len)
+            .map_err(|e| Error::sys(format!("ftruncate(memfd, {size} bytes)"), e as i32))?;
         Ok(Memfd { fd, size, hugetlb })
     }
 
@@ -724,7 +580,7 @@ impl Udmabuf {
             ))
         })?;
         let memfd = Memfd::create(MEMFD_NAME, params.size_bytes, params.hugetlb)?;
-        let dev = open_udmabuf_dev()?;
+        let dev = open_device(Path::new(UDMABUF_DEV))?;
         let dmabuf = udmabuf_create(dev.as_fd(), &memfd)?;
         drop(dev);
         let map = MappedRegion::map_shared(dmabuf.as_fd(), len).map_err(|e| {
@@ -795,54 +651,22 @@ impl FragMemory for Udmabuf {
     }
 }
 
-/// Opens [`UDMABUF_DEV`] `O_RDWR|O_CLOEXEC`. A missing device is the udmabuf `Error::Skip`.
-fn open_udmabuf_dev() -> Result<OwnedFd> {
-    let path = CString::new(UDMABUF_DEV).map_err(|_| Error::Failure("NUL in path".into()))?;
-    // SAFETY: `path` is a valid NUL-terminated string for the call; the result is checked.
-    let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if raw < 0 {
-        let errno = sys::last_errno();
-        if matches!(errno, libc::ENOENT | libc::ENODEV | libc::ENXIO) {
-            return Err(Error::Skip(format!(
-                "no udmabuf: cannot open {UDMABUF_DEV} ({}); the kernel needs CONFIG_UDMABUF",
-                crate::error::errno_display(errno)
-            )));
-        }
-        return Err(Error::sys(format!("open({UDMABUF_DEV}, O_RDWR)"), errno));
-    }
-    // SAFETY: open returned a new descriptor (checked >= 0) that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
-/// `ioctl(dev, UDMABUF_CREATE, {memfd, UDMABUF_FLAGS_CLOEXEC, offset 0, size})`: the return is
-/// the new dma-buf fd, owned at once.
+/// `UDMABUF_CREATE` for the whole of `memfd`: the new dma-buf fd. For hugetlb, `ENOMEM` is the
+/// hugepage `Error::Skip`; other errors are `Error::Sys` naming the call.
 fn udmabuf_create(dev: BorrowedFd<'_>, memfd: &Memfd) -> Result<OwnedFd> {
-    let memfd_raw = memfd.as_fd().as_raw_fd();
-    let arg = uapi::udmabuf_create {
-        memfd: memfd_raw as u32,
-        flags: uapi::UDMABUF_FLAGS_CLOEXEC,
-        offset: 0,
-        size: memfd.size(),
-    };
-    // SAFETY: `dev` is a live descriptor; UDMABUF_CREATE is an _IOW ioctl reading exactly
-    // size_of::<udmabuf_create>() (24) bytes from the pointer, which points at `arg`, alive
-    // across the call. The result is checked before use.
-    let ret = unsafe { libc::ioctl(dev.as_raw_fd(), uapi::UDMABUF_CREATE, &arg) };
-    if ret < 0 {
-        let errno = sys::last_errno();
+    sys::udmabuf::create(dev, memfd.as_fd(), memfd.size()).map_err(|errno| {
         if memfd.is_hugetlb() && errno == libc::ENOMEM {
-            return Err(hugepage_enomem(memfd.hugepages_needed()));
+            return hugepage_enomem(memfd.hugepages_needed());
         }
-        return Err(Error::sys(
+        Error::sys(
             format!(
-                "ioctl(UDMABUF_CREATE, memfd {memfd_raw}, offset 0, size {} bytes)",
+                "ioctl(UDMABUF_CREATE, memfd {}, offset 0, size {} bytes)",
+                memfd.as_fd().as_raw_fd(),
                 memfd.size()
             ),
             errno,
-        ));
-    }
-    // SAFETY: UDMABUF_CREATE returned a new dma-buf descriptor (checked >= 0) owned by us.
-    Ok(unsafe { OwnedFd::from_raw_fd(ret) })
+        )
+    })
 }
 
 #[cfg(test)]
@@ -940,37 +764,6 @@ mod tests {
                 "{bad:?}: {e}"
             );
         }
-    }
-
-    #[test]
-    fn checked_range_bounds() {
-        // Exact end is in bounds; empty at the end too.
-        assert_eq!(checked_range("frag", 96, 4, 100).unwrap(), 96..100);
-        assert_eq!(checked_range("frag", 100, 0, 100).unwrap(), 100..100);
-        // Past the end.
-        let e = checked_range("frag", 97, 4, 100).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Bounds { ref what, offset: 97, len: 4, region_len: 100 } if what == "frag"
-            ),
-            "{e}"
-        );
-        assert!(checked_range("frag", 101, 0, 100).is_err());
-        // offset + len overflows u64.
-        let e = checked_range("frag", u64::MAX, 2, 100).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Bounds {
-                    offset: u64::MAX,
-                    len: 2,
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        assert!(checked_range("frag", 1, u64::MAX, usize::MAX).is_err());
     }
 
     #[test]
@@ -1099,24 +892,5 @@ mod tests {
         // A missing 2 MiB pool is a skip for hugetlb.
         let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
         assert!(msg.contains("no 2 MiB hugepage pool"), "{msg}");
-    }
-
-    #[test]
-    fn map_refuses_fixed_and_empty() {
-        let fd = std::fs::File::open("/dev/zero").expect("open /dev/zero");
-        for flags in [
-            libc::MAP_SHARED | libc::MAP_FIXED,
-            libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE,
-        ] {
-            let e = MappedRegion::map(fd.as_fd(), 4096, flags).unwrap_err();
-            assert!(
-                matches!(e, Error::Usage(ref m) if m.contains("MAP_FIXED")),
-                "{e}"
-            );
-        }
-        assert!(matches!(
-            MappedRegion::map_shared(fd.as_fd(), 0),
-            Err(Error::Usage(_))
-        ));
     }
 }

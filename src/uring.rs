@@ -29,13 +29,13 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::stats::{RxMode, RxStats};
+use crate::sys::mmap::MappedRegion;
 use crate::sys::uapi::{
     io_uring_zcrx_ifq_reg, io_uring_zcrx_rqe, IORING_ZCRX_AREA_MASK, ZCRX_REG_NODEV,
     ZCRX_RQ_MAX_ENTRIES,
 };
 use crate::sys::uring_mem::{
-    probe_zcrx_register, push_recv_zc, register_zcrx_ifq, zcrx_flush_rq, RawRegion, RefillLayout,
-    RefillRing,
+    probe_zcrx_register, push_recv_zc, register_zcrx_ifq, zcrx_flush_rq, RefillLayout, RefillRing,
 };
 use crate::validate::StreamSpec;
 
@@ -340,7 +340,7 @@ pub fn create_ring(p: &RingParams) -> Result<ZcrxRing> {
         b.setup_defer_taskrun();
     }
     b.build(p.sq_entries).map_err(|e| {
-        Error::sys(
+        Error::io(
             format!(
                 "io_uring_setup({} SQ / {} CQ entries, SINGLE_ISSUER|{}CQE32|CQSIZE)",
                 p.sq_entries,
@@ -351,7 +351,7 @@ pub fn create_ring(p: &RingParams) -> Result<ZcrxRing> {
                     ""
                 }
             ),
-            e.raw_os_error().unwrap_or(libc::EIO),
+            &e,
         )
     })
 }
@@ -381,12 +381,9 @@ pub fn setup_refusal(e: Error) -> Error {
 /// Errors: `Error::Skip` when unsupported; `Error::Sys` when the probe fails.
 pub fn require_recv_zc(ring: &ZcrxRing) -> Result<()> {
     let mut probe = Probe::new();
-    ring.submitter().register_probe(&mut probe).map_err(|e| {
-        Error::sys(
-            "io_uring_register(IORING_REGISTER_PROBE)",
-            e.raw_os_error().unwrap_or(libc::EIO),
-        )
-    })?;
+    ring.submitter()
+        .register_probe(&mut probe)
+        .map_err(|e| Error::io("io_uring_register(IORING_REGISTER_PROBE)", &e))?;
     if probe.is_supported(opcode::RecvZc::CODE) {
         Ok(())
     } else {
@@ -491,7 +488,7 @@ impl ZcrxParams {
 pub struct Zcrx {
     ring: ZcrxRing,
     refill: ZcrxRefill,
-    area: RawRegion,
+    area: MappedRegion,
     zcrx_id: u32,
     area_token: u64,
     rx_buf_len: u32,
@@ -541,9 +538,9 @@ impl Zcrx {
                 p.rq_entries
             )));
         }
-        let area = RawRegion::map_anon(p.area_len, p.hugetlb)?;
+        let area = MappedRegion::map_anon(p.area_len, p.hugetlb)?;
         let region_len = ZcrxParams::refill_region_len(p.rq_entries.next_power_of_two(), page);
-        let region = RawRegion::map_anon(region_len, false)?;
+        let region = MappedRegion::map_anon(region_len, false)?;
         // Rebound after the regions so that every early return below drops (closes) the ring,
         // which unregisters the ifq, before the regions are unmapped: a parameter would be
         // dropped after all locals.
@@ -923,7 +920,7 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
     pub fn on_completion(
         &mut self,
         c: Completion,
-        area: &RawRegion,
+        area: &MappedRegion,
         refill: &mut ZcrxRefill,
     ) -> Result<Next> {
         match c.event {
@@ -1014,7 +1011,7 @@ mod tests {
             entries,
         };
         let len = ZcrxParams::refill_region_len(entries, crate::sys::page_size());
-        let ring = RefillRing::new(RawRegion::heap(len).unwrap(), layout).unwrap();
+        let ring = RefillRing::new(MappedRegion::heap(len).unwrap(), layout).unwrap();
         ring.kernel_store_head(start);
         // Preset the published tail the way the kernel would see it.
         let mut r = ZcrxRefill::new(ring, TOKEN);
@@ -1162,9 +1159,9 @@ mod tests {
         assert!(!c.more);
     }
 
-    fn area_with_pattern(period: u32, chunks: &[(u64, u64, usize)]) -> RawRegion {
+    fn area_with_pattern(period: u32, chunks: &[(u64, u64, usize)]) -> MappedRegion {
         // chunks: (area offset, stream offset, len)
-        let mut area = RawRegion::heap(64 * 1024).unwrap();
+        let mut area = MappedRegion::heap(64 * 1024).unwrap();
         let p = crate::validate::Pattern::new(period).unwrap();
         for &(off, stream, len) in chunks {
             let mut buf = vec![0u8; len];
@@ -1300,7 +1297,7 @@ mod tests {
 
     #[test]
     fn payload_goes_out_without_validation_and_bounds_are_checked() {
-        let mut area = RawRegion::heap(8192).unwrap();
+        let mut area = MappedRegion::heap(8192).unwrap();
         area.write_at(4096, b"hello").unwrap();
         let mut r = refill(64, 0);
         let cfg = ZcrxRxConfig::default();
@@ -1330,7 +1327,7 @@ mod tests {
 
     #[test]
     fn enospc_and_enomem_rearm_a_bounded_number_of_times_and_other_errors_fail() {
-        let area = RawRegion::heap(4096).unwrap();
+        let area = MappedRegion::heap(4096).unwrap();
         let mut r = refill(64, 0);
         let cfg = ZcrxRxConfig::default();
         let (mut out, mut log) = (Vec::new(), Vec::new());

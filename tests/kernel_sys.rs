@@ -8,16 +8,16 @@
 //! value in a Drop guard, also on panic. Socket tests use loopback only.
 
 use std::fs::File;
-use std::net::SocketAddr;
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::AtomicI32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use ncdevmem::conn::{accept_timeout, connect_timeout, send_all};
 use ncdevmem::rx::RxSocket;
 use ncdevmem::sys::socket::{
-    accept_timeout, connect_timeout, local_addr, parse_addr, send_all, set_devmem_autorelease,
-    set_nodelay, shutdown_write, tcp_listen, TcpRxSocket,
+    local_addr, set_devmem_autorelease, set_nodelay, shutdown_write, tcp_listen, TcpRxSocket,
 };
 use ncdevmem::sys::uapi::{dmabuf_token, MAX_DONTNEED_TOKENS};
 use ncdevmem::udmabuf::{
@@ -26,6 +26,18 @@ use ncdevmem::udmabuf::{
 };
 use ncdevmem::Error;
 use nix::fcntl::{Flock, FlockArg};
+
+/// `addr` as the sockets take it (the CLI's `HostAddr`: IPv4 becomes `::ffff:a.b.c.d`).
+fn v6(addr: &str) -> Ipv6Addr {
+    ncdevmem::cli::HostAddr::parse("-s", "server address", addr)
+        .expect("parse")
+        .socket_ip()
+}
+
+/// `ip` with `port`, no flow info or scope.
+fn sa(ip: Ipv6Addr, port: u16) -> SocketAddrV6 {
+    SocketAddrV6::new(ip, port, 0, 0)
+}
 
 /// Cross-process lock for anything that reads or changes `vm.nr_hugepages`.
 const HUGEPAGES_LOCK_FILE: &str = "/tmp/ncdevmem-rs-nr_hugepages.lock";
@@ -322,12 +334,12 @@ fn no_stop() -> AtomicI32 {
 
 /// A connected loopback pair: (client, accepted server socket, client's address).
 fn loopback_pair(addr: &str) -> (OwnedFd, TcpRxSocket, SocketAddr) {
-    let a = parse_addr(addr, "-s").expect("parse");
-    let listener = tcp_listen(a.with_port(0), None).expect("listen");
+    let a = v6(addr);
+    let listener = tcp_listen(sa(a, 0), None).expect("listen");
     let port = local_addr(listener.as_fd()).expect("getsockname").port();
     assert_ne!(port, 0);
-    let client = connect_timeout(a.with_port(port), None, None, Some(Duration::from_secs(5)))
-        .expect("connect");
+    let client =
+        connect_timeout(sa(a, port), None, None, Some(Duration::from_secs(5))).expect("connect");
     let (server, peer) =
         accept_timeout(listener.as_fd(), Some(Duration::from_secs(5)), &no_stop()).expect("accept");
     (client, TcpRxSocket::new(server), peer)
@@ -372,11 +384,7 @@ fn devmem_recvmsg_on_plain_tcp_copies_normally() {
     for addr in ["127.0.0.1", "::1"] {
         let (client, mut server, peer) = loopback_pair(addr);
         // AF_INET6 sockets: an IPv4 peer shows up v4-mapped.
-        assert_eq!(
-            peer.ip(),
-            std::net::IpAddr::V6(parse_addr(addr, "-s").expect("parse").ip),
-            "{addr}"
-        );
+        assert_eq!(peer.ip(), std::net::IpAddr::V6(v6(addr)), "{addr}");
         let payload: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         set_nodelay(client.as_fd(), true).expect("TCP_NODELAY");
         send_all(client.as_fd(), &payload).expect("send");
@@ -403,8 +411,8 @@ fn devmem_recvmsg_on_plain_tcp_copies_normally() {
 
 #[test]
 fn accept_times_out_promptly() {
-    let a = parse_addr("127.0.0.1", "-s").expect("parse");
-    let listener = tcp_listen(a.with_port(0), None).expect("listen");
+    let a = v6("127.0.0.1");
+    let listener = tcp_listen(sa(a, 0), None).expect("listen");
     let t0 = Instant::now();
     let e = accept_timeout(
         listener.as_fd(),
@@ -423,8 +431,8 @@ fn accept_times_out_promptly() {
 
 #[test]
 fn accept_notices_the_stop_flag() {
-    let a = parse_addr("::1", "-s").expect("parse");
-    let listener = tcp_listen(a.with_port(0), None).expect("listen");
+    let a = v6("::1");
+    let listener = tcp_listen(sa(a, 0), None).expect("listen");
     let stop = AtomicI32::new(0);
     let t0 = Instant::now();
     let e = std::thread::scope(|s| {
@@ -440,17 +448,17 @@ fn accept_notices_the_stop_flag() {
 
 #[test]
 fn connect_refused_and_bad_ifname() {
-    let a = parse_addr("127.0.0.1", "-s").expect("parse");
+    let a = v6("127.0.0.1");
     // A port nobody listens on: bind one, note it, close it.
     let port = {
-        let l = tcp_listen(a.with_port(0), None).expect("listen");
+        let l = tcp_listen(sa(a, 0), None).expect("listen");
         local_addr(l.as_fd()).expect("getsockname").port()
     };
-    let e = connect_timeout(a.with_port(port), None, None, Some(Duration::from_secs(5)))
+    let e = connect_timeout(sa(a, port), None, None, Some(Duration::from_secs(5)))
         .expect_err("nobody listens");
     assert_eq!(e.errno(), Some(libc::ECONNREFUSED), "{e}");
     let e = connect_timeout(
-        a.with_port(port),
+        sa(a, port),
         None,
         Some("a-very-long-ifname0"),
         Some(Duration::from_secs(5)),
@@ -465,17 +473,17 @@ fn connect_bound_to_lo_with_source_port() {
     if !is_root() {
         skip!(T, "SO_BINDTODEVICE needs CAP_NET_RAW");
     }
-    let a = parse_addr("127.0.0.1", "-s").expect("parse");
-    let listener = tcp_listen(a.with_port(0), None).expect("listen");
+    let a = v6("127.0.0.1");
+    let listener = tcp_listen(sa(a, 0), None).expect("listen");
     let port = local_addr(listener.as_fd()).expect("getsockname").port();
     // Source port: pick a free one the same way.
     let src_port = {
-        let l = tcp_listen(a.with_port(0), None).expect("listen");
+        let l = tcp_listen(sa(a, 0), None).expect("listen");
         local_addr(l.as_fd()).expect("getsockname").port()
     };
     let client = connect_timeout(
-        a.with_port(port),
-        Some(a.with_port(src_port)),
+        sa(a, port),
+        Some(sa(a, src_port)),
         Some("lo"),
         Some(Duration::from_secs(5)),
     )
@@ -522,16 +530,16 @@ fn bound_not_listening() -> (OwnedFd, u16) {
 /// connection is in TIME_WAIT (a socket without it is refused there).
 #[test]
 fn second_listener_is_eaddrinuse_but_time_wait_is_no_obstacle() {
-    let a = parse_addr("127.0.0.1", "-s").expect("parse");
-    let first = tcp_listen(a.with_port(0), None).expect("listen");
+    let a = v6("127.0.0.1");
+    let first = tcp_listen(sa(a, 0), None).expect("listen");
     let port = local_addr(first.as_fd()).expect("getsockname").port();
-    let e = tcp_listen(a.with_port(port), None).expect_err("a second listener on the same port");
+    let e = tcp_listen(sa(a, port), None).expect_err("a second listener on the same port");
     assert_eq!(e.errno(), Some(libc::EADDRINUSE), "{e}");
     assert!(e.to_string().contains("bind("), "{e}");
 
     // A connection closed by the server side first leaves the server's end in TIME_WAIT.
-    let client = connect_timeout(a.with_port(port), None, None, Some(Duration::from_secs(5)))
-        .expect("connect");
+    let client =
+        connect_timeout(sa(a, port), None, None, Some(Duration::from_secs(5))).expect("connect");
     let (server, _) =
         accept_timeout(first.as_fd(), Some(Duration::from_secs(5)), &no_stop()).expect("accept");
     drop(server);
@@ -559,7 +567,7 @@ fn second_listener_is_eaddrinuse_but_time_wait_is_no_obstacle() {
         );
     }
     // ... but the tool's listener (SO_REUSEADDR) gets it.
-    tcp_listen(a.with_port(port), None).expect("listen over TIME_WAIT");
+    tcp_listen(sa(a, port), None).expect("listen over TIME_WAIT");
 }
 
 /// The pattern sender's last connect try is at the end of its --timeout window, not up to
@@ -570,9 +578,7 @@ fn the_last_connect_try_is_at_the_deadline() {
     use ncdevmem::tx::{send_pattern, PatternSend};
     let (fd, port) = bound_not_listening();
     let req = PatternSend {
-        peer: parse_addr("127.0.0.1", "-s")
-            .expect("parse")
-            .with_port(port),
+        peer: sa(v6("127.0.0.1"), port),
         local: None,
         ifname: None,
         stream: ncdevmem::validate::StreamSpec::Periodic(7),
@@ -616,9 +622,7 @@ fn refused_until_the_deadline_says_when_it_last_tried() {
     use ncdevmem::tx::{send_pattern, PatternSend};
     let (_fd, port) = bound_not_listening();
     let req = PatternSend {
-        peer: parse_addr("127.0.0.1", "-s")
-            .expect("parse")
-            .with_port(port),
+        peer: sa(v6("127.0.0.1"), port),
         local: None,
         ifname: None,
         stream: ncdevmem::validate::StreamSpec::Periodic(7),

@@ -23,13 +23,15 @@ use common::NetNs;
 use ncdevmem::error::{Error, EXIT_SKIP};
 use ncdevmem::netlink::netdev::Netdev;
 use ncdevmem::netlink::skip_if_family_missing;
+use ncdevmem::sys::mmap::MappedRegion;
 use ncdevmem::sys::socket;
+use ncdevmem::sys::uapi::walk_cmsgs;
 use ncdevmem::sys::zerocopy::{set_zerocopy, ZerocopySocket};
 use ncdevmem::tx::devmem::{
-    parse_completion, transmit, walk_cmsgs, CompletionTracker, DmabufIov, ErrqueueRead,
-    PatternSource, TxConfig, TxSocket, ERRQUEUE_CONTROL_LEN, MAX_IOV,
+    parse_completion, transmit, CompletionTracker, DmabufIov, ErrqueueRead, PatternSource,
+    TxConfig, TxSocket, ERRQUEUE_CONTROL_LEN, MAX_IOV,
 };
-use ncdevmem::udmabuf::{MappedRegion, Memfd};
+use ncdevmem::udmabuf::Memfd;
 use ncdevmem::validate::Pattern;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -53,11 +55,11 @@ fn loopback_pair(addr: &str) -> (OwnedFd, JoinHandle<Vec<u8>>) {
         SocketAddr::V4(a) => a.port(),
     };
     let peer = SocketAddrV6::new(*listen_at.ip(), port, 0, 0);
-    let client =
-        socket::connect_timeout(peer, None, Some("lo"), Some(TIMEOUT)).expect("connect over lo");
+    let client = ncdevmem::conn::connect_timeout(peer, None, Some("lo"), Some(TIMEOUT))
+        .expect("connect over lo");
     let stop = AtomicI32::new(0);
     let (server, _) =
-        socket::accept_timeout(listener.as_fd(), Some(TIMEOUT), &stop).expect("accept");
+        ncdevmem::conn::accept_timeout(listener.as_fd(), Some(TIMEOUT), &stop).expect("accept");
     let reader = std::thread::spawn(move || {
         let mut s = TcpStream::from(server);
         s.set_read_timeout(Some(Duration::from_secs(20)))
@@ -139,8 +141,11 @@ fn zerocopy_completions_over_loopback_with_dmabuf_id_0() {
             match sock.recv_errqueue(&mut control) {
                 Ok(read) => {
                     let c = parse_completion(&read, &control).expect("a zerocopy completion");
-                    let cm = walk_cmsgs(&control[..read.control_len]).unwrap();
-                    levels.push((cm[0].0, cm[0].1));
+                    let cm = walk_cmsgs(&control[..read.control_len])
+                        .next()
+                        .expect("a cmsg")
+                        .unwrap();
+                    levels.push((cm.level, cm.ty));
                     assert_ne!(read.msg_flags & libc::MSG_ERRQUEUE, 0);
                     tracker
                         .complete(c.lo, c.hi)

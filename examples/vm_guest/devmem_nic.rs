@@ -14,13 +14,14 @@ use std::process::{Child, Command, Output};
 use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
+use ncdevmem::conn::accept_timeout;
 use ncdevmem::netlink::ethtool::TcpDataSplit;
 use ncdevmem::netlink::netdev::{BindRxRequest, Netdev, QueueType};
 use ncdevmem::nic::real::RealNic;
 use ncdevmem::nic::scripted::{ScriptedHds, ScriptedNic};
 use ncdevmem::nic::{Binding, FlowRule, FlowType, NicOps, RssTable};
 use ncdevmem::rx::{cmsgs, Cmsg, RxSocket};
-use ncdevmem::sys::socket::{accept_timeout, tcp_listen, TcpRxSocket};
+use ncdevmem::sys::socket::{tcp_listen, TcpRxSocket};
 use ncdevmem::sys::uapi::dmabuf_token;
 use ncdevmem::udmabuf::{FragMemory, Udmabuf, UdmabufParams};
 use ncdevmem::Error;

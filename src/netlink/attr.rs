@@ -24,8 +24,6 @@ pub const NLA_HDRLEN: usize = 4;
 pub const NLA_ALIGNTO: usize = 4;
 /// `NLA_F_NESTED`: the payload is a sequence of attributes.
 pub const NLA_F_NESTED: u16 = libc::NLA_F_NESTED as u16;
-/// `NLA_F_NET_BYTEORDER`: the payload is big-endian.
-pub const NLA_F_NET_BYTEORDER: u16 = libc::NLA_F_NET_BYTEORDER as u16;
 /// `NLA_TYPE_MASK`: the attribute number without the two flag bits.
 pub const NLA_TYPE_MASK: u16 = libc::NLA_TYPE_MASK as u16;
 
@@ -211,11 +209,6 @@ impl AttrWriter {
         v.extend_from_slice(value.as_bytes());
         v.push(0);
         self.put(kind, name, &v);
-    }
-
-    /// Writes a zero-length flag attribute (`NLA_FLAG`).
-    pub fn put_flag(&mut self, kind: u16, name: &'static str) {
-        self.put(kind, name, &[]);
     }
 
     fn open_nest(&mut self, kind: u16, name: Cow<'static, str>, indexed: bool) -> Nest {
@@ -505,7 +498,8 @@ pub fn parse_all<T: Nla>(bytes: &[u8]) -> Result<Vec<T>> {
     AttrIter::new(bytes).map(|a| a.and_then(T::parse)).collect()
 }
 
-/// Writes every attribute in `attrs`.
+/// Writes every attribute in `attrs` (tests build expected requests with it).
+#[cfg(test)]
 pub fn emit_all<T: Nla>(w: &mut AttrWriter, attrs: &[T]) {
     for a in attrs {
         a.emit(w);

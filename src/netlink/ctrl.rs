@@ -331,6 +331,7 @@ pub struct PolicyAttr {
 /// `CTRL_CMD_GETPOLICY` dump, ascending. See [`parse_op_policy`].
 ///
 /// Errors: as [`parse_op_policy`].
+#[cfg(test)]
 pub fn parse_op_policy_attrs(replies: &[GenlReply], op: u32) -> Result<Vec<u16>> {
     Ok(parse_op_policy(replies, op)?
         .iter()
@@ -468,6 +469,7 @@ pub fn bind_rx_policy() -> Result<Vec<PolicyAttr>> {
 ///
 /// Errors: `Error::Netlink` ENOENT when the kernel has no netdev family; socket and decode
 /// errors.
+#[cfg(test)]
 pub fn bind_rx_policy_attrs() -> Result<Vec<u16>> {
     Ok(bind_rx_policy()?.iter().map(|a| a.kind).collect())
 }

@@ -797,18 +797,6 @@ impl Netdev {
             .collect()
     }
 
-    /// `napi-get` do: NAPI instance `id`.
-    #[doc(alias = "NETDEV_CMD_NAPI_GET")]
-    pub fn napi_get(&mut self, id: u32) -> Result<NapiInfo> {
-        let mut req = self
-            .family
-            .request(NETDEV_CMD_NAPI_GET, "napi-get")
-            .target(format!("napi {id}"));
-        NapiAttr::Id(id).emit(req.attrs());
-        let r = Self::one(self.run(req, NETDEV_CMD_NAPI_GET)?, "netdev napi-get reply")?;
-        NapiInfo::from_attrs(&r.attrs)
-    }
-
     /// `napi-get` dump of the NAPI instances of `ifindex` (veth has none unless GRO is on).
     #[doc(alias = "NETDEV_CMD_NAPI_GET")]
     pub fn napi_get_dump(&mut self, ifindex: u32) -> Result<Vec<NapiInfo>> {

@@ -345,11 +345,6 @@ impl GenlRequest {
         &self.attrs
     }
 
-    /// Whether this is a dump.
-    pub fn is_dump(&self) -> bool {
-        self.dump
-    }
-
     /// `nlmsg_flags` of the request: `NLM_F_REQUEST | NLM_F_ACK`, plus `NLM_F_DUMP` for dumps.
     pub fn flags(&self) -> u16 {
         NLM_F_REQUEST | NLM_F_ACK | if self.dump { NLM_F_DUMP } else { 0 }

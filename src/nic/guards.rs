@@ -13,7 +13,6 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::io::Write;
 use std::rc::Rc;
 use std::sync::atomic::AtomicI32;
 
@@ -133,8 +132,7 @@ fn leftover(what: &str, ifname: &str, was: &str, err: &Error, fix: &str) -> Stri
 
 /// Writes a line to stderr without ever panicking (a closed stderr is ignored).
 pub(crate) fn log_stderr(line: &str) {
-    let _ = writeln!(
-        std::io::stderr(),
+    crate::elog!(
         "{}: {line}{}",
         crate::cli::PROGRAM,
         if std::thread::panicking() {

@@ -119,7 +119,7 @@ pub struct ProbeOutcome {
     /// The stop signal that ended the probe early, if one did.
     pub interrupted: Option<i32>,
     /// Every binding id the kernel returned (also for binds it should have refused), so the
-    /// caller can wait for their teardown ([`crate::release`]).
+    /// caller can wait for their teardown (`crate::release`).
     pub bindings: Vec<u32>,
 }
 

@@ -13,10 +13,10 @@ use crate::netlink::netdev::{QueueInfo, QueueType};
 
 /// How long [`choose_queues`] waits for a wanted queue to become free, and how long
 /// teardown waits for unbound queues to show free: the release policy's bound
-/// ([`crate::release::WAIT`], 5 s).
+/// (`crate::release::WAIT`, 5 s).
 pub const QUEUE_FREE_WAIT: Duration = crate::release::WAIT;
 
-/// Interval between `queue-get` polls while waiting ([`crate::release::POLL_INTERVAL`], 50 ms).
+/// Interval between `queue-get` polls while waiting (`crate::release::POLL_INTERVAL`, 50 ms).
 pub const QUEUE_POLL_INTERVAL: Duration = crate::release::POLL_INTERVAL;
 
 /// Who owns an RX queue, from `queue-get` (`NETDEV_A_QUEUE_DMABUF` / `IO_URING` / `XSK`).

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::error::{Error, Result};
 use crate::netlink::ethtool::{Channels, Ethtool, TcpDataSplit};
-use crate::netlink::netdev::{BindRxRequest, Netdev, QueueInfo};
+use crate::netlink::netdev::{BindRxRequest, DevInfo, Netdev, PagePoolInfo, QueueInfo};
 use crate::nic::{
     Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation,
 };
@@ -59,7 +59,10 @@ impl RealNic {
             }
             Err(e) => return Err(Error::sys(format!("if_nametoindex({ifname:?})"), e as i32)),
         };
-        let ioctl = EthtoolIoctl::open(ifname)?;
+        let ioctl = EthtoolIoctl::open(ifname).map_err(|e| match e {
+            Error::Usage(m) => Error::Usage(format!("-f: {m}")),
+            e => e,
+        })?;
         Ok(RealNic {
             ifname: ifname.to_string(),
             ifindex,
@@ -163,6 +166,20 @@ pub fn flow_spec_for(rule: &FlowRule, location: u32) -> Result<ethtool_rx_flow_s
 impl NicOps for RealNic {
     fn ifname(&self) -> &str {
         &self.ifname
+    }
+
+    fn page_pools(&mut self) -> Result<Vec<PagePoolInfo>> {
+        let ifindex = self.ifindex;
+        Ok(self
+            .netdev
+            .page_pool_get_dump()?
+            .into_iter()
+            .filter(|p| p.ifindex == Some(ifindex))
+            .collect())
+    }
+
+    fn dev_info(&mut self) -> Result<DevInfo> {
+        self.netdev.dev_get(self.ifindex)
     }
 
     fn ifindex(&self) -> u32 {

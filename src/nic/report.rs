@@ -8,8 +8,7 @@
 //! (does it know `rx-page-size`?) and a throwaway socket (`SO_DEVMEM_AUTORELEASE`).
 
 use std::fmt::Write as _;
-use std::fs::OpenOptions;
-use std::io::ErrorKind;
+use std::path::Path;
 
 use serde_json::{json, Value};
 
@@ -101,35 +100,13 @@ impl HostCaps {
     /// Asks the running system. `rx_page_size` and `dmabuf_size` are `-b` and
     /// `--dmabuf-size` (bytes), for the hugepage need.
     pub fn probe(rx_page_size: Option<u32>, dmabuf_size: Option<u64>) -> HostCaps {
-        let udmabuf = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(udmabuf::UDMABUF_DEV)
-        {
-            Ok(_) => match std::fs::read_to_string(udmabuf::SIZE_LIMIT_MB_PATH) {
-                Ok(s) => match udmabuf::parse_size_limit_mb(&s) {
-                    Ok(mb) => Fact::Known(Some(mb)),
-                    Err(e) => Fact::Failed(e.to_string()),
-                },
-                Err(e) if e.kind() == ErrorKind::NotFound => Fact::Known(None),
-                Err(e) => Fact::Failed(format!("read({}): {e}", udmabuf::SIZE_LIMIT_MB_PATH)),
+        let dev = Path::new(udmabuf::UDMABUF_DEV);
+        let udmabuf = match crate::sys::udmabuf::open_device(dev) {
+            Ok(_) => match udmabuf::read_size_limit_mb(Path::new(udmabuf::SIZE_LIMIT_MB_PATH)) {
+                Ok(mb) => Fact::Known(mb),
+                Err(e) => Fact::Failed(e.to_string()),
             },
-            Err(e) => {
-                let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                let why = match errno {
-                    libc::ENOENT | libc::ENODEV | libc::ENXIO => {
-                        "the kernel needs CONFIG_UDMABUF (built in, or the udmabuf module)"
-                    }
-                    libc::EACCES | libc::EPERM => "needs root or write access to the device",
-                    _ => "",
-                };
-                Fact::Unsupported(format!(
-                    "cannot open {} ({}){}{why}",
-                    udmabuf::UDMABUF_DEV,
-                    errno_display(errno),
-                    if why.is_empty() { "" } else { ": " }
-                ))
-            }
+            Err(errno) => Fact::Unsupported(udmabuf::open_failure(dev, errno)),
         };
         let hugepages = match HugepageStatus::read() {
             Ok(h) => Fact::Known(h),

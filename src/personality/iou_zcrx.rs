@@ -36,10 +36,11 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::cli::HostAddr;
 use crate::error::{Error, Result};
 use crate::netlink::netdev::{Netdev, QueueType};
 use crate::signals::{self, STOP};
-use crate::sys::socket::{self, ParsedAddr};
+use crate::sys::socket;
 use crate::tx::{self, PatternSend};
 use crate::uring::{self, LimitedRecv, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
 use crate::validate::StreamSpec;
@@ -79,7 +80,7 @@ pub struct Options {
     /// `-s` or `-c`.
     pub role: Role,
     /// `-h` (client).
-    pub host: Option<ParsedAddr>,
+    pub host: Option<HostAddr>,
     /// `-p`.
     pub port: u16,
     /// `-l`, bytes per `send`.
@@ -177,7 +178,7 @@ pub fn parse(argv: &[String], page_size: usize) -> Result<Options> {
         Some(_) if role == Role::Server => {
             return Err(Error::Usage("Receiver cannot have -h specified".into()))
         }
-        Some(h) => Some(socket::parse_addr(&h, "-h")?),
+        Some(h) => Some(HostAddr::parse("-h", "IP address", &h)?),
         None => None,
     };
     let num = |f: char, min: u64, max: u64| -> Result<Option<u64>> {
@@ -283,7 +284,14 @@ pub fn run(o: &Options) -> Result<()> {
 ///
 /// Errors: the first connection's error (`Error::Sys` for connect or send, `Error::Timeout`).
 pub fn run_client(o: &Options) -> Result<()> {
-    let peer = SocketAddrV6::new(o.host.map_or(Ipv6Addr::UNSPECIFIED, |h| h.ip), o.port, 0, 0);
+    let peer = SocketAddrV6::new(
+        o.host
+            .as_ref()
+            .map_or(Ipv6Addr::UNSPECIFIED, HostAddr::socket_ip),
+        o.port,
+        0,
+        0,
+    );
     let req = PatternSend {
         peer,
         local: None,
@@ -492,7 +500,7 @@ fn accept_and_dispatch(
     let total = (o.threads * o.threads) as usize;
     let mut per_worker: Vec<Vec<OwnedFd>> = (0..o.threads).map(|_| Vec::new()).collect();
     for _ in 0..total {
-        let (fd, _peer) = socket::accept_timeout(listener.as_fd(), Some(DEADLINE), &STOP)?;
+        let (fd, _peer) = crate::conn::accept_timeout(listener.as_fd(), Some(DEADLINE), &STOP)?;
         let idx = if napi_ids.is_empty() {
             0
         } else {
@@ -631,12 +639,12 @@ mod tests {
         let o = opts("-c -h 2001:db8::1 -p 41234 -l 12840");
         assert_eq!(o.role, Role::Client);
         assert_eq!(
-            o.host.unwrap().ip,
+            o.host.unwrap().socket_ip(),
             "2001:db8::1".parse::<Ipv6Addr>().unwrap()
         );
         assert_eq!((o.payload_len, o.send_size), (12840, SEND_SIZE));
         let o = opts("-c -h 192.0.2.1 -p 41234 -l 4096 -z 16384");
-        assert_eq!(o.host.unwrap().ip.to_string(), "::ffff:192.0.2.1");
+        assert_eq!(o.host.unwrap().socket_ip().to_string(), "::ffff:192.0.2.1");
         assert_eq!((o.payload_len, o.send_size), (4096, 16384));
         let o = opts("-s -i eth0 -q 2 -t 3");
         assert_eq!(o.threads, 3);

@@ -67,7 +67,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
     /// Validates the next piece of the stream (logging its mismatches and diagnosis), or
     /// writes it to the payload output; adds it to the CRC-32 either way.
     ///
-    /// Errors: a failed payload write ([`crate::rx::output_error`]: `Error::Interrupted` when a
+    /// Errors: a failed payload write ([`crate::Error::io`]: `Error::Interrupted` when a
     /// stop signal ended it).
     pub(crate) fn consume(&mut self, bytes: &[u8]) -> Result<()> {
         if let Some(v) = &mut self.validator {
@@ -78,10 +78,10 @@ impl<'a, W: Write> PayloadSink<'a, W> {
                 .piece(bytes, mismatched == 0 && v.pattern().crc_without_data());
             if mismatched > 0 {
                 for m in &v.reported()[before.0..] {
-                    let _ = writeln!(self.log, "validation mismatch at {m}");
+                    crate::elog_to!(self.log, "validation mismatch at {m}");
                 }
                 for d in &v.diagnoses()[before.1..] {
-                    let _ = writeln!(self.log, "validation: {d}");
+                    crate::elog_to!(self.log, "validation: {d}");
                 }
             }
             Ok(())
@@ -89,7 +89,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
             self.crc.piece(bytes, false);
             self.out
                 .write_all(bytes)
-                .map_err(|e| crate::rx::output_error("write(payload output)", e))
+                .map_err(|e| crate::Error::io("write(payload output)", &e))
         }
     }
 
@@ -126,7 +126,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
         update(stats);
         self.update(stats);
         let line = stats.progress_line(self.last_progress_bytes, since);
-        let _ = writeln!(self.log, "{line}");
+        crate::elog_to!(self.log, "{line}");
         self.last_progress = Instant::now();
         self.last_progress_bytes = stats.bytes;
     }
@@ -140,7 +140,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
         let result = result.and_then(|()| {
             self.out
                 .flush()
-                .map_err(|e| crate::rx::output_error("write(payload output)", e))
+                .map_err(|e| crate::Error::io("write(payload output)", &e))
         });
         match (&result, &self.validator) {
             // Mismatches are the verdict of a stream that otherwise ended cleanly.

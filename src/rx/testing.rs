@@ -25,11 +25,11 @@ use std::cell::Cell;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
-use super::{cmsg_len, RecvOutcome, RxSocket, DEVMEM_CMSG_SPACE, DMABUF_CMSG_LEN};
+use super::{RecvOutcome, RxSocket, DEVMEM_CMSG_SPACE};
 use crate::error::{Error, Result};
 use crate::sys::uapi::{
-    dmabuf_cmsg, dmabuf_token, MAX_DONTNEED_FRAGS, MAX_DONTNEED_TOKENS, SCM_DEVMEM_DMABUF,
-    SCM_DEVMEM_LINEAR,
+    dmabuf_cmsg, dmabuf_token, encode_cmsghdr, DMABUF_CMSG_LEN, MAX_DONTNEED_FRAGS,
+    MAX_DONTNEED_TOKENS, SCM_DEVMEM_DMABUF, SCM_DEVMEM_LINEAR,
 };
 use crate::udmabuf::FragMemory;
 use crate::validate::Pattern;
@@ -99,9 +99,7 @@ pub enum Step {
 /// 40 is already 8-aligned, so there is no padding.
 pub fn encode_devmem_cmsg(ty: i32, c: &dmabuf_cmsg) -> [u8; DEVMEM_CMSG_SPACE] {
     let mut b = [0u8; DEVMEM_CMSG_SPACE];
-    b[0..8].copy_from_slice(&(cmsg_len(DMABUF_CMSG_LEN) as u64).to_ne_bytes());
-    b[8..12].copy_from_slice(&libc::SOL_SOCKET.to_ne_bytes());
-    b[12..16].copy_from_slice(&ty.to_ne_bytes());
+    b[..16].copy_from_slice(&encode_cmsghdr(DMABUF_CMSG_LEN, libc::SOL_SOCKET, ty));
     b[16..24].copy_from_slice(&c.frag_offset.to_ne_bytes());
     b[24..28].copy_from_slice(&c.frag_size.to_ne_bytes());
     b[28..32].copy_from_slice(&c.frag_token.to_ne_bytes());
@@ -554,7 +552,7 @@ impl FragMemory for VecMemory {
 
     fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
         // The same bounds check as the real mapping.
-        let r = crate::udmabuf::checked_range("VecMemory read", offset, len, self.bytes.len())?;
+        let r = crate::sys::mmap::checked_range("VecMemory read", offset, len, self.bytes.len())?;
         if !self.reading.get() {
             self.reads_outside.set(self.reads_outside.get() + 1);
         }

@@ -950,13 +950,14 @@ pub struct EthtoolIoctl {
 impl EthtoolIoctl {
     /// Opens the socket for interface `ifname`.
     ///
-    /// Errors: `Error::Usage` naming `-f` for a name of 16 bytes or more or with a NUL byte;
+    /// Errors: `Error::Usage` ("invalid interface name ...") for a name of 16 bytes or more
+    /// or with a NUL byte;
     /// `Error::Sys` for `socket()`.
     pub fn open(ifname: &str) -> Result<Self> {
         let bytes = ifname.as_bytes();
         if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
             return Err(Error::Usage(format!(
-                "-f: invalid interface name {ifname:?} (1 to {} bytes, no NUL)",
+                "invalid interface name {ifname:?} (1 to {} bytes, no NUL)",
                 libc::IFNAMSIZ - 1
             )));
         }
@@ -1622,7 +1623,7 @@ mod tests {
         for n in ["", "sixteen-bytes-xx", "a\0b"] {
             let e = EthtoolIoctl::open(n).unwrap_err();
             assert!(
-                matches!(e, Error::Usage(ref m) if m.starts_with("-f:")),
+                matches!(e, Error::Usage(ref m) if m.starts_with("invalid interface name")),
                 "{n:?}: {e}"
             );
         }

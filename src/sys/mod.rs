@@ -1,14 +1,17 @@
 //! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]),
 //! socket calls ([`socket`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem
-//! TX ([`zerocopy`]) and the memory shared with io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI) contain no
-//! `unsafe`, except the mapped-memory views in `udmabuf`.
+//! TX ([`zerocopy`]), owned memory mappings ([`mmap`]), the udmabuf and dma-buf calls
+//! (`udmabuf`) and io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI)
+//! contain no `unsafe`.
 
 pub mod ethtool_ioctl;
-pub mod netlink_sock;
+pub mod mmap;
+pub(crate) mod netlink_sock;
 pub mod signals;
 pub mod socket;
 pub mod softirq;
 pub mod uapi;
+pub(crate) mod udmabuf;
 pub mod uring_mem;
 pub mod zerocopy;
 
@@ -27,9 +30,10 @@ where
     }
 }
 
-/// The calling thread's current `errno` (positive).
+/// The calling thread's current `errno` (positive; `EIO` when it is 0, see
+/// [`crate::error::errno_of`]).
 pub fn last_errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    crate::error::errno_of(&std::io::Error::last_os_error())
 }
 
 /// The system page size in bytes (`sysconf(_SC_PAGESIZE)`), never a constant.

@@ -1,7 +1,7 @@
-//! TCP sockets for the devmem receiver and the plain pattern sender: address parsing
-//! (IPv4 → v4-mapped IPv6), AF_INET6 listen/accept/connect with timeouts,
-//! `recvmsg(MSG_SOCK_DEVMEM)`, `SO_DEVMEM_DONTNEED`, the proposed `SO_DEVMEM_AUTORELEASE`, and
-//! send helpers.
+//! TCP sockets for the devmem receiver and the plain pattern sender, one call per function:
+//! AF_INET6 listen, accept, connect, send, `recvmsg(MSG_SOCK_DEVMEM)`, `SO_DEVMEM_DONTNEED`,
+//! the proposed `SO_DEVMEM_AUTORELEASE`. Waiting with timeouts and stop signals is
+//! [`crate::conn`]'s.
 //!
 //! Every socket is `AF_INET6` with `IPV6_V6ONLY = 0`, as ncdevmem.c: an IPv4 address is used in
 //! its v4-mapped form `::ffff:a.b.c.d`. Numbers follow `include/uapi/asm-generic/socket.h`
@@ -9,93 +9,18 @@
 //! module is here; the functions exposed are safe.
 
 use std::mem::{size_of, MaybeUninit};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::backoff::Backoff;
 use crate::error::{errno_display, Error, Result};
 use crate::rx::{RecvOutcome, RxSocket};
 use crate::sys::uapi::{self, dmabuf_token};
 use crate::sys::{cvt, last_errno, poll_timeout_ms};
 
-/// How often [`accept_timeout`] wakes up to look at the stop flag.
-pub const STOP_POLL_TICK: Duration = Duration::from_millis(50);
-
 // ---------------------------------------------------------------------------------------------
 // Addresses
 // ---------------------------------------------------------------------------------------------
-
-/// An address given on the command line, in the AF_INET6 form the sockets use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ParsedAddr {
-    /// The IPv6 address for the socket (`::ffff:a.b.c.d` for IPv4).
-    pub ip: Ipv6Addr,
-    /// The IPv4 address when the input was IPv4 or IPv4-mapped IPv6: flow rules then use
-    /// `tcp4` with this address (ncdevmem.c does the same), else `tcp6` with [`Self::ip`].
-    pub v4: Option<Ipv4Addr>,
-}
-
-impl ParsedAddr {
-    /// True for IPv4 and IPv4-mapped input.
-    pub fn is_v4(&self) -> bool {
-        self.v4.is_some()
-    }
-
-    /// The socket address with `port` (host byte order).
-    pub fn with_port(&self, port: u16) -> SocketAddrV6 {
-        SocketAddrV6::new(self.ip, port, 0, 0)
-    }
-}
-
-impl std::fmt::Display for ParsedAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.v4 {
-            Some(v4) => write!(f, "{v4}"),
-            None => write!(f, "{}", self.ip),
-        }
-    }
-}
-
-/// Why `ip` cannot be a TCP endpoint, if it cannot: `"multicast"` (224.0.0.0/4, ff00::/8, and
-/// their IPv4-mapped forms) or `"broadcast"` (255.255.255.255). Pure; no syscall.
-pub fn not_for_tcp(ip: IpAddr) -> Option<&'static str> {
-    let ip = ip.to_canonical();
-    if ip.is_multicast() {
-        Some("multicast")
-    } else if matches!(ip, IpAddr::V4(v4) if v4.is_broadcast()) {
-        Some("broadcast")
-    } else {
-        None
-    }
-}
-
-/// Parses an IP address given with command-line flag `flag` (e.g. `"-s"`): dotted IPv4
-/// (turned into `::ffff:a.b.c.d`), IPv6, or IPv4-mapped IPv6. No brackets, ports or scope ids
-/// (as `inet_pton`); no multicast or broadcast address ([`not_for_tcp`]). Error:
-/// `Error::Usage` naming the flag and the accepted forms.
-pub fn parse_addr(s: &str, flag: &str) -> Result<ParsedAddr> {
-    if let Some(kind) = s.parse::<IpAddr>().ok().and_then(not_for_tcp) {
-        return Err(Error::Usage(format!(
-            "{flag}: invalid IP address {s:?}: {kind} addresses cannot carry a TCP connection"
-        )));
-    }
-    match s.parse::<IpAddr>() {
-        Ok(IpAddr::V4(v4)) => Ok(ParsedAddr {
-            ip: v4.to_ipv6_mapped(),
-            v4: Some(v4),
-        }),
-        Ok(IpAddr::V6(ip)) => Ok(ParsedAddr {
-            ip,
-            v4: ip.to_ipv4_mapped(),
-        }),
-        Err(_) => Err(Error::Usage(format!(
-            "{flag}: invalid IP address {s:?}: expected IPv4 (a.b.c.d), IPv6, or IPv4-mapped \
-             IPv6 (::ffff:a.b.c.d)"
-        ))),
-    }
-}
 
 /// Encodes a `SocketAddrV6` as `struct sockaddr_in6` (port and flowinfo in network order).
 fn sockaddr_in6(addr: &SocketAddrV6) -> libc::sockaddr_in6 {
@@ -247,12 +172,7 @@ pub fn inq(fd: BorrowedFd<'_>) -> Result<u32> {
 /// the largest receive buffer TCP autotuning grows to, in bytes.
 pub fn tcp_rmem_max() -> Result<u64> {
     const PATH: &str = "/proc/sys/net/ipv4/tcp_rmem";
-    let text = std::fs::read_to_string(PATH).map_err(|e| {
-        Error::sys(
-            format!("read {PATH}"),
-            e.raw_os_error().unwrap_or(libc::EIO),
-        )
-    })?;
+    let text = std::fs::read_to_string(PATH).map_err(|e| Error::io(format!("read {PATH}"), &e))?;
     text.split_whitespace()
         .nth(2)
         .and_then(|v| v.parse().ok())
@@ -265,12 +185,7 @@ pub fn tcp_rmem_max() -> Result<u64> {
 /// The MTU of interface `ifname` in bytes (`/sys/class/net/IF/mtu`).
 pub fn if_mtu(ifname: &str) -> Result<u32> {
     let path = format!("/sys/class/net/{ifname}/mtu");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Error::sys(
-            format!("read {path}"),
-            e.raw_os_error().unwrap_or(libc::EIO),
-        )
-    })?;
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("read {path}"), &e))?;
     text.trim().parse().map_err(|_| Error::Decode {
         what: path,
         detail: format!("not a number: {text:?}"),
@@ -370,7 +285,7 @@ fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 
 /// The server socket: `socket(AF_INET6, SOCK_STREAM)`, `IPV6_V6ONLY = 0`, `SO_REUSEADDR`,
 /// `SO_RCVBUF` when given (bytes; see [`crate::rcvbuf`]), `bind(addr)`, `listen(1)`. The listener
-/// is `O_NONBLOCK` (used with [`accept_timeout`]);
+/// is `O_NONBLOCK` (used with [`crate::conn::accept_timeout`]);
 /// port 0 picks a free port (see [`local_addr`]).
 ///
 /// Unlike ncdevmem.c there is no `SO_REUSEPORT`: with it a second receiver on the same address
@@ -416,93 +331,44 @@ pub fn tcp_listen_backlog(
     Ok(fd)
 }
 
-/// Waits for one connection on `listener` and accepts it (`accept4(SOCK_CLOEXEC)`; the new
-/// socket is blocking). Polls with a [`STOP_POLL_TICK`] tick so a signal handler's store to
-/// `stop` (the signal number; 0 = keep going) is noticed promptly.
+/// One `accept4(listener, SOCK_CLOEXEC)`: the new (blocking) socket and the peer's address.
+/// Waiting, retries and timeouts are [`crate::conn::accept_timeout`]'s.
 ///
-/// Errors: `Error::Timeout` when `timeout` (None = forever) passes without a connection;
-/// `Error::Interrupted(sig)` when `stop` becomes non-zero; `Error::Sys` for poll/accept
-/// failures other than `EINTR`, `EAGAIN` and `ECONNABORTED` (which are retried, with
-/// [`Backoff`] pauses once they repeat).
-pub fn accept_timeout(
-    listener: BorrowedFd<'_>,
-    timeout: Option<Duration>,
-    stop: &AtomicI32,
-) -> Result<(OwnedFd, SocketAddr)> {
-    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-    let mut backoff = Backoff::default();
-    loop {
-        let sig = stop.load(Ordering::Relaxed);
-        if sig != 0 {
-            return Err(Error::Interrupted(sig));
-        }
-        let tick = match deadline {
-            None => STOP_POLL_TICK,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    let what = match local_addr(listener) {
-                        Ok(a) => format!("{a}"),
-                        Err(_) => format!("fd {}", listener.as_raw_fd()),
-                    };
-                    return Err(Error::Timeout(format!(
-                        "accept on {what}: no connection within {} ms",
-                        timeout.unwrap_or_default().as_millis()
-                    )));
-                }
-                left.min(STOP_POLL_TICK)
-            }
-        };
-        match poll_one(listener.as_raw_fd(), libc::POLLIN, Some(tick)) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(libc::EINTR) => {
-                backoff.pause();
-                continue;
-            }
-            Err(errno) => return Err(Error::sys("poll(listener, POLLIN)", errno)),
-        }
-        let mut ss = zeroed_storage();
-        let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: the pointer and length describe `ss`, alive across the call; the kernel
-        // writes at most `len` bytes and updates `len`. The result is checked.
-        let raw = unsafe {
-            libc::accept4(
-                listener.as_raw_fd(),
-                (&mut ss as *mut libc::sockaddr_storage).cast(),
-                &mut len,
-                libc::SOCK_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            match last_errno() {
-                libc::EINTR | libc::EAGAIN | libc::ECONNABORTED => {
-                    backoff.pause();
-                    continue;
-                }
-                errno => return Err(Error::sys("accept4", errno)),
-            }
-        }
-        // SAFETY: accept4 returned a new descriptor (checked >= 0) owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let peer = decode_sockaddr(&ss, len)?;
-        return Ok((fd, peer));
-    }
+/// Errors: `Error::Sys` naming `accept4` (`EAGAIN` when nothing is pending on the
+/// non-blocking listener); `Error::Decode` for a peer address of an unknown family.
+pub fn accept(listener: BorrowedFd<'_>) -> Result<(OwnedFd, SocketAddr)> {
+    let mut ss = zeroed_storage();
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `ss`, alive across the call; the kernel
+    // writes at most `len` bytes and updates `len`. The result is checked.
+    let raw = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+            libc::SOCK_CLOEXEC,
+        )
+    };
+    cvt(raw, "accept4")?;
+    // SAFETY: accept4 returned a new descriptor (checked >= 0) owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    Ok((fd, decode_sockaddr(&ss, len)?))
 }
 
-/// Connects a new AF_INET6 stream socket to `addr`, as ncdevmem.c's client: `IPV6_V6ONLY = 0`,
-/// `SO_REUSEADDR`/`SO_REUSEPORT`, optionally `SO_BINDTODEVICE(ifname)` (length strlen+1) and
-/// `bind(local)` (address and source port), then a non-blocking `connect` waited for with
-/// `poll(POLLOUT)` up to `timeout` (None = forever). The returned socket is blocking.
+/// Starts connecting a new AF_INET6 stream socket to `addr`, as ncdevmem.c's client:
+/// `IPV6_V6ONLY = 0`, `SO_REUSEADDR`/`SO_REUSEPORT`, optionally `SO_BINDTODEVICE(ifname)`
+/// (length strlen+1) and `bind(local)` (address and source port), then a non-blocking
+/// `connect`. Returns the socket and whether the connect is still in progress (then wait for
+/// `POLLOUT` and call [`connect_finish`]); waiting and timeouts are
+/// [`crate::conn::connect_timeout`]'s.
 ///
 /// Errors: `Error::Usage` for an interface name that is empty, has a NUL or is ≥ IFNAMSIZ (16)
-/// bytes; `Error::Timeout`; `Error::Sys` naming the call (`ECONNREFUSED` from `connect`).
-pub fn connect_timeout(
+/// bytes; `Error::Sys` naming the call (`ECONNREFUSED` from `connect`).
+pub fn connect_start(
     addr: SocketAddrV6,
     local: Option<SocketAddrV6>,
     ifname: Option<&str>,
-    timeout: Option<Duration>,
-) -> Result<OwnedFd> {
+) -> Result<(OwnedFd, bool)> {
     let fd = tcp6_socket(false, PortSharing::Shared)?;
     let b = fd_borrow(&fd);
     if let Some(name) = ifname {
@@ -540,54 +406,30 @@ pub fn connect_timeout(
             size_of::<libc::sockaddr_in6>() as libc::socklen_t,
         )
     };
-    if ret < 0 {
+    let pending = if ret < 0 {
         let errno = last_errno();
         if errno != libc::EINPROGRESS && errno != libc::EINTR {
             return Err(Error::sys(format!("connect({addr})"), errno));
         }
-        // A deadline too far to represent waits forever.
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut backoff = Backoff::default();
-        loop {
-            crate::signals::check()?;
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if left.is_some_and(|l| l.is_zero()) {
-                return Err(Error::Timeout(format!(
-                    "connect to {addr}: no answer within {} ms",
-                    timeout.unwrap_or_default().as_millis()
-                )));
-            }
-            // Wake at least every STOP_POLL_TICK to notice a stop signal.
-            let wait = Some(left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK)));
-            match poll_one(b.as_raw_fd(), libc::POLLOUT, wait) {
-                Ok(0) => continue,
-                Err(libc::EINTR) => {
-                    backoff.pause();
-                    continue;
-                }
-                Ok(_) => break,
-                Err(errno) => return Err(Error::sys("poll(connect, POLLOUT)", errno)),
-            }
-        }
-        let mut err: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: the pointer and length describe `err`, an int alive across the call.
-        let ret = unsafe {
-            libc::getsockopt(
-                b.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        cvt(ret, "getsockopt(SO_ERROR)")?;
-        if err != 0 {
-            return Err(Error::sys(format!("connect({addr})"), err));
-        }
+        true
+    } else {
+        set_nonblocking(b, false)?;
+        false
+    };
+    Ok((fd, pending))
+}
+
+/// Ends a connect [`connect_start`] left in progress, once the socket polled writable: its
+/// `SO_ERROR`, then the socket back to blocking.
+///
+/// Errors: `Error::Sys` naming `connect(addr)` with the connect's errno (`ECONNREFUSED`), or
+/// the failing call.
+pub fn connect_finish(fd: BorrowedFd<'_>, addr: SocketAddrV6) -> Result<()> {
+    let err = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ERROR, "SO_ERROR")?;
+    if err != 0 {
+        return Err(Error::sys(format!("connect({addr})"), err));
     }
-    set_nonblocking(b, false)?;
-    Ok(fd)
+    set_nonblocking(fd, false)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -742,70 +584,24 @@ pub fn set_devmem_autorelease(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 // Sending
 // ---------------------------------------------------------------------------------------------
 
-/// Sends all of `data` with `send(MSG_NOSIGNAL)`, retrying on `EINTR` and short writes (and
-/// waiting with `poll(POLLOUT)` on `EAGAIN` for non-blocking sockets). A closed peer is
-/// `Error::Sys` with `EPIPE`/`ECONNRESET`, never `SIGPIPE`.
-pub fn send_all(fd: BorrowedFd<'_>, data: &[u8]) -> Result<()> {
-    send_all_timeout(fd, data, None)
-}
-
-/// [`send_all`] that gives up when the socket accepts no byte for `stall` (None = wait
-/// forever): each `send` is `MSG_DONTWAIT`, and a full send buffer is waited for with
-/// `poll(POLLOUT)`. A stop signal ([`crate::signals::STOP`]) ends the wait.
-///
-/// Errors: `Error::Timeout` naming how many bytes of `data` went out; `Error::Interrupted`;
-/// `Error::Sys` naming `send` and the offset within `data` (`EPIPE`, `ECONNRESET`, ...).
-pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>) -> Result<()> {
-    let mut off = 0;
-    let mut backoff = Backoff::default();
-    while off < data.len() {
-        let rest = &data[off..];
-        // SAFETY: the pointer and length describe `rest`, alive across the call; the kernel
-        // only reads it.
-        let ret = unsafe {
-            libc::send(
-                fd.as_raw_fd(),
-                rest.as_ptr().cast(),
-                rest.len(),
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            )
-        };
-        if ret >= 0 {
-            off += ret as usize;
-            backoff.reset();
-            continue;
-        }
-        match last_errno() {
-            libc::EINTR => {
-                crate::signals::check()?;
-                backoff.pause();
-            }
-            libc::EAGAIN => match poll_one(fd.as_raw_fd(), libc::POLLOUT, stall) {
-                Ok(0) => {
-                    return Err(Error::Timeout(format!(
-                        "send: the peer accepted no data for {:.3} s ({off} of {} bytes of \
-                         this write sent)",
-                        stall.unwrap_or_default().as_secs_f64(),
-                        data.len()
-                    )))
-                }
-                // Writable again; a send that keeps answering EAGAIN all the same pauses.
-                Ok(_) => backoff.pause(),
-                Err(libc::EINTR) => {
-                    crate::signals::check()?;
-                    backoff.pause();
-                }
-                Err(errno) => return Err(Error::sys("poll(POLLOUT)", errno)),
-            },
-            errno => {
-                return Err(Error::sys(
-                    format!("send({} bytes at offset {off} of this write)", rest.len()),
-                    errno,
-                ))
-            }
-        }
+/// One `send(fd, data, MSG_NOSIGNAL|MSG_DONTWAIT)`: the bytes taken. `Err` carries the
+/// positive errno (`EAGAIN` for a full send buffer; `EPIPE`/`ECONNRESET` for a closed peer,
+/// never `SIGPIPE`). Waiting and retries are [`crate::conn::send_all_timeout`]'s.
+pub fn send_once(fd: BorrowedFd<'_>, data: &[u8]) -> Result<usize, i32> {
+    // SAFETY: the pointer and length describe `data`, alive across the call; the kernel
+    // only reads it.
+    let ret = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if ret < 0 {
+        return Err(last_errno());
     }
-    Ok(())
+    Ok(ret as usize)
 }
 
 /// Sets `SO_LINGER {on, 0 s}` so that closing the socket sends a RST instead of a FIN: a
@@ -874,71 +670,6 @@ fn zeroed_storage() -> libc::sockaddr_storage {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parse_addr_table() {
-        let cases: &[(&str, &str, Option<&str>)] = &[
-            // input, socket address, v4 (for tcp4 rules)
-            ("192.0.2.1", "::ffff:192.0.2.1", Some("192.0.2.1")),
-            ("127.0.0.1", "::ffff:127.0.0.1", Some("127.0.0.1")),
-            ("0.0.0.0", "::ffff:0.0.0.0", Some("0.0.0.0")),
-            (
-                "::ffff:198.51.100.7",
-                "::ffff:198.51.100.7",
-                Some("198.51.100.7"),
-            ),
-            (
-                "::ffff:c633:6407",
-                "::ffff:198.51.100.7",
-                Some("198.51.100.7"),
-            ),
-            ("2001:db8::1", "2001:db8::1", None),
-            ("::1", "::1", None),
-            ("::", "::", None),
-            // v4-compatible (deprecated) is not v4-mapped: stays IPv6.
-            ("::192.0.2.1", "::192.0.2.1", None),
-        ];
-        for (input, ip, v4) in cases {
-            let a = parse_addr(input, "-s").unwrap_or_else(|e| panic!("{input}: {e}"));
-            assert_eq!(a.ip, ip.parse::<Ipv6Addr>().unwrap(), "{input}");
-            assert_eq!(a.v4, v4.map(|s| s.parse::<Ipv4Addr>().unwrap()), "{input}");
-            assert_eq!(a.is_v4(), v4.is_some(), "{input}");
-        }
-        assert_eq!(
-            parse_addr("192.0.2.1", "-s").unwrap().to_string(),
-            "192.0.2.1"
-        );
-        assert_eq!(
-            parse_addr("2001:db8::1", "-s").unwrap().with_port(5201),
-            "[2001:db8::1]:5201".parse().unwrap()
-        );
-    }
-
-    #[test]
-    fn parse_addr_rejects_garbage_naming_the_flag() {
-        for bad in [
-            "",
-            "localhost",
-            "256.1.1.1",
-            "1.2.3",
-            "01.2.3.4",
-            "[::1]",
-            "::1%lo",
-            "1.2.3.4:80",
-            " 1.2.3.4",
-            "::ffff:1.2.3.4.5",
-            "224.0.0.1",
-            "ff02::1",
-            "::ffff:239.1.2.3",
-            "255.255.255.255",
-        ] {
-            let e = parse_addr(bad, "-c").unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{bad:?}");
-            let msg = e.to_string();
-            assert!(msg.starts_with("-c: invalid IP address"), "{bad:?}: {msg}");
-            assert!(msg.contains(&format!("{bad:?}")), "{bad:?}: {msg}");
-        }
-    }
 
     #[test]
     fn sockaddr_in6_layout_round_trips() {

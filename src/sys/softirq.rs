@@ -44,10 +44,10 @@ pub fn run_net_rx_on_each_cpu() -> Result<CpuReach> {
     let original =
         sched_getaffinity(me).map_err(|e| Error::sys("sched_getaffinity(0)", e as i32))?;
     let sock = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        .map_err(|e| io_error("bind(UDP 127.0.0.1:0)", &e))?;
+        .map_err(|e| Error::io("bind(UDP 127.0.0.1:0)", &e))?;
     let to = sock
         .local_addr()
-        .map_err(|e| io_error("getsockname(UDP)", &e))?;
+        .map_err(|e| Error::io("getsockname(UDP)", &e))?;
     let mut kicked = 0;
     let mut first_error = None;
     for cpu in 0..CpuSet::count() {
@@ -62,7 +62,7 @@ pub fn run_net_rx_on_each_cpu() -> Result<CpuReach> {
             .map_err(|e| Error::sys(format!("sched_setaffinity(0, {{cpu {cpu}}})"), e as i32))
             .and_then(|()| {
                 sock.send_to(&[0], to)
-                    .map_err(|e| io_error(&format!("sendto(UDP {to}) on cpu {cpu}"), &e))
+                    .map_err(|e| Error::io(format!("sendto(UDP {to}) on cpu {cpu}"), &e))
             });
         match sent {
             Ok(_) => kicked += 1,
@@ -89,10 +89,6 @@ pub fn online_cpus() -> usize {
         Ok(Some(n)) if n > 0 => usize::try_from(n).unwrap_or(1),
         _ => 1,
     }
-}
-
-fn io_error(call: &str, e: &std::io::Error) -> Error {
-    Error::sys(call.to_string(), e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 #[cfg(test)]

@@ -32,6 +32,133 @@ pub const MAX_DONTNEED_FRAGS: usize = 1024;
 const _: () = assert!(size_of::<dmabuf_cmsg>() == 24);
 const _: () = assert!(size_of::<dmabuf_token>() == 8);
 
+/// `sizeof(struct dmabuf_cmsg)` (include/uapi/linux/uio.h): the payload of both devmem cmsgs.
+pub const DMABUF_CMSG_LEN: usize = size_of::<dmabuf_cmsg>();
+
+// ---- include/linux/socket.h (control messages; LP64 layout) ----
+
+/// `sizeof(struct cmsghdr)` on LP64: `cmsg_len` (u64, bytes of header + payload), `cmsg_level`
+/// (i32), `cmsg_type` (i32).
+pub const CMSGHDR_LEN: usize = 16;
+// The hand-written cmsg header is libc's.
+const _: () = assert!(CMSGHDR_LEN == size_of::<libc::cmsghdr>());
+
+/// `CMSG_ALIGN(len)`: rounds a byte length up to the 8-byte cmsg alignment.
+pub const fn cmsg_align(len: usize) -> usize {
+    (len + 7) & !7
+}
+
+/// `CMSG_LEN(payload)`: the `cmsg_len` value of a cmsg with `payload` bytes.
+pub const fn cmsg_len(payload: usize) -> usize {
+    CMSGHDR_LEN + payload
+}
+
+/// `CMSG_SPACE(payload)`: bytes a cmsg with `payload` bytes takes in the control buffer.
+pub const fn cmsg_space(payload: usize) -> usize {
+    CMSGHDR_LEN + cmsg_align(payload)
+}
+
+/// The 16 header bytes of a cmsg with `payload` bytes (native byte order): `cmsg_len` =
+/// `CMSG_LEN(payload)`, `cmsg_level`, `cmsg_type`.
+pub fn encode_cmsghdr(payload: usize, level: i32, ty: i32) -> [u8; CMSGHDR_LEN] {
+    let mut b = [0u8; CMSGHDR_LEN];
+    b[0..8].copy_from_slice(&(cmsg_len(payload) as u64).to_ne_bytes());
+    b[8..12].copy_from_slice(&level.to_ne_bytes());
+    b[12..16].copy_from_slice(&ty.to_ne_bytes());
+    b
+}
+
+/// One control message as it sits in the buffer: header fields and payload bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawCmsg<'a> {
+    /// `cmsg_level` (`SOL_SOCKET`, `SOL_IPV6`, ...).
+    pub level: i32,
+    /// `cmsg_type` (`SCM_DEVMEM_DMABUF`, `IPV6_RECVERR`, ...).
+    pub ty: i32,
+    /// Byte offset of the header in the control buffer.
+    pub offset: usize,
+    /// The `cmsg_len - 16` payload bytes (no padding).
+    pub payload: &'a [u8],
+}
+
+/// Walks the cmsgs in `control` (the first `msg_controllen` bytes of the control buffer), like
+/// `CMSG_FIRSTHDR`/`CMSG_NXTHDR` but over bytes, never reading past the slice. The last cmsg's
+/// padding may be cut off by the end of the buffer.
+///
+/// Yields `Err(Error::Decode)` (what = "cmsghdr") once and then stops for: fewer than 16 bytes
+/// left for a header, `cmsg_len < 16`, or `cmsg_len` larger than the bytes left (a truncated
+/// cmsg).
+pub fn walk_cmsgs(control: &[u8]) -> CmsgWalk<'_> {
+    CmsgWalk {
+        buf: control,
+        pos: 0,
+    }
+}
+
+/// Iterator returned by [`walk_cmsgs`].
+#[derive(Debug, Clone)]
+pub struct CmsgWalk<'a> {
+    buf: &'a [u8],
+    /// Offset of the next header; past the end once done (after an error too).
+    pos: usize,
+}
+
+impl<'a> Iterator for CmsgWalk<'a> {
+    type Item = crate::Result<RawCmsg<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let pos = self.pos;
+        let rest = self.buf.get(pos..).filter(|r| !r.is_empty())?;
+        let fail = |this: &mut Self, detail: String| {
+            this.pos = usize::MAX;
+            Some(Err(crate::Error::Decode {
+                what: "cmsghdr".into(),
+                detail,
+            }))
+        };
+        let Some(h) = rest.first_chunk::<CMSGHDR_LEN>() else {
+            let n = rest.len();
+            return fail(
+                self,
+                format!(
+                    "{n} trailing bytes at control offset {pos}; a cmsghdr needs {CMSGHDR_LEN}"
+                ),
+            );
+        };
+        let field = |at: usize| -> [u8; 4] { [h[at], h[at + 1], h[at + 2], h[at + 3]] };
+        let len = u64::from_ne_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+        let level = i32::from_ne_bytes(field(8));
+        let ty = i32::from_ne_bytes(field(12));
+        if len < CMSGHDR_LEN as u64 {
+            return fail(
+                self,
+                format!(
+                    "cmsg_len {len} at control offset {pos} is below the {CMSGHDR_LEN}-byte header"
+                ),
+            );
+        }
+        if len > rest.len() as u64 {
+            return fail(
+                self,
+                format!(
+                    "cmsg_len {len} (level {level}, type {ty}) at control offset {pos} exceeds the {} bytes left: truncated cmsg",
+                    rest.len()
+                ),
+            );
+        }
+        let len = len as usize;
+        self.pos += cmsg_align(len).min(rest.len());
+        Some(Ok(RawCmsg {
+            level,
+            ty,
+            offset: pos,
+            payload: &rest[CMSGHDR_LEN..len],
+        }))
+    }
+}
+
+impl std::iter::FusedIterator for CmsgWalk<'_> {}
+
 // ---- include/uapi/linux/errqueue.h (MSG_ZEROCOPY completions) ----
 
 pub use libc::sock_extended_err;

@@ -1,11 +1,12 @@
 //! Raw memory shared with io_uring zero-copy receive (zcrx), and the one unsafe submission.
 //!
-//! * [`RawRegion`]: page-aligned memory handed to the kernel by address: the receive *area*
-//!   (`io_uring_zcrx_area_reg.addr`, which the NIC — or, with `ZCRX_REG_NODEV`, the kernel's
-//!   copy path — fills) and the *refill region* (`io_uring_region_desc` with
-//!   `IORING_MEM_REGION_TYPE_USER`, which the kernel maps to read the refill ring). An
-//!   anonymous `mmap` (optionally `MAP_HUGETLB`) in production, or a zeroed heap allocation of
-//!   the same shape for tests, so the same pointer code runs in both.
+//! Two [`MappedRegion`]s are handed to the kernel by address: the receive *area*
+//! (`io_uring_zcrx_area_reg.addr`, which the NIC — or, with `ZCRX_REG_NODEV`, the kernel's
+//! copy path — fills) and the *refill region* (`io_uring_region_desc` with
+//! `IORING_MEM_REGION_TYPE_USER`, which the kernel maps to read the refill ring): anonymous
+//! `mmap`s (the area optionally `MAP_HUGETLB`) in production, heap regions of the same shape in
+//! tests, so the same pointer code runs in both.
+//!
 //! * [`RefillRing`]: the refill ring inside the refill region, at the byte offsets the kernel
 //!   returned in `io_uring_zcrx_offsets` (head and tail `u32`s, then `rq_entries` 16-byte
 //!   `io_uring_zcrx_rqe`s), with every offset checked against the region before use.
@@ -19,191 +20,21 @@
 //! Rules for memory the kernel writes concurrently (as in vm-memory's volatile-memory rules):
 //! no Rust reference to the kernel-written head word is ever created except as an atomic; refill
 //! entries are written through raw pointers; area bytes are read only through
-//! [`RawRegion::bytes`], and only between the completion that hands a buffer to user space and
+//! [`MappedRegion::bytes`], and only between the completion that hands a buffer to user space and
 //! the refill entry that gives it back (see `docs/kernel-interface.md#zcrx-refill-queue` and
 //! `docs.kernel.org/networking/iou-zcrx.html`).
 
-use std::alloc::Layout;
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::error::{Error, Result};
+use crate::sys::mmap::MappedRegion;
 use crate::sys::uapi::{
     io_uring_region_desc, io_uring_zcrx_area_reg, io_uring_zcrx_ifq_reg, io_uring_zcrx_rqe,
     zcrx_ctrl, IORING_MEM_REGION_TYPE_USER, IORING_REGISTER_ZCRX_CTRL, ZCRX_CTRL_FLUSH_RQ,
 };
-use crate::udmabuf::checked_range;
-
-/// How a [`RawRegion`] was allocated (decides how `Drop` frees it).
-#[derive(Debug)]
-enum Backing {
-    /// `mmap(MAP_PRIVATE|MAP_ANONYMOUS[|MAP_HUGETLB])`; `munmap` on drop.
-    Mmap { hugetlb: bool },
-    /// `alloc_zeroed(layout)`; `dealloc` on drop.
-    Heap(Layout),
-}
-
-/// Page-aligned, zero-initialised memory of a fixed length in bytes, owned by this value and
-/// freed on drop. Its address is what the kernel is told (`addr()`); the kernel pins the pages
-/// at registration, so freeing after the ring is closed is sound even while the kernel's
-/// teardown is still running.
-#[derive(Debug)]
-pub struct RawRegion {
-    ptr: NonNull<u8>,
-    len: usize,
-    backing: Backing,
-}
-
-impl RawRegion {
-    /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0)`, plus
-    /// `MAP_HUGETLB|MAP_HUGE_2MB` when `hugetlb` (then `len` must be a multiple of 2 MiB).
-    ///
-    /// Errors: `Error::Usage` for `len == 0` or, with `hugetlb`, a `len` that is not a
-    /// multiple of 2 MiB (the kernel would round the mapping up, and the `munmap` of `len`
-    /// bytes on drop would then fail and leak it); `Error::Sys` naming the call (`ENOMEM`
-    /// from a hugetlb mapping means the 2 MiB pool is short).
-    pub fn map_anon(len: usize, hugetlb: bool) -> Result<RawRegion> {
-        if len == 0 {
-            return Err(Error::Usage("mmap: a mapping of 0 bytes is refused".into()));
-        }
-        if hugetlb && len % crate::sys::uapi::HUGEPAGE_2M != 0 {
-            return Err(Error::Usage(format!(
-                "mmap(MAP_HUGETLB): {len} bytes is not a multiple of 2 MiB"
-            )));
-        }
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        if hugetlb {
-            flags |= libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
-        }
-        // SAFETY: addr is NULL and MAP_FIXED is not set, so the kernel picks a fresh range and
-        // no existing mapping (no Rust object's memory) is replaced; no fd is involved. The
-        // result is checked against MAP_FAILED below.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(Error::last_os(format!(
-                "mmap({len} bytes, MAP_PRIVATE|MAP_ANONYMOUS{})",
-                if hugetlb {
-                    "|MAP_HUGETLB|MAP_HUGE_2MB"
-                } else {
-                    ""
-                }
-            )));
-        }
-        let ptr = NonNull::new(addr.cast::<u8>())
-            .ok_or_else(|| Error::Failure("mmap returned NULL without an error".into()))?;
-        Ok(RawRegion {
-            ptr,
-            len,
-            backing: Backing::Mmap { hugetlb },
-        })
-    }
-
-    /// A zeroed heap allocation of `len` bytes aligned to the page size: the same shape as
-    /// [`map_anon`](Self::map_anon) without a syscall, for tests and simulations of the kernel
-    /// side (never handed to the kernel).
-    ///
-    /// Errors: `Error::Usage` for `len == 0` or a length the allocator cannot describe;
-    /// `Error::Sys` (`ENOMEM`) when the allocation fails.
-    pub fn heap(len: usize) -> Result<RawRegion> {
-        let layout = Layout::from_size_align(len, crate::sys::page_size())
-            .ok()
-            .filter(|l| l.size() > 0)
-            .ok_or_else(|| Error::Usage(format!("heap region of {len} bytes refused")))?;
-        // SAFETY: the layout has a non-zero size (checked above) and a power-of-two alignment
-        // (the page size); the result is checked for NULL.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or_else(|| Error::sys("alloc_zeroed", libc::ENOMEM))?;
-        Ok(RawRegion {
-            ptr,
-            len,
-            backing: Backing::Heap(layout),
-        })
-    }
-
-    /// The user virtual address the kernel is given (`area_reg.addr`, `region_desc.user_addr`).
-    pub fn addr(&self) -> u64 {
-        self.ptr.as_ptr() as u64
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false (0-byte regions are refused); for clippy's `len_without_is_empty`.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// True when backed by 2 MiB hugepages.
-    pub fn is_hugetlb(&self) -> bool {
-        matches!(self.backing, Backing::Mmap { hugetlb: true })
-    }
-
-    /// A view of `[offset, offset + len)` bytes; `Error::Bounds` (what = "zcrx area") if it
-    /// leaves the region or the end overflows.
-    ///
-    /// Sound for area buffers only between the completion that hands the buffer to user space
-    /// and the refill entry that returns it: in that window neither the NIC nor the kernel
-    /// writes those bytes (the niov is out of the kernel's free list), and this process writes
-    /// only through `&mut self`.
-    pub fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
-        let r = checked_range("zcrx area", offset, len, self.len)?;
-        // SAFETY: `r` lies inside [0, self.len) (checked above); the allocation stays valid for
-        // as long as `self` is borrowed (freed only in Drop). The doc comment states when no
-        // other writer touches those bytes.
-        Ok(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(r.start), r.len()) })
-    }
-
-    /// Copies `data` to `offset` (bytes); `Error::Bounds` if it does not fit. Used to play
-    /// the kernel's part in tests.
-    pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        let r = checked_range("zcrx area write", offset, data.len() as u64, self.len)?;
-        // SAFETY: the destination lies inside the live, writable allocation (checked above);
-        // `&mut self` means no view into it is alive; `data` is a separate Rust slice, so the
-        // ranges do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(r.start), data.len())
-        };
-        Ok(())
-    }
-
-    /// Pointer to byte `offset`, which the caller has checked to be inside the region.
-    fn at(&self, offset: usize) -> *mut u8 {
-        debug_assert!(offset < self.len);
-        self.ptr.as_ptr().wrapping_add(offset)
-    }
-}
-
-impl Drop for RawRegion {
-    fn drop(&mut self) {
-        match self.backing {
-            Backing::Mmap { .. } => {
-                // SAFETY: ptr/len are exactly the range this value mapped and nothing else
-                // unmapped it; views borrow `self`, so none outlives it. Pages the kernel still
-                // pins stay alive until it unpins them.
-                unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-            }
-            Backing::Heap(layout) => {
-                // SAFETY: ptr was returned by alloc_zeroed with exactly this layout and is
-                // freed once, here.
-                unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
-            }
-        }
-    }
-}
 
 /// Where the refill ring lives inside its region: the byte offsets the kernel wrote back in
 /// `io_uring_zcrx_offsets` (`head`, `tail`, `rqes`) and the entry count it wrote back in
@@ -271,7 +102,7 @@ impl RefillLayout {
 /// release and [`load_head`](Self::load_head) the matching acquire.
 #[derive(Debug)]
 pub struct RefillRing {
-    region: RawRegion,
+    region: MappedRegion,
     layout: RefillLayout,
 }
 
@@ -284,7 +115,7 @@ impl RefillRing {
     /// non-zero power of two, a word is misaligned (head/tail to 4 bytes, rqes to 8) or
     /// outside the region, the entry array does not fit, or the head or tail word overlaps the
     /// entry array or each other.
-    pub fn new(region: RawRegion, layout: RefillLayout) -> Result<RefillRing> {
+    pub fn new(region: MappedRegion, layout: RefillLayout) -> Result<RefillRing> {
         layout.check(region.len())?;
         Ok(RefillRing { region, layout })
     }
@@ -292,11 +123,6 @@ impl RefillRing {
     /// The checked layout.
     pub fn layout(&self) -> RefillLayout {
         self.layout
-    }
-
-    /// The region's address (what was passed as `region_desc.user_addr`).
-    pub fn region_addr(&self) -> u64 {
-        self.region.addr()
     }
 
     fn word(&self, offset: u32) -> &AtomicU32 {
@@ -393,11 +219,11 @@ pub struct ZcrxRegistered {
 pub fn register_zcrx_ifq(
     ring: &IoUring<squeue::Entry, cqueue::Entry32>,
     reg: &mut io_uring_zcrx_ifq_reg,
-    area: &RawRegion,
-    refill: &RawRegion,
+    area: &MappedRegion,
+    refill: &MappedRegion,
     call: &str,
 ) -> Result<ZcrxRegistered> {
-    if matches!(area.backing, Backing::Heap(_)) || matches!(refill.backing, Backing::Heap(_)) {
+    if !area.is_mmap() || !refill.is_mmap() {
         return Err(Error::Usage(
             "zcrx registration needs mmap-backed regions (the kernel pins them)".into(),
         ));
@@ -544,7 +370,7 @@ mod tests {
 
     #[test]
     fn layout_outside_or_overlapping_is_refused() {
-        let ok = RefillRing::new(RawRegion::heap(4096).unwrap(), layout());
+        let ok = RefillRing::new(MappedRegion::heap(4096).unwrap(), layout());
         assert!(ok.is_ok());
         for bad in [
             RefillLayout {
@@ -580,7 +406,7 @@ mod tests {
                 ..layout()
             },
         ] {
-            let e = RefillRing::new(RawRegion::heap(4096).unwrap(), bad).unwrap_err();
+            let e = RefillRing::new(MappedRegion::heap(4096).unwrap(), bad).unwrap_err();
             assert!(
                 matches!(&e, Error::Decode { what, .. } if what == "io_uring_zcrx_offsets"),
                 "{bad:?}: {e}"
@@ -590,7 +416,7 @@ mod tests {
 
     #[test]
     fn entries_land_at_masked_slots_and_tail_is_published() {
-        let mut r = RefillRing::new(RawRegion::heap(4096).unwrap(), layout()).unwrap();
+        let mut r = RefillRing::new(MappedRegion::heap(4096).unwrap(), layout()).unwrap();
         let rqe = io_uring_zcrx_rqe {
             off: 0x1000,
             len: 4096,
@@ -622,33 +448,5 @@ mod tests {
         kernel.check(1088).unwrap();
         let e = kernel.check(1087).unwrap_err();
         assert!(matches!(&e, Error::Decode { what, .. } if what == "io_uring_zcrx_offsets"));
-    }
-
-    #[test]
-    fn a_hugetlb_mapping_must_be_whole_2mib_pages() {
-        // Refused before mmap: the kernel would round the mapping up to 2 MiB, and munmap of
-        // the shorter length on drop would fail and leak it.
-        for len in [4096, crate::sys::uapi::HUGEPAGE_2M + 4096] {
-            let e = RawRegion::map_anon(len, true).unwrap_err();
-            assert!(
-                matches!(&e, Error::Usage(m) if m.contains("2 MiB")),
-                "{len}: {e}"
-            );
-        }
-        // Without hugetlb any non-zero length maps.
-        let r = RawRegion::map_anon(4096, false).unwrap();
-        assert_eq!((r.len(), r.is_hugetlb()), (4096, false));
-    }
-
-    #[test]
-    fn region_views_are_bounds_checked() {
-        let mut r = RawRegion::heap(8192).unwrap();
-        assert_eq!(r.addr() % crate::sys::page_size() as u64, 0);
-        r.write_at(8190, &[7, 9]).unwrap();
-        assert_eq!(r.bytes(8190, 2).unwrap(), &[7, 9]);
-        assert!(matches!(r.bytes(8190, 3), Err(Error::Bounds { .. })));
-        assert!(matches!(r.bytes(u64::MAX, 2), Err(Error::Bounds { .. })));
-        assert!(r.write_at(8191, &[1, 2]).is_err());
-        assert!(RawRegion::heap(0).is_err());
     }
 }

@@ -31,7 +31,7 @@
 //! short sends continue where they stopped; more than 1024 iovs become several `sendmsg`s.
 //!
 //! The loop reaches the kernel only through [`TxSocket`] and [`TxMemory`], so tests drive it
-//! with a scripted double ([`crate::tx::testing`]).
+//! with a scripted double (`crate::tx::testing`, with the `testing` feature).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, ErrorKind, Write};
@@ -40,10 +40,13 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 use crate::error::{errno_display, Error, Result};
-use crate::rx::{cmsg_align, cmsg_len, cmsg_space, CMSGHDR_LEN};
 use crate::stats::gbit_per_s;
-use crate::sys::uapi::{SCM_DEVMEM_DMABUF, SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY};
-use crate::udmabuf::{MappedRegion, Udmabuf};
+use crate::sys::mmap::MappedRegion;
+use crate::sys::uapi::{
+    cmsg_len, cmsg_space, encode_cmsghdr, walk_cmsgs, RawCmsg, SCM_DEVMEM_DMABUF,
+    SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY,
+};
+use crate::udmabuf::Udmabuf;
 use crate::validate::{Pattern, StreamSpec};
 
 /// Most iovs one `sendmsg` takes (`UIO_MAXIOV`, include/uapi/linux/uio.h; ncdevmem.c's
@@ -102,7 +105,8 @@ pub struct ErrqueueRead {
 }
 
 /// The socket operations the devmem sender needs. The real implementation is
-/// [`crate::sys::zerocopy::ZerocopySocket`]; tests use [`crate::tx::testing::ScriptedTxSocket`].
+/// [`crate::sys::zerocopy::ZerocopySocket`]; tests use `crate::tx::testing::ScriptedTxSocket`
+/// (`testing` feature).
 /// `Err` carries the positive errno of a `-1` return.
 pub trait TxSocket {
     /// `sendmsg(iovs as dma-buf offsets, cmsg SOL_SOCKET/SCM_DEVMEM_DMABUF = dmabuf_id,
@@ -159,9 +163,7 @@ impl TxMemory for MappedRegion {
 /// 79, the u32 id, then 4 bytes of zero padding up to `CMSG_SPACE(4)` = 24.
 pub fn encode_dmabuf_id_cmsg(dmabuf_id: u32) -> [u8; DMABUF_ID_CMSG_SPACE] {
     let mut b = [0u8; DMABUF_ID_CMSG_SPACE];
-    b[0..8].copy_from_slice(&(DMABUF_ID_CMSG_LEN as u64).to_ne_bytes());
-    b[8..12].copy_from_slice(&libc::SOL_SOCKET.to_ne_bytes());
-    b[12..16].copy_from_slice(&SCM_DEVMEM_DMABUF.to_ne_bytes());
+    b[..16].copy_from_slice(&encode_cmsghdr(4, libc::SOL_SOCKET, SCM_DEVMEM_DMABUF));
     b[16..20].copy_from_slice(&dmabuf_id.to_ne_bytes());
     b
 }
@@ -326,33 +328,6 @@ pub fn ee_origin_name(origin: u8) -> &'static str {
     }
 }
 
-/// Walks the cmsgs of a control buffer as `(level, type, payload)`, never reading past it.
-/// Errors (`Error::Decode`): a header that does not fit, `cmsg_len < 16`, or a `cmsg_len`
-/// longer than the bytes left.
-pub fn walk_cmsgs(control: &[u8]) -> Result<Vec<(i32, i32, &[u8])>> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while control.len() - pos >= CMSGHDR_LEN {
-        let h = &control[pos..pos + CMSGHDR_LEN];
-        let len = u64::from_ne_bytes(h[0..8].try_into().unwrap_or_default());
-        let level = i32::from_ne_bytes(h[8..12].try_into().unwrap_or_default());
-        let ty = i32::from_ne_bytes(h[12..16].try_into().unwrap_or_default());
-        let left = (control.len() - pos) as u64;
-        if len < CMSGHDR_LEN as u64 || len > left {
-            return Err(Error::Decode {
-                what: "error-queue cmsg".into(),
-                detail: format!(
-                    "cmsg_len {len} at control offset {pos} (level {level}, type {ty}) with {left} bytes left"
-                ),
-            });
-        }
-        let len = len as usize;
-        out.push((level, ty, &control[pos + CMSGHDR_LEN..pos + len]));
-        pos += cmsg_align(len).min(control.len() - pos);
-    }
-    Ok(out)
-}
-
 /// Decodes one error-queue message into a zerocopy completion.
 ///
 /// Failures (`Error::Failure`, each naming what was wrong): `MSG_CTRUNC` in `read.msg_flags`
@@ -378,15 +353,25 @@ pub fn parse_completion(read: &ErrqueueRead, control: &[u8]) -> Result<ZerocopyC
             ),
         });
     }
-    let cmsgs = walk_cmsgs(&control[..read.control_len])?;
-    let recverr = cmsgs.iter().find(|(level, ty, _)| {
-        (*level == libc::SOL_IP && *ty == libc::IP_RECVERR)
-            || (*level == libc::SOL_IPV6 && *ty == libc::IPV6_RECVERR)
+    let cmsgs = walk_cmsgs(&control[..read.control_len]).collect::<Result<Vec<RawCmsg>>>()?;
+    let recverr = cmsgs.iter().find(|c| {
+        (c.level == libc::SOL_IP && c.ty == libc::IP_RECVERR)
+            || (c.level == libc::SOL_IPV6 && c.ty == libc::IPV6_RECVERR)
     });
-    let Some(&(level, ty, payload)) = recverr else {
+    let Some(&RawCmsg {
+        level, ty, payload, ..
+    }) = recverr
+    else {
         let seen: Vec<String> = cmsgs
             .iter()
-            .map(|(l, t, p)| format!("level {l} type {t} ({} bytes)", p.len()))
+            .map(|c| {
+                format!(
+                    "level {} type {} ({} bytes)",
+                    c.level,
+                    c.ty,
+                    c.payload.len()
+                )
+            })
             .collect();
         return Err(Error::Failure(format!(
             "error-queue message without an IP_RECVERR/IPV6_RECVERR cmsg (got {})",
@@ -615,16 +600,6 @@ impl RegionRing {
         }
         n
     }
-
-    /// Regions in use.
-    pub fn live_regions(&self) -> usize {
-        self.live.len()
-    }
-
-    /// Bytes in use (not counting the gap left at the end when a piece wrapped).
-    pub fn bytes_in_use(&self) -> u64 {
-        self.live.iter().map(|r| r.len).sum()
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -667,12 +642,7 @@ impl<R: BufRead> TxSource for LineSource<'_, R> {
                     crate::signals::check_flag(self.stop)?;
                     continue;
                 }
-                Err(e) => {
-                    return Err(Error::sys(
-                        "read(stdin)",
-                        e.raw_os_error().unwrap_or(libc::EIO),
-                    ))
-                }
+                Err(e) => return Err(Error::io("read(stdin)", &e)),
             };
             if avail.is_empty() {
                 break;
@@ -1023,7 +993,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                         self.stats.short_sends += 1;
                     }
                     if self.cfg.verbose {
-                        let _ = writeln!(
+                        crate::elog_to!(
                             self.log,
                             "tx send {send}: {n} of {batch} bytes, {} iovs from dmabuf offset {}",
                             self.iovs.len(),
@@ -1162,7 +1132,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                         self.stats.copied_completions += 1;
                     }
                     if self.cfg.verbose {
-                        let _ = writeln!(
+                        crate::elog_to!(
                             self.log,
                             "tx complete [{},{}]{}",
                             c.lo,
@@ -1205,8 +1175,16 @@ mod tests {
     #[test]
     fn dmabuf_id_cmsg_bytes() {
         assert_eq!(encode_dmabuf_id_cmsg(7), DMABUF_ID_7);
-        let parsed = walk_cmsgs(&DMABUF_ID_7).unwrap();
-        assert_eq!(parsed, vec![(1, 79, &[7u8, 0, 0, 0][..])]);
+        let parsed: Vec<_> = walk_cmsgs(&DMABUF_ID_7).map(Result::unwrap).collect();
+        assert_eq!(
+            parsed,
+            vec![RawCmsg {
+                level: 1,
+                ty: 79,
+                offset: 0,
+                payload: &[7u8, 0, 0, 0][..]
+            }]
+        );
     }
 
     /// A zerocopy completion for sends 3..=9, kernel copied (synthetic from the uapi layout;

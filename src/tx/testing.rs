@@ -29,8 +29,10 @@ use super::devmem::{
     DmabufIov, ErrqueueRead, SockExtendedErr, TxMemory, TxSocket, MAX_IOV, SOCK_EXTENDED_ERR_LEN,
 };
 use crate::error::Result;
-use crate::rx::{cmsg_align, cmsg_len, CMSGHDR_LEN};
-use crate::sys::uapi::{SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY};
+use crate::sys::uapi::{
+    cmsg_align, cmsg_len, encode_cmsghdr, CMSGHDR_LEN, SO_EE_CODE_ZEROCOPY_COPIED,
+    SO_EE_ORIGIN_ZEROCOPY,
+};
 
 /// `sizeof(struct sockaddr_in)`: the offender address after `sock_extended_err` in an
 /// `IP_RECVERR` cmsg.
@@ -171,7 +173,7 @@ impl TxMemory for ScriptedTxMemory {
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let mut s = self.shared.borrow_mut();
-        let r = crate::udmabuf::checked_range(
+        let r = crate::sys::mmap::checked_range(
             "scripted dma-buf write",
             offset,
             data.len() as u64,
@@ -398,11 +400,9 @@ pub fn encode_recverr_cmsg(ee: &SockExtendedErr, ipv6: bool) -> Vec<u8> {
     } else {
         (libc::SOL_IP, libc::IP_RECVERR, SOCKADDR_IN_LEN)
     };
-    let len = cmsg_len(SOCK_EXTENDED_ERR_LEN + addr_len);
-    let mut b = vec![0u8; cmsg_align(len)];
-    b[0..8].copy_from_slice(&(len as u64).to_ne_bytes());
-    b[8..12].copy_from_slice(&level.to_ne_bytes());
-    b[12..16].copy_from_slice(&ty.to_ne_bytes());
+    let payload = SOCK_EXTENDED_ERR_LEN + addr_len;
+    let mut b = vec![0u8; cmsg_align(cmsg_len(payload))];
+    b[..CMSGHDR_LEN].copy_from_slice(&encode_cmsghdr(payload, level, ty));
     b[CMSGHDR_LEN..CMSGHDR_LEN + SOCK_EXTENDED_ERR_LEN].copy_from_slice(&ee.encode());
     b
 }
