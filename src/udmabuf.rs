@@ -336,11 +336,11 @@ pub fn open_device(dev: &Path) -> Result<OwnedFd> {
 }
 
 /// What a failed `open` of the udmabuf device at `dev` with `errno` means, as one sentence:
-/// `cannot open /dev/udmabuf (ENOENT (...)): the kernel needs CONFIG_UDMABUF ...`.
+/// `cannot open /dev/udmabuf (ENOENT (...)); the kernel needs CONFIG_UDMABUF ...`.
 pub fn open_failure(dev: &Path, errno: i32) -> String {
     let why = match errno {
         libc::ENOENT | libc::ENODEV | libc::ENXIO => {
-            ": the kernel needs CONFIG_UDMABUF (built in, or the udmabuf module)"
+            "; the kernel needs CONFIG_UDMABUF (built in, or the udmabuf module loaded)"
         }
         libc::EACCES | libc::EPERM => ": needs root or write access to the device",
         _ => "",
