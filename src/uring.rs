@@ -16,7 +16,8 @@
 //! Kernel availability: `RECV_ZC` and `IORING_REGISTER_ZCRX_IFQ` since 6.15, `rx_buf_len` since
 //! 7.0, `ZCRX_REG_NODEV` after 6.18 (7.3 has it). Registration needs `CAP_NET_ADMIN`. The ABI
 //! types are the `io-uring` crate's (`io_uring::types::io_uring_zcrx_*`); raw memory and the
-//! syscalls that write through pointers live in [`crate::sys::uring_mem`].
+//! syscalls that write through pointers live in [`crate::sys::uring_mem`]. Which refusals are
+//! skips, and how the refill ring is sized, is decided in `uring/policy.rs` (re-exported here).
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -35,9 +36,14 @@ use crate::sys::uapi::{
     ZCRX_RQ_MAX_ENTRIES,
 };
 use crate::sys::uring_mem::{
-    probe_zcrx_register, push_recv_zc, register_zcrx_ifq, zcrx_flush_rq, RefillLayout, RefillRing,
+    push_recv_zc, register_zcrx_ifq, zcrx_flush_rq, RefillLayout, RefillRing,
 };
 use crate::validate::StreamSpec;
+
+mod policy;
+pub use policy::{
+    check_io_uring_enabled, register_refusal, require_net_admin, require_recv_zc, setup_refusal,
+};
 
 /// The ring type zcrx needs: 64-byte SQEs, 32-byte CQEs (`IORING_SETUP_CQE32`; the zcrx part
 /// of a completion, `struct io_uring_zcrx_cqe`, is its second half).
@@ -307,26 +313,6 @@ impl Default for RingParams {
     }
 }
 
-/// Reads `kernel.io_uring_disabled` and turns 2 (disabled for everyone) into a skip. A missing
-/// file (kernels before 6.6) or 0/1 pass; 1 surfaces later as `EPERM` from `io_uring_setup`.
-///
-/// Errors: `Error::Skip` naming the sysctl.
-pub fn check_io_uring_enabled() -> Result<()> {
-    match read_io_uring_disabled() {
-        Some(2) => Err(Error::Skip(format!(
-            "io_uring is disabled on this host (kernel.io_uring_disabled = 2, \
-             {IO_URING_DISABLED_PATH}); `sysctl kernel.io_uring_disabled=0` enables it"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn read_io_uring_disabled() -> Option<u64> {
-    std::fs::read_to_string(IO_URING_DISABLED_PATH)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-}
-
 /// Creates the zcrx ring: `IORING_SETUP_SINGLE_ISSUER | CQE32 | CQSIZE`, plus `DEFER_TASKRUN`
 /// unless `p.defer_taskrun` is false. The calling thread must be the one that submits and
 /// waits (`SINGLE_ISSUER`). `DEFER_TASKRUN` since 6.1, `CQE32` since 5.19.
@@ -356,58 +342,16 @@ pub fn create_ring(p: &RingParams) -> Result<ZcrxRing> {
     })
 }
 
-/// Maps an `io_uring_setup` refusal that means "io_uring cannot run here" to a skip: `EPERM`
-/// (io_uring disabled by `kernel.io_uring_disabled`, or a seccomp/LSM policy), `ENOSYS` (kernel
-/// without io_uring), `EINVAL` (kernel older than the flags zcrx needs). Others stay.
-pub fn setup_refusal(e: Error) -> Error {
-    match e.errno() {
-        Some(libc::EPERM) => Error::Skip(format!(
-            "io_uring is not permitted for this process (kernel.io_uring_disabled = {}; 1 allows \
-             only kernel.io_uring_group members): {e}",
-            read_io_uring_disabled().map_or_else(|| "unknown".to_string(), |v| v.to_string())
-        )),
-        Some(libc::ENOSYS) => Error::Skip(format!("kernel built without io_uring: {e}")),
-        Some(libc::EINVAL) => Error::Skip(format!(
-            "kernel refused the ring flags zcrx needs (SINGLE_ISSUER, DEFER_TASKRUN: 6.1+; \
-             CQE32): {e}"
-        )),
-        _ => e,
-    }
-}
-
-/// Asks the kernel which opcodes it has (`IORING_REGISTER_PROBE`) and skips without
+/// Asks the kernel which opcodes it has (`IORING_REGISTER_PROBE`): whether it knows
 /// `IORING_OP_RECV_ZC` (58, 6.15+).
 ///
-/// Errors: `Error::Skip` when unsupported; `Error::Sys` when the probe fails.
-pub fn require_recv_zc(ring: &ZcrxRing) -> Result<()> {
+/// Errors: `Error::Sys` when the probe fails.
+pub fn supports_recv_zc(ring: &ZcrxRing) -> Result<bool> {
     let mut probe = Probe::new();
     ring.submitter()
         .register_probe(&mut probe)
         .map_err(|e| Error::io("io_uring_register(IORING_REGISTER_PROBE)", &e))?;
-    if probe.is_supported(opcode::RecvZc::CODE) {
-        Ok(())
-    } else {
-        Err(Error::Skip(format!(
-            "this kernel's io_uring does not support IORING_OP_RECV_ZC (opcode {}); io_uring \
-             zcrx needs Linux 6.15+ with CONFIG_IO_URING_ZCRX",
-            opcode::RecvZc::CODE
-        )))
-    }
-}
-
-/// Learns before anything is changed whether registration will be refused for lack of
-/// `CAP_NET_ADMIN`, with a request every kernel refuses ([`probe_zcrx_register`]).
-///
-/// Errors: `Error::Skip` on `EPERM`.
-pub fn require_net_admin(ring: &ZcrxRing) -> Result<()> {
-    match probe_zcrx_register(ring) {
-        libc::EPERM => Err(Error::Skip(format!(
-            "io_uring zcrx registration needs CAP_NET_ADMIN: io_uring_register(\
-             IORING_REGISTER_ZCRX_IFQ): {}",
-            crate::error::errno_display(libc::EPERM)
-        ))),
-        _ => Ok(()),
-    }
+    Ok(probe.is_supported(opcode::RecvZc::CODE))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -458,25 +402,6 @@ pub struct ZcrxParams {
     pub rq_entries: u32,
     /// `rx_buf_len` in bytes (7.0+); `None` = 0 = the kernel's default (the page size).
     pub rx_buf_len: Option<u32>,
-}
-
-impl ZcrxParams {
-    /// Refill entries for an area of `area_len` bytes in buffers of `buf_len` bytes: one per
-    /// buffer, rounded up to a power of two, clamped to 64..=[`ZCRX_RQ_MAX_ENTRIES`].
-    pub fn rq_entries_for(area_len: usize, buf_len: usize) -> u32 {
-        let bufs = (area_len / buf_len.max(1)).max(1);
-        let n = u32::try_from(bufs)
-            .unwrap_or(ZCRX_RQ_MAX_ENTRIES)
-            .min(ZCRX_RQ_MAX_ENTRIES);
-        n.next_power_of_two().clamp(64, ZCRX_RQ_MAX_ENTRIES)
-    }
-
-    /// Bytes of the refill region for `rq_entries`: the entries plus one page for the head and
-    /// tail words, rounded up to whole pages (as iou-zcrx sizes it).
-    pub fn refill_region_len(rq_entries: u32, page_size: usize) -> usize {
-        let raw = rq_entries as usize * std::mem::size_of::<io_uring_zcrx_rqe>() + page_size;
-        raw.div_ceil(page_size) * page_size
-    }
 }
 
 /// A registered zcrx ifq with its ring, refill ring and area.
@@ -774,40 +699,6 @@ impl Zcrx {
             }
         }
     }
-}
-
-/// Maps a registration refusal that means "this host, kernel or device cannot do zcrx" to a
-/// skip; anything else (a failure) stays:
-/// - `EPERM`: no `CAP_NET_ADMIN`;
-/// - `EOPNOTSUPP`: the device or queue has no io_uring memory-provider support (veth, lo,
-///   virtio_net on 6.18), or, with `rx_buf_len`, no large-buffer support;
-/// - `EINVAL` with `ZCRX_REG_NODEV`: the kernel has no device-less mode (6.18);
-/// - `EINVAL` with `rx_buf_len`: the kernel reserves that field (before 7.0) or refuses the
-///   value.
-pub fn register_refusal(e: Error, p: &ZcrxParams) -> Error {
-    let nodev = p.target == ZcrxTarget::NoDev;
-    let reason = match (e.errno(), p.rx_buf_len) {
-        (Some(libc::EPERM), _) => format!("io_uring zcrx registration needs CAP_NET_ADMIN: {e}"),
-        (Some(libc::EOPNOTSUPP), Some(len)) if nodev => format!(
-            "this kernel's device-less zcrx (ZCRX_REG_NODEV) does not support rx_buf_len {len}: {e}"
-        ),
-        (Some(libc::EOPNOTSUPP), Some(len)) => {
-            format!("device/queue does not support io_uring zcrx with rx_buf_len {len}: {e}")
-        }
-        (Some(libc::EOPNOTSUPP), None) => {
-            format!("device/queue does not support io_uring zcrx: {e}")
-        }
-        (Some(libc::EINVAL), _) if nodev => format!(
-            "kernel has no ZCRX_REG_NODEV (device-less zcrx, io_uring_zcrx_ifq_reg.flags \
-             {ZCRX_REG_NODEV}; added after 6.18): {e}"
-        ),
-        (Some(libc::EINVAL), Some(len)) => format!(
-            "kernel refused rx_buf_len {len}: kernels before 7.0 reserve that field \
-             (io_uring_zcrx_ifq_reg byte 68): {e}"
-        ),
-        _ => return e,
-    };
-    Error::Skip(reason)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1357,77 +1248,5 @@ mod tests {
             e.to_string(),
             "RECV_ZC completion: ECONNRESET (Connection reset by peer)"
         );
-    }
-
-    #[test]
-    fn refill_sizes_follow_the_area() {
-        assert_eq!(ZcrxParams::rq_entries_for(32 << 20, 4096), 8192);
-        assert_eq!(
-            ZcrxParams::rq_entries_for(1 << 30, 4096),
-            ZCRX_RQ_MAX_ENTRIES
-        );
-        assert_eq!(ZcrxParams::rq_entries_for(4 << 20, 2 << 20), 64);
-        assert_eq!(ZcrxParams::rq_entries_for(3 * 4096, 4096), 64);
-        assert_eq!(ZcrxParams::refill_region_len(8192, 4096), 8192 * 16 + 4096);
-        assert_eq!(ZcrxParams::refill_region_len(100, 4096), 8192);
-    }
-
-    #[test]
-    fn refusals_that_mean_cannot_here_are_skips() {
-        let dev = ZcrxParams {
-            target: ZcrxTarget::Device {
-                ifname: "vx0".into(),
-                ifindex: 5,
-                rxq: 0,
-            },
-            area_len: 1 << 20,
-            hugetlb: false,
-            rq_entries: 256,
-            rx_buf_len: None,
-        };
-        let big = ZcrxParams {
-            rx_buf_len: Some(16384),
-            ..dev.clone()
-        };
-        let nodev = ZcrxParams {
-            target: ZcrxTarget::NoDev,
-            ..dev.clone()
-        };
-        let big_nodev = ZcrxParams {
-            rx_buf_len: Some(16384),
-            ..nodev.clone()
-        };
-        let sys = |errno| Error::sys("io_uring_register(IORING_REGISTER_ZCRX_IFQ)", errno);
-        // Each "cannot here" refusal is a skip (exit 4) whose reason names the cause and keeps
-        // the kernel's errno.
-        let skips: [(i32, &ZcrxParams, &str); 6] = [
-            (libc::EOPNOTSUPP, &dev, "device/queue does not support io_uring zcrx: "),
-            (
-                libc::EOPNOTSUPP,
-                &big,
-                "device/queue does not support io_uring zcrx with rx_buf_len 16384: ",
-            ),
-            (
-                libc::EOPNOTSUPP,
-                &big_nodev,
-                "this kernel's device-less zcrx (ZCRX_REG_NODEV) does not support rx_buf_len 16384: ",
-            ),
-            (libc::EPERM, &dev, "io_uring zcrx registration needs CAP_NET_ADMIN: "),
-            (libc::EINVAL, &big, "kernel refused rx_buf_len 16384: kernels before 7.0"),
-            (libc::EINVAL, &nodev, "kernel has no ZCRX_REG_NODEV"),
-        ];
-        for (errno, params, reason) in skips {
-            let e = register_refusal(sys(errno), params);
-            assert_eq!(e.exit_code(), 4, "{e}");
-            let text = e.to_string();
-            assert!(text.starts_with(&format!("skip: {reason}")), "{text}");
-            assert!(text.contains("IORING_REGISTER_ZCRX_IFQ"), "{text}");
-        }
-        // A plain EINVAL or ENODEV on a device queue is a failure (exit 1), passed through.
-        for errno in [libc::EINVAL, libc::ENODEV] {
-            let e = register_refusal(sys(errno), &dev);
-            assert_eq!(e.exit_code(), 1, "{e}");
-            assert_eq!(e.errno(), Some(errno));
-        }
     }
 }
