@@ -375,7 +375,7 @@ struct WorkerPlan {
 /// hands each to the worker of its NAPI id (N > 1), and every worker receives its connections
 /// in turn, validating the `'a'..'z'` stream.
 ///
-/// Errors: `Error::Skip` as [`c_verdict`]; `Error::Failure` for a bad interface, an unknown
+/// Errors: `Error::Skip` as `c_verdict`; `Error::Failure` for a bad interface, an unknown
 /// NAPI id, a short connection; `Error::Timeout` without a connection or data; `Error::Sys`
 /// and validation failures from the receive.
 pub fn run_server(o: &Options) -> Result<()> {
