@@ -33,6 +33,7 @@ test: lint unit scripts-test pytest
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --locked
 
 unit:
 	$(CARGO) test --locked --all-targets
