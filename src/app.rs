@@ -1186,9 +1186,10 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
 }
 
 /// [`check_stream_length`], except for a `-U 1` run that ended at "binding gone" (ENODEV
-/// before any byte): there was no stream to measure.
+/// before any byte): there was no stream to measure, so `-v` does not demand one. An explicit
+/// `--expect-bytes` still does.
 fn check_received(cfg: &Config, stats: &RxStats) -> Result<()> {
-    if stats.binding_gone {
+    if stats.binding_gone && cfg.expect_bytes.is_none() {
         Ok(())
     } else {
         check_stream_length(cfg, stats.bytes)
@@ -1373,5 +1374,16 @@ mod tests {
         );
         stats.binding_gone = true;
         check_received(&cfg, &stats).unwrap();
+        // --expect-bytes is a promise about the stream that a gone binding does not excuse.
+        let mut argv = argv;
+        argv.extend(["--expect-bytes".to_string(), "1000".to_string()]);
+        let cfg = match crate::cli::parse(&argv, crate::sys::page_size()) {
+            Ok(Command::Run(cfg)) => cfg,
+            other => panic!("not a server configuration: {other:?}"),
+        };
+        assert_eq!(
+            check_received(&cfg, &stats).unwrap_err().to_string(),
+            "the peer sent 0 bytes, --expect-bytes wanted 1000"
+        );
     }
 }

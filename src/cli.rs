@@ -710,6 +710,23 @@ fn is_unscoped_link_local(ip: IpAddr) -> bool {
     matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
 }
 
+impl HostAddr {
+    /// `Err(Error::Usage)` when a socket is to use this address and it is link-local IPv6
+    /// (`fe80::/10`): a socket needs its zone, which no flag takes, and the kernel refuses it
+    /// without one (`EINVAL`).
+    pub fn refuse_unscoped_link_local(&self, flag: &str) -> Result<()> {
+        if !is_unscoped_link_local(self.ip) {
+            return Ok(());
+        }
+        Err(usage_err(format!(
+            "{flag}: link-local IPv6 address '{}' cannot be used: a socket needs its zone \
+             (fe80::1%eth0), which {flag} does not take, and the kernel refuses it without \
+             one (EINVAL); use a global or unique-local address",
+            self.text
+        )))
+    }
+}
+
 /// What the run does. Selection follows C ncdevmem for the devmem modes; the other modes
 /// are chosen by their long option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1239,16 +1256,8 @@ fn resolve_addrs(a: &Args, mode: Mode) -> Result<(Option<HostAddr>, Option<HostA
     // rule, where it needs no zone).
     let binds_client = matches!(mode, Mode::Client | Mode::PatternSender);
     for (flag, addr, used) in [("-s", &server, true), ("-c", &client, binds_client)] {
-        if let Some(h) = addr
-            .as_ref()
-            .filter(|h| used && is_unscoped_link_local(h.ip))
-        {
-            return Err(usage_err(format!(
-                "{flag}: link-local IPv6 address '{}' cannot be used: a socket needs its zone \
-                 (fe80::1%eth0), which {flag} does not take, and the kernel refuses it without \
-                 one (EINVAL); use a global or unique-local address",
-                h.text
-            )));
+        if let Some(h) = addr.as_ref().filter(|_| used) {
+            h.refuse_unscoped_link_local(flag)?;
         }
     }
     if let (Some(s), Some(c)) = (&server, &client) {

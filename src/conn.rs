@@ -128,6 +128,35 @@ pub fn send_all(fd: BorrowedFd<'_>, data: &[u8]) -> Result<()> {
     send_all_timeout(fd, data, None)
 }
 
+/// Waits until `fd` is writable, polling in [`STOP_POLL_TICK`] ticks so a stop signal is
+/// seen also on a thread the signal was not delivered to (whose `poll` is never interrupted):
+/// `Error::Interrupted` then, `Error::Timeout` once `stall` passes without the socket becoming
+/// writable (`sent` of `len` bytes of the write name the progress).
+fn wait_writable(
+    fd: BorrowedFd<'_>,
+    stall: Option<Duration>,
+    sent: usize,
+    len: usize,
+) -> Result<()> {
+    let since = Instant::now();
+    loop {
+        let left = stall.map(|s| s.saturating_sub(since.elapsed()));
+        if left == Some(Duration::ZERO) {
+            return Err(Error::Timeout(format!(
+                "send: the peer accepted no data for {:.3} s ({sent} of {len} bytes of this \
+                 write sent)",
+                stall.unwrap_or_default().as_secs_f64()
+            )));
+        }
+        let tick = left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK));
+        match poll_one(fd.as_raw_fd(), libc::POLLOUT, Some(tick)) {
+            Ok(0) | Err(libc::EINTR) => crate::signals::check()?,
+            Ok(_) => return Ok(()),
+            Err(errno) => return Err(Error::sys("poll(POLLOUT)", errno)),
+        }
+    }
+}
+
 /// [`send_all`] that gives up when the socket accepts no byte for `stall` (None = wait
 /// forever): each `send` is `MSG_DONTWAIT` ([`socket::send_once`]), and a full send buffer is
 /// waited for with `poll(POLLOUT)`. A stop signal ([`crate::signals::STOP`]) ends the wait.
@@ -152,23 +181,11 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
                 crate::signals::check()?;
                 backoff.pause();
             }
-            libc::EAGAIN => match poll_one(fd.as_raw_fd(), libc::POLLOUT, stall) {
-                Ok(0) => {
-                    return Err(Error::Timeout(format!(
-                        "send: the peer accepted no data for {:.3} s ({off} of {} bytes of \
-                         this write sent)",
-                        stall.unwrap_or_default().as_secs_f64(),
-                        data.len()
-                    )))
-                }
+            libc::EAGAIN => {
+                wait_writable(fd, stall, off, data.len())?;
                 // Writable again; a send that keeps answering EAGAIN all the same pauses.
-                Ok(_) => backoff.pause(),
-                Err(libc::EINTR) => {
-                    crate::signals::check()?;
-                    backoff.pause();
-                }
-                Err(errno) => return Err(Error::sys("poll(POLLOUT)", errno)),
-            },
+                backoff.pause();
+            }
             errno => {
                 return Err(Error::sys(
                     format!("send({} bytes at offset {off} of this write)", rest.len()),

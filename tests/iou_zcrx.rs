@@ -198,6 +198,28 @@ fn the_server_on_a_device_without_zcrx_fails_or_skips_as_c() {
         "{out:?}"
     );
     println!("-x 1 -d on lo: {}", said.trim());
+    // The same skip with stdout full: still 42, the reason on stderr (it was a panic, 101).
+    let out = ns
+        .exec(&[
+            "sh",
+            "-c",
+            "exec \"$0\" \"$@\" >/dev/full",
+            &bin,
+            "-s",
+            "-i",
+            "lo",
+            "-q",
+            "0",
+            "-x",
+            "1",
+            "-d",
+        ])
+        .unwrap();
+    assert_eq!(out.status.code(), Some(42), "{out:?}");
+    assert!(
+        text(&out.stderr).starts_with("iou-zcrx: skip: Large chunks are not supported -"),
+        "{out:?}"
+    );
     // With -x 2 the area needs 2 MiB hugepages: without any, C skips.
     let hp = |f: &str| {
         std::fs::read_to_string(format!("/sys/kernel/mm/hugepages/hugepages-2048kB/{f}"))
@@ -219,4 +241,48 @@ fn the_server_on_a_device_without_zcrx_fails_or_skips_as_c() {
     } else {
         println!("-x 2 -d: not tried, 2 MiB hugepages are available here");
     }
+}
+
+/// A stop signal ends a client whose sends are blocked by a peer that does not read, also on
+/// the worker thread the signal is not delivered to (it polls in ticks and looks at the stop
+/// flag; before, it waited in `poll` without a timeout until the peer went away).
+#[test]
+fn sigint_stops_a_client_blocked_in_send() {
+    let l = Linked::new();
+    let listener = TcpListener::bind(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 0, 0, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let mut child = Command::new(l.path())
+        .args(["-c", "-h", "::1", "-p", &port, "-z", "1000000000"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Accept and never read: the client's socket buffers fill and its sends block.
+    let (_conn, _) = listener.accept().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the client did not stop within 10 s of SIGINT");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted by signal 2 (SIGINT)"), "{err}");
 }

@@ -839,7 +839,7 @@ capabilities:
   warn TCP window inside the dmabuf: warning: the kernel's default receive window is larger than the dmabuf can hold, which can stall a receive (the binding holds 64 buffers of 4096 bytes, at least 91392 bytes of TCP payload at one 1428-byte segment per buffer; SO_RCVBUF 22848 keeps the receive buffer (the kernel doubles it) and so the TCP window within half of that); the server sets SO_RCVBUF 22848 (--rcvbuf 0 would not)
   no   rx-page-size (bind-rx attribute 5): the kernel's bind-rx policy has attributes [1, 2, 3] only; a bind with -b fails with EINVAL \"Unknown attribute type\"
   no   bind-rx autorelease (-a): the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series v7-v10); -a 1 skips, -a 0 binds without it
-  no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A fails
+  no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A is a skip (exit 4) here
 ";
     assert_eq!(text, want, "\n{text}");
     // The report is read-only: the only change is the bind that had to fail.

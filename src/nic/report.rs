@@ -807,7 +807,7 @@ fn cap_autorelease(h: &HostCaps) -> Capability {
         Fact::Unsupported(e) => cap(
             "SO_DEVMEM_AUTORELEASE",
             CapState::No,
-            format!("{e}; -A fails"),
+            format!("{e}; -A is a skip (exit 4) here"),
         ),
         Fact::Failed(e) => cap("SO_DEVMEM_AUTORELEASE", CapState::Unknown, e.clone()),
     }

@@ -178,7 +178,11 @@ pub fn parse(argv: &[String], page_size: usize) -> Result<Options> {
         Some(_) if role == Role::Server => {
             return Err(Error::Usage("Receiver cannot have -h specified".into()))
         }
-        Some(h) => Some(HostAddr::parse("-h", "IP address", &h)?),
+        Some(h) => {
+            let host = HostAddr::parse("-h", "IP address", &h)?;
+            host.refuse_unscoped_link_local("-h")?;
+            Some(host)
+        }
         None => None,
     };
     let num = |f: char, min: u64, max: u64| -> Result<Option<u64>> {
@@ -255,7 +259,15 @@ pub fn main(argv: &[String]) -> u8 {
     match result {
         Ok(()) => 0,
         Err(Error::Skip(reason)) => {
-            println!("{reason}");
+            // stdout may be closed or full: the reason then goes to stderr, still a skip.
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            if writeln!(out, "{reason}")
+                .and_then(|()| out.flush())
+                .is_err()
+            {
+                crate::elog!("{NAME}: skip: {reason}");
+            }
             EXIT_SKIP
         }
         Err(e) => {
@@ -694,6 +706,7 @@ mod tests {
         assert!(usage_error("-s -i e -q 1 -x 1048576").starts_with("-x: invalid value"));
         assert!(usage_error("-s -i e -q 4294967295 -t 2").contains("queue ids past"));
         assert!(usage_error("-c -h 224.0.0.1").contains("multicast"));
+        assert!(usage_error("-c -h fe80::1").starts_with("-h: link-local IPv6 address 'fe80::1'"));
         assert!(usage_error("-c -h nohost").starts_with("-h: invalid IP address"));
         assert!(usage_error("-c -y").starts_with("unknown option 'y'"));
         assert_eq!(usage_error("-c -p"), "-p: missing value");
