@@ -6,7 +6,7 @@
 //! zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to give back
 //! what a run held (`release`), the command line ([`cli`]) and the run orchestration
 //! ([`app`]); other command lines of the same binary ([`personality`]: `iou-zcrx`). All
-//! `unsafe` lives in [`sys`] and [`udmabuf`].
+//! `unsafe` lives in [`sys`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
