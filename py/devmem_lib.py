@@ -134,7 +134,7 @@ def devmem_tx_argv(binary, ifname, server, port, chunk=None):
 
 
 def probe_argv(binary, ifname, rx_page_size=None, verify_restore=True):
-    """The probe line: ``-f IF [-b BYTES]`` (exit 0: devmem works on IF)."""
+    """The probe line: ``-f IF [-b BYTES] [--verify-restore]`` (exit 0: devmem works on IF)."""
     argv = [binary, "-f", ifname]
     if rx_page_size:
         argv += ["-b", str(rx_page_size)]

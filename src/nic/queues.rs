@@ -231,7 +231,8 @@ pub fn choose_queues(
             let n = channels.rx_queues();
             if n < 2 {
                 return Err(Error::Skip(format!(
-                    "{ifname} has {n} RX queue(s); devmem needs at least 2 (queue 0 stays in RSS)"
+                    "{ifname} has {n} RX queue(s); binding one for devmem or zcrx needs at least 2 \
+                     (queue 0 stays in RSS)"
                 )));
             }
             match policy {
