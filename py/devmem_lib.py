@@ -347,7 +347,7 @@ PROBE_RX_PAGE_SIZES = (0, LARGE_NIOV_RX_PAGE_SIZE)
 
 
 def probe_all(binary, ifname, timeout):
-    """Runs the probe (``-f IF [-b BYTES]``) for each of PROBE_RX_PAGE_SIZES, the
+    """Runs the probe (``-f IF [-b BYTES] --verify-restore``) for each of PROBE_RX_PAGE_SIZES, the
     larger ones with ``vm.nr_hugepages`` raised (HugePages; restored after).
     Returns ``{size: (exit code, stderr)}``; a size whose hugepages cannot be
     raised gets ``(EXIT_SKIP, "skip: <why>")``."""
