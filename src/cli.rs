@@ -189,7 +189,7 @@ fn seconds(text: &str) -> Option<Duration> {
         None => (text, None),
     };
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(int) || !frac.map_or(true, digits) {
+    if !digits(int) || !frac.is_none_or(digits) {
         return None;
     }
     let value: f64 = text.parse().ok()?;

@@ -382,7 +382,7 @@ pub fn await_release(env: &mut dyn Env, h: &Holdings, bound: Duration) -> Result
             });
         }
         if !now_held.pools.is_empty()
-            && last_nudge.map_or(true, |t| elapsed.saturating_sub(t) >= NUDGE_INTERVAL)
+            && last_nudge.is_none_or(|t| elapsed.saturating_sub(t) >= NUDGE_INTERVAL)
         {
             last_nudge = Some(elapsed);
             nudge = Some(env.return_deferred_buffers().map_err(|e| e.to_string()));
@@ -441,7 +441,7 @@ pub fn await_hugepages(env: &mut dyn Env, needed: u64, bound: Duration) -> Resul
             }
             held_by.sort_by_key(|p| p.id);
             if elapsed < bound
-                && last_nudge.map_or(true, |t| elapsed.saturating_sub(t) >= NUDGE_INTERVAL)
+                && last_nudge.is_none_or(|t| elapsed.saturating_sub(t) >= NUDGE_INTERVAL)
             {
                 last_nudge = Some(elapsed);
                 return_deferred_buffers(env);

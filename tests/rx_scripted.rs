@@ -837,7 +837,7 @@ fn idle_timeout_names_how_long() {
     let mut s = PatternStream::new(7);
     let pieces = frags(&mut s, &mut mem, 0, 2, 4096, 4096);
     let mut steps = vec![Step::Data(pieces)];
-    steps.extend(std::iter::repeat(Step::Idle).take(100));
+    steps.extend(std::iter::repeat_n(Step::Idle, 100));
     let mut sock = ScriptedSocket::new(steps);
     let cfg = RxConfig {
         idle_timeout: Some(Duration::from_millis(40)),
@@ -1061,7 +1061,7 @@ fn progress_lines_appear_at_the_interval() {
     let mut s = PatternStream::new(7);
     let pieces = frags(&mut s, &mut mem, 0, 2, 4096, 4096);
     let mut steps = vec![Step::Data(pieces)];
-    steps.extend(std::iter::repeat(Step::Idle).take(6));
+    steps.extend(std::iter::repeat_n(Step::Idle, 6));
     steps.push(Step::Eof);
     let mut sock = ScriptedSocket::new(steps);
     let cfg = RxConfig {

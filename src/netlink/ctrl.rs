@@ -420,7 +420,7 @@ pub fn parse_op_policy(replies: &[GenlReply], op: u32) -> Result<Vec<PolicyAttr>
 /// [`autorelease_attr`]).
 pub fn has_rx_page_size(policy: &[PolicyAttr]) -> bool {
     policy.iter().any(|a| {
-        a.kind == NETDEV_A_DMABUF_RX_PAGE_SIZE && a.nl_type.map_or(true, |t| t == NL_ATTR_TYPE_U32)
+        a.kind == NETDEV_A_DMABUF_RX_PAGE_SIZE && a.nl_type.is_none_or(|t| t == NL_ATTR_TYPE_U32)
     })
 }
 
@@ -481,7 +481,7 @@ pub fn is_family_missing(err: &Error) -> bool {
     matches!(err, Error::Netlink(e)
     if e.family == "nlctrl"
         && e.errno == libc::ENOENT
-        && e.bad_attr.as_deref().map_or(true, |a| {
+        && e.bad_attr.as_deref().is_none_or(|a| {
             a == "CTRL_ATTR_FAMILY_NAME" || a == "CTRL_ATTR_FAMILY_ID"
         }))
 }

@@ -422,11 +422,10 @@ impl TxSocket for ScriptedTxSocket {
             Err(libc::EINVAL)
         } else if iovs.len() > MAX_IOV {
             Err(libc::EMSGSIZE)
-        } else if iovs.iter().any(|i| {
-            i.offset
-                .checked_add(i.len as u64)
-                .map_or(true, |e| e > size)
-        }) {
+        } else if iovs
+            .iter()
+            .any(|i| i.offset.checked_add(i.len as u64).is_none_or(|e| e > size))
+        {
             Err(libc::EFAULT)
         } else {
             match reply {
