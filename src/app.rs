@@ -12,7 +12,6 @@
 //! previous run still holds on start, as `crate::release` decides.
 
 use std::cell::Cell;
-use std::ffi::CString;
 use std::io::Write;
 use std::net::SocketAddrV6;
 use std::os::fd::{AsFd, AsRawFd};
@@ -1244,12 +1243,13 @@ fn require_rx_page_size(size: u32) -> Result<()> {
 
 /// `if_nametoindex(3)`; an unknown name is a usage error naming `-f`.
 fn if_nametoindex(ifname: &str) -> Result<u32> {
-    let c = CString::new(ifname)
-        .map_err(|_| Error::Usage(format!("-f: invalid interface name {ifname:?}")))?;
-    match nix::net::if_::if_nametoindex(c.as_c_str()) {
-        Ok(i) if i > 0 => Ok(i),
-        _ => Err(Error::Usage(format!("-f: no such interface '{ifname}'"))),
+    if ifname.contains('\0') {
+        return Err(Error::Usage(format!(
+            "-f: invalid interface name {ifname:?}"
+        )));
     }
+    crate::sys::if_index(ifname)
+        .map_err(|_| Error::Usage(format!("-f: no such interface '{ifname}'")))
 }
 
 /// The stream a receiver validates: `--seed SEED` (keyed) or `-v N` (periodic); `None`

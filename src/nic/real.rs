@@ -50,14 +50,14 @@ impl RealNic {
     /// ENOENT when a family is missing (see [`crate::netlink::skip_if_family_missing`]);
     /// `Error::Sys` for socket failures.
     pub fn open(ifname: &str) -> Result<Self> {
-        let ifindex = match nix::net::if_::if_nametoindex(ifname) {
+        let ifindex = match crate::sys::if_index(ifname) {
             Ok(i) => i,
-            Err(nix::errno::Errno::ENODEV) | Err(nix::errno::Errno::EINVAL) => {
+            Err(libc::ENODEV | libc::EINVAL) => {
                 return Err(Error::Usage(format!(
                     "-f: no network interface named {ifname:?} in this network namespace"
                 )))
             }
-            Err(e) => return Err(Error::sys(format!("if_nametoindex({ifname:?})"), e as i32)),
+            Err(errno) => return Err(Error::sys(format!("if_nametoindex({ifname:?})"), errno)),
         };
         let ioctl = EthtoolIoctl::open(ifname).map_err(|e| match e {
             Error::Usage(m) => Error::Usage(format!("-f: {m}")),

@@ -344,12 +344,8 @@ pub fn run_client(o: &Options) -> Result<()> {
 
 /// `if_nametoindex(3)`; an unknown name fails as iou-zcrx.c ("bad interface name").
 fn ifindex(ifname: &str) -> Result<u32> {
-    let bad = || Error::Failure(format!("bad interface name: {ifname}"));
-    let c = std::ffi::CString::new(ifname).map_err(|_| bad())?;
-    match nix::net::if_::if_nametoindex(c.as_c_str()) {
-        Ok(i) if i > 0 => Ok(i),
-        _ => Err(bad()),
-    }
+    crate::sys::if_index(ifname)
+        .map_err(|_| Error::Failure(format!("bad interface name: {ifname}")))
 }
 
 /// Which failures are skips, as iou-zcrx.c decides: the hugepage area cannot be mapped, or,

@@ -36,6 +36,19 @@ pub fn last_errno() -> i32 {
     crate::error::errno_of(&std::io::Error::last_os_error())
 }
 
+/// The index of interface `name` in the calling thread's network namespace
+/// (`if_nametoindex(3)`, an `SIOCGIFINDEX` ioctl). Callers word the refusal for their flag.
+///
+/// Errors: the errno: `ENODEV` for no such interface (also when the lookup answers index 0),
+/// `EINVAL` for a name with a NUL byte.
+pub fn if_index(name: &str) -> std::result::Result<u32, i32> {
+    match nix::net::if_::if_nametoindex(name) {
+        Ok(0) => Err(libc::ENODEV),
+        Ok(i) => Ok(i),
+        Err(e) => Err(e as i32),
+    }
+}
+
 /// The system page size in bytes (`sysconf(_SC_PAGESIZE)`), never a constant.
 pub fn page_size() -> usize {
     // SAFETY: sysconf takes no pointers and has no preconditions.
