@@ -5,7 +5,7 @@
 
 use std::net::{SocketAddr, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
@@ -14,6 +14,37 @@ use crate::sys::socket::{self, poll_one};
 
 /// How often the waits here wake up to look at the stop flag.
 pub const STOP_POLL_TICK: Duration = Duration::from_millis(50);
+
+/// Polls `fd` for `events` until it is ready (`Ok(true)`) or `deadline` passes (`Ok(false)`;
+/// `None` = never), waking at least every [`STOP_POLL_TICK`] to look at `stop` (the signal
+/// number; 0 = keep going), so a stop signal is seen also on a thread whose `poll` it does not
+/// interrupt. An interrupted `poll` is retried, with [`Backoff`] pauses once it repeats.
+///
+/// Errors: `Error::Interrupted(sig)` once `stop` is non-zero; `Error::Sys` naming `call` for
+/// a `poll` failure other than `EINTR`.
+fn poll_ready(
+    fd: BorrowedFd<'_>,
+    events: i16,
+    deadline: Option<Instant>,
+    stop: &AtomicI32,
+    call: &str,
+) -> Result<bool> {
+    let mut backoff = Backoff::default();
+    loop {
+        crate::signals::check_flag(stop)?;
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left == Some(Duration::ZERO) {
+            return Ok(false);
+        }
+        let tick = left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK));
+        match poll_one(fd.as_raw_fd(), events, Some(tick)) {
+            Ok(0) => {}
+            Ok(_) => return Ok(true),
+            Err(libc::EINTR) => backoff.pause(),
+            Err(errno) => return Err(Error::sys(call, errno)),
+        }
+    }
+}
 
 /// Waits for one connection on `listener` (non-blocking, from [`socket::tcp_listen`]) and
 /// accepts it ([`socket::accept`]; the new socket is blocking). Polls with a
@@ -32,35 +63,21 @@ pub fn accept_timeout(
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     let mut backoff = Backoff::default();
     loop {
-        let sig = stop.load(Ordering::Relaxed);
-        if sig != 0 {
-            return Err(Error::Interrupted(sig));
-        }
-        let tick = match deadline {
-            None => STOP_POLL_TICK,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    let what = match socket::local_addr(listener) {
-                        Ok(a) => format!("{a}"),
-                        Err(_) => format!("fd {}", listener.as_raw_fd()),
-                    };
-                    return Err(Error::Timeout(format!(
-                        "accept on {what}: no connection within {} ms",
-                        timeout.unwrap_or_default().as_millis()
-                    )));
-                }
-                left.min(STOP_POLL_TICK)
-            }
-        };
-        match poll_one(listener.as_raw_fd(), libc::POLLIN, Some(tick)) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(libc::EINTR) => {
-                backoff.pause();
-                continue;
-            }
-            Err(errno) => return Err(Error::sys("poll(listener, POLLIN)", errno)),
+        if !poll_ready(
+            listener,
+            libc::POLLIN,
+            deadline,
+            stop,
+            "poll(listener, POLLIN)",
+        )? {
+            let what = match socket::local_addr(listener) {
+                Ok(a) => format!("{a}"),
+                Err(_) => format!("fd {}", listener.as_raw_fd()),
+            };
+            return Err(Error::Timeout(format!(
+                "accept on {what}: no connection within {} ms",
+                timeout.unwrap_or_default().as_millis()
+            )));
         }
         match socket::accept(listener) {
             Err(e)
@@ -95,27 +112,18 @@ pub fn connect_timeout(
     }
     // A deadline too far to represent waits forever.
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-    let mut backoff = Backoff::default();
-    loop {
-        crate::signals::check()?;
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if left.is_some_and(|l| l.is_zero()) {
-            return Err(Error::Timeout(format!(
-                "connect to {addr}: no answer within {} ms",
-                timeout.unwrap_or_default().as_millis()
-            )));
-        }
-        // Wake at least every STOP_POLL_TICK to notice a stop signal.
-        let wait = Some(left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK)));
-        match poll_one(fd.as_raw_fd(), libc::POLLOUT, wait) {
-            Ok(0) => continue,
-            Err(libc::EINTR) => {
-                backoff.pause();
-                continue;
-            }
-            Ok(_) => break,
-            Err(errno) => return Err(Error::sys("poll(connect, POLLOUT)", errno)),
-        }
+    let stop = &crate::signals::STOP;
+    if !poll_ready(
+        fd.as_fd(),
+        libc::POLLOUT,
+        deadline,
+        stop,
+        "poll(connect, POLLOUT)",
+    )? {
+        return Err(Error::Timeout(format!(
+            "connect to {addr}: no answer within {} ms",
+            timeout.unwrap_or_default().as_millis()
+        )));
     }
     socket::connect_finish(fd.as_fd(), addr)?;
     Ok(fd)
@@ -126,35 +134,6 @@ pub fn connect_timeout(
 /// `SIGPIPE`.
 pub fn send_all(fd: BorrowedFd<'_>, data: &[u8]) -> Result<()> {
     send_all_timeout(fd, data, None)
-}
-
-/// Waits until `fd` is writable, polling in [`STOP_POLL_TICK`] ticks so a stop signal is
-/// seen also on a thread the signal was not delivered to (whose `poll` is never interrupted):
-/// `Error::Interrupted` then, `Error::Timeout` once `stall` passes without the socket becoming
-/// writable (`sent` of `len` bytes of the write name the progress).
-fn wait_writable(
-    fd: BorrowedFd<'_>,
-    stall: Option<Duration>,
-    sent: usize,
-    len: usize,
-) -> Result<()> {
-    let since = Instant::now();
-    loop {
-        let left = stall.map(|s| s.saturating_sub(since.elapsed()));
-        if left == Some(Duration::ZERO) {
-            return Err(Error::Timeout(format!(
-                "send: the peer accepted no data for {:.3} s ({sent} of {len} bytes of this \
-                 write sent)",
-                stall.unwrap_or_default().as_secs_f64()
-            )));
-        }
-        let tick = left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK));
-        match poll_one(fd.as_raw_fd(), libc::POLLOUT, Some(tick)) {
-            Ok(0) | Err(libc::EINTR) => crate::signals::check()?,
-            Ok(_) => return Ok(()),
-            Err(errno) => return Err(Error::sys("poll(POLLOUT)", errno)),
-        }
-    }
 }
 
 /// [`send_all`] that gives up when the socket accepts no byte for `stall` (None = wait
@@ -182,7 +161,18 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
                 backoff.pause();
             }
             libc::EAGAIN => {
-                wait_writable(fd, stall, off, data.len())?;
+                // Polled in ticks: on a thread the stop signal is not delivered to, nothing
+                // else would end a wait for a peer that does not read.
+                let deadline = stall.and_then(|s| Instant::now().checked_add(s));
+                let stop = &crate::signals::STOP;
+                if !poll_ready(fd, libc::POLLOUT, deadline, stop, "poll(POLLOUT)")? {
+                    return Err(Error::Timeout(format!(
+                        "send: the peer accepted no data for {:.3} s ({off} of {} bytes of \
+                         this write sent)",
+                        stall.unwrap_or_default().as_secs_f64(),
+                        data.len()
+                    )));
+                }
                 // Writable again; a send that keeps answering EAGAIN all the same pauses.
                 backoff.pause();
             }
