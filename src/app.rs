@@ -35,7 +35,7 @@ use crate::nic::NicOps;
 use crate::rcvbuf::RcvbufPlan;
 use crate::release::kernel::KernelEnv;
 use crate::release::{self, Env, Holdings, PoolOwner};
-use crate::rx::{self, NoFragMemory, RxConfig, RxSocket, UnbindMode};
+use crate::rx::{self, NoFragMemory, RxConfig, UnbindMode};
 use crate::signals::{self, STOP};
 use crate::stats::{RcvbufReport, RxStats};
 use crate::sys::socket::{self, TcpRxSocket};
@@ -349,7 +349,7 @@ fn bound_server(
     match cfg.unbind {
         UnbindMode::Normal => {}
         UnbindMode::BeforeRecv => {
-            await_first_data(&mut sock)?;
+            await_first_data(&sock)?;
             log(
                 cfg,
                 "-U 1: data is queued; unbinding before the first recvmsg",
@@ -388,23 +388,16 @@ const UNBIND_DATA_WAIT: Duration = Duration::from_secs(5);
 ///
 /// Errors: `Error::Timeout` when no data came (C: "poll failed or timed out waiting for
 /// data"); `Error::Sys` from `poll`; `Error::Interrupted` on a stop signal.
-fn await_first_data(sock: &mut TcpRxSocket) -> Result<()> {
-    let start = Instant::now();
-    loop {
-        signals::check()?;
-        let left = UNBIND_DATA_WAIT.saturating_sub(start.elapsed());
-        if left.is_zero() {
-            return Err(Error::Timeout(format!(
-                "-U 1: no data within {} s of accept, so there was nothing to unbind under",
-                UNBIND_DATA_WAIT.as_secs()
-            )));
-        }
-        match sock.wait_readable(left.min(Duration::from_millis(200))) {
-            Ok(true) => return Ok(()),
-            Ok(false) | Err(libc::EINTR) => {}
-            Err(e) => return Err(Error::sys("poll(POLLIN) on the data socket", e)),
-        }
+fn await_first_data(sock: &TcpRxSocket) -> Result<()> {
+    let deadline = Instant::now().checked_add(UNBIND_DATA_WAIT);
+    let on_data = "poll(POLLIN) on the data socket";
+    if crate::conn::poll_ready(sock.fd(), libc::POLLIN, deadline, &STOP, on_data)? {
+        return Ok(());
     }
+    Err(Error::Timeout(format!(
+        "-U 1: no data within {} s of accept, so there was nothing to unbind under",
+        UNBIND_DATA_WAIT.as_secs()
+    )))
 }
 
 /// `-a`: the bind-rx autorelease attribute to send, from the kernel's bind-rx policy (asked

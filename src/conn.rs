@@ -22,7 +22,7 @@ pub const STOP_POLL_TICK: Duration = Duration::from_millis(50);
 ///
 /// Errors: `Error::Interrupted(sig)` once `stop` is non-zero; `Error::Sys` naming `call` for
 /// a `poll` failure other than `EINTR`.
-fn poll_ready(
+pub fn poll_ready(
     fd: BorrowedFd<'_>,
     events: i16,
     deadline: Option<Instant>,
