@@ -18,7 +18,7 @@ pub const STOP_POLL_TICK: Duration = Duration::from_millis(50);
 /// Polls `fd` for `events` until it is ready (`Ok(true)`) or `deadline` passes (`Ok(false)`;
 /// `None` = never), waking at least every [`STOP_POLL_TICK`] to look at `stop` (the signal
 /// number; 0 = keep going), so a stop signal is seen also on a thread whose `poll` it does not
-/// interrupt. An interrupted `poll` is retried, with [`Backoff`] pauses once it repeats.
+/// interrupt. An interrupted `poll` is retried, with backoff pauses once it repeats.
 ///
 /// Errors: `Error::Interrupted(sig)` once `stop` is non-zero; `Error::Sys` naming `call` for
 /// a `poll` failure other than `EINTR`.
