@@ -227,62 +227,15 @@ pub fn errno_display(errno: i32) -> String {
     }
 }
 
-/// Symbolic name of an errno value on Linux (x86_64 numbering), for the ones this tool can meet.
-pub fn errno_name(errno: i32) -> Option<&'static str> {
-    use libc::*;
-    Some(match errno {
-        EPERM => "EPERM",
-        ENOENT => "ENOENT",
-        ESRCH => "ESRCH",
-        EINTR => "EINTR",
-        EIO => "EIO",
-        ENXIO => "ENXIO",
-        E2BIG => "E2BIG",
-        EBADF => "EBADF",
-        EAGAIN => "EAGAIN",
-        ENOMEM => "ENOMEM",
-        EACCES => "EACCES",
-        EFAULT => "EFAULT",
-        EBUSY => "EBUSY",
-        EEXIST => "EEXIST",
-        ENODEV => "ENODEV",
-        ENOTDIR => "ENOTDIR",
-        EISDIR => "EISDIR",
-        EINVAL => "EINVAL",
-        ENFILE => "ENFILE",
-        EMFILE => "EMFILE",
-        ENOTTY => "ENOTTY",
-        EFBIG => "EFBIG",
-        ENOSPC => "ENOSPC",
-        ESPIPE => "ESPIPE",
-        EROFS => "EROFS",
-        EPIPE => "EPIPE",
-        ERANGE => "ERANGE",
-        ENOSYS => "ENOSYS",
-        ENODATA => "ENODATA",
-        ENOBUFS => "ENOBUFS",
-        EBADFD => "EBADFD",
-        EMSGSIZE => "EMSGSIZE",
-        ENOPROTOOPT => "ENOPROTOOPT",
-        EPROTONOSUPPORT => "EPROTONOSUPPORT",
-        EOPNOTSUPP => "EOPNOTSUPP",
-        EAFNOSUPPORT => "EAFNOSUPPORT",
-        EADDRINUSE => "EADDRINUSE",
-        EADDRNOTAVAIL => "EADDRNOTAVAIL",
-        ENETDOWN => "ENETDOWN",
-        ENETUNREACH => "ENETUNREACH",
-        ECONNABORTED => "ECONNABORTED",
-        ECONNRESET => "ECONNRESET",
-        ENOTCONN => "ENOTCONN",
-        ETIMEDOUT => "ETIMEDOUT",
-        ECONNREFUSED => "ECONNREFUSED",
-        EHOSTUNREACH => "EHOSTUNREACH",
-        EALREADY => "EALREADY",
-        EINPROGRESS => "EINPROGRESS",
-        // Kernel-internal, but it can leak: ETOOSMALL from put_cmsg_notrunc.
-        525 => "ETOOSMALL",
-        _ => return None,
-    })
+/// Symbolic name of a Linux errno, e.g. `"EINVAL"`: `nix::errno::Errno`'s (its Debug text is
+/// the constant's name), plus the kernel-internal `ETOOSMALL` (525), which can leak from
+/// `put_cmsg_notrunc`; `None` for a number Linux does not define.
+pub fn errno_name(errno: i32) -> Option<String> {
+    match nix::errno::Errno::from_raw(errno) {
+        _ if errno == 525 => Some("ETOOSMALL".into()),
+        nix::errno::Errno::UnknownErrno => None,
+        e => Some(format!("{e:?}")),
+    }
 }
 
 #[cfg(test)]
@@ -322,6 +275,11 @@ mod tests {
             "EOPNOTSUPP (Operation not supported)"
         );
         assert!(errno_display(4000).starts_with("errno 4000 ("));
+        // Aliases print as the name the kernel headers list first; 525 is kernel-internal.
+        assert_eq!(errno_name(libc::EWOULDBLOCK).as_deref(), Some("EAGAIN"));
+        assert_eq!(errno_name(libc::ENOTSUP).as_deref(), Some("EOPNOTSUPP"));
+        assert_eq!(errno_name(525).as_deref(), Some("ETOOSMALL"));
+        assert_eq!(errno_name(0), None);
     }
 
     #[test]
