@@ -23,8 +23,15 @@ fn main() -> ExitCode {
     let code = match args().and_then(|argv| cli::parse(&argv, ncdevmem::sys::page_size())) {
         Ok(Command::Help(text)) => {
             use std::io::Write as _;
-            let _ = std::io::stdout().write_all(text.as_bytes());
-            EXIT_OK
+            let mut out = std::io::stdout().lock();
+            // A help text that could not be written (stdout full or closed) is a failure.
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => EXIT_OK,
+                Err(e) => {
+                    elog!("{PROGRAM}: {}", Error::io("write(stdout)", &e));
+                    ncdevmem::error::EXIT_FAIL
+                }
+            }
         }
         Ok(Command::Run(config)) => match ncdevmem::app::run(&config) {
             Ok(()) => EXIT_OK,

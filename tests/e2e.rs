@@ -638,6 +638,29 @@ fn a_closed_stdout_pipe_is_no_panic() {
         matches!(out.status.code(), Some(1) | Some(4)),
         "the probe's own verdict: {err}"
     );
+    // --help and --version whose text cannot be written fail (they exited 0), on a closed
+    // pipe and on a full device.
+    for args in [&["--help"][..], &["--version"]] {
+        let out = run(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("write(stdout): EPIPE (Broken pipe)"), "{err}");
+        let full = std::fs::File::options()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = Command::new(BIN)
+            .args(args)
+            .stdout(full)
+            .output()
+            .expect("run");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("write(stdout): ENOSPC (No space left on device)"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
