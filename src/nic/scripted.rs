@@ -42,92 +42,75 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::guards::{describe_rule, equal_spread_of};
+use super::guards::{describe_rule, equal_spread_of, equal_table};
 use super::queues::QueueOwner;
 use super::{Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::error::{Error, NlError, Result};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueType};
 
-/// The operations of [`NicOps`], for the journal and failure injection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Op {
-    /// `hds_get` (ethtool rings-get).
-    HdsGet,
-    /// `hds_set` (ethtool rings-set).
-    HdsSet,
-    /// `channels_get`.
-    ChannelsGet,
-    /// `channels_set`.
-    ChannelsSet,
-    /// `rss_get` (`ETHTOOL_GRSSH`).
-    RssGet,
-    /// `rss_set` (`ETHTOOL_SRSSH` with a table).
-    RssSet,
-    /// `rss_reset` (`ETHTOOL_SRSSH` with `indir_size` 0: driver default).
-    RssReset,
-    /// `ntuple_get` (`ETHTOOL_GFEATURES`).
-    NtupleGet,
-    /// `ntuple_set` (`ETHTOOL_SFEATURES`).
-    NtupleSet,
-    /// `flow_rules` (`ETHTOOL_GRXCLSRLALL`).
-    FlowRules,
-    /// `flow_rule_insert` (`ETHTOOL_SRXCLSRLINS`).
-    FlowRuleInsert,
-    /// `flow_rule_delete` (`ETHTOOL_SRXCLSRLDEL`).
-    FlowRuleDelete,
-    /// `queues` (netdev queue-get dump).
-    Queues,
-    /// `bind_rx`.
-    BindRx,
-    /// A binding was dropped (its netlink socket closed).
-    Unbind,
-    /// `page_pools`.
-    PagePools,
-    /// `dev_info`.
-    DevInfo,
+macro_rules! ops {
+    ($($(#[$doc:meta])* $op:ident => $call:expr, $change:literal;)*) => {
+        /// The operations of [`NicOps`], for the journal and failure injection.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Op {
+            $($(#[$doc])* $op,)*
+        }
+
+        impl Op {
+            /// True for operations that change the NIC (sets, inserts, deletes, bind, unbind).
+            pub fn is_change(self) -> bool {
+                match self {
+                    $(Op::$op => $change,)*
+                }
+            }
+
+            /// How the real implementation reaches the kernel: `(family, op)` for netlink,
+            /// `(ioctl command, "")` for `SIOCETHTOOL`.
+            fn kernel_call(self) -> (&'static str, &'static str) {
+                match self {
+                    $(Op::$op => $call,)*
+                }
+            }
+        }
+    };
 }
 
-impl Op {
-    /// True for operations that change the NIC (sets, inserts, deletes, bind, unbind).
-    pub fn is_change(self) -> bool {
-        matches!(
-            self,
-            Op::HdsSet
-                | Op::ChannelsSet
-                | Op::RssSet
-                | Op::RssReset
-                | Op::NtupleSet
-                | Op::FlowRuleInsert
-                | Op::FlowRuleDelete
-                | Op::BindRx
-                | Op::Unbind
-        )
-    }
-
-    /// How the real implementation reaches the kernel: `(family, op)` for netlink,
-    /// `(ioctl command, "")` for `SIOCETHTOOL`.
-    fn kernel_call(self) -> (&'static str, &'static str) {
-        match self {
-            Op::HdsGet => ("ethtool", "rings-get"),
-            Op::HdsSet => ("ethtool", "rings-set"),
-            Op::ChannelsGet => ("ethtool", "channels-get"),
-            Op::ChannelsSet => ("ethtool", "channels-set"),
-            Op::RssGet => ("ETHTOOL_GRSSH", ""),
-            Op::RssSet => ("ETHTOOL_SRSSH", ""),
-            Op::RssReset => ("ETHTOOL_SRSSH", ""),
-            Op::NtupleGet => ("ETHTOOL_GFEATURES", ""),
-            Op::NtupleSet => ("ETHTOOL_SFEATURES", ""),
-            Op::FlowRules => ("ETHTOOL_GRXCLSRLALL", ""),
-            Op::FlowRuleInsert => ("ETHTOOL_SRXCLSRLINS", ""),
-            Op::FlowRuleDelete => ("ETHTOOL_SRXCLSRLDEL", ""),
-            Op::Queues => ("netdev", "queue-get"),
-            Op::BindRx => ("netdev", "bind-rx"),
-            Op::Unbind => ("netdev", "unbind"),
-            Op::PagePools => ("netdev", "page-pool-get"),
-            Op::DevInfo => ("netdev", "dev-get"),
-        }
-    }
+ops! {
+    /// `hds_get` (ethtool rings-get).
+    HdsGet => ("ethtool", "rings-get"), false;
+    /// `hds_set` (ethtool rings-set).
+    HdsSet => ("ethtool", "rings-set"), true;
+    /// `channels_get`.
+    ChannelsGet => ("ethtool", "channels-get"), false;
+    /// `channels_set`.
+    ChannelsSet => ("ethtool", "channels-set"), true;
+    /// `rss_get` (`ETHTOOL_GRSSH`).
+    RssGet => ("ETHTOOL_GRSSH", ""), false;
+    /// `rss_set` (`ETHTOOL_SRSSH` with a table).
+    RssSet => ("ETHTOOL_SRSSH", ""), true;
+    /// `rss_reset` (`ETHTOOL_SRSSH` with `indir_size` 0: driver default).
+    RssReset => ("ETHTOOL_SRSSH", ""), true;
+    /// `ntuple_get` (`ETHTOOL_GFEATURES`).
+    NtupleGet => ("ETHTOOL_GFEATURES", ""), false;
+    /// `ntuple_set` (`ETHTOOL_SFEATURES`).
+    NtupleSet => ("ETHTOOL_SFEATURES", ""), true;
+    /// `flow_rules` (`ETHTOOL_GRXCLSRLALL`).
+    FlowRules => ("ETHTOOL_GRXCLSRLALL", ""), false;
+    /// `flow_rule_insert` (`ETHTOOL_SRXCLSRLINS`).
+    FlowRuleInsert => ("ETHTOOL_SRXCLSRLINS", ""), true;
+    /// `flow_rule_delete` (`ETHTOOL_SRXCLSRLDEL`).
+    FlowRuleDelete => ("ETHTOOL_SRXCLSRLDEL", ""), true;
+    /// `queues` (netdev queue-get dump).
+    Queues => ("netdev", "queue-get"), false;
+    /// `bind_rx`.
+    BindRx => ("netdev", "bind-rx"), true;
+    /// A binding was dropped (its netlink socket closed).
+    Unbind => ("netdev", "unbind"), true;
+    /// `page_pools`.
+    PagePools => ("netdev", "page-pool-get"), false;
+    /// `dev_info`.
+    DevInfo => ("netdev", "dev-get"), false;
 }
 
 /// One journal entry.
@@ -158,7 +141,8 @@ pub struct ScriptedHds {
 }
 
 /// The NIC's whole state; [`ScriptedNic::state`] returns a copy for equality checks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `Default` is a NIC with no ring, channel, RSS or ntuple support and nothing else.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NicState {
     /// `None`: RINGS_GET/SET answer EOPNOTSUPP (veth).
     pub hds: Option<ScriptedHds>,
@@ -360,9 +344,7 @@ impl Drop for ScriptedBinding {
 
 /// The driver-default indirection table: `len` entries, entry `i` = `i % rx_queues`.
 fn default_table(len: usize, rx_queues: u32) -> Vec<u32> {
-    (0..len)
-        .map(|i| (i as u64 % u64::from(rx_queues.max(1))) as u32)
-        .collect()
+    equal_table(len, rx_queues).indir
 }
 
 fn rss_args(t: &[u32]) -> String {
@@ -421,25 +403,15 @@ impl ScriptedNic {
                 combined_count: Some(rx_queues),
                 ..Default::default()
             }),
-            rss: Some((0..128u32).map(|i| i % rx_queues.max(1)).collect()),
-            rss_configured: false,
+            rss: Some(default_table(128, rx_queues)),
             ntuple: Some(false),
-            ntuple_fixed: false,
-            rules: BTreeMap::new(),
             rule_table_size: 16,
-            foreign_owners: BTreeMap::new(),
-            bound: BTreeMap::new(),
             devmem: true,
-            rx_page_size_known: false,
-            rx_page_size_supported: false,
-            autorelease_known: false,
-            autorelease_mode: None,
             dev: DevInfo {
                 ifindex: 4,
                 xdp_features: 0x2b,
                 xdp_zc_max_segs: Some(1),
-                xdp_rx_metadata_features: 0,
-                xsk_features: 0,
+                ..Default::default()
             },
             page_pools: (0..rx_queues)
                 .map(|q| PagePoolInfo {
@@ -453,6 +425,7 @@ impl ScriptedNic {
                     io_uring: false,
                 })
                 .collect(),
+            ..Default::default()
         };
         ScriptedNic::new(ifname, 4, state)
     }
@@ -494,27 +467,15 @@ impl ScriptedNic {
                 tx_count: Some(1),
                 ..Default::default()
             }),
-            rss: None,
-            rss_configured: false,
             ntuple: Some(false),
             ntuple_fixed: true,
-            rules: BTreeMap::new(),
-            rule_table_size: 0,
-            foreign_owners: BTreeMap::new(),
-            bound: BTreeMap::new(),
-            devmem: false,
-            rx_page_size_known: false,
-            rx_page_size_supported: false,
-            autorelease_known: false,
-            autorelease_mode: None,
             dev: DevInfo {
                 ifindex: 2,
                 xdp_features: 0x23,
-                xdp_zc_max_segs: None,
                 xdp_rx_metadata_features: 7,
-                xsk_features: 0,
+                ..Default::default()
             },
-            page_pools: Vec::new(),
+            ..Default::default()
         };
         ScriptedNic::new(ifname, 2, state)
     }
