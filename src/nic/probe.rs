@@ -38,7 +38,6 @@ use serde_json::json;
 use super::guards::{channels_for, describe_channels_set, ChannelsGuard, SharedNic};
 use super::queues::{describe_owned, owned_rx, wait_queues_free};
 use super::setup::{bind_unsupported_reason, NicSetup};
-use super::Binding;
 use crate::error::{Error, Result};
 use crate::netlink::ethtool::TcpDataSplit;
 use crate::netlink::netdev::{BindRxRequest, QueueNest};
@@ -254,11 +253,28 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
         rx_page_size: p.rx_page_size,
         autorelease: None,
     };
-    let release = |b: Box<dyn Binding>| {
-        drop(b);
-        let queues: Vec<u32> = (p.start..p.start.saturating_add(p.num)).collect();
-        let _ = nic.with(|n| wait_queues_free(n, &queues, p.teardown_wait));
-    };
+    // A bind that must be refused: ok when refused, a missing capability when the refusal
+    // means one, FAIL (with `must` after the binding id) when accepted.
+    let must_refuse =
+        |rec: &mut Recorder<'_>, name: &str, req: &BindRxRequest, must: &str| match nic
+            .with(|n| n.bind_rx(req))
+        {
+            Ok(b) => {
+                let id = b.id();
+                rec.outcome.bindings.push(id);
+                drop(b);
+                let queues: Vec<u32> = (p.start..p.start.saturating_add(p.num)).collect();
+                let _ = nic.with(|n| wait_queues_free(n, &queues, p.teardown_wait));
+                rec.fail(
+                    name,
+                    format!("the kernel accepted it (binding id {id}){must}"),
+                );
+            }
+            Err(e) => match bind_unsupported_reason(&e, req) {
+                Some(why) => rec.missing(name, why),
+                None => rec.ok(name, format!("refused: {e}")),
+            },
+        };
 
     // 1. Header split on.
     const HDS_ON: &str = "header split on";
@@ -290,21 +306,8 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
     let empty_name = format!("bind-rx with {} empty queue nests is refused", p.num);
     if !rec.not_run(nic, &empty_name) {
         let req = real.clone().empty_queue_nests(p.num as usize);
-        match nic.with(|n| n.bind_rx(&req)) {
-            Ok(b) => {
-                let id = b.id();
-                rec.outcome.bindings.push(id);
-                release(b);
-                rec.fail(
-                    &empty_name,
-                    format!("the kernel accepted it (binding id {id}); it must refuse queue nests without id and type"),
-                );
-            }
-            Err(e) => match bind_unsupported_reason(&e, &req) {
-                Some(why) => rec.missing(&empty_name, why),
-                None => rec.ok(&empty_name, format!("refused: {e}")),
-            },
-        }
+        let must = "; it must refuse queue nests without id and type";
+        must_refuse(&mut rec, &empty_name, &req, must);
     }
 
     // 4. Header split off.
@@ -315,24 +318,11 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
                 &off_name,
                 format!("could not set tcp-data-split unknown: {e}"),
             ),
-            Ok(()) => match nic.with(|n| n.bind_rx(&real)) {
-                Ok(b) => {
-                    let id = b.id();
-                    rec.outcome.bindings.push(id);
-                    release(b);
-                    rec.fail(
-                        &off_name,
-                        format!(
-                            "the kernel accepted it (binding id {id}) with tcp-data-split not \
-                             enabled; it must refuse with EINVAL \"tcp-data-split is disabled\""
-                        ),
-                    );
-                }
-                Err(e) => match bind_unsupported_reason(&e, &real) {
-                    Some(why) => rec.missing(&off_name, why),
-                    None => rec.ok(&off_name, format!("refused: {e}")),
-                },
-            },
+            Ok(()) => {
+                let must = " with tcp-data-split not enabled; it must refuse with EINVAL \
+                            \"tcp-data-split is disabled\"";
+                must_refuse(&mut rec, &off_name, &real, must);
+            }
         }
     }
 
