@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::guards::{describe_hds, describe_rss, equal_spread_of, split_cli};
-use super::queues::{owned_rx, owners, QueueOwner};
+use super::queues::{describe_owners, no_channel_counts, owned_rx, owners, QueueOwner};
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::error::{errno_display, Error};
@@ -32,14 +32,6 @@ const HDS_NEEDED: &str = "bind-rx would need header split (the kernel refuses wi
 
 /// What the report says when queue-get lists no queues (a down interface has none).
 const NO_QUEUES_VISIBLE: &str = "no queues visible (interface down?)";
-
-/// True when channels-get answered without any count (rx, tx, other, combined).
-fn no_channel_counts(c: &Channels) -> bool {
-    c.rx_count.is_none()
-        && c.tx_count.is_none()
-        && c.other_count.is_none()
-        && c.combined_count.is_none()
-}
 
 /// `enum netdev_xdp_act` bit names, in bit order.
 const XDP_ACT_NAMES: [&str; 7] = [
@@ -390,10 +382,7 @@ impl NicReport {
             .map(|(q, o)| {
                 format!(
                     "queue {q} owned by {} (binding it fails with {})",
-                    o.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    describe_owners(o),
                     o[0].bind_refusal()
                 )
             })
@@ -515,10 +504,7 @@ impl NicReport {
                     let owner = if o.is_empty() {
                         "free".to_string()
                     } else {
-                        o.iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        describe_owners(&o)
                     };
                     let napi = q.napi_id.map_or_else(|| "none".into(), |n| n.to_string());
                     line(
