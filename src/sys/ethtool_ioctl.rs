@@ -28,32 +28,49 @@ use crate::sys::cvt;
 
 // ---- command codes (include/uapi/linux/ethtool.h; frozen values, checked with gcc on 6.1) ----
 
-/// `ETHTOOL_GDRVINFO`: driver name, version, bus info (`struct ethtool_drvinfo`).
-pub const ETHTOOL_GDRVINFO: u32 = 0x03;
-/// `ETHTOOL_GSTRINGS`: a string set (`struct ethtool_gstrings`).
-pub const ETHTOOL_GSTRINGS: u32 = 0x1b;
-/// `ETHTOOL_GRXRINGS`: number of RX rings in `ethtool_rxnfc.data`.
-pub const ETHTOOL_GRXRINGS: u32 = 0x2d;
-/// `ETHTOOL_GRXCLSRLCNT`: ntuple rule count (`rule_cnt`) and table size (`data`, with
-/// [`RX_CLS_LOC_SPECIAL`] when the driver picks locations itself).
-pub const ETHTOOL_GRXCLSRLCNT: u32 = 0x2e;
-/// `ETHTOOL_GRXCLSRLALL`: ntuple rule locations (`rule_locs[rule_cnt]`) and table size.
-pub const ETHTOOL_GRXCLSRLALL: u32 = 0x30;
-/// `ETHTOOL_SRXCLSRLDEL`: delete the ntuple rule at `fs.location`.
-pub const ETHTOOL_SRXCLSRLDEL: u32 = 0x31;
-/// `ETHTOOL_SRXCLSRLINS`: insert an ntuple rule; the kernel writes the location back.
-pub const ETHTOOL_SRXCLSRLINS: u32 = 0x32;
-/// `ETHTOOL_GSSET_INFO`: string-set sizes (`struct ethtool_sset_info`).
-pub const ETHTOOL_GSSET_INFO: u32 = 0x37;
-/// `ETHTOOL_GFEATURES`: netdev features (`struct ethtool_gfeatures`).
-pub const ETHTOOL_GFEATURES: u32 = 0x3a;
-/// `ETHTOOL_SFEATURES`: change netdev features (`struct ethtool_sfeatures`); returns
-/// `ETHTOOL_F_*` flags.
-pub const ETHTOOL_SFEATURES: u32 = 0x3b;
-/// `ETHTOOL_GRSSH`: RSS indirection table and key (`struct ethtool_rxfh`).
-pub const ETHTOOL_GRSSH: u32 = 0x46;
-/// `ETHTOOL_SRSSH`: set RSS indirection table and/or key.
-pub const ETHTOOL_SRSSH: u32 = 0x47;
+/// Declares the `ETHTOOL_*` command constants and [`cmd_name`] from one list.
+macro_rules! ethtool_cmds {
+    ($($(#[$doc:meta])* $name:ident = $val:literal;)*) => {
+        $($(#[$doc])* pub const $name: u32 = $val;)*
+
+        /// The uapi name of an `ETHTOOL_*` command code, for error messages.
+        pub fn cmd_name(cmd: u32) -> &'static str {
+            match cmd {
+                $($name => stringify!($name),)*
+                _ => "ETHTOOL_?",
+            }
+        }
+    };
+}
+
+ethtool_cmds! {
+    /// `ETHTOOL_GDRVINFO`: driver name, version, bus info (`struct ethtool_drvinfo`).
+    ETHTOOL_GDRVINFO = 0x03;
+    /// `ETHTOOL_GSTRINGS`: a string set (`struct ethtool_gstrings`).
+    ETHTOOL_GSTRINGS = 0x1b;
+    /// `ETHTOOL_GRXRINGS`: number of RX rings in `ethtool_rxnfc.data`.
+    ETHTOOL_GRXRINGS = 0x2d;
+    /// `ETHTOOL_GRXCLSRLCNT`: ntuple rule count (`rule_cnt`) and table size (`data`, with
+    /// [`RX_CLS_LOC_SPECIAL`] when the driver picks locations itself).
+    ETHTOOL_GRXCLSRLCNT = 0x2e;
+    /// `ETHTOOL_GRXCLSRLALL`: ntuple rule locations (`rule_locs[rule_cnt]`) and table size.
+    ETHTOOL_GRXCLSRLALL = 0x30;
+    /// `ETHTOOL_SRXCLSRLDEL`: delete the ntuple rule at `fs.location`.
+    ETHTOOL_SRXCLSRLDEL = 0x31;
+    /// `ETHTOOL_SRXCLSRLINS`: insert an ntuple rule; the kernel writes the location back.
+    ETHTOOL_SRXCLSRLINS = 0x32;
+    /// `ETHTOOL_GSSET_INFO`: string-set sizes (`struct ethtool_sset_info`).
+    ETHTOOL_GSSET_INFO = 0x37;
+    /// `ETHTOOL_GFEATURES`: netdev features (`struct ethtool_gfeatures`).
+    ETHTOOL_GFEATURES = 0x3a;
+    /// `ETHTOOL_SFEATURES`: change netdev features (`struct ethtool_sfeatures`); returns
+    /// `ETHTOOL_F_*` flags.
+    ETHTOOL_SFEATURES = 0x3b;
+    /// `ETHTOOL_GRSSH`: RSS indirection table and key (`struct ethtool_rxfh`).
+    ETHTOOL_GRSSH = 0x46;
+    /// `ETHTOOL_SRSSH`: set RSS indirection table and/or key.
+    ETHTOOL_SRSSH = 0x47;
+}
 
 /// `ETH_SS_FEATURES`: the string set of netdev feature names.
 pub const ETH_SS_FEATURES: u32 = 4;
@@ -88,25 +105,6 @@ pub const RXH_XFRM_NO_CHANGE: u8 = 0xff;
 /// Largest table, rule count or string count accepted from the kernel before allocating a
 /// buffer for it (entries); real devices use a few thousand at most.
 pub const MAX_KERNEL_COUNT: u32 = 1 << 20;
-
-/// The uapi name of an `ETHTOOL_*` command code, for error messages.
-pub fn cmd_name(cmd: u32) -> &'static str {
-    match cmd {
-        ETHTOOL_GDRVINFO => "ETHTOOL_GDRVINFO",
-        ETHTOOL_GSTRINGS => "ETHTOOL_GSTRINGS",
-        ETHTOOL_GRXRINGS => "ETHTOOL_GRXRINGS",
-        ETHTOOL_GRXCLSRLCNT => "ETHTOOL_GRXCLSRLCNT",
-        ETHTOOL_GRXCLSRLALL => "ETHTOOL_GRXCLSRLALL",
-        ETHTOOL_SRXCLSRLDEL => "ETHTOOL_SRXCLSRLDEL",
-        ETHTOOL_SRXCLSRLINS => "ETHTOOL_SRXCLSRLINS",
-        ETHTOOL_GSSET_INFO => "ETHTOOL_GSSET_INFO",
-        ETHTOOL_GFEATURES => "ETHTOOL_GFEATURES",
-        ETHTOOL_SFEATURES => "ETHTOOL_SFEATURES",
-        ETHTOOL_GRSSH => "ETHTOOL_GRSSH",
-        ETHTOOL_SRSSH => "ETHTOOL_SRSSH",
-        _ => "ETHTOOL_?",
-    }
-}
 
 // ---- byte codec (native endian, like the kernel's own copy of the struct) ----
 
