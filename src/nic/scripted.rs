@@ -235,11 +235,7 @@ impl Inner {
     }
 
     fn tx_queues(&self) -> u32 {
-        self.state.channels.as_ref().map_or(1, |c| {
-            c.tx_count
-                .unwrap_or(0)
-                .saturating_add(c.combined_count.unwrap_or(0))
-        })
+        self.state.channels.as_ref().map_or(1, tx_queues)
     }
 
     fn target(&self) -> String {
@@ -283,10 +279,6 @@ impl Inner {
                 missing_nest: None,
             })),
         }
-    }
-
-    fn rss_table(&self) -> Option<&Vec<u32>> {
-        self.state.rss.as_ref()
     }
 }
 
@@ -340,6 +332,13 @@ impl Drop for ScriptedBinding {
             errno: None,
         });
     }
+}
+
+/// TX queues of a channel configuration: tx + combined.
+fn tx_queues(c: &Channels) -> u32 {
+    c.tx_count
+        .unwrap_or(0)
+        .saturating_add(c.combined_count.unwrap_or(0))
 }
 
 /// The driver-default indirection table: `len` entries, entry `i` = `i % rx_queues`.
@@ -710,10 +709,7 @@ impl NicOps for ScriptedNic {
                 }
             }
             let rxq = new.rx_queues();
-            let txq = new
-                .tx_count
-                .unwrap_or(0)
-                .saturating_add(new.combined_count.unwrap_or(0));
+            let txq = tx_queues(&new);
             if rxq == 0 || txq == 0 {
                 let attr = if set.combined.is_some() {
                     "ETHTOOL_A_CHANNELS_COMBINED_COUNT"
@@ -733,7 +729,7 @@ impl NicOps for ScriptedNic {
             // the memory providers (the number is the highest bound queue + 1, and equal
             // counts are refused too).
             if st.state.rss_configured {
-                if let Some(&m) = st.rss_table().and_then(|t| t.iter().max()) {
+                if let Some(&m) = st.state.rss.as_ref().and_then(|t| t.iter().max()) {
                     if rxq <= m {
                         return Err(err(
                             st,
@@ -795,16 +791,18 @@ impl NicOps for ScriptedNic {
     }
 
     fn rss_get(&mut self) -> Result<RssTable> {
-        self.call(Op::RssGet, String::new(), |st| match st.rss_table() {
-            Some(t) => Ok(RssTable { indir: t.clone() }),
-            None => Err(st.error(Op::RssGet, libc::EOPNOTSUPP, None)),
+        self.call(Op::RssGet, String::new(), |st| {
+            match st.state.rss.as_ref() {
+                Some(t) => Ok(RssTable { indir: t.clone() }),
+                None => Err(st.error(Op::RssGet, libc::EOPNOTSUPP, None)),
+            }
         })
     }
 
     fn rss_set(&mut self, table: &RssTable) -> Result<()> {
         self.call(Op::RssSet, rss_args(&table.indir), |st| {
             let rxq = st.rx_queues();
-            let Some(cur) = st.rss_table() else {
+            let Some(cur) = st.state.rss.as_ref() else {
                 return Err(st.error(Op::RssSet, libc::EOPNOTSUPP, None));
             };
             if cur.len() != table.indir.len() || table.indir.iter().any(|&q| q >= rxq) {
@@ -819,7 +817,7 @@ impl NicOps for ScriptedNic {
     fn rss_reset(&mut self) -> Result<()> {
         self.call(Op::RssReset, "default".into(), |st| {
             let rxq = st.rx_queues();
-            let Some(cur) = st.rss_table() else {
+            let Some(cur) = st.state.rss.as_ref() else {
                 return Err(st.error(Op::RssReset, libc::EOPNOTSUPP, None));
             };
             st.state.rss = Some(default_table(cur.len(), rxq));
@@ -901,18 +899,21 @@ impl NicOps for ScriptedNic {
 
     fn queues(&mut self) -> Result<Vec<QueueInfo>> {
         self.call(Op::Queues, String::new(), |st| {
+            let ifindex = st.ifindex;
+            let queue = |id: u32, queue_type| QueueInfo {
+                id,
+                queue_type,
+                ifindex,
+                napi_id: Some(100 + id),
+                dmabuf: None,
+                io_uring: false,
+                xsk: false,
+            };
             let mut v = Vec::new();
             let mut lingering = std::mem::take(&mut st.lingering);
             for q in 0..st.rx_queues() {
-                let mut info = QueueInfo {
-                    id: q,
-                    queue_type: QueueType::Rx,
-                    ifindex: st.ifindex,
-                    napi_id: Some(100 + q),
-                    dmabuf: st.state.bound.get(&q).copied(),
-                    io_uring: false,
-                    xsk: false,
-                };
+                let mut info = queue(q, QueueType::Rx);
+                info.dmabuf = st.state.bound.get(&q).copied();
                 match st.state.foreign_owners.get(&q) {
                     Some(QueueOwner::Dmabuf(id)) => info.dmabuf = Some(*id),
                     Some(QueueOwner::IoUring) => info.io_uring = true,
@@ -927,17 +928,7 @@ impl NicOps for ScriptedNic {
             }
             lingering.retain(|_, (_, left)| *left > 0);
             st.lingering = lingering;
-            for q in 0..st.tx_queues() {
-                v.push(QueueInfo {
-                    id: q,
-                    queue_type: QueueType::Tx,
-                    ifindex: st.ifindex,
-                    napi_id: Some(100 + q),
-                    dmabuf: None,
-                    io_uring: false,
-                    xsk: false,
-                });
-            }
+            v.extend((0..st.tx_queues()).map(|q| queue(q, QueueType::Tx)));
             Ok(v)
         })
     }
