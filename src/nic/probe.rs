@@ -197,6 +197,11 @@ impl Recorder<'_> {
         self.push(Status::Skip, name, detail, true);
     }
 
+    /// A `skip` line that does not decide the verdict.
+    fn skip(&mut self, name: &str, detail: String) {
+        self.push(Status::Skip, name, detail, false);
+    }
+
     /// Records that a stop signal ended the probe (the remaining checks are "not run").
     fn interrupt(&mut self, sig: i32) {
         self.outcome.interrupted.get_or_insert(sig);
@@ -212,7 +217,7 @@ impl Recorder<'_> {
         }
         match self.stopped.clone() {
             Some(why) => {
-                self.push(Status::Skip, name, format!("not run ({why})"), false);
+                self.skip(name, format!("not run ({why})"));
                 true
             }
             None => false,
@@ -395,12 +400,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
     );
     if !rec.not_run(nic, &shrink_name) {
         if bound.is_none() {
-            rec.push(
-                Status::Skip,
-                &shrink_name,
-                "not run (nothing bound)".into(),
-                false,
-            );
+            rec.skip(&shrink_name, "not run (nothing bound)".into());
         } else {
             shrink_check(nic, p, &shrink_name, &mut rec);
         }
@@ -419,19 +419,14 @@ fn shrink_check(nic: &SharedNic, p: &ProbeParams, name: &str, rec: &mut Recorder
     let old = match nic.with(|n| n.channels_get()) {
         Ok(c) => c,
         Err(e) => {
-            rec.push(
-                Status::Skip,
-                name,
-                format!("driver does not report channels: {e}"),
-                false,
-            );
+            rec.skip(name, format!("driver does not report channels: {e}"));
             return;
         }
     };
     let set = match channels_for(&old, p.num, p.num) {
         Ok(s) => s,
         Err(e) => {
-            rec.push(Status::Skip, name, e.to_string(), false);
+            rec.skip(name, e.to_string());
             return;
         }
     };
