@@ -470,7 +470,7 @@ impl Nla for PagePoolAttr {
 }
 
 /// One network device as `dev-get` reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DevInfo {
     /// Interface index.
     pub ifindex: u32,

@@ -125,9 +125,12 @@ pub fn describe_hds(h: &HdsConfig) -> String {
     s
 }
 
-/// The text of a "could not undo" message: what, where, what it was, why, and the command.
-fn leftover(what: &str, ifname: &str, was: &str, err: &Error, fix: &str) -> String {
-    format!("could not restore {what} on {ifname} (was: {was}): {err}; run `{fix}`")
+/// The "could not undo" failure: what, where, what it was, why, and the command.
+fn leftover(what: &str, nic: &SharedNic, was: &str, err: &Error, fix: &str) -> Error {
+    let ifname = nic.ifname();
+    Error::Failure(format!(
+        "could not restore {what} on {ifname} (was: {was}): {err}; run `{fix}`"
+    ))
 }
 
 /// Writes a line to stderr without ever panicking (a closed stderr is ignored).
@@ -219,23 +222,14 @@ impl HdsGuard {
                 Ok(())
             })
             .map_err(|e| {
-                Error::Failure(leftover(
+                leftover(
                     "header split",
-                    self.nic.ifname(),
+                    &self.nic,
                     &self.was(),
                     &e,
                     &self.fix_command(),
-                ))
+                )
             })
-    }
-
-    /// Restores the old ring config.
-    ///
-    /// Errors: `Error::Failure` naming the old values, the kernel's answer and the
-    /// `ethtool -G` command to run by hand.
-    pub fn restore(mut self) -> Result<()> {
-        self.armed = false;
-        self.undo()
     }
 }
 
@@ -339,22 +333,9 @@ impl ChannelsGuard {
     fn undo(&self) -> Result<()> {
         let set = self.restore_set();
         self.nic.with(|n| n.channels_set(set)).map_err(|e| {
-            Error::Failure(leftover(
-                "channel counts",
-                self.nic.ifname(),
-                &describe_channels_set(&set),
-                &e,
-                &self.fix_command(),
-            ))
+            let was = describe_channels_set(&set);
+            leftover("channel counts", &self.nic, &was, &e, &self.fix_command())
         })
-    }
-
-    /// Restores the old channel counts.
-    ///
-    /// Errors: `Error::Failure` with the `ethtool -L` command to run by hand.
-    pub fn restore(mut self) -> Result<()> {
-        self.armed = false;
-        self.undo()
     }
 }
 
@@ -593,13 +574,8 @@ impl RssGuard {
         }
         let old = &self.old;
         let fail = |e: &Error| {
-            Error::Failure(leftover(
-                "the RSS indirection table",
-                self.nic.ifname(),
-                &self.was(),
-                e,
-                &self.fix_command(),
-            ))
+            let what = "the RSS indirection table";
+            leftover(what, &self.nic, &self.was(), e, &self.fix_command())
         };
         if self.default == RssDefault::No {
             return self.nic.with(|n| n.rss_set(old)).map_err(|e| fail(&e));
@@ -638,14 +614,6 @@ impl RssGuard {
                 self.nic.ifname()
             ))),
         }
-    }
-
-    /// Puts the original table back (by a reset when it was the driver default).
-    ///
-    /// Errors: `Error::Failure` with the `ethtool -X` command to run by hand.
-    pub fn restore(mut self) -> Result<()> {
-        self.armed = false;
-        self.undo()
     }
 }
 
@@ -693,22 +661,14 @@ impl NtupleFeatureGuard {
             return Ok(());
         }
         self.nic.with(|n| n.ntuple_set(false)).map_err(|e| {
-            Error::Failure(leftover(
+            leftover(
                 "the ntuple feature",
-                self.nic.ifname(),
+                &self.nic,
                 "off",
                 &e,
                 &self.fix_command(),
-            ))
+            )
         })
-    }
-
-    /// Turns the feature off again if `enable` turned it on.
-    ///
-    /// Errors: `Error::Failure` with the `ethtool -K` command to run by hand.
-    pub fn restore(mut self) -> Result<()> {
-        self.armed = false;
-        self.undo()
     }
 }
 
@@ -842,20 +802,21 @@ impl FlowRuleGuard {
                 ))
             })
     }
-
-    /// Deletes the rule.
-    ///
-    /// Errors: `Error::Failure` with the `ethtool -N … delete` command to run by hand.
-    pub fn restore(mut self) -> Result<()> {
-        self.armed = false;
-        self.undo()
-    }
 }
 
-/// `Drop` for an armed guard: undo best-effort and log what was left behind (never panics;
-/// `restore` disarms it first, so an explicit restore is not repeated).
-macro_rules! undo_on_drop {
-    ($($guard:ty),+) => {$(
+/// For each guard: the explicit `restore(self)` (disarms, then undoes) and the `Drop` that
+/// undoes an armed guard best-effort and logs what was left behind (never panics; `restore`
+/// disarms first, so an explicit restore is not repeated).
+macro_rules! undo_guards {
+    ($($(#[$doc:meta])* $guard:ty;)+) => {$(
+        impl $guard {
+            $(#[$doc])*
+            pub fn restore(mut self) -> Result<()> {
+                self.armed = false;
+                self.undo()
+            }
+        }
+
         impl Drop for $guard {
             fn drop(&mut self) {
                 if self.armed {
@@ -869,13 +830,29 @@ macro_rules! undo_on_drop {
     )+};
 }
 
-undo_on_drop!(
-    HdsGuard,
-    ChannelsGuard,
-    RssGuard,
-    NtupleFeatureGuard,
-    FlowRuleGuard
-);
+undo_guards! {
+    /// Restores the old ring config.
+    ///
+    /// Errors: `Error::Failure` naming the old values, the kernel's answer and the
+    /// `ethtool -G` command to run by hand.
+    HdsGuard;
+    /// Restores the old channel counts.
+    ///
+    /// Errors: `Error::Failure` with the `ethtool -L` command to run by hand.
+    ChannelsGuard;
+    /// Puts the original table back (by a reset when it was the driver default).
+    ///
+    /// Errors: `Error::Failure` with the `ethtool -X` command to run by hand.
+    RssGuard;
+    /// Turns the feature off again if `enable` turned it on.
+    ///
+    /// Errors: `Error::Failure` with the `ethtool -K` command to run by hand.
+    NtupleFeatureGuard;
+    /// Deletes the rule.
+    ///
+    /// Errors: `Error::Failure` with the `ethtool -N … delete` command to run by hand.
+    FlowRuleGuard;
+}
 
 #[cfg(test)]
 mod tests {

@@ -38,7 +38,6 @@ use serde_json::json;
 use super::guards::{channels_for, describe_channels_set, ChannelsGuard, SharedNic};
 use super::queues::{describe_owned, owned_rx, wait_queues_free};
 use super::setup::{bind_unsupported_reason, NicSetup};
-use super::Binding;
 use crate::error::{Error, Result};
 use crate::netlink::ethtool::TcpDataSplit;
 use crate::netlink::netdev::{BindRxRequest, QueueNest};
@@ -198,6 +197,11 @@ impl Recorder<'_> {
         self.push(Status::Skip, name, detail, true);
     }
 
+    /// A `skip` line that does not decide the verdict.
+    fn skip(&mut self, name: &str, detail: String) {
+        self.push(Status::Skip, name, detail, false);
+    }
+
     /// Records that a stop signal ended the probe (the remaining checks are "not run").
     fn interrupt(&mut self, sig: i32) {
         self.outcome.interrupted.get_or_insert(sig);
@@ -213,7 +217,7 @@ impl Recorder<'_> {
         }
         match self.stopped.clone() {
             Some(why) => {
-                self.push(Status::Skip, name, format!("not run ({why})"), false);
+                self.skip(name, format!("not run ({why})"));
                 true
             }
             None => false,
@@ -254,11 +258,28 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
         rx_page_size: p.rx_page_size,
         autorelease: None,
     };
-    let release = |b: Box<dyn Binding>| {
-        drop(b);
-        let queues: Vec<u32> = (p.start..p.start.saturating_add(p.num)).collect();
-        let _ = nic.with(|n| wait_queues_free(n, &queues, p.teardown_wait));
-    };
+    // A bind that must be refused: ok when refused, a missing capability when the refusal
+    // means one, FAIL (with `must` after the binding id) when accepted.
+    let must_refuse =
+        |rec: &mut Recorder<'_>, name: &str, req: &BindRxRequest, must: &str| match nic
+            .with(|n| n.bind_rx(req))
+        {
+            Ok(b) => {
+                let id = b.id();
+                rec.outcome.bindings.push(id);
+                drop(b);
+                let queues: Vec<u32> = (p.start..p.start.saturating_add(p.num)).collect();
+                let _ = nic.with(|n| wait_queues_free(n, &queues, p.teardown_wait));
+                rec.fail(
+                    name,
+                    format!("the kernel accepted it (binding id {id}){must}"),
+                );
+            }
+            Err(e) => match bind_unsupported_reason(&e, req) {
+                Some(why) => rec.missing(name, why),
+                None => rec.ok(name, format!("refused: {e}")),
+            },
+        };
 
     // 1. Header split on.
     const HDS_ON: &str = "header split on";
@@ -290,21 +311,8 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
     let empty_name = format!("bind-rx with {} empty queue nests is refused", p.num);
     if !rec.not_run(nic, &empty_name) {
         let req = real.clone().empty_queue_nests(p.num as usize);
-        match nic.with(|n| n.bind_rx(&req)) {
-            Ok(b) => {
-                let id = b.id();
-                rec.outcome.bindings.push(id);
-                release(b);
-                rec.fail(
-                    &empty_name,
-                    format!("the kernel accepted it (binding id {id}); it must refuse queue nests without id and type"),
-                );
-            }
-            Err(e) => match bind_unsupported_reason(&e, &req) {
-                Some(why) => rec.missing(&empty_name, why),
-                None => rec.ok(&empty_name, format!("refused: {e}")),
-            },
-        }
+        let must = "; it must refuse queue nests without id and type";
+        must_refuse(&mut rec, &empty_name, &req, must);
     }
 
     // 4. Header split off.
@@ -315,24 +323,11 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
                 &off_name,
                 format!("could not set tcp-data-split unknown: {e}"),
             ),
-            Ok(()) => match nic.with(|n| n.bind_rx(&real)) {
-                Ok(b) => {
-                    let id = b.id();
-                    rec.outcome.bindings.push(id);
-                    release(b);
-                    rec.fail(
-                        &off_name,
-                        format!(
-                            "the kernel accepted it (binding id {id}) with tcp-data-split not \
-                             enabled; it must refuse with EINVAL \"tcp-data-split is disabled\""
-                        ),
-                    );
-                }
-                Err(e) => match bind_unsupported_reason(&e, &real) {
-                    Some(why) => rec.missing(&off_name, why),
-                    None => rec.ok(&off_name, format!("refused: {e}")),
-                },
-            },
+            Ok(()) => {
+                let must = " with tcp-data-split not enabled; it must refuse with EINVAL \
+                            \"tcp-data-split is disabled\"";
+                must_refuse(&mut rec, &off_name, &real, must);
+            }
         }
     }
 
@@ -405,12 +400,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
     );
     if !rec.not_run(nic, &shrink_name) {
         if bound.is_none() {
-            rec.push(
-                Status::Skip,
-                &shrink_name,
-                "not run (nothing bound)".into(),
-                false,
-            );
+            rec.skip(&shrink_name, "not run (nothing bound)".into());
         } else {
             shrink_check(nic, p, &shrink_name, &mut rec);
         }
@@ -429,19 +419,14 @@ fn shrink_check(nic: &SharedNic, p: &ProbeParams, name: &str, rec: &mut Recorder
     let old = match nic.with(|n| n.channels_get()) {
         Ok(c) => c,
         Err(e) => {
-            rec.push(
-                Status::Skip,
-                name,
-                format!("driver does not report channels: {e}"),
-                false,
-            );
+            rec.skip(name, format!("driver does not report channels: {e}"));
             return;
         }
     };
     let set = match channels_for(&old, p.num, p.num) {
         Ok(s) => s,
         Err(e) => {
-            rec.push(Status::Skip, name, e.to_string(), false);
+            rec.skip(name, e.to_string());
             return;
         }
     };

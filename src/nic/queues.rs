@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::guards::{unsupported_is_skip, SharedNic};
 use super::NicOps;
 use crate::error::{Error, Result};
+use crate::netlink::ethtool::Channels;
 use crate::netlink::netdev::{QueueInfo, QueueType};
 
 /// How long [`choose_queues`] waits for a wanted queue to become free, and how long
@@ -80,16 +81,27 @@ pub fn owned_rx(queues: &[QueueInfo]) -> Vec<(u32, Vec<QueueOwner>)> {
     v
 }
 
+/// `"dmabuf 7, AF_XDP"`: the owners of one queue.
+pub fn describe_owners(owners: &[QueueOwner]) -> String {
+    let o: Vec<String> = owners.iter().map(ToString::to_string).collect();
+    o.join(", ")
+}
+
 /// `"queue 3 (dmabuf 7), queue 5 (AF_XDP)"`.
 pub fn describe_owned(owned: &[(u32, Vec<QueueOwner>)]) -> String {
-    owned
+    let q: Vec<String> = owned
         .iter()
-        .map(|(q, o)| {
-            let o: Vec<String> = o.iter().map(ToString::to_string).collect();
-            format!("queue {q} ({})", o.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+        .map(|(q, o)| format!("queue {q} ({})", describe_owners(o)))
+        .collect();
+    q.join(", ")
+}
+
+/// True when channels-get answered without any count (rx, tx, other, combined).
+pub(crate) fn no_channel_counts(c: &Channels) -> bool {
+    c.rx_count.is_none()
+        && c.tx_count.is_none()
+        && c.other_count.is_none()
+        && c.combined_count.is_none()
 }
 
 /// Which default C ncdevmem uses.
@@ -217,11 +229,7 @@ pub fn choose_queues(
                     e => e,
                 }
             })?;
-            if channels.rx_count.is_none()
-                && channels.tx_count.is_none()
-                && channels.other_count.is_none()
-                && channels.combined_count.is_none()
-            {
+            if no_channel_counts(&channels) {
                 return Err(Error::Skip(format!(
                     "{ifname}: the driver reports no channel counts (ethtool channels-get \
                      answered without rx, tx, other or combined counts), so the RX queues are \

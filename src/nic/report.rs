@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::guards::{describe_hds, describe_rss, equal_spread_of, split_cli};
-use super::queues::{owned_rx, owners, QueueOwner};
+use super::queues::{describe_owners, no_channel_counts, owned_rx, owners, QueueOwner};
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::error::{errno_display, Error};
@@ -32,14 +32,6 @@ const HDS_NEEDED: &str = "bind-rx would need header split (the kernel refuses wi
 
 /// What the report says when queue-get lists no queues (a down interface has none).
 const NO_QUEUES_VISIBLE: &str = "no queues visible (interface down?)";
-
-/// True when channels-get answered without any count (rx, tx, other, combined).
-fn no_channel_counts(c: &Channels) -> bool {
-    c.rx_count.is_none()
-        && c.tx_count.is_none()
-        && c.other_count.is_none()
-        && c.combined_count.is_none()
-}
 
 /// `enum netdev_xdp_act` bit names, in bit order.
 const XDP_ACT_NAMES: [&str; 7] = [
@@ -272,48 +264,48 @@ impl NicReport {
     pub fn capabilities(&self) -> Vec<Capability> {
         let h = &self.host;
         let mut v = vec![
-            self.cap_devmem_driver(),
-            self.cap_header_split(),
-            self.cap_rx_queues(),
+            ("devmem RX driver support", self.cap_devmem_driver()),
+            ("header split", self.cap_header_split()),
+            ("at least 2 RX queues", self.cap_rx_queues()),
         ];
-        v.extend(self.cap_free_rx_queues());
+        v.extend(self.cap_free_rx_queues().map(|c| ("free RX queues", c)));
         v.extend([
-            self.cap_rss(),
-            self.cap_ntuple(),
-            cap_udmabuf(h),
-            cap_hugepages(h),
-            cap_rcvbuf(h),
-            cap_rx_page_size(h),
-            cap_bind_autorelease(h),
-            cap_autorelease(h),
+            ("RSS indirection table", self.cap_rss()),
+            ("ntuple flow steering", self.cap_ntuple()),
+            ("udmabuf", cap_udmabuf(h)),
+            ("2 MiB hugepages", cap_hugepages(h)),
+            ("TCP window inside the dmabuf", cap_rcvbuf(h)),
+            ("rx-page-size (bind-rx attribute 5)", cap_rx_page_size(h)),
+            ("bind-rx autorelease (-a)", cap_bind_autorelease(h)),
+            ("SO_DEVMEM_AUTORELEASE", cap_autorelease(h)),
         ]);
-        v
+        v.into_iter()
+            .map(|(name, (state, detail))| Capability {
+                name,
+                state,
+                detail,
+            })
+            .collect()
     }
 
     /// Driver support, from the bind-rx question [`NicReport::gather`] asked.
-    fn cap_devmem_driver(&self) -> Capability {
+    fn cap_devmem_driver(&self) -> Cap {
         match &self.devmem_driver {
-            None => cap(
-                "devmem RX driver support",
-                CapState::Unknown,
-                "not asked".into(),
-            ),
-            Some(Fact::Known(d)) => cap("devmem RX driver support", CapState::Yes, d.clone()),
-            Some(Fact::Unsupported(e)) => cap(
-                "devmem RX driver support",
+            None => (CapState::Unknown, "not asked".into()),
+            Some(Fact::Known(d)) => (CapState::Yes, d.clone()),
+            Some(Fact::Unsupported(e)) => (
                 CapState::No,
                 format!("the driver has no queue-management ops; bind-rx fails with {e}"),
             ),
-            Some(Fact::Failed(e)) => cap("devmem RX driver support", CapState::Unknown, e.clone()),
+            Some(Fact::Failed(e)) => (CapState::Unknown, e.clone()),
         }
     }
 
     /// Header split (`tcp-data-split`) and hds-thresh.
-    fn cap_header_split(&self) -> Capability {
+    fn cap_header_split(&self) -> Cap {
         match &self.hds {
             Fact::Known(h) => match h.tcp_data_split {
-                None => cap(
-                    "header split",
+                None => (
                     CapState::No,
                     format!(
                         "the driver does not report tcp-data-split, so setup cannot turn it \
@@ -325,13 +317,12 @@ impl NicReport {
                     if let Some(t) = h.hds_thresh.filter(|t| *t != 0) {
                         d.push_str(&format!(
                             "; hds-thresh {t} (setup sets 0; otherwise bind-rx fails with \
-                         EINVAL \"hds-thresh is not zero\")"
+                             EINVAL \"hds-thresh is not zero\")"
                         ));
                     }
-                    cap("header split", CapState::Yes, d)
+                    (CapState::Yes, d)
                 }
-                Some(s) => cap(
-                    "header split",
+                Some(s) => (
                     CapState::Yes,
                     format!(
                         "supported, now {} ({}); setup turns it on (bind-rx needs it on)",
@@ -340,116 +331,90 @@ impl NicReport {
                     ),
                 ),
             },
-            Fact::Unsupported(e) => cap(
-                "header split",
+            Fact::Unsupported(e) => (
                 CapState::No,
                 format!("no ring parameters ({e}); {HDS_NEEDED}"),
             ),
-            Fact::Failed(e) => cap("header split", CapState::Unknown, e.clone()),
+            Fact::Failed(e) => (CapState::Unknown, e.clone()),
         }
     }
 
     /// At least 2 RX queues (queue 0 stays in RSS).
-    fn cap_rx_queues(&self) -> Capability {
+    fn cap_rx_queues(&self) -> Cap {
         match &self.channels {
-            Fact::Known(c) if no_channel_counts(c) => cap(
-                "at least 2 RX queues",
+            Fact::Known(c) if no_channel_counts(c) => (
                 CapState::Unknown,
                 "the driver reports no channel counts; give -t/-q".into(),
             ),
-            Fact::Known(c) if c.rx_queues() >= 2 => cap(
-                "at least 2 RX queues",
-                CapState::Yes,
-                format!("{} RX queues", c.rx_queues()),
-            ),
-            Fact::Known(c) => cap(
-                "at least 2 RX queues",
+            Fact::Known(c) if c.rx_queues() >= 2 => {
+                (CapState::Yes, format!("{} RX queues", c.rx_queues()))
+            }
+            Fact::Known(c) => (
                 CapState::No,
                 format!(
                     "{} RX queue(s); devmem binds queues other than 0, which stays in RSS",
                     c.rx_queues()
                 ),
             ),
-            Fact::Unsupported(e) => cap(
-                "at least 2 RX queues",
+            Fact::Unsupported(e) => (
                 CapState::Unknown,
                 format!("the driver does not report channels ({e}); give -t/-q"),
             ),
-            Fact::Failed(e) => cap("at least 2 RX queues", CapState::Unknown, e.clone()),
+            Fact::Failed(e) => (CapState::Unknown, e.clone()),
         }
     }
 
     /// Free RX queues (none owned by a memory provider), when the queue list was read.
-    fn cap_free_rx_queues(&self) -> Option<Capability> {
+    fn cap_free_rx_queues(&self) -> Option<Cap> {
         let Fact::Known(qs) = &self.queues else {
             return None;
         };
         let owned = owned_rx(qs);
         let rx = qs.iter().filter(|q| q.queue_type == QueueType::Rx).count();
         if rx == 0 {
-            Some(cap(
-                "free RX queues",
-                CapState::Unknown,
-                NO_QUEUES_VISIBLE.into(),
-            ))
-        } else if owned.is_empty() {
-            Some(cap(
-                "free RX queues",
-                CapState::Yes,
-                format!("{rx} of {rx} free"),
-            ))
-        } else {
-            let lines: Vec<String> = owned
-                .iter()
-                .map(|(q, o)| {
-                    format!(
-                        "queue {q} owned by {} (binding it fails with {})",
-                        o.iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        o[0].bind_refusal()
-                    )
-                })
-                .collect();
-            let state = if owned.len() >= rx {
-                CapState::No
-            } else {
-                CapState::Yes
-            };
-            Some(cap(
-                "free RX queues",
-                state,
-                format!("{} of {rx} free; {}", rx - owned.len(), lines.join("; ")),
-            ))
+            return Some((CapState::Unknown, NO_QUEUES_VISIBLE.into()));
         }
+        if owned.is_empty() {
+            return Some((CapState::Yes, format!("{rx} of {rx} free")));
+        }
+        let lines: Vec<String> = owned
+            .iter()
+            .map(|(q, o)| {
+                format!(
+                    "queue {q} owned by {} (binding it fails with {})",
+                    describe_owners(o),
+                    o[0].bind_refusal()
+                )
+            })
+            .collect();
+        let state = if owned.len() >= rx {
+            CapState::No
+        } else {
+            CapState::Yes
+        };
+        let free = rx - owned.len();
+        Some((state, format!("{free} of {rx} free; {}", lines.join("; "))))
     }
 
     /// The RSS indirection table (setup takes the bound queues out of it).
-    fn cap_rss(&self) -> Capability {
+    fn cap_rss(&self) -> Cap {
         match &self.rss {
-            Fact::Known(t) => cap(
-                "RSS indirection table",
-                CapState::Yes,
-                format!("{} entries", t.indir.len()),
-            ),
-            Fact::Unsupported(e) => cap(
-                "RSS indirection table",
+            Fact::Known(t) => (CapState::Yes, format!("{} entries", t.indir.len())),
+            Fact::Unsupported(e) => (
                 CapState::No,
                 format!(
                     "{e}; setup cannot take the bound queues out of RSS (other flows would \
-                 land on them)"
+                     land on them)"
                 ),
             ),
-            Fact::Failed(e) => cap("RSS indirection table", CapState::Unknown, e.clone()),
+            Fact::Failed(e) => (CapState::Unknown, e.clone()),
         }
     }
 
     /// ntuple flow steering: the feature and the rule table.
-    fn cap_ntuple(&self) -> Capability {
+    fn cap_ntuple(&self) -> Cap {
         let no_steering = |why: String| {
-            cap(
-                "ntuple flow steering",
+            (
                 CapState::No,
                 format!(
                     "{why}; no flow rule can steer the connection to the bound queue, so data \
@@ -457,21 +422,14 @@ impl NicReport {
                 ),
             )
         };
-
         match (&self.ntuple, &self.rules) {
             (Fact::Unsupported(e), _) => no_steering(e.clone()),
             (_, Fact::Unsupported(e)) => no_steering(format!("no ntuple rule table ({e})")),
-            (Fact::Failed(e), _) | (_, Fact::Failed(e)) => {
-                cap("ntuple flow steering", CapState::Unknown, e.clone())
-            }
-            (Fact::Known(on), Fact::Known(_)) => cap(
-                "ntuple flow steering",
+            (Fact::Failed(e), _) | (_, Fact::Failed(e)) => (CapState::Unknown, e.clone()),
+            (Fact::Known(true), Fact::Known(_)) => (CapState::Yes, "feature on".into()),
+            (Fact::Known(false), Fact::Known(_)) => (
                 CapState::Yes,
-                if *on {
-                    "feature on".into()
-                } else {
-                    "feature off (setup turns it on and back off)".into()
-                },
+                "feature off (setup turns it on and back off)".into(),
             ),
         }
     }
@@ -546,10 +504,7 @@ impl NicReport {
                     let owner = if o.is_empty() {
                         "free".to_string()
                     } else {
-                        o.iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        describe_owners(&o)
                     };
                     let napi = q.napi_id.map_or_else(|| "none".into(), |n| n.to_string());
                     line(
@@ -652,130 +607,96 @@ impl NicReport {
     }
 }
 
-/// One [`Capability`] line.
-fn cap(name: &'static str, state: CapState, detail: String) -> Capability {
-    Capability {
-        name,
-        state,
-        detail,
-    }
-}
+/// A capability's state and detail; [`NicReport::capabilities`] adds the name.
+type Cap = (CapState, String);
 
 /// `/dev/udmabuf` and its size limit.
-fn cap_udmabuf(h: &HostCaps) -> Capability {
+fn cap_udmabuf(h: &HostCaps) -> Cap {
+    let dev = udmabuf::UDMABUF_DEV;
     match &h.udmabuf {
-        Fact::Known(limit) => cap(
-            "udmabuf",
-            CapState::Yes,
-            match limit {
-                Some(mb) => format!("{} (size limit {mb} MiB)", udmabuf::UDMABUF_DEV),
-                None => format!("{} (size limit unknown)", udmabuf::UDMABUF_DEV),
-            },
-        ),
-        Fact::Unsupported(e) => cap(
-            "udmabuf",
-            CapState::No,
-            format!("{e}; there is no dma-buf to bind"),
-        ),
-        Fact::Failed(e) => cap("udmabuf", CapState::Unknown, e.clone()),
+        Fact::Known(Some(mb)) => (CapState::Yes, format!("{dev} (size limit {mb} MiB)")),
+        Fact::Known(None) => (CapState::Yes, format!("{dev} (size limit unknown)")),
+        Fact::Unsupported(e) => (CapState::No, format!("{e}; there is no dma-buf to bind")),
+        Fact::Failed(e) => (CapState::Unknown, e.clone()),
     }
 }
 
 /// 2 MiB hugepages for `-b` above the page size.
-fn cap_hugepages(h: &HostCaps) -> Capability {
+fn cap_hugepages(h: &HostCaps) -> Cap {
+    let need = h.hugepages_needed;
     match &h.hugepages {
         // Not needed by this run: the state still says whether there are any, so an
         // empty pool is never a "yes".
-        Fact::Known(s) if h.hugepages_needed == 0 && s.available() == 0 => cap(
-            "2 MiB hugepages",
+        Fact::Known(s) if need == 0 && s.available() == 0 => (
             CapState::No,
             "none available; -b above the page size needs them (raise vm.nr_hugepages)".into(),
         ),
-        Fact::Known(s) if h.hugepages_needed == 0 => cap(
-            "2 MiB hugepages",
+        Fact::Known(s) if need == 0 => (
             CapState::Yes,
             format!(
                 "{} available (only -b above the page size needs them)",
                 s.available()
             ),
         ),
-        Fact::Known(s) if s.available() >= h.hugepages_needed => cap(
-            "2 MiB hugepages",
+        Fact::Known(s) if s.available() >= need => (
             CapState::Yes,
-            format!("{} available, {} needed", s.available(), h.hugepages_needed),
+            format!("{} available, {need} needed", s.available()),
         ),
-        Fact::Known(s) => cap(
-            "2 MiB hugepages",
+        Fact::Known(s) => (
             CapState::No,
             format!(
-                "{} available, {} needed for -b {}; raise vm.nr_hugepages",
+                "{} available, {need} needed for -b {}; raise vm.nr_hugepages",
                 s.available(),
-                h.hugepages_needed,
                 h.rx_page_size.unwrap_or(0)
             ),
         ),
-        Fact::Unsupported(e) => cap("2 MiB hugepages", CapState::No, e.clone()),
-        Fact::Failed(e) => cap("2 MiB hugepages", CapState::Unknown, e.clone()),
+        Fact::Unsupported(e) => (CapState::No, e.clone()),
+        Fact::Failed(e) => (CapState::Unknown, e.clone()),
     }
 }
 
-/// The TCP receive window against the dmabuf (a warning, never a refusal).
-fn cap_rcvbuf(h: &HostCaps) -> Capability {
-    // A warning, not a refusal: the server sizes its receive buffer itself.
-    cap(
-        "TCP window inside the dmabuf",
-        if h.rcvbuf.bytes.is_some() {
-            CapState::Warn
-        } else {
-            CapState::Yes
-        },
-        match h.rcvbuf.bytes {
-            None => h.rcvbuf.reason.clone(),
-            Some(set) => format!(
+/// The TCP receive window against the dmabuf: a warning, not a refusal (the server sizes its
+/// receive buffer itself).
+fn cap_rcvbuf(h: &HostCaps) -> Cap {
+    match h.rcvbuf.bytes {
+        None => (CapState::Yes, h.rcvbuf.reason.clone()),
+        Some(set) => (
+            CapState::Warn,
+            format!(
                 "warning: the kernel's default receive window is larger than the dmabuf can \
-             hold, which can stall a receive ({}); the server sets SO_RCVBUF {set} \
-             (--rcvbuf 0 would not)",
+                 hold, which can stall a receive ({}); the server sets SO_RCVBUF {set} \
+                 (--rcvbuf 0 would not)",
                 h.rcvbuf.reason
             ),
-        },
-    )
+        ),
+    }
 }
 
 /// `rx-page-size` in the kernel's bind-rx policy (a u32 attribute 5; a u8 5 is the
 /// autorelease series' attribute instead).
-fn cap_rx_page_size(h: &HostCaps) -> Capability {
+fn cap_rx_page_size(h: &HostCaps) -> Cap {
     match &h.bind_rx_policy {
         Fact::Known(attrs)
             if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE)
                 && h.bind_autorelease != Fact::Known(Some(NETDEV_A_DMABUF_RX_PAGE_SIZE)) =>
         {
-            cap(
-                "rx-page-size (bind-rx attribute 5)",
-                CapState::Yes,
-                "the kernel's bind-rx policy has it".into(),
-            )
+            (CapState::Yes, "the kernel's bind-rx policy has it".into())
         }
-        Fact::Known(attrs) => cap(
-            "rx-page-size (bind-rx attribute 5)",
+        Fact::Known(attrs) => (
             CapState::No,
             format!(
                 "the kernel's bind-rx policy has attributes {attrs:?} only; a bind with -b \
                  fails with EINVAL \"Unknown attribute type\""
             ),
         ),
-        Fact::Unsupported(e) | Fact::Failed(e) => cap(
-            "rx-page-size (bind-rx attribute 5)",
-            CapState::Unknown,
-            e.clone(),
-        ),
+        Fact::Unsupported(e) | Fact::Failed(e) => (CapState::Unknown, e.clone()),
     }
 }
 
 /// The bind-rx autorelease attribute (u8) of the unmerged autorelease series v7–v10.
-fn cap_bind_autorelease(h: &HostCaps) -> Capability {
+fn cap_bind_autorelease(h: &HostCaps) -> Cap {
     match &h.bind_autorelease {
-        Fact::Known(Some(attr)) => cap(
-            "bind-rx autorelease (-a)",
+        Fact::Known(Some(attr)) => (
             CapState::Yes,
             format!(
                 "the kernel's bind-rx policy has the u8 autorelease attribute (number \
@@ -783,33 +704,22 @@ fn cap_bind_autorelease(h: &HostCaps) -> Capability {
                  (binding gone)"
             ),
         ),
-        Fact::Known(None) => cap(
-            "bind-rx autorelease (-a)",
+        Fact::Known(None) => (
             CapState::No,
             "the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series \
              v7-v10); -a 1 skips, -a 0 binds without it"
                 .into(),
         ),
-        Fact::Unsupported(e) | Fact::Failed(e) => {
-            cap("bind-rx autorelease (-a)", CapState::Unknown, e.clone())
-        }
+        Fact::Unsupported(e) | Fact::Failed(e) => (CapState::Unknown, e.clone()),
     }
 }
 
 /// The proposed `SO_DEVMEM_AUTORELEASE` socket option.
-fn cap_autorelease(h: &HostCaps) -> Capability {
+fn cap_autorelease(h: &HostCaps) -> Cap {
     match &h.autorelease {
-        Fact::Known(_) => cap(
-            "SO_DEVMEM_AUTORELEASE",
-            CapState::Yes,
-            "the kernel accepts the socket option".into(),
-        ),
-        Fact::Unsupported(e) => cap(
-            "SO_DEVMEM_AUTORELEASE",
-            CapState::No,
-            format!("{e}; -A is a skip (exit 4) here"),
-        ),
-        Fact::Failed(e) => cap("SO_DEVMEM_AUTORELEASE", CapState::Unknown, e.clone()),
+        Fact::Known(_) => (CapState::Yes, "the kernel accepts the socket option".into()),
+        Fact::Unsupported(e) => (CapState::No, format!("{e}; -A is a skip (exit 4) here")),
+        Fact::Failed(e) => (CapState::Unknown, e.clone()),
     }
 }
 

@@ -42,92 +42,75 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::guards::{describe_rule, equal_spread_of};
+use super::guards::{describe_rule, equal_spread_of, equal_table};
 use super::queues::QueueOwner;
 use super::{Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::error::{Error, NlError, Result};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueType};
 
-/// The operations of [`NicOps`], for the journal and failure injection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Op {
-    /// `hds_get` (ethtool rings-get).
-    HdsGet,
-    /// `hds_set` (ethtool rings-set).
-    HdsSet,
-    /// `channels_get`.
-    ChannelsGet,
-    /// `channels_set`.
-    ChannelsSet,
-    /// `rss_get` (`ETHTOOL_GRSSH`).
-    RssGet,
-    /// `rss_set` (`ETHTOOL_SRSSH` with a table).
-    RssSet,
-    /// `rss_reset` (`ETHTOOL_SRSSH` with `indir_size` 0: driver default).
-    RssReset,
-    /// `ntuple_get` (`ETHTOOL_GFEATURES`).
-    NtupleGet,
-    /// `ntuple_set` (`ETHTOOL_SFEATURES`).
-    NtupleSet,
-    /// `flow_rules` (`ETHTOOL_GRXCLSRLALL`).
-    FlowRules,
-    /// `flow_rule_insert` (`ETHTOOL_SRXCLSRLINS`).
-    FlowRuleInsert,
-    /// `flow_rule_delete` (`ETHTOOL_SRXCLSRLDEL`).
-    FlowRuleDelete,
-    /// `queues` (netdev queue-get dump).
-    Queues,
-    /// `bind_rx`.
-    BindRx,
-    /// A binding was dropped (its netlink socket closed).
-    Unbind,
-    /// `page_pools`.
-    PagePools,
-    /// `dev_info`.
-    DevInfo,
+macro_rules! ops {
+    ($($(#[$doc:meta])* $op:ident => $call:expr, $change:literal;)*) => {
+        /// The operations of [`NicOps`], for the journal and failure injection.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Op {
+            $($(#[$doc])* $op,)*
+        }
+
+        impl Op {
+            /// True for operations that change the NIC (sets, inserts, deletes, bind, unbind).
+            pub fn is_change(self) -> bool {
+                match self {
+                    $(Op::$op => $change,)*
+                }
+            }
+
+            /// How the real implementation reaches the kernel: `(family, op)` for netlink,
+            /// `(ioctl command, "")` for `SIOCETHTOOL`.
+            fn kernel_call(self) -> (&'static str, &'static str) {
+                match self {
+                    $(Op::$op => $call,)*
+                }
+            }
+        }
+    };
 }
 
-impl Op {
-    /// True for operations that change the NIC (sets, inserts, deletes, bind, unbind).
-    pub fn is_change(self) -> bool {
-        matches!(
-            self,
-            Op::HdsSet
-                | Op::ChannelsSet
-                | Op::RssSet
-                | Op::RssReset
-                | Op::NtupleSet
-                | Op::FlowRuleInsert
-                | Op::FlowRuleDelete
-                | Op::BindRx
-                | Op::Unbind
-        )
-    }
-
-    /// How the real implementation reaches the kernel: `(family, op)` for netlink,
-    /// `(ioctl command, "")` for `SIOCETHTOOL`.
-    fn kernel_call(self) -> (&'static str, &'static str) {
-        match self {
-            Op::HdsGet => ("ethtool", "rings-get"),
-            Op::HdsSet => ("ethtool", "rings-set"),
-            Op::ChannelsGet => ("ethtool", "channels-get"),
-            Op::ChannelsSet => ("ethtool", "channels-set"),
-            Op::RssGet => ("ETHTOOL_GRSSH", ""),
-            Op::RssSet => ("ETHTOOL_SRSSH", ""),
-            Op::RssReset => ("ETHTOOL_SRSSH", ""),
-            Op::NtupleGet => ("ETHTOOL_GFEATURES", ""),
-            Op::NtupleSet => ("ETHTOOL_SFEATURES", ""),
-            Op::FlowRules => ("ETHTOOL_GRXCLSRLALL", ""),
-            Op::FlowRuleInsert => ("ETHTOOL_SRXCLSRLINS", ""),
-            Op::FlowRuleDelete => ("ETHTOOL_SRXCLSRLDEL", ""),
-            Op::Queues => ("netdev", "queue-get"),
-            Op::BindRx => ("netdev", "bind-rx"),
-            Op::Unbind => ("netdev", "unbind"),
-            Op::PagePools => ("netdev", "page-pool-get"),
-            Op::DevInfo => ("netdev", "dev-get"),
-        }
-    }
+ops! {
+    /// `hds_get` (ethtool rings-get).
+    HdsGet => ("ethtool", "rings-get"), false;
+    /// `hds_set` (ethtool rings-set).
+    HdsSet => ("ethtool", "rings-set"), true;
+    /// `channels_get`.
+    ChannelsGet => ("ethtool", "channels-get"), false;
+    /// `channels_set`.
+    ChannelsSet => ("ethtool", "channels-set"), true;
+    /// `rss_get` (`ETHTOOL_GRSSH`).
+    RssGet => ("ETHTOOL_GRSSH", ""), false;
+    /// `rss_set` (`ETHTOOL_SRSSH` with a table).
+    RssSet => ("ETHTOOL_SRSSH", ""), true;
+    /// `rss_reset` (`ETHTOOL_SRSSH` with `indir_size` 0: driver default).
+    RssReset => ("ETHTOOL_SRSSH", ""), true;
+    /// `ntuple_get` (`ETHTOOL_GFEATURES`).
+    NtupleGet => ("ETHTOOL_GFEATURES", ""), false;
+    /// `ntuple_set` (`ETHTOOL_SFEATURES`).
+    NtupleSet => ("ETHTOOL_SFEATURES", ""), true;
+    /// `flow_rules` (`ETHTOOL_GRXCLSRLALL`).
+    FlowRules => ("ETHTOOL_GRXCLSRLALL", ""), false;
+    /// `flow_rule_insert` (`ETHTOOL_SRXCLSRLINS`).
+    FlowRuleInsert => ("ETHTOOL_SRXCLSRLINS", ""), true;
+    /// `flow_rule_delete` (`ETHTOOL_SRXCLSRLDEL`).
+    FlowRuleDelete => ("ETHTOOL_SRXCLSRLDEL", ""), true;
+    /// `queues` (netdev queue-get dump).
+    Queues => ("netdev", "queue-get"), false;
+    /// `bind_rx`.
+    BindRx => ("netdev", "bind-rx"), true;
+    /// A binding was dropped (its netlink socket closed).
+    Unbind => ("netdev", "unbind"), true;
+    /// `page_pools`.
+    PagePools => ("netdev", "page-pool-get"), false;
+    /// `dev_info`.
+    DevInfo => ("netdev", "dev-get"), false;
 }
 
 /// One journal entry.
@@ -158,7 +141,8 @@ pub struct ScriptedHds {
 }
 
 /// The NIC's whole state; [`ScriptedNic::state`] returns a copy for equality checks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `Default` is a NIC with no ring, channel, RSS or ntuple support and nothing else.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NicState {
     /// `None`: RINGS_GET/SET answer EOPNOTSUPP (veth).
     pub hds: Option<ScriptedHds>,
@@ -251,11 +235,7 @@ impl Inner {
     }
 
     fn tx_queues(&self) -> u32 {
-        self.state.channels.as_ref().map_or(1, |c| {
-            c.tx_count
-                .unwrap_or(0)
-                .saturating_add(c.combined_count.unwrap_or(0))
-        })
+        self.state.channels.as_ref().map_or(1, tx_queues)
     }
 
     fn target(&self) -> String {
@@ -299,10 +279,6 @@ impl Inner {
                 missing_nest: None,
             })),
         }
-    }
-
-    fn rss_table(&self) -> Option<&Vec<u32>> {
-        self.state.rss.as_ref()
     }
 }
 
@@ -358,11 +334,16 @@ impl Drop for ScriptedBinding {
     }
 }
 
+/// TX queues of a channel configuration: tx + combined.
+fn tx_queues(c: &Channels) -> u32 {
+    c.tx_count
+        .unwrap_or(0)
+        .saturating_add(c.combined_count.unwrap_or(0))
+}
+
 /// The driver-default indirection table: `len` entries, entry `i` = `i % rx_queues`.
 fn default_table(len: usize, rx_queues: u32) -> Vec<u32> {
-    (0..len)
-        .map(|i| (i as u64 % u64::from(rx_queues.max(1))) as u32)
-        .collect()
+    equal_table(len, rx_queues).indir
 }
 
 fn rss_args(t: &[u32]) -> String {
@@ -421,25 +402,15 @@ impl ScriptedNic {
                 combined_count: Some(rx_queues),
                 ..Default::default()
             }),
-            rss: Some((0..128u32).map(|i| i % rx_queues.max(1)).collect()),
-            rss_configured: false,
+            rss: Some(default_table(128, rx_queues)),
             ntuple: Some(false),
-            ntuple_fixed: false,
-            rules: BTreeMap::new(),
             rule_table_size: 16,
-            foreign_owners: BTreeMap::new(),
-            bound: BTreeMap::new(),
             devmem: true,
-            rx_page_size_known: false,
-            rx_page_size_supported: false,
-            autorelease_known: false,
-            autorelease_mode: None,
             dev: DevInfo {
                 ifindex: 4,
                 xdp_features: 0x2b,
                 xdp_zc_max_segs: Some(1),
-                xdp_rx_metadata_features: 0,
-                xsk_features: 0,
+                ..Default::default()
             },
             page_pools: (0..rx_queues)
                 .map(|q| PagePoolInfo {
@@ -453,6 +424,7 @@ impl ScriptedNic {
                     io_uring: false,
                 })
                 .collect(),
+            ..Default::default()
         };
         ScriptedNic::new(ifname, 4, state)
     }
@@ -494,27 +466,15 @@ impl ScriptedNic {
                 tx_count: Some(1),
                 ..Default::default()
             }),
-            rss: None,
-            rss_configured: false,
             ntuple: Some(false),
             ntuple_fixed: true,
-            rules: BTreeMap::new(),
-            rule_table_size: 0,
-            foreign_owners: BTreeMap::new(),
-            bound: BTreeMap::new(),
-            devmem: false,
-            rx_page_size_known: false,
-            rx_page_size_supported: false,
-            autorelease_known: false,
-            autorelease_mode: None,
             dev: DevInfo {
                 ifindex: 2,
                 xdp_features: 0x23,
-                xdp_zc_max_segs: None,
                 xdp_rx_metadata_features: 7,
-                xsk_features: 0,
+                ..Default::default()
             },
-            page_pools: Vec::new(),
+            ..Default::default()
         };
         ScriptedNic::new(ifname, 2, state)
     }
@@ -749,10 +709,7 @@ impl NicOps for ScriptedNic {
                 }
             }
             let rxq = new.rx_queues();
-            let txq = new
-                .tx_count
-                .unwrap_or(0)
-                .saturating_add(new.combined_count.unwrap_or(0));
+            let txq = tx_queues(&new);
             if rxq == 0 || txq == 0 {
                 let attr = if set.combined.is_some() {
                     "ETHTOOL_A_CHANNELS_COMBINED_COUNT"
@@ -772,7 +729,7 @@ impl NicOps for ScriptedNic {
             // the memory providers (the number is the highest bound queue + 1, and equal
             // counts are refused too).
             if st.state.rss_configured {
-                if let Some(&m) = st.rss_table().and_then(|t| t.iter().max()) {
+                if let Some(&m) = st.state.rss.as_ref().and_then(|t| t.iter().max()) {
                     if rxq <= m {
                         return Err(err(
                             st,
@@ -834,16 +791,18 @@ impl NicOps for ScriptedNic {
     }
 
     fn rss_get(&mut self) -> Result<RssTable> {
-        self.call(Op::RssGet, String::new(), |st| match st.rss_table() {
-            Some(t) => Ok(RssTable { indir: t.clone() }),
-            None => Err(st.error(Op::RssGet, libc::EOPNOTSUPP, None)),
+        self.call(Op::RssGet, String::new(), |st| {
+            match st.state.rss.as_ref() {
+                Some(t) => Ok(RssTable { indir: t.clone() }),
+                None => Err(st.error(Op::RssGet, libc::EOPNOTSUPP, None)),
+            }
         })
     }
 
     fn rss_set(&mut self, table: &RssTable) -> Result<()> {
         self.call(Op::RssSet, rss_args(&table.indir), |st| {
             let rxq = st.rx_queues();
-            let Some(cur) = st.rss_table() else {
+            let Some(cur) = st.state.rss.as_ref() else {
                 return Err(st.error(Op::RssSet, libc::EOPNOTSUPP, None));
             };
             if cur.len() != table.indir.len() || table.indir.iter().any(|&q| q >= rxq) {
@@ -858,7 +817,7 @@ impl NicOps for ScriptedNic {
     fn rss_reset(&mut self) -> Result<()> {
         self.call(Op::RssReset, "default".into(), |st| {
             let rxq = st.rx_queues();
-            let Some(cur) = st.rss_table() else {
+            let Some(cur) = st.state.rss.as_ref() else {
                 return Err(st.error(Op::RssReset, libc::EOPNOTSUPP, None));
             };
             st.state.rss = Some(default_table(cur.len(), rxq));
@@ -940,18 +899,21 @@ impl NicOps for ScriptedNic {
 
     fn queues(&mut self) -> Result<Vec<QueueInfo>> {
         self.call(Op::Queues, String::new(), |st| {
+            let ifindex = st.ifindex;
+            let queue = |id: u32, queue_type| QueueInfo {
+                id,
+                queue_type,
+                ifindex,
+                napi_id: Some(100 + id),
+                dmabuf: None,
+                io_uring: false,
+                xsk: false,
+            };
             let mut v = Vec::new();
             let mut lingering = std::mem::take(&mut st.lingering);
             for q in 0..st.rx_queues() {
-                let mut info = QueueInfo {
-                    id: q,
-                    queue_type: QueueType::Rx,
-                    ifindex: st.ifindex,
-                    napi_id: Some(100 + q),
-                    dmabuf: st.state.bound.get(&q).copied(),
-                    io_uring: false,
-                    xsk: false,
-                };
+                let mut info = queue(q, QueueType::Rx);
+                info.dmabuf = st.state.bound.get(&q).copied();
                 match st.state.foreign_owners.get(&q) {
                     Some(QueueOwner::Dmabuf(id)) => info.dmabuf = Some(*id),
                     Some(QueueOwner::IoUring) => info.io_uring = true,
@@ -966,17 +928,7 @@ impl NicOps for ScriptedNic {
             }
             lingering.retain(|_, (_, left)| *left > 0);
             st.lingering = lingering;
-            for q in 0..st.tx_queues() {
-                v.push(QueueInfo {
-                    id: q,
-                    queue_type: QueueType::Tx,
-                    ifindex: st.ifindex,
-                    napi_id: Some(100 + q),
-                    dmabuf: None,
-                    io_uring: false,
-                    xsk: false,
-                });
-            }
+            v.extend((0..st.tx_queues()).map(|q| queue(q, QueueType::Tx)));
             Ok(v)
         })
     }

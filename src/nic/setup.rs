@@ -207,16 +207,10 @@ impl NicSetup {
     ///
     /// Errors: `Error::Skip` when the driver has no RSS table; `Error::Usage` for start 0.
     pub fn exclude_from_rss(&mut self, start: u32) -> Result<()> {
-        let ifname = self.nic.ifname().to_string();
-        let g = RssGuard::spread(&self.nic, start)
-            .map_err(|e| unsupported_is_skip(e, &ifname, "the RSS indirection table"))?;
-        if g.changed() {
-            self.log(&format!(
-                "{ifname}: RSS spread over queues 0..{start} (original table saved)"
-            ));
+        match self.spread_rss(start)? {
+            None => Ok(()),
+            Some(e) => Err(self.rss_skip(e)),
         }
-        self.rss = Some(g);
-        Ok(())
     }
 
     /// As [`exclude_from_rss`](Self::exclude_from_rss), for probe mode: a driver without an
@@ -226,20 +220,28 @@ impl NicSetup {
     ///
     /// Errors: as [`exclude_from_rss`](Self::exclude_from_rss) for everything else.
     pub fn exclude_from_rss_if_table(&mut self, start: u32) -> Result<Option<String>> {
-        let ifname = self.nic.ifname().to_string();
-        let g = match RssGuard::spread_if_table(&self.nic, start)
-            .map_err(|e| unsupported_is_skip(e, &ifname, "the RSS indirection table"))?
-        {
-            RssSpread::NoTable(e) => return Ok(Some(e.to_string())),
-            RssSpread::Spread(g) => g,
+        Ok(self.spread_rss(start)?.map(|e| e.to_string()))
+    }
+
+    /// Spreads the table and keeps its guard; `Ok(Some(answer))` when the driver has none.
+    fn spread_rss(&mut self, start: u32) -> Result<Option<Error>> {
+        let g = match RssGuard::spread_if_table(&self.nic, start) {
+            Ok(RssSpread::Spread(g)) => g,
+            Ok(RssSpread::NoTable(e)) => return Ok(Some(e)),
+            Err(e) => return Err(self.rss_skip(e)),
         };
         if g.changed() {
             self.log(&format!(
-                "{ifname}: RSS spread over queues 0..{start} (original table saved)"
+                "{}: RSS spread over queues 0..{start} (original table saved)",
+                self.nic.ifname()
             ));
         }
         self.rss = Some(g);
         Ok(None)
+    }
+
+    fn rss_skip(&self, e: Error) -> Error {
+        unsupported_is_skip(e, self.nic.ifname(), "the RSS indirection table")
     }
 
     /// Turns the ntuple feature on if it is off.
@@ -476,16 +478,7 @@ pub fn run_with_early_unbind<R>(
         nic.interrupted()?;
         body(id, &mut EarlyUnbind { setup: &mut setup })
     })();
-    let restored = setup.finish();
-    match (result, restored) {
-        (Ok(r), Ok(())) => Ok(r),
-        (Ok(_), Err(e)) => Err(e),
-        (Err(e), Ok(())) => Err(e),
-        (Err(e), Err(undo)) => {
-            log_stderr(&undo.to_string());
-            Err(e)
-        }
-    }
+    first_error(result, setup.finish())
 }
 
 /// The NIC part of a server whose memory provider is not a devmem binding (io_uring zcrx):
@@ -510,7 +503,11 @@ pub fn run_configured<R>(
         .configure_server(plan)
         .and_then(|()| nic.interrupted())
         .and_then(|()| body());
-    let restored = setup.finish();
+    first_error(result, setup.finish())
+}
+
+/// `result`, unless only the undo failed; an undo error after another error is logged.
+fn first_error<R>(result: Result<R>, restored: Result<()>) -> Result<R> {
     match (result, restored) {
         (Ok(r), Ok(())) => Ok(r),
         (Ok(_), Err(e)) => Err(e),

@@ -112,112 +112,97 @@ impl NicSnapshot {
     /// equal. An item that could not be read on either side counts as a difference (the
     /// restore cannot be proven).
     pub fn diff(&self, after: &NicSnapshot) -> Vec<String> {
-        let mut out = Vec::new();
-        diff_item(
-            &mut out,
-            "header split",
-            &self.hds,
-            &after.hds,
-            |a, b, out| {
-                if a.tcp_data_split != b.tcp_data_split {
-                    out.push(format!(
-                        "header split: tcp-data-split was {}, now {}",
-                        split_cli(a.tcp_data_split),
-                        split_cli(b.tcp_data_split)
-                    ));
-                }
-                if a.hds_thresh != b.hds_thresh {
-                    let o =
-                        |v: Option<u32>| v.map_or_else(|| "not reported".into(), |v| v.to_string());
-                    out.push(format!(
-                        "header split: hds-thresh was {}, now {}",
-                        o(a.hds_thresh),
-                        o(b.hds_thresh)
-                    ));
-                }
-            },
-        );
-        diff_item(
-            &mut out,
+        let mut out = diff_item("header split", &self.hds, &after.hds, |a, b| {
+            let mut v = Vec::new();
+            if a.tcp_data_split != b.tcp_data_split {
+                v.push(format!(
+                    "header split: tcp-data-split was {}, now {}",
+                    split_cli(a.tcp_data_split),
+                    split_cli(b.tcp_data_split)
+                ));
+            }
+            if a.hds_thresh != b.hds_thresh {
+                let o = |v: Option<u32>| v.map_or_else(|| "not reported".into(), |v| v.to_string());
+                v.push(format!(
+                    "header split: hds-thresh was {}, now {}",
+                    o(a.hds_thresh),
+                    o(b.hds_thresh)
+                ));
+            }
+            v
+        });
+        out.extend(diff_item(
             "channels",
             &self.channels,
             &after.channels,
-            |a, b, out| {
-                out.push(format!("channels: were {a}, now {b}"));
-            },
-        );
-        diff_item(
-            &mut out,
+            |a, b| vec![format!("channels: were {a}, now {b}")],
+        ));
+        out.extend(diff_item(
             "RSS indirection table",
             &self.rss,
             &after.rss,
-            |a, b, out| {
-                out.push(describe_rss_diff(a, b));
-            },
-        );
-        diff_item(
-            &mut out,
+            |a, b| vec![describe_rss_diff(a, b)],
+        ));
+        out.extend(diff_item(
             "ntuple feature",
             &self.ntuple,
             &after.ntuple,
-            |a, b, out| {
+            |a, b| {
                 let s = |v: &bool| if *v { "on" } else { "off" };
-                out.push(format!("ntuple feature: was {}, now {}", s(a), s(b)));
+                vec![format!("ntuple feature: was {}, now {}", s(a), s(b))]
             },
-        );
-        diff_item(
-            &mut out,
+        ));
+        out.extend(diff_item(
             "ntuple rules",
             &self.rules,
             &after.rules,
-            |a, b, out| {
-                let added: Vec<String> = b
-                    .iter()
-                    .filter(|l| !a.contains(l))
-                    .map(|l| l.to_string())
-                    .collect();
-                let gone: Vec<String> = a
-                    .iter()
-                    .filter(|l| !b.contains(l))
-                    .map(|l| l.to_string())
-                    .collect();
+            |a, b| {
+                let only = |x: &[RuleLocation], y: &[RuleLocation]| {
+                    let v: Vec<String> = x
+                        .iter()
+                        .filter(|l| !y.contains(l))
+                        .map(|l| l.to_string())
+                        .collect();
+                    v.join(", ")
+                };
+                let (added, gone) = (only(b, a), only(a, b));
                 let mut parts = Vec::new();
                 if !added.is_empty() {
-                    parts.push(format!("added at location(s) {}", added.join(", ")));
+                    parts.push(format!("added at location(s) {added}"));
                 }
                 if !gone.is_empty() {
-                    parts.push(format!("removed from location(s) {}", gone.join(", ")));
+                    parts.push(format!("removed from location(s) {gone}"));
                 }
-                out.push(format!("ntuple rules: {}", parts.join("; ")));
+                vec![format!("ntuple rules: {}", parts.join("; "))]
             },
-        );
+        ));
         out
     }
 }
 
+/// The difference lines of one item: `values` for two different known values, else a line
+/// when it could not be read on a side or its support changed.
 fn diff_item<T: PartialEq>(
-    out: &mut Vec<String>,
     what: &str,
     a: &Fact<T>,
     b: &Fact<T>,
-    values: impl FnOnce(&T, &T, &mut Vec<String>),
-) {
-    match (a, b) {
-        (Fact::Known(x), Fact::Known(y)) => {
-            if x != y {
-                values(x, y, out);
-            }
+    values: impl FnOnce(&T, &T) -> Vec<String>,
+) -> Vec<String> {
+    let line = match (a, b) {
+        (Fact::Known(x), Fact::Known(y)) if x != y => return values(x, y),
+        (Fact::Known(_), Fact::Known(_)) | (Fact::Unsupported(_), Fact::Unsupported(_)) => {
+            return Vec::new()
         }
-        (Fact::Unsupported(_), Fact::Unsupported(_)) => {}
-        (Fact::Failed(e), _) => out.push(format!("{what}: could not read it before the run: {e}")),
-        (_, Fact::Failed(e)) => out.push(format!("{what}: could not read it after the run: {e}")),
-        (Fact::Known(_), Fact::Unsupported(_)) => out.push(format!(
-            "{what}: was readable before the run, unsupported after"
-        )),
-        (Fact::Unsupported(_), Fact::Known(_)) => out.push(format!(
-            "{what}: was unsupported before the run, readable after"
-        )),
-    }
+        (Fact::Failed(e), _) => format!("{what}: could not read it before the run: {e}"),
+        (_, Fact::Failed(e)) => format!("{what}: could not read it after the run: {e}"),
+        (Fact::Known(_), Fact::Unsupported(_)) => {
+            format!("{what}: was readable before the run, unsupported after")
+        }
+        (Fact::Unsupported(_), Fact::Known(_)) => {
+            format!("{what}: was unsupported before the run, readable after")
+        }
+    };
+    vec![line]
 }
 
 fn describe_rss_diff(a: &RssTable, b: &RssTable) -> String {

@@ -6,8 +6,9 @@
 //!
 //! Two layers:
 //! * pure encoders and decoders between the `#[repr(C)]` structs and the exact bytes the kernel
-//!   reads and writes. Every field is written at its `offset_of!` position, so the bytes follow
-//!   the asserted layout; byte-exact tests are at the bottom;
+//!   reads and writes. Each struct is one `field: type = offset` list (`uapi_struct!`) from
+//!   which its compile-time layout asserts and its codec are generated, so the bytes follow the
+//!   asserted layout; byte-exact tests are at the bottom;
 //! * [`EthtoolIoctl`]: an `AF_INET`/`SOCK_DGRAM` socket plus an interface name, issuing the
 //!   calls with `struct ifreq { ifr_name, ifr_data }` and 8-byte aligned buffers sized for what
 //!   the kernel reads and writes for each command (flexible arrays included).
@@ -27,32 +28,49 @@ use crate::sys::cvt;
 
 // ---- command codes (include/uapi/linux/ethtool.h; frozen values, checked with gcc on 6.1) ----
 
-/// `ETHTOOL_GDRVINFO`: driver name, version, bus info (`struct ethtool_drvinfo`).
-pub const ETHTOOL_GDRVINFO: u32 = 0x03;
-/// `ETHTOOL_GSTRINGS`: a string set (`struct ethtool_gstrings`).
-pub const ETHTOOL_GSTRINGS: u32 = 0x1b;
-/// `ETHTOOL_GRXRINGS`: number of RX rings in `ethtool_rxnfc.data`.
-pub const ETHTOOL_GRXRINGS: u32 = 0x2d;
-/// `ETHTOOL_GRXCLSRLCNT`: ntuple rule count (`rule_cnt`) and table size (`data`, with
-/// [`RX_CLS_LOC_SPECIAL`] when the driver picks locations itself).
-pub const ETHTOOL_GRXCLSRLCNT: u32 = 0x2e;
-/// `ETHTOOL_GRXCLSRLALL`: ntuple rule locations (`rule_locs[rule_cnt]`) and table size.
-pub const ETHTOOL_GRXCLSRLALL: u32 = 0x30;
-/// `ETHTOOL_SRXCLSRLDEL`: delete the ntuple rule at `fs.location`.
-pub const ETHTOOL_SRXCLSRLDEL: u32 = 0x31;
-/// `ETHTOOL_SRXCLSRLINS`: insert an ntuple rule; the kernel writes the location back.
-pub const ETHTOOL_SRXCLSRLINS: u32 = 0x32;
-/// `ETHTOOL_GSSET_INFO`: string-set sizes (`struct ethtool_sset_info`).
-pub const ETHTOOL_GSSET_INFO: u32 = 0x37;
-/// `ETHTOOL_GFEATURES`: netdev features (`struct ethtool_gfeatures`).
-pub const ETHTOOL_GFEATURES: u32 = 0x3a;
-/// `ETHTOOL_SFEATURES`: change netdev features (`struct ethtool_sfeatures`); returns
-/// `ETHTOOL_F_*` flags.
-pub const ETHTOOL_SFEATURES: u32 = 0x3b;
-/// `ETHTOOL_GRSSH`: RSS indirection table and key (`struct ethtool_rxfh`).
-pub const ETHTOOL_GRSSH: u32 = 0x46;
-/// `ETHTOOL_SRSSH`: set RSS indirection table and/or key.
-pub const ETHTOOL_SRSSH: u32 = 0x47;
+/// Declares the `ETHTOOL_*` command constants and [`cmd_name`] from one list.
+macro_rules! ethtool_cmds {
+    ($($(#[$doc:meta])* $name:ident = $val:literal;)*) => {
+        $($(#[$doc])* pub const $name: u32 = $val;)*
+
+        /// The uapi name of an `ETHTOOL_*` command code, for error messages.
+        pub fn cmd_name(cmd: u32) -> &'static str {
+            match cmd {
+                $($name => stringify!($name),)*
+                _ => "ETHTOOL_?",
+            }
+        }
+    };
+}
+
+ethtool_cmds! {
+    /// `ETHTOOL_GDRVINFO`: driver name, version, bus info (`struct ethtool_drvinfo`).
+    ETHTOOL_GDRVINFO = 0x03;
+    /// `ETHTOOL_GSTRINGS`: a string set (`struct ethtool_gstrings`).
+    ETHTOOL_GSTRINGS = 0x1b;
+    /// `ETHTOOL_GRXRINGS`: number of RX rings in `ethtool_rxnfc.data`.
+    ETHTOOL_GRXRINGS = 0x2d;
+    /// `ETHTOOL_GRXCLSRLCNT`: ntuple rule count (`rule_cnt`) and table size (`data`, with
+    /// [`RX_CLS_LOC_SPECIAL`] when the driver picks locations itself).
+    ETHTOOL_GRXCLSRLCNT = 0x2e;
+    /// `ETHTOOL_GRXCLSRLALL`: ntuple rule locations (`rule_locs[rule_cnt]`) and table size.
+    ETHTOOL_GRXCLSRLALL = 0x30;
+    /// `ETHTOOL_SRXCLSRLDEL`: delete the ntuple rule at `fs.location`.
+    ETHTOOL_SRXCLSRLDEL = 0x31;
+    /// `ETHTOOL_SRXCLSRLINS`: insert an ntuple rule; the kernel writes the location back.
+    ETHTOOL_SRXCLSRLINS = 0x32;
+    /// `ETHTOOL_GSSET_INFO`: string-set sizes (`struct ethtool_sset_info`).
+    ETHTOOL_GSSET_INFO = 0x37;
+    /// `ETHTOOL_GFEATURES`: netdev features (`struct ethtool_gfeatures`).
+    ETHTOOL_GFEATURES = 0x3a;
+    /// `ETHTOOL_SFEATURES`: change netdev features (`struct ethtool_sfeatures`); returns
+    /// `ETHTOOL_F_*` flags.
+    ETHTOOL_SFEATURES = 0x3b;
+    /// `ETHTOOL_GRSSH`: RSS indirection table and key (`struct ethtool_rxfh`).
+    ETHTOOL_GRSSH = 0x46;
+    /// `ETHTOOL_SRSSH`: set RSS indirection table and/or key.
+    ETHTOOL_SRSSH = 0x47;
+}
 
 /// `ETH_SS_FEATURES`: the string set of netdev feature names.
 pub const ETH_SS_FEATURES: u32 = 4;
@@ -88,47 +106,90 @@ pub const RXH_XFRM_NO_CHANGE: u8 = 0xff;
 /// buffer for it (entries); real devices use a few thousand at most.
 pub const MAX_KERNEL_COUNT: u32 = 1 << 20;
 
-/// The uapi name of an `ETHTOOL_*` command code, for error messages.
-pub fn cmd_name(cmd: u32) -> &'static str {
-    match cmd {
-        ETHTOOL_GDRVINFO => "ETHTOOL_GDRVINFO",
-        ETHTOOL_GSTRINGS => "ETHTOOL_GSTRINGS",
-        ETHTOOL_GRXRINGS => "ETHTOOL_GRXRINGS",
-        ETHTOOL_GRXCLSRLCNT => "ETHTOOL_GRXCLSRLCNT",
-        ETHTOOL_GRXCLSRLALL => "ETHTOOL_GRXCLSRLALL",
-        ETHTOOL_SRXCLSRLDEL => "ETHTOOL_SRXCLSRLDEL",
-        ETHTOOL_SRXCLSRLINS => "ETHTOOL_SRXCLSRLINS",
-        ETHTOOL_GSSET_INFO => "ETHTOOL_GSSET_INFO",
-        ETHTOOL_GFEATURES => "ETHTOOL_GFEATURES",
-        ETHTOOL_SFEATURES => "ETHTOOL_SFEATURES",
-        ETHTOOL_GRSSH => "ETHTOOL_GRSSH",
-        ETHTOOL_SRSSH => "ETHTOOL_SRSSH",
-        _ => "ETHTOOL_?",
+// ---- byte codec (native endian, like the kernel's own copy of the struct) ----
+
+/// One field of a `#[repr(C)]` ioctl struct as native-endian bytes: `put` writes it at the
+/// start of `out` (a zeroed buffer, so padding stays zero), `get` reads it from the start of
+/// `b`. Callers slice at the field's asserted offset and check lengths first.
+trait Wire: Sized {
+    /// Bytes the field occupies.
+    const LEN: usize;
+    fn put(&self, out: &mut [u8]);
+    fn get(b: &[u8]) -> Self;
+}
+
+macro_rules! wire_int {
+    ($($t:ty),*) => {$(
+        impl Wire for $t {
+            const LEN: usize = size_of::<$t>();
+            fn put(&self, out: &mut [u8]) {
+                out[..Self::LEN].copy_from_slice(&self.to_ne_bytes());
+            }
+            fn get(b: &[u8]) -> Self {
+                let mut a = [0u8; size_of::<$t>()];
+                a.copy_from_slice(&b[..Self::LEN]);
+                <$t>::from_ne_bytes(a)
+            }
+        }
+    )*};
+}
+wire_int!(u8, u16, u32, u64);
+
+impl<T: Wire, const N: usize> Wire for [T; N] {
+    const LEN: usize = N * T::LEN;
+    fn put(&self, out: &mut [u8]) {
+        for (i, v) in self.iter().enumerate() {
+            v.put(&mut out[i * T::LEN..]);
+        }
+    }
+    fn get(b: &[u8]) -> Self {
+        std::array::from_fn(|i| T::get(&b[i * T::LEN..]))
     }
 }
 
-// ---- byte helpers (native endian, like the kernel's own copy of the struct) ----
+/// Declares a `#[repr(C)]` uapi struct from one list of `field: type = offset`: the struct,
+/// compile-time asserts of its size and every offset, its [`Wire`] codec, and the public
+/// `to_bytes` / `from_bytes` (Error::Decode "struct NAME" for a short buffer).
+macro_rules! uapi_struct {
+    ($(#[$m:meta])* $name:ident = $size:literal {
+        $($(#[$fm:meta])* $f:ident: $t:ty = $off:literal,)*
+    }) => {
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[$fm])* pub $f: $t,)*
+        }
+        const _: () = assert!(size_of::<$name>() == $size);
+        $(const _: () = assert!(offset_of!($name, $f) == $off);)*
 
-fn put(out: &mut [u8], off: usize, bytes: &[u8]) {
-    out[off..off + bytes.len()].copy_from_slice(bytes);
-}
+        impl Wire for $name {
+            const LEN: usize = $size;
+            fn put(&self, out: &mut [u8]) {
+                $(self.$f.put(&mut out[$off..]);)*
+            }
+            fn get(b: &[u8]) -> Self {
+                $name { $($f: Wire::get(&b[$off..]),)* }
+            }
+        }
 
-fn rd<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
-    let mut a = [0u8; N];
-    a.copy_from_slice(&b[off..off + N]);
-    a
-}
+        impl $name {
+            /// The struct's bytes as the kernel reads them (padding zero).
+            pub fn to_bytes(&self) -> [u8; $size] {
+                let mut b = [0u8; $size];
+                self.put(&mut b);
+                b
+            }
 
-fn rd_u16(b: &[u8], off: usize) -> u16 {
-    u16::from_ne_bytes(rd(b, off))
-}
-
-fn rd_u32(b: &[u8], off: usize) -> u32 {
-    u32::from_ne_bytes(rd(b, off))
-}
-
-fn rd_u64(b: &[u8], off: usize) -> u64 {
-    u64::from_ne_bytes(rd(b, off))
+            /// Reads the struct back from what the kernel wrote.
+            ///
+            /// Errors: `Error::Decode` for a buffer shorter than the struct.
+            pub fn from_bytes(b: &[u8]) -> Result<Self> {
+                need(concat!("struct ", stringify!($name)), b, $size)?;
+                Ok(Self::get(b))
+            }
+        }
+    };
 }
 
 fn need(what: &str, b: &[u8], len: usize) -> Result<()> {
@@ -154,228 +215,93 @@ fn bounded(what: &str, n: u32) -> Result<usize> {
 
 // ---- flow specs ----
 
-/// `struct ethtool_tcpip4_spec` (16 bytes): the tcp4 member of `union ethtool_flow_union`.
-/// Addresses (`__be32`) hold the four octets in memory order (`u32::from_ne_bytes(octets)`),
-/// ports (`__be16`) are `port.to_be()`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_tcpip4_spec {
-    /// Source address, network byte order.
-    pub ip4src: u32,
-    /// Destination address, network byte order.
-    pub ip4dst: u32,
-    /// Source port, network byte order.
-    pub psrc: u16,
-    /// Destination port, network byte order.
-    pub pdst: u16,
-    /// Type of service.
-    pub tos: u8,
-}
-const _: () = assert!(size_of::<ethtool_tcpip4_spec>() == 16);
-const _: () = assert!(offset_of!(ethtool_tcpip4_spec, ip4dst) == 4);
-const _: () = assert!(offset_of!(ethtool_tcpip4_spec, psrc) == 8);
-const _: () = assert!(offset_of!(ethtool_tcpip4_spec, pdst) == 10);
-const _: () = assert!(offset_of!(ethtool_tcpip4_spec, tos) == 12);
-
-impl ethtool_tcpip4_spec {
-    /// The 16 bytes as the kernel reads them (padding zero).
-    pub fn to_bytes(&self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        put(&mut b, offset_of!(Self, ip4src), &self.ip4src.to_ne_bytes());
-        put(&mut b, offset_of!(Self, ip4dst), &self.ip4dst.to_ne_bytes());
-        put(&mut b, offset_of!(Self, psrc), &self.psrc.to_ne_bytes());
-        put(&mut b, offset_of!(Self, pdst), &self.pdst.to_ne_bytes());
-        b[offset_of!(Self, tos)] = self.tos;
-        b
+uapi_struct! {
+    /// `struct ethtool_tcpip4_spec` (16 bytes): the tcp4 member of `union ethtool_flow_union`.
+    /// Addresses (`__be32`) hold the four octets in memory order (`u32::from_ne_bytes(octets)`),
+    /// ports (`__be16`) are `port.to_be()`.
+    #[derive(Default)]
+    ethtool_tcpip4_spec = 16 {
+        /// Source address, network byte order.
+        ip4src: u32 = 0,
+        /// Destination address, network byte order.
+        ip4dst: u32 = 4,
+        /// Source port, network byte order.
+        psrc: u16 = 8,
+        /// Destination port, network byte order.
+        pdst: u16 = 10,
+        /// Type of service.
+        tos: u8 = 12,
     }
 }
 
-/// `struct ethtool_tcpip6_spec` (40 bytes): the tcp6 member of `union ethtool_flow_union`.
-/// Addresses (`__be32[4]`) hold the sixteen octets in memory order, ports are `port.to_be()`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_tcpip6_spec {
-    /// Source address, network byte order.
-    pub ip6src: [u32; 4],
-    /// Destination address, network byte order.
-    pub ip6dst: [u32; 4],
-    /// Source port, network byte order.
-    pub psrc: u16,
-    /// Destination port, network byte order.
-    pub pdst: u16,
-    /// Traffic class.
-    pub tclass: u8,
+uapi_struct! {
+    /// `struct ethtool_tcpip6_spec` (40 bytes): the tcp6 member of `union ethtool_flow_union`.
+    /// Addresses (`__be32[4]`) hold the sixteen octets in memory order, ports are `port.to_be()`.
+    #[derive(Default)]
+    ethtool_tcpip6_spec = 40 {
+        /// Source address, network byte order.
+        ip6src: [u32; 4] = 0,
+        /// Destination address, network byte order.
+        ip6dst: [u32; 4] = 16,
+        /// Source port, network byte order.
+        psrc: u16 = 32,
+        /// Destination port, network byte order.
+        pdst: u16 = 34,
+        /// Traffic class.
+        tclass: u8 = 36,
+    }
 }
-const _: () = assert!(size_of::<ethtool_tcpip6_spec>() == 40);
-const _: () = assert!(offset_of!(ethtool_tcpip6_spec, ip6dst) == 16);
-const _: () = assert!(offset_of!(ethtool_tcpip6_spec, psrc) == 32);
-const _: () = assert!(offset_of!(ethtool_tcpip6_spec, pdst) == 34);
-const _: () = assert!(offset_of!(ethtool_tcpip6_spec, tclass) == 36);
 
 fn be32x4(octets: [u8; 16]) -> [u32; 4] {
-    let mut w = [0u32; 4];
-    for (i, c) in octets.chunks_exact(4).enumerate() {
-        w[i] = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
-    }
-    w
+    Wire::get(&octets)
 }
 
-impl ethtool_tcpip6_spec {
-    /// The 40 bytes as the kernel reads them (padding zero).
-    pub fn to_bytes(&self) -> [u8; 40] {
-        let mut b = [0u8; 40];
-        for i in 0..4 {
-            put(
-                &mut b,
-                offset_of!(Self, ip6src) + 4 * i,
-                &self.ip6src[i].to_ne_bytes(),
-            );
-            put(
-                &mut b,
-                offset_of!(Self, ip6dst) + 4 * i,
-                &self.ip6dst[i].to_ne_bytes(),
-            );
-        }
-        put(&mut b, offset_of!(Self, psrc), &self.psrc.to_ne_bytes());
-        put(&mut b, offset_of!(Self, pdst), &self.pdst.to_ne_bytes());
-        b[offset_of!(Self, tclass)] = self.tclass;
-        b
-    }
-}
-
-/// `struct ethtool_flow_ext` (20 bytes): VLAN / destination MAC / user data extension; this
-/// tool never sets it (no `FLOW_EXT` / `FLOW_MAC_EXT`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_flow_ext {
-    /// Reserved.
-    pub padding: [u8; 2],
-    /// Destination MAC (with `FLOW_MAC_EXT`).
-    pub h_dest: [u8; 6],
-    /// VLAN EtherType, network byte order.
-    pub vlan_etype: u16,
-    /// VLAN tag control information, network byte order.
-    pub vlan_tci: u16,
-    /// User-defined data, network byte order.
-    pub data: [u32; 2],
-}
-const _: () = assert!(size_of::<ethtool_flow_ext>() == 20);
-const _: () = assert!(offset_of!(ethtool_flow_ext, h_dest) == 2);
-const _: () = assert!(offset_of!(ethtool_flow_ext, vlan_etype) == 8);
-const _: () = assert!(offset_of!(ethtool_flow_ext, vlan_tci) == 10);
-const _: () = assert!(offset_of!(ethtool_flow_ext, data) == 12);
-
-impl ethtool_flow_ext {
-    fn encode(&self, out: &mut [u8]) {
-        put(out, offset_of!(Self, padding), &self.padding);
-        put(out, offset_of!(Self, h_dest), &self.h_dest);
-        put(
-            out,
-            offset_of!(Self, vlan_etype),
-            &self.vlan_etype.to_ne_bytes(),
-        );
-        put(
-            out,
-            offset_of!(Self, vlan_tci),
-            &self.vlan_tci.to_ne_bytes(),
-        );
-        put(out, offset_of!(Self, data), &self.data[0].to_ne_bytes());
-        put(out, offset_of!(Self, data) + 4, &self.data[1].to_ne_bytes());
-    }
-
-    fn decode(b: &[u8]) -> Self {
-        ethtool_flow_ext {
-            padding: rd(b, offset_of!(Self, padding)),
-            h_dest: rd(b, offset_of!(Self, h_dest)),
-            vlan_etype: rd_u16(b, offset_of!(Self, vlan_etype)),
-            vlan_tci: rd_u16(b, offset_of!(Self, vlan_tci)),
-            data: [
-                rd_u32(b, offset_of!(Self, data)),
-                rd_u32(b, offset_of!(Self, data) + 4),
-            ],
-        }
+uapi_struct! {
+    /// `struct ethtool_flow_ext` (20 bytes): VLAN / destination MAC / user data extension; this
+    /// tool never sets it (no `FLOW_EXT` / `FLOW_MAC_EXT`).
+    #[derive(Default)]
+    ethtool_flow_ext = 20 {
+        /// Reserved.
+        padding: [u8; 2] = 0,
+        /// Destination MAC (with `FLOW_MAC_EXT`).
+        h_dest: [u8; 6] = 2,
+        /// VLAN EtherType, network byte order.
+        vlan_etype: u16 = 8,
+        /// VLAN tag control information, network byte order.
+        vlan_tci: u16 = 10,
+        /// User-defined data, network byte order.
+        data: [u32; 2] = 12,
     }
 }
 
 /// Size of `union ethtool_flow_union` in bytes (its largest members are 52 bytes).
 pub const FLOW_UNION_LEN: usize = 52;
 
-/// `struct ethtool_rx_flow_spec` (168 bytes): one ntuple rule. The two unions (`h_u` match
-/// values, `m_u` masks) are kept as their 52 bytes; fill them with
-/// [`ethtool_tcpip4_spec::to_bytes`] / [`ethtool_tcpip6_spec::to_bytes`].
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ethtool_rx_flow_spec {
-    /// `TCP_V4_FLOW`, `TCP_V6_FLOW`, … (plus `FLOW_EXT` / `FLOW_MAC_EXT` / `FLOW_RSS` flags).
-    pub flow_type: u32,
-    /// `union ethtool_flow_union h_u`: header values to match.
-    pub h_u: [u8; FLOW_UNION_LEN],
-    /// Extension values.
-    pub h_ext: ethtool_flow_ext,
-    /// `union ethtool_flow_union m_u`: masks for `h_u` (1 = compare).
-    pub m_u: [u8; FLOW_UNION_LEN],
-    /// Masks for `h_ext`.
-    pub m_ext: ethtool_flow_ext,
-    /// Destination RX queue index (low 32 bits), or `RX_CLS_FLOW_DISC`.
-    pub ring_cookie: u64,
-    /// Rule location (index in the rule table) or a special `RX_CLS_LOC_*` value.
-    pub location: u32,
+uapi_struct! {
+    /// `struct ethtool_rx_flow_spec` (168 bytes): one ntuple rule. The two unions (`h_u` match
+    /// values, `m_u` masks) are kept as their 52 bytes; fill them with
+    /// [`ethtool_tcpip4_spec::to_bytes`] / [`ethtool_tcpip6_spec::to_bytes`].
+    ethtool_rx_flow_spec = 168 {
+        /// `TCP_V4_FLOW`, `TCP_V6_FLOW`, … (plus `FLOW_EXT` / `FLOW_MAC_EXT` / `FLOW_RSS` flags).
+        flow_type: u32 = 0,
+        /// `union ethtool_flow_union h_u`: header values to match.
+        h_u: [u8; FLOW_UNION_LEN] = 4,
+        /// Extension values.
+        h_ext: ethtool_flow_ext = 56,
+        /// `union ethtool_flow_union m_u`: masks for `h_u` (1 = compare).
+        m_u: [u8; FLOW_UNION_LEN] = 76,
+        /// Masks for `h_ext`.
+        m_ext: ethtool_flow_ext = 128,
+        /// Destination RX queue index (low 32 bits), or `RX_CLS_FLOW_DISC`.
+        ring_cookie: u64 = 152,
+        /// Rule location (index in the rule table) or a special `RX_CLS_LOC_*` value.
+        location: u32 = 160,
+    }
 }
-const _: () = assert!(size_of::<ethtool_rx_flow_spec>() == 168);
-const _: () = assert!(offset_of!(ethtool_rx_flow_spec, h_u) == 4);
-const _: () = assert!(offset_of!(ethtool_rx_flow_spec, h_ext) == 56);
-const _: () = assert!(offset_of!(ethtool_rx_flow_spec, m_u) == 76);
-const _: () = assert!(offset_of!(ethtool_rx_flow_spec, m_ext) == 128);
-const _: () = assert!(offset_of!(ethtool_rx_flow_spec, ring_cookie) == 152);
-const _: () = assert!(offset_of!(ethtool_rx_flow_spec, location) == 160);
 
 impl Default for ethtool_rx_flow_spec {
     fn default() -> Self {
-        ethtool_rx_flow_spec {
-            flow_type: 0,
-            h_u: [0; FLOW_UNION_LEN],
-            h_ext: ethtool_flow_ext::default(),
-            m_u: [0; FLOW_UNION_LEN],
-            m_ext: ethtool_flow_ext::default(),
-            ring_cookie: 0,
-            location: 0,
-        }
-    }
-}
-
-impl ethtool_rx_flow_spec {
-    fn encode(&self, out: &mut [u8]) {
-        put(
-            out,
-            offset_of!(Self, flow_type),
-            &self.flow_type.to_ne_bytes(),
-        );
-        put(out, offset_of!(Self, h_u), &self.h_u);
-        self.h_ext.encode(&mut out[offset_of!(Self, h_ext)..]);
-        put(out, offset_of!(Self, m_u), &self.m_u);
-        self.m_ext.encode(&mut out[offset_of!(Self, m_ext)..]);
-        put(
-            out,
-            offset_of!(Self, ring_cookie),
-            &self.ring_cookie.to_ne_bytes(),
-        );
-        put(
-            out,
-            offset_of!(Self, location),
-            &self.location.to_ne_bytes(),
-        );
-    }
-
-    fn decode(b: &[u8]) -> Self {
-        ethtool_rx_flow_spec {
-            flow_type: rd_u32(b, offset_of!(Self, flow_type)),
-            h_u: rd(b, offset_of!(Self, h_u)),
-            h_ext: ethtool_flow_ext::decode(&b[offset_of!(Self, h_ext)..]),
-            m_u: rd(b, offset_of!(Self, m_u)),
-            m_ext: ethtool_flow_ext::decode(&b[offset_of!(Self, m_ext)..]),
-            ring_cookie: rd_u64(b, offset_of!(Self, ring_cookie)),
-            location: rd_u32(b, offset_of!(Self, location)),
-        }
+        Self::get(&[0; 168])
     }
 }
 
@@ -460,27 +386,23 @@ pub fn tcp6_flow_spec(
 /// the kernel copies the 192-byte struct, then the locations from here).
 pub const RXNFC_RULE_LOCS_OFFSET: usize = 188;
 
-/// `struct ethtool_rxnfc` (192 bytes, 8-byte aligned) without its flexible `rule_locs[]`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_rxnfc {
-    /// `ETHTOOL_*` command.
-    pub cmd: u32,
-    /// Flow type for GRXFH/SRXFH (unused here).
-    pub flow_type: u32,
-    /// GRXRINGS: ring count; GRXCLSRLCNT/ALL: rule table size (+ `RX_CLS_LOC_SPECIAL`).
-    pub data: u64,
-    /// The rule (SRXCLSRLINS), or its location (SRXCLSRLDEL).
-    pub fs: ethtool_rx_flow_spec,
-    /// `rule_cnt` (GRXCLSRLCNT/ALL) — a union with `rss_context` (rules with `FLOW_RSS`).
-    pub rule_cnt: u32,
+uapi_struct! {
+    /// `struct ethtool_rxnfc` (192 bytes, 8-byte aligned) without its flexible `rule_locs[]`.
+    #[derive(Default)]
+    ethtool_rxnfc = 192 {
+        /// `ETHTOOL_*` command.
+        cmd: u32 = 0,
+        /// Flow type for GRXFH/SRXFH (unused here).
+        flow_type: u32 = 4,
+        /// GRXRINGS: ring count; GRXCLSRLCNT/ALL: rule table size (+ `RX_CLS_LOC_SPECIAL`).
+        data: u64 = 8,
+        /// The rule (SRXCLSRLINS), or its location (SRXCLSRLDEL).
+        fs: ethtool_rx_flow_spec = 16,
+        /// `rule_cnt` (GRXCLSRLCNT/ALL) — a union with `rss_context` (rules with `FLOW_RSS`).
+        rule_cnt: u32 = 184,
+    }
 }
-const _: () = assert!(size_of::<ethtool_rxnfc>() == 192);
 const _: () = assert!(std::mem::align_of::<ethtool_rxnfc>() == 8);
-const _: () = assert!(offset_of!(ethtool_rxnfc, flow_type) == 4);
-const _: () = assert!(offset_of!(ethtool_rxnfc, data) == 8);
-const _: () = assert!(offset_of!(ethtool_rxnfc, fs) == 16);
-const _: () = assert!(offset_of!(ethtool_rxnfc, rule_cnt) == 184);
 const _: () = assert!(offset_of!(ethtool_rxnfc, rule_cnt) + 4 == RXNFC_RULE_LOCS_OFFSET);
 
 impl ethtool_rxnfc {
@@ -491,114 +413,30 @@ impl ethtool_rxnfc {
             ..Default::default()
         }
     }
-
-    /// The 192 bytes as the kernel reads them (padding zero).
-    pub fn to_bytes(&self) -> [u8; 192] {
-        let mut b = [0u8; 192];
-        put(&mut b, offset_of!(Self, cmd), &self.cmd.to_ne_bytes());
-        put(
-            &mut b,
-            offset_of!(Self, flow_type),
-            &self.flow_type.to_ne_bytes(),
-        );
-        put(&mut b, offset_of!(Self, data), &self.data.to_ne_bytes());
-        self.fs.encode(&mut b[offset_of!(Self, fs)..]);
-        put(
-            &mut b,
-            offset_of!(Self, rule_cnt),
-            &self.rule_cnt.to_ne_bytes(),
-        );
-        b
-    }
-
-    /// Reads the struct back from what the kernel wrote (at least 192 bytes).
-    ///
-    /// Errors: `Error::Decode` for a short buffer.
-    pub fn from_bytes(b: &[u8]) -> Result<Self> {
-        need("struct ethtool_rxnfc", b, size_of::<Self>())?;
-        Ok(ethtool_rxnfc {
-            cmd: rd_u32(b, offset_of!(Self, cmd)),
-            flow_type: rd_u32(b, offset_of!(Self, flow_type)),
-            data: rd_u64(b, offset_of!(Self, data)),
-            fs: ethtool_rx_flow_spec::decode(&b[offset_of!(Self, fs)..]),
-            rule_cnt: rd_u32(b, offset_of!(Self, rule_cnt)),
-        })
-    }
 }
 
-/// `struct ethtool_rxfh` (24-byte header; `rss_config[]` follows: `indir_size` u32 queue
-/// indices, then `key_size` key bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_rxfh {
-    /// `ETHTOOL_GRSSH` or `ETHTOOL_SRSSH`.
-    pub cmd: u32,
-    /// RSS context; 0 = the default context.
-    pub rss_context: u32,
-    /// Entries in the indirection table (GRSSH with 0: "tell me the size"; SRSSH with 0:
-    /// reset to the driver default).
-    pub indir_size: u32,
-    /// Key length in bytes (0: no key read / key unchanged).
-    pub key_size: u32,
-    /// Hash function bits (`ETH_RSS_HASH_NO_CHANGE` = 0 on set).
-    pub hfunc: u8,
-    /// Input transformation (6.8+; `RXH_XFRM_NO_CHANGE` = 0xff on set).
-    pub input_xfrm: u8,
-    /// Reserved, must be 0.
-    pub rsvd8: [u8; 2],
-    /// Reserved, must be 0.
-    pub rsvd32: u32,
-}
-const _: () = assert!(size_of::<ethtool_rxfh>() == 24);
-const _: () = assert!(offset_of!(ethtool_rxfh, indir_size) == 8);
-const _: () = assert!(offset_of!(ethtool_rxfh, key_size) == 12);
-const _: () = assert!(offset_of!(ethtool_rxfh, hfunc) == 16);
-const _: () = assert!(offset_of!(ethtool_rxfh, input_xfrm) == 17);
-const _: () = assert!(offset_of!(ethtool_rxfh, rsvd8) == 18);
-const _: () = assert!(offset_of!(ethtool_rxfh, rsvd32) == 20);
-
-impl ethtool_rxfh {
-    /// The 24 header bytes.
-    pub fn to_bytes(&self) -> [u8; 24] {
-        let mut b = [0u8; 24];
-        put(&mut b, offset_of!(Self, cmd), &self.cmd.to_ne_bytes());
-        put(
-            &mut b,
-            offset_of!(Self, rss_context),
-            &self.rss_context.to_ne_bytes(),
-        );
-        put(
-            &mut b,
-            offset_of!(Self, indir_size),
-            &self.indir_size.to_ne_bytes(),
-        );
-        put(
-            &mut b,
-            offset_of!(Self, key_size),
-            &self.key_size.to_ne_bytes(),
-        );
-        b[offset_of!(Self, hfunc)] = self.hfunc;
-        b[offset_of!(Self, input_xfrm)] = self.input_xfrm;
-        put(&mut b, offset_of!(Self, rsvd8), &self.rsvd8);
-        put(&mut b, offset_of!(Self, rsvd32), &self.rsvd32.to_ne_bytes());
-        b
-    }
-
-    /// Reads the header back.
-    ///
-    /// Errors: `Error::Decode` for fewer than 24 bytes.
-    pub fn from_bytes(b: &[u8]) -> Result<Self> {
-        need("struct ethtool_rxfh", b, size_of::<Self>())?;
-        Ok(ethtool_rxfh {
-            cmd: rd_u32(b, offset_of!(Self, cmd)),
-            rss_context: rd_u32(b, offset_of!(Self, rss_context)),
-            indir_size: rd_u32(b, offset_of!(Self, indir_size)),
-            key_size: rd_u32(b, offset_of!(Self, key_size)),
-            hfunc: b[offset_of!(Self, hfunc)],
-            input_xfrm: b[offset_of!(Self, input_xfrm)],
-            rsvd8: rd(b, offset_of!(Self, rsvd8)),
-            rsvd32: rd_u32(b, offset_of!(Self, rsvd32)),
-        })
+uapi_struct! {
+    /// `struct ethtool_rxfh` (24-byte header; `rss_config[]` follows: `indir_size` u32 queue
+    /// indices, then `key_size` key bytes).
+    #[derive(Default)]
+    ethtool_rxfh = 24 {
+        /// `ETHTOOL_GRSSH` or `ETHTOOL_SRSSH`.
+        cmd: u32 = 0,
+        /// RSS context; 0 = the default context.
+        rss_context: u32 = 4,
+        /// Entries in the indirection table (GRSSH with 0: "tell me the size"; SRSSH with 0:
+        /// reset to the driver default).
+        indir_size: u32 = 8,
+        /// Key length in bytes (0: no key read / key unchanged).
+        key_size: u32 = 12,
+        /// Hash function bits (`ETH_RSS_HASH_NO_CHANGE` = 0 on set).
+        hfunc: u8 = 16,
+        /// Input transformation (6.8+; `RXH_XFRM_NO_CHANGE` = 0xff on set).
+        input_xfrm: u8 = 17,
+        /// Reserved, must be 0.
+        rsvd8: [u8; 2] = 18,
+        /// Reserved, must be 0.
+        rsvd32: u32 = 20,
     }
 }
 
@@ -675,87 +513,86 @@ pub fn parse_rxfh_reply(b: &[u8]) -> Result<(ethtool_rxfh, Vec<u32>)> {
     let n = bounded("ethtool_rxfh.indir_size", h.indir_size)?;
     let start = size_of::<ethtool_rxfh>();
     need("ethtool_rxfh.rss_config", b, start + 4 * n)?;
-    let indir = (0..n).map(|i| rd_u32(b, start + 4 * i)).collect();
+    let indir = (0..n).map(|i| u32::get(&b[start + 4 * i..])).collect();
     Ok((h, indir))
 }
 
 // ---- string sets and features ----
 
-/// `struct ethtool_sset_info` (16-byte header; `data[]` u32 counts follow, one per set bit).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_sset_info {
-    /// `ETHTOOL_GSSET_INFO`.
-    pub cmd: u32,
-    /// Reserved.
-    pub reserved: u32,
-    /// In: string sets asked for (bit per `ETH_SS_*`); out: those the device has.
-    pub sset_mask: u64,
+uapi_struct! {
+    /// `struct ethtool_sset_info` (16-byte header; `data[]` u32 counts follow, one per set bit).
+    #[derive(Default)]
+    ethtool_sset_info = 16 {
+        /// `ETHTOOL_GSSET_INFO`.
+        cmd: u32 = 0,
+        /// Reserved.
+        reserved: u32 = 4,
+        /// In: string sets asked for (bit per `ETH_SS_*`); out: those the device has.
+        sset_mask: u64 = 8,
+    }
 }
-const _: () = assert!(size_of::<ethtool_sset_info>() == 16);
-const _: () = assert!(offset_of!(ethtool_sset_info, sset_mask) == 8);
 
-/// `struct ethtool_gstrings` (12-byte header; `len` × 32-byte strings follow).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_gstrings {
-    /// `ETHTOOL_GSTRINGS`.
-    pub cmd: u32,
-    /// `ETH_SS_*`.
-    pub string_set: u32,
-    /// Number of strings (the kernel writes its own count back).
-    pub len: u32,
+uapi_struct! {
+    /// `struct ethtool_gstrings` (12-byte header; `len` × 32-byte strings follow).
+    #[derive(Default)]
+    ethtool_gstrings = 12 {
+        /// `ETHTOOL_GSTRINGS`.
+        cmd: u32 = 0,
+        /// `ETH_SS_*`.
+        string_set: u32 = 4,
+        /// Number of strings (the kernel writes its own count back).
+        len: u32 = 8,
+    }
 }
-const _: () = assert!(size_of::<ethtool_gstrings>() == 12);
 
-/// `struct ethtool_get_features_block` (16 bytes): 32 feature bits per block.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_get_features_block {
-    /// Bits the user may change (`hw_features`).
-    pub available: u32,
-    /// Bits the user asked for (`wanted_features`).
-    pub requested: u32,
-    /// Bits in effect (`features`).
-    pub active: u32,
-    /// Bits that never change.
-    pub never_changed: u32,
+uapi_struct! {
+    /// `struct ethtool_get_features_block` (16 bytes): 32 feature bits per block.
+    #[derive(Default)]
+    ethtool_get_features_block = 16 {
+        /// Bits the user may change (`hw_features`).
+        available: u32 = 0,
+        /// Bits the user asked for (`wanted_features`).
+        requested: u32 = 4,
+        /// Bits in effect (`features`).
+        active: u32 = 8,
+        /// Bits that never change.
+        never_changed: u32 = 12,
+    }
 }
-const _: () = assert!(size_of::<ethtool_get_features_block>() == 16);
 
-/// `struct ethtool_gfeatures` header (8 bytes; `size` blocks follow).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_gfeatures {
-    /// `ETHTOOL_GFEATURES`.
-    pub cmd: u32,
-    /// In: blocks of room; out: blocks the kernel has (`ETHTOOL_DEV_FEATURE_WORDS`).
-    pub size: u32,
+uapi_struct! {
+    /// `struct ethtool_gfeatures` header (8 bytes; `size` blocks follow).
+    #[derive(Default)]
+    ethtool_gfeatures = 8 {
+        /// `ETHTOOL_GFEATURES`.
+        cmd: u32 = 0,
+        /// In: blocks of room; out: blocks the kernel has (`ETHTOOL_DEV_FEATURE_WORDS`).
+        size: u32 = 4,
+    }
 }
-const _: () = assert!(size_of::<ethtool_gfeatures>() == 8);
 
-/// `struct ethtool_set_features_block` (8 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_set_features_block {
-    /// Bits to change.
-    pub valid: u32,
-    /// New values of the `valid` bits.
-    pub requested: u32,
+uapi_struct! {
+    /// `struct ethtool_set_features_block` (8 bytes).
+    #[derive(Default)]
+    ethtool_set_features_block = 8 {
+        /// Bits to change.
+        valid: u32 = 0,
+        /// New values of the `valid` bits.
+        requested: u32 = 4,
+    }
 }
-const _: () = assert!(size_of::<ethtool_set_features_block>() == 8);
 
-/// `struct ethtool_sfeatures` header (8 bytes; `size` blocks follow). The kernel requires
-/// `size` to equal its `ETHTOOL_DEV_FEATURE_WORDS` (= ⌈feature count / 32⌉), else EINVAL.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ethtool_sfeatures {
-    /// `ETHTOOL_SFEATURES`.
-    pub cmd: u32,
-    /// Number of blocks.
-    pub size: u32,
+uapi_struct! {
+    /// `struct ethtool_sfeatures` header (8 bytes; `size` blocks follow). The kernel requires
+    /// `size` to equal its `ETHTOOL_DEV_FEATURE_WORDS` (= ⌈feature count / 32⌉), else EINVAL.
+    #[derive(Default)]
+    ethtool_sfeatures = 8 {
+        /// `ETHTOOL_SFEATURES`.
+        cmd: u32 = 0,
+        /// Number of blocks.
+        size: u32 = 4,
+    }
 }
-const _: () = assert!(size_of::<ethtool_sfeatures>() == 8);
 
 /// Feature blocks (32 bits each) needed for `count` feature names.
 pub fn feature_words(count: u32) -> u32 {
@@ -780,17 +617,12 @@ pub fn parse_gstrings(data: &[u8], len: u32) -> Result<Vec<String>> {
 /// GFEATURES request with room for `words` blocks.
 pub fn gfeatures_request(words: u32) -> Result<Vec<u8>> {
     let n = bounded("ethtool_gfeatures.size", words)?;
-    let mut b = vec![0u8; size_of::<ethtool_gfeatures>() + n * 16];
-    put(
-        &mut b,
-        offset_of!(ethtool_gfeatures, cmd),
-        &ETHTOOL_GFEATURES.to_ne_bytes(),
-    );
-    put(
-        &mut b,
-        offset_of!(ethtool_gfeatures, size),
-        &words.to_ne_bytes(),
-    );
+    let header = ethtool_gfeatures {
+        cmd: ETHTOOL_GFEATURES,
+        size: words,
+    };
+    let mut b = header.to_bytes().to_vec();
+    b.resize(8 + n * 16, 0);
     Ok(b)
 }
 
@@ -799,24 +631,11 @@ pub fn gfeatures_request(words: u32) -> Result<Vec<u8>> {
 ///
 /// Errors: `Error::Decode` for a short buffer.
 pub fn parse_gfeatures(b: &[u8], words: u32) -> Result<Vec<ethtool_get_features_block>> {
-    need(
-        "struct ethtool_gfeatures",
-        b,
-        size_of::<ethtool_gfeatures>(),
-    )?;
-    let size = rd_u32(b, offset_of!(ethtool_gfeatures, size)).min(words);
+    let size = ethtool_gfeatures::from_bytes(b)?.size.min(words);
     let n = bounded("ethtool_gfeatures.size", size)?;
     need("ethtool_gfeatures.features", b, 8 + 16 * n)?;
     Ok((0..n)
-        .map(|i| {
-            let o = 8 + 16 * i;
-            ethtool_get_features_block {
-                available: rd_u32(b, o),
-                requested: rd_u32(b, o + 4),
-                active: rd_u32(b, o + 8),
-                never_changed: rd_u32(b, o + 12),
-            }
-        })
+        .map(|i| ethtool_get_features_block::get(&b[8 + 16 * i..]))
         .collect())
 }
 
@@ -832,21 +651,18 @@ pub fn sfeatures_request(words: u32, bit: u32, on: bool) -> Result<Vec<u8>> {
             "feature bit {bit} is outside the {words} feature blocks"
         )));
     }
-    let mut b = vec![0u8; size_of::<ethtool_sfeatures>() + n * 8];
-    put(
-        &mut b,
-        offset_of!(ethtool_sfeatures, cmd),
-        &ETHTOOL_SFEATURES.to_ne_bytes(),
-    );
-    put(
-        &mut b,
-        offset_of!(ethtool_sfeatures, size),
-        &words.to_ne_bytes(),
-    );
+    let header = ethtool_sfeatures {
+        cmd: ETHTOOL_SFEATURES,
+        size: words,
+    };
+    let mut b = header.to_bytes().to_vec();
+    b.resize(8 + n * 8, 0);
     let mask = 1u32 << (bit % 32);
-    let o = 8 + 8 * block;
-    put(&mut b, o, &mask.to_ne_bytes());
-    put(&mut b, o + 4, &(if on { mask } else { 0 }).to_ne_bytes());
+    let change = ethtool_set_features_block {
+        valid: mask,
+        requested: if on { mask } else { 0 },
+    };
+    change.put(&mut b[8 + 8 * block..]);
     Ok(b)
 }
 
@@ -998,7 +814,7 @@ impl EthtoolIoctl {
     /// kernel does not know the buffer's length.
     unsafe fn ioctl(&self, buf: &mut [u8]) -> Result<i32> {
         need("SIOCETHTOOL command buffer", buf, 4)?;
-        let cmd = rd_u32(buf, 0);
+        let cmd = u32::get(buf);
         // An 8-byte aligned copy (struct ethtool_rxnfc has a u64), as long as `buf` rounded up.
         let mut words = vec![0u64; buf.len().div_ceil(8)];
         for (w, c) in words.iter_mut().zip(buf.chunks(8)) {
@@ -1040,7 +856,7 @@ impl EthtoolIoctl {
     /// Errors: `Error::Sys` (EOPNOTSUPP for devices without ethtool ops, such as lo).
     pub fn drvinfo(&self) -> Result<DrvInfo> {
         let mut b = vec![0u8; DRVINFO_LEN];
-        put(&mut b, 0, &ETHTOOL_GDRVINFO.to_ne_bytes());
+        ETHTOOL_GDRVINFO.put(&mut b);
         // SAFETY: GDRVINFO writes sizeof(struct ethtool_drvinfo) = 196 bytes, the length of `b`.
         unsafe { self.ioctl(&mut b)? };
         DrvInfo::from_bytes(&b)
@@ -1089,7 +905,7 @@ impl EthtoolIoctl {
         let r = ethtool_rxnfc::from_bytes(&b)?;
         let got = (r.rule_cnt as usize).min(n);
         let locs = (0..got)
-            .map(|i| rd_u32(&b, RXNFC_RULE_LOCS_OFFSET + 4 * i))
+            .map(|i| u32::get(&b[RXNFC_RULE_LOCS_OFFSET + 4 * i..]))
             .collect();
         Ok((locs, (r.data as u32) & !RX_CLS_LOC_SPECIAL))
     }
@@ -1173,57 +989,48 @@ impl EthtoolIoctl {
     /// Errors: `Error::Sys`; `Error::Decode` if the kernel reports more strings than it
     /// counted.
     pub fn feature_names(&self) -> Result<Vec<String>> {
-        let mut info = vec![0u8; size_of::<ethtool_sset_info>() + 8];
-        put(&mut info, 0, &ETHTOOL_GSSET_INFO.to_ne_bytes());
-        put(
-            &mut info,
-            offset_of!(ethtool_sset_info, sset_mask),
-            &(1u64 << ETH_SS_FEATURES).to_ne_bytes(),
-        );
+        let header = ethtool_sset_info {
+            cmd: ETHTOOL_GSSET_INFO,
+            reserved: 0,
+            sset_mask: 1 << ETH_SS_FEATURES,
+        };
+        let mut info = header.to_bytes().to_vec();
+        info.resize(ethtool_sset_info::LEN + 8, 0);
         // SAFETY: the kernel writes the 16-byte header and one u32 per string set that is both
         // asked for and present — at most one here — so 20 of the 24 bytes.
         unsafe { self.ioctl(&mut info)? };
-        let mask = rd_u64(&info, offset_of!(ethtool_sset_info, sset_mask));
+        let mask = ethtool_sset_info::get(&info).sset_mask;
         if mask & (1 << ETH_SS_FEATURES) == 0 {
             return Err(Error::sys(
                 self.call_name(ETHTOOL_GSSET_INFO),
                 libc::EOPNOTSUPP,
             ));
         }
-        let count = rd_u32(&info, size_of::<ethtool_sset_info>());
+        let count = u32::get(&info[ethtool_sset_info::LEN..]);
         // Room for more strings than counted: GSTRINGS writes the kernel's own count, which for
         // ETH_SS_FEATURES is a compile-time constant equal to the count above; the slack makes
         // a mismatch a decode error instead of an overrun.
         const SLACK: usize = 64;
         let room = bounded("ethtool_sset_info.data[0]", count)? + SLACK;
-        let mut b = vec![0u8; size_of::<ethtool_gstrings>() + room * ETH_GSTRING_LEN];
-        put(
-            &mut b,
-            offset_of!(ethtool_gstrings, cmd),
-            &ETHTOOL_GSTRINGS.to_ne_bytes(),
-        );
-        put(
-            &mut b,
-            offset_of!(ethtool_gstrings, string_set),
-            &ETH_SS_FEATURES.to_ne_bytes(),
-        );
-        put(
-            &mut b,
-            offset_of!(ethtool_gstrings, len),
-            &count.to_ne_bytes(),
-        );
+        let header = ethtool_gstrings {
+            cmd: ETHTOOL_GSTRINGS,
+            string_set: ETH_SS_FEATURES,
+            len: count,
+        };
+        let mut b = header.to_bytes().to_vec();
+        b.resize(ethtool_gstrings::LEN + room * ETH_GSTRING_LEN, 0);
         // SAFETY: the kernel writes the 12-byte header and len × 32 bytes, where len is the
         // string count of ETH_SS_FEATURES — the `count` GSSET_INFO just reported — and `b`
         // has room for count + 64 strings.
         unsafe { self.ioctl(&mut b)? };
-        let len = rd_u32(&b, offset_of!(ethtool_gstrings, len));
+        let len = ethtool_gstrings::get(&b).len;
         if len as usize > room {
             return Err(Error::Decode {
                 what: "ethtool_gstrings.len".into(),
                 detail: format!("{len} strings, but GSSET_INFO counted {count}"),
             });
         }
-        parse_gstrings(&b[size_of::<ethtool_gstrings>()..], len)
+        parse_gstrings(&b[ethtool_gstrings::LEN..], len)
     }
 
     /// `ETHTOOL_GFEATURES` with room for `words` blocks.
