@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::attr::{kernel_names, parse_all, Attr, AttrWriter, Nla};
+use super::attr::{kernel_names, put_attr, Attr, AttrIter};
 use super::socket::{GenlReply, GenlRequest, NlSocket};
 use crate::error::{Error, Result};
 
@@ -119,109 +119,27 @@ impl Family {
     }
 }
 
-/// `CTRL_ATTR_*` of a `CTRL_CMD_NEWFAMILY` reply (and the `GETFAMILY` request).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CtrlAttr {
-    /// `CTRL_ATTR_FAMILY_ID` (u16).
-    FamilyId(u16),
-    /// `CTRL_ATTR_FAMILY_NAME` (string).
-    FamilyName(String),
-    /// `CTRL_ATTR_VERSION` (u32).
-    Version(u32),
-    /// `CTRL_ATTR_HDRSIZE` (u32): bytes of family header after `genlmsghdr`.
-    HdrSize(u32),
-    /// `CTRL_ATTR_MAXATTR` (u32).
-    MaxAttr(u32),
-    /// `CTRL_ATTR_MCAST_GROUPS`: a nest of numbered nests, one per group.
-    McastGroups(Vec<McastGroup>),
-    /// Any other attribute (`CTRL_ATTR_OPS`, policies, newer ones), kept raw.
-    Other {
-        /// `nla_type` as received (flags included).
-        raw_type: u16,
-        /// Payload bytes.
-        bytes: Vec<u8>,
-    },
-}
-
-impl Nla for CtrlAttr {
-    fn name_of(kind: u16) -> &'static str {
-        ctrl_attr_name(kind)
-    }
-
-    fn kind(&self) -> u16 {
-        match self {
-            CtrlAttr::FamilyId(_) => CTRL_ATTR_FAMILY_ID,
-            CtrlAttr::FamilyName(_) => CTRL_ATTR_FAMILY_NAME,
-            CtrlAttr::Version(_) => CTRL_ATTR_VERSION,
-            CtrlAttr::HdrSize(_) => CTRL_ATTR_HDRSIZE,
-            CtrlAttr::MaxAttr(_) => CTRL_ATTR_MAXATTR,
-            CtrlAttr::McastGroups(_) => CTRL_ATTR_MCAST_GROUPS,
-            CtrlAttr::Other { raw_type, .. } => *raw_type & super::attr::NLA_TYPE_MASK,
+/// The groups in a `CTRL_ATTR_MCAST_GROUPS` nest: numbered nests of
+/// `CTRL_ATTR_MCAST_GRP_NAME` (string) and `CTRL_ATTR_MCAST_GRP_ID` (u32); entries lacking
+/// either are skipped.
+fn parse_mcast_groups(a: &Attr<'_>) -> Result<Vec<McastGroup>> {
+    let mut groups = Vec::new();
+    for entry in a.nested() {
+        let (mut name, mut id) = (None, None);
+        for ga in entry?.nested() {
+            let ga = ga?;
+            let gw = mcast_grp_attr_name(ga.kind());
+            match ga.kind() {
+                CTRL_ATTR_MCAST_GRP_NAME => name = Some(ga.string(gw)?),
+                CTRL_ATTR_MCAST_GRP_ID => id = Some(ga.u32(gw)?),
+                _ => {}
+            }
+        }
+        if let (Some(name), Some(id)) = (name, id) {
+            groups.push(McastGroup { name, id });
         }
     }
-
-    fn emit(&self, w: &mut AttrWriter) {
-        let (k, n) = (self.kind(), self.name());
-        match self {
-            CtrlAttr::FamilyId(v) => w.put_u16(k, n, *v),
-            CtrlAttr::FamilyName(s) => w.put_str(k, n, s),
-            CtrlAttr::Version(v) | CtrlAttr::HdrSize(v) | CtrlAttr::MaxAttr(v) => {
-                w.put_u32(k, n, *v)
-            }
-            CtrlAttr::McastGroups(groups) => {
-                // nlctrl encodes these nests without NLA_F_NESTED; mirror it.
-                let outer = w.begin_nest_unflagged(k, n, false);
-                for (i, g) in groups.iter().enumerate() {
-                    // Entries are numbered from 1.
-                    let num = u16::try_from(i + 1).unwrap_or(u16::MAX);
-                    let entry = w.begin_nest_unflagged(num, "CTRL_ATTR_MCAST_GROUPS_ENTRY", true);
-                    w.put_u32(CTRL_ATTR_MCAST_GRP_ID, "CTRL_ATTR_MCAST_GRP_ID", g.id);
-                    w.put_str(
-                        CTRL_ATTR_MCAST_GRP_NAME,
-                        "CTRL_ATTR_MCAST_GRP_NAME",
-                        &g.name,
-                    );
-                    w.end_nest(entry);
-                }
-                w.end_nest(outer);
-            }
-            CtrlAttr::Other { raw_type, bytes } => w.put(*raw_type, n, bytes),
-        }
-    }
-
-    fn parse(a: Attr<'_>) -> Result<Self> {
-        let what = Self::name_of(a.kind());
-        Ok(match a.kind() {
-            CTRL_ATTR_FAMILY_ID => CtrlAttr::FamilyId(a.u16(what)?),
-            CTRL_ATTR_FAMILY_NAME => CtrlAttr::FamilyName(a.string(what)?),
-            CTRL_ATTR_VERSION => CtrlAttr::Version(a.u32(what)?),
-            CTRL_ATTR_HDRSIZE => CtrlAttr::HdrSize(a.u32(what)?),
-            CTRL_ATTR_MAXATTR => CtrlAttr::MaxAttr(a.u32(what)?),
-            CTRL_ATTR_MCAST_GROUPS => {
-                let mut groups = Vec::new();
-                for entry in a.nested() {
-                    let (mut name, mut id) = (None, None);
-                    for ga in entry?.nested() {
-                        let ga = ga?;
-                        let gw = mcast_grp_attr_name(ga.kind());
-                        match ga.kind() {
-                            CTRL_ATTR_MCAST_GRP_NAME => name = Some(ga.string(gw)?),
-                            CTRL_ATTR_MCAST_GRP_ID => id = Some(ga.u32(gw)?),
-                            _ => {}
-                        }
-                    }
-                    if let (Some(name), Some(id)) = (name, id) {
-                        groups.push(McastGroup { name, id });
-                    }
-                }
-                CtrlAttr::McastGroups(groups)
-            }
-            _ => CtrlAttr::Other {
-                raw_type: a.raw_type(),
-                bytes: a.payload().to_vec(),
-            },
-        })
-    }
+    Ok(groups)
 }
 
 /// The `CTRL_CMD_GETFAMILY` request for family `name` (one `CTRL_ATTR_FAMILY_NAME`).
@@ -234,7 +152,7 @@ pub fn getfamily_request(name: &str) -> GenlRequest {
         "getfamily",
     )
     .target(format!("family \"{name}\""));
-    CtrlAttr::FamilyName(name.to_string()).emit(req.attrs());
+    put_attr!(req.attrs(), put_str, CTRL_ATTR_FAMILY_NAME, name);
     req
 }
 
@@ -243,12 +161,17 @@ pub fn getfamily_request(name: &str) -> GenlRequest {
 /// Errors: `Error::Decode` when the id, name or version is missing or malformed.
 pub fn parse_family(attrs: &[u8]) -> Result<Family> {
     let (mut id, mut name, mut version, mut mcast_groups) = (None, None, None, Vec::new());
-    for a in parse_all::<CtrlAttr>(attrs)? {
-        match a {
-            CtrlAttr::FamilyId(v) => id = Some(v),
-            CtrlAttr::FamilyName(v) => name = Some(v),
-            CtrlAttr::Version(v) => version = Some(v),
-            CtrlAttr::McastGroups(g) => mcast_groups = g,
+    for a in AttrIter::new(attrs) {
+        let a = a?;
+        let what = ctrl_attr_name(a.kind());
+        match a.kind() {
+            CTRL_ATTR_FAMILY_ID => id = Some(a.u16(what)?),
+            CTRL_ATTR_FAMILY_NAME => name = Some(a.string(what)?),
+            CTRL_ATTR_VERSION => version = Some(a.u32(what)?),
+            CTRL_ATTR_HDRSIZE | CTRL_ATTR_MAXATTR => {
+                a.u32(what)?;
+            }
+            CTRL_ATTR_MCAST_GROUPS => mcast_groups = parse_mcast_groups(&a)?,
             _ => {}
         }
     }
@@ -311,9 +234,8 @@ pub fn getpolicy_request(family: &str, op: u32) -> GenlRequest {
     )
     .dump()
     .target(format!("family \"{family}\", op {op}"));
-    req.attrs()
-        .put_str(CTRL_ATTR_FAMILY_NAME, "CTRL_ATTR_FAMILY_NAME", family);
-    req.attrs().put_u32(CTRL_ATTR_OP, "CTRL_ATTR_OP", op);
+    put_attr!(req.attrs(), put_str, CTRL_ATTR_FAMILY_NAME, family);
+    put_attr!(req.attrs(), put_u32, CTRL_ATTR_OP, op);
     req
 }
 
@@ -503,7 +425,7 @@ pub fn skip_if_family_missing<T>(r: Result<T>, name: &str) -> Result<T> {
 #[cfg(all(test, target_endian = "little"))]
 mod tests {
     use super::*;
-    use crate::netlink::attr::emit_all;
+    use crate::netlink::attr::AttrWriter;
     use crate::netlink::socket::Exchange;
     use proptest::prelude::*;
     use std::os::fd::AsFd;
@@ -530,8 +452,14 @@ mod tests {
     fn getfamily_request_bytes() {
         let req = getfamily_request("netdev");
         assert_eq!(req.encode(1, 0).unwrap(), GETFAMILY_NETDEV);
-        let attrs = parse_all::<CtrlAttr>(&GETFAMILY_NETDEV[20..]).unwrap();
-        assert_eq!(attrs, vec![CtrlAttr::FamilyName("netdev".into())]);
+        let attrs: Vec<_> = AttrIter::new(&GETFAMILY_NETDEV[20..])
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(attrs.len(), 1);
+        assert_eq!(
+            (attrs[0].kind(), attrs[0].string("name").unwrap()),
+            (CTRL_ATTR_FAMILY_NAME, "netdev".to_string())
+        );
     }
 
     /// The answer to [`GETFAMILY_NETDEV`] on 6.18 (captured with a raw-socket probe in a
@@ -643,7 +571,7 @@ mod tests {
     #[test]
     fn newfamily_reply_round_trip() {
         let attrs_bytes = &NEWFAMILY_NETDEV[20..];
-        let attrs = parse_all::<CtrlAttr>(attrs_bytes).unwrap();
+        let attrs: Vec<_> = AttrIter::new(attrs_bytes).collect::<Result<_>>().unwrap();
         let groups = vec![
             McastGroup {
                 name: "mgmt".into(),
@@ -654,14 +582,14 @@ mod tests {
                 id: 5,
             },
         ];
-        assert_eq!(attrs[0], CtrlAttr::FamilyName("netdev".into()));
-        assert_eq!(attrs[1], CtrlAttr::FamilyId(20));
-        assert_eq!(attrs[2], CtrlAttr::Version(1));
-        assert!(matches!(attrs[5], CtrlAttr::Other { raw_type: 6, .. }));
-        assert_eq!(attrs[6], CtrlAttr::McastGroups(groups.clone()));
-        let mut w = AttrWriter::new();
-        emit_all(&mut w, &attrs);
-        assert_eq!(w.bytes(), attrs_bytes);
+        let kinds: Vec<u16> = attrs.iter().map(Attr::kind).collect();
+        #[rustfmt::skip]
+        assert_eq!(kinds, [
+            CTRL_ATTR_FAMILY_NAME, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_VERSION, CTRL_ATTR_HDRSIZE,
+            CTRL_ATTR_MAXATTR, CTRL_ATTR_OPS, CTRL_ATTR_MCAST_GROUPS,
+        ]);
+        assert_eq!(attrs[5].raw_type(), 6, "nlctrl sets no NLA_F_NESTED");
+        assert_eq!(parse_mcast_groups(&attrs[6]).unwrap(), groups);
         let fam = parse_family(attrs_bytes).unwrap();
         assert_eq!(
             fam,
@@ -673,6 +601,24 @@ mod tests {
             }
         );
         assert_eq!(fam.mcast_group("page-pool"), Some(5));
+        // Written back the way nlctrl writes it (nests without NLA_F_NESTED, the ops copied
+        // raw), the attributes are the captured bytes.
+        let mut w = AttrWriter::new();
+        put_attr!(w, put_str, CTRL_ATTR_FAMILY_NAME, &fam.name);
+        put_attr!(w, put_u16, CTRL_ATTR_FAMILY_ID, fam.id);
+        put_attr!(w, put_u32, CTRL_ATTR_VERSION, fam.version.into());
+        put_attr!(w, put_u32, CTRL_ATTR_HDRSIZE, 0);
+        put_attr!(w, put_u32, CTRL_ATTR_MAXATTR, 0);
+        w.put(attrs[5].raw_type(), "CTRL_ATTR_OPS", attrs[5].payload());
+        let outer = w.begin_nest_unflagged(CTRL_ATTR_MCAST_GROUPS, "GROUPS", false);
+        for (i, g) in (1..).zip(&fam.mcast_groups) {
+            let entry = w.begin_nest_unflagged(i, "GROUPS_ENTRY", true);
+            put_attr!(w, put_u32, CTRL_ATTR_MCAST_GRP_ID, g.id);
+            put_attr!(w, put_str, CTRL_ATTR_MCAST_GRP_NAME, &g.name);
+            w.end_nest(entry);
+        }
+        w.end_nest(outer);
+        assert_eq!(w.bytes(), attrs_bytes);
     }
 
     #[test]
