@@ -110,6 +110,17 @@ impl Family {
         GenlRequest::new(&self.name, self.id, self.version, cmd, op)
     }
 
+    /// A family `name` with id `id`, header version 1 and no groups, for fixtures.
+    #[cfg(test)]
+    pub(crate) fn fixture(name: &str, id: u16) -> Family {
+        Family {
+            name: name.into(),
+            id,
+            version: 1,
+            mcast_groups: Vec::new(),
+        }
+    }
+
     /// The id of multicast group `name`, if the family has one.
     pub fn mcast_group(&self, name: &str) -> Option<u32> {
         self.mcast_groups
@@ -428,7 +439,7 @@ mod tests {
     use crate::netlink::attr::AttrWriter;
     use crate::netlink::socket::Exchange;
     use proptest::prelude::*;
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, BorrowedFd};
 
     /// The `CTRL_CMD_GETFAMILY` request for "netdev", seq 1, pid 0: the bytes the capture
     /// probe sent to 6.18 (answered by [`NEWFAMILY_NETDEV`] and [`ACK_GETFAMILY`]).
@@ -816,6 +827,42 @@ mod tests {
         assert!(!is_family_missing(&nl("netdev", libc::ENOENT, None)));
     }
 
+    /// The running kernel's bind-rx policy, or `None` (a skip, printed) when it has no
+    /// netdev family; any other error fails.
+    fn policy_or_skip(test: &str) -> Option<Vec<PolicyAttr>> {
+        match bind_rx_policy() {
+            Ok(policy) => Some(policy),
+            Err(e) if is_family_missing(&e) => {
+                println!("skip: {test}: this kernel has no netdev family: {e}");
+                None
+            }
+            Err(e) => panic!("the kernel's bind-rx policy could not be read: {e}"),
+        }
+    }
+
+    /// The running kernel's refusal of bind-rx `req(fd)` on `lo` with `/dev/null` as the
+    /// dma-buf (it binds nothing: lo has no queue management), and whether that refusal is
+    /// EINVAL "Unknown attribute type"; `None` (a skip, printed) without CAP_NET_ADMIN.
+    fn refusal_on_lo(
+        test: &str,
+        req: impl FnOnce(BorrowedFd<'_>) -> crate::netlink::netdev::BindRxRequest,
+    ) -> Option<(Error, bool)> {
+        let netdev = crate::netlink::netdev::Netdev::open().expect("open the netdev family");
+        let fd = std::fs::File::open("/dev/null").expect("open /dev/null");
+        let e = match netdev.bind_rx_request(&req(fd.as_fd())) {
+            Ok(b) => panic!("bind-rx on lo succeeded (binding id {})", b.id()),
+            Err(e) => e,
+        };
+        if e.errno() == Some(libc::EPERM) {
+            println!("skip: {test}: cross-check needs CAP_NET_ADMIN: {e}");
+            return None;
+        }
+        let unknown = matches!(&e, Error::Netlink(nl)
+            if nl.errno == libc::EINVAL
+                && nl.ext_msg.as_deref() == Some("Unknown attribute type"));
+        Some((e, unknown))
+    }
+
     /// Real kernel: the running kernel's bind-rx policy (no privilege needed), checked
     /// against what the same kernel does with the attribute: a bind-rx naming rx-page-size
     /// (attribute 5) on `lo` is refused with EINVAL "Unknown attribute type" exactly when the
@@ -825,34 +872,19 @@ mod tests {
     #[test]
     fn bind_rx_policy_of_this_kernel() {
         const TEST: &str = "bind_rx_policy_of_this_kernel";
-        let attrs = match bind_rx_policy_attrs() {
-            Ok(attrs) => attrs,
-            Err(e) if is_family_missing(&e) => {
-                println!("skip: {TEST}: this kernel has no netdev family: {e}");
-                return;
-            }
-            Err(e) => panic!("the kernel's bind-rx policy could not be read: {e}"),
+        let Some(policy) = policy_or_skip(TEST) else {
+            return;
         };
+        let attrs: Vec<u16> = policy.iter().map(|a| a.kind).collect();
         println!("bind-rx policy attributes: {attrs:?}");
         assert!(attrs.starts_with(&[1, 2, 3]), "{attrs:?}");
         assert!(attrs.windows(2).all(|w| w[0] < w[1]), "{attrs:?}");
         let knows_rx_page_size = attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE);
-
-        // The kernel's own answer to the attribute (needs CAP_NET_ADMIN; binds nothing: lo has
-        // no queue management).
-        let netdev = crate::netlink::netdev::Netdev::open().expect("open the netdev family");
-        let fd = std::fs::File::open("/dev/null").expect("open /dev/null");
-        let e = match netdev.bind_rx(1, fd.as_fd(), &[0], Some(16384)) {
-            Ok(b) => panic!("bind-rx on lo succeeded (binding id {})", b.id()),
-            Err(e) => e,
-        };
-        if e.errno() == Some(libc::EPERM) {
-            println!("skip: {TEST}: cross-check needs CAP_NET_ADMIN: {e}");
+        let Some((e, unknown)) = refusal_on_lo(TEST, |fd| {
+            crate::netlink::netdev::BindRxRequest::new(1, fd, &[0]).rx_page_size(Some(16384))
+        }) else {
             return;
-        }
-        let unknown = matches!(&e, Error::Netlink(nl)
-            if nl.errno == libc::EINVAL
-                && nl.ext_msg.as_deref() == Some("Unknown attribute type"));
+        };
         assert_eq!(
             unknown, !knows_rx_page_size,
             "policy {attrs:?}, but bind-rx with rx-page-size answered: {e}"
@@ -868,13 +900,8 @@ mod tests {
     #[test]
     fn bind_rx_autorelease_of_this_kernel() {
         const TEST: &str = "bind_rx_autorelease_of_this_kernel";
-        let policy = match bind_rx_policy() {
-            Ok(p) => p,
-            Err(e) if is_family_missing(&e) => {
-                println!("skip: {TEST}: this kernel has no netdev family: {e}");
-                return;
-            }
-            Err(e) => panic!("the kernel's bind-rx policy could not be read: {e}"),
+        let Some(policy) = policy_or_skip(TEST) else {
+            return;
         };
         println!("bind-rx policy: {policy:?}");
         for a in &policy[..3] {
@@ -883,22 +910,12 @@ mod tests {
         assert_eq!(policy[0].nl_type, Some(NL_ATTR_TYPE_U32), "ifindex is u32");
         let ar = autorelease_attr(&policy);
         let has5 = policy.iter().any(|a| a.kind == 5);
-        let netdev = crate::netlink::netdev::Netdev::open().expect("open the netdev family");
-        let fd = std::fs::File::open("/dev/null").expect("open /dev/null");
-        let req = crate::netlink::netdev::BindRxRequest::new(1, fd.as_fd(), &[0])
-            .autorelease(Some((5, false)));
-        let e = match netdev.bind_rx_request(&req) {
-            Ok(b) => panic!("bind-rx on lo succeeded (binding id {})", b.id()),
-            Err(e) => e,
-        };
-        if e.errno() == Some(libc::EPERM) {
-            println!("skip: {TEST}: cross-check needs CAP_NET_ADMIN: {e}");
+        let Some((e, unknown)) = refusal_on_lo(TEST, |fd| {
+            crate::netlink::netdev::BindRxRequest::new(1, fd, &[0]).autorelease(Some((5, false)))
+        }) else {
             return;
-        }
+        };
         println!("bind-rx on lo with attribute 5 = u8 0: {e}");
-        let unknown = matches!(&e, Error::Netlink(nl)
-            if nl.errno == libc::EINVAL
-                && nl.ext_msg.as_deref() == Some("Unknown attribute type"));
         assert_eq!(unknown, !has5, "policy {policy:?}, answer: {e}");
         if ar == Some(5) {
             // Past validation: lo has no queue management.

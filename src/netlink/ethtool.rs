@@ -55,11 +55,6 @@ kernel_names! {
     }
 }
 
-/// `enum ethtool_tcp_data_split` values.
-const ETHTOOL_TCP_DATA_SPLIT_UNKNOWN: u8 = 0;
-const ETHTOOL_TCP_DATA_SPLIT_DISABLED: u8 = 1;
-const ETHTOOL_TCP_DATA_SPLIT_ENABLED: u8 = 2;
-
 /// Request message ids (user→kernel `ETHTOOL_MSG_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -96,15 +91,18 @@ pub enum EthtoolReply {
     ChannelsGetReply = ETHTOOL_MSG_CHANNELS_GET_REPLY,
 }
 
-/// `enum ethtool_tcp_data_split`: header split (HDS) mode of `ETHTOOL_A_RINGS_TCP_DATA_SPLIT`.
+/// `enum ethtool_tcp_data_split`: header split (HDS) mode of `ETHTOOL_A_RINGS_TCP_DATA_SPLIT`;
+/// the discriminants are the wire values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum TcpDataSplit {
-    /// 0: on GET, the driver does not report it; on SET, let the driver choose ("auto").
-    Unknown,
-    /// 1: header split off.
-    Disabled,
-    /// 2: header split on; devmem needs this.
-    Enabled,
+    /// `ETHTOOL_TCP_DATA_SPLIT_UNKNOWN`: on GET, the driver does not report it; on SET, let
+    /// the driver choose ("auto").
+    Unknown = 0,
+    /// `ETHTOOL_TCP_DATA_SPLIT_DISABLED`: header split off.
+    Disabled = 1,
+    /// `ETHTOOL_TCP_DATA_SPLIT_ENABLED`: header split on; devmem needs this.
+    Enabled = 2,
 }
 
 impl TcpDataSplit {
@@ -125,9 +123,9 @@ impl WireEnum for TcpDataSplit {
     /// `Error::Decode` naming `ETHTOOL_A_RINGS_TCP_DATA_SPLIT` for values above 2.
     fn decode(v: u8) -> Result<Self> {
         match v {
-            ETHTOOL_TCP_DATA_SPLIT_UNKNOWN => Ok(TcpDataSplit::Unknown),
-            ETHTOOL_TCP_DATA_SPLIT_DISABLED => Ok(TcpDataSplit::Disabled),
-            ETHTOOL_TCP_DATA_SPLIT_ENABLED => Ok(TcpDataSplit::Enabled),
+            0 => Ok(TcpDataSplit::Unknown),
+            1 => Ok(TcpDataSplit::Disabled),
+            2 => Ok(TcpDataSplit::Enabled),
             v => Err(Error::Decode {
                 what: "ETHTOOL_A_RINGS_TCP_DATA_SPLIT".into(),
                 detail: format!("value {v} is not unknown (0), disabled (1) or enabled (2)"),
@@ -136,11 +134,7 @@ impl WireEnum for TcpDataSplit {
     }
 
     fn encode(&self) -> u8 {
-        match self {
-            TcpDataSplit::Unknown => ETHTOOL_TCP_DATA_SPLIT_UNKNOWN,
-            TcpDataSplit::Disabled => ETHTOOL_TCP_DATA_SPLIT_DISABLED,
-            TcpDataSplit::Enabled => ETHTOOL_TCP_DATA_SPLIT_ENABLED,
-        }
+        *self as u8
     }
 }
 
@@ -273,12 +267,6 @@ impl Ethtool {
         &self.family
     }
 
-    /// A request for `cmd` on device `ifindex`, with the header nest
-    /// `{ETHTOOL_A_HEADER_DEV_INDEX = ifindex}` as attribute 1 (`*_HEADER` is 1 in every set).
-    pub fn request(&self, cmd: EthtoolCmd, ifindex: u32, ifname: Option<&str>) -> GenlRequest {
-        header_request(&self.family, cmd, ifindex, ifname)
-    }
-
     fn get(&mut self, req: GenlRequest, reply: EthtoolReply) -> Result<Vec<u8>> {
         let replies = self.sock.request(&req)?;
         let what = format!("ethtool {} reply", ethtool_reply_name(reply as u8));
@@ -306,7 +294,7 @@ impl Ethtool {
     /// an unknown device.
     #[doc(alias = "ETHTOOL_MSG_CHANNELS_GET")]
     pub fn channels_get(&mut self, ifindex: u32) -> Result<Channels> {
-        let req = self.request(EthtoolCmd::ChannelsGet, ifindex, None);
+        let req = header_request(&self.family, EthtoolCmd::ChannelsGet, ifindex, None);
         let attrs = self.get(req, EthtoolReply::ChannelsGetReply)?;
         Channels::from_attrs(&attrs)
     }
@@ -316,7 +304,7 @@ impl Ethtool {
     /// Errors: `Error::Netlink` EOPNOTSUPP when the driver has no ring parameters (veth, lo).
     #[doc(alias = "ETHTOOL_MSG_RINGS_GET")]
     pub fn rings_get(&mut self, ifindex: u32) -> Result<Rings> {
-        let req = self.request(EthtoolCmd::RingsGet, ifindex, None);
+        let req = header_request(&self.family, EthtoolCmd::RingsGet, ifindex, None);
         let attrs = self.get(req, EthtoolReply::RingsGetReply)?;
         Rings::from_attrs(&attrs)
     }
@@ -431,6 +419,8 @@ fn channels_set_request(
     req
 }
 
+/// A request for `cmd` on device `ifindex`, with the header nest
+/// `{ETHTOOL_A_HEADER_DEV_INDEX = ifindex}` as attribute 1 (`*_HEADER` is 1 in every set).
 fn header_request(
     family: &Family,
     cmd: EthtoolCmd,
@@ -491,12 +481,7 @@ mod tests {
     }
 
     fn family() -> Family {
-        Family {
-            name: "ethtool".into(),
-            id: 21,
-            version: 1,
-            mcast_groups: vec![],
-        }
+        Family::fixture("ethtool", 21)
     }
 
     /// CHANNELS_GET for ifindex 2, family id 21, seq 3, pid 0 (synthetic).

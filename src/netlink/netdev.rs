@@ -14,7 +14,7 @@ use super::socket::{GenlRequest, NlSocket};
 use crate::error::{Error, Result};
 
 mod bind;
-pub use bind::{encode_bind_rx, BindRxRequest, BindingDirection, DmabufBinding, QueueNest};
+pub use bind::{BindRxRequest, BindingDirection, DmabufBinding, QueueNest};
 
 kernel_names! {
     /// `enum netdev_cmd` (6.18 BTF: DEV_GET = 1 … BIND_TX = 15).
@@ -398,12 +398,7 @@ mod tests {
 
     #[test]
     fn queue_get_dump_reply_parse_and_emit() {
-        let fam = Family {
-            name: "netdev".into(),
-            id: 20,
-            version: 1,
-            mcast_groups: vec![],
-        };
+        let fam = Family::fixture("netdev", 20);
         let mut req = fam.request(NETDEV_CMD_QUEUE_GET, "queue-get").dump();
         put_attr!(req.attrs(), put_u32, NETDEV_A_QUEUE_IFINDEX, 3);
         let mut ex = Exchange::new(&req, 5, 18858);

@@ -234,18 +234,6 @@ fn queues_label(queues: &[QueueNest]) -> String {
     }
 }
 
-/// The complete `bind-rx` message for family id `family_id` (header version 1), with
-/// sequence number `seq` and port id `pid`; pure, for byte-exact tests.
-pub fn encode_bind_rx(family_id: u16, req: &BindRxRequest, seq: u32, pid: u32) -> Result<Vec<u8>> {
-    let family = Family {
-        name: "netdev".into(),
-        id: family_id,
-        version: 1,
-        mcast_groups: Vec::new(),
-    };
-    req.genl(&family).encode(seq, pid)
-}
-
 /// Which direction a [`DmabufBinding`] serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BindingDirection {
@@ -521,10 +509,7 @@ mod tests {
     #[test]
     fn bind_rx_with_rx_page_size_bytes() {
         let req = bind_rx_req(Some(16384));
-        assert_eq!(
-            encode_bind_rx(20, &req, 0x1122_3344, 0).unwrap(),
-            BIND_RX_PAGE_SIZE
-        );
+        assert_eq!(encode_bind_rx(&req, 0x1122_3344), BIND_RX_PAGE_SIZE);
         assert_eq!(decode_bind_rx(&BIND_RX_PAGE_SIZE[20..]), unnamed(&req));
         let mut w = AttrWriter::new();
         req.emit(&mut w);
@@ -568,7 +553,7 @@ mod tests {
     #[test]
     fn bind_rx_with_autorelease_bytes() {
         let req = bind_rx_req(None).autorelease(Some((5, true)));
-        let bytes = encode_bind_rx(20, &req, 0x1122_3344, 0).unwrap();
+        let bytes = encode_bind_rx(&req, 0x1122_3344);
         assert_eq!(bytes, BIND_RX_AUTORELEASE);
         assert_eq!(decode_bind_rx(&BIND_RX_AUTORELEASE[20..]), unnamed(&req));
         assert_eq!(
@@ -577,7 +562,7 @@ mod tests {
         );
         // 0 is sent as a 0 byte, not left out; the rebased numbering (6) only moves the type.
         let off = bind_rx_req(None).autorelease(Some((6, false)));
-        let bytes = encode_bind_rx(20, &off, 0x1122_3344, 0).unwrap();
+        let bytes = encode_bind_rx(&off, 0x1122_3344);
         assert_eq!(
             &bytes[76..],
             &[0x05, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00]
@@ -588,14 +573,14 @@ mod tests {
     #[test]
     fn bind_rx_without_rx_page_size_bytes() {
         let req = bind_rx_req(None);
-        assert_eq!(encode_bind_rx(20, &req, 0x1122_3344, 0).unwrap(), BIND_RX);
+        assert_eq!(encode_bind_rx(&req, 0x1122_3344), BIND_RX);
         assert_eq!(decode_bind_rx(&BIND_RX[20..]), unnamed(&req));
     }
 
     #[test]
     fn empty_queue_nests_are_bare_nest_headers() {
         let req = bind_rx_req(None).empty_queue_nests(2);
-        let bytes = encode_bind_rx(20, &req, 1, 0).unwrap();
+        let bytes = encode_bind_rx(&req, 1);
         #[rustfmt::skip]
         let attrs: &[u8] = &[
             0x08, 0x00, 0x01, 0x00, 0x04, 0x00, 0x00, 0x00, // NETDEV_A_DMABUF_IFINDEX 4
@@ -631,12 +616,12 @@ mod tests {
     }
 
     fn netdev_family() -> Family {
-        Family {
-            name: "netdev".into(),
-            id: 20,
-            version: 1,
-            mcast_groups: vec![],
-        }
+        Family::fixture("netdev", 20)
+    }
+
+    /// The complete bind-rx message for family id 20 with sequence number `seq`, port id 0.
+    fn encode_bind_rx(req: &BindRxRequest, seq: u32) -> Vec<u8> {
+        req.genl(&netdev_family()).encode(seq, 0).unwrap()
     }
 
     /// Feeds a captured answer to the exchange of `req` (seq `seq`, port id 18858).
@@ -695,11 +680,7 @@ mod tests {
     #[test]
     fn extack_erange_maps_to_queue_type_path() {
         let req = veth_req(2);
-        assert_eq!(
-            encode_bind_rx(20, &req, 2, 0).unwrap().len(),
-            56,
-            "matches the echo"
-        );
+        assert_eq!(encode_bind_rx(&req, 2).len(), 56, "matches the echo");
         let e = answer(&req, 2, ERANGE_QUEUE_TYPE);
         assert_eq!(e.errno, libc::ERANGE);
         assert_eq!(e.ext_msg.as_deref(), Some("integer out of range"));
@@ -738,11 +719,7 @@ mod tests {
     fn extack_missing_fd() {
         let mut req = veth_req(0);
         req.fd = None;
-        assert_eq!(
-            encode_bind_rx(20, &req, 3, 0).unwrap().len(),
-            48,
-            "matches the echo"
-        );
+        assert_eq!(encode_bind_rx(&req, 3).len(), 48, "matches the echo");
         let e = answer(&req, 3, EINVAL_MISSING_FD);
         assert_eq!(
             (e.errno, e.missing_attr, e.ext_msg.as_deref()),
