@@ -7,7 +7,7 @@
 //! same number means different messages in the two directions (16 is RINGS_SET in a request
 //! and RINGS_GET_REPLY in a reply).
 
-use super::attr::{attr_struct, kernel_names, put_attr, WireEnum};
+use super::attr::{attr_struct, kernel_names, put_attr, AttrIter, WireEnum};
 use super::ctrl::{resolve_family, Family};
 use super::dev_label;
 use super::socket::{GenlRequest, NlSocket};
@@ -285,6 +285,13 @@ impl Ethtool {
                 ),
             });
         }
+        // The header nest (attribute 1 of every set) is decoded for its errors only.
+        for a in AttrIter::new(&r.attrs) {
+            let a = a?;
+            if a.kind() == ETHTOOL_A_CHANNELS_HEADER {
+                Header::from_attrs(a.payload())?;
+            }
+        }
         Ok(r.attrs)
     }
 
@@ -452,7 +459,7 @@ fn header_request(
 #[cfg(all(test, target_endian = "little"))]
 mod tests {
     use super::*;
-    use crate::netlink::attr::{AttrIter, AttrWriter};
+    use crate::netlink::attr::AttrWriter;
     use crate::netlink::socket::Exchange;
     use proptest::prelude::*;
 
