@@ -16,8 +16,9 @@
 //!   (`NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE`) and the missing attribute, e.g.
 //!   `netdev bind-rx on eth0 (ifindex 4), queues 8..=9: ERANGE (Numerical result out of
 //!   range); kernel: "integer out of range"; at NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE`.
-//! * [`AttrIter`] / [`Attr`] / [`Nla`]: parsing that never panics on arbitrary bytes;
-//!   malformed lengths are [`crate::Error::Decode`], unknown attributes are kept as `Other`.
+//! * [`AttrIter`] / [`Attr`]: parsing that never panics on arbitrary bytes; malformed
+//!   lengths are [`crate::Error::Decode`]. Each attribute set is one table (`attr_struct!`)
+//!   giving its constants, names and a struct whose `from_attrs` skips unknown attributes.
 //! * [`resolve_family`]: `CTRL_CMD_GETFAMILY` (family id, version, multicast groups). A missing
 //!   family is `ENOENT`; [`skip_if_family_missing`] turns that into [`crate::Error::Skip`].
 //!
@@ -46,7 +47,7 @@ pub mod ethtool;
 pub mod netdev;
 pub mod socket;
 
-pub use attr::{Attr, AttrIter, AttrWriter, Nla};
+pub use attr::{Attr, AttrIter, AttrWriter};
 pub use ctrl::{is_family_missing, resolve_family, skip_if_family_missing, Family, McastGroup};
 pub use socket::{GenlReply, GenlRequest, NlSocket};
 

@@ -55,6 +55,145 @@ macro_rules! kernel_names {
 }
 pub(crate) use kernel_names;
 
+/// A Rust enum carried in an integer attribute (`raw` is the attribute's wire type).
+pub trait WireEnum: Sized {
+    /// The attribute's integer type.
+    type Raw;
+    /// From the wire value; `Error::Decode` for values the enum does not know.
+    fn decode(raw: Self::Raw) -> Result<Self>;
+    /// The wire value.
+    fn encode(&self) -> Self::Raw;
+}
+
+/// Defines one kernel attribute set from a single table: the `u16` constants, a function
+/// mapping a number back to its kernel name (errors, decode paths), and a struct with one
+/// field per attribute it carries, with `from_attrs` (decode a message's attributes; unknown
+/// ones are skipped, as newer kernels add some) and `emit` (write the fields that are set).
+///
+/// A field row is `NAME = number => field: mode wire`, with mode `opt` (`Option`, absent is
+/// `None`), `req` (absent is `Error::Decode` "`NAME` is missing" about the struct's reply),
+/// `zero` (absent is 0) or `present` (a `bool`: the empty nest is there), and wire `u8`,
+/// `u16`, `u32`, `u64` (fixed width), `uint` (`NLA_UINT`: 4 or 8 bytes, a `u64`), `string`,
+/// `nest` (with `present` only) or `wire as Enum` (an [`WireEnum`] type). Numbers the struct
+/// does not carry (header nests, padding, multi-attr nests) go in the `also` list.
+macro_rules! attr_struct {
+    (
+        $(#[$fmeta:meta])* fn $fname:ident;
+        $(#[$smeta:meta])* $vis:vis struct $S:ident($what:literal) {
+            $($(#[$m:meta])* $N:ident = $v:literal => $f:ident: $mode:ident $wire:ident
+                $(as $ety:ty)?,)+
+        }
+        $(also { $($N2:ident = $v2:literal,)+ })?
+    ) => {
+        $(#[allow(dead_code)] const $N: u16 = $v;)+
+        $($(#[allow(dead_code)] const $N2: u16 = $v2;)+)?
+        $(#[$fmeta])*
+        #[allow(dead_code)]
+        fn $fname(kind: u16) -> &'static str {
+            match kind {
+                $($v => stringify!($N),)+
+                $($($v2 => stringify!($N2),)+)?
+                _ => "UNKNOWN",
+            }
+        }
+        $(#[$smeta])*
+        $vis struct $S {
+            $($(#[$m])* pub $f: attr_struct!(@field $mode $wire $(as $ety)?),)+
+        }
+        #[allow(dead_code)]
+        impl $S {
+            /// Decodes the attributes of one message; unknown attributes are skipped.
+            ///
+            /// Errors: `Error::Decode` naming the attribute when one is malformed or a
+            /// required one is missing.
+            pub fn from_attrs(attrs: &[u8]) -> $crate::error::Result<Self> {
+                $(let mut $f = None;)+
+                for a in $crate::netlink::attr::AttrIter::new(attrs) {
+                    let a = a?;
+                    match a.kind() {
+                        $($N => $f = Some(attr_struct!(@get a, $N, $wire $(as $ety)?)),)+
+                        _ => {}
+                    }
+                }
+                Ok($S {
+                    $($f: attr_struct!(@finish $mode, $f, $what, $N),)+
+                })
+            }
+
+            /// Writes the fields that are set (optional ones when `Some`, flags when `true`)
+            /// as attributes, in table order.
+            pub fn emit(&self, w: &mut $crate::netlink::attr::AttrWriter) {
+                self.emit_kinds(w, &[$($N),+]);
+            }
+
+            /// [`emit`](Self::emit), but only attributes `kinds`, in that order.
+            pub(crate) fn emit_kinds(&self, w: &mut $crate::netlink::attr::AttrWriter, kinds: &[u16]) {
+                for &k in kinds {
+                    match k {
+                        $($N => attr_struct!(@emit $mode, w, $N, &self.$f, $wire $(as $ety)?),)+
+                        _ => {}
+                    }
+                }
+            }
+        }
+    };
+    (@field opt $($t:tt)+) => { Option<attr_struct!(@ty $($t)+)> };
+    (@field present nest) => { bool };
+    (@field $mode:ident $($t:tt)+) => { attr_struct!(@ty $($t)+) };
+    (@ty uint) => { u64 };
+    (@ty string) => { String };
+    (@ty $w:ident as $e:ty) => { $e };
+    (@ty $w:ident) => { $w };
+    (@get $a:ident, $N:ident, nest) => { true };
+    (@get $a:ident, $N:ident, $w:ident as $e:ty) => {
+        <$e as $crate::netlink::attr::WireEnum>::decode($a.$w(stringify!($N))?)?
+    };
+    (@get $a:ident, $N:ident, $w:ident) => { $a.$w(stringify!($N))? };
+    (@finish opt, $f:ident, $what:literal, $N:ident) => { $f };
+    (@finish req, $f:ident, $what:literal, $N:ident) => {
+        $f.ok_or_else(|| $crate::error::Error::Decode {
+            what: $what.into(),
+            detail: concat!(stringify!($N), " is missing").into(),
+        })?
+    };
+    (@finish $mode:ident, $f:ident, $what:literal, $N:ident) => { $f.unwrap_or_default() };
+    (@emit opt, $w:ident, $N:ident, $v:expr, $($t:tt)+) => {
+        if let Some(v) = $v {
+            attr_struct!(@put $w, $N, v, $($t)+)
+        }
+    };
+    (@emit present, $w:ident, $N:ident, $v:expr, nest) => {
+        if *$v {
+            let nest = $w.begin_nest($N, stringify!($N));
+            $w.end_nest(nest);
+        }
+    };
+    (@emit $mode:ident, $w:ident, $N:ident, $v:expr, $($t:tt)+) => {{
+        let v = $v;
+        attr_struct!(@put $w, $N, v, $($t)+)
+    }};
+    (@put $w:ident, $N:ident, $v:ident, string) => { $w.put_str($N, stringify!($N), $v) };
+    (@put $w:ident, $N:ident, $v:ident, $t:ident as $e:ty) => {{
+        let raw = &<$e as $crate::netlink::attr::WireEnum>::encode($v);
+        attr_struct!(@put $w, $N, raw, $t)
+    }};
+    (@put $w:ident, $N:ident, $v:ident, u8) => { $w.put_u8($N, stringify!($N), *$v) };
+    (@put $w:ident, $N:ident, $v:ident, u16) => { $w.put_u16($N, stringify!($N), *$v) };
+    (@put $w:ident, $N:ident, $v:ident, u32) => { $w.put_u32($N, stringify!($N), *$v) };
+    (@put $w:ident, $N:ident, $v:ident, u64) => { $w.put_u64($N, stringify!($N), *$v) };
+    (@put $w:ident, $N:ident, $v:ident, uint) => { $w.put_uint($N, stringify!($N), *$v) };
+}
+pub(crate) use attr_struct;
+
+/// Calls [`AttrWriter`] method `$method` (`put_u32`, `begin_nest`, ...) for attribute `$name`
+/// (a constant), naming it after the constant.
+macro_rules! put_attr {
+    ($w:expr, $method:ident, $name:ident $(, $value:expr)?) => {
+        $w.$method($name, stringify!($name) $(, $value)?)
+    };
+}
+pub(crate) use put_attr;
+
 /// A token for a nest opened by [`AttrWriter::begin_nest`]; give it back to
 /// [`AttrWriter::end_nest`].
 #[derive(Debug)]
@@ -468,41 +607,6 @@ impl<'a> Iterator for AttrIter<'a> {
         self.rest = &self.rest[step..];
         self.offset += step;
         Some(Ok(Attr { raw_type, payload }))
-    }
-}
-
-/// One kernel attribute set as a Rust enum: one variant per attribute, plus an `Other`
-/// fallback that keeps unknown attributes (newer kernels add some) instead of failing.
-pub trait Nla: Sized {
-    /// Kernel name of attribute number `kind` in this set, e.g. `"NETDEV_A_QUEUE_ID"`.
-    fn name_of(kind: u16) -> &'static str;
-
-    /// The attribute number (without flags).
-    fn kind(&self) -> u16;
-
-    /// Kernel name of this attribute.
-    fn name(&self) -> &'static str {
-        Self::name_of(self.kind())
-    }
-
-    /// Writes this attribute (nests OR in `NLA_F_NESTED`).
-    fn emit(&self, w: &mut AttrWriter);
-
-    /// Decodes one attribute of this set. Unknown numbers become `Other`; only malformed
-    /// payloads are errors.
-    fn parse(attr: Attr<'_>) -> Result<Self>;
-}
-
-/// Decodes every attribute in `bytes` as set `T`.
-pub fn parse_all<T: Nla>(bytes: &[u8]) -> Result<Vec<T>> {
-    AttrIter::new(bytes).map(|a| a.and_then(T::parse)).collect()
-}
-
-/// Writes every attribute in `attrs` (tests build expected requests with it).
-#[cfg(test)]
-pub fn emit_all<T: Nla>(w: &mut AttrWriter, attrs: &[T]) {
-    for a in attrs {
-        a.emit(w);
     }
 }
 

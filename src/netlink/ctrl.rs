@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::attr::{kernel_names, parse_all, Attr, AttrWriter, Nla};
+use super::attr::{kernel_names, put_attr, Attr, AttrIter};
 use super::socket::{GenlReply, GenlRequest, NlSocket};
 use crate::error::{Error, Result};
 
@@ -110,6 +110,17 @@ impl Family {
         GenlRequest::new(&self.name, self.id, self.version, cmd, op)
     }
 
+    /// A family `name` with id `id`, header version 1 and no groups, for fixtures.
+    #[cfg(test)]
+    pub(crate) fn fixture(name: &str, id: u16) -> Family {
+        Family {
+            name: name.into(),
+            id,
+            version: 1,
+            mcast_groups: Vec::new(),
+        }
+    }
+
     /// The id of multicast group `name`, if the family has one.
     pub fn mcast_group(&self, name: &str) -> Option<u32> {
         self.mcast_groups
@@ -119,109 +130,27 @@ impl Family {
     }
 }
 
-/// `CTRL_ATTR_*` of a `CTRL_CMD_NEWFAMILY` reply (and the `GETFAMILY` request).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CtrlAttr {
-    /// `CTRL_ATTR_FAMILY_ID` (u16).
-    FamilyId(u16),
-    /// `CTRL_ATTR_FAMILY_NAME` (string).
-    FamilyName(String),
-    /// `CTRL_ATTR_VERSION` (u32).
-    Version(u32),
-    /// `CTRL_ATTR_HDRSIZE` (u32): bytes of family header after `genlmsghdr`.
-    HdrSize(u32),
-    /// `CTRL_ATTR_MAXATTR` (u32).
-    MaxAttr(u32),
-    /// `CTRL_ATTR_MCAST_GROUPS`: a nest of numbered nests, one per group.
-    McastGroups(Vec<McastGroup>),
-    /// Any other attribute (`CTRL_ATTR_OPS`, policies, newer ones), kept raw.
-    Other {
-        /// `nla_type` as received (flags included).
-        raw_type: u16,
-        /// Payload bytes.
-        bytes: Vec<u8>,
-    },
-}
-
-impl Nla for CtrlAttr {
-    fn name_of(kind: u16) -> &'static str {
-        ctrl_attr_name(kind)
-    }
-
-    fn kind(&self) -> u16 {
-        match self {
-            CtrlAttr::FamilyId(_) => CTRL_ATTR_FAMILY_ID,
-            CtrlAttr::FamilyName(_) => CTRL_ATTR_FAMILY_NAME,
-            CtrlAttr::Version(_) => CTRL_ATTR_VERSION,
-            CtrlAttr::HdrSize(_) => CTRL_ATTR_HDRSIZE,
-            CtrlAttr::MaxAttr(_) => CTRL_ATTR_MAXATTR,
-            CtrlAttr::McastGroups(_) => CTRL_ATTR_MCAST_GROUPS,
-            CtrlAttr::Other { raw_type, .. } => *raw_type & super::attr::NLA_TYPE_MASK,
+/// The groups in a `CTRL_ATTR_MCAST_GROUPS` nest: numbered nests of
+/// `CTRL_ATTR_MCAST_GRP_NAME` (string) and `CTRL_ATTR_MCAST_GRP_ID` (u32); entries lacking
+/// either are skipped.
+fn parse_mcast_groups(a: &Attr<'_>) -> Result<Vec<McastGroup>> {
+    let mut groups = Vec::new();
+    for entry in a.nested() {
+        let (mut name, mut id) = (None, None);
+        for ga in entry?.nested() {
+            let ga = ga?;
+            let gw = mcast_grp_attr_name(ga.kind());
+            match ga.kind() {
+                CTRL_ATTR_MCAST_GRP_NAME => name = Some(ga.string(gw)?),
+                CTRL_ATTR_MCAST_GRP_ID => id = Some(ga.u32(gw)?),
+                _ => {}
+            }
+        }
+        if let (Some(name), Some(id)) = (name, id) {
+            groups.push(McastGroup { name, id });
         }
     }
-
-    fn emit(&self, w: &mut AttrWriter) {
-        let (k, n) = (self.kind(), self.name());
-        match self {
-            CtrlAttr::FamilyId(v) => w.put_u16(k, n, *v),
-            CtrlAttr::FamilyName(s) => w.put_str(k, n, s),
-            CtrlAttr::Version(v) | CtrlAttr::HdrSize(v) | CtrlAttr::MaxAttr(v) => {
-                w.put_u32(k, n, *v)
-            }
-            CtrlAttr::McastGroups(groups) => {
-                // nlctrl encodes these nests without NLA_F_NESTED; mirror it.
-                let outer = w.begin_nest_unflagged(k, n, false);
-                for (i, g) in groups.iter().enumerate() {
-                    // Entries are numbered from 1.
-                    let num = u16::try_from(i + 1).unwrap_or(u16::MAX);
-                    let entry = w.begin_nest_unflagged(num, "CTRL_ATTR_MCAST_GROUPS_ENTRY", true);
-                    w.put_u32(CTRL_ATTR_MCAST_GRP_ID, "CTRL_ATTR_MCAST_GRP_ID", g.id);
-                    w.put_str(
-                        CTRL_ATTR_MCAST_GRP_NAME,
-                        "CTRL_ATTR_MCAST_GRP_NAME",
-                        &g.name,
-                    );
-                    w.end_nest(entry);
-                }
-                w.end_nest(outer);
-            }
-            CtrlAttr::Other { raw_type, bytes } => w.put(*raw_type, n, bytes),
-        }
-    }
-
-    fn parse(a: Attr<'_>) -> Result<Self> {
-        let what = Self::name_of(a.kind());
-        Ok(match a.kind() {
-            CTRL_ATTR_FAMILY_ID => CtrlAttr::FamilyId(a.u16(what)?),
-            CTRL_ATTR_FAMILY_NAME => CtrlAttr::FamilyName(a.string(what)?),
-            CTRL_ATTR_VERSION => CtrlAttr::Version(a.u32(what)?),
-            CTRL_ATTR_HDRSIZE => CtrlAttr::HdrSize(a.u32(what)?),
-            CTRL_ATTR_MAXATTR => CtrlAttr::MaxAttr(a.u32(what)?),
-            CTRL_ATTR_MCAST_GROUPS => {
-                let mut groups = Vec::new();
-                for entry in a.nested() {
-                    let (mut name, mut id) = (None, None);
-                    for ga in entry?.nested() {
-                        let ga = ga?;
-                        let gw = mcast_grp_attr_name(ga.kind());
-                        match ga.kind() {
-                            CTRL_ATTR_MCAST_GRP_NAME => name = Some(ga.string(gw)?),
-                            CTRL_ATTR_MCAST_GRP_ID => id = Some(ga.u32(gw)?),
-                            _ => {}
-                        }
-                    }
-                    if let (Some(name), Some(id)) = (name, id) {
-                        groups.push(McastGroup { name, id });
-                    }
-                }
-                CtrlAttr::McastGroups(groups)
-            }
-            _ => CtrlAttr::Other {
-                raw_type: a.raw_type(),
-                bytes: a.payload().to_vec(),
-            },
-        })
-    }
+    Ok(groups)
 }
 
 /// The `CTRL_CMD_GETFAMILY` request for family `name` (one `CTRL_ATTR_FAMILY_NAME`).
@@ -234,7 +163,7 @@ pub fn getfamily_request(name: &str) -> GenlRequest {
         "getfamily",
     )
     .target(format!("family \"{name}\""));
-    CtrlAttr::FamilyName(name.to_string()).emit(req.attrs());
+    put_attr!(req.attrs(), put_str, CTRL_ATTR_FAMILY_NAME, name);
     req
 }
 
@@ -243,12 +172,17 @@ pub fn getfamily_request(name: &str) -> GenlRequest {
 /// Errors: `Error::Decode` when the id, name or version is missing or malformed.
 pub fn parse_family(attrs: &[u8]) -> Result<Family> {
     let (mut id, mut name, mut version, mut mcast_groups) = (None, None, None, Vec::new());
-    for a in parse_all::<CtrlAttr>(attrs)? {
-        match a {
-            CtrlAttr::FamilyId(v) => id = Some(v),
-            CtrlAttr::FamilyName(v) => name = Some(v),
-            CtrlAttr::Version(v) => version = Some(v),
-            CtrlAttr::McastGroups(g) => mcast_groups = g,
+    for a in AttrIter::new(attrs) {
+        let a = a?;
+        let what = ctrl_attr_name(a.kind());
+        match a.kind() {
+            CTRL_ATTR_FAMILY_ID => id = Some(a.u16(what)?),
+            CTRL_ATTR_FAMILY_NAME => name = Some(a.string(what)?),
+            CTRL_ATTR_VERSION => version = Some(a.u32(what)?),
+            CTRL_ATTR_HDRSIZE | CTRL_ATTR_MAXATTR => {
+                a.u32(what)?;
+            }
+            CTRL_ATTR_MCAST_GROUPS => mcast_groups = parse_mcast_groups(&a)?,
             _ => {}
         }
     }
@@ -311,9 +245,8 @@ pub fn getpolicy_request(family: &str, op: u32) -> GenlRequest {
     )
     .dump()
     .target(format!("family \"{family}\", op {op}"));
-    req.attrs()
-        .put_str(CTRL_ATTR_FAMILY_NAME, "CTRL_ATTR_FAMILY_NAME", family);
-    req.attrs().put_u32(CTRL_ATTR_OP, "CTRL_ATTR_OP", op);
+    put_attr!(req.attrs(), put_str, CTRL_ATTR_FAMILY_NAME, family);
+    put_attr!(req.attrs(), put_u32, CTRL_ATTR_OP, op);
     req
 }
 
@@ -503,10 +436,10 @@ pub fn skip_if_family_missing<T>(r: Result<T>, name: &str) -> Result<T> {
 #[cfg(all(test, target_endian = "little"))]
 mod tests {
     use super::*;
-    use crate::netlink::attr::emit_all;
+    use crate::netlink::attr::AttrWriter;
     use crate::netlink::socket::Exchange;
     use proptest::prelude::*;
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, BorrowedFd};
 
     /// The `CTRL_CMD_GETFAMILY` request for "netdev", seq 1, pid 0: the bytes the capture
     /// probe sent to 6.18 (answered by [`NEWFAMILY_NETDEV`] and [`ACK_GETFAMILY`]).
@@ -530,8 +463,14 @@ mod tests {
     fn getfamily_request_bytes() {
         let req = getfamily_request("netdev");
         assert_eq!(req.encode(1, 0).unwrap(), GETFAMILY_NETDEV);
-        let attrs = parse_all::<CtrlAttr>(&GETFAMILY_NETDEV[20..]).unwrap();
-        assert_eq!(attrs, vec![CtrlAttr::FamilyName("netdev".into())]);
+        let attrs: Vec<_> = AttrIter::new(&GETFAMILY_NETDEV[20..])
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(attrs.len(), 1);
+        assert_eq!(
+            (attrs[0].kind(), attrs[0].string("name").unwrap()),
+            (CTRL_ATTR_FAMILY_NAME, "netdev".to_string())
+        );
     }
 
     /// The answer to [`GETFAMILY_NETDEV`] on 6.18 (captured with a raw-socket probe in a
@@ -643,7 +582,7 @@ mod tests {
     #[test]
     fn newfamily_reply_round_trip() {
         let attrs_bytes = &NEWFAMILY_NETDEV[20..];
-        let attrs = parse_all::<CtrlAttr>(attrs_bytes).unwrap();
+        let attrs: Vec<_> = AttrIter::new(attrs_bytes).collect::<Result<_>>().unwrap();
         let groups = vec![
             McastGroup {
                 name: "mgmt".into(),
@@ -654,14 +593,14 @@ mod tests {
                 id: 5,
             },
         ];
-        assert_eq!(attrs[0], CtrlAttr::FamilyName("netdev".into()));
-        assert_eq!(attrs[1], CtrlAttr::FamilyId(20));
-        assert_eq!(attrs[2], CtrlAttr::Version(1));
-        assert!(matches!(attrs[5], CtrlAttr::Other { raw_type: 6, .. }));
-        assert_eq!(attrs[6], CtrlAttr::McastGroups(groups.clone()));
-        let mut w = AttrWriter::new();
-        emit_all(&mut w, &attrs);
-        assert_eq!(w.bytes(), attrs_bytes);
+        let kinds: Vec<u16> = attrs.iter().map(Attr::kind).collect();
+        #[rustfmt::skip]
+        assert_eq!(kinds, [
+            CTRL_ATTR_FAMILY_NAME, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_VERSION, CTRL_ATTR_HDRSIZE,
+            CTRL_ATTR_MAXATTR, CTRL_ATTR_OPS, CTRL_ATTR_MCAST_GROUPS,
+        ]);
+        assert_eq!(attrs[5].raw_type(), 6, "nlctrl sets no NLA_F_NESTED");
+        assert_eq!(parse_mcast_groups(&attrs[6]).unwrap(), groups);
         let fam = parse_family(attrs_bytes).unwrap();
         assert_eq!(
             fam,
@@ -673,6 +612,24 @@ mod tests {
             }
         );
         assert_eq!(fam.mcast_group("page-pool"), Some(5));
+        // Written back the way nlctrl writes it (nests without NLA_F_NESTED, the ops copied
+        // raw), the attributes are the captured bytes.
+        let mut w = AttrWriter::new();
+        put_attr!(w, put_str, CTRL_ATTR_FAMILY_NAME, &fam.name);
+        put_attr!(w, put_u16, CTRL_ATTR_FAMILY_ID, fam.id);
+        put_attr!(w, put_u32, CTRL_ATTR_VERSION, fam.version.into());
+        put_attr!(w, put_u32, CTRL_ATTR_HDRSIZE, 0);
+        put_attr!(w, put_u32, CTRL_ATTR_MAXATTR, 0);
+        w.put(attrs[5].raw_type(), "CTRL_ATTR_OPS", attrs[5].payload());
+        let outer = w.begin_nest_unflagged(CTRL_ATTR_MCAST_GROUPS, "GROUPS", false);
+        for (i, g) in (1..).zip(&fam.mcast_groups) {
+            let entry = w.begin_nest_unflagged(i, "GROUPS_ENTRY", true);
+            put_attr!(w, put_u32, CTRL_ATTR_MCAST_GRP_ID, g.id);
+            put_attr!(w, put_str, CTRL_ATTR_MCAST_GRP_NAME, &g.name);
+            w.end_nest(entry);
+        }
+        w.end_nest(outer);
+        assert_eq!(w.bytes(), attrs_bytes);
     }
 
     #[test]
@@ -870,6 +827,42 @@ mod tests {
         assert!(!is_family_missing(&nl("netdev", libc::ENOENT, None)));
     }
 
+    /// The running kernel's bind-rx policy, or `None` (a skip, printed) when it has no
+    /// netdev family; any other error fails.
+    fn policy_or_skip(test: &str) -> Option<Vec<PolicyAttr>> {
+        match bind_rx_policy() {
+            Ok(policy) => Some(policy),
+            Err(e) if is_family_missing(&e) => {
+                println!("skip: {test}: this kernel has no netdev family: {e}");
+                None
+            }
+            Err(e) => panic!("the kernel's bind-rx policy could not be read: {e}"),
+        }
+    }
+
+    /// The running kernel's refusal of bind-rx `req(fd)` on `lo` with `/dev/null` as the
+    /// dma-buf (it binds nothing: lo has no queue management), and whether that refusal is
+    /// EINVAL "Unknown attribute type"; `None` (a skip, printed) without CAP_NET_ADMIN.
+    fn refusal_on_lo(
+        test: &str,
+        req: impl FnOnce(BorrowedFd<'_>) -> crate::netlink::netdev::BindRxRequest,
+    ) -> Option<(Error, bool)> {
+        let netdev = crate::netlink::netdev::Netdev::open().expect("open the netdev family");
+        let fd = std::fs::File::open("/dev/null").expect("open /dev/null");
+        let e = match netdev.bind_rx_request(&req(fd.as_fd())) {
+            Ok(b) => panic!("bind-rx on lo succeeded (binding id {})", b.id()),
+            Err(e) => e,
+        };
+        if e.errno() == Some(libc::EPERM) {
+            println!("skip: {test}: cross-check needs CAP_NET_ADMIN: {e}");
+            return None;
+        }
+        let unknown = matches!(&e, Error::Netlink(nl)
+            if nl.errno == libc::EINVAL
+                && nl.ext_msg.as_deref() == Some("Unknown attribute type"));
+        Some((e, unknown))
+    }
+
     /// Real kernel: the running kernel's bind-rx policy (no privilege needed), checked
     /// against what the same kernel does with the attribute: a bind-rx naming rx-page-size
     /// (attribute 5) on `lo` is refused with EINVAL "Unknown attribute type" exactly when the
@@ -879,34 +872,19 @@ mod tests {
     #[test]
     fn bind_rx_policy_of_this_kernel() {
         const TEST: &str = "bind_rx_policy_of_this_kernel";
-        let attrs = match bind_rx_policy_attrs() {
-            Ok(attrs) => attrs,
-            Err(e) if is_family_missing(&e) => {
-                println!("skip: {TEST}: this kernel has no netdev family: {e}");
-                return;
-            }
-            Err(e) => panic!("the kernel's bind-rx policy could not be read: {e}"),
+        let Some(policy) = policy_or_skip(TEST) else {
+            return;
         };
+        let attrs: Vec<u16> = policy.iter().map(|a| a.kind).collect();
         println!("bind-rx policy attributes: {attrs:?}");
         assert!(attrs.starts_with(&[1, 2, 3]), "{attrs:?}");
         assert!(attrs.windows(2).all(|w| w[0] < w[1]), "{attrs:?}");
         let knows_rx_page_size = attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE);
-
-        // The kernel's own answer to the attribute (needs CAP_NET_ADMIN; binds nothing: lo has
-        // no queue management).
-        let netdev = crate::netlink::netdev::Netdev::open().expect("open the netdev family");
-        let fd = std::fs::File::open("/dev/null").expect("open /dev/null");
-        let e = match netdev.bind_rx(1, fd.as_fd(), &[0], Some(16384)) {
-            Ok(b) => panic!("bind-rx on lo succeeded (binding id {})", b.id()),
-            Err(e) => e,
-        };
-        if e.errno() == Some(libc::EPERM) {
-            println!("skip: {TEST}: cross-check needs CAP_NET_ADMIN: {e}");
+        let Some((e, unknown)) = refusal_on_lo(TEST, |fd| {
+            crate::netlink::netdev::BindRxRequest::new(1, fd, &[0]).rx_page_size(Some(16384))
+        }) else {
             return;
-        }
-        let unknown = matches!(&e, Error::Netlink(nl)
-            if nl.errno == libc::EINVAL
-                && nl.ext_msg.as_deref() == Some("Unknown attribute type"));
+        };
         assert_eq!(
             unknown, !knows_rx_page_size,
             "policy {attrs:?}, but bind-rx with rx-page-size answered: {e}"
@@ -922,13 +900,8 @@ mod tests {
     #[test]
     fn bind_rx_autorelease_of_this_kernel() {
         const TEST: &str = "bind_rx_autorelease_of_this_kernel";
-        let policy = match bind_rx_policy() {
-            Ok(p) => p,
-            Err(e) if is_family_missing(&e) => {
-                println!("skip: {TEST}: this kernel has no netdev family: {e}");
-                return;
-            }
-            Err(e) => panic!("the kernel's bind-rx policy could not be read: {e}"),
+        let Some(policy) = policy_or_skip(TEST) else {
+            return;
         };
         println!("bind-rx policy: {policy:?}");
         for a in &policy[..3] {
@@ -937,22 +910,12 @@ mod tests {
         assert_eq!(policy[0].nl_type, Some(NL_ATTR_TYPE_U32), "ifindex is u32");
         let ar = autorelease_attr(&policy);
         let has5 = policy.iter().any(|a| a.kind == 5);
-        let netdev = crate::netlink::netdev::Netdev::open().expect("open the netdev family");
-        let fd = std::fs::File::open("/dev/null").expect("open /dev/null");
-        let req = crate::netlink::netdev::BindRxRequest::new(1, fd.as_fd(), &[0])
-            .autorelease(Some((5, false)));
-        let e = match netdev.bind_rx_request(&req) {
-            Ok(b) => panic!("bind-rx on lo succeeded (binding id {})", b.id()),
-            Err(e) => e,
-        };
-        if e.errno() == Some(libc::EPERM) {
-            println!("skip: {TEST}: cross-check needs CAP_NET_ADMIN: {e}");
+        let Some((e, unknown)) = refusal_on_lo(TEST, |fd| {
+            crate::netlink::netdev::BindRxRequest::new(1, fd, &[0]).autorelease(Some((5, false)))
+        }) else {
             return;
-        }
+        };
         println!("bind-rx on lo with attribute 5 = u8 0: {e}");
-        let unknown = matches!(&e, Error::Netlink(nl)
-            if nl.errno == libc::EINVAL
-                && nl.ext_msg.as_deref() == Some("Unknown attribute type"));
         assert_eq!(unknown, !has5, "policy {policy:?}, answer: {e}");
         if ar == Some(5) {
             // Past validation: lo has no queue management.

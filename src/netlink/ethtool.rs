@@ -7,7 +7,7 @@
 //! same number means different messages in the two directions (16 is RINGS_SET in a request
 //! and RINGS_GET_REPLY in a reply).
 
-use super::attr::{kernel_names, parse_all, Attr, AttrWriter, Nla, NLA_TYPE_MASK};
+use super::attr::{attr_struct, kernel_names, put_attr, AttrIter, WireEnum};
 use super::ctrl::{resolve_family, Family};
 use super::dev_label;
 use super::socket::{GenlRequest, NlSocket};
@@ -55,61 +55,6 @@ kernel_names! {
     }
 }
 
-kernel_names! {
-    /// `ETHTOOL_A_HEADER_*` (the request header nest, attr 1 of every message).
-    fn header_attr_name -> u16 {
-        ETHTOOL_A_HEADER_DEV_INDEX = 1,
-        ETHTOOL_A_HEADER_DEV_NAME = 2,
-        ETHTOOL_A_HEADER_FLAGS = 3,
-        ETHTOOL_A_HEADER_PHY_INDEX = 4,
-    }
-}
-
-kernel_names! {
-    /// `ETHTOOL_A_CHANNELS_*` (all counts u32).
-    fn channels_attr_name -> u16 {
-        ETHTOOL_A_CHANNELS_HEADER = 1,
-        ETHTOOL_A_CHANNELS_RX_MAX = 2,
-        ETHTOOL_A_CHANNELS_TX_MAX = 3,
-        ETHTOOL_A_CHANNELS_OTHER_MAX = 4,
-        ETHTOOL_A_CHANNELS_COMBINED_MAX = 5,
-        ETHTOOL_A_CHANNELS_RX_COUNT = 6,
-        ETHTOOL_A_CHANNELS_TX_COUNT = 7,
-        ETHTOOL_A_CHANNELS_OTHER_COUNT = 8,
-        ETHTOOL_A_CHANNELS_COMBINED_COUNT = 9,
-    }
-}
-
-kernel_names! {
-    /// `ETHTOOL_A_RINGS_*`.
-    fn rings_attr_name -> u16 {
-        ETHTOOL_A_RINGS_HEADER = 1,
-        ETHTOOL_A_RINGS_RX_MAX = 2,
-        ETHTOOL_A_RINGS_RX_MINI_MAX = 3,
-        ETHTOOL_A_RINGS_RX_JUMBO_MAX = 4,
-        ETHTOOL_A_RINGS_TX_MAX = 5,
-        ETHTOOL_A_RINGS_RX = 6,
-        ETHTOOL_A_RINGS_RX_MINI = 7,
-        ETHTOOL_A_RINGS_RX_JUMBO = 8,
-        ETHTOOL_A_RINGS_TX = 9,
-        ETHTOOL_A_RINGS_RX_BUF_LEN = 10,
-        ETHTOOL_A_RINGS_TCP_DATA_SPLIT = 11,
-        ETHTOOL_A_RINGS_CQE_SIZE = 12,
-        ETHTOOL_A_RINGS_TX_PUSH = 13,
-        ETHTOOL_A_RINGS_RX_PUSH = 14,
-        ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN = 15,
-        ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN_MAX = 16,
-        ETHTOOL_A_RINGS_HDS_THRESH = 17,
-        ETHTOOL_A_RINGS_HDS_THRESH_MAX = 18,
-        // ETHTOOL_A_RINGS_RX_BUF_LEN_MAX = 19 (proposed; not in 6.18)
-    }
-}
-
-/// `enum ethtool_tcp_data_split` values.
-const ETHTOOL_TCP_DATA_SPLIT_UNKNOWN: u8 = 0;
-const ETHTOOL_TCP_DATA_SPLIT_DISABLED: u8 = 1;
-const ETHTOOL_TCP_DATA_SPLIT_ENABLED: u8 = 2;
-
 /// Request message ids (user→kernel `ETHTOOL_MSG_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -146,27 +91,21 @@ pub enum EthtoolReply {
     ChannelsGetReply = ETHTOOL_MSG_CHANNELS_GET_REPLY,
 }
 
-/// `enum ethtool_tcp_data_split`: header split (HDS) mode of `ETHTOOL_A_RINGS_TCP_DATA_SPLIT`.
+/// `enum ethtool_tcp_data_split`: header split (HDS) mode of `ETHTOOL_A_RINGS_TCP_DATA_SPLIT`;
+/// the discriminants are the wire values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum TcpDataSplit {
-    /// 0: on GET, the driver does not report it; on SET, let the driver choose ("auto").
-    Unknown,
-    /// 1: header split off.
-    Disabled,
-    /// 2: header split on; devmem needs this.
-    Enabled,
+    /// `ETHTOOL_TCP_DATA_SPLIT_UNKNOWN`: on GET, the driver does not report it; on SET, let
+    /// the driver choose ("auto").
+    Unknown = 0,
+    /// `ETHTOOL_TCP_DATA_SPLIT_DISABLED`: header split off.
+    Disabled = 1,
+    /// `ETHTOOL_TCP_DATA_SPLIT_ENABLED`: header split on; devmem needs this.
+    Enabled = 2,
 }
 
 impl TcpDataSplit {
-    /// The wire value (u8).
-    pub fn value(self) -> u8 {
-        match self {
-            TcpDataSplit::Unknown => ETHTOOL_TCP_DATA_SPLIT_UNKNOWN,
-            TcpDataSplit::Disabled => ETHTOOL_TCP_DATA_SPLIT_DISABLED,
-            TcpDataSplit::Enabled => ETHTOOL_TCP_DATA_SPLIT_ENABLED,
-        }
-    }
-
     /// The enum's name in lower case: `"unknown"` (on SET: let the driver choose),
     /// `"disabled"` or `"enabled"`.
     pub fn name(self) -> &'static str {
@@ -176,353 +115,78 @@ impl TcpDataSplit {
             TcpDataSplit::Enabled => "enabled",
         }
     }
+}
 
-    /// From the wire value; `Error::Decode` naming `ETHTOOL_A_RINGS_TCP_DATA_SPLIT` for
-    /// values above 2.
-    pub fn from_value(v: u8) -> Result<Self> {
+impl WireEnum for TcpDataSplit {
+    type Raw = u8;
+
+    /// `Error::Decode` naming `ETHTOOL_A_RINGS_TCP_DATA_SPLIT` for values above 2.
+    fn decode(v: u8) -> Result<Self> {
         match v {
-            ETHTOOL_TCP_DATA_SPLIT_UNKNOWN => Ok(TcpDataSplit::Unknown),
-            ETHTOOL_TCP_DATA_SPLIT_DISABLED => Ok(TcpDataSplit::Disabled),
-            ETHTOOL_TCP_DATA_SPLIT_ENABLED => Ok(TcpDataSplit::Enabled),
+            0 => Ok(TcpDataSplit::Unknown),
+            1 => Ok(TcpDataSplit::Disabled),
+            2 => Ok(TcpDataSplit::Enabled),
             v => Err(Error::Decode {
                 what: "ETHTOOL_A_RINGS_TCP_DATA_SPLIT".into(),
                 detail: format!("value {v} is not unknown (0), disabled (1) or enabled (2)"),
             }),
         }
     }
-}
 
-/// `ETHTOOL_A_HEADER_*`: which device a request is about (and, in replies, which it was).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeaderAttr {
-    /// `ETHTOOL_A_HEADER_DEV_INDEX` (u32): ifindex.
-    DevIndex(u32),
-    /// `ETHTOOL_A_HEADER_DEV_NAME` (string, at most 127 bytes in the 6.18 policy).
-    DevName(String),
-    /// `ETHTOOL_A_HEADER_FLAGS` (u32): `ETHTOOL_FLAG_COMPACT_BITSETS` 1, `OMIT_REPLY` 2,
-    /// `STATS` 4.
-    Flags(u32),
-    /// `ETHTOOL_A_HEADER_PHY_INDEX` (u32), 6.12+.
-    PhyIndex(u32),
-    /// Unknown attribute, kept raw.
-    Other {
-        /// `nla_type` as received.
-        raw_type: u16,
-        /// Payload bytes.
-        bytes: Vec<u8>,
-    },
-}
-
-impl Nla for HeaderAttr {
-    fn name_of(kind: u16) -> &'static str {
-        header_attr_name(kind)
-    }
-
-    fn kind(&self) -> u16 {
-        match self {
-            HeaderAttr::DevIndex(_) => ETHTOOL_A_HEADER_DEV_INDEX,
-            HeaderAttr::DevName(_) => ETHTOOL_A_HEADER_DEV_NAME,
-            HeaderAttr::Flags(_) => ETHTOOL_A_HEADER_FLAGS,
-            HeaderAttr::PhyIndex(_) => ETHTOOL_A_HEADER_PHY_INDEX,
-            HeaderAttr::Other { raw_type, .. } => raw_type & NLA_TYPE_MASK,
-        }
-    }
-
-    fn emit(&self, w: &mut AttrWriter) {
-        let (k, n) = (self.kind(), self.name());
-        match self {
-            HeaderAttr::DevIndex(v) | HeaderAttr::Flags(v) | HeaderAttr::PhyIndex(v) => {
-                w.put_u32(k, n, *v)
-            }
-            HeaderAttr::DevName(s) => w.put_str(k, n, s),
-            HeaderAttr::Other { raw_type, bytes } => w.put(*raw_type, n, bytes),
-        }
-    }
-
-    fn parse(a: Attr<'_>) -> Result<Self> {
-        let what = Self::name_of(a.kind());
-        Ok(match a.kind() {
-            ETHTOOL_A_HEADER_DEV_INDEX => HeaderAttr::DevIndex(a.u32(what)?),
-            ETHTOOL_A_HEADER_DEV_NAME => HeaderAttr::DevName(a.string(what)?),
-            ETHTOOL_A_HEADER_FLAGS => HeaderAttr::Flags(a.u32(what)?),
-            ETHTOOL_A_HEADER_PHY_INDEX => HeaderAttr::PhyIndex(a.u32(what)?),
-            _ => HeaderAttr::Other {
-                raw_type: a.raw_type(),
-                bytes: a.payload().to_vec(),
-            },
-        })
+    fn encode(&self) -> u8 {
+        *self as u8
     }
 }
 
-fn emit_header(w: &mut AttrWriter, kind: u16, name: &'static str, header: &[HeaderAttr]) {
-    let nest = w.begin_nest(kind, name);
-    for a in header {
-        a.emit(w);
-    }
-    w.end_nest(nest);
-}
-
-/// `ETHTOOL_A_CHANNELS_*`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChannelsAttr {
-    /// `ETHTOOL_A_CHANNELS_HEADER` (nest).
-    Header(Vec<HeaderAttr>),
-    /// `ETHTOOL_A_CHANNELS_RX_MAX` (u32).
-    RxMax(u32),
-    /// `ETHTOOL_A_CHANNELS_TX_MAX` (u32).
-    TxMax(u32),
-    /// `ETHTOOL_A_CHANNELS_OTHER_MAX` (u32).
-    OtherMax(u32),
-    /// `ETHTOOL_A_CHANNELS_COMBINED_MAX` (u32).
-    CombinedMax(u32),
-    /// `ETHTOOL_A_CHANNELS_RX_COUNT` (u32).
-    RxCount(u32),
-    /// `ETHTOOL_A_CHANNELS_TX_COUNT` (u32).
-    TxCount(u32),
-    /// `ETHTOOL_A_CHANNELS_OTHER_COUNT` (u32).
-    OtherCount(u32),
-    /// `ETHTOOL_A_CHANNELS_COMBINED_COUNT` (u32).
-    CombinedCount(u32),
-    /// Unknown attribute, kept raw.
-    Other {
-        /// `nla_type` as received.
-        raw_type: u16,
-        /// Payload bytes.
-        bytes: Vec<u8>,
-    },
-}
-
-impl Nla for ChannelsAttr {
-    fn name_of(kind: u16) -> &'static str {
-        channels_attr_name(kind)
-    }
-
-    fn kind(&self) -> u16 {
-        match self {
-            ChannelsAttr::Header(_) => ETHTOOL_A_CHANNELS_HEADER,
-            ChannelsAttr::RxMax(_) => ETHTOOL_A_CHANNELS_RX_MAX,
-            ChannelsAttr::TxMax(_) => ETHTOOL_A_CHANNELS_TX_MAX,
-            ChannelsAttr::OtherMax(_) => ETHTOOL_A_CHANNELS_OTHER_MAX,
-            ChannelsAttr::CombinedMax(_) => ETHTOOL_A_CHANNELS_COMBINED_MAX,
-            ChannelsAttr::RxCount(_) => ETHTOOL_A_CHANNELS_RX_COUNT,
-            ChannelsAttr::TxCount(_) => ETHTOOL_A_CHANNELS_TX_COUNT,
-            ChannelsAttr::OtherCount(_) => ETHTOOL_A_CHANNELS_OTHER_COUNT,
-            ChannelsAttr::CombinedCount(_) => ETHTOOL_A_CHANNELS_COMBINED_COUNT,
-            ChannelsAttr::Other { raw_type, .. } => raw_type & NLA_TYPE_MASK,
-        }
-    }
-
-    fn emit(&self, w: &mut AttrWriter) {
-        let (k, n) = (self.kind(), self.name());
-        match self {
-            ChannelsAttr::Header(h) => emit_header(w, k, n, h),
-            ChannelsAttr::RxMax(v)
-            | ChannelsAttr::TxMax(v)
-            | ChannelsAttr::OtherMax(v)
-            | ChannelsAttr::CombinedMax(v)
-            | ChannelsAttr::RxCount(v)
-            | ChannelsAttr::TxCount(v)
-            | ChannelsAttr::OtherCount(v)
-            | ChannelsAttr::CombinedCount(v) => w.put_u32(k, n, *v),
-            ChannelsAttr::Other { raw_type, bytes } => w.put(*raw_type, n, bytes),
-        }
-    }
-
-    fn parse(a: Attr<'_>) -> Result<Self> {
-        let what = Self::name_of(a.kind());
-        Ok(match a.kind() {
-            ETHTOOL_A_CHANNELS_HEADER => ChannelsAttr::Header(parse_all(a.payload())?),
-            ETHTOOL_A_CHANNELS_RX_MAX => ChannelsAttr::RxMax(a.u32(what)?),
-            ETHTOOL_A_CHANNELS_TX_MAX => ChannelsAttr::TxMax(a.u32(what)?),
-            ETHTOOL_A_CHANNELS_OTHER_MAX => ChannelsAttr::OtherMax(a.u32(what)?),
-            ETHTOOL_A_CHANNELS_COMBINED_MAX => ChannelsAttr::CombinedMax(a.u32(what)?),
-            ETHTOOL_A_CHANNELS_RX_COUNT => ChannelsAttr::RxCount(a.u32(what)?),
-            ETHTOOL_A_CHANNELS_TX_COUNT => ChannelsAttr::TxCount(a.u32(what)?),
-            ETHTOOL_A_CHANNELS_OTHER_COUNT => ChannelsAttr::OtherCount(a.u32(what)?),
-            ETHTOOL_A_CHANNELS_COMBINED_COUNT => ChannelsAttr::CombinedCount(a.u32(what)?),
-            _ => ChannelsAttr::Other {
-                raw_type: a.raw_type(),
-                bytes: a.payload().to_vec(),
-            },
-        })
+attr_struct! {
+    /// `ETHTOOL_A_HEADER_*` names.
+    fn header_attr_name;
+    /// `ETHTOOL_A_HEADER_*`: the header nest (attribute 1 of every ethtool message) naming
+    /// the device a request is about (and, in replies, which it was).
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    struct Header("ethtool header") {
+        /// Interface index.
+        ETHTOOL_A_HEADER_DEV_INDEX = 1 => dev_index: opt u32,
+        /// Interface name (at most 127 bytes in the 6.18 policy).
+        ETHTOOL_A_HEADER_DEV_NAME = 2 => dev_name: opt string,
+        /// `ETHTOOL_FLAG_COMPACT_BITSETS` 1, `OMIT_REPLY` 2, `STATS` 4.
+        ETHTOOL_A_HEADER_FLAGS = 3 => flags: opt u32,
+        /// PHY index (6.12+).
+        ETHTOOL_A_HEADER_PHY_INDEX = 4 => phy_index: opt u32,
     }
 }
 
-/// `ETHTOOL_A_RINGS_*`. Sizes are in descriptors unless noted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RingsAttr {
-    /// `ETHTOOL_A_RINGS_HEADER` (nest).
-    Header(Vec<HeaderAttr>),
-    /// `ETHTOOL_A_RINGS_RX_MAX` (u32).
-    RxMax(u32),
-    /// `ETHTOOL_A_RINGS_RX_MINI_MAX` (u32).
-    RxMiniMax(u32),
-    /// `ETHTOOL_A_RINGS_RX_JUMBO_MAX` (u32).
-    RxJumboMax(u32),
-    /// `ETHTOOL_A_RINGS_TX_MAX` (u32).
-    TxMax(u32),
-    /// `ETHTOOL_A_RINGS_RX` (u32).
-    Rx(u32),
-    /// `ETHTOOL_A_RINGS_RX_MINI` (u32).
-    RxMini(u32),
-    /// `ETHTOOL_A_RINGS_RX_JUMBO` (u32).
-    RxJumbo(u32),
-    /// `ETHTOOL_A_RINGS_TX` (u32).
-    Tx(u32),
-    /// `ETHTOOL_A_RINGS_RX_BUF_LEN` (u32, bytes).
-    RxBufLen(u32),
-    /// `ETHTOOL_A_RINGS_TCP_DATA_SPLIT` (u8 enum).
-    TcpDataSplit(TcpDataSplit),
-    /// `ETHTOOL_A_RINGS_CQE_SIZE` (u32, bytes).
-    CqeSize(u32),
-    /// `ETHTOOL_A_RINGS_TX_PUSH` (u8, 0/1).
-    TxPush(u8),
-    /// `ETHTOOL_A_RINGS_RX_PUSH` (u8, 0/1).
-    RxPush(u8),
-    /// `ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN` (u32, bytes).
-    TxPushBufLen(u32),
-    /// `ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN_MAX` (u32, bytes).
-    TxPushBufLenMax(u32),
-    /// `ETHTOOL_A_RINGS_HDS_THRESH` (u32, bytes; 6.14+): packets with payload above this
-    /// size are header-split. devmem needs 0.
-    HdsThresh(u32),
-    /// `ETHTOOL_A_RINGS_HDS_THRESH_MAX` (u32, bytes; 6.14+).
-    HdsThreshMax(u32),
-    /// Unknown attribute, kept raw.
-    Other {
-        /// `nla_type` as received.
-        raw_type: u16,
-        /// Payload bytes.
-        bytes: Vec<u8>,
-    },
-}
-
-impl Nla for RingsAttr {
-    fn name_of(kind: u16) -> &'static str {
-        rings_attr_name(kind)
+attr_struct! {
+    /// `ETHTOOL_A_CHANNELS_*` names.
+    fn channels_attr_name;
+    /// Channel (queue) counts from `CHANNELS_GET` (`ETHTOOL_A_CHANNELS_*`, all u32); `None`
+    /// where the driver does not report one. C ncdevmem counts RX queues as
+    /// `rx_count + combined_count`.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct Channels("ethtool channels-get reply") {
+        /// Most RX-only channels.
+        ETHTOOL_A_CHANNELS_RX_MAX = 2 => rx_max: opt u32,
+        /// Most TX-only channels.
+        ETHTOOL_A_CHANNELS_TX_MAX = 3 => tx_max: opt u32,
+        /// Most other (link interrupt, …) channels.
+        ETHTOOL_A_CHANNELS_OTHER_MAX = 4 => other_max: opt u32,
+        /// Most combined (RX+TX) channels.
+        ETHTOOL_A_CHANNELS_COMBINED_MAX = 5 => combined_max: opt u32,
+        /// RX-only channels in use.
+        ETHTOOL_A_CHANNELS_RX_COUNT = 6 => rx_count: opt u32,
+        /// TX-only channels in use.
+        ETHTOOL_A_CHANNELS_TX_COUNT = 7 => tx_count: opt u32,
+        /// Other channels in use.
+        ETHTOOL_A_CHANNELS_OTHER_COUNT = 8 => other_count: opt u32,
+        /// Combined channels in use.
+        ETHTOOL_A_CHANNELS_COMBINED_COUNT = 9 => combined_count: opt u32,
     }
-
-    fn kind(&self) -> u16 {
-        match self {
-            RingsAttr::Header(_) => ETHTOOL_A_RINGS_HEADER,
-            RingsAttr::RxMax(_) => ETHTOOL_A_RINGS_RX_MAX,
-            RingsAttr::RxMiniMax(_) => ETHTOOL_A_RINGS_RX_MINI_MAX,
-            RingsAttr::RxJumboMax(_) => ETHTOOL_A_RINGS_RX_JUMBO_MAX,
-            RingsAttr::TxMax(_) => ETHTOOL_A_RINGS_TX_MAX,
-            RingsAttr::Rx(_) => ETHTOOL_A_RINGS_RX,
-            RingsAttr::RxMini(_) => ETHTOOL_A_RINGS_RX_MINI,
-            RingsAttr::RxJumbo(_) => ETHTOOL_A_RINGS_RX_JUMBO,
-            RingsAttr::Tx(_) => ETHTOOL_A_RINGS_TX,
-            RingsAttr::RxBufLen(_) => ETHTOOL_A_RINGS_RX_BUF_LEN,
-            RingsAttr::TcpDataSplit(_) => ETHTOOL_A_RINGS_TCP_DATA_SPLIT,
-            RingsAttr::CqeSize(_) => ETHTOOL_A_RINGS_CQE_SIZE,
-            RingsAttr::TxPush(_) => ETHTOOL_A_RINGS_TX_PUSH,
-            RingsAttr::RxPush(_) => ETHTOOL_A_RINGS_RX_PUSH,
-            RingsAttr::TxPushBufLen(_) => ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN,
-            RingsAttr::TxPushBufLenMax(_) => ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN_MAX,
-            RingsAttr::HdsThresh(_) => ETHTOOL_A_RINGS_HDS_THRESH,
-            RingsAttr::HdsThreshMax(_) => ETHTOOL_A_RINGS_HDS_THRESH_MAX,
-            RingsAttr::Other { raw_type, .. } => raw_type & NLA_TYPE_MASK,
-        }
+    also {
+        ETHTOOL_A_CHANNELS_HEADER = 1,
     }
-
-    fn emit(&self, w: &mut AttrWriter) {
-        let (k, n) = (self.kind(), self.name());
-        match self {
-            RingsAttr::Header(h) => emit_header(w, k, n, h),
-            RingsAttr::RxMax(v)
-            | RingsAttr::RxMiniMax(v)
-            | RingsAttr::RxJumboMax(v)
-            | RingsAttr::TxMax(v)
-            | RingsAttr::Rx(v)
-            | RingsAttr::RxMini(v)
-            | RingsAttr::RxJumbo(v)
-            | RingsAttr::Tx(v)
-            | RingsAttr::RxBufLen(v)
-            | RingsAttr::CqeSize(v)
-            | RingsAttr::TxPushBufLen(v)
-            | RingsAttr::TxPushBufLenMax(v)
-            | RingsAttr::HdsThresh(v)
-            | RingsAttr::HdsThreshMax(v) => w.put_u32(k, n, *v),
-            RingsAttr::TcpDataSplit(t) => w.put_u8(k, n, t.value()),
-            RingsAttr::TxPush(v) | RingsAttr::RxPush(v) => w.put_u8(k, n, *v),
-            RingsAttr::Other { raw_type, bytes } => w.put(*raw_type, n, bytes),
-        }
-    }
-
-    fn parse(a: Attr<'_>) -> Result<Self> {
-        let what = Self::name_of(a.kind());
-        Ok(match a.kind() {
-            ETHTOOL_A_RINGS_HEADER => RingsAttr::Header(parse_all(a.payload())?),
-            ETHTOOL_A_RINGS_RX_MAX => RingsAttr::RxMax(a.u32(what)?),
-            ETHTOOL_A_RINGS_RX_MINI_MAX => RingsAttr::RxMiniMax(a.u32(what)?),
-            ETHTOOL_A_RINGS_RX_JUMBO_MAX => RingsAttr::RxJumboMax(a.u32(what)?),
-            ETHTOOL_A_RINGS_TX_MAX => RingsAttr::TxMax(a.u32(what)?),
-            ETHTOOL_A_RINGS_RX => RingsAttr::Rx(a.u32(what)?),
-            ETHTOOL_A_RINGS_RX_MINI => RingsAttr::RxMini(a.u32(what)?),
-            ETHTOOL_A_RINGS_RX_JUMBO => RingsAttr::RxJumbo(a.u32(what)?),
-            ETHTOOL_A_RINGS_TX => RingsAttr::Tx(a.u32(what)?),
-            ETHTOOL_A_RINGS_RX_BUF_LEN => RingsAttr::RxBufLen(a.u32(what)?),
-            ETHTOOL_A_RINGS_TCP_DATA_SPLIT => {
-                RingsAttr::TcpDataSplit(TcpDataSplit::from_value(a.u8(what)?)?)
-            }
-            ETHTOOL_A_RINGS_CQE_SIZE => RingsAttr::CqeSize(a.u32(what)?),
-            ETHTOOL_A_RINGS_TX_PUSH => RingsAttr::TxPush(a.u8(what)?),
-            ETHTOOL_A_RINGS_RX_PUSH => RingsAttr::RxPush(a.u8(what)?),
-            ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN => RingsAttr::TxPushBufLen(a.u32(what)?),
-            ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN_MAX => RingsAttr::TxPushBufLenMax(a.u32(what)?),
-            ETHTOOL_A_RINGS_HDS_THRESH => RingsAttr::HdsThresh(a.u32(what)?),
-            ETHTOOL_A_RINGS_HDS_THRESH_MAX => RingsAttr::HdsThreshMax(a.u32(what)?),
-            _ => RingsAttr::Other {
-                raw_type: a.raw_type(),
-                bytes: a.payload().to_vec(),
-            },
-        })
-    }
-}
-
-/// Channel (queue) counts from `CHANNELS_GET`; `None` where the driver does not report one.
-/// C ncdevmem counts RX queues as `rx_count + combined_count`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Channels {
-    /// Most RX-only channels.
-    pub rx_max: Option<u32>,
-    /// Most TX-only channels.
-    pub tx_max: Option<u32>,
-    /// Most other (link interrupt, …) channels.
-    pub other_max: Option<u32>,
-    /// Most combined (RX+TX) channels.
-    pub combined_max: Option<u32>,
-    /// RX-only channels in use.
-    pub rx_count: Option<u32>,
-    /// TX-only channels in use.
-    pub tx_count: Option<u32>,
-    /// Other channels in use.
-    pub other_count: Option<u32>,
-    /// Combined channels in use.
-    pub combined_count: Option<u32>,
 }
 
 impl Channels {
-    /// Builds from the attributes of a `CHANNELS_GET_REPLY`.
-    pub fn from_attrs(attrs: &[u8]) -> Result<Self> {
-        let mut c = Channels::default();
-        for a in parse_all::<ChannelsAttr>(attrs)? {
-            match a {
-                ChannelsAttr::RxMax(v) => c.rx_max = Some(v),
-                ChannelsAttr::TxMax(v) => c.tx_max = Some(v),
-                ChannelsAttr::OtherMax(v) => c.other_max = Some(v),
-                ChannelsAttr::CombinedMax(v) => c.combined_max = Some(v),
-                ChannelsAttr::RxCount(v) => c.rx_count = Some(v),
-                ChannelsAttr::TxCount(v) => c.tx_count = Some(v),
-                ChannelsAttr::OtherCount(v) => c.other_count = Some(v),
-                ChannelsAttr::CombinedCount(v) => c.combined_count = Some(v),
-                ChannelsAttr::Header(_) | ChannelsAttr::Other { .. } => {}
-            }
-        }
-        Ok(c)
-    }
-
     /// RX queues in use as C ncdevmem counts them: rx-count + combined-count (queues).
     pub fn rx_queues(&self) -> u32 {
         self.rx_count
@@ -531,74 +195,52 @@ impl Channels {
     }
 }
 
-/// Ring parameters from `RINGS_GET`; `None` where the driver does not report one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Rings {
-    /// Largest RX ring, descriptors.
-    pub rx_max: Option<u32>,
-    /// Largest RX mini ring, descriptors.
-    pub rx_mini_max: Option<u32>,
-    /// Largest RX jumbo ring, descriptors.
-    pub rx_jumbo_max: Option<u32>,
-    /// Largest TX ring, descriptors.
-    pub tx_max: Option<u32>,
-    /// RX ring size, descriptors.
-    pub rx: Option<u32>,
-    /// RX mini ring size, descriptors.
-    pub rx_mini: Option<u32>,
-    /// RX jumbo ring size, descriptors.
-    pub rx_jumbo: Option<u32>,
-    /// TX ring size, descriptors.
-    pub tx: Option<u32>,
-    /// RX buffer size, bytes.
-    pub rx_buf_len: Option<u32>,
-    /// Header split mode.
-    pub tcp_data_split: Option<TcpDataSplit>,
-    /// Completion queue entry size, bytes.
-    pub cqe_size: Option<u32>,
-    /// TX push (0/1).
-    pub tx_push: Option<u8>,
-    /// RX push (0/1).
-    pub rx_push: Option<u8>,
-    /// TX push buffer, bytes.
-    pub tx_push_buf_len: Option<u32>,
-    /// Largest TX push buffer, bytes.
-    pub tx_push_buf_len_max: Option<u32>,
-    /// Header-split threshold, bytes.
-    pub hds_thresh: Option<u32>,
-    /// Largest header-split threshold, bytes.
-    pub hds_thresh_max: Option<u32>,
-}
-
-impl Rings {
-    /// Builds from the attributes of a `RINGS_GET_REPLY`.
-    ///
-    /// Errors: `Error::Decode` for malformed attributes or a tcp-data-split value above 2.
-    pub fn from_attrs(attrs: &[u8]) -> Result<Self> {
-        let mut r = Rings::default();
-        for a in parse_all::<RingsAttr>(attrs)? {
-            match a {
-                RingsAttr::RxMax(v) => r.rx_max = Some(v),
-                RingsAttr::RxMiniMax(v) => r.rx_mini_max = Some(v),
-                RingsAttr::RxJumboMax(v) => r.rx_jumbo_max = Some(v),
-                RingsAttr::TxMax(v) => r.tx_max = Some(v),
-                RingsAttr::Rx(v) => r.rx = Some(v),
-                RingsAttr::RxMini(v) => r.rx_mini = Some(v),
-                RingsAttr::RxJumbo(v) => r.rx_jumbo = Some(v),
-                RingsAttr::Tx(v) => r.tx = Some(v),
-                RingsAttr::RxBufLen(v) => r.rx_buf_len = Some(v),
-                RingsAttr::TcpDataSplit(v) => r.tcp_data_split = Some(v),
-                RingsAttr::CqeSize(v) => r.cqe_size = Some(v),
-                RingsAttr::TxPush(v) => r.tx_push = Some(v),
-                RingsAttr::RxPush(v) => r.rx_push = Some(v),
-                RingsAttr::TxPushBufLen(v) => r.tx_push_buf_len = Some(v),
-                RingsAttr::TxPushBufLenMax(v) => r.tx_push_buf_len_max = Some(v),
-                RingsAttr::HdsThresh(v) => r.hds_thresh = Some(v),
-                RingsAttr::HdsThreshMax(v) => r.hds_thresh_max = Some(v),
-                RingsAttr::Header(_) | RingsAttr::Other { .. } => {}
-            }
-        }
-        Ok(r)
+attr_struct! {
+    /// `ETHTOOL_A_RINGS_*` names.
+    fn rings_attr_name;
+    /// Ring parameters from `RINGS_GET` (`ETHTOOL_A_RINGS_*`); `None` where the driver does
+    /// not report one.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct Rings("ethtool rings-get reply") {
+        /// Largest RX ring, descriptors.
+        ETHTOOL_A_RINGS_RX_MAX = 2 => rx_max: opt u32,
+        /// Largest RX mini ring, descriptors.
+        ETHTOOL_A_RINGS_RX_MINI_MAX = 3 => rx_mini_max: opt u32,
+        /// Largest RX jumbo ring, descriptors.
+        ETHTOOL_A_RINGS_RX_JUMBO_MAX = 4 => rx_jumbo_max: opt u32,
+        /// Largest TX ring, descriptors.
+        ETHTOOL_A_RINGS_TX_MAX = 5 => tx_max: opt u32,
+        /// RX ring size, descriptors.
+        ETHTOOL_A_RINGS_RX = 6 => rx: opt u32,
+        /// RX mini ring size, descriptors.
+        ETHTOOL_A_RINGS_RX_MINI = 7 => rx_mini: opt u32,
+        /// RX jumbo ring size, descriptors.
+        ETHTOOL_A_RINGS_RX_JUMBO = 8 => rx_jumbo: opt u32,
+        /// TX ring size, descriptors.
+        ETHTOOL_A_RINGS_TX = 9 => tx: opt u32,
+        /// RX buffer size, bytes.
+        ETHTOOL_A_RINGS_RX_BUF_LEN = 10 => rx_buf_len: opt u32,
+        /// Header split mode (u8 enum).
+        ETHTOOL_A_RINGS_TCP_DATA_SPLIT = 11 => tcp_data_split: opt u8 as TcpDataSplit,
+        /// Completion queue entry size, bytes.
+        ETHTOOL_A_RINGS_CQE_SIZE = 12 => cqe_size: opt u32,
+        /// TX push (u8, 0/1).
+        ETHTOOL_A_RINGS_TX_PUSH = 13 => tx_push: opt u8,
+        /// RX push (u8, 0/1).
+        ETHTOOL_A_RINGS_RX_PUSH = 14 => rx_push: opt u8,
+        /// TX push buffer, bytes.
+        ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN = 15 => tx_push_buf_len: opt u32,
+        /// Largest TX push buffer, bytes.
+        ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN_MAX = 16 => tx_push_buf_len_max: opt u32,
+        /// Header-split threshold, bytes (6.14+): packets with payload above this size are
+        /// header-split. devmem needs 0.
+        ETHTOOL_A_RINGS_HDS_THRESH = 17 => hds_thresh: opt u32,
+        /// Largest header-split threshold, bytes (6.14+).
+        ETHTOOL_A_RINGS_HDS_THRESH_MAX = 18 => hds_thresh_max: opt u32,
+        // ETHTOOL_A_RINGS_RX_BUF_LEN_MAX = 19 (proposed; not in 6.18)
+    }
+    also {
+        ETHTOOL_A_RINGS_HEADER = 1,
     }
 }
 
@@ -625,12 +267,6 @@ impl Ethtool {
         &self.family
     }
 
-    /// A request for `cmd` on device `ifindex`, with the header nest
-    /// `{ETHTOOL_A_HEADER_DEV_INDEX = ifindex}` as attribute 1 (`*_HEADER` is 1 in every set).
-    pub fn request(&self, cmd: EthtoolCmd, ifindex: u32, ifname: Option<&str>) -> GenlRequest {
-        header_request(&self.family, cmd, ifindex, ifname)
-    }
-
     fn get(&mut self, req: GenlRequest, reply: EthtoolReply) -> Result<Vec<u8>> {
         let replies = self.sock.request(&req)?;
         let what = format!("ethtool {} reply", ethtool_reply_name(reply as u8));
@@ -649,6 +285,13 @@ impl Ethtool {
                 ),
             });
         }
+        // The header nest (attribute 1 of every set) is decoded for its errors only.
+        for a in AttrIter::new(&r.attrs) {
+            let a = a?;
+            if a.kind() == ETHTOOL_A_CHANNELS_HEADER {
+                Header::from_attrs(a.payload())?;
+            }
+        }
         Ok(r.attrs)
     }
 
@@ -658,7 +301,7 @@ impl Ethtool {
     /// an unknown device.
     #[doc(alias = "ETHTOOL_MSG_CHANNELS_GET")]
     pub fn channels_get(&mut self, ifindex: u32) -> Result<Channels> {
-        let req = self.request(EthtoolCmd::ChannelsGet, ifindex, None);
+        let req = header_request(&self.family, EthtoolCmd::ChannelsGet, ifindex, None);
         let attrs = self.get(req, EthtoolReply::ChannelsGetReply)?;
         Channels::from_attrs(&attrs)
     }
@@ -668,7 +311,7 @@ impl Ethtool {
     /// Errors: `Error::Netlink` EOPNOTSUPP when the driver has no ring parameters (veth, lo).
     #[doc(alias = "ETHTOOL_MSG_RINGS_GET")]
     pub fn rings_get(&mut self, ifindex: u32) -> Result<Rings> {
-        let req = self.request(EthtoolCmd::RingsGet, ifindex, None);
+        let req = header_request(&self.family, EthtoolCmd::RingsGet, ifindex, None);
         let attrs = self.get(req, EthtoolReply::RingsGetReply)?;
         Rings::from_attrs(&attrs)
     }
@@ -749,10 +392,12 @@ fn rings_set_hds_request(
         target.push_str(&format!(", hds-thresh {t}"));
     }
     let mut req = header_request(family, EthtoolCmd::RingsSet, ifindex, ifname).target(target);
-    RingsAttr::TcpDataSplit(split).emit(req.attrs());
-    if let Some(t) = hds_thresh {
-        RingsAttr::HdsThresh(t).emit(req.attrs());
-    }
+    let rings = Rings {
+        tcp_data_split: Some(split),
+        hds_thresh,
+        ..Rings::default()
+    };
+    rings.emit(req.attrs());
     req
 }
 
@@ -771,18 +416,18 @@ fn channels_set_request(
         }
     }
     let mut req = header_request(family, EthtoolCmd::ChannelsSet, ifindex, ifname).target(target);
-    if let Some(v) = rx {
-        ChannelsAttr::RxCount(v).emit(req.attrs());
-    }
-    if let Some(v) = tx {
-        ChannelsAttr::TxCount(v).emit(req.attrs());
-    }
-    if let Some(v) = combined {
-        ChannelsAttr::CombinedCount(v).emit(req.attrs());
-    }
+    let counts = Channels {
+        rx_count: rx,
+        tx_count: tx,
+        combined_count: combined,
+        ..Channels::default()
+    };
+    counts.emit(req.attrs());
     req
 }
 
+/// A request for `cmd` on device `ifindex`, with the header nest
+/// `{ETHTOOL_A_HEADER_DEV_INDEX = ifindex}` as attribute 1 (`*_HEADER` is 1 in every set).
 fn header_request(
     family: &Family,
     cmd: EthtoolCmd,
@@ -792,31 +437,58 @@ fn header_request(
     let mut req = family
         .request(cmd as u8, cmd.op())
         .target(dev_label(ifindex, ifname));
-    let header = vec![HeaderAttr::DevIndex(ifindex)];
     // Attribute 1 is the header nest in every ethtool message set.
-    match cmd {
-        EthtoolCmd::RingsGet | EthtoolCmd::RingsSet => RingsAttr::Header(header).emit(req.attrs()),
-        EthtoolCmd::ChannelsGet | EthtoolCmd::ChannelsSet => {
-            ChannelsAttr::Header(header).emit(req.attrs())
+    let w = req.attrs();
+    let nest = match cmd {
+        EthtoolCmd::RingsGet | EthtoolCmd::RingsSet => {
+            put_attr!(w, begin_nest, ETHTOOL_A_RINGS_HEADER)
         }
-    }
+        EthtoolCmd::ChannelsGet | EthtoolCmd::ChannelsSet => {
+            put_attr!(w, begin_nest, ETHTOOL_A_CHANNELS_HEADER)
+        }
+    };
+    let header = Header {
+        dev_index: Some(ifindex),
+        ..Header::default()
+    };
+    header.emit(w);
+    w.end_nest(nest);
     req
 }
 
 #[cfg(all(test, target_endian = "little"))]
 mod tests {
     use super::*;
-    use crate::netlink::attr::emit_all;
+    use crate::netlink::attr::AttrWriter;
     use crate::netlink::socket::Exchange;
     use proptest::prelude::*;
 
-    fn family() -> Family {
-        Family {
-            name: "ethtool".into(),
-            id: 21,
-            version: 1,
-            mcast_groups: vec![],
+    /// The header nest (attribute 1, flagged nested) of a message's attributes, decoded.
+    fn header_of(attrs: &[u8]) -> Header {
+        let a = AttrIter::new(attrs).next().unwrap().unwrap();
+        assert_eq!((a.kind(), a.is_nested()), (1, true));
+        Header::from_attrs(a.payload()).unwrap()
+    }
+
+    fn dev(index: u32, name: Option<&str>) -> Header {
+        Header {
+            dev_index: Some(index),
+            dev_name: name.map(str::to_string),
+            ..Header::default()
         }
+    }
+
+    /// A writer holding the header nest `dev(index, name)`.
+    fn with_header(index: u32, name: Option<&str>) -> AttrWriter {
+        let mut w = AttrWriter::new();
+        let nest = w.begin_nest(1, "HEADER");
+        dev(index, name).emit(&mut w);
+        w.end_nest(nest);
+        w
+    }
+
+    fn family() -> Family {
+        Family::fixture("ethtool", 21)
     }
 
     /// CHANNELS_GET for ifindex 2, family id 21, seq 3, pid 0 (synthetic).
@@ -839,9 +511,10 @@ mod tests {
     fn channels_get_request_bytes() {
         let req = header_request(&family(), EthtoolCmd::ChannelsGet, 2, Some("veth0"));
         assert_eq!(req.encode(3, 0).unwrap(), CHANNELS_GET_REQ);
+        assert_eq!(header_of(&CHANNELS_GET_REQ[20..]), dev(2, None));
         assert_eq!(
-            parse_all::<ChannelsAttr>(&CHANNELS_GET_REQ[20..]).unwrap(),
-            vec![ChannelsAttr::Header(vec![HeaderAttr::DevIndex(2)])]
+            Channels::from_attrs(&CHANNELS_GET_REQ[20..]).unwrap(),
+            Channels::default()
         );
         assert_eq!(
             req.writer().path_at(24).as_deref(),
@@ -886,20 +559,7 @@ mod tests {
         );
         let reply = ex.into_replies().remove(0);
         assert_eq!(reply.cmd, EthtoolReply::ChannelsGetReply as u8);
-        let expected = vec![
-            ChannelsAttr::Header(vec![
-                HeaderAttr::DevIndex(3),
-                HeaderAttr::DevName("veth0".into()),
-            ]),
-            ChannelsAttr::RxMax(2),
-            ChannelsAttr::RxCount(1),
-            ChannelsAttr::TxMax(2),
-            ChannelsAttr::TxCount(1),
-        ];
-        assert_eq!(parse_all::<ChannelsAttr>(&reply.attrs).unwrap(), expected);
-        let mut w = AttrWriter::new();
-        emit_all(&mut w, &expected);
-        assert_eq!(w.bytes(), &CHANNELS_REPLY_VETH[20..]);
+        assert_eq!(header_of(&reply.attrs), dev(3, Some("veth0")));
         let c = Channels::from_attrs(&reply.attrs).unwrap();
         assert_eq!(
             c,
@@ -912,6 +572,18 @@ mod tests {
             }
         );
         assert_eq!(c.rx_queues(), 1);
+        // Written back in the kernel's order, the attributes are the captured bytes.
+        let mut w = with_header(3, Some("veth0"));
+        c.emit_kinds(
+            &mut w,
+            &[
+                ETHTOOL_A_CHANNELS_RX_MAX,
+                ETHTOOL_A_CHANNELS_RX_COUNT,
+                ETHTOOL_A_CHANNELS_TX_MAX,
+                ETHTOOL_A_CHANNELS_TX_COUNT,
+            ],
+        );
+        assert_eq!(w.bytes(), &CHANNELS_REPLY_VETH[20..]);
     }
 
     /// 6.18's answer to RINGS_GET for veth0 (captured; seq 9): EOPNOTSUPP, no extack.
@@ -963,29 +635,22 @@ mod tests {
 
     #[test]
     fn rings_reply_round_trip() {
-        let expected = vec![
-            RingsAttr::Header(vec![HeaderAttr::DevIndex(4)]),
-            RingsAttr::RxMax(4096),
-            RingsAttr::Rx(1024),
-            RingsAttr::TcpDataSplit(TcpDataSplit::Enabled),
-            RingsAttr::HdsThresh(0),
-            RingsAttr::HdsThreshMax(1024),
-        ];
-        assert_eq!(parse_all::<RingsAttr>(RINGS_REPLY_HDS).unwrap(), expected);
-        let mut w = AttrWriter::new();
-        emit_all(&mut w, &expected);
-        assert_eq!(w.bytes(), RINGS_REPLY_HDS);
+        assert_eq!(header_of(RINGS_REPLY_HDS), dev(4, None));
         let r = Rings::from_attrs(RINGS_REPLY_HDS).unwrap();
         assert_eq!(
-            (r.rx, r.tcp_data_split, r.hds_thresh, r.hds_thresh_max, r.tx),
-            (
-                Some(1024),
-                Some(TcpDataSplit::Enabled),
-                Some(0),
-                Some(1024),
-                None
-            )
+            r,
+            Rings {
+                rx_max: Some(4096),
+                rx: Some(1024),
+                tcp_data_split: Some(TcpDataSplit::Enabled),
+                hds_thresh: Some(0),
+                hds_thresh_max: Some(1024),
+                ..Rings::default()
+            }
         );
+        let mut w = with_header(4, None);
+        r.emit(&mut w);
+        assert_eq!(w.bytes(), RINGS_REPLY_HDS);
         let mut bad = RINGS_REPLY_HDS.to_vec();
         bad[32] = 3;
         let e = Rings::from_attrs(&bad).unwrap_err();
@@ -1022,13 +687,14 @@ mod tests {
     fn rings_set_request_bytes() {
         let req = rings_set_hds_request(&family(), 2, Some("eth0"), TcpDataSplit::Enabled, Some(0));
         assert_eq!(req.encode(3, 0).unwrap(), RINGS_SET_HDS_ON);
+        assert_eq!(header_of(&RINGS_SET_HDS_ON[20..]), dev(2, None));
         assert_eq!(
-            parse_all::<RingsAttr>(&RINGS_SET_HDS_ON[20..]).unwrap(),
-            vec![
-                RingsAttr::Header(vec![HeaderAttr::DevIndex(2)]),
-                RingsAttr::TcpDataSplit(TcpDataSplit::Enabled),
-                RingsAttr::HdsThresh(0),
-            ]
+            Rings::from_attrs(&RINGS_SET_HDS_ON[20..]).unwrap(),
+            Rings {
+                tcp_data_split: Some(TcpDataSplit::Enabled),
+                hds_thresh: Some(0),
+                ..Rings::default()
+            }
         );
         assert_eq!(
             req.writer().path_at(32).as_deref(),
@@ -1124,13 +790,14 @@ mod tests {
     fn channels_set_request_bytes() {
         let req = channels_set_request(&family(), 3, Some("veth0"), Some(2), Some(2), None);
         assert_eq!(req.encode(7, 0).unwrap(), CHANNELS_SET_RX_TX);
+        assert_eq!(header_of(&CHANNELS_SET_RX_TX[20..]), dev(3, None));
         assert_eq!(
-            parse_all::<ChannelsAttr>(&CHANNELS_SET_RX_TX[20..]).unwrap(),
-            vec![
-                ChannelsAttr::Header(vec![HeaderAttr::DevIndex(3)]),
-                ChannelsAttr::RxCount(2),
-                ChannelsAttr::TxCount(2),
-            ]
+            Channels::from_attrs(&CHANNELS_SET_RX_TX[20..]).unwrap(),
+            Channels {
+                rx_count: Some(2),
+                tx_count: Some(2),
+                ..Channels::default()
+            }
         );
         assert_eq!(
             req.writer().path_at(40).as_deref(),
@@ -1138,12 +805,13 @@ mod tests {
         );
         let req = channels_set_request(&family(), 4, Some("eth0"), None, None, Some(1));
         assert_eq!(req.encode(7, 0).unwrap(), CHANNELS_SET_COMBINED);
+        assert_eq!(header_of(&CHANNELS_SET_COMBINED[20..]), dev(4, None));
         assert_eq!(
-            parse_all::<ChannelsAttr>(&CHANNELS_SET_COMBINED[20..]).unwrap(),
-            vec![
-                ChannelsAttr::Header(vec![HeaderAttr::DevIndex(4)]),
-                ChannelsAttr::CombinedCount(1),
-            ]
+            Channels::from_attrs(&CHANNELS_SET_COMBINED[20..]).unwrap(),
+            Channels {
+                combined_count: Some(1),
+                ..Channels::default()
+            }
         );
     }
 

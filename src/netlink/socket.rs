@@ -554,24 +554,19 @@ impl NlSocket {
 
     fn recv_datagram(&mut self) -> Result<usize> {
         let mut backoff = Backoff::default();
+        let fd = self.fd.as_fd();
+        let mut recv = |buf: &mut [u8], peek| loop {
+            match sys::recv(fd, buf, peek) {
+                Err(e) if e.errno() == Some(libc::EINTR) => backoff.pause(),
+                r => return r,
+            }
+        };
         loop {
-            let peeked = match sys::recv(self.fd.as_fd(), &mut self.buf, true) {
-                Err(e) if e.errno() == Some(libc::EINTR) => {
-                    backoff.pause();
-                    continue;
-                }
-                r => r?,
-            };
+            let peeked = recv(&mut self.buf, true)?;
             if peeked.len > self.buf.len() {
                 self.buf.resize(peeked.len, 0);
             }
-            let d = match sys::recv(self.fd.as_fd(), &mut self.buf, false) {
-                Err(e) if e.errno() == Some(libc::EINTR) => {
-                    backoff.pause();
-                    continue;
-                }
-                r => r?,
-            };
+            let d = recv(&mut self.buf, false)?;
             if d.len > self.buf.len() {
                 // MSG_TRUNC: never parse a cut-off datagram.
                 return Err(Error::sys(

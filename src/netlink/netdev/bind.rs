@@ -9,101 +9,28 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use super::*;
 use crate::error::Result;
-use crate::netlink::attr::{parse_all, Attr, AttrWriter, Nla};
+use crate::netlink::attr::{attr_struct, put_attr, AttrWriter};
 use crate::netlink::ctrl::Family;
 use crate::netlink::dev_label;
 use crate::netlink::socket::{GenlReply, GenlRequest, NlSocket};
 
-/// `dmabuf` attribute set (`NETDEV_A_DMABUF_*`): bind-rx / bind-tx requests and replies.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DmabufAttr {
-    /// `NETDEV_A_DMABUF_IFINDEX` (u32, min 1).
-    Ifindex(u32),
-    /// `NETDEV_A_DMABUF_QUEUES` (nest, multi-attr: one per queue) holding `queue-id`
-    /// attributes, normally [`QueueAttr::Id`] and [`QueueAttr::Type`].
-    Queues(Vec<QueueAttr>),
-    /// `NETDEV_A_DMABUF_FD` (u32): the dma-buf file descriptor.
-    Fd(u32),
-    /// `NETDEV_A_DMABUF_ID` (u32, reply only): the binding id.
-    Id(u32),
-    /// `NETDEV_A_DMABUF_RX_PAGE_SIZE` (u32, bytes; net-next 2026-08, not in 6.18): the niov
-    /// size of the binding, a power of two ≥ the page size.
-    RxPageSize(u32),
-    /// `NETDEV_A_DMABUF_AUTORELEASE` (u8, 0/1; request only) from the unmerged autorelease
-    /// series v7–v10, at the number the kernel's policy gives it (5 in the series as posted;
-    /// found with [`crate::netlink::ctrl::autorelease_attr`]). A 1-byte payload at 5 parses
-    /// as this, a 4-byte one as [`DmabufAttr::RxPageSize`].
-    Autorelease {
-        /// Attribute number.
-        attr: u16,
-        /// 1: tokens still held at `close()` are released then; 0 (the series' default):
-        /// they stay pinned until the binding goes.
-        on: bool,
-    },
-    /// Unknown attribute, kept raw.
-    Other {
-        /// `nla_type` as received.
-        raw_type: u16,
-        /// Payload bytes.
-        bytes: Vec<u8>,
-    },
-}
-
-impl Nla for DmabufAttr {
-    fn name_of(kind: u16) -> &'static str {
-        dmabuf_attr_name(kind)
+attr_struct! {
+    /// `enum netdev_a_dmabuf` names.
+    fn dmabuf_attr_name;
+    /// The scalar attributes of the `dmabuf` set (`NETDEV_A_DMABUF_*`, all u32) in bind-rx /
+    /// bind-tx requests and replies; [`BindRxRequest`] writes the rest.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub(super) struct Dmabuf("netdev bind reply") {
+        /// Interface index (min 1).
+        NETDEV_A_DMABUF_IFINDEX = 1 => ifindex: opt u32,
+        /// The dma-buf file descriptor.
+        NETDEV_A_DMABUF_FD = 3 => fd: opt u32,
+        /// The binding id (reply only).
+        NETDEV_A_DMABUF_ID = 4 => id: opt u32,
     }
-
-    fn kind(&self) -> u16 {
-        match self {
-            DmabufAttr::Ifindex(_) => NETDEV_A_DMABUF_IFINDEX,
-            DmabufAttr::Queues(_) => NETDEV_A_DMABUF_QUEUES,
-            DmabufAttr::Fd(_) => NETDEV_A_DMABUF_FD,
-            DmabufAttr::Id(_) => NETDEV_A_DMABUF_ID,
-            DmabufAttr::RxPageSize(_) => NETDEV_A_DMABUF_RX_PAGE_SIZE,
-            DmabufAttr::Autorelease { attr, .. } => *attr,
-            DmabufAttr::Other { raw_type, .. } => masked(*raw_type),
-        }
-    }
-
-    fn emit(&self, w: &mut AttrWriter) {
-        let (k, n) = (self.kind(), self.name());
-        match self {
-            DmabufAttr::Ifindex(v)
-            | DmabufAttr::Fd(v)
-            | DmabufAttr::Id(v)
-            | DmabufAttr::RxPageSize(v) => w.put_u32(k, n, *v),
-            DmabufAttr::Autorelease { on, .. } => {
-                w.put_u8(k, "NETDEV_A_DMABUF_AUTORELEASE", u8::from(*on))
-            }
-            DmabufAttr::Queues(inner) => {
-                let nest = w.begin_nest_indexed(k, n);
-                for a in inner {
-                    a.emit(w);
-                }
-                w.end_nest(nest);
-            }
-            DmabufAttr::Other { raw_type, bytes } => w.put(*raw_type, n, bytes),
-        }
-    }
-
-    fn parse(a: Attr<'_>) -> Result<Self> {
-        let what = Self::name_of(a.kind());
-        Ok(match a.kind() {
-            NETDEV_A_DMABUF_IFINDEX => DmabufAttr::Ifindex(a.u32(what)?),
-            NETDEV_A_DMABUF_QUEUES => DmabufAttr::Queues(parse_all(a.payload())?),
-            NETDEV_A_DMABUF_FD => DmabufAttr::Fd(a.u32(what)?),
-            NETDEV_A_DMABUF_ID => DmabufAttr::Id(a.u32(what)?),
-            NETDEV_A_DMABUF_RX_PAGE_SIZE if a.payload().len() == 1 => DmabufAttr::Autorelease {
-                attr: a.kind(),
-                on: a.u8("NETDEV_A_DMABUF_AUTORELEASE")? != 0,
-            },
-            NETDEV_A_DMABUF_RX_PAGE_SIZE => DmabufAttr::RxPageSize(a.u32(what)?),
-            _ => DmabufAttr::Other {
-                raw_type: a.raw_type(),
-                bytes: a.payload().to_vec(),
-            },
-        })
+    also {
+        NETDEV_A_DMABUF_QUEUES = 2,
+        NETDEV_A_DMABUF_RX_PAGE_SIZE = 5,
     }
 }
 
@@ -134,15 +61,13 @@ impl QueueNest {
         }
     }
 
-    fn attrs(&self) -> Vec<QueueAttr> {
-        let mut v = Vec::new();
+    fn emit(&self, w: &mut AttrWriter) {
         if let Some(id) = self.id {
-            v.push(QueueAttr::Id(id));
+            put_attr!(w, put_u32, NETDEV_A_QUEUE_ID, id);
         }
         if let Some(t) = self.queue_type {
-            v.push(QueueAttr::Type(t));
+            put_attr!(w, put_u32, NETDEV_A_QUEUE_TYPE, t);
         }
-        v
     }
 }
 
@@ -221,20 +146,25 @@ impl BindRxRequest {
         self
     }
 
-    /// The request's attributes in wire order.
-    pub fn attrs(&self) -> Vec<DmabufAttr> {
-        let mut v = vec![DmabufAttr::Ifindex(self.ifindex)];
-        if let Some(fd) = self.fd {
-            v.push(DmabufAttr::Fd(fd));
+    /// Writes the request's attributes in wire order (see the type's docs).
+    pub fn emit(&self, w: &mut AttrWriter) {
+        let scalars = Dmabuf {
+            ifindex: Some(self.ifindex),
+            fd: self.fd,
+            id: None,
+        };
+        scalars.emit(w);
+        for q in &self.queues {
+            let nest = put_attr!(w, begin_nest_indexed, NETDEV_A_DMABUF_QUEUES);
+            q.emit(w);
+            w.end_nest(nest);
         }
-        v.extend(self.queues.iter().map(|q| DmabufAttr::Queues(q.attrs())));
         if let Some((attr, on)) = self.autorelease {
-            v.push(DmabufAttr::Autorelease { attr, on });
+            w.put_u8(attr, "NETDEV_A_DMABUF_AUTORELEASE", u8::from(on));
         }
         if let Some(s) = self.rx_page_size {
-            v.push(DmabufAttr::RxPageSize(s));
+            put_attr!(w, put_u32, NETDEV_A_DMABUF_RX_PAGE_SIZE, s);
         }
-        v
     }
 
     /// What the request is about, for errors: `"eth0 (ifindex 4), queues 8..=9"`, plus
@@ -258,9 +188,7 @@ impl BindRxRequest {
         let mut req = family
             .request(NETDEV_CMD_BIND_RX, "bind-rx")
             .target(self.target());
-        for a in self.attrs() {
-            a.emit(req.attrs());
-        }
+        self.emit(req.attrs());
         req
     }
 }
@@ -304,18 +232,6 @@ fn queues_label(queues: &[QueueNest]) -> String {
             format!("queue nests {}", nests.join(" "))
         }
     }
-}
-
-/// The complete `bind-rx` message for family id `family_id` (header version 1), with
-/// sequence number `seq` and port id `pid`; pure, for byte-exact tests.
-pub fn encode_bind_rx(family_id: u16, req: &BindRxRequest, seq: u32, pid: u32) -> Result<Vec<u8>> {
-    let family = Family {
-        name: "netdev".into(),
-        id: family_id,
-        version: 1,
-        mcast_groups: Vec::new(),
-    };
-    req.genl(&family).encode(seq, pid)
 }
 
 /// Which direction a [`DmabufBinding`] serves.
@@ -395,12 +311,9 @@ fn binding_id(replies: &[GenlReply], op: &str) -> Result<u32> {
     let reply = replies
         .first()
         .ok_or_else(|| decode(&what, "no reply message before the ACK"))?;
-    for a in parse_all::<DmabufAttr>(&reply.attrs)? {
-        if let DmabufAttr::Id(id) = a {
-            return Ok(id);
-        }
-    }
-    Err(decode(&what, "NETDEV_A_DMABUF_ID is missing"))
+    Dmabuf::from_attrs(&reply.attrs)?
+        .id
+        .ok_or_else(|| decode(&what, "NETDEV_A_DMABUF_ID is missing"))
 }
 
 impl Netdev {
@@ -454,10 +367,12 @@ impl Netdev {
             .family
             .request(NETDEV_CMD_BIND_TX, "bind-tx")
             .target(target.clone());
-        DmabufAttr::Ifindex(ifindex).emit(genl.attrs());
-        if let Ok(fd) = u32::try_from(dmabuf_fd.as_raw_fd()) {
-            DmabufAttr::Fd(fd).emit(genl.attrs());
-        }
+        let scalars = Dmabuf {
+            ifindex: Some(ifindex),
+            fd: u32::try_from(dmabuf_fd.as_raw_fd()).ok(),
+            id: None,
+        };
+        scalars.emit(genl.attrs());
         let mut sock = NlSocket::open()?;
         let replies = sock.request(&genl)?;
         let id = binding_id(&replies, "bind-tx")?;
@@ -475,8 +390,51 @@ impl Netdev {
 mod tests {
     use super::*;
     use crate::error::{Error, NlError};
-    use crate::netlink::attr::emit_all;
+    use crate::netlink::attr::AttrIter;
     use crate::netlink::socket::{Exchange, NLM_F_ACK_TLVS, NLM_F_CAPPED};
+
+    /// Reads a bind-rx request's attributes back: the inverse of [`BindRxRequest::emit`]
+    /// (`ifname` is not on the wire; a 1-byte attribute is the autorelease flag).
+    fn decode_bind_rx(attrs: &[u8]) -> BindRxRequest {
+        let scalars = Dmabuf::from_attrs(attrs).unwrap();
+        let mut req = BindRxRequest {
+            ifindex: scalars.ifindex.unwrap(),
+            ifname: None,
+            fd: scalars.fd,
+            queues: Vec::new(),
+            rx_page_size: None,
+            autorelease: None,
+        };
+        for a in AttrIter::new(attrs).map(Result::unwrap) {
+            match (a.kind(), a.payload().len()) {
+                (NETDEV_A_DMABUF_QUEUES, _) => {
+                    let mut q = QueueNest::empty();
+                    for inner in a.nested().map(Result::unwrap) {
+                        let v = Some(inner.u32("queue-id").unwrap());
+                        match inner.kind() {
+                            NETDEV_A_QUEUE_ID => q.id = v,
+                            NETDEV_A_QUEUE_TYPE => q.queue_type = v,
+                            k => panic!("queue-id attribute {k}"),
+                        }
+                    }
+                    req.queues.push(q);
+                }
+                (k, 1) => req.autorelease = Some((k, a.u8("autorelease").unwrap() != 0)),
+                (NETDEV_A_DMABUF_RX_PAGE_SIZE, _) => {
+                    req.rx_page_size = Some(a.u32("rx-page-size").unwrap())
+                }
+                _ => {}
+            }
+        }
+        req
+    }
+
+    fn unnamed(req: &BindRxRequest) -> BindRxRequest {
+        BindRxRequest {
+            ifname: None,
+            ..req.clone()
+        }
+    }
 
     fn bind_rx_req(rx_page_size: Option<u32>) -> BindRxRequest {
         BindRxRequest {
@@ -551,16 +509,10 @@ mod tests {
     #[test]
     fn bind_rx_with_rx_page_size_bytes() {
         let req = bind_rx_req(Some(16384));
-        assert_eq!(
-            encode_bind_rx(20, &req, 0x1122_3344, 0).unwrap(),
-            BIND_RX_PAGE_SIZE
-        );
-        assert_eq!(
-            parse_all::<DmabufAttr>(&BIND_RX_PAGE_SIZE[20..]).unwrap(),
-            req.attrs()
-        );
+        assert_eq!(encode_bind_rx(&req, 0x1122_3344), BIND_RX_PAGE_SIZE);
+        assert_eq!(decode_bind_rx(&BIND_RX_PAGE_SIZE[20..]), unnamed(&req));
         let mut w = AttrWriter::new();
-        emit_all(&mut w, &req.attrs());
+        req.emit(&mut w);
         assert_eq!(w.bytes(), &BIND_RX_PAGE_SIZE[20..]);
         assert_eq!(
             req.target(),
@@ -601,19 +553,16 @@ mod tests {
     #[test]
     fn bind_rx_with_autorelease_bytes() {
         let req = bind_rx_req(None).autorelease(Some((5, true)));
-        let bytes = encode_bind_rx(20, &req, 0x1122_3344, 0).unwrap();
+        let bytes = encode_bind_rx(&req, 0x1122_3344);
         assert_eq!(bytes, BIND_RX_AUTORELEASE);
-        assert_eq!(
-            parse_all::<DmabufAttr>(&BIND_RX_AUTORELEASE[20..]).unwrap(),
-            req.attrs()
-        );
+        assert_eq!(decode_bind_rx(&BIND_RX_AUTORELEASE[20..]), unnamed(&req));
         assert_eq!(
             req.target(),
             "eth0 (ifindex 4), queues 8..=9, autorelease 1"
         );
         // 0 is sent as a 0 byte, not left out; the rebased numbering (6) only moves the type.
         let off = bind_rx_req(None).autorelease(Some((6, false)));
-        let bytes = encode_bind_rx(20, &off, 0x1122_3344, 0).unwrap();
+        let bytes = encode_bind_rx(&off, 0x1122_3344);
         assert_eq!(
             &bytes[76..],
             &[0x05, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00]
@@ -624,17 +573,14 @@ mod tests {
     #[test]
     fn bind_rx_without_rx_page_size_bytes() {
         let req = bind_rx_req(None);
-        assert_eq!(encode_bind_rx(20, &req, 0x1122_3344, 0).unwrap(), BIND_RX);
-        assert_eq!(
-            parse_all::<DmabufAttr>(&BIND_RX[20..]).unwrap(),
-            req.attrs()
-        );
+        assert_eq!(encode_bind_rx(&req, 0x1122_3344), BIND_RX);
+        assert_eq!(decode_bind_rx(&BIND_RX[20..]), unnamed(&req));
     }
 
     #[test]
     fn empty_queue_nests_are_bare_nest_headers() {
         let req = bind_rx_req(None).empty_queue_nests(2);
-        let bytes = encode_bind_rx(20, &req, 1, 0).unwrap();
+        let bytes = encode_bind_rx(&req, 1);
         #[rustfmt::skip]
         let attrs: &[u8] = &[
             0x08, 0x00, 0x01, 0x00, 0x04, 0x00, 0x00, 0x00, // NETDEV_A_DMABUF_IFINDEX 4
@@ -670,12 +616,12 @@ mod tests {
     }
 
     fn netdev_family() -> Family {
-        Family {
-            name: "netdev".into(),
-            id: 20,
-            version: 1,
-            mcast_groups: vec![],
-        }
+        Family::fixture("netdev", 20)
+    }
+
+    /// The complete bind-rx message for family id 20 with sequence number `seq`, port id 0.
+    fn encode_bind_rx(req: &BindRxRequest, seq: u32) -> Vec<u8> {
+        req.genl(&netdev_family()).encode(seq, 0).unwrap()
     }
 
     /// Feeds a captured answer to the exchange of `req` (seq `seq`, port id 18858).
@@ -734,11 +680,7 @@ mod tests {
     #[test]
     fn extack_erange_maps_to_queue_type_path() {
         let req = veth_req(2);
-        assert_eq!(
-            encode_bind_rx(20, &req, 2, 0).unwrap().len(),
-            56,
-            "matches the echo"
-        );
+        assert_eq!(encode_bind_rx(&req, 2).len(), 56, "matches the echo");
         let e = answer(&req, 2, ERANGE_QUEUE_TYPE);
         assert_eq!(e.errno, libc::ERANGE);
         assert_eq!(e.ext_msg.as_deref(), Some("integer out of range"));
@@ -777,11 +719,7 @@ mod tests {
     fn extack_missing_fd() {
         let mut req = veth_req(0);
         req.fd = None;
-        assert_eq!(
-            encode_bind_rx(20, &req, 3, 0).unwrap().len(),
-            48,
-            "matches the echo"
-        );
+        assert_eq!(encode_bind_rx(&req, 3).len(), 48, "matches the echo");
         let e = answer(&req, 3, EINVAL_MISSING_FD);
         assert_eq!(
             (e.errno, e.missing_attr, e.ext_msg.as_deref()),
