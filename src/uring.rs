@@ -525,11 +525,6 @@ impl Zcrx {
         self.zcrx_id
     }
 
-    /// The area's token (`rq_area_token`, area id << 48).
-    pub fn area_token(&self) -> u64 {
-        self.area_token
-    }
-
     /// Refill ring entries (as the kernel rounded them).
     pub fn rq_entries(&self) -> u32 {
         self.refill.entries()
