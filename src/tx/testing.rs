@@ -319,11 +319,6 @@ impl ScriptedTxSocket {
         self.recv_calls
     }
 
-    /// Queued error-queue messages not yet read.
-    pub fn queued_errqueue(&self) -> usize {
-        self.errq.len()
-    }
-
     fn complete(&mut self, lo: u32, hi: u32) {
         let mut s = self.shared.borrow_mut();
         let mut n = lo;
@@ -347,36 +342,32 @@ impl ScriptedTxSocket {
         if ids.is_empty() || self.policy == CompletionPolicy::Manual || !self.errq.is_empty() {
             return;
         }
-        let code = if self.copied {
-            SO_EE_CODE_ZEROCOPY_COPIED
-        } else {
-            0
-        };
         match self.policy {
             CompletionPolicy::OnWaitCoalesced => {
                 // In flight is always a run of consecutive numbers here (older ones completed);
                 // with a wrapped counter the run is the one starting after the gap.
                 let lo = first_of_run(&ids);
-                let hi = lo.wrapping_add(ids.len() as u32 - 1);
-                self.push_errqueue(ErrqEntry::Completion {
-                    lo,
-                    hi,
-                    code,
-                    ipv6: false,
-                });
+                self.push_completion(lo, lo.wrapping_add(ids.len() as u32 - 1));
             }
             CompletionPolicy::OnWaitReversed => {
                 for &id in ids.iter().rev() {
-                    self.push_errqueue(ErrqEntry::Completion {
-                        lo: id,
-                        hi: id,
-                        code,
-                        ipv6: false,
-                    });
+                    self.push_completion(id, id);
                 }
             }
             CompletionPolicy::Immediate | CompletionPolicy::Manual => {}
         }
+    }
+
+    /// Queues an automatic completion of sends `lo..=hi` (IPv4; `COPIED` per
+    /// [`ScriptedTxSocket::set_copied`]).
+    fn push_completion(&mut self, lo: u32, hi: u32) {
+        let code = if self.copied {
+            SO_EE_CODE_ZEROCOPY_COPIED
+        } else {
+            0
+        };
+        let ipv6 = false;
+        self.push_errqueue(ErrqEntry::Completion { lo, hi, code, ipv6 });
     }
 }
 
@@ -475,16 +466,7 @@ impl TxSocket for ScriptedTxSocket {
         }
         self.sends.push(record);
         if self.policy == CompletionPolicy::Immediate {
-            self.push_errqueue(ErrqEntry::Completion {
-                lo: number,
-                hi: number,
-                code: if self.copied {
-                    SO_EE_CODE_ZEROCOPY_COPIED
-                } else {
-                    0
-                },
-                ipv6: false,
-            });
+            self.push_completion(number, number);
         }
         Ok(accepted as usize)
     }
