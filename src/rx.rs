@@ -720,30 +720,25 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         if cfg.data_buf_len == 0 {
             return Err(Error::Usage("receive buffer of 0 bytes".into()));
         }
-        let mode = match &cfg.devmem {
-            Some(p) => {
-                if cfg.control_buf_len < DEVMEM_CMSG_SPACE {
-                    return Err(Error::Usage(format!(
-                        "control buffer of {} bytes cannot hold one devmem cmsg ({DEVMEM_CMSG_SPACE} bytes)",
-                        cfg.control_buf_len
-                    )));
-                }
-                if p.niov_size == 0 {
-                    return Err(Error::Usage("niov size (rx-page-size) of 0 bytes".into()));
-                }
-                if mem.is_none() {
-                    return Err(Error::Usage(
-                        "devmem receive needs the dma-buf mapping to read frags from".into(),
-                    ));
-                }
-                RxMode::Devmem
+        if let Some(p) = &cfg.devmem {
+            if cfg.control_buf_len < DEVMEM_CMSG_SPACE {
+                return Err(Error::Usage(format!(
+                    "control buffer of {} bytes cannot hold one devmem cmsg ({DEVMEM_CMSG_SPACE} bytes)",
+                    cfg.control_buf_len
+                )));
             }
-            None => RxMode::PlainTcp,
-        };
-        let piece = if cfg.devmem.is_some() {
-            "frag"
-        } else {
-            "chunk"
+            if p.niov_size == 0 {
+                return Err(Error::Usage("niov size (rx-page-size) of 0 bytes".into()));
+            }
+            if mem.is_none() {
+                return Err(Error::Usage(
+                    "devmem receive needs the dma-buf mapping to read frags from".into(),
+                ));
+            }
+        }
+        let (mode, piece) = match cfg.devmem {
+            Some(_) => (RxMode::Devmem, "frag"),
+            None => (RxMode::PlainTcp, "chunk"),
         };
         Ok(Receiver {
             sock,

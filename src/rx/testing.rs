@@ -566,8 +566,8 @@ impl FragMemory for VecMemory {
     }
 }
 
-/// Lays a test stream (`-v` pattern or `--seed` keyed stream) out in stream order over
-/// [`Piece`]s: each call takes the next bytes of the stream.
+/// Lays the `-v` pattern out in stream order over [`Piece`]s: each call takes the next bytes of
+/// the stream.
 #[derive(Debug, Clone)]
 pub struct PatternStream {
     pattern: Pattern,
@@ -580,15 +580,6 @@ impl PatternStream {
     pub fn new(period: u32) -> PatternStream {
         PatternStream {
             pattern: Pattern::new(period).expect("period in 2..=256"),
-            offset: 0,
-            crc: crc32fast::Hasher::new(),
-        }
-    }
-
-    /// The same over the keyed stream of `seed` (`--seed`).
-    pub fn keyed(seed: u64) -> PatternStream {
-        PatternStream {
-            pattern: Pattern::keyed(seed),
             offset: 0,
             crc: crc32fast::Hasher::new(),
         }
