@@ -212,7 +212,6 @@ pub struct ScriptedTxSocket {
     stream: Vec<u8>,
     socket_error: i32,
     wait_calls: u64,
-    recv_calls: u64,
     max_in_flight: usize,
 }
 
@@ -244,7 +243,6 @@ impl ScriptedTxSocket {
             stream: Vec::new(),
             socket_error: 0,
             wait_calls: 0,
-            recv_calls: 0,
             max_in_flight: 0,
         };
         (sock, ScriptedTxMemory { shared })
@@ -312,11 +310,6 @@ impl ScriptedTxSocket {
     /// `poll(POLLERR)` calls so far.
     pub fn wait_calls(&self) -> u64 {
         self.wait_calls
-    }
-
-    /// `recvmsg(MSG_ERRQUEUE)` calls so far.
-    pub fn recv_calls(&self) -> u64 {
-        self.recv_calls
     }
 
     fn complete(&mut self, lo: u32, hi: u32) {
@@ -472,7 +465,6 @@ impl TxSocket for ScriptedTxSocket {
     }
 
     fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
-        self.recv_calls += 1;
         if !self.readable() {
             return Err(libc::EAGAIN);
         }
