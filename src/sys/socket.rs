@@ -271,16 +271,21 @@ fn fd_borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
 
 /// `bind(2)` to an AF_INET6 address.
 fn bind6(fd: BorrowedFd<'_>, addr: &SocketAddrV6) -> Result<()> {
-    let sa = sockaddr_in6(addr);
-    // SAFETY: the pointer and length describe `sa`, alive across the call; the kernel reads it.
-    let ret = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_in6).cast(),
-            size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-        )
-    };
+    let ret = with_sockaddr_in6(fd, addr, libc::bind);
     cvt(ret, &format!("bind({addr})")).map(drop)
+}
+
+/// `bind` or `connect` (`f`) of `fd` with `addr` as a `sockaddr_in6`: the call's return.
+fn with_sockaddr_in6(
+    fd: BorrowedFd<'_>,
+    addr: &SocketAddrV6,
+    f: unsafe extern "C" fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int,
+) -> libc::c_int {
+    let sa = sockaddr_in6(addr);
+    let (p, len) = ((&sa as *const libc::sockaddr_in6).cast(), size_of_val(&sa));
+    // SAFETY: `f` is bind or connect; the pointer and length describe `sa`, alive across the
+    // call; the kernel reads it.
+    unsafe { f(fd.as_raw_fd(), p, len as libc::socklen_t) }
 }
 
 /// `poll(2)` on one fd. `Ok(revents)` (0 on timeout); `Err(errno)` on failure (incl. `EINTR`).
@@ -432,16 +437,7 @@ pub fn connect_start(
         bind6(b, &l)?;
     }
     set_nonblocking(b, true)?;
-    let sa = sockaddr_in6(&addr);
-    // SAFETY: the pointer and length describe `sa`, alive across the call; the kernel reads it.
-    let ret = unsafe {
-        libc::connect(
-            b.as_raw_fd(),
-            (&sa as *const libc::sockaddr_in6).cast(),
-            size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-        )
-    };
-    let pending = if ret < 0 {
+    let pending = if with_sockaddr_in6(b, &addr, libc::connect) < 0 {
         let errno = last_errno();
         if errno != libc::EINPROGRESS && errno != libc::EINTR {
             return Err(Error::sys(format!("connect({addr})"), errno));
