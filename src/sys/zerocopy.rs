@@ -75,19 +75,15 @@ impl ZerocopySocket {
 /// `sendmsg(fd, {iovs, control = the SCM_DEVMEM_DMABUF cmsg if any}, MSG_ZEROCOPY |
 /// MSG_NOSIGNAL)`. Returns the bytes accepted or the errno.
 fn sendmsg_zerocopy(fd: i32, iovs: &[libc::iovec], dmabuf_id: Option<u32>) -> Result<usize, i32> {
-    // Control buffer with cmsghdr alignment (8 bytes): three u64 hold CMSG_SPACE(4) = 24 bytes.
-    let mut control = [0u64; DMABUF_ID_CMSG_SPACE / 8];
+    /// A control buffer with cmsghdr alignment (8 bytes).
+    #[repr(C, align(8))]
+    struct Control([u8; DMABUF_ID_CMSG_SPACE]);
+    let mut control = Control(dmabuf_id.map_or([0; DMABUF_ID_CMSG_SPACE], encode_dmabuf_id_cmsg));
     // SAFETY: msghdr is plain integers and pointers; all-zero (no name, no iov, no control)
     // is a valid value and also zeroes any private padding.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    if let Some(id) = dmabuf_id {
-        let bytes = encode_dmabuf_id_cmsg(id);
-        for (word, chunk) in control.iter_mut().zip(bytes.chunks_exact(8)) {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(chunk);
-            *word = u64::from_ne_bytes(w);
-        }
-        msg.msg_control = control.as_mut_ptr().cast();
+    if dmabuf_id.is_some() {
+        msg.msg_control = control.0.as_mut_ptr().cast();
         msg.msg_controllen = DMABUF_ID_CMSG_SPACE as _;
     }
     msg.msg_iov = iovs.as_ptr().cast_mut();
