@@ -253,6 +253,15 @@ pub fn describe_pool(p: &PagePoolInfo) -> String {
     format!("page pool {} ({})", p.id, facts.join(", "))
 }
 
+/// [`describe_pool`] of each, joined with `", "`.
+fn describe_pools(pools: &[PagePoolInfo]) -> String {
+    pools
+        .iter()
+        .map(describe_pool)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Reads what of `h` the kernel still holds (only what `h` has: no queue-get without queues,
 /// no page-pool dump without pools, no hugepage read without a goal).
 pub fn held(env: &mut dyn Env, h: &Holdings) -> Result<Held> {
@@ -453,11 +462,7 @@ pub fn await_hugepages(env: &mut dyn Env, needed: u64, bound: Duration) -> Resul
             let by = if held_by.is_empty() {
                 "a binding being torn down".to_string()
             } else {
-                held_by
-                    .iter()
-                    .map(describe_pool)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                describe_pools(&held_by)
             };
             return Ok(Some(format!(
                 "waited {:.2} s for {needed} free 2 MiB hugepages ({} at first), held by {by}",
@@ -480,11 +485,7 @@ pub fn await_hugepages(env: &mut dyn Env, needed: u64, bound: Duration) -> Resul
                 msg.push_str(&format!(
                     "; after waiting {:.1} s a previous binding still holds them: {}",
                     elapsed.as_secs_f64(),
-                    pools
-                        .iter()
-                        .map(describe_pool)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    describe_pools(&pools)
                 ));
             } else if !held_by.is_empty() || now.available() > first.available() {
                 msg.push_str(&format!(

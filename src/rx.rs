@@ -116,31 +116,27 @@ pub enum Cmsg {
 
 impl PartialEq for Cmsg {
     fn eq(&self, other: &Cmsg) -> bool {
+        // `dmabuf_cmsg` (libc) has no `PartialEq`: compare its fields.
+        let f = |d: &dmabuf_cmsg| {
+            (
+                d.frag_offset,
+                d.frag_size,
+                d.frag_token,
+                d.dmabuf_id,
+                d.flags,
+            )
+        };
         match (self, other) {
+            (Cmsg::Dmabuf(a), Cmsg::Dmabuf(b)) => f(a) == f(b),
             (Cmsg::Linear { frag_size: a }, Cmsg::Linear { frag_size: b }) => a == b,
-            (Cmsg::Dmabuf(a), Cmsg::Dmabuf(b)) => {
-                (
-                    a.frag_offset,
-                    a.frag_size,
-                    a.frag_token,
-                    a.dmabuf_id,
-                    a.flags,
-                ) == (
-                    b.frag_offset,
-                    b.frag_size,
-                    b.frag_token,
-                    b.dmabuf_id,
-                    b.flags,
-                )
-            }
             (
                 Cmsg::Other { level, ty, len },
                 Cmsg::Other {
-                    level: l2,
-                    ty: t2,
-                    len: n2,
+                    level: l,
+                    ty: t,
+                    len: n,
                 },
-            ) => (level, ty, len) == (l2, t2, n2),
+            ) => (level, ty, len) == (l, t, n),
             _ => false,
         }
     }
@@ -724,30 +720,25 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         if cfg.data_buf_len == 0 {
             return Err(Error::Usage("receive buffer of 0 bytes".into()));
         }
-        let mode = match &cfg.devmem {
-            Some(p) => {
-                if cfg.control_buf_len < DEVMEM_CMSG_SPACE {
-                    return Err(Error::Usage(format!(
-                        "control buffer of {} bytes cannot hold one devmem cmsg ({DEVMEM_CMSG_SPACE} bytes)",
-                        cfg.control_buf_len
-                    )));
-                }
-                if p.niov_size == 0 {
-                    return Err(Error::Usage("niov size (rx-page-size) of 0 bytes".into()));
-                }
-                if mem.is_none() {
-                    return Err(Error::Usage(
-                        "devmem receive needs the dma-buf mapping to read frags from".into(),
-                    ));
-                }
-                RxMode::Devmem
+        if let Some(p) = &cfg.devmem {
+            if cfg.control_buf_len < DEVMEM_CMSG_SPACE {
+                return Err(Error::Usage(format!(
+                    "control buffer of {} bytes cannot hold one devmem cmsg ({DEVMEM_CMSG_SPACE} bytes)",
+                    cfg.control_buf_len
+                )));
             }
-            None => RxMode::PlainTcp,
-        };
-        let piece = if cfg.devmem.is_some() {
-            "frag"
-        } else {
-            "chunk"
+            if p.niov_size == 0 {
+                return Err(Error::Usage("niov size (rx-page-size) of 0 bytes".into()));
+            }
+            if mem.is_none() {
+                return Err(Error::Usage(
+                    "devmem receive needs the dma-buf mapping to read frags from".into(),
+                ));
+            }
+        }
+        let (mode, piece) = match cfg.devmem {
+            Some(_) => (RxMode::Devmem, "frag"),
+            None => (RxMode::PlainTcp, "chunk"),
         };
         Ok(Receiver {
             sock,
@@ -1154,33 +1145,29 @@ impl<'s, W: Write> StopAwareWriter<'s, W> {
         StopAwareWriter { inner, stop }
     }
 
-    fn check(&self) -> std::io::Result<()> {
-        match self.stop.load(std::sync::atomic::Ordering::SeqCst) {
-            0 => Ok(()),
-            sig => Err(std::io::Error::other(Stopped(sig))),
+    /// `op` on the inner writer, retried after `EINTR`, with the stop flag checked before
+    /// every try.
+    fn retry<T>(&mut self, mut op: impl FnMut(&mut W) -> std::io::Result<T>) -> std::io::Result<T> {
+        loop {
+            match self.stop.load(std::sync::atomic::Ordering::SeqCst) {
+                0 => {}
+                sig => return Err(std::io::Error::other(Stopped(sig))),
+            }
+            match op(&mut self.inner) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
         }
     }
 }
 
 impl<W: Write> Write for StopAwareWriter<'_, W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        loop {
-            self.check()?;
-            match self.inner.write(buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                r => return r,
-            }
-        }
+        self.retry(|w| w.write(buf))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        loop {
-            self.check()?;
-            match self.inner.flush() {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                r => return r,
-            }
-        }
+        self.retry(|w| w.flush())
     }
 }
 

@@ -351,25 +351,31 @@ impl RxStats {
         }
         v
     }
-
-    /// Writes [`RxStats::to_json`] (plus a newline) to `path` atomically: into a temporary file
-    /// in the same directory, `fsync`, then `rename` over `path`, so a reader never sees a
-    /// partial object.
-    ///
-    /// # Errors
-    /// [`Error::Sys`] naming the failing step and file (`create`, `write`, `fsync`, `rename`).
-    pub fn write_json(&self, path: &Path) -> Result<()> {
-        write_json_atomic(path, &self.to_json())
-    }
 }
 
-/// Writes one JSON object (plus a newline) to `path` atomically (temporary sibling, `fsync`,
-/// `rename`); shared by every mode's `--json`.
+/// Writes one JSON object (plus a newline) to `path` atomically, for every mode's `--json`:
+/// into a new temporary file in the same directory (`create_temp`), `fsync`, then `rename`
+/// over `path`, so a reader never sees a partial object.
 ///
 /// # Errors
-/// [`Error::Sys`] naming the failing step and file.
+/// [`Error::Usage`] as [`check_json_path`] for a path that cannot be the target; [`Error::Sys`]
+/// naming the failing step and file (`create`, `write`, `fsync`, `rename`).
 pub fn write_json_atomic(path: &Path, value: &serde_json::Value) -> Result<()> {
-    write_atomically(path, format!("{value}\n").as_bytes())
+    check_json_target(path)?;
+    let io_err = |step: &str, p: &Path, e: std::io::Error| {
+        Error::io(format!("--json: {step}({})", p.display()), &e)
+    };
+    let (tmp, mut f) = create_temp(path).map_err(|(tmp, e)| io_err("create", &tmp, e))?;
+    let result = (|| {
+        f.write_all(format!("{value}\n").as_bytes())
+            .map_err(|e| io_err("write", &tmp, e))?;
+        f.sync_all().map_err(|e| io_err("fsync", &tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| io_err("rename", path, e))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 /// Gbit/s for `bytes` over `elapsed`; 0 for a zero duration.
@@ -480,26 +486,6 @@ fn create_temp(
             Err(e) => return Err((tmp, e)),
         }
     }
-}
-
-/// Writes `contents` to `path` through a new temporary sibling file ([`create_temp`]) and
-/// `rename`.
-fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
-    check_json_target(path)?;
-    let io_err = |step: &str, p: &Path, e: std::io::Error| {
-        Error::io(format!("--json: {step}({})", p.display()), &e)
-    };
-    let (tmp, mut f) = create_temp(path).map_err(|(tmp, e)| io_err("create", &tmp, e))?;
-    let result = (|| {
-        f.write_all(contents)
-            .map_err(|e| io_err("write", &tmp, e))?;
-        f.sync_all().map_err(|e| io_err("fsync", &tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| io_err("rename", path, e))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// Identifies what is at `path` now (device and inode), `None` if nothing is. Every
@@ -729,7 +715,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ncdevmem-stats-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("rx.json");
-        sample().write_json(&path).unwrap();
+        write_json_atomic(&path, &sample().to_json()).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["mode"], "devmem");
@@ -759,9 +745,11 @@ mod tests {
 
     #[test]
     fn json_path_in_missing_directory_is_a_usage_error() {
-        let e = sample()
-            .write_json(Path::new("/nonexistent-dir-ncdevmem/x.json"))
-            .unwrap_err();
+        let e = write_json_atomic(
+            Path::new("/nonexistent-dir-ncdevmem/x.json"),
+            &sample().to_json(),
+        )
+        .unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert_eq!(
             e.to_string(),
@@ -801,7 +789,7 @@ mod tests {
         }
         let longest = dir.join("b".repeat(NAME_MAX));
         check_json_path(&longest).unwrap();
-        sample().write_json(&longest).unwrap();
+        write_json_atomic(&longest, &sample().to_json()).unwrap();
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -826,7 +814,7 @@ mod tests {
         std::fs::write(&victim, b"keep").unwrap();
         let link = dir.join("out.json");
         std::os::unix::fs::symlink(&victim, &link).unwrap();
-        let e = sample().write_json(&link).unwrap_err();
+        let e = write_json_atomic(&link, &sample().to_json()).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -840,7 +828,7 @@ mod tests {
         std::fs::write(&victim, b"keep").unwrap();
         let planted = dir.join(format!(".ncdevmem-rs.{}.0.tmp", std::process::id()));
         std::os::unix::fs::symlink(&victim, &planted).unwrap();
-        sample().write_json(&dir.join("rx.json")).unwrap();
+        write_json_atomic(&dir.join("rx.json"), &sample().to_json()).unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         let written = std::fs::read_to_string(dir.join("rx.json")).unwrap();
         assert!(written.starts_with('{'), "{written}");

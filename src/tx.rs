@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::netlink::netdev::{DmabufBinding, Netdev};
 use crate::sys::socket;
 use crate::sys::zerocopy::{self, ZerocopySocket};
-use crate::validate::{Pattern, StreamSpec};
+use crate::validate::StreamSpec;
 
 pub mod devmem;
 #[cfg(any(test, feature = "testing"))]
@@ -112,11 +112,18 @@ impl SendStats {
 /// Errors: `Error::Usage` for a bad period; `Error::Timeout` / `Error::Sys` from connect or
 /// send (`EPIPE`/`ECONNRESET` when the receiver went away); `Error::Interrupted` on a signal.
 pub fn send_pattern(req: &PatternSend, stop: &AtomicI32) -> Result<SendStats> {
-    let pattern = Pattern::from_spec(req.stream)?;
-    let fd = connect_retrying(req, stop)?;
+    let write_size = req.write_size.map_or(DEFAULT_WRITE_SIZE, |n| n.max(1));
+    let source = PatternSource::new(req.stream, req.total_bytes, write_size, req.corrupt_offset)?;
+    let fd = connect_retrying_to(
+        req.peer,
+        req.local,
+        req.ifname.as_deref(),
+        req.timeout,
+        stop,
+    )?;
     let sock = fd.as_fd();
     refuse_self_connect(sock)?;
-    let result = send_pattern_on(req, &pattern, sock, stop);
+    let result = send_pattern_on(req, source, sock, stop);
     if result.is_err() {
         // Stopped early (signal, timeout, error): reset the connection so the receiver sees
         // ECONNRESET instead of a clean end of a truncated stream.
@@ -138,55 +145,34 @@ fn refuse_self_connect(sock: std::os::fd::BorrowedFd<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Sends what `source` (pieces of the write size) produces, one `send` each.
 fn send_pattern_on(
     req: &PatternSend,
-    pattern: &Pattern,
+    mut source: PatternSource,
     sock: std::os::fd::BorrowedFd<'_>,
     stop: &AtomicI32,
 ) -> Result<SendStats> {
-    let write_size = match req.write_size {
-        Some(n) => {
-            socket::set_nodelay(sock, true)?;
-            n.max(1)
-        }
-        None => DEFAULT_WRITE_SIZE,
-    };
-    let mut buf = vec![0u8; (write_size as u64).min(req.total_bytes.max(1)) as usize];
+    if req.write_size.is_some() {
+        socket::set_nodelay(sock, true)?;
+    }
+    let mut chunk = Vec::new();
     let mut crc = crc32fast::Hasher::new();
     let mut stats = SendStats {
         stream: Some(req.stream),
         ..SendStats::default()
     };
     let start = Instant::now();
-    while stats.bytes < req.total_bytes {
+    while source.next_piece(usize::MAX, &mut chunk)? {
         crate::signals::check_flag(stop)?;
-        let n = (req.total_bytes - stats.bytes).min(write_size as u64) as usize;
-        let chunk = &mut buf[..n];
-        pattern.fill(chunk, stats.bytes);
-        if let Some(off) = req.corrupt_offset {
-            if off >= stats.bytes && off < stats.bytes + n as u64 {
-                chunk[(off - stats.bytes) as usize] ^= 0xff;
-            }
-        }
-        crate::conn::send_all_timeout(sock, chunk, req.timeout)?;
-        crc.update(chunk);
-        stats.bytes += n as u64;
+        crate::conn::send_all_timeout(sock, &chunk, req.timeout)?;
+        crc.update(&chunk);
+        stats.bytes += chunk.len() as u64;
         stats.writes += 1;
     }
     stats.elapsed = start.elapsed();
     stats.crc32 = crc.finalize();
     socket::shutdown_write(sock)?;
     Ok(stats)
-}
-
-fn connect_retrying(req: &PatternSend, stop: &AtomicI32) -> Result<std::os::fd::OwnedFd> {
-    connect_retrying_to(
-        req.peer,
-        req.local,
-        req.ifname.as_deref(),
-        req.timeout,
-        stop,
-    )
 }
 
 /// [`crate::conn::connect_timeout`], retrying a refused connect every 100 ms within `timeout`
@@ -212,7 +198,12 @@ fn connect_retrying_to(
         let tried_at = Instant::now();
         let left = deadline.saturating_duration_since(tried_at);
         tries = tries.saturating_add(1);
-        match crate::conn::connect_timeout(peer, local, ifname, Some(left.max(ms(1)))) {
+        match crate::conn::connect_timeout(
+            peer,
+            local,
+            ifname,
+            Some(left.max(Duration::from_millis(1))),
+        ) {
             Err(Error::Sys { call, errno }) if errno == libc::ECONNREFUSED => {
                 let now = Instant::now();
                 if now >= deadline {
@@ -227,7 +218,8 @@ fn connect_retrying_to(
                     )));
                 }
                 // The next try 100 ms later, or right at the deadline.
-                std::thread::sleep(ms(100).min(deadline.saturating_duration_since(now)));
+                let pause = Duration::from_millis(100);
+                std::thread::sleep(pause.min(deadline.saturating_duration_since(now)));
             }
             other => return other,
         }
@@ -286,8 +278,4 @@ pub fn connect_devmem(
     let fd = connect_retrying_to(peer, local, Some(ifname), timeout, stop)?;
     zerocopy::set_zerocopy(fd.as_fd(), true)?;
     Ok(ZerocopySocket::new(fd))
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
 }

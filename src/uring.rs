@@ -483,13 +483,11 @@ impl Zcrx {
             __resv2: p.rx_buf_len.unwrap_or(0),
             ..Default::default()
         };
+        let buf_len = p.rx_buf_len.map(|l| format!(", rx_buf_len {l}"));
         let call = format!(
             "io_uring_register(IORING_REGISTER_ZCRX_IFQ) on {}{}",
             p.target,
-            match p.rx_buf_len {
-                Some(l) => format!(", rx_buf_len {l}"),
-                None => String::new(),
-            }
+            buf_len.unwrap_or_default()
         );
         let out = register_zcrx_ifq(&ring, &mut reg, &area, &region, &call)?;
         // From here on, returning an error drops `ring` first (see above), then the regions.
@@ -525,11 +523,6 @@ impl Zcrx {
         self.zcrx_id
     }
 
-    /// The area's token (`rq_area_token`, area id << 48).
-    pub fn area_token(&self) -> u64 {
-        self.area_token
-    }
-
     /// Refill ring entries (as the kernel rounded them).
     pub fn rq_entries(&self) -> u32 {
         self.refill.entries()
@@ -557,13 +550,10 @@ impl Zcrx {
 
     fn arm(&mut self, sock: BorrowedFd<'_>, len: u32) -> Result<()> {
         push_recv_zc(&mut self.ring, sock, self.zcrx_id, len, RECV_ZC_USER_DATA)?;
-        self.ring.submit().map_err(|e| {
-            Error::sys(
-                "io_uring_enter(submit RECV_ZC)",
-                e.raw_os_error().unwrap_or(libc::EIO),
-            )
-        })?;
-        Ok(())
+        self.ring
+            .submit()
+            .map(drop)
+            .map_err(|e| Error::io("io_uring_enter(submit RECV_ZC)", &e))
     }
 
     /// Receives the TCP stream on `sock` (already accepted) until the peer closes: arms a

@@ -125,23 +125,27 @@ fn le_word(b: &[u8]) -> u64 {
     u64::from_le_bytes(w)
 }
 
+/// The SplitMix64 states of [`KEYED_LANES`] consecutive words from state `z0` on; each lane
+/// then moves on by [`KEYED_LANE_STEP`].
+#[inline(always)]
+fn keyed_lanes(z0: u64) -> [u64; KEYED_LANES] {
+    std::array::from_fn(|l| z0.wrapping_add((l as u64).wrapping_mul(SPLITMIX64_GAMMA)))
+}
+const KEYED_LANE_STEP: u64 = (KEYED_LANES as u64).wrapping_mul(SPLITMIX64_GAMMA);
+
 /// The OR over every whole 8-byte word of `data` of (word XOR the keyed word expected there),
 /// the first expected word being the output of SplitMix64 state `z0`: 0 when every whole word
 /// matches. Bytes after the last whole word are not looked at. Compiled for AVX-512 and AVX2
 /// as well, picked at run time.
 #[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2"))]
 fn keyed_diff(z0: u64, data: &[u8]) -> u64 {
-    let mut z = [0u64; KEYED_LANES];
-    for (l, s) in z.iter_mut().enumerate() {
-        *s = z0.wrapping_add((l as u64).wrapping_mul(SPLITMIX64_GAMMA));
-    }
-    let step = (KEYED_LANES as u64).wrapping_mul(SPLITMIX64_GAMMA);
+    let mut z = keyed_lanes(z0);
     let mut acc = [0u64; KEYED_LANES];
     let mut rows = data.chunks_exact(8 * KEYED_LANES);
     for row in &mut rows {
         for l in 0..KEYED_LANES {
             acc[l] |= le_word(&row[8 * l..]) ^ mix(z[l]);
-            z[l] = z[l].wrapping_add(step);
+            z[l] = z[l].wrapping_add(KEYED_LANE_STEP);
         }
     }
     let mut diff = acc.iter().fold(0, |a, b| a | b);
@@ -157,16 +161,12 @@ fn keyed_diff(z0: u64, data: &[u8]) -> u64 {
 /// on (bytes after the last whole word are left alone). Compiled like [`keyed_diff`].
 #[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2"))]
 fn keyed_fill(z0: u64, out: &mut [u8]) {
-    let mut z = [0u64; KEYED_LANES];
-    for (l, s) in z.iter_mut().enumerate() {
-        *s = z0.wrapping_add((l as u64).wrapping_mul(SPLITMIX64_GAMMA));
-    }
-    let step = (KEYED_LANES as u64).wrapping_mul(SPLITMIX64_GAMMA);
+    let mut z = keyed_lanes(z0);
     let mut rows = out.chunks_exact_mut(8 * KEYED_LANES);
     for row in &mut rows {
         for l in 0..KEYED_LANES {
             row[8 * l..8 * l + 8].copy_from_slice(&mix(z[l]).to_le_bytes());
-            z[l] = z[l].wrapping_add(step);
+            z[l] = z[l].wrapping_add(KEYED_LANE_STEP);
         }
     }
     let mut state = z[0];
@@ -792,11 +792,7 @@ impl Validator {
         // Two consecutive words that decode to consecutive indexes name the place the bytes
         // at `p` belong to (a chance match of random bytes has probability 2^-64); try the 8
         // alignments from the first differing byte on.
-        let word = |p: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&data[p..p + 8]);
-            keyed_word_index(seed, u64::from_le_bytes(b))
-        };
+        let word = |p: usize| keyed_word_index(seed, le_word(&data[p..]));
         let source = (rel..rel + 8)
             .take_while(|&p| p + 16 <= data.len())
             .find_map(|p| {

@@ -285,17 +285,12 @@ impl ScriptedSocket {
             if budget == 0 || control.len() - ctl < DEVMEM_CMSG_SPACE {
                 break;
             }
-            let (ty, c) = match &mut pieces[done] {
+            let (ty, n, finished, c) = match &mut pieces[done] {
                 Piece::Linear(bytes) => {
                     let n = bytes.len().min(budget);
                     data[iov..iov + n].copy_from_slice(&bytes[..n]);
                     bytes.drain(..n);
-                    if bytes.is_empty() {
-                        done += 1;
-                    }
                     iov += n;
-                    budget -= n;
-                    sent += n;
                     let c = dmabuf_cmsg {
                         frag_offset: 0,
                         frag_size: n as u32,
@@ -303,7 +298,7 @@ impl ScriptedSocket {
                         dmabuf_id: 0,
                         flags: 0,
                     };
-                    (SCM_DEVMEM_LINEAR, c)
+                    (SCM_DEVMEM_LINEAR, n, bytes.is_empty(), c)
                 }
                 Piece::Dmabuf {
                     frag_offset,
@@ -312,25 +307,21 @@ impl ScriptedSocket {
                     token,
                 } => {
                     let n = (*size as usize).min(budget);
-                    let explicit = token.take();
                     let c = dmabuf_cmsg {
                         frag_offset: *frag_offset,
                         frag_size: n as u32,
-                        frag_token: 0,
+                        frag_token: self.take_token(token.take()),
                         dmabuf_id: *dmabuf_id,
                         flags: 0,
                     };
                     *frag_offset = frag_offset.wrapping_add(n as u64);
                     *size -= n as u32;
-                    if *size == 0 {
-                        done += 1;
-                    }
-                    budget -= n;
-                    sent += n;
-                    let frag_token = self.take_token(explicit);
-                    (SCM_DEVMEM_DMABUF, dmabuf_cmsg { frag_token, ..c })
+                    (SCM_DEVMEM_DMABUF, n, *size == 0, c)
                 }
             };
+            done += usize::from(finished);
+            budget -= n;
+            sent += n;
             control[ctl..ctl + DEVMEM_CMSG_SPACE].copy_from_slice(&encode_devmem_cmsg(ty, &c));
             ctl += DEVMEM_CMSG_SPACE;
         }
@@ -575,8 +566,8 @@ impl FragMemory for VecMemory {
     }
 }
 
-/// Lays a test stream (`-v` pattern or `--seed` keyed stream) out in stream order over
-/// [`Piece`]s: each call takes the next bytes of the stream.
+/// Lays the `-v` pattern out in stream order over [`Piece`]s: each call takes the next bytes of
+/// the stream.
 #[derive(Debug, Clone)]
 pub struct PatternStream {
     pattern: Pattern,
@@ -589,15 +580,6 @@ impl PatternStream {
     pub fn new(period: u32) -> PatternStream {
         PatternStream {
             pattern: Pattern::new(period).expect("period in 2..=256"),
-            offset: 0,
-            crc: crc32fast::Hasher::new(),
-        }
-    }
-
-    /// The same over the keyed stream of `seed` (`--seed`).
-    pub fn keyed(seed: u64) -> PatternStream {
-        PatternStream {
-            pattern: Pattern::keyed(seed),
             offset: 0,
             crc: crc32fast::Hasher::new(),
         }

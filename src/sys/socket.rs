@@ -8,7 +8,7 @@
 //! and `include/linux/socket.h` (`docs/kernel-interface.md#socket-api`). All `unsafe` of this
 //! module is here; the functions exposed are safe.
 
-use std::mem::{size_of, MaybeUninit};
+use std::mem::{size_of, size_of_val, MaybeUninit};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -70,24 +70,60 @@ fn decode_sockaddr(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> Result<
 /// `getsockname(2)`: the local address of a socket (e.g. the port a listener bound to port 0
 /// got).
 pub fn local_addr(fd: BorrowedFd<'_>) -> Result<SocketAddr> {
+    socket_name(fd, "getsockname", libc::getsockname)
+}
+
+/// The peer address of a connected socket (`getpeername`).
+pub fn peer_addr(fd: BorrowedFd<'_>) -> Result<SocketAddr> {
+    socket_name(fd, "getpeername", libc::getpeername)
+}
+
+/// `getsockname` or `getpeername` (`f`, named `call` in errors) into a zeroed
+/// `sockaddr_storage`, decoded.
+fn socket_name(
+    fd: BorrowedFd<'_>,
+    call: &str,
+    f: unsafe extern "C" fn(libc::c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> libc::c_int,
+) -> Result<SocketAddr> {
     let mut ss = zeroed_storage();
     let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: the pointer and length describe `ss`, which outlives the call; the kernel writes
-    // at most `len` bytes and updates `len`.
+    // SAFETY: `f` is getsockname or getpeername; the pointer and length describe `ss`, which
+    // outlives the call; the kernel writes at most `len` bytes and updates `len`.
     let ret = unsafe {
-        libc::getsockname(
+        f(
             fd.as_raw_fd(),
             (&mut ss as *mut libc::sockaddr_storage).cast(),
             &mut len,
         )
     };
-    cvt(ret, "getsockname")?;
+    cvt(ret, call)?;
     decode_sockaddr(&ss, len)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Small wrappers
 // ---------------------------------------------------------------------------------------------
+
+/// `setsockopt(fd, level, opt, val, sizeof val)` for a plain-data `val` (an int, a `linger`,
+/// a byte string, a slice of `dmabuf_token`s): the call's non-negative return, or its errno
+/// (`EINVAL` without a call for a value too long for `socklen_t`).
+fn setsockopt_raw<T: ?Sized>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    opt: libc::c_int,
+    val: &T,
+) -> Result<libc::c_int, i32> {
+    let len = libc::socklen_t::try_from(size_of_val(val)).map_err(|_| libc::EINVAL)?;
+    // SAFETY: the pointer and length describe `val`, plain data borrowed across the call; the
+    // kernel only reads it. The result is checked.
+    let ret =
+        unsafe { libc::setsockopt(fd.as_raw_fd(), level, opt, (val as *const T).cast(), len) };
+    if ret < 0 {
+        Err(last_errno())
+    } else {
+        Ok(ret)
+    }
+}
 
 /// `setsockopt(fd, level, opt, &int, 4)`; `name` is used in the error (`"SO_REUSEADDR"`).
 pub(crate) fn setsockopt_int(
@@ -97,31 +133,21 @@ pub(crate) fn setsockopt_int(
     val: libc::c_int,
     name: &str,
 ) -> Result<()> {
-    // SAFETY: the pointer and length describe `val`, an int alive across the call; the
-    // kernel only reads it.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            opt,
-            (&val as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, &format!("setsockopt({name}, {val})")).map(drop)
+    setsockopt_raw(fd, level, opt, &val)
+        .map(drop)
+        .map_err(|e| Error::sys(format!("setsockopt({name}, {val})"), e))
 }
 
-/// `getsockopt(fd, level, opt, &int, &4)`; `name` is used in the error.
-fn getsockopt_int(
+/// `getsockopt(fd, level, opt, &int, &4)`: the value, or the errno.
+pub(crate) fn getsockopt_raw(
     fd: BorrowedFd<'_>,
     level: libc::c_int,
     opt: libc::c_int,
-    name: &str,
-) -> Result<libc::c_int> {
+) -> Result<libc::c_int, i32> {
     let mut val: libc::c_int = 0;
     let mut len = size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: the pointers describe `val` and `len`, alive across the call; the kernel writes
-    // at most `len` bytes into `val` and updates `len`.
+    // at most `len` bytes into `val` and updates `len`. The result is checked.
     let ret = unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
@@ -131,8 +157,21 @@ fn getsockopt_int(
             &mut len,
         )
     };
-    cvt(ret, &format!("getsockopt({name})"))?;
-    Ok(val)
+    if ret < 0 {
+        Err(last_errno())
+    } else {
+        Ok(val)
+    }
+}
+
+/// [`getsockopt_raw`]; `name` is used in the error.
+fn getsockopt_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    opt: libc::c_int,
+    name: &str,
+) -> Result<libc::c_int> {
+    getsockopt_raw(fd, level, opt).map_err(|e| Error::sys(format!("getsockopt({name})"), e))
 }
 
 /// The socket's receive buffer in bytes as the kernel keeps it (`getsockopt(SO_RCVBUF)`:
@@ -232,16 +271,21 @@ fn fd_borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
 
 /// `bind(2)` to an AF_INET6 address.
 fn bind6(fd: BorrowedFd<'_>, addr: &SocketAddrV6) -> Result<()> {
-    let sa = sockaddr_in6(addr);
-    // SAFETY: the pointer and length describe `sa`, alive across the call; the kernel reads it.
-    let ret = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_in6).cast(),
-            size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-        )
-    };
+    let ret = with_sockaddr_in6(fd, addr, libc::bind);
     cvt(ret, &format!("bind({addr})")).map(drop)
+}
+
+/// `bind` or `connect` (`f`) of `fd` with `addr` as a `sockaddr_in6`: the call's return.
+fn with_sockaddr_in6(
+    fd: BorrowedFd<'_>,
+    addr: &SocketAddrV6,
+    f: unsafe extern "C" fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int,
+) -> libc::c_int {
+    let sa = sockaddr_in6(addr);
+    let (p, len) = ((&sa as *const libc::sockaddr_in6).cast(), size_of_val(&sa));
+    // SAFETY: `f` is bind or connect; the pointer and length describe `sa`, alive across the
+    // call; the kernel reads it.
+    unsafe { f(fd.as_raw_fd(), p, len as libc::socklen_t) }
 }
 
 /// `poll(2)` on one fd. `Ok(revents)` (0 on timeout); `Err(errno)` on failure (incl. `EINTR`).
@@ -380,33 +424,20 @@ pub fn connect_start(
         }
         let mut buf = [0u8; libc::IFNAMSIZ];
         buf[..name.len()].copy_from_slice(name.as_bytes());
-        // SAFETY: the pointer and length (strlen + 1, NUL included) lie inside `buf`, alive
-        // across the call; the kernel only reads it.
-        let ret = unsafe {
-            libc::setsockopt(
-                b.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_BINDTODEVICE,
-                buf.as_ptr().cast(),
-                (name.len() + 1) as libc::socklen_t,
-            )
-        };
-        cvt(ret, &format!("setsockopt(SO_BINDTODEVICE, {name})"))?;
+        // Length strlen + 1, the NUL included.
+        setsockopt_raw(
+            b,
+            libc::SOL_SOCKET,
+            libc::SO_BINDTODEVICE,
+            &buf[..=name.len()],
+        )
+        .map_err(|e| Error::sys(format!("setsockopt(SO_BINDTODEVICE, {name})"), e))?;
     }
     if let Some(l) = local {
         bind6(b, &l)?;
     }
     set_nonblocking(b, true)?;
-    let sa = sockaddr_in6(&addr);
-    // SAFETY: the pointer and length describe `sa`, alive across the call; the kernel reads it.
-    let ret = unsafe {
-        libc::connect(
-            b.as_raw_fd(),
-            (&sa as *const libc::sockaddr_in6).cast(),
-            size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-        )
-    };
-    let pending = if ret < 0 {
+    let pending = if with_sockaddr_in6(b, &addr, libc::connect) < 0 {
         let errno = last_errno();
         if errno != libc::EINPROGRESS && errno != libc::EINTR {
             return Err(Error::sys(format!("connect({addr})"), errno));
@@ -436,6 +467,43 @@ pub fn connect_finish(fd: BorrowedFd<'_>, addr: SocketAddrV6) -> Result<()> {
 // Devmem RX socket
 // ---------------------------------------------------------------------------------------------
 
+/// One `recvmsg(fd, {one iov = data, control}, flags)` (no iov when `data` is empty, no control
+/// buffer when `control` is): what it returned, or the errno.
+pub(crate) fn recvmsg_raw(
+    fd: BorrowedFd<'_>,
+    data: &mut [u8],
+    control: &mut [u8],
+    flags: libc::c_int,
+) -> Result<RecvOutcome, i32> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: data.len(),
+    };
+    // SAFETY: msghdr is plain integers and pointers; all-zero (NULL name, no iov, no control)
+    // is a valid value, and it also zeroes any private padding fields.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    if !data.is_empty() {
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+    }
+    if !control.is_empty() {
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = control.len() as _;
+    }
+    // SAFETY: `msg` points (optionally) at one iovec describing `data` and at `control` with
+    // its exact length; both are exclusively borrowed for the call and the kernel writes at
+    // most those lengths. The result is checked.
+    let ret = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) };
+    if ret < 0 {
+        return Err(last_errno());
+    }
+    Ok(RecvOutcome {
+        bytes: ret as usize,
+        msg_flags: msg.msg_flags,
+        control_len: msg.msg_controllen as usize,
+    })
+}
+
 /// An accepted TCP connection, the real [`RxSocket`]: `recvmsg(MSG_SOCK_DEVMEM)`,
 /// `SO_DEVMEM_DONTNEED` and `poll(POLLIN)`. Closing it (drop) releases any tokens still held.
 #[derive(Debug)]
@@ -453,11 +521,6 @@ impl TcpRxSocket {
     pub fn fd(&self) -> BorrowedFd<'_> {
         fd_borrow(&self.fd)
     }
-
-    /// Gives the socket back.
-    pub fn into_fd(self) -> OwnedFd {
-        self.fd
-    }
 }
 
 impl RxSocket for TcpRxSocket {
@@ -471,32 +534,8 @@ impl RxSocket for TcpRxSocket {
         control: &mut [u8],
         devmem: bool,
     ) -> Result<RecvOutcome, i32> {
-        let mut iov = libc::iovec {
-            iov_base: data.as_mut_ptr().cast(),
-            iov_len: data.len(),
-        };
-        // SAFETY: msghdr is plain integers and pointers; all-zero (NULL name, no control) is
-        // a valid value, and it also zeroes any private padding fields.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        if !control.is_empty() {
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = control.len() as _;
-        }
         let flags = libc::MSG_DONTWAIT | if devmem { uapi::MSG_SOCK_DEVMEM } else { 0 };
-        // SAFETY: `msg` points at one iovec describing `data` and (optionally) at `control`
-        // with its exact length; both are exclusively borrowed for the call and the kernel
-        // writes at most those lengths. The result is checked.
-        let ret = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, flags) };
-        if ret < 0 {
-            return Err(last_errno());
-        }
-        Ok(RecvOutcome {
-            bytes: ret as usize,
-            msg_flags: msg.msg_flags,
-            control_len: msg.msg_controllen as usize,
-        })
+        recvmsg_raw(self.fd(), data, control, flags)
     }
 
     /// `setsockopt(SOL_SOCKET, SO_DEVMEM_DONTNEED, tokens, n * 8)`; the raw return is the number
@@ -507,24 +546,14 @@ impl RxSocket for TcpRxSocket {
         if tokens.is_empty() {
             return Ok(0);
         }
-        let optlen =
-            libc::socklen_t::try_from(std::mem::size_of_val(tokens)).map_err(|_| libc::EINVAL)?;
-        // SAFETY: the pointer and length describe the `tokens` slice (8-byte repr(C)
-        // dmabuf_token entries), alive across the call; the kernel only reads it.
-        let ret = unsafe {
-            libc::setsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                uapi::SO_DEVMEM_DONTNEED,
-                tokens.as_ptr().cast(),
-                optlen,
-            )
-        };
-        if ret < 0 {
-            Err(last_errno())
-        } else {
-            Ok(ret as usize)
-        }
+        // The tokens are 8-byte repr(C) dmabuf_token entries.
+        setsockopt_raw(
+            self.fd(),
+            libc::SOL_SOCKET,
+            uapi::SO_DEVMEM_DONTNEED,
+            tokens,
+        )
+        .map(|n| n as usize)
     }
 
     /// `poll(POLLIN)` for up to `timeout`. `POLLHUP`/`POLLERR`/`POLLRDHUP` count as readable
@@ -611,35 +640,9 @@ pub fn abort_on_close(fd: BorrowedFd<'_>) -> Result<()> {
         l_onoff: 1,
         l_linger: 0,
     };
-    // SAFETY: the pointer and length describe `lg`, alive across the call; the kernel only
-    // reads it. The result is checked.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&lg as *const libc::linger).cast(),
-            size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, "setsockopt(SO_LINGER)").map(|_| ())
-}
-
-/// The peer address of a connected socket (`getpeername`).
-pub fn peer_addr(fd: BorrowedFd<'_>) -> Result<SocketAddr> {
-    let mut ss = zeroed_storage();
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: the pointer and length describe `ss`, alive across the call; the kernel writes at
-    // most `len` bytes and updates `len`. The result is checked.
-    let ret = unsafe {
-        libc::getpeername(
-            fd.as_raw_fd(),
-            (&mut ss as *mut libc::sockaddr_storage).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret, "getpeername")?;
-    decode_sockaddr(&ss, len)
+    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_LINGER, &lg)
+        .map(drop)
+        .map_err(|e| Error::sys("setsockopt(SO_LINGER)", e))
 }
 
 /// `setsockopt(IPPROTO_TCP, TCP_NODELAY, on)`.

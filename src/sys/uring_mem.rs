@@ -111,10 +111,7 @@ const RQE_SIZE: u64 = std::mem::size_of::<io_uring_zcrx_rqe>() as u64;
 impl RefillRing {
     /// Checks `layout` against `region` and takes ownership of the region.
     ///
-    /// Errors: `Error::Decode` (what = "io_uring_zcrx_offsets") when `entries` is not a
-    /// non-zero power of two, a word is misaligned (head/tail to 4 bytes, rqes to 8) or
-    /// outside the region, the entry array does not fit, or the head or tail word overlaps the
-    /// entry array or each other.
+    /// Errors: as [`RefillLayout::check`].
     pub fn new(region: MappedRegion, layout: RefillLayout) -> Result<RefillRing> {
         layout.check(region.len())?;
         Ok(RefillRing { region, layout })
@@ -156,9 +153,7 @@ impl RefillRing {
     /// Writes entry `index & (entries - 1)`. The caller owns that slot: it lies between the
     /// kernel's head and the not-yet-published tail, so the kernel does not read it now.
     pub fn write_rqe(&mut self, index: u32, rqe: io_uring_zcrx_rqe) {
-        let slot = (index & (self.layout.entries - 1)) as usize;
-        let off = self.layout.rqes as usize + slot * RQE_SIZE as usize;
-        let p = self.region.at(off).cast::<io_uring_zcrx_rqe>();
+        let p = self.rqe(index);
         // SAFETY: `new` checked that the whole entry array is inside the region and 8-byte
         // aligned, and slot < entries; the slot is not read by the kernel until the tail is
         // published past it (see above). A volatile write keeps the store even though no Rust
@@ -173,12 +168,16 @@ impl RefillRing {
 
     /// The kernel's side, for tests and simulations: reads entry `index & (entries - 1)`.
     pub fn kernel_read_rqe(&self, index: u32) -> io_uring_zcrx_rqe {
-        let slot = (index & (self.layout.entries - 1)) as usize;
-        let off = self.layout.rqes as usize + slot * RQE_SIZE as usize;
-        let p = self.region.at(off).cast::<io_uring_zcrx_rqe>();
         // SAFETY: inside the checked, aligned entry array (see write_rqe); a volatile read of
         // plain old data.
-        unsafe { std::ptr::read_volatile(p) }
+        unsafe { std::ptr::read_volatile(self.rqe(index)) }
+    }
+
+    /// Where entry `index & (entries - 1)` lives.
+    fn rqe(&self, index: u32) -> *mut io_uring_zcrx_rqe {
+        let slot = (index & (self.layout.entries - 1)) as usize;
+        let off = self.layout.rqes as usize + slot * RQE_SIZE as usize;
+        self.region.at(off).cast()
     }
 
     /// The kernel's side, for tests and simulations: stores the head (`Release`).
@@ -190,6 +189,35 @@ impl RefillRing {
 /// `IORING_REGISTER_ZCRX_IFQ` (32), io_uring_register(2) opcode; not named by the crate's public
 /// API.
 const IORING_REGISTER_ZCRX_IFQ: libc::c_uint = 32;
+
+/// `io_uring_register(ring fd, opcode, arg, nr_args)`: `Err` carries the errno.
+///
+/// # Safety
+/// `arg` must point at what `opcode` expects (`nr_args` of them), live and exclusively
+/// borrowed across the call, and every pointer inside it must be valid for what the kernel
+/// does with it.
+unsafe fn io_uring_register(
+    ring: &IoUring<squeue::Entry, cqueue::Entry32>,
+    opcode: libc::c_uint,
+    arg: *mut libc::c_void,
+    nr_args: libc::c_uint,
+) -> std::result::Result<(), i32> {
+    // SAFETY: the ring's fd is open while `ring` is borrowed; `arg` as the caller promised.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring.as_raw_fd(),
+            opcode,
+            arg,
+            nr_args,
+        )
+    };
+    if ret < 0 {
+        Err(crate::sys::last_errno())
+    } else {
+        Ok(())
+    }
+}
 
 /// What the kernel wrote back on a successful zcrx registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,25 +269,21 @@ pub fn register_zcrx_ifq(
     };
     reg.area_ptr = std::ptr::addr_of_mut!(area_reg) as u64;
     reg.region_ptr = std::ptr::addr_of_mut!(region) as u64;
-    // SAFETY: the ring's fd is open while `ring` is borrowed. `reg`, `area_reg` and `region`
-    // are live, exclusively borrowed locals of the sizes the kernel expects (asserted in
-    // uapi.rs); the kernel reads them and writes results back into them during the call only.
-    // The memory they describe is two live mmap regions (checked above) that the kernel pins,
-    // so its later writes never reach memory Rust reuses. The return value is checked.
+    // SAFETY: `reg`, `area_reg` and `region` are live, exclusively borrowed locals of the sizes
+    // the kernel expects (asserted in uapi.rs); the kernel reads them and writes results back
+    // into them during the call only. The memory they describe is two live mmap regions
+    // (checked above) that the kernel pins, so its later writes never reach memory Rust reuses.
     let ret = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_register,
-            ring.as_raw_fd(),
+        io_uring_register(
+            ring,
             IORING_REGISTER_ZCRX_IFQ,
-            reg as *mut io_uring_zcrx_ifq_reg,
-            1 as libc::c_uint,
+            (reg as *mut io_uring_zcrx_ifq_reg).cast(),
+            1,
         )
     };
     reg.area_ptr = 0;
     reg.region_ptr = 0;
-    if ret < 0 {
-        return Err(Error::last_os(call));
-    }
+    ret.map_err(|errno| Error::sys(call, errno))?;
     Ok(ZcrxRegistered {
         area_token: area_reg.rq_area_token,
     })
@@ -275,23 +299,13 @@ pub fn probe_zcrx_register(ring: &IoUring<squeue::Entry, cqueue::Entry32>) -> i3
         __resv: [1, 0, 0],
         ..Default::default()
     };
+    let arg = std::ptr::addr_of_mut!(reg).cast();
     // SAFETY: `reg` is a live local of the size the kernel expects; it carries no pointers
     // (area_ptr and region_ptr are 0), and a reserved word is set, so the kernel refuses the
     // request without touching any other memory.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_register,
-            ring.as_raw_fd(),
-            IORING_REGISTER_ZCRX_IFQ,
-            std::ptr::addr_of_mut!(reg),
-            1 as libc::c_uint,
-        )
-    };
-    if ret < 0 {
-        crate::sys::last_errno()
-    } else {
-        0
-    }
+    unsafe { io_uring_register(ring, IORING_REGISTER_ZCRX_IFQ, arg, 1) }
+        .err()
+        .unwrap_or(0)
 }
 
 /// `IORING_REGISTER_ZCRX_CTRL` with `ZCRX_CTRL_FLUSH_RQ` for instance `zcrx_id`: the kernel
@@ -308,23 +322,10 @@ pub fn zcrx_flush_rq(
         op: ZCRX_CTRL_FLUSH_RQ,
         ..Default::default()
     };
-    // SAFETY: the ring's fd is open while `ring` is borrowed; `ctrl` is a live 72-byte local
-    // the kernel only reads (nr_args 0, as the op requires); it carries no pointers. The
-    // return value is checked.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_register,
-            ring.as_raw_fd(),
-            IORING_REGISTER_ZCRX_CTRL,
-            std::ptr::addr_of!(ctrl),
-            0 as libc::c_uint,
-        )
-    };
-    if ret < 0 {
-        Err(crate::sys::last_errno())
-    } else {
-        Ok(())
-    }
+    let arg = std::ptr::addr_of!(ctrl).cast_mut().cast();
+    // SAFETY: `ctrl` is a live 72-byte local the kernel only reads (nr_args 0, as the op
+    // requires); it carries no pointers.
+    unsafe { io_uring_register(ring, IORING_REGISTER_ZCRX_CTRL, arg, 0) }
 }
 
 /// Queues one multishot `IORING_OP_RECV_ZC` on socket `sock` for zcrx instance `zcrx_id`

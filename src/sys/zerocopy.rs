@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::sys::last_errno;
-use crate::sys::socket::{poll_one, setsockopt_int};
+use crate::sys::socket::{getsockopt_raw, poll_one, recvmsg_raw, setsockopt_int};
 use crate::tx::devmem::{
     encode_dmabuf_id_cmsg, DmabufIov, ErrqueueRead, TxSocket, DMABUF_ID_CMSG_SPACE, MAX_IOV,
 };
@@ -51,11 +51,6 @@ impl ZerocopySocket {
         self.fd.as_fd()
     }
 
-    /// Gives the socket back.
-    pub fn into_fd(self) -> OwnedFd {
-        self.fd
-    }
-
     /// `sendmsg(bufs, MSG_ZEROCOPY | MSG_NOSIGNAL)` from real buffers, with an
     /// `SCM_DEVMEM_DMABUF` cmsg carrying `dmabuf_id` when it is `Some`. With `Some(0)` the
     /// kernel treats the send as an ordinary zerocopy send; with a non-zero id the kernel
@@ -80,19 +75,15 @@ impl ZerocopySocket {
 /// `sendmsg(fd, {iovs, control = the SCM_DEVMEM_DMABUF cmsg if any}, MSG_ZEROCOPY |
 /// MSG_NOSIGNAL)`. Returns the bytes accepted or the errno.
 fn sendmsg_zerocopy(fd: i32, iovs: &[libc::iovec], dmabuf_id: Option<u32>) -> Result<usize, i32> {
-    // Control buffer with cmsghdr alignment (8 bytes): three u64 hold CMSG_SPACE(4) = 24 bytes.
-    let mut control = [0u64; DMABUF_ID_CMSG_SPACE / 8];
+    /// A control buffer with cmsghdr alignment (8 bytes).
+    #[repr(C, align(8))]
+    struct Control([u8; DMABUF_ID_CMSG_SPACE]);
+    let mut control = Control(dmabuf_id.map_or([0; DMABUF_ID_CMSG_SPACE], encode_dmabuf_id_cmsg));
     // SAFETY: msghdr is plain integers and pointers; all-zero (no name, no iov, no control)
     // is a valid value and also zeroes any private padding.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    if let Some(id) = dmabuf_id {
-        let bytes = encode_dmabuf_id_cmsg(id);
-        for (word, chunk) in control.iter_mut().zip(bytes.chunks_exact(8)) {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(chunk);
-            *word = u64::from_ne_bytes(w);
-        }
-        msg.msg_control = control.as_mut_ptr().cast();
+    if dmabuf_id.is_some() {
+        msg.msg_control = control.0.as_mut_ptr().cast();
         msg.msg_controllen = DMABUF_ID_CMSG_SPACE as _;
     }
     msg.msg_iov = iovs.as_ptr().cast_mut();
@@ -140,27 +131,11 @@ impl TxSocket for ZerocopySocket {
     /// `recvmsg(MSG_ERRQUEUE | MSG_DONTWAIT)` with no data iov and `control` as the control
     /// buffer. `Err(EAGAIN)` when the error queue is empty.
     fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
-        // SAFETY: msghdr is plain integers and pointers; all-zero is a valid value.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        if !control.is_empty() {
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = control.len() as _;
-        }
-        // SAFETY: `msg` has no iov and points at `control` with its exact length, exclusively
-        // borrowed for the call; the kernel writes at most that many bytes. Checked below.
-        let ret = unsafe {
-            libc::recvmsg(
-                self.fd.as_raw_fd(),
-                &mut msg,
-                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-            )
-        };
-        if ret < 0 {
-            return Err(last_errno());
-        }
+        let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
+        let o = recvmsg_raw(self.fd(), &mut [], control, flags)?;
         Ok(ErrqueueRead {
-            msg_flags: msg.msg_flags,
-            control_len: msg.msg_controllen as usize,
+            msg_flags: o.msg_flags,
+            control_len: o.control_len,
         })
     }
 
@@ -176,23 +151,6 @@ impl TxSocket for ZerocopySocket {
 
     /// `getsockopt(SOL_SOCKET, SO_ERROR)`.
     fn socket_error(&mut self) -> Result<i32, i32> {
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: the pointer and length describe `err`, an int alive across the call; the
-        // kernel writes at most `len` bytes and updates `len`.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if ret < 0 {
-            Err(last_errno())
-        } else {
-            Ok(err)
-        }
+        getsockopt_raw(self.fd(), libc::SOL_SOCKET, libc::SO_ERROR)
     }
 }

@@ -212,7 +212,6 @@ pub struct ScriptedTxSocket {
     stream: Vec<u8>,
     socket_error: i32,
     wait_calls: u64,
-    recv_calls: u64,
     max_in_flight: usize,
 }
 
@@ -244,7 +243,6 @@ impl ScriptedTxSocket {
             stream: Vec::new(),
             socket_error: 0,
             wait_calls: 0,
-            recv_calls: 0,
             max_in_flight: 0,
         };
         (sock, ScriptedTxMemory { shared })
@@ -314,16 +312,6 @@ impl ScriptedTxSocket {
         self.wait_calls
     }
 
-    /// `recvmsg(MSG_ERRQUEUE)` calls so far.
-    pub fn recv_calls(&self) -> u64 {
-        self.recv_calls
-    }
-
-    /// Queued error-queue messages not yet read.
-    pub fn queued_errqueue(&self) -> usize {
-        self.errq.len()
-    }
-
     fn complete(&mut self, lo: u32, hi: u32) {
         let mut s = self.shared.borrow_mut();
         let mut n = lo;
@@ -347,36 +335,32 @@ impl ScriptedTxSocket {
         if ids.is_empty() || self.policy == CompletionPolicy::Manual || !self.errq.is_empty() {
             return;
         }
-        let code = if self.copied {
-            SO_EE_CODE_ZEROCOPY_COPIED
-        } else {
-            0
-        };
         match self.policy {
             CompletionPolicy::OnWaitCoalesced => {
                 // In flight is always a run of consecutive numbers here (older ones completed);
                 // with a wrapped counter the run is the one starting after the gap.
                 let lo = first_of_run(&ids);
-                let hi = lo.wrapping_add(ids.len() as u32 - 1);
-                self.push_errqueue(ErrqEntry::Completion {
-                    lo,
-                    hi,
-                    code,
-                    ipv6: false,
-                });
+                self.push_completion(lo, lo.wrapping_add(ids.len() as u32 - 1));
             }
             CompletionPolicy::OnWaitReversed => {
                 for &id in ids.iter().rev() {
-                    self.push_errqueue(ErrqEntry::Completion {
-                        lo: id,
-                        hi: id,
-                        code,
-                        ipv6: false,
-                    });
+                    self.push_completion(id, id);
                 }
             }
             CompletionPolicy::Immediate | CompletionPolicy::Manual => {}
         }
+    }
+
+    /// Queues an automatic completion of sends `lo..=hi` (IPv4; `COPIED` per
+    /// [`ScriptedTxSocket::set_copied`]).
+    fn push_completion(&mut self, lo: u32, hi: u32) {
+        let code = if self.copied {
+            SO_EE_CODE_ZEROCOPY_COPIED
+        } else {
+            0
+        };
+        let ipv6 = false;
+        self.push_errqueue(ErrqEntry::Completion { lo, hi, code, ipv6 });
     }
 }
 
@@ -475,22 +459,12 @@ impl TxSocket for ScriptedTxSocket {
         }
         self.sends.push(record);
         if self.policy == CompletionPolicy::Immediate {
-            self.push_errqueue(ErrqEntry::Completion {
-                lo: number,
-                hi: number,
-                code: if self.copied {
-                    SO_EE_CODE_ZEROCOPY_COPIED
-                } else {
-                    0
-                },
-                ipv6: false,
-            });
+            self.push_completion(number, number);
         }
         Ok(accepted as usize)
     }
 
     fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
-        self.recv_calls += 1;
         if !self.readable() {
             return Err(libc::EAGAIN);
         }
