@@ -24,7 +24,7 @@ use crate::netlink::netdev::{BindRxRequest, Netdev};
 use crate::nic::guards::SharedNic;
 use crate::nic::probe::{run_probe, ProbeParams};
 use crate::nic::queues::{
-    choose_queues, describe_owned, wait_queues_free, QueuePolicy, QUEUE_FREE_WAIT,
+    choose_queues, describe_owned, wait_queues_free, QueueChoice, QueuePolicy, QUEUE_FREE_WAIT,
 };
 use crate::nic::report::{HostCaps, NicReport};
 use crate::nic::setup::{
@@ -40,7 +40,7 @@ use crate::signals::{self, STOP};
 use crate::stats::{RcvbufReport, RxStats};
 use crate::sys::socket::{self, TcpRxSocket};
 use crate::tx::{self, LineSource, PatternSend, PatternSource, TxConfig, TxSource};
-use crate::udmabuf::{self, Udmabuf, UdmabufParams};
+use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
 use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
 use crate::validate::StreamSpec;
 
@@ -227,7 +227,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
         Some(want) => bind_autorelease_attr(cfg, want)?,
         None => None,
     };
-    udmabuf::preflight_device(&params)?;
+    udmabuf::preflight_device(&params, &HostPaths::default())?;
     if cfg.autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
     }
@@ -241,16 +241,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     signals::check()?;
     let nic = SharedNic::new(open_nic(ifname)?);
     let before = snapshot_if(cfg, &nic)?;
-    let choice = choose_queues(
-        &nic,
-        cfg.start_queue.zip(cfg.num_queues),
-        QueuePolicy::Server,
-        QUEUE_FREE_WAIT,
-        cfg.skip_nic_config,
-    )?;
-    for note in &choice.notes {
-        log(cfg, note);
-    }
+    let choice = pick_queues(cfg, &nic, QueuePolicy::Server, cfg.skip_nic_config)?;
     let (start, num) = (choice.start, choice.num);
     log(cfg, &format!("using queues {start}..={}", start + num - 1));
 
@@ -655,17 +646,23 @@ fn zcrx_queue(cfg: &Config, nic: &SharedNic) -> Result<u32> {
         }
         _ => {}
     }
-    let choice = choose_queues(
-        nic,
-        explicit,
-        QueuePolicy::Server,
-        QUEUE_FREE_WAIT,
-        cfg.skip_nic_config,
-    )?;
+    Ok(pick_queues(cfg, nic, QueuePolicy::Server, cfg.skip_nic_config)?.start)
+}
+
+/// [`choose_queues`] for `-t`/`-q` (or the policy's default), waiting up to
+/// [`QUEUE_FREE_WAIT`] for queues a previous run still holds; its notes are logged.
+fn pick_queues(
+    cfg: &Config,
+    nic: &SharedNic,
+    policy: QueuePolicy,
+    skip_nic_config: bool,
+) -> Result<QueueChoice> {
+    let explicit = cfg.start_queue.zip(cfg.num_queues);
+    let choice = choose_queues(nic, explicit, policy, QUEUE_FREE_WAIT, skip_nic_config)?;
     for note in &choice.notes {
         log(cfg, note);
     }
-    Ok(choice.start)
+    Ok(choice)
 }
 
 fn log_zcrx(cfg: &Config, z: &Zcrx) {
@@ -751,7 +748,7 @@ fn devmem_client(cfg: &Config) -> Result<()> {
     let ifindex = if_nametoindex(ifname)?;
     let params = UdmabufParams::new(None, cfg.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created.
-    udmabuf::preflight(&params)?;
+    udmabuf::preflight(&params, &HostPaths::default())?;
     let port = required(cfg.port, "-p")?;
     let server = required(cfg.server.as_ref(), "-s")?;
     let peer = SocketAddrV6::new(server.socket_ip(), port, 0, 0);
@@ -894,7 +891,7 @@ fn probe_checks(
         if let Some(size) = cfg.rx_page_size {
             require_rx_page_size(size)?;
         }
-        udmabuf::preflight_device(params)?;
+        udmabuf::preflight_device(params, &HostPaths::default())?;
         await_hugepages(cfg, &mut env, params.hugepages_needed())?;
         signals::check()?;
         let nic = nic?;
@@ -906,16 +903,7 @@ fn probe_checks(
             );
         }
         let before = snapshot_if(cfg, &nic)?;
-        let choice = choose_queues(
-            &nic,
-            cfg.start_queue.zip(cfg.num_queues),
-            QueuePolicy::Probe,
-            QUEUE_FREE_WAIT,
-            false,
-        )?;
-        for note in &choice.notes {
-            log(cfg, note);
-        }
+        let choice = pick_queues(cfg, &nic, QueuePolicy::Probe, false)?;
         let mem = Udmabuf::create(params)?;
         let hugepages = release::hugepage_goal(&mut env, params.hugepages_needed());
         let dmabuf_fd = u32::try_from(mem.fd().as_raw_fd())

@@ -21,8 +21,8 @@ use ncdevmem::sys::socket::{
 };
 use ncdevmem::sys::uapi::{dmabuf_token, MAX_DONTNEED_TOKENS};
 use ncdevmem::udmabuf::{
-    dma_buf_sync, preflight, HugepageStatus, Memfd, Udmabuf, UdmabufParams, NR_HUGEPAGES_PATH,
-    SYNC_START_READ,
+    dma_buf_sync, preflight, HostPaths, HugepageStatus, Memfd, Udmabuf, UdmabufParams,
+    NR_HUGEPAGES_PATH, SYNC_START_READ,
 };
 use ncdevmem::Error;
 use nix::fcntl::{Flock, FlockArg};
@@ -152,7 +152,8 @@ fn preflight_skips_without_udmabuf() {
         );
     }
     let params = UdmabufParams::new(None, None).expect("default params");
-    let e = preflight(&params).expect_err("preflight must skip without /dev/udmabuf");
+    let e = preflight(&params, &HostPaths::default())
+        .expect_err("preflight must skip without /dev/udmabuf");
     assert_eq!(e.exit_code(), 4, "{e}");
     let msg = e.to_string();
     assert!(msg.contains("/dev/udmabuf"), "{msg}");
@@ -161,7 +162,9 @@ fn preflight_skips_without_udmabuf() {
     let huge = UdmabufParams::new(Some(16384), None).expect("hugetlb params");
     assert!(huge.hugetlb);
     assert_eq!(huge.hugepages_needed(), 32);
-    let msg = preflight(&huge).expect_err("skip").to_string();
+    let msg = preflight(&huge, &HostPaths::default())
+        .expect_err("skip")
+        .to_string();
     assert!(msg.contains("/dev/udmabuf"), "{msg}");
     // The full allocation gives the same skip (before creating anything).
     let e = Udmabuf::create(&params).expect_err("create must skip");
