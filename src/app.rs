@@ -44,6 +44,15 @@ use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
 use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
 use crate::validate::StreamSpec;
 
+/// `log!(cfg, "fmt", args..)`: one `ncdevmem-rs: ` line on stderr, unless `--quiet`.
+macro_rules! log {
+    ($cfg:expr, $($arg:tt)*) => {
+        if $cfg.verbosity != Verbosity::Quiet {
+            crate::elog!("{}: {}", crate::cli::PROGRAM, format_args!($($arg)*));
+        }
+    };
+}
+
 /// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM/SIGHUP handlers first, so every later
 /// step can unwind on a signal.
 ///
@@ -147,12 +156,10 @@ fn verify_and_combine(
     let verified = verify_restored(nic, &before);
     match (&result, verified) {
         (_, Ok(())) => {
-            log(
+            log!(
                 cfg,
-                &format!(
-                    "{}: NIC state matches its snapshot from before the run",
-                    nic.ifname()
-                ),
+                "{}: NIC state matches its snapshot from before the run",
+                nic.ifname()
             );
             result
         }
@@ -243,7 +250,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     let before = snapshot_if(cfg, &nic)?;
     let choice = pick_queues(cfg, &nic, QueuePolicy::Server, cfg.skip_nic_config)?;
     let (start, num) = (choice.start, choice.num);
-    log(cfg, &format!("using queues {start}..={}", start + num - 1));
+    log!(cfg, "using queues {start}..={}", start + num - 1);
 
     let mem = Udmabuf::create(&params)?;
     let hugepages = release::hugepage_goal(&mut env, params.hugepages_needed());
@@ -306,18 +313,16 @@ fn bound_server(
     unbind: &mut EarlyUnbind<'_>,
 ) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
-    log(
+    log!(
         cfg,
-        &format!(
-            "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
-            start + num - 1,
-            params.size_bytes,
-            if params.hugetlb { ", hugetlb" } else { "" },
-            match cfg.rx_page_size {
-                Some(n) => format!(", rx-page-size {n}"),
-                None => String::new(),
-            }
-        ),
+        "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
+        start + num - 1,
+        params.size_bytes,
+        if params.hugetlb { ", hugetlb" } else { "" },
+        match cfg.rx_page_size {
+            Some(n) => format!(", rx-page-size {n}"),
+            None => String::new(),
+        }
     );
     let niov_size = cfg.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
     let buffers = params.size_bytes / u64::from(niov_size);
@@ -341,7 +346,7 @@ fn bound_server(
         UnbindMode::Normal => {}
         UnbindMode::BeforeRecv => {
             await_first_data(&sock)?;
-            log(
+            log!(
                 cfg,
                 "-U 1: data is queued; unbinding before the first recvmsg",
             );
@@ -351,7 +356,7 @@ fn bound_server(
             // As C: the first batch's tokens go back before the unbind.
             rx_cfg.token_high_water = 1;
             hook = Some(Box::new(move || {
-                log(
+                log!(
                     cfg,
                     "-U 2: first recvmsg done and its tokens released; unbinding",
                 );
@@ -404,24 +409,20 @@ fn bind_autorelease_attr(cfg: &Config, want: bool) -> Result<Option<(u16, bool)>
     let kinds: Vec<u16> = policy.iter().map(|a| a.kind).collect();
     match autorelease_attr(&policy) {
         Some(attr) => {
-            log(
+            log!(
                 cfg,
-                &format!(
-                    "bind-rx autorelease: the kernel has the attribute (number {attr}, u8); \
-                     sending {}",
-                    u8::from(want)
-                ),
+                "bind-rx autorelease: the kernel has the attribute (number {attr}, u8); \
+                 sending {}",
+                u8::from(want)
             );
             Ok(Some((attr, want)))
         }
         None if !want => {
-            log(
+            log!(
                 cfg,
-                &format!(
-                    "-a 0: this kernel's bind-rx has no autorelease attribute (policy \
-                     attributes {kinds:?}); binding without it (the kernel's only mode \
-                     releases tokens still held at close)"
-                ),
+                "-a 0: this kernel's bind-rx has no autorelease attribute (policy \
+                 attributes {kinds:?}); binding without it (the kernel's only mode \
+                 releases tokens still held at close)"
             );
             Ok(None)
         }
@@ -504,7 +505,7 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
     let before = snapshot_if(cfg, &nic)?;
     let queue = zcrx_queue(cfg, &nic)?;
     signals::check()?;
-    log(cfg, &format!("using rx queue {queue}"));
+    log!(cfg, "using rx queue {queue}");
     params.target = ZcrxTarget::Device {
         ifname: ifname.to_string(),
         ifindex,
@@ -594,7 +595,7 @@ fn await_hugepages(cfg: &Config, env: &mut dyn Env, pages: u64) -> Result<()> {
         return Ok(());
     }
     if let Some(line) = release::await_hugepages(env, pages, release::WAIT)? {
-        log(cfg, &line);
+        log!(cfg, "{line}");
     }
     Ok(())
 }
@@ -606,7 +607,7 @@ fn await_hugepages(cfg: &Config, env: &mut dyn Env, pages: u64) -> Result<()> {
 fn await_release(cfg: &Config, env: &mut dyn Env, held: &Holdings) {
     match release::await_release(env, held, release::WAIT) {
         Ok(r) => match r.log_line() {
-            Some(line) if r.still.is_empty() => log(cfg, &line),
+            Some(line) if r.still.is_empty() => log!(cfg, "{line}"),
             Some(line) => crate::elog!("{}: {line}", crate::cli::PROGRAM),
             None => {}
         },
@@ -660,30 +661,28 @@ fn pick_queues(
     let explicit = cfg.start_queue.zip(cfg.num_queues);
     let choice = choose_queues(nic, explicit, policy, QUEUE_FREE_WAIT, skip_nic_config)?;
     for note in &choice.notes {
-        log(cfg, note);
+        log!(cfg, "{note}");
     }
     Ok(choice)
 }
 
 fn log_zcrx(cfg: &Config, z: &Zcrx) {
-    log(
+    log!(
         cfg,
-        &format!(
-            "registered zcrx ifq {} on {}: area {} bytes{}, refill ring {} entries{}",
-            z.zcrx_id(),
-            z.target(),
-            z.area_len(),
-            if z.area_is_hugetlb() {
-                " (hugetlb)"
-            } else {
-                ""
-            },
-            z.rq_entries(),
-            match z.rx_buf_len() {
-                0 => String::new(),
-                l => format!(", rx_buf_len {l}"),
-            }
-        ),
+        "registered zcrx ifq {} on {}: area {} bytes{}, refill ring {} entries{}",
+        z.zcrx_id(),
+        z.target(),
+        z.area_len(),
+        if z.area_is_hugetlb() {
+            " (hugetlb)"
+        } else {
+            ""
+        },
+        z.rq_entries(),
+        match z.rx_buf_len() {
+            0 => String::new(),
+            l => format!(", rx_buf_len {l}"),
+        }
     );
 }
 
@@ -773,16 +772,14 @@ fn devmem_client(cfg: &Config) -> Result<()> {
     signals::check()?;
     let binding = tx::bind_tx(&netdev, ifindex, ifname, mem.fd())?;
     signals::check()?;
-    log(
+    log!(
         cfg,
-        &format!(
-            "bound {ifname} for TX to dmabuf id {} ({} bytes)",
-            binding.id(),
-            params.size_bytes
-        ),
+        "bound {ifname} for TX to dmabuf id {} ({} bytes)",
+        binding.id(),
+        params.size_bytes
     );
     let mut sock = tx::connect_devmem(peer, local, ifname, cfg.timeout, &STOP)?;
-    log(cfg, &format!("connected to [{}]:{port}", server.ip));
+    log!(cfg, "connected to [{}]:{port}", server.ip);
 
     let tx_cfg = TxConfig {
         chunk: cfg.tx_chunk,
@@ -896,7 +893,7 @@ fn probe_checks(
         signals::check()?;
         let nic = nic?;
         if cfg.skip_nic_config {
-            log(
+            log!(
                 cfg,
                 "-n does not apply to probe mode: its checks change header split, RSS and \
                  channels (and undo every change)",
@@ -1014,14 +1011,11 @@ fn listen_and_accept(
     let addr = SocketAddrV6::new(server.socket_ip(), port, 0, 0);
     let listener = socket::tcp_listen(addr, plan.and_then(|p| p.bytes))?;
     if let Some(p) = plan {
-        log(cfg, &format!("receive buffer: {}", p.reason));
+        log!(cfg, "receive buffer: {}", p.reason);
     }
-    log(cfg, &format!("listening on [{}]:{port}", server.ip));
+    log!(cfg, "listening on [{}]:{port}", server.ip);
     let (fd, peer) = crate::conn::accept_timeout(listener.as_fd(), cfg.timeout, &STOP)?;
-    log(
-        cfg,
-        &format!("accepted connection from {}", peer_text(peer)),
-    );
+    log!(cfg, "accepted connection from {}", peer_text(peer));
     let sock = TcpRxSocket::new(fd);
     let report = match plan {
         Some(p) => Some(RcvbufReport {
@@ -1146,7 +1140,7 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
         None => rx::receive_logged(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink),
     };
     if rx_cfg.unbind == UnbindMode::BeforeRecv && !stats.binding_gone && result.is_ok() {
-        log(
+        log!(
             cfg,
             "-U 1: recvmsg went on delivering data after the unbind (no ENODEV): this kernel \
              keeps a socket's queued devmem data readable after its binding goes (a kernel \
@@ -1263,12 +1257,6 @@ fn sender_stream(cfg: &Config) -> StreamSpec {
 
 fn required<T>(v: Option<T>, flag: &str) -> Result<T> {
     v.ok_or_else(|| Error::Usage(format!("missing {flag} argument")))
-}
-
-fn log(cfg: &Config, line: &str) {
-    if cfg.verbosity != Verbosity::Quiet {
-        crate::elog!("{}: {line}", crate::cli::PROGRAM);
-    }
 }
 
 #[cfg(test)]
