@@ -800,9 +800,7 @@ fn devmem_client(cfg: &Config) -> Result<()> {
         &mut log_sink,
     );
     let ok = result.is_ok();
-    if cfg.verbosity != Verbosity::Quiet {
-        crate::elog!("{}: {}", crate::cli::PROGRAM, stats.summary_line(ok));
-    }
+    log!(cfg, "{}", stats.summary_line(ok));
     drop(sock);
     drop(binding);
     drop(mem);

@@ -297,13 +297,13 @@ fn hugepage_skip(needed: u64, status: Option<&HugepageStatus>) -> Error {
     }
 }
 
-/// The hugepage skip for an `ENOMEM` from a hugetlb mmap or `UDMABUF_CREATE`, with the pool's
-/// numbers when they can be read.
-fn hugepage_enomem(needed: u64) -> Error {
-    match HugepageStatus::read() {
-        Ok(s) => hugepage_skip(needed, Some(&s)),
-        Err(_) => hugepage_skip(needed, None),
+/// `e` from a hugetlb mmap or `UDMABUF_CREATE` of `needed` 2 MiB pages (0: not hugetlb): an
+/// `ENOMEM` becomes the hugepage skip, with the pool's numbers when they can be read.
+fn hugepage_enomem(e: Error, needed: u64) -> Error {
+    if needed == 0 || e.errno() != Some(libc::ENOMEM) {
+        return e;
     }
+    hugepage_skip(needed, HugepageStatus::read().ok().as_ref())
 }
 
 /// Reads a sysfs/procfs file holding one decimal number. `Ok(None)` if the file does not exist.
@@ -508,13 +508,8 @@ impl Memfd {
     pub fn map(&self) -> Result<MappedRegion> {
         let len = usize::try_from(self.size)
             .map_err(|_| Error::Usage(format!("memfd size {} bytes exceeds usize", self.size)))?;
-        MappedRegion::map_shared(self.fd.as_fd(), len).map_err(|e| {
-            if self.hugetlb && e.errno() == Some(libc::ENOMEM) {
-                hugepage_enomem(self.hugepages_needed())
-            } else {
-                e
-            }
-        })
+        MappedRegion::map_shared(self.fd.as_fd(), len)
+            .map_err(|e| hugepage_enomem(e, self.hugepages_needed()))
     }
 }
 
@@ -573,13 +568,8 @@ impl Udmabuf {
         let dev = open_device(Path::new(UDMABUF_DEV))?;
         let dmabuf = udmabuf_create(dev.as_fd(), &memfd)?;
         drop(dev);
-        let map = MappedRegion::map_shared(dmabuf.as_fd(), len).map_err(|e| {
-            if params.hugetlb && e.errno() == Some(libc::ENOMEM) {
-                hugepage_enomem(params.hugepages_needed())
-            } else {
-                e
-            }
-        })?;
+        let map = MappedRegion::map_shared(dmabuf.as_fd(), len)
+            .map_err(|e| hugepage_enomem(e, params.hugepages_needed()))?;
         Ok(Udmabuf {
             map,
             dmabuf,
@@ -645,17 +635,12 @@ impl FragMemory for Udmabuf {
 /// hugepage `Error::Skip`; other errors are `Error::Sys` naming the call.
 fn udmabuf_create(dev: BorrowedFd<'_>, memfd: &Memfd) -> Result<OwnedFd> {
     sys::udmabuf::create(dev, memfd.as_fd(), memfd.size()).map_err(|errno| {
-        if memfd.is_hugetlb() && errno == libc::ENOMEM {
-            return hugepage_enomem(memfd.hugepages_needed());
-        }
-        Error::sys(
-            format!(
-                "ioctl(UDMABUF_CREATE, memfd {}, offset 0, size {} bytes)",
-                memfd.as_fd().as_raw_fd(),
-                memfd.size()
-            ),
-            errno,
-        )
+        let call = format!(
+            "ioctl(UDMABUF_CREATE, memfd {}, offset 0, size {} bytes)",
+            memfd.as_fd().as_raw_fd(),
+            memfd.size()
+        );
+        hugepage_enomem(Error::sys(call, errno), memfd.hugepages_needed())
     })
 }
 
