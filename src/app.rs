@@ -194,7 +194,7 @@ fn report_mode(cfg: &Config) -> Result<()> {
 /// (`| head -1`, `| true`: `EPIPE`, SIGPIPE being ignored) is an error, never a panic.
 ///
 /// Errors: [`Error::Sys`] naming `write(stdout)`; [`Error::Interrupted`] never (plain stdout).
-fn print_stdout(text: &str) -> Result<()> {
+pub fn print_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
@@ -224,8 +224,6 @@ fn plain_server(cfg: &Config) -> Result<()> {
 fn devmem_server(cfg: &Config) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
     let ifindex = if_nametoindex(ifname)?;
-    let port = required(cfg.port, "-p")?;
-    let server = required(cfg.server.as_ref(), "-s")?;
     let params = UdmabufParams::new(cfg.rx_page_size, cfg.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created or changed;
     // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
@@ -259,16 +257,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
         .ifname(ifname)
         .rx_page_size(cfg.rx_page_size)
         .autorelease(autorelease);
-    let plan = ServerPlan {
-        start_queue: start,
-        num_queues: num,
-        flow: FlowTarget {
-            server: server.ip,
-            client: cfg.client.as_ref().map(|c| c.ip),
-            port,
-        },
-        skip_nic_config: cfg.skip_nic_config,
-    };
+    let plan = server_plan(cfg, start, num)?;
     let quiet = cfg.verbosity == Verbosity::Quiet;
     let bound_id = Cell::new(None);
     let result = run_with_early_unbind(&nic, &plan, &request, quiet, QUEUE_FREE_WAIT, |id, u| {
@@ -373,6 +362,21 @@ fn bound_server(
         Some(&stall),
         hook,
     )
+}
+
+/// The NIC setup of a server on queues `start_queue..start_queue+num_queues`: the flow rule
+/// for `-s`, `-c` and `-p` (none with `-n`).
+fn server_plan(cfg: &Config, start_queue: u32, num_queues: u32) -> Result<ServerPlan> {
+    Ok(ServerPlan {
+        start_queue,
+        num_queues,
+        flow: FlowTarget {
+            server: required(cfg.server.as_ref(), "-s")?.ip,
+            client: cfg.client.as_ref().map(|c| c.ip),
+            port: required(cfg.port, "-p")?,
+        },
+        skip_nic_config: cfg.skip_nic_config,
+    })
 }
 
 /// How long `-U 1` waits after accept for data to be queued before it unbinds (C ncdevmem
@@ -500,7 +504,6 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
 
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
     let ifindex = if_nametoindex(ifname)?;
-    let server = required(cfg.server.as_ref(), "-s")?;
     let nic = SharedNic::new(open_nic(ifname)?);
     let before = snapshot_if(cfg, &nic)?;
     let queue = zcrx_queue(cfg, &nic)?;
@@ -511,16 +514,7 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
         ifindex,
         rxq: queue,
     };
-    let plan = ServerPlan {
-        start_queue: queue,
-        num_queues: 1,
-        flow: FlowTarget {
-            server: server.ip,
-            client: cfg.client.as_ref().map(|c| c.ip),
-            port: required(cfg.port, "-p")?,
-        },
-        skip_nic_config: cfg.skip_nic_config,
-    };
+    let plan = server_plan(cfg, queue, 1)?;
     let quiet = cfg.verbosity == Verbosity::Quiet;
     let mut env = KernelEnv::new(Some(ifindex));
     // io_uring page pools of the device that are not this run's.
