@@ -52,6 +52,16 @@ impl Spec {
         !self.hint.is_empty()
     }
 
+    /// `-p: missing value PORT (expected 1..=65535)`.
+    fn missing_value(&self) -> String {
+        format!(
+            "{}: missing value {} (expected {})",
+            self.display(),
+            self.hint,
+            self.expect
+        )
+    }
+
     /// How the user spells it: `-p`, `--timeout`.
     fn display(&self) -> String {
         if self.short.is_empty() {
@@ -289,12 +299,7 @@ fn names_an_option(arg: &str) -> bool {
 /// The error for an option whose separate value is another option (`--json --verify-restore`
 /// would otherwise write a file named `--verify-restore`).
 fn value_is_an_option(spec: &Spec, value: &str) -> Error {
-    usage_err(format!(
-        "{}: missing value {} (expected {}): '{value}' is an option",
-        spec.display(),
-        spec.hint,
-        spec.expect
-    ))
+    usage_err(format!("{}: '{value}' is an option", spec.missing_value()))
 }
 
 /// Walks the arguments the way getopts does, before getopts sees them, so values (`-s --x`)
@@ -369,12 +374,7 @@ fn map_getopts_fail(f: getopts::Fail) -> Error {
     match f {
         Fail::UnrecognizedOption(n) => unknown_option(&n, false),
         Fail::ArgumentMissing(n) => match spec_by_name(&n) {
-            Some(s) => usage_err(format!(
-                "{}: missing value {} (expected {})",
-                s.display(),
-                s.hint,
-                s.expect
-            )),
+            Some(s) => usage_err(s.missing_value()),
             None => usage_err(format!("option '{n}': missing value")),
         },
         Fail::UnexpectedArgument(n) => match spec_by_name(&n) {
@@ -653,18 +653,12 @@ fn not_for_tcp(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// Whether `ip` is a link-local IPv6 unicast address (`fe80::/10`), which a socket can use
-/// only with a zone (scope id).
-fn is_unscoped_link_local(ip: IpAddr) -> bool {
-    matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
-}
-
 impl HostAddr {
     /// `Err(Error::Usage)` when a socket is to use this address and it is link-local IPv6
     /// (`fe80::/10`): a socket needs its zone, which no flag takes, and the kernel refuses it
     /// without one (`EINVAL`).
     pub fn refuse_unscoped_link_local(&self, flag: &str) -> Result<()> {
-        if !is_unscoped_link_local(self.ip) {
+        if !matches!(self.ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80) {
             return Ok(());
         }
         Err(usage_err(format!(
