@@ -727,7 +727,7 @@ fn zcrx_accept_and_receive(
     let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
     let result = result
         .and(flushed)
-        .and_then(|()| check_stream_length(cfg, stats.bytes));
+        .and_then(|()| check_received(cfg, stats.bytes, false));
     report(cfg, &stats, result)
 }
 
@@ -1134,29 +1134,20 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
     let result = result
         .and(flushed)
-        .and_then(|()| check_received(cfg, &stats));
+        .and_then(|()| check_received(cfg, stats.bytes, stats.binding_gone));
     report(cfg, &stats, result)
 }
 
-/// [`check_stream_length`], except for a `-U 1` run that ended at "binding gone" (ENODEV
-/// before any byte): there was no stream to measure, so `-v` does not demand one. An explicit
-/// `--expect-bytes` still does.
-fn check_received(cfg: &Config, stats: &RxStats) -> Result<()> {
-    if stats.binding_gone && cfg.expect_bytes.is_none() {
-        Ok(())
-    } else {
-        check_stream_length(cfg, stats.bytes)
-    }
-}
-
 /// A stream that ended cleanly can still be wrong: shorter or longer than `--expect-bytes`,
-/// or empty although `-v` asked for validation (a sender that never sent).
-fn check_stream_length(cfg: &Config, bytes: u64) -> Result<()> {
+/// or empty although `-v` asked for validation (a sender that never sent) — except in a `-U 1`
+/// run that ended at "binding gone" (`binding_gone`: ENODEV before any byte), which had no
+/// stream to measure (an explicit `--expect-bytes` still does).
+fn check_received(cfg: &Config, bytes: u64, binding_gone: bool) -> Result<()> {
     match cfg.expect_bytes {
         Some(want) if want != bytes => Err(Error::Failure(format!(
             "the peer sent {bytes} bytes, --expect-bytes wanted {want}"
         ))),
-        None if bytes == 0 && cfg.validate.is_some() => Err(Error::Failure(
+        None if bytes == 0 && cfg.validate.is_some() && !binding_gone => Err(Error::Failure(
             "the peer closed without sending any data: nothing was validated".into(),
         )),
         _ => Ok(()),
@@ -1317,11 +1308,13 @@ mod tests {
         };
         let mut stats = RxStats::new(crate::stats::RxMode::Devmem);
         assert_eq!(
-            check_received(&cfg, &stats).unwrap_err().to_string(),
+            check_received(&cfg, stats.bytes, stats.binding_gone)
+                .unwrap_err()
+                .to_string(),
             "the peer closed without sending any data: nothing was validated"
         );
         stats.binding_gone = true;
-        check_received(&cfg, &stats).unwrap();
+        check_received(&cfg, stats.bytes, stats.binding_gone).unwrap();
         // --expect-bytes is a promise about the stream that a gone binding does not excuse.
         let mut argv = argv;
         argv.extend(["--expect-bytes".to_string(), "1000".to_string()]);
@@ -1330,7 +1323,9 @@ mod tests {
             other => panic!("not a server configuration: {other:?}"),
         };
         assert_eq!(
-            check_received(&cfg, &stats).unwrap_err().to_string(),
+            check_received(&cfg, stats.bytes, stats.binding_gone)
+                .unwrap_err()
+                .to_string(),
             "the peer sent 0 bytes, --expect-bytes wanted 1000"
         );
     }
