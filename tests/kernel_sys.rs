@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicI32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use ncdevmem::conn::{accept_timeout, connect_timeout, send_all};
+use ncdevmem::conn::{accept_timeout, connect_timeout, send_all_timeout};
 use ncdevmem::rx::RxSocket;
 use ncdevmem::sys::socket::{
     local_addr, set_devmem_autorelease, set_nodelay, shutdown_write, tcp_listen, TcpRxSocket,
@@ -390,7 +390,7 @@ fn devmem_recvmsg_on_plain_tcp_copies_normally() {
         assert_eq!(peer.ip(), std::net::IpAddr::V6(v6(addr)), "{addr}");
         let payload: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         set_nodelay(client.as_fd(), true).expect("TCP_NODELAY");
-        send_all(client.as_fd(), &payload).expect("send");
+        send_all_timeout(client.as_fd(), &payload, None).expect("send");
         shutdown_write(client.as_fd()).expect("shutdown");
 
         let mut got = Vec::new();
