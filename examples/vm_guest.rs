@@ -327,7 +327,8 @@ fn udmabuf_size_limit(ctx: &Ctx) -> CaseResult {
         size_bytes: TEST_LIMIT_MB << 20,
         hugetlb: false,
     };
-    udmabuf::preflight(&at_limit).map_err(|e| format!("exactly the limit refused: {e}"))?;
+    udmabuf::preflight(&at_limit, &udmabuf::HostPaths::default())
+        .map_err(|e| format!("exactly the limit refused: {e}"))?;
     let mut exact = Udmabuf::create(&at_limit)
         .map_err(|e| format!("kernel refused exactly size_limit_mb: {e}"))?;
     exact.write_at(0, b"limit").map_err(err)?;
@@ -336,7 +337,7 @@ fn udmabuf_size_limit(ctx: &Ctx) -> CaseResult {
         size_bytes: (TEST_LIMIT_MB + 1) << 20,
         hugetlb: false,
     };
-    let lib_msg = match udmabuf::preflight(&over) {
+    let lib_msg = match udmabuf::preflight(&over, &udmabuf::HostPaths::default()) {
         Err(e @ Error::Skip(_)) if e.to_string().contains("size_limit_mb") => e.to_string(),
         other => {
             return Err(format!(

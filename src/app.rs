@@ -24,7 +24,7 @@ use crate::netlink::netdev::{BindRxRequest, Netdev};
 use crate::nic::guards::SharedNic;
 use crate::nic::probe::{run_probe, ProbeParams};
 use crate::nic::queues::{
-    choose_queues, describe_owned, wait_queues_free, QueuePolicy, QUEUE_FREE_WAIT,
+    choose_queues, describe_owned, wait_queues_free, QueueChoice, QueuePolicy, QUEUE_FREE_WAIT,
 };
 use crate::nic::report::{HostCaps, NicReport};
 use crate::nic::setup::{
@@ -40,9 +40,18 @@ use crate::signals::{self, STOP};
 use crate::stats::{RcvbufReport, RxStats};
 use crate::sys::socket::{self, TcpRxSocket};
 use crate::tx::{self, LineSource, PatternSend, PatternSource, TxConfig, TxSource};
-use crate::udmabuf::{self, Udmabuf, UdmabufParams};
+use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
 use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
 use crate::validate::StreamSpec;
+
+/// `log!(cfg, "fmt", args..)`: one `ncdevmem-rs: ` line on stderr, unless `--quiet`.
+macro_rules! log {
+    ($cfg:expr, $($arg:tt)*) => {
+        if $cfg.verbosity != Verbosity::Quiet {
+            crate::elog!("{}: {}", crate::cli::PROGRAM, format_args!($($arg)*));
+        }
+    };
+}
 
 /// Runs the mode `cfg` selects. Installs the SIGINT/SIGTERM/SIGHUP handlers first, so every later
 /// step can unwind on a signal.
@@ -147,12 +156,10 @@ fn verify_and_combine(
     let verified = verify_restored(nic, &before);
     match (&result, verified) {
         (_, Ok(())) => {
-            log(
+            log!(
                 cfg,
-                &format!(
-                    "{}: NIC state matches its snapshot from before the run",
-                    nic.ifname()
-                ),
+                "{}: NIC state matches its snapshot from before the run",
+                nic.ifname()
             );
             result
         }
@@ -187,7 +194,7 @@ fn report_mode(cfg: &Config) -> Result<()> {
 /// (`| head -1`, `| true`: `EPIPE`, SIGPIPE being ignored) is an error, never a panic.
 ///
 /// Errors: [`Error::Sys`] naming `write(stdout)`; [`Error::Interrupted`] never (plain stdout).
-fn print_stdout(text: &str) -> Result<()> {
+pub fn print_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
@@ -217,8 +224,6 @@ fn plain_server(cfg: &Config) -> Result<()> {
 fn devmem_server(cfg: &Config) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
     let ifindex = if_nametoindex(ifname)?;
-    let port = required(cfg.port, "-p")?;
-    let server = required(cfg.server.as_ref(), "-s")?;
     let params = UdmabufParams::new(cfg.rx_page_size, cfg.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created or changed;
     // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
@@ -227,7 +232,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
         Some(want) => bind_autorelease_attr(cfg, want)?,
         None => None,
     };
-    udmabuf::preflight_device(&params)?;
+    udmabuf::preflight_device(&params, &HostPaths::default())?;
     if cfg.autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
     }
@@ -241,18 +246,9 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     signals::check()?;
     let nic = SharedNic::new(open_nic(ifname)?);
     let before = snapshot_if(cfg, &nic)?;
-    let choice = choose_queues(
-        &nic,
-        cfg.start_queue.zip(cfg.num_queues),
-        QueuePolicy::Server,
-        QUEUE_FREE_WAIT,
-        cfg.skip_nic_config,
-    )?;
-    for note in &choice.notes {
-        log(cfg, note);
-    }
+    let choice = pick_queues(cfg, &nic, QueuePolicy::Server, cfg.skip_nic_config)?;
     let (start, num) = (choice.start, choice.num);
-    log(cfg, &format!("using queues {start}..={}", start + num - 1));
+    log!(cfg, "using queues {start}..={}", start + num - 1);
 
     let mem = Udmabuf::create(&params)?;
     let hugepages = release::hugepage_goal(&mut env, params.hugepages_needed());
@@ -261,16 +257,7 @@ fn devmem_server(cfg: &Config) -> Result<()> {
         .ifname(ifname)
         .rx_page_size(cfg.rx_page_size)
         .autorelease(autorelease);
-    let plan = ServerPlan {
-        start_queue: start,
-        num_queues: num,
-        flow: FlowTarget {
-            server: server.ip,
-            client: cfg.client.as_ref().map(|c| c.ip),
-            port,
-        },
-        skip_nic_config: cfg.skip_nic_config,
-    };
+    let plan = server_plan(cfg, start, num)?;
     let quiet = cfg.verbosity == Verbosity::Quiet;
     let bound_id = Cell::new(None);
     let result = run_with_early_unbind(&nic, &plan, &request, quiet, QUEUE_FREE_WAIT, |id, u| {
@@ -315,18 +302,16 @@ fn bound_server(
     unbind: &mut EarlyUnbind<'_>,
 ) -> Result<()> {
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
-    log(
+    log!(
         cfg,
-        &format!(
-            "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
-            start + num - 1,
-            params.size_bytes,
-            if params.hugetlb { ", hugetlb" } else { "" },
-            match cfg.rx_page_size {
-                Some(n) => format!(", rx-page-size {n}"),
-                None => String::new(),
-            }
-        ),
+        "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
+        start + num - 1,
+        params.size_bytes,
+        if params.hugetlb { ", hugetlb" } else { "" },
+        match cfg.rx_page_size {
+            Some(n) => format!(", rx-page-size {n}"),
+            None => String::new(),
+        }
     );
     let niov_size = cfg.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
     let buffers = params.size_bytes / u64::from(niov_size);
@@ -350,7 +335,7 @@ fn bound_server(
         UnbindMode::Normal => {}
         UnbindMode::BeforeRecv => {
             await_first_data(&sock)?;
-            log(
+            log!(
                 cfg,
                 "-U 1: data is queued; unbinding before the first recvmsg",
             );
@@ -360,7 +345,7 @@ fn bound_server(
             // As C: the first batch's tokens go back before the unbind.
             rx_cfg.token_high_water = 1;
             hook = Some(Box::new(move || {
-                log(
+                log!(
                     cfg,
                     "-U 2: first recvmsg done and its tokens released; unbinding",
                 );
@@ -377,6 +362,21 @@ fn bound_server(
         Some(&stall),
         hook,
     )
+}
+
+/// The NIC setup of a server on queues `start_queue..start_queue+num_queues`: the flow rule
+/// for `-s`, `-c` and `-p` (none with `-n`).
+fn server_plan(cfg: &Config, start_queue: u32, num_queues: u32) -> Result<ServerPlan> {
+    Ok(ServerPlan {
+        start_queue,
+        num_queues,
+        flow: FlowTarget {
+            server: required(cfg.server.as_ref(), "-s")?.ip,
+            client: cfg.client.as_ref().map(|c| c.ip),
+            port: required(cfg.port, "-p")?,
+        },
+        skip_nic_config: cfg.skip_nic_config,
+    })
 }
 
 /// How long `-U 1` waits after accept for data to be queued before it unbinds (C ncdevmem
@@ -413,24 +413,20 @@ fn bind_autorelease_attr(cfg: &Config, want: bool) -> Result<Option<(u16, bool)>
     let kinds: Vec<u16> = policy.iter().map(|a| a.kind).collect();
     match autorelease_attr(&policy) {
         Some(attr) => {
-            log(
+            log!(
                 cfg,
-                &format!(
-                    "bind-rx autorelease: the kernel has the attribute (number {attr}, u8); \
-                     sending {}",
-                    u8::from(want)
-                ),
+                "bind-rx autorelease: the kernel has the attribute (number {attr}, u8); \
+                 sending {}",
+                u8::from(want)
             );
             Ok(Some((attr, want)))
         }
         None if !want => {
-            log(
+            log!(
                 cfg,
-                &format!(
-                    "-a 0: this kernel's bind-rx has no autorelease attribute (policy \
-                     attributes {kinds:?}); binding without it (the kernel's only mode \
-                     releases tokens still held at close)"
-                ),
+                "-a 0: this kernel's bind-rx has no autorelease attribute (policy \
+                 attributes {kinds:?}); binding without it (the kernel's only mode \
+                 releases tokens still held at close)"
             );
             Ok(None)
         }
@@ -508,27 +504,17 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
 
     let ifname = required(cfg.ifname.as_deref(), "-f")?;
     let ifindex = if_nametoindex(ifname)?;
-    let server = required(cfg.server.as_ref(), "-s")?;
     let nic = SharedNic::new(open_nic(ifname)?);
     let before = snapshot_if(cfg, &nic)?;
     let queue = zcrx_queue(cfg, &nic)?;
     signals::check()?;
-    log(cfg, &format!("using rx queue {queue}"));
+    log!(cfg, "using rx queue {queue}");
     params.target = ZcrxTarget::Device {
         ifname: ifname.to_string(),
         ifindex,
         rxq: queue,
     };
-    let plan = ServerPlan {
-        start_queue: queue,
-        num_queues: 1,
-        flow: FlowTarget {
-            server: server.ip,
-            client: cfg.client.as_ref().map(|c| c.ip),
-            port: required(cfg.port, "-p")?,
-        },
-        skip_nic_config: cfg.skip_nic_config,
-    };
+    let plan = server_plan(cfg, queue, 1)?;
     let quiet = cfg.verbosity == Verbosity::Quiet;
     let mut env = KernelEnv::new(Some(ifindex));
     // io_uring page pools of the device that are not this run's.
@@ -603,7 +589,7 @@ fn await_hugepages(cfg: &Config, env: &mut dyn Env, pages: u64) -> Result<()> {
         return Ok(());
     }
     if let Some(line) = release::await_hugepages(env, pages, release::WAIT)? {
-        log(cfg, &line);
+        log!(cfg, "{line}");
     }
     Ok(())
 }
@@ -615,7 +601,7 @@ fn await_hugepages(cfg: &Config, env: &mut dyn Env, pages: u64) -> Result<()> {
 fn await_release(cfg: &Config, env: &mut dyn Env, held: &Holdings) {
     match release::await_release(env, held, release::WAIT) {
         Ok(r) => match r.log_line() {
-            Some(line) if r.still.is_empty() => log(cfg, &line),
+            Some(line) if r.still.is_empty() => log!(cfg, "{line}"),
             Some(line) => crate::elog!("{}: {line}", crate::cli::PROGRAM),
             None => {}
         },
@@ -655,38 +641,42 @@ fn zcrx_queue(cfg: &Config, nic: &SharedNic) -> Result<u32> {
         }
         _ => {}
     }
-    let choice = choose_queues(
-        nic,
-        explicit,
-        QueuePolicy::Server,
-        QUEUE_FREE_WAIT,
-        cfg.skip_nic_config,
-    )?;
+    Ok(pick_queues(cfg, nic, QueuePolicy::Server, cfg.skip_nic_config)?.start)
+}
+
+/// [`choose_queues`] for `-t`/`-q` (or the policy's default), waiting up to
+/// [`QUEUE_FREE_WAIT`] for queues a previous run still holds; its notes are logged.
+fn pick_queues(
+    cfg: &Config,
+    nic: &SharedNic,
+    policy: QueuePolicy,
+    skip_nic_config: bool,
+) -> Result<QueueChoice> {
+    let explicit = cfg.start_queue.zip(cfg.num_queues);
+    let choice = choose_queues(nic, explicit, policy, QUEUE_FREE_WAIT, skip_nic_config)?;
     for note in &choice.notes {
-        log(cfg, note);
+        log!(cfg, "{note}");
     }
-    Ok(choice.start)
+    Ok(choice)
 }
 
 fn log_zcrx(cfg: &Config, z: &Zcrx) {
-    log(
+    log!(
         cfg,
-        &format!(
-            "registered zcrx ifq {} on {}: area {} bytes{}, refill ring {} entries{}",
-            z.zcrx_id(),
-            z.target(),
-            z.area_len(),
-            if z.area_is_hugetlb() {
-                " (hugetlb)"
-            } else {
-                ""
-            },
-            z.rq_entries(),
-            match z.rx_buf_len() {
-                0 => String::new(),
-                l => format!(", rx_buf_len {l}"),
-            }
-        ),
+        "registered zcrx ifq {} on {}: area {} bytes{}, refill ring {} entries{}",
+        z.zcrx_id(),
+        z.target(),
+        z.area_len(),
+        if z.area_is_hugetlb() {
+            " (hugetlb)"
+        } else {
+            ""
+        },
+        z.rq_entries(),
+        match z.rx_buf_len() {
+            0 => String::new(),
+            l => format!(", rx_buf_len {l}"),
+        }
     );
 }
 
@@ -737,7 +727,7 @@ fn zcrx_accept_and_receive(
     let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
     let result = result
         .and(flushed)
-        .and_then(|()| check_stream_length(cfg, stats.bytes));
+        .and_then(|()| check_received(cfg, stats.bytes, false));
     report(cfg, &stats, result)
 }
 
@@ -751,7 +741,7 @@ fn devmem_client(cfg: &Config) -> Result<()> {
     let ifindex = if_nametoindex(ifname)?;
     let params = UdmabufParams::new(None, cfg.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created.
-    udmabuf::preflight(&params)?;
+    udmabuf::preflight(&params, &HostPaths::default())?;
     let port = required(cfg.port, "-p")?;
     let server = required(cfg.server.as_ref(), "-s")?;
     let peer = SocketAddrV6::new(server.socket_ip(), port, 0, 0);
@@ -776,16 +766,14 @@ fn devmem_client(cfg: &Config) -> Result<()> {
     signals::check()?;
     let binding = tx::bind_tx(&netdev, ifindex, ifname, mem.fd())?;
     signals::check()?;
-    log(
+    log!(
         cfg,
-        &format!(
-            "bound {ifname} for TX to dmabuf id {} ({} bytes)",
-            binding.id(),
-            params.size_bytes
-        ),
+        "bound {ifname} for TX to dmabuf id {} ({} bytes)",
+        binding.id(),
+        params.size_bytes
     );
     let mut sock = tx::connect_devmem(peer, local, ifname, cfg.timeout, &STOP)?;
-    log(cfg, &format!("connected to [{}]:{port}", server.ip));
+    log!(cfg, "connected to [{}]:{port}", server.ip);
 
     let tx_cfg = TxConfig {
         chunk: cfg.tx_chunk,
@@ -806,9 +794,7 @@ fn devmem_client(cfg: &Config) -> Result<()> {
         &mut log_sink,
     );
     let ok = result.is_ok();
-    if cfg.verbosity != Verbosity::Quiet {
-        crate::elog!("{}: {}", crate::cli::PROGRAM, stats.summary_line(ok));
-    }
+    log!(cfg, "{}", stats.summary_line(ok));
     drop(sock);
     drop(binding);
     drop(mem);
@@ -894,28 +880,19 @@ fn probe_checks(
         if let Some(size) = cfg.rx_page_size {
             require_rx_page_size(size)?;
         }
-        udmabuf::preflight_device(params)?;
+        udmabuf::preflight_device(params, &HostPaths::default())?;
         await_hugepages(cfg, &mut env, params.hugepages_needed())?;
         signals::check()?;
         let nic = nic?;
         if cfg.skip_nic_config {
-            log(
+            log!(
                 cfg,
                 "-n does not apply to probe mode: its checks change header split, RSS and \
                  channels (and undo every change)",
             );
         }
         let before = snapshot_if(cfg, &nic)?;
-        let choice = choose_queues(
-            &nic,
-            cfg.start_queue.zip(cfg.num_queues),
-            QueuePolicy::Probe,
-            QUEUE_FREE_WAIT,
-            false,
-        )?;
-        for note in &choice.notes {
-            log(cfg, note);
-        }
+        let choice = pick_queues(cfg, &nic, QueuePolicy::Probe, false)?;
         let mem = Udmabuf::create(params)?;
         let hugepages = release::hugepage_goal(&mut env, params.hugepages_needed());
         let dmabuf_fd = u32::try_from(mem.fd().as_raw_fd())
@@ -976,30 +953,17 @@ fn pattern_sender(cfg: &Config) -> Result<()> {
         timeout: cfg.timeout,
         corrupt_offset: cfg.corrupt_offset,
     };
-    let (stats, result) = match tx::send_pattern(&req, &STOP) {
-        Ok(s) => (Some(s), Ok(())),
-        Err(e) => (None, Err(e)),
-    };
-    if let (Some(s), true) = (&stats, cfg.verbosity != Verbosity::Quiet) {
-        crate::elog!("{}", s.summary_line());
+    // A send that failed leaves its --json summary to `run`.
+    let stats = tx::send_pattern(&req, &STOP)?;
+    if cfg.verbosity != Verbosity::Quiet {
+        crate::elog!("{}", stats.summary_line());
     }
     let Some(path) = &cfg.json else {
-        return result;
+        return Ok(());
     };
-    let json = match (&stats, &result) {
-        (Some(s), _) => {
-            let mut j = s.to_json();
-            j["ok"] = true.into();
-            j
-        }
-        (None, r) => serde_json::json!({
-            "mode": "pattern-sender",
-            "ok": false,
-            "verdict": verdict_name(r),
-            "error": r.as_ref().err().map(ToString::to_string),
-        }),
-    };
-    write_summary(path, &json, result)
+    let mut json = stats.to_json();
+    json["ok"] = true.into();
+    write_summary(path, &json, Ok(()))
 }
 
 /// A peer address as the user wrote its family: an IPv4 peer of the AF_INET6 listener
@@ -1026,14 +990,11 @@ fn listen_and_accept(
     let addr = SocketAddrV6::new(server.socket_ip(), port, 0, 0);
     let listener = socket::tcp_listen(addr, plan.and_then(|p| p.bytes))?;
     if let Some(p) = plan {
-        log(cfg, &format!("receive buffer: {}", p.reason));
+        log!(cfg, "receive buffer: {}", p.reason);
     }
-    log(cfg, &format!("listening on [{}]:{port}", server.ip));
+    log!(cfg, "listening on [{}]:{port}", server.ip);
     let (fd, peer) = crate::conn::accept_timeout(listener.as_fd(), cfg.timeout, &STOP)?;
-    log(
-        cfg,
-        &format!("accepted connection from {}", peer_text(peer)),
-    );
+    log!(cfg, "accepted connection from {}", peer_text(peer));
     let sock = TcpRxSocket::new(fd);
     let report = match plan {
         Some(p) => Some(RcvbufReport {
@@ -1158,7 +1119,7 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
         None => rx::receive_logged(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink),
     };
     if rx_cfg.unbind == UnbindMode::BeforeRecv && !stats.binding_gone && result.is_ok() {
-        log(
+        log!(
             cfg,
             "-U 1: recvmsg went on delivering data after the unbind (no ENODEV): this kernel \
              keeps a socket's queued devmem data readable after its binding goes (a kernel \
@@ -1173,29 +1134,20 @@ fn receive_and_report<M: crate::udmabuf::FragMemory>(
     let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
     let result = result
         .and(flushed)
-        .and_then(|()| check_received(cfg, &stats));
+        .and_then(|()| check_received(cfg, stats.bytes, stats.binding_gone));
     report(cfg, &stats, result)
 }
 
-/// [`check_stream_length`], except for a `-U 1` run that ended at "binding gone" (ENODEV
-/// before any byte): there was no stream to measure, so `-v` does not demand one. An explicit
-/// `--expect-bytes` still does.
-fn check_received(cfg: &Config, stats: &RxStats) -> Result<()> {
-    if stats.binding_gone && cfg.expect_bytes.is_none() {
-        Ok(())
-    } else {
-        check_stream_length(cfg, stats.bytes)
-    }
-}
-
 /// A stream that ended cleanly can still be wrong: shorter or longer than `--expect-bytes`,
-/// or empty although `-v` asked for validation (a sender that never sent).
-fn check_stream_length(cfg: &Config, bytes: u64) -> Result<()> {
+/// or empty although `-v` asked for validation (a sender that never sent) — except in a `-U 1`
+/// run that ended at "binding gone" (`binding_gone`: ENODEV before any byte), which had no
+/// stream to measure (an explicit `--expect-bytes` still does).
+fn check_received(cfg: &Config, bytes: u64, binding_gone: bool) -> Result<()> {
     match cfg.expect_bytes {
         Some(want) if want != bytes => Err(Error::Failure(format!(
             "the peer sent {bytes} bytes, --expect-bytes wanted {want}"
         ))),
-        None if bytes == 0 && cfg.validate.is_some() => Err(Error::Failure(
+        None if bytes == 0 && cfg.validate.is_some() && !binding_gone => Err(Error::Failure(
             "the peer closed without sending any data: nothing was validated".into(),
         )),
         _ => Ok(()),
@@ -1277,12 +1229,6 @@ fn required<T>(v: Option<T>, flag: &str) -> Result<T> {
     v.ok_or_else(|| Error::Usage(format!("missing {flag} argument")))
 }
 
-fn log(cfg: &Config, line: &str) {
-    if cfg.verbosity != Verbosity::Quiet {
-        crate::elog!("{}: {line}", crate::cli::PROGRAM);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1362,11 +1308,13 @@ mod tests {
         };
         let mut stats = RxStats::new(crate::stats::RxMode::Devmem);
         assert_eq!(
-            check_received(&cfg, &stats).unwrap_err().to_string(),
+            check_received(&cfg, stats.bytes, stats.binding_gone)
+                .unwrap_err()
+                .to_string(),
             "the peer closed without sending any data: nothing was validated"
         );
         stats.binding_gone = true;
-        check_received(&cfg, &stats).unwrap();
+        check_received(&cfg, stats.bytes, stats.binding_gone).unwrap();
         // --expect-bytes is a promise about the stream that a gone binding does not excuse.
         let mut argv = argv;
         argv.extend(["--expect-bytes".to_string(), "1000".to_string()]);
@@ -1375,7 +1323,9 @@ mod tests {
             other => panic!("not a server configuration: {other:?}"),
         };
         assert_eq!(
-            check_received(&cfg, &stats).unwrap_err().to_string(),
+            check_received(&cfg, stats.bytes, stats.binding_gone)
+                .unwrap_err()
+                .to_string(),
             "the peer sent 0 bytes, --expect-bytes wanted 1000"
         );
     }

@@ -3,9 +3,9 @@
 //! features.
 //!
 //! Two layers, both pure (no syscalls; the page size is a parameter):
-//! * [`Args::parse`]: what was typed. Every value is checked here (decimal numbers, ranges,
+//! * `Typed::parse`: what was typed. Every value is checked here (decimal numbers, ranges,
 //!   powers of two, sizes, seconds); addresses stay text.
-//! * [`Config::resolve`]: which [`Mode`] runs and which options apply to it; addresses are
+//! * `resolve`: which [`Mode`] runs and which options apply to it; addresses are
 //!   parsed into [`HostAddr`]. Interface name → ifindex and the default queue choice need the
 //!   kernel, so they are left to the app: queues stay `Option<u32>` start and count.
 //!
@@ -50,6 +50,16 @@ struct Spec {
 impl Spec {
     fn takes_value(&self) -> bool {
         !self.hint.is_empty()
+    }
+
+    /// `-p: missing value PORT (expected 1..=65535)`.
+    fn missing_value(&self) -> String {
+        format!(
+            "{}: missing value {} (expected {})",
+            self.display(),
+            self.hint,
+            self.expect
+        )
     }
 
     /// How the user spells it: `-p`, `--timeout`.
@@ -244,84 +254,32 @@ fn seconds_opt(flag: &str, what: &str, text: &str) -> Result<Duration> {
 // Low layer: what was typed.
 // ---------------------------------------------------------------------------------------------
 
-/// The command line as typed, every value checked for syntax and range. Nothing here decides
-/// the mode or whether an option applies to it; that is [`Config::resolve`].
+/// The command line as typed, every value checked for syntax and range: the values that need
+/// no resolving already in their [`Config`] fields (`-v 0`, `--timeout 0` and `--progress 0`
+/// stored as `None`), the mode selectors and the addresses as text beside them. Nothing here
+/// decides the mode or whether an option applies to it; that is [`resolve`].
 ///
 /// A repeated option keeps its last value (getopt behaviour); repeated flags are the same as
 /// one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Args {
-    /// `-h`, `--help`. When set, [`Args::parse`] stops there and leaves every other value
-    /// field unparsed (`None`).
-    pub help: bool,
-    /// `--version`: like `--help`, stops parsing there.
-    pub version: bool,
-    /// `-l`: listen (RX server).
-    pub listen: bool,
-    /// `-s ADDR` as typed (syntax checked in [`Config::resolve`]).
-    pub server: Option<String>,
-    /// `-c ADDR` as typed (syntax checked in [`Config::resolve`]).
-    pub client: Option<String>,
-    /// `-p PORT`, 1..=65535.
-    pub port: Option<u16>,
-    /// `-v N` as typed: 0 (no validation) or a period 2..=256.
-    pub validate: Option<u32>,
-    /// `--seed SEED|random`: the keyed stream instead of the `-v` pattern.
-    pub seed: Option<Seed>,
-    /// `-q N`: number of RX queues, ≥ 1.
-    pub num_queues: Option<u32>,
-    /// `-t N`: first RX queue index.
-    pub start_queue: Option<u32>,
-    /// `-f IFNAME`, 1..=15 bytes.
-    pub ifname: Option<String>,
-    /// `-z N`: TX iov chunk size in bytes, ≥ 1.
-    pub tx_chunk: Option<u32>,
-    /// `-n`: skip NIC configuration and its teardown.
-    pub skip_nic_config: bool,
-    /// `-L`, `--fail-on-linear`: fail on `SCM_DEVMEM_LINEAR`.
-    pub fail_on_linear: bool,
-    /// `-b BYTES`: rx-page-size; a power of two ≥ the page size, fits `u32`.
-    pub rx_page_size: Option<u32>,
-    /// `-A 0|1`: `SO_DEVMEM_AUTORELEASE`.
-    pub autorelease: Option<bool>,
-    /// `-a 0|1`: bind-rx `NETDEV_A_DMABUF_AUTORELEASE`.
-    pub bind_autorelease: Option<bool>,
-    /// `-U 0|1|2`: when the server unbinds.
-    pub unbind: Option<UnbindMode>,
-    /// `-V`, `--verbose`.
-    pub verbose: bool,
-    /// `--quiet`.
-    pub quiet: bool,
-    /// `--plain`.
-    pub plain: bool,
-    /// `--send-pattern BYTES`: how many pattern bytes to send.
-    pub send_pattern: Option<u64>,
-    /// `--write-size BYTES`, ≥ 1.
-    pub write_size: Option<u64>,
-    /// `--corrupt-offset OFFSET` (stream offset in bytes).
-    pub corrupt_offset: Option<u64>,
-    /// `--expect-bytes BYTES`.
-    pub expect_bytes: Option<u64>,
-    /// `--rcvbuf BYTES`: 0 or 4 KiB..=1 GiB.
-    pub rcvbuf: Option<u64>,
-    /// `--timeout SECS`; `Some(ZERO)` when 0 was typed.
-    pub timeout: Option<Duration>,
-    /// `--json FILE`.
-    pub json: Option<PathBuf>,
-    /// `--progress SECS`; `Some(ZERO)` when 0 was typed.
-    pub progress: Option<Duration>,
-    /// `--dmabuf-size BYTES`: a non-zero multiple of the page size.
-    pub dmabuf_size: Option<u64>,
-    /// `--zcrx`.
-    pub zcrx: bool,
-    /// `--rx-buf-len BYTES`: a power of two ≥ the page size, fits `u32`.
-    pub rx_buf_len: Option<u32>,
-    /// `--zcrx-nodev` (test aid).
-    pub zcrx_nodev: bool,
-    /// `--report`.
-    pub report: bool,
-    /// `--verify-restore`.
-    pub verify_restore: bool,
+#[derive(Default)]
+struct Typed {
+    /// Every value but `mode`, `server`, `client` and `verbosity`.
+    c: Config,
+    /// `-h`, `--help`; `--version`. When set, [`Typed::parse`] stops there and leaves every
+    /// other value field unparsed.
+    help: bool,
+    version: bool,
+    /// `-l`, `--plain`, `--zcrx`, `--report`: the mode selectors.
+    listen: bool,
+    plain: bool,
+    zcrx: bool,
+    report: bool,
+    /// `-V`/`--verbose`, `--quiet`.
+    verbose: bool,
+    quiet: bool,
+    /// `-s ADDR`, `-c ADDR` as typed (syntax checked in [`resolve`]).
+    server: Option<String>,
+    client: Option<String>,
 }
 
 /// Whether `arg` is spelled like one of our options (`--json`, `--json=x`, `-l`, `-ls`, `-p80`):
@@ -341,12 +299,7 @@ fn names_an_option(arg: &str) -> bool {
 /// The error for an option whose separate value is another option (`--json --verify-restore`
 /// would otherwise write a file named `--verify-restore`).
 fn value_is_an_option(spec: &Spec, value: &str) -> Error {
-    usage_err(format!(
-        "{}: missing value {} (expected {}): '{value}' is an option",
-        spec.display(),
-        spec.hint,
-        spec.expect
-    ))
+    usage_err(format!("{}: '{value}' is an option", spec.missing_value()))
 }
 
 /// Walks the arguments the way getopts does, before getopts sees them, so values (`-s --x`)
@@ -421,12 +374,7 @@ fn map_getopts_fail(f: getopts::Fail) -> Error {
     match f {
         Fail::UnrecognizedOption(n) => unknown_option(&n, false),
         Fail::ArgumentMissing(n) => match spec_by_name(&n) {
-            Some(s) => usage_err(format!(
-                "{}: missing value {} (expected {})",
-                s.display(),
-                s.hint,
-                s.expect
-            )),
+            Some(s) => usage_err(s.missing_value()),
             None => usage_err(format!("option '{n}': missing value")),
         },
         Fail::UnexpectedArgument(n) => match spec_by_name(&n) {
@@ -439,7 +387,7 @@ fn map_getopts_fail(f: getopts::Fail) -> Error {
     }
 }
 
-impl Args {
+impl Typed {
     /// Parses `argv` (without `argv[0]`) into typed values.
     ///
     /// `page_size` is the system page size in bytes (`sysconf(_SC_PAGESIZE)`, passed in so
@@ -447,7 +395,7 @@ impl Args {
     ///
     /// Errors: [`Error::Usage`] for an unknown option, a missing or bad value, or a
     /// positional argument. The message names the flag and the accepted values.
-    pub fn parse(argv: &[String], page_size: usize) -> Result<Args> {
+    fn parse(argv: &[String], page_size: usize) -> Result<Typed> {
         refuse_one_letter_long(argv)?;
         let mut opts = getopts::Options::new();
         for s in SPECS {
@@ -466,20 +414,23 @@ impl Args {
         let last = |key: &str| m.opt_strs(key).pop();
         let flag = |key: &str| m.opt_present(key);
 
-        let mut a = Args {
+        let mut a = Typed {
             help: flag("h"),
             version: flag("version"),
             listen: flag("l"),
-            skip_nic_config: flag("n"),
-            fail_on_linear: flag("L"),
             verbose: flag("V"),
             quiet: flag("quiet"),
             plain: flag("plain"),
             zcrx: flag("zcrx"),
-            zcrx_nodev: flag("zcrx-nodev"),
             report: flag("report"),
-            verify_restore: flag("verify-restore"),
-            ..Args::default()
+            c: Config {
+                skip_nic_config: flag("n"),
+                fail_on_linear: flag("L"),
+                zcrx_nodev: flag("zcrx-nodev"),
+                verify_restore: flag("verify-restore"),
+                ..Config::default()
+            },
+            ..Typed::default()
         };
         // Help wins over every value check (not over an unknown option, which getopts has
         // already refused).
@@ -488,27 +439,28 @@ impl Args {
         }
         a.server = last("s");
         a.client = last("c");
+        let c = &mut a.c;
         if let Some(t) = last("p") {
-            a.port = Some(ranged("-p", "port", &t, 1, 65535, EXPECT_PORT)? as u16);
+            c.port = Some(ranged("-p", "port", &t, 1, 65535, EXPECT_PORT)? as u16);
         }
         if let Some(t) = last("v") {
             let v = dec_u64(&t)
                 .filter(|&v| v == 0 || (2..=u64::from(VALIDATE_MAX)).contains(&v))
                 .ok_or_else(|| invalid("-v", "validation period", &t, EXPECT_VALIDATE))?;
-            a.validate = Some(v as u32);
+            c.validate = Some(v as u32).filter(|&v| v != 0);
         }
         if let Some(t) = last("seed") {
-            a.seed =
+            c.seed =
                 Some(parse_seed(&t).ok_or_else(|| invalid("--seed", "seed", &t, EXPECT_SEED))?);
         }
         if let Some(t) = last("q") {
             let max = u64::from(MAX_NUM_QUEUES);
             let v = ranged("-q", "number of queues", &t, 1, max, EXPECT_NUM_QUEUES)?;
-            a.num_queues = Some(v as u32);
+            c.num_queues = Some(v as u32);
         }
         if let Some(t) = last("t") {
             let max = u64::from(u32::MAX);
-            a.start_queue = Some(ranged("-t", "start queue", &t, 0, max, EXPECT_QUEUE)? as u32);
+            c.start_queue = Some(ranged("-t", "start queue", &t, 0, max, EXPECT_QUEUE)? as u32);
         }
         if let Some(t) = last("f") {
             if t.starts_with('-') {
@@ -527,41 +479,38 @@ impl Args {
                     "1..=15 bytes, the kernel's IFNAMSIZ limit",
                 ));
             }
-            a.ifname = Some(t);
+            c.ifname = Some(t);
         }
         if let Some(t) = last("z") {
             let max = u64::from(u32::MAX);
-            a.tx_chunk = Some(ranged("-z", "chunk size", &t, 1, max, EXPECT_CHUNK)? as u32);
+            c.tx_chunk = Some(ranged("-z", "chunk size", &t, 1, max, EXPECT_CHUNK)? as u32);
         }
         if let Some(t) = last("b") {
-            a.rx_page_size = Some(pow2_u32("-b", "rx-page-size", &t, page_size)?);
+            c.rx_page_size = Some(pow2_u32("-b", "rx-page-size", &t, page_size)?);
         }
+        let zero_one = |flag: &str, t: String| match t.as_str() {
+            "0" => Ok(false),
+            "1" => Ok(true),
+            _ => Err(invalid(flag, "autorelease value", &t, EXPECT_AUTORELEASE)),
+        };
         if let Some(t) = last("A") {
-            a.autorelease = Some(match t.as_str() {
-                "0" => false,
-                "1" => true,
-                _ => return Err(invalid("-A", "autorelease value", &t, EXPECT_AUTORELEASE)),
-            });
+            c.autorelease = Some(zero_one("-A", t)?);
         }
         if let Some(t) = last("a") {
-            a.bind_autorelease = Some(match t.as_str() {
-                "0" => false,
-                "1" => true,
-                _ => return Err(invalid("-a", "autorelease value", &t, EXPECT_AUTORELEASE)),
-            });
+            c.bind_autorelease = Some(zero_one("-a", t)?);
         }
         if let Some(t) = last("U") {
-            a.unbind = Some(match t.as_str() {
+            c.unbind = match t.as_str() {
                 "0" => UnbindMode::Normal,
                 "1" => UnbindMode::BeforeRecv,
                 "2" => UnbindMode::AfterRecv,
                 _ => return Err(invalid("-U", "unbind mode", &t, EXPECT_UNBIND)),
-            });
+            };
         }
         if let Some(t) = last("send-pattern") {
             let v = size_bytes(&t)
                 .ok_or_else(|| invalid("--send-pattern", "byte count", &t, EXPECT_SIZE))?;
-            a.send_pattern = Some(v);
+            c.pattern_bytes = Some(v);
         }
         if let Some(t) = last("write-size") {
             let v = size_bytes(&t)
@@ -574,29 +523,29 @@ impl Args {
                         &format!("{EXPECT_SIZE}, 1..=64M"),
                     )
                 })?;
-            a.write_size = Some(v);
+            c.write_size = Some(v as usize);
         }
         if let Some(t) = last("expect-bytes") {
             let v = size_bytes(&t)
                 .ok_or_else(|| invalid("--expect-bytes", "byte count", &t, EXPECT_SIZE))?;
-            a.expect_bytes = Some(v);
+            c.expect_bytes = Some(v);
         }
         if let Some(t) = last("rcvbuf") {
             let v = size_bytes(&t)
                 .filter(|&v| v == 0 || (4096..=1 << 30).contains(&v))
                 .ok_or_else(|| invalid("--rcvbuf", "receive buffer size", &t, EXPECT_RCVBUF))?;
-            a.rcvbuf = Some(v);
+            c.rcvbuf = Some(v);
         }
         if let Some(t) = last("corrupt-offset") {
             let v = size_bytes(&t)
                 .ok_or_else(|| invalid("--corrupt-offset", "stream offset", &t, EXPECT_OFFSET))?;
-            a.corrupt_offset = Some(v);
+            c.corrupt_offset = Some(v);
         }
         if let Some(t) = last("timeout") {
-            a.timeout = Some(seconds_opt("--timeout", "timeout", &t)?);
+            c.timeout = Some(seconds_opt("--timeout", "timeout", &t)?).filter(|d| !d.is_zero());
         }
         if let Some(t) = last("progress") {
-            a.progress = Some(seconds_opt("--progress", "interval", &t)?);
+            c.progress = Some(seconds_opt("--progress", "interval", &t)?).filter(|d| !d.is_zero());
         }
         if let Some(t) = last("json") {
             if t.is_empty() {
@@ -613,7 +562,7 @@ impl Args {
                     ),
                 ));
             }
-            a.json = Some(PathBuf::from(t));
+            c.json = Some(PathBuf::from(t));
         }
         if let Some(t) = last("dmabuf-size") {
             let page = page_size.max(1) as u64;
@@ -627,10 +576,10 @@ impl Args {
                         &format!("{EXPECT_SIZE}; a non-zero multiple of the page size ({page_size} bytes)"),
                     )
                 })?;
-            a.dmabuf_size = Some(v);
+            c.dmabuf_size = Some(v);
         }
         if let Some(t) = last("rx-buf-len") {
-            a.rx_buf_len = Some(pow2_u32("--rx-buf-len", "rx buffer length", &t, page_size)?);
+            c.rx_buf_len = Some(pow2_u32("--rx-buf-len", "rx buffer length", &t, page_size)?);
         }
         Ok(a)
     }
@@ -704,18 +653,12 @@ fn not_for_tcp(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// Whether `ip` is a link-local IPv6 unicast address (`fe80::/10`), which a socket can use
-/// only with a zone (scope id).
-fn is_unscoped_link_local(ip: IpAddr) -> bool {
-    matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
-}
-
 impl HostAddr {
     /// `Err(Error::Usage)` when a socket is to use this address and it is link-local IPv6
     /// (`fe80::/10`): a socket needs its zone, which no flag takes, and the kernel refuses it
     /// without one (`EINVAL`).
     pub fn refuse_unscoped_link_local(&self, flag: &str) -> Result<()> {
-        if !is_unscoped_link_local(self.ip) {
+        if !matches!(self.ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80) {
             return Ok(());
         }
         Err(usage_err(format!(
@@ -729,10 +672,11 @@ impl HostAddr {
 
 /// What the run does. Selection follows C ncdevmem for the devmem modes; the other modes
 /// are chosen by their long option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Mode {
     /// `-f IF` with neither `-s` nor `-c` (and no `-l`): the devmem self-test of the kernel
     /// contract (C's `run_devmem_tests`).
+    #[default]
     Probe,
     /// `-l -f IF -s ADDR -p PORT`: devmem RX server.
     Server,
@@ -774,7 +718,7 @@ pub enum Verbosity {
     Verbose,
 }
 
-/// Everything a run needs, resolved from [`Args`]. Invariants after [`Config::resolve`]:
+/// Everything a run needs, resolved from the command line. Invariants after [`parse`]:
 /// * `ifname` is `Some` in `Probe`, `Server`, `Client`, `ZcrxServer` (unless `zcrx_nodev`,
 ///   then it is `None`, and so are `start_queue` and `num_queues`) and `Report`;
 /// * `server` and `port` are `Some` in `Server`, `Client`, `PlainServer`, `PatternSender`
@@ -790,7 +734,7 @@ pub enum Verbosity {
 /// Options C ncdevmem ignores in a mode (e.g. `-z` on a server, `-t/-q/-b` with `--plain`)
 /// are kept here and ignored by the app, so a C command line keeps working and a devmem
 /// command line can be rerun as plain TCP by adding `--plain`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {
     /// The selected mode.
     pub mode: Mode,
@@ -893,86 +837,51 @@ fn require<T>(v: Option<T>, msg: impl FnOnce() -> String) -> Result<T> {
     v.ok_or_else(|| usage_err(msg()))
 }
 
-impl Config {
-    /// Picks the mode and checks which options it needs and allows.
-    ///
-    /// Mode selection, in order:
-    /// 1. at most one of `--send-pattern`, `--plain`, `--zcrx`, `--report`;
-    /// 2. `--send-pattern` (not with `-l`; needs `-s`, `-p`, `-v N`) → with `-f IF`,
-    ///    [`Mode::Client`] sending the pattern through devmem TX; without `-f`,
-    ///    [`Mode::PatternSender`] (plain TCP);
-    /// 3. `--plain` → [`Mode::PlainServer`] (needs `-l`, `-s`, `-p`);
-    /// 4. `--zcrx` → [`Mode::ZcrxServer`] (needs `-l`, `-f`, `-s`, `-p`; with `--zcrx-nodev`
-    ///    no `-f`, `-t` or `-q`);
-    /// 5. `--report` → [`Mode::Report`] (needs `-f`; not with `-l`, `-s`, `-c`);
-    /// 6. otherwise C's rules: `-f` required ("missing -f argument"); neither `-s` nor `-c`
-    ///    and no `-l` → [`Mode::Probe`]; `-l` → [`Mode::Server`]; else [`Mode::Client`].
-    ///    Server and client need `-s` and `-p`.
-    ///
-    /// Differs from C: `-l` without `-s` is refused (C would run the probe, which changes the
-    /// NIC, and ignore `-l`).
-    ///
-    /// Errors: [`Error::Usage`] naming the flag.
-    pub fn resolve(a: Args) -> Result<Config> {
-        if a.verbose && a.quiet {
-            return Err(usage_err("-V/--verbose and --quiet exclude each other"));
-        }
-        let mode = select_mode(&a)?;
-        check_queue_range(&a, mode)?;
-        check_sender_flags(&a)?;
-        check_receiver_flags(&a, mode)?;
-        check_seed(&a, mode)?;
-        check_zcrx_flags(&a, mode)?;
-        check_verify_restore(&a, mode)?;
-        let (server, client) = resolve_addrs(&a, mode)?;
-        let write_size =
-            match a.write_size {
-                // Args::parse checked that it fits usize.
-                Some(w) => Some(usize::try_from(w).map_err(|_| {
-                    invalid("--write-size", "write size", &w.to_string(), EXPECT_SIZE)
-                })?),
-                None => None,
-            };
-        let verbosity = if a.verbose {
-            Verbosity::Verbose
-        } else if a.quiet {
-            Verbosity::Quiet
-        } else {
-            Verbosity::Normal
-        };
-
-        Ok(Config {
-            mode,
-            ifname: a.ifname,
-            server,
-            client,
-            port: a.port,
-            validate: a.validate.filter(|&v| v != 0),
-            seed: a.seed,
-            start_queue: a.start_queue,
-            num_queues: a.num_queues,
-            tx_chunk: a.tx_chunk,
-            skip_nic_config: a.skip_nic_config,
-            fail_on_linear: a.fail_on_linear,
-            rx_page_size: a.rx_page_size,
-            autorelease: a.autorelease,
-            bind_autorelease: a.bind_autorelease,
-            unbind: a.unbind.unwrap_or_default(),
-            timeout: a.timeout.filter(|d| !d.is_zero()),
-            json: a.json,
-            verbosity,
-            progress: a.progress.filter(|d| !d.is_zero()),
-            dmabuf_size: a.dmabuf_size,
-            pattern_bytes: a.send_pattern,
-            write_size,
-            corrupt_offset: a.corrupt_offset,
-            expect_bytes: a.expect_bytes,
-            rcvbuf: a.rcvbuf,
-            rx_buf_len: a.rx_buf_len,
-            zcrx_nodev: a.zcrx_nodev,
-            verify_restore: a.verify_restore,
-        })
+/// Picks the mode and checks which options it needs and allows.
+///
+/// Mode selection, in order:
+/// 1. at most one of `--send-pattern`, `--plain`, `--zcrx`, `--report`;
+/// 2. `--send-pattern` (not with `-l`; needs `-s`, `-p`, `-v N`) → with `-f IF`,
+///    [`Mode::Client`] sending the pattern through devmem TX; without `-f`,
+///    [`Mode::PatternSender`] (plain TCP);
+/// 3. `--plain` → [`Mode::PlainServer`] (needs `-l`, `-s`, `-p`);
+/// 4. `--zcrx` → [`Mode::ZcrxServer`] (needs `-l`, `-f`, `-s`, `-p`; with `--zcrx-nodev`
+///    no `-f`, `-t` or `-q`);
+/// 5. `--report` → [`Mode::Report`] (needs `-f`; not with `-l`, `-s`, `-c`);
+/// 6. otherwise C's rules: `-f` required ("missing -f argument"); neither `-s` nor `-c`
+///    and no `-l` → [`Mode::Probe`]; `-l` → [`Mode::Server`]; else [`Mode::Client`].
+///    Server and client need `-s` and `-p`.
+///
+/// Differs from C: `-l` without `-s` is refused (C would run the probe, which changes the
+/// NIC, and ignore `-l`).
+///
+/// Errors: [`Error::Usage`] naming the flag.
+fn resolve(a: Typed) -> Result<Config> {
+    if a.verbose && a.quiet {
+        return Err(usage_err("-V/--verbose and --quiet exclude each other"));
     }
+    let mode = select_mode(&a)?;
+    check_queue_range(&a, mode)?;
+    check_sender_flags(&a)?;
+    check_receiver_flags(&a, mode)?;
+    check_seed(&a, mode)?;
+    check_zcrx_flags(&a, mode)?;
+    check_verify_restore(&a, mode)?;
+    let (server, client) = resolve_addrs(&a, mode)?;
+    let verbosity = if a.verbose {
+        Verbosity::Verbose
+    } else if a.quiet {
+        Verbosity::Quiet
+    } else {
+        Verbosity::Normal
+    };
+    Ok(Config {
+        mode,
+        server,
+        client,
+        verbosity,
+        ..a.c
+    })
 }
 
 fn need_s(what: &str) -> String {
@@ -992,10 +901,10 @@ fn is_receiver(mode: Mode) -> bool {
     matches!(mode, Mode::Server | Mode::PlainServer | Mode::ZcrxServer)
 }
 
-/// Step 1 of [`Config::resolve`]: at most one mode selector, then that mode's own rules.
-fn select_mode(a: &Args) -> Result<Mode> {
+/// Step 1 of [`resolve`]: at most one mode selector, then that mode's own rules.
+fn select_mode(a: &Typed) -> Result<Mode> {
     let selectors: Vec<&str> = [
-        (a.send_pattern.is_some(), "--send-pattern"),
+        (a.c.pattern_bytes.is_some(), "--send-pattern"),
         (a.plain, "--plain"),
         (a.zcrx, "--zcrx"),
         (a.report, "--report"),
@@ -1010,7 +919,7 @@ fn select_mode(a: &Args) -> Result<Mode> {
             selectors.join(", ")
         )));
     }
-    if a.send_pattern.is_some() {
+    if a.c.pattern_bytes.is_some() {
         pattern_sender_mode(a)
     } else if a.plain {
         plain_server_mode(a)
@@ -1024,7 +933,7 @@ fn select_mode(a: &Args) -> Result<Mode> {
 }
 
 /// `--send-pattern`: [`Mode::Client`] (devmem TX) with `-f`, else [`Mode::PatternSender`].
-fn pattern_sender_mode(a: &Args) -> Result<Mode> {
+fn pattern_sender_mode(a: &Typed) -> Result<Mode> {
     if a.listen {
         return Err(usage_err(
             "--send-pattern: sends to -s/-p and cannot be combined with -l",
@@ -1033,9 +942,9 @@ fn pattern_sender_mode(a: &Args) -> Result<Mode> {
     require(a.server.as_ref(), || {
         need_s("the receiver --send-pattern connects to")
     })?;
-    require(a.port, || need_p("the receiver's port"))?;
-    if a.seed.is_none() {
-        require(a.validate.filter(|&v| v != 0), || {
+    require(a.c.port, || need_p("the receiver's port"))?;
+    if a.c.seed.is_none() {
+        require(a.c.validate, || {
             format!(
                 "--send-pattern: missing -v N (the pattern period to send; expected \
                  2..={VALIDATE_MAX}) or --seed SEED (the keyed stream)"
@@ -1043,7 +952,7 @@ fn pattern_sender_mode(a: &Args) -> Result<Mode> {
         })?;
     }
     // -f selects devmem TX, as in C's client mode; the pattern replaces stdin.
-    Ok(if a.ifname.is_some() {
+    Ok(if a.c.ifname.is_some() {
         Mode::Client
     } else {
         Mode::PatternSender
@@ -1051,7 +960,7 @@ fn pattern_sender_mode(a: &Args) -> Result<Mode> {
 }
 
 /// `--plain`: [`Mode::PlainServer`].
-fn plain_server_mode(a: &Args) -> Result<Mode> {
+fn plain_server_mode(a: &Typed) -> Result<Mode> {
     if !a.listen {
         return Err(usage_err(
             "--plain: plain-TCP receive needs -l (to send a pattern, use --send-pattern)",
@@ -1060,40 +969,40 @@ fn plain_server_mode(a: &Args) -> Result<Mode> {
     require(a.server.as_ref(), || {
         need_s("local address --plain listens on")
     })?;
-    require(a.port, || need_p("port to listen on"))?;
+    require(a.c.port, || need_p("port to listen on"))?;
     Ok(Mode::PlainServer)
 }
 
 /// `--zcrx`: [`Mode::ZcrxServer`], on a device queue or (`--zcrx-nodev`) without one.
-fn zcrx_server_mode(a: &Args) -> Result<Mode> {
+fn zcrx_server_mode(a: &Typed) -> Result<Mode> {
     if !a.listen {
         return Err(usage_err("--zcrx: zero-copy receive needs -l"));
     }
-    if a.zcrx_nodev {
-        if a.ifname.is_some() || a.start_queue.is_some() || a.num_queues.is_some() {
+    if a.c.zcrx_nodev {
+        if a.c.ifname.is_some() || a.c.start_queue.is_some() || a.c.num_queues.is_some() {
             return Err(usage_err(
                 "--zcrx-nodev: registers without a device; -f, -t and -q do not apply",
             ));
         }
     } else {
-        require(a.ifname.as_ref(), || need_f("--zcrx"))?;
+        require(a.c.ifname.as_ref(), || need_f("--zcrx"))?;
     }
     require(a.server.as_ref(), || {
         need_s("local address --zcrx listens on")
     })?;
-    require(a.port, || need_p("port to listen on"))?;
+    require(a.c.port, || need_p("port to listen on"))?;
     Ok(Mode::ZcrxServer)
 }
 
 /// `--report`: [`Mode::Report`].
-fn report_mode(a: &Args) -> Result<Mode> {
+fn report_mode(a: &Typed) -> Result<Mode> {
     if a.listen || a.server.is_some() || a.client.is_some() {
         return Err(usage_err(
             "--report: the capability report takes only -f IF (not -l, -s or -c)",
         ));
     }
-    require(a.ifname.as_ref(), || need_f("--report"))?;
-    if a.quiet && a.json.is_none() {
+    require(a.c.ifname.as_ref(), || need_f("--report"))?;
+    if a.quiet && a.c.json.is_none() {
         return Err(usage_err(
             "--report: with --quiet the report is only written to --json FILE, so give \
              --json (or drop --quiet)",
@@ -1104,21 +1013,21 @@ fn report_mode(a: &Args) -> Result<Mode> {
 
 /// C ncdevmem's own modes: [`Mode::Server`] (`-l`), [`Mode::Client`] (`-s`/`-c`), else
 /// [`Mode::Probe`]; all need `-f`.
-fn devmem_mode(a: &Args) -> Result<Mode> {
-    require(a.ifname.as_ref(), || {
+fn devmem_mode(a: &Typed) -> Result<Mode> {
+    require(a.c.ifname.as_ref(), || {
         need_f("probe, server and client modes; --plain and --send-pattern do not need it")
     })?;
     if a.listen {
         require(a.server.as_ref(), || {
             need_s("server mode: the local address to listen on")
         })?;
-        require(a.port, || need_p("server mode"))?;
+        require(a.c.port, || need_p("server mode"))?;
         Ok(Mode::Server)
     } else if a.server.is_some() || a.client.is_some() {
         require(a.server.as_ref(), || {
             need_s("client mode: the address to connect to")
         })?;
-        require(a.port, || need_p("client mode"))?;
+        require(a.c.port, || need_p("client mode"))?;
         Ok(Mode::Client)
     } else {
         Ok(Mode::Probe)
@@ -1126,11 +1035,11 @@ fn devmem_mode(a: &Args) -> Result<Mode> {
 }
 
 /// `-t`/`-q`: both or neither, and the range inside `u32` queue ids.
-fn check_queue_range(a: &Args, mode: Mode) -> Result<()> {
+fn check_queue_range(a: &Typed, mode: Mode) -> Result<()> {
     if !mode.uses_queues() {
         return Ok(());
     }
-    match (a.start_queue, a.num_queues) {
+    match (a.c.start_queue, a.c.num_queues) {
         (Some(_), None) | (None, Some(_)) => Err(usage_err(
             "-t/-q: Both -t and -q are required (or neither, to let ncdevmem-rs pick the queues)",
         )),
@@ -1146,17 +1055,17 @@ fn check_queue_range(a: &Args, mode: Mode) -> Result<()> {
 
 /// The pattern sender's own flags (`--write-size`, `--corrupt-offset`), plain or through
 /// devmem TX (`-f`).
-fn check_sender_flags(a: &Args) -> Result<()> {
-    let sends_pattern = a.send_pattern.is_some();
-    if a.write_size.is_some() && !sends_pattern {
+fn check_sender_flags(a: &Typed) -> Result<()> {
+    let sends_pattern = a.c.pattern_bytes.is_some();
+    if a.c.write_size.is_some() && !sends_pattern {
         return Err(usage_err("--write-size: only applies to --send-pattern"));
     }
-    if a.corrupt_offset.is_some() && !sends_pattern {
+    if a.c.corrupt_offset.is_some() && !sends_pattern {
         return Err(usage_err(
             "--corrupt-offset: only applies to --send-pattern",
         ));
     }
-    if let (Some(off), Some(total)) = (a.corrupt_offset, a.send_pattern) {
+    if let (Some(off), Some(total)) = (a.c.corrupt_offset, a.c.pattern_bytes) {
         if off >= total {
             return Err(usage_err(format!(
                 "--corrupt-offset: invalid stream offset '{off}' (expected 0..{total}, \
@@ -1168,28 +1077,28 @@ fn check_sender_flags(a: &Args) -> Result<()> {
 }
 
 /// The receivers' own flags (`--expect-bytes`, `--rcvbuf`).
-fn check_receiver_flags(a: &Args, mode: Mode) -> Result<()> {
-    if a.expect_bytes.is_some() && !is_receiver(mode) {
+fn check_receiver_flags(a: &Typed, mode: Mode) -> Result<()> {
+    if a.c.expect_bytes.is_some() && !is_receiver(mode) {
         return Err(usage_err("--expect-bytes: only applies to receivers (-l)"));
     }
-    if a.rcvbuf.is_some() && !is_receiver(mode) {
+    if a.c.rcvbuf.is_some() && !is_receiver(mode) {
         return Err(usage_err("--rcvbuf: only applies to receivers (-l)"));
     }
     Ok(())
 }
 
 /// `--seed`: instead of `-v N`, on a sender or a receiver; only a sender draws `random`.
-fn check_seed(a: &Args, mode: Mode) -> Result<()> {
-    let Some(seed) = a.seed else {
+fn check_seed(a: &Typed, mode: Mode) -> Result<()> {
+    let Some(seed) = a.c.seed else {
         return Ok(());
     };
-    if a.validate.is_some_and(|v| v != 0) {
+    if a.c.validate.is_some() {
         return Err(usage_err(
             "--seed: selects the keyed stream instead of the -v N pattern; give one of them",
         ));
     }
     let receiver = is_receiver(mode);
-    if !receiver && a.send_pattern.is_none() {
+    if !receiver && a.c.pattern_bytes.is_none() {
         return Err(usage_err(
             "--seed: only applies to --send-pattern and to receivers (-l)",
         ));
@@ -1204,24 +1113,24 @@ fn check_seed(a: &Args, mode: Mode) -> Result<()> {
 }
 
 /// `--zcrx-nodev` and `--rx-buf-len`: only with `--zcrx`.
-fn check_zcrx_flags(a: &Args, mode: Mode) -> Result<()> {
-    if a.zcrx_nodev && mode != Mode::ZcrxServer {
+fn check_zcrx_flags(a: &Typed, mode: Mode) -> Result<()> {
+    if a.c.zcrx_nodev && mode != Mode::ZcrxServer {
         return Err(usage_err("--zcrx-nodev: only applies to --zcrx"));
     }
-    if a.zcrx_nodev && a.verify_restore {
+    if a.c.zcrx_nodev && a.c.verify_restore {
         return Err(usage_err(
             "--verify-restore: --zcrx-nodev changes no NIC, so there is nothing to verify",
         ));
     }
-    if a.rx_buf_len.is_some() && mode != Mode::ZcrxServer {
+    if a.c.rx_buf_len.is_some() && mode != Mode::ZcrxServer {
         return Err(usage_err("--rx-buf-len: only applies to --zcrx"));
     }
     Ok(())
 }
 
 /// `--verify-restore`: only where the run changes the NIC.
-fn check_verify_restore(a: &Args, mode: Mode) -> Result<()> {
-    if !a.verify_restore {
+fn check_verify_restore(a: &Typed, mode: Mode) -> Result<()> {
+    if !a.c.verify_restore {
         return Ok(());
     }
     if !matches!(mode, Mode::Probe | Mode::Server | Mode::ZcrxServer) {
@@ -1229,7 +1138,7 @@ fn check_verify_restore(a: &Args, mode: Mode) -> Result<()> {
             "--verify-restore: only applies to modes that change the NIC (probe, -l, --zcrx)",
         ));
     }
-    if a.skip_nic_config && mode != Mode::Probe {
+    if a.c.skip_nic_config && mode != Mode::Probe {
         return Err(usage_err(
             "--verify-restore: -n skips NIC configuration, so there is nothing to verify",
         ));
@@ -1239,7 +1148,7 @@ fn check_verify_restore(a: &Args, mode: Mode) -> Result<()> {
 
 /// `-s` and `-c` parsed: no unscoped link-local address where a socket uses it, and both of
 /// one family.
-fn resolve_addrs(a: &Args, mode: Mode) -> Result<(Option<HostAddr>, Option<HostAddr>)> {
+fn resolve_addrs(a: &Typed, mode: Mode) -> Result<(Option<HostAddr>, Option<HostAddr>)> {
     let server = a
         .server
         .as_deref()
@@ -1282,7 +1191,7 @@ fn resolve_addrs(a: &Args, mode: Mode) -> Result<(Option<HostAddr>, Option<HostA
 ///
 /// Errors: [`Error::Usage`] (exit 2) whose message names the flag and the accepted values.
 pub fn parse(argv: &[String], page_size: usize) -> Result<Command> {
-    let args = Args::parse(argv, page_size)?;
+    let args = Typed::parse(argv, page_size)?;
     if args.help {
         return Ok(Command::Help(usage()));
     }
@@ -1292,7 +1201,7 @@ pub fn parse(argv: &[String], page_size: usize) -> Result<Command> {
             env!("CARGO_PKG_VERSION")
         )));
     }
-    Ok(Command::Run(Config::resolve(args)?))
+    Ok(Command::Run(resolve(args)?))
 }
 
 /// The full `--help` text.

@@ -129,16 +129,11 @@ pub fn connect_timeout(
     Ok(fd)
 }
 
-/// Sends all of `data`, retrying on `EINTR` and short writes and waiting with `poll(POLLOUT)`
-/// for a full send buffer. A closed peer is `Error::Sys` with `EPIPE`/`ECONNRESET`, never
-/// `SIGPIPE`.
-pub fn send_all(fd: BorrowedFd<'_>, data: &[u8]) -> Result<()> {
-    send_all_timeout(fd, data, None)
-}
-
-/// [`send_all`] that gives up when the socket accepts no byte for `stall` (None = wait
-/// forever): each `send` is `MSG_DONTWAIT` ([`socket::send_once`]), and a full send buffer is
-/// waited for with `poll(POLLOUT)`. A stop signal ([`crate::signals::STOP`]) ends the wait.
+/// Sends all of `data`, retrying on `EINTR` and short writes; gives up when the socket accepts
+/// no byte for `stall` (None = wait forever): each `send` is `MSG_DONTWAIT`
+/// ([`socket::send_once`]), and a full send buffer is waited for with `poll(POLLOUT)`. A stop
+/// signal ([`crate::signals::STOP`]) ends the wait. A closed peer is `EPIPE`/`ECONNRESET`,
+/// never `SIGPIPE`.
 ///
 /// Errors: `Error::Timeout` naming how many bytes of `data` went out; `Error::Interrupted`;
 /// `Error::Sys` naming `send` and the offset within `data` (`EPIPE`, `ECONNRESET`, ...).

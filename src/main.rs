@@ -21,25 +21,9 @@ fn main() -> ExitCode {
         });
     }
     let code = match args().and_then(|argv| cli::parse(&argv, ncdevmem::sys::page_size())) {
-        Ok(Command::Help(text)) => {
-            use std::io::Write as _;
-            let mut out = std::io::stdout().lock();
-            // A help text that could not be written (stdout full or closed) is a failure.
-            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-                Ok(()) => EXIT_OK,
-                Err(e) => {
-                    elog!("{PROGRAM}: {}", Error::io("write(stdout)", &e));
-                    ncdevmem::error::EXIT_FAIL
-                }
-            }
-        }
-        Ok(Command::Run(config)) => match ncdevmem::app::run(&config) {
-            Ok(()) => EXIT_OK,
-            Err(e) => {
-                elog!("{PROGRAM}: {e}");
-                e.exit_code()
-            }
-        },
+        // A help text that could not be written (stdout full or closed) is a failure.
+        Ok(Command::Help(text)) => exit_code(ncdevmem::app::print_stdout(&text)),
+        Ok(Command::Run(config)) => exit_code(ncdevmem::app::run(&config)),
         Err(e) => {
             elog!("{PROGRAM}: {e}");
             if matches!(e, Error::Usage(_)) {
@@ -49,6 +33,17 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code)
+}
+
+/// The exit code of a run that ended with `result`; an error is logged first.
+fn exit_code(result: Result<(), Error>) -> u8 {
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            elog!("{PROGRAM}: {e}");
+            e.exit_code()
+        }
+    }
 }
 
 /// The arguments after `argv[0]`; one that is not UTF-8 is a usage error (no flag or value of

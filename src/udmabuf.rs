@@ -201,7 +201,7 @@ pub fn check_size_limit(size_bytes: u64, limit_mb: u64) -> Result<()> {
 // Preflight: every reason to skip, before anything is created
 // ---------------------------------------------------------------------------------------------
 
-/// Where [`preflight_at`] and [`HugepageStatus::read_at`] look. [`Default`] is the real system
+/// Where [`preflight`] and [`HugepageStatus::read_at`] look. [`Default`] is the real system
 /// paths; tests point them at a temporary directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPaths {
@@ -297,13 +297,13 @@ fn hugepage_skip(needed: u64, status: Option<&HugepageStatus>) -> Error {
     }
 }
 
-/// The hugepage skip for an `ENOMEM` from a hugetlb mmap or `UDMABUF_CREATE`, with the pool's
-/// numbers when they can be read.
-fn hugepage_enomem(needed: u64) -> Error {
-    match HugepageStatus::read() {
-        Ok(s) => hugepage_skip(needed, Some(&s)),
-        Err(_) => hugepage_skip(needed, None),
+/// `e` from a hugetlb mmap or `UDMABUF_CREATE` of `needed` 2 MiB pages (0: not hugetlb): an
+/// `ENOMEM` becomes the hugepage skip, with the pool's numbers when they can be read.
+fn hugepage_enomem(e: Error, needed: u64) -> Error {
+    if needed == 0 || e.errno() != Some(libc::ENOMEM) {
+        return e;
     }
+    hugepage_skip(needed, HugepageStatus::read().ok().as_ref())
 }
 
 /// Reads a sysfs/procfs file holding one decimal number. `Ok(None)` if the file does not exist.
@@ -352,13 +352,8 @@ pub fn open_failure(dev: &Path, errno: i32) -> String {
     )
 }
 
-/// Checks everything that can make a udmabuf allocation a skip, before anything is created or
-/// changed, on the real system. See [`preflight_at`].
-pub fn preflight(params: &UdmabufParams) -> Result<()> {
-    preflight_at(params, &HostPaths::default())
-}
-
-/// Checks, in this order, and changes nothing:
+/// Checks everything that can make a udmabuf allocation a skip, before anything is created, in
+/// this order, and changes nothing ([`HostPaths::default`] for the real system):
 ///
 /// 1. `paths.udmabuf_dev` opens read-write (opened and closed again). Missing →
 ///    `Error::Skip` naming the device and `CONFIG_UDMABUF`; `EACCES`/`EPERM` → `Error::Skip`
@@ -366,23 +361,18 @@ pub fn preflight(params: &UdmabufParams) -> Result<()> {
 /// 2. `params.size_bytes` fits the module's `size_limit_mb` when that file exists
 ///    ([`check_size_limit`]); garbage in it → `Error::Decode`.
 /// 3. For hugetlb, enough available 2 MiB hugepages ([`HugepageStatus::require`]).
-pub fn preflight_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
-    preflight_device_at(params, paths)?;
+pub fn preflight(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
+    preflight_device(params, paths)?;
     if params.hugetlb {
         HugepageStatus::read_at(paths)?.require(params.hugepages_needed())?;
     }
     Ok(())
 }
 
-/// Steps 1 and 2 of [`preflight`] on the real system: the device and the size limit, not the
-/// hugepage count — for callers that wait for hugepages a previous binding still holds
+/// Steps 1 and 2 of [`preflight`]: the device and the size limit, not the hugepage count — for
+/// callers that wait for hugepages a previous binding still holds
 /// (`crate::release::await_hugepages`).
-pub fn preflight_device(params: &UdmabufParams) -> Result<()> {
-    preflight_device_at(params, &HostPaths::default())
-}
-
-/// Steps 1 and 2 of [`preflight_at`].
-pub fn preflight_device_at(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
+pub fn preflight_device(params: &UdmabufParams, paths: &HostPaths) -> Result<()> {
     drop(open_device(&paths.udmabuf_dev)?);
     if let Some(limit_mb) = read_size_limit_mb(&paths.size_limit_mb)? {
         check_size_limit(params.size_bytes, limit_mb)?;
@@ -518,13 +508,8 @@ impl Memfd {
     pub fn map(&self) -> Result<MappedRegion> {
         let len = usize::try_from(self.size)
             .map_err(|_| Error::Usage(format!("memfd size {} bytes exceeds usize", self.size)))?;
-        MappedRegion::map_shared(self.fd.as_fd(), len).map_err(|e| {
-            if self.hugetlb && e.errno() == Some(libc::ENOMEM) {
-                hugepage_enomem(self.hugepages_needed())
-            } else {
-                e
-            }
-        })
+        MappedRegion::map_shared(self.fd.as_fd(), len)
+            .map_err(|e| hugepage_enomem(e, self.hugepages_needed()))
     }
 }
 
@@ -572,7 +557,7 @@ impl Udmabuf {
                 params.size_bytes
             )));
         }
-        preflight(params)?;
+        preflight(params, &HostPaths::default())?;
         let len = usize::try_from(params.size_bytes).map_err(|_| {
             Error::Usage(format!(
                 "udmabuf size {} bytes exceeds usize",
@@ -583,13 +568,8 @@ impl Udmabuf {
         let dev = open_device(Path::new(UDMABUF_DEV))?;
         let dmabuf = udmabuf_create(dev.as_fd(), &memfd)?;
         drop(dev);
-        let map = MappedRegion::map_shared(dmabuf.as_fd(), len).map_err(|e| {
-            if params.hugetlb && e.errno() == Some(libc::ENOMEM) {
-                hugepage_enomem(params.hugepages_needed())
-            } else {
-                e
-            }
-        })?;
+        let map = MappedRegion::map_shared(dmabuf.as_fd(), len)
+            .map_err(|e| hugepage_enomem(e, params.hugepages_needed()))?;
         Ok(Udmabuf {
             map,
             dmabuf,
@@ -655,17 +635,12 @@ impl FragMemory for Udmabuf {
 /// hugepage `Error::Skip`; other errors are `Error::Sys` naming the call.
 fn udmabuf_create(dev: BorrowedFd<'_>, memfd: &Memfd) -> Result<OwnedFd> {
     sys::udmabuf::create(dev, memfd.as_fd(), memfd.size()).map_err(|errno| {
-        if memfd.is_hugetlb() && errno == libc::ENOMEM {
-            return hugepage_enomem(memfd.hugepages_needed());
-        }
-        Error::sys(
-            format!(
-                "ioctl(UDMABUF_CREATE, memfd {}, offset 0, size {} bytes)",
-                memfd.as_fd().as_raw_fd(),
-                memfd.size()
-            ),
-            errno,
-        )
+        let call = format!(
+            "ioctl(UDMABUF_CREATE, memfd {}, offset 0, size {} bytes)",
+            memfd.as_fd().as_raw_fd(),
+            memfd.size()
+        );
+        hugepage_enomem(Error::sys(call, errno), memfd.hugepages_needed())
     })
 }
 
@@ -844,7 +819,7 @@ mod tests {
         };
         host.write(&host.paths.free_hugepages, "0\n");
         // 1. No device: the udmabuf skip wins over the hugepage shortage.
-        let e = preflight_at(&huge, &host.paths).unwrap_err();
+        let e = preflight(&huge, &host.paths).unwrap_err();
         let msg = e.to_string();
         assert_eq!(e.exit_code(), 4);
         assert!(msg.contains("CONFIG_UDMABUF"), "{msg}");
@@ -855,32 +830,32 @@ mod tests {
         // 2. Device present, size limit 32 MiB: refused by the limit.
         host.write(&host.paths.udmabuf_dev, "");
         host.write(&host.paths.size_limit_mb, "32\n");
-        let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
+        let msg = preflight(&huge, &host.paths).unwrap_err().to_string();
         assert!(msg.contains("size_limit_mb of 32 MiB"), "{msg}");
         // Garbage in the limit file is a decode error, not a panic.
         host.write(&host.paths.size_limit_mb, "lots\n");
         assert!(matches!(
-            preflight_at(&huge, &host.paths),
+            preflight(&huge, &host.paths),
             Err(Error::Decode { .. })
         ));
         // 3. Limit 64 MiB: exactly 64 MiB passes the limit, then the hugepage count fails.
         host.write(&host.paths.size_limit_mb, "64\n");
         host.write(&host.paths.nr_hugepages, "0\n");
-        let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
+        let msg = preflight(&huge, &host.paths).unwrap_err().to_string();
         assert!(
             msg.contains("need 32 free 2 MiB hugepages, have 0; raise vm.nr_hugepages"),
             "{msg}"
         );
         // The device-and-limit part alone leaves the hugepage count to the caller.
-        preflight_device_at(&huge, &host.paths).unwrap();
+        preflight_device(&huge, &host.paths).unwrap();
         // Reserved pages are not available.
         host.write(&host.paths.nr_hugepages, "32\n");
         host.write(&host.paths.free_hugepages, "32\n");
         host.write(&host.paths.resv_hugepages, "1\n");
-        let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
+        let msg = preflight(&huge, &host.paths).unwrap_err().to_string();
         assert!(msg.contains("have 31"), "{msg}");
         host.write(&host.paths.resv_hugepages, "0\n");
-        preflight_at(&huge, &host.paths).unwrap();
+        preflight(&huge, &host.paths).unwrap();
         // Without hugetlb the pool is not consulted, and a missing limit file means no limit.
         std::fs::remove_file(&host.paths.free_hugepages).unwrap();
         std::fs::remove_file(&host.paths.size_limit_mb).unwrap();
@@ -888,9 +863,9 @@ mod tests {
             size_bytes: 128 << 20,
             hugetlb: false,
         };
-        preflight_at(&plain, &host.paths).unwrap();
+        preflight(&plain, &host.paths).unwrap();
         // A missing 2 MiB pool is a skip for hugetlb.
-        let msg = preflight_at(&huge, &host.paths).unwrap_err().to_string();
+        let msg = preflight(&huge, &host.paths).unwrap_err().to_string();
         assert!(msg.contains("no 2 MiB hugepage pool"), "{msg}");
     }
 }

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ncdevmem::cli::{parse, Args, Command, Config, HostAddr, Mode, Seed, UnbindMode, Verbosity};
+use ncdevmem::cli::{parse, Command, Config, HostAddr, Mode, Seed, UnbindMode, Verbosity};
 use ncdevmem::error::{Error, EXIT_USAGE};
 
 /// x86_64 page size; `-b`, `--rx-buf-len` and `--dmabuf-size` bounds depend on it.
@@ -811,17 +811,16 @@ fn help_is_an_outcome() {
     }
 }
 
-/// The low layer keeps what was typed (`-v 0`, `--timeout 0`); the high layer turns those into
-/// "off".
+/// `-v 0`, `--timeout 0` and `--progress 0` are accepted as typed and mean "off"; the address
+/// keeps its text.
 #[test]
-fn args_keep_what_was_typed() {
-    let a = Args::parse(&argv("-f eth0 -v 0 --timeout 0 -s 192.0.2.1"), PAGE).unwrap();
-    assert_eq!(a.validate, Some(0));
-    assert_eq!(a.timeout, Some(Duration::ZERO));
-    assert_eq!(a.server.as_deref(), Some("192.0.2.1"));
-    assert!(!a.help);
-    let c = Config::resolve(Args { port: Some(1), ..a }).unwrap();
-    assert_eq!((c.mode, c.validate, c.timeout), (Mode::Client, None, None));
+fn zero_values_mean_off() {
+    let c = run("-f eth0 -v 0 --timeout 0 --progress 0 -s 192.0.2.1 -p 1");
+    assert_eq!(
+        (c.mode, c.validate, c.timeout, c.progress),
+        (Mode::Client, None, None, None)
+    );
+    assert_eq!(c.server.map(|h| h.text).as_deref(), Some("192.0.2.1"));
 }
 
 /// The command lines the kernel's tests give C ncdevmem

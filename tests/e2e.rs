@@ -582,6 +582,24 @@ fn json_is_written_for_runs_that_end_early_and_refused_when_unwritable() {
             "fail",
             "-f: no such interface 'nosuch0'",
         ),
+        (
+            vec![
+                "--send-pattern",
+                "1K",
+                "-s",
+                ADDR_A_V4,
+                "-p",
+                PORT,
+                "-v",
+                "7",
+                "--timeout",
+                "0.2",
+            ],
+            1,
+            "pattern-sender",
+            "fail",
+            "timed out: connect to",
+        ),
     ] {
         let mut args = args.clone();
         args.extend(["--json", j]);

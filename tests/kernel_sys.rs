@@ -14,15 +14,15 @@ use std::sync::atomic::AtomicI32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use ncdevmem::conn::{accept_timeout, connect_timeout, send_all};
+use ncdevmem::conn::{accept_timeout, connect_timeout, send_all_timeout};
 use ncdevmem::rx::RxSocket;
 use ncdevmem::sys::socket::{
     local_addr, set_devmem_autorelease, set_nodelay, shutdown_write, tcp_listen, TcpRxSocket,
 };
 use ncdevmem::sys::uapi::{dmabuf_token, MAX_DONTNEED_TOKENS};
 use ncdevmem::udmabuf::{
-    dma_buf_sync, preflight, HugepageStatus, Memfd, Udmabuf, UdmabufParams, NR_HUGEPAGES_PATH,
-    SYNC_START_READ,
+    dma_buf_sync, preflight, HostPaths, HugepageStatus, Memfd, Udmabuf, UdmabufParams,
+    NR_HUGEPAGES_PATH, SYNC_START_READ,
 };
 use ncdevmem::Error;
 use nix::fcntl::{Flock, FlockArg};
@@ -152,7 +152,8 @@ fn preflight_skips_without_udmabuf() {
         );
     }
     let params = UdmabufParams::new(None, None).expect("default params");
-    let e = preflight(&params).expect_err("preflight must skip without /dev/udmabuf");
+    let e = preflight(&params, &HostPaths::default())
+        .expect_err("preflight must skip without /dev/udmabuf");
     assert_eq!(e.exit_code(), 4, "{e}");
     let msg = e.to_string();
     assert!(msg.contains("/dev/udmabuf"), "{msg}");
@@ -161,7 +162,9 @@ fn preflight_skips_without_udmabuf() {
     let huge = UdmabufParams::new(Some(16384), None).expect("hugetlb params");
     assert!(huge.hugetlb);
     assert_eq!(huge.hugepages_needed(), 32);
-    let msg = preflight(&huge).expect_err("skip").to_string();
+    let msg = preflight(&huge, &HostPaths::default())
+        .expect_err("skip")
+        .to_string();
     assert!(msg.contains("/dev/udmabuf"), "{msg}");
     // The full allocation gives the same skip (before creating anything).
     let e = Udmabuf::create(&params).expect_err("create must skip");
@@ -387,7 +390,7 @@ fn devmem_recvmsg_on_plain_tcp_copies_normally() {
         assert_eq!(peer.ip(), std::net::IpAddr::V6(v6(addr)), "{addr}");
         let payload: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         set_nodelay(client.as_fd(), true).expect("TCP_NODELAY");
-        send_all(client.as_fd(), &payload).expect("send");
+        send_all_timeout(client.as_fd(), &payload, None).expect("send");
         shutdown_write(client.as_fd()).expect("shutdown");
 
         let mut got = Vec::new();

@@ -51,12 +51,9 @@ pub fn if_index(name: &str) -> std::result::Result<u32, i32> {
 
 /// The system page size in bytes (`sysconf(_SC_PAGESIZE)`), never a constant.
 pub fn page_size() -> usize {
-    // SAFETY: sysconf takes no pointers and has no preconditions.
-    let ret = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if ret > 0 {
-        ret as usize
-    } else {
-        4096
+    match nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE) {
+        Ok(Some(n)) if n > 0 => n as usize,
+        _ => 4096,
     }
 }
 

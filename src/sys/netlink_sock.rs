@@ -9,6 +9,9 @@ use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
+use nix::sys::socket::{bind, getsockname, sendto, setsockopt, sockopt, MsgFlags, NetlinkAddr};
+use nix::sys::time::TimeVal;
+
 use crate::error::{Error, Result};
 use crate::sys::cvt;
 
@@ -60,22 +63,16 @@ pub fn set_int_opt(
 
 /// `setsockopt(SOL_SOCKET, SO_RCVTIMEO)`: a blocking `recv` gives `EAGAIN` after `timeout`.
 pub fn set_recv_timeout(fd: BorrowedFd<'_>, timeout: Duration) -> Result<()> {
-    let tv = libc::timeval {
-        tv_sec: timeout.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
-        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: the pointer refers to `tv`, a live timeval on this stack frame, with its exact
-    // size; the kernel only reads it. The fd is borrowed for the call; the result is checked.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, "setsockopt(SO_RCVTIMEO)").map(|_| ())
+    let tv = TimeVal::new(
+        timeout.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+        timeout.subsec_micros() as libc::suseconds_t,
+    );
+    setsockopt(&fd, sockopt::ReceiveTimeout, &tv).map_err(|e| nix_err("setsockopt(SO_RCVTIMEO)", e))
+}
+
+/// [`Error::Sys`] naming `call` from a `nix` errno.
+fn nix_err(call: &str, e: nix::errno::Errno) -> Error {
+    Error::sys(call, e as i32)
 }
 
 fn kernel_addr() -> libc::sockaddr_nl {
@@ -88,60 +85,23 @@ fn kernel_addr() -> libc::sockaddr_nl {
 
 /// `bind()` with `nl_pid = 0` and no multicast groups: the kernel assigns a unique port id.
 pub fn bind_auto(fd: BorrowedFd<'_>) -> Result<()> {
-    let sa = kernel_addr();
-    // SAFETY: the address pointer refers to `sa`, a live, initialised sockaddr_nl, and the
-    // length is its exact size; the kernel only reads it. The result is checked.
-    let ret = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_nl).cast(),
-            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, "bind(AF_NETLINK)").map(|_| ())
+    bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0)).map_err(|e| nix_err("bind(AF_NETLINK)", e))
 }
 
 /// `getsockname()`: the socket's netlink port id (`nl_pid`), which the kernel puts in
 /// `nlmsghdr.nlmsg_pid` of every unicast reply to us.
 pub fn port_id(fd: BorrowedFd<'_>) -> Result<u32> {
-    let mut sa = kernel_addr();
-    let mut len = size_of::<libc::sockaddr_nl>() as libc::socklen_t;
-    // SAFETY: `sa` is a live sockaddr_nl and `len` holds its exact size, so the kernel writes at
-    // most that many bytes into it; both pointers are valid for the call. Result checked.
-    let ret = unsafe {
-        libc::getsockname(
-            fd.as_raw_fd(),
-            (&mut sa as *mut libc::sockaddr_nl).cast(),
-            &mut len,
-        )
-    };
-    cvt(ret, "getsockname(AF_NETLINK)")?;
-    if sa.nl_family != libc::AF_NETLINK as libc::sa_family_t {
-        return Err(Error::Decode {
-            what: "getsockname(AF_NETLINK)".into(),
-            detail: format!("address family {} is not AF_NETLINK", sa.nl_family),
-        });
-    }
-    Ok(sa.nl_pid)
+    getsockname::<NetlinkAddr>(fd.as_raw_fd())
+        .map(|a| a.pid())
+        .map_err(|e| nix_err("getsockname(AF_NETLINK)", e))
 }
 
 /// `sendto(fd, buf, 0, {AF_NETLINK, pid 0})`: one datagram to the kernel. Returns the bytes sent
 /// (netlink sends whole datagrams or fails).
 pub fn send_to_kernel(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize> {
-    let sa = kernel_addr();
-    // SAFETY: `buf` is a live slice, valid for reads of buf.len() bytes; `sa` is a live
-    // sockaddr_nl with its exact size. The kernel only reads both. Result checked.
-    let ret = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            buf.as_ptr().cast(),
-            buf.len(),
-            0,
-            (&sa as *const libc::sockaddr_nl).cast(),
-            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, "sendto(AF_NETLINK)").map(|n| n as usize)
+    let kernel = NetlinkAddr::new(0, 0);
+    sendto(fd.as_raw_fd(), buf, &kernel, MsgFlags::empty())
+        .map_err(|e| nix_err("sendto(AF_NETLINK)", e))
 }
 
 /// What one [`recv`] returned.

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::time::TimeValLike;
 
 /// The first stop signal received (0 = none). Read with [`stop_requested`].
 pub static STOP: AtomicI32 = AtomicI32::new(0);
@@ -38,15 +39,8 @@ pub fn exits_at_once(sig: i32, since_first: Duration) -> bool {
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds (async-signal-safe).
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime is async-signal-safe and writes only to `ts`, a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map_or(0, |t| t.num_nanoseconds() as u64)
 }
 
 extern "C" fn on_stop_signal(sig: libc::c_int) {

@@ -186,25 +186,6 @@ pub const NLMSGERR_ATTR_MISS_TYPE: u16 = 5;
 /// `NLMSGERR_ATTR_MISS_NEST`: u32 offset of the nest that lacks `MISS_TYPE`.
 pub const NLMSGERR_ATTR_MISS_NEST: u16 = 6;
 
-// ---- include/uapi/asm-generic/ioctl.h ----
-
-const IOC_NRBITS: u32 = 8;
-const IOC_TYPEBITS: u32 = 8;
-const IOC_SIZEBITS: u32 = 14;
-const IOC_NRSHIFT: u32 = 0;
-const IOC_TYPESHIFT: u32 = IOC_NRSHIFT + IOC_NRBITS;
-const IOC_SIZESHIFT: u32 = IOC_TYPESHIFT + IOC_TYPEBITS;
-const IOC_DIRSHIFT: u32 = IOC_SIZESHIFT + IOC_SIZEBITS;
-const IOC_WRITE: u32 = 1;
-
-/// `_IOW(type, nr, size)`: an ioctl number for a command that passes `size` bytes to the kernel.
-pub const fn iow(ty: u8, nr: u8, size: usize) -> libc::c_ulong {
-    ((IOC_WRITE << IOC_DIRSHIFT)
-        | ((ty as u32) << IOC_TYPESHIFT)
-        | ((nr as u32) << IOC_NRSHIFT)
-        | ((size as u32) << IOC_SIZESHIFT)) as libc::c_ulong
-}
-
 // ---- include/uapi/linux/udmabuf.h ----
 
 /// `struct udmabuf_create` (24 bytes): a page-aligned range of a sealed memfd to export.
@@ -225,7 +206,8 @@ const _: () = assert!(size_of::<udmabuf_create>() == 24);
 /// `UDMABUF_FLAGS_CLOEXEC`: the new dma-buf fd gets `O_CLOEXEC`.
 pub const UDMABUF_FLAGS_CLOEXEC: u32 = 0x1;
 /// `UDMABUF_CREATE` = `_IOW('u', 0x42, struct udmabuf_create)`; returns the dma-buf fd.
-pub const UDMABUF_CREATE: libc::c_ulong = iow(b'u', 0x42, size_of::<udmabuf_create>());
+pub const UDMABUF_CREATE: libc::c_ulong =
+    nix::request_code_write!(b'u', 0x42, size_of::<udmabuf_create>());
 
 // ---- include/uapi/linux/dma-buf.h ----
 
@@ -249,7 +231,8 @@ pub const DMA_BUF_SYNC_START: u64 = 0;
 /// End of CPU access.
 pub const DMA_BUF_SYNC_END: u64 = 4;
 /// `DMA_BUF_IOCTL_SYNC` = `_IOW('b', 0, struct dma_buf_sync)`.
-pub const DMA_BUF_IOCTL_SYNC: libc::c_ulong = iow(b'b', 0, size_of::<dma_buf_sync>());
+pub const DMA_BUF_IOCTL_SYNC: libc::c_ulong =
+    nix::request_code_write!(b'b', 0, size_of::<dma_buf_sync>());
 
 // ---- include/uapi/linux/memfd.h, fcntl.h ----
 
