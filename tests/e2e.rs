@@ -636,48 +636,38 @@ fn json_is_written_for_runs_that_end_early_and_refused_when_unwritable() {
 fn a_closed_stdout_pipe_is_no_panic() {
     let (read_end, write_end) = nix::unistd::pipe().expect("pipe");
     drop(read_end);
-    let run = |args: &[&str]| {
-        let stdout = write_end.try_clone().expect("dup the pipe's write end");
-        Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::from(stdout))
-            .output()
-            .expect("run")
+    // stdout: the pipe without a reader, or /dev/full.
+    let run = |args: &[&str], full: bool| {
+        let stdout = if full {
+            let f = std::fs::File::options().write(true).open("/dev/full");
+            Stdio::from(f.expect("/dev/full"))
+        } else {
+            Stdio::from(write_end.try_clone().expect("dup the pipe's write end"))
+        };
+        let out = Command::new(BIN).args(args).stdout(stdout).output();
+        let out = out.expect("run");
+        let err = text(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        (out.status.code(), err)
     };
-    let out = run(&["--report", "-f", "lo"]);
-    let err = text(&out.stderr);
-    assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("write(stdout): EPIPE (Broken pipe)"), "{err}");
-    let out = run(&["-f", "lo"]);
-    let err = text(&out.stderr);
-    assert!(!err.contains("panicked"), "{err}");
+    let (code, err) = run(&["-f", "lo"], false);
     assert!(
-        matches!(out.status.code(), Some(1) | Some(4)),
+        matches!(code, Some(1) | Some(4)),
         "the probe's own verdict: {err}"
     );
-    // --help and --version whose text cannot be written fail (they exited 0), on a closed
-    // pipe and on a full device.
-    for args in [&["--help"][..], &["--version"]] {
-        let out = run(args);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(err.contains("write(stdout): EPIPE (Broken pipe)"), "{err}");
-        let full = std::fs::File::options()
-            .write(true)
-            .open("/dev/full")
-            .expect("/dev/full");
-        let out = Command::new(BIN)
-            .args(args)
-            .stdout(full)
-            .output()
-            .expect("run");
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(
-            err.contains("write(stdout): ENOSPC (No space left on device)"),
-            "{err}"
-        );
+    // The report, and --help and --version (which exited 0), fail naming write(stdout).
+    for args in [&["--report", "-f", "lo"][..], &["--help"], &["--version"]] {
+        for (full, why) in [
+            (false, "EPIPE (Broken pipe)"),
+            (true, "ENOSPC (No space left on device)"),
+        ] {
+            let (code, err) = run(args, full);
+            assert_eq!(code, Some(1), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("write(stdout): {why}")),
+                "{args:?}: {err}"
+            );
+        }
     }
 }
 
