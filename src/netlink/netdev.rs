@@ -42,13 +42,6 @@ kernel_names! {
 const NETDEV_QUEUE_TYPE_RX: u32 = 0;
 const NETDEV_QUEUE_TYPE_TX: u32 = 1;
 
-fn decode(what: &str, detail: impl Into<String>) -> Error {
-    Error::Decode {
-        what: what.to_string(),
-        detail: detail.into(),
-    }
-}
-
 /// `enum netdev_queue_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QueueType {
@@ -235,8 +228,8 @@ impl Netdev {
     ) -> Result<Vec<T>> {
         let replies = self.sock.request(&req)?;
         if let Some(r) = replies.iter().find(|r| r.cmd != cmd) {
-            return Err(decode(
-                &format!("netdev {} reply", netdev_cmd_name(cmd)),
+            return Err(Error::decode(
+                format!("netdev {} reply", netdev_cmd_name(cmd)),
                 format!(
                     "command {} ({}), expected {cmd}",
                     r.cmd,
@@ -262,8 +255,8 @@ impl Netdev {
             .into_iter()
             .next()
             .ok_or_else(|| {
-                decode(
-                    &format!("netdev {op} reply"),
+                Error::decode(
+                    format!("netdev {op} reply"),
                     "no reply message before the ACK",
                 )
             })

@@ -87,13 +87,6 @@ fn ne_u32(b: &[u8], r: Range<usize>) -> u32 {
     u32::from_ne_bytes(a)
 }
 
-fn decode_err(what: &str, detail: impl Into<String>) -> Error {
-    Error::Decode {
-        what: what.to_string(),
-        detail: detail.into(),
-    }
-}
-
 /// One netlink message inside a received datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NlMsg<'a> {
@@ -142,7 +135,7 @@ impl<'a> Iterator for NlMsgIter<'a> {
         };
         if b.len() < NLMSG_HDRLEN || len < NLMSG_HDRLEN || len > b.len() {
             self.failed = true;
-            return Some(Err(decode_err(
+            return Some(Err(Error::decode(
                 "nlmsghdr",
                 format!(
                     "nlmsg_len {len} with {} bytes left in the datagram",
@@ -211,7 +204,7 @@ fn errno_of(raw: i32) -> i32 {
 /// payload unless `NLM_F_CAPPED`), then extended-ack attributes if `NLM_F_ACK_TLVS`.
 pub fn parse_error(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
     if payload.len() < NLMSGERR_ERROR.end + NLMSG_HDRLEN {
-        return Err(decode_err(
+        return Err(Error::decode(
             "nlmsgerr",
             format!("payload is {} bytes, expected at least 20", payload.len()),
         ));
@@ -226,7 +219,7 @@ pub fn parse_error(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
     };
     let ext = if flags & NLM_F_ACK_TLVS != 0 {
         let tlvs = payload.get(tlv_start..).ok_or_else(|| {
-            decode_err(
+            Error::decode(
                 "nlmsgerr",
                 format!(
                     "extended ack starts at byte {tlv_start} of a {}-byte payload",
@@ -271,7 +264,7 @@ impl GenlReply {
     /// Decodes a genl message payload (everything after the `nlmsghdr`).
     pub fn parse(payload: &[u8]) -> Result<Self> {
         if payload.len() < GENL_HDRLEN {
-            return Err(decode_err(
+            return Err(Error::decode(
                 "genlmsghdr",
                 format!(
                     "message payload is {} bytes, expected at least 4",
@@ -387,7 +380,7 @@ impl GenlRequest {
     }
 
     fn decode_error(&self, detail: String) -> Error {
-        decode_err(&format!("{} {} reply", self.family, self.op), detail)
+        Error::decode(format!("{} {} reply", self.family, self.op), detail)
     }
 }
 

@@ -310,10 +310,10 @@ fn binding_id(replies: &[GenlReply], op: &str) -> Result<u32> {
     let what = format!("netdev {op} reply");
     let reply = replies
         .first()
-        .ok_or_else(|| decode(&what, "no reply message before the ACK"))?;
+        .ok_or_else(|| Error::decode(&what, "no reply message before the ACK"))?;
     Dmabuf::from_attrs(&reply.attrs)?
         .id
-        .ok_or_else(|| decode(&what, "NETDEV_A_DMABUF_ID is missing"))
+        .ok_or_else(|| Error::decode(&what, "NETDEV_A_DMABUF_ID is missing"))
 }
 
 impl Netdev {
