@@ -275,15 +275,15 @@ impl Ethtool {
             .next()
             .ok_or_else(|| Error::decode(what.clone(), "no reply message before the ACK"))?;
         if r.cmd != reply as u8 {
-            return Err(Error::Decode {
+            return Err(Error::decode(
                 what,
-                detail: format!(
+                format!(
                     "message id {} ({}), expected {}",
                     r.cmd,
                     ethtool_reply_name(r.cmd),
                     reply as u8
                 ),
-            });
+            ));
         }
         // The header nest (attribute 1 of every set) is decoded for its errors only.
         for a in AttrIter::new(&r.attrs) {

@@ -64,15 +64,6 @@ impl QueueType {
         }
     }
 
-    /// From the wire value.
-    pub fn from_value(v: u32) -> Self {
-        match v {
-            NETDEV_QUEUE_TYPE_RX => QueueType::Rx,
-            NETDEV_QUEUE_TYPE_TX => QueueType::Tx,
-            v => QueueType::Other(v),
-        }
-    }
-
     fn label(self) -> String {
         match self {
             QueueType::Rx => "rx".into(),
@@ -86,7 +77,11 @@ impl WireEnum for QueueType {
     type Raw = u32;
 
     fn decode(v: u32) -> Result<Self> {
-        Ok(QueueType::from_value(v))
+        Ok(match v {
+            NETDEV_QUEUE_TYPE_RX => QueueType::Rx,
+            NETDEV_QUEUE_TYPE_TX => QueueType::Tx,
+            v => QueueType::Other(v),
+        })
     }
 
     fn encode(&self) -> u32 {

@@ -128,11 +128,9 @@ impl<'a> Iterator for NlMsgIter<'a> {
             return None;
         }
         let b = self.rest;
-        let len = if b.len() >= NLMSG_HDRLEN {
-            ne_u32(b, NLMSG_LEN) as usize
-        } else {
-            0
-        };
+        let len = b
+            .get(..NLMSG_HDRLEN)
+            .map_or(0, |h| ne_u32(h, NLMSG_LEN) as usize);
         if b.len() < NLMSG_HDRLEN || len < NLMSG_HDRLEN || len > b.len() {
             self.failed = true;
             return Some(Err(Error::decode(
@@ -440,15 +438,13 @@ impl<'r> Exchange<'r> {
             }
             match msg.ty {
                 NLMSG_NOOP => {}
-                NLMSG_ERROR => {
-                    let e = parse_error(msg.flags, msg.payload)?;
-                    if e.errno != 0 {
-                        return Err(req.error(&e).into());
-                    }
-                    return Ok(true);
-                }
-                NLMSG_DONE => {
-                    let e = parse_done(msg.flags, msg.payload)?;
+                NLMSG_ERROR | NLMSG_DONE => {
+                    let parse = if msg.ty == NLMSG_ERROR {
+                        parse_error
+                    } else {
+                        parse_done
+                    };
+                    let e = parse(msg.flags, msg.payload)?;
                     if e.errno != 0 {
                         return Err(req.error(&e).into());
                     }
@@ -505,20 +501,13 @@ impl NlSocket {
     pub fn open() -> Result<Self> {
         let fd = sys::open(sys::NETLINK_GENERIC)?;
         let b = fd.as_fd();
-        sys::set_int_opt(
-            b,
-            sys::SOL_NETLINK,
-            sys::NETLINK_EXT_ACK,
-            1,
-            "setsockopt(NETLINK_EXT_ACK)",
-        )?;
-        sys::set_int_opt(
-            b,
-            sys::SOL_NETLINK,
-            sys::NETLINK_CAP_ACK,
-            1,
-            "setsockopt(NETLINK_CAP_ACK)",
-        )?;
+        for (opt, call) in [
+            (sys::NETLINK_EXT_ACK, "setsockopt(NETLINK_EXT_ACK)"),
+            (sys::NETLINK_CAP_ACK, "setsockopt(NETLINK_CAP_ACK)"),
+        ] {
+            crate::sys::socket::setsockopt_raw(b, sys::SOL_NETLINK, opt, &1)
+                .map_err(|e| Error::sys(call, e))?;
+        }
         sys::set_recv_timeout(b, RECV_TIMEOUT)?;
         sys::bind_auto(b)?;
         let port_id = sys::port_id(b)?;

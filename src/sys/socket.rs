@@ -107,7 +107,7 @@ fn socket_name(
 /// `setsockopt(fd, level, opt, val, sizeof val)` for a plain-data `val` (an int, a `linger`,
 /// a byte string, a slice of `dmabuf_token`s): the call's non-negative return, or its errno
 /// (`EINVAL` without a call for a value too long for `socklen_t`).
-fn setsockopt_raw<T: ?Sized>(
+pub(crate) fn setsockopt_raw<T: ?Sized>(
     fd: BorrowedFd<'_>,
     level: libc::c_int,
     opt: libc::c_int,
