@@ -228,10 +228,10 @@ fn devmem_server(cfg: &Config) -> Result<()> {
     // Everything that makes this run a skip is checked before anything is created or changed;
     // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
     // kernel's bind-rx policy.
-    let autorelease = match cfg.bind_autorelease {
-        Some(want) => bind_autorelease_attr(cfg, want)?,
-        None => None,
-    };
+    let autorelease = cfg
+        .bind_autorelease
+        .map(|want| bind_autorelease_attr(cfg, want));
+    let autorelease = autorelease.transpose()?.flatten();
     udmabuf::preflight_device(&params, &HostPaths::default())?;
     if cfg.autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
@@ -453,13 +453,13 @@ fn zcrx_server(cfg: &Config) -> Result<()> {
     required(cfg.server.as_ref(), "-s")?;
     let page = crate::sys::page_size();
     let hugetlb = cfg.rx_buf_len.is_some_and(|l| l as usize > page);
-    if let Some(len) = cfg.rx_buf_len {
-        if len as usize > crate::sys::uapi::HUGEPAGE_2M {
-            return Err(Error::Usage(format!(
-                "--rx-buf-len: {len} bytes is larger than the 2 MiB hugepages that back the zcrx \
-                 area"
-            )));
-        }
+    if let Some(len) = cfg
+        .rx_buf_len
+        .filter(|&l| l as usize > crate::sys::uapi::HUGEPAGE_2M)
+    {
+        return Err(Error::Usage(format!(
+            "--rx-buf-len: {len} bytes is larger than the 2 MiB hugepages that back the zcrx area"
+        )));
     }
     let area_len = zcrx_area_len(cfg.dmabuf_size, hugetlb, page)?;
     let buf_len = cfg.rx_buf_len.map_or(page, |l| l as usize);
@@ -632,14 +632,10 @@ fn zcrx_area_len(requested: Option<u64>, hugetlb: bool, page: usize) -> Result<u
 /// server). Queue 0 is accepted only with `-n` (without NIC configuration nothing needs it to
 /// stay in RSS); then the kernel's answer decides.
 fn zcrx_queue(cfg: &Config, nic: &SharedNic) -> Result<u32> {
-    let explicit = cfg.start_queue.zip(cfg.num_queues);
-    match explicit {
-        Some((_, n)) if n != 1 => {
-            return Err(Error::Usage(format!(
-                "-q: one io_uring zcrx ifq serves one RX queue: use -q 1 (got -q {n})"
-            )))
-        }
-        _ => {}
+    if let Some(n) = cfg.start_queue.and(cfg.num_queues).filter(|&n| n != 1) {
+        return Err(Error::Usage(format!(
+            "-q: one io_uring zcrx ifq serves one RX queue: use -q 1 (got -q {n})"
+        )));
     }
     Ok(pick_queues(cfg, nic, QueuePolicy::Server, cfg.skip_nic_config)?.start)
 }
@@ -750,14 +746,14 @@ fn devmem_client(cfg: &Config) -> Result<()> {
         .as_ref()
         .map(|c| SocketAddrV6::new(c.socket_ip(), port, 0, 0));
     let stream = cfg.pattern_bytes.map(|_| sender_stream(cfg));
-    let mut source: Box<dyn TxSource> = match (cfg.pattern_bytes, stream) {
-        (Some(total), Some(stream)) => Box::new(PatternSource::new(
+    let mut source: Box<dyn TxSource> = match cfg.pattern_bytes.zip(stream) {
+        Some((total, stream)) => Box::new(PatternSource::new(
             stream,
             total,
             cfg.write_size.unwrap_or(0),
             cfg.corrupt_offset,
         )?),
-        _ => Box::new(LineSource::new(std::io::stdin().lock(), &STOP)),
+        None => Box::new(LineSource::new(std::io::stdin().lock(), &STOP)),
     };
     let netdev = skip_if_family_missing(Netdev::open(), "netdev")?;
     signals::check()?;
@@ -969,13 +965,7 @@ fn pattern_sender(cfg: &Config) -> Result<()> {
 /// A peer address as the user wrote its family: an IPv4 peer of the AF_INET6 listener
 /// (v4-mapped, `[::ffff:a.b.c.d]:p`) as `[a.b.c.d]:p`, like the listening line.
 fn peer_text(peer: std::net::SocketAddr) -> String {
-    match peer {
-        std::net::SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
-            Some(v4) => format!("[{v4}]:{}", v6.port()),
-            None => format!("[{}]:{}", v6.ip(), v6.port()),
-        },
-        std::net::SocketAddr::V4(v4) => format!("[{}]:{}", v4.ip(), v4.port()),
-    }
+    format!("[{}]:{}", peer.ip().to_canonical(), peer.port())
 }
 
 /// Binds `-s`:`-p` (with the receive buffer of `plan`, when it sets one), prints where it
@@ -996,15 +986,14 @@ fn listen_and_accept(
     let (fd, peer) = crate::conn::accept_timeout(listener.as_fd(), cfg.timeout, &STOP)?;
     log!(cfg, "accepted connection from {}", peer_text(peer));
     let sock = TcpRxSocket::new(fd);
-    let report = match plan {
-        Some(p) => Some(RcvbufReport {
+    let report = plan.map(|p| {
+        socket::rcvbuf(sock.fd()).map(|effective| RcvbufReport {
             set: p.bytes,
-            effective: socket::rcvbuf(sock.fd())?,
+            effective,
             reason: p.reason.clone(),
-        }),
-        None => None,
-    };
-    Ok((sock, report))
+        })
+    });
+    Ok((sock, report.transpose()?))
 }
 
 /// The receive buffer of a devmem or zcrx server whose memory is `buffers` buffers of

@@ -141,9 +141,9 @@ const SPECS: &[Spec] = &[
 
 /// Finds a spec by short or long name.
 fn spec_by_name(name: &str) -> Option<&'static Spec> {
-    SPECS.iter().find(|s| {
-        (!s.short.is_empty() && s.short == name) || (!s.long.is_empty() && s.long == name)
-    })
+    SPECS
+        .iter()
+        .find(|s| !name.is_empty() && (s.short == name || s.long == name))
 }
 
 fn usage_err(msg: impl Into<String>) -> Error {
@@ -507,10 +507,11 @@ impl Typed {
                 _ => return Err(invalid("-U", "unbind mode", &t, EXPECT_UNBIND)),
             };
         }
+        let size = |flag: &str, what: &str, t: &str, expect: &str| {
+            size_bytes(t).ok_or_else(|| invalid(flag, what, t, expect))
+        };
         if let Some(t) = last("send-pattern") {
-            let v = size_bytes(&t)
-                .ok_or_else(|| invalid("--send-pattern", "byte count", &t, EXPECT_SIZE))?;
-            c.pattern_bytes = Some(v);
+            c.pattern_bytes = Some(size("--send-pattern", "byte count", &t, EXPECT_SIZE)?);
         }
         if let Some(t) = last("write-size") {
             let v = size_bytes(&t)
@@ -526,9 +527,7 @@ impl Typed {
             c.write_size = Some(v as usize);
         }
         if let Some(t) = last("expect-bytes") {
-            let v = size_bytes(&t)
-                .ok_or_else(|| invalid("--expect-bytes", "byte count", &t, EXPECT_SIZE))?;
-            c.expect_bytes = Some(v);
+            c.expect_bytes = Some(size("--expect-bytes", "byte count", &t, EXPECT_SIZE)?);
         }
         if let Some(t) = last("rcvbuf") {
             let v = size_bytes(&t)
@@ -537,9 +536,8 @@ impl Typed {
             c.rcvbuf = Some(v);
         }
         if let Some(t) = last("corrupt-offset") {
-            let v = size_bytes(&t)
-                .ok_or_else(|| invalid("--corrupt-offset", "stream offset", &t, EXPECT_OFFSET))?;
-            c.corrupt_offset = Some(v);
+            let what = "stream offset";
+            c.corrupt_offset = Some(size("--corrupt-offset", what, &t, EXPECT_OFFSET)?);
         }
         if let Some(t) = last("timeout") {
             c.timeout = Some(seconds_opt("--timeout", "timeout", &t)?).filter(|d| !d.is_zero());

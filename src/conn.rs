@@ -70,10 +70,10 @@ pub fn accept_timeout(
             stop,
             "poll(listener, POLLIN)",
         )? {
-            let what = match socket::local_addr(listener) {
-                Ok(a) => format!("{a}"),
-                Err(_) => format!("fd {}", listener.as_raw_fd()),
-            };
+            let what = socket::local_addr(listener).map_or_else(
+                |_| format!("fd {}", listener.as_raw_fd()),
+                |a| a.to_string(),
+            );
             return Err(Error::Timeout(format!(
                 "accept on {what}: no connection within {} ms",
                 timeout.unwrap_or_default().as_millis()
@@ -142,20 +142,16 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
     let mut backoff = Backoff::default();
     while off < data.len() {
         let rest = &data[off..];
-        let errno = match socket::send_once(fd, rest) {
+        match socket::send_once(fd, rest) {
             Ok(n) => {
                 off += n;
                 backoff.reset();
-                continue;
             }
-            Err(errno) => errno,
-        };
-        match errno {
-            libc::EINTR => {
+            Err(libc::EINTR) => {
                 crate::signals::check()?;
                 backoff.pause();
             }
-            libc::EAGAIN => {
+            Err(libc::EAGAIN) => {
                 // Polled in ticks: on a thread the stop signal is not delivered to, nothing
                 // else would end a wait for a peer that does not read.
                 let deadline = stall.and_then(|s| Instant::now().checked_add(s));
@@ -171,7 +167,7 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
                 // Writable again; a send that keeps answering EAGAIN all the same pauses.
                 backoff.pause();
             }
-            errno => {
+            Err(errno) => {
                 return Err(Error::sys(
                     format!("send({} bytes at offset {off} of this write)", rest.len()),
                     errno,

@@ -134,6 +134,15 @@ impl Error {
         }
     }
 
+    /// Builds [`Error::Decode`]: `what` names the structure or attribute, `detail` what was
+    /// wrong with it.
+    pub fn decode(what: impl Into<String>, detail: impl Into<String>) -> Self {
+        Error::Decode {
+            what: what.into(),
+            detail: detail.into(),
+        }
+    }
+
     /// The errno carried by a `Sys` or `Netlink` error, if any.
     pub fn errno(&self) -> Option<i32> {
         match self {

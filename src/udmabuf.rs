@@ -249,15 +249,12 @@ impl HugepageStatus {
     /// Reads the pool from `paths`. A missing 2 MiB pool (`free_hugepages` absent) is
     /// `Error::Skip`; unreadable or garbage files are `Error::Sys` / `Error::Decode`.
     pub fn read_at(paths: &HostPaths) -> Result<Self> {
-        let free = match read_u64_file(&paths.free_hugepages)? {
-            Some(v) => v,
-            None => {
-                return Err(Error::Skip(format!(
-                    "no 2 MiB hugepage pool ({} missing; kernel without CONFIG_HUGETLBFS?)",
-                    paths.free_hugepages.display()
-                )))
-            }
-        };
+        let free = read_u64_file(&paths.free_hugepages)?.ok_or_else(|| {
+            Error::Skip(format!(
+                "no 2 MiB hugepage pool ({} missing; kernel without CONFIG_HUGETLBFS?)",
+                paths.free_hugepages.display()
+            ))
+        })?;
         let nr = read_u64_file(&paths.nr_hugepages)?.unwrap_or(0);
         let resv = read_u64_file(&paths.resv_hugepages)?.unwrap_or(0);
         Ok(HugepageStatus { nr, free, resv })
@@ -414,14 +411,15 @@ pub fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<()> {
     let mut attempts = 0;
     let mut backoff = crate::backoff::Backoff::default();
     loop {
-        let Err(errno) = sys::udmabuf::dma_buf_sync(fd, flags) else {
-            return Ok(());
+        let errno = match sys::udmabuf::dma_buf_sync(fd, flags) {
+            Ok(()) => return Ok(()),
+            Err(libc::EINTR | libc::EAGAIN) if attempts < 15 => {
+                attempts += 1;
+                backoff.pause();
+                continue;
+            }
+            Err(errno) => errno,
         };
-        attempts += 1;
-        if (errno == libc::EINTR || errno == libc::EAGAIN) && attempts < 16 {
-            backoff.pause();
-            continue;
-        }
         return Err(Error::sys(
             format!(
                 "ioctl(DMA_BUF_IOCTL_SYNC, {}) on fd {}",
@@ -532,7 +530,6 @@ pub struct Udmabuf {
     map: MappedRegion,
     dmabuf: OwnedFd,
     memfd: Memfd,
-    size: u64,
 }
 
 impl Udmabuf {
@@ -570,12 +567,7 @@ impl Udmabuf {
         drop(dev);
         let map = MappedRegion::map_shared(dmabuf.as_fd(), len)
             .map_err(|e| hugepage_enomem(e, params.hugepages_needed()))?;
-        Ok(Udmabuf {
-            map,
-            dmabuf,
-            memfd,
-            size: params.size_bytes,
-        })
+        Ok(Udmabuf { map, dmabuf, memfd })
     }
 
     /// The dma-buf fd (what `bind-rx`'s `NETDEV_A_DMABUF_FD` and `bind-tx` take).
@@ -616,7 +608,7 @@ impl FragMemory for Udmabuf {
                 what: "dma-buf frag".into(),
                 offset,
                 len,
-                region_len: self.size,
+                region_len: self.map.len() as u64,
             }),
             other => other,
         }

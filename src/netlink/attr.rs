@@ -85,16 +85,8 @@ macro_rules! attr_struct {
         }
         $(also { $($N2:ident = $v2:literal,)+ })?
     ) => {
-        $(#[allow(dead_code)] const $N: u16 = $v;)+
-        $($(#[allow(dead_code)] const $N2: u16 = $v2;)+)?
-        $(#[$fmeta])*
-        #[allow(dead_code)]
-        fn $fname(kind: u16) -> &'static str {
-            match kind {
-                $($v => stringify!($N),)+
-                $($($v2 => stringify!($N2),)+)?
-                _ => "UNKNOWN",
-            }
+        $crate::netlink::attr::kernel_names! {
+            $(#[$fmeta])* fn $fname -> u16 { $($N = $v,)+ $($($N2 = $v2,)+)? }
         }
         $(#[$smeta])*
         $vis struct $S {
@@ -151,10 +143,7 @@ macro_rules! attr_struct {
     (@get $a:ident, $N:ident, $w:ident) => { $a.$w(stringify!($N))? };
     (@finish opt, $f:ident, $what:literal, $N:ident) => { $f };
     (@finish req, $f:ident, $what:literal, $N:ident) => {
-        $f.ok_or_else(|| $crate::error::Error::Decode {
-            what: $what.into(),
-            detail: concat!(stringify!($N), " is missing").into(),
-        })?
+        $f.ok_or_else(|| $crate::error::Error::decode($what, concat!(stringify!($N), " is missing")))?
     };
     (@finish $mode:ident, $f:ident, $what:literal, $N:ident) => { $f.unwrap_or_default() };
     (@emit opt, $w:ident, $N:ident, $v:expr, $($t:tt)+) => {
@@ -262,12 +251,11 @@ impl AttrWriter {
 
     /// `Err(Error::Usage)` if some attribute or nest exceeded the 65535-byte `nla_len`.
     pub fn check(&self) -> Result<()> {
-        match &self.too_long {
-            Some(p) => Err(Error::Usage(format!(
+        self.too_long.as_ref().map_or(Ok(()), |p| {
+            Err(Error::Usage(format!(
                 "netlink attribute {p} is longer than 65535 bytes"
-            ))),
-            None => Ok(()),
-        }
+            )))
+        })
     }
 
     fn record(&mut self, kind: u16, name: Cow<'static, str>, indexed: bool) -> usize {
@@ -288,14 +276,19 @@ impl AttrWriter {
         self.entries.len() - 1
     }
 
-    fn header(&mut self, kind: u16, len: usize) {
-        let nla_len = u16::try_from(len).unwrap_or_else(|_| {
+    /// `len` as an `nla_len` for entry `entry`; longer than `u16::MAX` records the first such
+    /// path for [`check`](Self::check) and gives `u16::MAX`.
+    fn nla_len(&mut self, len: usize, entry: usize) -> u16 {
+        u16::try_from(len).unwrap_or_else(|_| {
             if self.too_long.is_none() {
-                let path = self.path_of(self.entries.len() - 1);
-                self.too_long = Some(path);
+                self.too_long = Some(self.path_of(entry));
             }
             u16::MAX
-        });
+        })
+    }
+
+    fn header(&mut self, kind: u16, len: usize) {
+        let nla_len = self.nla_len(len, self.entries.len() - 1);
         self.buf.extend_from_slice(&nla_len.to_ne_bytes());
         self.buf.extend_from_slice(&kind.to_ne_bytes());
     }
@@ -344,10 +337,7 @@ impl AttrWriter {
 
     /// Writes a NUL-terminated string attribute (`NLA_NUL_STRING` / `NLA_STRING`).
     pub fn put_str(&mut self, kind: u16, name: &'static str, value: &str) {
-        let mut v = Vec::with_capacity(value.len() + 1);
-        v.extend_from_slice(value.as_bytes());
-        v.push(0);
-        self.put(kind, name, &v);
+        self.put(kind, name, &[value.as_bytes(), &[0]].concat());
     }
 
     fn open_nest(&mut self, kind: u16, name: Cow<'static, str>, indexed: bool) -> Nest {
@@ -384,16 +374,7 @@ impl AttrWriter {
         let start = nest.0;
         while let Some(e) = self.open.pop() {
             let off = self.entries[e].offset;
-            let len = self.buf.len() - off;
-            let nla_len = match u16::try_from(len) {
-                Ok(l) => l,
-                Err(_) => {
-                    if self.too_long.is_none() {
-                        self.too_long = Some(self.path_of(e));
-                    }
-                    u16::MAX
-                }
-            };
+            let nla_len = self.nla_len(self.buf.len() - off, e);
             self.buf[off + LENGTH.start..off + LENGTH.end].copy_from_slice(&nla_len.to_ne_bytes());
             if off <= start {
                 break;
@@ -401,19 +382,14 @@ impl AttrWriter {
         }
     }
 
-    fn path_of(&self, mut i: usize) -> String {
-        let mut parts = Vec::new();
-        loop {
-            let e = &self.entries[i];
-            parts.push(match e.index {
-                Some(n) => format!("{}[{n}]", e.name),
-                None => e.name.to_string(),
-            });
-            match e.parent {
-                Some(p) => i = p,
-                None => break,
-            }
-        }
+    fn path_of(&self, i: usize) -> String {
+        let mut parts: Vec<String> = std::iter::successors(Some(i), |&i| self.entries[i].parent)
+            .map(|i| {
+                let e = &self.entries[i];
+                e.index
+                    .map_or(e.name.to_string(), |n| format!("{}[{n}]", e.name))
+            })
+            .collect();
         parts.reverse();
         parts.join(".")
     }
@@ -464,13 +440,6 @@ pub struct Attr<'a> {
     payload: &'a [u8],
 }
 
-fn decode(what: &str, detail: String) -> Error {
-    Error::Decode {
-        what: what.to_string(),
-        detail,
-    }
-}
-
 impl<'a> Attr<'a> {
     /// The attribute number (`nla_type & NLA_TYPE_MASK`).
     pub fn kind(&self) -> u16 {
@@ -494,7 +463,7 @@ impl<'a> Attr<'a> {
 
     fn fixed<const N: usize>(&self, what: &str) -> Result<[u8; N]> {
         self.payload.try_into().map_err(|_| {
-            decode(
+            Error::decode(
                 what,
                 format!("payload is {} bytes, expected {N}", self.payload.len()),
             )
@@ -526,7 +495,7 @@ impl<'a> Attr<'a> {
         match self.payload.len() {
             4 => Ok(self.u32(what)? as u64),
             8 => self.u64(what),
-            n => Err(decode(
+            n => Err(Error::decode(
                 what,
                 format!("uint payload is {n} bytes, expected 4 or 8"),
             )),
@@ -536,14 +505,10 @@ impl<'a> Attr<'a> {
     /// A string payload up to its first NUL (a missing NUL is tolerated); `Error::Decode`
     /// if it is not UTF-8.
     pub fn string(&self, what: &str) -> Result<String> {
-        let end = self
-            .payload
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(self.payload.len());
-        std::str::from_utf8(&self.payload[..end])
+        let text = self.payload.split(|&b| b == 0).next().unwrap_or_default();
+        std::str::from_utf8(text)
             .map(str::to_string)
-            .map_err(|e| decode(what, format!("string is not UTF-8: {e}")))
+            .map_err(|e| Error::decode(what, format!("string is not UTF-8: {e}")))
     }
 
     /// The attributes inside this one (for nests; the `NLA_F_NESTED` flag is not required,
@@ -582,7 +547,7 @@ impl<'a> Iterator for AttrIter<'a> {
         }
         let fail = |this: &mut Self, detail: String| {
             this.failed = true;
-            Some(Err(decode("nlattr", detail)))
+            Some(Err(Error::decode("nlattr", detail)))
         };
         if self.rest.len() < NLA_HDRLEN {
             let n = self.rest.len();

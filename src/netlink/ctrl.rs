@@ -186,17 +186,17 @@ pub fn parse_family(attrs: &[u8]) -> Result<Family> {
             _ => {}
         }
     }
-    let missing = |what: &str| Error::Decode {
-        what: "nlctrl getfamily reply".into(),
-        detail: format!("{what} is missing"),
-    };
+    let missing =
+        |what: &str| Error::decode("nlctrl getfamily reply", format!("{what} is missing"));
     let version = version.ok_or_else(|| missing("CTRL_ATTR_VERSION"))?;
     Ok(Family {
         id: id.ok_or_else(|| missing("CTRL_ATTR_FAMILY_ID"))?,
         name: name.ok_or_else(|| missing("CTRL_ATTR_FAMILY_NAME"))?,
-        version: u8::try_from(version).map_err(|_| Error::Decode {
-            what: "CTRL_ATTR_VERSION".into(),
-            detail: format!("version {version} does not fit genlmsghdr.version (u8)"),
+        version: u8::try_from(version).map_err(|_| {
+            Error::decode(
+                "CTRL_ATTR_VERSION",
+                format!("version {version} does not fit genlmsghdr.version (u8)"),
+            )
         })?,
         mcast_groups,
     })
@@ -210,19 +210,21 @@ pub fn parse_family(attrs: &[u8]) -> Result<Family> {
 pub fn resolve_family(sock: &mut NlSocket, name: &str) -> Result<Family> {
     let req = getfamily_request(name);
     let replies = sock.request(&req)?;
-    let reply = replies.first().ok_or_else(|| Error::Decode {
-        what: "nlctrl getfamily reply".into(),
-        detail: format!("no reply message for family \"{name}\""),
+    let reply = replies.first().ok_or_else(|| {
+        Error::decode(
+            "nlctrl getfamily reply",
+            format!("no reply message for family \"{name}\""),
+        )
     })?;
     if reply.cmd != CTRL_CMD_NEWFAMILY {
-        return Err(Error::Decode {
-            what: "nlctrl getfamily reply".into(),
-            detail: format!(
+        return Err(Error::decode(
+            "nlctrl getfamily reply",
+            format!(
                 "command {} ({}), expected CTRL_CMD_NEWFAMILY",
                 reply.cmd,
                 ctrl_cmd_name(reply.cmd)
             ),
-        });
+        ));
     }
     parse_family(&reply.attrs)
 }
@@ -332,9 +334,11 @@ pub fn parse_op_policy(replies: &[GenlReply], op: u32) -> Result<Vec<PolicyAttr>
             }
         }
     }
-    let idx = do_policy.ok_or_else(|| Error::Decode {
-        what: "nlctrl getpolicy reply".into(),
-        detail: format!("no CTRL_ATTR_POLICY_DO for op {op}"),
+    let idx = do_policy.ok_or_else(|| {
+        Error::decode(
+            "nlctrl getpolicy reply",
+            format!("no CTRL_ATTR_POLICY_DO for op {op}"),
+        )
     })?;
     Ok(u16::try_from(idx)
         .ok()

@@ -126,10 +126,10 @@ impl WireEnum for TcpDataSplit {
             0 => Ok(TcpDataSplit::Unknown),
             1 => Ok(TcpDataSplit::Disabled),
             2 => Ok(TcpDataSplit::Enabled),
-            v => Err(Error::Decode {
-                what: "ETHTOOL_A_RINGS_TCP_DATA_SPLIT".into(),
-                detail: format!("value {v} is not unknown (0), disabled (1) or enabled (2)"),
-            }),
+            v => Err(Error::decode(
+                "ETHTOOL_A_RINGS_TCP_DATA_SPLIT",
+                format!("value {v} is not unknown (0), disabled (1) or enabled (2)"),
+            )),
         }
     }
 
@@ -270,20 +270,20 @@ impl Ethtool {
     fn get(&mut self, req: GenlRequest, reply: EthtoolReply) -> Result<Vec<u8>> {
         let replies = self.sock.request(&req)?;
         let what = format!("ethtool {} reply", ethtool_reply_name(reply as u8));
-        let r = replies.into_iter().next().ok_or_else(|| Error::Decode {
-            what: what.clone(),
-            detail: "no reply message before the ACK".into(),
-        })?;
+        let r = replies
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::decode(what.clone(), "no reply message before the ACK"))?;
         if r.cmd != reply as u8 {
-            return Err(Error::Decode {
+            return Err(Error::decode(
                 what,
-                detail: format!(
+                format!(
                     "message id {} ({}), expected {}",
                     r.cmd,
                     ethtool_reply_name(r.cmd),
                     reply as u8
                 ),
-            });
+            ));
         }
         // The header nest (attribute 1 of every set) is decoded for its errors only.
         for a in AttrIter::new(&r.attrs) {

@@ -42,13 +42,6 @@ kernel_names! {
 const NETDEV_QUEUE_TYPE_RX: u32 = 0;
 const NETDEV_QUEUE_TYPE_TX: u32 = 1;
 
-fn decode(what: &str, detail: impl Into<String>) -> Error {
-    Error::Decode {
-        what: what.to_string(),
-        detail: detail.into(),
-    }
-}
-
 /// `enum netdev_queue_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QueueType {
@@ -71,15 +64,6 @@ impl QueueType {
         }
     }
 
-    /// From the wire value.
-    pub fn from_value(v: u32) -> Self {
-        match v {
-            NETDEV_QUEUE_TYPE_RX => QueueType::Rx,
-            NETDEV_QUEUE_TYPE_TX => QueueType::Tx,
-            v => QueueType::Other(v),
-        }
-    }
-
     fn label(self) -> String {
         match self {
             QueueType::Rx => "rx".into(),
@@ -93,7 +77,11 @@ impl WireEnum for QueueType {
     type Raw = u32;
 
     fn decode(v: u32) -> Result<Self> {
-        Ok(QueueType::from_value(v))
+        Ok(match v {
+            NETDEV_QUEUE_TYPE_RX => QueueType::Rx,
+            NETDEV_QUEUE_TYPE_TX => QueueType::Tx,
+            v => QueueType::Other(v),
+        })
     }
 
     fn encode(&self) -> u32 {
@@ -235,8 +223,8 @@ impl Netdev {
     ) -> Result<Vec<T>> {
         let replies = self.sock.request(&req)?;
         if let Some(r) = replies.iter().find(|r| r.cmd != cmd) {
-            return Err(decode(
-                &format!("netdev {} reply", netdev_cmd_name(cmd)),
+            return Err(Error::decode(
+                format!("netdev {} reply", netdev_cmd_name(cmd)),
                 format!(
                     "command {} ({}), expected {cmd}",
                     r.cmd,
@@ -262,8 +250,8 @@ impl Netdev {
             .into_iter()
             .next()
             .ok_or_else(|| {
-                decode(
-                    &format!("netdev {op} reply"),
+                Error::decode(
+                    format!("netdev {op} reply"),
                     "no reply message before the ACK",
                 )
             })

@@ -87,13 +87,6 @@ fn ne_u32(b: &[u8], r: Range<usize>) -> u32 {
     u32::from_ne_bytes(a)
 }
 
-fn decode_err(what: &str, detail: impl Into<String>) -> Error {
-    Error::Decode {
-        what: what.to_string(),
-        detail: detail.into(),
-    }
-}
-
 /// One netlink message inside a received datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NlMsg<'a> {
@@ -135,14 +128,12 @@ impl<'a> Iterator for NlMsgIter<'a> {
             return None;
         }
         let b = self.rest;
-        let len = if b.len() >= NLMSG_HDRLEN {
-            ne_u32(b, NLMSG_LEN) as usize
-        } else {
-            0
-        };
+        let len = b
+            .get(..NLMSG_HDRLEN)
+            .map_or(0, |h| ne_u32(h, NLMSG_LEN) as usize);
         if b.len() < NLMSG_HDRLEN || len < NLMSG_HDRLEN || len > b.len() {
             self.failed = true;
-            return Some(Err(decode_err(
+            return Some(Err(Error::decode(
                 "nlmsghdr",
                 format!(
                     "nlmsg_len {len} with {} bytes left in the datagram",
@@ -211,7 +202,7 @@ fn errno_of(raw: i32) -> i32 {
 /// payload unless `NLM_F_CAPPED`), then extended-ack attributes if `NLM_F_ACK_TLVS`.
 pub fn parse_error(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
     if payload.len() < NLMSGERR_ERROR.end + NLMSG_HDRLEN {
-        return Err(decode_err(
+        return Err(Error::decode(
             "nlmsgerr",
             format!("payload is {} bytes, expected at least 20", payload.len()),
         ));
@@ -226,7 +217,7 @@ pub fn parse_error(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
     };
     let ext = if flags & NLM_F_ACK_TLVS != 0 {
         let tlvs = payload.get(tlv_start..).ok_or_else(|| {
-            decode_err(
+            Error::decode(
                 "nlmsgerr",
                 format!(
                     "extended ack starts at byte {tlv_start} of a {}-byte payload",
@@ -271,7 +262,7 @@ impl GenlReply {
     /// Decodes a genl message payload (everything after the `nlmsghdr`).
     pub fn parse(payload: &[u8]) -> Result<Self> {
         if payload.len() < GENL_HDRLEN {
-            return Err(decode_err(
+            return Err(Error::decode(
                 "genlmsghdr",
                 format!(
                     "message payload is {} bytes, expected at least 4",
@@ -387,7 +378,7 @@ impl GenlRequest {
     }
 
     fn decode_error(&self, detail: String) -> Error {
-        decode_err(&format!("{} {} reply", self.family, self.op), detail)
+        Error::decode(format!("{} {} reply", self.family, self.op), detail)
     }
 }
 
@@ -447,15 +438,13 @@ impl<'r> Exchange<'r> {
             }
             match msg.ty {
                 NLMSG_NOOP => {}
-                NLMSG_ERROR => {
-                    let e = parse_error(msg.flags, msg.payload)?;
-                    if e.errno != 0 {
-                        return Err(req.error(&e).into());
-                    }
-                    return Ok(true);
-                }
-                NLMSG_DONE => {
-                    let e = parse_done(msg.flags, msg.payload)?;
+                NLMSG_ERROR | NLMSG_DONE => {
+                    let parse = if msg.ty == NLMSG_ERROR {
+                        parse_error
+                    } else {
+                        parse_done
+                    };
+                    let e = parse(msg.flags, msg.payload)?;
                     if e.errno != 0 {
                         return Err(req.error(&e).into());
                     }
@@ -512,20 +501,13 @@ impl NlSocket {
     pub fn open() -> Result<Self> {
         let fd = sys::open(sys::NETLINK_GENERIC)?;
         let b = fd.as_fd();
-        sys::set_int_opt(
-            b,
-            sys::SOL_NETLINK,
-            sys::NETLINK_EXT_ACK,
-            1,
-            "setsockopt(NETLINK_EXT_ACK)",
-        )?;
-        sys::set_int_opt(
-            b,
-            sys::SOL_NETLINK,
-            sys::NETLINK_CAP_ACK,
-            1,
-            "setsockopt(NETLINK_CAP_ACK)",
-        )?;
+        for (opt, call) in [
+            (sys::NETLINK_EXT_ACK, "setsockopt(NETLINK_EXT_ACK)"),
+            (sys::NETLINK_CAP_ACK, "setsockopt(NETLINK_CAP_ACK)"),
+        ] {
+            crate::sys::socket::setsockopt_raw(b, sys::SOL_NETLINK, opt, &1)
+                .map_err(|e| Error::sys(call, e))?;
+        }
         sys::set_recv_timeout(b, RECV_TIMEOUT)?;
         sys::bind_auto(b)?;
         let port_id = sys::port_id(b)?;

@@ -252,10 +252,8 @@ pub fn exit_code(e: &Error) -> u8 {
 /// Runs the personality on `argv` (after `argv[0]`) and returns the exit code. Errors go to
 /// stderr; a skip's reason goes to stdout (iou-zcrx.py reports a probe's stdout).
 pub fn main(argv: &[String]) -> u8 {
-    let result = match parse(argv, crate::sys::page_size()) {
-        Ok(o) => signals::install().and_then(|()| run(&o)),
-        Err(e) => Err(e),
-    };
+    let result = parse(argv, crate::sys::page_size())
+        .and_then(|o| signals::install().and_then(|()| run(&o)));
     match result {
         Ok(()) => 0,
         Err(Error::Skip(reason)) => {
@@ -420,10 +418,7 @@ pub fn run_server(o: &Options) -> Result<()> {
             }),
             ..ZcrxRxConfig::default()
         },
-        expect: match o.oneshot_recvs {
-            Some(_) => None,
-            None => Some(o.send_size),
-        },
+        expect: o.oneshot_recvs.is_none().then_some(o.send_size),
     };
     std::thread::scope(|s| {
         let (ready_tx, ready_rx) = mpsc::channel::<(u32, Result<()>)>();
@@ -440,16 +435,15 @@ pub fn run_server(o: &Options) -> Result<()> {
         let mut setup = Ok(());
         for _ in 0..o.threads {
             match ready_rx.recv() {
-                Ok((_, Ok(()))) => {}
-                Ok((i, Err(e))) => {
-                    if setup.is_ok() {
-                        setup = Err(if o.threads > 1 {
-                            prefix_worker(i, c_verdict(e, o.rx_buf_len))
-                        } else {
-                            c_verdict(e, o.rx_buf_len)
-                        });
-                    }
+                Ok((i, Err(e))) if setup.is_ok() => {
+                    let e = c_verdict(e, o.rx_buf_len);
+                    setup = Err(if o.threads > 1 {
+                        prefix_worker(i, e)
+                    } else {
+                        e
+                    });
                 }
+                Ok(_) => {}
                 Err(_) => break,
             }
         }
@@ -541,15 +535,13 @@ fn worker(
     let zcrx = uring::create_ring(&RingParams::default())
         .and_then(|ring| Zcrx::register(ring, &plan.params));
     let mut zcrx = match zcrx {
-        Ok(z) => {
-            let _ = ready.send((i, Ok(())));
-            z
-        }
+        Ok(z) => z,
         Err(e) => {
             let _ = ready.send((i, Err(e)));
             return Ok(());
         }
     };
+    let _ = ready.send((i, Ok(())));
     drop(ready);
     let Ok(fds) = conns.recv() else {
         return Ok(());

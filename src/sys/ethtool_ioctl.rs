@@ -194,10 +194,10 @@ macro_rules! uapi_struct {
 
 fn need(what: &str, b: &[u8], len: usize) -> Result<()> {
     if b.len() < len {
-        return Err(Error::Decode {
-            what: what.into(),
-            detail: format!("{} bytes, need at least {len}", b.len()),
-        });
+        return Err(Error::decode(
+            what,
+            format!("{} bytes, need at least {len}", b.len()),
+        ));
     }
     Ok(())
 }
@@ -205,10 +205,10 @@ fn need(what: &str, b: &[u8], len: usize) -> Result<()> {
 /// A count the kernel reported, checked against [`MAX_KERNEL_COUNT`] before it sizes a buffer.
 fn bounded(what: &str, n: u32) -> Result<usize> {
     if n > MAX_KERNEL_COUNT {
-        return Err(Error::Decode {
-            what: what.into(),
-            detail: format!("{n} entries is more than the {MAX_KERNEL_COUNT} this tool accepts"),
-        });
+        return Err(Error::decode(
+            what,
+            format!("{n} entries is more than the {MAX_KERNEL_COUNT} this tool accepts"),
+        ));
     }
     Ok(n as usize)
 }
@@ -1025,10 +1025,10 @@ impl EthtoolIoctl {
         unsafe { self.ioctl(&mut b)? };
         let len = ethtool_gstrings::get(&b).len;
         if len as usize > room {
-            return Err(Error::Decode {
-                what: "ethtool_gstrings.len".into(),
-                detail: format!("{len} strings, but GSSET_INFO counted {count}"),
-            });
+            return Err(Error::decode(
+                "ethtool_gstrings.len",
+                format!("{len} strings, but GSSET_INFO counted {count}"),
+            ));
         }
         parse_gstrings(&b[ethtool_gstrings::LEN..], len)
     }

@@ -30,10 +30,10 @@ pub fn checked_range(
         len,
         region_len: region_len as u64,
     };
-    let end = offset.checked_add(len).ok_or_else(bounds)?;
-    if end > region_len as u64 {
-        return Err(bounds());
-    }
+    let end = offset
+        .checked_add(len)
+        .filter(|&end| end <= region_len as u64)
+        .ok_or_else(bounds)?;
     // Both fit in usize: end <= region_len, which is a usize.
     Ok(offset as usize..end as usize)
 }
@@ -106,20 +106,15 @@ impl MappedRegion {
                 "mmap(MAP_HUGETLB): {len} bytes is not a multiple of 2 MiB"
             )));
         }
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        if hugetlb {
-            flags |= libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
-        }
-        let call = || {
-            format!(
-                "mmap({len} bytes, MAP_PRIVATE|MAP_ANONYMOUS{})",
-                if hugetlb {
-                    "|MAP_HUGETLB|MAP_HUGE_2MB"
-                } else {
-                    ""
-                }
-            )
+        let (huge, huge_name) = match hugetlb {
+            true => (
+                libc::MAP_HUGETLB | libc::MAP_HUGE_2MB,
+                "|MAP_HUGETLB|MAP_HUGE_2MB",
+            ),
+            false => (0, ""),
         };
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | huge;
+        let call = || format!("mmap({len} bytes, MAP_PRIVATE|MAP_ANONYMOUS{huge_name})");
         Self::mmap(len, flags, None, hugetlb, call)
     }
 

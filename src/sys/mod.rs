@@ -75,25 +75,15 @@ pub fn cpu_time() -> Option<crate::stats::CpuTime> {
 /// Rounds `value` up to the next multiple of `align` (any non-zero `align`, not only powers of
 /// two). `None` when `align` is 0 or the result does not fit in `u64`.
 pub fn align_up(value: u64, align: u64) -> Option<u64> {
-    if align == 0 {
-        return None;
-    }
-    match value % align {
-        0 => Some(value),
-        rem => value.checked_add(align - rem),
-    }
+    value.checked_next_multiple_of(align)
 }
 
 /// A `poll(2)` timeout in milliseconds: `None` waits forever (`-1`); a duration is rounded *up*
 /// to whole milliseconds (so 1 µs does not become a busy 0) and clamped to `c_int::MAX`.
 pub fn poll_timeout_ms(timeout: Option<std::time::Duration>) -> libc::c_int {
-    match timeout {
-        None => -1,
-        Some(d) => {
-            let ms = d.as_nanos().div_ceil(1_000_000);
-            libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
-        }
-    }
+    timeout.map_or(-1, |d| {
+        libc::c_int::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(libc::c_int::MAX)
+    })
 }
 
 #[cfg(test)]

@@ -36,31 +36,6 @@ pub fn open(protocol: libc::c_int) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `setsockopt(fd, level, name, &value, sizeof(int))` for an `int` option.
-///
-/// `call` names the option in the error, e.g. `"setsockopt(NETLINK_EXT_ACK)"`.
-pub fn set_int_opt(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-    call: &str,
-) -> Result<()> {
-    // SAFETY: the option value pointer refers to `value`, a live c_int on this stack frame, and
-    // the length passed is exactly sizeof(c_int); the kernel only reads it. The fd is borrowed
-    // and stays open for the call. The return value is checked.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, call).map(|_| ())
-}
-
 /// `setsockopt(SOL_SOCKET, SO_RCVTIMEO)`: a blocking `recv` gives `EAGAIN` after `timeout`.
 pub fn set_recv_timeout(fd: BorrowedFd<'_>, timeout: Duration) -> Result<()> {
     let tv = TimeVal::new(
@@ -157,7 +132,8 @@ mod tests {
             pid, 0,
             "the kernel assigns a non-zero port id to user sockets"
         );
-        set_int_opt(fd.as_fd(), SOL_NETLINK, NETLINK_EXT_ACK, 1, "ext ack").expect("ext ack");
+        crate::sys::socket::setsockopt_raw(fd.as_fd(), SOL_NETLINK, NETLINK_EXT_ACK, &1)
+            .expect("ext ack");
         set_recv_timeout(fd.as_fd(), Duration::from_millis(10)).expect("timeout");
         let mut buf = [0u8; 16];
         let err = recv(fd.as_fd(), &mut buf, true).expect_err("nothing queued");

@@ -91,10 +91,7 @@ pub fn install() -> crate::Result<()> {
 
 /// The stop signal received so far, if any.
 pub fn stop_requested() -> Option<i32> {
-    match STOP.load(Ordering::SeqCst) {
-        0 => None,
-        sig => Some(sig),
-    }
+    Some(STOP.load(Ordering::SeqCst)).filter(|&sig| sig != 0)
 }
 
 /// `Err(Error::Interrupted)` once a stop signal has arrived; for polling loops.

@@ -60,10 +60,10 @@ fn decode_sockaddr(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> Result<
                 u16::from_be(sa.sin_port),
             )))
         }
-        fam => Err(Error::Decode {
-            what: "sockaddr".into(),
-            detail: format!("family {fam} with {len} bytes"),
-        }),
+        fam => Err(Error::decode(
+            "sockaddr",
+            format!("family {fam} with {len} bytes"),
+        )),
     }
 }
 
@@ -107,7 +107,7 @@ fn socket_name(
 /// `setsockopt(fd, level, opt, val, sizeof val)` for a plain-data `val` (an int, a `linger`,
 /// a byte string, a slice of `dmabuf_token`s): the call's non-negative return, or its errno
 /// (`EINVAL` without a call for a value too long for `socklen_t`).
-fn setsockopt_raw<T: ?Sized>(
+pub(crate) fn setsockopt_raw<T: ?Sized>(
     fd: BorrowedFd<'_>,
     level: libc::c_int,
     opt: libc::c_int,
@@ -215,20 +215,16 @@ pub fn tcp_rmem_max() -> Result<u64> {
     text.split_whitespace()
         .nth(2)
         .and_then(|v| v.parse().ok())
-        .ok_or_else(|| Error::Decode {
-            what: PATH.into(),
-            detail: format!("no third number in {text:?}"),
-        })
+        .ok_or_else(|| Error::decode(PATH, format!("no third number in {text:?}")))
 }
 
 /// The MTU of interface `ifname` in bytes (`/sys/class/net/IF/mtu`).
 pub fn if_mtu(ifname: &str) -> Result<u32> {
     let path = format!("/sys/class/net/{ifname}/mtu");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("read {path}"), &e))?;
-    text.trim().parse().map_err(|_| Error::Decode {
-        what: path,
-        detail: format!("not a number: {text:?}"),
-    })
+    text.trim()
+        .parse()
+        .map_err(|_| Error::decode(path, format!("not a number: {text:?}")))
 }
 
 /// Whether a new socket may share its port with other sockets that ask for the same

@@ -50,10 +50,7 @@ pub fn run_net_rx_on_each_cpu() -> Result<CpuReach> {
         .map_err(|e| Error::io("getsockname(UDP)", &e))?;
     let mut kicked = 0;
     let mut first_error = None;
-    for cpu in 0..CpuSet::count() {
-        if !original.is_set(cpu).unwrap_or(false) {
-            continue;
-        }
+    for cpu in (0..CpuSet::count()).filter(|&c| original.is_set(c).unwrap_or(false)) {
         let mut one = CpuSet::new();
         if one.set(cpu).is_err() {
             continue;

@@ -111,10 +111,7 @@ impl<'a> Iterator for CmsgWalk<'a> {
         let rest = self.buf.get(pos..).filter(|r| !r.is_empty())?;
         let fail = |this: &mut Self, detail: String| {
             this.pos = usize::MAX;
-            Some(Err(crate::Error::Decode {
-                what: "cmsghdr".into(),
-                detail,
-            }))
+            Some(Err(crate::Error::decode("cmsghdr", detail)))
         };
         let Some(h) = rest.first_chunk::<CMSGHDR_LEN>() else {
             let n = rest.len();

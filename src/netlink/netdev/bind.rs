@@ -256,22 +256,6 @@ pub struct DmabufBinding {
 }
 
 impl DmabufBinding {
-    pub(crate) fn from_socket(
-        sock: NlSocket,
-        id: u32,
-        direction: BindingDirection,
-        ifindex: u32,
-        target: String,
-    ) -> Self {
-        DmabufBinding {
-            id,
-            direction,
-            ifindex,
-            target,
-            sock,
-        }
-    }
-
     /// The binding id (`NETDEV_A_DMABUF_ID`): what `dmabuf_cmsg.dmabuf_id` carries on RX,
     /// what `SCM_DEVMEM_DMABUF` carries on TX, and what queue-get / page-pool-get report.
     pub fn id(&self) -> u32 {
@@ -310,10 +294,10 @@ fn binding_id(replies: &[GenlReply], op: &str) -> Result<u32> {
     let what = format!("netdev {op} reply");
     let reply = replies
         .first()
-        .ok_or_else(|| decode(&what, "no reply message before the ACK"))?;
+        .ok_or_else(|| Error::decode(&what, "no reply message before the ACK"))?;
     Dmabuf::from_attrs(&reply.attrs)?
         .id
-        .ok_or_else(|| decode(&what, "NETDEV_A_DMABUF_ID is missing"))
+        .ok_or_else(|| Error::decode(&what, "NETDEV_A_DMABUF_ID is missing"))
 }
 
 impl Netdev {
@@ -346,13 +330,13 @@ impl Netdev {
         let genl = req.genl(&self.family);
         let replies = sock.request(&genl)?;
         let id = binding_id(&replies, "bind-rx")?;
-        Ok(DmabufBinding::from_socket(
-            sock,
+        Ok(DmabufBinding {
             id,
-            BindingDirection::Rx,
-            req.ifindex,
-            req.target(),
-        ))
+            direction: BindingDirection::Rx,
+            ifindex: req.ifindex,
+            target: req.target(),
+            sock,
+        })
     }
 
     /// `bind-tx`: binds `dmabuf_fd` for devmem TX on `ifindex`, on a fresh socket that the
@@ -376,13 +360,13 @@ impl Netdev {
         let mut sock = NlSocket::open()?;
         let replies = sock.request(&genl)?;
         let id = binding_id(&replies, "bind-tx")?;
-        Ok(DmabufBinding::from_socket(
-            sock,
+        Ok(DmabufBinding {
             id,
-            BindingDirection::Tx,
+            direction: BindingDirection::Tx,
             ifindex,
             target,
-        ))
+            sock,
+        })
     }
 }
 
@@ -827,7 +811,13 @@ mod tests {
             before.to_string_lossy().starts_with("socket:["),
             "{before:?}"
         );
-        let b = DmabufBinding::from_socket(sock, 3, BindingDirection::Rx, 4, "x".into());
+        let b = DmabufBinding {
+            id: 3,
+            direction: BindingDirection::Rx,
+            ifindex: 4,
+            target: "x".into(),
+            sock,
+        };
         assert_eq!(b.as_fd().as_raw_fd(), fd);
         assert_eq!(
             (b.id(), b.direction(), b.ifindex()),
@@ -840,7 +830,14 @@ mod tests {
         let fd = sock.as_fd().as_raw_fd();
         let link = format!("/proc/self/fd/{fd}");
         let before = std::fs::read_link(&link).expect("fd is open");
-        DmabufBinding::from_socket(sock, 1, BindingDirection::Tx, 4, "x".into()).unbind();
+        let b = DmabufBinding {
+            id: 1,
+            direction: BindingDirection::Tx,
+            ifindex: 4,
+            target: "x".into(),
+            sock,
+        };
+        b.unbind();
         assert_ne!(std::fs::read_link(&link).ok(), Some(before));
     }
 }
