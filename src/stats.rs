@@ -237,16 +237,10 @@ impl RxStats {
             ));
         }
         if let Some(r) = &self.rcvbuf {
-            match r.set {
-                Some(set) => s.push_str(&format!(
-                    "; receive buffer {} B (SO_RCVBUF {set}, sized to the binding)",
-                    r.effective
-                )),
-                None => s.push_str(&format!(
-                    "; receive buffer {} B (kernel default)",
-                    r.effective
-                )),
-            }
+            let how = r.set.map_or("kernel default".into(), |set| {
+                format!("SO_RCVBUF {set}, sized to the binding")
+            });
+            s.push_str(&format!("; receive buffer {} B ({how})", r.effective));
         }
         s.push_str(&format!("; crc32 0x{:08x}", self.crc32));
         if self.validated_bytes > 0 || self.mismatches > 0 {

@@ -114,15 +114,10 @@ impl Completion {
     /// (and has no positive counterpart).
     pub fn decode(res: i32, flags: u32, zcrx_off: u64, area_token: u64) -> Result<Completion> {
         let event = match res {
-            r if r < 0 => match r.checked_neg() {
-                Some(errno) => RxEvent::Err(errno),
-                None => {
-                    return Err(Error::Decode {
-                        what: "io_uring CQE res".into(),
-                        detail: format!("{r} is not a negated errno"),
-                    })
-                }
-            },
+            r if r < 0 => RxEvent::Err(r.checked_neg().ok_or_else(|| Error::Decode {
+                what: "io_uring CQE res".into(),
+                detail: format!("{r} is not a negated errno"),
+            })?),
             0 => RxEvent::Eof,
             r => {
                 let area_bits = zcrx_off & IORING_ZCRX_AREA_MASK;
@@ -325,17 +320,16 @@ pub fn create_ring(p: &RingParams) -> Result<ZcrxRing> {
     if p.defer_taskrun {
         b.setup_defer_taskrun();
     }
+    let defer = if p.defer_taskrun {
+        "DEFER_TASKRUN|"
+    } else {
+        ""
+    };
     b.build(p.sq_entries).map_err(|e| {
         Error::io(
             format!(
-                "io_uring_setup({} SQ / {} CQ entries, SINGLE_ISSUER|{}CQE32|CQSIZE)",
-                p.sq_entries,
-                p.cq_entries,
-                if p.defer_taskrun {
-                    "DEFER_TASKRUN|"
-                } else {
-                    ""
-                }
+                "io_uring_setup({} SQ / {} CQ entries, SINGLE_ISSUER|{defer}CQE32|CQSIZE)",
+                p.sq_entries, p.cq_entries,
             ),
             &e,
         )
@@ -617,9 +611,8 @@ impl Zcrx {
             let args = types::SubmitArgs::new().timespec(&ts);
             c.stats.zcrx.waits += 1;
             let mut transient = false;
-            match self.ring.submitter().submit_with_args(1, &args) {
-                Ok(_) => {}
-                Err(e) => match e.raw_os_error().unwrap_or(libc::EIO) {
+            if let Err(e) = self.ring.submitter().submit_with_args(1, &args) {
+                match e.raw_os_error().unwrap_or(libc::EIO) {
                     // Timed out (no completion within the tick): drain what is there.
                     libc::ETIME => {}
                     // Completions are waiting in the kernel's overflow list: drain them.
@@ -629,7 +622,7 @@ impl Zcrx {
                         transient = true;
                     }
                     errno => return Err(Error::sys("io_uring_enter(GETEVENTS)", errno)),
-                },
+                }
             }
             let mut completions = 0u64;
             let mut rearm = false;
