@@ -520,10 +520,8 @@ impl<S: RxSocket + ?Sized> RxSocket for AfterFirstData<'_, S> {
         control: &mut [u8],
         devmem: bool,
     ) -> Result<RecvOutcome, i32> {
-        if self.seen_data {
-            if let Some(hook) = self.hook.take() {
-                hook();
-            }
+        if let Some(hook) = self.hook.take_if(|_| self.seen_data) {
+            hook();
         }
         let r = self.inner.recvmsg(data, control, devmem);
         if matches!(r, Ok(o) if o.bytes > 0) {
@@ -1342,17 +1340,10 @@ mod tests {
 
     fn decode_err(buf: &[u8]) -> String {
         let mut it = cmsgs(buf);
-        loop {
-            match it.next() {
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => {
-                    assert!(matches!(e, Error::Decode { .. }), "{e:?}");
-                    assert!(it.next().is_none(), "iteration stops after an error");
-                    return e.to_string();
-                }
-                None => panic!("expected a decode error"),
-            }
-        }
+        let e = it.find_map(|c| c.err()).expect("expected a decode error");
+        assert!(matches!(e, Error::Decode { .. }), "{e:?}");
+        assert!(it.next().is_none(), "iteration stops after an error");
+        e.to_string()
     }
 
     #[test]
@@ -1382,18 +1373,12 @@ mod tests {
         assert!(decode_err(&b).contains("exceeds the 40 bytes left"));
     }
 
-    fn ranges(b: &TokenBatcher) -> Vec<(u32, u32)> {
-        b.pending_ranges()
-            .iter()
-            .map(|r| (r.token_start, r.token_count))
-            .collect()
+    fn ranges(r: &[dmabuf_token]) -> Vec<(u32, u32)> {
+        r.iter().map(|r| (r.token_start, r.token_count)).collect()
     }
 
     fn plan(b: &TokenBatcher) -> Vec<Vec<(u32, u32)>> {
-        b.plan()
-            .iter()
-            .map(|c| c.iter().map(|r| (r.token_start, r.token_count)).collect())
-            .collect()
+        b.plan().iter().map(|c| ranges(c)).collect()
     }
 
     #[test]
@@ -1403,7 +1388,7 @@ mod tests {
             assert!(!b.push(t));
         }
         assert_eq!(
-            ranges(&b),
+            ranges(b.pending_ranges()),
             vec![(1, 3), (7, 2), (5, 2), (6, 1), (u32::MAX, 1), (0, 1)],
             "only ascending neighbours merge; no wrap-around at u32::MAX"
         );
@@ -1427,7 +1412,7 @@ mod tests {
         for t in 1..=2500u32 {
             b.push(t);
         }
-        assert_eq!(ranges(&b), vec![(1, 2500)]);
+        assert_eq!(ranges(b.pending_ranges()), vec![(1, 2500)]);
         assert_eq!(
             plan(&b),
             vec![vec![(1, 1024)], vec![(1025, 1024)], vec![(2049, 452)]]
@@ -1460,6 +1445,9 @@ mod tests {
         assert_eq!(b.calls(), 1);
         assert_eq!(b.released(), 0);
         assert_eq!(sock.dontneed_calls(), &[vec![(1, 3)]]);
+        // Nothing queued: no call.
+        b.flush(&mut sock).unwrap();
+        assert_eq!((b.calls(), sock.dontneed_calls().len()), (1, 1));
     }
 
     #[test]

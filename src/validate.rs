@@ -1108,18 +1108,8 @@ mod tests {
         let s = keyed_stream(42, 16 * F);
         let frag = |i: usize| &s[i * F..(i + 1) * F];
         // Duplicate: frag 5 delivered where frag 6 belongs.
-        let v = diagnose_frags(
-            42,
-            &[
-                frag(0),
-                frag(1),
-                frag(2),
-                frag(3),
-                frag(4),
-                frag(5),
-                frag(5),
-            ],
-        );
+        let frags: Vec<&[u8]> = (0..=5).chain([5]).map(frag).collect();
+        let v = diagnose_frags(42, &frags);
         let d = v.diagnoses()[0];
         assert_eq!(
             (d.fault, d.source, d.first),
