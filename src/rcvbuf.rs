@@ -49,20 +49,13 @@ pub fn plan(
     mss: u32,
     rmem_max: Option<u64>,
 ) -> RcvbufPlan {
-    match requested {
-        Some(0) => {
-            return RcvbufPlan {
-                bytes: None,
-                reason: "left at the kernel's default (--rcvbuf 0)".into(),
-            }
-        }
-        Some(n) => {
-            return RcvbufPlan {
-                bytes: Some(u32::try_from(n).unwrap_or(u32::MAX)),
-                reason: "--rcvbuf".into(),
-            }
-        }
-        None => {}
+    if let Some(n) = requested {
+        let (bytes, reason) = match n {
+            0 => (None, "left at the kernel's default (--rcvbuf 0)"),
+            n => (Some(u32::try_from(n).unwrap_or(u32::MAX)), "--rcvbuf"),
+        };
+        let reason = reason.into();
+        return RcvbufPlan { bytes, reason };
     }
     let payload = buffers.saturating_mul(u64::from(buf_size.min(mss)));
     let set = (payload / 4).max(MIN_RCVBUF);

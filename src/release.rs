@@ -476,11 +476,10 @@ pub fn await_hugepages(env: &mut dyn Env, needed: u64, bound: Duration) -> Resul
         prev = now.available();
         let quiet = pools.is_empty() && elapsed.saturating_sub(last_activity) >= QUIET;
         if quiet || elapsed >= bound {
-            let base = match now.require(needed) {
+            let mut msg = match now.require(needed) {
                 Err(Error::Skip(m)) => m,
                 _ => format!("need {needed} free 2 MiB hugepages"),
             };
-            let mut msg = base;
             if !pools.is_empty() {
                 msg.push_str(&format!(
                     "; after waiting {:.1} s a previous binding still holds them: {}",

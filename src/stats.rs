@@ -237,16 +237,10 @@ impl RxStats {
             ));
         }
         if let Some(r) = &self.rcvbuf {
-            match r.set {
-                Some(set) => s.push_str(&format!(
-                    "; receive buffer {} B (SO_RCVBUF {set}, sized to the binding)",
-                    r.effective
-                )),
-                None => s.push_str(&format!(
-                    "; receive buffer {} B (kernel default)",
-                    r.effective
-                )),
-            }
+            let how = r.set.map_or("kernel default".into(), |set| {
+                format!("SO_RCVBUF {set}, sized to the binding")
+            });
+            s.push_str(&format!("; receive buffer {} B ({how})", r.effective));
         }
         s.push_str(&format!("; crc32 0x{:08x}", self.crc32));
         if self.validated_bytes > 0 || self.mismatches > 0 {
@@ -511,7 +505,6 @@ mod tests {
             max_dmabuf_frag: 4096,
             linear_frags: 2,
             linear_bytes: 1000,
-            plain_bytes: 0,
             tokens_released: 300,
             dontneed_calls: 3,
             recvmsg_calls: 5,
@@ -519,7 +512,6 @@ mod tests {
             eintr_retries: 2,
             poll_calls: 4,
             validated_bytes: 1_250_000_000,
-            mismatches: 0,
             stream: Some(StreamSpec::Periodic(7)),
             crc32: 0xCBF4_3926,
             elapsed: Duration::from_secs(1),
@@ -527,9 +519,7 @@ mod tests {
                 user: Duration::from_millis(250),
                 sys: Duration::from_millis(500),
             }),
-            zcrx: ZcrxCounters::default(),
-            rcvbuf: None,
-            binding_gone: false,
+            ..RxStats::default()
         }
     }
 
@@ -593,10 +583,9 @@ mod tests {
                 buffers_returned: 2,
                 refill_publishes: 1,
                 arms: 1,
-                retried_errors: 0,
-                flushes: 0,
                 waits: 3,
                 rx_buf_len: 16384,
+                ..ZcrxCounters::default()
             },
             ..RxStats::default()
         };

@@ -114,15 +114,10 @@ impl Completion {
     /// (and has no positive counterpart).
     pub fn decode(res: i32, flags: u32, zcrx_off: u64, area_token: u64) -> Result<Completion> {
         let event = match res {
-            r if r < 0 => match r.checked_neg() {
-                Some(errno) => RxEvent::Err(errno),
-                None => {
-                    return Err(Error::Decode {
-                        what: "io_uring CQE res".into(),
-                        detail: format!("{r} is not a negated errno"),
-                    })
-                }
-            },
+            r if r < 0 => RxEvent::Err(r.checked_neg().ok_or_else(|| Error::Decode {
+                what: "io_uring CQE res".into(),
+                detail: format!("{r} is not a negated errno"),
+            })?),
             0 => RxEvent::Eof,
             r => {
                 let area_bits = zcrx_off & IORING_ZCRX_AREA_MASK;
@@ -325,17 +320,16 @@ pub fn create_ring(p: &RingParams) -> Result<ZcrxRing> {
     if p.defer_taskrun {
         b.setup_defer_taskrun();
     }
+    let defer = if p.defer_taskrun {
+        "DEFER_TASKRUN|"
+    } else {
+        ""
+    };
     b.build(p.sq_entries).map_err(|e| {
         Error::io(
             format!(
-                "io_uring_setup({} SQ / {} CQ entries, SINGLE_ISSUER|{}CQE32|CQSIZE)",
-                p.sq_entries,
-                p.cq_entries,
-                if p.defer_taskrun {
-                    "DEFER_TASKRUN|"
-                } else {
-                    ""
-                }
+                "io_uring_setup({} SQ / {} CQ entries, SINGLE_ISSUER|{defer}CQE32|CQSIZE)",
+                p.sq_entries, p.cq_entries,
             ),
             &e,
         )
@@ -617,9 +611,8 @@ impl Zcrx {
             let args = types::SubmitArgs::new().timespec(&ts);
             c.stats.zcrx.waits += 1;
             let mut transient = false;
-            match self.ring.submitter().submit_with_args(1, &args) {
-                Ok(_) => {}
-                Err(e) => match e.raw_os_error().unwrap_or(libc::EIO) {
+            if let Err(e) = self.ring.submitter().submit_with_args(1, &args) {
+                match e.raw_os_error().unwrap_or(libc::EIO) {
                     // Timed out (no completion within the tick): drain what is there.
                     libc::ETIME => {}
                     // Completions are waiting in the kernel's overflow list: drain them.
@@ -629,7 +622,7 @@ impl Zcrx {
                         transient = true;
                     }
                     errno => return Err(Error::sys("io_uring_enter(GETEVENTS)", errno)),
-                },
+                }
             }
             let mut completions = 0u64;
             let mut rearm = false;
@@ -1002,18 +995,9 @@ mod tests {
     fn cqe_decoding_covers_data_eof_and_errors() {
         // res 4096, IORING_CQE_F_MORE (1 << 1), zcrx off = area 3, byte 0x5000.
         let c = Completion::decode(4096, 1 << 1, TOKEN | 0x5000, TOKEN).unwrap();
-        assert_eq!(
-            c,
-            Completion {
-                event: RxEvent::Data {
-                    area_off: 0x5000,
-                    len: 4096
-                },
-                more: true
-            }
-        );
+        assert_eq!(c, data(0x5000, 4096, true));
         let c = Completion::decode(0, 0, 0, TOKEN).unwrap();
-        assert_eq!((c.event, c.more), (RxEvent::Eof, false));
+        assert_eq!(c, EOF);
         let c = Completion::decode(-libc::ENOSPC, 0, 0, TOKEN).unwrap();
         assert_eq!((c.event, c.more), (RxEvent::Err(libc::ENOSPC), false));
         // i32::MIN has no positive counterpart: a decode error, not an overflow (issue 14
@@ -1030,15 +1014,19 @@ mod tests {
         assert!(matches!(&e, Error::Decode { what, .. } if what == "io_uring_zcrx_cqe.off"));
         // With area 0 the token is 0 and the offset passes unchanged.
         let c = Completion::decode(7, 0, 0x7000, 0).unwrap();
-        assert_eq!(
-            c.event,
-            RxEvent::Data {
-                area_off: 0x7000,
-                len: 7
-            }
-        );
-        assert!(!c.more);
+        assert_eq!(c, data(0x7000, 7, false));
     }
+
+    /// A `RECV_ZC` data completion.
+    fn data(area_off: u64, len: u32, more: bool) -> Completion {
+        let event = RxEvent::Data { area_off, len };
+        Completion { event, more }
+    }
+
+    const EOF: Completion = Completion {
+        event: RxEvent::Eof,
+        more: false,
+    };
 
     fn area_with_pattern(period: u32, chunks: &[(u64, u64, usize)]) -> MappedRegion {
         // chunks: (area offset, stream offset, len)
@@ -1065,10 +1053,6 @@ mod tests {
         };
         let (mut out, mut log) = (Vec::new(), Vec::new());
         let mut c = ChunkConsumer::new(&cfg, &mut out, &mut log).unwrap();
-        let data = |off, len, more| Completion {
-            event: RxEvent::Data { area_off: off, len },
-            more,
-        };
         assert_eq!(
             c.on_completion(data(0x8000, 4096, true), &area, &mut r)
                 .unwrap(),
@@ -1085,11 +1069,7 @@ mod tests {
                 .unwrap(),
             Next::Rearm
         );
-        let eof = Completion {
-            event: RxEvent::Eof,
-            more: false,
-        };
-        assert_eq!(c.on_completion(eof, &area, &mut r).unwrap(), Next::Eof);
+        assert_eq!(c.on_completion(EOF, &area, &mut r).unwrap(), Next::Eof);
         r.publish();
         let (stats, result) = c.finish(Ok(()), &r);
         result.unwrap();
@@ -1123,27 +1103,16 @@ mod tests {
         };
         let (mut out, mut log) = (Vec::new(), Vec::new());
         let mut c = ChunkConsumer::new(&cfg, &mut out, &mut log).unwrap();
-        let end = Completion {
-            event: RxEvent::Eof,
-            more: false,
-        };
-        let data = Completion {
-            event: RxEvent::Data {
-                area_off: 0,
-                len: 4096,
-            },
-            more: true,
-        };
         assert_eq!(
-            c.on_completion(data, &area, &mut r).unwrap(),
+            c.on_completion(data(0, 4096, true), &area, &mut r).unwrap(),
             Next::Continue
         );
-        assert_eq!(c.on_completion(end, &area, &mut r).unwrap(), Next::Rearm);
-        assert_eq!(c.on_completion(end, &area, &mut r).unwrap(), Next::Rearm);
-        assert_eq!(c.on_completion(end, &area, &mut r).unwrap(), Next::Eof);
+        assert_eq!(c.on_completion(EOF, &area, &mut r).unwrap(), Next::Rearm);
+        assert_eq!(c.on_completion(EOF, &area, &mut r).unwrap(), Next::Rearm);
+        assert_eq!(c.on_completion(EOF, &area, &mut r).unwrap(), Next::Eof);
         let plain = ZcrxRxConfig::default();
         let mut c = ChunkConsumer::new(&plain, &mut out, &mut log).unwrap();
-        assert_eq!(c.on_completion(end, &area, &mut r).unwrap(), Next::Eof);
+        assert_eq!(c.on_completion(EOF, &area, &mut r).unwrap(), Next::Eof);
     }
 
     #[test]
@@ -1157,14 +1126,7 @@ mod tests {
         };
         let (mut out, mut log) = (Vec::new(), Vec::new());
         let mut c = ChunkConsumer::new(&cfg, &mut out, &mut log).unwrap();
-        let d = Completion {
-            event: RxEvent::Data {
-                area_off: 0,
-                len: 4096,
-            },
-            more: true,
-        };
-        c.on_completion(d, &area, &mut r).unwrap();
+        c.on_completion(data(0, 4096, true), &area, &mut r).unwrap();
         let (stats, result) = c.finish(Ok(()), &r);
         let e = result.unwrap_err();
         assert!(e.to_string().contains("stream offset 1000"), "{e}");
@@ -1184,12 +1146,10 @@ mod tests {
         let cfg = ZcrxRxConfig::default();
         let (mut out, mut log) = (Vec::new(), Vec::new());
         let mut c = ChunkConsumer::new(&cfg, &mut out, &mut log).unwrap();
-        let d = |off, len| Completion {
-            event: RxEvent::Data { area_off: off, len },
-            more: true,
-        };
-        c.on_completion(d(4096, 5), &area, &mut r).unwrap();
-        let e = c.on_completion(d(8190, 5), &area, &mut r).unwrap_err();
+        c.on_completion(data(4096, 5, true), &area, &mut r).unwrap();
+        let e = c
+            .on_completion(data(8190, 5, true), &area, &mut r)
+            .unwrap_err();
         assert!(
             matches!(
                 e,

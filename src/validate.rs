@@ -531,20 +531,6 @@ pub enum Fault {
     Corrupt,
 }
 
-impl Fault {
-    /// The lowercase name used in messages: `stale`, `duplicate`, `reordered`, `shifted`,
-    /// `corrupt`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Fault::Stale => "stale",
-            Fault::Duplicate => "duplicate",
-            Fault::Reordered => "reordered",
-            Fault::Shifted => "shifted",
-            Fault::Corrupt => "corrupt",
-        }
-    }
-}
-
 /// The diagnosis of one piece (a dmabuf or linear frag, or a plain `recvmsg` chunk) with
 /// mismatches, keyed stream only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -865,23 +851,20 @@ impl Validator {
     /// [`Error::Failure`] naming the stream, the mismatch count, the bytes checked, the first
     /// mismatch and (keyed stream) the first diagnosis.
     pub fn finish(&self) -> Result<()> {
-        match self.reported.first() {
-            None => Ok(()),
-            Some(first) => {
-                let why = self
-                    .diagnoses
-                    .first()
-                    .map(|d| format!("; {d}"))
-                    .unwrap_or_default();
-                Err(Error::Failure(format!(
-                    "validation failed ({}): {} mismatched byte(s) in {} bytes; first at {}{why}",
-                    self.pattern.spec(),
-                    self.mismatches,
-                    self.offset,
-                    first
-                )))
-            }
-        }
+        let Some(first) = self.reported.first() else {
+            return Ok(());
+        };
+        let why = self
+            .diagnoses
+            .first()
+            .map(|d| format!("; {d}"))
+            .unwrap_or_default();
+        Err(Error::Failure(format!(
+            "validation failed ({}): {} mismatched byte(s) in {} bytes; first at {first}{why}",
+            self.pattern.spec(),
+            self.mismatches,
+            self.offset,
+        )))
     }
 }
 
@@ -1125,18 +1108,8 @@ mod tests {
         let s = keyed_stream(42, 16 * F);
         let frag = |i: usize| &s[i * F..(i + 1) * F];
         // Duplicate: frag 5 delivered where frag 6 belongs.
-        let v = diagnose_frags(
-            42,
-            &[
-                frag(0),
-                frag(1),
-                frag(2),
-                frag(3),
-                frag(4),
-                frag(5),
-                frag(5),
-            ],
-        );
+        let frags: Vec<&[u8]> = (0..=5).chain([5]).map(frag).collect();
+        let v = diagnose_frags(42, &frags);
         let d = v.diagnoses()[0];
         assert_eq!(
             (d.fault, d.source, d.first),

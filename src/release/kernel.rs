@@ -31,10 +31,7 @@ impl KernelEnv {
     }
 
     fn netdev(&mut self) -> Result<&mut Netdev> {
-        let netdev = match self.netdev.take() {
-            Some(n) => n,
-            None => Netdev::open()?,
-        };
+        let netdev = self.netdev.take().map_or_else(Netdev::open, Ok)?;
         Ok(self.netdev.insert(netdev))
     }
 }

@@ -470,7 +470,7 @@ impl RxSocket for ScriptedSocket {
 
 /// A dma-buf stand-in over a `Vec<u8>`, with the same bounds checks as the real mapping and
 /// counters for the CPU-access bracket.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct VecMemory {
     bytes: Vec<u8>,
     begins: Cell<u64>,
@@ -490,11 +490,7 @@ impl VecMemory {
     pub fn from_vec(bytes: Vec<u8>) -> VecMemory {
         VecMemory {
             bytes,
-            begins: Cell::new(0),
-            ends: Cell::new(0),
-            reading: Cell::new(false),
-            reads_outside: Cell::new(0),
-            fail_begin: Cell::new(None),
+            ..VecMemory::default()
         }
     }
 

@@ -55,15 +55,13 @@ pub fn setup_refusal(e: Error) -> Error {
 ///
 /// Errors: `Error::Skip` when unsupported; `Error::Sys` when the probe fails.
 pub fn require_recv_zc(ring: &ZcrxRing) -> Result<()> {
-    if super::supports_recv_zc(ring)? {
-        Ok(())
-    } else {
-        Err(Error::Skip(format!(
+    super::supports_recv_zc(ring)?.then_some(()).ok_or_else(|| {
+        Error::Skip(format!(
             "this kernel's io_uring does not support IORING_OP_RECV_ZC (opcode {}); io_uring \
              zcrx needs Linux 6.15+ with CONFIG_IO_URING_ZCRX",
             opcode::RecvZc::CODE
-        )))
-    }
+        ))
+    })
 }
 
 /// Learns before anything is changed whether registration will be refused for lack of
