@@ -93,7 +93,7 @@ const _: () = assert!(cmsg_len(DMABUF_CMSG_LEN) == 40);
 const _: () = assert!(DEFAULT_CONTROL_BUF_LEN == 80_000);
 
 /// One control message from a `recvmsg` control buffer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cmsg {
     /// `SOL_SOCKET`/`SCM_DEVMEM_LINEAR`: `frag_size` bytes (from the skb's linear part) were
     /// copied to the iov, next in stream order.
@@ -113,16 +113,6 @@ pub enum Cmsg {
         len: usize,
     },
 }
-
-impl PartialEq for Cmsg {
-    fn eq(&self, other: &Cmsg) -> bool {
-        // `dmabuf_cmsg` (libc) has no `PartialEq`, but every variant's derived `Debug` prints
-        // the variant and all its integer fields: equal text is equal values.
-        format!("{self:?}") == format!("{other:?}")
-    }
-}
-
-impl Eq for Cmsg {}
 
 /// Walks the cmsgs in `control` (the first `msg_controllen` bytes of the control buffer) with
 /// [`walk_cmsgs`], decoding the devmem ones.
