@@ -227,13 +227,11 @@ impl NicReport {
                 autorelease: None,
             };
             match nic.bind_rx(&req) {
-                Ok(b) => {
-                    let id = b.id();
-                    drop(b);
-                    Fact::Known(format!(
-                        "bind-rx accepted an invalid dma-buf fd (binding {id}, dropped)"
-                    ))
-                }
+                // The binding drops at the end of this arm.
+                Ok(b) => Fact::Known(format!(
+                    "bind-rx accepted an invalid dma-buf fd (binding {}, dropped)",
+                    b.id()
+                )),
                 Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => Fact::Unsupported(e.to_string()),
                 Err(e) if e.errno() == Some(libc::EPERM) => {
                     Fact::Failed(format!("cannot ask without CAP_NET_ADMIN: {e}"))
@@ -449,16 +447,15 @@ impl NicReport {
             &mut s,
             "device:",
             fact_text(&self.dev, |d| {
-                let mut t = format!("xdp-features {}", xdp_feature_names(d.xdp_features));
-                if let Some(m) = d.xdp_zc_max_segs {
-                    t.push_str(&format!(", xdp-zc-max-segs {m}"));
-                }
-                t.push_str(&format!(
-                    ", xdp-rx-metadata 0x{:x}, xsk-features 0x{:x} (an attached XDP program \
-                     makes bind-rx fail with EEXIST)",
-                    d.xdp_rx_metadata_features, d.xsk_features
-                ));
-                t
+                let zc = d.xdp_zc_max_segs.map(|m| format!(", xdp-zc-max-segs {m}"));
+                format!(
+                    "xdp-features {}{}, xdp-rx-metadata 0x{:x}, xsk-features 0x{:x} (an \
+                     attached XDP program makes bind-rx fail with EEXIST)",
+                    xdp_feature_names(d.xdp_features),
+                    zc.unwrap_or_default(),
+                    d.xdp_rx_metadata_features,
+                    d.xsk_features
+                )
             }),
         );
         line(
@@ -738,16 +735,14 @@ fn page_pool_text(p: &PagePoolInfo) -> String {
         (None, true) => "io_uring zcrx".into(),
         (None, false) => "pages".into(),
     };
-    let mut t = format!(
-        "napi {}, inflight {} ({} bytes), memory: {provider}",
+    let detached = p.detach_time.map(|d| format!(", detached at {d}"));
+    format!(
+        "napi {}, inflight {} ({} bytes), memory: {provider}{}",
         o(p.napi_id),
         o(p.inflight),
-        o(p.inflight_mem)
-    );
-    if let Some(d) = p.detach_time {
-        t.push_str(&format!(", detached at {d}"));
-    }
-    t
+        o(p.inflight_mem),
+        detached.unwrap_or_default()
+    )
 }
 
 fn fact_text<T>(f: &Fact<T>, known: impl FnOnce(&T) -> String) -> String {

@@ -165,14 +165,11 @@ impl NicSnapshot {
                         .collect();
                     v.join(", ")
                 };
-                let (added, gone) = (only(b, a), only(a, b));
-                let mut parts = Vec::new();
-                if !added.is_empty() {
-                    parts.push(format!("added at location(s) {added}"));
-                }
-                if !gone.is_empty() {
-                    parts.push(format!("removed from location(s) {gone}"));
-                }
+                let parts: Vec<String> = [("added at", only(b, a)), ("removed from", only(a, b))]
+                    .into_iter()
+                    .filter(|(_, locs)| !locs.is_empty())
+                    .map(|(what, locs)| format!("{what} location(s) {locs}"))
+                    .collect();
                 vec![format!("ntuple rules: {}", parts.join("; "))]
             },
         ));
