@@ -201,10 +201,8 @@ impl HdsGuard {
             .with(|n| {
                 n.hds_set(TcpDataSplit::Unknown, old.hds_thresh)?;
                 let now = n.hds_get()?;
-                let split_back = match old.tcp_data_split {
-                    Some(s) if s != TcpDataSplit::Unknown => now.tcp_data_split == Some(s),
-                    _ => true,
-                };
+                let known = old.tcp_data_split.filter(|s| *s != TcpDataSplit::Unknown);
+                let split_back = known.is_none_or(|s| now.tcp_data_split == Some(s));
                 let thresh_back = old.hds_thresh.is_none() || now.hds_thresh == old.hds_thresh;
                 if !(split_back && thresh_back) {
                     let split = old.tcp_data_split.unwrap_or(TcpDataSplit::Unknown);
