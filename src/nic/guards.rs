@@ -567,10 +567,8 @@ impl RssGuard {
         // confirm it is the table we saved.
         let reset = self.nic.with(|n| n.rss_reset());
         let now = reset.as_ref().ok().map(|()| self.nic.with(|n| n.rss_get()));
-        if let Some(Ok(t)) = &now {
-            if t == old {
-                return Ok(());
-            }
+        if matches!(&now, Some(Ok(t)) if t == old) {
+            return Ok(());
         }
         // Not the default after all, or the reset (or the re-read) failed: the saved table
         // goes back explicitly, which marks it user-configured.

@@ -106,10 +106,8 @@ impl HostCaps {
             Err(e) => Fact::Failed(e.to_string()),
         };
         let params = udmabuf::UdmabufParams::new(rx_page_size, dmabuf_size).ok();
-        let hugepages_needed =
-            params
-                .as_ref()
-                .map_or(0, |p| if p.hugetlb { p.hugepages_needed() } else { 0 });
+        let hugetlb = params.as_ref().filter(|p| p.hugetlb);
+        let hugepages_needed = hugetlb.map_or(0, |p| p.hugepages_needed());
         let niov = rx_page_size.unwrap_or(crate::sys::page_size() as u32);
         let buffers = params.map_or(0, |p| p.size_bytes / u64::from(niov.max(1)));
         let rcvbuf = crate::rcvbuf::plan(
@@ -497,12 +495,8 @@ impl NicReport {
             Fact::Known(qs) if qs.is_empty() => line(&mut s, "queues:", NO_QUEUES_VISIBLE.into()),
             Fact::Known(qs) => {
                 for q in qs.iter().filter(|q| q.queue_type == QueueType::Rx) {
-                    let o = owners(q);
-                    let owner = if o.is_empty() {
-                        "free".to_string()
-                    } else {
-                        describe_owners(&o)
-                    };
+                    let owner = Some(describe_owners(&owners(q))).filter(|o| !o.is_empty());
+                    let owner = owner.unwrap_or_else(|| "free".into());
                     let napi = q.napi_id.map_or_else(|| "none".into(), |n| n.to_string());
                     line(
                         &mut s,

@@ -174,11 +174,6 @@ impl NicSetup {
         self
     }
 
-    /// The NIC.
-    pub fn nic(&self) -> &SharedNic {
-        &self.nic
-    }
-
     fn log(&self, line: &str) {
         if !self.quiet {
             log_stderr(line);
@@ -204,10 +199,8 @@ impl NicSetup {
     ///
     /// Errors: `Error::Skip` when the driver has no RSS table; `Error::Usage` for start 0.
     pub fn exclude_from_rss(&mut self, start: u32) -> Result<()> {
-        match self.spread_rss(start)? {
-            None => Ok(()),
-            Some(e) => Err(self.rss_skip(e)),
-        }
+        self.spread_rss(start)?
+            .map_or(Ok(()), |e| Err(self.rss_skip(e)))
     }
 
     /// As [`exclude_from_rss`](Self::exclude_from_rss), for probe mode: a driver without an

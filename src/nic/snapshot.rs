@@ -30,14 +30,6 @@ impl<T> Fact<T> {
             Err(e) => Fact::Failed(e.to_string()),
         }
     }
-
-    /// The value, if known.
-    pub fn known(&self) -> Option<&T> {
-        match self {
-            Fact::Known(v) => Some(v),
-            _ => None,
-        }
-    }
 }
 
 /// The channel counts that can change (not the maxima).
