@@ -71,10 +71,7 @@ impl SharedNic {
 
     /// Interface index.
     pub fn ifindex(&self) -> u32 {
-        match self.inner.try_borrow() {
-            Ok(n) => n.ifindex(),
-            Err(_) => 0,
-        }
+        self.inner.try_borrow().map_or(0, |n| n.ifindex())
     }
 
     /// Runs `f` with the NIC. Never panics: a nested call (a bug) is `Error::Failure`.
@@ -115,14 +112,12 @@ pub fn split_cli(split: Option<TcpDataSplit>) -> &'static str {
 /// A header-split setting as `ethtool -g` would name it: `tcp-data-split off, hds-thresh 128`
 /// (`tcp-data-split not reported` when the driver does not report it).
 pub fn describe_hds(h: &HdsConfig) -> String {
-    let mut s = match h.tcp_data_split {
-        None => "tcp-data-split not reported".to_string(),
-        split => format!("tcp-data-split {}", split_cli(split)),
+    let split = match h.tcp_data_split {
+        None => "not reported",
+        split => split_cli(split),
     };
-    if let Some(t) = h.hds_thresh {
-        s.push_str(&format!(", hds-thresh {t}"));
-    }
-    s
+    let thresh = h.hds_thresh.map(|t| format!(", hds-thresh {t}"));
+    format!("tcp-data-split {split}{}", thresh.unwrap_or_default())
 }
 
 /// The "could not undo" failure: what, where, what it was, why, and the command.
@@ -189,19 +184,15 @@ impl HdsGuard {
 
     /// The command that puts the old values back by hand.
     pub fn fix_command(&self) -> String {
-        let mut cmd = format!(
-            "ethtool -G {} tcp-data-split {}",
+        format!(
+            "ethtool -G {} tcp-data-split {}{}",
             self.nic.ifname(),
-            split_cli(self.old.tcp_data_split)
-        );
-        if let Some(t) = self.old.hds_thresh {
-            cmd.push_str(&format!(" hds-thresh {t}"));
-        }
-        cmd
-    }
-
-    fn was(&self) -> String {
-        describe_hds(&self.old)
+            split_cli(self.old.tcp_data_split),
+            self.old
+                .hds_thresh
+                .map(|t| format!(" hds-thresh {t}"))
+                .unwrap_or_default()
+        )
     }
 
     fn undo(&self) -> Result<()> {
@@ -210,10 +201,8 @@ impl HdsGuard {
             .with(|n| {
                 n.hds_set(TcpDataSplit::Unknown, old.hds_thresh)?;
                 let now = n.hds_get()?;
-                let split_back = match old.tcp_data_split {
-                    Some(s) if s != TcpDataSplit::Unknown => now.tcp_data_split == Some(s),
-                    _ => true,
-                };
+                let known = old.tcp_data_split.filter(|s| *s != TcpDataSplit::Unknown);
+                let split_back = known.is_none_or(|s| now.tcp_data_split == Some(s));
                 let thresh_back = old.hds_thresh.is_none() || now.hds_thresh == old.hds_thresh;
                 if !(split_back && thresh_back) {
                     let split = old.tcp_data_split.unwrap_or(TcpDataSplit::Unknown);
@@ -222,13 +211,8 @@ impl HdsGuard {
                 Ok(())
             })
             .map_err(|e| {
-                leftover(
-                    "header split",
-                    &self.nic,
-                    &self.was(),
-                    &e,
-                    &self.fix_command(),
-                )
+                let was = describe_hds(&old);
+                leftover("header split", &self.nic, &was, &e, &self.fix_command())
             })
     }
 }
@@ -502,9 +486,8 @@ impl RssGuard {
                     libc::EOPNOTSUPP,
                 )))
             }
-            Ok(t) => t,
             Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => return Ok(RssSpread::NoTable(e)),
-            Err(e) => return Err(e),
+            r => r?,
         };
         let default = match nic.with(|n| n.channels_get()).map(|c| c.rx_queues()) {
             Ok(n) if n > 0 && equal_table(old.indir.len(), n) == old => RssDefault::Yes(n),
@@ -584,10 +567,8 @@ impl RssGuard {
         // confirm it is the table we saved.
         let reset = self.nic.with(|n| n.rss_reset());
         let now = reset.as_ref().ok().map(|()| self.nic.with(|n| n.rss_get()));
-        if let Some(Ok(t)) = &now {
-            if t == old {
-                return Ok(());
-            }
+        if matches!(&now, Some(Ok(t)) if t == old) {
+            return Ok(());
         }
         // Not the default after all, or the reset (or the re-read) failed: the saved table
         // goes back explicitly, which marks it user-configured.
@@ -682,19 +663,14 @@ pub fn describe_rule(rule: &FlowRule) -> String {
         FlowType::Tcp4 => "tcp4",
         FlowType::Tcp6 => "tcp6",
     };
-    let ep = |(ip, port): (std::net::IpAddr, u16)| match ip {
-        std::net::IpAddr::V4(a) => format!("{a}:{port}"),
-        std::net::IpAddr::V6(a) => format!("[{a}]:{port}"),
-    };
-    match rule.src {
-        Some(src) => format!(
-            "{kind} src {} dst {} -> queue {}",
-            ep(src),
-            ep(rule.dst),
-            rule.queue
-        ),
-        None => format!("{kind} dst {} -> queue {}", ep(rule.dst), rule.queue),
-    }
+    // `a.b.c.d:port` or `[v6]:port` (SocketAddr's Display; no scope id here).
+    let ep = |ep: (std::net::IpAddr, u16)| std::net::SocketAddr::from(ep);
+    let src = rule.src.map(|s| format!(" src {}", ep(s)));
+    let (dst, queue) = (ep(rule.dst), rule.queue);
+    format!(
+        "{kind}{} dst {dst} -> queue {queue}",
+        src.unwrap_or_default()
+    )
 }
 
 /// An inserted ntuple rule; restore deletes exactly the location the kernel returned, never
@@ -725,19 +701,18 @@ impl FlowRuleGuard {
         // A driver that cannot list its rules (EOPNOTSUPP) still gets the insert, so that the
         // error names the insert; only the special locations can be checked then.
         let (before, table_size) = match nic.with(|n| n.flow_rules()) {
-            Ok(r) => r,
             Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => (Vec::new(), 0),
-            Err(e) => return Err(e),
+            r => r?,
         };
         let reported = nic.with(|n| n.flow_rule_insert(rule))?;
         let loc = match bad_rule_location(reported, &before, table_size) {
             None => reported,
             Some(why) => {
                 let after = nic.with(|n| n.flow_rules()).map(|(l, _)| l);
-                let new: Vec<RuleLocation> = match &after {
-                    Ok(l) => l.iter().copied().filter(|l| !before.contains(l)).collect(),
-                    Err(_) => Vec::new(),
-                };
+                let new: Vec<RuleLocation> = after.as_ref().map_or_else(
+                    |_| Vec::new(),
+                    |l| l.iter().copied().filter(|l| !before.contains(l)).collect(),
+                );
                 match new.as_slice() {
                     [ours] => {
                         log_stderr(&format!(

@@ -76,7 +76,7 @@ pub enum Status {
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Status::Ok => "ok",
             Status::Fail => "FAIL",
             Status::Skip => "skip",
@@ -100,13 +100,7 @@ pub struct Check {
 
 impl fmt::Display for Check {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:<4} {}: {}",
-            self.status.to_string(),
-            self.name,
-            self.detail
-        )
+        write!(f, "{:<4} {}: {}", self.status, self.name, self.detail)
     }
 }
 
@@ -215,13 +209,11 @@ impl Recorder<'_> {
         if let Err(Error::Interrupted(sig)) = nic.interrupted() {
             self.interrupt(sig);
         }
-        match self.stopped.clone() {
-            Some(why) => {
-                self.skip(name, format!("not run ({why})"));
-                true
-            }
-            None => false,
-        }
+        let Some(why) = self.stopped.clone() else {
+            return false;
+        };
+        self.skip(name, format!("not run ({why})"));
+        true
     }
 }
 
@@ -349,11 +341,11 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
                 Ok(id) => {
                     bound = Some(id);
                     rec.outcome.bindings.push(id);
-                    let mut detail = format!("binding id {id}");
-                    if let Some(s) = p.rx_page_size {
-                        detail.push_str(&format!(", rx-page-size {s}"));
-                    }
-                    rec.ok(&on_name, detail);
+                    let size = p.rx_page_size.map(|s| format!(", rx-page-size {s}"));
+                    rec.ok(
+                        &on_name,
+                        format!("binding id {id}{}", size.unwrap_or_default()),
+                    );
                 }
                 Err(Error::Interrupted(sig)) => {
                     rec.interrupt(sig);
@@ -416,19 +408,13 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
 }
 
 fn shrink_check(nic: &SharedNic, p: &ProbeParams, name: &str, rec: &mut Recorder<'_>) {
-    let old = match nic.with(|n| n.channels_get()) {
-        Ok(c) => c,
-        Err(e) => {
-            rec.skip(name, format!("driver does not report channels: {e}"));
-            return;
-        }
+    let set = match nic.with(|n| n.channels_get()) {
+        Err(e) => return rec.skip(name, format!("driver does not report channels: {e}")),
+        Ok(old) => channels_for(&old, p.num, p.num),
     };
-    let set = match channels_for(&old, p.num, p.num) {
+    let set = match set {
         Ok(s) => s,
-        Err(e) => {
-            rec.skip(name, e.to_string());
-            return;
-        }
+        Err(e) => return rec.skip(name, e.to_string()),
     };
     match ChannelsGuard::apply(nic, set) {
         Ok(g) => {

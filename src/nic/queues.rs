@@ -56,17 +56,13 @@ impl QueueOwner {
 
 /// The owners of one queue (usually zero or one).
 pub fn owners(q: &QueueInfo) -> Vec<QueueOwner> {
-    let mut v = Vec::new();
-    if let Some(id) = q.dmabuf {
-        v.push(QueueOwner::Dmabuf(id));
-    }
-    if q.io_uring {
-        v.push(QueueOwner::IoUring);
-    }
-    if q.xsk {
-        v.push(QueueOwner::Xsk);
-    }
-    v
+    let flags = [(q.io_uring, QueueOwner::IoUring), (q.xsk, QueueOwner::Xsk)];
+    let flagged = flags.into_iter().filter_map(|(on, o)| on.then_some(o));
+    q.dmabuf
+        .map(QueueOwner::Dmabuf)
+        .into_iter()
+        .chain(flagged)
+        .collect()
 }
 
 /// `(queue index, owners)` of every owned RX queue in `queues`, ascending.
@@ -83,17 +79,19 @@ pub fn owned_rx(queues: &[QueueInfo]) -> Vec<(u32, Vec<QueueOwner>)> {
 
 /// `"dmabuf 7, AF_XDP"`: the owners of one queue.
 pub fn describe_owners(owners: &[QueueOwner]) -> String {
-    let o: Vec<String> = owners.iter().map(ToString::to_string).collect();
-    o.join(", ")
+    owners
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `"queue 3 (dmabuf 7), queue 5 (AF_XDP)"`.
 pub fn describe_owned(owned: &[(u32, Vec<QueueOwner>)]) -> String {
-    let q: Vec<String> = owned
+    let q = owned
         .iter()
-        .map(|(q, o)| format!("queue {q} ({})", describe_owners(o)))
-        .collect();
-    q.join(", ")
+        .map(|(q, o)| format!("queue {q} ({})", describe_owners(o)));
+    q.collect::<Vec<_>>().join(", ")
 }
 
 /// True when channels-get answered without any count (rx, tx, other, combined).
@@ -283,24 +281,19 @@ pub fn choose_queues(
         return Ok(QueueChoice { start, num, notes });
     }
     let owned_now = owned_rx(&nic.with(|n| n.queues())?);
-    if let Some(n_rx) = n_rx {
-        // Highest free window of `num` queues that leaves queue 0 in RSS.
-        let mut s = n_rx - num;
-        while s >= 1 {
-            if range_owned(&owned_now, s, num).is_empty() {
-                notes.push(format!(
-                    "{ifname}: {} still in use; using queues {s}..={} instead",
-                    describe_owned(&still),
-                    s + num - 1
-                ));
-                return Ok(QueueChoice {
-                    start: s,
-                    num,
-                    notes,
-                });
-            }
-            s -= 1;
-        }
+    // Highest free window of `num` queues that leaves queue 0 in RSS.
+    let free = |s: &u32| range_owned(&owned_now, *s, num).is_empty();
+    if let Some(s) = n_rx.and_then(|n| (1..=n - num).rev().find(free)) {
+        notes.push(format!(
+            "{ifname}: {} still in use; using queues {s}..={} instead",
+            describe_owned(&still),
+            s + num - 1
+        ));
+        return Ok(QueueChoice {
+            start: s,
+            num,
+            notes,
+        });
     }
     Err(Error::Failure(format!(
         "{ifname}: no free RX queues to bind: {} (a bind would fail with {}); free them or \

@@ -137,30 +137,30 @@ fn as_v6(ip: IpAddr) -> Option<Ipv6Addr> {
 /// Errors: `Error::Failure` when an address does not fit the flow type (IPv6 in a tcp4
 /// rule, IPv4 in a tcp6 rule).
 pub fn flow_spec_for(rule: &FlowRule, location: u32) -> Result<ethtool_rx_flow_spec> {
-    let wrong = |ip: IpAddr, want: &str| {
-        Error::Failure(format!(
-            "ntuple rule {:?} needs {want} addresses, got {ip}",
-            rule.flow_type
-        ))
-    };
-    match rule.flow_type {
+    /// `(src, dst)` of `rule` in the family `conv` gives (dst checked first).
+    type Ends<A> = (Option<(A, u16)>, (A, u16));
+    fn ends<A>(rule: &FlowRule, conv: fn(IpAddr) -> Option<A>, want: &str) -> Result<Ends<A>> {
+        let ep = |(ip, port): (IpAddr, u16)| {
+            conv(ip).map(|a| (a, port)).ok_or_else(|| {
+                let kind = rule.flow_type;
+                Error::Failure(format!(
+                    "ntuple rule {kind:?} needs {want} addresses, got {ip}"
+                ))
+            })
+        };
+        let dst = ep(rule.dst)?;
+        Ok((rule.src.map(ep).transpose()?, dst))
+    }
+    Ok(match rule.flow_type {
         FlowType::Tcp4 => {
-            let dst = as_v4(rule.dst.0).ok_or_else(|| wrong(rule.dst.0, "IPv4"))?;
-            let src = match rule.src {
-                Some((ip, port)) => Some((as_v4(ip).ok_or_else(|| wrong(ip, "IPv4"))?, port)),
-                None => None,
-            };
-            Ok(tcp4_flow_spec(src, (dst, rule.dst.1), rule.queue, location))
+            let (src, dst) = ends(rule, as_v4, "IPv4")?;
+            tcp4_flow_spec(src, dst, rule.queue, location)
         }
         FlowType::Tcp6 => {
-            let dst = as_v6(rule.dst.0).ok_or_else(|| wrong(rule.dst.0, "IPv6"))?;
-            let src = match rule.src {
-                Some((ip, port)) => Some((as_v6(ip).ok_or_else(|| wrong(ip, "IPv6"))?, port)),
-                None => None,
-            };
-            Ok(tcp6_flow_spec(src, (dst, rule.dst.1), rule.queue, location))
+            let (src, dst) = ends(rule, as_v6, "IPv6")?;
+            tcp6_flow_spec(src, dst, rule.queue, location)
         }
-    }
+    })
 }
 
 impl NicOps for RealNic {
@@ -310,8 +310,7 @@ impl NicOps for RealNic {
     }
 
     fn bind_rx(&mut self, req: &BindRxRequest) -> Result<Box<dyn Binding>> {
-        let b = self.netdev.bind_rx_request(req)?;
-        Ok(Box::new(b))
+        Ok(Box::new(self.netdev.bind_rx_request(req)?))
     }
 }
 

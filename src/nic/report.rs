@@ -106,10 +106,8 @@ impl HostCaps {
             Err(e) => Fact::Failed(e.to_string()),
         };
         let params = udmabuf::UdmabufParams::new(rx_page_size, dmabuf_size).ok();
-        let hugepages_needed =
-            params
-                .as_ref()
-                .map_or(0, |p| if p.hugetlb { p.hugepages_needed() } else { 0 });
+        let hugetlb = params.as_ref().filter(|p| p.hugetlb);
+        let hugepages_needed = hugetlb.map_or(0, |p| p.hugepages_needed());
         let niov = rx_page_size.unwrap_or(crate::sys::page_size() as u32);
         let buffers = params.map_or(0, |p| p.size_bytes / u64::from(niov.max(1)));
         let rcvbuf = crate::rcvbuf::plan(
@@ -227,13 +225,11 @@ impl NicReport {
                 autorelease: None,
             };
             match nic.bind_rx(&req) {
-                Ok(b) => {
-                    let id = b.id();
-                    drop(b);
-                    Fact::Known(format!(
-                        "bind-rx accepted an invalid dma-buf fd (binding {id}, dropped)"
-                    ))
-                }
+                // The binding drops at the end of this arm.
+                Ok(b) => Fact::Known(format!(
+                    "bind-rx accepted an invalid dma-buf fd (binding {}, dropped)",
+                    b.id()
+                )),
                 Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => Fact::Unsupported(e.to_string()),
                 Err(e) if e.errno() == Some(libc::EPERM) => {
                     Fact::Failed(format!("cannot ask without CAP_NET_ADMIN: {e}"))
@@ -449,16 +445,15 @@ impl NicReport {
             &mut s,
             "device:",
             fact_text(&self.dev, |d| {
-                let mut t = format!("xdp-features {}", xdp_feature_names(d.xdp_features));
-                if let Some(m) = d.xdp_zc_max_segs {
-                    t.push_str(&format!(", xdp-zc-max-segs {m}"));
-                }
-                t.push_str(&format!(
-                    ", xdp-rx-metadata 0x{:x}, xsk-features 0x{:x} (an attached XDP program \
-                     makes bind-rx fail with EEXIST)",
-                    d.xdp_rx_metadata_features, d.xsk_features
-                ));
-                t
+                let zc = d.xdp_zc_max_segs.map(|m| format!(", xdp-zc-max-segs {m}"));
+                format!(
+                    "xdp-features {}{}, xdp-rx-metadata 0x{:x}, xsk-features 0x{:x} (an \
+                     attached XDP program makes bind-rx fail with EEXIST)",
+                    xdp_feature_names(d.xdp_features),
+                    zc.unwrap_or_default(),
+                    d.xdp_rx_metadata_features,
+                    d.xsk_features
+                )
             }),
         );
         line(
@@ -500,12 +495,8 @@ impl NicReport {
             Fact::Known(qs) if qs.is_empty() => line(&mut s, "queues:", NO_QUEUES_VISIBLE.into()),
             Fact::Known(qs) => {
                 for q in qs.iter().filter(|q| q.queue_type == QueueType::Rx) {
-                    let o = owners(q);
-                    let owner = if o.is_empty() {
-                        "free".to_string()
-                    } else {
-                        describe_owners(&o)
-                    };
+                    let owner = Some(describe_owners(&owners(q))).filter(|o| !o.is_empty());
+                    let owner = owner.unwrap_or_else(|| "free".into());
                     let napi = q.napi_id.map_or_else(|| "none".into(), |n| n.to_string());
                     line(
                         &mut s,
@@ -738,16 +729,14 @@ fn page_pool_text(p: &PagePoolInfo) -> String {
         (None, true) => "io_uring zcrx".into(),
         (None, false) => "pages".into(),
     };
-    let mut t = format!(
-        "napi {}, inflight {} ({} bytes), memory: {provider}",
+    let detached = p.detach_time.map(|d| format!(", detached at {d}"));
+    format!(
+        "napi {}, inflight {} ({} bytes), memory: {provider}{}",
         o(p.napi_id),
         o(p.inflight),
-        o(p.inflight_mem)
-    );
-    if let Some(d) = p.detach_time {
-        t.push_str(&format!(", detached at {d}"));
-    }
-    t
+        o(p.inflight_mem),
+        detached.unwrap_or_default()
+    )
 }
 
 fn fact_text<T>(f: &Fact<T>, known: impl FnOnce(&T) -> String) -> String {

@@ -589,10 +589,8 @@ impl NicOps for ScriptedNic {
     }
 
     fn hds_set(&mut self, split: TcpDataSplit, hds_thresh: Option<u32>) -> Result<()> {
-        let mut args = split_name(split).to_string();
-        if let Some(t) = hds_thresh {
-            args.push_str(&format!(" hds-thresh={t}"));
-        }
+        let thresh = hds_thresh.map(|t| format!(" hds-thresh={t}"));
+        let args = format!("{}{}", split_name(split), thresh.unwrap_or_default());
         self.call(Op::HdsSet, args, |st| {
             // A provider being torn down (still visible in queue-get) counts as bound.
             let bound = !st.state.bound.is_empty() || !st.lingering.is_empty();
@@ -656,13 +654,12 @@ impl NicOps for ScriptedNic {
 
     fn channels_get(&mut self) -> Result<Channels> {
         self.call(Op::ChannelsGet, String::new(), |st| {
-            if st.quirks.no_channels_ops {
-                return Err(st.error(Op::ChannelsGet, libc::EOPNOTSUPP, None));
-            }
-            st.state
+            let c = st
+                .state
                 .channels
                 .clone()
-                .ok_or_else(|| st.error(Op::ChannelsGet, libc::EOPNOTSUPP, None))
+                .filter(|_| !st.quirks.no_channels_ops);
+            c.ok_or_else(|| st.error(Op::ChannelsGet, libc::EOPNOTSUPP, None))
         })
     }
 
@@ -702,10 +699,8 @@ impl NicOps for ScriptedNic {
                 (set.tx, old.tx_max, "ETHTOOL_A_CHANNELS_TX_COUNT"),
                 (set.combined, old.combined_max, "ETHTOOL_A_CHANNELS_COMBINED_COUNT"),
             ] {
-                if let Some(v) = v {
-                    if v > max.unwrap_or(0) {
-                        return Err(at(st, "requested channel count exceeds maximum", attr));
-                    }
+                if v.is_some_and(|v| v > max.unwrap_or(0)) {
+                    return Err(at(st, "requested channel count exceeds maximum", attr));
                 }
             }
             let rxq = new.rx_queues();
@@ -728,17 +723,14 @@ impl NicOps for ScriptedNic {
             // configured; the number is the highest queue it uses), the ntuple rules, then
             // the memory providers (the number is the highest bound queue + 1, and equal
             // counts are refused too).
-            if st.state.rss_configured {
-                if let Some(&m) = st.state.rss.as_ref().and_then(|t| t.iter().max()) {
-                    if rxq <= m {
-                        return Err(err(
-                            st,
-                            format!(
-                                "requested channel counts are too low for existing indirection table ({m})"
-                            ),
-                        ));
-                    }
-                }
+            let configured = st.state.rss.as_ref().filter(|_| st.state.rss_configured);
+            if let Some(&m) = configured.and_then(|t| t.iter().max()).filter(|&&m| rxq <= m) {
+                return Err(err(
+                    st,
+                    format!(
+                        "requested channel counts are too low for existing indirection table ({m})"
+                    ),
+                ));
             }
             if st.state.rules.values().any(|r| r.queue >= rxq) {
                 return Err(err(
@@ -759,16 +751,15 @@ impl NicOps for ScriptedNic {
                 .chain(st.lingering.keys())
                 .copied()
                 .max();
-            if let Some(q) = provider_max {
-                if rxq <= q + 1 && !st.quirks.accept_channel_shrink {
-                    return Err(err(
-                        st,
-                        format!(
-                            "requested channel counts are too low for existing memory provider setting ({})",
-                            q + 1
-                        ),
-                    ));
-                }
+            let shrink_ok = st.quirks.accept_channel_shrink;
+            if let Some(q) = provider_max.filter(|q| rxq <= q + 1 && !shrink_ok) {
+                return Err(err(
+                    st,
+                    format!(
+                        "requested channel counts are too low for existing memory provider setting ({})",
+                        q + 1
+                    ),
+                ));
             }
             // Then queues that would go away must not be busy (netdev_queue_busy()).
             if st
@@ -792,10 +783,8 @@ impl NicOps for ScriptedNic {
 
     fn rss_get(&mut self) -> Result<RssTable> {
         self.call(Op::RssGet, String::new(), |st| {
-            match st.state.rss.as_ref() {
-                Some(t) => Ok(RssTable { indir: t.clone() }),
-                None => Err(st.error(Op::RssGet, libc::EOPNOTSUPP, None)),
-            }
+            let table = st.state.rss.clone().map(|indir| RssTable { indir });
+            table.ok_or_else(|| st.error(Op::RssGet, libc::EOPNOTSUPP, None))
         })
     }
 
@@ -961,15 +950,13 @@ impl NicOps for ScriptedNic {
             if req.queues.is_empty() {
                 return Err(st.missing(Op::BindRx, 2, None));
             }
-            if let Some(size) = req.rx_page_size {
-                if !size.is_power_of_two() {
-                    return Err(at(
-                        st,
-                        libc::EINVAL,
-                        Some("rx-page-size must be a power of 2"),
-                        "NETDEV_A_DMABUF_RX_PAGE_SIZE",
-                    ));
-                }
+            if req.rx_page_size.is_some_and(|size| !size.is_power_of_two()) {
+                return Err(at(
+                    st,
+                    libc::EINVAL,
+                    Some("rx-page-size must be a power of 2"),
+                    "NETDEV_A_DMABUF_RX_PAGE_SIZE",
+                ));
             }
             if !st.state.devmem {
                 return Err(at(st, libc::EOPNOTSUPP, None, "NETDEV_A_DMABUF_IFINDEX"));

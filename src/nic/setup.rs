@@ -95,10 +95,7 @@ pub struct ServerPlan {
 /// EPERM, EOPNOTSUPP ("device does not support devmem RX", with the kernel's extack), and an
 /// unknown `rx-page-size` attribute on a kernel that predates it. Everything else stays.
 pub fn bind_refusal(e: Error, req: &BindRxRequest) -> Error {
-    if let Some(reason) = bind_unsupported_reason(&e, req) {
-        return Error::Skip(reason);
-    }
-    e
+    bind_unsupported_reason(&e, req).map_or(e, Error::Skip)
 }
 
 /// The reason a bind-rx refusal is a missing capability rather than a failure, if it is one.
@@ -177,11 +174,6 @@ impl NicSetup {
         self
     }
 
-    /// The NIC.
-    pub fn nic(&self) -> &SharedNic {
-        &self.nic
-    }
-
     fn log(&self, line: &str) {
         if !self.quiet {
             log_stderr(line);
@@ -207,10 +199,8 @@ impl NicSetup {
     ///
     /// Errors: `Error::Skip` when the driver has no RSS table; `Error::Usage` for start 0.
     pub fn exclude_from_rss(&mut self, start: u32) -> Result<()> {
-        match self.spread_rss(start)? {
-            None => Ok(()),
-            Some(e) => Err(self.rss_skip(e)),
-        }
+        self.spread_rss(start)?
+            .map_or(Ok(()), |e| Err(self.rss_skip(e)))
     }
 
     /// As [`exclude_from_rss`](Self::exclude_from_rss), for probe mode: a driver without an
@@ -333,30 +323,24 @@ impl NicSetup {
             .with(|n| n.bind_rx(req))
             .map_err(|e| bind_refusal(e, req))?;
         let id = binding.id();
-        if id == 0 {
-            self.binding = Some(binding);
-            self.bound_queues = req.queues.iter().filter_map(|q| q.id).collect();
-            let leftover = self.release_binding();
-            let mut msg = format!(
-                "kernel returned binding id 0 for bind-rx of {}; binding ids start at 1 (0 \
-                 means \"no dma-buf\" in a devmem cmsg), so it was unbound",
-                req.target()
-            );
-            if let Some(w) = leftover {
-                msg.push_str(&format!("; {w}"));
-            }
-            return Err(Error::Failure(msg));
-        }
         self.bound_queues = req.queues.iter().filter_map(|q| q.id).collect();
         self.binding = Some(binding);
+        if id == 0 {
+            let leftover = self.release_binding().map(|w| format!("; {w}"));
+            return Err(Error::Failure(format!(
+                "kernel returned binding id 0 for bind-rx of {}; binding ids start at 1 (0 \
+                 means \"no dma-buf\" in a devmem cmsg), so it was unbound{}",
+                req.target(),
+                leftover.unwrap_or_default()
+            )));
+        }
         Ok(id)
     }
 
     /// Drops the binding (closing its netlink socket unbinds) and waits up to the teardown
     /// wait until queue-get shows its queues free. Returns a warning if they stay owned.
     fn release_binding(&mut self) -> Option<String> {
-        let binding = self.binding.take()?;
-        drop(binding);
+        drop(self.binding.take()?);
         let queues = std::mem::take(&mut self.bound_queues);
         let wait = self.teardown_wait;
         match self.nic.with(|n| wait_queues_free(n, &queues, wait)) {
@@ -387,19 +371,15 @@ impl NicSetup {
     /// are joined into one `Error::Failure`.
     pub fn finish(mut self) -> Result<()> {
         self.unbind();
-        let mut errors = Vec::new();
-        if let Some(g) = self.flow_rule.take() {
-            errors.extend(g.restore().err());
-        }
-        if let Some(g) = self.ntuple.take() {
-            errors.extend(g.restore().err());
-        }
-        if let Some(g) = self.rss.take() {
-            errors.extend(g.restore().err());
-        }
-        if let Some(g) = self.hds.take() {
-            errors.extend(g.restore().err());
-        }
+        let mut errors: Vec<Error> = [
+            self.flow_rule.take().and_then(|g| g.restore().err()),
+            self.ntuple.take().and_then(|g| g.restore().err()),
+            self.rss.take().and_then(|g| g.restore().err()),
+            self.hds.take().and_then(|g| g.restore().err()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         match errors.len() {
             0 => Ok(()),
             1 => Err(errors.remove(0)),
@@ -416,13 +396,10 @@ impl NicSetup {
 
 impl Drop for NicSetup {
     /// Best-effort teardown on error paths, panics and signals: the same order as
-    /// [`finish`](NicSetup::finish); each guard logs what it could not undo.
+    /// [`finish`](NicSetup::finish) (the guards then drop in field order); each guard logs
+    /// what it could not undo.
     fn drop(&mut self) {
         self.unbind();
-        drop(self.flow_rule.take());
-        drop(self.ntuple.take());
-        drop(self.rss.take());
-        drop(self.hds.take());
     }
 }
 
@@ -510,8 +487,7 @@ pub fn run_configured<R>(
 fn first_error<R>(result: Result<R>, restored: Result<()>) -> Result<R> {
     match (result, restored) {
         (Ok(r), Ok(())) => Ok(r),
-        (Ok(_), Err(e)) => Err(e),
-        (Err(e), Ok(())) => Err(e),
+        (Ok(_), Err(e)) | (Err(e), Ok(())) => Err(e),
         (Err(e), Err(undo)) => {
             log_stderr(&undo.to_string());
             Err(e)

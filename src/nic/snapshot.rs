@@ -30,14 +30,6 @@ impl<T> Fact<T> {
             Err(e) => Fact::Failed(e.to_string()),
         }
     }
-
-    /// The value, if known.
-    pub fn known(&self) -> Option<&T> {
-        match self {
-            Fact::Known(v) => Some(v),
-            _ => None,
-        }
-    }
 }
 
 /// The channel counts that can change (not the maxima).
@@ -165,14 +157,11 @@ impl NicSnapshot {
                         .collect();
                     v.join(", ")
                 };
-                let (added, gone) = (only(b, a), only(a, b));
-                let mut parts = Vec::new();
-                if !added.is_empty() {
-                    parts.push(format!("added at location(s) {added}"));
-                }
-                if !gone.is_empty() {
-                    parts.push(format!("removed from location(s) {gone}"));
-                }
+                let parts: Vec<String> = [("added at", only(b, a)), ("removed from", only(a, b))]
+                    .into_iter()
+                    .filter(|(_, locs)| !locs.is_empty())
+                    .map(|(what, locs)| format!("{what} location(s) {locs}"))
+                    .collect();
                 vec![format!("ntuple rules: {}", parts.join("; "))]
             },
         ));

@@ -97,11 +97,7 @@ fn sendmsg_zerocopy(fd: i32, iovs: &[libc::iovec], dmabuf_id: Option<u32>) -> Re
     // cmsg and never dereferences as user memory (TxSocket::send_dmabuf refuses id 0, the case
     // where it would). The result is checked.
     let ret = unsafe { libc::sendmsg(fd, &msg, libc::MSG_ZEROCOPY | libc::MSG_NOSIGNAL) };
-    if ret < 0 {
-        Err(last_errno())
-    } else {
-        Ok(ret as usize)
-    }
+    usize::try_from(ret).map_err(|_| last_errno())
 }
 
 impl TxSocket for ZerocopySocket {
@@ -116,15 +112,14 @@ impl TxSocket for ZerocopySocket {
         if iovs.len() > MAX_IOV {
             return Err(libc::EMSGSIZE);
         }
-        let mut raw = Vec::with_capacity(iovs.len());
-        for iov in iovs {
-            let offset = usize::try_from(iov.offset).map_err(|_| libc::EINVAL)?;
-            raw.push(libc::iovec {
+        let raw = iovs.iter().map(|iov| {
+            Ok(libc::iovec {
                 // An integer, not a pointer into the mapping: the kernel wants the offset.
-                iov_base: offset as *mut libc::c_void,
+                iov_base: usize::try_from(iov.offset).map_err(|_| libc::EINVAL)? as *mut _,
                 iov_len: iov.len,
-            });
-        }
+            })
+        });
+        let raw = raw.collect::<Result<Vec<_>, i32>>()?;
         sendmsg_zerocopy(self.fd.as_raw_fd(), &raw, Some(dmabuf_id))
     }
 

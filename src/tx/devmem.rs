@@ -362,24 +362,14 @@ pub fn parse_completion(read: &ErrqueueRead, control: &[u8]) -> Result<ZerocopyC
         level, ty, payload, ..
     }) = recverr
     else {
-        let seen: Vec<String> = cmsgs
-            .iter()
-            .map(|c| {
-                format!(
-                    "level {} type {} ({} bytes)",
-                    c.level,
-                    c.ty,
-                    c.payload.len()
-                )
-            })
-            .collect();
+        let seen = cmsgs.iter().map(|c| {
+            let (level, ty, len) = (c.level, c.ty, c.payload.len());
+            format!("level {level} type {ty} ({len} bytes)")
+        });
+        let seen = seen.collect::<Vec<_>>().join(", ");
         return Err(Error::Failure(format!(
             "error-queue message without an IP_RECVERR/IPV6_RECVERR cmsg (got {})",
-            if seen.is_empty() {
-                "no cmsg".to_string()
-            } else {
-                seen.join(", ")
-            }
+            if seen.is_empty() { "no cmsg" } else { &seen }
         )));
     };
     let ee = SockExtendedErr::decode(payload).ok_or_else(|| Error::Decode {
@@ -881,8 +871,24 @@ where
     M: TxMemory + ?Sized,
     Src: TxSource + ?Sized,
 {
-    let mut tx = Sender::new(sock, mem, cfg, stop, log);
-    tx.stats.source = source.label();
+    let mut tx = Sender {
+        ring: RegionRing::new(mem.size() as u64),
+        sock,
+        mem,
+        cfg,
+        stop,
+        log,
+        tracker: CompletionTracker::default(),
+        stats: TxStats {
+            source: source.label(),
+            dmabuf_id: cfg.dmabuf_id,
+            ..TxStats::default()
+        },
+        iovs: Vec::with_capacity(MAX_IOV),
+        control: vec![0; ERRQUEUE_CONTROL_LEN],
+        started: None,
+        crc: crc32fast::Hasher::new(),
+    };
     let result = tx.run(source);
     tx.stats.elapsed = tx.started.map(|t| t.elapsed()).unwrap_or_default();
     tx.stats.crc32 = tx.crc.clone().finalize();
@@ -905,34 +911,7 @@ struct Sender<'a, S: ?Sized, M: ?Sized> {
     crc: crc32fast::Hasher,
 }
 
-impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
-    fn new(
-        sock: &'a mut S,
-        mem: &'a mut M,
-        cfg: &'a TxConfig,
-        stop: &'a AtomicI32,
-        log: &'a mut dyn Write,
-    ) -> Self {
-        let size = mem.size() as u64;
-        Sender {
-            sock,
-            mem,
-            cfg,
-            stop,
-            log,
-            ring: RegionRing::new(size),
-            tracker: CompletionTracker::new(),
-            stats: TxStats {
-                dmabuf_id: cfg.dmabuf_id,
-                ..TxStats::default()
-            },
-            iovs: Vec::with_capacity(MAX_IOV),
-            control: vec![0; ERRQUEUE_CONTROL_LEN],
-            started: None,
-            crc: crc32fast::Hasher::new(),
-        }
-    }
-
+impl<S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'_, S, M> {
     fn run<Src: TxSource + ?Sized>(&mut self, source: &mut Src) -> Result<()> {
         if self.cfg.dmabuf_id == 0 {
             return Err(Error::Usage(
@@ -989,9 +968,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                     self.stats.sends += 1;
                     self.stats.iovs += self.iovs.len() as u64;
                     self.stats.bytes += n as u64;
-                    if (n as u64) < batch {
-                        self.stats.short_sends += 1;
-                    }
+                    self.stats.short_sends += u64::from((n as u64) < batch);
                     if self.cfg.verbose {
                         crate::elog_to!(
                             self.log,
@@ -1023,8 +1000,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
         }
         self.ring.seal(self.tracker.sends() - 1);
         self.stats.pieces += 1;
-        self.drain()?;
-        Ok(())
+        self.drain().map(drop)
     }
 
     /// `sendmsg(...)` as named in errors: the binding id, the batch and where it starts.
@@ -1128,9 +1104,7 @@ impl<'a, S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'a, S, M> {
                     let covered = self.tracker.complete(c.lo, c.hi)?;
                     self.stats.completions += 1;
                     self.stats.completed_sends += covered;
-                    if c.copied {
-                        self.stats.copied_completions += 1;
-                    }
+                    self.stats.copied_completions += u64::from(c.copied);
                     if self.cfg.verbose {
                         crate::elog_to!(
                             self.log,

@@ -134,11 +134,8 @@ impl Shared {
     }
 
     fn read(&self, ranges: &[(u64, u64)]) -> Vec<u8> {
-        let mut v = Vec::new();
-        for &(a, b) in ranges {
-            v.extend_from_slice(&self.bytes[a as usize..b as usize]);
-        }
-        v
+        let slice = |&(a, b): &(u64, u64)| &self.bytes[a as usize..b as usize];
+        ranges.iter().flat_map(slice).copied().collect()
     }
 }
 
@@ -354,24 +351,16 @@ impl ScriptedTxSocket {
     /// Queues an automatic completion of sends `lo..=hi` (IPv4; `COPIED` per
     /// [`ScriptedTxSocket::set_copied`]).
     fn push_completion(&mut self, lo: u32, hi: u32) {
-        let code = if self.copied {
-            SO_EE_CODE_ZEROCOPY_COPIED
-        } else {
-            0
-        };
-        let ipv6 = false;
+        let code = self.copied.then_some(SO_EE_CODE_ZEROCOPY_COPIED);
+        let (code, ipv6) = (code.unwrap_or(0), false);
         self.push_errqueue(ErrqEntry::Completion { lo, hi, code, ipv6 });
     }
 }
 
 /// The first number of a set of consecutive u32s that may wrap past `u32::MAX`.
 fn first_of_run(sorted: &[u32]) -> u32 {
-    for w in sorted.windows(2) {
-        if w[1] != w[0].wrapping_add(1) {
-            return w[1];
-        }
-    }
-    sorted[0]
+    let gap = sorted.windows(2).find(|w| w[1] != w[0].wrapping_add(1));
+    gap.map_or(sorted[0], |w| w[1])
 }
 
 /// The bytes of one error-queue cmsg as the kernel writes it (x86_64): `cmsg_len` u64,
@@ -465,10 +454,7 @@ impl TxSocket for ScriptedTxSocket {
     }
 
     fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
-        if !self.readable() {
-            return Err(libc::EAGAIN);
-        }
-        let Some((_, entry)) = self.errq.pop_front() else {
+        let Some((_, entry)) = self.readable().then(|| self.errq.pop_front()).flatten() else {
             return Err(libc::EAGAIN);
         };
         let (bytes, mut msg_flags) = match &entry {
