@@ -59,8 +59,8 @@ vm-test:
 pytest: build test-tools
 	NCDEVMEM=$(BIN) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -rs -p no:cacheprovider py/tests
 
-# Loopback demo: two network namespaces joined by a veth pair, a 1 GiB pattern transfer
-# validated byte for byte by the plain-TCP receiver; namespaces removed afterwards.
+# Loopback demo: two network namespaces joined by a veth pair, a 1 GiB transfer of the keyed
+# stream (--seed) validated byte for byte by the plain-TCP receiver; namespaces removed afterwards.
 demo: build
 	scripts/demo-loopback.sh $(BIN)
 

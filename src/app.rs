@@ -1230,7 +1230,7 @@ mod tests {
         assert_eq!(peer_text(v6), "[2001:db8::2]:5201");
     }
     use crate::cli::Command;
-    use crate::netlink::ctrl::{bind_rx_policy_attrs, NETDEV_A_DMABUF_RX_PAGE_SIZE};
+    use crate::netlink::{ctrl::bind_rx_policy_attrs, netdev::NETDEV_A_DMABUF_RX_PAGE_SIZE};
 
     /// A summary that cannot be written never hides the run's own verdict: a skip stays a skip
     /// (exit 4), a failure keeps its message; only a run that succeeded fails with it.

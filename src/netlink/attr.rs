@@ -42,7 +42,7 @@ pub const fn align(len: usize) -> usize {
 /// All kernel values are listed so that gaps are visible.
 macro_rules! kernel_names {
     ($(#[$meta:meta])* fn $fname:ident -> $ty:ty { $($name:ident = $value:literal,)+ }) => {
-        $(#[allow(dead_code)] const $name: $ty = $value;)+
+        $(#[allow(dead_code)] pub(crate) const $name: $ty = $value;)+
         $(#[$meta])*
         #[allow(dead_code)]
         fn $fname(value: $ty) -> &'static str {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::attr::{kernel_names, put_attr, Attr, AttrIter};
+use super::netdev::{NETDEV_A_DMABUF_ID, NETDEV_A_DMABUF_RX_PAGE_SIZE};
 use super::socket::{GenlReply, GenlRequest, NlSocket};
 use crate::error::{Error, Result};
 
@@ -68,11 +69,6 @@ kernel_names! {
 /// `NETDEV_CMD_BIND_RX` (netdev.yaml; 13 in 6.18 BTF), the op whose policy tells whether the
 /// kernel knows `rx-page-size`.
 const NETDEV_CMD_BIND_RX: u32 = 13;
-/// `NETDEV_A_DMABUF_RX_PAGE_SIZE` (net-next 2026-08): u32.
-pub const NETDEV_A_DMABUF_RX_PAGE_SIZE: u16 = 5;
-/// `NETDEV_A_DMABUF_ID` (u32, reply only): the last attribute that every kernel since 6.12
-/// numbers the same.
-const NETDEV_A_DMABUF_ID: u16 = 4;
 /// `NL_POLICY_TYPE_ATTR_TYPE` (include/uapi/linux/netlink.h): the attribute's
 /// `enum netlink_attribute_type` inside a policy dump entry.
 const NL_POLICY_TYPE_ATTR_TYPE: u16 = 1;

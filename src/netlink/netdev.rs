@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 
 mod bind;
 pub use bind::{BindRxRequest, BindingDirection, DmabufBinding, QueueNest};
+pub(crate) use bind::{NETDEV_A_DMABUF_ID, NETDEV_A_DMABUF_RX_PAGE_SIZE};
 
 kernel_names! {
     /// `enum netdev_cmd` (6.18 BTF: DEV_GET = 1 … BIND_TX = 15).

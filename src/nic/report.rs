@@ -17,8 +17,9 @@ use super::queues::{describe_owners, no_channel_counts, owned_rx, owners, QueueO
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::error::{errno_display, Error};
-use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, NETDEV_A_DMABUF_RX_PAGE_SIZE};
+use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
+use crate::netlink::netdev::NETDEV_A_DMABUF_RX_PAGE_SIZE;
 use crate::netlink::netdev::{
     BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
 };
