@@ -836,7 +836,7 @@ capabilities:
   yes  ntuple flow steering: feature off (setup turns it on and back off)
   no   udmabuf: cannot open /dev/udmabuf (ENOENT (No such file or directory)); the kernel needs CONFIG_UDMABUF; there is no dma-buf to bind
   no   2 MiB hugepages: none available; -b above the page size needs them (raise vm.nr_hugepages)
-  warn TCP window inside the dmabuf: warning: the kernel's default receive window is larger than the dmabuf can hold, which can stall a receive (the binding holds 64 buffers of 4096 bytes, at least 91392 bytes of TCP payload at one 1428-byte segment per buffer; SO_RCVBUF 22848 keeps the receive buffer (the kernel doubles it) and so the TCP window within half of that); the server sets SO_RCVBUF 22848 (--rcvbuf 0 would not)
+  warn TCP window inside the dmabuf: the kernel's default receive window is larger than the dmabuf can hold, which can stall a receive (the binding holds 64 buffers of 4096 bytes, at least 91392 bytes of TCP payload at one 1428-byte segment per buffer; SO_RCVBUF 22848 keeps the receive buffer (the kernel doubles it) and so the TCP window within half of that); the server sets SO_RCVBUF 22848 (--rcvbuf 0 would not)
   no   rx-page-size (bind-rx attribute 5): the kernel's bind-rx policy has attributes [1, 2, 3] only; a bind with -b fails with EINVAL \"Unknown attribute type\"
   no   bind-rx autorelease (-a): the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series v7-v10); -a 1 skips, -a 0 binds without it
   no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A is a skip (exit 4) here

@@ -655,7 +655,7 @@ fn cap_rcvbuf(h: &HostCaps) -> Cap {
         Some(set) => (
             CapState::Warn,
             format!(
-                "warning: the kernel's default receive window is larger than the dmabuf can \
+                "the kernel's default receive window is larger than the dmabuf can \
                  hold, which can stall a receive ({}); the server sets SO_RCVBUF {set} \
                  (--rcvbuf 0 would not)",
                 h.rcvbuf.reason
