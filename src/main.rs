@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         });
     }
     let code = match args().and_then(|argv| cli::parse(&argv, ncdevmem::sys::page_size())) {
-        // A help text that could not be written (stdout full or closed) is a failure.
+        // Help text that cannot be written (stdout full, a pipe without reader) fails the run.
         Ok(Command::Help(text)) => exit_code(ncdevmem::app::print_stdout(&text)),
         Ok(Command::Run(config)) => exit_code(ncdevmem::app::run(&config)),
         Err(e) => {

@@ -39,6 +39,9 @@ pub fn mss_for_mtu(mtu: u32) -> u32 {
     mtu.saturating_sub(72).max(536)
 }
 
+/// [`RcvbufPlan::reason`] when `--rcvbuf` gave the size.
+pub const REQUESTED: &str = "--rcvbuf";
+
 /// The plan for a binding of `buffers` buffers of `buf_size` bytes each, segments of `mss`
 /// payload bytes, and the kernel's `tcp_rmem[2]` (`rmem_max`, bytes; `None` when it could not
 /// be read). `requested`: `--rcvbuf` (`Some(0)` = leave the kernel's default).
@@ -52,7 +55,7 @@ pub fn plan(
     if let Some(n) = requested {
         let (bytes, reason) = match n {
             0 => (None, "left at the kernel's default (--rcvbuf 0)"),
-            n => (Some(u32::try_from(n).unwrap_or(u32::MAX)), "--rcvbuf"),
+            n => (Some(u32::try_from(n).unwrap_or(u32::MAX)), REQUESTED),
         };
         let reason = reason.into();
         return RcvbufPlan { bytes, reason };

@@ -237,9 +237,12 @@ impl RxStats {
             ));
         }
         if let Some(r) = &self.rcvbuf {
-            let how = r.set.map_or("kernel default".into(), |set| {
-                format!("SO_RCVBUF {set}, sized to the binding")
-            });
+            let how = r
+                .set
+                .map_or("kernel default".into(), |set| match r.reason.as_str() {
+                    crate::rcvbuf::REQUESTED => format!("SO_RCVBUF {set}, from --rcvbuf"),
+                    _ => format!("SO_RCVBUF {set}, sized to the binding"),
+                });
             s.push_str(&format!("; receive buffer {} B ({how})", r.effective));
         }
         s.push_str(&format!("; crc32 0x{:08x}", self.crc32));
@@ -569,6 +572,18 @@ mod tests {
             .summary_line()
             .contains("; receive buffer 131072 B (kernel default)"));
         assert!(s.to_json()["rcvbuf_set"].is_null());
+        // A size the user gave is not called sized to the binding (a plain receiver has none).
+        s.rcvbuf = Some(RcvbufReport {
+            set: Some(8192),
+            effective: 16384,
+            reason: crate::rcvbuf::REQUESTED.into(),
+        });
+        assert!(
+            s.summary_line()
+                .contains("; receive buffer 16384 B (SO_RCVBUF 8192, from --rcvbuf)"),
+            "{}",
+            s.summary_line()
+        );
     }
 
     #[test]
