@@ -1232,6 +1232,15 @@ mod tests {
     use crate::cli::Command;
     use crate::netlink::{ctrl::bind_rx_policy_attrs, netdev::NETDEV_A_DMABUF_RX_PAGE_SIZE};
 
+    /// The run configuration of command line `args`.
+    fn config(args: &[&str]) -> Config {
+        let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        match crate::cli::parse(&argv, crate::sys::page_size()) {
+            Ok(Command::Run(cfg)) => cfg,
+            other => panic!("{args:?} is not a run configuration: {other:?}"),
+        }
+    }
+
     /// A summary that cannot be written never hides the run's own verdict: a skip stays a skip
     /// (exit 4), a failure keeps its message; only a run that succeeded fails with it.
     #[test]
@@ -1264,14 +1273,7 @@ mod tests {
                 return;
             }
         }
-        let argv: Vec<String> = ["-f", "lo", "-b", "16384", "--quiet"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let cfg = match crate::cli::parse(&argv, crate::sys::page_size()) {
-            Ok(Command::Run(cfg)) => cfg,
-            other => panic!("not a probe configuration: {other:?}"),
-        };
+        let cfg = config(&["-f", "lo", "-b", "16384", "--quiet"]);
         assert_eq!(cfg.mode, Mode::Probe);
         let e = probe(&cfg).unwrap_err();
         assert_eq!(e.exit_code(), crate::error::EXIT_SKIP, "{e}");
@@ -1285,16 +1287,10 @@ mod tests {
     /// `-v` wants data, except after a `-U 1` run ended at ENODEV ("binding gone").
     #[test]
     fn binding_gone_needs_no_stream() {
-        let argv: Vec<String> = [
+        let server = [
             "-l", "-f", "lo", "-s", "::1", "-p", "1", "-v", "7", "-U", "1",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let cfg = match crate::cli::parse(&argv, crate::sys::page_size()) {
-            Ok(Command::Run(cfg)) => cfg,
-            other => panic!("not a server configuration: {other:?}"),
-        };
+        ];
+        let cfg = config(&server);
         let mut stats = RxStats::new(crate::stats::RxMode::Devmem);
         assert_eq!(
             check_received(&cfg, stats.bytes, stats.binding_gone)
@@ -1305,12 +1301,7 @@ mod tests {
         stats.binding_gone = true;
         check_received(&cfg, stats.bytes, stats.binding_gone).unwrap();
         // --expect-bytes is a promise about the stream that a gone binding does not excuse.
-        let mut argv = argv;
-        argv.extend(["--expect-bytes".to_string(), "1000".to_string()]);
-        let cfg = match crate::cli::parse(&argv, crate::sys::page_size()) {
-            Ok(Command::Run(cfg)) => cfg,
-            other => panic!("not a server configuration: {other:?}"),
-        };
+        let cfg = config(&[&server[..], &["--expect-bytes", "1000"]].concat());
         assert_eq!(
             check_received(&cfg, stats.bytes, stats.binding_gone)
                 .unwrap_err()
