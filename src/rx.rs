@@ -162,14 +162,14 @@ impl Iterator for CmsgIter<'_> {
             };
             if payload.len() < DMABUF_CMSG_LEN {
                 self.done = true;
-                return Some(Err(Error::Decode {
-                    what: name.to_string(),
-                    detail: format!(
+                return Some(Err(Error::decode(
+                    name,
+                    format!(
                         "payload of {} bytes at control offset {}; struct dmabuf_cmsg needs {DMABUF_CMSG_LEN}",
                         payload.len(),
                         c.offset
                     ),
-                }));
+                )));
             }
             let d = dmabuf_cmsg {
                 frag_offset: u64::from_ne_bytes(take::<8>(payload, 0)),
@@ -798,7 +798,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         match self.cfg.unbind {
             UnbindMode::BeforeRecv => {
                 self.stats.binding_gone = true;
-                let _ = writeln!(
+                crate::elog_to!(
                     self.sink.log,
                     "binding gone: {at} after the -U 1 unbind (expected); the run ends here"
                 );

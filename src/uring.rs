@@ -612,7 +612,7 @@ impl Zcrx {
             c.stats.zcrx.waits += 1;
             let mut transient = false;
             if let Err(e) = self.ring.submitter().submit_with_args(1, &args) {
-                match e.raw_os_error().unwrap_or(libc::EIO) {
+                match crate::error::errno_of(&e) {
                     // Timed out (no completion within the tick): drain what is there.
                     libc::ETIME => {}
                     // Completions are waiting in the kernel's overflow list: drain them.
@@ -667,7 +667,7 @@ impl Zcrx {
                 if let Err(errno) = zcrx_flush_rq(&self.ring, self.zcrx_id) {
                     if !flush_failed {
                         flush_failed = true;
-                        let _ = writeln!(
+                        crate::elog_to!(
                             c.sink.log,
                             "zcrx: ZCRX_CTRL_FLUSH_RQ failed: {} (kernel without zcrx control \
                              ops?); returned buffers come back only when the kernel refills",
@@ -802,7 +802,7 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
                 let bytes = area.bytes(area_off, u64::from(len))?;
                 self.sink.data_arrived();
                 if self.cfg.verbose {
-                    let _ = writeln!(
+                    crate::elog_to!(
                         self.sink.log,
                         "zcrx chunk: stream offset {}, area offset 0x{area_off:x}, {len} bytes",
                         self.stats.bytes

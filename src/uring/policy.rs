@@ -1,8 +1,9 @@
 //! io_uring zcrx policy: which kernel answers mean "zcrx cannot run here" (a skip, exit 4)
 //! rather than a failure, and how large the refill ring and its region are. The kernel calls
 //! these decisions are about live in [`super`] (ring setup, the opcode probe, registration)
-//! and [`crate::sys::uring_mem`]; nothing here makes a syscall, apart from reading
-//! `kernel.io_uring_disabled` from `/proc`.
+//! and [`crate::sys::uring_mem`]; this module makes none itself: it reads
+//! `kernel.io_uring_disabled` from `/proc` and calls those probes (`require_recv_zc`,
+//! `require_net_admin`) to decide on their answers.
 
 use io_uring::opcode;
 
