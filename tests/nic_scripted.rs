@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use ncdevmem::error::{Error, EXIT_FAIL, EXIT_SKIP};
+use ncdevmem::netlink::ctrl::{PolicyAttr, NL_ATTR_TYPE_U32, NL_ATTR_TYPE_U8};
 use ncdevmem::netlink::ethtool::TcpDataSplit;
 use ncdevmem::netlink::netdev::{BindRxRequest, QueueNest};
 use ncdevmem::nic::guards::{equal_table, HdsGuard, SharedNic};
@@ -786,6 +787,20 @@ fn probe_skips_on_veth_and_without_rx_page_size() {
     assert!(out.contains("binding id 1, rx-page-size 16384"), "{out}");
 }
 
+/// `NL_ATTR_TYPE_NESTED` (`enum netlink_attribute_type`, include/uapi/linux/netlink.h).
+const NL_ATTR_TYPE_NESTED: u32 = 13;
+
+/// A bind-rx policy as CTRL_CMD_GETPOLICY reports it: (attribute, type) pairs.
+fn policy(attrs: &[(u16, u32)]) -> Vec<PolicyAttr> {
+    attrs
+        .iter()
+        .map(|&(kind, t)| PolicyAttr {
+            kind,
+            nl_type: Some(t),
+        })
+        .collect()
+}
+
 fn host() -> HostCaps {
     HostCaps {
         udmabuf: Fact::Unsupported(
@@ -798,8 +813,12 @@ fn host() -> HostCaps {
         }),
         hugepages_needed: 0,
         rx_page_size: None,
-        bind_rx_policy: Fact::Known(vec![1, 2, 3]),
-        bind_autorelease: Fact::Known(None),
+        // 6.18's bind-rx policy: ifindex u32, queues nest, fd u32.
+        bind_rx_policy: Fact::Known(policy(&[
+            (1, NL_ATTR_TYPE_U32),
+            (2, NL_ATTR_TYPE_NESTED),
+            (3, NL_ATTR_TYPE_U32),
+        ])),
         autorelease: Fact::Unsupported("kernel has no SO_DEVMEM_AUTORELEASE".into()),
         // A 256 KiB dmabuf next to the default tcp_rmem.
         rcvbuf: ncdevmem::rcvbuf::plan(None, 64, 4096, 1428, Some(6 << 20)),
@@ -1531,8 +1550,12 @@ fn report_on_a_series_kernel_shows_autorelease_not_rx_page_size() {
     let nic = ScriptedNic::good("eth0", 2);
     let mut ops = nic.clone();
     let mut h = host();
-    h.bind_rx_policy = Fact::Known(vec![1, 2, 3, 5]);
-    h.bind_autorelease = Fact::Known(Some(5));
+    h.bind_rx_policy = Fact::Known(policy(&[
+        (1, NL_ATTR_TYPE_U32),
+        (2, NL_ATTR_TYPE_NESTED),
+        (3, NL_ATTR_TYPE_U32),
+        (5, NL_ATTR_TYPE_U8),
+    ]));
     let r = NicReport::gather(&mut ops, h, true);
     let caps = r.capabilities();
     let state = |name: &str| caps.iter().find(|c| c.name == name).map(|c| c.state);
@@ -1543,4 +1566,22 @@ fn report_on_a_series_kernel_shows_autorelease_not_rx_page_size() {
     );
     let j = r.to_json();
     assert_eq!(j["host"]["bind_rx_autorelease_attr"], 5, "{j}");
+    assert_eq!(
+        j["host"]["bind_rx_policy_attrs"],
+        serde_json::json!([1, 2, 3, 5]),
+        "{j}"
+    );
+    // The report reads attribute 5 by the rule -b runs by (ctrl::has_rx_page_size): u32 is
+    // rx-page-size, any other type is not.
+    for (t, want) in [(NL_ATTR_TYPE_U32, CapState::Yes), (3, CapState::No)] {
+        let mut h = host();
+        h.bind_rx_policy = Fact::Known(policy(&[(1, NL_ATTR_TYPE_U32), (5, t)]));
+        let r = NicReport::gather(&mut ops, h, true);
+        let caps = r.capabilities();
+        let got = caps
+            .iter()
+            .find(|c| c.name == "rx-page-size (bind-rx attribute 5)")
+            .map(|c| c.state);
+        assert_eq!(got, Some(want), "attribute 5 of type {t}");
+    }
 }

@@ -17,9 +17,8 @@ use super::queues::{describe_owners, no_channel_counts, owned_rx, owners, QueueO
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::error::{errno_display, Error};
-use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy};
+use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, has_rx_page_size, PolicyAttr};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
-use crate::netlink::netdev::NETDEV_A_DMABUF_RX_PAGE_SIZE;
 use crate::netlink::netdev::{
     BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
 };
@@ -75,12 +74,10 @@ pub struct HostCaps {
     pub hugepages_needed: u64,
     /// `-b` as requested, for messages.
     pub rx_page_size: Option<u32>,
-    /// Attribute numbers of the kernel's bind-rx policy (CTRL_CMD_GETPOLICY).
-    pub bind_rx_policy: Fact<Vec<u16>>,
-    /// The bind-rx autorelease attribute (`-a`; unmerged series v7–v10) from the same policy
-    /// dump, told apart from rx-page-size by its type (u8):
-    /// `Known(Some(number))` or `Known(None)` when the kernel has none.
-    pub bind_autorelease: Fact<Option<u16>>,
+    /// The kernel's bind-rx policy (CTRL_CMD_GETPOLICY): attribute numbers and types. The
+    /// rx-page-size and autorelease (`-a`; unmerged series v7–v10) lines read it with the
+    /// rules the runs use ([`has_rx_page_size`], [`autorelease_attr`]: told apart by type).
+    pub bind_rx_policy: Fact<Vec<PolicyAttr>>,
     /// `SO_DEVMEM_AUTORELEASE`: `Known(true)` when the kernel accepts it, `Unsupported` with
     /// the kernel's answer otherwise.
     pub autorelease: Fact<bool>,
@@ -118,14 +115,6 @@ impl HostCaps {
             crate::rcvbuf::mss_for_mtu(1500),
             crate::sys::socket::tcp_rmem_max().ok(),
         );
-        let (bind_rx_policy, bind_autorelease) = match Fact::from_result(bind_rx_policy()) {
-            Fact::Known(p) => (
-                Fact::Known(p.iter().map(|a| a.kind).collect()),
-                Fact::Known(autorelease_attr(&p)),
-            ),
-            Fact::Unsupported(e) => (Fact::Unsupported(e.clone()), Fact::Unsupported(e)),
-            Fact::Failed(e) => (Fact::Failed(e.clone()), Fact::Failed(e)),
-        };
         let autorelease = match crate::sys::socket::probe_devmem_autorelease() {
             Ok(()) => Fact::Known(true),
             Err(Error::Skip(m)) => Fact::Unsupported(m),
@@ -136,8 +125,7 @@ impl HostCaps {
             hugepages,
             hugepages_needed,
             rx_page_size,
-            bind_rx_policy,
-            bind_autorelease,
+            bind_rx_policy: Fact::from_result(bind_rx_policy()),
             autorelease,
             rcvbuf,
         }
@@ -590,8 +578,8 @@ impl NicReport {
                     "nr": s.nr, "free": s.free, "resv": s.resv, "available": s.available(),
                 })),
                 "hugepages_needed": h.hugepages_needed,
-                "bind_rx_policy_attrs": fact_json(&h.bind_rx_policy, |a| json!(a)),
-                "bind_rx_autorelease_attr": fact_json(&h.bind_autorelease, |a| json!(a)),
+                "bind_rx_policy_attrs": fact_json(&h.bind_rx_policy, |p| json!(kinds(p))),
+                "bind_rx_autorelease_attr": fact_json(&h.bind_rx_policy, |p| json!(autorelease_attr(p))),
                 "so_devmem_autorelease": fact_json(&h.autorelease, |b| json!(b)),
             },
             "capabilities": caps,
@@ -668,17 +656,15 @@ fn cap_rcvbuf(h: &HostCaps) -> Cap {
 /// autorelease series' attribute instead).
 fn cap_rx_page_size(h: &HostCaps) -> Cap {
     match &h.bind_rx_policy {
-        Fact::Known(attrs)
-            if attrs.contains(&NETDEV_A_DMABUF_RX_PAGE_SIZE)
-                && h.bind_autorelease != Fact::Known(Some(NETDEV_A_DMABUF_RX_PAGE_SIZE)) =>
-        {
+        Fact::Known(p) if has_rx_page_size(p) => {
             (CapState::Yes, "the kernel's bind-rx policy has it".into())
         }
-        Fact::Known(attrs) => (
+        Fact::Known(p) => (
             CapState::No,
             format!(
-                "the kernel's bind-rx policy has attributes {attrs:?} only; a bind with -b \
-                 fails with EINVAL \"Unknown attribute type\""
+                "the kernel's bind-rx policy has attributes {:?} only; a bind with -b \
+                 fails with EINVAL \"Unknown attribute type\"",
+                kinds(p)
             ),
         ),
         Fact::Unsupported(e) | Fact::Failed(e) => (CapState::Unknown, e.clone()),
@@ -687,23 +673,30 @@ fn cap_rx_page_size(h: &HostCaps) -> Cap {
 
 /// The bind-rx autorelease attribute (u8) of the unmerged autorelease series v7–v10.
 fn cap_bind_autorelease(h: &HostCaps) -> Cap {
-    match &h.bind_autorelease {
-        Fact::Known(Some(attr)) => (
-            CapState::Yes,
-            format!(
-                "the kernel's bind-rx policy has the u8 autorelease attribute (number \
-                 {attr}); -a 0|1 sends it, and after -U 1 recvmsg may answer ENODEV \
-                 (binding gone)"
+    match &h.bind_rx_policy {
+        Fact::Known(p) => match autorelease_attr(p) {
+            Some(attr) => (
+                CapState::Yes,
+                format!(
+                    "the kernel's bind-rx policy has the u8 autorelease attribute (number \
+                     {attr}); -a 0|1 sends it, and after -U 1 recvmsg may answer ENODEV \
+                     (binding gone)"
+                ),
             ),
-        ),
-        Fact::Known(None) => (
-            CapState::No,
-            "the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series \
-             v7-v10); -a 1 skips, -a 0 binds without it"
-                .into(),
-        ),
+            None => (
+                CapState::No,
+                "the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series \
+                 v7-v10); -a 1 skips, -a 0 binds without it"
+                    .into(),
+            ),
+        },
         Fact::Unsupported(e) | Fact::Failed(e) => (CapState::Unknown, e.clone()),
     }
+}
+
+/// The attribute numbers of a bind-rx policy, as the report lists them.
+fn kinds(policy: &[PolicyAttr]) -> Vec<u16> {
+    policy.iter().map(|a| a.kind).collect()
 }
 
 /// The proposed `SO_DEVMEM_AUTORELEASE` socket option.
