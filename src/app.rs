@@ -991,6 +991,7 @@ fn listen_and_accept(
             set: p.bytes,
             effective,
             reason: p.reason.clone(),
+            requested: p.requested,
         })
     });
     Ok((sock, report.transpose()?))

@@ -26,6 +26,8 @@ pub struct RcvbufPlan {
     pub bytes: Option<u32>,
     /// One sentence for the log and the JSON summary.
     pub reason: String,
+    /// `--rcvbuf` gave the size (rather than the binding it was sized from).
+    pub requested: bool,
 }
 
 /// The smallest `SO_RCVBUF` the plan sets: room for a few segments, so a tiny binding still
@@ -38,9 +40,6 @@ pub const MIN_RCVBUF: u64 = 16 * 1024;
 pub fn mss_for_mtu(mtu: u32) -> u32 {
     mtu.saturating_sub(72).max(536)
 }
-
-/// [`RcvbufPlan::reason`] when `--rcvbuf` gave the size.
-pub const REQUESTED: &str = "--rcvbuf";
 
 /// The plan for a binding of `buffers` buffers of `buf_size` bytes each, segments of `mss`
 /// payload bytes, and the kernel's `tcp_rmem[2]` (`rmem_max`, bytes; `None` when it could not
@@ -55,10 +54,14 @@ pub fn plan(
     if let Some(n) = requested {
         let (bytes, reason) = match n {
             0 => (None, "left at the kernel's default (--rcvbuf 0)"),
-            n => (Some(u32::try_from(n).unwrap_or(u32::MAX)), REQUESTED),
+            n => (Some(u32::try_from(n).unwrap_or(u32::MAX)), "--rcvbuf"),
         };
         let reason = reason.into();
-        return RcvbufPlan { bytes, reason };
+        return RcvbufPlan {
+            bytes,
+            reason,
+            requested: true,
+        };
     }
     let payload = buffers.saturating_mul(u64::from(buf_size.min(mss)));
     let set = (payload / 4).max(MIN_RCVBUF);
@@ -68,6 +71,7 @@ pub fn plan(
     );
     match rmem_max {
         Some(max) if set.saturating_mul(2) >= max => RcvbufPlan {
+            requested: false,
             bytes: None,
             reason: format!(
                 "left at the kernel's default: {holds}, more than the largest automatic receive \
@@ -75,6 +79,7 @@ pub fn plan(
             ),
         },
         _ => RcvbufPlan {
+            requested: false,
             bytes: Some(u32::try_from(set).unwrap_or(u32::MAX)),
             reason: format!(
                 "{holds}; SO_RCVBUF {set} keeps the receive buffer (the kernel doubles it) and \
@@ -131,6 +136,7 @@ mod tests {
         assert_eq!(plan(Some(0), 64, 4096, 1428, Some(6 << 20)).bytes, None);
         let p = plan(Some(1 << 20), 64, 4096, 1428, Some(6 << 20));
         assert_eq!((p.bytes, p.reason.as_str()), (Some(1 << 20), "--rcvbuf"));
+        assert!(p.requested);
     }
 
     #[test]

@@ -125,6 +125,8 @@ pub struct RcvbufReport {
     pub effective: u32,
     /// Why ([`crate::rcvbuf::RcvbufPlan::reason`]).
     pub reason: String,
+    /// `--rcvbuf` gave `set` ([`crate::rcvbuf::RcvbufPlan::requested`]).
+    pub requested: bool,
 }
 
 /// Counters of the io_uring zcrx receive path.
@@ -237,12 +239,14 @@ impl RxStats {
             ));
         }
         if let Some(r) = &self.rcvbuf {
-            let how = r
-                .set
-                .map_or("kernel default".into(), |set| match r.reason.as_str() {
-                    crate::rcvbuf::REQUESTED => format!("SO_RCVBUF {set}, from --rcvbuf"),
-                    _ => format!("SO_RCVBUF {set}, sized to the binding"),
-                });
+            let how = r.set.map_or("kernel default".into(), |set| {
+                let from = if r.requested {
+                    "from --rcvbuf"
+                } else {
+                    "sized to the binding"
+                };
+                format!("SO_RCVBUF {set}, {from}")
+            });
             s.push_str(&format!("; receive buffer {} B ({how})", r.effective));
         }
         s.push_str(&format!("; crc32 0x{:08x}", self.crc32));
@@ -552,6 +556,7 @@ mod tests {
             set: Some(22848),
             effective: 45696,
             reason: "the binding holds 64 buffers".into(),
+            requested: false,
         });
         assert!(
             s.summary_line()
@@ -567,6 +572,7 @@ mod tests {
             set: None,
             effective: 131072,
             reason: "left".into(),
+            requested: false,
         });
         assert!(s
             .summary_line()
@@ -576,7 +582,8 @@ mod tests {
         s.rcvbuf = Some(RcvbufReport {
             set: Some(8192),
             effective: 16384,
-            reason: crate::rcvbuf::REQUESTED.into(),
+            reason: "--rcvbuf".into(),
+            requested: true,
         });
         assert!(
             s.summary_line()
