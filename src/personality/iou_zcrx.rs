@@ -257,13 +257,9 @@ pub fn main(argv: &[String]) -> u8 {
     match result {
         Ok(()) => 0,
         Err(Error::Skip(reason)) => {
-            // stdout may be closed or full: the reason then goes to stderr, still a skip.
-            use std::io::Write as _;
-            let mut out = std::io::stdout().lock();
-            if writeln!(out, "{reason}")
-                .and_then(|()| out.flush())
-                .is_err()
-            {
+            // stdout may be full or without a reader: the reason then goes to stderr, still a
+            // skip.
+            if crate::app::print_stdout(&format!("{reason}\n")).is_err() {
                 crate::elog!("{NAME}: skip: {reason}");
             }
             EXIT_SKIP

@@ -39,14 +39,14 @@ pub fn last_errno() -> i32 {
 /// The index of interface `name` in the calling thread's network namespace
 /// (`if_nametoindex(3)`, an `SIOCGIFINDEX` ioctl). Callers word the refusal for their flag.
 ///
-/// Errors: the errno: `ENODEV` for no such interface (also when the lookup answers index 0),
-/// `EINVAL` for a name with a NUL byte.
+/// Errors: the errno: `ENODEV` for no such interface (also when the lookup fails without
+/// one, so no caller prints "errno 0"), `EINVAL` for a name with a NUL byte.
 pub fn if_index(name: &str) -> std::result::Result<u32, i32> {
-    match nix::net::if_::if_nametoindex(name) {
-        Ok(0) => Err(libc::ENODEV),
-        Ok(i) => Ok(i),
-        Err(e) => Err(e as i32),
-    }
+    // nix turns an index of 0 into `Err(Errno::last())`.
+    nix::net::if_::if_nametoindex(name).map_err(|e| match e as i32 {
+        n if n > 0 => n,
+        _ => libc::ENODEV,
+    })
 }
 
 /// The system page size in bytes (`sysconf(_SC_PAGESIZE)`), never a constant.

@@ -184,10 +184,10 @@ impl BindRxRequest {
         t
     }
 
-    fn genl(&self, family: &Family) -> GenlRequest {
-        let mut req = family
-            .request(NETDEV_CMD_BIND_RX, "bind-rx")
-            .target(self.target());
+    /// The bind-rx request, labelled `target` (this request's [`target`](Self::target), which
+    /// the caller keeps for the binding).
+    fn genl(&self, family: &Family, target: String) -> GenlRequest {
+        let mut req = family.request(NETDEV_CMD_BIND_RX, "bind-rx").target(target);
         self.emit(req.attrs());
         req
     }
@@ -327,14 +327,15 @@ impl Netdev {
     #[doc(alias = "NETDEV_CMD_BIND_RX")]
     pub fn bind_rx_request(&self, req: &BindRxRequest) -> Result<DmabufBinding> {
         let mut sock = NlSocket::open()?;
-        let genl = req.genl(&self.family);
+        let target = req.target();
+        let genl = req.genl(&self.family, target.clone());
         let replies = sock.request(&genl)?;
         let id = binding_id(&replies, "bind-rx")?;
         Ok(DmabufBinding {
             id,
             direction: BindingDirection::Rx,
             ifindex: req.ifindex,
-            target: req.target(),
+            target,
             sock,
         })
     }
@@ -605,12 +606,14 @@ mod tests {
 
     /// The complete bind-rx message for family id 20 with sequence number `seq`, port id 0.
     fn encode_bind_rx(req: &BindRxRequest, seq: u32) -> Vec<u8> {
-        req.genl(&netdev_family()).encode(seq, 0).unwrap()
+        req.genl(&netdev_family(), req.target())
+            .encode(seq, 0)
+            .unwrap()
     }
 
     /// Feeds a captured answer to the exchange of `req` (seq `seq`, port id 18858).
     fn answer(req: &BindRxRequest, seq: u32, datagram: &[u8]) -> NlError {
-        let genl = req.genl(&netdev_family());
+        let genl = req.genl(&netdev_family(), req.target());
         match Exchange::new(&genl, seq, 18858).feed(datagram) {
             Err(Error::Netlink(e)) => *e,
             other => panic!("expected a netlink error, got {other:?}"),
@@ -749,7 +752,7 @@ mod tests {
     #[test]
     fn extack_second_queue_and_missing_nest() {
         let req = bind_rx_req(None);
-        let genl = req.genl(&netdev_family());
+        let genl = req.genl(&netdev_family(), req.target());
         let mut m = Vec::new();
         m.extend_from_slice(&(16u32 + 4 + 16 + 24).to_ne_bytes()); // nlmsg_len 60
         m.extend_from_slice(&2u16.to_ne_bytes()); // NLMSG_ERROR
