@@ -1083,7 +1083,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
     }
 }
 
-pub use crate::error::Stopped;
+use crate::error::Stopped;
 
 /// A payload sink a stop signal can interrupt. A write blocked on a full pipe (a reader that
 /// stopped reading, such as `| less`) returns `EINTR` when a signal arrives, but `write_all`,

@@ -351,8 +351,12 @@ impl ScriptedTxSocket {
     /// Queues an automatic completion of sends `lo..=hi` (IPv4; `COPIED` per
     /// [`ScriptedTxSocket::set_copied`]).
     fn push_completion(&mut self, lo: u32, hi: u32) {
-        let code = self.copied.then_some(SO_EE_CODE_ZEROCOPY_COPIED);
-        let (code, ipv6) = (code.unwrap_or(0), false);
+        let code = if self.copied {
+            SO_EE_CODE_ZEROCOPY_COPIED
+        } else {
+            0
+        };
+        let ipv6 = false;
         self.push_errqueue(ErrqEntry::Completion { lo, hi, code, ipv6 });
     }
 }
@@ -454,7 +458,10 @@ impl TxSocket for ScriptedTxSocket {
     }
 
     fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
-        let Some((_, entry)) = self.readable().then(|| self.errq.pop_front()).flatten() else {
+        if !self.readable() {
+            return Err(libc::EAGAIN);
+        }
+        let Some((_, entry)) = self.errq.pop_front() else {
             return Err(libc::EAGAIN);
         };
         let (bytes, mut msg_flags) = match &entry {
