@@ -451,24 +451,14 @@ pub enum RssSpread {
 }
 
 impl RssGuard {
-    /// Reads the table and writes `equal_table(len, start)`.
+    /// Reads the table and writes `equal_table(len, start)`, taking queues `[start, …)` out of
+    /// RSS; a driver without an RSS indirection table (GRSSH EOPNOTSUPP, or an empty table)
+    /// is `Ok(RssSpread::NoTable)`, not an error. Also reads the channel counts, to know
+    /// whether the table is the driver default.
     ///
-    /// Errors: `Error::Usage` for `start == 0` (queue 0 cannot leave RSS); errno EOPNOTSUPP
-    /// when the driver has no table (also for an empty one); as
-    /// [`NicOps::rss_get`]/[`NicOps::rss_set`] otherwise.
-    pub fn spread(nic: &SharedNic, start: u32) -> Result<RssGuard> {
-        match RssGuard::spread_if_table(nic, start)? {
-            RssSpread::Spread(g) => Ok(g),
-            RssSpread::NoTable(e) => Err(e),
-        }
-    }
-
-    /// As [`spread`](Self::spread), but a driver without an RSS indirection table (GRSSH
-    /// EOPNOTSUPP, or an empty table) is `Ok(RssSpread::NoTable)`, not an error. Also reads
-    /// the channel counts, to know whether the table is the driver default.
-    ///
-    /// Errors: `Error::Usage` for `start == 0`; other kernel errors from the read; any error
-    /// from the write (including EOPNOTSUPP: a table that exists but cannot be written).
+    /// Errors: `Error::Usage` for `start == 0` (queue 0 cannot leave RSS); other kernel errors
+    /// from the read; any error from the write (including EOPNOTSUPP: a table that exists but
+    /// cannot be written).
     pub fn spread_if_table(nic: &SharedNic, start: u32) -> Result<RssSpread> {
         if start == 0 {
             return Err(Error::Usage(
@@ -511,7 +501,7 @@ impl RssGuard {
         }))
     }
 
-    /// The table before [`spread`](Self::spread).
+    /// The table before [`spread_if_table`](Self::spread_if_table).
     pub fn old(&self) -> &RssTable {
         &self.old
     }
@@ -834,6 +824,14 @@ mod tests {
     use super::*;
     use crate::nic::scripted::{Op, ScriptedNic};
 
+    /// [`RssGuard::spread_if_table`], with a driver without a table as its error.
+    fn spread(nic: &SharedNic, start: u32) -> Result<RssGuard> {
+        match RssGuard::spread_if_table(nic, start)? {
+            RssSpread::Spread(g) => Ok(g),
+            RssSpread::NoTable(e) => Err(e),
+        }
+    }
+
     fn shared(n: &ScriptedNic) -> SharedNic {
         SharedNic::new(Box::new(n.clone()))
     }
@@ -974,7 +972,7 @@ mod tests {
         {
             let s = shared(&nic);
             let _h = HdsGuard::enable(&s).unwrap();
-            let _r = RssGuard::spread(&s, 7).unwrap();
+            let _r = spread(&s, 7).unwrap();
             let _n = NtupleFeatureGuard::enable(&s).unwrap();
             let _c = ChannelsGuard::apply(
                 &s,
@@ -1000,7 +998,7 @@ mod tests {
             s.rss_configured = true;
         });
         let s = shared(&nic);
-        let g = RssGuard::spread(&s, 3).unwrap();
+        let g = spread(&s, 3).unwrap();
         assert_eq!(g.was_default(), Some(false));
         assert_eq!(
             nic.state().rss.unwrap(),
@@ -1010,7 +1008,7 @@ mod tests {
         assert_eq!(g.fix_command(), "ethtool -X eth0 default");
         g.restore().unwrap();
         assert_eq!(nic.state().rss.unwrap(), custom.indir);
-        assert!(RssGuard::spread(&s, 0).is_err());
+        assert!(spread(&s, 0).is_err());
     }
 
     #[test]
