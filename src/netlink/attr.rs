@@ -65,9 +65,9 @@ pub trait WireEnum: Sized {
     fn encode(&self) -> Self::Raw;
 }
 
-/// Defines one kernel attribute set from a single table: the `u16` constants, a function
-/// mapping a number back to its kernel name (errors, decode paths), and a struct with one
-/// field per attribute it carries, with `from_attrs` (decode a message's attributes; unknown
+/// Defines one kernel attribute set from a single table: the `u16` constants (error paths
+/// name attributes by their constants' names) and a struct with one field per attribute it
+/// carries, with `from_attrs` (decode a message's attributes; unknown
 /// ones are skipped, as newer kernels add some) and `emit` (write the fields that are set).
 ///
 /// A field row is `NAME = number => field: mode wire`, with mode `opt` (`Option`, absent is
@@ -78,16 +78,14 @@ pub trait WireEnum: Sized {
 /// does not carry (header nests, padding, multi-attr nests) go in the `also` list.
 macro_rules! attr_struct {
     (
-        $(#[$fmeta:meta])* fn $fname:ident;
         $(#[$smeta:meta])* $vis:vis struct $S:ident($what:literal) {
             $($(#[$m:meta])* $N:ident = $v:literal => $f:ident: $mode:ident $wire:ident
                 $(as $ety:ty)?,)+
         }
         $(also { $($N2:ident = $v2:literal,)+ })?
     ) => {
-        $crate::netlink::attr::kernel_names! {
-            $(#[$fmeta])* fn $fname -> u16 { $($N = $v,)+ $($($N2 = $v2,)+)? }
-        }
+        $(#[allow(dead_code)] pub(crate) const $N: u16 = $v;)+
+        $($(#[allow(dead_code)] pub(crate) const $N2: u16 = $v2;)+)?
         $(#[$smeta])*
         $vis struct $S {
             $($(#[$m])* pub $f: attr_struct!(@field $mode $wire $(as $ety)?),)+

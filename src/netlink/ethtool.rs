@@ -139,8 +139,6 @@ impl WireEnum for TcpDataSplit {
 }
 
 attr_struct! {
-    /// `ETHTOOL_A_HEADER_*` names.
-    fn header_attr_name;
     /// `ETHTOOL_A_HEADER_*`: the header nest (attribute 1 of every ethtool message) naming
     /// the device a request is about (and, in replies, which it was).
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -157,8 +155,6 @@ attr_struct! {
 }
 
 attr_struct! {
-    /// `ETHTOOL_A_CHANNELS_*` names.
-    fn channels_attr_name;
     /// Channel (queue) counts from `CHANNELS_GET` (`ETHTOOL_A_CHANNELS_*`, all u32); `None`
     /// where the driver does not report one. C ncdevmem counts RX queues as
     /// `rx_count + combined_count`.
@@ -196,8 +192,6 @@ impl Channels {
 }
 
 attr_struct! {
-    /// `ETHTOOL_A_RINGS_*` names.
-    fn rings_attr_name;
     /// Ring parameters from `RINGS_GET` (`ETHTOOL_A_RINGS_*`); `None` where the driver does
     /// not report one.
     #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -91,8 +91,6 @@ impl WireEnum for QueueType {
 }
 
 attr_struct! {
-    /// `enum netdev_a_dev` names.
-    fn dev_attr_name;
     /// One network device as `dev-get` reports it (`NETDEV_A_DEV_*`).
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
     pub struct DevInfo("netdev dev-get reply") {
@@ -114,8 +112,6 @@ attr_struct! {
 }
 
 attr_struct! {
-    /// `enum netdev_a_queue` names (also the `queue-id` subset used inside `dmabuf.queues`).
-    fn queue_attr_name;
     /// One queue as `queue-get` reports it (`NETDEV_A_QUEUE_*`).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct QueueInfo("netdev queue-get reply") {
@@ -138,8 +134,6 @@ attr_struct! {
 }
 
 attr_struct! {
-    /// `enum netdev_a_napi` names.
-    fn napi_attr_name;
     /// One NAPI instance as `napi-get` reports it (`NETDEV_A_NAPI_*`).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct NapiInfo("netdev napi-get reply") {
@@ -163,8 +157,6 @@ attr_struct! {
 }
 
 attr_struct! {
-    /// `enum netdev_a_page_pool` names.
-    fn page_pool_attr_name;
     /// One page pool as `page-pool-get` reports it (`NETDEV_A_PAGE_POOL_*`).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct PagePoolInfo("netdev page-pool-get reply") {

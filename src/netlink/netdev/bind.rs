@@ -15,8 +15,6 @@ use crate::netlink::dev_label;
 use crate::netlink::socket::{GenlReply, GenlRequest, NlSocket};
 
 attr_struct! {
-    /// `enum netdev_a_dmabuf` names.
-    fn dmabuf_attr_name;
     /// The scalar attributes of the `dmabuf` set (`NETDEV_A_DMABUF_*`, all u32) in bind-rx /
     /// bind-tx requests and replies; [`BindRxRequest`] writes the rest.
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
