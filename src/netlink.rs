@@ -17,8 +17,9 @@
 //!   `netdev bind-rx on eth0 (ifindex 4), queues 8..=9: ERANGE (Numerical result out of
 //!   range); kernel: "integer out of range"; at NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE`.
 //! * [`AttrIter`] / [`Attr`]: parsing that never panics on arbitrary bytes; malformed
-//!   lengths are [`crate::Error::Decode`]. Each attribute set is one table (`attr_struct!`)
-//!   giving its constants, names and a struct whose `from_attrs` skips unknown attributes.
+//!   lengths are [`crate::Error::Decode`]. Each attribute set decoded into a struct is one
+//!   table (`attr_struct!`) giving its constants and a struct whose `from_attrs` skips unknown
+//!   attributes; nlctrl's nests, read by hand, take their constants from `kernel_names!`.
 //! * [`resolve_family`]: `CTRL_CMD_GETFAMILY` (family id, version, multicast groups). A missing
 //!   family is `ENOENT`; [`skip_if_family_missing`] turns that into [`crate::Error::Skip`].
 //!

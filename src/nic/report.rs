@@ -104,8 +104,9 @@ impl HostCaps {
             Err(e) => Fact::Failed(e.to_string()),
         };
         let params = udmabuf::UdmabufParams::new(rx_page_size, dmabuf_size).ok();
-        let hugetlb = params.as_ref().filter(|p| p.hugetlb);
-        let hugepages_needed = hugetlb.map_or(0, |p| p.hugepages_needed());
+        let hugepages_needed = params
+            .as_ref()
+            .map_or(0, udmabuf::UdmabufParams::hugepages_needed);
         let niov = rx_page_size.unwrap_or(crate::sys::page_size() as u32);
         let buffers = params.map_or(0, |p| p.size_bytes / u64::from(niov.max(1)));
         let rcvbuf = crate::rcvbuf::plan(
