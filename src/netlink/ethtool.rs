@@ -295,7 +295,12 @@ impl Ethtool {
     /// an unknown device.
     #[doc(alias = "ETHTOOL_MSG_CHANNELS_GET")]
     pub fn channels_get(&mut self, ifindex: u32) -> Result<Channels> {
-        let req = header_request(&self.family, EthtoolCmd::ChannelsGet, ifindex, None);
+        let req = header_request(
+            &self.family,
+            EthtoolCmd::ChannelsGet,
+            ifindex,
+            dev_label(ifindex, None),
+        );
         let attrs = self.get(req, EthtoolReply::ChannelsGetReply)?;
         Channels::from_attrs(&attrs)
     }
@@ -305,7 +310,12 @@ impl Ethtool {
     /// Errors: `Error::Netlink` EOPNOTSUPP when the driver has no ring parameters (veth, lo).
     #[doc(alias = "ETHTOOL_MSG_RINGS_GET")]
     pub fn rings_get(&mut self, ifindex: u32) -> Result<Rings> {
-        let req = header_request(&self.family, EthtoolCmd::RingsGet, ifindex, None);
+        let req = header_request(
+            &self.family,
+            EthtoolCmd::RingsGet,
+            ifindex,
+            dev_label(ifindex, None),
+        );
         let attrs = self.get(req, EthtoolReply::RingsGetReply)?;
         Rings::from_attrs(&attrs)
     }
@@ -385,7 +395,7 @@ fn rings_set_hds_request(
     if let Some(t) = hds_thresh {
         target.push_str(&format!(", hds-thresh {t}"));
     }
-    let mut req = header_request(family, EthtoolCmd::RingsSet, ifindex, ifname).target(target);
+    let mut req = header_request(family, EthtoolCmd::RingsSet, ifindex, target);
     let rings = Rings {
         tcp_data_split: Some(split),
         hds_thresh,
@@ -409,7 +419,7 @@ fn channels_set_request(
             target.push_str(&format!(", {n} {v}"));
         }
     }
-    let mut req = header_request(family, EthtoolCmd::ChannelsSet, ifindex, ifname).target(target);
+    let mut req = header_request(family, EthtoolCmd::ChannelsSet, ifindex, target);
     let counts = Channels {
         rx_count: rx,
         tx_count: tx,
@@ -420,17 +430,10 @@ fn channels_set_request(
     req
 }
 
-/// A request for `cmd` on device `ifindex`, with the header nest
+/// A request for `cmd` on device `ifindex`, labelled `target` in errors, with the header nest
 /// `{ETHTOOL_A_HEADER_DEV_INDEX = ifindex}` as attribute 1 (`*_HEADER` is 1 in every set).
-fn header_request(
-    family: &Family,
-    cmd: EthtoolCmd,
-    ifindex: u32,
-    ifname: Option<&str>,
-) -> GenlRequest {
-    let mut req = family
-        .request(cmd as u8, cmd.op())
-        .target(dev_label(ifindex, ifname));
+fn header_request(family: &Family, cmd: EthtoolCmd, ifindex: u32, target: String) -> GenlRequest {
+    let mut req = family.request(cmd as u8, cmd.op()).target(target);
     // Attribute 1 is the header nest in every ethtool message set.
     let w = req.attrs();
     let nest = match cmd {
@@ -503,7 +506,12 @@ mod tests {
 
     #[test]
     fn channels_get_request_bytes() {
-        let req = header_request(&family(), EthtoolCmd::ChannelsGet, 2, Some("veth0"));
+        let req = header_request(
+            &family(),
+            EthtoolCmd::ChannelsGet,
+            2,
+            dev_label(2, Some("veth0")),
+        );
         assert_eq!(req.encode(3, 0).unwrap(), CHANNELS_GET_REQ);
         assert_eq!(header_of(&CHANNELS_GET_REQ[20..]), dev(2, None));
         assert_eq!(
@@ -545,7 +553,7 @@ mod tests {
 
     #[test]
     fn channels_reply_round_trip() {
-        let req = header_request(&family(), EthtoolCmd::ChannelsGet, 3, None);
+        let req = header_request(&family(), EthtoolCmd::ChannelsGet, 3, dev_label(3, None));
         let mut ex = Exchange::new(&req, 8, 18858);
         assert!(
             !ex.feed(CHANNELS_REPLY_VETH).unwrap(),
@@ -597,7 +605,12 @@ mod tests {
 
     #[test]
     fn rings_get_refusal() {
-        let req = header_request(&family(), EthtoolCmd::RingsGet, 3, Some("veth0"));
+        let req = header_request(
+            &family(),
+            EthtoolCmd::RingsGet,
+            3,
+            dev_label(3, Some("veth0")),
+        );
         assert_eq!(req.encode(9, 0).unwrap().len(), 32, "matches the echo");
         let e = Exchange::new(&req, 9, 18858)
             .feed(RINGS_EOPNOTSUPP_VETH)
