@@ -324,23 +324,39 @@ fn read_u64_file(path: &Path) -> Result<Option<u64>> {
 pub fn open_device(dev: &Path) -> Result<OwnedFd> {
     sys::udmabuf::open_device(dev).map_err(|errno| {
         let text = open_failure(dev, errno);
-        match errno {
-            libc::ENOENT | libc::ENODEV | libc::ENXIO => Error::Skip(format!("no udmabuf: {text}")),
-            libc::EACCES | libc::EPERM => Error::Skip(text),
-            _ => Error::sys(format!("open({}, O_RDWR)", dev.display()), errno),
+        match open_refusal(errno) {
+            Some(OpenRefusal::Missing) => Error::Skip(format!("no udmabuf: {text}")),
+            Some(OpenRefusal::NoAccess) => Error::Skip(text),
+            None => Error::sys(format!("open({}, O_RDWR)", dev.display()), errno),
         }
     })
+}
+
+/// A failed `open` of the udmabuf device that means this host cannot run devmem (a skip).
+enum OpenRefusal {
+    /// `ENOENT`, `ENODEV`, `ENXIO`: no udmabuf in the kernel.
+    Missing,
+    /// `EACCES`, `EPERM`: not root.
+    NoAccess,
+}
+
+fn open_refusal(errno: i32) -> Option<OpenRefusal> {
+    match errno {
+        libc::ENOENT | libc::ENODEV | libc::ENXIO => Some(OpenRefusal::Missing),
+        libc::EACCES | libc::EPERM => Some(OpenRefusal::NoAccess),
+        _ => None,
+    }
 }
 
 /// What a failed `open` of the udmabuf device at `dev` with `errno` means, as one sentence:
 /// `cannot open /dev/udmabuf (ENOENT (...)); the kernel needs CONFIG_UDMABUF ...`.
 pub fn open_failure(dev: &Path, errno: i32) -> String {
-    let why = match errno {
-        libc::ENOENT | libc::ENODEV | libc::ENXIO => {
+    let why = match open_refusal(errno) {
+        Some(OpenRefusal::Missing) => {
             "; the kernel needs CONFIG_UDMABUF (built in, or the udmabuf module loaded)"
         }
-        libc::EACCES | libc::EPERM => ": needs root or write access to the device",
-        _ => "",
+        Some(OpenRefusal::NoAccess) => ": needs root or write access to the device",
+        None => "",
     };
     format!(
         "cannot open {} ({}){why}",
