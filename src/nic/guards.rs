@@ -86,19 +86,6 @@ impl SharedNic {
     }
 }
 
-/// Maps a refusal of NIC step `what` to a skip when it means "this driver/host cannot":
-/// `EOPNOTSUPP` → `Error::Skip("IF: driver does not support WHAT: …")`, `EPERM` →
-/// `Error::Skip("WHAT needs CAP_NET_ADMIN: …")`. Everything else passes through.
-pub fn unsupported_is_skip(e: Error, ifname: &str, what: &str) -> Error {
-    match e.errno() {
-        Some(libc::EOPNOTSUPP) => {
-            Error::Skip(format!("{ifname}: driver does not support {what}: {e}"))
-        }
-        Some(libc::EPERM) => Error::Skip(format!("{ifname}: {what} needs CAP_NET_ADMIN: {e}")),
-        _ => e,
-    }
-}
-
 /// `ethtool -G … tcp-data-split` spelling of a header-split mode: `auto` (unknown / not
 /// reported), `off`, `on`.
 pub fn split_cli(split: Option<TcpDataSplit>) -> &'static str {
@@ -248,11 +235,7 @@ pub fn channels_for(old: &Channels, rx: u32, tx: u32) -> Result<ChannelsSet> {
             combined: None,
         })
     } else {
-        Err(Error::Skip(
-            "driver reports neither combined nor rx channel counts; cannot compute a channel \
-             configuration"
-                .into(),
-        ))
+        Err(Error::Skip(crate::caps::Missing::ChannelConfig))
     }
 }
 
