@@ -378,21 +378,7 @@ fn rss_context(ctx: &Ctx) -> CaseResult {
         });
     }
     let kernel = context_script(&mut real);
-    let double = context_script(&mut fake);
-    let differ: Vec<String> = kernel
-        .iter()
-        .zip(&double)
-        .filter(|((_, k), (_, d))| k != d)
-        .map(|((step, k), (_, d))| format!("{step}: kernel {k:?}, double {d:?}"))
-        .collect();
-    if !differ.is_empty() {
-        return Err(format!(
-            "{} of {} context operations answered differently: {}",
-            differ.len(),
-            kernel.len(),
-            differ.join("; ")
-        ));
-    }
+    same_answers("context operations", &kernel, &context_script(&mut fake))?;
     before.same_as(&NicState::take(&nic.dut)?, "after the context calls")?;
     let answers: Vec<String> = kernel
         .iter()
@@ -840,21 +826,7 @@ fn scripted_nic_parity(ctx: &Ctx) -> CaseResult {
     let mem =
         Udmabuf::create(&UdmabufParams::new(None, Some(1 << 20)).map_err(err)?).map_err(err)?;
     let kernel = parity_script(&mut real, &mem);
-    let double = parity_script(&mut fake, &mem);
-    let differ: Vec<String> = kernel
-        .iter()
-        .zip(&double)
-        .filter(|((_, k), (_, d))| k != d)
-        .map(|((step, k), (_, d))| format!("{step}: kernel {k:?}, double {d:?}"))
-        .collect();
-    if !differ.is_empty() {
-        return Err(format!(
-            "{} of {} operations answered differently: {}",
-            differ.len(),
-            kernel.len(),
-            differ.join("; ")
-        ));
-    }
+    same_answers("operations", &kernel, &parity_script(&mut fake, &mem))?;
     let refused = kernel.iter().filter(|(_, k)| !k.starts_with("ok")).count();
     Ok(Outcome::Pass(format!(
         "{} operations ({refused} refusals, e.g. {:?}) answered alike by the kernel and the \
@@ -970,6 +942,29 @@ fn parity_script(n: &mut dyn NicOps, mem: &Udmabuf) -> Vec<(&'static str, String
     out.push(("disabled, hds-thresh 0", answer(n.hds_set(off, Some(0)))));
     out.push(("rings-get", answer(n.hds_get())));
     out
+}
+
+/// `Err` naming every step where the kernel's answer and the double's differ.
+fn same_answers(
+    what: &str,
+    kernel: &[(&'static str, String)],
+    double: &[(&'static str, String)],
+) -> Result<(), String> {
+    let differ: Vec<String> = kernel
+        .iter()
+        .zip(double)
+        .filter(|((_, k), (_, d))| k != d)
+        .map(|((step, k), (_, d))| format!("{step}: kernel {k:?}, double {d:?}"))
+        .collect();
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} of {} {what} answered differently: {}",
+        differ.len(),
+        kernel.len(),
+        differ.join("; ")
+    ))
 }
 
 fn combined(n: u32) -> ncdevmem::nic::ChannelsSet {

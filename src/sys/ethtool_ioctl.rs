@@ -1525,22 +1525,12 @@ mod tests {
         assert!(parse_rxfh_created(&answer[..23]).is_err());
     }
 
-    /// GRSSH size query of RSS context 1 (synthetic).
-    #[rustfmt::skip]
-    const RSS_CTX_GET_SIZE: [u8; 24] = [
-        0x46, 0x00, 0x00, 0x00, // cmd ETHTOOL_GRSSH
-        0x01, 0x00, 0x00, 0x00, // rss_context 1
-        0x00, 0x00, 0x00, 0x00, // indir_size 0: "tell me the sizes"
-        0x00, 0x00, 0x00, 0x00, // key_size 0: no key
-        0x00,                   // hfunc
-        0x00,                   // input_xfrm
-        0x00, 0x00,             // rsvd8[2]
-        0x00, 0x00, 0x00, 0x00, // rsvd32
-    ];
-
     #[test]
     fn rss_context_get_request_bytes() {
-        assert_eq!(rxfh_get_request(1, 0).unwrap(), RSS_CTX_GET_SIZE);
+        // The size query of RSS context 1: the default context's, but for rss_context.
+        let mut ctx1 = RSS_GET_SIZE;
+        ctx1[4] = 0x01; // rss_context 1
+        assert_eq!(rxfh_get_request(1, 0).unwrap(), ctx1);
         let b = rxfh_get_request(1, 128).unwrap();
         assert_eq!(b.len(), 24 + 4 * 128, "header + 128 u32 entries");
         assert_eq!(&b[4..8], &[1, 0, 0, 0], "rss_context 1");
