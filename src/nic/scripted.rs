@@ -52,7 +52,7 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::guards::{describe_rule, describe_rule_to, equal_spread_of, equal_table};
+use super::guards::{describe_rule, describe_rule_to, equal_table, span_of};
 use super::queues::QueueOwner;
 use super::{
     Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssContextId, RssTable,
@@ -423,9 +423,11 @@ fn default_table(len: usize, rx_queues: u32) -> Vec<u32> {
     equal_table(len, rx_queues).indir
 }
 
+/// A table as `ethtool -X` would name it: `equal 7`, `start 4 equal 4`, or the entries.
 fn rss_args(t: &[u32]) -> String {
-    match equal_spread_of(&RssTable { indir: t.to_vec() }) {
-        Some(n) => format!("equal {n}"),
+    match span_of(&RssTable { indir: t.to_vec() }) {
+        Some(s) if s.start == 0 => format!("equal {}", s.count),
+        Some(s) => format!("start {} equal {}", s.start, s.count),
         None => format!("{t:?}"),
     }
 }
