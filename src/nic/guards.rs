@@ -153,7 +153,7 @@ impl HdsGuard {
     ///
     /// Errors: as [`NicOps::hds_get`]/[`NicOps::hds_set`] (EOPNOTSUPP when the driver has no
     /// ring parameters or cannot set header split); callers map them with
-    /// [`unsupported_is_skip`].
+    /// [`crate::caps::classify`].
     pub fn enable(nic: &SharedNic) -> Result<HdsGuard> {
         let old = nic.with(|n| n.hds_get())?;
         let want_thresh = old.hds_thresh.map(|_| 0);
