@@ -40,6 +40,9 @@ pub struct NlError {
     pub missing_attr: Option<u32>,
     /// `NLMSGERR_ATTR_MISS_NEST`: offset of the nest in which `missing_attr` was missing.
     pub missing_nest: Option<String>,
+    /// What was wrong with the extended ack (a malformed attribute, text that is not UTF-8),
+    /// when something was; the errno is the kernel's all the same.
+    pub ack_problem: Option<String>,
 }
 
 impl fmt::Display for NlError {
@@ -60,6 +63,9 @@ impl fmt::Display for NlError {
             if let Some(n) = &self.missing_nest {
                 write!(f, " in {n}")?;
             }
+        }
+        if let Some(p) = &self.ack_problem {
+            write!(f, "; extended ack malformed: {p}")?;
         }
         Ok(())
     }
@@ -302,6 +308,7 @@ mod tests {
             bad_attr: Some("NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE".into()),
             missing_attr: None,
             missing_nest: None,
+            ack_problem: None,
         };
         assert_eq!(
             e.to_string(),

@@ -796,6 +796,7 @@ mod tests {
                 bad_attr: bad.map(str::to_string),
                 missing_attr: None,
                 missing_nest: None,
+                ack_problem: None,
             }))
         };
         assert!(is_family_missing(&nl("nlctrl", libc::ENOENT, None)));

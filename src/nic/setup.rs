@@ -536,6 +536,7 @@ mod tests {
                 bad_attr: None,
                 missing_attr: None,
                 missing_nest: None,
+                ack_problem: None,
             }))
         };
         let e = bind_refusal(nl(libc::EINVAL, Some("Unknown attribute type")), &req);
