@@ -1191,7 +1191,7 @@ fn if_nametoindex(ifname: &str) -> Result<u32> {
 /// without validation. (`--seed random` never reaches a receiver: the CLI refuses it.)
 fn stream_spec(cfg: &Config) -> Option<StreamSpec> {
     match cfg.seed {
-        Some(Seed::Value(seed)) => Some(StreamSpec::Keyed(seed)),
+        Some(Seed::Value(seed)) => Some(StreamSpec::keyed(seed)),
         _ => cfg.validate.map(StreamSpec::Periodic),
     }
 }
@@ -1201,7 +1201,7 @@ fn stream_spec(cfg: &Config) -> Option<StreamSpec> {
 /// `--send-pattern`; `-v 7` if neither, which it never is).
 fn sender_stream(cfg: &Config) -> StreamSpec {
     match cfg.seed {
-        Some(Seed::Value(seed)) => StreamSpec::Keyed(seed),
+        Some(Seed::Value(seed)) => StreamSpec::keyed(seed),
         Some(Seed::Random) => {
             let seed: u64 = rand::random();
             // Printed even with --quiet: without it the run cannot be replayed.
@@ -1209,7 +1209,7 @@ fn sender_stream(cfg: &Config) -> StreamSpec {
                 "{}: --seed random: seed {seed} (replay with --seed {seed})",
                 crate::cli::PROGRAM
             );
-            StreamSpec::Keyed(seed)
+            StreamSpec::keyed(seed)
         }
         None => StreamSpec::Periodic(cfg.validate.unwrap_or(7)),
     }

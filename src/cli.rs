@@ -1274,14 +1274,16 @@ Options of ncdevmem-rs:
                   close. Over plain TCP without -f; with -f IF through devmem TX (the client
                   mode, with the pattern instead of stdin)
   --seed SEED     senders (--send-pattern) send, receivers (-l) validate the keyed stream
-                  instead of the -v pattern: the 8 bytes at stream offsets 8k..8k+7 are,
-                  little-endian, output k (from 0) of SplitMix64 started at state SEED. Every
-                  8-byte word names its position, so no misplaced, stale or duplicated data
-                  passes (a -v pattern misses data moved by a multiple of its period), and a
-                  bad frag is diagnosed: where its bytes belong, and whether they are stale,
-                  a duplicate, reordered, shifted or corrupt. SEED: 0..=2^64-1, decimal or 0x
-                  hex; senders also take 'random' (drawn and printed, for a replay). Not with
-                  -v N
+                  instead of the -v pattern: each flow has its own key, and the 8 bytes at
+                  stream offsets 8i..8i+7 are, little-endian, SplitMix64's output i from
+                  state 0 XOR that key (docs/validation.md). Every 8-byte word names its
+                  position and no other seed or flow passes for this one, so no misplaced,
+                  stale or duplicated data passes (a -v pattern misses data moved by a
+                  multiple of its period), and a bad frag is diagnosed: where its bytes
+                  belong, and whether they are stale, a duplicate, reordered, shifted,
+                  another flow's, of no stream of this seed or corrupt. SEED: 0..=2^64-1,
+                  decimal or 0x hex; senders also take 'random' (drawn and printed, for a
+                  replay). Not with -v N
   --write-size BYTES
                   with --send-pattern: write exactly BYTES per write and set TCP_NODELAY
                   (segment-size sweeps); with -f: bytes per piece copied into the dmabuf

@@ -1932,15 +1932,17 @@ pub fn fault_matrix(ctx: &Ctx, runs: u32) -> CaseResult {
             match fault_run(&nic, port + 1, kind, after, arg, &["--seed", &seed])? {
                 FaultSeen::Caught { diagnosis, .. } => {
                     keyed += 1;
-                    // "(+28: reordered: …", "(corrupt: the bytes around …", "(not bytes
-                    // of this stream: …".
+                    // "(+28: reordered: …", "(corrupt: the bytes around …", "(bytes of
+                    // no stream with this seed …", "(misdelivered: …".
                     let name = ["stale", "duplicate", "reordered", "shifted"]
                         .into_iter()
                         .find(|k| diagnosis.contains(&format!(": {k}:")))
                         .unwrap_or(if diagnosis.contains("(corrupt:") {
                             "corrupt"
-                        } else if diagnosis.contains("(not bytes of this stream") {
-                            "not this stream"
+                        } else if diagnosis.contains("(bytes of no stream with this seed") {
+                            "no stream of this seed"
+                        } else if diagnosis.contains("(misdelivered:") {
+                            "misdelivered"
                         } else {
                             "none"
                         });
