@@ -844,7 +844,7 @@ fn mode_args(
     let port = t.port;
     let receive = |t: &Typed, server: Option<HostAddr>| -> Result<Receive> {
         let validate = match t.seed {
-            Some(Seed::Value(seed)) => Some(StreamSpec::Keyed(seed)),
+            Some(Seed::Value(seed)) => Some(StreamSpec::keyed(seed)),
             _ => t.validate.map(StreamSpec::Periodic),
         };
         Ok(Receive {

@@ -689,7 +689,7 @@ mod tests {
         assert!(RxStats::default().to_json()["cpu_utilisation"].is_null());
         assert_eq!(j["stream"], "period 7");
         let keyed = RxStats {
-            stream: Some(StreamSpec::Keyed(42)),
+            stream: Some(StreamSpec::keyed(42)),
             ..sample()
         };
         assert!(keyed

@@ -185,19 +185,19 @@ fn every_flag_has_its_meaning() {
         }),
         (SERVER, "-v 0", |_| {}), // 0 = no validation, like absent
         (SERVER, "--seed 42", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(42))
+            srv(r).rx.validate = Some(StreamSpec::keyed(42))
         }),
         (SERVER, "--seed 0", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(0))
+            srv(r).rx.validate = Some(StreamSpec::keyed(0))
         }),
         (SERVER, "--seed 18446744073709551615", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(u64::MAX))
+            srv(r).rx.validate = Some(StreamSpec::keyed(u64::MAX))
         }),
         (SERVER, "--seed 0xDEADbeef", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(0xDEAD_BEEF))
+            srv(r).rx.validate = Some(StreamSpec::keyed(0xDEAD_BEEF))
         }),
         (SERVER, "-v 0 --seed 7", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(7))
+            srv(r).rx.validate = Some(StreamSpec::keyed(7))
         }),
         (SERVER, "-t 3 -q 1", |r| srv(r).nic.queues = queues(3, 1)),
         (SERVER, "-t 0 -q 4096", |r| {
@@ -365,12 +365,12 @@ fn new_modes_carry_their_options() {
     let ModeArgs::Plain(p) = c.mode else {
         panic!("not plain: {c:?}");
     };
-    assert_eq!(p.rx.validate, Some(StreamSpec::Keyed(42)));
+    assert_eq!(p.rx.validate, Some(StreamSpec::keyed(42)));
     let c = run("-l --zcrx --zcrx-nodev -s ::1 -p 1 --seed 42");
     let ModeArgs::Zcrx(z) = c.mode else {
         panic!("not zcrx: {c:?}");
     };
-    assert_eq!((z.nic, z.rx.validate), (None, Some(StreamSpec::Keyed(42))));
+    assert_eq!((z.nic, z.rx.validate), (None, Some(StreamSpec::keyed(42))));
 
     let c = run("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --rx-buf-len 32768");
     let want = plain_run(ModeArgs::Zcrx(ZcrxArgs {

@@ -93,6 +93,7 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/fault-f", |c| {
             fault(c, 'f', "offset", 8, Some("shifted"))
         }),
+        ("devmem-nic/fault-xflow", fault_xflow),
         ("devmem-nic/kernel-devmem-py", kernel_devmem_py),
         ("devmem-nic/kernel-nk-devmem-py", kernel_nk_devmem_py),
         ("devmem-nic/kernel-iou-zcrx-py", kernel_iou_zcrx_py),
@@ -1992,6 +1993,158 @@ fn fault(ctx: &Ctx, letter: char, kind: &str, arg: u32, want: Option<&str>) -> C
     }
 }
 
+/// The module's `xflow` fault on its own (the multi-flow receive that must name the flow under
+/// it is `devmem-nic/multi-flow-fault`): flows 0 and 1 of one seed on two plain TCP connections
+/// from the peer (`tx::testing::send_flows`, connected in that order), read here by plain
+/// sockets with header split on (so their payload lands in the page pools' buffers, where the
+/// module's faults act), the fault armed after 50 split frames. The frame the module reports
+/// must have arrived on the connection it names, spoiled by exactly the bytes it counts, all of
+/// them the other flow's: that flow's validator (told of both flows) says so and names the
+/// other flow; the other connection arrives intact.
+fn fault_xflow(ctx: &Ctx) -> CaseResult {
+    use ncdevmem::validate::{Fault, KeyedFlow, Pattern, StreamSpec, Validator};
+    use std::io::Read;
+
+    const TOTAL: u64 = 8 << 20;
+    let nic = Dnic::new(ctx, 23, true)?;
+    let _hds = EthtoolUndo::new(
+        ctx,
+        &nic.dut,
+        &[&["-G", "tcp-data-split", "on"]],
+        &[&["-G", "tcp-data-split", "auto"]],
+    )?;
+    let ctl = format!("{DEBUGFS}/{}/fault", nic.dut);
+    std::fs::write(&ctl, "xflow 50").map_err(|e| format!("write \"xflow 50\" to {ctl}: {e}"))?;
+    let port = 5760u16;
+    let seed = 0x5eed_0f10u64;
+    let listen_on = SocketAddrV6::new(
+        format!("::ffff:{DUT4}")
+            .parse()
+            .map_err(|e| format!("{e}"))?,
+        port,
+        0,
+        0,
+    );
+    let listener = ncdevmem::sys::socket::tcp_listen_backlog(listen_on, None, 2).map_err(err)?;
+    let peer_ns = format!("/run/netns/{}", nic.peer_ns);
+    let sender = std::thread::spawn(
+        move || -> Result<Vec<ncdevmem::tx::testing::SentFlow>, String> {
+            let ns = std::fs::File::open(&peer_ns).map_err(|e| format!("open {peer_ns}: {e}"))?;
+            nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(|e| format!("setns({peer_ns}): {e}"))?;
+            let to = std::net::SocketAddr::new(DUT4.parse().map_err(|e| format!("{e}"))?, port);
+            ncdevmem::tx::testing::send_flows(
+                to,
+                StreamSpec::keyed(seed),
+                2,
+                TOTAL,
+                64 << 10,
+                None,
+                Duration::from_secs(30),
+            )
+            .map_err(err)
+        },
+    );
+    // Accepted in connect order: flow 0, then flow 1.
+    let mut conns = Vec::new();
+    for flow in 0..2u32 {
+        let (fd, from) = accept_timeout(
+            listener.as_fd(),
+            Some(Duration::from_secs(60)),
+            &AtomicI32::new(0),
+        )
+        .map_err(|e| format!("accept flow {flow}: {e}"))?;
+        conns.push((std::net::TcpStream::from(fd), from.port(), flow));
+    }
+    let received: Vec<Result<(u16, Validator), String>> = std::thread::scope(|scope| {
+        let readers: Vec<_> = conns
+            .into_iter()
+            .map(|(mut sock, from_port, flow)| {
+                scope.spawn(move || {
+                    let stream = KeyedFlow::new(seed, flow, 2).map_err(err)?;
+                    let mut v = Validator::with_pattern(Pattern::keyed_flow(stream))
+                        .with_piece_name("chunk");
+                    let mut buf = vec![0u8; 64 << 10];
+                    loop {
+                        match sock.read(&mut buf) {
+                            Ok(0) => return Ok((from_port, v)),
+                            Ok(n) => {
+                                v.check(&buf[..n]);
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(format!("read flow {flow}: {e}")),
+                        }
+                    }
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .map(|r| r.join().unwrap_or_else(|_| Err("a reader panicked".into())))
+            .collect()
+    });
+    let sent = sender
+        .join()
+        .map_err(|_| "the sender thread panicked".to_string())??;
+    let received = received.into_iter().collect::<Result<Vec<_>, String>>()?;
+    let report = std::fs::read_to_string(&ctl)
+        .map_err(|e| format!("read {ctl}: {e}"))?
+        .trim()
+        .to_string();
+    let _ = std::fs::write(&ctl, "none");
+    // "fired xflow on queue Q (flow A > B got the payload of flow C > D): a frame of L payload
+    // bytes, N of them differ from the stream"
+    let ports = |s: &str| -> Option<u16> { s.split(' ').next()?.parse().ok() };
+    let (into, from) = report
+        .split_once("(flow ")
+        .and_then(|(_, r)| r.split_once(" got the payload of flow "))
+        .and_then(|(a, b)| Some((ports(a)?, ports(b)?)))
+        .ok_or_else(|| format!("the fault did not fire: {report:?}"))?;
+    let differ = report
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" of them differ from the stream"))
+        .and_then(|n| n.parse::<u64>().ok())
+        .ok_or_else(|| format!("no count of differing bytes in {report:?}"))?;
+    let flow_of = |port: u16| received.iter().position(|(p, _)| *p == port);
+    let (Some(spoiled), Some(source)) = (flow_of(into), flow_of(from)) else {
+        return Err(format!(
+            "{report}: the ports are not those of the two flows ({:?})",
+            received.iter().map(|(p, _)| p).collect::<Vec<_>>()
+        ));
+    };
+    let clean = 1 - spoiled;
+    let (v, w) = (&received[spoiled].1, &received[clean].1);
+    let d = v.diagnoses().first().copied();
+    let bytes: Vec<u64> = sent.iter().map(|f| f.bytes).collect();
+    if spoiled == source
+        || differ == 0
+        || v.mismatches() != differ
+        || w.mismatches() != 0
+        || v.offset() != TOTAL
+        || w.offset() != TOTAL
+        || bytes != [TOTAL, TOTAL]
+        || d.map(|d| d.fault)
+            != Some(Fault::Misdelivered {
+                flow: source as u32,
+            })
+    {
+        return Err(format!(
+            "{report}: flow {spoiled} (the spoiled one) got {} bytes, {} mismatched, diagnosis \
+             {:?}; flow {clean} got {} bytes, {} mismatched; sent {bytes:?}",
+            v.offset(),
+            v.mismatches(),
+            d.map(|d| d.to_string()),
+            w.offset(),
+            w.mismatches()
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "{report}; flow {spoiled}: exactly those {differ} bytes mismatched: {}; flow {clean} \
+         intact",
+        d.map(|d| d.to_string()).unwrap_or_default()
+    )))
+}
+
 /// What the tool made of one spoiled frame.
 enum FaultSeen {
     /// Exit 1 naming the stream offset, counting exactly the bytes the module spoiled; the
@@ -2124,15 +2277,17 @@ pub fn fault_matrix(ctx: &Ctx, runs: u32) -> CaseResult {
             match fault_run(&nic, port + 1, kind, after, arg, &["--seed", &seed])? {
                 FaultSeen::Caught { diagnosis, .. } => {
                     keyed += 1;
-                    // "(+28: reordered: …", "(corrupt: the bytes around …", "(not bytes
-                    // of this stream: …".
+                    // "(+28: reordered: …", "(corrupt: the bytes around …", "(bytes of
+                    // no stream with this seed …", "(misdelivered: …".
                     let name = ["stale", "duplicate", "reordered", "shifted"]
                         .into_iter()
                         .find(|k| diagnosis.contains(&format!(": {k}:")))
                         .unwrap_or(if diagnosis.contains("(corrupt:") {
                             "corrupt"
-                        } else if diagnosis.contains("(not bytes of this stream") {
-                            "not this stream"
+                        } else if diagnosis.contains("(bytes of no stream with this seed") {
+                            "no stream of this seed"
+                        } else if diagnosis.contains("(misdelivered:") {
+                            "misdelivered"
                         } else {
                             "none"
                         });

@@ -343,14 +343,16 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("--send-pattern and to receivers (-l)"),
         example: "42",
         help: "senders (--send-pattern) send, receivers (-l) validate the keyed stream\n\
-               instead of the -v pattern: the 8 bytes at stream offsets 8k..8k+7 are,\n\
-               little-endian, output k (from 0) of SplitMix64 started at state SEED. Every\n\
-               8-byte word names its position, so no misplaced, stale or duplicated data\n\
-               passes (a -v pattern misses data moved by a multiple of its period), and a\n\
-               bad frag is diagnosed: where its bytes belong, and whether they are stale,\n\
-               a duplicate, reordered, shifted or corrupt. SEED: 0..=2^64-1, decimal or 0x\n\
-               hex; senders also take 'random' (drawn and printed, for a replay). Not with\n\
-               -v N",
+               instead of the -v pattern: each flow has its own key, and the 8 bytes at\n\
+               stream offsets 8i..8i+7 are, little-endian, SplitMix64's output i from\n\
+               state 0 with that key mixed in (docs/validation.md). Every 8-byte word\n\
+               names its position and no other seed or flow passes for this one, so no\n\
+               misplaced, stale or duplicated data passes (a -v pattern misses data moved\n\
+               by a multiple of its period), and a bad frag is diagnosed: where its bytes\n\
+               belong, and whether they are stale, a duplicate, reordered, shifted,\n\
+               another flow's, of no stream of this seed or corrupt. SEED: 0..=2^64-1,\n\
+               decimal or 0x hex; senders also take 'random' (drawn and printed, for a\n\
+               replay). Not with -v N",
         section: Section::Ours,
     },
     Flag {

@@ -34,12 +34,12 @@ pub(crate) fn run(a: &SenderArgs, report: &RunReport) -> Result<()> {
 /// failing run can be replayed), or `-v N`.
 pub(crate) fn sender_stream(stream: SendStream) -> StreamSpec {
     match stream {
-        SendStream::Keyed(Seed::Value(seed)) => StreamSpec::Keyed(seed),
+        SendStream::Keyed(Seed::Value(seed)) => StreamSpec::keyed(seed),
         SendStream::Keyed(Seed::Random) => {
             let seed: u64 = rand::random();
             // Printed even with --quiet: without it the run cannot be replayed.
             crate::elog!("{PROGRAM}: --seed random: seed {seed} (replay with --seed {seed})");
-            StreamSpec::Keyed(seed)
+            StreamSpec::keyed(seed)
         }
         SendStream::Periodic(n) => StreamSpec::Periodic(n),
     }
