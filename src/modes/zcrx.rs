@@ -164,6 +164,7 @@ fn server_plan(a: &ZcrxArgs, nic: &NicArgs, queue: u32) -> ServerPlan {
             client: nic.client.as_ref().map(|c| c.ip),
             port: a.rx.port,
         },
+        flows: a.rx.flows.count,
         skip_nic_config: nic.skip_nic_config,
     }
 }
