@@ -677,19 +677,27 @@ impl RunFigures {
             .enumerate()
             .map(|(k, f)| {
                 let st = &f.flow.stats;
-                let mut s = format!(
-                    "  flow {k}: {} bytes, {:.3} Gbit/s, {} frags ({} dmabuf, {} linear), {} \
-                     tokens in {} DONTNEED calls, {} recvmsg calls, crc32 0x{:08x}",
-                    st.bytes,
-                    f.gbps(),
-                    st.dmabuf_frags + st.linear_frags,
-                    st.dmabuf_frags,
-                    st.linear_frags,
-                    st.tokens_released,
-                    st.dontneed_calls,
-                    st.recvmsg_calls,
-                    st.crc32
-                );
+                let mut s = format!("  flow {k}: ");
+                if self.warmup.is_some() {
+                    s.push_str(&format!("{} bytes measured ({} in all)", f.bytes, st.bytes));
+                } else {
+                    s.push_str(&format!("{} bytes", st.bytes));
+                }
+                s.push_str(&format!(", {:.3} Gbit/s", f.gbps()));
+                if st.mode != crate::stats::RxMode::PlainTcp {
+                    s.push_str(&format!(
+                        ", {} frags ({} dmabuf, {} linear), {} tokens in {} DONTNEED calls",
+                        st.dmabuf_frags + st.linear_frags,
+                        st.dmabuf_frags,
+                        st.linear_frags,
+                        st.tokens_released,
+                        st.dontneed_calls,
+                    ));
+                }
+                s.push_str(&format!(
+                    ", {} recvmsg calls, crc32 0x{:08x}",
+                    st.recvmsg_calls, st.crc32
+                ));
                 if let Some(q) = &f.queue {
                     s.push_str(&format!("; {q}"));
                 }
