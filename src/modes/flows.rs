@@ -505,12 +505,16 @@ impl FlowFigures {
     }
 }
 
+/// The `/proc/stat` shares of the measured interval: the app CPUs together, all CPUs, and
+/// each CPU by number.
+type CpuSplit = (CpuShares, CpuShares, Vec<(usize, CpuShares)>);
+
 /// The figures of the run.
 struct RunFigures {
     flows: Vec<FlowFigures>,
     /// The measured interval of the run (first to last snapshot).
     interval: Duration,
-    cpu: std::result::Result<(CpuShares, CpuShares, Vec<(usize, CpuShares)>), String>,
+    cpu: std::result::Result<CpuSplit, String>,
     app_cpus: Vec<usize>,
     device: Option<std::result::Result<DeviceRx, NoQstats>>,
     warmup: Option<Duration>,
