@@ -1020,3 +1020,31 @@ fn a_second_receiver_on_the_same_port_is_refused_at_once() {
     assert_eq!(status.code(), Some(0), "{rest}");
     assert!(rest.contains("4194304"), "{rest}");
 }
+
+/// On veth, which has no queue management ops, the probe's skip names that first — no
+/// configuration can fix it — and then every other blocker in order (on this host also: no
+/// udmabuf), on one line, once.
+#[test]
+fn probe_on_veth_names_the_driver_first_then_every_blocker() {
+    let Some(p) = pair("probe_on_veth_names_the_driver_first_then_every_blocker") else {
+        return;
+    };
+    let out = ns_cmd(&p.a, &["-f", VETH_A, "--quiet"])
+        .output()
+        .expect("run probe");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    let want = format!(
+        "ncdevmem-rs: skip: {VETH_A}: the driver has no queue management ops (bind-rx answered \
+         EOPNOTSUPP"
+    );
+    assert!(lines[0].starts_with(&want), "{err}");
+    if !std::path::Path::new("/dev/udmabuf").exists() {
+        assert!(
+            lines[0].contains("; and: no udmabuf: cannot open /dev/udmabuf"),
+            "{err}"
+        );
+    }
+}

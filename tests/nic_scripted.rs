@@ -861,6 +861,7 @@ capabilities:
   no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A is a skip (exit 4) here
 ";
     assert_eq!(text, want, "\n{text}");
+    assert_eq!(r.no_queue_ops, None, "the driver got past the device check");
     // The report is read-only: the only change is the bind that had to fail.
     assert_eq!(
         changes(&nic),
@@ -896,6 +897,15 @@ fn report_for_veth_says_why_a_bind_would_fail() {
     );
     let devmem = &caps[0].detail;
     assert!(devmem.starts_with("the driver has no queue-management ops; bind-rx fails with netdev bind-rx on va (ifindex 2): EOPNOTSUPP"), "{devmem}");
+    // Kept typed for the probe, which names it before every other blocker.
+    let no_ops = r.no_queue_ops.as_ref().map(ToString::to_string);
+    assert!(
+        no_ops.as_deref().is_some_and(|m| m.starts_with(
+            "va: the driver has no queue management ops (bind-rx answered EOPNOTSUPP \
+             (Operation not supported); at NETDEV_A_DMABUF_IFINDEX); devmem needs a driver"
+        )),
+        "{no_ops:?}"
+    );
     assert!(
         caps[1].detail.ends_with(
             "bind-rx would need header split (the kernel refuses with EINVAL \

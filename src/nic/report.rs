@@ -16,7 +16,7 @@ use super::guards::{describe_hds, describe_rss, equal_spread_of, split_cli};
 use super::queues::{describe_owners, no_channel_counts, owned_rx, owners, QueueOwner};
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
-use crate::caps::{classify, Op};
+use crate::caps::{classify, Missing, Op};
 use crate::error::{errno_display, Error};
 use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, has_rx_page_size, PolicyAttr};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
@@ -199,6 +199,10 @@ pub struct NicReport {
     /// device check, `Unsupported` for EOPNOTSUPP, `Failed` when it could not be asked
     /// (e.g. EPERM); `None` when not asked.
     pub devmem_driver: Option<Fact<String>>,
+    /// The same bind-rx answered `EOPNOTSUPP` without a kernel message (the kernel's
+    /// queue-ops check): the driver has no queue management ops ([`Missing::NoQueueOps`], the
+    /// kernel's answer kept typed for the probe's skip).
+    pub no_queue_ops: Option<Missing>,
     /// Host facts.
     pub host: HostCaps,
 }
@@ -209,6 +213,7 @@ impl NicReport {
     /// so EOPNOTSUPP means "no queue management" and EBADF means the driver passed; the
     /// bind cannot succeed (if it ever did, the binding is dropped at once).
     pub fn gather(nic: &mut dyn NicOps, host: HostCaps, ask_bind: bool) -> NicReport {
+        let mut no_queue_ops = None;
         let devmem_driver = ask_bind.then(|| {
             let req = BindRxRequest {
                 ifindex: nic.ifindex(),
@@ -224,7 +229,19 @@ impl NicReport {
                     "bind-rx accepted an invalid dma-buf fd (binding {}, dropped)",
                     b.id()
                 )),
-                Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => Fact::Unsupported(e.to_string()),
+                Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => {
+                    // The queue-ops check answers without text; a later EOPNOTSUPP with the
+                    // kernel's words (no DMA device, a DMA device mismatch) is another refusal,
+                    // which the probe's own checks name.
+                    let silent = matches!(&e, Error::Netlink(nl) if nl.ext_msg.is_none());
+                    if silent {
+                        no_queue_ops = Some(Missing::NoQueueOps {
+                            ifname: nic.ifname().to_string(),
+                            answer: e.kernel_answer(),
+                        });
+                    }
+                    Fact::Unsupported(e.to_string())
+                }
                 Err(e) if e.errno() == Some(libc::EPERM) => {
                     Fact::Failed(format!("cannot ask without CAP_NET_ADMIN: {e}"))
                 }
@@ -246,6 +263,7 @@ impl NicReport {
             queues: Fact::from_result(nic.queues()),
             page_pools: Fact::from_result(nic.page_pools()),
             devmem_driver,
+            no_queue_ops,
             host,
         }
     }
