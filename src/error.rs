@@ -77,8 +77,8 @@ pub enum Error {
     /// Bad command line: flag, value or combination. Exit 2.
     Usage(String),
     /// The environment lacks a capability (no udmabuf, no hugepages, not root, driver without
-    /// queue management). Exit 4. The text names what is missing.
-    Skip(String),
+    /// queue management): what is missing ([`crate::caps`]). Exit 4.
+    Skip(crate::caps::Missing),
     /// A system call failed. `call` names it, e.g. `"setsockopt(SO_DEVMEM_DONTNEED)"`.
     Sys {
         /// The call and its object, e.g. `"open(/dev/udmabuf)"`.
@@ -320,7 +320,10 @@ mod tests {
     #[test]
     fn exit_codes_follow_design() {
         assert_eq!(Error::Usage("x".into()).exit_code(), 2);
-        assert_eq!(Error::Skip("x".into()).exit_code(), 4);
+        assert_eq!(
+            Error::Skip(crate::caps::Missing::ChannelConfig).exit_code(),
+            4
+        );
         assert_eq!(Error::Failure("x".into()).exit_code(), 1);
         assert_eq!(Error::sys("x", libc::EFAULT).exit_code(), 1);
         assert_eq!(Error::Interrupted(2).exit_code(), 1);
