@@ -162,7 +162,10 @@ fn report_parses_real_netdev_and_ethtool_answers() {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
     let release = release.trim();
     assert!(text.contains("\n  driver:    veth"), "{text}");
-    assert!(text.contains(&format!("\n  kernel:    {release}\n")), "{text}");
+    assert!(
+        text.contains(&format!("\n  kernel:    {release}\n")),
+        "{text}"
+    );
     let json = report.to_json();
     assert!(json.is_object(), "{json}");
     assert_eq!(json["driver"]["name"], "veth", "{json}");

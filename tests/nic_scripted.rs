@@ -912,7 +912,9 @@ fn report_for_veth_says_why_a_bind_would_fail() {
     assert_eq!(j["driver"]["name"], "veth");
     assert_eq!(j["driver"]["bus_info"], "");
     assert_eq!(j["host"]["kernel_release"], "7.3.4+deb13-amd64");
-    assert!(r.render_text().contains("\n  driver:    veth, version 1.0\n"));
+    assert!(r
+        .render_text()
+        .contains("\n  driver:    veth, version 1.0\n"));
     assert_eq!(j["channels"]["rx_queues"], 1);
     assert!(j["rings"]["unsupported"]
         .as_str()
