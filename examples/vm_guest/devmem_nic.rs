@@ -2294,7 +2294,9 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
             && f["tokens_released"] == f["dmabuf_frags"]
     });
     let cpu = &d["cpu"]["app"];
-    if fl.len() != MF_FLOWS || !all_validated || !(3.5..4.9).contains(&measured) || cpu.is_null() {
+    // 4 s less what the guest's slow snapshot reads (qstats, /proc/stat) take at the ends
+    // under TCG on a loaded host (3.79 s seen).
+    if fl.len() != MF_FLOWS || !all_validated || !(3.0..5.5).contains(&measured) || cpu.is_null() {
         return Err(format!(
             "--duration 5 --warmup 1: expected {MF_FLOWS} validated flows measured over about \
              4 s with CPU figures: {d}"
