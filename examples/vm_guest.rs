@@ -1028,7 +1028,7 @@ fn bind_tx_netdevsim(ctx: &Ctx) -> CaseResult {
     };
     println!("  bind_tx_netdevsim: kernel refused bind-tx: {refusal}");
     match devmem_tx::bind_tx(&netdev, ifindex, &ifname, buf.fd()) {
-        Err(Error::Skip(m)) if m.contains(&refusal) => {}
+        Err(Error::Skip(m)) if m.to_string().contains(&refusal) => {}
         other => {
             return Err(format!(
                 "tx::bind_tx: expected a skip carrying {refusal:?}, got {other:?}"
@@ -1184,7 +1184,7 @@ impl TxSocket for CaptureSocket {
 }
 
 /// What the cases compare before and after a run: the project's NIC snapshot (header split,
-/// channel counts, RSS table, ntuple feature and rules, read through `RealNic`) and the
+/// channel counts, RSS table, RSS contexts, ntuple feature and rules, read through `RealNic`) and the
 /// queue-get dump (type, id, owners; NAPI ids change whenever queues are re-created).
 #[derive(Debug)]
 struct NicState {

@@ -2,11 +2,12 @@
 //!
 //! The library holds the reusable pieces: the udmabuf memory provider ([`udmabuf`]), a
 //! generic-netlink client with the `netdev` and `ethtool` families ([`netlink`]), the devmem
-//! receive loop with token release and pattern validation ([`rx`], [`validate`]), io_uring
-//! zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to give back
-//! what a run held (`release`), the command line ([`cli`]) and the run orchestration
-//! ([`app`]); other command lines of the same binary ([`personality`]: `iou-zcrx`). All
-//! `unsafe` lives in [`sys`].
+//! receive loop with token release and pattern validation ([`rx`], [`validate`]), the figures
+//! of a run beyond the loop's counters ([`figures`]: CPU accounting, frag sizes, device RX,
+//! congestion control), io_uring zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting
+//! for the kernel to give back what a run held (`release`), the command line ([`cli`]) and the
+//! run orchestration ([`app`]); other command lines of the same binary ([`personality`]:
+//! `iou-zcrx`). All `unsafe` lives in [`sys`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -50,14 +51,18 @@ compile_error!(
 
 pub mod app;
 pub(crate) mod backoff;
+pub mod caps;
 pub mod cli;
 pub mod conn;
 pub mod error;
+pub mod figures;
+pub(crate) mod modes;
 pub mod netlink;
 pub mod nic;
 pub mod personality;
 pub mod rcvbuf;
 pub(crate) mod release;
+pub(crate) mod run_report;
 pub mod rx;
 pub mod stats;
 pub mod sys;

@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use crate::error::{errno_display, Error, Result};
+use crate::error::{Error, Result};
 use crate::rx::{RecvOutcome, RxSocket};
 use crate::sys::uapi::{self, dmabuf_token};
 use crate::sys::{cvt, last_errno, poll_timeout_ms};
@@ -161,6 +161,34 @@ pub(crate) fn getsockopt_raw(
         Err(last_errno())
     } else {
         Ok(val)
+    }
+}
+
+/// `getsockopt(fd, level, opt, buf, &len)` into a byte buffer (a struct's bytes, a name):
+/// the number of bytes the kernel wrote (at most `buf.len()`), or the errno.
+pub(crate) fn getsockopt_buf(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    opt: libc::c_int,
+    buf: &mut [u8],
+) -> Result<usize, i32> {
+    let mut len = libc::socklen_t::try_from(buf.len()).map_err(|_| libc::EINVAL)?;
+    // SAFETY: the pointer and length describe `buf`, exclusively borrowed across the call;
+    // the kernel writes at most `len` bytes into it and stores the count in `len`. The result
+    // is checked.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if ret < 0 {
+        Err(last_errno())
+    } else {
+        Ok((len as usize).min(buf.len()))
     }
 }
 
@@ -402,8 +430,9 @@ pub fn accept(listener: BorrowedFd<'_>) -> Result<(OwnedFd, SocketAddr)> {
 /// `POLLOUT` and call [`connect_finish`]); waiting and timeouts are
 /// [`crate::conn::connect_timeout`]'s.
 ///
-/// Errors: `Error::Usage` for an interface name that is empty, has a NUL or is ≥ IFNAMSIZ (16)
-/// bytes; `Error::Sys` naming the call (`ECONNREFUSED` from `connect`).
+/// Errors: `Error::Sys` naming the call: `EINVAL` for an interface name that is empty, has a
+/// NUL or is ≥ IFNAMSIZ (16) bytes (refused before `SO_BINDTODEVICE`), `ECONNREFUSED` from
+/// `connect`.
 pub fn connect_start(
     addr: SocketAddrV6,
     local: Option<SocketAddrV6>,
@@ -413,10 +442,11 @@ pub fn connect_start(
     let b = fd_borrow(&fd);
     if let Some(name) = ifname {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
-            return Err(Error::Usage(format!(
-                "interface name {name:?} must be 1..{} bytes without NUL",
+            let call = format!(
+                "setsockopt(SO_BINDTODEVICE, {name:?}): the name must be 1..{} bytes without NUL",
                 libc::IFNAMSIZ - 1
-            )));
+            );
+            return Err(Error::sys(call, libc::EINVAL));
         }
         let mut buf = [0u8; libc::IFNAMSIZ];
         buf[..name.len()].copy_from_slice(name.as_bytes());
@@ -573,7 +603,7 @@ impl RxSocket for TcpRxSocket {
 /// pre-proposal behaviour) on that socket only.
 ///
 /// # Errors
-/// `Error::Skip` when the kernel answers `ENOPROTOOPT`; `Error::Sys` otherwise.
+/// `Error::Sys` (`ENOPROTOOPT` from a kernel without the option).
 pub fn probe_devmem_autorelease() -> Result<()> {
     let fd = tcp6_socket(false, PortSharing::Exclusive)?;
     set_devmem_autorelease(fd_borrow(&fd), true)
@@ -582,27 +612,15 @@ pub fn probe_devmem_autorelease() -> Result<()> {
 /// Sets the proposed `SO_DEVMEM_AUTORELEASE` (`SOL_SOCKET` option 85, int 0/1; devmem
 /// autorelease series v6, not merged upstream). Must be set before any token is outstanding.
 ///
-/// Errors: a kernel without the option answers `ENOPROTOOPT` → `Error::Skip("kernel has no
-/// SO_DEVMEM_AUTORELEASE ...")`; anything else → `Error::Sys`.
+/// Errors: `Error::Sys` (a kernel without the option answers `ENOPROTOOPT`).
 pub fn set_devmem_autorelease(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
-    match setsockopt_int(
+    setsockopt_int(
         fd,
         libc::SOL_SOCKET,
         uapi::SO_DEVMEM_AUTORELEASE,
         libc::c_int::from(on),
         "SO_DEVMEM_AUTORELEASE",
-    ) {
-        Err(Error::Sys {
-            errno: libc::ENOPROTOOPT,
-            ..
-        }) => Err(Error::Skip(format!(
-            "kernel has no SO_DEVMEM_AUTORELEASE (setsockopt(SOL_SOCKET, {}): {}; the option \
-             is a proposal, not merged upstream)",
-            uapi::SO_DEVMEM_AUTORELEASE,
-            errno_display(libc::ENOPROTOOPT)
-        ))),
-        other => other,
-    }
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
