@@ -1046,6 +1046,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                     self.stats.dmabuf_frags += 1;
                     self.stats.dmabuf_bytes += d.frag_size as u64;
                     self.stats.max_dmabuf_frag = self.stats.max_dmabuf_frag.max(d.frag_size);
+                    self.stats.frag_sizes.record(d.frag_size);
                     let r = self.dmabuf_frag(&d, b, p);
                     // Queue the token whatever happened: the kernel pinned the niov for us.
                     let due = self.batcher.push(d.frag_token);

@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    await_hugepages, listen_and_accept, log, open_nic, pick_queues, rcvbuf_plan,
-    receive_and_report, rx_config, NicRun, StallContext, Teardown,
+    await_hugepages, check_tcp_cc, flows, listen, listen_and_accept, log, open_nic, pick_queues,
+    rcvbuf_plan, receive_and_report, rx_config, NicRun, StallContext, Teardown,
 };
 use crate::caps::{classify, skip_if_family_missing, Missing, Op};
 use crate::cli::ServerArgs;
@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::netlink::netdev::BindRxRequest;
 use crate::nic::queues::QueuePolicy;
 use crate::nic::setup::{FlowTarget, ServerPlan};
+use crate::rcvbuf::RcvbufPlan;
 use crate::release::kernel::KernelEnv;
 use crate::release::{self, Holdings, PoolOwner};
 use crate::run_report::RunReport;
@@ -50,6 +51,30 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     if let Some(size) = a.rx_page_size {
         require_rx_page_size(size)?;
     }
+    // Several flows: each validates its own stream, --cpus are this process's, the windows
+    // fit in the binding (or the run refuses to start), -U stays a one-flow test.
+    let several = flows::wanted(&a.rx);
+    if several {
+        flows::check(&a.rx)?;
+        if a.unbind != UnbindMode::Normal {
+            return Err(Error::Usage(
+                "-U: unbinding during the receive is a test of one flow (not with --flows, \
+                 --duration, --warmup or --cpus)"
+                    .into(),
+            ));
+        }
+    }
+    check_tcp_cc(&a.rx)?;
+    let niov_size = a.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
+    let buffers = params.size_bytes / u64::from(niov_size);
+    let plan = match several {
+        true => {
+            let mtu = socket::if_mtu(ifname.as_str()).unwrap_or(1500);
+            let mss = crate::rcvbuf::mss_for_mtu(mtu);
+            flows::rcvbuf_plan(&a.rx, buffers, niov_size, mss, socket::tcp_rmem_max().ok())?
+        }
+        false => rcvbuf_plan(&a.rx, Some(ifname), buffers, niov_size),
+    };
     let mut env = KernelEnv::new(Some(ifindex));
     await_hugepages(&mut env, params.hugepages_needed(), report)?;
     // A stop signal is acted on between the steps (and between the NIC setup steps, see
@@ -102,14 +127,60 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         }
     );
 
-    let niov_size = a.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
-    let buffers = params.size_bytes / u64::from(niov_size);
-    let plan = rcvbuf_plan(&a.rx, Some(ifname), buffers, niov_size);
-    let mut conn = listen_and_accept(&a.rx, Some(&plan), report)?;
+    if let Some(why) = nic.setup().shared_queue() {
+        report.log(format_args!("{ifname}: {why}"));
+    }
+    let base =
+        RxConfig::devmem(id, niov_size).holding_tokens_of(buffers / u64::from(a.rx.flows.count));
+    let received = match several {
+        true => {
+            let listener = listen(&a.rx, Some(&plan), report)?;
+            let conns = flows::accept(&listener, &a.rx, Some(&plan), report)?;
+            if let Some(on) = a.so_autorelease {
+                for c in &conns {
+                    socket::set_devmem_autorelease(c.sock.fd(), on).map_err(autorelease_refusal)?;
+                }
+            }
+            let rx_cfg = rx_config(&a.rx, a.fail_on_linear, base, report);
+            let device = flows::Device {
+                ifindex,
+                queues: choice.queues(),
+            };
+            flows::receive(&a.rx, conns, Some(&mem), &rx_cfg, Some(&device), report)
+        }
+        false => receive_one(a, &plan, base, &mem, &mut nic, id, buffers, report)?,
+    };
+
+    // The connections are closed: what other CPUs still hold of their buffers is freed now,
+    // so the binding's page pool can go as soon as it is unbound.
+    release::return_deferred_buffers(teardown.env());
+    nic.finish();
+    drop(mem);
+    teardown.finish();
+    received
+}
+
+/// The one flow of a classic run: accept, `-A`, the `-U` unbind points, receive, report.
+/// Returns the receive's verdict; `Err` only for what ends the run before the receive.
+#[allow(clippy::too_many_arguments)]
+fn receive_one(
+    a: &ServerArgs,
+    plan: &RcvbufPlan,
+    base: RxConfig,
+    mem: &Udmabuf,
+    nic: &mut NicRun<'_>,
+    id: u32,
+    buffers: u64,
+    report: &RunReport,
+) -> Result<Result<()>> {
+    let mut conn = listen_and_accept(&a.rx, Some(plan), report)?;
+    let autorelease_refusal = |e| {
+        let optname = crate::sys::uapi::SO_DEVMEM_AUTORELEASE;
+        classify(e, Op::DevmemAutorelease { optname })
+    };
     if let Some(on) = a.so_autorelease {
         socket::set_devmem_autorelease(conn.sock.fd(), on).map_err(autorelease_refusal)?;
     }
-    let base = RxConfig::devmem(id, niov_size).holding_tokens_of(buffers);
     let mut rx_cfg = rx_config(&a.rx, a.fail_on_linear, base, report);
     rx_cfg.unbind = a.unbind;
     let mut unbind_after_first_data: Option<Box<dyn FnOnce() + '_>> = None;
@@ -126,7 +197,6 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         UnbindMode::AfterRecv => {
             // As C: the first batch's tokens go back before the unbind.
             rx_cfg.token_high_water = 1;
-            let nic = &mut nic;
             unbind_after_first_data = Some(Box::new(move || {
                 log!(
                     report,
@@ -141,24 +211,15 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         io_uring_ifindex: None,
         buffers,
     };
-    let received = receive_and_report(
+    Ok(receive_and_report(
         &a.rx,
         &mut conn,
-        Some(&mem),
+        Some(mem),
         &rx_cfg,
         Some(&stall),
         unbind_after_first_data,
         report,
-    );
-
-    drop(conn);
-    // The connection is closed: what other CPUs still hold of its buffers is freed now, so
-    // the binding's page pool can go as soon as it is unbound.
-    release::return_deferred_buffers(teardown.env());
-    nic.finish();
-    drop(mem);
-    teardown.finish();
-    received
+    ))
 }
 
 /// The NIC setup of a server on queues `start_queue..start_queue+num_queues`: the flow rule
@@ -172,6 +233,7 @@ pub(crate) fn server_plan(a: &ServerArgs, start_queue: u32, num_queues: u32) -> 
             client: a.nic.client.as_ref().map(|c| c.ip),
             port: a.rx.port,
         },
+        flows: a.rx.flows.count,
         skip_nic_config: a.nic.skip_nic_config,
     }
 }
