@@ -37,6 +37,7 @@ lint:
 
 unit:
 	$(CARGO) test --locked --all-targets
+	$(CARGO) test --locked --doc
 
 # Tests of the shell helpers the VM suite uses (Debian mirror from the apt configuration, cache
 # location, console filter).
