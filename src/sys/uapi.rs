@@ -358,7 +358,9 @@ pub const HUGEPAGE_2M: usize = 2 << 20;
 // The structs are this crate's own (the `io-uring` crate's still call `rx_buf_len`, 7.0+,
 // `__resv2`); docs/kernel-interface.md#zcrx-registration.
 
-pub use io_uring::types::{IORING_MEM_REGION_TYPE_USER, IORING_ZCRX_AREA_MASK, IORING_ZCRX_AREA_SHIFT};
+pub use io_uring::types::{
+    IORING_MEM_REGION_TYPE_USER, IORING_ZCRX_AREA_MASK, IORING_ZCRX_AREA_SHIFT,
+};
 
 uapi_struct! {
     /// `struct io_uring_zcrx_rqe` (16 bytes): one refill-ring entry, a buffer given back.
@@ -612,20 +614,20 @@ mod tests {
             __resv: [0; 3],
         };
         let wire = fields(&[
-            &2u32.to_le_bytes(),               // if_idx @0
-            &1u32.to_le_bytes(),               // if_rxq @4
-            &4096u32.to_le_bytes(),            // rq_entries @8
-            &2u32.to_le_bytes(),               // flags @12: ZCRX_REG_NODEV
+            &2u32.to_le_bytes(),                // if_idx @0
+            &1u32.to_le_bytes(),                // if_rxq @4
+            &4096u32.to_le_bytes(),             // rq_entries @8
+            &2u32.to_le_bytes(),                // flags @12: ZCRX_REG_NODEV
             &0x7f00_0000_1000u64.to_le_bytes(), // area_ptr @16
             &0x7f00_0000_2000u64.to_le_bytes(), // region_ptr @24
-            &0u32.to_le_bytes(),               // offsets.head @32
-            &64u32.to_le_bytes(),              // offsets.tail @36
-            &128u32.to_le_bytes(),             // offsets.rqes @40
-            &[0; 4],                           // offsets.__resv2 @44
-            &[0; 16],                          // offsets.__resv[2] @48
-            &1u32.to_le_bytes(),               // zcrx_id @64
-            &4096u32.to_le_bytes(),            // rx_buf_len @68 (7.0+)
-            &[0; 24],                          // __resv[3] @72
+            &0u32.to_le_bytes(),                // offsets.head @32
+            &64u32.to_le_bytes(),               // offsets.tail @36
+            &128u32.to_le_bytes(),              // offsets.rqes @40
+            &[0; 4],                            // offsets.__resv2 @44
+            &[0; 16],                           // offsets.__resv[2] @48
+            &1u32.to_le_bytes(),                // zcrx_id @64
+            &4096u32.to_le_bytes(),             // rx_buf_len @68 (7.0+)
+            &[0; 24],                           // __resv[3] @72
         ]);
         assert_eq!(reg.to_bytes().as_slice(), wire);
         assert_eq!(io_uring_zcrx_ifq_reg::from_bytes(&wire).unwrap(), reg);
