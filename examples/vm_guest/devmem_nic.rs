@@ -2765,22 +2765,22 @@ fn kernel_py(
 /// NETIF and a netns remote: check_rx, check_tx, check_tx_chunks, check_rx_hds and
 /// check_rx_large_niov must all pass (not skip). A failure that is the harness's own (its
 /// socat binds a random port that an earlier connection of the remote still holds in
-/// TIME_WAIT, or its wait for the remote's socat to listen in a TX test runs out) gets one
-/// more run, and says so.
+/// TIME_WAIT, or one of its fixed waits for a listener or a command runs out on a loaded
+/// host) gets one more run, and says so; the second run must pass.
 fn kernel_devmem_py(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 31, true)?;
     let root = DebianRoot::mount()?;
     let mut run1 = devmem_py(&root, &nic, &ctx.bin.to_string_lossy())?;
     let all_ok = |r: &HarnessRun| r.results.len() == 5 && r.results.iter().all(|(_, v)| v == "ok");
-    // The harness's own failures: its socat binding a port still in TIME_WAIT, or (in the
-    // TX tests, where socat on the remote is the listener) its 5 s wait for that socat to
-    // listen running out on a loaded host (seen twice in a session of parallel builds).
+    // The harness's own failures: its socat binding a port still in TIME_WAIT, or its fixed
+    // 5 s wait for a listener (socat on the remote in the TX tests, the tool after its NIC
+    // setup in the RX tests) or for a command running out on a loaded host under TCG (seen
+    // in the TX tests and in check_rx_hds, which starts the tool twelve times, at host load
+    // 7-10).
     let harness_own = |r: &HarnessRun| {
         r.output.contains("Address already in use")
-            || (r.output.contains("Waiting for port listen timed out")
-                && r.results
-                    .iter()
-                    .all(|(t, v)| v == "ok" || t.starts_with("check_tx")))
+            || r.output.contains("Waiting for port listen timed out")
+            || r.output.contains("subprocess.TimeoutExpired")
     };
     let mut note = String::new();
     if !all_ok(&run1) && harness_own(&run1) {
