@@ -277,6 +277,7 @@ mod tests {
                 bad_attr: None,
                 missing_attr: None,
                 missing_nest: None,
+                ack_problem: None,
             })))
         };
         assert_eq!(
