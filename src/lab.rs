@@ -91,12 +91,15 @@ fn peer_stream(spec: Option<StreamSpec>) -> Stream {
 /// skipped; writing `--csv` or `--plot`.
 pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
     let plan = Plan::new(a.sweep.as_ref(), a.runs);
-    let rx = receive_of(&a.base)
-        .ok_or_else(|| Error::Usage("a sweep runs a receiver (-l)".into()))?;
+    let rx =
+        receive_of(&a.base).ok_or_else(|| Error::Usage("a sweep runs a receiver (-l)".into()))?;
     for path in [&a.csv, &a.plot].into_iter().flatten() {
         check_parent(path)?;
     }
-    let duration = rx.flows.duration.unwrap_or(crate::cli::DEFAULT_SWEEP_DURATION);
+    let duration = rx
+        .flows
+        .duration
+        .unwrap_or(crate::cli::DEFAULT_SWEEP_DURATION);
     report.summary(&format!("{PROGRAM}: {}", describe(&plan, a, rx)));
     let local = rx.addr.with_port(0);
     let peer_addr = a.peer.with_port(a.peer_port);
@@ -132,10 +135,19 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                     plan.runs
                 );
                 if let Some(why) = &skipped[slot.point] {
-                    records.push(record(slot, Outcome::Skipped(why.clone()), None, None, None));
+                    records.push(record(
+                        slot,
+                        Outcome::Skipped(why.clone()),
+                        None,
+                        None,
+                        None,
+                    ));
                     continue;
                 }
-                report.log(format_args!("{name}{}", eta(started, slot.index, plan.total())));
+                report.log(format_args!(
+                    "{name}{}",
+                    eta(started, slot.index, plan.total())
+                ));
                 let args = point_args(&a.base, plan.key, plan.points[slot.point]);
                 match one_run(&mut client, &args, slot, report) {
                     Err(peer_failed) => {
@@ -211,7 +223,7 @@ fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
         _ => "one configuration".to_string(),
     };
     format!(
-        "{what}, {} runs each of {:.1} s{}, {} flows, against the peer {}:{}; runs interleaved \
+        "{what}, {} runs each of {:.1} s{}, flows {}, against the peer {}:{}; runs interleaved \
          (run 1 of every point, then run 2, ...) so drift of the machine spreads over all \
          points; values are mean +/- sample sd over the runs that passed",
         plan.runs,
@@ -224,7 +236,7 @@ fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
             .map(|w| format!(" ({:.1} s warm-up)", w.as_secs_f64()))
             .unwrap_or_default(),
         match plan.key {
-            Some(SweepKey::Flows) => "swept".to_string(),
+            Some(SweepKey::Flows) => "as swept".to_string(),
             _ => rx.flows.count.to_string(),
         },
         a.peer.text,
@@ -283,7 +295,10 @@ fn one_run(
         // went with its report).
         let peer = match listening.recv() {
             Ok(()) => Some((|| {
-                let duration = rx.flows.duration.unwrap_or(crate::cli::DEFAULT_SWEEP_DURATION);
+                let duration = rx
+                    .flows
+                    .duration
+                    .unwrap_or(crate::cli::DEFAULT_SWEEP_DURATION);
                 let (run, send_for) = client.start(
                     rx.port,
                     rx.flows.count,
@@ -344,6 +359,15 @@ fn output(
     report: &RunReport,
 ) -> Result<()> {
     let mut text = results::table(plan, records);
+    text.push_str(&format!(
+        "mean +/- sample sd over the runs that passed; {} runs of {:.1} s per point, \
+         interleaved (run 1 of every point, then run 2, ...)\n",
+        plan.runs,
+        rx.flows
+            .duration
+            .unwrap_or(crate::cli::DEFAULT_SWEEP_DURATION)
+            .as_secs_f64()
+    ));
     if let Some(e) = stopped {
         text.push_str(&format!(
             "stopped after {} of {} runs: {e}\n",
@@ -378,7 +402,8 @@ fn output(
 }
 
 fn write_file(flag: &str, path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|e| Error::io(format!("{flag}: write({})", path.display()), &e))
+    std::fs::write(path, text)
+        .map_err(|e| Error::io(format!("{flag}: write({})", path.display()), &e))
 }
 
 /// The sweep's JSON object: the plan, the environment, every point's statistics and every
@@ -467,12 +492,16 @@ mod tests {
     #[test]
     fn a_point_sets_its_option_in_the_runs_arguments() {
         let s = sweep_of("-l -f eth0 -s 2001:db8::1 -p 5201 -t 0 -q 4 --flows 4 --peer 2001:db8::2 --sweep rx-page-size=4096,65536 --seed 9");
-        let ModeArgs::Server(a) = point_args(&s.base, Some(SweepKey::RxPageSize), Some(65536)) else {
+        let ModeArgs::Server(a) = point_args(&s.base, Some(SweepKey::RxPageSize), Some(65536))
+        else {
             panic!("not a server");
         };
         assert_eq!(a.rx_page_size, Some(65536));
         assert_eq!(a.rx.flows.count, 4);
-        assert_eq!(a.rx.flows.duration, Some(crate::cli::DEFAULT_SWEEP_DURATION));
+        assert_eq!(
+            a.rx.flows.duration,
+            Some(crate::cli::DEFAULT_SWEEP_DURATION)
+        );
         assert_eq!(a.rx.timeout, Some(crate::cli::DEFAULT_SWEEP_TIMEOUT));
         assert_eq!(peer_stream(a.rx.validate), Stream::Seed(9));
         assert_eq!(s.runs, crate::cli::DEFAULT_RUNS);
@@ -489,7 +518,10 @@ mod tests {
             panic!("not zcrx");
         };
         assert_eq!(c.rx_buf_len, Some(32768));
-        assert_eq!(peer_stream(c.rx.validate), Stream::Seed(crate::cli::DEFAULT_SWEEP_SEED));
+        assert_eq!(
+            peer_stream(c.rx.validate),
+            Stream::Seed(crate::cli::DEFAULT_SWEEP_SEED)
+        );
     }
 
     /// The usage errors of a sweep, before anything runs.

@@ -126,7 +126,10 @@ fn refuse_busy(stream: TcpStream, from: IpAddr, quiet: bool) {
         "this peer is serving another client's sweep (one sweep at a time); try again when it \
          is over",
     ));
-    log(quiet, format_args!("peer server: refused {from}: busy with another client"));
+    log(
+        quiet,
+        format_args!("peer server: refused {from}: busy with another client"),
+    );
 }
 
 /// One client's session over `stream`, logged.
@@ -139,9 +142,14 @@ fn serve_client(stream: TcpStream, from: IpAddr, limits: &Limits, quiet: bool) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
     let mut conn = Conn::new(stream);
     let mut send = |job: &SendJob| real_send(job);
-    match session(&mut conn, from, limits, CONTROL_IDLE, &mut send, &mut |line| {
-        log(quiet, format_args!("peer server: client {from}: {line}"))
-    }) {
+    match session(
+        &mut conn,
+        from,
+        limits,
+        CONTROL_IDLE,
+        &mut send,
+        &mut |line| log(quiet, format_args!("peer server: client {from}: {line}")),
+    ) {
         Ok(runs) => log(
             quiet,
             format_args!("peer server: client {from} done after {runs} runs"),
@@ -214,18 +222,25 @@ pub fn plan_job(
     devmem_tx: bool,
 ) -> std::result::Result<SendJob, String> {
     if devmem_tx {
-        return Err("this peer sends over plain TCP only (devmem TX from --peer-server is not \
+        return Err(
+            "this peer sends over plain TCP only (devmem TX from --peer-server is not \
                     implemented)"
-            .into());
+                .into(),
+        );
     }
     if port == 0 {
         return Err("port 0 is not a receiver's port".into());
     }
     if !(1..=crate::cli::MAX_FLOWS).contains(&flows) {
-        return Err(format!("flows {flows} (expected 1..={})", crate::cli::MAX_FLOWS));
+        return Err(format!(
+            "flows {flows} (expected 1..={})",
+            crate::cli::MAX_FLOWS
+        ));
     }
     if !(duration_s.is_finite() && duration_s > 0.0) {
-        return Err(format!("duration_s {duration_s} (expected a positive number of seconds)"));
+        return Err(format!(
+            "duration_s {duration_s} (expected a positive number of seconds)"
+        ));
     }
     let stream = match stream {
         Stream::Seed(seed) => StreamSpec::keyed(seed),
@@ -312,7 +327,7 @@ pub fn session<S: Read + Write>(
             Err(e) => return fail(conn, e),
         };
         let (run, job) = match msg {
-            Msg::Bye => return Ok(runs),
+            Msg::Bye {} => return Ok(runs),
             Msg::Send {
                 run,
                 port,
@@ -520,7 +535,7 @@ impl PeerClient {
 
     /// Says `bye` (the peer then takes its next client).
     pub fn bye(mut self) {
-        let _ = self.conn.send(&Msg::Bye);
+        let _ = self.conn.send(&Msg::Bye {});
     }
 }
 
@@ -603,9 +618,19 @@ mod tests {
                 error: None,
             }
         };
-        let r = session(&mut conn, from(), &LIMITS, Duration::ZERO, &mut send, &mut |_| {});
+        let r = session(
+            &mut conn,
+            from(),
+            &LIMITS,
+            Duration::ZERO,
+            &mut send,
+            &mut |_| {},
+        );
         let out = String::from_utf8(conn.stream().out.clone()).unwrap();
-        let answers = out.lines().map(|l| proto::decode(l.as_bytes()).unwrap()).collect();
+        let answers = out
+            .lines()
+            .map(|l| proto::decode(l.as_bytes()).unwrap())
+            .collect();
         (r, answers, jobs)
     }
 
@@ -620,7 +645,12 @@ mod tests {
     /// the peer's limits whatever was asked.
     #[test]
     fn a_session_serves_runs_to_the_clients_own_address_within_the_limits() {
-        let lines = [hello(), send_line(1, 2.0), send_line(2, 3600.0), proto::encode(&Msg::Bye)];
+        let lines = [
+            hello(),
+            send_line(1, 2.0),
+            send_line(2, 3600.0),
+            proto::encode(&Msg::Bye {}),
+        ];
         let (r, answers, jobs) = serve(&lines);
         assert_eq!(r, Ok(2));
         let kinds: Vec<&str> = answers.iter().map(code).collect();
@@ -629,8 +659,14 @@ mod tests {
         let to: SocketAddrV6 = "[::ffff:198.51.100.2]:4242".parse().unwrap();
         assert!(jobs.iter().all(|j| j.to == to));
         assert_eq!(jobs[0].duration, Duration::from_secs(2));
-        assert_eq!(jobs[1].duration, LIMITS.max_duration, "capped by --max-duration");
-        assert_eq!(jobs[1].bytes_per_flow, 500, "--max-bytes over the two flows");
+        assert_eq!(
+            jobs[1].duration, LIMITS.max_duration,
+            "capped by --max-duration"
+        );
+        assert_eq!(
+            jobs[1].bytes_per_flow, 500,
+            "--max-bytes over the two flows"
+        );
         assert!(matches!(answers[3], Msg::Started { run: 2, duration_s, .. } if duration_s == 5.0));
     }
 
@@ -645,17 +681,37 @@ mod tests {
             (vec![hello(), send_line(1, 1.0), send_line(1, 1.0)], "order"),
             (vec!["{\"v\":1,\"type\":\"hello\"}\n".into()], "malformed"),
             (vec!["garbage\n".into()], "malformed"),
-            (vec!["{\"v\":7,\"type\":\"hello\",\"tool\":\"x\",\"version\":\"y\"}\n".into()], "version"),
+            (
+                vec!["{\"v\":7,\"type\":\"hello\",\"tool\":\"x\",\"version\":\"y\"}\n".into()],
+                "version",
+            ),
             (vec![hello(), "x".repeat(proto::MAX_LINE + 1)], "oversized"),
-            (vec![hello(), proto::encode(&Msg::Done {
-                run: 1,
-                figures: PeerFigures { bytes: 0, elapsed_s: 0.0, gbit_per_s: 0.0, flow_bytes: vec![], cpu: None, error: None },
-            })], "order"),
+            (
+                vec![
+                    hello(),
+                    proto::encode(&Msg::Done {
+                        run: 1,
+                        figures: PeerFigures {
+                            bytes: 0,
+                            elapsed_s: 0.0,
+                            gbit_per_s: 0.0,
+                            flow_bytes: vec![],
+                            cpu: None,
+                            error: None,
+                        },
+                    }),
+                ],
+                "order",
+            ),
         ];
         for (lines, want) in cases {
             let (r, answers, jobs) = serve(&lines);
             assert!(r.is_err(), "{lines:?}");
-            assert_eq!(answers.last().map(code), Some(want), "{lines:?}: {answers:?}");
+            assert_eq!(
+                answers.last().map(code),
+                Some(want),
+                "{lines:?}: {answers:?}"
+            );
             assert!(jobs.len() <= 1, "{lines:?}");
         }
         // A client that hangs up is not answered.
@@ -686,12 +742,23 @@ mod tests {
             (bad(&set("duration_s", 0.0.into())), "duration_s 0"),
             (bad(&set("duration_s", (-1.0).into())), "duration_s -1"),
             (bad(&set("port", 0.into())), "port 0"),
-            (bad(&set("stream", serde_json::json!({"period": 1}))), "period 1"),
+            (
+                bad(&set("stream", serde_json::json!({"period": 1}))),
+                "period 1",
+            ),
             (bad(&set("write_size", (1u64 << 40).into())), "write_size"),
         ] {
-            let (r, answers, jobs) = serve(&[hello(), line.clone(), send_line(2, 1.0), proto::encode(&Msg::Bye)]);
+            let (r, answers, jobs) = serve(&[
+                hello(),
+                line.clone(),
+                send_line(2, 1.0),
+                proto::encode(&Msg::Bye {}),
+            ]);
             assert_eq!(r, Ok(2), "{line}");
-            assert!(matches!(&answers[1], Msg::Error { code, message } if code == "refused" && message.contains(why)), "{line}: {answers:?}");
+            assert!(
+                matches!(&answers[1], Msg::Error { code, message } if code == "refused" && message.contains(why)),
+                "{line}: {answers:?}"
+            );
             assert_eq!(jobs.len(), 1, "only the good run is sent");
         }
     }

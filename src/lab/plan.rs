@@ -235,8 +235,14 @@ mod tests {
         assert_eq!(s.key, SweepKey::RxPageSize);
         assert_eq!(s.values, vec![4096, 16384, 65536]);
         assert_eq!(Sweep::parse("flows=1,2", 4096).unwrap().values, vec![1, 2]);
-        assert_eq!(Sweep::parse("autorelease=0,1", 4096).unwrap().values, vec![0, 1]);
-        assert_eq!(Sweep::parse("rx-buf-len=4096,32768", 4096).unwrap().key, SweepKey::RxBufLen);
+        assert_eq!(
+            Sweep::parse("autorelease=0,1", 4096).unwrap().values,
+            vec![0, 1]
+        );
+        assert_eq!(
+            Sweep::parse("rx-buf-len=4096,32768", 4096).unwrap().key,
+            SweepKey::RxBufLen
+        );
         let bad = [
             ("rx-page-size=12288", "invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
             ("rx-page-size=2048", "invalid rx-page-size value '2048' (expected a power of two in 4096..=2147483648 bytes, decimal)"),

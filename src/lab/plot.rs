@@ -36,10 +36,9 @@ pub fn svg(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
         let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let (top, bottom) = root.split_vertically(SIZE.1 / 2);
-        for (area, column, title, colour) in [
-            (top, rx, rx_title, BLUE),
-            (bottom, sys, "app sys %", RED),
-        ] {
+        for (area, column, title, colour) in
+            [(top, rx, rx_title, BLUE), (bottom, sys, "app sys %", RED)]
+        {
             panel(&area, plan, records, &column, title, &x_desc, colour)?;
         }
         root.present().map_err(|e| e.to_string())?;
@@ -67,11 +66,12 @@ fn panel(
         .fold(0.0f64, f64::max);
     let ymax = if top > 0.0 { top * 1.15 } else { 1.0 };
     let mut chart = ChartBuilder::on(area)
-        .caption(format!("{title}, mean +/- sd"), ("sans-serif", 18))
+        .caption(format!("{title}, mean +/- sd"), ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d((0..n).into_segmented(), 0f64..ymax)
+        // A segmented range of 0..k has the k + 1 segments 0..=k.
+        .build_cartesian_2d((0..n.saturating_sub(1)).into_segmented(), 0f64..ymax)
         .map_err(|e| e.to_string())?;
     let label = |v: &SegmentValue<usize>| match v {
         SegmentValue::CenterOf(p) if *p < n => plan.show(*p),
@@ -80,6 +80,8 @@ fn panel(
     chart
         .configure_mesh()
         .disable_x_mesh()
+        .light_line_style(WHITE)
+        .label_style(("sans-serif", 16))
         .x_labels(n.max(1))
         .x_label_formatter(&label)
         .x_desc(x_desc)
@@ -123,7 +125,10 @@ mod tests {
 
     #[test]
     fn the_plot_is_an_svg_with_the_points_and_bars() {
-        let plan = Plan::new(Some(&Sweep::parse("rx-page-size=4096,16384,65536", 4096).unwrap()), 2);
+        let plan = Plan::new(
+            Some(&Sweep::parse("rx-page-size=4096,16384,65536", 4096).unwrap()),
+            2,
+        );
         let records: Vec<RunRecord> = plan
             .order()
             .into_iter()
@@ -142,11 +147,18 @@ mod tests {
         let svg = svg(&plan, &records).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
         assert!(svg.trim_end().ends_with("</svg>"));
-        for text in ["RX dev Gbit/s (qstats), mean +/- sd", "app sys %, mean +/- sd", ">4K<", ">16K<", ">64K<", "rx-page-size"] {
+        for text in [
+            "RX dev Gbit/s (qstats), mean +/- sd",
+            "app sys %, mean +/- sd",
+            "\n4K\n",
+            "\n16K\n",
+            "\n64K\n",
+            "rx-page-size",
+        ] {
             assert!(svg.contains(text), "no {text:?} in the plot");
         }
-        // Three points per panel: a circle each.
-        assert_eq!(svg.matches("<circle").count(), 6, "{svg}");
+        // Three points per panel: a filled circle each, which the backend draws as two.
+        assert_eq!(svg.matches("<circle").count(), 12, "{svg}");
         // Without device figures the RX panel says it shows the payload.
         let plain: Vec<RunRecord> = records
             .iter()

@@ -150,8 +150,9 @@ pub enum Msg {
         /// Why, for a person.
         message: String,
     },
-    /// Sweep → peer: the sweep is over.
-    Bye,
+    /// Sweep → peer: the sweep is over. (A struct variant without members, so that a
+    /// member that does not belong is refused as for every other kind.)
+    Bye {},
 }
 
 /// The refusals an `error` message names (its `"code"`).
@@ -221,16 +222,17 @@ impl std::fmt::Display for ProtoError {
         match self {
             ProtoError::Bad(code, why) => write!(f, "{} control message: {why}", code.name()),
             ProtoError::Unexpected { expected, got } => {
-                write!(f, "control message out of order: expected {expected}, got '{got}'")
+                write!(
+                    f,
+                    "control message out of order: expected {expected}, got '{got}'"
+                )
             }
             ProtoError::Refused { code, message } => write!(f, "refused ({code}): {message}"),
             ProtoError::Closed(None) => f.write_str("the control connection closed"),
             ProtoError::Closed(Some(why)) => write!(f, "the control connection failed: {why}"),
-            ProtoError::Timeout(d) => write!(
-                f,
-                "no control message within {:.1} s",
-                d.as_secs_f64()
-            ),
+            ProtoError::Timeout(d) => {
+                write!(f, "no control message within {:.1} s", d.as_secs_f64())
+            }
         }
     }
 }
@@ -264,7 +266,7 @@ impl Msg {
             Msg::Started { .. } => "started",
             Msg::Done { .. } => "done",
             Msg::Error { .. } => "error",
-            Msg::Bye => "bye",
+            Msg::Bye {} => "bye",
         }
     }
 
@@ -303,8 +305,8 @@ pub fn decode(line: &[u8]) -> Result<Msg, ProtoError> {
     }
     let bad = |why: String| ProtoError::Bad(ErrorCode::Malformed, why);
     let text = std::str::from_utf8(line).map_err(|e| bad(format!("not UTF-8 ({e})")))?;
-    let value: serde_json::Value =
-        serde_json::from_str(text.trim_end_matches('\n')).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let value: serde_json::Value = serde_json::from_str(text.trim_end_matches('\n'))
+        .map_err(|e| bad(format!("not JSON ({e})")))?;
     let serde_json::Value::Object(mut members) = value else {
         return Err(bad("not a JSON object".into()));
     };
@@ -528,7 +530,7 @@ mod tests {
                 Msg::error(ErrorCode::Busy, "another sweep"),
                 r#"{"v":1,"type":"error","code":"busy","message":"another sweep"}"#,
             ),
-            (Msg::Bye, r#"{"v":1,"type":"bye"}"#),
+            (Msg::Bye {}, r#"{"v":1,"type":"bye"}"#),
         ];
         for (msg, wire) in cases {
             let line = encode(&msg);
@@ -546,7 +548,9 @@ mod tests {
             tcp_cc: None,
             devmem_tx: false,
         };
-        assert!(encode(&periodic).contains(r#""stream":{"period":9},"write_size":1448,"tcp_cc":null"#));
+        assert!(
+            encode(&periodic).contains(r#""stream":{"period":9},"write_size":1448,"tcp_cc":null"#)
+        );
     }
 
     fn code_of(r: Result<Msg, ProtoError>) -> ErrorCode {
@@ -583,9 +587,14 @@ mod tests {
             (&[b'['; 10_000], Malformed),
         ];
         for (line, code) in cases {
-            assert_eq!(code_of(decode(line)), *code, "{:?}", String::from_utf8_lossy(&line[..line.len().min(80)]));
+            assert_eq!(
+                code_of(decode(line)),
+                *code,
+                "{:?}",
+                String::from_utf8_lossy(&line[..line.len().min(80)])
+            );
         }
-        let mut long = encode(&Msg::Bye).into_bytes();
+        let mut long = encode(&Msg::Bye {}).into_bytes();
         long.splice(1..1, std::iter::repeat_n(b' ', MAX_LINE));
         assert_eq!(code_of(decode(&long)), Oversized);
     }
@@ -594,19 +603,25 @@ mod tests {
     /// refuses a line over the limit before reading it all.
     #[test]
     fn the_reader_frames_lines_and_bounds_them() {
-        let two = format!("{}{}", encode(&send_msg()), encode(&Msg::Bye));
+        let two = format!("{}{}", encode(&send_msg()), encode(&Msg::Bye {}));
         for chunk in [1, 7, 4096] {
             let mut c = Conn::new(Pipe::new(two.as_bytes(), chunk));
             assert_eq!(c.recv(Duration::ZERO), Ok(send_msg()));
-            assert_eq!(c.recv(Duration::ZERO), Ok(Msg::Bye));
+            assert_eq!(c.recv(Duration::ZERO), Ok(Msg::Bye {}));
             assert_eq!(c.recv(Duration::ZERO), Err(ProtoError::Closed(None)));
         }
         let mut c = Conn::new(Pipe::new(b"{\"v\":1,\"ty", 3));
-        assert!(matches!(c.recv(Duration::ZERO), Err(ProtoError::Closed(Some(why))) if why.contains("middle of a line")));
+        assert!(
+            matches!(c.recv(Duration::ZERO), Err(ProtoError::Closed(Some(why))) if why.contains("middle of a line"))
+        );
         let endless = vec![b'x'; 3 * MAX_LINE];
         let mut c = Conn::new(Pipe::new(&endless, 4096));
         assert_eq!(code_of(c.recv(Duration::ZERO)), ErrorCode::Oversized);
-        assert!(c.stream().at <= MAX_LINE + 4096, "read {} bytes", c.stream().at);
+        assert!(
+            c.stream().at <= MAX_LINE + 4096,
+            "read {} bytes",
+            c.stream().at
+        );
         let refused = encode(&Msg::error(ErrorCode::Busy, "one sweep at a time"));
         let mut c = Conn::new(Pipe::new(refused.as_bytes(), 4096));
         assert_eq!(
@@ -616,7 +631,7 @@ mod tests {
                 message: "one sweep at a time".into()
             })
         );
-        c.send(&Msg::Bye).unwrap();
+        c.send(&Msg::Bye {}).unwrap();
         assert_eq!(c.stream().out, b"{\"v\":1,\"type\":\"bye\"}\n");
     }
 
@@ -625,7 +640,10 @@ mod tests {
     #[test]
     fn failures_answer_with_their_code() {
         let e = decode(b"{\"v\":9,\"type\":\"bye\"}").unwrap_err();
-        assert_eq!(e.to_string(), "version control message: protocol version 9, this side speaks 1");
+        assert_eq!(
+            e.to_string(),
+            "version control message: protocol version 9, this side speaks 1"
+        );
         assert!(matches!(e.answer(), Some(Msg::Error { code, .. }) if code == "version"));
         let order = ProtoError::Unexpected {
             expected: "hello".into(),

@@ -99,9 +99,12 @@ impl Numbers {
         // Frag and call counters cover the whole receive, warm-up included; so do the flows'
         // own byte counts (the summary's "bytes" is the measured interval's).
         let all_bytes = match body.get("flows").and_then(Value::as_array) {
-            Some(flows) if !flows.is_empty() => {
-                Some(flows.iter().filter_map(|fl| fl.get("bytes")?.as_u64()).sum())
-            }
+            Some(flows) if !flows.is_empty() => Some(
+                flows
+                    .iter()
+                    .filter_map(|fl| fl.get("bytes")?.as_u64())
+                    .sum(),
+            ),
             _ => bytes,
         };
         let per_gib = |count: Option<f64>| {
@@ -136,7 +139,7 @@ impl Numbers {
             app_sys: app("sys"),
             app_soft: app("softirq"),
             app_idle: app("idle"),
-            frags_per_gib: per_gib(frags),
+            frags_per_gib: per_gib(frags.filter(|_| devmem)),
             dontneed_per_gib: per_gib(f(body, &["dontneed_calls"]).filter(|_| devmem)),
             completions_per_gib: per_gib(f(body, &["zcrx_chunks"]).filter(|_| zcrx)),
             peer_tx_gbps: peer.map(|p| p.gbit_per_s).filter(|g| g.is_finite()),
@@ -419,7 +422,7 @@ pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
     for r in records {
         if let Some(why) = r.outcome.why() {
             out.push_str(&format!(
-                "{} {} run {}/{}: {}: {why}\n",
+                "{} {} run {}/{}: {why}\n",
                 match r.outcome {
                     Outcome::Skipped(_) => "skipped:",
                     _ => "FAILED:",
@@ -427,7 +430,6 @@ pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
                 plan.label(r.slot.point),
                 r.slot.run + 1,
                 plan.runs,
-                r.outcome.name()
             ));
         }
     }
@@ -458,10 +460,11 @@ pub fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
             r.outcome.why().unwrap_or_default().to_string(),
             r.numbers.bytes.map(|b| b.to_string()).unwrap_or_default(),
         ];
-        row.extend(
-            cols.iter()
-                .map(|c| (c.get)(&r.numbers).map(|v| v.to_string()).unwrap_or_default()),
-        );
+        row.extend(cols.iter().map(|c| {
+            (c.get)(&r.numbers)
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        }));
         w.write_record(&row).map_err(|e| e.to_string())?;
     }
     let bytes = w.into_inner().map_err(|e| e.to_string())?;
@@ -547,7 +550,11 @@ mod tests {
         ];
         let st = stat(&recs, 0, &RX_DEV).unwrap();
         assert_eq!((st.mean, st.n), (2.0, 2));
-        assert!((st.sd - std::f64::consts::SQRT_2).abs() < 1e-12, "{}", st.sd);
+        assert!(
+            (st.sd - std::f64::consts::SQRT_2).abs() < 1e-12,
+            "{}",
+            st.sd
+        );
         let one = stat(&recs, 1, &APP_SYS).unwrap();
         assert_eq!((one.mean, one.sd, one.n), (5.0, 0.0, 1));
         assert_eq!(stat(&recs, 1, &COMPLETIONS), None);
@@ -564,13 +571,18 @@ mod tests {
             record(&plan, 0, Outcome::Ok, nums(9.0, 2.25, 40.0)),
             record(&plan, 1, Outcome::Ok, nums(9.5, 2.375, 30.0)),
             record(&plan, 2, Outcome::Ok, nums(11.0, 2.75, 42.0)),
-            record(&plan, 3, Outcome::Failed("flow 1: mismatch at 8192".into()), Numbers::default()),
+            record(
+                &plan,
+                3,
+                Outcome::Failed("flow 1: mismatch at 8192".into()),
+                Numbers::default(),
+            ),
         ];
         let want = "\
-niov  RX dev Gbps     RX flow avg Gbps  app sys %    app idle %   softirq %   RX Gbps          frags/GiB          DONTNEED/GiB  peer TX Gbps     runs
+niov  RX dev Gbps     RX flow avg Gbps  app sys %     app idle %    softirq %    RX Gbps         frags/GiB     DONTNEED/GiB  peer TX Gbps    runs
 4K    10.00 +/- 1.41  2.50 +/- 0.35     41.0 +/- 1.4  59.0 +/- 1.4  1.0 +/- 0.0  10.00 +/- 1.41  262144 +/- 0  1024 +/- 0    10.00 +/- 1.41  2/2
 64K   9.50 +/- 0.00   2.38 +/- 0.00     30.0 +/- 0.0  70.0 +/- 0.0  1.0 +/- 0.0  9.50 +/- 0.00   262144 +/- 0  1024 +/- 0    9.50 +/- 0.00   1/2 FAILED 1
-FAILED: rx-page-size=65536 run 2/2: fail: flow 1: mismatch at 8192
+FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
 ";
         assert_eq!(table(&plan, &recs), want);
         assert!(want.starts_with("niov  RX dev Gbps     RX flow avg Gbps  app sys %"));
@@ -578,13 +590,22 @@ FAILED: rx-page-size=65536 run 2/2: fail: flow 1: mismatch at 8192
 
     #[test]
     fn the_zcrx_and_token_series_have_their_own_columns() {
-        let zc: Vec<&str> = columns(Some(SweepKey::RxBufLen)).iter().map(|c| c.name).collect();
+        let zc: Vec<&str> = columns(Some(SweepKey::RxBufLen))
+            .iter()
+            .map(|c| c.name)
+            .collect();
         assert_eq!(&zc[..5], &["MB/s", "%usr", "%sys", "%soft", "%idle"]);
         let ar = columns(Some(SweepKey::Autorelease));
         assert_eq!(ar[0].name, "RX worker idle %");
-        let plan = Plan::new(Some(&Sweep::parse("rx-buf-len=4096,32768", 4096).unwrap()), 1);
+        let plan = Plan::new(
+            Some(&Sweep::parse("rx-buf-len=4096,32768", 4096).unwrap()),
+            1,
+        );
         let t = table(&plan, &[]);
-        assert!(t.starts_with("rx-buf-len  MB/s  %usr  %sys  %soft  %idle"), "{t}");
+        assert!(
+            t.starts_with("rx-buf-len  MB/s  %usr  %sys  %soft  %idle"),
+            "{t}"
+        );
         assert!(t.contains("\n32K         -     -"), "{t}");
     }
 
@@ -594,7 +615,12 @@ FAILED: rx-page-size=65536 run 2/2: fail: flow 1: mismatch at 8192
         let plan = Plan::new(Some(&Sweep::parse("flows=1,2", 4096).unwrap()), 1);
         let recs = vec![
             record(&plan, 0, Outcome::Ok, nums(1.5, 1.5, 10.0)),
-            record(&plan, 1, Outcome::Failed("a, \"quoted\" error".into()), Numbers::default()),
+            record(
+                &plan,
+                1,
+                Outcome::Failed("a, \"quoted\" error".into()),
+                Numbers::default(),
+            ),
         ];
         let text = csv(&plan, &recs).unwrap();
         let lines: Vec<&str> = text.lines().collect();
@@ -603,8 +629,14 @@ FAILED: rx-page-size=65536 run 2/2: fail: flow 1: mismatch at 8192
             lines[0],
             "index,key,value,point,run,outcome,error,bytes,rx_dev_gbps,rx_flow_avg_gbps,rx_gbps,rx_mb_per_s,app_usr_pct,app_sys_pct,app_softirq_pct,app_idle_pct,frags_per_gib,dontneed_per_gib,completions_per_gib,peer_tx_gbps"
         );
-        assert_eq!(lines[1], "1,flows,1,0,1,ok,,,1.5,1.5,6,,,10,1,90,262144,1024,,1.5");
-        assert_eq!(lines[2], "2,flows,2,1,1,fail,\"a, \"\"quoted\"\" error\",,,,,,,,,,,,,");
+        assert_eq!(
+            lines[1],
+            "1,flows,1,0,1,ok,,,1.5,1.5,6,,,10,1,90,262144,1024,,1.5"
+        );
+        assert_eq!(
+            lines[2],
+            "2,flows,2,1,1,fail,\"a, \"\"quoted\"\" error\",,,,,,,,,,,,,"
+        );
     }
 
     /// The numbers come from the flows engine's summary: device RX from qstats, frags per GiB
@@ -649,6 +681,7 @@ FAILED: rx-page-size=65536 run 2/2: fail: flow 1: mismatch at 8192
         };
         let n = Numbers::of_run(&plain, None, Some(&cpu));
         assert_eq!(n.rx_dev_gbps, None, "never the socket figure");
+        assert_eq!(n.frags_per_gib, None, "plain TCP has no frags");
         assert_eq!(n.dontneed_per_gib, None);
         assert_eq!(n.app_idle, Some(91.0));
         assert_eq!(n.rx_flow_avg_gbps, Some(1.0));
