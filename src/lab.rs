@@ -120,6 +120,12 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                 ));
             }
             let mut skipped: Vec<Option<String>> = vec![None; plan.points.len()];
+            if plan.key == Some(SweepKey::Autorelease) {
+                if let Some(e) = autorelease_missing() {
+                    skipped = vec![Some(format!("--sweep autorelease: {e}")); plan.points.len()];
+                    first_skip = Some(e);
+                }
+            }
             for slot in plan.order() {
                 let sig = STOP.load(Ordering::SeqCst);
                 if sig != 0 {
@@ -195,6 +201,20 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
         }
         (Ok(()), Err(w)) => Err(w),
         (v, Ok(())) => v,
+    }
+}
+
+/// The skip of every point of a sweep over `autorelease` on a kernel whose bind-rx has no
+/// autorelease attribute (neither point then measures what it names); `None` when it has
+/// it, or when the policy cannot be read (each run then finds out for itself).
+fn autorelease_missing() -> Option<Error> {
+    use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy};
+    let policy = bind_rx_policy().ok()?;
+    match autorelease_attr(&policy) {
+        Some(_) => None,
+        None => Some(Error::Skip(crate::caps::Missing::AutoreleaseAttr {
+            policy: policy.iter().map(|a| a.kind).collect(),
+        })),
     }
 }
 

@@ -99,8 +99,14 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/kernel-iou-zcrx-py", kernel_iou_zcrx_py),
         ("devmem-nic/iou-zcrx-threads", iou_zcrx_threads),
         ("devmem-nic/c-ncdevmem", c_ncdevmem),
+        ("devmem-nic/sweep-rx-page-size", sweep::sweep_rx_page_size),
+        ("devmem-nic/sweep-rx-buf-len", sweep::sweep_rx_buf_len),
+        ("devmem-nic/sweep-autorelease", sweep::sweep_autorelease),
     ]
 }
+
+#[path = "sweep.rs"]
+mod sweep;
 
 // ---------------------------------------------------------------------------------------------
 // The cases
