@@ -3,7 +3,7 @@
 //!
 //! A sweep (`-l … --peer ADDR [--sweep KEY=V1,V2,…] [--runs R]`) runs the receive mode as
 //! typed — the devmem server, the zcrx server or the plain receiver, each run a whole run of
-//! that mode through [`crate::modes`], with its own NIC setup, binding and undo (so an
+//! that mode through `crate::modes`, with its own NIC setup, binding and undo (so an
 //! rx-page-size point binds afresh and waits for the previous binding's hugepages as any run
 //! does) — once per point and run, interleaved ([`plan`]). For each run, once the receiver
 //! listens, the sweep asks the peer ([`peer`], over [`proto`]) to send the run's flows for

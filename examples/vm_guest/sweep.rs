@@ -71,7 +71,9 @@ fn listening(pid: u32, port: u16, within: Duration) -> Result<(), String> {
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!("the peer server does not listen on {port} after {within:?}"));
+            return Err(format!(
+                "the peer server does not listen on {port} after {within:?}"
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -85,9 +87,18 @@ fn sweep(nic: &Dnic, port: u16, args: &[&str]) -> Result<(Output, Value), String
     let port = port.to_string();
     let out = wait_within(
         spawn(
-            nic.server(&["-s", DUT4, "-p", &port, "--peer", PEER4, "--peer-port", CTRL])
-                .args(args)
-                .args(["--json", &json]),
+            nic.server(&[
+                "-s",
+                DUT4,
+                "-p",
+                &port,
+                "--peer",
+                PEER4,
+                "--peer-port",
+                CTRL,
+            ])
+            .args(args)
+            .args(["--json", &json]),
         )?,
         SWEEP_DEADLINE,
     )?;
@@ -244,7 +255,14 @@ pub(super) fn sweep_autorelease(ctx: &Ctx) -> CaseResult {
     let (out, doc) = sweep(
         &nic,
         5730,
-        &["--sweep", "autorelease=0,1", "--runs", "2", "--duration", "2"],
+        &[
+            "--sweep",
+            "autorelease=0,1",
+            "--runs",
+            "2",
+            "--duration",
+            "2",
+        ],
     )?;
     let text = table("sweep-autorelease", &out);
     drop(peer);

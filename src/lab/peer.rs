@@ -142,12 +142,14 @@ fn serve_client(stream: TcpStream, from: IpAddr, limits: &Limits, quiet: bool) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
     let mut conn = Conn::new(stream);
     let mut send = |job: &SendJob| real_send(job);
+    let stopping = || STOP.load(Ordering::SeqCst) != 0;
     match session(
         &mut conn,
         from,
         limits,
         CONTROL_IDLE,
         &mut send,
+        &stopping,
         &mut |line| log(quiet, format_args!("peer server: client {from}: {line}")),
     ) {
         Ok(runs) => log(
@@ -286,7 +288,8 @@ pub fn plan_job(
 /// One client's session over `conn` (the client at `from`): `hello` → `welcome`, then `send`
 /// → `started`, the send, `done` for each run until `bye`. `send` carries out a job (the real
 /// sender, or a test's); `note` logs a line. A bad or unexpected message is answered with an
-/// `error` and ends the session.
+/// `error` and ends the session. Once `stopping` says so (a stop signal), a request is
+/// refused and the session ends after the run being sent, so the client's sweep stops.
 ///
 /// Errors: what ended the session other than `bye`; `Ok` has the number of runs served.
 pub fn session<S: Read + Write>(
@@ -295,6 +298,7 @@ pub fn session<S: Read + Write>(
     limits: &Limits,
     idle: Duration,
     send: &mut dyn FnMut(&SendJob) -> PeerFigures,
+    stopping: &dyn Fn() -> bool,
     note: &mut dyn FnMut(&str),
 ) -> std::result::Result<u32, ProtoError> {
     let fail = |conn: &mut Conn<S>, e: ProtoError| {
@@ -359,6 +363,14 @@ pub fn session<S: Read + Write>(
             }
         };
         runs = run;
+        if stopping() {
+            conn.send(&Msg::error(
+                ErrorCode::Refused,
+                format!("run {run}: the peer server is stopping (a stop signal)"),
+            ))?;
+            note(&format!("run {run} refused: stopping"));
+            return Ok(runs - 1);
+        }
         let job = match job {
             Ok(j) => j,
             Err(why) => {
@@ -391,6 +403,10 @@ pub fn session<S: Read + Write>(
                 .unwrap_or_default()
         ));
         conn.send(&Msg::Done { run, figures })?;
+        if stopping() {
+            note("stopping: the session ends");
+            return Ok(runs);
+        }
     }
 }
 
@@ -624,6 +640,7 @@ mod tests {
             &LIMITS,
             Duration::ZERO,
             &mut send,
+            &|| false,
             &mut |_| {},
         );
         let out = String::from_utf8(conn.stream().out.clone()).unwrap();
@@ -761,5 +778,49 @@ mod tests {
             );
             assert_eq!(jobs.len(), 1, "only the good run is sent");
         }
+    }
+
+    /// A peer that is stopping refuses the next run and ends the session: the client's sweep
+    /// stops instead of getting empty runs.
+    #[test]
+    fn a_stopping_peer_refuses_the_next_run() {
+        let lines = [hello(), send_line(1, 1.0), proto::encode(&Msg::Bye {})].concat();
+        let mut conn = Conn::new(Script {
+            input: lines.into_bytes(),
+            at: 0,
+            out: Vec::new(),
+        });
+        let mut sent = 0;
+        let mut send = |_: &SendJob| {
+            sent += 1;
+            PeerFigures {
+                bytes: 0,
+                elapsed_s: 0.0,
+                gbit_per_s: 0.0,
+                flow_bytes: vec![],
+                cpu: None,
+                error: None,
+            }
+        };
+        let r = session(
+            &mut conn,
+            from(),
+            &LIMITS,
+            Duration::ZERO,
+            &mut send,
+            &|| true,
+            &mut |_| {},
+        );
+        assert_eq!(r, Ok(0));
+        let out = String::from_utf8(conn.stream().out.clone()).unwrap();
+        let last = out
+            .lines()
+            .last()
+            .map(|l| proto::decode(l.as_bytes()).unwrap());
+        assert!(
+            matches!(last, Some(Msg::Error { code, message }) if code == "refused" && message.contains("stopping")),
+            "{out}"
+        );
+        assert_eq!(sent, 0);
     }
 }
