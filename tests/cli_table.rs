@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ncdevmem::cli::{
-    parse, ClientArgs, Command, Common, HostAddr, IfName, Mode, ModeArgs, NicArgs, PatternArgs,
-    Peer, PlainArgs, ProbeArgs, QueueRange, Receive, ReportArgs, Run, Seed, SendStream, SenderArgs,
-    ServerArgs, TxSource, UnbindMode, Verbosity, ZcrxArgs,
+    parse, ClientArgs, Command, Common, Flows, HostAddr, IfName, Mode, ModeArgs, NicArgs,
+    PatternArgs, Peer, PlainArgs, ProbeArgs, QueueRange, Receive, ReportArgs, Run, Seed,
+    SendStream, SenderArgs, ServerArgs, TxSource, UnbindMode, Verbosity, ZcrxArgs,
 };
 use ncdevmem::error::{Error, EXIT_USAGE};
 use ncdevmem::validate::StreamSpec;
@@ -60,6 +60,7 @@ fn receive(server: &str, port: u16) -> Receive {
         progress: None,
         expect_bytes: None,
         rcvbuf: None,
+        flows: Flows::default(),
     }
 }
 
@@ -300,6 +301,7 @@ fn new_modes_carry_their_options() {
             stream: SendStream::Periodic(7),
             write_size: Some(1448),
             corrupt_offset: None,
+            flows: Flows::default(),
         },
         timeout: None,
     }));
@@ -332,6 +334,7 @@ fn new_modes_carry_their_options() {
                 stream: SendStream::Periodic(7),
                 write_size: Some(64 << 10),
                 corrupt_offset: Some(1000),
+                flows: Flows::default(),
             }),
             timeout: Some(Duration::from_millis(500)),
             ..client("2001:db8::2")

@@ -359,3 +359,37 @@ fn more_flows_than_the_sender_opens_time_out_naming_how_many_came() {
         "{err}"
     );
 }
+
+#[test]
+fn the_zcrx_server_and_the_devmem_client_refuse_several_flows() {
+    // Usage errors come before any kernel call: no root or namespace needed.
+    let zcrx = Command::new(BIN)
+        .args([
+            "-l",
+            "--zcrx",
+            "--zcrx-nodev",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            "5315",
+        ])
+        .args(["--flows", "2", "-v", "7", "--timeout", "1"])
+        .output()
+        .expect("run zcrx server");
+    assert_eq!(zcrx.status.code(), Some(2), "{}", text(&zcrx.stderr));
+    assert!(
+        text(&zcrx.stderr).contains("the io_uring zcrx server receives one flow"),
+        "{}",
+        text(&zcrx.stderr)
+    );
+    let client = Command::new(BIN)
+        .args(["-f", "lo", "-s", "127.0.0.1", "-p", "5315", "--flows", "2"])
+        .output()
+        .expect("run devmem client");
+    assert_eq!(client.status.code(), Some(2), "{}", text(&client.stderr));
+    assert!(
+        text(&client.stderr).contains("--flows: only applies to receivers (-l) and --send-pattern"),
+        "{}",
+        text(&client.stderr)
+    );
+}

@@ -66,6 +66,8 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/rx-no-hds", rx_no_hds),
         ("devmem-nic/flow-steering", flow_steering),
         ("devmem-nic/rss-context", rss_context),
+        ("devmem-nic/multi-flow", multi_flow),
+        ("devmem-nic/multi-flow-fault", multi_flow_fault),
         ("devmem-nic/token-pressure", token_pressure),
         ("devmem-nic/signal", signal),
         ("devmem-nic/small-dmabuf", small_dmabuf),
@@ -2149,6 +2151,225 @@ fn fault_xflow(ctx: &Ctx) -> CaseResult {
          intact",
         d.map(|d| d.to_string()).unwrap_or_default()
     )))
+}
+
+/// Flows of `devmem-nic/multi-flow`, and the bytes each sends in its exact-bytes run.
+const MF_FLOWS: usize = 4;
+const MF_BYTES: u64 = 16 << 20;
+
+/// The devmem server receiving 4 flows over 4 bound queues (`-t 4 -q 4` of 8): one binding,
+/// one RSS context over exactly queues 4..8, one rule on the server's address and port to
+/// it. First until the peers close (16 MiB of flow k's keyed stream on each flow): every
+/// flow's bytes validated in dmabuf frags, as many tokens released as frags, every flow on a
+/// bound queue, at least 2 of them used, no split frame outside them; then 4 s with 1 s of
+/// warm-up against a sender with no end of its own (the server's duration ends every flow
+/// cleanly); after each, the NIC (contexts included) as before and no binding left.
+fn multi_flow(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::with_queues(ctx, 61, CTX_QUEUES, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let (port, seed) = (5620u16, "61");
+    let flows = MF_FLOWS.to_string();
+    let bytes = MF_BYTES.to_string();
+    let q0 = nic.queue_stats()?;
+    let t = nic.transfer(
+        port,
+        &[
+            "-s",
+            DUT4,
+            "-t",
+            "4",
+            "-q",
+            "4",
+            "--flows",
+            &flows,
+            "--seed",
+            seed,
+            "--verify-restore",
+        ],
+        &[
+            "--send-pattern",
+            &bytes,
+            "-s",
+            DUT4,
+            "--flows",
+            &flows,
+            "--seed",
+            seed,
+        ],
+    )?;
+    let j = t.expect_ok()?;
+    let q1 = nic.queue_stats()?;
+    t.expect_log(&["RSS context", "NIC state matches its snapshot"])?;
+    let per_flow = j["flows"].as_array().cloned().unwrap_or_default();
+    if j["flow_count"] != MF_FLOWS || per_flow.len() != MF_FLOWS {
+        return Err(format!("expected {MF_FLOWS} flows: {j}"));
+    }
+    let mut queues = Vec::new();
+    for (k, f) in per_flow.iter().enumerate() {
+        let n = |key: &str| f[key].as_u64().unwrap_or(u64::MAX);
+        let frags = n("dmabuf_frags");
+        let q = n("rx_queue");
+        if n("bytes") != MF_BYTES
+            || n("validated_bytes") != MF_BYTES
+            || n("mismatches") != 0
+            || n("linear_frags") != 0
+            || frags == 0
+            || n("tokens_released") != frags
+            || f["stream"] != format!("seed {seed} flow {k} of {MF_FLOWS}")
+            || !(4..8).contains(&q)
+        {
+            return Err(format!(
+                "flow {k}: expected {MF_BYTES} bytes of its own stream in dmabuf frags, all \
+                 tokens released, on a queue of 4..8: {f}"
+            ));
+        }
+        queues.push(q);
+    }
+    queues.sort_unstable();
+    queues.dedup();
+    let split: Vec<u64> = q0.iter().zip(&q1).map(|(a, b)| b.split - a.split).collect();
+    if split[..4].iter().any(|&s| s != 0) {
+        return Err(format!(
+            "split frames outside the bound queues 4..8: {split:?}"
+        ));
+    }
+    let device = j["device_rx"]["bytes"].as_u64().unwrap_or(0);
+    if device < MF_BYTES * MF_FLOWS as u64 {
+        return Err(format!(
+            "device RX (qstats of the bound queues) {device} bytes < the flows' payload: {}",
+            j["device_rx"]
+        ));
+    }
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the exact-bytes run")?;
+    no_binding(&after)?;
+
+    // Fixed time: the server's --duration ends the flows; the sender sends until then.
+    let t = nic.transfer(
+        port + 1,
+        &[
+            "-s",
+            DUT4,
+            "-t",
+            "4",
+            "-q",
+            "4",
+            "--flows",
+            &flows,
+            "--seed",
+            seed,
+            "--duration",
+            "4",
+            "--warmup",
+            "1",
+        ],
+        &[
+            "--send-pattern",
+            "0",
+            "--duration",
+            "100",
+            "-s",
+            DUT4,
+            "--flows",
+            &flows,
+            "--seed",
+            seed,
+        ],
+    )?;
+    let d = t.expect_ok()?;
+    let measured = d["measured_s"].as_f64().unwrap_or(0.0);
+    let fl = d["flows"].as_array().cloned().unwrap_or_default();
+    let all_validated = fl.iter().all(|f| {
+        f["mismatches"] == 0
+            && f["validated_bytes"] == f["bytes"]
+            && f["bytes"].as_u64().unwrap_or(0) > 0
+            && f["tokens_released"] == f["dmabuf_frags"]
+    });
+    let cpu = &d["cpu"]["app"];
+    if fl.len() != MF_FLOWS || !all_validated || !(2.5..3.9).contains(&measured) || cpu.is_null() {
+        return Err(format!(
+            "--duration 4 --warmup 1: expected {MF_FLOWS} validated flows measured over about \
+             3 s with CPU figures: {d}"
+        ));
+    }
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the fixed-time run")?;
+    no_binding(&after)?;
+    Ok(Outcome::Pass(format!(
+        "{MF_FLOWS} flows x {MF_BYTES} bytes, each its own keyed stream, validated in dmabuf \
+         frags ({} frags, {} tokens in {} DONTNEED calls in all), over queues {queues:?} of \
+         the context's 4..8; device RX {device} bytes; fixed time: {} bytes in {measured:.2} s \
+         after 1 s warm-up, app sys {:.1} %, softirq {:.1} %, idle {:.1} % (TCG: shape, not \
+         speed)",
+        j["dmabuf_frags"],
+        j["tokens_released"],
+        j["dontneed_calls"],
+        d["bytes"],
+        cpu["sys"].as_f64().unwrap_or(0.0),
+        cpu["softirq"].as_f64().unwrap_or(0.0),
+        cpu["idle"].as_f64().unwrap_or(0.0),
+    )))
+}
+
+/// The devmem server with 2 flows of one seed sharing bound queue 3 (`-t 3 -q 1`, one rule
+/// on the server's address and port), the module's `xflow` fault armed after 50 split
+/// frames: a frame of one flow gets the payload of the other's latest frame. The run must
+/// fail (exit 1) naming the spoiled flow and saying it holds bytes of the other flow; the NIC
+/// is restored and no binding is left.
+fn multi_flow_fault(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 62, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let ctl = format!("{DEBUGFS}/{}/fault", nic.dut);
+    std::fs::write(&ctl, "xflow 50").map_err(|e| format!("write \"xflow 50\" to {ctl}: {e}"))?;
+    let seed = "62";
+    let t = nic.transfer(
+        5630,
+        &[
+            "-s", DUT4, "-t", "3", "-q", "1", "--flows", "2", "--seed", seed,
+        ],
+        &[
+            "--send-pattern",
+            "8M",
+            "-s",
+            DUT4,
+            "--flows",
+            "2",
+            "--seed",
+            seed,
+        ],
+    )?;
+    let report = std::fs::read_to_string(&ctl)
+        .map_err(|e| format!("read {ctl}: {e}"))?
+        .trim()
+        .to_string();
+    let _ = std::fs::write(&ctl, "none");
+    let text = output_text(&t.server);
+    let j = t.json.clone().unwrap_or(Value::Null);
+    let error = j["error"].as_str().unwrap_or("").to_string();
+    // "flow K: ... holds bytes of flow J at stream offset X"
+    let named = |s: &str| -> Option<(u32, u32)> {
+        let k = s.strip_prefix("flow ")?.split(':').next()?.parse().ok()?;
+        let (_, rest) = s.split_once("holds bytes of flow ")?;
+        let j = rest.split(' ').next()?.parse().ok()?;
+        Some((k, j))
+    };
+    match (t.server.status.code(), named(&error)) {
+        (Some(1), Some((k, other))) if k != other && k < 2 && other < 2 => {}
+        _ => {
+            return Err(format!(
+                "module: {report:?}; expected exit 1 naming the spoiled flow and the other \
+                 flow's bytes; server {}: error {error:?}; log {text:?}",
+                t.server.status
+            ))
+        }
+    }
+    if !report.starts_with("fired xflow") {
+        return Err(format!("the fault did not fire: {report:?}"));
+    }
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the failed run")?;
+    no_binding(&after)?;
+    Ok(Outcome::Pass(format!("module: {report}; exit 1: {error}")))
 }
 
 /// What the tool made of one spoiled frame.

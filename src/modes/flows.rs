@@ -505,12 +505,16 @@ impl FlowFigures {
     }
 }
 
+/// The `/proc/stat` shares of the measured interval: the app CPUs together, all CPUs, and
+/// each CPU by number.
+type CpuSplit = (CpuShares, CpuShares, Vec<(usize, CpuShares)>);
+
 /// The figures of the run.
 struct RunFigures {
     flows: Vec<FlowFigures>,
     /// The measured interval of the run (first to last snapshot).
     interval: Duration,
-    cpu: std::result::Result<(CpuShares, CpuShares, Vec<(usize, CpuShares)>), String>,
+    cpu: std::result::Result<CpuSplit, String>,
     app_cpus: Vec<usize>,
     device: Option<std::result::Result<DeviceRx, NoQstats>>,
     warmup: Option<Duration>,
@@ -677,19 +681,27 @@ impl RunFigures {
             .enumerate()
             .map(|(k, f)| {
                 let st = &f.flow.stats;
-                let mut s = format!(
-                    "  flow {k}: {} bytes, {:.3} Gbit/s, {} frags ({} dmabuf, {} linear), {} \
-                     tokens in {} DONTNEED calls, {} recvmsg calls, crc32 0x{:08x}",
-                    st.bytes,
-                    f.gbps(),
-                    st.dmabuf_frags + st.linear_frags,
-                    st.dmabuf_frags,
-                    st.linear_frags,
-                    st.tokens_released,
-                    st.dontneed_calls,
-                    st.recvmsg_calls,
-                    st.crc32
-                );
+                let mut s = format!("  flow {k}: ");
+                if self.warmup.is_some() {
+                    s.push_str(&format!("{} bytes measured ({} in all)", f.bytes, st.bytes));
+                } else {
+                    s.push_str(&format!("{} bytes", st.bytes));
+                }
+                s.push_str(&format!(", {:.3} Gbit/s", f.gbps()));
+                if st.mode != crate::stats::RxMode::PlainTcp {
+                    s.push_str(&format!(
+                        ", {} frags ({} dmabuf, {} linear), {} tokens in {} DONTNEED calls",
+                        st.dmabuf_frags + st.linear_frags,
+                        st.dmabuf_frags,
+                        st.linear_frags,
+                        st.tokens_released,
+                        st.dontneed_calls,
+                    ));
+                }
+                s.push_str(&format!(
+                    ", {} recvmsg calls, crc32 0x{:08x}",
+                    st.recvmsg_calls, st.crc32
+                ));
                 if let Some(q) = &f.queue {
                     s.push_str(&format!("; {q}"));
                 }
