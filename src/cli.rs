@@ -534,9 +534,13 @@ pub struct PeerServerArgs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SweepArgs {
     /// The receive mode of every run ([`ModeArgs::Server`], [`ModeArgs::Zcrx`] or
-    /// [`ModeArgs::Plain`]) as typed, before a point's value is applied; its `--duration`
-    /// and `--timeout` have the sweep's defaults, and its stream the default seed.
+    /// [`ModeArgs::Plain`]) as typed, before a point's value is applied; its `--timeout`
+    /// has the sweep's default, its stream the default seed, and (devmem and plain) its
+    /// `--duration` is [`duration`](Self::duration). The zcrx server takes no duration: it
+    /// receives until the peer, sending for `duration`, closes.
     pub base: Box<ModeArgs>,
+    /// `--duration`: each run's length (default [`DEFAULT_SWEEP_DURATION`]).
+    pub duration: Duration,
     /// `--sweep`; `None`: one configuration, repeated `--runs` times.
     pub sweep: Option<crate::lab::plan::Sweep>,
     /// `--runs`.
@@ -948,12 +952,16 @@ fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
         SweepKey::RxPageSize => (role == Role::Server, t.rx_page_size.map(|_| "-b")),
         SweepKey::Autorelease => (role == Role::Server, t.bind_autorelease.map(|_| "-a")),
         SweepKey::RxBufLen => (role == Role::Zcrx, t.rx_buf_len.map(|_| "--rx-buf-len")),
-        SweepKey::Flows => (true, t.flows.map(|_| "--flows")),
+        SweepKey::Flows => (role != Role::Zcrx, t.flows.map(|_| "--flows")),
     };
     let name = sweep.key.name();
     if !applies {
         let to = match sweep.key {
             SweepKey::RxBufLen => "the zcrx server (-l --zcrx)",
+            SweepKey::Flows => {
+                "the devmem server and the plain receiver (the zcrx server \
+                                receives one flow)"
+            }
             _ => "the devmem server (-l -f IF without --plain or --zcrx)",
         };
         return Err(usage_err(format!("--sweep {name}: only applies to {to}")));
@@ -1161,7 +1169,11 @@ fn sweep_args(
     client: Option<HostAddr>,
     peer: HostAddr,
 ) -> Result<ModeArgs> {
-    t.duration = t.duration.or(Some(DEFAULT_SWEEP_DURATION));
+    let duration = t.duration.unwrap_or(DEFAULT_SWEEP_DURATION);
+    t.duration = match role {
+        Role::Zcrx => None,
+        _ => Some(duration),
+    };
     t.timeout = t.timeout.or(Some(DEFAULT_SWEEP_TIMEOUT));
     if t.validate.is_none() && t.seed.is_none() {
         t.seed = Some(Seed::Value(DEFAULT_SWEEP_SEED));
@@ -1174,6 +1186,7 @@ fn sweep_args(
     let base = mode_args(t, role, server, client)?;
     Ok(ModeArgs::Sweep(SweepArgs {
         base: Box::new(base),
+        duration,
         sweep,
         runs,
         peer,

@@ -96,10 +96,7 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
     for path in [&a.csv, &a.plot].into_iter().flatten() {
         check_parent(path)?;
     }
-    let duration = rx
-        .flows
-        .duration
-        .unwrap_or(crate::cli::DEFAULT_SWEEP_DURATION);
+    let duration = a.duration;
     report.summary(&format!("{PROGRAM}: {}", describe(&plan, a, rx)));
     let local = rx.addr.with_port(0);
     let peer_addr = a.peer.with_port(a.peer_port);
@@ -155,9 +152,14 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                     eta(started, slot.index, plan.total())
                 ));
                 let args = point_args(&a.base, plan.key, plan.points[slot.point]);
-                match one_run(&mut client, &args, slot, report) {
+                match one_run(&mut client, &args, a.duration, slot, report) {
                     Err(peer_failed) => {
                         stopped = Some(Error::Failure(format!("{name}: {peer_failed}")));
+                        break;
+                    }
+                    Ok((_, Err(Error::Usage(why)))) => {
+                        // The same for every run: the sweep stops (exit 2).
+                        stopped = Some(Error::Usage(format!("{name}: {why}")));
                         break;
                     }
                     Ok((rec, verdict)) => {
@@ -247,10 +249,7 @@ fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
          (run 1 of every point, then run 2, ...) so drift of the machine spreads over all \
          points; values are mean +/- sample sd over the runs that passed",
         plan.runs,
-        rx.flows
-            .duration
-            .unwrap_or(crate::cli::DEFAULT_SWEEP_DURATION)
-            .as_secs_f64(),
+        a.duration.as_secs_f64(),
         rx.flows
             .warmup
             .map(|w| format!(" ({:.1} s warm-up)", w.as_secs_f64()))
@@ -284,13 +283,14 @@ fn record(
     }
 }
 
-/// One run of `args`: the receive on a thread of its own; once it listens, the peer asked
-/// to send and its `done` awaited; the run's verdict and record.
+/// One run of `args` (of the sweep's `duration`): the receive on a thread of its own; once it
+/// listens, the peer asked to send and its `done` awaited; the run's verdict and record.
 ///
 /// Errors: the peer's failure (the sweep stops); the run's own failure is in the record.
 fn one_run(
     client: &mut PeerClient,
     args: &ModeArgs,
+    duration: Duration,
     slot: Slot,
     report: &RunReport,
 ) -> Result<(RunRecord, Result<()>)> {
@@ -315,14 +315,16 @@ fn one_run(
         // went with its report).
         let peer = match listening.recv() {
             Ok(()) => Some((|| {
-                let duration = rx
-                    .flows
-                    .duration
-                    .unwrap_or(crate::cli::DEFAULT_SWEEP_DURATION);
+                // A receiver with a duration closes first; one without (zcrx) receives
+                // until the peer's send of the run's duration ends.
+                let send = match rx.flows.duration {
+                    Some(d) => d + SEND_MARGIN,
+                    None => duration,
+                };
                 let (run, send_for) = client.start(
                     rx.port,
                     rx.flows.count,
-                    duration + SEND_MARGIN,
+                    send,
                     peer_stream(rx.validate),
                     None,
                     rx.flows.tcp_cc.clone(),
@@ -383,10 +385,7 @@ fn output(
         "mean +/- sample sd over the runs that passed; {} runs of {:.1} s per point, \
          interleaved (run 1 of every point, then run 2, ...)\n",
         plan.runs,
-        rx.flows
-            .duration
-            .unwrap_or(crate::cli::DEFAULT_SWEEP_DURATION)
-            .as_secs_f64()
+        a.duration.as_secs_f64()
     ));
     if let Some(e) = stopped {
         text.push_str(&format!(
@@ -471,7 +470,7 @@ fn sweep_json(
             "queues": nic.and_then(|n| n.queues).map(|q| json!({"start": q.start, "count": q.count})),
             "cpus": rx.flows.cpus.clone().or_else(|| crate::sys::cpu::allowed_cpus().ok()),
             "flows": rx.flows.count,
-            "duration_s": rx.flows.duration.map(|d| d.as_secs_f64()),
+            "duration_s": a.duration.as_secs_f64(),
             "warmup_s": rx.flows.warmup.map(|d| d.as_secs_f64()),
             "tcp_cc": rx.flows.tcp_cc,
             "peer": format!("{}:{}", a.peer.text, a.peer_port),
@@ -539,6 +538,11 @@ mod tests {
         };
         assert_eq!(c.rx_buf_len, Some(32768));
         assert_eq!(
+            c.rx.flows.duration, None,
+            "zcrx receives until the peer closes"
+        );
+        assert_eq!(z.duration, crate::cli::DEFAULT_SWEEP_DURATION);
+        assert_eq!(
             peer_stream(c.rx.validate),
             Stream::Seed(crate::cli::DEFAULT_SWEEP_SEED)
         );
@@ -569,6 +573,7 @@ mod tests {
             ("-l --plain -s 2001:db8::1 -p 5201 --sweep flows=1", "--sweep: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
             ("--send-pattern 1M -s 2001:db8::1 -p 5201 -v 7 --sweep flows=1", "--sweep: only applies to receivers (-l)"),
             ("--peer-server -l", "--peer-server: serves the sender side of sweeps; not with -l"),
+            ("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --sweep flows=1,2", "--sweep flows: only applies to the devmem server and the plain receiver (the zcrx server receives one flow)"),
         ] {
             let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
             match crate::cli::parse(&argv, 4096) {

@@ -559,30 +559,17 @@ impl PeerClient {
 mod tests {
     use super::*;
     use crate::lab::proto;
+    use crate::lab::proto::tests::Pipe;
 
-    /// A client's side as a script of lines, and what the peer answered.
-    struct Script {
-        input: Vec<u8>,
-        at: usize,
-        out: Vec<u8>,
-    }
-
-    impl Read for Script {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = buf.len().min(self.input.len() - self.at);
-            buf[..n].copy_from_slice(&self.input[self.at..self.at + n]);
-            self.at += n;
-            Ok(n)
-        }
-    }
-
-    impl Write for Script {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.out.extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
+    /// What the test sender reports of every job.
+    fn figures() -> PeerFigures {
+        PeerFigures {
+            bytes: 10,
+            elapsed_s: 1.0,
+            gbit_per_s: 0.5,
+            flow_bytes: vec![5, 5],
+            cpu: None,
+            error: None,
         }
     }
 
@@ -617,22 +604,11 @@ mod tests {
 
     /// Runs a session over `lines`; returns its result, the peer's answers and the jobs.
     fn serve(lines: &[String]) -> (std::result::Result<u32, ProtoError>, Vec<Msg>, Vec<SendJob>) {
-        let mut conn = Conn::new(Script {
-            input: lines.concat().into_bytes(),
-            at: 0,
-            out: Vec::new(),
-        });
+        let mut conn = Conn::new(Pipe::new(lines.concat().as_bytes(), 4096));
         let mut jobs = Vec::new();
         let mut send = |job: &SendJob| {
             jobs.push(job.clone());
-            PeerFigures {
-                bytes: 10,
-                elapsed_s: 1.0,
-                gbit_per_s: 0.5,
-                flow_bytes: vec![5, 5],
-                cpu: None,
-                error: None,
-            }
+            figures()
         };
         let r = session(
             &mut conn,
@@ -708,14 +684,7 @@ mod tests {
                     hello(),
                     proto::encode(&Msg::Done {
                         run: 1,
-                        figures: PeerFigures {
-                            bytes: 0,
-                            elapsed_s: 0.0,
-                            gbit_per_s: 0.0,
-                            flow_bytes: vec![],
-                            cpu: None,
-                            error: None,
-                        },
+                        figures: figures(),
                     }),
                 ],
                 "order",
@@ -785,22 +754,11 @@ mod tests {
     #[test]
     fn a_stopping_peer_refuses_the_next_run() {
         let lines = [hello(), send_line(1, 1.0), proto::encode(&Msg::Bye {})].concat();
-        let mut conn = Conn::new(Script {
-            input: lines.into_bytes(),
-            at: 0,
-            out: Vec::new(),
-        });
+        let mut conn = Conn::new(Pipe::new(lines.as_bytes(), 4096));
         let mut sent = 0;
         let mut send = |_: &SendJob| {
             sent += 1;
-            PeerFigures {
-                bytes: 0,
-                elapsed_s: 0.0,
-                gbit_per_s: 0.0,
-                flow_bytes: vec![],
-                cpu: None,
-                error: None,
-            }
+            figures()
         };
         let r = session(
             &mut conn,

@@ -421,20 +421,22 @@ impl<S: Read + Write> Conn<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A byte stream that yields `input` in pieces of `chunk` bytes and records what is
-    /// written.
-    struct Pipe {
+    /// written (one side of a control connection, for the tests of both sides).
+    pub(crate) struct Pipe {
         input: Vec<u8>,
-        at: usize,
+        /// Bytes read so far.
+        pub(crate) at: usize,
         chunk: usize,
-        out: Vec<u8>,
+        /// What was written.
+        pub(crate) out: Vec<u8>,
     }
 
     impl Pipe {
-        fn new(input: &[u8], chunk: usize) -> Pipe {
+        pub(crate) fn new(input: &[u8], chunk: usize) -> Pipe {
             Pipe {
                 input: input.to_vec(),
                 at: 0,
