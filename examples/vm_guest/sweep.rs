@@ -141,12 +141,16 @@ fn passed(name: &str, out: &Output, peer: PeerServer) -> Result<String, String> 
 /// `--sweep rx-page-size=4096,16384,65536 --runs 3 --duration 3 --flows 4 -t 4 -q 4 --seed S`
 /// against the peer: the table printed (and recorded); frags per GiB at 65536 at most an
 /// eighth of those at 4096, `SO_DEVMEM_DONTNEED` calls per GiB lower at 65536 than at 4096;
-/// the NIC as before and no binding left. The pair has 8 queues and the four bound ones are
+/// the NIC as before and no binding left. The binding is 128 MiB. The pair has 8 queues and the four bound ones are
 /// 4..7: the tool keeps queue 0 in the main RSS table, so `-t 0` is refused.
 pub(super) fn sweep_rx_page_size(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::with_queues(ctx, 61, 8, true)?;
     let before = NicState::take(&nic.dut)?;
-    let _pages = NrHugepages::set(64)?;
+    // A 128 MiB binding (64 hugepages, and as many again for the next run's while the
+    // previous one's are given back): at 64K niovs it still has 2048 buffers, so each of the
+    // four flows' receive windows (sized from its share of the buffers, one segment per
+    // buffer at worst) stays wide enough to fill a niov.
+    let _pages = NrHugepages::set(128)?;
     let peer = PeerServer::start(&nic)?;
     let (out, doc) = sweep(
         &nic,
@@ -166,6 +170,8 @@ pub(super) fn sweep_rx_page_size(ctx: &Ctx) -> CaseResult {
             "4",
             "--seed",
             "6161",
+            "--dmabuf-size",
+            "128M",
         ],
     )?;
     let text = passed("sweep-rx-page-size", &out, peer)?;
