@@ -246,7 +246,7 @@ const MB_S: Column = Column {
     name: "MB/s",
     key: "rx_mb_per_s",
     get: |n| n.rx_mb_per_s,
-    decimals: 0,
+    decimals: 1,
 };
 const USR: Column = Column {
     name: "%usr",
