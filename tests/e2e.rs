@@ -430,14 +430,13 @@ fn bad_flags_exit_2_naming_the_flag() {
             &["-l", "-f", "eth0", "-s", "::1", "-p", "5201", "-v", "1"][..],
             "-v",
         ),
-        // Issue 14 item 14: a multicast address is no TCP endpoint (the receiver waited
-        // forever).
+        // A multicast address is no TCP endpoint (the receiver waited forever).
         (
             &["-l", "--plain", "-s", "224.0.0.1", "-p", "5201", "-v", "7"][..],
             "-s",
         ),
-        // Issue 14 item 15: a forgotten value is not taken from the next option (this wrote a
-        // file named --verify-restore).
+        // A forgotten value is not taken from the next option (this wrote a file named
+        // --verify-restore).
         (&["-f", "lo", "--json", "--verify-restore"][..], "--json"),
     ] {
         let out = Command::new(BIN).args(args).output().expect("run");
@@ -893,7 +892,7 @@ fn demo_script_succeeds_and_cleans_up() {
 
 /// `--quiet` silences the capability report (probe and `--report`), and a probe that ends
 /// before its checks (here: no udmabuf, a skip) still writes its verdict and reason to
-/// `--json` instead of `"probe": null` (issue 14 item 8).
+/// `--json` instead of `"probe": null`.
 #[test]
 fn quiet_probe_prints_no_report_and_its_json_says_why_it_skipped() {
     const T: &str = "quiet_probe_prints_no_report_and_its_json_says_why_it_skipped";
@@ -959,7 +958,7 @@ fn quiet_probe_prints_no_report_and_its_json_says_why_it_skipped() {
 
 /// A second receiver on the address and port a first one listens on exits 1 at once with
 /// EADDRINUSE instead of listening too (with SO_REUSEPORT it did, and took some of the first
-/// one's connections); the first receives the whole stream (issue 14 item 9).
+/// one's connections); the first receives the whole stream.
 #[test]
 fn a_second_receiver_on_the_same_port_is_refused_at_once() {
     use std::io::{BufRead, BufReader};
@@ -1019,4 +1018,32 @@ fn a_second_receiver_on_the_same_port_is_refused_at_once() {
     std::io::Read::read_to_string(&mut first_err, &mut rest).expect("read stderr");
     assert_eq!(status.code(), Some(0), "{rest}");
     assert!(rest.contains("4194304"), "{rest}");
+}
+
+/// On veth, which has no queue management ops, the probe's skip names that first — no
+/// configuration can fix it — and then every other blocker in order (on this host also: no
+/// udmabuf), on one line, once.
+#[test]
+fn probe_on_veth_names_the_driver_first_then_every_blocker() {
+    let Some(p) = pair("probe_on_veth_names_the_driver_first_then_every_blocker") else {
+        return;
+    };
+    let out = ns_cmd(&p.a, &["-f", VETH_A, "--quiet"])
+        .output()
+        .expect("run probe");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    let want = format!(
+        "ncdevmem-rs: skip: {VETH_A}: the driver has no queue management ops (bind-rx answered \
+         EOPNOTSUPP"
+    );
+    assert!(lines[0].starts_with(&want), "{err}");
+    if !std::path::Path::new("/dev/udmabuf").exists() {
+        assert!(
+            lines[0].contains("; and: no udmabuf: cannot open /dev/udmabuf"),
+            "{err}"
+        );
+    }
 }
