@@ -401,7 +401,7 @@ fn output(
             first_err.get_or_insert(e);
         }
     };
-    keep(crate::app::print_stdout(&text));
+    keep(crate::run_report::print_stdout(&text));
     if let Some(path) = &a.csv {
         keep(
             results::csv(plan, records)
