@@ -23,17 +23,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_ncdevmem-rs");
 const CTRL: u16 = 4393;
 
 fn pair(test: &str) -> Option<NetNsPair> {
-    if let Some(reason) = common::skip_reason() {
-        common::print_skip(test, &reason);
-        return None;
-    }
-    Some(NetNsPair::new().expect("create namespace pair"))
+    common::pair_or_skip(test)
 }
 
 fn ns_cmd(ns: &common::NetNs, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns.name(), BIN]).args(args);
-    c
+    common::ns_command(ns, BIN, args)
 }
 
 /// The peer server on side B, listening on its control port (killed on drop).
