@@ -206,7 +206,9 @@ fn connect_retrying_to(
         ) {
             Err(Error::Sys { call, errno }) if errno == libc::ECONNREFUSED => {
                 let now = Instant::now();
-                if now >= deadline {
+                // Only a try begun at or after the deadline is the last: one begun before it
+                // and answered after it (a loaded machine) is followed by one more.
+                if tried_at >= deadline {
                     return Err(Error::Timeout(format!(
                         "connect to [{}]:{}: still refused after {} ms, {tries} tries in the \
                          {} ms window, the last at {} ms ({call})",

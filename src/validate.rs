@@ -138,6 +138,23 @@ pub fn flow_key(seed: u64, flow: u32) -> u64 {
 /// stream offsets `8i..8i+7`, little-endian: SplitMix64's output function of `(i+1)·G` with
 /// the key XORed in after its first multiply (with key 0, SplitMix64's output `i` from state
 /// 0).
+///
+/// ```
+/// use ncdevmem::validate::{flow_key, keyed_word, keyed_word_index};
+/// // Key 0 is plain SplitMix64 from state 0 (its published first outputs).
+/// assert_eq!(keyed_word(0, 0), 0xE220_A839_7B1D_CDAF);
+/// assert_eq!(keyed_word(0, 1), 0x6E78_9E6A_A1B9_65F4);
+/// assert_eq!(keyed_word(0, 2), 0x06C4_5D18_8009_454F);
+/// // Every word names its position under its flow's key ...
+/// let key = flow_key(42, 0);
+/// for i in [0, 1, 1 << 20, u64::MAX] {
+///     assert_eq!(keyed_word_index(key, keyed_word(key, i)), i);
+/// }
+/// // ... and another flow's words do not decode to nearby positions.
+/// let other = flow_key(42, 1);
+/// assert_ne!(other, key);
+/// assert!(keyed_word_index(key, keyed_word(other, 7)).abs_diff(7) > 1 << 32);
+/// ```
 #[inline(always)]
 pub fn keyed_word(key: u64, i: u64) -> u64 {
     mix_keyed(counter(0, i), key)

@@ -107,6 +107,13 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
     ]
 }
 
+/// The slow cases: opt-in (`--kernel-tests`, which tests/vm/run.sh passes with
+/// `NCDEVMEM_VM_KERNEL_TESTS=1`), as each adds minutes under TCG to a suite that must stay
+/// within CI's time on a loaded machine; a case `--only` names runs without it too.
+pub fn kernel_test_cases() -> Vec<(&'static str, super::Case)> {
+    vec![("devmem-nic/c-iou-zcrx", c_iou_zcrx)]
+}
+
 #[path = "sweep.rs"]
 mod sweep;
 
@@ -2300,7 +2307,9 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
             && f["tokens_released"] == f["dmabuf_frags"]
     });
     let cpu = &d["cpu"]["app"];
-    if fl.len() != MF_FLOWS || !all_validated || !(3.5..4.9).contains(&measured) || cpu.is_null() {
+    // 4 s less what the guest's slow snapshot reads (qstats, /proc/stat) take at the ends
+    // under TCG on a loaded host (3.79 s seen).
+    if fl.len() != MF_FLOWS || !all_validated || !(3.0..5.5).contains(&measured) || cpu.is_null() {
         return Err(format!(
             "--duration 5 --warmup 1: expected {MF_FLOWS} validated flows measured over about \
              4 s with CPU figures: {d}"
@@ -2580,6 +2589,15 @@ const DEVMEM_PY: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/d
 const IOU_ZCRX_PY: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/iou-zcrx.py";
 /// The C ncdevmem built from the VM kernel's source, inside the chroot.
 const C_NCDEVMEM: &str = "/opt/kselftest/c-ncdevmem";
+/// The C iou-zcrx built from the VM kernel's source (with liburing), inside the chroot.
+const C_IOU_ZCRX: &str = "/opt/kselftest/c-iou-zcrx";
+/// The kernel's harness runs `iou-zcrx` from its own directory: a link to [`UNDER_TEST`].
+const HARNESS_IOU_ZCRX: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/iou-zcrx";
+/// Written by the runner for a KERNEL_TREE run: the chroot directory with that tree's harness
+/// and C tools, mounted over [`KSELFTEST_DIR`].
+const KSELFTEST_OVERRIDE: &str = "/etc/vm-kselftest";
+/// The chroot's directory of the kernel's harness and C tools (the prefix of the paths above).
+const KSELFTEST_DIR: &str = "/opt/kselftest";
 /// How long one devmem.py run may take under TCG.
 const HARNESS_DEADLINE: Duration = Duration::from_secs(420);
 
@@ -2620,6 +2638,15 @@ impl DebianRoot {
             ])?;
         }
         sh(&["mount", "-t", "tmpfs", "tmpfs", &format!("{DEBIAN}/tmp")])?;
+        if let Ok(dir) = std::fs::read_to_string(KSELFTEST_OVERRIDE) {
+            sh(&[
+                "mount",
+                "--bind",
+                &format!("{DEBIAN}{}", dir.trim()),
+                &format!("{DEBIAN}{KSELFTEST_DIR}"),
+            ])
+            .map_err(|e| format!("{e} (the KERNEL_TREE's selftests, {KSELFTEST_OVERRIDE})"))?;
+        }
         Ok(root)
     }
 
@@ -3096,6 +3123,194 @@ fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
     )))
 }
 
+/// How many times each receiver takes the timed transfer of [`c_iou_zcrx`].
+const ZCRX_TIMED_RUNS: usize = 3;
+
+/// What the C iou-zcrx's server prints when its receive did not end within 5 s of listening
+/// (its fixed deadline, `tstop`).
+const C_IOU_ZCRX_DEADLINE: &str = "iou-zcrx: test failed";
+
+/// The kernel's C iou-zcrx, built from the VM kernel's source with liburing, under the same
+/// iou-zcrx.py on the same kind of NIC as `devmem-nic/kernel-iou-zcrx-py` (its results are
+/// recorded, not required); then the receiver CPU and wall time (bash's `time` in the chroot)
+/// of the same transfer by each binary run as the harness's `iou-zcrx`: `test_zcrx.single`'s NIC
+/// setup and server command line (`-s -p P -i DUT -q 3`), 2 MiB of the `'a'..'z'` stream (the C
+/// client's whole send buffer) from one sender for both, ncdevmem-rs as `iou-zcrx -c -h DUT6 -p
+/// P -l 12840` in the peer namespace, started once the server's ifq is registered (it retries
+/// the connect until the server listens), [`ZCRX_TIMED_RUNS`] times each, alternating. Every
+/// ncdevmem-rs receive must exit 0; a C receive either exits 0 or ends at its own 5 s deadline
+/// ([`C_IOU_ZCRX_DEADLINE`]), which the line counts. Every frame with payload must have been
+/// split on queue [`BOUND`].
+fn c_iou_zcrx(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 36, true)?;
+    let root = DebianRoot::mount()?;
+    let c_bin = format!("{DEBIAN}{C_IOU_ZCRX}");
+    let harness = kernel_py(&root, &nic, IOU_ZCRX_PY, &c_bin)?;
+    record("iou-zcrx-py-c-iou-zcrx.txt", &harness.output);
+    wait_provider(&nic, BOUND, false)?;
+    let before = nic.queue_stats()?;
+    let port = 5492u16;
+    let _setup = HarnessSetup::apply(ctx, &nic.dut, port)?;
+    let sender_link = "/tmp/iou-zcrx";
+    let _ = std::fs::remove_file(sender_link);
+    std::os::unix::fs::symlink(&ctx.bin, sender_link)
+        .map_err(|e| format!("symlink {sender_link}: {e}"))?;
+    let mut receivers = [
+        TimedReceiver::new("ncdevmem-rs", &ctx.bin.to_string_lossy(), false),
+        TimedReceiver::new("C iou-zcrx", &c_bin, true),
+    ];
+    let mut runs = Vec::new();
+    for round in 1..=ZCRX_TIMED_RUNS {
+        for r in receivers.iter_mut() {
+            std::fs::copy(&r.bin, UNDER_TEST).map_err(|e| format!("copy {}: {e}", r.bin))?;
+            let script = format!(
+                "TIMEFORMAT='cpu %U %S %R'; time {HARNESS_IOU_ZCRX} -s -p {port} -i {} -q {BOUND} \
+                 >/tmp/iou-zcrx-rx.out 2>&1; echo \"exit $?\"; cat /tmp/iou-zcrx-rx.out",
+                nic.dut
+            );
+            let rx = spawn(&mut root.command(&[], &["bash", "-c", &script]))?;
+            let mut rx = KillOnDrop(Some(rx));
+            wait_provider(&nic, BOUND, true)?;
+            let tx = run(ns_exec(ctx, &nic.peer_ns).args([
+                sender_link,
+                "-c",
+                "-h",
+                DUT6,
+                "-p",
+                &port.to_string(),
+                "-l",
+                "12840",
+            ]))?;
+            let got = wait_within(rx.0.take().ok_or("the receiver is gone")?, HARNESS_DEADLINE)?;
+            let text = output_text(&got);
+            runs.push(format!("{} run {round}: {}", r.label, text.trim()));
+            r.add(&text, tx.status.success())
+                .map_err(|e| format!("run {round}: {e}; sender: {}", output_text(&tx).trim()))?;
+            wait_provider(&nic, BOUND, false)?;
+        }
+    }
+    record("iou-zcrx-timed-runs.txt", &(runs.join("\n") + "\n"));
+    let after = nic.queue_stats()?;
+    let elsewhere: u64 = (0..BOUND).map(|n| after[n].split - before[n].split).sum();
+    if elsewhere != 0 || after[BOUND].split == before[BOUND].split {
+        return Err(format!(
+            "split frames per queue before the timed runs {before:?}, after {after:?}"
+        ));
+    }
+    if receivers[0].ok != ZCRX_TIMED_RUNS {
+        return Err(format!("ncdevmem-rs: {}", receivers[0].summary()));
+    }
+    let failures = if harness.results.iter().any(|(_, v)| v != "ok") {
+        format!(" ({})", harness.failure_lines())
+    } else {
+        String::new()
+    };
+    Ok(Outcome::Pass(format!(
+        "iou-zcrx.py with the C iou-zcrx: {}{failures}. Receiver of 2 MiB (test_zcrx.single's \
+         transfer, one sender for both), {ZCRX_TIMED_RUNS} runs each, summed over the runs that \
+         finished: ncdevmem-rs: {}; C iou-zcrx: {}; all split frames on queue {BOUND}; outputs \
+         saved as iou-zcrx-py-c-iou-zcrx.txt, iou-zcrx-timed-runs.txt",
+        harness.summary(),
+        receivers[0].summary(),
+        receivers[1].summary(),
+    )))
+}
+
+/// One receiver of [`c_iou_zcrx`]'s timed transfer and its runs so far.
+struct TimedReceiver {
+    label: &'static str,
+    /// The binary (a guest path), copied to [`UNDER_TEST`] for each run.
+    bin: String,
+    /// The C tool: a run may end at its deadline ([`C_IOU_ZCRX_DEADLINE`]).
+    c_tool: bool,
+    /// Runs that exited 0 with their sender.
+    ok: usize,
+    /// Runs that ended at the C tool's own deadline ([`C_IOU_ZCRX_DEADLINE`]).
+    deadline: usize,
+    /// User, system and wall seconds summed over the runs in `ok`.
+    secs: [f64; 3],
+}
+
+impl TimedReceiver {
+    fn new(label: &'static str, bin: &str, c_tool: bool) -> Self {
+        TimedReceiver {
+            label,
+            bin: bin.to_string(),
+            c_tool,
+            ok: 0,
+            deadline: 0,
+            secs: [0.0; 3],
+        }
+    }
+
+    /// Counts one run from its output (`exit N`, bash's `cpu USER SYS WALL`, what the receiver
+    /// printed) and whether its sender succeeded; an outcome other than success or the C
+    /// tool's deadline is an error.
+    fn add(&mut self, text: &str, sender_ok: bool) -> Result<(), String> {
+        let times: Vec<f64> = text
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))
+            .map(|t| {
+                t.split_whitespace()
+                    .filter_map(|v| v.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let exit0 = text.lines().any(|l| l == "exit 0");
+        match times.as_slice() {
+            [u, s, w] if exit0 && sender_ok => {
+                self.ok += 1;
+                for (acc, v) in self.secs.iter_mut().zip([u, s, w]) {
+                    *acc += v;
+                }
+                Ok(())
+            }
+            _ if self.c_tool && text.contains(C_IOU_ZCRX_DEADLINE) => {
+                self.deadline += 1;
+                Ok(())
+            }
+            _ => Err(format!("{} as iou-zcrx: {text:?}", self.label)),
+        }
+    }
+
+    fn summary(&self) -> String {
+        let [u, s, w] = self.secs;
+        let mut line = format!(
+            "{} of {ZCRX_TIMED_RUNS} runs, user {u:.3} s + sys {s:.3} s = {:.3} s CPU, wall \
+             {w:.3} s",
+            self.ok,
+            u + s
+        );
+        if self.deadline > 0 {
+            line += &format!(
+                " ({} ended at its own 5 s deadline: {C_IOU_ZCRX_DEADLINE:?})",
+                self.deadline
+            );
+        }
+        line
+    }
+}
+
+/// Waits (up to 60 s) until queue `queue` of `nic` has (`want`) or no longer has a memory
+/// provider: an io_uring ifq comes with the registration and goes with its ring, after the
+/// process that held it has exited (the harness's `mp_clear_wait` waits the same way).
+fn wait_provider(nic: &Dnic, queue: usize, want: bool) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let q = nic.queue_stats()?;
+        if q[queue].provider == want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "queue {queue}: memory provider {} after 60 s: {q:?}",
+                if want { "still missing" } else { "still there" }
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // A pair of the software NIC
 // ---------------------------------------------------------------------------------------------
@@ -3277,13 +3492,16 @@ struct QueueStats {
     hw_drops: u64,
     alloc_fail: u64,
     split: u64,
+    /// The queue has a memory provider (a devmem binding or a zcrx ifq).
+    provider: bool,
 }
 
 impl QueueStats {
     /// `queue packets bytes hw_drops alloc_fail split ring buf_size provider`.
     fn parse(line: &str) -> Option<QueueStats> {
-        let f: Vec<u64> = line
-            .split_whitespace()
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let f: Vec<u64> = words
+            .iter()
             .take(6)
             .map(|w| w.parse().ok())
             .collect::<Option<_>>()?;
@@ -3292,6 +3510,7 @@ impl QueueStats {
             hw_drops: f[3],
             alloc_fail: f[4],
             split: f[5],
+            provider: words.get(8) == Some(&"yes"),
         })
     }
 }
