@@ -14,6 +14,7 @@ pub mod socket;
 pub mod softirq;
 pub mod tcp;
 pub mod uapi;
+pub(crate) mod uapi_struct;
 pub(crate) mod udmabuf;
 pub mod uring_mem;
 pub mod zerocopy;
