@@ -17,18 +17,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::bin::{ns_cmd, pair};
 use common::{NetNsPair, ADDR_A_V4, ADDR_B_V4};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ncdevmem-rs");
 const CTRL: u16 = 4393;
-
-fn pair(test: &str) -> Option<NetNsPair> {
-    common::pair_or_skip(test)
-}
-
-fn ns_cmd(ns: &common::NetNs, args: &[&str]) -> Command {
-    common::ns_command(ns, BIN, args)
-}
 
 /// The peer server on side B, listening on its control port (killed on drop).
 struct Peer(Option<Child>);

@@ -258,23 +258,3 @@ impl NetNsPair {
         Ok(NetNsPair { a, b })
     }
 }
-
-/// A fresh [`NetNsPair`] for `test`, or `None` after printing why real-kernel tests cannot run
-/// here ([`skip_reason`]).
-///
-/// # Panics
-/// When the pair cannot be made (or as [`skip_reason`]).
-pub fn pair_or_skip(test: &str) -> Option<NetNsPair> {
-    if let Some(reason) = skip_reason() {
-        print_skip(test, &reason);
-        return None;
-    }
-    Some(NetNsPair::new().expect("create namespace pair"))
-}
-
-/// `ip netns exec <ns> <bin> <args...>`, not yet started.
-pub fn ns_command(ns: &NetNs, bin: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns.name(), bin]).args(args);
-    c
-}
