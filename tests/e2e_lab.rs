@@ -80,23 +80,31 @@ fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-/// A control connection from the test, in side A's namespace: the lines it reads.
-fn control(p: &NetNsPair, lines: &[&str], answers: usize) -> Vec<serde_json::Value> {
+/// A control connection from the test, in side A's namespace, sending `lines`: the
+/// connection (kept open) and the first line it reads. The peer may still be finishing the
+/// previous client's session when a client has read that session's last answer, so a `busy`
+/// answer is retried (at most 5 s) unless `busy_ok`.
+fn control(p: &NetNsPair, lines: &[&str], busy_ok: bool) -> (TcpStream, serde_json::Value) {
     let _inside = p.a.enter().expect("enter side A");
-    let s = TcpStream::connect((ADDR_B_V4, CTRL)).expect("connect to the peer's control port");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut w = s.try_clone().unwrap();
-    for l in lines {
-        w.write_all(l.as_bytes()).unwrap();
+    for _ in 0..250 {
+        let s = TcpStream::connect((ADDR_B_V4, CTRL)).expect("connect to the peer's control port");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut w = s.try_clone().unwrap();
+        for l in lines {
+            w.write_all(l.as_bytes()).unwrap();
+        }
+        let mut line = String::new();
+        BufReader::new(s.try_clone().unwrap())
+            .read_line(&mut line)
+            .expect("an answer line");
+        let answer: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        if busy_ok || answer["code"] != "busy" {
+            return (s, answer);
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    let mut r = BufReader::new(s);
-    (0..answers)
-        .map(|_| {
-            let mut line = String::new();
-            r.read_line(&mut line).expect("an answer line");
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
-        })
-        .collect()
+    panic!("the peer stayed busy for 5 s after its client left");
 }
 
 #[test]
@@ -262,26 +270,18 @@ fn a_plain_sweep_over_flows_prints_and_writes_one_consistent_table() {
 
     // The peer keeps serving: garbage is answered and the next client is welcomed; while one
     // client is served, another is refused.
-    let garbage = control(&p, &["not json\n"], 1);
-    assert_eq!(garbage[0]["type"], "error");
-    assert_eq!(garbage[0]["code"], "malformed");
+    let (_, garbage) = control(&p, &["not json\n"], false);
+    assert_eq!(garbage["type"], "error");
+    assert_eq!(garbage["code"], "malformed");
     let hello = "{\"v\":1,\"type\":\"hello\",\"tool\":\"test\",\"version\":\"0\"}\n";
-    let newer = control(&p, &["{\"v\":2,\"type\":\"hello\"}\n"], 1);
-    assert_eq!(newer[0]["code"], "version", "{newer:?}");
+    let (_, newer) = control(&p, &["{\"v\":2,\"type\":\"hello\"}\n"], false);
+    assert_eq!(newer["code"], "version", "{newer}");
     {
-        let _inside = p.a.enter().expect("enter side A");
-        let first = TcpStream::connect((ADDR_B_V4, CTRL)).unwrap();
-        first
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        (&first).write_all(hello.as_bytes()).unwrap();
-        let mut r = BufReader::new(&first);
-        let mut line = String::new();
-        r.read_line(&mut line).unwrap();
-        assert!(line.contains("\"type\":\"welcome\""), "{line}");
-        drop(_inside);
-        let second = control(&p, &[hello], 1);
-        assert_eq!(second[0]["code"], "busy", "{second:?}");
+        let (_first, welcome) = control(&p, &[hello], false);
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        // While that client's session is open, another is refused.
+        let (_, second) = control(&p, &[hello], true);
+        assert_eq!(second["code"], "busy", "{second}");
     }
     let (code, log) = peer.stop();
     assert_eq!(code, 0, "{log}");
