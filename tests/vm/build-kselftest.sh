@@ -37,4 +37,9 @@ gcc-14 -O2 -std=gnu11 -Wall -isystem "$hdr/include" \
     ncdevmem.c "$src/tools/net/ynl/generated/netdev-user.c" \
     "$src/tools/net/ynl/generated/ethtool-user.c" "$src/tools/net/ynl/lib/ynl.a" -o "$out/c-ncdevmem"
 # As the selftests' Makefile builds it (LDLIBS += -luring), with the uapi headers first.
-gcc-14 -O2 -std=gnu11 -Wall -isystem "$hdr/include" iou-zcrx.c -luring -o "$out/c-iou-zcrx"
+# Only the opt-in case devmem-nic/c-iou-zcrx runs it: a liburing too old for the tree's zcrx
+# (storage size of 'rq_ring' isn't known, with trixie's 2.9) must not stop the default suite.
+if ! gcc-14 -O2 -std=gnu11 -Wall -isystem "$hdr/include" iou-zcrx.c -luring \
+    -o "$out/c-iou-zcrx"; then
+    echo "build-kselftest: the C iou-zcrx did not build (above); devmem-nic/c-iou-zcrx will say so" >&2
+fi

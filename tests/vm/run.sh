@@ -503,7 +503,11 @@ if [ ! -e "$kst_stamp" ]; then
         "$kst/tools/testing/selftests/"
     cp -a "$b/tools/net/ynl/pyynl" "$kst/tools/net/ynl/"
     cp -a "$b/Documentation/netlink" "$kst/Documentation/"
-    cp "$chroot_dir/build/kst-out/c-ncdevmem" "$chroot_dir/build/kst-out/c-iou-zcrx" "$kst/"
+    cp "$chroot_dir/build/kst-out/c-ncdevmem" "$kst/"
+    # The C iou-zcrx is for the opt-in devmem-nic/c-iou-zcrx only; its build may have failed.
+    if [ -e "$chroot_dir/build/kst-out/c-iou-zcrx" ]; then
+        cp "$chroot_dir/build/kst-out/c-iou-zcrx" "$kst/"
+    fi
     ln -sf /run/ncdevmem-under-test "$kst/tools/testing/selftests/drivers/net/hw/ncdevmem"
     rm -rf "$b" "$chroot_dir/build/kst-out" "$chroot_dir/build/build-kselftest.sh"
     : >"$kst_stamp"
