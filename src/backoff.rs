@@ -10,17 +10,17 @@
 use std::time::Duration;
 
 /// Retries of a streak that go ahead at once, before the first pause.
-pub const IMMEDIATE_RETRIES: u32 = 4;
+pub(crate) const IMMEDIATE_RETRIES: u32 = 4;
 
 /// The first pause, doubled on each further retry of the streak.
-pub const FIRST_PAUSE: Duration = Duration::from_millis(1);
+pub(crate) const FIRST_PAUSE: Duration = Duration::from_millis(1);
 
 /// The default longest pause between two tries.
-pub const DEFAULT_MAX_PAUSE: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_MAX_PAUSE: Duration = Duration::from_millis(50);
 
 /// The pauses of one retry loop; see the module docs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     streak: u32,
     max: Duration,
 }
@@ -33,7 +33,7 @@ impl Default for Backoff {
 
 impl Backoff {
     /// A backoff whose pauses never exceed `max` (at least [`FIRST_PAUSE`]).
-    pub fn new(max: Duration) -> Backoff {
+    pub(crate) fn new(max: Duration) -> Backoff {
         Backoff {
             streak: 0,
             max: max.max(FIRST_PAUSE),
@@ -43,7 +43,7 @@ impl Backoff {
     /// Notes one more transient failure and returns the pause to take before the next try:
     /// zero for the first [`IMMEDIATE_RETRIES`] of a streak, then [`FIRST_PAUSE`] doubling up
     /// to the cap.
-    pub fn next_pause(&mut self) -> Duration {
+    pub(crate) fn next_pause(&mut self) -> Duration {
         self.streak = self.streak.saturating_add(1);
         if self.streak <= IMMEDIATE_RETRIES {
             return Duration::ZERO;
@@ -55,7 +55,7 @@ impl Backoff {
     }
 
     /// [`next_pause`](Self::next_pause), and sleeps it.
-    pub fn pause(&mut self) {
+    pub(crate) fn pause(&mut self) {
         let p = self.next_pause();
         if !p.is_zero() {
             std::thread::sleep(p);
@@ -63,13 +63,13 @@ impl Backoff {
     }
 
     /// A try succeeded: the next failure starts a new streak.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.streak = 0;
     }
 
     /// Failures in the current streak.
     #[cfg(test)]
-    pub fn streak(&self) -> u32 {
+    pub(crate) fn streak(&self) -> u32 {
         self.streak
     }
 }

@@ -13,6 +13,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 /// Writes one line to stderr with a single `write`, ignoring errors: a closed or full stderr
 /// must not turn a log line into a panic (SIGPIPE is ignored so that sockets report `EPIPE`).

@@ -37,34 +37,34 @@ use crate::caps::Missing;
 use crate::error::{Error, Result};
 use crate::netlink::netdev::{PagePoolInfo, QueueInfo};
 use crate::nic::queues::{describe_owned, owned_rx, QueueOwner};
-pub use crate::sys::softirq::CpuReach;
+pub(crate) use crate::sys::softirq::CpuReach;
 use crate::udmabuf::HugepageStatus;
 
-pub mod kernel;
+pub(crate) mod kernel;
 
 /// The longest wait for what a run held (on exit) or for hugepages a previous binding still
 /// holds (on start): 5 s. With [`return_deferred_buffers`] the VM suite's guest had a devmem
 /// binding's hugepages back within 0.06 s of the exit and a zcrx area's within 1.05 s (one
 /// page-pool release retry; docs/kernel-7.3-devmem-nic.md); 5 s leaves room for a slower
 /// machine without making a real shortage wait long.
-pub const WAIT: Duration = Duration::from_secs(5);
+pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
 /// Interval between readings while waiting: 50 ms.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// How often a wait asks the CPUs again to free deferred buffers while page pools of the run
 /// (on start: of a binding being torn down) are listed: 1 s, the kernel's own page-pool release
 /// retry interval.
-pub const NUDGE_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const NUDGE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// On start, how long a hugepage shortage is watched for the free count to rise when no page
 /// pool is being torn down, before it is a skip: 200 ms (the last step of a teardown — the
 /// dma-buf released after its pools went — takes milliseconds).
-pub const QUIET: Duration = Duration::from_millis(200);
+pub(crate) const QUIET: Duration = Duration::from_millis(200);
 
 /// The kernel as the waits see it. Real: [`kernel::KernelEnv`]; tests: scripted readings and
 /// a fake clock.
-pub trait Env {
+pub(crate) trait Env {
     /// RX and TX queues of the run's device (netdev `queue-get` dump); empty without a device.
     fn queues(&mut self) -> Result<Vec<QueueInfo>>;
     /// Every page pool of the network namespace (netdev `page-pool-get` dump).
@@ -86,13 +86,13 @@ pub trait Env {
 /// Before unbinding (or after closing a zcrx ring): frees what other CPUs hold for the run's
 /// sockets, so the page pools can go as soon as the provider is gone. Best effort: the waits
 /// ask again and name a failure when buffers stay out.
-pub fn return_deferred_buffers(env: &mut dyn Env) {
+pub(crate) fn return_deferred_buffers(env: &mut dyn Env) {
     let _ = env.return_deferred_buffers();
 }
 
 /// Which page pools belong to a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PoolOwner {
+pub(crate) enum PoolOwner {
     /// The run had no memory provider (nothing was bound).
     Nothing,
     /// Pools whose memory comes from these devmem bindings (`NETDEV_A_PAGE_POOL_DMABUF`).
@@ -109,7 +109,7 @@ pub enum PoolOwner {
 
 impl PoolOwner {
     /// Whether `p` is one of the run's pools.
-    pub fn owns(&self, p: &PagePoolInfo) -> bool {
+    pub(crate) fn owns(&self, p: &PagePoolInfo) -> bool {
         match self {
             PoolOwner::Nothing => false,
             PoolOwner::Dmabuf(ids) => p.dmabuf.is_some_and(|d| ids.contains(&d)),
@@ -122,7 +122,7 @@ impl PoolOwner {
 
 /// The ids of the io_uring zcrx pools of `ifindex` in `pools` (read before a run registers its
 /// ifq: [`PoolOwner::IoUring`]'s `before`).
-pub fn io_uring_pool_ids(pools: &[PagePoolInfo], ifindex: u32) -> Vec<u64> {
+pub(crate) fn io_uring_pool_ids(pools: &[PagePoolInfo], ifindex: u32) -> Vec<u64> {
     pools
         .iter()
         .filter(|p| p.io_uring && p.ifindex == Some(ifindex))
@@ -132,7 +132,7 @@ pub fn io_uring_pool_ids(pools: &[PagePoolInfo], ifindex: u32) -> Vec<u64> {
 
 /// The run's hugepages, counted from the pool right after they were allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HugepageGoal {
+pub(crate) struct HugepageGoal {
     /// 2 MiB hugepages the run's memory took.
     pub pages: u64,
     /// Available pages ([`HugepageStatus::available`]) once they are back: what was available
@@ -142,7 +142,7 @@ pub struct HugepageGoal {
 
 impl HugepageGoal {
     /// The goal for `pages` hugepages, with the pool as it was right after they were taken.
-    pub fn after_alloc(pages: u64, after: &HugepageStatus) -> HugepageGoal {
+    pub(crate) fn after_alloc(pages: u64, after: &HugepageStatus) -> HugepageGoal {
         HugepageGoal {
             pages,
             target: after.available().saturating_add(pages),
@@ -153,7 +153,7 @@ impl HugepageGoal {
     /// below the target meanwhile (`vm.nr_hugepages` lowered) counts as given back up to its
     /// size. Pages another run frees meanwhile count as the run's: the next run has them
     /// either way.
-    pub fn missing(&self, now: &HugepageStatus) -> u64 {
+    pub(crate) fn missing(&self, now: &HugepageStatus) -> u64 {
         self.target
             .min(now.nr)
             .saturating_sub(now.available())
@@ -164,7 +164,7 @@ impl HugepageGoal {
 /// The goal for a run that just took `pages` 2 MiB hugepages, from a reading right after the
 /// allocation; `None` without hugepages or when the pool cannot be read (then the exit wait
 /// does not look at hugepages).
-pub fn hugepage_goal(env: &mut dyn Env, pages: u64) -> Option<HugepageGoal> {
+pub(crate) fn hugepage_goal(env: &mut dyn Env, pages: u64) -> Option<HugepageGoal> {
     if pages == 0 {
         return None;
     }
@@ -175,7 +175,7 @@ pub fn hugepage_goal(env: &mut dyn Env, pages: u64) -> Option<HugepageGoal> {
 
 /// What a run held, to see given back on exit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holdings {
+pub(crate) struct Holdings {
     /// What held it, for the log: "dmabuf binding 7 on eth0", "zcrx ifq 0 on eth0", ….
     pub what: String,
     /// RX queues of the device that must show no owner.
@@ -188,7 +188,7 @@ pub struct Holdings {
 
 /// What of a run's holdings the kernel still has.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Held {
+pub(crate) struct Held {
     /// Owned queues among the run's.
     pub queues: Vec<(u32, Vec<QueueOwner>)>,
     /// The run's page pools still listed.
@@ -199,18 +199,18 @@ pub struct Held {
 
 impl Held {
     /// Nothing is held.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.queues.is_empty() && self.pools.is_empty() && self.hugepages == 0
     }
 
     /// Buffers the pools still have out.
-    pub fn in_flight(&self) -> u64 {
+    pub(crate) fn in_flight(&self) -> u64 {
         self.pools.iter().filter_map(|p| p.inflight).sum()
     }
 
     /// `"queue 3 (dmabuf 7), page pool 33 (ifindex 4, dmabuf 7, 4 buffers in flight,
     /// detached), 32 of its 32 hugepages"`, with `of` the run's hugepage count.
-    pub fn describe(&self, of: Option<u64>) -> String {
+    pub(crate) fn describe(&self, of: Option<u64>) -> String {
         let mut parts = Vec::new();
         if !self.queues.is_empty() {
             parts.push(describe_owned(&self.queues));
@@ -231,7 +231,7 @@ impl Held {
 }
 
 /// `"page pool 33 (ifindex 4, dmabuf 7, 4 buffers in flight, detached)"`.
-pub fn describe_pool(p: &PagePoolInfo) -> String {
+pub(crate) fn describe_pool(p: &PagePoolInfo) -> String {
     let mut facts = Vec::new();
     if let Some(i) = p.ifindex {
         facts.push(format!("ifindex {i}"));
@@ -265,7 +265,7 @@ fn describe_pools(pools: &[PagePoolInfo]) -> String {
 
 /// Reads what of `h` the kernel still holds (only what `h` has: no queue-get without queues,
 /// no page-pool dump without pools, no hugepage read without a goal).
-pub fn held(env: &mut dyn Env, h: &Holdings) -> Result<Held> {
+pub(crate) fn held(env: &mut dyn Env, h: &Holdings) -> Result<Held> {
     let queues = if h.queues.is_empty() {
         Vec::new()
     } else {
@@ -298,7 +298,7 @@ pub fn held(env: &mut dyn Env, h: &Holdings) -> Result<Held> {
 
 /// How an exit wait ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Release {
+pub(crate) struct Release {
     /// What held it ([`Holdings::what`]).
     pub what: String,
     /// The run's hugepage count, for the log.
@@ -320,7 +320,7 @@ impl Release {
     /// The log line: `None` when nothing was held at the first reading (no wait); a line
     /// saying how long it waited and for what; or, when the wait ran out or was stopped, a line
     /// saying what is still held.
-    pub fn log_line(&self) -> Option<String> {
+    pub(crate) fn log_line(&self) -> Option<String> {
         if self.first.is_empty() {
             return None;
         }
@@ -370,7 +370,7 @@ impl Release {
 /// the wait at the next reading.
 ///
 /// Errors: the first reading that fails (the wait is informational: callers log it).
-pub fn await_release(env: &mut dyn Env, h: &Holdings, bound: Duration) -> Result<Release> {
+pub(crate) fn await_release(env: &mut dyn Env, h: &Holdings, bound: Duration) -> Result<Release> {
     let start = env.now();
     let mut first = None;
     let mut last_nudge: Option<Duration> = None;
@@ -404,7 +404,7 @@ pub fn await_release(env: &mut dyn Env, h: &Holdings, bound: Duration) -> Result
 /// Page pools that belong to a binding being torn down: a memory provider (devmem or io_uring
 /// zcrx) and a detach time (destroyed, waiting for buffers in flight). Any device: the
 /// hugepages are the whole system's.
-pub fn lingering(pools: &[PagePoolInfo]) -> Vec<PagePoolInfo> {
+pub(crate) fn lingering(pools: &[PagePoolInfo]) -> Vec<PagePoolInfo> {
     let mut v: Vec<PagePoolInfo> = pools
         .iter()
         .filter(|p| (p.dmabuf.is_some() || p.io_uring) && p.detach_time.is_some())
@@ -424,7 +424,11 @@ pub fn lingering(pools: &[PagePoolInfo]) -> Vec<PagePoolInfo> {
 /// naming the page pools still holding them and how long it waited; `Error::Interrupted` on
 /// a stop signal; errors reading the hugepage pool. A failing page-pool dump only means no
 /// pool is known to linger (it is named in the skip).
-pub fn await_hugepages(env: &mut dyn Env, needed: u64, bound: Duration) -> Result<Option<String>> {
+pub(crate) fn await_hugepages(
+    env: &mut dyn Env,
+    needed: u64,
+    bound: Duration,
+) -> Result<Option<String>> {
     let start = env.now();
     let first = env.hugepages()?;
     if first.available() >= needed {

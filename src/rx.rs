@@ -319,7 +319,9 @@ impl TokenBatcher {
         self.pending
     }
 
-    /// The queued ranges (coalesced), in push order.
+    /// The queued ranges (coalesced), in push order; for tests (test builds and the `testing`
+    /// feature only).
+    #[cfg(any(test, feature = "testing"))]
     pub fn pending_ranges(&self) -> &[dmabuf_token] {
         &self.ranges
     }
@@ -549,7 +551,8 @@ impl<'a, S: RxSocket + ?Sized> AfterFirstData<'a, S> {
         }
     }
 
-    /// Whether the hook has run.
+    /// Whether the hook has run; for tests (test builds and the `testing` feature only).
+    #[cfg(any(test, feature = "testing"))]
     pub fn fired(&self) -> bool {
         self.hook.is_none()
     }

@@ -546,16 +546,6 @@ fn create_temp(
     }
 }
 
-/// Identifies what is at `path` now (device and inode), `None` if nothing is. Every
-/// [`write_json_atomic`] puts a new inode there, so a different identity after a run means
-/// the run wrote its summary.
-pub fn file_identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

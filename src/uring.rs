@@ -244,7 +244,9 @@ impl ZcrxRefill {
         self.tail.wrapping_sub(self.published) as usize + self.backlog.len()
     }
 
-    /// Entries waiting in the backlog for ring space.
+    /// Entries waiting in the backlog for ring space; for tests (test builds and the `testing`
+    /// feature only).
+    #[cfg(any(test, feature = "testing"))]
     pub fn backlog_len(&self) -> usize {
         self.backlog.len()
     }

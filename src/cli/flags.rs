@@ -139,12 +139,12 @@ pub(super) struct Flag {
 
 impl Flag {
     /// Whether the option takes a value.
-    pub fn takes_value(&self) -> bool {
+    pub(super) fn takes_value(&self) -> bool {
         !self.hint.is_empty()
     }
 
     /// How the user spells it: `-p`, `--timeout`.
-    pub fn display(&self) -> String {
+    pub(super) fn display(&self) -> String {
         if self.short.is_empty() {
             format!("--{}", self.long)
         } else {
@@ -162,7 +162,7 @@ impl Flag {
     }
 
     /// `-p: missing value PORT (expected 1..=65535)`.
-    pub fn missing_value(&self) -> String {
+    pub(super) fn missing_value(&self) -> String {
         format!(
             "{}: missing value {} (expected {})",
             self.display(),

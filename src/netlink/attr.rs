@@ -19,13 +19,13 @@ use std::ops::Range;
 use crate::error::{Error, Result};
 
 /// `NLA_HDRLEN`: size of `struct nlattr` in bytes.
-pub const NLA_HDRLEN: usize = 4;
+pub(crate) const NLA_HDRLEN: usize = 4;
 /// `NLA_ALIGNTO`: attributes start on 4-byte boundaries.
-pub const NLA_ALIGNTO: usize = 4;
+pub(crate) const NLA_ALIGNTO: usize = 4;
 /// `NLA_F_NESTED`: the payload is a sequence of attributes.
-pub const NLA_F_NESTED: u16 = libc::NLA_F_NESTED as u16;
+pub(crate) const NLA_F_NESTED: u16 = libc::NLA_F_NESTED as u16;
 /// `NLA_TYPE_MASK`: the attribute number without the two flag bits.
-pub const NLA_TYPE_MASK: u16 = libc::NLA_TYPE_MASK as u16;
+pub(crate) const NLA_TYPE_MASK: u16 = libc::NLA_TYPE_MASK as u16;
 
 /// `nla_len` field of `struct nlattr`.
 const LENGTH: Range<usize> = 0..2;
@@ -33,7 +33,7 @@ const LENGTH: Range<usize> = 0..2;
 const TYPE: Range<usize> = 2..4;
 
 /// Rounds `len` up to the netlink alignment (`NLA_ALIGN` / `NLMSG_ALIGN`, 4 bytes).
-pub const fn align(len: usize) -> usize {
+pub(crate) const fn align(len: usize) -> usize {
     (len + NLA_ALIGNTO - 1) & !(NLA_ALIGNTO - 1)
 }
 
@@ -56,7 +56,7 @@ macro_rules! kernel_names {
 pub(crate) use kernel_names;
 
 /// A Rust enum carried in an integer attribute (`raw` is the attribute's wire type).
-pub trait WireEnum: Sized {
+pub(crate) trait WireEnum: Sized {
     /// The attribute's integer type.
     type Raw;
     /// From the wire value; `Error::Decode` for values the enum does not know.
@@ -102,7 +102,7 @@ macro_rules! attr_struct {
             ///
             /// Errors: `Error::Decode` naming the attribute when one is malformed or a
             /// required one is missing.
-            pub fn from_attrs(attrs: &[u8]) -> $crate::error::Result<Self> {
+            $vis fn from_attrs(attrs: &[u8]) -> $crate::error::Result<Self> {
                 $(let mut $f = None;)+
                 for a in $crate::netlink::attr::AttrIter::new(attrs) {
                     let a = a?;
@@ -120,7 +120,7 @@ macro_rules! attr_struct {
 
             /// Writes the fields that are set (optional ones when `Some`, flags when `true`)
             /// as attributes, in table order.
-            pub fn emit(&self, w: &mut $crate::netlink::attr::AttrWriter) {
+            $vis fn emit(&self, w: &mut $crate::netlink::attr::AttrWriter) {
                 self.emit_kinds(w, &[$($N),+]);
             }
 

@@ -30,7 +30,7 @@ use crate::netlink::ethtool::{Channels, TcpDataSplit};
 ///
 /// It also carries the stop flag the setup steps look at between changes
 /// ([`SharedNic::interrupted`]): the SIGINT/SIGTERM/SIGHUP handler's [`crate::signals::STOP`] unless
-/// a test gives its own ([`SharedNic::stop_flag`]). Undo steps never look at it.
+/// a test gives its own (`SharedNic::stop_flag`, in test builds). Undo steps never look at it.
 #[derive(Clone)]
 pub struct SharedNic {
     inner: Rc<RefCell<Box<dyn NicOps>>>,
@@ -56,7 +56,8 @@ impl SharedNic {
     }
 
     /// Uses `stop` instead of [`crate::signals::STOP`] as the stop flag (a signal number, 0 =
-    /// keep going); for tests.
+    /// keep going); for tests (test builds and the `testing` feature only).
+    #[cfg(any(test, feature = "testing"))]
     pub fn stop_flag(mut self, stop: &'static AtomicI32) -> SharedNic {
         self.stop = stop;
         self
@@ -522,7 +523,9 @@ impl RssGuard {
 
     /// Whether the old table was the driver default (restored by a reset): `Some(true)` known
     /// to be, `Some(false)` known not to be, `None` when the RX queue count could not be read
-    /// and the table is an even spread (the restore then resets and compares).
+    /// and the table is an even spread (the restore then resets and compares). For tests (test
+    /// builds and the `testing` feature only).
+    #[cfg(any(test, feature = "testing"))]
     pub fn was_default(&self) -> Option<bool> {
         match self.default {
             RssDefault::Yes(_) => Some(true),

@@ -417,12 +417,15 @@ impl Drop for NicSetup {
     }
 }
 
-/// The server's NIC part around `body`: configure (unless `-n`), bind, run `body` with the
-/// binding id, then undo everything in reverse order — on success, on error, on a stop signal
-/// (the receive loop returns `Error::Interrupted`) and, through `Drop`, on a panic.
+/// The server's NIC part around `body`, for the tests of the setup and its undo (test builds
+/// and the `testing` feature only; the modes hold a `NicRun` instead): configure (unless `-n`),
+/// bind, run `body` with the binding id, then undo everything in reverse order — on success, on
+/// error, on a stop signal (the receive loop returns `Error::Interrupted`) and, through `Drop`,
+/// on a panic.
 ///
 /// Errors: the first of: setup/bind error, `body`'s error, undo error (an undo error after
 /// another error is logged).
+#[cfg(any(test, feature = "testing"))]
 pub fn run_with_setup<R>(
     nic: &SharedNic,
     plan: &ServerPlan,
@@ -431,35 +434,6 @@ pub fn run_with_setup<R>(
     teardown_wait: Duration,
     body: impl FnOnce(u32) -> Result<R>,
 ) -> Result<R> {
-    run_with_early_unbind(nic, plan, req, quiet, teardown_wait, |id, _| body(id))
-}
-
-/// Lets the body of [`run_with_early_unbind`] unbind before the teardown (`-U 1`, `-U 2`).
-pub struct EarlyUnbind<'a> {
-    setup: &'a mut NicSetup,
-}
-
-impl EarlyUnbind<'_> {
-    /// Unbinds now: closes the binding's netlink socket (the kernel unbinds in that close),
-    /// then waits up to the teardown wait until queue-get shows the queues free (a warning is
-    /// logged if not). The rest of the NIC setup stays until the teardown. Does nothing the
-    /// second time.
-    pub fn unbind(&mut self) {
-        self.setup.unbind();
-    }
-}
-
-/// [`run_with_setup`] whose `body` also gets an [`EarlyUnbind`].
-///
-/// Errors: as [`run_with_setup`].
-pub fn run_with_early_unbind<R>(
-    nic: &SharedNic,
-    plan: &ServerPlan,
-    req: &BindRxRequest,
-    quiet: bool,
-    teardown_wait: Duration,
-    body: impl FnOnce(u32, &mut EarlyUnbind<'_>) -> Result<R>,
-) -> Result<R> {
     let mut setup = NicSetup::new(nic.clone())
         .quiet(quiet)
         .teardown_wait(teardown_wait);
@@ -467,39 +441,9 @@ pub fn run_with_early_unbind<R>(
         setup.configure_server(plan)?;
         let id = setup.bind(req)?;
         nic.interrupted()?;
-        body(id, &mut EarlyUnbind { setup: &mut setup })
+        body(id)
     })();
-    first_error(result, setup.finish())
-}
-
-/// The NIC part of a server whose memory provider is not a devmem binding (io_uring zcrx):
-/// configure (unless `-n`) as [`run_with_setup`] does, run `body`, then undo everything in
-/// reverse order, on every exit. `body` owns the provider: it must release it (close the
-/// io_uring ring) and wait for the queue to show free before returning, because header split
-/// cannot be restored while a provider holds a queue.
-///
-/// Errors: the first of: setup error, `body`'s error, undo error (an undo error after another
-/// error is logged).
-pub fn run_configured<R>(
-    nic: &SharedNic,
-    plan: &ServerPlan,
-    quiet: bool,
-    teardown_wait: Duration,
-    body: impl FnOnce() -> Result<R>,
-) -> Result<R> {
-    let mut setup = NicSetup::new(nic.clone())
-        .quiet(quiet)
-        .teardown_wait(teardown_wait);
-    let result = setup
-        .configure_server(plan)
-        .and_then(|()| nic.interrupted())
-        .and_then(|()| body());
-    first_error(result, setup.finish())
-}
-
-/// `result`, unless only the undo failed; an undo error after another error is logged.
-fn first_error<R>(result: Result<R>, restored: Result<()>) -> Result<R> {
-    match (result, restored) {
+    match (result, setup.finish()) {
         (Ok(r), Ok(())) => Ok(r),
         (Ok(_), Err(e)) | (Err(e), Ok(())) => Err(e),
         (Err(e), Err(undo)) => {

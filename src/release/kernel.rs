@@ -14,7 +14,7 @@ use crate::udmabuf::HugepageStatus;
 /// The real kernel, for the device `ifindex` (queue readings; `None`: no device, no queues).
 /// The netdev socket is opened at the first reading that needs it.
 #[derive(Debug)]
-pub struct KernelEnv {
+pub(crate) struct KernelEnv {
     ifindex: Option<u32>,
     netdev: Option<Netdev>,
     origin: Instant,
@@ -22,7 +22,7 @@ pub struct KernelEnv {
 
 impl KernelEnv {
     /// For the device `ifindex` (or none).
-    pub fn new(ifindex: Option<u32>) -> KernelEnv {
+    pub(crate) fn new(ifindex: Option<u32>) -> KernelEnv {
         KernelEnv {
             ifindex,
             netdev: None,

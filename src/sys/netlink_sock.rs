@@ -15,13 +15,13 @@ use nix::sys::time::TimeVal;
 use crate::error::{Error, Result};
 use crate::sys::cvt;
 
-pub use libc::{NETLINK_CAP_ACK, NETLINK_EXT_ACK, NETLINK_GENERIC, SOL_NETLINK};
+pub(crate) use libc::{NETLINK_CAP_ACK, NETLINK_EXT_ACK, NETLINK_GENERIC, SOL_NETLINK};
 
 /// `socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol)`; the fd is owned by the result.
 ///
 /// Errors: `Error::Sys { call: "socket(AF_NETLINK)", .. }` (e.g. `EPROTONOSUPPORT` when the
 /// protocol is not built in).
-pub fn open(protocol: libc::c_int) -> Result<OwnedFd> {
+pub(crate) fn open(protocol: libc::c_int) -> Result<OwnedFd> {
     // SAFETY: socket() takes no pointers; the return value is checked by cvt below.
     let fd = unsafe {
         libc::socket(
@@ -37,7 +37,7 @@ pub fn open(protocol: libc::c_int) -> Result<OwnedFd> {
 }
 
 /// `setsockopt(SOL_SOCKET, SO_RCVTIMEO)`: a blocking `recv` gives `EAGAIN` after `timeout`.
-pub fn set_recv_timeout(fd: BorrowedFd<'_>, timeout: Duration) -> Result<()> {
+pub(crate) fn set_recv_timeout(fd: BorrowedFd<'_>, timeout: Duration) -> Result<()> {
     let tv = TimeVal::new(
         timeout.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
         timeout.subsec_micros() as libc::suseconds_t,
@@ -59,13 +59,13 @@ fn kernel_addr() -> libc::sockaddr_nl {
 }
 
 /// `bind()` with `nl_pid = 0` and no multicast groups: the kernel assigns a unique port id.
-pub fn bind_auto(fd: BorrowedFd<'_>) -> Result<()> {
+pub(crate) fn bind_auto(fd: BorrowedFd<'_>) -> Result<()> {
     bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0)).map_err(|e| nix_err("bind(AF_NETLINK)", e))
 }
 
 /// `getsockname()`: the socket's netlink port id (`nl_pid`), which the kernel puts in
 /// `nlmsghdr.nlmsg_pid` of every unicast reply to us.
-pub fn port_id(fd: BorrowedFd<'_>) -> Result<u32> {
+pub(crate) fn port_id(fd: BorrowedFd<'_>) -> Result<u32> {
     getsockname::<NetlinkAddr>(fd.as_raw_fd())
         .map(|a| a.pid())
         .map_err(|e| nix_err("getsockname(AF_NETLINK)", e))
@@ -73,7 +73,7 @@ pub fn port_id(fd: BorrowedFd<'_>) -> Result<u32> {
 
 /// `sendto(fd, buf, 0, {AF_NETLINK, pid 0})`: one datagram to the kernel. Returns the bytes sent
 /// (netlink sends whole datagrams or fails).
-pub fn send_to_kernel(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize> {
+pub(crate) fn send_to_kernel(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize> {
     let kernel = NetlinkAddr::new(0, 0);
     sendto(fd.as_raw_fd(), buf, &kernel, MsgFlags::empty())
         .map_err(|e| nix_err("sendto(AF_NETLINK)", e))
@@ -81,7 +81,7 @@ pub fn send_to_kernel(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize> {
 
 /// What one [`recv`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Datagram {
+pub(crate) struct Datagram {
     /// Full length of the datagram in bytes (thanks to `MSG_TRUNC`, even when it is longer
     /// than the buffer: then only `buf.len()` bytes were stored and the rest is lost).
     pub len: usize,
@@ -94,7 +94,7 @@ pub struct Datagram {
 ///
 /// Errors: `Error::Sys { call: "recvfrom(AF_NETLINK)", errno }`; `EAGAIN` after the receive
 /// timeout, `EINTR` when a signal arrived, `ENOBUFS` when the socket's queue overran.
-pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], peek: bool) -> Result<Datagram> {
+pub(crate) fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], peek: bool) -> Result<Datagram> {
     let mut sa = kernel_addr();
     let mut alen = size_of::<libc::sockaddr_nl>() as libc::socklen_t;
     let flags = libc::MSG_TRUNC | if peek { libc::MSG_PEEK } else { 0 };

@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::sys::{last_errno, uapi};
 
 /// Opens the udmabuf misc device at `path` `O_RDWR|O_CLOEXEC`.
-pub fn open_device(path: &Path) -> Result<OwnedFd, i32> {
+pub(crate) fn open_device(path: &Path) -> Result<OwnedFd, i32> {
     OpenOptions::new()
         .read(true)
         .write(true)
@@ -21,7 +21,11 @@ pub fn open_device(path: &Path) -> Result<OwnedFd, i32> {
 
 /// `ioctl(dev, UDMABUF_CREATE, {memfd, UDMABUF_FLAGS_CLOEXEC, offset 0, size})`: exports the
 /// first `size` bytes of `memfd` as a dma-buf; the returned dma-buf fd is owned at once.
-pub fn create(dev: BorrowedFd<'_>, memfd: BorrowedFd<'_>, size: u64) -> Result<OwnedFd, i32> {
+pub(crate) fn create(
+    dev: BorrowedFd<'_>,
+    memfd: BorrowedFd<'_>,
+    size: u64,
+) -> Result<OwnedFd, i32> {
     let arg = uapi::udmabuf_create {
         memfd: memfd.as_raw_fd() as u32,
         flags: uapi::UDMABUF_FLAGS_CLOEXEC,
@@ -40,7 +44,7 @@ pub fn create(dev: BorrowedFd<'_>, memfd: BorrowedFd<'_>, size: u64) -> Result<O
 }
 
 /// One `ioctl(fd, DMA_BUF_IOCTL_SYNC, {flags})`.
-pub fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<(), i32> {
+pub(crate) fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<(), i32> {
     let arg = uapi::dma_buf_sync { flags };
     // SAFETY: `fd` is a live descriptor for the borrow's duration; DMA_BUF_IOCTL_SYNC is an
     // _IOW ioctl that reads exactly size_of::<dma_buf_sync>() (8) bytes from the pointer,

@@ -161,12 +161,16 @@ impl RefillRing {
         unsafe { std::ptr::write_volatile(p, rqe) };
     }
 
-    /// The kernel's side, for tests and simulations: the published tail (`Acquire`).
+    /// The kernel's side, for tests and benchmarks (test builds and the
+    /// `testing` feature only): the published tail (`Acquire`).
+    #[cfg(any(test, feature = "testing"))]
     pub fn kernel_load_tail(&self) -> u32 {
         self.word(self.layout.tail).load(Ordering::Acquire)
     }
 
-    /// The kernel's side, for tests and simulations: reads entry `index & (entries - 1)`.
+    /// The kernel's side, for tests and benchmarks (test builds and the
+    /// `testing` feature only): reads entry `index & (entries - 1)`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn kernel_read_rqe(&self, index: u32) -> io_uring_zcrx_rqe {
         // SAFETY: inside the checked, aligned entry array (see write_rqe); a volatile read of
         // plain old data.
@@ -180,7 +184,9 @@ impl RefillRing {
         self.region.at(off).cast()
     }
 
-    /// The kernel's side, for tests and simulations: stores the head (`Release`).
+    /// The kernel's side, for tests and benchmarks (test builds and the
+    /// `testing` feature only): stores the head (`Release`).
+    #[cfg(any(test, feature = "testing"))]
     pub fn kernel_store_head(&self, head: u32) {
         self.word(self.layout.head).store(head, Ordering::Release);
     }

@@ -3,7 +3,7 @@
 //!
 //! [`ZerocopySocket`] is the real [`TxSocket`]. Its normal send path takes iovs as **dma-buf
 //! offsets** ([`DmabufIov`]), as the kernel wants them when the cmsg names a TX binding.
-//! [`ZerocopySocket::send_user`] takes real buffers instead: for plain `MSG_ZEROCOPY` sends,
+//! `ZerocopySocket::send_user` (tests only) takes real buffers instead: for plain `MSG_ZEROCOPY` sends,
 //! and for exercising the cmsg path with dmabuf id 0, which the kernel treats as "no dma-buf"
 //! (measured on 6.18, `docs/kernel-interface.md#devmem-tx`). Numbers:
 //! `include/uapi/asm-generic/socket.h`, `include/linux/socket.h`, `include/uapi/linux/errqueue.h`
@@ -60,6 +60,9 @@ impl ZerocopySocket {
     /// With `SO_ZEROCOPY` set the kernel may read the buffers until the send's completion
     /// arrives: the caller must leave them unchanged until then, or the peer may receive the
     /// new bytes. At most [`MAX_IOV`] buffers (more gives `EMSGSIZE` from the kernel).
+    ///
+    /// Used by the real-kernel send tests only (test builds and the `testing` feature).
+    #[cfg(any(test, feature = "testing"))]
     pub fn send_user(&mut self, bufs: &[&[u8]], dmabuf_id: Option<u32>) -> Result<usize, i32> {
         let iovs: Vec<libc::iovec> = bufs
             .iter()

@@ -235,7 +235,9 @@ impl IovCursor {
 
 /// Every iov of the piece `[offset, offset + len)` split by `chunk`, grouped into `sendmsg`
 /// calls of at most [`MAX_IOV`] iovs, assuming every call is accepted in full. (The sender
-/// builds the same batches lazily with [`IovCursor`].)
+/// builds the same batches lazily with [`IovCursor`]; this eager form is for the tests, in
+/// test builds and with the `testing` feature only.)
+#[cfg(any(test, feature = "testing"))]
 pub fn plan_sends(offset: u64, len: usize, chunk: Option<u32>) -> Vec<Vec<DmabufIov>> {
     let mut cur = IovCursor::new(offset, len, chunk);
     let mut calls = Vec::new();
