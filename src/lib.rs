@@ -1,6 +1,7 @@
 //! ncdevmem-rs: a Rust port of the Linux kernel's `ncdevmem` devmem-TCP hardware selftest.
 //!
-//! The library holds the reusable pieces: the udmabuf memory provider ([`udmabuf`]), a
+//! The library holds the reusable pieces: the dma-buf memory sources behind one seam
+//! ([`memory`]: udmabuf, [`udmabuf`], and dma-buf heaps), a
 //! generic-netlink client with the `netdev` and `ethtool` families ([`netlink`]), the devmem
 //! receive loop with token release and pattern validation ([`rx`], [`validate`]), io_uring
 //! zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to give back
@@ -53,6 +54,7 @@ pub(crate) mod backoff;
 pub mod cli;
 pub mod conn;
 pub mod error;
+pub mod memory;
 pub mod netlink;
 pub mod nic;
 pub mod personality;

@@ -35,7 +35,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::sys::mmap::{checked_range, MappedRegion};
+use crate::memory::{open_refusal, MappedDmaBuf, OpenRefusal};
+use crate::sys::mmap::MappedRegion;
 use crate::sys::{self, uapi};
 
 /// Memory that dmabuf frags point into, read only through bounds-checked views.
@@ -332,22 +333,6 @@ pub fn open_device(dev: &Path) -> Result<OwnedFd> {
     })
 }
 
-/// A failed `open` of the udmabuf device that means this host cannot run devmem (a skip).
-enum OpenRefusal {
-    /// `ENOENT`, `ENODEV`, `ENXIO`: no udmabuf in the kernel.
-    Missing,
-    /// `EACCES`, `EPERM`: not root.
-    NoAccess,
-}
-
-fn open_refusal(errno: i32) -> Option<OpenRefusal> {
-    match errno {
-        libc::ENOENT | libc::ENODEV | libc::ENXIO => Some(OpenRefusal::Missing),
-        libc::EACCES | libc::EPERM => Some(OpenRefusal::NoAccess),
-        _ => None,
-    }
-}
-
 /// What a failed `open` of the udmabuf device at `dev` with `errno` means, as one sentence:
 /// `cannot open /dev/udmabuf (ENOENT (...)); the kernel needs CONFIG_UDMABUF ...`.
 pub fn open_failure(dev: &Path, errno: i32) -> String {
@@ -540,11 +525,11 @@ impl AsFd for Memfd {
 /// A udmabuf: a sealed memfd exported as a dma-buf (the fd bind-rx / bind-tx take) and mapped
 /// into this process.
 ///
-/// Field order is drop order: the mapping goes first, then the dma-buf fd, then the memfd.
+/// Field order is drop order: the mapping and the dma-buf fd go first ([`MappedDmaBuf`]),
+/// then the memfd.
 #[derive(Debug)]
 pub struct Udmabuf {
-    map: MappedRegion,
-    dmabuf: OwnedFd,
+    buf: MappedDmaBuf,
     memfd: Memfd,
 }
 
@@ -581,14 +566,14 @@ impl Udmabuf {
         let dev = open_device(Path::new(UDMABUF_DEV))?;
         let dmabuf = udmabuf_create(dev.as_fd(), &memfd)?;
         drop(dev);
-        let map = MappedRegion::map_shared(dmabuf.as_fd(), len)
+        let buf = MappedDmaBuf::map(dmabuf, len)
             .map_err(|e| hugepage_enomem(e, params.hugepages_needed()))?;
-        Ok(Udmabuf { map, dmabuf, memfd })
+        Ok(Udmabuf { buf, memfd })
     }
 
     /// The dma-buf fd (what `bind-rx`'s `NETDEV_A_DMABUF_FD` and `bind-tx` take).
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.dmabuf.as_fd()
+        self.buf.fd()
     }
 
     /// The backing memfd.
@@ -605,37 +590,28 @@ impl Udmabuf {
     /// `DMA_BUF_IOCTL_SYNC(START|WRITE)` and `(END|WRITE)` (the TX side). Errors:
     /// `Error::Bounds` before anything is done; `Error::Sys` from either sync.
     pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        checked_range("udmabuf write", offset, data.len() as u64, self.map.len())?;
-        dma_buf_sync(self.dmabuf.as_fd(), SYNC_START_WRITE)?;
-        let written = self.map.write_at(offset, data);
-        let ended = dma_buf_sync(self.dmabuf.as_fd(), SYNC_END_WRITE);
-        written.and(ended)
+        self.buf.write_at(offset, data)
     }
 }
 
+/// The frags are read through the mapped dma-buf ([`MappedDmaBuf`]).
 impl FragMemory for Udmabuf {
+    #[inline]
     fn size(&self) -> usize {
-        self.map.len()
+        self.buf.size()
     }
 
+    #[inline]
     fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
-        match self.map.bytes(offset, len) {
-            Err(Error::Bounds { .. }) => Err(Error::Bounds {
-                what: "dma-buf frag".into(),
-                offset,
-                len,
-                region_len: self.map.len() as u64,
-            }),
-            other => other,
-        }
+        self.buf.bytes(offset, len)
     }
 
     fn begin_cpu_read(&self) -> Result<()> {
-        dma_buf_sync(self.dmabuf.as_fd(), SYNC_START_READ)
+        self.buf.begin_cpu_read()
     }
 
     fn end_cpu_read(&self) -> Result<()> {
-        dma_buf_sync(self.dmabuf.as_fd(), SYNC_END_READ)
+        self.buf.end_cpu_read()
     }
 }
 

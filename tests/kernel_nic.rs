@@ -158,6 +158,15 @@ fn report_parses_real_netdev_and_ethtool_answers() {
     assert!(text.contains("rx 0:"), "{text}");
     assert!(text.contains("no   devmem RX driver support"), "{text}");
     assert!(text.contains("EOPNOTSUPP"), "{text}");
+    // The host's dma-buf heaps: none on 6.18 (no CONFIG_DMABUF_HEAPS), the system heap in the
+    // 7.3 VM.
+    let heaps = if std::path::Path::new("/dev/dma_heap/system").exists() {
+        "yes  dma-buf heaps: system"
+    } else {
+        "no   dma-buf heaps: no /dev/dma_heap (ENOENT (No such file or directory)); the kernel \
+         needs CONFIG_DMABUF_HEAPS"
+    };
+    assert!(text.contains(heaps), "{text}");
     let json = report.to_json();
     assert!(json.is_object(), "{json}");
 }

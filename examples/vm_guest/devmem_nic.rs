@@ -15,6 +15,7 @@ use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
 use ncdevmem::conn::accept_timeout;
+use ncdevmem::memory::dma_heap::{self, HeapParams, DEFAULT_HEAP};
 use ncdevmem::netlink::ethtool::TcpDataSplit;
 use ncdevmem::netlink::netdev::{BindRxRequest, Netdev, QueueType};
 use ncdevmem::nic::real::RealNic;
@@ -73,6 +74,7 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/lingering-binding", lingering_binding),
         ("devmem-nic/unbind-recvmsg", unbind_recvmsg),
         ("devmem-nic/unbind-modes", unbind_modes),
+        ("devmem-nic/dma-heap-large-niov", dma_heap_large_niov),
         ("devmem-nic/fault-a", fault_a),
         ("devmem-nic/fault-b", |c| fault(c, 'b', "stale", 0, None)),
         ("devmem-nic/fault-c", |c| {
@@ -1360,6 +1362,88 @@ fn unbind_recvmsg(ctx: &Ctx) -> CaseResult {
     Ok(Outcome::Pass(found.join("; ")))
 }
 
+/// Large niovs over the system dma-buf heap, through the library (no tool in between): what
+/// this kernel answers for bind-rx with rx-page-size 16384 and 65536 over a system-heap
+/// dma-buf of the default size (65,536,000 bytes, whole 64 KiB chunks), a 64 KiB stream
+/// received into it with 16 KiB niovs and validated in place (tokens = frags), and a buffer of
+/// 1 MiB + 4 KiB whose last chunk is a single page (docs/kernel-7.3-devmem-nic.md, "Memory
+/// sources").
+fn dma_heap_large_niov(ctx: &Ctx) -> CaseResult {
+    const PORT: u16 = 5660;
+    const BYTES: usize = 64 << 10;
+    let nic = Dnic::new(ctx, 60, true)?;
+    let ifindex = ifindex_of(&nic.dut)?;
+    let _setup = EthtoolUndo::split_and_steer_to_queue3(ctx, &nic.dut, PORT)?;
+    let netdev = Netdev::open().map_err(err)?;
+    let pattern = ncdevmem::validate::Pattern::new(7).map_err(err)?;
+    let mut found = Vec::new();
+    for b in [16384u32, 65536] {
+        let params = HeapParams::new(DEFAULT_HEAP, Some(b), None).map_err(err)?;
+        let mem = dma_heap::allocate(&params).map_err(err)?;
+        let answer = netdev.bind_rx(ifindex, mem.fd(), &[3], Some(b));
+        let binding = match answer {
+            Ok(binding) => binding,
+            Err(e) => {
+                found.push(format!(
+                    "rx-page-size {b} over {} bytes: {e}",
+                    params.size_bytes
+                ));
+                continue;
+            }
+        };
+        let mut line = format!(
+            "rx-page-size {b} over {} bytes: bound (id {})",
+            params.size_bytes,
+            binding.id()
+        );
+        if b == 16384 {
+            let fd = nic.accept_pattern(PORT, &BYTES.to_string())?;
+            let mut sock = TcpRxSocket::new(fd);
+            let mut d = Drained::default();
+            d.drain(&mut sock, &mem, &pattern)?;
+            let released = sock.dontneed(&ranges(&d.tokens));
+            let _ = write!(
+                line,
+                "; {} bytes received ({} dmabuf frags, largest {} B, {} linear), {} \
+                 mismatches, end {}; DONTNEED of {} tokens -> {released:?}",
+                d.bytes,
+                d.frags,
+                d.max_frag,
+                d.linear,
+                d.mismatches,
+                d.end,
+                d.tokens.len()
+            );
+        }
+        binding.unbind();
+        found.push(line);
+    }
+    // A tail of one page: the system heap's last chunk is a single 4 KiB page.
+    let tail = HeapParams {
+        name: DEFAULT_HEAP.into(),
+        size_bytes: (1 << 20) + 4096,
+        rx_page_size: Some(16384),
+    };
+    let mem = dma_heap::allocate(&tail).map_err(err)?;
+    let answer = netdev.bind_rx(ifindex, mem.fd(), &[3], Some(16384));
+    found.push(match answer {
+        Ok(binding) => format!(
+            "rx-page-size 16384 over {} bytes: bound (id {})",
+            tail.size_bytes,
+            binding.id()
+        ),
+        Err(e) => {
+            let answer = e.to_string();
+            format!(
+                "rx-page-size 16384 over {} bytes: {answer} -> {}",
+                tail.size_bytes,
+                dma_heap::bind_refusal(&tail, e)
+            )
+        }
+    });
+    Ok(Outcome::Pass(found.join("; ")))
+}
+
 /// What a receive after an unbind saw (for [`unbind_recvmsg`]).
 #[derive(Default)]
 struct Drained {
@@ -1371,6 +1455,8 @@ struct Drained {
     tokens: Vec<u32>,
     /// "EOF", "errno N" or "no data for 5 s".
     end: String,
+    /// The largest dmabuf frag, bytes.
+    max_frag: u32,
 }
 
 impl Drained {
@@ -1379,7 +1465,7 @@ impl Drained {
     fn recv(
         &mut self,
         sock: &mut TcpRxSocket,
-        mem: &Udmabuf,
+        mem: &impl FragMemory,
         pattern: &ncdevmem::validate::Pattern,
         iov: usize,
     ) -> Result<bool, String> {
@@ -1420,6 +1506,7 @@ impl Drained {
                 }
                 Cmsg::Dmabuf(d) => {
                     self.frags += 1;
+                    self.max_frag = self.max_frag.max(d.frag_size);
                     self.tokens.push(d.frag_token);
                     mem.bytes(d.frag_offset, u64::from(d.frag_size))
                         .map_err(err)?
@@ -1442,7 +1529,7 @@ impl Drained {
     fn drain(
         &mut self,
         sock: &mut TcpRxSocket,
-        mem: &Udmabuf,
+        mem: &impl FragMemory,
         pattern: &ncdevmem::validate::Pattern,
     ) -> Result<(), String> {
         while self.recv(sock, mem, pattern, 819_200)? {}

@@ -6,9 +6,9 @@
 //!
 //! Two layers:
 //! * pure encoders and decoders between the `#[repr(C)]` structs and the exact bytes the kernel
-//!   reads and writes. Each struct is one `field: type = offset` list (`uapi_struct!`) from
-//!   which its compile-time layout asserts and its codec are generated, so the bytes follow the
-//!   asserted layout; byte-exact tests are at the bottom;
+//!   reads and writes. Each struct is one `field: type = offset` list (`uapi_struct!`,
+//!   `sys/uapi_struct.rs`) from which its compile-time layout asserts and its codec are
+//!   generated, so the bytes follow the asserted layout; byte-exact tests are at the bottom;
 //! * [`EthtoolIoctl`]: an `AF_INET`/`SOCK_DGRAM` socket plus an interface name, issuing the
 //!   calls with `struct ifreq { ifr_name, ifr_data }` and 8-byte aligned buffers sized for what
 //!   the kernel reads and writes for each command (flexible arrays included).
@@ -25,6 +25,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::{Error, Result};
 use crate::sys::cvt;
+use crate::sys::uapi_struct::{need, uapi_struct, Wire};
 
 // ---- command codes (include/uapi/linux/ethtool.h; frozen values, checked with gcc on 6.1) ----
 
@@ -105,102 +106,6 @@ pub const RXH_XFRM_NO_CHANGE: u8 = 0xff;
 /// Largest table, rule count or string count accepted from the kernel before allocating a
 /// buffer for it (entries); real devices use a few thousand at most.
 pub const MAX_KERNEL_COUNT: u32 = 1 << 20;
-
-// ---- byte codec (native endian, like the kernel's own copy of the struct) ----
-
-/// One field of a `#[repr(C)]` ioctl struct as native-endian bytes: `put` writes it at the
-/// start of `out` (a zeroed buffer, so padding stays zero), `get` reads it from the start of
-/// `b`. Callers slice at the field's asserted offset and check lengths first.
-trait Wire: Sized {
-    /// Bytes the field occupies.
-    const LEN: usize;
-    fn put(&self, out: &mut [u8]);
-    fn get(b: &[u8]) -> Self;
-}
-
-macro_rules! wire_int {
-    ($($t:ty),*) => {$(
-        impl Wire for $t {
-            const LEN: usize = size_of::<$t>();
-            fn put(&self, out: &mut [u8]) {
-                out[..Self::LEN].copy_from_slice(&self.to_ne_bytes());
-            }
-            fn get(b: &[u8]) -> Self {
-                let mut a = [0u8; size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::LEN]);
-                <$t>::from_ne_bytes(a)
-            }
-        }
-    )*};
-}
-wire_int!(u8, u16, u32, u64);
-
-impl<T: Wire, const N: usize> Wire for [T; N] {
-    const LEN: usize = N * T::LEN;
-    fn put(&self, out: &mut [u8]) {
-        for (i, v) in self.iter().enumerate() {
-            v.put(&mut out[i * T::LEN..]);
-        }
-    }
-    fn get(b: &[u8]) -> Self {
-        std::array::from_fn(|i| T::get(&b[i * T::LEN..]))
-    }
-}
-
-/// Declares a `#[repr(C)]` uapi struct from one list of `field: type = offset`: the struct,
-/// compile-time asserts of its size and every offset, its [`Wire`] codec, and the public
-/// `to_bytes` / `from_bytes` (Error::Decode "struct NAME" for a short buffer).
-macro_rules! uapi_struct {
-    ($(#[$m:meta])* $name:ident = $size:literal {
-        $($(#[$fm:meta])* $f:ident: $t:ty = $off:literal,)*
-    }) => {
-        $(#[$m])*
-        #[repr(C)]
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub struct $name {
-            $($(#[$fm])* pub $f: $t,)*
-        }
-        const _: () = assert!(size_of::<$name>() == $size);
-        $(const _: () = assert!(offset_of!($name, $f) == $off);)*
-
-        impl Wire for $name {
-            const LEN: usize = $size;
-            fn put(&self, out: &mut [u8]) {
-                $(self.$f.put(&mut out[$off..]);)*
-            }
-            fn get(b: &[u8]) -> Self {
-                $name { $($f: Wire::get(&b[$off..]),)* }
-            }
-        }
-
-        impl $name {
-            /// The struct's bytes as the kernel reads them (padding zero).
-            pub fn to_bytes(&self) -> [u8; $size] {
-                let mut b = [0u8; $size];
-                self.put(&mut b);
-                b
-            }
-
-            /// Reads the struct back from what the kernel wrote.
-            ///
-            /// Errors: `Error::Decode` for a buffer shorter than the struct.
-            pub fn from_bytes(b: &[u8]) -> Result<Self> {
-                need(concat!("struct ", stringify!($name)), b, $size)?;
-                Ok(Self::get(b))
-            }
-        }
-    };
-}
-
-fn need(what: &str, b: &[u8], len: usize) -> Result<()> {
-    if b.len() < len {
-        return Err(Error::decode(
-            what,
-            format!("{} bytes, need at least {len}", b.len()),
-        ));
-    }
-    Ok(())
-}
 
 /// A count the kernel reported, checked against [`MAX_KERNEL_COUNT`] before it sizes a buffer.
 fn bounded(what: &str, n: u32) -> Result<usize> {

@@ -1,9 +1,11 @@
 //! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]),
 //! socket calls ([`socket`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem
 //! TX ([`zerocopy`]), owned memory mappings ([`mmap`]), the udmabuf and dma-buf calls
-//! (`udmabuf`) and io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI)
+//! (`udmabuf`), the dma-buf heap calls ([`dma_heap`]), io_uring zcrx ([`uring_mem`]) and the
+//! layout-checked ioctl structs (`uapi_struct`). Other modules (policy, netlink logic, CLI)
 //! contain no `unsafe`.
 
+pub mod dma_heap;
 pub mod ethtool_ioctl;
 pub mod mmap;
 pub(crate) mod netlink_sock;
@@ -11,6 +13,7 @@ pub mod signals;
 pub mod socket;
 pub mod softirq;
 pub mod uapi;
+pub(crate) mod uapi_struct;
 pub(crate) mod udmabuf;
 pub mod uring_mem;
 pub mod zerocopy;
