@@ -173,8 +173,8 @@ impl MemoryPlan {
     /// * udmabuf: [`udmabuf::preflight_device`] (the device opens, the size fits
     ///   `size_limit_mb`); the hugepage count is left to the mode
     ///   ([`hugepages_needed`](Self::hugepages_needed));
-    /// * dma-heap: [`dma_heap::preflight`] (`/dev/dma_heap` exists, the named heap opens, and
-    ///   the heap can serve the rx-page-size).
+    /// * dma-heap: [`dma_heap::preflight`] (`/dev/dma_heap` exists, the named heap opens, the
+    ///   heap can serve the rx-page-size, and a system-heap size fits `MemAvailable`).
     ///
     /// Errors: `Error::Skip` naming what is missing and the kernel's answer; `Error::Sys` or
     /// `Error::Decode` for what cannot be read.
@@ -371,6 +371,35 @@ impl TxMemory for MappedDmaBuf {
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         MappedDmaBuf::write_at(self, offset, data)
+    }
+}
+
+/// A temporary directory for tests of the sources' preflights (fake device and sysfs files),
+/// removed on drop.
+#[cfg(test)]
+pub(crate) struct TempDir(pub(crate) std::path::PathBuf);
+
+#[cfg(test)]
+impl TempDir {
+    /// A fresh, empty directory named after `what`, the process and a counter.
+    pub(crate) fn new(what: &str) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ncdevmem-{what}-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+}
+
+#[cfg(test)]
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

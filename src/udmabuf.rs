@@ -631,7 +631,6 @@ fn udmabuf_create(dev: BorrowedFd<'_>, memfd: &Memfd) -> Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     const PAGE_4K: u64 = 4096;
 
@@ -759,38 +758,26 @@ mod tests {
 
     /// A temporary directory with fake sysfs/procfs/dev files, removed on drop.
     struct FakeHost {
-        dir: PathBuf,
+        _dir: crate::memory::TempDir,
         paths: HostPaths,
     }
 
     impl FakeHost {
         fn new() -> Self {
-            static N: AtomicUsize = AtomicUsize::new(0);
-            let dir = std::env::temp_dir().join(format!(
-                "ncdevmem-udmabuf-test-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).expect("create temp dir");
+            let dir = crate::memory::TempDir::new("udmabuf");
+            let at = |name: &str| dir.0.join(name);
             let paths = HostPaths {
-                udmabuf_dev: dir.join("udmabuf"),
-                size_limit_mb: dir.join("size_limit_mb"),
-                nr_hugepages: dir.join("nr_hugepages"),
-                free_hugepages: dir.join("free_hugepages"),
-                resv_hugepages: dir.join("resv_hugepages"),
+                udmabuf_dev: at("udmabuf"),
+                size_limit_mb: at("size_limit_mb"),
+                nr_hugepages: at("nr_hugepages"),
+                free_hugepages: at("free_hugepages"),
+                resv_hugepages: at("resv_hugepages"),
             };
-            FakeHost { dir, paths }
+            FakeHost { _dir: dir, paths }
         }
 
         fn write(&self, path: &Path, contents: &str) {
             std::fs::write(path, contents).expect("write fake file");
-        }
-    }
-
-    impl Drop for FakeHost {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 
