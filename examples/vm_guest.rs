@@ -1152,7 +1152,7 @@ impl TxSocket for CaptureSocket {
 }
 
 /// What the cases compare before and after a run: the project's NIC snapshot (header split,
-/// channel counts, RSS table, ntuple feature and rules, read through `RealNic`) and the
+/// channel counts, RSS table, RSS contexts, ntuple feature and rules, read through `RealNic`) and the
 /// queue-get dump (type, id, owners; NAPI ids change whenever queues are re-created).
 #[derive(Debug)]
 struct NicState {

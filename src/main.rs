@@ -23,7 +23,7 @@ fn main() -> ExitCode {
     let code = match args().and_then(|argv| cli::parse(&argv, ncdevmem::sys::page_size())) {
         // Help text that cannot be written (stdout full, a pipe without reader) fails the run.
         Ok(Command::Help(text)) => exit_code(ncdevmem::app::print_stdout(&text)),
-        Ok(Command::Run(config)) => exit_code(ncdevmem::app::run(&config)),
+        Ok(Command::Run(run)) => exit_code(ncdevmem::app::run(&run)),
         Err(e) => {
             elog!("{PROGRAM}: {e}");
             if matches!(e, Error::Usage(_)) {

@@ -1,5 +1,6 @@
-//! NIC configuration for devmem: header split, channels, RSS indirection table, ntuple flow
-//! steering — through ethtool netlink and `SIOCETHTOOL` ioctls, never the `ethtool` program.
+//! NIC configuration for devmem: header split, channels, RSS indirection table, additional RSS
+//! contexts, ntuple flow steering — through ethtool netlink and `SIOCETHTOOL` ioctls, never
+//! the `ethtool` program.
 //!
 //! This file is the seam between policy and kernel: [`NicOps`] lists the kernel operations
 //! the setup, the undo guards, probe mode and the capability report need. The real
@@ -41,6 +42,30 @@ pub struct RssTable {
     pub indir: Vec<u32>,
 }
 
+/// RX queues `start..start + count` (queue indices; `count` queues), e.g. the queues an
+/// additional RSS context spreads over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSpan {
+    /// First queue index.
+    pub start: u32,
+    /// Number of queues.
+    pub count: u32,
+}
+
+impl QueueSpan {
+    /// One past the last queue index (`start + count`, saturating).
+    pub fn end(&self) -> u32 {
+        self.start.saturating_add(self.count)
+    }
+}
+
+impl std::fmt::Display for QueueSpan {
+    /// `queues 4..8`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "queues {}..{}", self.start, self.end())
+    }
+}
+
 /// TCP flow type of an ntuple rule (uapi `TCP_V4_FLOW` = 1, `TCP_V6_FLOW` = 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlowType {
@@ -67,6 +92,11 @@ pub struct FlowRule {
 /// Where the kernel put an inserted rule (`fs.location` written back by
 /// `ETHTOOL_SRXCLSRLINS`); needed to delete exactly our rule.
 pub type RuleLocation = u32;
+
+/// The id of an additional RSS context (`ethtool_rxfh.rss_context`, `ethtool -X IF context
+/// N`): allocated by the ethtool core from 1 up, below the driver's limit. 0 names the default
+/// context, whose table [`NicOps::rss_get`] reads.
+pub type RssContextId = u32;
 
 /// Every kernel operation NIC setup, undo, probe mode and the capability report need, for one
 /// interface. Errors are the crate's (`Error::Netlink` with extack, `Error::Sys` for ioctls);
@@ -104,12 +134,48 @@ pub trait NicOps {
     /// Requests `rx-ntuple-filter` on or off (`ETHTOOL_SFEATURES`).
     fn ntuple_set(&mut self, on: bool) -> Result<()>;
 
+    /// Creates an additional RSS context with `table` as its indirection table (entries are
+    /// RX queue indices; the length must be the device's table size) and returns the id the
+    /// kernel allocated (`ETHTOOL_SRSSH` with `ETH_RXFH_CONTEXT_ALLOC`). The context shares
+    /// the device's key and hash function.
+    ///
+    /// Errors: EOPNOTSUPP for a driver without RSS or without additional contexts; EINVAL for
+    /// a table of the wrong size or naming a queue past the RX rings; EBUSY when all the
+    /// driver's context ids are taken.
+    fn rss_context_create(&mut self, table: &RssTable) -> Result<RssContextId>;
+    /// The indirection table of RSS context `id` (`ETHTOOL_GRSSH` with `rss_context`; 0 is
+    /// the default context).
+    ///
+    /// Errors: EOPNOTSUPP for a driver without RSS or (for `id` ≠ 0) without additional
+    /// contexts; ENOENT for an id the device does not have.
+    fn rss_context_get(&mut self, id: RssContextId) -> Result<RssTable>;
+    /// Deletes RSS context `id` (`ETHTOOL_SRSSH` with `rss_context` = `id`, `indir_size` and
+    /// `key_size` 0).
+    ///
+    /// Errors: EBUSY while an ntuple rule names the context (delete the rule first); ENOENT
+    /// for an id the device does not have; EOPNOTSUPP without additional contexts;
+    /// `Error::Failure` for 0 (that request would reset the default table), never sent.
+    fn rss_context_delete(&mut self, id: RssContextId) -> Result<()>;
+    /// The ids of the device's additional RSS contexts, ascending (ethtool netlink RSS_GET
+    /// dump: no ioctl lists them). A device without RSS has none.
+    ///
+    /// Errors: EOPNOTSUPP from kernels without the RSS_GET dump (before 6.11).
+    fn rss_contexts(&mut self) -> Result<Vec<RssContextId>>;
+
     /// Locations of the installed ntuple rules and the rule table size
     /// (`ETHTOOL_GRXCLSRLCNT` + `ETHTOOL_GRXCLSRLALL`).
     fn flow_rules(&mut self) -> Result<(Vec<RuleLocation>, u32)>;
     /// Inserts `rule` at `RX_CLS_LOC_ANY` (or at a free location for drivers that need one)
     /// and returns where the kernel put it (`ETHTOOL_SRXCLSRLINS`).
     fn flow_rule_insert(&mut self, rule: &FlowRule) -> Result<RuleLocation>;
+    /// Inserts `rule` as a `FLOW_RSS` rule delivering to RSS context `ctx` (`ethtool -N IF …
+    /// context CTX`), at a location picked as [`flow_rule_insert`](Self::flow_rule_insert)
+    /// does; `rule.queue` is the queue offset added to the context's pick, which must be 0 on
+    /// drivers that cannot add it. Returns where the kernel put it.
+    ///
+    /// Errors: EOPNOTSUPP for a driver without ntuple filters; EINVAL from the ethtool core for
+    /// a context the device does not have or a non-zero offset; the driver's own refusals.
+    fn flow_rule_insert_rss(&mut self, rule: &FlowRule, ctx: RssContextId) -> Result<RuleLocation>;
     /// Deletes the rule at `loc` (`ETHTOOL_SRXCLSRLDEL`).
     fn flow_rule_delete(&mut self, loc: RuleLocation) -> Result<()>;
 
@@ -152,3 +218,4 @@ pub mod report;
 pub mod scripted;
 pub mod setup;
 pub mod snapshot;
+pub mod steer;

@@ -7,8 +7,13 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ncdevmem::cli::{parse, Command, Config, HostAddr, Mode, Seed, UnbindMode, Verbosity};
+use ncdevmem::cli::{
+    parse, ClientArgs, Command, Common, HostAddr, IfName, Mode, ModeArgs, NicArgs, PatternArgs,
+    Peer, PlainArgs, ProbeArgs, QueueRange, Receive, ReportArgs, Run, Seed, SendStream, SenderArgs,
+    ServerArgs, TxSource, UnbindMode, Verbosity, ZcrxArgs,
+};
 use ncdevmem::error::{Error, EXIT_USAGE};
+use ncdevmem::validate::StreamSpec;
 
 /// x86_64 page size; `-b`, `--rx-buf-len` and `--dmabuf-size` bounds depend on it.
 const PAGE: usize = 4096;
@@ -17,9 +22,9 @@ fn argv(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_string).collect()
 }
 
-fn run(s: &str) -> Config {
+fn run(s: &str) -> Run {
     match parse(&argv(s), PAGE) {
-        Ok(Command::Run(c)) => c,
+        Ok(Command::Run(r)) => r,
         other => panic!("`{s}`: expected Run, got {other:?}"),
     }
 }
@@ -34,163 +39,242 @@ fn usage_err(s: &str) -> String {
     }
 }
 
-fn addr(text: &str) -> Option<HostAddr> {
-    Some(HostAddr {
+fn addr(text: &str) -> HostAddr {
+    HostAddr {
         text: text.to_string(),
         ip: text.parse::<IpAddr>().unwrap(),
-    })
+    }
 }
 
-/// The config every mode starts from: nothing set.
-fn blank(mode: Mode) -> Config {
-    Config {
-        mode,
-        ifname: None,
-        server: None,
-        client: None,
-        port: None,
+fn ifname(name: &str) -> IfName {
+    IfName::parse(name).unwrap()
+}
+
+/// The receive of `-s ADDR -p PORT` with nothing else set.
+fn receive(server: &str, port: u16) -> Receive {
+    Receive {
+        addr: addr(server),
+        port,
         validate: None,
-        seed: None,
-        start_queue: None,
-        num_queues: None,
-        tx_chunk: None,
-        skip_nic_config: false,
-        fail_on_linear: false,
-        rx_page_size: None,
-        autorelease: None,
-        bind_autorelease: None,
-        unbind: UnbindMode::Normal,
         timeout: None,
-        json: None,
-        verbosity: Verbosity::Normal,
         progress: None,
-        dmabuf_size: None,
-        pattern_bytes: None,
-        write_size: None,
-        corrupt_offset: None,
         expect_bytes: None,
         rcvbuf: None,
-        rx_buf_len: None,
-        zcrx_nodev: false,
+    }
+}
+
+/// The NIC of `-f IF` with nothing else set.
+fn nic(name: &str) -> NicArgs {
+    NicArgs {
+        ifname: ifname(name),
+        queues: None,
+        client: None,
+        skip_nic_config: false,
         verify_restore: false,
     }
 }
 
-/// `-f eth0`: the probe with defaults.
-fn probe() -> Config {
-    Config {
-        ifname: Some("eth0".into()),
-        ..blank(Mode::Probe)
+/// A run of `mode` with the default verbosity and no `--json`.
+fn plain_run(mode: ModeArgs) -> Run {
+    Run {
+        common: Common::default(),
+        mode,
     }
 }
 
-/// `-l -f eth0 -s 2001:db8::1 -p 5201`: the server with defaults.
-fn server() -> Config {
-    Config {
-        ifname: Some("eth0".into()),
-        server: addr("2001:db8::1"),
-        port: Some(5201),
-        ..blank(Mode::Server)
+/// `-f eth0`: the probe with defaults.
+fn probe_args() -> ProbeArgs {
+    ProbeArgs {
+        ifname: ifname("eth0"),
+        queues: None,
+        rx_page_size: None,
+        dmabuf_size: None,
+        skip_nic_config: false,
+        verify_restore: false,
     }
+}
+
+fn probe() -> Run {
+    plain_run(ModeArgs::Probe(probe_args()))
+}
+
+/// `-l -f eth0 -s 2001:db8::1 -p 5201`: the server with defaults.
+fn server_args() -> ServerArgs {
+    ServerArgs {
+        nic: nic("eth0"),
+        rx: receive("2001:db8::1", 5201),
+        fail_on_linear: false,
+        rx_page_size: None,
+        so_autorelease: None,
+        bind_autorelease: None,
+        unbind: UnbindMode::Normal,
+        dmabuf_size: None,
+    }
+}
+
+fn server() -> Run {
+    plain_run(ModeArgs::Server(server_args()))
+}
+
+/// `-f eth0 -s ADDR -p 5201`: the devmem TX client sending stdin.
+fn client(to: &str) -> ClientArgs {
+    ClientArgs {
+        ifname: ifname("eth0"),
+        peer: Peer {
+            addr: addr(to),
+            port: 5201,
+            local: None,
+        },
+        chunk: None,
+        source: TxSource::Stdin,
+        dmabuf_size: None,
+        timeout: None,
+    }
+}
+
+/// The server arguments of `r` (a test helper: panics when `r` is another mode).
+fn srv(r: &mut Run) -> &mut ServerArgs {
+    match &mut r.mode {
+        ModeArgs::Server(s) => s,
+        other => panic!("not the server: {other:?}"),
+    }
+}
+
+/// The probe arguments of `r` (panics when `r` is another mode).
+fn prb(r: &mut Run) -> &mut ProbeArgs {
+    match &mut r.mode {
+        ModeArgs::Probe(p) => p,
+        other => panic!("not the probe: {other:?}"),
+    }
+}
+
+/// The devmem TX client arguments of `r` (panics when `r` is another mode).
+fn cli(r: &mut Run) -> &mut ClientArgs {
+    match &mut r.mode {
+        ModeArgs::Client(c) => c,
+        other => panic!("not the client: {other:?}"),
+    }
+}
+
+fn queues(start: u32, count: u32) -> Option<QueueRange> {
+    Some(QueueRange { start, count })
 }
 
 const SERVER: &str = "-l -f eth0 -s 2001:db8::1 -p 5201";
 
 /// Every accepted flag, with the field it sets. Each row: extra arguments after a base
-/// command line, and the edit to the base config that must result.
+/// command line, and the edit to the base run that must result (an option the mode does not
+/// use is accepted and leaves the run as it was).
 #[test]
 fn every_flag_has_its_meaning() {
-    type Edit = fn(&mut Config);
+    type Edit = fn(&mut Run);
     let rows: &[(&str, &str, Edit)] = &[
         // C ncdevmem's options (on a server unless they need another mode).
         (SERVER, "", |_| {}),
-        (SERVER, "-c 2001:db8::2", |c| c.client = addr("2001:db8::2")),
-        (SERVER, "-v 7", |c| c.validate = Some(7)),
-        (SERVER, "-v 2", |c| c.validate = Some(2)),
-        (SERVER, "-v 256", |c| c.validate = Some(256)),
+        (SERVER, "-c 2001:db8::2", |r| {
+            srv(r).nic.client = Some(addr("2001:db8::2"))
+        }),
+        (SERVER, "-v 7", |r| {
+            srv(r).rx.validate = Some(StreamSpec::Periodic(7))
+        }),
+        (SERVER, "-v 2", |r| {
+            srv(r).rx.validate = Some(StreamSpec::Periodic(2))
+        }),
+        (SERVER, "-v 256", |r| {
+            srv(r).rx.validate = Some(StreamSpec::Periodic(256))
+        }),
         (SERVER, "-v 0", |_| {}), // 0 = no validation, like absent
-        (SERVER, "--seed 42", |c| c.seed = Some(Seed::Value(42))),
-        (SERVER, "--seed 0", |c| c.seed = Some(Seed::Value(0))),
-        (SERVER, "--seed 18446744073709551615", |c| {
-            c.seed = Some(Seed::Value(u64::MAX))
+        (SERVER, "--seed 42", |r| {
+            srv(r).rx.validate = Some(StreamSpec::Keyed(42))
         }),
-        (SERVER, "--seed 0xDEADbeef", |c| {
-            c.seed = Some(Seed::Value(0xDEAD_BEEF))
+        (SERVER, "--seed 0", |r| {
+            srv(r).rx.validate = Some(StreamSpec::Keyed(0))
         }),
-        (SERVER, "-v 0 --seed 7", |c| c.seed = Some(Seed::Value(7))),
-        (SERVER, "-t 3 -q 1", |c| {
-            c.start_queue = Some(3);
-            c.num_queues = Some(1)
+        (SERVER, "--seed 18446744073709551615", |r| {
+            srv(r).rx.validate = Some(StreamSpec::Keyed(u64::MAX))
         }),
-        (SERVER, "-t 0 -q 4096", |c| {
-            c.start_queue = Some(0);
-            c.num_queues = Some(4096)
+        (SERVER, "--seed 0xDEADbeef", |r| {
+            srv(r).rx.validate = Some(StreamSpec::Keyed(0xDEAD_BEEF))
         }),
-        (SERVER, "-z 3", |c| c.tx_chunk = Some(3)), // accepted and ignored, as in C
-        (SERVER, "-n", |c| c.skip_nic_config = true),
-        (SERVER, "-L", |c| c.fail_on_linear = true),
-        (SERVER, "--fail-on-linear", |c| c.fail_on_linear = true),
-        (SERVER, "-b 4096", |c| c.rx_page_size = Some(4096)),
-        (SERVER, "-b 16384", |c| c.rx_page_size = Some(16384)),
-        (SERVER, "-b 2147483648", |c| c.rx_page_size = Some(1 << 31)),
-        (SERVER, "-A 0", |c| c.autorelease = Some(false)),
-        (SERVER, "-A 1", |c| c.autorelease = Some(true)),
-        (SERVER, "-a 0", |c| c.bind_autorelease = Some(false)),
-        (SERVER, "-a 1", |c| c.bind_autorelease = Some(true)),
-        (SERVER, "-U 0", |c| c.unbind = UnbindMode::Normal),
-        (SERVER, "-U 1", |c| c.unbind = UnbindMode::BeforeRecv),
-        (SERVER, "-U 2", |c| c.unbind = UnbindMode::AfterRecv),
-        (SERVER, "-a 0 -U 1", |c| {
-            c.bind_autorelease = Some(false);
-            c.unbind = UnbindMode::BeforeRecv
+        (SERVER, "-v 0 --seed 7", |r| {
+            srv(r).rx.validate = Some(StreamSpec::Keyed(7))
         }),
-        (SERVER, "-p 1", |c| c.port = Some(1)),
-        (SERVER, "-p 65535", |c| c.port = Some(65535)),
-        (SERVER, "-p 0080", |c| c.port = Some(80)), // decimal, not octal
+        (SERVER, "-t 3 -q 1", |r| srv(r).nic.queues = queues(3, 1)),
+        (SERVER, "-t 0 -q 4096", |r| {
+            srv(r).nic.queues = queues(0, 4096)
+        }),
+        (SERVER, "-z 3", |_| {}), // accepted and ignored, as in C
+        (SERVER, "-n", |r| srv(r).nic.skip_nic_config = true),
+        (SERVER, "-L", |r| srv(r).fail_on_linear = true),
+        (SERVER, "--fail-on-linear", |r| srv(r).fail_on_linear = true),
+        (SERVER, "-b 4096", |r| srv(r).rx_page_size = Some(4096)),
+        (SERVER, "-b 16384", |r| srv(r).rx_page_size = Some(16384)),
+        (SERVER, "-b 2147483648", |r| {
+            srv(r).rx_page_size = Some(1 << 31)
+        }),
+        (SERVER, "-A 0", |r| srv(r).so_autorelease = Some(false)),
+        (SERVER, "-A 1", |r| srv(r).so_autorelease = Some(true)),
+        (SERVER, "-a 0", |r| srv(r).bind_autorelease = Some(false)),
+        (SERVER, "-a 1", |r| srv(r).bind_autorelease = Some(true)),
+        (SERVER, "-U 0", |r| srv(r).unbind = UnbindMode::Normal),
+        (SERVER, "-U 1", |r| srv(r).unbind = UnbindMode::BeforeRecv),
+        (SERVER, "-U 2", |r| srv(r).unbind = UnbindMode::AfterRecv),
+        (SERVER, "-a 0 -U 1", |r| {
+            srv(r).bind_autorelease = Some(false);
+            srv(r).unbind = UnbindMode::BeforeRecv
+        }),
+        (SERVER, "-p 1", |r| srv(r).rx.port = 1),
+        (SERVER, "-p 65535", |r| srv(r).rx.port = 65535),
+        (SERVER, "-p 0080", |r| srv(r).rx.port = 80), // decimal, not octal
         // Long options of ncdevmem-rs.
-        (SERVER, "--timeout 0.5", |c| {
-            c.timeout = Some(Duration::from_millis(500))
+        (SERVER, "--timeout 0.5", |r| {
+            srv(r).rx.timeout = Some(Duration::from_millis(500))
         }),
-        (SERVER, "--timeout=3", |c| {
-            c.timeout = Some(Duration::from_secs(3))
+        (SERVER, "--timeout=3", |r| {
+            srv(r).rx.timeout = Some(Duration::from_secs(3))
         }),
         (SERVER, "--timeout 0", |_| {}), // 0 = none
-        (SERVER, "--json /tmp/out.json", |c| {
-            c.json = Some(PathBuf::from("/tmp/out.json"))
+        (SERVER, "--json /tmp/out.json", |r| {
+            r.common.json = Some(PathBuf::from("/tmp/out.json"))
         }),
-        (SERVER, "-V", |c| c.verbosity = Verbosity::Verbose),
-        (SERVER, "--verbose", |c| c.verbosity = Verbosity::Verbose),
-        (SERVER, "--quiet", |c| c.verbosity = Verbosity::Quiet),
-        (SERVER, "--progress 1.5", |c| {
-            c.progress = Some(Duration::from_millis(1500))
+        (SERVER, "-V", |r| r.common.verbosity = Verbosity::Verbose),
+        (SERVER, "--verbose", |r| {
+            r.common.verbosity = Verbosity::Verbose
+        }),
+        (SERVER, "--quiet", |r| r.common.verbosity = Verbosity::Quiet),
+        (SERVER, "--progress 1.5", |r| {
+            srv(r).rx.progress = Some(Duration::from_millis(1500))
         }),
         (SERVER, "--progress 0", |_| {}), // 0 = never
-        (SERVER, "--dmabuf-size 64M", |c| {
-            c.dmabuf_size = Some(64 << 20)
+        (SERVER, "--dmabuf-size 64M", |r| {
+            srv(r).dmabuf_size = Some(64 << 20)
         }),
-        (SERVER, "--dmabuf-size 65536000", |c| {
-            c.dmabuf_size = Some(16000 * 4096)
+        (SERVER, "--dmabuf-size 65536000", |r| {
+            srv(r).dmabuf_size = Some(16000 * 4096)
         }),
-        (SERVER, "--verify-restore", |c| c.verify_restore = true),
-        (SERVER, "--rcvbuf 64K", |c| c.rcvbuf = Some(64 << 10)),
-        (SERVER, "--rcvbuf 0", |c| c.rcvbuf = Some(0)),
-        (SERVER, "--rcvbuf 4096", |c| c.rcvbuf = Some(4096)),
-        (SERVER, "--rcvbuf 1G", |c| c.rcvbuf = Some(1 << 30)),
+        (SERVER, "--verify-restore", |r| {
+            srv(r).nic.verify_restore = true
+        }),
+        (SERVER, "--rcvbuf 64K", |r| {
+            srv(r).rx.rcvbuf = Some(64 << 10)
+        }),
+        (SERVER, "--rcvbuf 0", |r| srv(r).rx.rcvbuf = Some(0)),
+        (SERVER, "--rcvbuf 4096", |r| srv(r).rx.rcvbuf = Some(4096)),
+        (SERVER, "--rcvbuf 1G", |r| srv(r).rx.rcvbuf = Some(1 << 30)),
         // Probe mode.
-        ("-f eth0", "", |c| *c = probe()),
-        ("-f eth0", "-b 16384", |c| {
-            *c = probe();
-            c.rx_page_size = Some(16384)
+        ("-f eth0", "", |r| *r = probe()),
+        ("-f eth0", "-b 16384", |r| {
+            *r = probe();
+            prb(r).rx_page_size = Some(16384)
         }),
-        ("-f eth0", "-t 2 -q 2", |c| {
-            *c = probe();
-            c.start_queue = Some(2);
-            c.num_queues = Some(2)
+        ("-f eth0", "-t 2 -q 2", |r| {
+            *r = probe();
+            prb(r).queues = queues(2, 2)
         }),
-        ("-f eth0", "-n --verify-restore", |c| {
-            *c = probe();
-            c.skip_nic_config = true;
-            c.verify_restore = true
+        ("-f eth0", "-n --verify-restore", |r| {
+            *r = probe();
+            prb(r).skip_nic_config = true;
+            prb(r).verify_restore = true
         }),
     ];
     for (base, extra, edit) in rows {
@@ -205,96 +289,122 @@ fn every_flag_has_its_meaning() {
 #[test]
 fn new_modes_carry_their_options() {
     let c = run("--send-pattern 1G -s 192.0.2.1 -p 5201 -v 7 --write-size 1448");
-    let want = Config {
-        server: addr("192.0.2.1"),
-        port: Some(5201),
-        validate: Some(7),
-        pattern_bytes: Some(1 << 30),
-        write_size: Some(1448),
-        corrupt_offset: None,
-        expect_bytes: None,
-        ..blank(Mode::PatternSender)
-    };
+    let want = plain_run(ModeArgs::Sender(SenderArgs {
+        peer: Peer {
+            addr: addr("192.0.2.1"),
+            port: 5201,
+            local: None,
+        },
+        pattern: PatternArgs {
+            bytes: 1 << 30,
+            stream: SendStream::Periodic(7),
+            write_size: Some(1448),
+            corrupt_offset: None,
+        },
+        timeout: None,
+    }));
     assert_eq!(c, want);
 
     // With -f the pattern goes through devmem TX (client mode, pattern instead of stdin).
-    let c = run("--send-pattern 0 -s ::1 -p 9 -v 256 -c ::1 -f lo");
-    assert_eq!(c.mode, Mode::Client);
-    assert_eq!(c.pattern_bytes, Some(0));
-    assert_eq!(c.client, addr("::1"));
-    assert_eq!(c.ifname.as_deref(), Some("lo"));
+    let mut c = run("--send-pattern 0 -s ::1 -p 9 -v 256 -c ::1 -f lo");
+    assert_eq!(c.mode.mode(), Mode::Client);
+    let tx = cli(&mut c);
+    let TxSource::Pattern(p) = &tx.source else {
+        panic!("not the pattern source: {tx:?}");
+    };
+    assert_eq!((p.bytes, p.stream), (0, SendStream::Periodic(256)));
+    assert_eq!(tx.peer.local, Some(addr("::1")));
+    assert_eq!(tx.ifname, ifname("lo"));
 
     let c = run(
         "-f eth0 -s 2001:db8::2 -p 5201 -z 3 --send-pattern 64M -v 7 --write-size 64K \
          --corrupt-offset 1000 --timeout 0.5 --json tx.json",
     );
-    let want = Config {
-        ifname: Some("eth0".into()),
-        server: addr("2001:db8::2"),
-        port: Some(5201),
-        validate: Some(7),
-        tx_chunk: Some(3),
-        pattern_bytes: Some(64 << 20),
-        write_size: Some(64 << 10),
-        corrupt_offset: Some(1000),
-        timeout: Some(Duration::from_millis(500)),
-        json: Some(PathBuf::from("tx.json")),
-        ..blank(Mode::Client)
+    let want = Run {
+        common: Common {
+            json: Some(PathBuf::from("tx.json")),
+            ..Common::default()
+        },
+        mode: ModeArgs::Client(ClientArgs {
+            chunk: Some(3),
+            source: TxSource::Pattern(PatternArgs {
+                bytes: 64 << 20,
+                stream: SendStream::Periodic(7),
+                write_size: Some(64 << 10),
+                corrupt_offset: Some(1000),
+            }),
+            timeout: Some(Duration::from_millis(500)),
+            ..client("2001:db8::2")
+        }),
     };
     assert_eq!(c, want);
 
     let c = run("-l --plain -s ::ffff:127.0.0.1 -p 5201 -v 7 --timeout 2");
-    let want = Config {
-        server: addr("::ffff:127.0.0.1"),
-        port: Some(5201),
-        validate: Some(7),
-        timeout: Some(Duration::from_secs(2)),
-        ..blank(Mode::PlainServer)
-    };
+    let want = plain_run(ModeArgs::Plain(PlainArgs {
+        rx: Receive {
+            validate: Some(StreamSpec::Periodic(7)),
+            timeout: Some(Duration::from_secs(2)),
+            ..receive("::ffff:127.0.0.1", 5201)
+        },
+        fail_on_linear: false,
+    }));
     assert_eq!(c, want);
 
     // --seed replaces -v on senders (random too) and receivers.
     let c = run("--send-pattern 1G -s 192.0.2.1 -p 5201 --seed random");
-    assert_eq!(
-        (c.mode, c.seed, c.validate),
-        (Mode::PatternSender, Some(Seed::Random), None)
-    );
-    let c = run("-f eth0 --send-pattern 1M -s ::1 -p 1 --seed 0x10");
-    assert_eq!((c.mode, c.seed), (Mode::Client, Some(Seed::Value(16))));
+    let ModeArgs::Sender(s) = c.mode else {
+        panic!("not the sender: {c:?}");
+    };
+    assert_eq!(s.pattern.stream, SendStream::Keyed(Seed::Random));
+    let mut c = run("-f eth0 --send-pattern 1M -s ::1 -p 1 --seed 0x10");
+    let TxSource::Pattern(p) = &cli(&mut c).source else {
+        panic!("not the pattern source: {c:?}");
+    };
+    assert_eq!(p.stream, SendStream::Keyed(Seed::Value(16)));
     let c = run("-l --plain -s ::1 -p 1 --seed 42");
-    assert_eq!((c.mode, c.seed), (Mode::PlainServer, Some(Seed::Value(42))));
+    let ModeArgs::Plain(p) = c.mode else {
+        panic!("not plain: {c:?}");
+    };
+    assert_eq!(p.rx.validate, Some(StreamSpec::Keyed(42)));
     let c = run("-l --zcrx --zcrx-nodev -s ::1 -p 1 --seed 42");
-    assert_eq!((c.mode, c.seed), (Mode::ZcrxServer, Some(Seed::Value(42))));
+    let ModeArgs::Zcrx(z) = c.mode else {
+        panic!("not zcrx: {c:?}");
+    };
+    assert_eq!((z.nic, z.rx.validate), (None, Some(StreamSpec::Keyed(42))));
 
     let c = run("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --rx-buf-len 32768");
-    assert_eq!(c.mode, Mode::ZcrxServer);
-    assert_eq!(c.rx_buf_len, Some(32768));
+    let want = plain_run(ModeArgs::Zcrx(ZcrxArgs {
+        nic: Some(nic("eth0")),
+        rx: receive("2001:db8::1", 5201),
+        area_size: None,
+        rx_buf_len: Some(32768),
+    }));
+    assert_eq!(c, want);
 
     let c = run("--report -f eth0");
-    assert_eq!(
-        c,
-        Config {
-            ifname: Some("eth0".into()),
-            ..blank(Mode::Report)
-        }
-    );
+    let want = plain_run(ModeArgs::Report(ReportArgs {
+        ifname: ifname("eth0"),
+        rx_page_size: None,
+        dmabuf_size: None,
+    }));
+    assert_eq!(c, want);
 }
 
-/// Adding `--plain` to a full devmem command line keeps every option and switches the mode.
+/// Adding `--plain` to a full devmem command line keeps every option the plain receiver
+/// uses, accepts (and ignores) the devmem-only ones, and switches the mode.
 #[test]
 fn plain_accepts_a_devmem_command_line() {
     let devmem = format!("{SERVER} -c 2001:db8::2 -v 7 -t 3 -q 1 -n -L -b 16384 -A 1 -a 1 -U 2");
     let d = run(&devmem);
     let p = run(&format!("{devmem} --plain"));
-    assert_eq!(d.mode, Mode::Server);
-    assert_eq!(p.mode, Mode::PlainServer);
-    assert_eq!(
-        Config {
-            mode: Mode::Server,
-            ..p
-        },
-        d
-    );
+    let ModeArgs::Server(d) = d.mode else {
+        panic!("not the server: {d:?}");
+    };
+    let ModeArgs::Plain(p) = p.mode else {
+        panic!("not plain: {p:?}");
+    };
+    assert_eq!((p.rx, p.fail_on_linear), (d.rx, d.fail_on_linear));
+    assert!(p.fail_on_linear);
 }
 
 /// Mode selection: C ncdevmem's rules, plus the long-option modes.
@@ -322,14 +432,19 @@ fn mode_selection_table() {
     ];
     for (line, mode) in ok {
         let c = run(line);
-        assert_eq!(c.mode, *mode, "`{line}`");
-        assert_eq!(
-            c.mode.uses_queues(),
-            matches!(
-                mode,
-                Mode::Probe | Mode::Server | Mode::Client | Mode::ZcrxServer
-            )
+        assert_eq!(c.mode.mode(), *mode, "`{line}`");
+        // The modes that take queues check -t/-q; the others accept and ignore them.
+        let uses_queues = matches!(
+            mode,
+            Mode::Probe | Mode::Server | Mode::Client | Mode::ZcrxServer
         );
+        match parse(&argv(&format!("{line} -t 1")), PAGE) {
+            Err(Error::Usage(m)) if uses_queues => {
+                assert!(m.starts_with("-t/-q: Both -t and -q"), "`{line}`: {m}")
+            }
+            Ok(Command::Run(_)) if !uses_queues => {}
+            other => panic!("`{line} -t 1`: {other:?}"),
+        }
     }
 
     // (command line, text the usage message must contain)
@@ -688,11 +803,12 @@ fn every_bad_value_names_its_flag() {
 #[test]
 fn page_size_is_a_parameter() {
     let line = argv("-f eth0 -b 8192 --dmabuf-size 36K");
-    let Ok(Command::Run(c)) = parse(&line, 4096) else {
+    let Ok(Command::Run(mut c)) = parse(&line, 4096) else {
         panic!("4 KiB pages: 8192 and 36K are valid");
     };
+    let p = prb(&mut c);
     assert_eq!(
-        (c.rx_page_size, c.dmabuf_size),
+        (p.rx_page_size, p.dmabuf_size),
         (Some(8192), Some(36 << 10))
     );
     let e = parse(&line, 16384).unwrap_err();
@@ -744,34 +860,31 @@ fn unknown_options_and_positionals_are_refused() {
 /// spelled like one of our options is refused as a forgotten value.
 #[test]
 fn getopt_conventions() {
-    let c = run("-f eth0 -f eth1 -l -s ::1 -s ::2 -p 1 -p 2 -v 7 -v 0 -A 1 -A 0");
-    assert_eq!(c.ifname.as_deref(), Some("eth1"));
-    assert_eq!(c.server, addr("::2"));
-    assert_eq!(c.port, Some(2));
-    assert_eq!(c.validate, None);
-    assert_eq!(c.autorelease, Some(false));
-    let c = run("-f eth0 --timeout 1 --timeout 0.25");
-    assert_eq!(c.timeout, Some(Duration::from_millis(250)));
-    let c = run("-f eth0 -l -l -n -n -s ::1 -p 1");
-    assert_eq!((c.mode, c.skip_nic_config), (Mode::Server, true));
+    let mut c = run("-f eth0 -f eth1 -l -s ::1 -s ::2 -p 1 -p 2 -v 7 -v 0 -A 1 -A 0");
+    let s = srv(&mut c);
+    assert_eq!(s.nic.ifname, ifname("eth1"));
+    assert_eq!(s.rx.addr, addr("::2"));
+    assert_eq!(s.rx.port, 2);
+    assert_eq!(s.rx.validate, None);
+    assert_eq!(s.so_autorelease, Some(false));
+    let mut c = run("-f eth0 -s ::1 -p 1 --timeout 1 --timeout 0.25");
+    assert_eq!(cli(&mut c).timeout, Some(Duration::from_millis(250)));
+    let mut c = run("-f eth0 -l -l -n -n -s ::1 -p 1");
+    assert!(srv(&mut c).nic.skip_nic_config);
     // Attached values and bundles.
     let c = run("-feth0 -ls ::1 -p5201 -q4 -t2 -v7 -nL");
-    let want = Config {
-        server: addr("::1"),
-        port: Some(5201),
-        validate: Some(7),
-        start_queue: Some(2),
-        num_queues: Some(4),
-        skip_nic_config: true,
-        fail_on_linear: true,
-        ..server()
+    let mut want = server();
+    let s = srv(&mut want);
+    s.rx = Receive {
+        validate: Some(StreamSpec::Periodic(7)),
+        ..receive("::1", 5201)
     };
+    s.nic.queues = queues(2, 4);
+    s.nic.skip_nic_config = true;
+    s.fail_on_linear = true;
     assert_eq!(c, want);
-    let c = run("-p 5201 -s 192.0.2.1 -f eth0");
-    assert_eq!(
-        (c.mode, c.server.unwrap().text),
-        (Mode::Client, "192.0.2.1".to_string())
-    );
+    let mut c = run("-p 5201 -s 192.0.2.1 -f eth0");
+    assert_eq!(cli(&mut c).peer.addr.text, "192.0.2.1");
     // A value that starts with '-' is checked as a value...
     let m = usage_err("-f eth0 -s -x -p 1");
     assert_eq!(
@@ -815,145 +928,137 @@ fn help_is_an_outcome() {
 /// keeps its text.
 #[test]
 fn zero_values_mean_off() {
-    let c = run("-f eth0 -v 0 --timeout 0 --progress 0 -s 192.0.2.1 -p 1");
+    let mut c = run("-f eth0 -v 0 --timeout 0 --progress 0 -s 192.0.2.1 -p 1");
+    let tx = cli(&mut c);
+    assert_eq!((tx.source.clone(), tx.timeout), (TxSource::Stdin, None));
+    assert_eq!(tx.peer.addr.text, "192.0.2.1");
+    let c = run("-l --plain -v 0 --timeout 0 --progress 0 -s 192.0.2.1 -p 1");
+    let ModeArgs::Plain(p) = c.mode else {
+        panic!("not plain: {c:?}");
+    };
     assert_eq!(
-        (c.mode, c.validate, c.timeout, c.progress),
-        (Mode::Client, None, None, None)
+        (p.rx.validate, p.rx.timeout, p.rx.progress),
+        (None, None, None)
     );
-    assert_eq!(c.server.map(|h| h.text).as_deref(), Some("192.0.2.1"));
+    assert_eq!(p.rx.addr.text, "192.0.2.1");
 }
 
 /// The command lines the kernel's tests give C ncdevmem
 /// (`docs/kernel-interface.md#devmempy-command-lines`), with the meaning
-/// each must have here.
+/// each must have here. The devmem TX client takes `-t`/`-q`/`-n` (the netkit tests pass
+/// them) and, as C, uses none of them.
 #[test]
 fn kernel_selftest_command_lines() {
-    type Edit = fn(&mut Config);
+    type Edit = fn(&mut Run);
     // ADDR 2001:db8::1 (local), REMOTE 2001:db8::2, PORT 5201, IF eth0; netkit guest nk0 with
     // V6 fd00::1 and nk_queue 3.
     let rows: &[(&str, &str, Edit)] = &[
         (
             "check_rx: ncdevmem -l -f IF -s ADDR -p PORT -c REMOTE -v 7",
             "-l -f eth0 -s 2001:db8::1 -p 5201 -c 2001:db8::2 -v 7",
-            |c| {
-                *c = server();
-                c.client = addr("2001:db8::2");
-                c.validate = Some(7);
+            |r| {
+                *r = server();
+                srv(r).nic.client = Some(addr("2001:db8::2"));
+                srv(r).rx.validate = Some(StreamSpec::Periodic(7));
             },
         ),
         (
             "check_rx (IPv4): ncdevmem -l -f IF -s ADDR -p PORT -c REMOTE -v 7",
             "-l -f eth0 -s 192.0.2.1 -p 5201 -c 192.0.2.2 -v 7",
-            |c| {
-                *c = server();
-                c.server = addr("192.0.2.1");
-                c.client = addr("192.0.2.2");
-                c.validate = Some(7);
+            |r| {
+                *r = server();
+                srv(r).rx.addr = addr("192.0.2.1");
+                srv(r).nic.client = Some(addr("192.0.2.2"));
+                srv(r).rx.validate = Some(StreamSpec::Periodic(7));
             },
         ),
         (
             "check_rx_hds: ncdevmem -l -f IF -s ADDR -p PORT -L",
             "-l -f eth0 -s 2001:db8::1 -p 5201 -L",
-            |c| {
-                *c = server();
-                c.fail_on_linear = true;
+            |r| {
+                *r = server();
+                srv(r).fail_on_linear = true;
             },
         ),
         (
             "check_rx_large_niov: ncdevmem -l -f IF -s ADDR -p PORT -v 7 -b 16384",
             "-l -f eth0 -s 2001:db8::1 -p 5201 -v 7 -b 16384",
-            |c| {
-                *c = server();
-                c.validate = Some(7);
-                c.rx_page_size = Some(16384);
+            |r| {
+                *r = server();
+                srv(r).rx.validate = Some(StreamSpec::Periodic(7));
+                srv(r).rx_page_size = Some(16384);
             },
         ),
         (
             "nk_devmem RX: ncdevmem -l -f NK -s V6 -p PORT -t nk_queue -q 1 -n -v 7",
             "-l -f nk0 -s fd00::1 -p 5201 -t 3 -q 1 -n -v 7",
-            |c| {
-                *c = server();
-                c.ifname = Some("nk0".into());
-                c.server = addr("fd00::1");
-                c.start_queue = Some(3);
-                c.num_queues = Some(1);
-                c.skip_nic_config = true;
-                c.validate = Some(7);
+            |r| {
+                *r = server();
+                let s = srv(r);
+                s.nic.ifname = ifname("nk0");
+                s.rx.addr = addr("fd00::1");
+                s.nic.queues = queues(3, 1);
+                s.nic.skip_nic_config = true;
+                s.rx.validate = Some(StreamSpec::Periodic(7));
             },
         ),
         (
             "nk_devmem RX HDS: ncdevmem -l -f NK -s V6 -p PORT -t nk_queue -q 1 -n -L",
             "-l -f nk0 -s fd00::1 -p 5201 -t 3 -q 1 -n -L",
-            |c| {
-                *c = server();
-                c.ifname = Some("nk0".into());
-                c.server = addr("fd00::1");
-                c.start_queue = Some(3);
-                c.num_queues = Some(1);
-                c.skip_nic_config = true;
-                c.fail_on_linear = true;
+            |r| {
+                *r = server();
+                let s = srv(r);
+                s.nic.ifname = ifname("nk0");
+                s.rx.addr = addr("fd00::1");
+                s.nic.queues = queues(3, 1);
+                s.nic.skip_nic_config = true;
+                s.fail_on_linear = true;
             },
         ),
         (
             "check_tx: ncdevmem -f IF -s REMOTE -p PORT",
             "-f eth0 -s 2001:db8::2 -p 5201",
-            |c| {
-                *c = server();
-                c.mode = Mode::Client;
-                c.server = addr("2001:db8::2");
-            },
+            |r| *r = plain_run(ModeArgs::Client(client("2001:db8::2"))),
         ),
         (
             "check_tx_chunks: ncdevmem -f IF -s REMOTE -p PORT -z 3",
             "-f eth0 -s 2001:db8::2 -p 5201 -z 3",
-            |c| {
-                *c = server();
-                c.mode = Mode::Client;
-                c.server = addr("2001:db8::2");
-                c.tx_chunk = Some(3);
+            |r| {
+                *r = plain_run(ModeArgs::Client(client("2001:db8::2")));
+                cli(r).chunk = Some(3);
             },
         ),
         (
             "nk_devmem TX: ncdevmem -f NK -s V6 -p PORT -t 0 -q 1 -n",
             "-f nk0 -s fd00::2 -p 5201 -t 0 -q 1 -n",
-            |c| {
-                *c = server();
-                c.mode = Mode::Client;
-                c.ifname = Some("nk0".into());
-                c.server = addr("fd00::2");
-                c.start_queue = Some(0);
-                c.num_queues = Some(1);
-                c.skip_nic_config = true;
+            |r| {
+                *r = plain_run(ModeArgs::Client(client("fd00::2")));
+                cli(r).ifname = ifname("nk0");
             },
         ),
         (
             "nk_devmem TX chunks: ncdevmem -f NK -s V6 -p PORT -t 0 -q 1 -n -z 3",
             "-f nk0 -s fd00::2 -p 5201 -t 0 -q 1 -n -z 3",
-            |c| {
-                *c = server();
-                c.mode = Mode::Client;
-                c.ifname = Some("nk0".into());
-                c.server = addr("fd00::2");
-                c.start_queue = Some(0);
-                c.num_queues = Some(1);
-                c.skip_nic_config = true;
-                c.tx_chunk = Some(3);
+            |r| {
+                *r = plain_run(ModeArgs::Client(client("fd00::2")));
+                cli(r).ifname = ifname("nk0");
+                cli(r).chunk = Some(3);
             },
         ),
-        ("require_devmem: ncdevmem -f IF", "-f eth0", |c| {
-            *c = probe()
+        ("require_devmem: ncdevmem -f IF", "-f eth0", |r| {
+            *r = probe()
         }),
         (
             "require_devmem(rx_buf_size=16384): ncdevmem -f IF -b 16384",
             "-f eth0 -b 16384",
-            |c| {
-                *c = probe();
-                c.rx_page_size = Some(16384);
+            |r| {
+                *r = probe();
+                prb(r).rx_page_size = Some(16384);
             },
         ),
     ];
     for (what, line, edit) in rows {
-        let mut want = blank(Mode::Probe);
+        let mut want = probe();
         edit(&mut want);
         assert_eq!(run(line), want, "{what}");
     }

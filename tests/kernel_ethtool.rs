@@ -1,5 +1,6 @@
-//! Real-kernel tests of the NIC kernel layer: ethtool netlink RINGS_SET / CHANNELS_SET, the
-//! `SIOCETHTOOL` ioctls (ntuple rules, RSS table, features by name, driver info) and
+//! Real-kernel tests of the NIC kernel layer: ethtool netlink RINGS_SET / CHANNELS_SET and the
+//! RSS_GET dump, the `SIOCETHTOOL` ioctls (ntuple rules, `FLOW_RSS` rules, RSS table and
+//! additional RSS contexts, features by name, driver info) and
 //! `RealNic`, the `NicOps` of a real interface — all on a veth pair in a fresh network
 //! namespace (`common::NetNs`, always deleted). Without root they print
 //! `skip: <test>: <reason>`.
@@ -19,7 +20,13 @@ use ncdevmem::error::{Error, NlError};
 use ncdevmem::netlink::ethtool::{shrink_rx_request, Ethtool, TcpDataSplit};
 use ncdevmem::netlink::netdev::{BindRxRequest, QueueType};
 use ncdevmem::netlink::skip_if_family_missing;
+use ncdevmem::nic::guards::SharedNic;
 use ncdevmem::nic::real::RealNic;
+use ncdevmem::nic::setup::FlowTarget;
+use ncdevmem::nic::snapshot::{Fact, NicSnapshot};
+use ncdevmem::nic::steer::{
+    apply_steering, plan_steering, rss_context_support, ContextSupport, SteerRequest,
+};
 use ncdevmem::nic::{ChannelsSet, FlowRule, FlowType, NicOps, RssTable};
 use ncdevmem::sys::ethtool_ioctl::{
     feature_words, tcp4_flow_spec, EthtoolIoctl, NTUPLE_FEATURE, RX_CLS_LOC_ANY,
@@ -427,6 +434,96 @@ fn real_nic_answers_on_veth() {
     // Nothing was left changed.
     assert_eq!(nic.channels_get().unwrap(), c0);
     assert_eq!(queue_ids(&nic.queues().unwrap()), (vec![0], vec![0]));
+}
+
+/// veth has no RSS (no `get_rxfh`/`set_rxfh`) and no ntuple filters (no `set_rxnfc`): every
+/// RSS-context ioctl and the `FLOW_RSS` insert answer EOPNOTSUPP, the RSS_GET dump lists no
+/// context, and the steering plan falls back to one rule (which veth refuses too), with the
+/// NIC unchanged.
+#[test]
+fn rss_context_calls_on_veth() {
+    let test = "rss_context_calls_on_veth";
+    let Some(ns) = veth_ns(test) else { return };
+    let _in = ns.enter().expect("enter netns");
+    let io = EthtoolIoctl::open("veth0").expect("ioctl socket");
+    let eop = |r: (String, i32), cmd: &str| {
+        assert_eq!(
+            r,
+            (
+                format!("ioctl(SIOCETHTOOL, {cmd}) on veth0"),
+                libc::EOPNOTSUPP
+            )
+        );
+    };
+    eop(sys_err(io.rss_context_get(1)), "ETHTOOL_GRSSH");
+    eop(sys_err(io.rss_context_create(&[0; 4])), "ETHTOOL_SRSSH");
+    eop(sys_err(io.rss_context_delete(1)), "ETHTOOL_SRSSH");
+    let fs = tcp4_flow_spec(
+        None,
+        ("198.51.100.1".parse().unwrap(), 5201),
+        0,
+        RX_CLS_LOC_ANY,
+    );
+    eop(sys_err(io.rule_insert_rss(&fs, 1)), "ETHTOOL_SRXCLSRLINS");
+    // Context 0 is never deleted (that request would reset the default table): refused
+    // before the ioctl.
+    match io.rss_context_delete(0) {
+        Err(Error::Failure(m)) => assert!(m.contains("cannot be deleted"), "{m}"),
+        other => panic!("expected a refusal before the ioctl, got {other:?}"),
+    }
+
+    let mut nic = match RealNic::open("veth0") {
+        Ok(n) => n,
+        Err(e) if ncdevmem::netlink::is_family_missing(&e) => {
+            return common::print_skip(test, &format!("{e}"))
+        }
+        Err(e) => panic!("RealNic::open(veth0): {e}"),
+    };
+    assert_eq!(
+        nic.rss_contexts().expect("RSS_GET dump"),
+        Vec::<u32>::new(),
+        "the dump skips a device without get_rxfh"
+    );
+    let before = NicSnapshot::take(&mut nic);
+    assert_eq!(before.contexts, Fact::Known(Default::default()));
+    let support = rss_context_support(&mut nic).expect("the probe");
+    assert_eq!(
+        support,
+        ContextSupport::Unavailable(
+            "ioctl(SIOCETHTOOL, ETHTOOL_GRSSH) on veth0: EOPNOTSUPP (Operation not supported)"
+                .into()
+        )
+    );
+    let req = SteerRequest {
+        start_queue: 1,
+        num_queues: 1,
+        flows: 2,
+        target: FlowTarget {
+            server: "198.51.100.1".parse().unwrap(),
+            client: None,
+            port: 5201,
+        },
+    };
+    let plan = plan_steering(
+        &SteerRequest {
+            num_queues: 2,
+            ..req
+        },
+        &support,
+    )
+    .unwrap();
+    assert!(plan.shared_queue.is_some(), "{plan:?}");
+    let shared = SharedNic::new(Box::new(nic));
+    let (call, errno) = sys_err(apply_steering(&shared, &plan, true));
+    assert_eq!(
+        (call.as_str(), errno),
+        (
+            "ioctl(SIOCETHTOOL, ETHTOOL_SRXCLSRLINS) on veth0",
+            libc::EOPNOTSUPP
+        )
+    );
+    let after = shared.with(|n| Ok(NicSnapshot::take(n))).unwrap();
+    assert!(before.diff(&after).is_empty(), "{:?}", before.diff(&after));
 }
 
 #[test]

@@ -18,9 +18,14 @@ use ncdevmem::conn::accept_timeout;
 use ncdevmem::memory::dma_heap::{self, HeapParams, DEFAULT_HEAP};
 use ncdevmem::netlink::ethtool::TcpDataSplit;
 use ncdevmem::netlink::netdev::{BindRxRequest, Netdev, QueueType};
+use ncdevmem::nic::guards::{
+    equal_table, span_table, NtupleFeatureGuard, RssGuard, RssSpread, SharedNic,
+};
 use ncdevmem::nic::real::RealNic;
 use ncdevmem::nic::scripted::{ScriptedHds, ScriptedNic};
-use ncdevmem::nic::{Binding, FlowRule, FlowType, NicOps, RssTable};
+use ncdevmem::nic::setup::FlowTarget;
+use ncdevmem::nic::steer::{apply_steering, plan_steering, rss_context_support, SteerRequest};
+use ncdevmem::nic::{Binding, FlowRule, FlowType, NicOps, QueueSpan, RssTable};
 use ncdevmem::rx::{cmsgs, Cmsg, RxSocket};
 use ncdevmem::sys::socket::{tcp_listen, TcpRxSocket};
 use ncdevmem::sys::uapi::dmabuf_token;
@@ -61,6 +66,7 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/rx-hds-sweep", rx_hds_sweep),
         ("devmem-nic/rx-no-hds", rx_no_hds),
         ("devmem-nic/flow-steering", flow_steering),
+        ("devmem-nic/rss-context", rss_context),
         ("devmem-nic/token-pressure", token_pressure),
         ("devmem-nic/signal", signal),
         ("devmem-nic/small-dmabuf", small_dmabuf),
@@ -341,6 +347,183 @@ fn flow_steering(ctx: &Ctx) -> CaseResult {
     }
     before.same_as(&NicState::take(&nic.dut)?, "after the case")?;
     Ok(Outcome::Pass(format!("exit 1: {line:?}")))
+}
+
+/// Queues of the `devmem-nic/rss-context` pair, and the span its RSS context covers.
+const CTX_QUEUES: u32 = 8;
+const CTX_SPAN: QueueSpan = QueueSpan { start: 4, count: 4 };
+/// Connections the case sends through the context's rule (8 flows hashed over 4 queues all
+/// land on one with probability 4 × 4⁻⁸ ≈ 6 × 10⁻⁵).
+const CTX_FLOWS: usize = 8;
+
+/// Additional RSS contexts on the software NIC (8 queues): first the ethtool core's answers to
+/// every context and `FLOW_RSS` call, through `RealNic` and through the scripted NIC from the
+/// same start, which must agree; then the tool's own steering (`nic::steer`, as the
+/// multi-queue server runs it): the default table spread over queues 0..4, the ntuple feature,
+/// a context over exactly 4..8 and a 3-tuple rule to it; 8 connections, whose packets (the
+/// module's per-queue counters) must land on at least 2 of queues 4..8 and hardly any on
+/// 0..4; then rule, context, feature and table undone, and the NIC (contexts included) as
+/// before.
+fn rss_context(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::with_queues(ctx, 60, CTX_QUEUES, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let mut real = RealNic::open(&nic.dut).map_err(err)?;
+    let mut fake = ScriptedNic::good(&nic.dut, CTX_QUEUES);
+    {
+        let rss = real.rss_get().map_err(err)?.indir;
+        let channels = real.channels_get().map_err(err)?;
+        fake.edit(|st| {
+            st.channels = Some(channels);
+            st.rss = Some(rss);
+            st.rule_table_size = 64;
+            st.rss_context_limit = Some(8);
+        });
+    }
+    let kernel = context_script(&mut real);
+    same_answers("context operations", &kernel, &context_script(&mut fake))?;
+    before.same_as(&NicState::take(&nic.dut)?, "after the context calls")?;
+    let answers: Vec<String> = kernel
+        .iter()
+        .filter(|(_, a)| !a.starts_with("ok"))
+        .map(|(step, a)| format!("{step}: {a}"))
+        .collect();
+    drop(real);
+
+    let port = 5600;
+    let shared = SharedNic::new(Box::new(RealNic::open(&nic.dut).map_err(err)?));
+    let (deltas, context_id, listed) = {
+        let rss = match RssGuard::spread_if_table(&shared, CTX_SPAN.start).map_err(err)? {
+            RssSpread::Spread(g) => g,
+            RssSpread::NoTable(e) => return Err(format!("no RSS table: {e}")),
+        };
+        let ntuple = NtupleFeatureGuard::enable(&shared).map_err(err)?;
+        let support = shared.with(rss_context_support).map_err(err)?;
+        let req = SteerRequest {
+            start_queue: CTX_SPAN.start,
+            num_queues: CTX_SPAN.count,
+            flows: CTX_FLOWS as u32,
+            target: FlowTarget {
+                server: DUT4.parse().map_err(|e| format!("{e}"))?,
+                client: None,
+                port,
+            },
+        };
+        let plan = plan_steering(&req, &support).map_err(err)?;
+        let steering = apply_steering(&shared, &plan, true).map_err(err)?;
+        let id = steering.context().map(|c| c.id());
+        let listed = shared.with(|n| n.rss_contexts()).map_err(err)?;
+        let q0 = nic.queue_stats()?;
+        for _ in 0..CTX_FLOWS {
+            drop(nic.accept_pattern(port, "256K")?);
+        }
+        let q1 = nic.queue_stats()?;
+        steering.restore().map_err(err)?;
+        ntuple.restore().map_err(err)?;
+        rss.restore().map_err(err)?;
+        let d: Vec<u64> = q0
+            .iter()
+            .zip(&q1)
+            .map(|(a, b)| b.packets.saturating_sub(a.packets))
+            .collect();
+        (d, id, listed)
+    };
+    before.same_as(&NicState::take(&nic.dut)?, "after the steering")?;
+    if context_id.is_none() || listed != context_id.into_iter().collect::<Vec<_>>() {
+        return Err(format!(
+            "steering made context {context_id:?}, the RSS_GET dump listed {listed:?}"
+        ));
+    }
+    let (outside, inside) = deltas.split_at(CTX_SPAN.start as usize);
+    let used = inside.iter().filter(|&&p| p >= 4).count();
+    let (out_sum, in_sum): (u64, u64) = (outside.iter().sum(), inside.iter().sum());
+    if used < 2 || out_sum * 4 >= in_sum {
+        return Err(format!(
+            "{CTX_FLOWS} flows through the rule to context {context_id:?} over {CTX_SPAN}: \
+             packets per queue {deltas:?} (want at least 2 of queues 4..8 with >= 4 packets, \
+             and queues 0..4 under a quarter of them)"
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "{} context operations answered alike by the kernel and the scripted NIC ({}); \
+         {CTX_FLOWS} flows through a 3-tuple rule to context {} over {CTX_SPAN}: packets per \
+         queue 0..8 {deltas:?} ({used} of the 4 context queues used); rule, context, ntuple \
+         and table undone, NIC unchanged",
+        kernel.len(),
+        answers.join("; "),
+        context_id.unwrap_or(0)
+    )))
+}
+
+/// The RSS-context sequence on one 8-queue NIC (ntuple off at the start, no contexts): every
+/// step's answer, in order. Leaves the NIC as it found it.
+fn context_script(n: &mut dyn NicOps) -> Vec<(&'static str, String)> {
+    let rule = FlowRule {
+        flow_type: FlowType::Tcp4,
+        src: None,
+        dst: (DUT4.parse().expect("address"), 5601),
+        queue: 0,
+    };
+    let offset1 = FlowRule {
+        queue: 1,
+        ..rule.clone()
+    };
+    let span = span_table(128, CTX_SPAN);
+    let mut out = vec![
+        ("context 1 before any", answer(n.rss_context_get(1))),
+        ("contexts before any", answer(n.rss_contexts())),
+        (
+            "create with a 64-entry table",
+            answer(n.rss_context_create(&equal_table(64, 4))),
+        ),
+        (
+            "create naming queue 8 of 8",
+            answer(n.rss_context_create(&span_table(128, QueueSpan { start: 5, count: 4 }))),
+        ),
+        ("create over 4..8", answer(n.rss_context_create(&span))),
+        ("context 1", answer(n.rss_context_get(1))),
+        ("contexts", answer(n.rss_contexts())),
+        (
+            "FLOW_RSS rule, ntuple off",
+            answer(n.flow_rule_insert_rss(&rule, 1)),
+        ),
+        ("ntuple on", answer(n.ntuple_set(true))),
+        (
+            "FLOW_RSS rule to context 9",
+            answer(n.flow_rule_insert_rss(&rule, 9)),
+        ),
+        (
+            "FLOW_RSS rule, queue offset 1",
+            answer(n.flow_rule_insert_rss(&offset1, 1)),
+        ),
+        (
+            "FLOW_RSS rule to context 1",
+            answer(n.flow_rule_insert_rss(&rule, 1)),
+        ),
+        ("rules", answer(n.flow_rules())),
+        (
+            "delete context 1 (a rule names it)",
+            answer(n.rss_context_delete(1)),
+        ),
+        (
+            "channels 7 (context 1 uses 7)",
+            answer(n.channels_set(combined(7))),
+        ),
+    ];
+    for _ in 2..8 {
+        out.push(("create another", answer(n.rss_context_create(&span))));
+    }
+    out.push(("create an eighth", answer(n.rss_context_create(&span))));
+    out.push(("contexts, all taken", answer(n.rss_contexts())));
+    for id in 2..8 {
+        out.push(("delete", answer(n.rss_context_delete(id))));
+    }
+    out.push(("rule delete 0", answer(n.flow_rule_delete(0))));
+    out.push(("delete context 1", answer(n.rss_context_delete(1))));
+    out.push(("context 1 after delete", answer(n.rss_context_get(1))));
+    out.push(("delete context 1 again", answer(n.rss_context_delete(1))));
+    out.push(("ntuple off", answer(n.ntuple_set(false))));
+    out.push(("contexts after", answer(n.rss_contexts())));
+    out
 }
 
 /// A 256 KiB dmabuf (64 niovs) carries a 64 MiB stream: it completes and validates because
@@ -645,21 +828,7 @@ fn scripted_nic_parity(ctx: &Ctx) -> CaseResult {
     let mem =
         Udmabuf::create(&UdmabufParams::new(None, Some(1 << 20)).map_err(err)?).map_err(err)?;
     let kernel = parity_script(&mut real, &mem);
-    let double = parity_script(&mut fake, &mem);
-    let differ: Vec<String> = kernel
-        .iter()
-        .zip(&double)
-        .filter(|((_, k), (_, d))| k != d)
-        .map(|((step, k), (_, d))| format!("{step}: kernel {k:?}, double {d:?}"))
-        .collect();
-    if !differ.is_empty() {
-        return Err(format!(
-            "{} of {} operations answered differently: {}",
-            differ.len(),
-            kernel.len(),
-            differ.join("; ")
-        ));
-    }
+    same_answers("operations", &kernel, &parity_script(&mut fake, &mem))?;
     let refused = kernel.iter().filter(|(_, k)| !k.starts_with("ok")).count();
     Ok(Outcome::Pass(format!(
         "{} operations ({refused} refusals, e.g. {:?}) answered alike by the kernel and the \
@@ -775,6 +944,29 @@ fn parity_script(n: &mut dyn NicOps, mem: &Udmabuf) -> Vec<(&'static str, String
     out.push(("disabled, hds-thresh 0", answer(n.hds_set(off, Some(0)))));
     out.push(("rings-get", answer(n.hds_get())));
     out
+}
+
+/// `Err` naming every step where the kernel's answer and the double's differ.
+fn same_answers(
+    what: &str,
+    kernel: &[(&'static str, String)],
+    double: &[(&'static str, String)],
+) -> Result<(), String> {
+    let differ: Vec<String> = kernel
+        .iter()
+        .zip(double)
+        .filter(|((_, k), (_, d))| k != d)
+        .map(|((step, k), (_, d))| format!("{step}: kernel {k:?}, double {d:?}"))
+        .collect();
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} of {} {what} answered differently: {}",
+        differ.len(),
+        kernel.len(),
+        differ.join("; ")
+    ))
 }
 
 fn combined(n: u32) -> ncdevmem::nic::ChannelsSet {
@@ -2600,6 +2792,8 @@ fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
 pub struct Dnic<'c> {
     ctx: &'c Ctx,
     id: u32,
+    /// RX/TX queues of each netdev.
+    queues: u32,
     /// The device under test.
     pub dut: String,
     peer_ns: String,
@@ -2609,7 +2803,12 @@ impl<'c> Dnic<'c> {
     /// Creates pair `id` with [`QUEUES`] queues; `hds: false` makes it a driver without header
     /// split.
     pub fn new(ctx: &'c Ctx, id: u32, hds: bool) -> Result<Self, String> {
-        let spec = format!("{id} {QUEUES}{}", if hds { "" } else { " nohds" });
+        Dnic::with_queues(ctx, id, QUEUES, hds)
+    }
+
+    /// [`Dnic::new`] with `queues` queues per netdev (at most 16).
+    pub fn with_queues(ctx: &'c Ctx, id: u32, queues: u32, hds: bool) -> Result<Self, String> {
+        let spec = format!("{id} {queues}{}", if hds { "" } else { " nohds" });
         let ctl = format!("{DEBUGFS}/new_pair");
         std::fs::write(&ctl, &spec).map_err(|e| {
             format!("devmem_nic: write {spec:?} to {ctl}: {e} (is the module loaded?)")
@@ -2617,6 +2816,7 @@ impl<'c> Dnic<'c> {
         let nic = Dnic {
             ctx,
             id,
+            queues,
             dut: format!("dnic{id}a"),
             peer_ns: format!("dnic{id}peer"),
         };
@@ -2750,7 +2950,7 @@ impl<'c> Dnic<'c> {
         let path = format!("{DEBUGFS}/{}/stats", self.dut);
         let text = std::fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
         let rows: Vec<QueueStats> = text.lines().skip(1).filter_map(QueueStats::parse).collect();
-        if rows.len() != QUEUES as usize {
+        if rows.len() != self.queues as usize {
             return Err(format!("{path}: {text:?}"));
         }
         Ok(rows)

@@ -1,6 +1,7 @@
 //! The `ethtool` generic-netlink family (Documentation/netlink/specs/ethtool.yaml,
 //! include/uapi/linux/ethtool_netlink_generated.h): channel counts and ring parameters,
-//! including header split (`tcp-data-split`) and `hds-thresh`, which devmem needs.
+//! including header split (`tcp-data-split`) and `hds-thresh`, which devmem needs; and the
+//! list of a device's additional RSS contexts (an RSS_GET dump), which no ioctl can give.
 //!
 //! ethtool numbers its messages in two spaces: requests use the user→kernel enum
 //! ([`EthtoolCmd`]), replies and notifications the kernel→user enum ([`EthtoolReply`]). The
@@ -67,6 +68,8 @@ pub enum EthtoolCmd {
     ChannelsGet = ETHTOOL_MSG_CHANNELS_GET,
     /// `ETHTOOL_MSG_CHANNELS_SET` (18).
     ChannelsSet = ETHTOOL_MSG_CHANNELS_SET,
+    /// `ETHTOOL_MSG_RSS_GET` (38); sent as a dump.
+    RssGet = ETHTOOL_MSG_RSS_GET,
 }
 
 impl EthtoolCmd {
@@ -77,6 +80,7 @@ impl EthtoolCmd {
             EthtoolCmd::RingsSet => "rings-set",
             EthtoolCmd::ChannelsGet => "channels-get",
             EthtoolCmd::ChannelsSet => "channels-set",
+            EthtoolCmd::RssGet => "rss-get",
         }
     }
 }
@@ -89,6 +93,8 @@ pub enum EthtoolReply {
     RingsGetReply = ETHTOOL_MSG_RINGS_GET_REPLY,
     /// `ETHTOOL_MSG_CHANNELS_GET_REPLY` (18).
     ChannelsGetReply = ETHTOOL_MSG_CHANNELS_GET_REPLY,
+    /// `ETHTOOL_MSG_RSS_GET_REPLY` (38).
+    RssGetReply = ETHTOOL_MSG_RSS_GET_REPLY,
 }
 
 /// `enum ethtool_tcp_data_split`: header split (HDS) mode of `ETHTOOL_A_RINGS_TCP_DATA_SPLIT`;
@@ -238,6 +244,29 @@ attr_struct! {
     }
 }
 
+attr_struct! {
+    /// One `ETHTOOL_MSG_RSS_GET_REPLY` (`ETHTOOL_A_RSS_*`), as far as this tool reads it: which
+    /// RSS context the message describes. The indirection table (attr 4, `u32` per entry) and
+    /// key (5) are read through the `ETHTOOL_GRSSH` ioctl instead
+    /// ([`crate::sys::ethtool_ioctl`]); the header (1) is decoded for its errors only.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct RssReply("ethtool rss-get reply") {
+        /// The additional RSS context; absent for the default context (0).
+        ETHTOOL_A_RSS_CONTEXT = 2 => context: opt u32,
+        /// Hash function bits (`ETH_RSS_HASH_*`); absent when 0, and for the contexts of a
+        /// driver without per-context keys.
+        ETHTOOL_A_RSS_HFUNC = 3 => hfunc: opt u32,
+        /// Input transformation (`RXH_XFRM_*`); absent when 0.
+        ETHTOOL_A_RSS_INPUT_XFRM = 6 => input_xfrm: opt u32,
+    }
+    also {
+        ETHTOOL_A_RSS_HEADER = 1,
+        ETHTOOL_A_RSS_INDIR = 4,
+        ETHTOOL_A_RSS_HKEY = 5,
+        ETHTOOL_A_RSS_START_CONTEXT = 7,
+    }
+}
+
 /// An `ethtool` family handle: a socket plus the resolved family.
 #[derive(Debug)]
 pub struct Ethtool {
@@ -267,26 +296,23 @@ impl Ethtool {
         let r = replies
             .into_iter()
             .next()
-            .ok_or_else(|| Error::decode(what.clone(), "no reply message before the ACK"))?;
-        if r.cmd != reply as u8 {
-            return Err(Error::decode(
-                what,
-                format!(
-                    "message id {} ({}), expected {}",
-                    r.cmd,
-                    ethtool_reply_name(r.cmd),
-                    reply as u8
-                ),
-            ));
-        }
-        // The header nest (attribute 1 of every set) is decoded for its errors only.
-        for a in AttrIter::new(&r.attrs) {
-            let a = a?;
-            if a.kind() == ETHTOOL_A_CHANNELS_HEADER {
-                Header::from_attrs(a.payload())?;
-            }
-        }
-        Ok(r.attrs)
+            .ok_or_else(|| Error::decode(what, "no reply message before the ACK"))?;
+        checked_reply(r, reply)
+    }
+
+    /// `ETHTOOL_MSG_RSS_GET` (38) as a dump for `ifindex` (the header names the device, so the
+    /// kernel dumps only its contexts; replies `ETHTOOL_MSG_RSS_GET_REPLY` 38, one per
+    /// context, the default context's without `ETHTOOL_A_RSS_CONTEXT`): the ids of the
+    /// device's additional RSS contexts, ascending. A device without RSS (veth: no
+    /// `get_rxfh`) is dumped as nothing, so `[]`. No ioctl lists contexts; the dump exists
+    /// since 6.11, `ETHTOOL_A_RSS_START_CONTEXT` is not sent.
+    ///
+    /// Errors: `Error::Netlink` (EOPNOTSUPP on kernels without the RSS_GET dump, ENODEV for a
+    /// vanished device); `Error::Decode` for a reply that is not RSS_GET_REPLY.
+    #[doc(alias = "ETHTOOL_MSG_RSS_GET")]
+    pub fn rss_context_ids(&mut self, ifindex: u32) -> Result<Vec<u32>> {
+        let req = rss_dump_request(&self.family, ifindex, dev_label(ifindex, None));
+        rss_context_ids_of(self.sock.request(&req)?)
     }
 
     /// `ETHTOOL_MSG_CHANNELS_GET` (17; reply 18) for `ifindex`.
@@ -380,6 +406,52 @@ pub fn shrink_rx_request(
     }
 }
 
+/// The attributes of reply `r` if it is the `expected` message; its header nest (attribute 1
+/// of every set) is decoded for its errors only.
+///
+/// Errors: `Error::Decode` for another message id or a malformed header.
+fn checked_reply(r: super::socket::GenlReply, expected: EthtoolReply) -> Result<Vec<u8>> {
+    if r.cmd != expected as u8 {
+        return Err(Error::decode(
+            format!("ethtool {} reply", ethtool_reply_name(expected as u8)),
+            format!(
+                "message id {} ({}), expected {}",
+                r.cmd,
+                ethtool_reply_name(r.cmd),
+                expected as u8
+            ),
+        ));
+    }
+    for a in AttrIter::new(&r.attrs) {
+        let a = a?;
+        if a.kind() == ETHTOOL_A_CHANNELS_HEADER {
+            Header::from_attrs(a.payload())?;
+        }
+    }
+    Ok(r.attrs)
+}
+
+/// The additional RSS context ids in the replies of an RSS_GET dump, ascending (the default
+/// context's reply has no `ETHTOOL_A_RSS_CONTEXT` and adds nothing).
+///
+/// Errors: `Error::Decode` for a reply that is not RSS_GET_REPLY or a malformed attribute.
+fn rss_context_ids_of(replies: Vec<super::socket::GenlReply>) -> Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    for r in replies {
+        let attrs = checked_reply(r, EthtoolReply::RssGetReply)?;
+        ids.extend(RssReply::from_attrs(&attrs)?.context);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// The RSS_GET dump request for `ifindex` ([`Ethtool::rss_context_ids`]): the header nest
+/// only, `NLM_F_DUMP`.
+fn rss_dump_request(family: &Family, ifindex: u32, target: String) -> GenlRequest {
+    header_request(family, EthtoolCmd::RssGet, ifindex, target).dump()
+}
+
 fn rings_set_hds_request(
     family: &Family,
     ifindex: u32,
@@ -443,6 +515,7 @@ fn header_request(family: &Family, cmd: EthtoolCmd, ifindex: u32, target: String
         EthtoolCmd::ChannelsGet | EthtoolCmd::ChannelsSet => {
             put_attr!(w, begin_nest, ETHTOOL_A_CHANNELS_HEADER)
         }
+        EthtoolCmd::RssGet => put_attr!(w, begin_nest, ETHTOOL_A_RSS_HEADER),
     };
     let header = Header {
         dev_index: Some(ifindex),
@@ -861,6 +934,104 @@ mod tests {
         );
     }
 
+    /// RSS_GET dump of ifindex 4, family id 21, seq 6, pid 0 (synthetic; the layout the
+    /// kernel's dump start reads: the header nest, no context attribute).
+    #[rustfmt::skip]
+    const RSS_DUMP_REQ: &[u8] = &[
+        0x20, 0x00, 0x00, 0x00, // nlmsg_len 32
+        0x15, 0x00,             // nlmsg_type 21 (ethtool)
+        0x05, 0x03,             // NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP
+        0x06, 0x00, 0x00, 0x00, // seq 6
+        0x00, 0x00, 0x00, 0x00, // pid 0
+        0x26,                   // cmd 38 ETHTOOL_MSG_RSS_GET
+        0x01,                   // version 1
+        0x00, 0x00,             // reserved
+        0x0c, 0x00, 0x01, 0x80, // nla_len 12, ETHTOOL_A_RSS_HEADER | NLA_F_NESTED
+        0x08, 0x00, 0x01, 0x00, //   ETHTOOL_A_HEADER_DEV_INDEX
+        0x04, 0x00, 0x00, 0x00, //   ifindex 4
+    ];
+
+    /// The dump's answer for a device with a 4-entry table and RSS context 2 (synthetic, in
+    /// the order net/ethtool/rss.c fills a reply: header, context, indir; a driver without
+    /// per-context keys sends no hfunc/key for the context): the default context's reply,
+    /// context 2's, then NLMSG_DONE.
+    #[rustfmt::skip]
+    const RSS_DUMP_REPLY: &[u8] = &[
+        0x3c, 0x00, 0x00, 0x00, // nlmsg_len 60
+        0x15, 0x00,             // type 21 (ethtool)
+        0x02, 0x00,             // NLM_F_MULTI
+        0x06, 0x00, 0x00, 0x00, // seq 6
+        0x00, 0x00, 0x00, 0x00, // pid 0
+        0x26, 0x01, 0x00, 0x00, // cmd 38 ETHTOOL_MSG_RSS_GET_REPLY, version 1
+        0x0c, 0x00, 0x01, 0x80, // nla_len 12, ETHTOOL_A_RSS_HEADER | NLA_F_NESTED
+        0x08, 0x00, 0x01, 0x00, //   ETHTOOL_A_HEADER_DEV_INDEX
+        0x04, 0x00, 0x00, 0x00, //   4
+        0x14, 0x00, 0x04, 0x00, // nla_len 20, ETHTOOL_A_RSS_INDIR (no context: the default)
+        0x00, 0x00, 0x00, 0x00, //   queue 0
+        0x01, 0x00, 0x00, 0x00, //   queue 1
+        0x00, 0x00, 0x00, 0x00, //   queue 0
+        0x01, 0x00, 0x00, 0x00, //   queue 1
+        0x08, 0x00, 0x03, 0x00, // ETHTOOL_A_RSS_HFUNC
+        0x01, 0x00, 0x00, 0x00, //   ETH_RSS_HASH_TOP
+        0x3c, 0x00, 0x00, 0x00, // nlmsg_len 60
+        0x15, 0x00,             // type 21
+        0x02, 0x00,             // NLM_F_MULTI
+        0x06, 0x00, 0x00, 0x00, // seq 6
+        0x00, 0x00, 0x00, 0x00, // pid 0
+        0x26, 0x01, 0x00, 0x00, // cmd 38, version 1
+        0x0c, 0x00, 0x01, 0x80, // ETHTOOL_A_RSS_HEADER
+        0x08, 0x00, 0x01, 0x00, //   ETHTOOL_A_HEADER_DEV_INDEX
+        0x04, 0x00, 0x00, 0x00, //   4
+        0x08, 0x00, 0x02, 0x00, // ETHTOOL_A_RSS_CONTEXT
+        0x02, 0x00, 0x00, 0x00, //   2
+        0x14, 0x00, 0x04, 0x00, // nla_len 20, ETHTOOL_A_RSS_INDIR
+        0x02, 0x00, 0x00, 0x00, //   queue 2
+        0x03, 0x00, 0x00, 0x00, //   queue 3
+        0x02, 0x00, 0x00, 0x00, //   queue 2
+        0x03, 0x00, 0x00, 0x00, //   queue 3
+        0x14, 0x00, 0x00, 0x00, // nlmsg_len 20
+        0x03, 0x00,             // NLMSG_DONE
+        0x02, 0x00,             // NLM_F_MULTI
+        0x06, 0x00, 0x00, 0x00, // seq 6
+        0x00, 0x00, 0x00, 0x00, // pid 0
+        0x00, 0x00, 0x00, 0x00, // status 0
+    ];
+
+    #[test]
+    fn rss_dump_request_and_context_ids() {
+        let req = rss_dump_request(&family(), 4, dev_label(4, Some("dnic0a")));
+        assert_eq!(req.encode(6, 0).unwrap(), RSS_DUMP_REQ);
+        assert_eq!(header_of(&RSS_DUMP_REQ[20..]), dev(4, None));
+        let mut ex = Exchange::new(&req, 6, 0);
+        assert!(ex.feed(RSS_DUMP_REPLY).unwrap(), "DONE ends the dump");
+        let replies = ex.into_replies();
+        assert_eq!(replies.len(), 2);
+        let decoded: Vec<RssReply> = replies
+            .iter()
+            .map(|r| RssReply::from_attrs(&r.attrs).unwrap())
+            .collect();
+        assert_eq!(
+            decoded,
+            vec![
+                RssReply {
+                    hfunc: Some(1),
+                    ..RssReply::default()
+                },
+                RssReply {
+                    context: Some(2),
+                    ..RssReply::default()
+                },
+            ]
+        );
+        assert_eq!(rss_context_ids_of(replies.clone()).unwrap(), vec![2]);
+        // A reply of another message is a decode error, not an empty list.
+        let mut other = replies[1].clone();
+        other.cmd = EthtoolReply::ChannelsGetReply as u8;
+        let e = rss_context_ids_of(vec![other]).unwrap_err();
+        assert!(e.to_string().contains("expected 38"), "{e}");
+        assert_eq!(rss_context_ids_of(Vec::new()).unwrap(), Vec::<u32>::new());
+    }
+
     #[test]
     fn request_and_reply_ids_differ() {
         assert_eq!(EthtoolCmd::RingsGet as u8, 15);
@@ -876,6 +1047,7 @@ mod tests {
         fn ethtool_parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let _ = Channels::from_attrs(&bytes);
             let _ = Rings::from_attrs(&bytes);
+            let _ = RssReply::from_attrs(&bytes);
         }
     }
 }

@@ -1,4 +1,6 @@
-//! Undo guards: one value per NIC change (`docs/architecture.md#undo-guards`).
+//! Undo guards: one value per NIC change (`docs/architecture.md#undo-guards`): header split,
+//! channels, the RSS table, the ntuple feature, a flow rule (to a queue or an RSS context) and
+//! an additional RSS context.
 //!
 //! Each guard reads the previous state before it applies its change, has a fallible
 //! `restore(self)` that the normal path calls (its error names what was left behind and the
@@ -16,7 +18,10 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::atomic::AtomicI32;
 
-use super::{ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation};
+use super::{
+    ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, QueueSpan, RssContextId, RssTable,
+    RuleLocation,
+};
 use crate::error::{Error, Result};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 
@@ -329,21 +334,42 @@ impl ChannelsGuard {
 
 /// The table `ethtool -X IF equal N` writes: `len` entries, entry `i` = `i % n` (queues).
 pub fn equal_table(len: usize, n: u32) -> RssTable {
+    span_table(len, QueueSpan { start: 0, count: n })
+}
+
+/// The table `ethtool -X IF context C start S equal N` writes: `len` entries spread evenly over
+/// `span`, entry `i` = `span.start + i % span.count` (a count of 0 counts as 1).
+pub fn span_table(len: usize, span: QueueSpan) -> RssTable {
+    let n = u64::from(span.count.max(1));
     RssTable {
         indir: (0..len)
-            .map(|i| (i as u64 % u64::from(n.max(1))) as u32)
+            .map(|i| span.start.saturating_add((i as u64 % n) as u32))
             .collect(),
     }
 }
 
+/// `Some(span)` when `table` is exactly [`span_table`] of its length over `span` (the span
+/// from its lowest to its highest queue).
+pub fn span_of(table: &RssTable) -> Option<QueueSpan> {
+    let start = table.indir.iter().copied().min()?;
+    let count = table
+        .indir
+        .iter()
+        .copied()
+        .max()?
+        .checked_sub(start)?
+        .checked_add(1)?;
+    let span = QueueSpan { start, count };
+    (span_table(table.indir.len(), span) == *table).then_some(span)
+}
+
 /// `Some(n)` when `table` is exactly what `ethtool -X IF equal n` writes.
 pub fn equal_spread_of(table: &RssTable) -> Option<u32> {
-    let n = table.indir.iter().copied().max()?.checked_add(1)?;
-    (equal_table(table.indir.len(), n) == *table).then_some(n)
+    span_of(table).filter(|s| s.start == 0).map(|s| s.count)
 }
 
 /// A readable summary of an indirection table that never prints a large table whole:
-/// `"128 entries spread over queues 0..8"`, `"custom table [3, 3, 1, 0]"` (up to 16 entries),
+/// `"128 entries spread over queues 0..8"` (or `4..8`, for a context's table), `"custom table [3, 3, 1, 0]"` (up to 16 entries),
 /// or `"custom table of 512 entries using queues 0 (256), 1 (128), 3 (128)"` (queue and how
 /// many entries point to it; at most 16 queues named).
 pub fn describe_rss(table: &RssTable) -> String {
@@ -352,8 +378,8 @@ pub fn describe_rss(table: &RssTable) -> String {
     if len == 0 {
         return "empty table".into();
     }
-    if let Some(n) = equal_spread_of(table) {
-        return format!("{len} entries spread over queues 0..{n}");
+    if let Some(span) = span_of(table) {
+        return format!("{len} entries spread over {span}");
     }
     if len <= SHOW {
         return format!("custom table {:?}", table.indir);
@@ -649,6 +675,12 @@ impl NtupleFeatureGuard {
 
 /// `tcp4 src 192.0.2.2:5201 dst 192.0.2.1:5201 -> queue 7` (for messages and journals).
 pub fn describe_rule(rule: &FlowRule) -> String {
+    describe_rule_to(rule, None)
+}
+
+/// [`describe_rule`], or with `Some(ctx)` a `FLOW_RSS` rule: `tcp4 dst 192.0.2.1:5201 -> RSS
+/// context 1` (`rule.queue` is then the queue offset, named only when not 0).
+pub fn describe_rule_to(rule: &FlowRule, ctx: Option<RssContextId>) -> String {
     let kind = match rule.flow_type {
         FlowType::Tcp4 => "tcp4",
         FlowType::Tcp6 => "tcp6",
@@ -657,18 +689,21 @@ pub fn describe_rule(rule: &FlowRule) -> String {
     let ep = |ep: (std::net::IpAddr, u16)| std::net::SocketAddr::from(ep);
     let src = rule.src.map(|s| format!(" src {}", ep(s)));
     let (dst, queue) = (ep(rule.dst), rule.queue);
-    format!(
-        "{kind}{} dst {dst} -> queue {queue}",
-        src.unwrap_or_default()
-    )
+    let action = match ctx {
+        None => format!("queue {queue}"),
+        Some(c) if queue == 0 => format!("RSS context {c}"),
+        Some(c) => format!("RSS context {c} + queue offset {queue}"),
+    };
+    format!("{kind}{} dst {dst} -> {action}", src.unwrap_or_default())
 }
 
-/// An inserted ntuple rule; restore deletes exactly the location the kernel returned, never
-/// anyone else's rule.
+/// An inserted ntuple rule (to a queue, or a `FLOW_RSS` rule to an RSS context); restore
+/// deletes exactly the location the kernel returned, never anyone else's rule.
 #[derive(Debug)]
 pub struct FlowRuleGuard {
     nic: SharedNic,
     rule: FlowRule,
+    context: Option<RssContextId>,
     loc: RuleLocation,
     armed: bool,
 }
@@ -688,13 +723,38 @@ impl FlowRuleGuard {
     /// Errors: as [`NicOps::flow_rules`] and [`NicOps::flow_rule_insert`]; `Error::Failure`
     /// (no errno) naming the driver's answer when the location cannot be trusted.
     pub fn insert(nic: &SharedNic, rule: &FlowRule) -> Result<FlowRuleGuard> {
+        FlowRuleGuard::insert_to(nic, rule, None)
+    }
+
+    /// As [`insert`](Self::insert), for a `FLOW_RSS` rule delivering to RSS context `ctx`
+    /// ([`NicOps::flow_rule_insert_rss`]; `rule.queue` is the queue offset, 0).
+    ///
+    /// Errors: as [`NicOps::flow_rules`] and [`NicOps::flow_rule_insert_rss`];
+    /// `Error::Failure` when the location cannot be trusted.
+    pub fn insert_to_context(
+        nic: &SharedNic,
+        rule: &FlowRule,
+        ctx: RssContextId,
+    ) -> Result<FlowRuleGuard> {
+        FlowRuleGuard::insert_to(nic, rule, Some(ctx))
+    }
+
+    fn insert_to(
+        nic: &SharedNic,
+        rule: &FlowRule,
+        context: Option<RssContextId>,
+    ) -> Result<FlowRuleGuard> {
         // A driver that cannot list its rules (EOPNOTSUPP) still gets the insert, so that the
         // error names the insert; only the special locations can be checked then.
         let (before, table_size) = match nic.with(|n| n.flow_rules()) {
             Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => (Vec::new(), 0),
             r => r?,
         };
-        let reported = nic.with(|n| n.flow_rule_insert(rule))?;
+        let reported = nic.with(|n| match context {
+            None => n.flow_rule_insert(rule),
+            Some(c) => n.flow_rule_insert_rss(rule, c),
+        })?;
+        let described = describe_rule_to(rule, context);
         let loc = match bad_rule_location(reported, &before, table_size) {
             None => reported,
             Some(why) => {
@@ -706,10 +766,10 @@ impl FlowRuleGuard {
                 match new.as_slice() {
                     [ours] => {
                         log_stderr(&format!(
-                            "{}: ntuple rule insert ({}) reported location {reported} ({why}); \
-                             the rule list shows it at location {ours}, recording that one",
+                            "{}: ntuple rule insert ({described}) reported location \
+                             {reported} ({why}); the rule list shows it at location {ours}, \
+                             recording that one",
                             nic.ifname(),
-                            describe_rule(rule)
                         ));
                         *ours
                     }
@@ -720,12 +780,11 @@ impl FlowRuleGuard {
                             Err(e) => format!("the rule list could not be read again: {e}"),
                         };
                         return Err(Error::Failure(format!(
-                            "{ifname}: ntuple rule insert ({rule}) returned location \
+                            "{ifname}: ntuple rule insert ({described}) returned location \
                              {reported}, {why}; {seen}, so our rule cannot be told apart and \
                              nothing was deleted. Look for it with `ethtool -n {ifname}` and \
                              delete it with `ethtool -N {ifname} delete LOC`",
                             ifname = nic.ifname(),
-                            rule = describe_rule(rule),
                         )));
                     }
                 }
@@ -734,6 +793,7 @@ impl FlowRuleGuard {
         Ok(FlowRuleGuard {
             nic: nic.clone(),
             rule: rule.clone(),
+            context,
             loc,
             armed: true,
         })
@@ -749,6 +809,16 @@ impl FlowRuleGuard {
         &self.rule
     }
 
+    /// The RSS context a `FLOW_RSS` rule delivers to; `None` for a rule to a queue.
+    pub fn context(&self) -> Option<RssContextId> {
+        self.context
+    }
+
+    /// The rule as [`describe_rule_to`] words it.
+    pub fn describe(&self) -> String {
+        describe_rule_to(&self.rule, self.context)
+    }
+
     /// The command that deletes the rule by hand.
     pub fn fix_command(&self) -> String {
         format!("ethtool -N {} delete {}", self.nic.ifname(), self.loc)
@@ -761,7 +831,71 @@ impl FlowRuleGuard {
                 Error::Failure(format!(
                     "could not delete our ntuple rule {} ({}) on {}: {e}; run `{}`",
                     self.loc,
-                    describe_rule(&self.rule),
+                    self.describe(),
+                    self.nic.ifname(),
+                    self.fix_command()
+                ))
+            })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Additional RSS context
+// ---------------------------------------------------------------------------------------------
+
+/// An additional RSS context this run created; restore deletes exactly that id (after the
+/// rules naming it are gone: the kernel refuses, EBUSY, while one is left).
+#[derive(Debug)]
+pub struct RssContextGuard {
+    nic: SharedNic,
+    id: RssContextId,
+    table: RssTable,
+    armed: bool,
+}
+
+impl RssContextGuard {
+    /// Creates an RSS context with `table` as its indirection table (the device's table
+    /// size; see [`NicOps::rss_context_create`]) and records the id the kernel allocated.
+    ///
+    /// Errors: as [`NicOps::rss_context_create`] (EOPNOTSUPP: no additional contexts; EBUSY:
+    /// all ids taken; EINVAL: a table the device refuses); nothing is left to undo then.
+    pub fn create(nic: &SharedNic, table: &RssTable) -> Result<RssContextGuard> {
+        let id = nic.with(|n| n.rss_context_create(table))?;
+        Ok(RssContextGuard {
+            nic: nic.clone(),
+            id,
+            table: table.clone(),
+            armed: true,
+        })
+    }
+
+    /// The context's id.
+    pub fn id(&self) -> RssContextId {
+        self.id
+    }
+
+    /// The indirection table the context was created with.
+    pub fn table(&self) -> &RssTable {
+        &self.table
+    }
+
+    /// The command that deletes the context by hand (after any rule naming it).
+    pub fn fix_command(&self) -> String {
+        format!(
+            "ethtool -X {} context {} delete",
+            self.nic.ifname(),
+            self.id
+        )
+    }
+
+    fn undo(&self) -> Result<()> {
+        self.nic
+            .with(|n| n.rss_context_delete(self.id))
+            .map_err(|e| {
+                Error::Failure(format!(
+                    "could not delete our RSS context {} ({}) on {}: {e}; run `{}`",
+                    self.id,
+                    describe_rss(&self.table),
                     self.nic.ifname(),
                     self.fix_command()
                 ))
@@ -817,6 +951,11 @@ undo_guards! {
     ///
     /// Errors: `Error::Failure` with the `ethtool -N … delete` command to run by hand.
     FlowRuleGuard;
+    /// Deletes the RSS context (delete the rules naming it first).
+    ///
+    /// Errors: `Error::Failure` with the `ethtool -X … context N delete` command to run by
+    /// hand (EBUSY when a rule still names the context).
+    RssContextGuard;
 }
 
 #[cfg(test)]
@@ -845,6 +984,44 @@ mod tests {
         };
         assert_eq!(equal_spread_of(&custom), None);
         assert_eq!(equal_spread_of(&RssTable { indir: vec![] }), None);
+        // A context's table: spread over 4..8, not from 0.
+        let span = QueueSpan { start: 4, count: 4 };
+        let t = span_table(6, span);
+        assert_eq!(t.indir, vec![4, 5, 6, 7, 4, 5]);
+        assert_eq!(span_of(&t), Some(span));
+        assert_eq!(equal_spread_of(&t), None, "not an `equal N` table");
+        assert_eq!(
+            describe_rss(&span_table(128, span)),
+            "128 entries spread over queues 4..8"
+        );
+        assert_eq!(
+            span_of(&RssTable { indir: vec![5, 4] }),
+            None,
+            "not in order"
+        );
+    }
+
+    #[test]
+    fn rules_to_a_context_read_as_such() {
+        let mut rule = FlowRule {
+            flow_type: FlowType::Tcp6,
+            src: None,
+            dst: ("2001:db8::1".parse().unwrap(), 5201),
+            queue: 0,
+        };
+        assert_eq!(
+            describe_rule_to(&rule, Some(3)),
+            "tcp6 dst [2001:db8::1]:5201 -> RSS context 3"
+        );
+        assert_eq!(
+            describe_rule(&rule),
+            "tcp6 dst [2001:db8::1]:5201 -> queue 0"
+        );
+        rule.queue = 2;
+        assert_eq!(
+            describe_rule_to(&rule, Some(3)),
+            "tcp6 dst [2001:db8::1]:5201 -> RSS context 3 + queue offset 2"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! [`RealNic`]: the [`NicOps`] of a real interface, talking to the kernel directly — ethtool
-//! netlink for header split and channels (`RINGS_GET/SET`, `CHANNELS_GET/SET`), `SIOCETHTOOL`
-//! ioctls for the RSS indirection table, ntuple rules and the `rx-ntuple-filter` feature
+//! netlink for header split and channels (`RINGS_GET/SET`, `CHANNELS_GET/SET`) and the list of
+//! RSS contexts (an `RSS_GET` dump), `SIOCETHTOOL` ioctls for the RSS indirection tables (the
+//! default one and additional RSS contexts), ntuple rules and the `rx-ntuple-filter` feature
 //! ([`crate::sys::ethtool_ioctl`]), and netdev netlink for queues and `bind-rx`.
 //!
 //! Everything happens in the network namespace of the thread that called [`RealNic::open`]
@@ -13,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::netlink::ethtool::{Channels, Ethtool, TcpDataSplit};
 use crate::netlink::netdev::{BindRxRequest, DevInfo, Netdev, PagePoolInfo, QueueInfo};
 use crate::nic::{
-    Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation,
+    Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssContextId, RssTable,
+    RuleLocation,
 };
 use crate::sys::ethtool_ioctl::{
     ethtool_rx_flow_spec, pick_free_location, tcp4_flow_spec, tcp6_flow_spec, DrvInfo,
@@ -86,6 +88,31 @@ impl RealNic {
     /// Errors: `Error::Sys` (EOPNOTSUPP on veth and lo in 6.18).
     pub fn rx_rings(&self) -> Result<u64> {
         self.ioctl.rx_rings()
+    }
+
+    /// The location a rule insert asks for: `RX_CLS_LOC_ANY` when GRXCLSRLCNT says the driver
+    /// picks (or answers EOPNOTSUPP), else the highest free location of the rule list.
+    ///
+    /// Errors: the rule list's; `Error::Sys` ENOSPC when every location is in use.
+    fn insert_location(&self) -> Result<u32> {
+        match self.ioctl.rule_count() {
+            Ok(c) if c.driver_picks_location => Ok(RX_CLS_LOC_ANY),
+            Ok(c) => {
+                let (used, size) = self.ioctl.rule_locations(c.rule_cnt)?;
+                let table = if size != 0 { size } else { c.table_size };
+                pick_free_location(table, &used).ok_or_else(|| {
+                    Error::sys(
+                        format!(
+                            "ntuple rule insert on {}: all {table} rule locations are in use",
+                            self.ifname
+                        ),
+                        libc::ENOSPC,
+                    )
+                })
+            }
+            Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => Ok(RX_CLS_LOC_ANY),
+            Err(e) => Err(e),
+        }
     }
 
     fn ntuple_bit(&mut self) -> Result<FeatureBit> {
@@ -231,6 +258,23 @@ impl NicOps for RealNic {
         self.ioctl.rss_reset()
     }
 
+    fn rss_context_create(&mut self, table: &RssTable) -> Result<RssContextId> {
+        self.ioctl.rss_context_create(&table.indir)
+    }
+
+    fn rss_context_get(&mut self, id: RssContextId) -> Result<RssTable> {
+        let (_, indir) = self.ioctl.rss_context_get(id)?;
+        Ok(RssTable { indir })
+    }
+
+    fn rss_context_delete(&mut self, id: RssContextId) -> Result<()> {
+        self.ioctl.rss_context_delete(id)
+    }
+
+    fn rss_contexts(&mut self) -> Result<Vec<RssContextId>> {
+        self.ethtool.rss_context_ids(self.ifindex)
+    }
+
     fn ntuple_get(&mut self) -> Result<bool> {
         let f = self.ntuple_bit()?;
         let blocks = self.ioctl.features_get(f.words)?;
@@ -279,26 +323,14 @@ impl NicOps for RealNic {
     /// free location of the rule list. Unlike ethtool(8), a driver that answers EOPNOTSUPP to
     /// GRXCLSRLCNT still gets the insert at `RX_CLS_LOC_ANY`, so the error names the insert.
     fn flow_rule_insert(&mut self, rule: &FlowRule) -> Result<RuleLocation> {
-        let location = match self.ioctl.rule_count() {
-            Ok(c) if c.driver_picks_location => RX_CLS_LOC_ANY,
-            Ok(c) => {
-                let (used, size) = self.ioctl.rule_locations(c.rule_cnt)?;
-                let table = if size != 0 { size } else { c.table_size };
-                pick_free_location(table, &used).ok_or_else(|| {
-                    Error::sys(
-                        format!(
-                            "ntuple rule insert on {}: all {table} rule locations are in use",
-                            self.ifname
-                        ),
-                        libc::ENOSPC,
-                    )
-                })?
-            }
-            Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => RX_CLS_LOC_ANY,
-            Err(e) => return Err(e),
-        };
-        let fs = flow_spec_for(rule, location)?;
+        let fs = flow_spec_for(rule, self.insert_location()?)?;
         self.ioctl.rule_insert(&fs)
+    }
+
+    /// As [`flow_rule_insert`](NicOps::flow_rule_insert), with `FLOW_RSS` and `ctx`.
+    fn flow_rule_insert_rss(&mut self, rule: &FlowRule, ctx: RssContextId) -> Result<RuleLocation> {
+        let fs = flow_spec_for(rule, self.insert_location()?)?;
+        self.ioctl.rule_insert_rss(&fs, ctx)
     }
 
     fn flow_rule_delete(&mut self, loc: RuleLocation) -> Result<()> {

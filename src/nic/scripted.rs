@@ -26,7 +26,17 @@
 //!   a table marks it user-configured (`IFF_RXFH_CONFIGURED`), a reset (SRSSH with
 //!   `indir_size` 0) writes the driver default (`i % RX queues`) and clears the mark;
 //! - ntuple rules need the feature on; turning it off flushes the rules; deleting a rule that
-//!   is not there → ENOENT.
+//!   is not there → ENOENT;
+//! - additional RSS contexts (net/ethtool/ioctl.c `ethtool_set_rxfh`, `ethtool_get_rxfh`,
+//!   `ethtool_set_rxnfc`): a driver without them answers EOPNOTSUPP to every context call
+//!   (as one without RSS does); a create with a table of the wrong size or naming a queue
+//!   past the RX queues → EINVAL; ids are allocated lowest-free from 1, below the driver's
+//!   limit ([`NicState::rss_context_limit`]), and a create with all taken → EBUSY (the core's
+//!   id allocator); reading or deleting an id that is not there → ENOENT; deleting a context
+//!   a rule names → EBUSY (checked first); a `FLOW_RSS` rule with a non-zero queue offset or
+//!   naming a context that is not there → EINVAL, before the driver's own checks; channels
+//!   below the highest queue of any context's table → EINVAL (contexts count whether or not
+//!   a rule uses them).
 //!
 //! Tests can inject a failure into the N-th call of an operation ([`ScriptedNic::fail_call`]),
 //! read the journal of calls ([`ScriptedNic::journal`], [`ScriptedNic::changes`]) and compare
@@ -42,9 +52,12 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::guards::{describe_rule, equal_spread_of, equal_table};
+use super::guards::{describe_rule, describe_rule_to, equal_table, span_of};
 use super::queues::QueueOwner;
-use super::{Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssTable, RuleLocation};
+use super::{
+    Binding, ChannelsSet, FlowRule, FlowType, HdsConfig, NicOps, RssContextId, RssTable,
+    RuleLocation,
+};
 use crate::error::{Error, NlError, Result};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueType};
@@ -91,6 +104,14 @@ ops! {
     RssSet => ("ETHTOOL_SRSSH", ""), true;
     /// `rss_reset` (`ETHTOOL_SRSSH` with `indir_size` 0: driver default).
     RssReset => ("ETHTOOL_SRSSH", ""), true;
+    /// `rss_context_create` (`ETHTOOL_SRSSH` with `ETH_RXFH_CONTEXT_ALLOC`).
+    RssContextCreate => ("ETHTOOL_SRSSH", ""), true;
+    /// `rss_context_get` (`ETHTOOL_GRSSH` with `rss_context`).
+    RssContextGet => ("ETHTOOL_GRSSH", ""), false;
+    /// `rss_context_delete` (`ETHTOOL_SRSSH` with `rss_context`, sizes 0).
+    RssContextDelete => ("ETHTOOL_SRSSH", ""), true;
+    /// `rss_contexts` (ethtool netlink RSS_GET dump).
+    RssContexts => ("ethtool", "rss-get"), false;
     /// `ntuple_get` (`ETHTOOL_GFEATURES`).
     NtupleGet => ("ETHTOOL_GFEATURES", ""), false;
     /// `ntuple_set` (`ETHTOOL_SFEATURES`).
@@ -99,6 +120,8 @@ ops! {
     FlowRules => ("ETHTOOL_GRXCLSRLALL", ""), false;
     /// `flow_rule_insert` (`ETHTOOL_SRXCLSRLINS`).
     FlowRuleInsert => ("ETHTOOL_SRXCLSRLINS", ""), true;
+    /// `flow_rule_insert_rss` (`ETHTOOL_SRXCLSRLINS` with `FLOW_RSS`).
+    FlowRuleInsertRss => ("ETHTOOL_SRXCLSRLINS", ""), true;
     /// `flow_rule_delete` (`ETHTOOL_SRXCLSRLDEL`).
     FlowRuleDelete => ("ETHTOOL_SRXCLSRLDEL", ""), true;
     /// `queues` (netdev queue-get dump).
@@ -160,6 +183,15 @@ pub struct NicState {
     pub ntuple_fixed: bool,
     /// Installed ntuple rules by location (including other people's).
     pub rules: BTreeMap<RuleLocation, FlowRule>,
+    /// The RSS context of each `FLOW_RSS` rule in `rules`, by location (its `queue` is the
+    /// offset, 0).
+    pub rule_contexts: BTreeMap<RuleLocation, RssContextId>,
+    /// The driver's `rxfh_max_num_contexts`: context ids run `1..limit`; `None`: a driver
+    /// without additional RSS contexts (no `create_rxfh_context`; every context call answers
+    /// EOPNOTSUPP).
+    pub rss_context_limit: Option<u32>,
+    /// The additional RSS contexts: id → indirection table (the ethtool core's copy).
+    pub rss_contexts: BTreeMap<RssContextId, Vec<u32>>,
     /// Rule table size (locations `0..size`).
     pub rule_table_size: u32,
     /// Queues owned by someone else (RX queue index → owner).
@@ -280,6 +312,51 @@ impl Inner {
             })),
         }
     }
+
+    /// The driver's part of a rule insert (`op` for errors): the ntuple feature on, the queue
+    /// (for a direct rule) below the RX queues, addresses of the flow type's family, a free
+    /// location; `ctx` records a `FLOW_RSS` rule's context.
+    fn insert_rule(
+        &mut self,
+        op: Op,
+        rule: &FlowRule,
+        ctx: Option<RssContextId>,
+    ) -> Result<RuleLocation> {
+        if self.state.ntuple != Some(true) || self.state.ntuple_fixed {
+            return Err(self.error(op, libc::EOPNOTSUPP, None));
+        }
+        let family_ok = |ip: &IpAddr| match rule.flow_type {
+            FlowType::Tcp4 => ip.is_ipv4(),
+            FlowType::Tcp6 => ip.is_ipv6(),
+        };
+        if (ctx.is_none() && rule.queue >= self.rx_queues())
+            || !family_ok(&rule.dst.0)
+            || rule.src.is_some_and(|(ip, _)| !family_ok(&ip))
+            || (rule.src.is_some() && self.quirks.no_5tuple_rules)
+        {
+            return Err(self.error(op, libc::EINVAL, None));
+        }
+        let free = (0..self.state.rule_table_size).find(|l| !self.state.rules.contains_key(l));
+        let Some(loc) = self.quirks.insert_overwrites.or(free) else {
+            return Err(self.error(op, libc::ENOSPC, None));
+        };
+        self.state.rules.insert(loc, rule.clone());
+        match ctx {
+            Some(c) => self.state.rule_contexts.insert(loc, c),
+            None => self.state.rule_contexts.remove(&loc),
+        };
+        Ok(self.quirks.insert_reports.unwrap_or(loc))
+    }
+
+    /// EOPNOTSUPP for `op` unless the driver has RSS and additional RSS contexts
+    /// (net/ethtool/ioctl.c: no `get_rxfh`/`set_rxfh`, or a non-zero `rss_context` without
+    /// `create_rxfh_context`).
+    fn contexts_supported(&self, op: Op) -> Result<u32> {
+        match (self.state.rss.as_ref(), self.state.rss_context_limit) {
+            (Some(_), Some(limit)) => Ok(limit),
+            _ => Err(self.error(op, libc::EOPNOTSUPP, None)),
+        }
+    }
 }
 
 /// The scripted NIC; see the module documentation.
@@ -346,9 +423,11 @@ fn default_table(len: usize, rx_queues: u32) -> Vec<u32> {
     equal_table(len, rx_queues).indir
 }
 
+/// A table as `ethtool -X` would name it: `equal 7`, `start 4 equal 4`, or the entries.
 fn rss_args(t: &[u32]) -> String {
-    match equal_spread_of(&RssTable { indir: t.to_vec() }) {
-        Some(n) => format!("equal {n}"),
+    match span_of(&RssTable { indir: t.to_vec() }) {
+        Some(s) if s.start == 0 => format!("equal {}", s.count),
+        Some(s) => format!("start {} equal {}", s.start, s.count),
         None => format!("{t:?}"),
     }
 }
@@ -384,9 +463,10 @@ impl ScriptedNic {
 
     /// A devmem-capable NIC (ifindex 4) with `rx_queues` combined channels (max 16):
     /// header split supported, configured "unknown" with the driver defaulting to off,
-    /// hds-thresh 128 (max 1024); a 128-entry RSS table spread over all queues; ntuple off
-    /// and no rules (table of 16); no owners; rx-page-size unknown to the kernel; one page
-    /// pool per queue. [`with_foreign_rule`](Self::with_foreign_rule) adds someone else's
+    /// hds-thresh 128 (max 1024); a 128-entry RSS table spread over all queues; additional RSS
+    /// contexts 1..7 (a limit of 8, as the software devmem NIC), none created; ntuple off and
+    /// no rules (table of 16); no owners; rx-page-size unknown to the kernel; one page pool
+    /// per queue. [`with_foreign_rule`](Self::with_foreign_rule) adds someone else's
     /// rule.
     pub fn good(ifname: &str, rx_queues: u32) -> ScriptedNic {
         let state = NicState {
@@ -403,6 +483,7 @@ impl ScriptedNic {
                 ..Default::default()
             }),
             rss: Some(default_table(128, rx_queues)),
+            rss_context_limit: Some(8),
             ntuple: Some(false),
             rule_table_size: 16,
             devmem: true,
@@ -723,8 +804,12 @@ impl NicOps for ScriptedNic {
             // configured; the number is the highest queue it uses), the ntuple rules, then
             // the memory providers (the number is the highest bound queue + 1, and equal
             // counts are refused too).
+            // The highest queue of a user-configured default table and of every additional
+            // context's table (net/ethtool/common.c counts contexts whether or not a rule uses
+            // them).
             let configured = st.state.rss.as_ref().filter(|_| st.state.rss_configured);
-            if let Some(&m) = configured.and_then(|t| t.iter().max()).filter(|&&m| rxq <= m) {
+            let tables = configured.into_iter().chain(st.state.rss_contexts.values());
+            if let Some(m) = tables.flat_map(|t| t.iter().copied()).max().filter(|&m| rxq <= m) {
                 return Err(err(
                     st,
                     format!(
@@ -732,7 +817,11 @@ impl NicOps for ScriptedNic {
                     ),
                 ));
             }
-            if st.state.rules.values().any(|r| r.queue >= rxq) {
+            // FLOW_RSS rules carry an offset, not a queue: their contexts were checked above.
+            let direct = |(loc, _): &(&RuleLocation, &FlowRule)| {
+                !st.state.rule_contexts.contains_key(*loc)
+            };
+            if st.state.rules.iter().filter(direct).any(|(_, r)| r.queue >= rxq) {
                 return Err(err(
                     st,
                     "requested channel counts are too low for existing ntuple filter settings"
@@ -815,6 +904,64 @@ impl NicOps for ScriptedNic {
         })
     }
 
+    fn rss_context_create(&mut self, table: &RssTable) -> Result<RssContextId> {
+        let op = Op::RssContextCreate;
+        self.call(op, format!("new {}", rss_args(&table.indir)), |st| {
+            let limit = st.contexts_supported(op)?;
+            let rxq = st.rx_queues();
+            let len = st.state.rss.as_ref().map_or(0, Vec::len);
+            if table.indir.len() != len || table.indir.iter().any(|&q| q >= rxq) {
+                return Err(st.error(op, libc::EINVAL, None));
+            }
+            let Some(id) = (1..limit).find(|id| !st.state.rss_contexts.contains_key(id)) else {
+                return Err(st.error(op, libc::EBUSY, None));
+            };
+            st.state.rss_contexts.insert(id, table.indir.clone());
+            Ok(id)
+        })
+    }
+
+    fn rss_context_get(&mut self, id: RssContextId) -> Result<RssTable> {
+        let op = Op::RssContextGet;
+        self.call(op, format!("context {id}"), |st| {
+            if id == 0 {
+                let table = st.state.rss.clone().map(|indir| RssTable { indir });
+                return table.ok_or_else(|| st.error(op, libc::EOPNOTSUPP, None));
+            }
+            st.contexts_supported(op)?;
+            let table = st.state.rss_contexts.get(&id).cloned();
+            let table = table.map(|indir| RssTable { indir });
+            table.ok_or_else(|| st.error(op, libc::ENOENT, None))
+        })
+    }
+
+    fn rss_context_delete(&mut self, id: RssContextId) -> Result<()> {
+        let op = Op::RssContextDelete;
+        self.call(op, format!("context {id}"), |st| {
+            if id == 0 || id == u32::MAX {
+                // Never sent: the real implementation refuses before the ioctl.
+                return Err(Error::Failure(format!(
+                    "RSS context {id:#x} cannot be deleted (not an additional context)"
+                )));
+            }
+            st.contexts_supported(op)?;
+            if st.state.rule_contexts.values().any(|&c| c == id) {
+                return Err(st.error(op, libc::EBUSY, None));
+            }
+            if st.state.rss_contexts.remove(&id).is_none() {
+                return Err(st.error(op, libc::ENOENT, None));
+            }
+            Ok(())
+        })
+    }
+
+    fn rss_contexts(&mut self) -> Result<Vec<RssContextId>> {
+        self.call(Op::RssContexts, String::new(), |st| {
+            // The dump skips a device without RSS and lists context ids ascending.
+            Ok(st.state.rss_contexts.keys().copied().collect())
+        })
+    }
+
     fn ntuple_get(&mut self) -> Result<bool> {
         self.call(Op::NtupleGet, String::new(), |st| {
             st.state
@@ -832,6 +979,7 @@ impl NicOps for ScriptedNic {
             if !on {
                 // Drivers flush their rule table when ntuple goes off.
                 st.state.rules.clear();
+                st.state.rule_contexts.clear();
             }
             Ok(())
         })
@@ -851,26 +999,22 @@ impl NicOps for ScriptedNic {
 
     fn flow_rule_insert(&mut self, rule: &FlowRule) -> Result<RuleLocation> {
         self.call(Op::FlowRuleInsert, describe_rule(rule), |st| {
-            if st.state.ntuple != Some(true) || st.state.ntuple_fixed {
-                return Err(st.error(Op::FlowRuleInsert, libc::EOPNOTSUPP, None));
+            st.insert_rule(Op::FlowRuleInsert, rule, None)
+        })
+    }
+
+    fn flow_rule_insert_rss(&mut self, rule: &FlowRule, ctx: RssContextId) -> Result<RuleLocation> {
+        let op = Op::FlowRuleInsertRss;
+        self.call(op, describe_rule_to(rule, Some(ctx)), |st| {
+            // net/ethtool/ioctl.c ethtool_set_rxnfc(): no set_rxnfc at all, then the core's
+            // FLOW_RSS checks (offset, context), then the driver.
+            if st.state.ntuple.is_none() || st.state.ntuple_fixed {
+                return Err(st.error(op, libc::EOPNOTSUPP, None));
             }
-            let family_ok = |ip: &IpAddr| match rule.flow_type {
-                FlowType::Tcp4 => ip.is_ipv4(),
-                FlowType::Tcp6 => ip.is_ipv6(),
-            };
-            if rule.queue >= st.rx_queues()
-                || !family_ok(&rule.dst.0)
-                || rule.src.is_some_and(|(ip, _)| !family_ok(&ip))
-                || (rule.src.is_some() && st.quirks.no_5tuple_rules)
-            {
-                return Err(st.error(Op::FlowRuleInsert, libc::EINVAL, None));
+            if rule.queue != 0 || !st.state.rss_contexts.contains_key(&ctx) {
+                return Err(st.error(op, libc::EINVAL, None));
             }
-            let free = (0..st.state.rule_table_size).find(|l| !st.state.rules.contains_key(l));
-            let Some(loc) = st.quirks.insert_overwrites.or(free) else {
-                return Err(st.error(Op::FlowRuleInsert, libc::ENOSPC, None));
-            };
-            st.state.rules.insert(loc, rule.clone());
-            Ok(st.quirks.insert_reports.unwrap_or(loc))
+            st.insert_rule(op, rule, Some(ctx))
         })
     }
 
@@ -882,6 +1026,7 @@ impl NicOps for ScriptedNic {
             if st.state.rules.remove(&loc).is_none() {
                 return Err(st.error(Op::FlowRuleDelete, libc::ENOENT, None));
             }
+            st.state.rule_contexts.remove(&loc);
             Ok(())
         })
     }

@@ -365,11 +365,12 @@ impl NicSetup {
         }
     }
 
-    /// Undoes everything in reverse setup order, trying every step even when one fails.
+    /// Undoes everything in reverse setup order, trying every step even when one fails; a
+    /// second call finds nothing left to undo.
     ///
     /// Errors: the undo failure (each names the `ethtool` command to fix it by hand); several
     /// are joined into one `Error::Failure`.
-    pub fn finish(mut self) -> Result<()> {
+    pub fn finish(&mut self) -> Result<()> {
         self.unbind();
         let mut errors: Vec<Error> = [
             self.flow_rule.take().and_then(|g| g.restore().err()),

@@ -1,11 +1,17 @@
-//! A NIC state snapshot (header split, channel counts, RSS indirection table, ntuple feature
-//! and rule locations) read through [`NicOps`], and a readable comparison. `--verify-restore`
-//! takes one before the run and one after the unwind and fails the run when they differ.
+//! A NIC state snapshot (header split, channel counts, RSS indirection table, additional RSS
+//! contexts with their tables, ntuple feature and rule locations) read through [`NicOps`], and
+//! a readable comparison. `--verify-restore` takes one before the run and one after the unwind
+//! and fails the run when they differ.
+//!
+//! The contexts are listed with the ethtool netlink RSS_GET dump — the one call that names
+//! them; no ioctl does — and each table is read with the `ETHTOOL_GRSSH` ioctl, like the
+//! default table.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
-use super::guards::{equal_spread_of, split_cli, SharedNic};
-use super::{HdsConfig, NicOps, RssTable, RuleLocation};
+use super::guards::{describe_rss, split_cli, SharedNic};
+use super::{HdsConfig, NicOps, RssContextId, RssTable, RuleLocation};
 use crate::error::{Error, Result};
 use crate::netlink::ethtool::Channels;
 
@@ -79,6 +85,9 @@ pub struct NicSnapshot {
     pub channels: Fact<ChannelCounts>,
     /// RSS indirection table (GRSSH).
     pub rss: Fact<RssTable>,
+    /// Additional RSS contexts and their tables (RSS_GET dump for the ids, GRSSH for each
+    /// table).
+    pub contexts: Fact<BTreeMap<RssContextId, RssTable>>,
     /// The `rx-ntuple-filter` feature.
     pub ntuple: Fact<bool>,
     /// Locations of installed ntuple rules (anyone's), ascending.
@@ -92,6 +101,7 @@ impl NicSnapshot {
             hds: Fact::from_result(nic.hds_get()),
             channels: Fact::from_result(nic.channels_get().map(|c| ChannelCounts::from(&c))),
             rss: Fact::from_result(nic.rss_get()),
+            contexts: Fact::from_result(read_contexts(nic)),
             ntuple: Fact::from_result(nic.ntuple_get()),
             rules: Fact::from_result(nic.flow_rules().map(|(mut l, _)| {
                 l.sort_unstable();
@@ -134,6 +144,12 @@ impl NicSnapshot {
             &self.rss,
             &after.rss,
             |a, b| vec![describe_rss_diff(a, b)],
+        ));
+        out.extend(diff_item(
+            "RSS contexts",
+            &self.contexts,
+            &after.contexts,
+            |a, b| vec![describe_contexts_diff(a, b)],
         ));
         out.extend(diff_item(
             "ntuple feature",
@@ -194,9 +210,45 @@ fn diff_item<T: PartialEq>(
     vec![line]
 }
 
+/// Every additional RSS context of `nic` with its table.
+///
+/// Errors: the listing's or a table read's.
+fn read_contexts(nic: &mut dyn NicOps) -> Result<BTreeMap<RssContextId, RssTable>> {
+    let ids = nic.rss_contexts()?;
+    ids.into_iter()
+        .map(|id| nic.rss_context_get(id).map(|t| (id, t)))
+        .collect()
+}
+
+/// `RSS contexts: added 1 (128 entries spread over queues 4..8); removed 2 (…); context 3's
+/// table changed (was …, now …)`.
+fn describe_contexts_diff(
+    a: &BTreeMap<RssContextId, RssTable>,
+    b: &BTreeMap<RssContextId, RssTable>,
+) -> String {
+    let mut parts = Vec::new();
+    for (id, t) in b.iter().filter(|(id, _)| !a.contains_key(id)) {
+        parts.push(format!("added {id} ({})", describe_rss(t)));
+    }
+    for (id, t) in a.iter().filter(|(id, _)| !b.contains_key(id)) {
+        parts.push(format!("removed {id} ({})", describe_rss(t)));
+    }
+    for (id, was) in a {
+        match b.get(id) {
+            Some(now) if now != was => parts.push(format!(
+                "context {id}'s table changed (was {}, now {})",
+                describe_rss(was),
+                describe_rss(now)
+            )),
+            _ => {}
+        }
+    }
+    format!("RSS contexts: {}", parts.join("; "))
+}
+
 fn describe_rss_diff(a: &RssTable, b: &RssTable) -> String {
-    let shape = |t: &RssTable| match equal_spread_of(t) {
-        Some(n) => format!("{} entries over queues 0..{n}", t.indir.len()),
+    let shape = |t: &RssTable| match super::guards::span_of(t) {
+        Some(span) => format!("{} entries over {span}", t.indir.len()),
         None => format!("{} entries, custom", t.indir.len()),
     };
     if a.indir.len() != b.indir.len() {

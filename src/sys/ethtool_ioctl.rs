@@ -1,6 +1,8 @@
 //! `SIOCETHTOOL` ioctls (include/uapi/linux/ethtool.h;
-//! `docs/kernel-interface.md#siocethtool-ioctls`): ntuple flow rules (`struct ethtool_rxnfc`),
-//! the RSS indirection table (`struct ethtool_rxfh`), features looked up by name
+//! `docs/kernel-interface.md#siocethtool-ioctls`): ntuple flow rules (`struct ethtool_rxnfc`,
+//! also `FLOW_RSS` rules naming an RSS context), the RSS indirection table of the default
+//! context and additional RSS contexts (create, read, delete; `struct ethtool_rxfh`), features
+//! looked up by name
 //! (`ETH_SS_FEATURES` strings, `ethtool_gfeatures` / `ethtool_sfeatures`) and driver info
 //! (`ethtool_drvinfo`).
 //!
@@ -89,6 +91,16 @@ pub const TCP_V6_FLOW: u32 = 5;
 pub const RX_CLS_LOC_SPECIAL: u32 = 0x8000_0000;
 /// `RX_CLS_LOC_ANY`: let the driver pick any free rule location.
 pub const RX_CLS_LOC_ANY: u32 = 0xffff_ffff;
+/// `FLOW_RSS` (flag in `ethtool_rx_flow_spec.flow_type`, uapi since 4.17): the rule delivers to
+/// the RSS context named in `ethtool_rxnfc.rss_context`, whose indirection table picks the
+/// queue; `ring_cookie` is then an offset added to that queue, which the ethtool core refuses
+/// (EINVAL) unless it is 0 or the driver sets `cap_rss_rxnfc_adds` (net/ethtool/ioctl.c
+/// `ethtool_set_rxnfc`).
+pub const FLOW_RSS: u32 = 0x2000_0000;
+/// `ETH_RXFH_CONTEXT_ALLOC` (`ethtool_rxfh.rss_context` of an SRSSH, uapi since 4.17): create
+/// a new additional RSS context; the kernel writes the id it allocated (1 ≤ id <
+/// the driver's `rxfh_max_num_contexts`) back into `rss_context`.
+pub const ETH_RXFH_CONTEXT_ALLOC: u32 = 0xffff_ffff;
 
 /// `ETHTOOL_F_UNSUPPORTED`: SFEATURES asked to change a feature the device cannot change.
 pub const ETHTOOL_F_UNSUPPORTED: u32 = 1;
@@ -303,7 +315,8 @@ uapi_struct! {
         data: u64 = 8,
         /// The rule (SRXCLSRLINS), or its location (SRXCLSRLDEL).
         fs: ethtool_rx_flow_spec = 16,
-        /// `rule_cnt` (GRXCLSRLCNT/ALL) — a union with `rss_context` (rules with `FLOW_RSS`).
+        /// `rule_cnt` (GRXCLSRLCNT/ALL) — a union with `rss_context`, the RSS context id of an
+        /// SRXCLSRLINS whose `fs.flow_type` has [`FLOW_RSS`].
         rule_cnt: u32 = 184,
     }
 }
@@ -317,6 +330,23 @@ impl ethtool_rxnfc {
             cmd,
             ..Default::default()
         }
+    }
+}
+
+/// The `ETHTOOL_SRXCLSRLINS` argument inserting `fs`: as given, or with `Some(ctx)` as a
+/// `FLOW_RSS` rule (`ethtool -N IF … context CTX`): [`FLOW_RSS`] added to `fs.flow_type` and
+/// `ctx` in `rss_context` (the union with `rule_cnt` at offset 184). `fs.ring_cookie` stays
+/// as given; for a context rule it is the queue offset, which must be 0 on drivers that cannot
+/// add it to the context's pick.
+pub fn rule_insert_request(fs: &ethtool_rx_flow_spec, rss_context: Option<u32>) -> ethtool_rxnfc {
+    let mut fs = *fs;
+    if rss_context.is_some() {
+        fs.flow_type |= FLOW_RSS;
+    }
+    ethtool_rxnfc {
+        fs,
+        rule_cnt: rss_context.unwrap_or(0),
+        ..ethtool_rxnfc::new(ETHTOOL_SRXCLSRLINS)
     }
 }
 
@@ -345,18 +375,59 @@ uapi_struct! {
     }
 }
 
-/// GRSSH request for the default context: header with `indir_size` (0 = ask for the sizes)
-/// and `key_size` 0 (no key), followed by room for `indir_size` entries.
-pub fn rxfh_get_request(indir_size: u32) -> Result<Vec<u8>> {
+/// GRSSH request for RSS context `rss_context` (0 = the default context): header with
+/// `indir_size` (0 = ask for the sizes) and `key_size` 0 (no key), followed by room for
+/// `indir_size` entries.
+pub fn rxfh_get_request(rss_context: u32, indir_size: u32) -> Result<Vec<u8>> {
     let n = bounded("ethtool_rxfh.indir_size", indir_size)?;
     let mut b = ethtool_rxfh {
         cmd: ETHTOOL_GRSSH,
+        rss_context,
         indir_size,
         ..Default::default()
     }
     .to_bytes()
     .to_vec();
     b.resize(size_of::<ethtool_rxfh>() + 4 * n, 0);
+    Ok(b)
+}
+
+/// The 24-byte SRSSH header for `rss_context` and `indir_size`, changing nothing but the
+/// table: `key_size` 0 (key unchanged), `hfunc` `ETH_RSS_HASH_NO_CHANGE`, `input_xfrm`
+/// `RXH_XFRM_NO_CHANGE`. An RSS context of a driver without per-context keys refuses any other
+/// key, hash function or input transformation (EOPNOTSUPP).
+fn srssh_header(rss_context: u32, indir_size: u32) -> ethtool_rxfh {
+    ethtool_rxfh {
+        cmd: ETHTOOL_SRSSH,
+        rss_context,
+        indir_size,
+        key_size: 0,
+        hfunc: ETH_RSS_HASH_NO_CHANGE,
+        input_xfrm: RXH_XFRM_NO_CHANGE,
+        ..Default::default()
+    }
+}
+
+/// SRSSH request writing `indir` as the whole indirection table of `rss_context` and nothing
+/// else ([`srssh_header`], then the table).
+///
+/// Errors: `Error::Failure` for an empty table (that would mean "reset to the driver
+/// default" for context 0 and "delete" for another context).
+fn rxfh_table_request(rss_context: u32, indir: &[u32]) -> Result<Vec<u8>> {
+    let size = u32::try_from(indir.len())
+        .ok()
+        .filter(|&n| n > 0 && n <= MAX_KERNEL_COUNT);
+    let Some(indir_size) = size else {
+        return Err(Error::Failure(format!(
+            "RSS indirection table of {} entries cannot be written (SRSSH needs 1..={MAX_KERNEL_COUNT}; \
+             0 would reset the table to the driver default, or delete an RSS context)",
+            indir.len()
+        )));
+    };
+    let mut b = srssh_header(rss_context, indir_size).to_bytes().to_vec();
+    for q in indir {
+        b.extend_from_slice(&q.to_ne_bytes());
+    }
     Ok(b)
 }
 
@@ -367,29 +438,38 @@ pub fn rxfh_get_request(indir_size: u32) -> Result<Vec<u8>> {
 /// Errors: `Error::Failure` for an empty table (that would mean "reset to the driver
 /// default", which is not what restoring a saved table asks for).
 pub fn rxfh_set_request(indir: &[u32]) -> Result<Vec<u8>> {
-    let size = u32::try_from(indir.len())
-        .ok()
-        .filter(|&n| n > 0 && n <= MAX_KERNEL_COUNT);
-    let Some(indir_size) = size else {
+    rxfh_table_request(0, indir)
+}
+
+/// SRSSH request creating an additional RSS context whose indirection table is `indir`
+/// (`ethtool -X IF context new weight …`): `rss_context` [`ETH_RXFH_CONTEXT_ALLOC`],
+/// `indir_size = indir.len()` (it must be the device's table size), key, hash function and
+/// input transformation unchanged (the context shares the device's), then the table. The
+/// kernel writes the new context's id back at `rss_context` (offset 4).
+///
+/// Errors: `Error::Failure` for an empty table (SRSSH with `indir_size` 0 and
+/// `ETH_RXFH_CONTEXT_ALLOC` is refused, EINVAL).
+pub fn rxfh_context_create_request(indir: &[u32]) -> Result<Vec<u8>> {
+    rxfh_table_request(ETH_RXFH_CONTEXT_ALLOC, indir)
+}
+
+/// SRSSH request deleting additional RSS context `rss_context` (`ethtool -X IF context N
+/// delete`): the header alone with `indir_size` 0 and `key_size` 0 — for a context other than
+/// 0 that is the delete — `hfunc` `ETH_RSS_HASH_NO_CHANGE`, `input_xfrm` `RXH_XFRM_NO_CHANGE`.
+/// The kernel refuses (EBUSY) while an ntuple rule still names the context, and answers ENOENT
+/// for an id it does not have.
+///
+/// Errors: `Error::Failure` for 0 (the same request on the default context resets its table)
+/// and for [`ETH_RXFH_CONTEXT_ALLOC`] (not a context id).
+pub fn rxfh_context_delete_request(rss_context: u32) -> Result<[u8; 24]> {
+    if rss_context == 0 || rss_context == ETH_RXFH_CONTEXT_ALLOC {
         return Err(Error::Failure(format!(
-            "RSS indirection table of {} entries cannot be written (SRSSH needs 1..={MAX_KERNEL_COUNT}; \
-             0 would reset the table to the driver default)",
-            indir.len()
+            "RSS context {rss_context:#x} cannot be deleted: 0 is the default context (SRSSH \
+             with indir_size 0 would reset its table) and {ETH_RXFH_CONTEXT_ALLOC:#x} is \
+             ETH_RXFH_CONTEXT_ALLOC"
         )));
-    };
-    let mut b = ethtool_rxfh {
-        cmd: ETHTOOL_SRSSH,
-        indir_size,
-        hfunc: ETH_RSS_HASH_NO_CHANGE,
-        input_xfrm: RXH_XFRM_NO_CHANGE,
-        ..Default::default()
     }
-    .to_bytes()
-    .to_vec();
-    for q in indir {
-        b.extend_from_slice(&q.to_ne_bytes());
-    }
-    Ok(b)
+    Ok(srssh_header(rss_context, 0).to_bytes())
 }
 
 /// SRSSH request resetting the indirection table of the default context to the driver
@@ -399,15 +479,24 @@ pub fn rxfh_set_request(indir: &[u32]) -> Result<Vec<u8>> {
 /// device's "user configured the table" flag (`IFF_RXFH_CONFIGURED`), so the driver spreads
 /// the table again when the channel count changes.
 pub fn rxfh_reset_request() -> [u8; 24] {
-    ethtool_rxfh {
-        cmd: ETHTOOL_SRSSH,
-        indir_size: 0,
-        key_size: 0,
-        hfunc: ETH_RSS_HASH_NO_CHANGE,
-        input_xfrm: RXH_XFRM_NO_CHANGE,
-        ..Default::default()
+    srssh_header(0, 0).to_bytes()
+}
+
+/// The RSS context id an SRSSH with [`ETH_RXFH_CONTEXT_ALLOC`] got, from the header the kernel
+/// wrote back (`rss_context` at offset 4). Never 0 or `ETH_RXFH_CONTEXT_ALLOC` for a kernel
+/// that created one (the core allocates ids from 1, below the driver's limit).
+///
+/// Errors: `Error::Decode` for a short buffer, or when the kernel left 0 or
+/// `ETH_RXFH_CONTEXT_ALLOC` there (no id that can be deleted later).
+pub fn parse_rxfh_created(b: &[u8]) -> Result<u32> {
+    let id = ethtool_rxfh::from_bytes(b)?.rss_context;
+    if id == 0 || id == ETH_RXFH_CONTEXT_ALLOC {
+        return Err(Error::decode(
+            "ethtool_rxfh.rss_context",
+            format!("the kernel answered context id {id:#x} to ETH_RXFH_CONTEXT_ALLOC"),
+        ));
     }
-    .to_bytes()
+    Ok(id)
 }
 
 /// Splits a GRSSH answer into the header and the `indir_size` table entries that follow it.
@@ -821,11 +910,22 @@ impl EthtoolIoctl {
     /// Errors: `Error::Sys` (EOPNOTSUPP for drivers without ntuple filters; EINVAL / ENOSPC /
     /// EEXIST as the driver decides).
     pub fn rule_insert(&self, fs: &ethtool_rx_flow_spec) -> Result<u32> {
-        let req = ethtool_rxnfc {
-            fs: *fs,
-            ..ethtool_rxnfc::new(ETHTOOL_SRXCLSRLINS)
-        };
-        Ok(self.rxnfc(&req)?.fs.location)
+        Ok(self.rxnfc(&rule_insert_request(fs, None))?.fs.location)
+    }
+
+    /// `ETHTOOL_SRXCLSRLINS` of `fs` as a `FLOW_RSS` rule delivering to RSS context
+    /// `rss_context` ([`rule_insert_request`]); `fs.ring_cookie` is the queue offset added to
+    /// the context's pick (keep it 0). Returns the location the kernel wrote back. Needs
+    /// CAP_NET_ADMIN.
+    ///
+    /// Errors: `Error::Sys` — EOPNOTSUPP for drivers without ntuple filters (veth); EINVAL
+    /// from the ethtool core for a context id it does not have or a non-zero offset the
+    /// driver cannot add; the driver's own refusals.
+    pub fn rule_insert_rss(&self, fs: &ethtool_rx_flow_spec, rss_context: u32) -> Result<u32> {
+        Ok(self
+            .rxnfc(&rule_insert_request(fs, Some(rss_context)))?
+            .fs
+            .location)
     }
 
     /// `ETHTOOL_SRXCLSRLDEL`: deletes the rule at `location`. Needs CAP_NET_ADMIN.
@@ -845,17 +945,59 @@ impl EthtoolIoctl {
     /// Errors: `Error::Sys` (EOPNOTSUPP for drivers without RSS: veth, lo);
     /// `Error::Decode` for an absurd table size.
     pub fn rss_get(&self) -> Result<(ethtool_rxfh, Vec<u32>)> {
-        let mut probe = rxfh_get_request(0)?;
+        self.rss_context_get(0)
+    }
+
+    /// [`rss_get`](Self::rss_get) for RSS context `rss_context` (0 = the default context):
+    /// the context's indirection table as the ethtool core keeps it (no key: a driver
+    /// without per-context keys reports `key_size` 0 for a context).
+    ///
+    /// Errors: `Error::Sys` — EOPNOTSUPP for a driver without RSS (veth) or, for a context
+    /// other than 0, without additional RSS contexts; ENOENT for a context id the device does
+    /// not have (the size query already answers it); `Error::Decode` for an absurd table size.
+    pub fn rss_context_get(&self, rss_context: u32) -> Result<(ethtool_rxfh, Vec<u32>)> {
+        let mut probe = rxfh_get_request(rss_context, 0)?;
         // SAFETY: with indir_size 0 and key_size 0 the kernel reads and writes only the
         // 24-byte header (its rss_config copy is indir_size×4 + key_size = 0 bytes).
         unsafe { self.ioctl(&mut probe)? };
         let size = ethtool_rxfh::from_bytes(&probe)?.indir_size;
-        let mut b = rxfh_get_request(size)?;
+        let mut b = rxfh_get_request(rss_context, size)?;
         // SAFETY: `b` is the 24-byte header plus size × 4 bytes; the kernel writes the header
         // and user indir_size × 4 + user key_size (0) bytes of rss_config — exactly that — or
         // fails with EINVAL if the device's size changed meanwhile.
         unsafe { self.ioctl(&mut b)? };
         parse_rxfh_reply(&b)
+    }
+
+    /// `ETHTOOL_SRSSH` with [`ETH_RXFH_CONTEXT_ALLOC`] ([`rxfh_context_create_request`]):
+    /// creates an additional RSS context with `indir` (the device's table size) as its
+    /// indirection table and returns the id the kernel allocated. Needs CAP_NET_ADMIN.
+    ///
+    /// Errors: `Error::Sys` — EOPNOTSUPP for a driver without RSS (veth) or without additional
+    /// contexts; EINVAL for a table of the wrong size or naming a queue ≥ the RX ring count;
+    /// EBUSY when the driver's context ids are all in use (the core's id allocator);
+    /// `Error::Failure` for an empty table; `Error::Decode` for an id of 0 written back.
+    pub fn rss_context_create(&self, indir: &[u32]) -> Result<u32> {
+        let mut b = rxfh_context_create_request(indir)?;
+        // SAFETY: the kernel reads the 24-byte header and, when indir_size equals the device's
+        // size, indir_size × 4 table bytes (key_size 0: no key); `b` is exactly that long. It
+        // writes back only the 4-byte rss_context inside the header.
+        unsafe { self.ioctl(&mut b)? };
+        parse_rxfh_created(&b)
+    }
+
+    /// `ETHTOOL_SRSSH` deleting additional RSS context `rss_context`
+    /// ([`rxfh_context_delete_request`]). Needs CAP_NET_ADMIN.
+    ///
+    /// Errors: `Error::Sys` — EOPNOTSUPP for a driver without (additional) RSS contexts;
+    /// EBUSY while an ntuple rule names the context; ENOENT for an id the device does not
+    /// have; `Error::Failure` for 0 or `ETH_RXFH_CONTEXT_ALLOC` (never sent).
+    pub fn rss_context_delete(&self, rss_context: u32) -> Result<()> {
+        let mut b = rxfh_context_delete_request(rss_context)?;
+        // SAFETY: with indir_size 0 and key_size 0 the kernel reads only the 24-byte header
+        // and writes back at most the 4-byte rss_context inside it; `b` is those 24 bytes.
+        unsafe { self.ioctl(&mut b)? };
+        Ok(())
     }
 
     /// `ETHTOOL_SRSSH` on the default context: writes `indir` as the whole indirection table,
@@ -1031,11 +1173,7 @@ mod tests {
     }
 
     fn ins(fs: ethtool_rx_flow_spec) -> [u8; 192] {
-        ethtool_rxnfc {
-            fs,
-            ..ethtool_rxnfc::new(ETHTOOL_SRXCLSRLINS)
-        }
-        .to_bytes()
+        rule_insert_request(&fs, None).to_bytes()
     }
 
     #[test]
@@ -1151,8 +1289,8 @@ mod tests {
 
     #[test]
     fn rss_get_request_bytes() {
-        assert_eq!(rxfh_get_request(0).unwrap(), RSS_GET_SIZE);
-        let b = rxfh_get_request(4).unwrap();
+        assert_eq!(rxfh_get_request(0, 0).unwrap(), RSS_GET_SIZE);
+        let b = rxfh_get_request(0, 4).unwrap();
         assert_eq!(b.len(), 24 + 16, "header + 4 u32 entries");
         assert_eq!(&b[8..12], &[4, 0, 0, 0], "indir_size 4");
         let mut rest = b.clone();
@@ -1242,6 +1380,115 @@ mod tests {
         assert_eq!(rxfh_reset_request(), RSS_RESET_REQ);
         let h = ethtool_rxfh::from_bytes(&RSS_RESET_REQ).unwrap();
         assert_eq!((h.cmd, h.indir_size, h.key_size), (ETHTOOL_SRSSH, 0, 0));
+    }
+
+    #[test]
+    fn rss_context_values_are_the_uapi_ones() {
+        // include/uapi/linux/ethtool.h
+        assert_eq!(ETH_RXFH_CONTEXT_ALLOC, 0xffff_ffff);
+        assert_eq!(FLOW_RSS, 0x2000_0000);
+        assert_eq!((ETHTOOL_GRSSH, ETHTOOL_SRSSH), (0x46, 0x47));
+        assert_eq!(ETHTOOL_SRXCLSRLINS, 0x32);
+    }
+
+    /// SRSSH creating an RSS context with the 4-entry table [2, 3, 2, 3] (a context over queues
+    /// 2..4 on a device with a 4-entry table), key, hash function and input transform
+    /// unchanged (synthetic, from the uapi layout; ethtool(8) sends the same header for
+    /// `-X IF context new start 2 equal 2`).
+    #[rustfmt::skip]
+    const RSS_CTX_CREATE_REQ: [u8; 40] = [
+        0x47, 0x00, 0x00, 0x00, // cmd ETHTOOL_SRSSH
+        0xff, 0xff, 0xff, 0xff, // rss_context ETH_RXFH_CONTEXT_ALLOC: create one
+        0x04, 0x00, 0x00, 0x00, // indir_size 4 (= the device's table size)
+        0x00, 0x00, 0x00, 0x00, // key_size 0: the device's key
+        0x00,                   // hfunc ETH_RSS_HASH_NO_CHANGE
+        0xff,                   // input_xfrm RXH_XFRM_NO_CHANGE
+        0x00, 0x00,             // rsvd8
+        0x00, 0x00, 0x00, 0x00, // rsvd32
+        0x02, 0x00, 0x00, 0x00, // indir[0] = queue 2
+        0x03, 0x00, 0x00, 0x00, // indir[1] = queue 3
+        0x02, 0x00, 0x00, 0x00, // indir[2] = queue 2
+        0x03, 0x00, 0x00, 0x00, // indir[3] = queue 3
+    ];
+
+    #[test]
+    fn rss_context_create_request_and_answer() {
+        assert_eq!(
+            rxfh_context_create_request(&[2, 3, 2, 3]).unwrap(),
+            RSS_CTX_CREATE_REQ
+        );
+        assert!(rxfh_context_create_request(&[]).is_err(), "no empty table");
+        // The kernel writes the allocated id over ETH_RXFH_CONTEXT_ALLOC and nothing else.
+        let mut answer = RSS_CTX_CREATE_REQ;
+        answer[4..8].copy_from_slice(&[0x01, 0x00, 0x00, 0x00]); // rss_context 1
+        assert_eq!(parse_rxfh_created(&answer).unwrap(), 1);
+        for bad in [0u32, ETH_RXFH_CONTEXT_ALLOC] {
+            answer[4..8].copy_from_slice(&bad.to_ne_bytes());
+            let e = parse_rxfh_created(&answer).unwrap_err();
+            assert!(e.to_string().contains("ethtool_rxfh.rss_context"), "{e}");
+        }
+        assert!(parse_rxfh_created(&answer[..23]).is_err());
+    }
+
+    #[test]
+    fn rss_context_get_request_bytes() {
+        // The size query of RSS context 1: the default context's, but for rss_context.
+        let mut ctx1 = RSS_GET_SIZE;
+        ctx1[4] = 0x01; // rss_context 1
+        assert_eq!(rxfh_get_request(1, 0).unwrap(), ctx1);
+        let b = rxfh_get_request(1, 128).unwrap();
+        assert_eq!(b.len(), 24 + 4 * 128, "header + 128 u32 entries");
+        assert_eq!(&b[4..8], &[1, 0, 0, 0], "rss_context 1");
+        assert_eq!(&b[8..12], &[128, 0, 0, 0], "indir_size 128");
+    }
+
+    /// SRSSH deleting RSS context 3 (`ethtool -X IF context 3 delete`; synthetic).
+    #[rustfmt::skip]
+    const RSS_CTX_DELETE_REQ: [u8; 24] = [
+        0x47, 0x00, 0x00, 0x00, // cmd ETHTOOL_SRSSH
+        0x03, 0x00, 0x00, 0x00, // rss_context 3
+        0x00, 0x00, 0x00, 0x00, // indir_size 0 with key_size 0 on a context: delete it
+        0x00, 0x00, 0x00, 0x00, // key_size 0
+        0x00,                   // hfunc ETH_RSS_HASH_NO_CHANGE
+        0xff,                   // input_xfrm RXH_XFRM_NO_CHANGE
+        0x00, 0x00,             // rsvd8
+        0x00, 0x00, 0x00, 0x00, // rsvd32
+    ];
+
+    #[test]
+    fn rss_context_delete_request_bytes() {
+        assert_eq!(rxfh_context_delete_request(3).unwrap(), RSS_CTX_DELETE_REQ);
+        // The delete differs from the default context's reset only in rss_context.
+        let mut reset = RSS_CTX_DELETE_REQ;
+        reset[4] = 0;
+        assert_eq!(rxfh_reset_request(), reset);
+        for never in [0, ETH_RXFH_CONTEXT_ALLOC] {
+            let e = rxfh_context_delete_request(never).unwrap_err();
+            assert!(e.to_string().contains("cannot be deleted"), "{e}");
+        }
+    }
+
+    #[test]
+    fn flow_rss_rule_bytes() {
+        // `ethtool -N IF flow-type tcp4 dst-ip 198.51.100.1 dst-port 5201 context 2`: the
+        // 3-tuple rule with FLOW_RSS, queue offset 0 and the context in rss_context.
+        let fs = tcp4_flow_spec(None, (v4("198.51.100.1"), 5201), 0, RX_CLS_LOC_ANY);
+        let b = rule_insert_request(&fs, Some(2)).to_bytes();
+        let mut e = expected(
+            1,                                               // TCP_V4_FLOW
+            &[(4, &[198, 51, 100, 1]), (10, &[0x14, 0x51])], // ip4dst @4, pdst @10
+            &[(4, &[0xff; 4]), (10, &[0xff; 2])],            // their masks
+            0,                                               // ring_cookie: offset 0
+        );
+        e[16..20].copy_from_slice(&[0x01, 0x00, 0x00, 0x20]); // fs.flow_type TCP_V4_FLOW | FLOW_RSS
+        e[184..188].copy_from_slice(&[0x02, 0x00, 0x00, 0x00]); // rss_context 2 (union with rule_cnt)
+        assert_eq!(b, e);
+        let back = ethtool_rxnfc::from_bytes(&b).unwrap();
+        assert_eq!(back.fs.flow_type, TCP_V4_FLOW | FLOW_RSS);
+        assert_eq!((back.rule_cnt, back.fs.ring_cookie), (2, 0));
+        // Without a context the same spec is the plain rule, byte for byte.
+        assert_eq!(rule_insert_request(&fs, None).to_bytes(), ins(fs));
+        assert_eq!(rule_insert_request(&fs, None).fs.flow_type, TCP_V4_FLOW);
     }
 
     #[test]

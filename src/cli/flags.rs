@@ -1,0 +1,1136 @@
+//! The option table: every option is one [`Flag`] row of [`FLAGS`] — its names, value hint,
+//! accepted values, parser, the roles it applies to, what happens elsewhere, and its help
+//! text. From the table come the getopts registration, the parse into [`Typed`], the
+//! "only applies to" refusals, the `--help` option list and the table-driven tests.
+//!
+//! Adding an option is one row here, the [`Typed`] field its parser fills, and its use
+//! (usually the field of a mode's argument struct in [`super`] that takes it over).
+//!
+//! Pure: no syscalls (the page size is a parameter).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Role, Seed, UnbindMode, PROGRAM};
+use crate::error::{Error, Result};
+
+/// Largest interface name the kernel accepts, in bytes, without the NUL (`IFNAMSIZ` − 1).
+pub const IFNAME_MAX_LEN: usize = 15;
+
+/// Largest `-v` period. The C checker's counter is one byte wide, so a period of 256
+/// (`01 … FF 0A`) is the longest that wraps where it should
+/// (`docs/kernel-interface.md#the-validation-pattern`).
+pub const VALIDATE_MAX: u32 = 256;
+
+/// Most RX queues one bind-rx may name (one `queues` nest each; the netlink request must fit).
+pub const MAX_NUM_QUEUES: u32 = 4096;
+
+/// Largest accepted `--write-size`, bytes (64 MiB): one buffer of that size is allocated.
+pub const MAX_WRITE_SIZE: u64 = 64 << 20;
+
+/// Longest accepted `--timeout`/`--progress`: one year, in seconds.
+pub const MAX_SECONDS: f64 = 31_536_000.0;
+
+const EXPECT_PORT: &str = "1..=65535";
+const EXPECT_VALIDATE: &str = "0 or 2..=256";
+const EXPECT_SEED: &str =
+    "a number in 0..=18446744073709551615 (decimal or 0x hex), or 'random' (senders)";
+const EXPECT_QUEUE: &str = "0..=4294967295";
+const EXPECT_NUM_QUEUES: &str = "1..=4096";
+const EXPECT_CHUNK: &str = "1..=4294967295 bytes";
+const EXPECT_AUTORELEASE: &str = "0 or 1";
+const EXPECT_UNBIND: &str = "0, 1 or 2";
+const EXPECT_SECONDS: &str = "decimal seconds in 0..=31536000 (one year), e.g. 2 or 0.5; 0 = none";
+const EXPECT_SIZE: &str = "decimal bytes, optional suffix K, M or G (KiB, MiB, GiB)";
+const EXPECT_RCVBUF: &str =
+    "0 (the kernel's default) or 4096..=1073741824 bytes, optional suffix K, M or G";
+const EXPECT_OFFSET: &str = "decimal byte offset, optional suffix K, M or G (KiB, MiB, GiB)";
+const EXPECT_POW2: &str = "a power of two >= the page size that fits in 32 bits, in bytes";
+pub(super) const EXPECT_ADDR: &str = "an IPv4, IPv6 or IPv4-mapped IPv6 address";
+const EXPECT_IFNAME: &str = "an interface name of 1..=15 bytes";
+const EXPECT_PATH: &str = "a file path";
+
+/// The roles where an option has an effect: its value reaches the mode's arguments.
+type Roles = &'static [Role];
+
+const ALL: Roles = &[
+    Role::Probe,
+    Role::Report,
+    Role::Server,
+    Role::Zcrx,
+    Role::TxStdin,
+    Role::TxPattern,
+    Role::Plain,
+    Role::Sender,
+];
+const RECEIVERS: Roles = &[Role::Server, Role::Zcrx, Role::Plain];
+const SENDERS: Roles = &[Role::TxPattern, Role::Sender];
+const NIC_QUEUES: Roles = &[Role::Probe, Role::Server, Role::Zcrx];
+const DMABUF: Roles = &[
+    Role::Probe,
+    Role::Report,
+    Role::Server,
+    Role::Zcrx,
+    Role::TxStdin,
+    Role::TxPattern,
+];
+const DEVMEM_SERVER: Roles = &[Role::Server];
+const NONE: Roles = &[];
+
+/// Which section of `--help` lists an option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Section {
+    /// "Options from C ncdevmem": the letters and meanings of C's getopt string.
+    C,
+    /// "Options of ncdevmem-rs": new behaviour, long options (and `-V`).
+    Ours,
+    /// Not in the option list (`--version`, shown in the usage lines).
+    Hidden,
+}
+
+/// Stores an option's value (the text as typed; `""` for an option without a value) into
+/// [`Typed`], checked: `(typed, text, page_size)`.
+type Set = fn(&mut Typed, &str, usize) -> Result<()>;
+
+/// One command-line option.
+pub(super) struct Flag {
+    /// Short name (one character) or `""`.
+    pub short: &'static str,
+    /// Long name (without `--`) or `""`.
+    pub long: &'static str,
+    /// Placeholder for the value, or `""` for an option that takes none.
+    pub hint: &'static str,
+    /// Accepted values, as shown in the "missing value" message.
+    pub expect: &'static str,
+    /// Parses and stores the value.
+    pub set: Set,
+    /// Where the option has an effect.
+    pub roles: Roles,
+    /// Outside [`roles`](Flag::roles): `Some(text)` refuses the option with
+    /// `"{flag}: only applies to {text}"`; `None` accepts and ignores it (as C ncdevmem
+    /// ignores its options in modes that do not use them).
+    pub only: Option<&'static str>,
+    /// A valid value, for the table-driven tests (`""` for an option without a value).
+    #[cfg_attr(not(test), allow(dead_code))] // read by the table-driven tests only
+    pub example: &'static str,
+    /// Help text: lines of at most 76 characters, the first beside the names.
+    pub help: &'static str,
+    /// The `--help` section.
+    pub section: Section,
+}
+
+impl Flag {
+    /// Whether the option takes a value.
+    pub fn takes_value(&self) -> bool {
+        !self.hint.is_empty()
+    }
+
+    /// How the user spells it: `-p`, `--timeout`.
+    pub fn display(&self) -> String {
+        if self.short.is_empty() {
+            format!("--{}", self.long)
+        } else {
+            format!("-{}", self.short)
+        }
+    }
+
+    /// The name getopts knows it by (short if it has one).
+    fn key(&self) -> &'static str {
+        if self.short.is_empty() {
+            self.long
+        } else {
+            self.short
+        }
+    }
+
+    /// `-p: missing value PORT (expected 1..=65535)`.
+    pub fn missing_value(&self) -> String {
+        format!(
+            "{}: missing value {} (expected {})",
+            self.display(),
+            self.hint,
+            self.expect
+        )
+    }
+
+    /// `Err` when given outside the roles it applies to and [`only`](Flag::only) refuses it.
+    fn check_role(&self, role: Role) -> Result<()> {
+        match self.only {
+            Some(only) if !self.roles.contains(&role) => Err(usage_err(format!(
+                "{}: only applies to {only}",
+                self.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The names as `--help` shows them: `-p PORT`, `-L, --fail-on-linear`, `--json FILE`.
+    fn label(&self) -> String {
+        let names = match (self.short, self.long) {
+            ("", long) => format!("--{long}"),
+            (short, "") => format!("-{short}"),
+            (short, long) => format!("-{short}, --{long}"),
+        };
+        match self.hint {
+            "" => names,
+            hint => format!("{names} {hint}"),
+        }
+    }
+}
+
+/// What was typed, every value checked for syntax and range; addresses stay text. Nothing
+/// here decides the mode or whether an option applies to it: that is [`super::resolve`].
+/// A repeated option keeps its last value (getopt behaviour); a repeated flag is one flag.
+/// `-v 0`, `--timeout 0` and `--progress 0` are stored as `None`.
+#[derive(Debug, Default)]
+pub(super) struct Typed {
+    pub help: bool,
+    pub version: bool,
+    pub listen: bool,
+    pub plain: bool,
+    pub zcrx: bool,
+    pub report: bool,
+    pub verbose: bool,
+    pub quiet: bool,
+    pub server: Option<String>,
+    pub client: Option<String>,
+    pub port: Option<u16>,
+    pub validate: Option<u32>,
+    pub seed: Option<Seed>,
+    pub num_queues: Option<u32>,
+    pub start_queue: Option<u32>,
+    pub ifname: Option<super::IfName>,
+    pub tx_chunk: Option<u32>,
+    pub skip_nic_config: bool,
+    pub fail_on_linear: bool,
+    pub rx_page_size: Option<u32>,
+    pub autorelease: Option<bool>,
+    pub bind_autorelease: Option<bool>,
+    pub unbind: UnbindMode,
+    pub pattern_bytes: Option<u64>,
+    pub write_size: Option<usize>,
+    pub expect_bytes: Option<u64>,
+    pub rcvbuf: Option<u64>,
+    pub corrupt_offset: Option<u64>,
+    pub timeout: Option<Duration>,
+    pub progress: Option<Duration>,
+    pub json: Option<PathBuf>,
+    pub dmabuf_size: Option<u64>,
+    pub zcrx_nodev: bool,
+    pub rx_buf_len: Option<u32>,
+    pub verify_restore: bool,
+}
+
+/// Every option we accept, one row each. Values are parsed in this order (so of two bad
+/// values the first row's is reported) and the "only applies to" refusals are checked in it.
+/// C ncdevmem's letters have no long names (except the `--fail-on-linear` alias of `-L`); new
+/// behaviour has only long names (`-V` is the one new short letter;
+/// `docs/architecture.md#command-line`).
+pub(super) const FLAGS: &[Flag] = &[
+    Flag {
+        short: "l",
+        long: "",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.listen, true),
+        roles: RECEIVERS,
+        only: None,
+        example: "",
+        help: "listen: RX server mode",
+        section: Section::C,
+    },
+    Flag {
+        short: "s",
+        long: "",
+        hint: "ADDR",
+        expect: EXPECT_ADDR,
+        set: |t, v, _| set(&mut t.server, Some(v.to_string())),
+        roles: &[
+            Role::Server,
+            Role::Zcrx,
+            Role::TxStdin,
+            Role::TxPattern,
+            Role::Plain,
+            Role::Sender,
+        ],
+        only: None,
+        example: "2001:db8::9",
+        help: "server address. Server: local address and flow-rule dst-ip. Client:\n\
+               address to connect to. IPv4, IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d)",
+        section: Section::C,
+    },
+    Flag {
+        short: "c",
+        long: "",
+        hint: "ADDR",
+        expect: EXPECT_ADDR,
+        set: |t, v, _| set(&mut t.client, Some(v.to_string())),
+        roles: &[
+            Role::Server,
+            Role::Zcrx,
+            Role::TxStdin,
+            Role::TxPattern,
+            Role::Sender,
+        ],
+        only: None,
+        example: "2001:db8::8",
+        help: "client address. Server: flow-rule src-ip (src-port = PORT, a 5-tuple\n\
+               rule). Client: bind to ADDR and PORT before connecting",
+        section: Section::C,
+    },
+    Flag {
+        short: "p",
+        long: "",
+        hint: "PORT",
+        expect: EXPECT_PORT,
+        set: |t, v, _| {
+            let port = ranged("-p", "port", v, 1, 65535, EXPECT_PORT)?;
+            set(&mut t.port, Some(port as u16))
+        },
+        roles: &[
+            Role::Server,
+            Role::Zcrx,
+            Role::TxStdin,
+            Role::TxPattern,
+            Role::Plain,
+            Role::Sender,
+        ],
+        only: None,
+        example: "4242",
+        help: "TCP port, 1..=65535 (required for server and client)",
+        section: Section::C,
+    },
+    Flag {
+        short: "v",
+        long: "",
+        hint: "N",
+        expect: EXPECT_VALIDATE,
+        set: |t, v, _| {
+            let n = dec_u64(v)
+                .filter(|&n| n == 0 || (2..=u64::from(VALIDATE_MAX)).contains(&n))
+                .ok_or_else(|| invalid("-v", "validation period", v, EXPECT_VALIDATE))?;
+            set(&mut t.validate, Some(n as u32).filter(|&n| n != 0))
+        },
+        roles: &[
+            Role::Server,
+            Role::Zcrx,
+            Role::TxPattern,
+            Role::Plain,
+            Role::Sender,
+        ],
+        only: None,
+        example: "9",
+        help: "validate received bytes against 01 02 .. N-1 0A repeating; N is 0 (no\n\
+               validation: print the payload to stdout) or 2..=256",
+        section: Section::C,
+    },
+    Flag {
+        short: "",
+        long: "seed",
+        hint: "SEED",
+        expect: EXPECT_SEED,
+        set: |t, v, _| {
+            let seed = parse_seed(v).ok_or_else(|| invalid("--seed", "seed", v, EXPECT_SEED))?;
+            set(&mut t.seed, Some(seed))
+        },
+        roles: &[
+            Role::Server,
+            Role::Zcrx,
+            Role::TxPattern,
+            Role::Plain,
+            Role::Sender,
+        ],
+        only: Some("--send-pattern and to receivers (-l)"),
+        example: "42",
+        help: "senders (--send-pattern) send, receivers (-l) validate the keyed stream\n\
+               instead of the -v pattern: the 8 bytes at stream offsets 8k..8k+7 are,\n\
+               little-endian, output k (from 0) of SplitMix64 started at state SEED. Every\n\
+               8-byte word names its position, so no misplaced, stale or duplicated data\n\
+               passes (a -v pattern misses data moved by a multiple of its period), and a\n\
+               bad frag is diagnosed: where its bytes belong, and whether they are stale,\n\
+               a duplicate, reordered, shifted or corrupt. SEED: 0..=2^64-1, decimal or 0x\n\
+               hex; senders also take 'random' (drawn and printed, for a replay). Not with\n\
+               -v N",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "q",
+        long: "",
+        hint: "N",
+        expect: EXPECT_NUM_QUEUES,
+        set: |t, v, _| {
+            let max = u64::from(MAX_NUM_QUEUES);
+            let n = ranged("-q", "number of queues", v, 1, max, EXPECT_NUM_QUEUES)?;
+            set(&mut t.num_queues, Some(n as u32))
+        },
+        roles: NIC_QUEUES,
+        only: None,
+        example: "1",
+        help: "number of RX queues to bind (>= 1). Give both -t and -q or neither;\n\
+               with neither, probe uses the upper half of the queues and server/client\n\
+               the last queue",
+        section: Section::C,
+    },
+    Flag {
+        short: "t",
+        long: "",
+        hint: "N",
+        expect: EXPECT_QUEUE,
+        set: |t, v, _| {
+            let max = u64::from(u32::MAX);
+            let q = ranged("-t", "start queue", v, 0, max, EXPECT_QUEUE)?;
+            set(&mut t.start_queue, Some(q as u32))
+        },
+        roles: NIC_QUEUES,
+        only: None,
+        example: "1",
+        help: "first RX queue to bind (a queue index)",
+        section: Section::C,
+    },
+    Flag {
+        short: "f",
+        long: "",
+        hint: "IFNAME",
+        expect: EXPECT_IFNAME,
+        set: |t, v, _| set(&mut t.ifname, Some(super::IfName::parse(v)?)),
+        roles: &[
+            Role::Probe,
+            Role::Report,
+            Role::Server,
+            Role::Zcrx,
+            Role::TxStdin,
+            Role::TxPattern,
+        ],
+        only: None,
+        example: "eth9",
+        help: "interface (required for probe, server and client: \"missing -f argument\")",
+        section: Section::C,
+    },
+    Flag {
+        short: "z",
+        long: "",
+        hint: "BYTES",
+        expect: EXPECT_CHUNK,
+        set: |t, v, _| {
+            let max = u64::from(u32::MAX);
+            let n = ranged("-z", "chunk size", v, 1, max, EXPECT_CHUNK)?;
+            set(&mut t.tx_chunk, Some(n as u32))
+        },
+        roles: &[Role::TxStdin, Role::TxPattern],
+        only: None,
+        example: "3",
+        help: "client: split each send into iovs of at most BYTES bytes (>= 1)",
+        section: Section::C,
+    },
+    Flag {
+        short: "n",
+        long: "",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.skip_nic_config, true),
+        roles: NIC_QUEUES,
+        only: None,
+        example: "",
+        help: "skip all NIC configuration and its undo (ring/HDS, RSS, flow rule)",
+        section: Section::C,
+    },
+    Flag {
+        short: "L",
+        long: "fail-on-linear",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.fail_on_linear, true),
+        roles: &[Role::Server, Role::Plain],
+        only: None,
+        example: "",
+        help: "server: fail if any SCM_DEVMEM_LINEAR (non-header-split) data arrives",
+        section: Section::C,
+    },
+    Flag {
+        short: "b",
+        long: "",
+        hint: "BYTES",
+        expect: EXPECT_POW2,
+        set: |t, v, page| {
+            let n = pow2_u32("-b", "rx-page-size", v, page)?;
+            set(&mut t.rx_page_size, Some(n))
+        },
+        roles: &[Role::Probe, Role::Report, Role::Server],
+        only: None,
+        example: "16384",
+        help: "rx-page-size for bind-rx: a power of two >= the page size that fits in\n\
+               32 bits (the udmabuf then uses 2 MiB hugepages); also applies to probe",
+        section: Section::C,
+    },
+    Flag {
+        short: "A",
+        long: "",
+        hint: "0|1",
+        expect: EXPECT_AUTORELEASE,
+        set: |t, v, _| set(&mut t.autorelease, Some(zero_one("-A", v)?)),
+        roles: DEVMEM_SERVER,
+        only: None,
+        example: "1",
+        help: "set SO_DEVMEM_AUTORELEASE (proposed socket option; a kernel without it\n\
+               makes the run skip)",
+        section: Section::C,
+    },
+    Flag {
+        short: "a",
+        long: "",
+        hint: "0|1",
+        expect: EXPECT_AUTORELEASE,
+        set: |t, v, _| set(&mut t.bind_autorelease, Some(zero_one("-a", v)?)),
+        roles: DEVMEM_SERVER,
+        only: None,
+        example: "1",
+        help: "server: bind-rx autorelease attribute (autorelease series v7-v10): 1 =\n\
+               tokens still held at close are released then, 0 = they stay pinned until\n\
+               unbind. Sent only to a kernel whose bind-rx has it; without it, -a 0 runs\n\
+               as before and -a 1 skips",
+        section: Section::C,
+    },
+    Flag {
+        short: "U",
+        long: "",
+        hint: "0|1|2",
+        expect: EXPECT_UNBIND,
+        set: |t, v, _| {
+            let mode = match v {
+                "0" => UnbindMode::Normal,
+                "1" => UnbindMode::BeforeRecv,
+                "2" => UnbindMode::AfterRecv,
+                _ => return Err(invalid("-U", "unbind mode", v, EXPECT_UNBIND)),
+            };
+            set(&mut t.unbind, mode)
+        },
+        roles: DEVMEM_SERVER,
+        only: None,
+        example: "2",
+        help: "server: 0 unbind at the end (default); 1 unbind once data is queued,\n\
+               before the first recvmsg (ENODEV from recvmsg then ends the run cleanly:\n\
+               binding gone); 2 unbind after the first recvmsg (the socket must go on\n\
+               receiving)",
+        section: Section::C,
+    },
+    Flag {
+        short: "",
+        long: "plain",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.plain, true),
+        roles: &[Role::Plain],
+        only: None,
+        example: "",
+        help: "with -l: receive over plain TCP (no devmem, no NIC changes, -f not needed);\n\
+               checks the TCP path and the pattern. Devmem-only options are accepted and\n\
+               ignored, so a devmem command line can be rerun by adding --plain",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "send-pattern",
+        hint: "BYTES",
+        expect: EXPECT_SIZE,
+        set: |t, v, _| {
+            let n =
+                size(v).ok_or_else(|| invalid("--send-pattern", "byte count", v, EXPECT_SIZE))?;
+            set(&mut t.pattern_bytes, Some(n))
+        },
+        roles: SENDERS,
+        only: None,
+        example: "1M",
+        help: "connect to -s/-p (binding to -c and PORT if given) and send BYTES bytes of\n\
+               the -v N pattern (or of the --seed stream; one of them required), then\n\
+               close. Over plain TCP without -f; with -f IF through devmem TX (the client\n\
+               mode, with the pattern instead of stdin)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "write-size",
+        hint: "BYTES",
+        expect: EXPECT_SIZE,
+        set: |t, v, _| {
+            let n = size(v)
+                .filter(|&n| (1..=MAX_WRITE_SIZE).contains(&n))
+                .ok_or_else(|| {
+                    let expect = format!("{EXPECT_SIZE}, 1..=64M");
+                    invalid("--write-size", "write size", v, &expect)
+                })?;
+            set(&mut t.write_size, Some(n as usize))
+        },
+        roles: SENDERS,
+        only: Some("--send-pattern"),
+        example: "1448",
+        help: "with --send-pattern: write exactly BYTES per write and set TCP_NODELAY\n\
+               (segment-size sweeps); with -f: bytes per piece copied into the dmabuf",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "expect-bytes",
+        hint: "BYTES",
+        expect: EXPECT_SIZE,
+        set: |t, v, _| {
+            let n =
+                size(v).ok_or_else(|| invalid("--expect-bytes", "byte count", v, EXPECT_SIZE))?;
+            set(&mut t.expect_bytes, Some(n))
+        },
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "1G",
+        help: "with -l: fail unless the peer sent exactly BYTES (catches a sender that\n\
+               stopped early; without it, a -v receiver still fails on an empty stream)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "rcvbuf",
+        hint: "BYTES",
+        expect: EXPECT_RCVBUF,
+        set: |t, v, _| {
+            let n = size(v)
+                .filter(|&n| n == 0 || (4096..=1 << 30).contains(&n))
+                .ok_or_else(|| invalid("--rcvbuf", "receive buffer size", v, EXPECT_RCVBUF))?;
+            set(&mut t.rcvbuf, Some(n))
+        },
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "64K",
+        help: "with -l: the socket's receive buffer (SO_RCVBUF, set before listen; the\n\
+               kernel doubles it). Default for devmem and zcrx: sized from the binding\n\
+               (buffer count x min(buffer size, MSS) / 4), so the TCP window cannot ask\n\
+               the NIC for more buffers than the dmabuf has (a small dmabuf would stall);\n\
+               left alone when the kernel's tcp_rmem max already fits. 0 = the kernel's\n\
+               default",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "corrupt-offset",
+        hint: "OFFSET",
+        expect: EXPECT_OFFSET,
+        set: |t, v, _| {
+            let n = size(v)
+                .ok_or_else(|| invalid("--corrupt-offset", "stream offset", v, EXPECT_OFFSET))?;
+            set(&mut t.corrupt_offset, Some(n))
+        },
+        roles: SENDERS,
+        only: Some("--send-pattern"),
+        example: "100",
+        help: "with --send-pattern: flip the byte at stream offset OFFSET (a test aid: the\n\
+               receiver must report exactly that offset and exit 1)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "timeout",
+        hint: "SECS",
+        expect: EXPECT_SECONDS,
+        set: |t, v, _| set(&mut t.timeout, seconds_or_off("--timeout", "timeout", v)?),
+        roles: &[
+            Role::Server,
+            Role::Zcrx,
+            Role::TxStdin,
+            Role::TxPattern,
+            Role::Plain,
+            Role::Sender,
+        ],
+        only: None,
+        example: "3",
+        help: "give up on accept, first byte or an idle connection after SECS seconds\n\
+               (fractions allowed, e.g. 0.5; 0 = wait forever, the receivers' default).\n\
+               Senders (devmem TX client, --send-pattern): the connect retry window\n\
+               (default 5 s); devmem TX client: also the longest wait without a\n\
+               zerocopy completion (default 2 s); there 0 means these defaults",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "progress",
+        hint: "SECS",
+        expect: EXPECT_SECONDS,
+        set: |t, v, _| {
+            set(
+                &mut t.progress,
+                seconds_or_off("--progress", "interval", v)?,
+            )
+        },
+        roles: RECEIVERS,
+        only: None,
+        example: "1.5",
+        help: "print a progress line every SECS seconds (0 = never, the default)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "json",
+        hint: "FILE",
+        expect: EXPECT_PATH,
+        set: |t, v, _| {
+            if v.is_empty() {
+                return Err(invalid("--json", "file name", v, "a non-empty path"));
+            }
+            if v.starts_with('-') {
+                let expect = format!(
+                    "a path that does not start with '-' (it looks like an option; write \
+                     ./{v} for a file of that name)"
+                );
+                return Err(invalid("--json", "file name", v, &expect));
+            }
+            set(&mut t.json, Some(PathBuf::from(v)))
+        },
+        roles: ALL,
+        only: None,
+        example: "out.json",
+        help: "also write the final summary to FILE as one JSON object",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "V",
+        long: "verbose",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.verbose, true),
+        roles: ALL,
+        only: None,
+        example: "",
+        help: "log every frag (as C ncdevmem does)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "quiet",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.quiet, true),
+        roles: ALL,
+        only: None,
+        example: "",
+        help: "log only errors and the verdict (no capability report on stdout; with\n\
+               --report the report then goes only to --json FILE)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "dmabuf-size",
+        hint: "BYTES",
+        expect: EXPECT_SIZE,
+        set: |t, v, page| {
+            let page_bytes = page.max(1) as u64;
+            let n = size(v)
+                .filter(|&n| n > 0 && n % page_bytes == 0)
+                .ok_or_else(|| {
+                    let expect = format!(
+                        "{EXPECT_SIZE}; a non-zero multiple of the page size ({page} bytes)"
+                    );
+                    invalid("--dmabuf-size", "dmabuf size", v, &expect)
+                })?;
+            set(&mut t.dmabuf_size, Some(n))
+        },
+        roles: DMABUF,
+        only: None,
+        example: "64M",
+        help: "udmabuf size: a multiple of the page size (default 16000 pages); with\n\
+               --zcrx the zcrx area size (default 8192 pages)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "zcrx",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.zcrx, true),
+        roles: &[Role::Zcrx],
+        only: None,
+        example: "",
+        help: "with -l: receive through io_uring zero-copy receive (zcrx) instead of\n\
+               devmem: NIC setup as the devmem server (unless -n), one zcrx ifq on\n\
+               queue -t (one queue: -q 1; default the last RX queue), multishot RECV_ZC,\n\
+               validate (-v N) or print the payload, return buffers through the refill\n\
+               ring. The area is --dmabuf-size bytes (default 8192 pages)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "zcrx-nodev",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.zcrx_nodev, true),
+        roles: &[Role::Zcrx],
+        only: Some("--zcrx"),
+        example: "",
+        help: "with --zcrx, a test aid: register without a device (ZCRX_REG_NODEV, newer\n\
+               kernels; the kernel copies into the area), no NIC setup, no -f/-t/-q, so\n\
+               a real zcrx receive runs over loopback",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "rx-buf-len",
+        hint: "BYTES",
+        expect: EXPECT_POW2,
+        set: |t, v, page| {
+            let n = pow2_u32("--rx-buf-len", "rx buffer length", v, page)?;
+            set(&mut t.rx_buf_len, Some(n))
+        },
+        roles: &[Role::Zcrx],
+        only: Some("--zcrx"),
+        example: "32768",
+        help: "with --zcrx: rx buffer length, a power of two >= the page size and at\n\
+               most 2 MiB (the area then uses 2 MiB hugepages; kernel 7.0+)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "report",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.report, true),
+        roles: &[Role::Report],
+        only: None,
+        example: "",
+        help: "with -f only: print the device's capability report (read-only; with\n\
+               --json also as JSON)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "verify-restore",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.verify_restore, true),
+        roles: NIC_QUEUES,
+        only: Some("modes that change the NIC (probe, -l, --zcrx)"),
+        example: "",
+        help: "after undoing NIC changes, compare the NIC with its state before the run\n\
+               (rings, channels, RSS table, ntuple feature and rules); a difference is exit 1",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "h",
+        long: "help",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.help, true),
+        roles: NONE,
+        only: None,
+        example: "",
+        help: "print this text and exit 0",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "version",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.version, true),
+        roles: NONE,
+        only: None,
+        example: "",
+        help: "",
+        section: Section::Hidden,
+    },
+];
+
+/// Stores `value` in `field`; `Ok` so that a row's parser ends in one expression.
+fn set<T>(field: &mut T, value: T) -> Result<()> {
+    *field = value;
+    Ok(())
+}
+
+/// Finds a row by short or long name.
+pub(super) fn by_name(name: &str) -> Option<&'static Flag> {
+    FLAGS
+        .iter()
+        .find(|f| !name.is_empty() && (f.short == name || f.long == name))
+}
+
+/// The "only applies to" refusals of every option given outside the roles it applies to,
+/// in table order.
+///
+/// Errors: [`Error::Usage`] `"{flag}: only applies to {where}"`.
+pub(super) fn check_roles(given: &[&'static Flag], role: Role) -> Result<()> {
+    FLAGS
+        .iter()
+        .filter(|f| given.iter().any(|g| std::ptr::eq(*g, *f)))
+        .try_for_each(|f| f.check_role(role))
+}
+
+fn usage_err(msg: impl Into<String>) -> Error {
+    Error::Usage(msg.into())
+}
+
+/// `"{flag}: invalid {what} '{text}' (expected {expect})"`.
+pub(super) fn invalid(flag: &str, what: &str, text: &str, expect: &str) -> Error {
+    usage_err(format!(
+        "{flag}: invalid {what} '{text}' (expected {expect})"
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Value parsers (pure; each names the flag in its error).
+// ---------------------------------------------------------------------------------------------
+
+/// Parses a decimal number: ASCII digits only (no sign, no spaces, no `0x`; leading zeros are
+/// read as decimal, not octal). `None` for anything else, including overflow of `u64`.
+pub(super) fn dec_u64(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<u64>().ok()
+}
+
+/// A decimal number in `min..=max`.
+fn ranged(flag: &str, what: &str, text: &str, min: u64, max: u64, expect: &str) -> Result<u64> {
+    match dec_u64(text) {
+        Some(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(invalid(flag, what, text, expect)),
+    }
+}
+
+/// A byte count: decimal digits with an optional binary suffix `K`/`M`/`G` (either case) for
+/// KiB/MiB/GiB. `None` for garbage or overflow of `u64`.
+pub(super) fn size(text: &str) -> Option<u64> {
+    let (digits, mult) = match text.as_bytes().last()? {
+        b'K' | b'k' => (&text[..text.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&text[..text.len() - 1], 1u64 << 20),
+        b'G' | b'g' => (&text[..text.len() - 1], 1u64 << 30),
+        _ => (text, 1),
+    };
+    dec_u64(digits)?.checked_mul(mult)
+}
+
+/// Seconds: `DIGITS` or `DIGITS.DIGITS` (no sign, exponent, `inf` or `nan`). `Some(ZERO)` for 0.
+/// A positive value too small to represent in nanoseconds, or too large for [`Duration`], is
+/// refused (`None`).
+pub(super) fn seconds(text: &str) -> Option<Duration> {
+    let (int, frac) = match text.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (text, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || !frac.is_none_or(digits) {
+        return None;
+    }
+    let value: f64 = text.parse().ok()?;
+    if value > MAX_SECONDS {
+        return None;
+    }
+    let d = Duration::try_from_secs_f64(value).ok()?;
+    if d.is_zero() && value != 0.0 {
+        return None;
+    }
+    Some(d)
+}
+
+/// [`seconds`] for `flag`, with 0 meaning "none" (`None`).
+fn seconds_or_off(flag: &str, what: &str, text: &str) -> Result<Option<Duration>> {
+    let d = seconds(text).ok_or_else(|| invalid(flag, what, text, EXPECT_SECONDS))?;
+    Ok(Some(d).filter(|d| !d.is_zero()))
+}
+
+/// A power of two ≥ `page_size` that fits in `u32` (bytes), as `-b` and `--rx-buf-len` need.
+pub(super) fn pow2_u32(flag: &str, what: &str, text: &str, page_size: usize) -> Result<u32> {
+    let max = 1u64 << 31;
+    let expect = format!("a power of two in {page_size}..={max} bytes (page size {page_size})");
+    match dec_u64(text) {
+        Some(v) if v.is_power_of_two() && v >= page_size as u64 && v <= max => Ok(v as u32),
+        _ => Err(invalid(flag, what, text, &expect)),
+    }
+}
+
+/// `0` or `1` for `flag` (`-A`, `-a`).
+fn zero_one(flag: &str, text: &str) -> Result<bool> {
+    match text {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(invalid(flag, "autorelease value", text, EXPECT_AUTORELEASE)),
+    }
+}
+
+/// `random`, a decimal number or `0x` hex (either case), fitting `u64`.
+pub(super) fn parse_seed(text: &str) -> Option<Seed> {
+    if text == "random" {
+        return Some(Seed::Random);
+    }
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            u64::from_str_radix(hex, 16).ok().map(Seed::Value)
+        }
+        Some(_) => None,
+        None => dec_u64(text).map(Seed::Value),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// getopts over the table.
+// ---------------------------------------------------------------------------------------------
+
+/// Whether `arg` is spelled like one of our options (`--json`, `--json=x`, `-l`, `-ls`, `-p80`):
+/// as the separate value of an option it means the value was forgotten.
+fn names_an_option(arg: &str) -> bool {
+    if let Some(tail) = arg.strip_prefix("--") {
+        let name = tail.split_once('=').map_or(tail, |(n, _)| n);
+        return name.len() > 1 && by_name(name).is_some();
+    }
+    let mut chars = arg.strip_prefix('-').unwrap_or_default().chars();
+    chars.next().is_some_and(|c| {
+        let mut buf = [0u8; 4];
+        c.is_ascii_alphabetic() && by_name(c.encode_utf8(&mut buf)).is_some()
+    })
+}
+
+/// The error for an option whose separate value is another option (`--json --verify-restore`
+/// would otherwise write a file named `--verify-restore`).
+fn value_is_an_option(flag: &Flag, value: &str) -> Error {
+    usage_err(format!("{}: '{value}' is an option", flag.missing_value()))
+}
+
+/// Walks the arguments the way getopts does, before getopts sees them, so values (`-s --x`)
+/// are not mistaken for options:
+/// * getopts treats `--x` (a one-letter long name) as `-x`; only new features have long
+///   names, so those spellings are refused;
+/// * an option whose value is given as the next argument and that argument is spelled like
+///   one of our options (`--json --verify-restore`, `-f -l`) is refused: the value was
+///   forgotten, and taking the option as the value would be a silent surprise.
+fn refuse_one_letter_long(argv: &[String]) -> Result<()> {
+    let separate_value = |flag: &'static Flag, at: usize| -> Result<()> {
+        match argv.get(at) {
+            Some(v) if names_an_option(v) => Err(value_is_an_option(flag, v)),
+            _ => Ok(()),
+        }
+    };
+    let mut i = 0;
+    while i < argv.len() {
+        let arg = &argv[i];
+        if arg == "--" {
+            break;
+        }
+        if let Some(tail) = arg.strip_prefix("--") {
+            let (name, inline) = match tail.split_once('=') {
+                Some((n, _)) => (n, true),
+                None => (tail, false),
+            };
+            if name.len() == 1 {
+                return Err(unknown_option(name, true));
+            }
+            if let Some(flag) = by_name(name).filter(|f| !inline && f.takes_value()) {
+                separate_value(flag, i + 1)?;
+                i += 1;
+            }
+        } else if arg.len() > 1 && arg.starts_with('-') {
+            for (j, ch) in arg.char_indices().skip(1) {
+                let mut buf = [0u8; 4];
+                match by_name(ch.encode_utf8(&mut buf)) {
+                    Some(f) if f.takes_value() => {
+                        if j + ch.len_utf8() == arg.len() {
+                            separate_value(f, i + 1)?;
+                            i += 1;
+                        }
+                        break;
+                    }
+                    Some(_) => {}
+                    // getopts reports it.
+                    None => break,
+                }
+            }
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// `long`: spelled with `--` (getopts reports only the name, so a one-character name from
+/// getopts is a short option).
+fn unknown_option(name: &str, long: bool) -> Error {
+    let shown = if !long && name.chars().count() == 1 {
+        format!("-{name}")
+    } else {
+        format!("--{name}")
+    };
+    usage_err(format!(
+        "unknown option '{shown}' (unknown options are refused; see {PROGRAM} --help)"
+    ))
+}
+
+fn map_getopts_fail(f: getopts::Fail) -> Error {
+    use getopts::Fail;
+    match f {
+        Fail::UnrecognizedOption(n) => unknown_option(&n, false),
+        Fail::ArgumentMissing(n) => match by_name(&n) {
+            Some(f) => usage_err(f.missing_value()),
+            None => usage_err(format!("option '{n}': missing value")),
+        },
+        Fail::UnexpectedArgument(n) => match by_name(&n) {
+            Some(f) => usage_err(format!("{}: takes no value", f.display())),
+            None => usage_err(format!("option '{n}': takes no value")),
+        },
+        // Every option is registered as "multi" and none as required, so getopts cannot
+        // return these; map them anyway rather than panic.
+        other => usage_err(other.to_string()),
+    }
+}
+
+impl Typed {
+    /// Parses `argv` (without `argv[0]`) into typed values, and names the options given.
+    ///
+    /// `page_size` is the system page size in bytes (`sysconf(_SC_PAGESIZE)`, passed in so
+    /// this stays pure); it bounds `-b`, `--rx-buf-len` and `--dmabuf-size`. Options without
+    /// a value are read first; `-h`/`--help` and `--version` then win over every value check
+    /// (not over an unknown option, which getopts has already refused), and the values are
+    /// parsed in table order.
+    ///
+    /// Errors: [`Error::Usage`] for an unknown option, a missing or bad value, or a
+    /// positional argument. The message names the flag and the accepted values.
+    pub(super) fn parse(argv: &[String], page_size: usize) -> Result<(Typed, Vec<&'static Flag>)> {
+        refuse_one_letter_long(argv)?;
+        let mut opts = getopts::Options::new();
+        for f in FLAGS {
+            if f.takes_value() {
+                opts.optmulti(f.short, f.long, "", f.hint);
+            } else {
+                opts.optflagmulti(f.short, f.long, "");
+            }
+        }
+        let m = opts.parse(argv).map_err(map_getopts_fail)?;
+        if let Some(free) = m.free.first() {
+            return Err(usage_err(format!(
+                "unexpected argument '{free}' (positional arguments are not accepted; see {PROGRAM} --help)"
+            )));
+        }
+        let given: Vec<&'static Flag> = FLAGS.iter().filter(|f| m.opt_present(f.key())).collect();
+        let mut t = Typed::default();
+        for f in given.iter().filter(|f| !f.takes_value()) {
+            (f.set)(&mut t, "", page_size)?;
+        }
+        if t.help || t.version {
+            return Ok((t, given));
+        }
+        for f in given.iter().filter(|f| f.takes_value()) {
+            if let Some(value) = m.opt_strs(f.key()).pop() {
+                (f.set)(&mut t, &value, page_size)?;
+            }
+        }
+        Ok((t, given))
+    }
+}
+
+/// The option list of `--help`: every row of `section` in table order, its names in a
+/// 16-column field (a longer label gets a line of its own) and its help text beside them.
+pub(super) fn help_list(section: Section) -> String {
+    const INDENT: &str = "                  ";
+    let mut out = String::new();
+    for f in FLAGS.iter().filter(|f| f.section == section) {
+        let label = f.label();
+        if label.len() <= 15 {
+            out.push_str(&format!("  {label:<15} "));
+        } else {
+            out.push_str(&format!("  {label}\n{INDENT}"));
+        }
+        out.push_str(&f.help.replace('\n', &format!("\n{INDENT}")));
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,145 @@
+//! `-f IF [-b N]`: the probe / self-test (ncdevmem.c `run_devmem_tests`).
+
+use std::os::fd::AsRawFd;
+
+use super::server::require_rx_page_size;
+use super::{await_hugepages, await_release, log, open_nic, pick_queues};
+use crate::cli::ProbeArgs;
+use crate::error::{Error, Result};
+use crate::nic::guards::SharedNic;
+use crate::nic::probe::{run_probe, ProbeOutcome, ProbeParams};
+use crate::nic::queues::{QueuePolicy, QUEUE_FREE_WAIT};
+use crate::nic::report::{HostCaps, NicReport};
+use crate::nic::snapshot::{verify_restored, NicSnapshot};
+use crate::release::kernel::KernelEnv;
+use crate::release::{self, Holdings, PoolOwner};
+use crate::run_report::{verdict_name, RunReport};
+use crate::signals;
+use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
+
+/// The probe: prints the capability report first (read-only, so a host that cannot run the
+/// checks still shows why; not with `--quiet`), checks what makes the probe a skip (`-b`
+/// without kernel support, no udmabuf) before anything on the NIC changes, then prints one
+/// line per kernel-contract check on stdout.
+///
+/// The JSON object is written whatever the outcome: `{"report", "probe": {"checks",
+/// "verdict", "reason"}}`, where a probe that ended before its checks (a skip, a failure, a
+/// signal) has no checks and says why in `verdict` and `reason`.
+///
+/// Errors: the first missing capability (exit 4), a broken kernel contract (exit 1), a stop
+/// signal.
+pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
+    let ifindex = a.ifname.index()?;
+    let params = UdmabufParams::new(a.rx_page_size, a.dmabuf_size)?;
+    let nic = open_nic(&a.ifname);
+    let caps = match &nic {
+        Ok(n) => {
+            let host = HostCaps::probe(a.rx_page_size, a.dmabuf_size);
+            let r = n.with(|ops| Ok(NicReport::gather(ops, host, true)))?;
+            if !report.quiet() {
+                // Informational, like the check lines after it: a stdout that went away
+                // does not change the probe's verdict (the exit code and --json carry it).
+                let _ = crate::app::print_stdout(&r.render_text());
+            }
+            Some(r)
+        }
+        Err(_) => None,
+    };
+    let (probe, result) = match checks(a, nic, ifindex, &params, report) {
+        Ok(outcome) => (outcome.to_json(), outcome.verdict()),
+        Err(e) => {
+            let result = Err(e);
+            let json = serde_json::json!({
+                "checks": [],
+                "verdict": verdict_name(&result),
+                "reason": result.as_ref().err().map(ToString::to_string),
+            });
+            (json, result)
+        }
+    };
+    report.body(serde_json::json!({
+        "report": caps.as_ref().map(NicReport::to_json),
+        "probe": probe,
+    }));
+    result
+}
+
+/// The probe after its report: the skips that need no NIC change (`-b` on a kernel whose
+/// bind-rx has no rx-page-size first, the check specific to this request, then udmabuf), the
+/// queue choice, the udmabuf, then the checks ([`run_probe`]), `--verify-restore` (recorded
+/// in `report`) and the teardown wait. A stop signal between the steps ends it.
+///
+/// Errors: what ended it before the checks ran.
+fn checks(
+    a: &ProbeArgs,
+    nic: Result<SharedNic>,
+    ifindex: u32,
+    params: &UdmabufParams,
+    report: &RunReport,
+) -> Result<ProbeOutcome> {
+    let mut env = KernelEnv::new(Some(ifindex));
+    if let Some(size) = a.rx_page_size {
+        require_rx_page_size(size)?;
+    }
+    udmabuf::preflight_device(params, &HostPaths::default())?;
+    await_hugepages(&mut env, params.hugepages_needed(), report)?;
+    signals::check()?;
+    let nic = nic?;
+    if a.skip_nic_config {
+        log!(
+            report,
+            "-n does not apply to probe mode: its checks change header split, RSS and \
+             channels (and undo every change)",
+        );
+    }
+    let before = match a.verify_restore {
+        true => Some(nic.with(|n| Ok(NicSnapshot::take(n)))?),
+        false => None,
+    };
+    let choice = pick_queues(&nic, a.queues, QueuePolicy::Probe, false, report)?;
+    let mem = Udmabuf::create(params)?;
+    let hugepages = release::hugepage_goal(&mut env, params.hugepages_needed());
+    let dmabuf_fd = u32::try_from(mem.fd().as_raw_fd())
+        .map_err(|_| Error::Failure("dma-buf fd does not fit u32".into()))?;
+    signals::check()?;
+    let p = ProbeParams {
+        start: choice.start,
+        num: choice.num,
+        dmabuf_fd,
+        rx_page_size: a.rx_page_size,
+        quiet: report.quiet(),
+        teardown_wait: QUEUE_FREE_WAIT,
+    };
+    let stdout = std::io::stdout();
+    let outcome = run_probe(&nic, &p, &mut stdout.lock());
+    drop(mem);
+    if let Some(before) = before {
+        let verified = verify_restored(&nic, &before);
+        if verified.is_ok() {
+            log!(
+                report,
+                "{}: NIC state matches its snapshot from before the run",
+                nic.ifname()
+            );
+        }
+        report.verified(verified);
+    }
+    let ids = &outcome.bindings;
+    let what = match ids.len() {
+        0 => format!("the probe's udmabuf for {}", nic.ifname()),
+        1 => format!("the probe's dmabuf binding {} on {}", ids[0], nic.ifname()),
+        _ => format!("the probe's dmabuf bindings {ids:?} on {}", nic.ifname()),
+    };
+    let held = Holdings {
+        what,
+        queues: choice.queues(),
+        pools: if ids.is_empty() {
+            PoolOwner::Nothing
+        } else {
+            PoolOwner::Dmabuf(ids.clone())
+        },
+        hugepages,
+    };
+    await_release(&mut env, &held, report);
+    Ok(outcome)
+}

@@ -1,0 +1,246 @@
+//! `-l -f IF -s ADDR -p PORT`: the devmem RX server, in the order of ncdevmem.c `do_server`.
+
+use std::time::{Duration, Instant};
+
+use super::{
+    await_hugepages, listen_and_accept, log, open_nic, pick_queues, rcvbuf_plan,
+    receive_and_report, rx_config, NicRun, StallContext, Teardown,
+};
+use crate::cli::ServerArgs;
+use crate::error::{Error, Result};
+use crate::netlink::ctrl::skip_if_family_missing;
+use crate::netlink::netdev::BindRxRequest;
+use crate::nic::queues::QueuePolicy;
+use crate::nic::setup::{FlowTarget, ServerPlan};
+use crate::release::kernel::KernelEnv;
+use crate::release::{self, Holdings, PoolOwner};
+use crate::run_report::RunReport;
+use crate::rx::{RxConfig, UnbindMode};
+use crate::signals::{self, STOP};
+use crate::sys::socket::{self, TcpRxSocket};
+use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
+
+/// The devmem RX server: NIC setup (unless `-n`), bind, accept, receive, then every NIC
+/// change undone in reverse order — also on errors, signals (the receive loop returns
+/// `Error::Interrupted`) and panics. `-U 1` and `-U 2` unbind during the receive (series
+/// v10's ncdevmem `unbind_mode`).
+///
+/// Errors: the skips (no udmabuf, hugepages, `-b`/`-a`/`-A` without kernel support, the NIC
+/// refusing a step), kernel refusals, accept and idle timeouts, validation failures.
+pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
+    let ifname = &a.nic.ifname;
+    let ifindex = ifname.index()?;
+    let params = UdmabufParams::new(a.rx_page_size, a.dmabuf_size)?;
+    // Everything that makes this run a skip is checked before anything is created or changed;
+    // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
+    // kernel's bind-rx policy.
+    let autorelease = a
+        .bind_autorelease
+        .map(|want| bind_autorelease_attr(want, report))
+        .transpose()?
+        .flatten();
+    udmabuf::preflight_device(&params, &HostPaths::default())?;
+    if a.so_autorelease.is_some() {
+        socket::probe_devmem_autorelease()?;
+    }
+    if let Some(size) = a.rx_page_size {
+        require_rx_page_size(size)?;
+    }
+    let mut env = KernelEnv::new(Some(ifindex));
+    await_hugepages(&mut env, params.hugepages_needed(), report)?;
+    // A stop signal is acted on between the steps (and between the NIC setup steps, see
+    // `crate::nic::setup`), not only once the receive loop runs.
+    signals::check()?;
+
+    // From here every exit — a `?`, the end, a panic — undoes the NIC (`nic`), closes the
+    // memory (`mem`) and then waits for what the kernel still holds (`teardown`).
+    let shared = open_nic(ifname)?;
+    let mut teardown = Teardown::new(env, report);
+    let mut nic = NicRun::new(&shared, a.nic.verify_restore, report)?;
+    let choice = pick_queues(
+        &shared,
+        a.nic.queues,
+        QueuePolicy::Server,
+        a.nic.skip_nic_config,
+        report,
+    )?;
+    let (start, num) = (choice.start, choice.num);
+    log!(report, "using queues {start}..={}", start + num - 1);
+    let mem = Udmabuf::create(&params)?;
+    let hugepages = release::hugepage_goal(teardown.env(), params.hugepages_needed());
+    teardown.hold(Holdings {
+        what: format!("the udmabuf for {ifname}"),
+        queues: choice.queues(),
+        pools: PoolOwner::Nothing,
+        hugepages,
+    });
+    signals::check()?;
+    nic.setup().configure_server(&server_plan(a, start, num))?;
+    let request = BindRxRequest::new(ifindex, mem.fd(), &choice.queues())
+        .ifname(ifname.as_str())
+        .rx_page_size(a.rx_page_size)
+        .autorelease(autorelease);
+    let id = nic.setup().bind(&request)?;
+    if let Some(held) = teardown.held() {
+        held.what = format!("dmabuf binding {id} on {ifname}");
+        held.pools = PoolOwner::Dmabuf(vec![id]);
+    }
+    shared.interrupted()?;
+    log!(
+        report,
+        "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
+        start + num - 1,
+        params.size_bytes,
+        if params.hugetlb { ", hugetlb" } else { "" },
+        match a.rx_page_size {
+            Some(n) => format!(", rx-page-size {n}"),
+            None => String::new(),
+        }
+    );
+
+    let niov_size = a.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
+    let buffers = params.size_bytes / u64::from(niov_size);
+    let plan = rcvbuf_plan(&a.rx, Some(ifname), buffers, niov_size);
+    let mut conn = listen_and_accept(&a.rx, Some(&plan), report)?;
+    if let Some(on) = a.so_autorelease {
+        socket::set_devmem_autorelease(conn.sock.fd(), on)?;
+    }
+    let base = RxConfig::devmem(id, niov_size).holding_tokens_of(buffers);
+    let mut rx_cfg = rx_config(&a.rx, a.fail_on_linear, base, report);
+    rx_cfg.unbind = a.unbind;
+    let mut unbind_after_first_data: Option<Box<dyn FnOnce() + '_>> = None;
+    match a.unbind {
+        UnbindMode::Normal => {}
+        UnbindMode::BeforeRecv => {
+            await_first_data(&conn.sock)?;
+            log!(
+                report,
+                "-U 1: data is queued; unbinding before the first recvmsg",
+            );
+            nic.setup().unbind();
+        }
+        UnbindMode::AfterRecv => {
+            // As C: the first batch's tokens go back before the unbind.
+            rx_cfg.token_high_water = 1;
+            let nic = &mut nic;
+            unbind_after_first_data = Some(Box::new(move || {
+                log!(
+                    report,
+                    "-U 2: first recvmsg done and its tokens released; unbinding",
+                );
+                nic.setup().unbind();
+            }));
+        }
+    }
+    let stall = StallContext {
+        dmabuf_id: Some(id),
+        io_uring_ifindex: None,
+        buffers,
+    };
+    let received = receive_and_report(
+        &a.rx,
+        &mut conn,
+        Some(&mem),
+        &rx_cfg,
+        Some(&stall),
+        unbind_after_first_data,
+        report,
+    );
+
+    drop(conn);
+    // The connection is closed: what other CPUs still hold of its buffers is freed now, so
+    // the binding's page pool can go as soon as it is unbound.
+    release::return_deferred_buffers(teardown.env());
+    nic.finish();
+    drop(mem);
+    teardown.finish();
+    received
+}
+
+/// The NIC setup of a server on queues `start_queue..start_queue+num_queues`: the flow rule
+/// for `-s`, `-c` and `-p` (none with `-n`).
+pub(crate) fn server_plan(a: &ServerArgs, start_queue: u32, num_queues: u32) -> ServerPlan {
+    ServerPlan {
+        start_queue,
+        num_queues,
+        flow: FlowTarget {
+            server: a.rx.addr.ip,
+            client: a.nic.client.as_ref().map(|c| c.ip),
+            port: a.rx.port,
+        },
+        skip_nic_config: a.nic.skip_nic_config,
+    }
+}
+
+/// How long `-U 1` waits after accept for data to be queued before it unbinds (C ncdevmem
+/// polls 5000 ms).
+const UNBIND_DATA_WAIT: Duration = Duration::from_secs(5);
+
+/// `-U 1`: waits up to [`UNBIND_DATA_WAIT`] until the accepted socket is readable, checking
+/// for a stop signal between short polls.
+///
+/// Errors: `Error::Timeout` when no data came (C: "poll failed or timed out waiting for
+/// data"); `Error::Sys` from `poll`; `Error::Interrupted` on a stop signal.
+fn await_first_data(sock: &TcpRxSocket) -> Result<()> {
+    let deadline = Instant::now().checked_add(UNBIND_DATA_WAIT);
+    let on_data = "poll(POLLIN) on the data socket";
+    if crate::conn::poll_ready(sock.fd(), libc::POLLIN, deadline, &STOP, on_data)? {
+        return Ok(());
+    }
+    Err(Error::Timeout(format!(
+        "-U 1: no data within {} s of accept, so there was nothing to unbind under",
+        UNBIND_DATA_WAIT.as_secs()
+    )))
+}
+
+/// `-a`: the bind-rx autorelease attribute to send, from the kernel's bind-rx policy (asked
+/// before anything is changed). A kernel with the attribute gets `(its number, want)`. One
+/// without it: `-a 0` binds without the attribute (logged: such a kernel has only the
+/// release-at-close behaviour, which a run that returns every token cannot tell apart), and
+/// `-a 1` is a skip.
+///
+/// Errors: `Error::Skip` as said and when the netdev family is missing; policy dump errors.
+fn bind_autorelease_attr(want: bool, report: &RunReport) -> Result<Option<(u16, bool)>> {
+    use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy};
+    let policy = skip_if_family_missing(bind_rx_policy(), "netdev")?;
+    let kinds: Vec<u16> = policy.iter().map(|a| a.kind).collect();
+    match autorelease_attr(&policy) {
+        Some(attr) => {
+            log!(
+                report,
+                "bind-rx autorelease: the kernel has the attribute (number {attr}, u8); \
+                 sending {}",
+                u8::from(want)
+            );
+            Ok(Some((attr, want)))
+        }
+        None if !want => {
+            log!(
+                report,
+                "-a 0: this kernel's bind-rx has no autorelease attribute (policy \
+                 attributes {kinds:?}); binding without it (the kernel's only mode \
+                 releases tokens still held at close)"
+            );
+            Ok(None)
+        }
+        None => Err(Error::Skip(format!(
+            "-a 1: this kernel's bind-rx has no autorelease attribute (policy attributes \
+             {kinds:?}, none of them the u8 NETDEV_A_DMABUF_AUTORELEASE); it needs the unmerged \
+             series \"net: devmem: improve cpu cost of RX token management\" v7-v10"
+        ))),
+    }
+}
+
+/// `-b` needs a kernel whose bind-rx knows `rx-page-size` (attribute 5): ask the kernel's
+/// bind-rx policy before the NIC is touched, so an older kernel is a skip with the reason.
+pub(crate) fn require_rx_page_size(size: u32) -> Result<()> {
+    let policy = skip_if_family_missing(crate::netlink::ctrl::bind_rx_policy(), "netdev")?;
+    if crate::netlink::ctrl::has_rx_page_size(&policy) {
+        return Ok(());
+    }
+    let attrs: Vec<u16> = policy.iter().map(|a| a.kind).collect();
+    Err(Error::Skip(format!(
+        "-b {size}: this kernel's bind-rx has no rx-page-size attribute (policy attributes \
+         {attrs:?}); large niovs need a kernel with the rx-page-size series"
+    )))
+}
