@@ -345,6 +345,46 @@ fn devmem_modes_skip_without_udmabuf() {
     }
 }
 
+/// `--memory dma-heap` without `/dev/dma_heap` (this machine's kernel has no
+/// CONFIG_DMABUF_HEAPS): the devmem server, the TX client and the probe are each a skip (exit
+/// 4) with one line giving the kernel's answer (ENOENT), before anything is changed. With the
+/// system heap (the VM suite's guest) each is still a skip on veth, for another reason.
+#[test]
+fn devmem_modes_skip_without_dma_heaps() {
+    let Some(p) = pair("devmem_modes_skip_without_dma_heaps") else {
+        return;
+    };
+    let have_heap = std::path::Path::new("/dev/dma_heap/system").exists();
+    let heap = ["--memory", "dma-heap"];
+    let cases: [&[&str]; 4] = [
+        &["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
+        &[
+            "-l", "-f", VETH_A, "-s", ADDR_A_V6, "-p", PORT, "-v", "7", "-b", "16384", "-n",
+        ],
+        &["-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
+        &["-f", VETH_A],
+    ];
+    for args in cases {
+        let out = ns_cmd(&p.a, &[args, &heap[..]].concat())
+            .output()
+            .expect("run");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
+        if have_heap {
+            assert!(err.contains("skip:"), "{args:?}: {err}");
+            assert!(!err.contains("no dma-buf heaps"), "{args:?}: {err}");
+        } else {
+            assert_eq!(
+                err,
+                "ncdevmem-rs: skip: no dma-buf heaps: cannot open /dev/dma_heap/system (ENOENT \
+                 (No such file or directory)); /dev/dma_heap does not exist: the kernel needs \
+                 CONFIG_DMABUF_HEAPS (and CONFIG_DMABUF_HEAPS_SYSTEM for the system heap)\n",
+                "{args:?}"
+            );
+        }
+    }
+}
+
 /// `-a` (bind-rx autorelease, unmerged series v7–v10) against the running kernel's bind-rx
 /// policy. Without the attribute (6.18 here, 7.3 in the VM suite): `-a 1` is a skip naming the
 /// policy, before the udmabuf preflight and before anything is changed; `-a 0` (what the

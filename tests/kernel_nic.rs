@@ -135,6 +135,7 @@ fn probe_on_veth_is_a_skip_with_a_reason() {
             rx_page_size: None,
             quiet: true,
             teardown_wait: Duration::from_millis(200),
+            memory: None,
         },
         &mut out,
     );

@@ -196,7 +196,7 @@ fn dma_heap_skips_without_heaps() {
             "{DMA_HEAP_DIR} exists on this machine; this test is for kernels without it"
         );
     }
-    let source = MemorySource::parse("--memory", "dma-heap").expect("parse");
+    let source = MemorySource::parse("dma-heap").expect("parse");
     let plan = MemoryPlan::new(&source, None, None).expect("plan");
     for e in [
         plan.preflight().expect_err("preflight must skip"),
@@ -211,7 +211,7 @@ fn dma_heap_skips_without_heaps() {
         );
     }
     // A named heap and -b give the same first answer: the device, before the rx-page-size.
-    let named = MemorySource::parse("--memory", "dma-heap:reserved").expect("parse");
+    let named = MemorySource::parse("dma-heap:reserved").expect("parse");
     let e = MemoryPlan::new(&named, Some(1 << 21), None)
         .expect("plan")
         .preflight()
@@ -251,7 +251,7 @@ fn dma_heap_system_allocates_maps_and_syncs() {
     if !is_root() {
         skip!(T, "needs root to open /dev/dma_heap/system");
     }
-    let source = MemorySource::parse("--memory", "dma-heap:system").expect("parse");
+    let source = MemorySource::parse("dma-heap:system").expect("parse");
     let plan = MemoryPlan::new(&source, None, Some(1 << 20)).expect("plan");
     plan.preflight().expect("preflight");
     let mut mem = plan.allocate().expect("allocate");

@@ -587,6 +587,7 @@ fn probe_params() -> ProbeParams {
         rx_page_size: None,
         quiet: true,
         teardown_wait: WAIT,
+        memory: None,
     }
 }
 

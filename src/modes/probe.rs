@@ -6,6 +6,7 @@ use super::server::require_rx_page_size;
 use super::{await_hugepages, await_release, log, open_nic, pick_queues};
 use crate::cli::ProbeArgs;
 use crate::error::{Error, Result};
+use crate::memory::MemoryPlan;
 use crate::nic::guards::SharedNic;
 use crate::nic::probe::{run_probe, ProbeOutcome, ProbeParams};
 use crate::nic::queues::{QueuePolicy, QUEUE_FREE_WAIT};
@@ -15,12 +16,11 @@ use crate::release::kernel::KernelEnv;
 use crate::release::{self, Holdings, PoolOwner};
 use crate::run_report::{verdict_name, RunReport};
 use crate::signals;
-use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
 
 /// The probe: prints the capability report first (read-only, so a host that cannot run the
 /// checks still shows why; not with `--quiet`), checks what makes the probe a skip (`-b`
-/// without kernel support, no udmabuf) before anything on the NIC changes, then prints one
-/// line per kernel-contract check on stdout.
+/// without kernel support, the memory source's skips) before anything on the NIC changes,
+/// then prints one line per kernel-contract check on stdout.
 ///
 /// The JSON object is written whatever the outcome: `{"report", "probe": {"checks",
 /// "verdict", "reason"}}`, where a probe that ended before its checks (a skip, a failure, a
@@ -30,7 +30,7 @@ use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
 /// signal.
 pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
     let ifindex = a.ifname.index()?;
-    let params = UdmabufParams::new(a.rx_page_size, a.dmabuf_size)?;
+    let plan = MemoryPlan::new(&a.memory, a.rx_page_size, a.dmabuf_size)?;
     let nic = open_nic(&a.ifname);
     let caps = match &nic {
         Ok(n) => {
@@ -45,7 +45,7 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
         }
         Err(_) => None,
     };
-    let (probe, result) = match checks(a, nic, ifindex, &params, report) {
+    let (probe, result) = match checks(a, nic, ifindex, &plan, report) {
         Ok(outcome) => (outcome.to_json(), outcome.verdict()),
         Err(e) => {
             let result = Err(e);
@@ -65,8 +65,8 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
 }
 
 /// The probe after its report: the skips that need no NIC change (`-b` on a kernel whose
-/// bind-rx has no rx-page-size first, the check specific to this request, then udmabuf), the
-/// queue choice, the udmabuf, then the checks ([`run_probe`]), `--verify-restore` (recorded
+/// bind-rx has no rx-page-size first, the check specific to this request, then the memory
+/// source's), the queue choice, the dma-buf, then the checks ([`run_probe`]), `--verify-restore` (recorded
 /// in `report`) and the teardown wait. A stop signal between the steps ends it.
 ///
 /// Errors: what ended it before the checks ran.
@@ -74,15 +74,15 @@ fn checks(
     a: &ProbeArgs,
     nic: Result<SharedNic>,
     ifindex: u32,
-    params: &UdmabufParams,
+    plan: &MemoryPlan,
     report: &RunReport,
 ) -> Result<ProbeOutcome> {
     let mut env = KernelEnv::new(Some(ifindex));
     if let Some(size) = a.rx_page_size {
         require_rx_page_size(size)?;
     }
-    udmabuf::preflight_device(params, &HostPaths::default())?;
-    await_hugepages(&mut env, params.hugepages_needed(), report)?;
+    plan.preflight()?;
+    await_hugepages(&mut env, plan.hugepages_needed(), report)?;
     signals::check()?;
     let nic = nic?;
     if a.skip_nic_config {
@@ -97,8 +97,8 @@ fn checks(
         false => None,
     };
     let choice = pick_queues(&nic, a.queues, QueuePolicy::Probe, false, report)?;
-    let mem = Udmabuf::create(params)?;
-    let hugepages = release::hugepage_goal(&mut env, params.hugepages_needed());
+    let mem = plan.allocate()?;
+    let hugepages = release::hugepage_goal(&mut env, plan.hugepages_needed());
     let dmabuf_fd = u32::try_from(mem.fd().as_raw_fd())
         .map_err(|_| Error::Failure("dma-buf fd does not fit u32".into()))?;
     signals::check()?;
@@ -109,6 +109,7 @@ fn checks(
         rx_page_size: a.rx_page_size,
         quiet: report.quiet(),
         teardown_wait: QUEUE_FREE_WAIT,
+        memory: Some(plan.clone()),
     };
     let stdout = std::io::stdout();
     let outcome = run_probe(&nic, &p, &mut stdout.lock());
@@ -126,7 +127,7 @@ fn checks(
     }
     let ids = &outcome.bindings;
     let what = match ids.len() {
-        0 => format!("the probe's udmabuf for {}", nic.ifname()),
+        0 => format!("the probe's {} for {}", plan.source(), nic.ifname()),
         1 => format!("the probe's dmabuf binding {} on {}", ids[0], nic.ifname()),
         _ => format!("the probe's dmabuf bindings {ids:?} on {}", nic.ifname()),
     };

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::cli::ServerArgs;
 use crate::error::{Error, Result};
+use crate::memory::MemoryPlan;
 use crate::netlink::ctrl::skip_if_family_missing;
 use crate::netlink::netdev::BindRxRequest;
 use crate::nic::queues::QueuePolicy;
@@ -18,19 +19,20 @@ use crate::run_report::RunReport;
 use crate::rx::{RxConfig, UnbindMode};
 use crate::signals::{self, STOP};
 use crate::sys::socket::{self, TcpRxSocket};
-use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
+use crate::with_memory;
 
 /// The devmem RX server: NIC setup (unless `-n`), bind, accept, receive, then every NIC
 /// change undone in reverse order — also on errors, signals (the receive loop returns
 /// `Error::Interrupted`) and panics. `-U 1` and `-U 2` unbind during the receive (series
 /// v10's ncdevmem `unbind_mode`).
 ///
-/// Errors: the skips (no udmabuf, hugepages, `-b`/`-a`/`-A` without kernel support, the NIC
-/// refusing a step), kernel refusals, accept and idle timeouts, validation failures.
+/// Errors: the skips (no udmabuf or dma-buf heap, hugepages, `-b`/`-a`/`-A` without kernel
+/// support, a `-b` the heap cannot serve, the NIC refusing a step), kernel refusals, accept and
+/// idle timeouts, validation failures.
 pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     let ifname = &a.nic.ifname;
     let ifindex = ifname.index()?;
-    let params = UdmabufParams::new(a.rx_page_size, a.dmabuf_size)?;
+    let plan = MemoryPlan::new(&a.memory, a.rx_page_size, a.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created or changed;
     // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
     // kernel's bind-rx policy.
@@ -39,7 +41,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         .map(|want| bind_autorelease_attr(want, report))
         .transpose()?
         .flatten();
-    udmabuf::preflight_device(&params, &HostPaths::default())?;
+    plan.preflight()?;
     if a.so_autorelease.is_some() {
         socket::probe_devmem_autorelease()?;
     }
@@ -47,7 +49,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         require_rx_page_size(size)?;
     }
     let mut env = KernelEnv::new(Some(ifindex));
-    await_hugepages(&mut env, params.hugepages_needed(), report)?;
+    await_hugepages(&mut env, plan.hugepages_needed(), report)?;
     // A stop signal is acted on between the steps (and between the NIC setup steps, see
     // `crate::nic::setup`), not only once the receive loop runs.
     signals::check()?;
@@ -66,10 +68,10 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     )?;
     let (start, num) = (choice.start, choice.num);
     log!(report, "using queues {start}..={}", start + num - 1);
-    let mem = Udmabuf::create(&params)?;
-    let hugepages = release::hugepage_goal(teardown.env(), params.hugepages_needed());
+    let mem = plan.allocate()?;
+    let hugepages = release::hugepage_goal(teardown.env(), plan.hugepages_needed());
     teardown.hold(Holdings {
-        what: format!("the udmabuf for {ifname}"),
+        what: format!("the {} for {ifname}", plan.source()),
         queues: choice.queues(),
         pools: PoolOwner::Nothing,
         hugepages,
@@ -80,7 +82,10 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         .ifname(ifname.as_str())
         .rx_page_size(a.rx_page_size)
         .autorelease(autorelease);
-    let id = nic.setup().bind(&request)?;
+    let id = nic
+        .setup()
+        .bind(&request)
+        .map_err(|e| plan.bind_refusal(e))?;
     if let Some(held) = teardown.held() {
         held.what = format!("dmabuf binding {id} on {ifname}");
         held.pools = PoolOwner::Dmabuf(vec![id]);
@@ -88,10 +93,10 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     shared.interrupted()?;
     log!(
         report,
-        "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
+        "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes, {}{})",
         start + num - 1,
-        params.size_bytes,
-        if params.hugetlb { ", hugetlb" } else { "" },
+        plan.size_bytes(),
+        plan.describe(),
         match a.rx_page_size {
             Some(n) => format!(", rx-page-size {n}"),
             None => String::new(),
@@ -99,7 +104,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     );
 
     let niov_size = a.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
-    let buffers = params.size_bytes / u64::from(niov_size);
+    let buffers = plan.size_bytes() / u64::from(niov_size);
     let plan = rcvbuf_plan(&a.rx, Some(ifname), buffers, niov_size);
     let mut conn = listen_and_accept(&a.rx, Some(&plan), report)?;
     if let Some(on) = a.so_autorelease {
@@ -137,15 +142,16 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         io_uring_ifindex: None,
         buffers,
     };
-    let received = receive_and_report(
+    // The memory's type is resolved here, once: the receive loop is compiled per source.
+    let received = with_memory!(&mem, m => receive_and_report(
         &a.rx,
         &mut conn,
-        Some(&mem),
+        Some(m),
         &rx_cfg,
         Some(&stall),
         unbind_after_first_data,
         report,
-    );
+    ));
 
     drop(conn);
     // The connection is closed: what other CPUs still hold of its buffers is freed now, so
