@@ -996,7 +996,7 @@ fn bind_tx_netdevsim(ctx: &Ctx) -> CaseResult {
     };
     println!("  bind_tx_netdevsim: kernel refused bind-tx: {refusal}");
     match devmem_tx::bind_tx(&netdev, ifindex, &ifname, buf.fd()) {
-        Err(Error::Skip(m)) if m.contains(&refusal) => {}
+        Err(Error::Skip(m)) if m.to_string().contains(&refusal) => {}
         other => {
             return Err(format!(
                 "tx::bind_tx: expected a skip carrying {refusal:?}, got {other:?}"

@@ -18,8 +18,10 @@ import os
 import random
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 from ksft_proc import (
@@ -348,7 +350,9 @@ PROBE_RX_PAGE_SIZES = (0, LARGE_NIOV_RX_PAGE_SIZE)
 
 def probe_all(binary, ifname, timeout):
     """Runs the probe (``-f IF [-b BYTES] --verify-restore``) for each of PROBE_RX_PAGE_SIZES, the
-    larger ones with ``vm.nr_hugepages`` raised (HugePages; restored after).
+    larger ones with ``vm.nr_hugepages`` raised (HugePages; restored after) only when the
+    default size passed: otherwise no case runs (probe_verdict looks at the default first), and
+    the host-wide setting is left alone.
     Returns ``{size: (exit code, stderr)}``; a size whose hugepages cannot be
     raised gets ``(EXIT_SKIP, "skip: <why>")``."""
     out = {}
@@ -356,7 +360,7 @@ def probe_all(binary, ifname, timeout):
         argv = probe_argv(binary, ifname, size or None)
         try:
             with contextlib.ExitStack() as stack:
-                if size:
+                if size and out.get(0, (EXIT_OK,))[0] == EXIT_OK:
                     stack.enter_context(HugePages())
                 with local_proc(argv, name="probe") as p:
                     rc = p.wait(timeout)
@@ -387,35 +391,70 @@ def require_devmem(ctx, rx_page_size=None):
     probe_verdict(ctx.probes, ctx.ifname, rx_page_size)
 
 
+def _interrupted(signum, _frame):
+    """A SIGTERM or SIGHUP while HugePages holds the setting raised: unwind as Ctrl-C does."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 class HugePages:
     """Makes sure ``vm.nr_hugepages`` is at least ``want`` while in the
-    ``with`` block and restores the value found on entry.  Skips when it
+    ``with`` block and restores the value found on entry, on every way out:
+    an exception, Ctrl-C, and SIGTERM or SIGHUP (the kselftest runner's
+    timeout), which unwind like Ctrl-C while the setting is raised unless
+    someone else handles them (the kernel's ksft_run does).  Skips when it
     cannot be raised."""
+
+    STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self, want=HUGEPAGES_WANTED, path="/proc/sys/vm/nr_hugepages"):
         self.want = want
         self.path = path
         self.orig = None
+        self.handlers = {}
 
     def __enter__(self):
         with open(self.path, encoding="ascii") as f:
             orig = int(f.read().strip())
         if orig < self.want:
+            # Handlers first: a signal between the write and the with block must not leave
+            # the value raised.
+            self._catch_stop_signals()
             try:
                 with open(self.path, "w", encoding="ascii") as f:
                     f.write(f"{self.want}\n")
             except OSError as exc:
+                self._release_stop_signals()
                 skip(f"cannot raise vm.nr_hugepages from {orig} to {self.want}: {exc}")
+            except BaseException:
+                self.orig = orig
+                self.__exit__()
+                raise
             self.orig = orig
             log(f"vm.nr_hugepages: {orig} -> {self.want}")
         return self
 
     def __exit__(self, *exc):
-        if self.orig is not None:
-            with open(self.path, "w", encoding="ascii") as f:
-                f.write(f"{self.orig}\n")
-            log(f"vm.nr_hugepages restored to {self.orig}")
+        try:
+            if self.orig is not None:
+                with open(self.path, "w", encoding="ascii") as f:
+                    f.write(f"{self.orig}\n")
+                log(f"vm.nr_hugepages restored to {self.orig}")
+                self.orig = None
+        finally:
+            self._release_stop_signals()
         return False
+
+    def _catch_stop_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers
+        for sig in self.STOP_SIGNALS:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                self.handlers[sig] = signal.signal(sig, _interrupted)
+
+    def _release_stop_signals(self):
+        while self.handlers:
+            sig, old = self.handlers.popitem()
+            signal.signal(sig, old)
 
 
 def nic_snapshot(ifname):
@@ -623,10 +662,9 @@ def run_rx_large_niov(ctx):
     """check_rx_large_niov: ``-b 16384`` with payloads of LARGE_NIOV_SIZES,
     with vm.nr_hugepages raised to 64 (restored after)."""
     with NicUnchanged(ctx):
-        require_devmem(ctx)
+        require_devmem(ctx, LARGE_NIOV_RX_PAGE_SIZE)
         peer = ctx.peer()
         with HugePages():
-            require_devmem(ctx, LARGE_NIOV_RX_PAGE_SIZE)
             for size in LARGE_NIOV_SIZES:
                 port = rand_port()
                 argv = devmem_rx_argv(ctx.bin, ctx.ifname, ctx.addr, port, client=ctx.remote_addr,

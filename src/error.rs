@@ -40,6 +40,9 @@ pub struct NlError {
     pub missing_attr: Option<u32>,
     /// `NLMSGERR_ATTR_MISS_NEST`: offset of the nest in which `missing_attr` was missing.
     pub missing_nest: Option<String>,
+    /// What was wrong with the extended ack (a malformed attribute, text that is not UTF-8),
+    /// when something was; the errno is the kernel's all the same.
+    pub ack_problem: Option<String>,
 }
 
 impl fmt::Display for NlError {
@@ -61,6 +64,9 @@ impl fmt::Display for NlError {
                 write!(f, " in {n}")?;
             }
         }
+        if let Some(p) = &self.ack_problem {
+            write!(f, "; extended ack malformed: {p}")?;
+        }
         Ok(())
     }
 }
@@ -71,8 +77,8 @@ pub enum Error {
     /// Bad command line: flag, value or combination. Exit 2.
     Usage(String),
     /// The environment lacks a capability (no udmabuf, no hugepages, not root, driver without
-    /// queue management). Exit 4. The text names what is missing.
-    Skip(String),
+    /// queue management): what is missing ([`crate::caps`]). Exit 4.
+    Skip(crate::caps::Missing),
     /// A system call failed. `call` names it, e.g. `"setsockopt(SO_DEVMEM_DONTNEED)"`.
     Sys {
         /// The call and its object, e.g. `"open(/dev/udmabuf)"`.
@@ -302,6 +308,7 @@ mod tests {
             bad_attr: Some("NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE".into()),
             missing_attr: None,
             missing_nest: None,
+            ack_problem: None,
         };
         assert_eq!(
             e.to_string(),
@@ -313,7 +320,10 @@ mod tests {
     #[test]
     fn exit_codes_follow_design() {
         assert_eq!(Error::Usage("x".into()).exit_code(), 2);
-        assert_eq!(Error::Skip("x".into()).exit_code(), 4);
+        assert_eq!(
+            Error::Skip(crate::caps::Missing::ChannelConfig).exit_code(),
+            4
+        );
         assert_eq!(Error::Failure("x".into()).exit_code(), 1);
         assert_eq!(Error::sys("x", libc::EFAULT).exit_code(), 1);
         assert_eq!(Error::Interrupted(2).exit_code(), 1);

@@ -51,6 +51,7 @@ compile_error!(
 
 pub mod app;
 pub(crate) mod backoff;
+pub mod caps;
 pub mod cli;
 pub mod conn;
 pub mod error;

@@ -203,24 +203,6 @@ impl MemoryPlan {
     }
 }
 
-/// A failed `open` of a source's device (`/dev/udmabuf`, `/dev/dma_heap/NAME`) that means
-/// this host cannot run with that source (a skip).
-pub(crate) enum OpenRefusal {
-    /// `ENOENT`, `ENODEV`, `ENXIO`: no such device in this kernel.
-    Missing,
-    /// `EACCES`, `EPERM`: not root.
-    NoAccess,
-}
-
-/// Sorts the errno of a failed device `open`: `None` for one that is not a skip.
-pub(crate) fn open_refusal(errno: i32) -> Option<OpenRefusal> {
-    match errno {
-        libc::ENOENT | libc::ENODEV | libc::ENXIO => Some(OpenRefusal::Missing),
-        libc::EACCES | libc::EPERM => Some(OpenRefusal::NoAccess),
-        _ => None,
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The allocated buffer
 // ---------------------------------------------------------------------------------------------

@@ -21,12 +21,14 @@
 //!   table (`attr_struct!`) giving its constants and a struct whose `from_attrs` skips unknown
 //!   attributes; nlctrl's nests, read by hand, take their constants from `kernel_names!`.
 //! * [`resolve_family`]: `CTRL_CMD_GETFAMILY` (family id, version, multicast groups). A missing
-//!   family is `ENOENT`; [`skip_if_family_missing`] turns that into [`crate::Error::Skip`].
+//!   family is `ENOENT`, which [`crate::caps::skip_if_family_missing`] (policy, above this
+//!   layer) turns into a skip.
 //!
 //! # Example
 //!
 //! ```no_run
-//! use ncdevmem::netlink::{netdev::Netdev, skip_if_family_missing};
+//! use ncdevmem::caps::skip_if_family_missing;
+//! use ncdevmem::netlink::netdev::Netdev;
 //!
 //! let mut nd = skip_if_family_missing(Netdev::open(), "netdev")?;
 //! for q in nd.queue_get_dump(4)? {
@@ -49,7 +51,7 @@ pub mod netdev;
 pub mod socket;
 
 pub use attr::{Attr, AttrIter, AttrWriter};
-pub use ctrl::{is_family_missing, resolve_family, skip_if_family_missing, Family, McastGroup};
+pub use ctrl::{is_family_missing, resolve_family, Family, McastGroup};
 pub use socket::{GenlReply, GenlRequest, NlSocket};
 
 /// `"eth0 (ifindex 4)"`, or `"ifindex 4"` when the name is unknown; used in error targets.

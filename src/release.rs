@@ -33,6 +33,7 @@
 
 use std::time::Duration;
 
+use crate::caps::Missing;
 use crate::error::{Error, Result};
 use crate::netlink::netdev::{PagePoolInfo, QueueInfo};
 use crate::nic::queues::{describe_owned, owned_rx, QueueOwner};
@@ -476,28 +477,29 @@ pub fn await_hugepages(env: &mut dyn Env, needed: u64, bound: Duration) -> Resul
         prev = now.available();
         let quiet = pools.is_empty() && elapsed.saturating_sub(last_activity) >= QUIET;
         if quiet || elapsed >= bound {
-            let mut msg = match now.require(needed) {
-                Err(Error::Skip(m)) => m,
-                _ => format!("need {needed} free 2 MiB hugepages"),
-            };
-            if !pools.is_empty() {
-                msg.push_str(&format!(
+            let mut waited = if !pools.is_empty() {
+                format!(
                     "; after waiting {:.1} s a previous binding still holds them: {}",
                     elapsed.as_secs_f64(),
                     describe_pools(&pools)
-                ));
+                )
             } else if !held_by.is_empty() || now.available() > first.available() {
-                msg.push_str(&format!(
-                    "; waited {:.1} s while a previous binding was torn down ({} free at \
-                     first)",
+                format!(
+                    "; waited {:.1} s while a previous binding was torn down ({} free at first)",
                     elapsed.as_secs_f64(),
                     first.available()
-                ));
-            }
+                )
+            } else {
+                String::new()
+            };
             if let Some(e) = pools_error {
-                msg.push_str(&format!(" (page-pool-get failed: {e})"));
+                waited.push_str(&format!(" (page-pool-get failed: {e})"));
             }
-            return Err(Error::Skip(msg));
+            return Err(Error::Skip(Missing::Hugepages {
+                needed,
+                pool: Some(now),
+                waited: Some(waited).filter(|w| !w.is_empty()),
+            }));
         }
         env.sleep(POLL_INTERVAL.min(bound.saturating_sub(elapsed)));
     }

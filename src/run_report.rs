@@ -181,6 +181,7 @@ fn write_summary(path: &Path, json: &serde_json::Value, result: Result<()>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::caps::Missing;
 
     /// A summary that cannot be written never hides the run's own verdict: a skip stays a skip
     /// (exit 4), a failure keeps its message; only a run that succeeded fails with it.
@@ -188,9 +189,9 @@ mod tests {
     fn a_json_write_failure_keeps_the_runs_verdict() {
         let gone = std::path::Path::new("/nonexistent-dir-ncdevmem/x.json");
         let json = serde_json::json!({"ok": false});
-        let e = write_summary(gone, &json, Err(Error::Skip("no udmabuf".into()))).unwrap_err();
+        let e = write_summary(gone, &json, Err(Error::Skip(Missing::ChannelConfig))).unwrap_err();
         assert_eq!(e.exit_code(), crate::error::EXIT_SKIP, "{e}");
-        assert_eq!(e.to_string(), "skip: no udmabuf");
+        assert_eq!(e.to_string(), format!("skip: {}", Missing::ChannelConfig));
         let e = write_summary(gone, &json, Err(Error::Failure("mismatch".into()))).unwrap_err();
         assert_eq!(e.to_string(), "mismatch");
         let e = write_summary(gone, &json, Ok(())).unwrap_err();
@@ -219,7 +220,7 @@ mod tests {
     #[test]
     fn a_nic_left_changed_beats_a_skip_not_a_failure() {
         let changed = || Err(Error::Failure("RSS table differs".into()));
-        for run in [Ok(()), Err(Error::Skip("no ntuple".into()))] {
+        for run in [Ok(()), Err(Error::Skip(Missing::ChannelConfig))] {
             let r = report();
             r.verified(changed());
             let e = r.finish(run).unwrap_err();
@@ -233,7 +234,9 @@ mod tests {
         assert_eq!(e.to_string(), "mismatch");
         let r = report();
         r.verified(Ok(()));
-        let e = r.finish(Err(Error::Skip("no ntuple".into()))).unwrap_err();
+        let e = r
+            .finish(Err(Error::Skip(Missing::ChannelConfig)))
+            .unwrap_err();
         assert_eq!(e.exit_code(), crate::error::EXIT_SKIP);
     }
 }

@@ -773,10 +773,19 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 Err(e) => return Err(Error::sys(self.recv_call(), e)),
             };
             polled_readable = false;
-            backoff.reset();
-            if o.bytes == 0 && o.control_len == 0 {
-                return Ok(());
+            if o.bytes == 0 {
+                if o.control_len == 0 {
+                    return Ok(());
+                }
+                // Control data and no bytes (6.18 answers so with TCP_INQ set): neither EOF nor
+                // data. Its cmsgs are handled (tokens queued), but a run of such calls is idle
+                // for the timeout and backs off like a transient error instead of spinning.
+                self.stats.control_only_recvmsgs += 1;
+                self.batch(&data, &control, o)?;
+                backoff.pause();
+                continue;
             }
+            backoff.reset();
             last_data = Instant::now();
             self.sink.data_arrived();
             self.batch(&data, &control, o)?;

@@ -73,6 +73,9 @@ pub struct RxStats {
     pub poll_calls: u64,
     /// `recvmsg` (or poll) calls that failed with `EINTR` and were retried.
     pub eintr_retries: u64,
+    /// `recvmsg` calls that returned 0 bytes with control data: neither EOF nor data (idle for
+    /// the timeout; the loop pauses before the next try).
+    pub control_only_recvmsgs: u64,
     /// Bytes checked against the test stream (0 without validation).
     pub validated_bytes: u64,
     /// Bytes that did not match the test stream.
@@ -216,8 +219,13 @@ impl RxStats {
             s.push_str("; binding gone (recvmsg answered ENODEV after the -U 1 unbind)");
         }
         if self.mode != RxMode::Zcrx {
+            let control_only = match self.control_only_recvmsgs {
+                0 => String::new(),
+                n => format!(", {n} with control data and no bytes"),
+            };
             s.push_str(&format!(
-                "; recvmsg calls: {} ({} spurious EAGAIN, {} EINTR retries), poll calls: {}",
+                "; recvmsg calls: {} ({} spurious EAGAIN, {} EINTR retries{control_only}), poll \
+                 calls: {}",
                 self.recvmsg_calls, self.eagain_retries, self.eintr_retries, self.poll_calls
             ));
             if self.bytes > 0 {
@@ -296,7 +304,7 @@ impl RxStats {
     /// (`"devmem"` | `"plain TCP"` | `"io_uring zcrx"`), `bytes`, `dmabuf_frags`, `dmabuf_bytes`,
     /// `max_dmabuf_frag` (bytes), `linear_frags`,
     /// `linear_bytes`, `plain_bytes`, `tokens_released`, `dontneed_calls`, `recvmsg_calls`,
-    /// `eagain_retries`, `eintr_retries`, `poll_calls`, `cpu_user_s`, `cpu_sys_s` (seconds over
+    /// `eagain_retries`, `eintr_retries`, `control_only_recvmsgs`, `poll_calls`, `cpu_user_s`, `cpu_sys_s` (seconds over
     /// the receive, null when unknown), `cpu_utilisation` (fraction of one CPU, null when
     /// unknown), `validated_bytes`, `mismatches`, `stream` (`"period
     /// 7"`, `"seed 42"` or null), `crc32` (number), `elapsed_s` (seconds, float), `gbit_per_s`
@@ -320,6 +328,7 @@ impl RxStats {
             "recvmsg_calls": self.recvmsg_calls,
             "eagain_retries": self.eagain_retries,
             "eintr_retries": self.eintr_retries,
+            "control_only_recvmsgs": self.control_only_recvmsgs,
             "poll_calls": self.poll_calls,
             "cpu_user_s": self.cpu.map(|c| c.user.as_secs_f64()),
             "cpu_sys_s": self.cpu.map(|c| c.sys.as_secs_f64()),
@@ -644,6 +653,22 @@ mod tests {
         assert_eq!(gbit_per_s(100, Duration::ZERO), 0.0);
     }
 
+    /// `recvmsg` calls with control data and no bytes are named in the summary when there were
+    /// any, and always in the JSON.
+    #[test]
+    fn control_only_recvmsgs_are_shown_when_any() {
+        let s = RxStats {
+            control_only_recvmsgs: 3,
+            ..sample()
+        };
+        let line = s.summary_line();
+        assert!(
+            line.contains("recvmsg calls: 5 (1 spurious EAGAIN, 2 EINTR retries, 3 with control data and no bytes), poll calls: 4"),
+            "{line}"
+        );
+        assert_eq!(s.to_json()["control_only_recvmsgs"], 3);
+    }
+
     #[test]
     fn summary_line_names_every_counter() {
         assert_eq!(
@@ -744,7 +769,8 @@ mod tests {
         assert_eq!(v["crc32"], 0xCBF4_3926u32);
         assert_eq!(v["stream"], "period 7");
         assert_eq!(v["binding_gone"], false);
-        assert_eq!(v.as_object().unwrap().len(), 24);
+        assert_eq!(v["control_only_recvmsgs"], 0);
+        assert_eq!(v.as_object().unwrap().len(), 25);
         // Only the final file is left behind.
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

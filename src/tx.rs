@@ -244,13 +244,7 @@ pub fn bind_tx(
 ) -> Result<DmabufBinding> {
     let binding = netdev
         .bind_tx(ifindex, dmabuf_fd)
-        .map_err(|e| match e.errno() {
-            Some(libc::EOPNOTSUPP) => {
-                Error::Skip(format!("{ifname} does not support devmem TX: {e}"))
-            }
-            Some(libc::EPERM) => Error::Skip(format!("bind-tx is not permitted here: {e}")),
-            _ => e,
-        })?;
+        .map_err(|e| crate::caps::classify(e, crate::caps::Op::BindTx { ifname }))?;
     if binding.id() == 0 {
         return Err(Error::Failure(format!(
             "netdev bind-tx on {}: the kernel replied with binding id 0, which sendmsg would \

@@ -34,8 +34,9 @@ use std::io::ErrorKind;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use crate::caps::{classify, Missing, Op};
 use crate::error::{Error, Result};
-use crate::memory::{open_refusal, MappedDmaBuf, OpenRefusal};
+use crate::memory::MappedDmaBuf;
 use crate::sys::mmap::MappedRegion;
 use crate::sys::{self, uapi};
 
@@ -189,11 +190,10 @@ pub fn read_size_limit_mb(path: &Path) -> Result<Option<u64>> {
 pub fn check_size_limit(size_bytes: u64, limit_mb: u64) -> Result<()> {
     let limit_bytes = limit_mb.saturating_mul(1 << 20);
     if size_bytes > limit_bytes {
-        return Err(Error::Skip(format!(
-            "udmabuf size {size_bytes} bytes exceeds the udmabuf module's size_limit_mb of \
-             {limit_mb} MiB ({limit_bytes} bytes, {SIZE_LIMIT_MB_PATH}); choose a smaller size \
-             or raise udmabuf.size_limit_mb"
-        )));
+        return Err(Error::Skip(Missing::UdmabufSizeLimit {
+            size_bytes,
+            limit_mb,
+        }));
     }
     Ok(())
 }
@@ -251,10 +251,9 @@ impl HugepageStatus {
     /// `Error::Skip`; unreadable or garbage files are `Error::Sys` / `Error::Decode`.
     pub fn read_at(paths: &HostPaths) -> Result<Self> {
         let free = read_u64_file(&paths.free_hugepages)?.ok_or_else(|| {
-            Error::Skip(format!(
-                "no 2 MiB hugepage pool ({} missing; kernel without CONFIG_HUGETLBFS?)",
-                paths.free_hugepages.display()
-            ))
+            Error::Skip(Missing::HugepagePool {
+                path: paths.free_hugepages.clone(),
+            })
         })?;
         let nr = read_u64_file(&paths.nr_hugepages)?.unwrap_or(0);
         let resv = read_u64_file(&paths.resv_hugepages)?.unwrap_or(0);
@@ -279,20 +278,11 @@ impl HugepageStatus {
 
 /// The skip for missing hugepages; `status` adds the current numbers and the sysctl to run.
 fn hugepage_skip(needed: u64, status: Option<&HugepageStatus>) -> Error {
-    match status {
-        Some(s) => {
-            let have = s.available();
-            let target = s.nr.saturating_add(needed.saturating_sub(have));
-            Error::Skip(format!(
-                "need {needed} free 2 MiB hugepages, have {have}; raise vm.nr_hugepages \
-                 (now {}; e.g. `sysctl vm.nr_hugepages={target}`)",
-                s.nr
-            ))
-        }
-        None => Error::Skip(format!(
-            "need {needed} free 2 MiB hugepages, have fewer; raise vm.nr_hugepages"
-        )),
-    }
+    Error::Skip(Missing::Hugepages {
+        needed,
+        pool: status.copied(),
+        waited: None,
+    })
 }
 
 /// `e` from a hugetlb mmap or `UDMABUF_CREATE` of `needed` 2 MiB pages (0: not hugetlb): an
@@ -321,33 +311,13 @@ fn read_u64_file(path: &Path) -> Result<Option<u64>> {
 
 /// Opens the udmabuf device at `dev` `O_RDWR|O_CLOEXEC`. Errors: a missing device (`ENOENT`,
 /// `ENODEV`, `ENXIO`) is `Error::Skip` ("no udmabuf: ...", naming `CONFIG_UDMABUF`), `EACCES`
-/// or `EPERM` is `Error::Skip` (needs root), anything else `Error::Sys`.
+/// or `EPERM` is `Error::Skip` (needs root) — [`classify`] with [`Op::UdmabufOpen`] —
+/// anything else `Error::Sys`.
 pub fn open_device(dev: &Path) -> Result<OwnedFd> {
     sys::udmabuf::open_device(dev).map_err(|errno| {
-        let text = open_failure(dev, errno);
-        match open_refusal(errno) {
-            Some(OpenRefusal::Missing) => Error::Skip(format!("no udmabuf: {text}")),
-            Some(OpenRefusal::NoAccess) => Error::Skip(text),
-            None => Error::sys(format!("open({}, O_RDWR)", dev.display()), errno),
-        }
+        let e = Error::sys(format!("open({}, O_RDWR)", dev.display()), errno);
+        classify(e, Op::UdmabufOpen { dev })
     })
-}
-
-/// What a failed `open` of the udmabuf device at `dev` with `errno` means, as one sentence:
-/// `cannot open /dev/udmabuf (ENOENT (...)); the kernel needs CONFIG_UDMABUF ...`.
-pub fn open_failure(dev: &Path, errno: i32) -> String {
-    let why = match open_refusal(errno) {
-        Some(OpenRefusal::Missing) => {
-            "; the kernel needs CONFIG_UDMABUF (built in, or the udmabuf module loaded)"
-        }
-        Some(OpenRefusal::NoAccess) => ": needs root or write access to the device",
-        None => "",
-    };
-    format!(
-        "cannot open {} ({}){why}",
-        dev.display(),
-        crate::error::errno_display(errno)
-    )
 }
 
 /// Checks everything that can make a udmabuf allocation a skip, before anything is created, in
@@ -463,10 +433,7 @@ impl Memfd {
         let fd = memfd_create(name, flags).map_err(|errno| {
             let errno = errno as i32;
             if hugetlb && matches!(errno, libc::EINVAL | libc::ENODEV) {
-                return Error::Skip(format!(
-                    "no 2 MiB hugetlb memfd: memfd_create(MFD_HUGETLB|MFD_HUGE_2MB): {}",
-                    crate::error::errno_display(errno)
-                ));
+                return Error::Skip(Missing::HugetlbMemfd { errno });
             }
             Error::sys(
                 format!("memfd_create({name:?}, 0x{:x})", flags.bits()),

@@ -16,10 +16,10 @@ use std::fmt::Debug;
 use std::os::fd::{AsFd, OwnedFd};
 
 use common::NetNs;
+use ncdevmem::caps::skip_if_family_missing;
 use ncdevmem::error::{Error, NlError};
 use ncdevmem::netlink::ethtool::{shrink_rx_request, Ethtool, TcpDataSplit};
 use ncdevmem::netlink::netdev::{BindRxRequest, QueueType};
-use ncdevmem::netlink::skip_if_family_missing;
 use ncdevmem::nic::guards::SharedNic;
 use ncdevmem::nic::real::RealNic;
 use ncdevmem::nic::setup::FlowTarget;
@@ -78,7 +78,7 @@ fn channels_set_is_applied_and_restored() {
     let _in = ns.enter().expect("enter netns");
     let mut et = match skip_if_family_missing(Ethtool::open(), "ethtool") {
         Ok(et) => et,
-        Err(Error::Skip(r)) => return common::print_skip(test, &r),
+        Err(Error::Skip(r)) => return common::print_skip(test, &r.to_string()),
         Err(e) => panic!("open ethtool: {e}"),
     };
     let mut nd = ncdevmem::netlink::netdev::Netdev::open().expect("netdev family");
@@ -151,7 +151,7 @@ fn rings_set_refused_on_veth() {
     let _in = ns.enter().expect("enter netns");
     let mut et = match skip_if_family_missing(Ethtool::open(), "ethtool") {
         Ok(et) => et,
-        Err(Error::Skip(r)) => return common::print_skip(test, &r),
+        Err(Error::Skip(r)) => return common::print_skip(test, &r.to_string()),
         Err(e) => panic!("open ethtool: {e}"),
     };
     let e = nl_err(et.rings_get(ifindex));

@@ -12,10 +12,11 @@ mod common;
 use std::os::fd::{AsFd, OwnedFd};
 
 use common::{NetNs, NetNsPair};
+use ncdevmem::caps::skip_if_family_missing;
 use ncdevmem::error::{Error, NlError, EXIT_SKIP};
 use ncdevmem::netlink::ethtool::Ethtool;
 use ncdevmem::netlink::netdev::{BindRxRequest, Netdev, QueueNest, QueueType};
-use ncdevmem::netlink::{is_family_missing, resolve_family, skip_if_family_missing, NlSocket};
+use ncdevmem::netlink::{is_family_missing, resolve_family, NlSocket};
 
 /// Root and `ip` available: a namespace with veth0–veth1, not yet entered.
 fn veth_ns(test: &str) -> Option<NetNs> {
@@ -31,7 +32,7 @@ fn netdev(test: &str) -> Option<Netdev> {
     match skip_if_family_missing(Netdev::open(), "netdev") {
         Ok(n) => Some(n),
         Err(Error::Skip(reason)) => {
-            common::print_skip(test, &reason);
+            common::print_skip(test, &reason.to_string());
             None
         }
         Err(e) => panic!("open netdev: {e}"),
@@ -292,7 +293,7 @@ fn ethtool_channels_and_rings_on_veth() {
     let _in = ns.enter().expect("enter netns");
     let mut et = match skip_if_family_missing(Ethtool::open(), "ethtool") {
         Ok(et) => et,
-        Err(Error::Skip(r)) => return common::print_skip(test, &r),
+        Err(Error::Skip(r)) => return common::print_skip(test, &r.to_string()),
         Err(e) => panic!("open ethtool: {e}"),
     };
     let c = et.channels_get(ifindex).expect("channels-get veth0");

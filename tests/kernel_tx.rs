@@ -20,9 +20,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::NetNs;
+use ncdevmem::caps::skip_if_family_missing;
 use ncdevmem::error::{Error, EXIT_SKIP};
 use ncdevmem::netlink::netdev::Netdev;
-use ncdevmem::netlink::skip_if_family_missing;
 use ncdevmem::sys::mmap::MappedRegion;
 use ncdevmem::sys::socket;
 use ncdevmem::sys::uapi::walk_cmsgs;
@@ -90,7 +90,7 @@ fn bind_tx_on_veth_is_a_skip_with_the_kernels_message() {
     let _in = ns.enter().expect("enter netns");
     let nd = match skip_if_family_missing(Netdev::open(), "netdev") {
         Ok(n) => n,
-        Err(Error::Skip(r)) => return common::print_skip(test, &r),
+        Err(Error::Skip(r)) => return common::print_skip(test, &r.to_string()),
         Err(e) => panic!("open netdev: {e}"),
     };
     let memfd = Memfd::create(c"ncdevmem-test-tx", 1 << 20, false).expect("memfd");

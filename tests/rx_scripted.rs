@@ -1237,6 +1237,62 @@ fn transient_errors_forever_back_off_instead_of_spinning() {
     }
 }
 
+/// A socket that is always readable and whose every `recvmsg` returns 0 bytes with a
+/// control message (6.18 does this with `TCP_INQ` set: a `TCP_CM_INQ` cmsg and no data),
+/// which is neither EOF nor data.
+struct ControlOnlyForever {
+    calls: u64,
+}
+
+impl RxSocket for ControlOnlyForever {
+    fn recvmsg(&mut self, _: &mut [u8], control: &mut [u8], _: bool) -> Result<RecvOutcome, i32> {
+        self.calls += 1;
+        // SOL_TCP (6) / TCP_CM_INQ (36) with an i32 of 0: cmsg_len 20, CMSG_SPACE 24.
+        let mut c = [0u8; 24];
+        c[..16].copy_from_slice(&ncdevmem::sys::uapi::encode_cmsghdr(4, 6, 36));
+        control[..24].copy_from_slice(&c);
+        Ok(RecvOutcome {
+            bytes: 0,
+            msg_flags: 0,
+            control_len: 24,
+        })
+    }
+    fn dontneed(&mut self, _: &[dmabuf_token]) -> Result<usize, i32> {
+        Ok(0)
+    }
+    fn wait_readable(&mut self, _: Duration) -> Result<bool, i32> {
+        Ok(true)
+    }
+}
+
+/// `recvmsg` calls that return 0 bytes with control data are counted, do not count as data
+/// for `--timeout` (a run of them is idle) and do not spin: 300 ms of them cost a few dozen
+/// calls. (Before: each reset the idle timer, so the run never ended, at 100% CPU.)
+#[test]
+fn control_only_recvmsgs_are_idle_and_back_off() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mem = VecMemory::new(1 << 20);
+        let mut sock = ControlOnlyForever { calls: 0 };
+        let cfg = RxConfig {
+            idle_timeout: Some(Duration::from_millis(300)),
+            poll_tick: Duration::from_millis(200),
+            ..cfg()
+        };
+        let r = run_with(&mut sock, &mem, &cfg, &AtomicI32::new(0));
+        let _ = tx.send((r.result, r.stats, sock.calls));
+    });
+    // A watchdog, not a timing assert: the loop must end at all (its idle timeout is 300 ms).
+    let (result, stats, calls) = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the receive never ended: control-only recvmsgs reset the idle timer");
+    assert!(matches!(result, Err(Error::Timeout(_))), "{result:?}");
+    assert!(calls < 100, "{calls} recvmsg calls in 300 ms");
+    assert_eq!(stats.control_only_recvmsgs, calls);
+    assert_eq!(stats.recvmsg_calls, calls);
+    assert_eq!(stats.bytes, 0);
+}
+
 /// `-U` and the "binding gone" verdict: `recvmsg(MSG_SOCK_DEVMEM)` answering ENODEV (a
 /// kernel with the autorelease series once the binding has no users: unbound before this
 /// socket's first devmem recvmsg, autorelease 0).

@@ -300,6 +300,95 @@ def test_hugepages_raised_and_restored(tmp_path):
     assert path.read_text() == "128\n"
 
 
+class _FakeProbe:
+    """local_proc's stand-in for probe_all: exits with ``rcs[size]``, 0 = the default size."""
+
+    def __init__(self, rcs, log):
+        self.rcs, self.log = rcs, log
+
+    def __call__(self, argv, name=None):
+        size = int(argv[argv.index("-b") + 1]) if "-b" in argv else 0
+        fake = self
+
+        class Proc:
+            stderr = "ncdevmem-rs: skip: no udmabuf\n" if fake.rcs[size] == 4 else ""
+
+            def __enter__(self):
+                fake.log.append(("probe", size))
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def wait(self, timeout):
+                return fake.rcs[size]
+
+        return Proc()
+
+
+class _RecordingHugePages:
+    """HugePages' stand-in: records when it is entered."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __call__(self, *args, **kw):
+        log = self.log
+
+        class Raised:
+            def __enter__(self):
+                log.append("hugepages raised")
+                return self
+
+            def __exit__(self, *exc):
+                log.append("hugepages restored")
+                return False
+
+        return Raised()
+
+
+def test_hugepages_raised_only_when_a_case_will_run(monkeypatch):
+    """vm.nr_hugepages is host-wide: the probe of a larger rx-page-size raises it only when
+    the default probe passed, and check_rx_large_niov only once the probes said it runs."""
+    log = []
+    monkeypatch.setattr(devmem_lib, "HugePages", _RecordingHugePages(log))
+    for default_rc in (4, 1):
+        log.clear()
+        monkeypatch.setattr(devmem_lib, "local_proc", _FakeProbe({0: default_rc, 16384: 4}, log))
+        probes = devmem_lib.probe_all("nc", "eth0", 10)
+        assert "hugepages raised" not in log, (default_rc, log)
+        assert probes[0][0] == default_rc
+    log.clear()
+    monkeypatch.setattr(devmem_lib, "local_proc", _FakeProbe({0: 0, 16384: 0}, log))
+    devmem_lib.probe_all("nc", "eth0", 10)
+    assert log == [("probe", 0), "hugepages raised", ("probe", 16384), "hugepages restored"]
+    # check_rx_large_niov whose -b probe skipped: no raise, the probe's skip.
+    monkeypatch.setattr(devmem_lib, "nic_snapshot", lambda ifname: {})
+    ctx = devmem_lib.Ctx("eth0", {"6": "2001:db8::1"}, {"6": "2001:db8::2"}, 6, None, "nc")
+    ctx.probes = {0: (0, ""), 16384: (4, "skip: 1 of 32 hugepages free\n")}
+    log.clear()
+    with pytest.raises(ksft_env.KsftSkipEx, match="hugepages free"):
+        devmem_lib.run_rx_large_niov(ctx)
+    assert log == []
+
+
+def test_hugepages_restored_on_sigterm(tmp_path):
+    """A SIGTERM while vm.nr_hugepages is raised (the kselftest runner's timeout) unwinds the
+    with block instead of killing the harness, so the value found on entry comes back."""
+    import signal
+
+    path = tmp_path / "nr_hugepages"
+    path.write_text("3\n")
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        with devmem_lib.HugePages(64, str(path)):
+            assert path.read_text() == "64\n"
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
+    assert path.read_text() == "3\n"
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
 def test_snapshot_diff():
     before = {"ethtool -g eth0": "exit 0\nRX: 1024\nTX: 1024\n", "queues": "rx-0 rx-1"}
     assert devmem_lib.snapshot_diff(before, dict(before)) == ""

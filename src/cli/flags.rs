@@ -825,7 +825,8 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("modes that change the NIC (probe, -l, --zcrx)"),
         example: "",
         help: "after undoing NIC changes, compare the NIC with its state before the run\n\
-               (rings, channels, RSS table, ntuple feature and rules); a difference is exit 1",
+               (rings, channels, RSS table and contexts, ntuple feature and rules); a\n\
+               difference is exit 1",
         section: Section::Ours,
     },
     Flag {

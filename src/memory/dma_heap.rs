@@ -20,8 +20,9 @@ use std::io::ErrorKind;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use super::{open_refusal, MappedDmaBuf, OpenRefusal};
-use crate::error::{errno_display, Error, Result};
+use super::MappedDmaBuf;
+use crate::caps::{classify, Missing, Op};
+use crate::error::{Error, Result};
 use crate::sys;
 
 /// Where the kernel's dma-buf heaps appear, one character device per heap
@@ -119,40 +120,24 @@ pub fn list_heaps(dir: &Path) -> std::result::Result<Vec<String>, i32> {
     Ok(names)
 }
 
-/// `"system, reserved"`, or `"none"` for an empty list.
-fn heap_names(names: &[String]) -> String {
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
-    }
-}
-
 /// Opens heap `params.name` in `dir`. Errors: `Error::Skip` when `dir` does not exist
 /// (naming `CONFIG_DMABUF_HEAPS`), when it has no such heap (naming the heaps it has), or
-/// without access; `Error::Sys` for any other errno. Each names the kernel's answer.
+/// without access ([`classify`] with [`Op::DmaHeapOpen`]); `Error::Sys` for any other errno.
+/// Each names the kernel's answer.
 fn open(params: &HeapParams, dir: &Path) -> Result<OwnedFd> {
     let path = dir.join(&params.name);
     sys::dma_heap::open_heap(&path).map_err(|errno| {
-        let answer = format!("cannot open {} ({})", path.display(), errno_display(errno));
-        match open_refusal(errno) {
-            Some(OpenRefusal::Missing) => match std::fs::metadata(dir) {
-                Err(e) if e.kind() == ErrorKind::NotFound => Error::Skip(format!(
-                    "no dma-buf heaps: {answer}; {} does not exist: the kernel needs \
-                     CONFIG_DMABUF_HEAPS (and CONFIG_DMABUF_HEAPS_SYSTEM for the system heap)",
-                    dir.display()
-                )),
-                _ => Error::Skip(format!(
-                    "no dma-buf heap named {:?}: {answer}; this host's heaps: {}",
-                    params.name,
-                    list_heaps(dir).map_or_else(errno_display, |n| heap_names(&n))
-                )),
-            },
-            Some(OpenRefusal::NoAccess) => {
-                Error::Skip(format!("{answer}: needs root or read access to the heap"))
-            }
-            None => Error::sys(format!("open({})", path.display()), errno),
-        }
+        let dir_exists =
+            !matches!(std::fs::metadata(dir), Err(e) if e.kind() == ErrorKind::NotFound);
+        let heaps = list_heaps(dir).ok();
+        let op = Op::DmaHeapOpen {
+            name: &params.name,
+            path: &path,
+            dir,
+            heaps: heaps.as_deref(),
+            dir_exists,
+        };
+        classify(Error::sys(format!("open({})", path.display()), errno), op)
     })
 }
 
@@ -172,13 +157,11 @@ pub fn check_rx_page_size(params: &HeapParams, page_size: u64) -> Result<()> {
     };
     let largest = SYSTEM_HEAP_CHUNKS[0];
     if params.name == DEFAULT_HEAP && niov > largest {
-        return Err(Error::Skip(format!(
-            "-b {niov}: dma-heap {} cannot serve an rx-page-size of {niov} bytes: it builds \
-             buffers from chunks of at most {largest} bytes (1 MiB, then 64 KiB, then single \
-             pages), and bind-rx needs every scatter-gather entry aligned to the niov size; \
-             udmabuf (hugetlb) serves it",
-            params.name
-        )));
+        return Err(Error::Skip(Missing::DmaHeapChunks {
+            name: params.name.clone(),
+            rx_page_size: niov,
+            largest,
+        }));
     }
     Ok(())
 }
@@ -200,13 +183,12 @@ pub fn mem_available(meminfo: &str) -> Option<u64> {
 /// the kernel. Errors: `Error::Skip` naming both sizes.
 pub fn check_available(params: &HeapParams, available: Option<u64>) -> Result<()> {
     match available {
-        Some(avail) if params.name == DEFAULT_HEAP && params.size_bytes > avail => {
-            Err(Error::Skip(format!(
-                "dma-heap {} cannot allocate {} bytes: only {avail} bytes are available \
-                 (MemAvailable in {MEMINFO_PATH}), and the system heap takes pages until the \
-                 OOM killer steps in rather than refuse; choose a smaller size",
-                params.name, params.size_bytes
-            )))
+        Some(available) if params.name == DEFAULT_HEAP && params.size_bytes > available => {
+            Err(Error::Skip(Missing::DmaHeapAvailable {
+                name: params.name.clone(),
+                size_bytes: params.size_bytes,
+                available,
+            }))
         }
         _ => Ok(()),
     }
@@ -248,61 +230,43 @@ pub fn allocate_at(params: &HeapParams, dir: &Path) -> Result<MappedDmaBuf> {
         .map_err(|errno| alloc_refusal(params, &path, errno))?;
     drop(heap);
     MappedDmaBuf::map(dmabuf, len).map_err(|e| match e {
-        Error::Sys { call, errno } => Error::Skip(format!(
-            "dma-heap {} dma-buf of {size} bytes cannot be mapped for validation: {call}: {}",
-            params.name,
-            errno_display(errno)
-        )),
+        e @ Error::Sys { .. } => classify(
+            e,
+            Op::DmaHeapMap {
+                name: &params.name,
+                size_bytes: size,
+            },
+        ),
         other => other,
     })
 }
 
 /// What a failed `DMA_HEAP_IOCTL_ALLOC` on the heap at `path` with `errno` means: `ENOMEM`
-/// is a skip naming the size asked; anything else `Error::Sys` naming the ioctl.
+/// is a skip naming the size asked ([`classify`] with [`Op::DmaHeapAlloc`]); anything else
+/// `Error::Sys` naming the ioctl.
 pub fn alloc_refusal(params: &HeapParams, path: &Path, errno: i32) -> Error {
-    let size = params.size_bytes;
+    let size_bytes = params.size_bytes;
     let call = format!(
-        "ioctl({}, DMA_HEAP_IOCTL_ALLOC, len {size} bytes)",
+        "ioctl({}, DMA_HEAP_IOCTL_ALLOC, len {size_bytes} bytes)",
         path.display()
     );
-    match errno {
-        libc::ENOMEM => Error::Skip(format!(
-            "dma-heap {} cannot allocate {size} bytes: {call}: {}; choose a smaller size or \
-             free memory",
-            params.name,
-            errno_display(errno)
-        )),
-        _ => Error::sys(call, errno),
-    }
+    let op = Op::DmaHeapAlloc {
+        name: &params.name,
+        size_bytes,
+    };
+    classify(Error::sys(call, errno), op)
 }
-
-/// The extack text of the kernel's bind-rx refusal of a scatter-gather entry that is not a
-/// whole number of niovs at a niov-aligned address (net/core/devmem.c, with rx-page-size).
-const SG_NOT_ALIGNED: &str = "not aligned to niov size";
 
 /// What bind-rx refusal `e` of a buffer from `params` means: `EINVAL` with the kernel's
 /// "dmabuf sg entry (addr=…, len=…) not aligned to niov size N" is a skip (this heap's
 /// buffer came out in chunks smaller than the niov; the heap promises nothing above the page
-/// size); anything else is returned unchanged.
+/// size; [`classify`] with [`Op::DmaHeapBind`]); anything else is returned unchanged.
 pub fn bind_refusal(params: &HeapParams, e: Error) -> Error {
-    match e {
-        Error::Netlink(nl)
-            if nl.errno == libc::EINVAL
-                && nl
-                    .ext_msg
-                    .as_deref()
-                    .is_some_and(|m| m.contains(SG_NOT_ALIGNED)) =>
-        {
-            Error::Skip(format!(
-                "dma-heap {} cannot serve rx-page-size {}: {nl}; the heap handed out \
-                 chunks smaller than the niov (it promises no alignment above the page size); \
-                 udmabuf (hugetlb) serves it",
-                params.name,
-                params.rx_page_size.unwrap_or(0)
-            ))
-        }
-        other => other,
-    }
+    let op = Op::DmaHeapBind {
+        name: &params.name,
+        rx_page_size: params.rx_page_size,
+    };
+    classify(e, op)
 }
 
 #[cfg(test)]
@@ -379,6 +343,7 @@ mod tests {
             bad_attr: None,
             missing_attr: None,
             missing_nest: None,
+            ack_problem: None,
         }))
     }
 

@@ -2,10 +2,10 @@
 
 use super::log;
 use super::sender::sender_stream;
+use crate::caps::skip_if_family_missing;
 use crate::cli::{ClientArgs, TxSource as Source};
 use crate::error::Result;
 use crate::memory::MemoryPlan;
-use crate::netlink::ctrl::skip_if_family_missing;
 use crate::netlink::netdev::Netdev;
 use crate::run_report::RunReport;
 use crate::signals::{self, STOP};

@@ -6,10 +6,10 @@ use super::{
     await_hugepages, listen_and_accept, log, open_nic, pick_queues, rcvbuf_plan,
     receive_and_report, rx_config, NicRun, StallContext, Teardown,
 };
+use crate::caps::{classify, skip_if_family_missing, Missing, Op};
 use crate::cli::ServerArgs;
 use crate::error::{Error, Result};
 use crate::memory::MemoryPlan;
-use crate::netlink::ctrl::skip_if_family_missing;
 use crate::netlink::netdev::BindRxRequest;
 use crate::nic::queues::QueuePolicy;
 use crate::nic::setup::{FlowTarget, ServerPlan};
@@ -42,8 +42,12 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         .transpose()?
         .flatten();
     plan.preflight()?;
+    let autorelease_refusal = |e| {
+        let optname = crate::sys::uapi::SO_DEVMEM_AUTORELEASE;
+        classify(e, Op::DevmemAutorelease { optname })
+    };
     if a.so_autorelease.is_some() {
-        socket::probe_devmem_autorelease()?;
+        socket::probe_devmem_autorelease().map_err(autorelease_refusal)?;
     }
     if let Some(size) = a.rx_page_size {
         require_rx_page_size(size)?;
@@ -108,7 +112,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     let plan = rcvbuf_plan(&a.rx, Some(ifname), buffers, niov_size);
     let mut conn = listen_and_accept(&a.rx, Some(&plan), report)?;
     if let Some(on) = a.so_autorelease {
-        socket::set_devmem_autorelease(conn.sock.fd(), on)?;
+        socket::set_devmem_autorelease(conn.sock.fd(), on).map_err(autorelease_refusal)?;
     }
     let base = RxConfig::devmem(id, niov_size).holding_tokens_of(buffers);
     let mut rx_cfg = rx_config(&a.rx, a.fail_on_linear, base, report);
@@ -229,11 +233,7 @@ fn bind_autorelease_attr(want: bool, report: &RunReport) -> Result<Option<(u16, 
             );
             Ok(None)
         }
-        None => Err(Error::Skip(format!(
-            "-a 1: this kernel's bind-rx has no autorelease attribute (policy attributes \
-             {kinds:?}, none of them the u8 NETDEV_A_DMABUF_AUTORELEASE); it needs the unmerged \
-             series \"net: devmem: improve cpu cost of RX token management\" v7-v10"
-        ))),
+        None => Err(Error::Skip(Missing::AutoreleaseAttr { policy: kinds })),
     }
 }
 
@@ -244,9 +244,6 @@ pub(crate) fn require_rx_page_size(size: u32) -> Result<()> {
     if crate::netlink::ctrl::has_rx_page_size(&policy) {
         return Ok(());
     }
-    let attrs: Vec<u16> = policy.iter().map(|a| a.kind).collect();
-    Err(Error::Skip(format!(
-        "-b {size}: this kernel's bind-rx has no rx-page-size attribute (policy attributes \
-         {attrs:?}); large niovs need a kernel with the rx-page-size series"
-    )))
+    let policy = policy.iter().map(|a| a.kind).collect();
+    Err(Error::Skip(Missing::RxPageSizeAttr { size, policy }))
 }

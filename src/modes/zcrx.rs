@@ -7,6 +7,7 @@ use super::{
     await_hugepages, await_release, check_received, explain_stall, listen_and_accept, log,
     open_nic, pick_queues, rcvbuf_plan, record_receive, Accepted, NicRun, StallContext, Teardown,
 };
+use crate::caps::Missing;
 use crate::cli::{IfName, NicArgs, Receive, ZcrxArgs};
 use crate::error::{Error, Result};
 use crate::nic::guards::SharedNic;
@@ -34,7 +35,7 @@ use crate::uring::{self, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget}
 /// Errors: the skips, kernel refusals, accept and idle timeouts, validation failures.
 pub(crate) fn run(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
     serve(a, report).map_err(|e| match e {
-        Error::Skip(m) if !m.contains("zcrx") => Error::Skip(format!("io_uring zcrx: {m}")),
+        Error::Skip(m) => Error::Skip(Missing::InZcrx(Box::new(m))),
         e => e,
     })
 }

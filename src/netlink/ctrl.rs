@@ -201,7 +201,7 @@ pub fn parse_family(attrs: &[u8]) -> Result<Family> {
 /// Resolves family `name` with `CTRL_CMD_GETFAMILY` on `sock`.
 ///
 /// Errors: `Error::Netlink` with errno `ENOENT` when the kernel has no such family (see
-/// [`skip_if_family_missing`]); other socket and decode errors as [`NlSocket::request`].
+/// `crate::caps::skip_if_family_missing`); other socket and decode errors as [`NlSocket::request`].
 #[doc(alias = "CTRL_CMD_GETFAMILY")]
 pub fn resolve_family(sock: &mut NlSocket, name: &str) -> Result<Family> {
     let req = getfamily_request(name);
@@ -419,20 +419,6 @@ pub fn is_family_missing(err: &Error) -> bool {
         }))
 }
 
-/// Turns "family missing" into `Error::Skip` (the kernel lacks the feature: exit code 4);
-/// every other error passes through unchanged.
-pub fn skip_if_family_missing<T>(r: Result<T>, name: &str) -> Result<T> {
-    r.map_err(|e| {
-        if is_family_missing(&e) {
-            Error::Skip(format!(
-                "generic netlink family \"{name}\" is not registered in this kernel"
-            ))
-        } else {
-            e
-        }
-    })
-}
-
 #[cfg(all(test, target_endian = "little"))]
 mod tests {
     use super::*;
@@ -646,9 +632,9 @@ mod tests {
             e.to_string(),
             "nlctrl getfamily on family \"nosuchfam\": ENOENT (No such file or directory)"
         );
-        let s = skip_if_family_missing::<()>(Err(e), "nosuchfam").unwrap_err();
+        let s = crate::caps::skip_if_family_missing::<()>(Err(e), "nosuchfam").unwrap_err();
         assert_eq!(s.exit_code(), crate::error::EXIT_SKIP);
-        let other = skip_if_family_missing::<()>(Err(Error::Usage("x".into())), "x");
+        let other = crate::caps::skip_if_family_missing::<()>(Err(Error::Usage("x".into())), "x");
         assert!(matches!(other, Err(Error::Usage(_))));
     }
 
@@ -810,6 +796,7 @@ mod tests {
                 bad_attr: bad.map(str::to_string),
                 missing_attr: None,
                 missing_nest: None,
+                ack_problem: None,
             }))
         };
         assert!(is_family_missing(&nl("nlctrl", libc::ENOENT, None)));

@@ -164,6 +164,10 @@ pub struct ExtAck {
     pub miss_type: Option<u32>,
     /// `NLMSGERR_ATTR_MISS_NEST`: offset of the nest in which `miss_type` is missing.
     pub miss_nest: Option<u32>,
+    /// The first thing wrong with the extended ack (a malformed attribute, text that is not
+    /// UTF-8, attributes starting past the message), when something was; the attributes that
+    /// could be read are kept.
+    pub problem: Option<String>,
 }
 
 /// A decoded `NLMSG_ERROR` (or the status of an `NLMSG_DONE`).
@@ -175,20 +179,39 @@ pub struct ErrorMsg {
     pub ext: ExtAck,
 }
 
-fn parse_ext_ack(tlvs: &[u8]) -> Result<ExtAck> {
+/// Reads the extended-ack attributes; never fails. The first problem is kept in
+/// [`ExtAck::problem`]: an attribute whose value is malformed is left out and the walk goes
+/// on (a text that is not UTF-8 is kept with U+FFFD in place of the bad bytes); a malformed
+/// attribute header ends the walk.
+fn parse_ext_ack(tlvs: &[u8]) -> ExtAck {
     let mut ext = ExtAck::default();
+    let mut problems = Vec::new();
+    let mut keep = |r: Result<u32>| r.map_err(|e| problems.push(e.to_string())).ok();
     for a in AttrIter::new(tlvs) {
-        let a = a?;
+        let a = match a {
+            Ok(a) => a,
+            Err(e) => {
+                keep(Err(e));
+                break;
+            }
+        };
         match a.kind() {
-            NLMSGERR_ATTR_MSG => ext.msg = Some(a.string("NLMSGERR_ATTR_MSG")?),
-            NLMSGERR_ATTR_OFFS => ext.offs = Some(a.u32("NLMSGERR_ATTR_OFFS")?),
-            NLMSGERR_ATTR_MISS_TYPE => ext.miss_type = Some(a.u32("NLMSGERR_ATTR_MISS_TYPE")?),
-            NLMSGERR_ATTR_MISS_NEST => ext.miss_nest = Some(a.u32("NLMSGERR_ATTR_MISS_NEST")?),
+            NLMSGERR_ATTR_MSG => {
+                ext.msg = Some(a.string("NLMSGERR_ATTR_MSG").unwrap_or_else(|e| {
+                    keep(Err(e));
+                    let text = a.payload().split(|&b| b == 0).next().unwrap_or_default();
+                    String::from_utf8_lossy(text).into_owned()
+                }));
+            }
+            NLMSGERR_ATTR_OFFS => ext.offs = keep(a.u32("NLMSGERR_ATTR_OFFS")),
+            NLMSGERR_ATTR_MISS_TYPE => ext.miss_type = keep(a.u32("NLMSGERR_ATTR_MISS_TYPE")),
+            NLMSGERR_ATTR_MISS_NEST => ext.miss_nest = keep(a.u32("NLMSGERR_ATTR_MISS_NEST")),
             // NLMSGERR_ATTR_COOKIE and NLMSGERR_ATTR_POLICY are not shown.
             _ => {}
         }
     }
-    Ok(ext)
+    ext.problem = problems.into_iter().next();
+    ext
 }
 
 fn errno_of(raw: i32) -> i32 {
@@ -200,6 +223,10 @@ fn errno_of(raw: i32) -> i32 {
 ///
 /// Layout: `nlmsgerr.error` (i32), the echoed request header (16 bytes; with the request's
 /// payload unless `NLM_F_CAPPED`), then extended-ack attributes if `NLM_F_ACK_TLVS`.
+///
+/// Errors: `Error::Decode` when the payload cannot hold the error and the echoed header. An
+/// extended ack that cannot be read is no error here: it is [`ExtAck::problem`], beside the
+/// errno.
 pub fn parse_error(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
     if payload.len() < NLMSGERR_ERROR.end + NLMSG_HDRLEN {
         return Err(Error::decode(
@@ -215,32 +242,43 @@ pub fn parse_error(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
         let orig_len = ne_u32(echoed, NLMSG_LEN) as usize;
         NLMSGERR_ERROR.end + align(orig_len.max(NLMSG_HDRLEN))
     };
-    let ext = if flags & NLM_F_ACK_TLVS != 0 {
-        let tlvs = payload.get(tlv_start..).ok_or_else(|| {
-            Error::decode(
-                "nlmsgerr",
-                format!(
-                    "extended ack starts at byte {tlv_start} of a {}-byte payload",
-                    payload.len()
-                ),
-            )
-        })?;
-        parse_ext_ack(tlvs)?
-    } else {
+    let ext = if flags & NLM_F_ACK_TLVS == 0 {
         ExtAck::default()
+    } else if let Some(tlvs) = payload.get(tlv_start..) {
+        parse_ext_ack(tlvs)
+    } else {
+        ExtAck {
+            problem: Some(format!(
+                "extended ack starts at byte {tlv_start} of a {}-byte nlmsgerr payload",
+                payload.len()
+            )),
+            ..ExtAck::default()
+        }
     };
     Ok(ErrorMsg { errno, ext })
 }
 
 /// Decodes the payload of an `NLMSG_DONE`: an i32 status (0 or a negative errno; absent in
 /// some families, then 0), then extended-ack attributes if `NLM_F_ACK_TLVS`.
+///
+/// Errors: `Error::Decode` for a payload of 1 to 3 bytes (a status cut short: the dump's
+/// outcome is unknown). An unreadable extended ack is [`ExtAck::problem`].
 pub fn parse_done(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
-    if payload.len() < NLMSGERR_ERROR.end {
+    if payload.is_empty() {
         return Ok(ErrorMsg::default());
+    }
+    if payload.len() < NLMSGERR_ERROR.end {
+        return Err(Error::decode(
+            "NLMSG_DONE",
+            format!(
+                "payload is {} bytes: too short for its i32 status",
+                payload.len()
+            ),
+        ));
     }
     let errno = errno_of(ne_u32(payload, NLMSGERR_ERROR) as i32);
     let ext = if flags & NLM_F_ACK_TLVS != 0 {
-        parse_ext_ack(&payload[NLMSGERR_ERROR.end..])?
+        parse_ext_ack(&payload[NLMSGERR_ERROR.end..])
     } else {
         ExtAck::default()
     };
@@ -374,6 +412,7 @@ impl GenlRequest {
             bad_attr: e.ext.offs.map(|o| self.attrs.describe_offset(o)),
             missing_attr: e.ext.miss_type,
             missing_nest: e.ext.miss_nest.map(|o| self.attrs.describe_offset(o)),
+            ack_problem: e.ext.problem.clone(),
         }
     }
 
@@ -447,6 +486,10 @@ impl<'r> Exchange<'r> {
                     let e = parse(msg.flags, msg.payload)?;
                     if e.errno != 0 {
                         return Err(req.error(&e).into());
+                    }
+                    // An ACK whose extended ack cannot be read: no errno to keep.
+                    if let Some(p) = e.ext.problem {
+                        return Err(req.decode_error(p));
                     }
                     return Ok(true);
                 }
@@ -732,12 +775,16 @@ mod tests {
         m.extend_from_slice(&echoed);
         m.extend_from_slice(&[8, 0, 5, 0, 3, 0, 0, 0]); // MISS_TYPE 3
         m.extend_from_slice(&[4, 0, 6, 0]); // an empty attr of type MISS_NEST is malformed...
-        let e = parse_error(NLM_F_ACK_TLVS, &m[16..]);
-        assert!(e.is_err(), "a 0-byte MISS_NEST is a decode error: {e:?}");
+                                            // ...: the ack's problem, beside the kernel's errno and what was read before it.
+        let e = parse_error(NLM_F_ACK_TLVS, &m[16..]).unwrap();
+        assert_eq!((e.errno, e.ext.miss_type), (libc::EINVAL, Some(3)));
+        let problem = e.ext.problem.unwrap_or_default();
+        assert!(problem.contains("NLMSGERR_ATTR_MISS_NEST"), "{problem}");
         m.truncate(m.len() - 4);
         let e = parse_error(NLM_F_ACK_TLVS, &m[16..]).unwrap();
         assert_eq!(e.errno, libc::EINVAL);
         assert_eq!(e.ext.miss_type, Some(3));
+        assert_eq!(e.ext.problem, None);
     }
 
     #[test]
@@ -814,6 +861,124 @@ mod tests {
         let mut ex = Exchange::new(&r, 1, 42);
         assert!(ex.feed(&ok).unwrap());
         assert_eq!(r.flags(), 0x305);
+    }
+
+    /// An `NLMSG_DONE` whose payload is 1 to 3 bytes cannot hold its i32 status: a decode
+    /// error, never the end of a dump (an empty payload is a family without a status, 0).
+    #[test]
+    fn truncated_done_is_a_decode_error() {
+        let r = req().dump();
+        for cut in 1..=3usize {
+            let mut done = Vec::new();
+            done.extend_from_slice(&(16 + cut as u32).to_ne_bytes()); // nlmsg_len 17..=19
+            done.extend_from_slice(&3u16.to_ne_bytes()); // NLMSG_DONE
+            done.extend_from_slice(&NLM_F_MULTI.to_ne_bytes());
+            done.extend_from_slice(&1u32.to_ne_bytes()); // seq 1
+            done.extend_from_slice(&42u32.to_ne_bytes()); // pid 42
+            done.extend_from_slice(&[0u8; 3][..cut]); // a status cut to `cut` bytes
+            let mut ex = Exchange::new(&r, 1, 42);
+            let got = ex.feed(&done);
+            assert!(
+                matches!(got, Err(Error::Decode { .. })),
+                "{cut}-byte NLMSG_DONE payload: {got:?}"
+            );
+        }
+        // No payload at all: the dump ends (some families send no status).
+        let mut done = Vec::new();
+        done.extend_from_slice(&16u32.to_ne_bytes());
+        done.extend_from_slice(&3u16.to_ne_bytes());
+        done.extend_from_slice(&NLM_F_MULTI.to_ne_bytes());
+        done.extend_from_slice(&1u32.to_ne_bytes());
+        done.extend_from_slice(&42u32.to_ne_bytes());
+        let mut ex = Exchange::new(&r, 1, 42);
+        assert!(ex.feed(&done).unwrap());
+    }
+
+    /// [`ERANGE_IFINDEX`] with its `NLMSGERR_ATTR_MSG` bytes replaced by `msg` (same length):
+    /// a refusal whose extended ack text is not UTF-8.
+    fn erange_with_msg(msg: &[u8; 20]) -> Vec<u8> {
+        let mut m = ERANGE_IFINDEX.to_vec();
+        m[40..60].copy_from_slice(msg);
+        m
+    }
+
+    /// A kernel refusal whose extended ack cannot be read (text not UTF-8, an attribute
+    /// running past the message, an ack that starts past the payload) keeps the kernel's
+    /// errno; what was wrong with the ack is reported beside it.
+    #[test]
+    fn unreadable_extended_ack_keeps_the_errno() {
+        let r = req();
+        let feed = |m: &[u8]| Exchange::new(&r, 7, 42).feed(m);
+        // Not UTF-8: 0xff in the text.
+        let mut text = *b"integer out of range";
+        text[8] = 0xff;
+        let Err(Error::Netlink(e)) = feed(&erange_with_msg(&text)) else {
+            panic!(
+                "expected the kernel's ERANGE, got {:?}",
+                feed(&erange_with_msg(&text))
+            );
+        };
+        assert_eq!(e.errno, libc::ERANGE);
+        assert_eq!(e.bad_attr.as_deref(), Some("NETDEV_A_DMABUF_IFINDEX"));
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with("netdev bind-rx on ifindex 4: ERANGE"),
+            "{shown}"
+        );
+        assert!(shown.contains("; extended ack malformed: "), "{shown}");
+        assert!(e.ack_problem.unwrap_or_default().contains("not UTF-8"));
+        assert_eq!(e.ext_msg.as_deref(), Some("integer \u{fffd}ut of range"));
+        // The OFFS attribute's nla_len runs past the message.
+        let mut m = ERANGE_IFINDEX.to_vec();
+        m[64] = 0x40; // nla_len 64
+        let Err(Error::Netlink(e)) = feed(&m) else {
+            panic!("expected the kernel's ERANGE, got {:?}", feed(&m));
+        };
+        assert_eq!(e.errno, libc::ERANGE);
+        assert_eq!(e.ext_msg.as_deref(), Some("integer out of range"));
+        assert!(e.to_string().contains("extended ack"), "{e}");
+        // Uncapped, with an echoed request longer than the message: the ack would start
+        // past the payload.
+        let mut m = ERANGE_IFINDEX.to_vec();
+        m[6..8].copy_from_slice(&NLM_F_ACK_TLVS.to_ne_bytes());
+        m[20..24].copy_from_slice(&200u32.to_ne_bytes()); // echoed nlmsg_len 200
+        let Err(Error::Netlink(e)) = feed(&m) else {
+            panic!("expected the kernel's ERANGE, got {:?}", feed(&m));
+        };
+        assert_eq!(e.errno, libc::ERANGE);
+        assert!(e.to_string().contains("extended ack"), "{e}");
+        // The same bytes on an ACK (error 0) stay a decode error: nothing to keep.
+        let mut ack = erange_with_msg(&text);
+        ack[16..20].copy_from_slice(&0i32.to_ne_bytes());
+        assert!(
+            matches!(feed(&ack), Err(Error::Decode { .. })),
+            "{:?}",
+            feed(&ack)
+        );
+    }
+
+    /// An `NLMSG_DONE` ending a dump with an error and an unreadable extended ack keeps its
+    /// errno too.
+    #[test]
+    fn done_with_unreadable_ack_keeps_the_errno() {
+        let r = req().dump();
+        #[rustfmt::skip]
+        let done: &[u8] = &[
+            0x1c, 0x00, 0x00, 0x00, // nlmsg_len 28
+            0x03, 0x00,             // NLMSG_DONE
+            0x02, 0x02,             // NLM_F_MULTI | NLM_F_ACK_TLVS
+            0x01, 0x00, 0x00, 0x00, // seq 1
+            0x2a, 0x00, 0x00, 0x00, // pid 42
+            0xed, 0xff, 0xff, 0xff, // status -19 (ENODEV)
+            0x08, 0x00,             // nla_len 8
+            0x01, 0x00,             // NLMSGERR_ATTR_MSG
+            0xc3, 0x28, 0x00, 0x00, // "\xc3(": not UTF-8
+        ];
+        let Err(Error::Netlink(e)) = Exchange::new(&r, 1, 42).feed(done) else {
+            panic!("expected ENODEV");
+        };
+        assert_eq!(e.errno, libc::ENODEV);
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
     }
 
     #[test]

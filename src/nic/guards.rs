@@ -91,19 +91,6 @@ impl SharedNic {
     }
 }
 
-/// Maps a refusal of NIC step `what` to a skip when it means "this driver/host cannot":
-/// `EOPNOTSUPP` → `Error::Skip("IF: driver does not support WHAT: …")`, `EPERM` →
-/// `Error::Skip("WHAT needs CAP_NET_ADMIN: …")`. Everything else passes through.
-pub fn unsupported_is_skip(e: Error, ifname: &str, what: &str) -> Error {
-    match e.errno() {
-        Some(libc::EOPNOTSUPP) => {
-            Error::Skip(format!("{ifname}: driver does not support {what}: {e}"))
-        }
-        Some(libc::EPERM) => Error::Skip(format!("{ifname}: {what} needs CAP_NET_ADMIN: {e}")),
-        _ => e,
-    }
-}
-
 /// `ethtool -G … tcp-data-split` spelling of a header-split mode: `auto` (unknown / not
 /// reported), `off`, `on`.
 pub fn split_cli(split: Option<TcpDataSplit>) -> &'static str {
@@ -166,7 +153,7 @@ impl HdsGuard {
     ///
     /// Errors: as [`NicOps::hds_get`]/[`NicOps::hds_set`] (EOPNOTSUPP when the driver has no
     /// ring parameters or cannot set header split); callers map them with
-    /// [`unsupported_is_skip`].
+    /// [`crate::caps::classify`].
     pub fn enable(nic: &SharedNic) -> Result<HdsGuard> {
         let old = nic.with(|n| n.hds_get())?;
         let want_thresh = old.hds_thresh.map(|_| 0);
@@ -253,11 +240,7 @@ pub fn channels_for(old: &Channels, rx: u32, tx: u32) -> Result<ChannelsSet> {
             combined: None,
         })
     } else {
-        Err(Error::Skip(
-            "driver reports neither combined nor rx channel counts; cannot compute a channel \
-             configuration"
-                .into(),
-        ))
+        Err(Error::Skip(crate::caps::Missing::ChannelConfig))
     }
 }
 

@@ -37,7 +37,8 @@ use serde_json::json;
 
 use super::guards::{channels_for, describe_channels_set, ChannelsGuard, SharedNic};
 use super::queues::{describe_owned, owned_rx, wait_queues_free};
-use super::setup::{bind_unsupported_reason, NicSetup};
+use super::setup::{bind_refusal, NicSetup};
+use crate::caps::Missing;
 use crate::error::{Error, Result};
 use crate::memory::MemoryPlan;
 use crate::netlink::ethtool::TcpDataSplit;
@@ -99,8 +100,9 @@ pub struct Check {
     pub name: String,
     /// The kernel's answer or the reason.
     pub detail: String,
-    /// For `skip`: this is the missing capability that makes devmem not work here.
-    pub missing_capability: bool,
+    /// For `skip`: the missing capability that makes devmem not work here (its sentence is
+    /// the detail); `None` for a skip that does not decide the verdict.
+    pub missing: Option<Missing>,
 }
 
 impl fmt::Display for Check {
@@ -138,9 +140,9 @@ impl ProbeOutcome {
         if let Some(c) = self
             .checks
             .iter()
-            .find(|c| c.status == Status::Skip && c.missing_capability)
+            .find_map(|c| c.missing.as_ref().filter(|_| c.status == Status::Skip))
         {
-            return Err(Error::Skip(c.detail.clone()));
+            return Err(Error::Skip(c.clone()));
         }
         Ok(())
     }
@@ -155,7 +157,7 @@ impl ProbeOutcome {
             .collect();
         let (verdict, reason) = match self.verdict() {
             Ok(()) => ("ok", None),
-            Err(Error::Skip(m)) => ("skip", Some(m)),
+            Err(Error::Skip(m)) => ("skip", Some(m.to_string())),
             Err(e) => ("fail", Some(e.to_string())),
         };
         json!({"checks": checks, "verdict": verdict, "reason": reason})
@@ -170,35 +172,35 @@ struct Recorder<'a> {
 }
 
 impl Recorder<'_> {
-    fn push(&mut self, status: Status, name: &str, detail: String, missing: bool) {
+    fn push(&mut self, status: Status, name: &str, detail: String, missing: Option<Missing>) {
         let c = Check {
             status,
             name: name.into(),
             detail,
-            missing_capability: missing,
+            missing,
         };
         let _ = writeln!(self.out, "{c}");
-        if missing && self.stopped.is_none() {
+        if c.missing.is_some() && self.stopped.is_none() {
             self.stopped = Some(c.detail.clone());
         }
         self.outcome.checks.push(c);
     }
 
     fn ok(&mut self, name: &str, detail: String) {
-        self.push(Status::Ok, name, detail, false);
+        self.push(Status::Ok, name, detail, None);
     }
 
     fn fail(&mut self, name: &str, detail: String) {
-        self.push(Status::Fail, name, detail, false);
+        self.push(Status::Fail, name, detail, None);
     }
 
-    fn missing(&mut self, name: &str, detail: String) {
-        self.push(Status::Skip, name, detail, true);
+    fn missing(&mut self, name: &str, missing: Missing) {
+        self.push(Status::Skip, name, missing.to_string(), Some(missing));
     }
 
     /// A `skip` line that does not decide the verdict.
     fn skip(&mut self, name: &str, detail: String) {
-        self.push(Status::Skip, name, detail, false);
+        self.push(Status::Skip, name, detail, None);
     }
 
     /// Records that a stop signal ended the probe (the remaining checks are "not run").
@@ -272,9 +274,9 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
                     format!("the kernel accepted it (binding id {id}){must}"),
                 );
             }
-            Err(e) => match bind_unsupported_reason(&e, req) {
-                Some(why) => rec.missing(name, why),
-                None => rec.ok(name, format!("refused: {e}")),
+            Err(e) => match bind_refusal(e, req) {
+                Error::Skip(missing) => rec.missing(name, missing),
+                e => rec.ok(name, format!("refused: {e}")),
             },
         };
 
@@ -297,7 +299,7 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
                 Status::Note,
                 "rss",
                 format!("driver has no RSS indirection table; nothing to exclude ({answer})"),
-                false,
+                None,
             ),
             Err(Error::Skip(m)) => rec.missing(RSS, m),
             Err(e) => rec.fail(RSS, e.to_string()),

@@ -6,8 +6,9 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::guards::{unsupported_is_skip, SharedNic};
+use super::guards::SharedNic;
 use super::NicOps;
+use crate::caps::{classify, Missing, Op};
 use crate::error::{Error, Result};
 use crate::netlink::ethtool::Channels;
 use crate::netlink::netdev::{QueueInfo, QueueType};
@@ -219,27 +220,25 @@ pub fn choose_queues(
     let (start, num, n_rx) = match explicit {
         Some((start, num)) => (start, num, None),
         None => {
-            let channels = nic.with(|n| n.channels_get()).map_err(|e| {
-                let e =
-                    unsupported_is_skip(e, &ifname, "reporting channels (ethtool channels-get)");
-                match e {
-                    Error::Skip(m) => Error::Skip(format!("{m}; give -t START -q NUM")),
-                    e => e,
-                }
-            })?;
+            let op = Op::Nic {
+                ifname: &ifname,
+                what: "reporting channels (ethtool channels-get)",
+                hint: Some("give -t START -q NUM"),
+            };
+            let channels = nic
+                .with(|n| n.channels_get())
+                .map_err(|e| classify(e, op))?;
             if no_channel_counts(&channels) {
-                return Err(Error::Skip(format!(
-                    "{ifname}: the driver reports no channel counts (ethtool channels-get \
-                     answered without rx, tx, other or combined counts), so the RX queues are \
-                     unknown; give -t START -q NUM"
-                )));
+                return Err(Error::Skip(Missing::NoChannelCounts {
+                    ifname: ifname.clone(),
+                }));
             }
             let n = channels.rx_queues();
             if n < 2 {
-                return Err(Error::Skip(format!(
-                    "{ifname} has {n} RX queue(s); binding one for devmem or zcrx needs at least 2 \
-                     (queue 0 stays in RSS)"
-                )));
+                return Err(Error::Skip(Missing::TooFewQueues {
+                    ifname: ifname.clone(),
+                    rx_queues: n,
+                }));
             }
             match policy {
                 QueuePolicy::Server => (n - 1, 1, Some(n)),

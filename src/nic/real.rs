@@ -49,7 +49,7 @@ impl RealNic {
     /// families and an `AF_INET` socket for `SIOCETHTOOL`.
     ///
     /// Errors: `Error::Usage` naming `-f` when no interface has that name; `Error::Netlink`
-    /// ENOENT when a family is missing (see [`crate::netlink::skip_if_family_missing`]);
+    /// ENOENT when a family is missing (see [`crate::caps::skip_if_family_missing`]);
     /// `Error::Sys` for socket failures.
     pub fn open(ifname: &str) -> Result<Self> {
         let ifindex = match crate::sys::if_index(ifname) {

@@ -17,6 +17,7 @@ use super::guards::{describe_hds, describe_rss, equal_spread_of, split_cli};
 use super::queues::{describe_owners, no_channel_counts, owned_rx, owners, QueueOwner};
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
+use crate::caps::{classify, Op};
 use crate::error::{errno_display, Error};
 use crate::memory::dma_heap;
 use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, has_rx_page_size, PolicyAttr};
@@ -101,12 +102,12 @@ impl HostCaps {
                 Ok(mb) => Fact::Known(mb),
                 Err(e) => Fact::Failed(e.to_string()),
             },
-            Err(errno) => Fact::Unsupported(udmabuf::open_failure(dev, errno)),
+            Err(errno) => Fact::Unsupported(crate::caps::open_failure(dev, errno)),
         };
         let dma_heaps = dma_heaps_fact(dma_heap::list_heaps(Path::new(dma_heap::DMA_HEAP_DIR)));
         let hugepages = match HugepageStatus::read() {
             Ok(h) => Fact::Known(h),
-            Err(Error::Skip(m)) => Fact::Unsupported(m),
+            Err(Error::Skip(m)) => Fact::Unsupported(m.to_string()),
             Err(e) => Fact::Failed(e.to_string()),
         };
         let params = udmabuf::UdmabufParams::new(rx_page_size, dmabuf_size).ok();
@@ -122,9 +123,12 @@ impl HostCaps {
             crate::rcvbuf::mss_for_mtu(1500),
             crate::sys::socket::tcp_rmem_max().ok(),
         );
-        let autorelease = match crate::sys::socket::probe_devmem_autorelease() {
+        let optname = crate::sys::uapi::SO_DEVMEM_AUTORELEASE;
+        let autorelease = match crate::sys::socket::probe_devmem_autorelease()
+            .map_err(|e| classify(e, Op::DevmemAutorelease { optname }))
+        {
             Ok(()) => Fact::Known(true),
-            Err(Error::Skip(m)) => Fact::Unsupported(m),
+            Err(Error::Skip(m)) => Fact::Unsupported(m.to_string()),
             Err(e) => Fact::Failed(e.to_string()),
         };
         HostCaps {

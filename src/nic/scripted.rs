@@ -309,6 +309,7 @@ impl Inner {
                 bad_attr: bad_attr.map(str::to_string),
                 missing_attr: None,
                 missing_nest: None,
+                ack_problem: None,
             })),
         }
     }

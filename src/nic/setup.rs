@@ -29,11 +29,12 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use super::guards::{
-    describe_hds, describe_rule, log_stderr, unsupported_is_skip, FlowRuleGuard, HdsGuard,
-    NtupleFeatureGuard, RssGuard, RssSpread, SharedNic,
+    describe_hds, describe_rule, log_stderr, FlowRuleGuard, HdsGuard, NtupleFeatureGuard, RssGuard,
+    RssSpread, SharedNic,
 };
 use super::queues::{describe_owned, wait_queues_free, QUEUE_FREE_WAIT};
 use super::{Binding, FlowRule, FlowType, RuleLocation};
+use crate::caps::{classify, Op};
 use crate::error::{Error, Result};
 use crate::netlink::netdev::BindRxRequest;
 
@@ -91,40 +92,28 @@ pub struct ServerPlan {
     pub skip_nic_config: bool,
 }
 
-/// Maps a bind-rx refusal that means "this host/device cannot do devmem" to a skip:
-/// EPERM, EOPNOTSUPP ("device does not support devmem RX", with the kernel's extack), and an
-/// unknown `rx-page-size` attribute on a kernel that predates it. Everything else stays.
+/// Sorts a bind-rx refusal of `req` ([`classify`] with [`Op::BindRx`]): EPERM, EOPNOTSUPP
+/// ("device does not support devmem RX", with the kernel's extack), EBUSY with the
+/// autorelease attribute, and an unknown `rx-page-size` attribute on a kernel that predates
+/// it are skips. Everything else stays.
 pub fn bind_refusal(e: Error, req: &BindRxRequest) -> Error {
-    bind_unsupported_reason(&e, req).map_or(e, Error::Skip)
+    let op = Op::BindRx {
+        rx_page_size: req.rx_page_size,
+        autorelease: req.autorelease.is_some(),
+    };
+    classify(e, op)
 }
 
-/// The reason a bind-rx refusal is a missing capability rather than a failure, if it is one.
-pub fn bind_unsupported_reason(e: &Error, req: &BindRxRequest) -> Option<String> {
-    match e.errno() {
-        Some(libc::EPERM) => Some(format!("bind-rx needs CAP_NET_ADMIN: {e}")),
-        Some(libc::EOPNOTSUPP) if req.rx_page_size.is_some() => Some(format!(
-            "device does not support devmem RX with rx-page-size {}: {e}",
-            req.rx_page_size.unwrap_or(0)
-        )),
-        Some(libc::EOPNOTSUPP) => Some(format!("device does not support devmem RX: {e}")),
-        // Autorelease series v10: the mode is system-wide while any RX binding exists
-        // (devmem.c, "System already configured with autorelease=%d").
-        Some(libc::EBUSY) if req.autorelease.is_some() => Some(format!(
-            "another devmem RX binding on this system uses the other autorelease mode (the \
-             mode is system-wide while any RX binding exists): {e}"
-        )),
-        Some(libc::EINVAL)
-            if req.rx_page_size.is_some()
-                && matches!(e, Error::Netlink(nl)
-                    if nl.ext_msg.as_deref() == Some("Unknown attribute type")) =>
-        {
-            Some(format!(
-                "this kernel does not know bind-rx attribute rx-page-size (-b needs a newer \
-                 kernel): {e}"
-            ))
-        }
-        _ => None,
-    }
+/// A NIC step's refusal on `ifname` ([`classify`] with [`Op::Nic`]).
+fn step_refusal(e: Error, ifname: &str, what: &str) -> Error {
+    classify(
+        e,
+        Op::Nic {
+            ifname,
+            what,
+            hint: None,
+        },
+    )
 }
 
 /// Every NIC change of one run, as undo guards. Fields are declared in teardown order (Rust
@@ -186,7 +175,7 @@ impl NicSetup {
     pub fn enable_hds(&mut self) -> Result<()> {
         let ifname = self.nic.ifname().to_string();
         let g = HdsGuard::enable(&self.nic)
-            .map_err(|e| unsupported_is_skip(e, &ifname, "header split (tcp-data-split)"))?;
+            .map_err(|e| step_refusal(e, &ifname, "header split (tcp-data-split)"))?;
         self.log(&format!(
             "{ifname}: header split on (was: {})",
             describe_hds(&g.old())
@@ -231,7 +220,7 @@ impl NicSetup {
     }
 
     fn rss_skip(&self, e: Error) -> Error {
-        unsupported_is_skip(e, self.nic.ifname(), "the RSS indirection table")
+        step_refusal(e, self.nic.ifname(), "the RSS indirection table")
     }
 
     /// Turns the ntuple feature on if it is off.
@@ -240,7 +229,7 @@ impl NicSetup {
     pub fn enable_ntuple(&mut self) -> Result<()> {
         let ifname = self.nic.ifname().to_string();
         let g = NtupleFeatureGuard::enable(&self.nic)
-            .map_err(|e| unsupported_is_skip(e, &ifname, "ntuple filters (rx-ntuple-filter)"))?;
+            .map_err(|e| step_refusal(e, &ifname, "ntuple filters (rx-ntuple-filter)"))?;
         if g.changed() {
             self.log(&format!("{ifname}: ntuple feature on"));
         }
@@ -281,7 +270,7 @@ impl NicSetup {
             }
         }
         let e = last.unwrap_or_else(|| Error::Failure("no flow rule to insert".into()));
-        Err(unsupported_is_skip(e, &ifname, "ntuple flow steering"))
+        Err(step_refusal(e, &ifname, "ntuple flow steering"))
     }
 
     /// The whole server setup (unless `plan.skip_nic_config`): header split, RSS, ntuple
@@ -547,6 +536,7 @@ mod tests {
                 bad_attr: None,
                 missing_attr: None,
                 missing_nest: None,
+                ack_problem: None,
             }))
         };
         let e = bind_refusal(nl(libc::EINVAL, Some("Unknown attribute type")), &req);

@@ -36,6 +36,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::caps::Missing;
 use crate::cli::HostAddr;
 use crate::error::{Error, Result};
 use crate::netlink::netdev::{Netdev, QueueType};
@@ -348,17 +349,22 @@ fn ifindex(ifname: &str) -> Result<u32> {
 fn c_verdict(e: Error, rx_buf_len: Option<u32>) -> Error {
     let (call, errno) = match &e {
         Error::Sys { call, errno } => (call.as_str(), *errno),
-        Error::Skip(reason) => return Error::Failure(reason.clone()),
+        Error::Skip(reason) => return Error::Failure(reason.to_string()),
         _ => return e,
     };
     if call.starts_with("mmap(") && call.contains("MAP_HUGETLB") {
-        return Error::Skip(format!("Can't allocate huge pages: {e}"));
+        return Error::Skip(Missing::IouZcrxHugepages {
+            answer: e.to_string(),
+        });
     }
     if call.starts_with("io_uring_register(IORING_REGISTER_ZCRX_IFQ")
         && rx_buf_len.is_some()
         && matches!(errno, libc::EINVAL | libc::EOPNOTSUPP | libc::ERANGE)
     {
-        return Error::Skip(format!("Large chunks are not supported -{errno}: {e}"));
+        return Error::Skip(Missing::IouZcrxLargeChunks {
+            errno,
+            answer: e.to_string(),
+        });
     }
     e
 }
@@ -705,7 +711,7 @@ mod tests {
         };
         let v = c_verdict(hugetlb, Some(8192));
         assert!(
-            matches!(&v, Error::Skip(r) if r.starts_with("Can't allocate huge pages")),
+            matches!(&v, Error::Skip(r) if r.to_string().starts_with("Can't allocate huge pages")),
             "{v:?}"
         );
         let reg = |errno| Error::Sys {
@@ -715,7 +721,8 @@ mod tests {
         for errno in [libc::EINVAL, libc::EOPNOTSUPP, libc::ERANGE] {
             let v = c_verdict(reg(errno), Some(8192));
             assert!(
-                matches!(&v, Error::Skip(r) if r.starts_with("Large chunks are not supported")),
+                matches!(&v, Error::Skip(r)
+                    if r.to_string().starts_with("Large chunks are not supported")),
                 "{v:?}"
             );
             assert_eq!(exit_code(&v), EXIT_SKIP);
@@ -727,7 +734,8 @@ mod tests {
         let v = c_verdict(reg(libc::EPERM), Some(8192));
         assert_eq!(exit_code(&v), EXIT_FAIL);
         // A library skip is a failure here.
-        let v = c_verdict(Error::Skip("io_uring disabled".into()), None);
+        let disabled = Missing::IoUringDisabled { path: "x" };
+        let v = c_verdict(Error::Skip(disabled), None);
         assert_eq!(exit_code(&v), EXIT_FAIL);
         assert_eq!(exit_code(&Error::Usage("x".into())), EXIT_FAIL);
     }

@@ -760,16 +760,16 @@ pub struct EthtoolIoctl {
 impl EthtoolIoctl {
     /// Opens the socket for interface `ifname`.
     ///
-    /// Errors: `Error::Usage` ("invalid interface name ...") for a name of 16 bytes or more
-    /// or with a NUL byte;
-    /// `Error::Sys` for `socket()`.
+    /// Errors: `Error::Sys` with `EINVAL` ("invalid interface name ...", before any call)
+    /// for a name of 16 bytes or more or with a NUL byte; `Error::Sys` for `socket()`.
     pub fn open(ifname: &str) -> Result<Self> {
         let bytes = ifname.as_bytes();
         if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-            return Err(Error::Usage(format!(
+            let call = format!(
                 "invalid interface name {ifname:?} (1 to {} bytes, no NUL)",
                 libc::IFNAMSIZ - 1
-            )));
+            );
+            return Err(Error::sys(call, libc::EINVAL));
         }
         let mut name = [0 as libc::c_char; libc::IFNAMSIZ];
         for (d, s) in name.iter_mut().zip(bytes) {
@@ -1582,7 +1582,8 @@ mod tests {
         for n in ["", "sixteen-bytes-xx", "a\0b"] {
             let e = EthtoolIoctl::open(n).unwrap_err();
             assert!(
-                matches!(e, Error::Usage(ref m) if m.starts_with("invalid interface name")),
+                matches!(e, Error::Sys { ref call, errno: libc::EINVAL }
+                    if call.starts_with("invalid interface name")),
                 "{n:?}: {e}"
             );
         }

@@ -75,13 +75,14 @@ impl MappedRegion {
 
     /// `mmap(NULL, len, PROT_READ|PROT_WRITE, flags, fd, 0)` with caller-chosen `flags`
     /// (e.g. `MAP_SHARED | MAP_POPULATE`). `MAP_FIXED` and `MAP_FIXED_NOREPLACE` are refused
-    /// (`Error::Usage`): the kernel picks the address, so no existing mapping is replaced.
-    /// `len == 0` is refused the same way. Kernel errors: `Error::Sys` naming the call.
+    /// (`Error::Sys` with `EINVAL`, before any call): the kernel picks the address, so no
+    /// existing mapping is replaced. `len == 0` is refused the same way. Kernel errors:
+    /// `Error::Sys` naming the call.
     pub fn map(fd: BorrowedFd<'_>, len: usize, flags: libc::c_int) -> Result<Self> {
         if flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
-            return Err(Error::Usage(
-                "mmap: MAP_FIXED/MAP_FIXED_NOREPLACE refused; the kernel must pick the address"
-                    .into(),
+            return Err(Error::sys(
+                "mmap(MAP_FIXED/MAP_FIXED_NOREPLACE): refused, the kernel must pick the address",
+                libc::EINVAL,
             ));
         }
         let call = || {
@@ -96,15 +97,16 @@ impl MappedRegion {
     /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0)`, plus
     /// `MAP_HUGETLB|MAP_HUGE_2MB` when `hugetlb` (then `len` must be a multiple of 2 MiB).
     ///
-    /// Errors: `Error::Usage` for `len == 0` or, with `hugetlb`, a `len` that is not a
-    /// multiple of 2 MiB (the kernel would round the mapping up, and the `munmap` of `len`
+    /// Errors: `Error::Sys` with `EINVAL` (before any call) for `len == 0` or, with `hugetlb`,
+    /// a `len` that is not a multiple of 2 MiB (the kernel would round the mapping up, and the `munmap` of `len`
     /// bytes on drop would then fail and leak it); `Error::Sys` naming the call (`ENOMEM`
     /// from a hugetlb mapping means the 2 MiB pool is short).
     pub fn map_anon(len: usize, hugetlb: bool) -> Result<Self> {
         if hugetlb && len % HUGEPAGE_2M != 0 {
-            return Err(Error::Usage(format!(
-                "mmap(MAP_HUGETLB): {len} bytes is not a multiple of 2 MiB"
-            )));
+            return Err(Error::sys(
+                format!("mmap(MAP_HUGETLB): {len} bytes is not a multiple of 2 MiB"),
+                libc::EINVAL,
+            ));
         }
         let (huge, huge_name) = match hugetlb {
             true => (
@@ -128,7 +130,7 @@ impl MappedRegion {
         call: impl FnOnce() -> String,
     ) -> Result<Self> {
         if len == 0 {
-            return Err(Error::Usage("mmap: a mapping of 0 bytes is refused".into()));
+            return Err(Error::sys("mmap(0 bytes): refused", libc::EINVAL));
         }
         // SAFETY: addr is NULL and no MAP_FIXED flag is set (the callers refuse them), so the
         // kernel chooses a fresh address range and cannot replace any existing mapping (no Rust
@@ -161,13 +163,15 @@ impl MappedRegion {
     /// [`map_anon`](Self::map_anon) without a syscall, for tests and simulations of the kernel
     /// side (never handed to the kernel: see [`is_mmap`](Self::is_mmap)).
     ///
-    /// Errors: `Error::Usage` for `len == 0` or a length the allocator cannot describe;
-    /// `Error::Sys` (`ENOMEM`) when the allocation fails.
+    /// Errors: `Error::Sys` with `EINVAL` for `len == 0` or a length the allocator cannot
+    /// describe; `Error::Sys` (`ENOMEM`) when the allocation fails.
     pub fn heap(len: usize) -> Result<Self> {
         let layout = Layout::from_size_align(len, crate::sys::page_size())
             .ok()
             .filter(|l| l.size() > 0)
-            .ok_or_else(|| Error::Usage(format!("heap region of {len} bytes refused")))?;
+            .ok_or_else(|| {
+                Error::sys(format!("heap region of {len} bytes: refused"), libc::EINVAL)
+            })?;
         // SAFETY: the layout has a non-zero size (checked above) and a power-of-two alignment
         // (the page size); the result is checked for NULL.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -299,17 +303,23 @@ mod tests {
         ] {
             let e = MappedRegion::map(fd.as_fd(), 4096, flags).unwrap_err();
             assert!(
-                matches!(e, Error::Usage(ref m) if m.contains("MAP_FIXED")),
+                matches!(e, Error::Sys { ref call, errno: libc::EINVAL } if call.contains("MAP_FIXED")),
                 "{e}"
             );
         }
         assert!(matches!(
             MappedRegion::map_shared(fd.as_fd(), 0),
-            Err(Error::Usage(_))
+            Err(Error::Sys {
+                errno: libc::EINVAL,
+                ..
+            })
         ));
         assert!(matches!(
             MappedRegion::map_anon(0, false),
-            Err(Error::Usage(_))
+            Err(Error::Sys {
+                errno: libc::EINVAL,
+                ..
+            })
         ));
     }
 
@@ -320,7 +330,7 @@ mod tests {
         for len in [4096, HUGEPAGE_2M + 4096] {
             let e = MappedRegion::map_anon(len, true).unwrap_err();
             assert!(
-                matches!(&e, Error::Usage(m) if m.contains("2 MiB")),
+                matches!(&e, Error::Sys { call, errno: libc::EINVAL } if call.contains("2 MiB")),
                 "{len}: {e}"
             );
         }

@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use crate::error::{errno_display, Error, Result};
+use crate::error::{Error, Result};
 use crate::rx::{RecvOutcome, RxSocket};
 use crate::sys::uapi::{self, dmabuf_token};
 use crate::sys::{cvt, last_errno, poll_timeout_ms};
@@ -402,8 +402,9 @@ pub fn accept(listener: BorrowedFd<'_>) -> Result<(OwnedFd, SocketAddr)> {
 /// `POLLOUT` and call [`connect_finish`]); waiting and timeouts are
 /// [`crate::conn::connect_timeout`]'s.
 ///
-/// Errors: `Error::Usage` for an interface name that is empty, has a NUL or is ≥ IFNAMSIZ (16)
-/// bytes; `Error::Sys` naming the call (`ECONNREFUSED` from `connect`).
+/// Errors: `Error::Sys` naming the call: `EINVAL` for an interface name that is empty, has a
+/// NUL or is ≥ IFNAMSIZ (16) bytes (refused before `SO_BINDTODEVICE`), `ECONNREFUSED` from
+/// `connect`.
 pub fn connect_start(
     addr: SocketAddrV6,
     local: Option<SocketAddrV6>,
@@ -413,10 +414,11 @@ pub fn connect_start(
     let b = fd_borrow(&fd);
     if let Some(name) = ifname {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
-            return Err(Error::Usage(format!(
-                "interface name {name:?} must be 1..{} bytes without NUL",
+            let call = format!(
+                "setsockopt(SO_BINDTODEVICE, {name:?}): the name must be 1..{} bytes without NUL",
                 libc::IFNAMSIZ - 1
-            )));
+            );
+            return Err(Error::sys(call, libc::EINVAL));
         }
         let mut buf = [0u8; libc::IFNAMSIZ];
         buf[..name.len()].copy_from_slice(name.as_bytes());
@@ -573,7 +575,7 @@ impl RxSocket for TcpRxSocket {
 /// pre-proposal behaviour) on that socket only.
 ///
 /// # Errors
-/// `Error::Skip` when the kernel answers `ENOPROTOOPT`; `Error::Sys` otherwise.
+/// `Error::Sys` (`ENOPROTOOPT` from a kernel without the option).
 pub fn probe_devmem_autorelease() -> Result<()> {
     let fd = tcp6_socket(false, PortSharing::Exclusive)?;
     set_devmem_autorelease(fd_borrow(&fd), true)
@@ -582,27 +584,15 @@ pub fn probe_devmem_autorelease() -> Result<()> {
 /// Sets the proposed `SO_DEVMEM_AUTORELEASE` (`SOL_SOCKET` option 85, int 0/1; devmem
 /// autorelease series v6, not merged upstream). Must be set before any token is outstanding.
 ///
-/// Errors: a kernel without the option answers `ENOPROTOOPT` → `Error::Skip("kernel has no
-/// SO_DEVMEM_AUTORELEASE ...")`; anything else → `Error::Sys`.
+/// Errors: `Error::Sys` (a kernel without the option answers `ENOPROTOOPT`).
 pub fn set_devmem_autorelease(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
-    match setsockopt_int(
+    setsockopt_int(
         fd,
         libc::SOL_SOCKET,
         uapi::SO_DEVMEM_AUTORELEASE,
         libc::c_int::from(on),
         "SO_DEVMEM_AUTORELEASE",
-    ) {
-        Err(Error::Sys {
-            errno: libc::ENOPROTOOPT,
-            ..
-        }) => Err(Error::Skip(format!(
-            "kernel has no SO_DEVMEM_AUTORELEASE (setsockopt(SOL_SOCKET, {}): {}; the option \
-             is a proposal, not merged upstream)",
-            uapi::SO_DEVMEM_AUTORELEASE,
-            errno_display(libc::ENOPROTOOPT)
-        ))),
-        other => other,
-    }
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -239,8 +239,8 @@ pub struct ZcrxRegistered {
 /// fields through that reference would rely on the compiler not assuming it unchanged.
 ///
 /// The kernel pins both regions' pages until the ring is closed, so they must be mmap-backed:
-/// heap-backed regions (whose memory the allocator could reuse) are refused with
-/// `Error::Usage`. `reg.area_ptr` and `reg.region_ptr` are overwritten.
+/// heap-backed regions (whose memory the allocator could reuse) are refused with `EINVAL`
+/// before the call. `reg.area_ptr` and `reg.region_ptr` are overwritten.
 ///
 /// Errors: `Error::Sys` with `call` and the kernel's errno (EPERM, EINVAL, ENODEV, EOPNOTSUPP,
 /// ... see `docs/kernel-interface.md#zcrx-registration`).
@@ -252,8 +252,9 @@ pub fn register_zcrx_ifq(
     call: &str,
 ) -> Result<ZcrxRegistered> {
     if !area.is_mmap() || !refill.is_mmap() {
-        return Err(Error::Usage(
-            "zcrx registration needs mmap-backed regions (the kernel pins them)".into(),
+        return Err(Error::sys(
+            format!("{call}: zcrx registration needs mmap-backed regions (the kernel pins them)"),
+            libc::EINVAL,
         ));
     }
     let mut area_reg = io_uring_zcrx_area_reg {

@@ -8,8 +8,9 @@
 use io_uring::opcode;
 
 use super::{ZcrxParams, ZcrxRing, ZcrxTarget, IO_URING_DISABLED_PATH};
+use crate::caps::{classify, Missing, Op};
 use crate::error::{Error, Result};
-use crate::sys::uapi::{io_uring_zcrx_rqe, ZCRX_REG_NODEV, ZCRX_RQ_MAX_ENTRIES};
+use crate::sys::uapi::{io_uring_zcrx_rqe, ZCRX_RQ_MAX_ENTRIES};
 use crate::sys::uring_mem::probe_zcrx_register;
 
 /// Reads `kernel.io_uring_disabled` and turns 2 (disabled for everyone) into a skip. A missing
@@ -18,10 +19,9 @@ use crate::sys::uring_mem::probe_zcrx_register;
 /// Errors: `Error::Skip` naming the sysctl.
 pub fn check_io_uring_enabled() -> Result<()> {
     match read_io_uring_disabled() {
-        Some(2) => Err(Error::Skip(format!(
-            "io_uring is disabled on this host (kernel.io_uring_disabled = 2, \
-             {IO_URING_DISABLED_PATH}); `sysctl kernel.io_uring_disabled=0` enables it"
-        ))),
+        Some(2) => Err(Error::Skip(Missing::IoUringDisabled {
+            path: IO_URING_DISABLED_PATH,
+        })),
         _ => Ok(()),
     }
 }
@@ -36,19 +36,8 @@ fn read_io_uring_disabled() -> Option<u64> {
 /// (io_uring disabled by `kernel.io_uring_disabled`, or a seccomp/LSM policy), `ENOSYS` (kernel
 /// without io_uring), `EINVAL` (kernel older than the flags zcrx needs). Others stay.
 pub fn setup_refusal(e: Error) -> Error {
-    match e.errno() {
-        Some(libc::EPERM) => Error::Skip(format!(
-            "io_uring is not permitted for this process (kernel.io_uring_disabled = {}; 1 allows \
-             only kernel.io_uring_group members): {e}",
-            read_io_uring_disabled().map_or_else(|| "unknown".to_string(), |v| v.to_string())
-        )),
-        Some(libc::ENOSYS) => Error::Skip(format!("kernel built without io_uring: {e}")),
-        Some(libc::EINVAL) => Error::Skip(format!(
-            "kernel refused the ring flags zcrx needs (SINGLE_ISSUER, DEFER_TASKRUN: 6.1+; \
-             CQE32): {e}"
-        )),
-        _ => e,
-    }
+    let disabled = read_io_uring_disabled();
+    classify(e, Op::IoUringSetup { disabled })
 }
 
 /// Skips without `IORING_OP_RECV_ZC` (58, 6.15+), asking the kernel
@@ -56,13 +45,12 @@ pub fn setup_refusal(e: Error) -> Error {
 ///
 /// Errors: `Error::Skip` when unsupported; `Error::Sys` when the probe fails.
 pub fn require_recv_zc(ring: &ZcrxRing) -> Result<()> {
-    super::supports_recv_zc(ring)?.then_some(()).ok_or_else(|| {
-        Error::Skip(format!(
-            "this kernel's io_uring does not support IORING_OP_RECV_ZC (opcode {}); io_uring \
-             zcrx needs Linux 6.15+ with CONFIG_IO_URING_ZCRX",
-            opcode::RecvZc::CODE
-        ))
-    })
+    let missing = Missing::RecvZc {
+        opcode: opcode::RecvZc::CODE,
+    };
+    super::supports_recv_zc(ring)?
+        .then_some(())
+        .ok_or(Error::Skip(missing))
 }
 
 /// Learns before anything is changed whether registration will be refused for lack of
@@ -71,11 +59,13 @@ pub fn require_recv_zc(ring: &ZcrxRing) -> Result<()> {
 /// Errors: `Error::Skip` on `EPERM`.
 pub fn require_net_admin(ring: &ZcrxRing) -> Result<()> {
     match probe_zcrx_register(ring) {
-        libc::EPERM => Err(Error::Skip(format!(
-            "io_uring zcrx registration needs CAP_NET_ADMIN: io_uring_register(\
-             IORING_REGISTER_ZCRX_IFQ): {}",
-            crate::error::errno_display(libc::EPERM)
-        ))),
+        libc::EPERM => Err(classify(
+            Error::sys("io_uring_register(IORING_REGISTER_ZCRX_IFQ)", libc::EPERM),
+            Op::ZcrxRegister {
+                nodev: false,
+                rx_buf_len: None,
+            },
+        )),
         _ => Ok(()),
     }
 }
@@ -108,29 +98,11 @@ impl ZcrxParams {
 /// - `EINVAL` with `rx_buf_len`: the kernel reserves that field (before 7.0) or refuses the
 ///   value.
 pub fn register_refusal(e: Error, p: &ZcrxParams) -> Error {
-    let nodev = p.target == ZcrxTarget::NoDev;
-    let reason = match (e.errno(), p.rx_buf_len) {
-        (Some(libc::EPERM), _) => format!("io_uring zcrx registration needs CAP_NET_ADMIN: {e}"),
-        (Some(libc::EOPNOTSUPP), Some(len)) if nodev => format!(
-            "this kernel's device-less zcrx (ZCRX_REG_NODEV) does not support rx_buf_len {len}: {e}"
-        ),
-        (Some(libc::EOPNOTSUPP), Some(len)) => {
-            format!("device/queue does not support io_uring zcrx with rx_buf_len {len}: {e}")
-        }
-        (Some(libc::EOPNOTSUPP), None) => {
-            format!("device/queue does not support io_uring zcrx: {e}")
-        }
-        (Some(libc::EINVAL), _) if nodev => format!(
-            "kernel has no ZCRX_REG_NODEV (device-less zcrx, io_uring_zcrx_ifq_reg.flags \
-             {ZCRX_REG_NODEV}; added after 6.18): {e}"
-        ),
-        (Some(libc::EINVAL), Some(len)) => format!(
-            "kernel refused rx_buf_len {len}: kernels before 7.0 reserve that field \
-             (io_uring_zcrx_ifq_reg byte 68): {e}"
-        ),
-        _ => return e,
+    let op = Op::ZcrxRegister {
+        nodev: p.target == ZcrxTarget::NoDev,
+        rx_buf_len: p.rx_buf_len,
     };
-    Error::Skip(reason)
+    classify(e, op)
 }
 
 #[cfg(test)]
