@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicI32;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use ncdevmem::figures::hist::FragSizeHistogram;
 use ncdevmem::rx::testing::{
     encode_devmem_cmsg, PatternStream, Piece, ScriptedSocket, Step, VecMemory,
 };
@@ -482,6 +483,36 @@ fn tx_1gib(c: &mut Criterion) {
     g.finish();
 }
 
+/// The per-flow frag-size histogram, one `record` per frag: 4096 frags all of one size (every
+/// increment hits one bucket, the worst case for the store-to-load chain) and of a mix (whole
+/// 4 KiB niovs, MSS-sized, short and 16 KiB frags).
+fn frag_hist(c: &mut Criterion) {
+    let mut g = c.benchmark_group("frag-hist");
+    let uniform = vec![4096u32; 4096];
+    let mixed: Vec<u32> = (0..4096u32)
+        .map(|i| match i % 8 {
+            0..=3 => 4096,
+            4 => 1448,
+            5 => 2648,
+            6 => 64 + i % 512,
+            _ => 16384,
+        })
+        .collect();
+    for (name, sizes) in [("uniform-4096", &uniform), ("mixed", &mixed)] {
+        g.throughput(Throughput::Elements(sizes.len() as u64));
+        g.bench_function(format!("record/{name}"), |b| {
+            b.iter(|| {
+                let mut h = FragSizeHistogram::default();
+                for &s in black_box(sizes.as_slice()) {
+                    h.record(s);
+                }
+                black_box(h)
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     validator,
@@ -491,6 +522,7 @@ criterion_group!(
     receive_loop,
     receive_1gib,
     zcrx_1gib,
-    tx_1gib
+    tx_1gib,
+    frag_hist
 );
 criterion_main!(benches);

@@ -1,13 +1,14 @@
 //! ncdevmem-rs: a Rust port of the Linux kernel's `ncdevmem` devmem-TCP hardware selftest.
 //!
 //! The library holds the reusable pieces: the dma-buf memory sources behind one seam
-//! ([`memory`]: udmabuf, [`udmabuf`], and dma-buf heaps), a
-//! generic-netlink client with the `netdev` and `ethtool` families ([`netlink`]), the devmem
-//! receive loop with token release and pattern validation ([`rx`], [`validate`]), io_uring
-//! zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to give back
-//! what a run held (`release`), the command line ([`cli`]) and the run orchestration
-//! ([`app`]); other command lines of the same binary ([`personality`]: `iou-zcrx`). All
-//! `unsafe` lives in [`sys`].
+//! ([`memory`]: udmabuf, [`udmabuf`], and dma-buf heaps), a generic-netlink client with the
+//! `netdev` and `ethtool` families ([`netlink`]), the devmem receive loop with token release
+//! and pattern validation ([`rx`], [`validate`]), the figures of a run beyond the loop's
+//! counters ([`figures`]: CPU accounting, frag sizes, device RX, congestion control),
+//! io_uring zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to
+//! give back what a run held (`release`), the command line ([`cli`]) and the run
+//! orchestration ([`app`]); other command lines of the same binary ([`personality`]:
+//! `iou-zcrx`). All `unsafe` lives in [`sys`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -55,6 +56,7 @@ pub mod caps;
 pub mod cli;
 pub mod conn;
 pub mod error;
+pub mod figures;
 pub mod memory;
 pub(crate) mod modes;
 pub mod netlink;

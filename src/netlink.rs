@@ -60,9 +60,20 @@ pub use socket::{GenlReply, GenlRequest, NlSocket};
 pub fn dev_label(ifindex: u32, ifname: Option<&str>) -> String {
     match ifname {
         Some(n) => format!("{n} (ifindex {ifindex})"),
+        // nix 0.32 answers an unknown index with Ok(""), not an error.
         None => match nix::net::if_::if_indextoname(ifindex) {
-            Ok(n) => format!("{} (ifindex {ifindex})", n.to_string_lossy()),
-            Err(_) => format!("ifindex {ifindex}"),
+            Ok(n) if !n.is_empty() => format!("{} (ifindex {ifindex})", n.to_string_lossy()),
+            _ => format!("ifindex {ifindex}"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dev_label_of_an_unknown_index_is_the_number() {
+        assert_eq!(super::dev_label(4, Some("eth0")), "eth0 (ifindex 4)");
+        // No interface has index u32::MAX; nix answers Ok("") for it.
+        assert_eq!(super::dev_label(u32::MAX, None), "ifindex 4294967295");
     }
 }

@@ -74,8 +74,9 @@ pub trait WireEnum: Sized {
 /// `None`), `req` (absent is `Error::Decode` "`NAME` is missing" about the struct's reply),
 /// `zero` (absent is 0) or `present` (a `bool`: the empty nest is there), and wire `u8`,
 /// `u16`, `u32`, `u64` (fixed width), `uint` (`NLA_UINT`: 4 or 8 bytes, a `u64`), `string`,
-/// `nest` (with `present` only) or `wire as Enum` (an [`WireEnum`] type). Numbers the struct
-/// does not carry (header nests, padding, multi-attr nests) go in the `also` list.
+/// `nest` (with `present` only), `nest as Table` (a nest decoded and emitted by another
+/// `attr_struct!` table) or `wire as Enum` (an [`WireEnum`] type). Numbers the struct does not
+/// carry (header nests, padding, multi-attr nests) go in the `also` list.
 macro_rules! attr_struct {
     (
         $(#[$smeta:meta])* $vis:vis struct $S:ident($what:literal) {
@@ -135,6 +136,7 @@ macro_rules! attr_struct {
     (@ty $w:ident as $e:ty) => { $e };
     (@ty $w:ident) => { $w };
     (@get $a:ident, $N:ident, nest) => { true };
+    (@get $a:ident, $N:ident, nest as $e:ty) => { <$e>::from_attrs($a.payload())? };
     (@get $a:ident, $N:ident, $w:ident as $e:ty) => {
         <$e as $crate::netlink::attr::WireEnum>::decode($a.$w(stringify!($N))?)?
     };
@@ -160,6 +162,11 @@ macro_rules! attr_struct {
         attr_struct!(@put $w, $N, v, $($t)+)
     }};
     (@put $w:ident, $N:ident, $v:ident, string) => { $w.put_str($N, stringify!($N), $v) };
+    (@put $w:ident, $N:ident, $v:ident, nest as $e:ty) => {{
+        let nest = $w.begin_nest($N, stringify!($N));
+        $v.emit($w);
+        $w.end_nest(nest);
+    }};
     (@put $w:ident, $N:ident, $v:ident, $t:ident as $e:ty) => {{
         let raw = &<$e as $crate::netlink::attr::WireEnum>::encode($v);
         attr_struct!(@put $w, $N, raw, $t)

@@ -1,6 +1,6 @@
 //! The `netdev` generic-netlink family (Documentation/netlink/specs/netdev.yaml,
-//! include/uapi/linux/netdev.h): device, queue, NAPI and page-pool queries, and the devmem
-//! `bind-rx` / `bind-tx` operations (<https://docs.kernel.org/networking/devmem.html>).
+//! include/uapi/linux/netdev.h): device, queue, NAPI and page-pool queries, the queue and
+//! page-pool statistics (`stats`), and the devmem `bind-rx` / `bind-tx` operations (<https://docs.kernel.org/networking/devmem.html>).
 //!
 //! A devmem binding lives as long as the netlink socket that created it: the kernel keeps the
 //! binding on that socket's private list and unbinds when the socket closes. There is no
@@ -14,8 +14,10 @@ use super::socket::{GenlRequest, NlSocket};
 use crate::error::{Error, Result};
 
 mod bind;
+mod stats;
 pub use bind::{BindRxRequest, BindingDirection, DmabufBinding, QueueNest};
 pub(crate) use bind::{NETDEV_A_DMABUF_ID, NETDEV_A_DMABUF_RX_PAGE_SIZE};
+pub use stats::{PagePoolRef, PagePoolStats, QstatsInfo, QstatsScope};
 
 kernel_names! {
     /// `enum netdev_cmd` (6.18 BTF: DEV_GET = 1 … BIND_TX = 15).
@@ -250,19 +252,17 @@ impl Netdev {
             })
     }
 
-    /// The dump of operation `op` (command `cmd`), filtered by ifindex attribute `filter`
-    /// (number, name, ifindex) when given; every part decoded with `parse`.
+    /// The dump of operation `op` (command `cmd`) with request attributes `attrs` (the
+    /// filter: none, or an ifindex); every part decoded with `parse`.
     fn dump<T>(
         &mut self,
         (cmd, op): (u8, &str),
         target: String,
-        filter: Option<(u16, &'static str, u32)>,
+        attrs: impl FnOnce(&mut AttrWriter),
         parse: fn(&[u8]) -> Result<T>,
     ) -> Result<Vec<T>> {
         let mut req = self.family.request(cmd, op).dump().target(target);
-        if let Some((kind, name, ifindex)) = filter {
-            req.attrs().put_u32(kind, name, ifindex);
-        }
+        attrs(req.attrs());
         self.run(req, cmd, parse)
     }
 
@@ -283,7 +283,7 @@ impl Netdev {
     #[doc(alias = "NETDEV_CMD_DEV_GET")]
     pub fn dev_get_dump(&mut self) -> Result<Vec<DevInfo>> {
         let op = (NETDEV_CMD_DEV_GET, "dev-get");
-        self.dump(op, "all devices".into(), None, DevInfo::from_attrs)
+        self.dump(op, "all devices".into(), |_| {}, DevInfo::from_attrs)
     }
 
     /// `queue-get` do: queue `id` of type `queue_type` on `ifindex`.
@@ -309,34 +309,25 @@ impl Netdev {
     /// A down device has no queues (empty result).
     #[doc(alias = "NETDEV_CMD_QUEUE_GET")]
     pub fn queue_get_dump(&mut self, ifindex: u32) -> Result<Vec<QueueInfo>> {
-        let filter = (NETDEV_A_QUEUE_IFINDEX, "NETDEV_A_QUEUE_IFINDEX", ifindex);
+        let filter = |w: &mut AttrWriter| put_attr!(w, put_u32, NETDEV_A_QUEUE_IFINDEX, ifindex);
         let op = (NETDEV_CMD_QUEUE_GET, "queue-get");
-        self.dump(
-            op,
-            dev_label(ifindex, None),
-            Some(filter),
-            QueueInfo::from_attrs,
-        )
+        self.dump(op, dev_label(ifindex, None), filter, QueueInfo::from_attrs)
     }
 
     /// `napi-get` dump of the NAPI instances of `ifindex` (veth has none unless GRO is on).
     #[doc(alias = "NETDEV_CMD_NAPI_GET")]
     pub fn napi_get_dump(&mut self, ifindex: u32) -> Result<Vec<NapiInfo>> {
-        let filter = (NETDEV_A_NAPI_IFINDEX, "NETDEV_A_NAPI_IFINDEX", ifindex);
+        let filter = |w: &mut AttrWriter| put_attr!(w, put_u32, NETDEV_A_NAPI_IFINDEX, ifindex);
         let op = (NETDEV_CMD_NAPI_GET, "napi-get");
-        self.dump(
-            op,
-            dev_label(ifindex, None),
-            Some(filter),
-            NapiInfo::from_attrs,
-        )
+        self.dump(op, dev_label(ifindex, None), filter, NapiInfo::from_attrs)
     }
 
     /// `page-pool-get` dump: every page pool visible in the socket's network namespace.
     #[doc(alias = "NETDEV_CMD_PAGE_POOL_GET")]
     pub fn page_pool_get_dump(&mut self) -> Result<Vec<PagePoolInfo>> {
         let op = (NETDEV_CMD_PAGE_POOL_GET, "page-pool-get");
-        self.dump(op, "all page pools".into(), None, PagePoolInfo::from_attrs)
+        let target = "all page pools".into();
+        self.dump(op, target, |_| {}, PagePoolInfo::from_attrs)
     }
 }
 

@@ -1,10 +1,12 @@
 //! The home of FFI: syscall wrappers with one shape ([`cvt`]), hand-defined uapi ([`uapi`]),
-//! socket calls ([`socket`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem
-//! TX ([`zerocopy`]), owned memory mappings ([`mmap`]), the udmabuf and dma-buf calls
+//! socket calls ([`socket`]), `TCP_INFO` and `TCP_CONGESTION` ([`tcp`]), CPU time and
+//! affinity ([`cpu`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem TX
+//! ([`zerocopy`]), owned memory mappings ([`mmap`]), the udmabuf and dma-buf calls
 //! (`udmabuf`), the dma-buf heap calls ([`dma_heap`]), io_uring zcrx ([`uring_mem`]) and the
 //! layout-checked ioctl structs (`uapi_struct`). Other modules (policy, netlink logic, CLI)
 //! contain no `unsafe`.
 
+pub mod cpu;
 pub mod dma_heap;
 pub mod ethtool_ioctl;
 pub mod mmap;
@@ -12,6 +14,7 @@ pub(crate) mod netlink_sock;
 pub mod signals;
 pub mod socket;
 pub mod softirq;
+pub mod tcp;
 pub mod uapi;
 pub(crate) mod uapi_struct;
 pub(crate) mod udmabuf;
@@ -19,7 +22,6 @@ pub mod uring_mem;
 pub mod zerocopy;
 
 use crate::error::Error;
-use std::time::Duration;
 
 /// Turns a C-style return (`-1` and `errno`) into a `Result`, naming `call` in the error.
 pub fn cvt<T>(ret: T, call: &str) -> Result<T, Error>
@@ -61,18 +63,10 @@ pub fn page_size() -> usize {
 }
 
 /// CPU time this process has used so far (`getrusage(RUSAGE_SELF)`): user and system time,
-/// all threads. `None` when the call fails (it cannot with a valid `who`).
+/// all threads. `None` when the call fails (it cannot with a valid `who`). One thread's own
+/// time: [`cpu::thread_cpu_time`].
 pub fn cpu_time() -> Option<crate::stats::CpuTime> {
-    use nix::sys::resource::{getrusage, UsageWho};
-    let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
-    let d = |t: nix::sys::time::TimeVal| {
-        Duration::from_secs(t.tv_sec().max(0) as u64)
-            + Duration::from_micros(t.tv_usec().max(0) as u64)
-    };
-    Some(crate::stats::CpuTime {
-        user: d(u.user_time()),
-        sys: d(u.system_time()),
-    })
+    cpu::rusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
 }
 
 /// Rounds `value` up to the next multiple of `align` (any non-zero `align`, not only powers of

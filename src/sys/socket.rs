@@ -164,6 +164,34 @@ pub(crate) fn getsockopt_raw(
     }
 }
 
+/// `getsockopt(fd, level, opt, buf, &len)` into a byte buffer (a struct's bytes, a name):
+/// the number of bytes the kernel wrote (at most `buf.len()`), or the errno.
+pub(crate) fn getsockopt_buf(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    opt: libc::c_int,
+    buf: &mut [u8],
+) -> Result<usize, i32> {
+    let mut len = libc::socklen_t::try_from(buf.len()).map_err(|_| libc::EINVAL)?;
+    // SAFETY: the pointer and length describe `buf`, exclusively borrowed across the call;
+    // the kernel writes at most `len` bytes into it and stores the count in `len`. The result
+    // is checked.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if ret < 0 {
+        Err(last_errno())
+    } else {
+        Ok((len as usize).min(buf.len()))
+    }
+}
+
 /// [`getsockopt_raw`]; `name` is used in the error.
 fn getsockopt_int(
     fd: BorrowedFd<'_>,

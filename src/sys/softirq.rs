@@ -16,10 +16,10 @@
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 
-use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
-use nix::unistd::{sysconf, Pid, SysconfVar};
+use nix::unistd::{sysconf, SysconfVar};
 
 use crate::error::{Error, Result};
+use crate::sys::cpu;
 
 /// Which CPUs ran the softirq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,13 +36,11 @@ pub struct CpuReach {
 /// dropped with it), then restores the thread's affinity. Returns how many CPUs ran the
 /// softirq, of how many are online.
 ///
-/// Errors: `Error::Sys` from `sched_getaffinity`/`sched_setaffinity`, or from the socket when
-/// the namespace's loopback cannot carry the datagram (`lo` down: no route to 127.0.0.1). The
-/// affinity is restored before any error is returned.
+/// Errors: `Error::Sys` from `sched_getaffinity`/`sched_setaffinity` ([`cpu`]), or from the
+/// socket when the namespace's loopback cannot carry the datagram (`lo` down: no route to
+/// 127.0.0.1). The affinity is restored before any error is returned.
 pub fn run_net_rx_on_each_cpu() -> Result<CpuReach> {
-    let me = Pid::from_raw(0);
-    let original =
-        sched_getaffinity(me).map_err(|e| Error::sys("sched_getaffinity(0)", e as i32))?;
+    let original = cpu::allowed_cpus()?;
     let sock = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
         .map_err(|e| Error::io("bind(UDP 127.0.0.1:0)", &e))?;
     let to = sock
@@ -50,17 +48,11 @@ pub fn run_net_rx_on_each_cpu() -> Result<CpuReach> {
         .map_err(|e| Error::io("getsockname(UDP)", &e))?;
     let mut kicked = 0;
     let mut first_error = None;
-    for cpu in (0..CpuSet::count()).filter(|&c| original.is_set(c).unwrap_or(false)) {
-        let mut one = CpuSet::new();
-        if one.set(cpu).is_err() {
-            continue;
-        }
-        let sent = sched_setaffinity(me, &one)
-            .map_err(|e| Error::sys(format!("sched_setaffinity(0, {{cpu {cpu}}})"), e as i32))
-            .and_then(|()| {
-                sock.send_to(&[0], to)
-                    .map_err(|e| Error::io(format!("sendto(UDP {to}) on cpu {cpu}"), &e))
-            });
+    for &c in &original {
+        let sent = cpu::pin_current_thread(c).and_then(|()| {
+            sock.send_to(&[0], to)
+                .map_err(|e| Error::io(format!("sendto(UDP {to}) on cpu {c}"), &e))
+        });
         match sent {
             Ok(_) => kicked += 1,
             Err(e) => {
@@ -68,8 +60,7 @@ pub fn run_net_rx_on_each_cpu() -> Result<CpuReach> {
             }
         }
     }
-    let restored = sched_setaffinity(me, &original)
-        .map_err(|e| Error::sys("sched_setaffinity(0, original mask)", e as i32));
+    let restored = cpu::set_affinity(&original);
     match (first_error, restored) {
         (_, Err(e)) => Err(e),
         (Some(e), Ok(())) if kicked == 0 => Err(e),
@@ -91,6 +82,8 @@ pub fn online_cpus() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::sched::{sched_getaffinity, CpuSet};
+    use nix::unistd::Pid;
 
     /// On this machine's loopback every allowed CPU gets its datagram, and the thread's
     /// affinity is what it was.

@@ -1,0 +1,19 @@
+//! The figures of a run beyond the receive loop's own counters ([`crate::stats`]), as pure
+//! computations over what the kernel-boundary modules return:
+//!
+//! - [`cpu`]: CPU lists (`--cpus 2-5,8`), the flow → CPU assignment, and per-CPU usr / sys /
+//!   irq / softirq / iowait / idle / steal percentages from two `/proc/stat` snapshots
+//!   (read by [`crate::sys::cpu`]), summarised as "app sys %" and "app idle %";
+//! - [`hist`]: the per-flow histogram of frag sizes (powers of two), updated per frag;
+//! - [`device`]: device RX Gbit/s from two netdev `qstats-get` dumps of the bound queues, and
+//!   the RX queue a flow arrived on from its `SO_INCOMING_NAPI_ID` and the `queue-get` dump;
+//! - [`tcp`]: `TCP_CONGESTION` with a refusal that names the available algorithms.
+//!
+//! No function here makes a system call except [`tcp::set_congestion`] and
+//! [`cpu::ProcStat::read`], which go through [`crate::sys`]. Every figure's definition and its
+//! source: docs/kernel-interface.md#cpu-time-and-placement, #tcp_info, #netdev-statistics.
+
+pub mod cpu;
+pub mod device;
+pub mod hist;
+pub mod tcp;
