@@ -937,6 +937,95 @@ mod tests {
         );
     }
 
+    /// A dma-buf heap's refusals: which `open` errno is which skip (no heaps at all, no heap
+    /// of that name, no access), the allocation's `ENOMEM`, any mmap refusal; every other
+    /// answer stays a failure.
+    #[test]
+    fn dma_heap_refusals_are_sorted() {
+        use std::path::Path;
+        let path = Path::new("/dev/dma_heap/system");
+        let dir = Path::new("/dev/dma_heap");
+        let heaps = ["reserved".to_string()];
+        let open = |dir_exists, heaps| Op::DmaHeapOpen {
+            name: "system",
+            path,
+            dir,
+            heaps,
+            dir_exists,
+        };
+        let refused = |errno| Error::sys("open(/dev/dma_heap/system)", errno);
+        let e = classify(refused(libc::ENOENT), open(false, None));
+        assert!(
+            matches!(&e, Error::Skip(Missing::DmaHeaps { errno, .. }) if *errno == libc::ENOENT),
+            "{e}"
+        );
+        let e = classify(refused(libc::ENODEV), open(true, Some(&heaps)));
+        assert_eq!(
+            skip_text(e),
+            "no dma-buf heap named \"system\": cannot open /dev/dma_heap/system (ENODEV (No \
+             such device)); this host's heaps: reserved"
+        );
+        let e = classify(refused(libc::ENOENT), open(true, None));
+        assert!(
+            skip_text(e).ends_with("this host's heaps: (could not be listed)"),
+            "an unreadable directory"
+        );
+        let e = classify(refused(libc::EACCES), open(true, Some(&heaps)));
+        assert_eq!(
+            skip_text(e),
+            "cannot open /dev/dma_heap/system (EACCES (Permission denied)): needs root or read \
+             access to the heap"
+        );
+        let e = classify(refused(libc::EMFILE), open(true, Some(&heaps)));
+        assert!(
+            matches!(e, Error::Sys { errno, .. } if errno == libc::EMFILE),
+            "{e}"
+        );
+
+        let alloc = Op::DmaHeapAlloc {
+            name: "system",
+            size_bytes: 1 << 20,
+        };
+        let e = classify(Error::sys("ioctl", libc::ENOMEM), alloc);
+        assert!(
+            matches!(e, Error::Skip(Missing::DmaHeapMemory { .. })),
+            "{e}"
+        );
+        let e = classify(Error::sys("ioctl", libc::EINVAL), alloc);
+        assert_eq!(e.exit_code(), crate::error::EXIT_FAIL);
+
+        let map = Op::DmaHeapMap {
+            name: "system",
+            size_bytes: 1 << 20,
+        };
+        let e = classify(Error::sys("mmap", libc::ENODEV), map);
+        assert_eq!(
+            skip_text(e),
+            "dma-heap system dma-buf of 1048576 bytes cannot be mapped for validation: mmap: \
+             ENODEV (No such device)"
+        );
+
+        let bind = Op::DmaHeapBind {
+            name: "system",
+            rx_page_size: Some(16384),
+        };
+        let e = classify(
+            nl(
+                libc::EINVAL,
+                Some("dmabuf sg entry (addr=0x0, len=4096) not aligned to niov size 16"),
+            ),
+            bind,
+        );
+        assert!(
+            matches!(e, Error::Skip(Missing::DmaHeapUnaligned { .. })),
+            "{e}"
+        );
+        let e = classify(nl(libc::EINVAL, Some("tcp-data-split is disabled")), bind);
+        assert_eq!(e.exit_code(), crate::error::EXIT_FAIL);
+        let e = classify(nl(libc::EBUSY, None), bind);
+        assert_eq!(e.exit_code(), crate::error::EXIT_FAIL);
+    }
+
     /// Answers that are no missing capability stay what they were.
     #[test]
     fn failures_stay_failures() {
