@@ -312,6 +312,17 @@ fn sigterm_while_waiting_unwinds_and_fails() {
     );
 }
 
+/// One command line of each devmem mode on veth: the server, the server with `-b 16384` and
+/// `-n` over IPv6, the TX client, the probe.
+const DEVMEM_MODES: [&[&str]; 4] = [
+    &["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
+    &[
+        "-l", "-f", VETH_A, "-s", ADDR_A_V6, "-p", PORT, "-v", "7", "-b", "16384", "-n",
+    ],
+    &["-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
+    &["-f", VETH_A],
+];
+
 /// Without udmabuf (this machine's kernel has no CONFIG_UDMABUF) every devmem mode is a skip
 /// (exit 4) with one line naming what is missing, before anything is changed. With it (the VM
 /// suite's guest) each is still a skip on veth, for another reason.
@@ -321,15 +332,7 @@ fn devmem_modes_skip_without_udmabuf() {
         return;
     };
     let have_udmabuf = std::path::Path::new("/dev/udmabuf").exists();
-    let cases: [&[&str]; 4] = [
-        &["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
-        &[
-            "-l", "-f", VETH_A, "-s", ADDR_A_V6, "-p", PORT, "-v", "7", "-b", "16384", "-n",
-        ],
-        &["-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
-        &["-f", VETH_A],
-    ];
-    for args in cases {
+    for args in DEVMEM_MODES {
         let out = ns_cmd(&p.a, args).output().expect("run");
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
@@ -356,15 +359,7 @@ fn devmem_modes_skip_without_dma_heaps() {
     };
     let have_heap = std::path::Path::new("/dev/dma_heap/system").exists();
     let heap = ["--memory", "dma-heap"];
-    let cases: [&[&str]; 4] = [
-        &["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
-        &[
-            "-l", "-f", VETH_A, "-s", ADDR_A_V6, "-p", PORT, "-v", "7", "-b", "16384", "-n",
-        ],
-        &["-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
-        &["-f", VETH_A],
-    ];
-    for args in cases {
+    for args in DEVMEM_MODES {
         let out = ns_cmd(&p.a, &[args, &heap[..]].concat())
             .output()
             .expect("run");

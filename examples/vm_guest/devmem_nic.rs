@@ -189,8 +189,23 @@ fn rx_preconfigured(ctx: &Ctx) -> CaseResult {
 fn rx_large_niov(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 4, true)?;
     let _pool = HugepagePool::raise(32)?;
-    let t = nic.transfer(
-        5404,
+    let got = large_niov_transfer(&nic, 5404, &[], "hugetlb, rx-page-size 16384")?;
+    Ok(Outcome::Pass(format!(
+        "bind with rx-page-size 16384 on a hugetlb udmabuf; {got}"
+    )))
+}
+
+/// A devmem server with `-b 16384` (its own NIC setup, `--verify-restore`, and `memory`, the
+/// extra arguments naming its memory source) receives 64 MiB of the `-v 7` pattern on `port`:
+/// the stream validates, the log names the binding (`log`) and the restored NIC, and the
+/// largest dmabuf frag is exactly the 16384-byte niov. Returns the run's summary.
+fn large_niov_transfer(
+    nic: &Dnic,
+    port: u16,
+    memory: &[&str],
+    log: &str,
+) -> Result<String, String> {
+    let server = [
         &[
             "-s",
             DUT4,
@@ -201,25 +216,26 @@ fn rx_large_niov(ctx: &Ctx) -> CaseResult {
             "-b",
             "16384",
             "--verify-restore",
-        ],
+        ][..],
+        memory,
+    ]
+    .concat();
+    let t = nic.transfer(
+        port,
+        &server,
         &["--send-pattern", "64M", "-s", DUT4, "-c", PEER4, "-v", "7"],
     )?;
     let j = t.expect_validated(STREAM)?;
-    t.expect_log(&[
-        "hugetlb, rx-page-size 16384",
-        "NIC state matches its snapshot",
-    ])?;
+    t.expect_log(&[log, "NIC state matches its snapshot"])?;
     let largest = j["max_dmabuf_frag"].as_u64().unwrap_or(0);
     if largest != 16384 {
         return Err(format!(
-            "largest dmabuf frag {largest} B, expected exactly the 16384-byte niov: {}",
+            "{}: largest dmabuf frag {largest} B, expected exactly the 16384-byte niov: {}",
+            server.join(" "),
             summary(j)
         ));
     }
-    Ok(Outcome::Pass(format!(
-        "bind with rx-page-size 16384 on a hugetlb udmabuf; {}",
-        summary(j)
-    )))
+    Ok(summary(j))
 }
 
 /// The kernel's `check_rx_hds` sweep: one write of 1 B to 8 KiB each, `-L` (a linear byte is
@@ -1685,40 +1701,13 @@ fn dma_heap_large_niov(ctx: &Ctx) -> CaseResult {
     let before = NicState::take(&nic.dut)?;
     let mut found = library_large_niov(ctx, &nic)?;
     before.same_as(&NicState::take(&nic.dut)?, "after the library's binds")?;
-    let t = nic.transfer(
+    let got = large_niov_transfer(
+        &nic,
         5664,
-        &[
-            "-s",
-            DUT4,
-            "-c",
-            PEER4,
-            "-v",
-            "7",
-            "-b",
-            "16384",
-            "--memory",
-            "dma-heap",
-            "--verify-restore",
-        ],
-        &["--send-pattern", "64M", "-s", DUT4, "-c", PEER4, "-v", "7"],
-    )?;
-    let j = t.expect_validated(STREAM)?;
-    t.expect_log(&[
+        &["--memory", "dma-heap"],
         "bytes, dma-heap system, rx-page-size 16384)",
-        "NIC state matches its snapshot",
-    ])?;
-    let largest = j["max_dmabuf_frag"].as_u64().unwrap_or(0);
-    if largest != 16384 {
-        return Err(format!(
-            "-b 16384 --memory dma-heap: largest dmabuf frag {largest} B, expected exactly the \
-             16384-byte niov: {}",
-            summary(j)
-        ));
-    }
-    found.push(format!(
-        "the tool, -b 16384 --memory dma-heap: {}",
-        summary(j)
-    ));
+    )?;
+    found.push(format!("the tool, -b 16384 --memory dma-heap: {got}"));
     let out = run(
         Command::new(&ctx.bin).args(["-f", &nic.dut, "-b", "2097152", "--memory", "dma-heap"])
     )?;
