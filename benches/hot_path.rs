@@ -259,7 +259,7 @@ fn drive_double(mut sock: ScriptedSocket, data_len: usize) -> u64 {
     }
 }
 
-/// One run side by side over a real 1 GiB buffer (issue 12): a plain read of the bytes (the
+/// One run side by side over a real 1 GiB buffer: a plain read of the bytes (the
 /// ceiling), the product's receive loop with its devmem defaults (iov, token high water of a
 /// 1 GiB binding), the C ncdevmem loop, and the scripted socket alone, at 4, 16 and 64 KiB
 /// frags and at 4 KiB with a 128-byte linear piece before every 32nd frag. Prints the loop's

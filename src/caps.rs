@@ -190,6 +190,15 @@ pub enum Missing {
         /// Its RX queues.
         rx_queues: u32,
     },
+    /// The driver has no queue management ops: the capability report's bind-rx with an
+    /// invalid dma-buf fd was refused with `EOPNOTSUPP` (the kernel checks the device before
+    /// the fd). No configuration can add them, so the probe names this first.
+    NoQueueOps {
+        /// The interface.
+        ifname: String,
+        /// The kernel's answer ([`Error::kernel_answer`]).
+        answer: String,
+    },
     /// bind-rx refused with `EOPNOTSUPP`: no queue management ops, no DMA device, or no
     /// support for the rx-page-size asked.
     DevmemRx {
@@ -301,6 +310,29 @@ pub enum Missing {
 
     /// A skip of the io_uring zcrx mode: every skip there names the mode.
     InZcrx(Box<Missing>),
+
+    /// Several capabilities missing at once, the first the one configuration cannot fix
+    /// (built by [`Missing::all`]: at least two, none of them `Several`).
+    Several(Vec<Missing>),
+}
+
+impl Missing {
+    /// What `missing` (in order) add up to: `None` for none, the one for one, else
+    /// [`Missing::Several`] (a nested `Several` is flattened into it).
+    pub fn all(missing: Vec<Missing>) -> Option<Missing> {
+        let mut flat: Vec<Missing> = Vec::with_capacity(missing.len());
+        for m in missing {
+            match m {
+                Missing::Several(inner) => flat.extend(inner),
+                m => flat.push(m),
+            }
+        }
+        match flat.len() {
+            0 => None,
+            1 => flat.pop(),
+            _ => Some(Missing::Several(flat)),
+        }
+    }
 }
 
 impl fmt::Display for Missing {
@@ -471,6 +503,11 @@ impl fmt::Display for Missing {
                 "{ifname} has {rx_queues} RX queue(s); binding one for devmem or zcrx needs at \
                  least 2 (queue 0 stays in RSS)"
             ),
+            NoQueueOps { ifname, answer } => write!(
+                f,
+                "{ifname}: the driver has no queue management ops (bind-rx answered {answer}); \
+                 devmem needs a driver that implements them, which no configuration changes"
+            ),
             DevmemRx {
                 rx_page_size: Some(size),
                 answer,
@@ -574,6 +611,15 @@ impl fmt::Display for Missing {
                     true => f.write_str(&text),
                     false => write!(f, "io_uring zcrx: {text}"),
                 }
+            }
+            Several(all) => {
+                for (i, m) in all.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; and: ")?;
+                    }
+                    write!(f, "{m}")?;
+                }
+                Ok(())
             }
         }
     }
@@ -1024,6 +1070,36 @@ mod tests {
         assert_eq!(e.exit_code(), crate::error::EXIT_FAIL);
         let e = classify(nl(libc::EBUSY, None), bind);
         assert_eq!(e.exit_code(), crate::error::EXIT_FAIL);
+    }
+
+    /// Several blockers are named in order on one line; one is itself; none is none.
+    #[test]
+    fn several_blockers_are_named_in_order() {
+        let driver = Missing::NoQueueOps {
+            ifname: "veth0".into(),
+            answer: "EOPNOTSUPP (Operation not supported); at NETDEV_A_DMABUF_IFINDEX".into(),
+        };
+        let udmabuf = Missing::Udmabuf {
+            dev: "/dev/udmabuf".into(),
+            errno: libc::ENOENT,
+        };
+        assert_eq!(Missing::all(vec![]), None);
+        assert_eq!(Missing::all(vec![udmabuf.clone()]), Some(udmabuf.clone()));
+        let both = Missing::all(vec![driver.clone(), udmabuf.clone()]).unwrap();
+        assert_eq!(
+            both.to_string(),
+            format!("{driver}; and: {udmabuf}"),
+            "in the order given"
+        );
+        assert!(both.to_string().starts_with(
+            "veth0: the driver has no queue management ops (bind-rx answered EOPNOTSUPP \
+             (Operation not supported); at NETDEV_A_DMABUF_IFINDEX); "
+        ));
+        let nested = Missing::all(vec![both.clone(), Missing::ChannelConfig]).unwrap();
+        assert_eq!(
+            nested,
+            Missing::Several(vec![driver, udmabuf, Missing::ChannelConfig])
+        );
     }
 
     /// Answers that are no missing capability stay what they were.

@@ -45,13 +45,18 @@ pub struct NlError {
     pub ack_problem: Option<String>,
 }
 
-impl fmt::Display for NlError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.family, self.op)?;
-        if !self.target.is_empty() {
-            write!(f, " on {}", self.target)?;
-        }
-        write!(f, ": {}", errno_display(self.errno))?;
+impl NlError {
+    /// The kernel's answer without the request it answered: the errno and what the extended
+    /// ack added, e.g. `EOPNOTSUPP (Operation not supported); at NETDEV_A_DMABUF_IFINDEX`
+    /// (the `Display` text after `family op on target: `).
+    pub fn answer(&self) -> String {
+        let mut s = errno_display(self.errno);
+        let _ = self.write_ack(&mut s);
+        s
+    }
+
+    /// The extended ack's facts, each after `; `.
+    fn write_ack(&self, f: &mut dyn fmt::Write) -> fmt::Result {
         if let Some(m) = &self.ext_msg {
             write!(f, "; kernel: \"{m}\"")?;
         }
@@ -68,6 +73,17 @@ impl fmt::Display for NlError {
             write!(f, "; extended ack malformed: {p}")?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Display for NlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.family, self.op)?;
+        if !self.target.is_empty() {
+            write!(f, " on {}", self.target)?;
+        }
+        write!(f, ": {}", errno_display(self.errno))?;
+        self.write_ack(f)
     }
 }
 
@@ -155,6 +171,17 @@ impl Error {
             Error::Sys { errno, .. } => Some(*errno),
             Error::Netlink(e) => Some(e.errno),
             _ => None,
+        }
+    }
+
+    /// The kernel's answer, for a sentence that already names the request: a netlink error's
+    /// [`NlError::answer`], a system call's errno (`EOPNOTSUPP (Operation not supported)`),
+    /// anything else its whole text.
+    pub fn kernel_answer(&self) -> String {
+        match self {
+            Error::Netlink(e) => e.answer(),
+            Error::Sys { errno, .. } => errno_display(*errno),
+            e => e.to_string(),
         }
     }
 
@@ -314,6 +341,16 @@ mod tests {
             e.to_string(),
             "netdev bind-rx on eth0 (ifindex 4), queues 8..=9: ERANGE (Numerical result out of range); \
              kernel: \"integer out of range\"; at NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE"
+        );
+        assert_eq!(
+            e.answer(),
+            "ERANGE (Numerical result out of range); kernel: \"integer out of range\"; at \
+             NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE"
+        );
+        assert_eq!(Error::from(e).kernel_answer(), "ERANGE (Numerical result out of range); kernel: \"integer out of range\"; at NETDEV_A_DMABUF_QUEUES[0].NETDEV_A_QUEUE_TYPE");
+        assert_eq!(
+            Error::sys("x", libc::EPERM).kernel_answer(),
+            "EPERM (Operation not permitted)"
         );
     }
 

@@ -12,6 +12,7 @@ use std::net::IpAddr;
 use crate::error::Result;
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{BindRxRequest, DevInfo, DmabufBinding, PagePoolInfo, QueueInfo};
+use crate::sys::ethtool_ioctl::DrvInfo;
 
 /// The header-split part of the ring configuration (ethtool RINGS_GET/SET, attrs 11 and 17).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +195,12 @@ pub trait NicOps {
     ///
     /// Errors: `Error::Netlink` (ENODEV for a vanished device).
     fn dev_info(&mut self) -> Result<DevInfo>;
+
+    /// Driver name, version, firmware and bus (`ETHTOOL_GDRVINFO`), for the capability
+    /// report.
+    ///
+    /// Errors: `Error::Sys` (EOPNOTSUPP for lo).
+    fn drvinfo(&mut self) -> Result<DrvInfo>;
 }
 
 /// A live devmem binding: dropping it unbinds (for the real one, by closing its netlink

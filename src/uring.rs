@@ -1000,8 +1000,7 @@ mod tests {
         assert_eq!(c, EOF);
         let c = Completion::decode(-libc::ENOSPC, 0, 0, TOKEN).unwrap();
         assert_eq!((c.event, c.more), (RxEvent::Err(libc::ENOSPC), false));
-        // i32::MIN has no positive counterpart: a decode error, not an overflow (issue 14
-        // item 16).
+        // i32::MIN has no positive counterpart: a decode error, not an overflow.
         let e = Completion::decode(i32::MIN, 0, 0, TOKEN).unwrap_err();
         assert_eq!(
             e.to_string(),

@@ -350,8 +350,9 @@ fn devmem_modes_skip_without_udmabuf() {
 
 /// `--memory dma-heap` without `/dev/dma_heap` (this machine's kernel has no
 /// CONFIG_DMABUF_HEAPS): the devmem server, the TX client and the probe are each a skip (exit
-/// 4) with one line giving the kernel's answer (ENOENT), before anything is changed. With the
-/// system heap (the VM suite's guest) each is still a skip on veth, for another reason.
+/// 4) with one line giving the kernel's answer (ENOENT), before anything is changed; the probe
+/// names veth's missing queue management ops first, then the heaps. With the system heap (the
+/// VM suite's guest) each is still a skip on veth, for another reason.
 #[test]
 fn devmem_modes_skip_without_dma_heaps() {
     let Some(p) = pair("devmem_modes_skip_without_dma_heaps") else {
@@ -369,13 +370,18 @@ fn devmem_modes_skip_without_dma_heaps() {
             assert!(err.contains("skip:"), "{args:?}: {err}");
             assert!(!err.contains("no dma-buf heaps"), "{args:?}: {err}");
         } else {
-            assert_eq!(
-                err,
-                "ncdevmem-rs: skip: no dma-buf heaps: cannot open /dev/dma_heap/system (ENOENT \
-                 (No such file or directory)); /dev/dma_heap does not exist: the kernel needs \
-                 CONFIG_DMABUF_HEAPS (and CONFIG_DMABUF_HEAPS_SYSTEM for the system heap)\n",
-                "{args:?}"
-            );
+            let heaps = "no dma-buf heaps: cannot open /dev/dma_heap/system (ENOENT (No such \
+                         file or directory)); /dev/dma_heap does not exist: the kernel needs \
+                         CONFIG_DMABUF_HEAPS (and CONFIG_DMABUF_HEAPS_SYSTEM for the system \
+                         heap)\n";
+            if args == ["-f", VETH_A] {
+                let driver = "ncdevmem-rs: skip: veth-a: the driver has no queue management ops";
+                assert!(err.starts_with(driver), "{args:?}: {err}");
+                assert!(err.ends_with(&format!("; and: {heaps}")), "{args:?}: {err}");
+                assert_eq!(err.lines().count(), 1, "one line: {err}");
+            } else {
+                assert_eq!(err, format!("ncdevmem-rs: skip: {heaps}"), "{args:?}");
+            }
         }
     }
 }
@@ -465,14 +471,13 @@ fn bad_flags_exit_2_naming_the_flag() {
             &["-l", "-f", "eth0", "-s", "::1", "-p", "5201", "-v", "1"][..],
             "-v",
         ),
-        // Issue 14 item 14: a multicast address is no TCP endpoint (the receiver waited
-        // forever).
+        // A multicast address is no TCP endpoint (the receiver waited forever).
         (
             &["-l", "--plain", "-s", "224.0.0.1", "-p", "5201", "-v", "7"][..],
             "-s",
         ),
-        // Issue 14 item 15: a forgotten value is not taken from the next option (this wrote a
-        // file named --verify-restore).
+        // A forgotten value is not taken from the next option (this wrote a file named
+        // --verify-restore).
         (&["-f", "lo", "--json", "--verify-restore"][..], "--json"),
     ] {
         let out = Command::new(BIN).args(args).output().expect("run");
@@ -928,7 +933,7 @@ fn demo_script_succeeds_and_cleans_up() {
 
 /// `--quiet` silences the capability report (probe and `--report`), and a probe that ends
 /// before its checks (here: no udmabuf, a skip) still writes its verdict and reason to
-/// `--json` instead of `"probe": null` (issue 14 item 8).
+/// `--json` instead of `"probe": null`.
 #[test]
 fn quiet_probe_prints_no_report_and_its_json_says_why_it_skipped() {
     const T: &str = "quiet_probe_prints_no_report_and_its_json_says_why_it_skipped";
@@ -994,7 +999,7 @@ fn quiet_probe_prints_no_report_and_its_json_says_why_it_skipped() {
 
 /// A second receiver on the address and port a first one listens on exits 1 at once with
 /// EADDRINUSE instead of listening too (with SO_REUSEPORT it did, and took some of the first
-/// one's connections); the first receives the whole stream (issue 14 item 9).
+/// one's connections); the first receives the whole stream.
 #[test]
 fn a_second_receiver_on_the_same_port_is_refused_at_once() {
     use std::io::{BufRead, BufReader};
@@ -1054,4 +1059,32 @@ fn a_second_receiver_on_the_same_port_is_refused_at_once() {
     std::io::Read::read_to_string(&mut first_err, &mut rest).expect("read stderr");
     assert_eq!(status.code(), Some(0), "{rest}");
     assert!(rest.contains("4194304"), "{rest}");
+}
+
+/// On veth, which has no queue management ops, the probe's skip names that first — no
+/// configuration can fix it — and then every other blocker in order (on this host also: no
+/// udmabuf), on one line, once.
+#[test]
+fn probe_on_veth_names_the_driver_first_then_every_blocker() {
+    let Some(p) = pair("probe_on_veth_names_the_driver_first_then_every_blocker") else {
+        return;
+    };
+    let out = ns_cmd(&p.a, &["-f", VETH_A, "--quiet"])
+        .output()
+        .expect("run probe");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    let want = format!(
+        "ncdevmem-rs: skip: {VETH_A}: the driver has no queue management ops (bind-rx answered \
+         EOPNOTSUPP"
+    );
+    assert!(lines[0].starts_with(&want), "{err}");
+    if !std::path::Path::new("/dev/udmabuf").exists() {
+        assert!(
+            lines[0].contains("; and: no udmabuf: cannot open /dev/udmabuf"),
+            "{err}"
+        );
+    }
 }

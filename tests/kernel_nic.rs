@@ -168,8 +168,18 @@ fn report_parses_real_netdev_and_ethtool_answers() {
          needs CONFIG_DMABUF_HEAPS"
     };
     assert!(text.contains(heaps), "{text}");
+    // The driver (ETHTOOL_GDRVINFO) and the kernel release (uname -r) are named.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
+    let release = release.trim();
+    assert!(text.contains("\n  driver:    veth"), "{text}");
+    assert!(
+        text.contains(&format!("\n  kernel:    {release}\n")),
+        "{text}"
+    );
     let json = report.to_json();
     assert!(json.is_object(), "{json}");
+    assert_eq!(json["driver"]["name"], "veth", "{json}");
+    assert_eq!(json["host"]["kernel_release"], release, "{json}");
 }
 
 #[test]

@@ -639,7 +639,7 @@ fn connect_bound_to_lo_with_source_port() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Issue 14 items 9 and 17: listener port sharing, connect retries up to the deadline
+// Listener port sharing, connect retries up to the deadline
 // ---------------------------------------------------------------------------------------------
 
 /// An IPv4 loopback socket bound to a free port but not listening (a connect to it is
@@ -709,8 +709,7 @@ fn second_listener_is_eaddrinuse_but_time_wait_is_no_obstacle() {
 }
 
 /// The pattern sender's last connect try is at the end of its --timeout window, not up to
-/// 100 ms before it: a receiver that starts listening at 93% of the window is reached
-/// (issue 14 item 17).
+/// 100 ms before it: a receiver that starts listening at 93% of the window is reached.
 #[test]
 fn the_last_connect_try_is_at_the_deadline() {
     use ncdevmem::tx::{send_pattern, PatternSend};

@@ -804,6 +804,7 @@ fn policy(attrs: &[(u16, u32)]) -> Vec<PolicyAttr> {
 
 fn host() -> HostCaps {
     HostCaps {
+        kernel_release: Fact::Known("7.3.4+deb13-amd64".into()),
         udmabuf: Fact::Unsupported(
             "cannot open /dev/udmabuf (ENOENT (No such file or directory)); the kernel needs CONFIG_UDMABUF".into(),
         ),
@@ -841,6 +842,8 @@ fn report_text_for_a_scripted_nic() {
     let text = r.render_text();
     let want = "\
 capability report for eth0 (ifindex 4)
+  driver:    scripted, version 1.0, firmware 2.5, bus 0000:03:00.0
+  kernel:    7.3.4+deb13-amd64
   device:    xdp-features basic,redirect,xsk-zerocopy,rx-sg, xdp-zc-max-segs 1, xdp-rx-metadata 0x0, xsk-features 0x0 (an attached XDP program makes bind-rx fail with EEXIST)
   channels:  combined 2 (max 16); RX queues: 2
   rings:     tcp-data-split off, hds-thresh 128
@@ -866,6 +869,7 @@ capabilities:
   no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A is a skip (exit 4) here
 ";
     assert_eq!(text, want, "\n{text}");
+    assert_eq!(r.no_queue_ops, None, "the driver got past the device check");
     // The report is read-only: the only change is the bind that had to fail.
     assert_eq!(
         changes(&nic),
@@ -902,6 +906,15 @@ fn report_for_veth_says_why_a_bind_would_fail() {
     );
     let devmem = &caps[0].detail;
     assert!(devmem.starts_with("the driver has no queue-management ops; bind-rx fails with netdev bind-rx on va (ifindex 2): EOPNOTSUPP"), "{devmem}");
+    // Kept typed for the probe, which names it before every other blocker.
+    let no_ops = r.no_queue_ops.as_ref().map(ToString::to_string);
+    assert!(
+        no_ops.as_deref().is_some_and(|m| m.starts_with(
+            "va: the driver has no queue management ops (bind-rx answered EOPNOTSUPP \
+             (Operation not supported); at NETDEV_A_DMABUF_IFINDEX); devmem needs a driver"
+        )),
+        "{no_ops:?}"
+    );
     assert!(
         caps[1].detail.ends_with(
             "bind-rx would need header split (the kernel refuses with EINVAL \
@@ -912,6 +925,12 @@ fn report_for_veth_says_why_a_bind_would_fail() {
     );
     let j = r.to_json();
     assert_eq!(j["ifname"], "va");
+    assert_eq!(j["driver"]["name"], "veth");
+    assert_eq!(j["driver"]["bus_info"], "");
+    assert_eq!(j["host"]["kernel_release"], "7.3.4+deb13-amd64");
+    assert!(r
+        .render_text()
+        .contains("\n  driver:    veth, version 1.0\n"));
     assert_eq!(j["channels"]["rx_queues"], 1);
     assert!(j["rings"]["unsupported"]
         .as_str()
@@ -1282,7 +1301,7 @@ fn no_channel_counts_is_a_skip_asking_for_explicit_queues() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A stop signal during setup (issue 14 item 10)
+// A stop signal during setup
 // ---------------------------------------------------------------------------------------------
 
 /// A stop flag of its own for one run (what the SIGINT/SIGTERM handler stores into), so tests
@@ -1408,7 +1427,7 @@ fn a_signal_ends_the_wait_for_an_owned_queue() {
 }
 
 /// The hugepage line says "yes" only when there are hugepages: an empty pool is "no" even when
-/// this run needs none, and a pool with pages is "yes" (issue 14 item 8).
+/// this run needs none, and a pool with pages is "yes".
 #[test]
 fn hugepage_line_follows_the_pool() {
     let nic = ScriptedNic::good("eth0", 2);
@@ -1433,7 +1452,7 @@ fn hugepage_line_follows_the_pool() {
     );
 }
 
-/// The RSS undo does not depend on reading the channel counts (issue 14 item 11): on a driver
+/// The RSS undo does not depend on reading the channel counts: on a driver
 /// with RSS but no channels ops, and when that read fails once, a table that was the driver
 /// default is still restored by a reset, so the kernel's user-configured mark is cleared and
 /// the NIC is exactly as before; someone's even spread over fewer queues is still written

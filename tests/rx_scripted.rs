@@ -501,7 +501,7 @@ fn msg_ctrunc_fails_and_releases_the_tokens_it_got() {
 }
 
 /// A `recvmsg` that claims more bytes than the iov holds is an error, and the tokens of the
-/// dmabuf cmsgs it delivered still go back (issue 14 item 12).
+/// dmabuf cmsgs it delivered still go back.
 #[test]
 fn a_return_larger_than_the_iov_fails_and_releases_its_tokens() {
     let mem = VecMemory::new(1 << 20);
@@ -1202,7 +1202,7 @@ impl RxSocket for TransientForever {
 
 /// A kernel answering EAGAIN or EINTR forever (to recvmsg, or EINTR to poll) does not make the
 /// loop spin until the idle timeout: it backs off, so 300 ms cost a few dozen calls, not
-/// millions (issue 14 item 13).
+/// millions.
 #[test]
 fn transient_errors_forever_back_off_instead_of_spinning() {
     let mem = VecMemory::new(1 << 20);

@@ -882,7 +882,7 @@ impl ncdevmem::tx::TxSocket for EintrForever {
 }
 
 /// A kernel answering EINTR forever to the devmem sends does not make the sender spin until a
-/// signal ends it: it backs off (issue 14 item 13).
+/// signal ends it: it backs off.
 #[test]
 fn eintr_forever_backs_off_instead_of_spinning() {
     let (_, mut mem) = ScriptedTxSocket::new(1 << 16, ID, CompletionPolicy::Manual);

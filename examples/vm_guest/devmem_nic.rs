@@ -1377,8 +1377,8 @@ const LARGE_NIOV_SIZES: [u64; 6] = [1024, 4096, 8192, 16384, 32768, 65536];
 /// payload size, back to back, each `-b 16384 -v 7` with its own NIC setup (`-c`, as the
 /// harness's flow steering). Each must exit 0 with its payload validated in dmabuf frags, and
 /// none may leave its binding held past the tool's wait; the case prints the waits the tool
-/// logged (issue 17: before, a later receiver found the previous ones' hugepages still pinned
-/// and skipped).
+/// logged (without the waits, a later receiver found the previous ones' hugepages still
+/// pinned and skipped).
 fn large_niov_sweep(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 40, true)?;
     let before = NicState::take(&nic.dut)?;

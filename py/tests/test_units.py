@@ -22,7 +22,7 @@ import ksft_proc
 
 def test_following_the_readme_leaves_the_checkout_clean():
     """py/README.md writes py/net.config beside the script: git ignores it, so the
-    checkout shows nothing untracked (issue 14 item 8)."""
+    checkout shows nothing untracked."""
     repo = os.path.dirname(PY_DIR)
     if shutil.which("git") is None or not os.path.exists(os.path.join(repo, ".git")):
         pytest.skip("not a git checkout")

@@ -811,8 +811,9 @@ pub(super) const FLAGS: &[Flag] = &[
         roles: &[Role::Report],
         only: None,
         example: "",
-        help: "with -f only: print the device's capability report (read-only; with\n\
-               --json also as JSON)",
+        help: "with -f only: print the device's capability report (with --json also as\n\
+               JSON); changes nothing, but sends one bind-rx with an invalid dma-buf fd to\n\
+               learn whether the driver has queue management ops",
         section: Section::Ours,
     },
     Flag {

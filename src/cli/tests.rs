@@ -186,7 +186,7 @@ fn host_addr_table() {
 /// An option whose separate value is another of our options is refused (the value was
 /// forgotten: `--json --verify-restore` wrote a file named `--verify-restore`), for every
 /// option that takes a value and every option spelling; free-text values (`-f`, `--json`)
-/// never start with '-'; negative numbers keep their range message (issue 14 item 15).
+/// never start with '-'; negative numbers keep their range message.
 #[test]
 fn a_forgotten_value_is_never_taken_from_the_next_option() {
     for (line, want) in [
@@ -258,8 +258,8 @@ fn a_forgotten_value_is_never_taken_from_the_next_option() {
     assert_eq!(c.common.json, Some(PathBuf::from("./--verify-restore")));
 }
 
-/// Addresses no TCP connection can use are usage errors for -s and -c, in every spelling
-/// (issue 14 item 14).
+/// Addresses no TCP connection can use (multicast, broadcast) are usage errors for -s and -c,
+/// in every spelling.
 #[test]
 fn multicast_and_broadcast_addresses_are_refused() {
     for (bad, kind) in [

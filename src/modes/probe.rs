@@ -4,6 +4,7 @@ use std::os::fd::AsRawFd;
 
 use super::server::require_rx_page_size;
 use super::{await_hugepages, await_release, log, open_nic, pick_queues};
+use crate::caps::Missing;
 use crate::cli::ProbeArgs;
 use crate::error::{Error, Result};
 use crate::memory::MemoryPlan;
@@ -18,15 +19,17 @@ use crate::run_report::{verdict_name, RunReport};
 use crate::signals;
 
 /// The probe: prints the capability report first (read-only, so a host that cannot run the
-/// checks still shows why; not with `--quiet`), checks what makes the probe a skip (`-b`
-/// without kernel support, the memory source's skips) before anything on the NIC changes,
-/// then prints one line per kernel-contract check on stdout.
+/// checks still shows why; not with `--quiet`), checks what makes the probe a skip before
+/// anything on the NIC changes — a driver without queue management ops (the report's
+/// answer), `-b` without kernel support, the memory source's skips (`--memory`): every one
+/// found, the one no configuration can fix first — then prints one line per kernel-contract
+/// check on stdout.
 ///
 /// The JSON object is written whatever the outcome: `{"report", "probe": {"checks",
 /// "verdict", "reason"}}`, where a probe that ended before its checks (a skip, a failure, a
 /// signal) has no checks and says why in `verdict` and `reason`.
 ///
-/// Errors: the first missing capability (exit 4), a broken kernel contract (exit 1), a stop
+/// Errors: the missing capabilities (exit 4), a broken kernel contract (exit 1), a stop
 /// signal.
 pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
     let ifindex = a.ifname.index()?;
@@ -45,7 +48,8 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
         }
         Err(_) => None,
     };
-    let (probe, result) = match checks(a, nic, ifindex, &plan, report) {
+    let no_queue_ops = caps.as_ref().and_then(|c| c.no_queue_ops.clone());
+    let (probe, result) = match checks(a, nic, ifindex, &plan, no_queue_ops, report) {
         Ok(outcome) => (outcome.to_json(), outcome.verdict()),
         Err(e) => {
             let result = Err(e);
@@ -64,10 +68,10 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
     result
 }
 
-/// The probe after its report: the skips that need no NIC change (`-b` on a kernel whose
-/// bind-rx has no rx-page-size first, the check specific to this request, then the memory
-/// source's), the queue choice, the dma-buf, then the checks ([`run_probe`]), `--verify-restore` (recorded
-/// in `report`) and the teardown wait. A stop signal between the steps ends it.
+/// The probe after its report: the skips that need no NIC change ([`blockers`]), the
+/// hugepages, the queue choice, the dma-buf (`--memory`), then the checks ([`run_probe`]),
+/// `--verify-restore` (recorded in `report`) and the teardown wait. A stop signal between the
+/// steps ends it.
 ///
 /// Errors: what ended it before the checks ran.
 fn checks(
@@ -75,13 +79,11 @@ fn checks(
     nic: Result<SharedNic>,
     ifindex: u32,
     plan: &MemoryPlan,
+    no_queue_ops: Option<Missing>,
     report: &RunReport,
 ) -> Result<ProbeOutcome> {
     let mut env = KernelEnv::new(Some(ifindex));
-    if let Some(size) = a.rx_page_size {
-        require_rx_page_size(size)?;
-    }
-    plan.preflight()?;
+    blockers(a, plan, no_queue_ops)?;
     await_hugepages(&mut env, plan.hugepages_needed(), report)?;
     signals::check()?;
     let nic = nic?;
@@ -143,4 +145,32 @@ fn checks(
     };
     await_release(&mut env, &held, report);
     Ok(outcome)
+}
+
+/// Every skip found before the NIC is touched, as one: the driver without queue management
+/// ops first (`no_queue_ops`, the capability report's answer; no configuration can fix it),
+/// then `-b` on a kernel whose bind-rx has no rx-page-size (the check specific to this
+/// request), then the memory source's ([`MemoryPlan::preflight`]: udmabuf, or a dma-buf
+/// heap) — all of them, so a user fixing the last one named does not find the next one on
+/// the next run.
+///
+/// Errors: [`Error::Skip`] with the one missing capability or [`Missing::Several`] in that
+/// order; a check that failed otherwise (reading the bind-rx policy), at once.
+fn blockers(a: &ProbeArgs, plan: &MemoryPlan, no_queue_ops: Option<Missing>) -> Result<()> {
+    let mut found: Vec<Missing> = no_queue_ops.into_iter().collect();
+    let mut skip = |r: Result<()>| match r {
+        Err(Error::Skip(m)) => {
+            found.push(m);
+            Ok(())
+        }
+        other => other,
+    };
+    if let Some(size) = a.rx_page_size {
+        skip(require_rx_page_size(size))?;
+    }
+    skip(plan.preflight())?;
+    match Missing::all(found) {
+        Some(m) => Err(Error::Skip(m)),
+        None => Ok(()),
+    }
 }

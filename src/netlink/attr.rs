@@ -37,17 +37,17 @@ pub const fn align(len: usize) -> usize {
     (len + NLA_ALIGNTO - 1) & !(NLA_ALIGNTO - 1)
 }
 
-/// Defines private `u16` constants for one kernel attribute set (or command enum) and a
-/// function mapping a number back to its kernel name, used in error paths and decode errors.
-/// All kernel values are listed so that gaps are visible.
+/// Defines crate-private constants for one kernel attribute set (or command enum) and a
+/// function mapping a number back to its kernel name (matching on the constants themselves),
+/// used in error paths and decode errors. The values listed are the ones the crate sends or may
+/// receive, so that gaps are visible.
 macro_rules! kernel_names {
     ($(#[$meta:meta])* fn $fname:ident -> $ty:ty { $($name:ident = $value:literal,)+ }) => {
-        $(#[allow(dead_code)] pub(crate) const $name: $ty = $value;)+
+        $(pub(crate) const $name: $ty = $value;)+
         $(#[$meta])*
-        #[allow(dead_code)]
         fn $fname(value: $ty) -> &'static str {
             match value {
-                $($value => stringify!($name),)+
+                $($name => stringify!($name),)+
                 _ => "UNKNOWN",
             }
         }
@@ -76,7 +76,12 @@ pub trait WireEnum: Sized {
 /// `u16`, `u32`, `u64` (fixed width), `uint` (`NLA_UINT`: 4 or 8 bytes, a `u64`), `string`,
 /// `nest` (with `present` only), `nest as Table` (a nest decoded and emitted by another
 /// `attr_struct!` table) or `wire as Enum` (an [`WireEnum`] type). Numbers the struct does not
-/// carry (header nests, padding, multi-attr nests) go in the `also` list.
+/// carry (header nests, padding, multi-attr nests, counters it does not read) go in the
+/// `also` list: `from_attrs` names them in its match as known and skipped, so each number is
+/// listed once (a number in both lists is an unreachable-pattern warning).
+///
+/// Nothing generated carries an `allow(dead_code)`: a constant, a table or a name function no
+/// code uses is a warning, and goes.
 macro_rules! attr_struct {
     (
         $(#[$smeta:meta])* $vis:vis struct $S:ident($what:literal) {
@@ -85,15 +90,15 @@ macro_rules! attr_struct {
         }
         $(also { $($N2:ident = $v2:literal,)+ })?
     ) => {
-        $(#[allow(dead_code)] pub(crate) const $N: u16 = $v;)+
-        $($(#[allow(dead_code)] pub(crate) const $N2: u16 = $v2;)+)?
+        $(pub(crate) const $N: u16 = $v;)+
+        $($(pub(crate) const $N2: u16 = $v2;)+)?
         $(#[$smeta])*
         $vis struct $S {
             $($(#[$m])* pub $f: attr_struct!(@field $mode $wire $(as $ety)?),)+
         }
-        #[allow(dead_code)]
         impl $S {
-            /// Decodes the attributes of one message; unknown attributes are skipped.
+            /// Decodes the attributes of one message; the `also` numbers and unknown
+            /// attributes are skipped.
             ///
             /// Errors: `Error::Decode` naming the attribute when one is malformed or a
             /// required one is missing.
@@ -103,6 +108,8 @@ macro_rules! attr_struct {
                     let a = a?;
                     match a.kind() {
                         $($N => $f = Some(attr_struct!(@get a, $N, $wire $(as $ety)?)),)+
+                        // Known numbers the struct does not carry, then newer ones.
+                        $($($N2)|+ => {})?
                         _ => {}
                     }
                 }

@@ -854,8 +854,8 @@ mod tests {
     /// against what the same kernel does with the attribute: a bind-rx naming rx-page-size
     /// (attribute 5) on `lo` is refused with EINVAL "Unknown attribute type" exactly when the
     /// policy lacks attribute 5 (6.18, this machine, lacks it). Only a kernel without the
-    /// netdev family is a skip; any other error fails (issue 14 item 18: a test that cannot
-    /// fail proves nothing).
+    /// netdev family is a skip; any other error fails (a test that cannot fail proves
+    /// nothing).
     #[test]
     fn bind_rx_policy_of_this_kernel() {
         const TEST: &str = "bind_rx_policy_of_this_kernel";

@@ -15,22 +15,18 @@ use super::socket::{GenlRequest, NlSocket};
 use crate::error::{Error, Result};
 
 kernel_names! {
-    /// User→kernel message ids (`ETHTOOL_MSG_*` of the USER enum) this crate sends; 6.18
-    /// numbers them 1..=50.
+    /// User→kernel message ids (`ETHTOOL_MSG_*` of the USER enum) this crate sends (6.18
+    /// numbers them 1..=50; STRSET_GET 1, FEATURES_GET/SET 11/12, PRIVFLAGS_GET/SET 13/14,
+    /// RSS_SET 48 and RSS_CREATE_ACT/DELETE_ACT 49/50 are not sent). Requests are named in
+    /// errors by their spec operation ([`EthtoolCmd::op`]), so only the tests that check the
+    /// two directions number differently call the name function.
+    #[cfg(test)]
     fn ethtool_msg_name -> u8 {
-        ETHTOOL_MSG_STRSET_GET = 1,
-        ETHTOOL_MSG_FEATURES_GET = 11,
-        ETHTOOL_MSG_FEATURES_SET = 12,
-        ETHTOOL_MSG_PRIVFLAGS_GET = 13,
-        ETHTOOL_MSG_PRIVFLAGS_SET = 14,
         ETHTOOL_MSG_RINGS_GET = 15,
         ETHTOOL_MSG_RINGS_SET = 16,
         ETHTOOL_MSG_CHANNELS_GET = 17,
         ETHTOOL_MSG_CHANNELS_SET = 18,
         ETHTOOL_MSG_RSS_GET = 38,
-        ETHTOOL_MSG_RSS_SET = 48,
-        ETHTOOL_MSG_RSS_CREATE_ACT = 49,
-        ETHTOOL_MSG_RSS_DELETE_ACT = 50,
     }
 }
 

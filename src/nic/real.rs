@@ -75,14 +75,6 @@ impl RealNic {
         })
     }
 
-    /// Driver name, version, firmware and bus (`ETHTOOL_GDRVINFO`), for the capability
-    /// report.
-    ///
-    /// Errors: `Error::Sys` (EOPNOTSUPP for lo).
-    pub fn drvinfo(&self) -> Result<DrvInfo> {
-        self.ioctl.drvinfo()
-    }
-
     /// RX rings the flow-steering layer knows (`ETHTOOL_GRXRINGS`), in queues.
     ///
     /// Errors: `Error::Sys` (EOPNOTSUPP on veth and lo in 6.18).
@@ -207,6 +199,10 @@ impl NicOps for RealNic {
 
     fn dev_info(&mut self) -> Result<DevInfo> {
         self.netdev.dev_get(self.ifindex)
+    }
+
+    fn drvinfo(&mut self) -> Result<DrvInfo> {
+        self.ioctl.drvinfo()
     }
 
     fn ifindex(&self) -> u32 {

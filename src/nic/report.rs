@@ -1,12 +1,12 @@
 //! The capability report (`--report -f IF`, and printed by probe mode): what the device and
 //! host offer for devmem, read-only, with every "no" saying why a bind would fail.
 //!
-//! Device facts come through [`NicOps`] (dev-get, channels, rings, RSS, ntuple, queue-get,
-//! page-pool-get, and a bind-rx with an invalid dma-buf fd that can only fail: it tells
-//! whether the driver gets past the kernel's queue-management check). Host facts
-//! ([`HostCaps`]) come from the dma-buf sources (/dev/udmabuf and its size limit, the heaps in
-//! /dev/dma_heap), the hugepage pool, the kernel's bind-rx policy (does it know
-//! `rx-page-size`?) and a throwaway socket (`SO_DEVMEM_AUTORELEASE`).
+//! Device facts come through [`NicOps`] (the driver's drvinfo, dev-get, channels, rings, RSS,
+//! ntuple, queue-get, page-pool-get, and a bind-rx with an invalid dma-buf fd that can only
+//! fail: it tells whether the driver gets past the kernel's queue-management check). Host
+//! facts ([`HostCaps`]) come from the kernel release, the dma-buf sources (/dev/udmabuf and
+//! its size limit, the heaps in /dev/dma_heap), the hugepage pool, the kernel's bind-rx policy
+//! (does it know `rx-page-size`?) and a throwaway socket (`SO_DEVMEM_AUTORELEASE`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -17,7 +17,7 @@ use super::guards::{describe_hds, describe_rss, equal_spread_of, split_cli};
 use super::queues::{describe_owners, no_channel_counts, owned_rx, owners, QueueOwner};
 use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
-use crate::caps::{classify, Op};
+use crate::caps::{classify, Missing, Op};
 use crate::error::{errno_display, Error};
 use crate::memory::dma_heap;
 use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, has_rx_page_size, PolicyAttr};
@@ -25,6 +25,7 @@ use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{
     BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
 };
+use crate::sys::ethtool_ioctl::DrvInfo;
 use crate::udmabuf::{self, HugepageStatus};
 
 /// Why a device without header split cannot do devmem. The kernel checks the device
@@ -67,6 +68,8 @@ pub fn xdp_feature_names(bits: u64) -> String {
 /// Facts about the host (not the device) that decide whether a devmem run can work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostCaps {
+    /// The running kernel's release (`uname -r`).
+    pub kernel_release: Fact<String>,
     /// `/dev/udmabuf` opens: `Known(size_limit_mb)` (the module's limit in MiB, when
     /// readable); `Unsupported(reason)` when it is missing or not accessible.
     pub udmabuf: Fact<Option<u64>>,
@@ -132,6 +135,7 @@ impl HostCaps {
             Err(e) => Fact::Failed(e.to_string()),
         };
         HostCaps {
+            kernel_release: Fact::from_result(crate::sys::kernel_release()),
             udmabuf,
             dma_heaps,
             hugepages,
@@ -186,6 +190,8 @@ pub struct NicReport {
     pub ifname: String,
     /// Interface index.
     pub ifindex: u32,
+    /// The driver (`ETHTOOL_GDRVINFO`).
+    pub driver: Fact<DrvInfo>,
     /// netdev dev-get.
     pub dev: Fact<DevInfo>,
     /// ethtool channels-get.
@@ -206,6 +212,10 @@ pub struct NicReport {
     /// device check, `Unsupported` for EOPNOTSUPP, `Failed` when it could not be asked
     /// (e.g. EPERM); `None` when not asked.
     pub devmem_driver: Option<Fact<String>>,
+    /// The same bind-rx answered `EOPNOTSUPP` without a kernel message (the kernel's
+    /// queue-ops check): the driver has no queue management ops ([`Missing::NoQueueOps`], the
+    /// kernel's answer kept typed for the probe's skip).
+    pub no_queue_ops: Option<Missing>,
     /// Host facts.
     pub host: HostCaps,
 }
@@ -216,6 +226,7 @@ impl NicReport {
     /// so EOPNOTSUPP means "no queue management" and EBADF means the driver passed; the
     /// bind cannot succeed (if it ever did, the binding is dropped at once).
     pub fn gather(nic: &mut dyn NicOps, host: HostCaps, ask_bind: bool) -> NicReport {
+        let mut no_queue_ops = None;
         let devmem_driver = ask_bind.then(|| {
             let req = BindRxRequest {
                 ifindex: nic.ifindex(),
@@ -231,7 +242,19 @@ impl NicReport {
                     "bind-rx accepted an invalid dma-buf fd (binding {}, dropped)",
                     b.id()
                 )),
-                Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => Fact::Unsupported(e.to_string()),
+                Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => {
+                    // The queue-ops check answers without text; a later EOPNOTSUPP with the
+                    // kernel's words (no DMA device, a DMA device mismatch) is another refusal,
+                    // which the probe's own checks name.
+                    let silent = matches!(&e, Error::Netlink(nl) if nl.ext_msg.is_none());
+                    if silent {
+                        no_queue_ops = Some(Missing::NoQueueOps {
+                            ifname: nic.ifname().to_string(),
+                            answer: e.kernel_answer(),
+                        });
+                    }
+                    Fact::Unsupported(e.to_string())
+                }
                 Err(e) if e.errno() == Some(libc::EPERM) => {
                     Fact::Failed(format!("cannot ask without CAP_NET_ADMIN: {e}"))
                 }
@@ -244,6 +267,7 @@ impl NicReport {
         NicReport {
             ifname: nic.ifname().to_string(),
             ifindex: nic.ifindex(),
+            driver: Fact::from_result(nic.drvinfo()),
             dev: Fact::from_result(nic.dev_info()),
             channels: Fact::from_result(nic.channels_get()),
             hds: Fact::from_result(nic.hds_get()),
@@ -253,6 +277,7 @@ impl NicReport {
             queues: Fact::from_result(nic.queues()),
             page_pools: Fact::from_result(nic.page_pools()),
             devmem_driver,
+            no_queue_ops,
             host,
         }
     }
@@ -443,6 +468,12 @@ impl NicReport {
         let line = |s: &mut String, label: &str, text: String| {
             let _ = writeln!(s, "  {label:<10} {text}");
         };
+        line(&mut s, "driver:", fact_text(&self.driver, driver_text));
+        line(
+            &mut s,
+            "kernel:",
+            fact_text(&self.host.kernel_release, String::clone),
+        );
         line(
             &mut s,
             "device:",
@@ -539,6 +570,12 @@ impl NicReport {
         json!({
             "ifname": self.ifname,
             "ifindex": self.ifindex,
+            "driver": fact_json(&self.driver, |d| json!({
+                "name": d.driver,
+                "version": d.version,
+                "fw_version": d.fw_version,
+                "bus_info": d.bus_info,
+            })),
             "device": fact_json(&self.dev, |d| json!({
                 "xdp_features": d.xdp_features,
                 "xdp_features_names": xdp_feature_names(d.xdp_features),
@@ -586,6 +623,7 @@ impl NicReport {
                 Some(f) => fact_json(f, |s| json!(s)),
             },
             "host": {
+                "kernel_release": fact_json(&h.kernel_release, |r| json!(r)),
                 "udmabuf": fact_json(&h.udmabuf, |l| json!({"size_limit_mb": l})),
                 "dma_heaps": fact_json(&h.dma_heaps, |names| json!(names)),
                 "hugepages": fact_json(&h.hugepages, |s| json!({
@@ -756,6 +794,21 @@ fn owner_json(o: &QueueOwner) -> Value {
         QueueOwner::IoUring => json!("io_uring"),
         QueueOwner::Xsk => json!("xsk"),
     }
+}
+
+/// `"veth, version 1.0"`, with `", firmware …"` and `", bus …"` when the driver reports them.
+fn driver_text(d: &DrvInfo) -> String {
+    let mut t = d.driver.clone();
+    for (what, v) in [
+        ("version", &d.version),
+        ("firmware", &d.fw_version),
+        ("bus", &d.bus_info),
+    ] {
+        if !v.is_empty() {
+            let _ = write!(t, ", {what} {v}");
+        }
+    }
+    t
 }
 
 fn page_pool_text(p: &PagePoolInfo) -> String {

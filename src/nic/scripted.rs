@@ -61,6 +61,7 @@ use super::{
 use crate::error::{Error, NlError, Result};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueType};
+use crate::sys::ethtool_ioctl::DrvInfo;
 
 macro_rules! ops {
     ($($(#[$doc:meta])* $op:ident => $call:expr, $change:literal;)*) => {
@@ -134,6 +135,8 @@ ops! {
     PagePools => ("netdev", "page-pool-get"), false;
     /// `dev_info`.
     DevInfo => ("netdev", "dev-get"), false;
+    /// `drvinfo` (`ETHTOOL_GDRVINFO`).
+    DrvInfo => ("ETHTOOL_GDRVINFO", ""), false;
 }
 
 /// One journal entry.
@@ -213,6 +216,8 @@ pub struct NicState {
     pub autorelease_mode: Option<bool>,
     /// What dev-get answers.
     pub dev: DevInfo,
+    /// What `ETHTOOL_GDRVINFO` answers; `None`: EOPNOTSUPP (lo).
+    pub drvinfo: Option<DrvInfo>,
     /// Page pools not tied to a binding.
     pub page_pools: Vec<PagePoolInfo>,
 }
@@ -494,6 +499,12 @@ impl ScriptedNic {
                 xdp_zc_max_segs: Some(1),
                 ..Default::default()
             },
+            drvinfo: Some(DrvInfo {
+                driver: "scripted".into(),
+                version: "1.0".into(),
+                fw_version: "2.5".into(),
+                bus_info: "0000:03:00.0".into(),
+            }),
             page_pools: (0..rx_queues)
                 .map(|q| PagePoolInfo {
                     id: u64::from(q) + 1,
@@ -556,6 +567,12 @@ impl ScriptedNic {
                 xdp_rx_metadata_features: 7,
                 ..Default::default()
             },
+            // As 6.18's veth answers: no firmware, no bus.
+            drvinfo: Some(DrvInfo {
+                driver: "veth".into(),
+                version: "1.0".into(),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         ScriptedNic::new(ifname, 2, state)
@@ -1229,5 +1246,12 @@ impl NicOps for ScriptedNic {
 
     fn dev_info(&mut self) -> Result<DevInfo> {
         self.call(Op::DevInfo, String::new(), |st| Ok(st.state.dev.clone()))
+    }
+
+    fn drvinfo(&mut self) -> Result<DrvInfo> {
+        self.call(Op::DrvInfo, String::new(), |st| match &st.state.drvinfo {
+            Some(d) => Ok(d.clone()),
+            None => Err(st.error(Op::DrvInfo, libc::EOPNOTSUPP, None)),
+        })
     }
 }

@@ -680,7 +680,7 @@ impl SetFeaturesFlags {
 // ---- driver info ----
 
 /// `struct ethtool_drvinfo` (196 bytes), the fields this tool reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DrvInfo {
     /// Driver name, e.g. `"veth"`, `"mlx5_core"` (`driver[32]` at offset 4).
     pub driver: String,

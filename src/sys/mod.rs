@@ -54,6 +54,16 @@ pub fn if_index(name: &str) -> std::result::Result<u32, i32> {
     })
 }
 
+/// The running kernel's release, as `uname -r` prints it (`uname(2)`'s `release`), e.g.
+/// `"6.18.0-1-amd64"`; bytes that are not UTF-8 become U+FFFD.
+///
+/// Errors: `Error::Sys` naming `uname` (it cannot fail with a valid buffer).
+pub fn kernel_release() -> Result<String, Error> {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .map_err(|e| Error::sys("uname", e as i32))
+}
+
 /// The system page size in bytes (`sysconf(_SC_PAGESIZE)`), never a constant.
 pub fn page_size() -> usize {
     match nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE) {

@@ -2,7 +2,7 @@
 # The VM suite: boots the newest Debian trixie-backports kernel under QEMU/TCG and runs the
 # guest cases (examples/vm_guest.rs) against it: udmabuf, dma-buf sync, bind-rx and bind-tx
 # refusals, netdevsim rings/channels, the server's NIC setup and its unwind (also on SIGTERM),
-# the TX sender filling a real udmabuf, namespace transfers. See README.md "VM suite".
+# the TX sender filling a real udmabuf, namespace transfers. See tests/vm/README.md.
 #
 # On a fresh Debian machine, as root:
 #   1. installs qemu (bookworm-backports), busybox-static, cpio, kmod, mmdebstrap
