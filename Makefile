@@ -37,6 +37,7 @@ lint:
 
 unit:
 	$(CARGO) test --locked --all-targets
+	$(CARGO) test --locked --doc
 
 # Tests of the shell helpers the VM suite uses (Debian mirror from the apt configuration, cache
 # location, console filter).
@@ -51,8 +52,10 @@ test-tools:
 # Real-kernel suite in a QEMU guest with the newest trixie-backports kernel (root; installs
 # qemu, fetches the kernel into the per-user VM cache, builds netdevsim): udmabuf, dma-buf
 # sync, bind-rx refusals, netdevsim rings/channels, namespace transfers. See tests/vm/run.sh.
+# KERNEL_TREE=DIR: boot that built kernel tree instead, with its modules and its selftests
+# (README, "Test a devmem kernel change without a NIC").
 vm-test:
-	tests/vm/run.sh
+	tests/vm/run.sh $(if $(KERNEL_TREE),--kernel-tree "$(KERNEL_TREE)")
 
 # The py/ harness tests: devmem.py run stand-alone against a namespace + veth "remote" (needs
 # root; skipped with the reason otherwise).

@@ -105,6 +105,16 @@ fn keyed(c: &mut Criterion) {
                 assert_eq!(v.mismatches(), 0);
             })
         });
+        g.bench_function(format!("{label}/keyed-fill"), |b| {
+            let p = Pattern::keyed(42);
+            let mut out = vec![0u8; 4096];
+            b.iter(|| {
+                for (i, _) in keyed.chunks(4096).enumerate() {
+                    p.fill(black_box(&mut out), (i * 4096) as u64);
+                }
+                out[0]
+            })
+        });
         g.bench_function(format!("{label}/crc32"), |b| {
             b.iter(|| {
                 let mut h = crc32fast::Hasher::new();

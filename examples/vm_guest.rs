@@ -9,7 +9,7 @@
 //! ```text
 //! ok <case>: <what was observed>
 //! FAIL <case>: <why>
-//! skip <case>: <why>          (only for netdevsim cases when the runner did not build it)
+//! skip <case>: <why>          (netdevsim cases when the runner did not build it, opt-in cases)
 //! miss <case>: <why>          (a fault the -v pattern cannot see; the case says why)
 //! ```
 //!
@@ -21,7 +21,8 @@
 //! After these, each of the project's real-kernel test binaries in `--tests DIR` runs as one
 //! more case (`tests_<name>`), so the whole integration suite also meets the newer kernel.
 //!
-//! usage: `vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--fault-matrix N] [--tests DIR]`
+//! usage: `vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--kernel-tests]
+//! [--fault-matrix N] [--only A,B] [--tests DIR]`
 //! (`--ip`: iproute2's `ip`, not busybox's, which has no `netns`.)
 //!
 //! Hidden subcommand, used by the `netdevsim_sigterm_mid_run` case as its child process:
@@ -91,8 +92,12 @@ struct Ctx {
     fault_matrix: u32,
     /// The runner built netdevsim and /init loaded it: netdevsim cases must pass.
     netdevsim: bool,
-    /// `--only A,B`: run only the cases whose names contain one of these (kernel-log always).
+    /// `--only A,B`: run only the cases whose names contain one of these, or, written `=A`,
+    /// are exactly A (kernel-log always).
     only: Vec<String>,
+    /// `--kernel-tests`: also run the opt-in cases of [`devmem_nic::kernel_test_cases`] (a
+    /// case `--only` names runs without it too).
+    kernel_tests: bool,
     /// Directory of the project's own real-kernel test binaries (`tests/kernel_*.rs`,
     /// `tests/e2e.rs`, test-profile builds), each run as one more case.
     tests: Option<PathBuf>,
@@ -122,7 +127,7 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("vm_guest: {e}");
             eprintln!(
-                "usage: vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--fault-matrix N] [--only A,B] [--tests DIR]"
+                "usage: vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--kernel-tests] [--fault-matrix N] [--only A,B] [--tests DIR]"
             );
             return ExitCode::from(2);
         }
@@ -149,6 +154,21 @@ fn main() -> ExitCode {
         .chain(devmem_nic::cases())
         .map(|(name, case)| (name.to_string(), Box::new(case) as CaseFn))
         .collect();
+    for (name, case) in devmem_nic::kernel_test_cases() {
+        let named = ctx.only.iter().any(|o| selects(o, name));
+        let run: CaseFn = if ctx.kernel_tests || named {
+            Box::new(case)
+        } else {
+            Box::new(|_: &Ctx| {
+                Ok(Outcome::Skip(
+                    "opt-in: runs with NCDEVMEM_VM_KERNEL_TESTS=1 or when NCDEVMEM_VM_ONLY \
+                     names it (tests/vm/run.sh)"
+                        .into(),
+                ))
+            })
+        };
+        all.push((name.to_string(), run));
+    }
     for path in test_binaries(&ctx) {
         let name = format!(
             "tests_{}",
@@ -164,7 +184,7 @@ fn main() -> ExitCode {
         ));
     }
     if !ctx.only.is_empty() {
-        all.retain(|(name, _)| ctx.only.iter().any(|o| name.contains(o.as_str())));
+        all.retain(|(name, _)| ctx.only.iter().any(|o| selects(o, name)));
     }
     // Last: what every case above left in the kernel log and in the page pools.
     all.push(("kernel-log".to_string(), Box::new(devmem_nic::kernel_log)));
@@ -204,6 +224,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether `--only` entry `only` selects case `name`: `=A` names exactly A, else a part of the
+/// name.
+fn selects(only: &str, name: &str) -> bool {
+    match only.strip_prefix('=') {
+        Some(exact) => name == exact,
+        None => name.contains(only),
+    }
+}
+
 fn parse_args() -> Result<Ctx, String> {
     let mut bin = None;
     let mut ip = None;
@@ -212,6 +241,7 @@ fn parse_args() -> Result<Ctx, String> {
     let mut fault_matrix = 0;
     let mut tests = None;
     let mut only = Vec::new();
+    let mut kernel_tests = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -219,6 +249,7 @@ fn parse_args() -> Result<Ctx, String> {
             "--ip" => ip = args.next().map(PathBuf::from),
             "--ethtool" => ethtool = args.next().map(PathBuf::from).ok_or("--ethtool PATH")?,
             "--netdevsim" => netdevsim = true,
+            "--kernel-tests" => kernel_tests = true,
             "--fault-matrix" => {
                 fault_matrix = args
                     .next()
@@ -240,6 +271,7 @@ fn parse_args() -> Result<Ctx, String> {
         fault_matrix,
         netdevsim,
         only,
+        kernel_tests,
         tests,
     })
 }

@@ -2,20 +2,21 @@
 //! check that `--json FILE` can be written, run the mode (`crate::modes`), and finish its
 //! `RunReport` (which decides the verdict among the run's, the NIC undo's and
 //! `--verify-restore`'s errors, and writes `--json`). `main` maps the verdict to the exit code
-//! ([`Error::exit_code`]).
-
-use std::io::Write;
+//! ([`crate::error::Error::exit_code`]).
 
 use crate::cli::Run;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::run_report::RunReport;
 use crate::signals;
+
+/// For `main`: `--help` goes to stdout the way every report does.
+pub use crate::run_report::print_stdout;
 
 /// Runs `run`. Installs the SIGINT/SIGTERM/SIGHUP handlers first, so every later step can
 /// unwind on a signal.
 ///
 /// # Errors
-/// The run's verdict as `RunReport::finish` decides it; [`Error::exit_code`] maps it to the
+/// The run's verdict as `RunReport::finish` decides it; [`crate::error::Error::exit_code`] maps it to the
 /// process exit code.
 pub fn run(run: &Run) -> Result<()> {
     signals::install()?;
@@ -26,15 +27,4 @@ pub fn run(run: &Run) -> Result<()> {
     let report = RunReport::new(run.mode.mode(), run.common.clone());
     let result = crate::modes::run(&run.mode, &report);
     report.finish(result)
-}
-
-/// Writes `text` to stdout and flushes it. Unlike `print!`, a stdout whose reader went away
-/// (`| head -1`, `| true`: `EPIPE`, SIGPIPE being ignored) is an error, never a panic.
-///
-/// Errors: [`Error::Sys`] naming `write(stdout)`; [`Error::Interrupted`] never (plain stdout).
-pub fn print_stdout(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::io("write(stdout)", &e))
 }

@@ -29,7 +29,9 @@ use crate::memory::MemorySource;
 pub use crate::rx::UnbindMode;
 use crate::validate::StreamSpec;
 use flags::{invalid, Flag, Section, Typed, EXPECT_ADDR};
-pub use flags::{IFNAME_MAX_LEN, MAX_NUM_QUEUES, MAX_SECONDS, MAX_WRITE_SIZE, VALIDATE_MAX};
+pub use flags::{
+    IFNAME_MAX_LEN, MAX_FLOWS, MAX_NUM_QUEUES, MAX_SECONDS, MAX_WRITE_SIZE, VALIDATE_MAX,
+};
 
 /// The binary's name, as used in messages and in the usage text.
 pub const PROGRAM: &str = "ncdevmem-rs";
@@ -284,6 +286,38 @@ pub struct Receive {
     /// `None`: devmem and zcrx servers size it from the binding ([`crate::rcvbuf`]), the
     /// plain receiver leaves the kernel's default.
     pub rcvbuf: Option<u64>,
+    /// The flows: how many connections, for how long, on which CPUs, with which congestion
+    /// control.
+    pub flows: Flows,
+}
+
+/// `--flows`, `--duration`, `--warmup`, `--cpus`, `--tcp-cc`: the shape of a measurement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flows {
+    /// `--flows`: connections (1..=[`MAX_FLOWS`], default 1).
+    pub count: u32,
+    /// `--duration`: receive (send) for this long, then close; `None` = until the peer
+    /// closes.
+    pub duration: Option<Duration>,
+    /// `--warmup`: receivers: left out of the figures; `None` = none.
+    pub warmup: Option<Duration>,
+    /// `--cpus`: the CPUs the workers are pinned to, round robin (sorted, no repeats).
+    pub cpus: Option<Vec<usize>>,
+    /// `--tcp-cc`: `TCP_CONGESTION` of every flow.
+    pub tcp_cc: Option<String>,
+}
+
+impl Default for Flows {
+    /// One flow, until the peer closes, unpinned, the kernel's congestion control.
+    fn default() -> Self {
+        Flows {
+            count: 1,
+            duration: None,
+            warmup: None,
+            cpus: None,
+            tcp_cc: None,
+        }
+    }
 }
 
 /// The NIC a server configures and binds.
@@ -424,6 +458,8 @@ pub struct PatternArgs {
     pub write_size: Option<usize>,
     /// `--corrupt-offset`: flip every bit of the byte at this stream offset (test aid).
     pub corrupt_offset: Option<u64>,
+    /// The flows (`--warmup` never set: receivers only).
+    pub flows: Flows,
 }
 
 /// What the devmem TX client sends.
@@ -789,6 +825,16 @@ fn check_rules(t: &Typed, role: Role) -> Result<()> {
             "--verify-restore: --zcrx-nodev changes no NIC, so there is nothing to verify",
         ));
     }
+    if let (Some(warmup), Some(duration)) = (t.warmup, t.duration) {
+        if warmup >= duration {
+            return Err(usage_err(format!(
+                "--warmup: {} s leaves nothing of --duration {} s to measure (expected less \
+                 than the duration)",
+                warmup.as_secs_f64(),
+                duration.as_secs_f64()
+            )));
+        }
+    }
     if t.verify_restore && t.skip_nic_config && role != Role::Probe {
         return Err(usage_err(
             "--verify-restore: -n skips NIC configuration, so there is nothing to verify",
@@ -849,9 +895,16 @@ fn mode_args(
         .zip(t.num_queues)
         .map(|(start, count)| QueueRange { start, count });
     let port = t.port;
+    let flows = |t: &Typed| Flows {
+        count: t.flows.unwrap_or(1),
+        duration: t.duration,
+        warmup: t.warmup,
+        cpus: t.cpus.clone(),
+        tcp_cc: t.tcp_cc.clone(),
+    };
     let receive = |t: &Typed, server: Option<HostAddr>| -> Result<Receive> {
         let validate = match t.seed {
-            Some(Seed::Value(seed)) => Some(StreamSpec::Keyed(seed)),
+            Some(Seed::Value(seed)) => Some(StreamSpec::keyed(seed)),
             _ => t.validate.map(StreamSpec::Periodic),
         };
         Ok(Receive {
@@ -862,6 +915,7 @@ fn mode_args(
             progress: t.progress,
             expect_bytes: t.expect_bytes,
             rcvbuf: t.rcvbuf,
+            flows: flows(t),
         })
     };
     let peer = |server: Option<HostAddr>, client: Option<HostAddr>| -> Result<Peer> {
@@ -882,6 +936,7 @@ fn mode_args(
             stream,
             write_size: t.write_size,
             corrupt_offset: t.corrupt_offset,
+            flows: flows(t),
         })
     };
     Ok(match role {

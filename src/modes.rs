@@ -15,6 +15,7 @@
 //! buffer plan, the receive and its summary, the NIC of a run, and the teardown waits.
 
 pub(crate) mod client;
+pub(crate) mod flows;
 pub(crate) mod plain;
 pub(crate) mod probe;
 pub(crate) mod report;
@@ -23,7 +24,7 @@ pub(crate) mod server;
 pub(crate) mod zcrx;
 
 use std::io::Write;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 use crate::cli::{IfName, ModeArgs, QueueRange, Receive};
 use crate::error::{Error, Result};
@@ -246,7 +247,7 @@ pub(crate) fn await_release(env: &mut dyn Env, held: &Holdings, report: &RunRepo
 
 /// A peer address as the user wrote its family: an IPv4 peer of the AF_INET6 listener
 /// (v4-mapped, `[::ffff:a.b.c.d]:p`) as `[a.b.c.d]:p`, like the listening line.
-fn peer_text(peer: std::net::SocketAddr) -> String {
+pub(crate) fn peer_text(peer: std::net::SocketAddr) -> String {
     format!("[{}]:{}", peer.ip().to_canonical(), peer.port())
 }
 
@@ -258,33 +259,67 @@ pub(crate) struct Accepted {
     pub rcvbuf: Option<RcvbufReport>,
 }
 
-/// Binds `-s`:`-p` (with the receive buffer of `plan`, when it sets one), prints where it
-/// listens, and accepts one connection within `--timeout`.
+/// Binds `-s`:`-p` with the receive buffer of `plan` (when it sets one) and the congestion
+/// control of `--tcp-cc` (accepted connections inherit both), and prints where it listens.
+///
+/// Errors: socket errors; `Error::Usage` for a congestion control the kernel does not have.
+pub(crate) fn listen(
+    rx: &Receive,
+    plan: Option<&RcvbufPlan>,
+    report: &RunReport,
+) -> Result<OwnedFd> {
+    let backlog = rx.flows.count.max(1);
+    let addr = rx.addr.with_port(rx.port);
+    let listener = socket::tcp_listen_backlog(addr, plan.and_then(|p| p.bytes), backlog)?;
+    if let Some(cc) = &rx.flows.tcp_cc {
+        crate::figures::tcp::set_congestion(listener.as_fd(), "--tcp-cc", cc)?;
+    }
+    if let Some(p) = plan {
+        log!(report, "receive buffer: {}", p.reason);
+    }
+    log!(report, "listening on [{}]:{}", rx.addr.ip, rx.port);
+    Ok(listener)
+}
+
+/// [`listen`], then accepts one connection within `--timeout`.
+///
+/// Errors: as [`listen`] and [`flows::accept`].
 pub(crate) fn listen_and_accept(
     rx: &Receive,
     plan: Option<&RcvbufPlan>,
     report: &RunReport,
 ) -> Result<Accepted> {
-    let listener = socket::tcp_listen(rx.addr.with_port(rx.port), plan.and_then(|p| p.bytes))?;
-    if let Some(p) = plan {
-        log!(report, "receive buffer: {}", p.reason);
+    let listener = listen(rx, plan, report)?;
+    let one = Receive {
+        flows: crate::cli::Flows {
+            count: 1,
+            ..rx.flows.clone()
+        },
+        ..rx.clone()
+    };
+    flows::accept(&listener, &one, plan, report)?
+        .pop()
+        .ok_or_else(|| Error::Failure("accept returned no connection".into()))
+}
+
+/// `--tcp-cc NAME`, asked before anything changes: a throwaway listening socket (port 0)
+/// takes it, or the run is a usage error naming the algorithms this machine has.
+///
+/// Errors: `Error::Usage`; socket errors.
+pub(crate) fn check_tcp_cc(rx: &Receive) -> Result<()> {
+    match &rx.flows.tcp_cc {
+        Some(cc) => check_tcp_cc_name(cc),
+        None => Ok(()),
     }
-    log!(report, "listening on [{}]:{}", rx.addr.ip, rx.port);
-    let (fd, peer) = crate::conn::accept_timeout(listener.as_fd(), rx.timeout, &STOP)?;
-    log!(report, "accepted connection from {}", peer_text(peer));
-    let sock = TcpRxSocket::new(fd);
-    let got = plan.map(|p| {
-        socket::rcvbuf(sock.fd()).map(|effective| RcvbufReport {
-            set: p.bytes,
-            effective,
-            reason: p.reason.clone(),
-            requested: p.requested,
-        })
-    });
-    Ok(Accepted {
-        rcvbuf: got.transpose()?,
-        sock,
-    })
+}
+
+/// [`check_tcp_cc`] for one name.
+///
+/// Errors: as [`check_tcp_cc`].
+pub(crate) fn check_tcp_cc_name(cc: &str) -> Result<()> {
+    let any = std::net::SocketAddrV6::new(std::net::Ipv6Addr::UNSPECIFIED, 0, 0, 0);
+    let probe = socket::tcp_listen(any, None)?;
+    crate::figures::tcp::set_congestion(probe.as_fd(), "--tcp-cc", cc)
 }
 
 /// The receive buffer of a devmem or zcrx server whose memory is `buffers` buffers of

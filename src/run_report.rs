@@ -7,6 +7,7 @@
 //! drop. So every exit path of a mode ends in [`RunReport::finish`], which writes `--json`.
 
 use std::cell::RefCell;
+use std::io::Write;
 use std::path::Path;
 
 use crate::cli::{Common, Mode, Verbosity, PROGRAM};
@@ -176,6 +177,17 @@ fn write_summary(path: &Path, json: &serde_json::Value, result: Result<()>) -> R
             Err(run)
         }
     }
+}
+
+/// Writes `text` to stdout and flushes it. Unlike `print!`, a stdout whose reader went away
+/// (`| head -1`, `| true`: `EPIPE`, SIGPIPE being ignored) is an error, never a panic.
+///
+/// Errors: [`Error::Sys`] naming `write(stdout)`; [`Error::Interrupted`] never (plain stdout).
+pub fn print_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("write(stdout)", &e))
 }
 
 #[cfg(test)]

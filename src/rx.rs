@@ -121,6 +121,41 @@ pub enum Cmsg {
 /// `cmsg_len < 16`, `cmsg_len` larger than the bytes left (a truncated cmsg), or a devmem cmsg
 /// whose payload is shorter than `struct dmabuf_cmsg` (24 bytes). A devmem payload longer than
 /// 24 bytes is accepted and its first 24 bytes are decoded.
+///
+/// ```
+/// use ncdevmem::rx::{cmsgs, Cmsg};
+/// use ncdevmem::sys::uapi::{encode_cmsghdr, SCM_DEVMEM_DMABUF, SCM_DEVMEM_LINEAR};
+/// const SOL_SOCKET: i32 = 1;
+/// // struct dmabuf_cmsg, one field per line: frag_offset u64, frag_size u32,
+/// // frag_token u32, dmabuf_id u32, flags u32.
+/// let frag = |offset: u64, size: u32, token: u32| {
+///     let mut b = encode_cmsghdr(24, SOL_SOCKET, SCM_DEVMEM_DMABUF).to_vec();
+///     b.extend_from_slice(&offset.to_ne_bytes());
+///     b.extend_from_slice(&size.to_ne_bytes());
+///     b.extend_from_slice(&token.to_ne_bytes());
+///     b.extend_from_slice(&3u32.to_ne_bytes()); // dmabuf_id: the binding
+///     b.extend_from_slice(&0u32.to_ne_bytes());
+///     b
+/// };
+/// let mut control = frag(8192, 4096, 17);
+/// // 100 bytes from the skb's linear part: only frag_size is meaningful.
+/// let mut linear = encode_cmsghdr(24, SOL_SOCKET, SCM_DEVMEM_LINEAR).to_vec();
+/// linear.extend_from_slice(&[0; 8]);
+/// linear.extend_from_slice(&100u32.to_ne_bytes());
+/// linear.extend_from_slice(&[0; 12]);
+/// control.extend_from_slice(&linear);
+///
+/// let got = cmsgs(&control).collect::<Result<Vec<_>, _>>()?;
+/// let Cmsg::Dmabuf(d) = got[0] else { panic!("{got:?}") };
+/// assert_eq!((d.frag_offset, d.frag_size, d.frag_token, d.dmabuf_id), (8192, 4096, 17, 3));
+/// assert_eq!(got[1], Cmsg::Linear { frag_size: 100 });
+///
+/// // A devmem cmsg too short for struct dmabuf_cmsg is an error.
+/// let mut short = encode_cmsghdr(8, SOL_SOCKET, SCM_DEVMEM_DMABUF).to_vec();
+/// short.extend_from_slice(&[0; 8]);
+/// assert!(cmsgs(&short).next().unwrap().is_err());
+/// # Ok::<(), ncdevmem::Error>(())
+/// ```
 pub fn cmsgs(control: &[u8]) -> CmsgIter<'_> {
     CmsgIter {
         walk: walk_cmsgs(control),
@@ -208,6 +243,37 @@ impl std::iter::FusedIterator for CmsgIter<'_> {}
 /// [`MAX_DONTNEED_FRAGS`] (1024) tokens in total, because the kernel frees no more than that
 /// per call (net/core/sock.c `sock_devmem_dontneed`); longer ranges are split across calls.
 /// Every call's return must equal the tokens asked for: a short count means leaked tokens.
+///
+/// ```
+/// use ncdevmem::rx::TokenBatcher;
+/// use ncdevmem::sys::uapi::dmabuf_token;
+/// // The SO_DEVMEM_DONTNEED calls a flush would make, each as its (token_start, token_count)
+/// // ranges.
+/// let plan = |b: &TokenBatcher| -> Vec<Vec<(u32, u32)>> {
+///     let call = |c: &Vec<dmabuf_token>| {
+///         c.iter().map(|t| (t.token_start, t.token_count)).collect()
+///     };
+///     b.plan().iter().map(call).collect()
+/// };
+/// let mut b = TokenBatcher::new();
+/// for token in [5, 6, 7, 9, 10, 2] {
+///     assert!(!b.push(token)); // far from 128 ranges: no flush due
+/// }
+/// assert_eq!(b.pending_tokens(), 6);
+/// // Consecutive tokens coalesce into {token_start, token_count} ranges, in push order.
+/// assert_eq!(plan(&b), [vec![(5, 3), (9, 2), (2, 1)]]);
+///
+/// // At most 2 ranges and 4 tokens per call: the range of 5 tokens is split.
+/// let mut b = TokenBatcher::with_limits(2, 4);
+/// for token in [0, 1, 2, 3, 4, 20] {
+///     b.push(token);
+/// }
+/// assert_eq!(plan(&b), [vec![(0, 4)], vec![(4, 1), (20, 1)]]);
+/// // The second range makes the flush due.
+/// let mut b = TokenBatcher::with_limits(2, 4);
+/// assert!(!b.push(1));
+/// assert!(b.push(3));
+/// ```
 #[derive(Debug, Clone)]
 pub struct TokenBatcher {
     ranges: Vec<dmabuf_token>,
@@ -980,6 +1046,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                     self.stats.dmabuf_frags += 1;
                     self.stats.dmabuf_bytes += d.frag_size as u64;
                     self.stats.max_dmabuf_frag = self.stats.max_dmabuf_frag.max(d.frag_size);
+                    self.stats.frag_sizes.record(d.frag_size);
                     let r = self.dmabuf_frag(&d, b, p);
                     // Queue the token whatever happened: the kernel pinned the niov for us.
                     let due = self.batcher.push(d.frag_token);

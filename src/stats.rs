@@ -98,6 +98,8 @@ pub struct RxStats {
     /// Devmem: `recvmsg` answered `ENODEV` after a `-U 1` unbind (the binding had no users
     /// left, autorelease series v10) and the run ended there, cleanly.
     pub binding_gone: bool,
+    /// Sizes of the dmabuf frags, in power-of-two buckets.
+    pub frag_sizes: crate::figures::hist::FragSizeHistogram,
 }
 
 /// User and system CPU time (`struct rusage` `ru_utime`/`ru_stime`).
@@ -164,6 +166,31 @@ impl RxStats {
             mode,
             ..RxStats::default()
         }
+    }
+
+    /// Adds `other`'s counts (another flow of the same run) to these: bytes, frags, tokens,
+    /// calls, validated bytes and mismatches are summed, the largest frag is the larger one,
+    /// `binding_gone` is either's. The CRC-32, the stream, the times and the receive buffer are
+    /// per flow and stay as they are.
+    pub fn merge(&mut self, other: &RxStats) {
+        self.bytes += other.bytes;
+        self.dmabuf_frags += other.dmabuf_frags;
+        self.dmabuf_bytes += other.dmabuf_bytes;
+        self.max_dmabuf_frag = self.max_dmabuf_frag.max(other.max_dmabuf_frag);
+        self.linear_frags += other.linear_frags;
+        self.linear_bytes += other.linear_bytes;
+        self.plain_bytes += other.plain_bytes;
+        self.tokens_released += other.tokens_released;
+        self.dontneed_calls += other.dontneed_calls;
+        self.recvmsg_calls += other.recvmsg_calls;
+        self.eagain_retries += other.eagain_retries;
+        self.poll_calls += other.poll_calls;
+        self.eintr_retries += other.eintr_retries;
+        self.control_only_recvmsgs += other.control_only_recvmsgs;
+        self.validated_bytes += other.validated_bytes;
+        self.mismatches += other.mismatches;
+        self.binding_gone |= other.binding_gone;
+        self.frag_sizes.merge(&other.frag_sizes);
     }
 
     /// Throughput in Gbit/s (10^9 bits per second) over [`RxStats::elapsed`]; 0 when no time
@@ -386,6 +413,27 @@ pub fn write_json_atomic(path: &Path, value: &serde_json::Value) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Mean and sample standard deviation (n − 1 in the denominator) of `values`; the deviation
+/// is 0 for fewer than two values, and both are 0 for none.
+///
+/// ```
+/// let (mean, sd) = ncdevmem::stats::mean_sd(&[1.0, 2.0, 3.0]);
+/// assert_eq!((mean, sd), (2.0, 1.0));
+/// assert_eq!(ncdevmem::stats::mean_sd(&[5.0]), (5.0, 0.0));
+/// ```
+pub fn mean_sd(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    if values.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mean = values.iter().sum::<f64>() / n;
+    if values.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
 }
 
 /// Gbit/s for `bytes` over `elapsed`; 0 for a zero duration.
@@ -689,7 +737,7 @@ mod tests {
         assert!(RxStats::default().to_json()["cpu_utilisation"].is_null());
         assert_eq!(j["stream"], "period 7");
         let keyed = RxStats {
-            stream: Some(StreamSpec::Keyed(42)),
+            stream: Some(StreamSpec::keyed(42)),
             ..sample()
         };
         assert!(keyed

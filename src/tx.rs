@@ -206,7 +206,9 @@ fn connect_retrying_to(
         ) {
             Err(Error::Sys { call, errno }) if errno == libc::ECONNREFUSED => {
                 let now = Instant::now();
-                if now >= deadline {
+                // Only a try begun at or after the deadline is the last: one begun before it
+                // and answered after it (a loaded machine) is followed by one more.
+                if tried_at >= deadline {
                     return Err(Error::Timeout(format!(
                         "connect to [{}]:{}: still refused after {} ms, {tries} tries in the \
                          {} ms window, the last at {} ms ({call})",
@@ -272,4 +274,196 @@ pub fn connect_devmem(
     let fd = connect_retrying_to(peer, local, Some(ifname), timeout, stop)?;
     zerocopy::set_zerocopy(fd.as_fd(), true)?;
     Ok(ZerocopySocket::new(fd))
+}
+
+/// The flows of [`send_flows`]: how many, for how long, on which CPUs, with which congestion
+/// control.
+#[derive(Debug, Clone, Default)]
+pub struct SendFlows {
+    /// Connections, each its own flow (flow k: the k-th connected, sending flow k's stream).
+    pub count: u32,
+    /// Send until then (a clean end); the receiver closing first is a clean end too.
+    /// `None`: each flow sends its `total_bytes` and a receiver that closes early is a failure.
+    pub duration: Option<Duration>,
+    /// Pin flow k's thread to the k-th CPU of the list, round robin.
+    pub cpus: Option<Vec<usize>>,
+    /// `TCP_CONGESTION` of every flow.
+    pub tcp_cc: Option<String>,
+}
+
+/// Sends `req`'s pattern on `flows.count` connections at once, one thread each: the
+/// connections are made one after another (each established before the next, so the
+/// receiver accepts them in flow order), then flow k sends flow k's stream
+/// ([`StreamSpec::for_flow`]), at most `req.total_bytes` bytes (0 with a duration: no limit),
+/// until the duration ends or the receiver closes (with a duration: both clean). Returns each
+/// flow's figures, also when the run failed.
+///
+/// Errors: connect errors (naming the flow); a flow's send error, named `flow k: …` (the
+/// others stop); `Error::Interrupted` on `stop`.
+pub fn send_flows(
+    req: &PatternSend,
+    flows: &SendFlows,
+    stop: &AtomicI32,
+) -> (Vec<SendStats>, Result<()>) {
+    let n = flows.count.max(1);
+    let mut socks = Vec::with_capacity(n as usize);
+    for k in 0..n {
+        let conn = connect_retrying_to(
+            req.peer,
+            req.local,
+            req.ifname.as_deref(),
+            req.timeout,
+            stop,
+        )
+        .and_then(|fd| {
+            refuse_self_connect(fd.as_fd())?;
+            if let Some(cc) = &flows.tcp_cc {
+                crate::figures::tcp::set_congestion(fd.as_fd(), "--tcp-cc", cc)?;
+            }
+            Ok(fd)
+        });
+        match conn {
+            Ok(fd) => socks.push(fd),
+            Err(e) => {
+                let e = match e {
+                    Error::Timeout(m) => Error::Timeout(format!("flow {k}: {m}")),
+                    Error::Interrupted(s) => Error::Interrupted(s),
+                    other => Error::Failure(format!("flow {k}: {other}")),
+                };
+                return (Vec::new(), Err(e));
+            }
+        }
+    }
+    let run_stop = AtomicI32::new(0);
+    let end = flows.duration.and_then(|d| Instant::now().checked_add(d));
+    let results: Vec<(SendStats, Result<()>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = socks
+            .iter()
+            .enumerate()
+            .map(|(k, fd)| {
+                let run_stop = &run_stop;
+                scope.spawn(move || {
+                    send_one_flow(req, flows, k as u32, n, fd.as_fd(), end, run_stop)
+                })
+            })
+            .collect();
+        loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let sig = stop.load(std::sync::atomic::Ordering::SeqCst);
+            if sig != 0 {
+                let _ = run_stop.compare_exchange(
+                    0,
+                    sig,
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
+            }
+            if workers.iter().all(|w| w.is_finished()) {
+                break;
+            }
+        }
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let mut first_err = None;
+    let mut stats = Vec::with_capacity(results.len());
+    for (k, (s, r)) in results.into_iter().enumerate() {
+        if let Err(e) = r {
+            if first_err.is_none() {
+                first_err = Some(match e {
+                    Error::Interrupted(sig) if sig > 0 => Error::Interrupted(sig),
+                    other => Error::Failure(format!("flow {k}: {other}")),
+                });
+            }
+        }
+        stats.push(s);
+    }
+    (stats, first_err.map_or(Ok(()), Err))
+}
+
+/// The run's stop flag when another flow of [`send_flows`] failed.
+const SEND_FLOW_FAILED: i32 = -2;
+
+/// One flow of [`send_flows`] on `sock`.
+fn send_one_flow(
+    req: &PatternSend,
+    flows: &SendFlows,
+    k: u32,
+    n: u32,
+    sock: BorrowedFd<'_>,
+    end: Option<Instant>,
+    run_stop: &AtomicI32,
+) -> (SendStats, Result<()>) {
+    let mut stats = SendStats::default();
+    let result = (|| {
+        if let Some(cpu) = flows
+            .cpus
+            .as_deref()
+            .and_then(|c| crate::figures::cpu::cpu_for_flow(c, k as usize))
+        {
+            crate::sys::cpu::pin_current_thread(cpu)?;
+        }
+        let stream = req.stream.for_flow(k, n)?;
+        stats.stream = Some(stream);
+        let total = match (req.total_bytes, end) {
+            (0, Some(_)) => u64::MAX,
+            (t, _) => t,
+        };
+        let write_size = req.write_size.map_or(DEFAULT_WRITE_SIZE, |w| w.max(1));
+        let mut source = PatternSource::new(stream, total, write_size, req.corrupt_offset)?;
+        if req.write_size.is_some() {
+            socket::set_nodelay(sock, true)?;
+        }
+        let mut chunk = Vec::new();
+        let mut crc = crc32fast::Hasher::new();
+        let start = Instant::now();
+        let sent = loop {
+            if end.is_some_and(|e| Instant::now() >= e) {
+                break Ok(());
+            }
+            match crate::signals::check_flag(run_stop) {
+                Err(Error::Interrupted(SEND_FLOW_FAILED)) => break Ok(()),
+                Err(e) => break Err(e),
+                Ok(()) => {}
+            }
+            if !source.next_piece(usize::MAX, &mut chunk)? {
+                break Ok(());
+            }
+            match crate::conn::send_all_timeout(sock, &chunk, req.timeout) {
+                // With a duration the receiver may close first: the end of this flow.
+                Err(e)
+                    if end.is_some()
+                        && matches!(e.errno(), Some(libc::EPIPE | libc::ECONNRESET)) =>
+                {
+                    break Ok(());
+                }
+                Err(e) => break Err(e),
+                Ok(()) => {}
+            }
+            crc.update(&chunk);
+            stats.bytes += chunk.len() as u64;
+            stats.writes += 1;
+        };
+        stats.elapsed = start.elapsed();
+        stats.crc32 = crc.finalize();
+        sent?;
+        match socket::shutdown_write(sock) {
+            Err(e) if end.is_some() && matches!(e.errno(), Some(libc::ENOTCONN | libc::EPIPE)) => {
+                Ok(())
+            }
+            r => r,
+        }
+    })();
+    if result.is_err() {
+        let _ = run_stop.compare_exchange(
+            0,
+            SEND_FLOW_FAILED,
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+        );
+        let _ = socket::abort_on_close(sock);
+    }
+    (stats, result)
 }

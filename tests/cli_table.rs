@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ncdevmem::cli::{
-    parse, ClientArgs, Command, Common, HostAddr, IfName, Mode, ModeArgs, NicArgs, PatternArgs,
-    Peer, PlainArgs, ProbeArgs, QueueRange, Receive, ReportArgs, Run, Seed, SendStream, SenderArgs,
-    ServerArgs, TxSource, UnbindMode, Verbosity, ZcrxArgs,
+    parse, ClientArgs, Command, Common, Flows, HostAddr, IfName, Mode, ModeArgs, NicArgs,
+    PatternArgs, Peer, PlainArgs, ProbeArgs, QueueRange, Receive, ReportArgs, Run, Seed,
+    SendStream, SenderArgs, ServerArgs, TxSource, UnbindMode, Verbosity, ZcrxArgs,
 };
 use ncdevmem::error::{Error, EXIT_USAGE};
 use ncdevmem::memory::MemorySource;
@@ -61,6 +61,7 @@ fn receive(server: &str, port: u16) -> Receive {
         progress: None,
         expect_bytes: None,
         rcvbuf: None,
+        flows: Flows::default(),
     }
 }
 
@@ -189,19 +190,19 @@ fn every_flag_has_its_meaning() {
         }),
         (SERVER, "-v 0", |_| {}), // 0 = no validation, like absent
         (SERVER, "--seed 42", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(42))
+            srv(r).rx.validate = Some(StreamSpec::keyed(42))
         }),
         (SERVER, "--seed 0", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(0))
+            srv(r).rx.validate = Some(StreamSpec::keyed(0))
         }),
         (SERVER, "--seed 18446744073709551615", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(u64::MAX))
+            srv(r).rx.validate = Some(StreamSpec::keyed(u64::MAX))
         }),
         (SERVER, "--seed 0xDEADbeef", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(0xDEAD_BEEF))
+            srv(r).rx.validate = Some(StreamSpec::keyed(0xDEAD_BEEF))
         }),
         (SERVER, "-v 0 --seed 7", |r| {
-            srv(r).rx.validate = Some(StreamSpec::Keyed(7))
+            srv(r).rx.validate = Some(StreamSpec::keyed(7))
         }),
         (SERVER, "-t 3 -q 1", |r| srv(r).nic.queues = queues(3, 1)),
         (SERVER, "-t 0 -q 4096", |r| {
@@ -326,6 +327,7 @@ fn new_modes_carry_their_options() {
             stream: SendStream::Periodic(7),
             write_size: Some(1448),
             corrupt_offset: None,
+            flows: Flows::default(),
         },
         timeout: None,
     }));
@@ -358,6 +360,7 @@ fn new_modes_carry_their_options() {
                 stream: SendStream::Periodic(7),
                 write_size: Some(64 << 10),
                 corrupt_offset: Some(1000),
+                flows: Flows::default(),
             }),
             timeout: Some(Duration::from_millis(500)),
             ..client("2001:db8::2")
@@ -391,12 +394,12 @@ fn new_modes_carry_their_options() {
     let ModeArgs::Plain(p) = c.mode else {
         panic!("not plain: {c:?}");
     };
-    assert_eq!(p.rx.validate, Some(StreamSpec::Keyed(42)));
+    assert_eq!(p.rx.validate, Some(StreamSpec::keyed(42)));
     let c = run("-l --zcrx --zcrx-nodev -s ::1 -p 1 --seed 42");
     let ModeArgs::Zcrx(z) = c.mode else {
         panic!("not zcrx: {c:?}");
     };
-    assert_eq!((z.nic, z.rx.validate), (None, Some(StreamSpec::Keyed(42))));
+    assert_eq!((z.nic, z.rx.validate), (None, Some(StreamSpec::keyed(42))));
 
     let c = run("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --rx-buf-len 32768");
     let want = plain_run(ModeArgs::Zcrx(ZcrxArgs {

@@ -58,6 +58,7 @@ fn server_setup_on_veth_skips_and_changes_nothing() {
             client: None,
             port: 5201,
         },
+        flows: 1,
         skip_nic_config: false,
     };
     let mut req = BindRxRequest::new(nic.ifindex(), std::os::fd::AsFd::as_fd(&buf), &[1]);

@@ -724,11 +724,14 @@ fn the_last_connect_try_is_at_the_deadline() {
         timeout: Some(Duration::from_secs(1)),
         corrupt_offset: None,
     };
+    let start = Instant::now();
+    let listened_at = std::sync::OnceLock::new();
     let got = std::thread::scope(|s| {
         let rx = s.spawn(|| {
             std::thread::sleep(Duration::from_millis(930));
             nix::sys::socket::listen(&fd, nix::sys::socket::Backlog::new(1).expect("backlog"))
                 .expect("listen");
+            let _ = listened_at.set(start.elapsed());
             // Bounded, so a sender that gave up early fails the test instead of hanging it.
             let Ok((conn, _)) =
                 accept_timeout(fd.as_fd(), Some(Duration::from_secs(3)), &no_stop())
@@ -747,6 +750,12 @@ fn the_last_connect_try_is_at_the_deadline() {
         let sent = send_pattern(&req, &no_stop());
         (sent, rx.join().expect("receiver thread"))
     });
+    let listened = listened_at.get().copied().unwrap_or(Duration::MAX);
+    if listened >= Duration::from_secs(1) && got.0.is_err() {
+        // The machine woke the receiver thread after the sender's window: nothing to judge.
+        eprintln!("the receiver listened at {listened:?}, after the 1 s window: inconclusive");
+        return;
+    }
     let stats = got.0.expect("the receiver listened before the deadline");
     assert_eq!(stats.bytes, 4096);
     assert_eq!(got.1.len(), 4096);

@@ -45,6 +45,7 @@ fn plan() -> ServerPlan {
             client: Some("192.0.2.2".parse().unwrap()),
             port: 5201,
         },
+        flows: 1,
         skip_nic_config: false,
     }
 }
@@ -323,6 +324,7 @@ fn skip_nic_config_binds_only() {
         h.thresh = Some(0);
     });
     let p = ServerPlan {
+        flows: 1,
         skip_nic_config: true,
         ..plan()
     };

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use ncdevmem::error::Error;
+use ncdevmem::figures::hist::FragSizeHistogram;
 use ncdevmem::rx::testing::{PatternStream, Piece, ScriptedSocket, Step, VecMemory, ETOOSMALL};
 use ncdevmem::rx::{
     receive, receive_logged, AfterFirstData, NoFragMemory, RecvOutcome, RxConfig, RxSocket,
@@ -54,6 +55,17 @@ fn cfg() -> RxConfig {
         poll_tick: Duration::from_millis(5),
         ..RxConfig::devmem(ID, PAGE)
     }
+}
+
+/// The frag-size histogram of dmabuf frags of these sizes.
+fn hist(sizes: &[(u32, u64)]) -> FragSizeHistogram {
+    let mut h = FragSizeHistogram::default();
+    for &(size, n) in sizes {
+        for _ in 0..n {
+            h.record(size);
+        }
+    }
+    h
 }
 
 fn devmem_stats() -> RxStats {
@@ -116,6 +128,7 @@ fn four_kib_frags_validated_and_released_in_one_range() {
             dontneed_calls: 1,
             recvmsg_calls: 2,
             validated_bytes: 64 * 4096,
+            frag_sizes: hist(&[(4096, 64)]),
             ..validated_stats(&s)
         }
     );
@@ -151,6 +164,7 @@ fn sixteen_kib_frags_fill_the_iov_and_tokens_are_reused() {
             dontneed_calls: 2,
             recvmsg_calls: 3,
             validated_bytes: 100 * 16384,
+            frag_sizes: hist(&[(16384, 100)]),
             ..validated_stats(&s)
         }
     );
@@ -266,6 +280,7 @@ fn odd_size_frags_split_by_the_iov_budget_get_new_tokens() {
             dontneed_calls: 3,
             recvmsg_calls: 4,
             validated_bytes: 3 * 4096,
+            frag_sizes: hist(&[(4096, 1), (1904, 1), (2192, 1), (3808, 1), (288, 1)]),
             ..validated_stats(&s)
         }
     );
@@ -345,6 +360,7 @@ fn linear_frags_interleaved_are_validated_in_stream_order() {
             validated_bytes: stream.len() as u64,
             stream: Some(StreamSpec::Periodic(7)),
             crc32: crc32fast::hash(&stream),
+            frag_sizes: hist(&[(4096, 2), (1000, 1), (4000, 1)]),
             ..devmem_stats()
         }
     );
@@ -587,6 +603,7 @@ fn eagain_and_eintr_are_retried_and_counted() {
             poll_calls: 2,
             eintr_retries: 2,
             validated_bytes: 4 * 4096,
+            frag_sizes: hist(&[(4096, 4)]),
             ..validated_stats(&s)
         }
     );
@@ -712,6 +729,7 @@ fn full_control_buffer_stops_at_2000_frags_and_long_ranges_split_at_1024() {
             dontneed_calls: 3,
             recvmsg_calls: 3,
             validated_bytes: 2100 * 256,
+            frag_sizes: hist(&[(256, 2100)]),
             ..validated_stats(&s)
         }
     );

@@ -1,14 +1,16 @@
 //! The detection matrix (docs/validation.md): driver faults against the periodic `-v 7` and
-//! `-v 256` patterns, the keyed `--seed` stream and CRC-32, each over many random placements,
-//! measured through the whole devmem receive loop (`ncdevmem::rx::receive_logged`) on the
-//! scripted socket over a `Vec`-backed dma-buf.
+//! `-v 256` patterns, the keyed `--seed` stream (flow 0 of a two-flow run, so another flow's
+//! bytes can be named) and CRC-32, each over many random placements, measured through the whole
+//! devmem receive loop (`ncdevmem::rx::receive_logged`) on the scripted socket over a
+//! `Vec`-backed dma-buf.
 //!
 //! The dma-buf holds the stream back to back (frag `i` of a run at dma-buf offset `i · size`),
 //! as a driver that packs payload into its niovs leaves it; a fault changes what one frag's
 //! region holds or what its cmsg says. Every run draws the frag size, the faulty frag and the
 //! fault's parameters from a fixed-seed RNG, so the table is the same on every machine.
 //!
-//! Asserted: `--seed` detects every fault in every run and its diagnosis names the fault;
+//! Asserted: `--seed` detects every fault in every run and its diagnosis names the fault
+//! (another flow's bytes: misdelivered, from flow 1);
 //! CRC-32 (the receiver's against the sender's) detects every fault; a bit flip is caught by
 //! every stream. The periodic rates are printed, not asserted (they are what the table shows).
 //! Print the table with `cargo test --test validation_matrix -- --nocapture`.
@@ -44,6 +46,10 @@ enum Fault {
     Shift { by: u64 },
     /// One bit of frag `j` flipped.
     BitFlip { byte: usize, bit: u8 },
+    /// Frag `j`'s region holds the bytes of the run's other flow (flow 1) from its stream
+    /// offset `from`: a frag delivered to the wrong socket. Under `-v N` every flow carries the
+    /// same pattern.
+    OtherFlow { from: u64 },
 }
 
 impl Fault {
@@ -59,6 +65,7 @@ impl Fault {
             Fault::Shift { by: 1 } => "a frag's offset shifted by 1 byte".into(),
             Fault::Shift { by } => format!("a frag's offset shifted by {by} bytes"),
             Fault::BitFlip { .. } => "one bit flipped".into(),
+            Fault::OtherFlow { .. } => "another flow's frag in its place (misdelivered)".into(),
         }
     }
 
@@ -71,6 +78,7 @@ impl Fault {
             Fault::Shift { by } if by < frag as u64 => "shifted",
             Fault::Shift { .. } => "reordered",
             Fault::BitFlip { .. } => "corrupt",
+            Fault::OtherFlow { .. } => "misdelivered",
         }
     }
 }
@@ -109,6 +117,12 @@ fn receive(stream: StreamSpec, size: usize, j: usize, fault: Fault) -> Outcome {
             let at = j * size + byte;
             let flipped = [sent[at] ^ (1 << bit)];
             mem.write(at as u64, &flipped);
+        }
+        Fault::OtherFlow { from } => {
+            let other = Pattern::from_spec(stream.for_flow(1, 2).unwrap()).unwrap();
+            let mut bytes = vec![0u8; size];
+            other.fill(&mut bytes, from);
+            mem.write((j * size) as u64, &bytes);
         }
     }
     let pieces = offsets
@@ -162,14 +176,18 @@ fn draw(rng: &mut StdRng, row: usize, size: usize) -> Fault {
         5 => Fault::Shift { by: 7 },
         6 => Fault::Shift { by: 8 },
         7 => Fault::Shift { by: 4096 },
-        _ => Fault::BitFlip {
+        8 => Fault::BitFlip {
             byte: rng.random_range(0..size),
             bit: rng.random_range(0..8),
+        },
+        // The other flow at a frame of its own, anywhere in the run.
+        _ => Fault::OtherFlow {
+            from: (rng.random_range(0..FRAGS) * size) as u64,
         },
     }
 }
 
-const ROWS: usize = 9;
+const ROWS: usize = 10;
 
 /// The matrix for one frag-size regime: per row, detections out of [`RUNS`] for `-v 7`,
 /// `-v 256`, `--seed` and CRC-32.
@@ -188,7 +206,7 @@ fn matrix(rng: &mut StdRng, sizes: impl Fn(&mut StdRng) -> usize) -> Vec<(String
             for (col, stream) in [
                 StreamSpec::Periodic(7),
                 StreamSpec::Periodic(256),
-                StreamSpec::Keyed(seed),
+                StreamSpec::keyed(seed).for_flow(0, 2).unwrap(),
             ]
             .into_iter()
             .enumerate()
@@ -207,6 +225,14 @@ fn matrix(rng: &mut StdRng, sizes: impl Fn(&mut StdRng) -> usize) -> Vec<(String
                         "{fault:?} at frag {j} of {size} bytes: diagnosis {:?} does not say {kind}",
                         o.diagnosis
                     );
+                    if let Fault::OtherFlow { from } = fault {
+                        // From the frag's start, unless its first bytes happen to be equal.
+                        let names = format!("holds bytes of flow 1 at stream offset {from} (");
+                        let later = o.diagnosis.contains(", from stream offset ")
+                            && o.diagnosis
+                                .contains("holds bytes of flow 1 at stream offset ");
+                        assert!(o.diagnosis.contains(&names) || later, "{:?}", o.diagnosis);
+                    }
                     caught[3] += usize::from(o.crc_caught);
                     assert!(o.crc_caught, "CRC-32 missed {fault:?}");
                 }
@@ -254,6 +280,11 @@ fn detection_matrix() {
     );
     assert_eq!(row(&niov, 5)[0], 0, "-v 7 cannot see a 7-byte shift");
     assert_eq!(row(&niov, 7)[1], 0, "-v 256 cannot see a 4096-byte shift");
+    assert_eq!(
+        row(&niov, 9)[1],
+        0,
+        "-v 256 cannot see another flow's 4 KiB frag (every flow carries the same pattern)"
+    );
     assert_eq!(
         row(&any, 8),
         [RUNS; 4],

@@ -1,31 +1,63 @@
 """The keyed stream (--seed) against an independent implementation written here from its
-definition, and CRC-32 against zlib, over loopback (no root needed)."""
+definition, the reference sender that docs/validation.md defines it with, and CRC-32 against
+zlib, over loopback (no root needed)."""
 
 import json
+import os
 import re
 import socket
 import subprocess
+import sys
 import time
 import zlib
 
 import ksft_proc
 
 MASK = (1 << 64) - 1
+VALIDATION_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                             "validation.md")
 
 
-def keyed_stream(seed, nbytes):
-    """The --seed stream from its definition: bytes 8k..8k+7 are, little-endian, output k
-    of SplitMix64 started at state ``seed``."""
-    out = bytearray()
-    state = seed
-    while len(out) < nbytes:
-        state = (state + 0x9E3779B97F4A7C15) & MASK
-        z = state
+class SplitMix64:
+    """SplitMix64 as published: the state advances by the golden-ratio increment, each output
+    is the state run through the output function; ``key`` is XORed in after the output
+    function's first multiply (0: SplitMix64 itself)."""
+
+    GAMMA = 0x9E3779B97F4A7C15
+
+    def __init__(self, state, key=0):
+        self.state = state
+        self.key = key
+
+    def next(self):
+        self.state = (self.state + self.GAMMA) & MASK
+        z = self.state
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+        z ^= self.key
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-        z ^= z >> 31
-        out += z.to_bytes(8, "little")
+        return z ^ (z >> 31)
+
+
+def keyed_stream(seed, nbytes, flow=0):
+    """The --seed stream of flow ``flow`` from its definition: the flow's key is output
+    ``flow`` of SplitMix64 started at the state its first output from ``seed`` gives; bytes
+    8i..8i+7 are, little-endian, output i of SplitMix64 started at state 0 with that key."""
+    keys = SplitMix64(SplitMix64(seed).next())
+    for _ in range(flow):
+        keys.next()
+    words = SplitMix64(0, keys.next())
+    out = bytearray()
+    while len(out) < nbytes:
+        out += words.next().to_bytes(8, "little")
     return bytes(out[:nbytes])
+
+
+def reference_sender():
+    """The reference sender's source, as docs/validation.md shows it (its one python block)."""
+    with open(VALIDATION_MD, encoding="utf-8") as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert len(blocks) == 1, "docs/validation.md should hold exactly one python block"
+    return blocks[0]
 
 
 def period_stream(period, nbytes):
@@ -117,6 +149,50 @@ def test_misplaced_bytes_are_diagnosed(binary, tmp_path):
     assert summary["crc32"] == zlib.crc32(bad)
     assert re.search(r"holds the bytes of stream offset \d+ \(\+8: shifted", err), err
     assert "validation failed (seed 7)" in err
+
+
+def test_the_documented_reference_sender_is_the_stream(binary, tmp_path):
+    """The reference in docs/validation.md produces the stream of every flow this test's own
+    implementation produces, and a receiver given its seed validates what it sends."""
+    src = reference_sender()
+    for seed, flow, nbytes in [(0, 0, 4099), (42, 0, 1000), (42, 1, 1000), (2**64 - 1, 63, 77)]:
+        out = subprocess.run([sys.executable, "-c", src, str(seed), str(flow), str(nbytes)],
+                             capture_output=True, check=True, timeout=60).stdout
+        assert out == keyed_stream(seed, nbytes, flow), (seed, flow)
+    # The flows of one seed differ, and none is another's stream shifted.
+    flows = [keyed_stream(42, 4096, f) for f in range(4)]
+    for a in flows:
+        for b in flows:
+            assert a == b or a[8:4096] not in b
+    port = ksft_proc.rand_port()
+    rx, jpath = _receiver(binary, port, tmp_path, "--seed", "0x5eed")
+    tx = subprocess.run([sys.executable, "-c", src, "0x5eed", "0", str(3 << 20), "127.0.0.1",
+                         str(port)], capture_output=True, timeout=120)
+    rc, err, summary = _finish(rx, jpath)
+    assert tx.returncode == 0, tx.stderr
+    assert rc == 0, err
+    assert summary["validated_bytes"] == 3 << 20 and summary["mismatches"] == 0
+    assert summary["crc32"] == zlib.crc32(keyed_stream(0x5EED, 3 << 20))
+
+
+def test_a_wrong_seed_is_no_stream_of_this_seed(binary, tmp_path):
+    """A receiver told --seed 1 of a sender's --seed 0: every piece is bytes of no stream with
+    this seed, never a shift or reorder of its own (the old stream said "reordered … stream
+    offset 8145851686221800984"); another flow's bytes read the same to a single-flow
+    receiver."""
+    for stream in (keyed_stream(0, 1 << 20), keyed_stream(1, 1 << 20, flow=1)):
+        port = ksft_proc.rand_port()
+        rx, jpath = _receiver(binary, port, tmp_path, "--seed", "1")
+        _send_in_odd_writes(port, stream)
+        rc, err, summary = _finish(rx, jpath)
+        assert rc == 1, err
+        assert summary["mismatches"] > 0
+        diagnoses = [line for line in err.splitlines() if line.startswith("validation: ")]
+        assert diagnoses, err
+        for d in diagnoses:
+            assert re.search(r"\(bytes of no stream with this seed \(wrong --seed\?\)", d) or \
+                "(corrupt: too few bytes" in d, d
+            assert not re.search(r"shifted|reordered|stale|duplicate", d), d
 
 
 def test_crc_of_the_kernel_harness_pattern_equals_zlib(binary, tmp_path):

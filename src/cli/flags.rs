@@ -29,6 +29,9 @@ pub const MAX_NUM_QUEUES: u32 = 4096;
 /// Largest accepted `--write-size`, bytes (64 MiB): one buffer of that size is allocated.
 pub const MAX_WRITE_SIZE: u64 = 64 << 20;
 
+/// Most flows one run receives or sends (`--flows`).
+pub const MAX_FLOWS: u32 = 64;
+
 /// Longest accepted `--timeout`/`--progress`: one year, in seconds.
 pub const MAX_SECONDS: f64 = 31_536_000.0;
 
@@ -42,6 +45,9 @@ const EXPECT_CHUNK: &str = "1..=4294967295 bytes";
 const EXPECT_AUTORELEASE: &str = "0 or 1";
 const EXPECT_UNBIND: &str = "0, 1 or 2";
 const EXPECT_SECONDS: &str = "decimal seconds in 0..=31536000 (one year), e.g. 2 or 0.5; 0 = none";
+const EXPECT_FLOWS: &str = "1..=64";
+const EXPECT_CPUS: &str = "a CPU list such as 0-3,8";
+const EXPECT_TCP_CC: &str = "a congestion control name such as dctcp, cubic or reno";
 const EXPECT_SIZE: &str = "decimal bytes, optional suffix K, M or G (KiB, MiB, GiB)";
 const EXPECT_RCVBUF: &str =
     "0 (the kernel's default) or 4096..=1073741824 bytes, optional suffix K, M or G";
@@ -66,6 +72,13 @@ const ALL: Roles = &[
 ];
 const RECEIVERS: Roles = &[Role::Server, Role::Zcrx, Role::Plain];
 const SENDERS: Roles = &[Role::TxPattern, Role::Sender];
+const FLOW_ROLES: Roles = &[
+    Role::Server,
+    Role::Zcrx,
+    Role::Plain,
+    Role::TxPattern,
+    Role::Sender,
+];
 const NIC_QUEUES: Roles = &[Role::Probe, Role::Server, Role::Zcrx];
 const DMABUF: Roles = &[
     Role::Probe,
@@ -215,6 +228,11 @@ pub(super) struct Typed {
     pub corrupt_offset: Option<u64>,
     pub timeout: Option<Duration>,
     pub progress: Option<Duration>,
+    pub flows: Option<u32>,
+    pub duration: Option<Duration>,
+    pub warmup: Option<Duration>,
+    pub cpus: Option<Vec<usize>>,
+    pub tcp_cc: Option<String>,
     pub json: Option<PathBuf>,
     pub dmabuf_size: Option<u64>,
     pub memory: MemorySource,
@@ -345,14 +363,16 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("--send-pattern and to receivers (-l)"),
         example: "42",
         help: "senders (--send-pattern) send, receivers (-l) validate the keyed stream\n\
-               instead of the -v pattern: the 8 bytes at stream offsets 8k..8k+7 are,\n\
-               little-endian, output k (from 0) of SplitMix64 started at state SEED. Every\n\
-               8-byte word names its position, so no misplaced, stale or duplicated data\n\
-               passes (a -v pattern misses data moved by a multiple of its period), and a\n\
-               bad frag is diagnosed: where its bytes belong, and whether they are stale,\n\
-               a duplicate, reordered, shifted or corrupt. SEED: 0..=2^64-1, decimal or 0x\n\
-               hex; senders also take 'random' (drawn and printed, for a replay). Not with\n\
-               -v N",
+               instead of the -v pattern: each flow has its own key, and the 8 bytes at\n\
+               stream offsets 8i..8i+7 are, little-endian, SplitMix64's output i from\n\
+               state 0 with that key mixed in (docs/validation.md). Every 8-byte word\n\
+               names its position and no other seed or flow passes for this one, so no\n\
+               misplaced, stale or duplicated data passes (a -v pattern misses data moved\n\
+               by a multiple of its period), and a bad frag is diagnosed: where its bytes\n\
+               belong, and whether they are stale, a duplicate, reordered, shifted,\n\
+               another flow's, of no stream of this seed or corrupt. SEED: 0..=2^64-1,\n\
+               decimal or 0x hex; senders also take 'random' (drawn and printed, for a\n\
+               replay). Not with -v N",
         section: Section::Ours,
     },
     Flag {
@@ -663,6 +683,103 @@ pub(super) const FLAGS: &[Flag] = &[
         only: None,
         example: "1.5",
         help: "print a progress line every SECS seconds (0 = never, the default)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "flows",
+        hint: "N",
+        expect: EXPECT_FLOWS,
+        set: |t, v, _| {
+            let n = ranged(
+                "--flows",
+                "number of flows",
+                v,
+                1,
+                u64::from(MAX_FLOWS),
+                EXPECT_FLOWS,
+            )?;
+            set(&mut t.flows, Some(n as u32))
+        },
+        roles: FLOW_ROLES,
+        only: Some("receivers (-l) and --send-pattern"),
+        example: "4",
+        help: "receivers: accept N connections (1..=64, default 1), each received by its own\n\
+               worker thread over the bound queues; -t START -q NUM with NUM > 1 steers them\n\
+               over the queues through an RSS context. Senders: open N connections, each\n\
+               sending its own flow's stream (--seed: flow k's keyed stream)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "duration",
+        hint: "SECS",
+        expect: EXPECT_SECONDS,
+        set: |t, v, _| {
+            set(
+                &mut t.duration,
+                seconds_or_off("--duration", "duration", v)?,
+            )
+        },
+        roles: FLOW_ROLES,
+        only: Some("receivers (-l) and --send-pattern"),
+        example: "5",
+        help: "receivers: receive for SECS seconds, then close every flow and report (the\n\
+               peers see a clean close); senders: send until then or until the receiver\n\
+               closes. 0 = until the peer closes (the default)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "warmup",
+        hint: "SECS",
+        expect: EXPECT_SECONDS,
+        set: |t, v, _| set(&mut t.warmup, seconds_or_off("--warmup", "warm-up", v)?),
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "1",
+        help: "receivers: the first SECS seconds are received and validated but left out of\n\
+               the figures (Gbit/s, CPU %), as iperf3 -O; shorter than --duration",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "cpus",
+        hint: "LIST",
+        expect: EXPECT_CPUS,
+        set: |t, v, _| {
+            let cpus = crate::figures::cpu::parse_cpu_list(v).map_err(|why| {
+                invalid("--cpus", "CPU list", v, &format!("{EXPECT_CPUS}; {why}"))
+            })?;
+            set(&mut t.cpus, Some(cpus))
+        },
+        roles: FLOW_ROLES,
+        only: Some("receivers (-l) and --send-pattern"),
+        example: "0-1",
+        help: "pin flow k's worker to the k-th CPU of LIST (round robin; e.g. 2-5,8); the\n\
+               figures count these as the app CPUs",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "tcp-cc",
+        hint: "NAME",
+        expect: EXPECT_TCP_CC,
+        set: |t, v, _| {
+            let ok = !v.is_empty()
+                && v.len() < 16
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !ok {
+                return Err(invalid("--tcp-cc", "congestion control", v, EXPECT_TCP_CC));
+            }
+            set(&mut t.tcp_cc, Some(v.to_string()))
+        },
+        roles: FLOW_ROLES,
+        only: Some("receivers (-l) and --send-pattern"),
+        example: "reno",
+        help: "TCP congestion control of every flow (TCP_CONGESTION, e.g. dctcp, cubic,\n\
+               reno); an unknown name is refused naming the available ones",
         section: Section::Ours,
     },
     Flag {

@@ -1,21 +1,33 @@
 //! `-l --plain -s ADDR -p PORT`: the plain-TCP receiver.
 
-use super::{listen_and_accept, receive_and_report, rx_config};
+use super::{check_tcp_cc, flows, listen, listen_and_accept, receive_and_report, rx_config};
 use crate::cli::PlainArgs;
 use crate::error::Result;
 use crate::run_report::RunReport;
 use crate::rx::{NoFragMemory, RxConfig};
 
-/// Listens, accepts one connection, receives over plain TCP, validates or prints, reports.
-/// No devmem, no NIC changes: it validates the TCP path and the sender.
+/// Listens, accepts one connection (or `--flows N`), receives over plain TCP, validates or
+/// prints, reports. No devmem, no NIC changes: it validates the TCP path and the sender, and
+/// with several flows it measures the way the devmem server does (`flows`).
 ///
-/// Errors: socket errors, the accept and idle timeouts, validation failures.
+/// Errors: socket errors, the accept and idle timeouts, validation failures; usage errors of
+/// the flows' options.
 pub(crate) fn run(a: &PlainArgs, report: &RunReport) -> Result<()> {
+    let several = flows::wanted(&a.rx);
+    if several {
+        flows::check(&a.rx)?;
+    }
+    check_tcp_cc(&a.rx)?;
     let plan =
         a.rx.rcvbuf
             .map(|b| crate::rcvbuf::plan(Some(b), 0, 0, 0, None));
-    let mut conn = listen_and_accept(&a.rx, plan.as_ref(), report)?;
     let rx_cfg = rx_config(&a.rx, a.fail_on_linear, RxConfig::plain(), report);
+    if several {
+        let listener = listen(&a.rx, plan.as_ref(), report)?;
+        let conns = flows::accept(&listener, &a.rx, plan.as_ref(), report)?;
+        return flows::receive(&a.rx, conns, None::<&NoFragMemory>, &rx_cfg, None, report);
+    }
+    let mut conn = listen_and_accept(&a.rx, plan.as_ref(), report)?;
     receive_and_report(
         &a.rx,
         &mut conn,

@@ -42,7 +42,7 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
             if !report.quiet() {
                 // Informational, like the check lines after it: a stdout that went away
                 // does not change the probe's verdict (the exit code and --json carry it).
-                let _ = crate::app::print_stdout(&r.render_text());
+                let _ = crate::run_report::print_stdout(&r.render_text());
             }
             Some(r)
         }

@@ -1,10 +1,10 @@
 //! `--report -f IF`: the read-only capability report.
 
 use super::open_nic;
-use crate::app::print_stdout;
 use crate::cli::ReportArgs;
 use crate::error::Result;
 use crate::nic::report::{HostCaps, NicReport};
+use crate::run_report::print_stdout;
 use crate::run_report::RunReport;
 
 /// The capability report on stdout (not with `--quiet`) and as the `--json` object.

@@ -21,6 +21,10 @@ pub(crate) fn run(a: &SenderArgs, report: &RunReport) -> Result<()> {
         timeout: a.timeout,
         corrupt_offset: a.pattern.corrupt_offset,
     };
+    let f = &a.pattern.flows;
+    if f.count > 1 || f.duration.is_some() || f.cpus.is_some() || f.tcp_cc.is_some() {
+        return send_flows(&req, f, report);
+    }
     // A send that failed has no summary of its own: the report says why it ended.
     let stats = tx::send_pattern(&req, &STOP)?;
     report.summary(&stats.summary_line());
@@ -30,16 +34,60 @@ pub(crate) fn run(a: &SenderArgs, report: &RunReport) -> Result<()> {
     Ok(())
 }
 
+/// `--flows N` (or `--duration`, `--cpus`): every flow at once ([`tx::send_flows`]); one line
+/// per flow and one for the total, and the JSON object with each flow's figures.
+///
+/// Errors: as [`tx::send_flows`].
+fn send_flows(req: &PatternSend, f: &crate::cli::Flows, report: &RunReport) -> Result<()> {
+    if let Some(cpus) = &f.cpus {
+        let allowed = crate::sys::cpu::allowed_cpus()?;
+        crate::figures::cpu::check_allowed(cpus, &allowed)
+            .map_err(|why| crate::error::Error::Usage(format!("--cpus: {why}")))?;
+    }
+    let flows = tx::SendFlows {
+        count: f.count,
+        duration: f.duration,
+        cpus: f.cpus.clone(),
+        tcp_cc: f.tcp_cc.clone(),
+    };
+    let (stats, result) = tx::send_flows(req, &flows, &STOP);
+    let bytes: u64 = stats.iter().map(|s| s.bytes).sum();
+    let elapsed = stats.iter().map(|s| s.elapsed).max().unwrap_or_default();
+    let gbps = crate::stats::gbit_per_s(bytes, elapsed);
+    report.summary(&format!(
+        "sent {} flows: {bytes} bytes in {:.3} s, {gbps:.2} Gbit/s",
+        stats.len(),
+        elapsed.as_secs_f64()
+    ));
+    for (k, s) in stats.iter().enumerate() {
+        report.summary(&format!("  flow {k}: {}", s.summary_line()));
+    }
+    report.body(serde_json::json!({
+        "mode": "pattern-sender",
+        "bytes": bytes,
+        "elapsed_s": elapsed.as_secs_f64(),
+        "gbit_per_s": gbps,
+        "flow_count": stats.len(),
+        "flows": stats.iter().enumerate().map(|(k, s)| {
+            let mut v = s.to_json();
+            v["flow"] = k.into();
+            v
+        }).collect::<Vec<_>>(),
+        "ok": result.is_ok(),
+    }));
+    result
+}
+
 /// The stream a sender sends: `--seed SEED`, `--seed random` (drawn here and printed, so a
 /// failing run can be replayed), or `-v N`.
 pub(crate) fn sender_stream(stream: SendStream) -> StreamSpec {
     match stream {
-        SendStream::Keyed(Seed::Value(seed)) => StreamSpec::Keyed(seed),
+        SendStream::Keyed(Seed::Value(seed)) => StreamSpec::keyed(seed),
         SendStream::Keyed(Seed::Random) => {
             let seed: u64 = rand::random();
             // Printed even with --quiet: without it the run cannot be replayed.
             crate::elog!("{PROGRAM}: --seed random: seed {seed} (replay with --seed {seed})");
-            StreamSpec::Keyed(seed)
+            StreamSpec::keyed(seed)
         }
         SendStream::Periodic(n) => StreamSpec::Periodic(n),
     }

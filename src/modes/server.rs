@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    await_hugepages, listen_and_accept, log, open_nic, pick_queues, rcvbuf_plan,
-    receive_and_report, rx_config, NicRun, StallContext, Teardown,
+    await_hugepages, check_tcp_cc, flows, listen, listen_and_accept, log, open_nic, pick_queues,
+    rcvbuf_plan, receive_and_report, rx_config, NicRun, StallContext, Teardown,
 };
 use crate::caps::{classify, skip_if_family_missing, Missing, Op};
 use crate::cli::ServerArgs;
@@ -13,12 +13,14 @@ use crate::memory::MemoryPlan;
 use crate::netlink::netdev::BindRxRequest;
 use crate::nic::queues::QueuePolicy;
 use crate::nic::setup::{FlowTarget, ServerPlan};
+use crate::rcvbuf::RcvbufPlan;
 use crate::release::kernel::KernelEnv;
 use crate::release::{self, Holdings, PoolOwner};
 use crate::run_report::RunReport;
 use crate::rx::{RxConfig, UnbindMode};
 use crate::signals::{self, STOP};
 use crate::sys::socket::{self, TcpRxSocket};
+use crate::udmabuf::FragMemory;
 use crate::with_memory;
 
 /// The devmem RX server: NIC setup (unless `-n`), bind, accept, receive, then every NIC
@@ -32,7 +34,7 @@ use crate::with_memory;
 pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     let ifname = &a.nic.ifname;
     let ifindex = ifname.index()?;
-    let plan = MemoryPlan::new(&a.memory, a.rx_page_size, a.dmabuf_size)?;
+    let memory = MemoryPlan::new(&a.memory, a.rx_page_size, a.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created or changed;
     // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
     // kernel's bind-rx policy.
@@ -41,7 +43,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         .map(|want| bind_autorelease_attr(want, report))
         .transpose()?
         .flatten();
-    plan.preflight()?;
+    memory.preflight()?;
     let autorelease_refusal = |e| {
         let optname = crate::sys::uapi::SO_DEVMEM_AUTORELEASE;
         classify(e, Op::DevmemAutorelease { optname })
@@ -52,8 +54,32 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     if let Some(size) = a.rx_page_size {
         require_rx_page_size(size)?;
     }
+    // Several flows: each validates its own stream, --cpus are this process's, the windows
+    // fit in the binding (or the run refuses to start), -U stays a one-flow test.
+    let several = flows::wanted(&a.rx);
+    if several {
+        flows::check(&a.rx)?;
+        if a.unbind != UnbindMode::Normal {
+            return Err(Error::Usage(
+                "-U: unbinding during the receive is a test of one flow (not with --flows, \
+                 --duration, --warmup or --cpus)"
+                    .into(),
+            ));
+        }
+    }
+    check_tcp_cc(&a.rx)?;
+    let niov_size = a.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
+    let buffers = memory.size_bytes() / u64::from(niov_size);
+    let plan = match several {
+        true => {
+            let mtu = socket::if_mtu(ifname.as_str()).unwrap_or(1500);
+            let mss = crate::rcvbuf::mss_for_mtu(mtu);
+            flows::rcvbuf_plan(&a.rx, buffers, niov_size, mss, socket::tcp_rmem_max().ok())?
+        }
+        false => rcvbuf_plan(&a.rx, Some(ifname), buffers, niov_size),
+    };
     let mut env = KernelEnv::new(Some(ifindex));
-    await_hugepages(&mut env, plan.hugepages_needed(), report)?;
+    await_hugepages(&mut env, memory.hugepages_needed(), report)?;
     // A stop signal is acted on between the steps (and between the NIC setup steps, see
     // `crate::nic::setup`), not only once the receive loop runs.
     signals::check()?;
@@ -72,10 +98,10 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     )?;
     let (start, num) = (choice.start, choice.num);
     log!(report, "using queues {start}..={}", start + num - 1);
-    let mem = plan.allocate()?;
-    let hugepages = release::hugepage_goal(teardown.env(), plan.hugepages_needed());
+    let mem = memory.allocate()?;
+    let hugepages = release::hugepage_goal(teardown.env(), memory.hugepages_needed());
     teardown.hold(Holdings {
-        what: format!("the {} for {ifname}", plan.source()),
+        what: format!("the {} for {ifname}", memory.source()),
         queues: choice.queues(),
         pools: PoolOwner::Nothing,
         hugepages,
@@ -89,7 +115,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     let id = nic
         .setup()
         .bind(&request)
-        .map_err(|e| plan.bind_refusal(e))?;
+        .map_err(|e| memory.bind_refusal(e))?;
     if let Some(held) = teardown.held() {
         held.what = format!("dmabuf binding {id} on {ifname}");
         held.pools = PoolOwner::Dmabuf(vec![id]);
@@ -99,22 +125,72 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         report,
         "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes, {}{})",
         start + num - 1,
-        plan.size_bytes(),
-        plan.describe(),
+        memory.size_bytes(),
+        memory.describe(),
         match a.rx_page_size {
             Some(n) => format!(", rx-page-size {n}"),
             None => String::new(),
         }
     );
 
-    let niov_size = a.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
-    let buffers = plan.size_bytes() / u64::from(niov_size);
-    let plan = rcvbuf_plan(&a.rx, Some(ifname), buffers, niov_size);
-    let mut conn = listen_and_accept(&a.rx, Some(&plan), report)?;
+    if let Some(why) = nic.setup().shared_queue() {
+        report.log(format_args!("{ifname}: {why}"));
+    }
+    let base =
+        RxConfig::devmem(id, niov_size).holding_tokens_of(buffers / u64::from(a.rx.flows.count));
+    let received = match several {
+        true => {
+            let listener = listen(&a.rx, Some(&plan), report)?;
+            let conns = flows::accept(&listener, &a.rx, Some(&plan), report)?;
+            if let Some(on) = a.so_autorelease {
+                for c in &conns {
+                    socket::set_devmem_autorelease(c.sock.fd(), on).map_err(autorelease_refusal)?;
+                }
+            }
+            let rx_cfg = rx_config(&a.rx, a.fail_on_linear, base, report);
+            let device = flows::Device {
+                ifindex,
+                queues: choice.queues(),
+            };
+            // The memory's type is resolved here, once: the receive loops are compiled per
+            // source.
+            with_memory!(&mem, m => flows::receive(&a.rx, conns, Some(m), &rx_cfg, Some(&device), report))
+        }
+        false => {
+            with_memory!(&mem, m => receive_one(a, &plan, base, m, &mut nic, id, buffers, report))?
+        }
+    };
+
+    // The connections are closed: what other CPUs still hold of their buffers is freed now,
+    // so the binding's page pool can go as soon as it is unbound.
+    release::return_deferred_buffers(teardown.env());
+    nic.finish();
+    drop(mem);
+    teardown.finish();
+    received
+}
+
+/// The one flow of a classic run: accept, `-A`, the `-U` unbind points, receive, report.
+/// Returns the receive's verdict; `Err` only for what ends the run before the receive.
+#[allow(clippy::too_many_arguments)]
+fn receive_one<M: FragMemory>(
+    a: &ServerArgs,
+    plan: &RcvbufPlan,
+    base: RxConfig,
+    mem: &M,
+    nic: &mut NicRun<'_>,
+    id: u32,
+    buffers: u64,
+    report: &RunReport,
+) -> Result<Result<()>> {
+    let mut conn = listen_and_accept(&a.rx, Some(plan), report)?;
+    let autorelease_refusal = |e| {
+        let optname = crate::sys::uapi::SO_DEVMEM_AUTORELEASE;
+        classify(e, Op::DevmemAutorelease { optname })
+    };
     if let Some(on) = a.so_autorelease {
         socket::set_devmem_autorelease(conn.sock.fd(), on).map_err(autorelease_refusal)?;
     }
-    let base = RxConfig::devmem(id, niov_size).holding_tokens_of(buffers);
     let mut rx_cfg = rx_config(&a.rx, a.fail_on_linear, base, report);
     rx_cfg.unbind = a.unbind;
     let mut unbind_after_first_data: Option<Box<dyn FnOnce() + '_>> = None;
@@ -131,7 +207,6 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         UnbindMode::AfterRecv => {
             // As C: the first batch's tokens go back before the unbind.
             rx_cfg.token_high_water = 1;
-            let nic = &mut nic;
             unbind_after_first_data = Some(Box::new(move || {
                 log!(
                     report,
@@ -146,25 +221,15 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         io_uring_ifindex: None,
         buffers,
     };
-    // The memory's type is resolved here, once: the receive loop is compiled per source.
-    let received = with_memory!(&mem, m => receive_and_report(
+    Ok(receive_and_report(
         &a.rx,
         &mut conn,
-        Some(m),
+        Some(mem),
         &rx_cfg,
         Some(&stall),
         unbind_after_first_data,
         report,
-    ));
-
-    drop(conn);
-    // The connection is closed: what other CPUs still hold of its buffers is freed now, so
-    // the binding's page pool can go as soon as it is unbound.
-    release::return_deferred_buffers(teardown.env());
-    nic.finish();
-    drop(mem);
-    teardown.finish();
-    received
+    ))
 }
 
 /// The NIC setup of a server on queues `start_queue..start_queue+num_queues`: the flow rule
@@ -178,6 +243,7 @@ pub(crate) fn server_plan(a: &ServerArgs, start_queue: u32, num_queues: u32) -> 
             client: a.nic.client.as_ref().map(|c| c.ip),
             port: a.rx.port,
         },
+        flows: a.rx.flows.count,
         skip_nic_config: a.nic.skip_nic_config,
     }
 }

@@ -41,6 +41,14 @@ pub(crate) fn run(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
 }
 
 fn serve(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
+    if super::flows::wanted(&a.rx) {
+        return Err(Error::Usage(
+            "--flows, --duration, --warmup, --cpus: the io_uring zcrx server receives one flow \
+             until the peer closes (one zcrx ifq on one RX queue); use them with the devmem \
+             server or --plain"
+                .into(),
+        ));
+    }
     let page = crate::sys::page_size();
     let hugetlb = a.rx_buf_len.is_some_and(|l| l as usize > page);
     if let Some(len) = a
@@ -164,6 +172,7 @@ fn server_plan(a: &ZcrxArgs, nic: &NicArgs, queue: u32) -> ServerPlan {
             client: nic.client.as_ref().map(|c| c.ip),
             port: a.rx.port,
         },
+        flows: a.rx.flows.count,
         skip_nic_config: nic.skip_nic_config,
     }
 }

@@ -29,11 +29,15 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use super::guards::{
-    describe_hds, describe_rule, log_stderr, FlowRuleGuard, HdsGuard, NtupleFeatureGuard, RssGuard,
-    RssSpread, SharedNic,
+    describe_hds, log_stderr, HdsGuard, NtupleFeatureGuard, RssContextGuard, RssGuard, RssSpread,
+    SharedNic,
 };
 use super::queues::{describe_owned, wait_queues_free, QUEUE_FREE_WAIT};
-use super::{Binding, FlowRule, FlowType, RuleLocation};
+use super::steer::{
+    apply_steering, plan_steering, rss_context_support, ContextSupport, Destination, SteerRequest,
+    Steering,
+};
+use super::{Binding, FlowRule, FlowType, RssContextId, RuleLocation};
 use crate::caps::{classify, Op};
 use crate::error::{Error, Result};
 use crate::netlink::netdev::BindRxRequest;
@@ -88,6 +92,9 @@ pub struct ServerPlan {
     pub num_queues: u32,
     /// The flow to steer.
     pub flow: FlowTarget,
+    /// How many flows (connections) the server accepts: one flow with `-c` gets the 5-tuple
+    /// rule; several share a 3-tuple rule (`crate::nic::steer`).
+    pub flows: u32,
     /// `-n`: change nothing but the binding.
     pub skip_nic_config: bool,
 }
@@ -125,7 +132,9 @@ pub struct NicSetup {
     /// Dropped first: closing its netlink socket unbinds.
     binding: Option<Box<dyn Binding>>,
     bound_queues: Vec<u32>,
-    flow_rule: Option<FlowRuleGuard>,
+    /// The flow rule and, over several queues, the RSS context it names (the rule goes
+    /// first, then the context).
+    steering: Option<Steering>,
     ntuple: Option<NtupleFeatureGuard>,
     rss: Option<RssGuard>,
     /// Restored last: the kernel refuses to turn header split off while bound.
@@ -141,7 +150,7 @@ impl NicSetup {
         NicSetup {
             binding: None,
             bound_queues: Vec::new(),
-            flow_rule: None,
+            steering: None,
             ntuple: None,
             rss: None,
             hds: None,
@@ -237,45 +246,60 @@ impl NicSetup {
         Ok(())
     }
 
-    /// Inserts the first of `rules` the driver accepts (C: 5-tuple, then 3-tuple) and returns
-    /// its location.
+    /// Steers the flows of `plan` to its queues ([`crate::nic::steer`]): over one queue, the
+    /// first rule the driver accepts (C: 5-tuple, then 3-tuple) to `plan.start_queue`; over
+    /// several, an RSS context whose indirection table spans exactly the bound queues and a
+    /// rule to it; a driver without additional RSS contexts shares the start queue through
+    /// one rule, and [`shared_queue`](Self::shared_queue) then says so with the kernel's
+    /// answer. Returns the rule's location.
     ///
-    /// Errors: `Error::Skip` when the driver answers EOPNOTSUPP to the last rule; the last
-    /// refusal otherwise.
-    pub fn steer_flow(&mut self, rules: &[FlowRule]) -> Result<RuleLocation> {
+    /// Errors: `Error::Skip` when the driver answers EOPNOTSUPP (or EPERM) to the last rule or
+    /// to the context; `Error::Usage` for a plan without queues or flows; the kernel's other
+    /// refusals.
+    pub fn steer(&mut self, plan: &ServerPlan) -> Result<RuleLocation> {
         let ifname = self.nic.ifname().to_string();
-        let mut last = None;
-        for rule in rules {
-            self.nic.interrupted()?;
-            match FlowRuleGuard::insert(&self.nic, rule) {
-                Ok(g) => {
-                    let loc = g.location();
-                    self.log(&format!(
-                        "{ifname}: ntuple rule {} at location {loc}",
-                        describe_rule(rule)
-                    ));
-                    self.flow_rule = Some(g);
-                    return Ok(loc);
-                }
-                // Not a kernel refusal (an untrustworthy location): our rule may be
-                // installed, so no other rule is tried.
-                Err(e) if e.errno().is_none() => return Err(e),
-                Err(e) => {
-                    self.log(&format!(
-                        "{ifname}: ntuple rule {} refused: {e}",
-                        describe_rule(rule)
-                    ));
-                    last = Some(e);
-                }
-            }
+        let contexts = match plan.num_queues {
+            1 => ContextSupport::Available,
+            _ => self.nic.with(rss_context_support)?,
+        };
+        let req = SteerRequest {
+            start_queue: plan.start_queue,
+            num_queues: plan.num_queues,
+            flows: plan.flows,
+            target: plan.flow,
+        };
+        let steer = plan_steering(&req, &contexts)?;
+        if let Some(why) = &steer.shared_queue {
+            self.log(&format!("{ifname}: {why}"));
         }
-        let e = last.unwrap_or_else(|| Error::Failure("no flow rule to insert".into()));
-        Err(step_refusal(e, &ifname, "ntuple flow steering"))
+        let what = match steer.destination {
+            Destination::Queue(_) => "ntuple flow steering",
+            Destination::Context(_) => "flow steering to an RSS context",
+        };
+        let steering = apply_steering(&self.nic, &steer, self.quiet)
+            .map_err(|e| step_refusal(e, &ifname, what))?;
+        let loc = steering.rule().location();
+        self.steering = Some(steering);
+        Ok(loc)
+    }
+
+    /// When the flows share the start queue because the driver has no additional RSS
+    /// contexts: the sentence for the summary, with the kernel's answer.
+    pub fn shared_queue(&self) -> Option<&str> {
+        self.steering.as_ref().and_then(Steering::shared_queue)
+    }
+
+    /// The RSS context the flows are steered to, if one was created.
+    pub fn rss_context(&self) -> Option<RssContextId> {
+        self.steering
+            .as_ref()
+            .and_then(Steering::context)
+            .map(RssContextGuard::id)
     }
 
     /// The whole server setup (unless `plan.skip_nic_config`): header split, RSS, ntuple
-    /// feature, flow rule to `plan.start_queue`; the stop flag is checked before each step and
-    /// after the last.
+    /// feature, the flows steered to the bound queues ([`steer`](Self::steer)); the stop flag
+    /// is checked before each step and after the last.
     ///
     /// Errors: the first step's error (see the module docs), or `Error::Interrupted` when a
     /// stop signal arrived; steps already done stay recorded and are undone by
@@ -295,7 +319,7 @@ impl NicSetup {
         self.nic.interrupted()?;
         self.enable_ntuple()?;
         self.nic.interrupted()?;
-        self.steer_flow(&flow_rules_for(&plan.flow, plan.start_queue))?;
+        self.steer(plan)?;
         self.nic.interrupted()
     }
 
@@ -362,7 +386,7 @@ impl NicSetup {
     pub fn finish(&mut self) -> Result<()> {
         self.unbind();
         let mut errors: Vec<Error> = [
-            self.flow_rule.take().and_then(|g| g.restore().err()),
+            self.steering.take().and_then(|g| g.restore().err()),
             self.ntuple.take().and_then(|g| g.restore().err()),
             self.rss.take().and_then(|g| g.restore().err()),
             self.hds.take().and_then(|g| g.restore().err()),

@@ -23,7 +23,9 @@
 //! queues ([`super::guards::RssGuard`]), the ntuple feature, and the judgement of which
 //! refusal is a skip.
 
-use super::guards::{log_stderr, span_table, FlowRuleGuard, RssContextGuard, SharedNic};
+use super::guards::{
+    describe_rule_to, log_stderr, span_table, FlowRuleGuard, RssContextGuard, SharedNic,
+};
 use super::setup::{flow_rules_for, FlowTarget};
 use super::{FlowRule, NicOps, QueueSpan, RssContextId};
 use crate::error::{Error, Result};
@@ -285,7 +287,11 @@ fn insert_first(
             Err(e) if e.errno().is_none() => return Err(e),
             Err(e) => {
                 if !quiet {
-                    log_stderr(&format!("{}: ntuple rule refused: {e}", nic.ifname()));
+                    log_stderr(&format!(
+                        "{}: ntuple rule {} refused: {e}",
+                        nic.ifname(),
+                        describe_rule_to(rule, ctx)
+                    ));
                 }
                 last = Some(e);
             }

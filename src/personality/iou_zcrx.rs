@@ -260,7 +260,7 @@ pub fn main(argv: &[String]) -> u8 {
         Err(Error::Skip(reason)) => {
             // stdout may be full or without a reader: the reason then goes to stderr, still a
             // skip.
-            if crate::app::print_stdout(&format!("{reason}\n")).is_err() {
+            if crate::run_report::print_stdout(&format!("{reason}\n")).is_err() {
                 crate::elog!("{NAME}: skip: {reason}");
             }
             EXIT_SKIP

@@ -44,16 +44,42 @@ pub const CMSGHDR_LEN: usize = 16;
 const _: () = assert!(CMSGHDR_LEN == size_of::<libc::cmsghdr>());
 
 /// `CMSG_ALIGN(len)`: rounds a byte length up to the 8-byte cmsg alignment.
+///
+/// ```
+/// use ncdevmem::sys::uapi::cmsg_align;
+/// assert_eq!(cmsg_align(0), 0);
+/// assert_eq!(cmsg_align(4), 8);
+/// assert_eq!(cmsg_align(20), 24);
+/// assert_eq!(cmsg_align(24), 24);
+/// ```
 pub const fn cmsg_align(len: usize) -> usize {
     (len + 7) & !7
 }
 
 /// `CMSG_LEN(payload)`: the `cmsg_len` value of a cmsg with `payload` bytes.
+///
+/// ```
+/// use ncdevmem::sys::uapi::{cmsg_len, DMABUF_CMSG_LEN};
+/// // The binding id cmsg of devmem TX (a u32): the kernel wants exactly 20.
+/// assert_eq!(cmsg_len(4), 20);
+/// // SCM_DEVMEM_DMABUF / SCM_DEVMEM_LINEAR carry a 24-byte struct dmabuf_cmsg.
+/// assert_eq!(DMABUF_CMSG_LEN, 24);
+/// assert_eq!(cmsg_len(DMABUF_CMSG_LEN), 40);
+/// ```
 pub const fn cmsg_len(payload: usize) -> usize {
     CMSGHDR_LEN + payload
 }
 
 /// `CMSG_SPACE(payload)`: bytes a cmsg with `payload` bytes takes in the control buffer.
+///
+/// ```
+/// use ncdevmem::sys::uapi::{cmsg_space, DMABUF_CMSG_LEN};
+/// // The u32 binding id is padded to 8 bytes after the 16-byte header.
+/// assert_eq!(cmsg_space(4), 24);
+/// // One devmem frag cmsg; ncdevmem's 80000-byte control buffer holds 2000 of them.
+/// assert_eq!(cmsg_space(DMABUF_CMSG_LEN), 40);
+/// assert_eq!(80_000 / cmsg_space(DMABUF_CMSG_LEN), 2000);
+/// ```
 pub const fn cmsg_space(payload: usize) -> usize {
     CMSGHDR_LEN + cmsg_align(payload)
 }
@@ -88,6 +114,39 @@ pub struct RawCmsg<'a> {
 /// Yields `Err(Error::Decode)` (what = "cmsghdr") once and then stops for: fewer than 16 bytes
 /// left for a header, `cmsg_len < 16`, or `cmsg_len` larger than the bytes left (a truncated
 /// cmsg).
+///
+/// ```
+/// use ncdevmem::sys::uapi::{cmsg_space, encode_cmsghdr, walk_cmsgs};
+/// const SOL_SOCKET: i32 = 1;
+/// const SOL_IP: i32 = 0;
+/// // A cmsg with a 4-byte payload (padded to 8), then one with an empty payload.
+/// let mut control = Vec::new();
+/// control.extend_from_slice(&encode_cmsghdr(4, SOL_SOCKET, 80));
+/// control.extend_from_slice(&7u32.to_ne_bytes());
+/// control.extend_from_slice(&[0; 4]); // CMSG_ALIGN padding
+/// control.extend_from_slice(&encode_cmsghdr(0, SOL_IP, 11));
+/// assert_eq!(control.len(), cmsg_space(4) + cmsg_space(0));
+///
+/// let seen: Vec<(i32, i32, usize, Vec<u8>)> = walk_cmsgs(&control)
+///     .map(|c| c.map(|c| (c.level, c.ty, c.offset, c.payload.to_vec())))
+///     .collect::<Result<_, _>>()?;
+/// assert_eq!(
+///     seen,
+///     [
+///         (SOL_SOCKET, 80, 0, 7u32.to_ne_bytes().to_vec()),
+///         (SOL_IP, 11, 24, Vec::new()),
+///     ]
+/// );
+///
+/// // The last cmsg's padding may be cut off by the end of the buffer ...
+/// assert_eq!(walk_cmsgs(&control[..20]).count(), 1);
+/// // ... its payload may not: one error, then the walk stops.
+/// let mut walk = walk_cmsgs(&control[..19]);
+/// let e = walk.next().unwrap().unwrap_err();
+/// assert!(e.to_string().contains("truncated cmsg"), "{e}");
+/// assert!(walk.next().is_none());
+/// # Ok::<(), ncdevmem::Error>(())
+/// ```
 pub fn walk_cmsgs(control: &[u8]) -> CmsgWalk<'_> {
     CmsgWalk {
         buf: control,

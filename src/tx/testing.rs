@@ -17,6 +17,10 @@
 //!   `MSG_CTRUNC` set, as `put_cmsg` does;
 //! - an empty error queue answers `EAGAIN`; `poll` reports `POLLERR` while it is not empty.
 //!
+//! Also a sender of several flows over plain TCP that can put one flow's bytes on another
+//! flow's connection on purpose ([`send_flows`], [`Misdelivery`]), for tests of a multi-flow
+//! receive (real kernel, VM guest).
+//!
 //! This module is compiled into the library so integration tests can use it; nothing in the
 //! tool itself calls it.
 
@@ -33,6 +37,7 @@ use crate::sys::uapi::{
     cmsg_align, cmsg_len, encode_cmsghdr, CMSGHDR_LEN, SO_EE_CODE_ZEROCOPY_COPIED,
     SO_EE_ORIGIN_ZEROCOPY,
 };
+use crate::validate::{Pattern, StreamSpec};
 
 /// `sizeof(struct sockaddr_in)`: the offender address after `sock_extended_err` in an
 /// `IP_RECVERR` cmsg.
@@ -510,6 +515,137 @@ impl TxSocket for ScriptedTxSocket {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// A multi-flow sender that misdelivers on purpose
+// ---------------------------------------------------------------------------------------------
+
+/// Another flow's bytes that [`send_flows`] puts on one flow's connection on purpose: what a
+/// receiver sees when a driver delivers a frag of flow `from` to flow `into`'s socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Misdelivery {
+    /// The flow (0-based) whose connection carries the foreign bytes.
+    pub into: u32,
+    /// Where they start in `into`'s stream (stream offset, bytes).
+    pub at: u64,
+    /// How many bytes.
+    pub len: u64,
+    /// The flow (0-based) they belong to.
+    pub from: u32,
+    /// The stream offset of the first of them in `from`'s stream.
+    pub from_offset: u64,
+}
+
+/// What [`send_flows`] sent on one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentFlow {
+    /// The connection's local address (the receiver's peer address for this flow).
+    pub local: std::net::SocketAddr,
+    /// Bytes sent.
+    pub bytes: u64,
+    /// CRC-32 (as zlib's `crc32`) of the bytes sent, misdelivered ones included.
+    pub crc32: u32,
+}
+
+/// The bytes flow `flow` of `spec`'s run carries at stream offsets `offset..offset +
+/// buf.len()`, into `buf`: its own stream ([`StreamSpec::for_flow`]), with the bytes of
+/// `misdelivery` where it lands on this flow.
+///
+/// Errors: `Error::Usage` for a flow out of range (as [`StreamSpec::for_flow`]).
+pub fn flow_bytes(
+    spec: StreamSpec,
+    flow: u32,
+    flows: u32,
+    misdelivery: Option<&Misdelivery>,
+    buf: &mut [u8],
+    offset: u64,
+) -> Result<()> {
+    Pattern::from_spec(spec.for_flow(flow, flows)?)?.fill(buf, offset);
+    let Some(m) = misdelivery.filter(|m| m.into == flow) else {
+        return Ok(());
+    };
+    let end = offset + buf.len() as u64;
+    let (lo, hi) = (m.at.max(offset), (m.at + m.len).min(end));
+    if lo < hi {
+        let piece = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
+        Pattern::from_spec(spec.for_flow(m.from, flows)?)?.fill(piece, m.from_offset + (lo - m.at));
+    }
+    Ok(())
+}
+
+/// Connects `flows` TCP connections to `peer` one after another (flow 0 first; each connect
+/// completes before the next starts, so a receiver that numbers flows in accept order numbers
+/// them as here), then sends on each, from a thread of its own, `total` bytes of its flow's
+/// stream of `spec` ([`flow_bytes`]: with `misdelivery` applied) in writes of `write` bytes
+/// (at least 1), and shuts down its write side. The sockets are opened in the calling thread's
+/// network namespace.
+///
+/// Errors: `Error::Usage` for a flow out of range, in `misdelivery` too; `Error::Sys` from
+/// connect (within `timeout`) or a write (`EPIPE`/`ECONNRESET` when the receiver went away).
+pub fn send_flows(
+    peer: std::net::SocketAddr,
+    spec: StreamSpec,
+    flows: u32,
+    total: u64,
+    write: usize,
+    misdelivery: Option<Misdelivery>,
+    timeout: Duration,
+) -> Result<Vec<SentFlow>> {
+    use std::io::Write;
+
+    for f in [0, flows.saturating_sub(1)]
+        .into_iter()
+        .chain(misdelivery.iter().flat_map(|m| [m.into, m.from]))
+    {
+        spec.for_flow(f, flows)?;
+    }
+    let conns = (0..flows)
+        .map(|_| {
+            let s = std::net::TcpStream::connect_timeout(&peer, timeout)
+                .map_err(|e| crate::Error::io(format!("connect({peer})"), &e))?;
+            let local = s
+                .local_addr()
+                .map_err(|e| crate::Error::io("getsockname", &e))?;
+            Ok((s, local))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = conns
+            .into_iter()
+            .zip(0u32..)
+            .map(|((mut sock, local), flow)| {
+                scope.spawn(move || -> Result<SentFlow> {
+                    let mut buf = vec![0u8; write.max(1)];
+                    let mut crc = crc32fast::Hasher::new();
+                    let mut at = 0u64;
+                    while at < total {
+                        let n = (total - at).min(buf.len() as u64) as usize;
+                        flow_bytes(spec, flow, flows, misdelivery.as_ref(), &mut buf[..n], at)?;
+                        sock.write_all(&buf[..n])
+                            .map_err(|e| crate::Error::io(format!("write(flow {flow})"), &e))?;
+                        crc.update(&buf[..n]);
+                        at += n as u64;
+                    }
+                    sock.shutdown(std::net::Shutdown::Write)
+                        .map_err(|e| crate::Error::io(format!("shutdown(flow {flow})"), &e))?;
+                    Ok(SentFlow {
+                        local,
+                        bytes: total,
+                        crc32: crc.finalize(),
+                    })
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join().unwrap_or_else(|_| {
+                    Err(crate::Error::Failure("a sender thread panicked".into()))
+                })
+            })
+            .collect()
+    })
+}
+
 #[cfg(all(test, target_endian = "little"))]
 mod tests {
     use super::*;
@@ -594,5 +730,118 @@ mod tests {
     fn run_start_finds_the_wrap() {
         assert_eq!(first_of_run(&[3, 4, 5]), 3);
         assert_eq!(first_of_run(&[0, 1, u32::MAX - 1, u32::MAX]), u32::MAX - 1);
+    }
+
+    /// What a receiver of flow 0 of two sees of [`flow_bytes`]' misdelivery: flow 1's bytes,
+    /// named with flow 1 and their offset in flow 1's stream.
+    #[test]
+    fn a_misdelivery_is_diagnosed_as_the_other_flows_bytes() {
+        use crate::validate::{Fault, Validator};
+        let spec = StreamSpec::keyed(77);
+        let m = Misdelivery {
+            into: 0,
+            at: 100_000,
+            len: 1448,
+            from: 1,
+            from_offset: 123_456,
+        };
+        let mut flow0 = vec![0u8; 300_000];
+        flow_bytes(spec, 0, 2, Some(&m), &mut flow0[..150_000], 0).unwrap();
+        flow_bytes(spec, 0, 2, Some(&m), &mut flow0[150_000..], 150_000).unwrap();
+        let mut flow1 = vec![0u8; 200_000];
+        flow_bytes(spec, 1, 2, Some(&m), &mut flow1, 0).unwrap();
+        // Those bytes are flow 1's, the rest flow 0's own; flow 1 is untouched.
+        assert_eq!(flow0[100_000..101_448], flow1[123_456..124_904]);
+        let mut own = vec![0u8; 300_000];
+        Pattern::from_spec(spec.for_flow(0, 2).unwrap())
+            .unwrap()
+            .fill(&mut own, 0);
+        assert_eq!(flow0[..100_000], own[..100_000]);
+        assert_eq!(flow0[101_448..], own[101_448..]);
+        let mut v = Validator::for_spec(spec.for_flow(0, 2).unwrap())
+            .unwrap()
+            .with_piece_name("chunk");
+        for piece in flow0.chunks(65_483) {
+            v.check(piece);
+        }
+        let d = v.diagnoses()[0];
+        assert_eq!(
+            (d.fault, d.source, d.first),
+            (Fault::Misdelivered { flow: 1 }, Some(123_456), 100_000),
+            "{d}"
+        );
+        assert!(
+            d.to_string().starts_with(
+                "chunk at stream offset 65483 (65483 bytes), from stream offset \
+                              100000, holds bytes of flow 1 at stream offset 123456 (misdelivered"
+            ),
+            "{d}"
+        );
+        // A misdelivery naming a flow not in the run is refused.
+        let bad = Misdelivery { from: 2, ..m };
+        assert!(flow_bytes(spec, 0, 2, Some(&bad), &mut flow0, 0).is_err());
+    }
+
+    /// Over loopback: two connections, flow 0 first; flow 1's bytes on flow 0's connection at
+    /// the given offset, named so by flow 0's validator; flow 1 arrives intact.
+    #[test]
+    fn send_flows_over_loopback_misdelivers_as_asked() {
+        use crate::validate::{Fault, Validator};
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = listener.local_addr().unwrap();
+        let spec = StreamSpec::keyed(5);
+        let m = Misdelivery {
+            into: 0,
+            at: 1 << 20,
+            len: 4096,
+            from: 1,
+            from_offset: (1 << 20) + 8192,
+        };
+        let total = 2u64 << 20;
+        let sender = std::thread::spawn(move || {
+            send_flows(
+                peer,
+                spec,
+                2,
+                total,
+                10_000,
+                Some(m),
+                Duration::from_secs(10),
+            )
+        });
+        let mut got = Vec::new();
+        for flow in 0..2 {
+            let (mut s, from) = listener.accept().unwrap();
+            let mut v = Validator::for_spec(spec.for_flow(flow, 2).unwrap()).unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                v.check(&buf[..n]);
+            }
+            got.push((from, v));
+        }
+        let sent = sender.join().unwrap().unwrap();
+        assert_eq!(
+            sent.iter().map(|f| f.local).collect::<Vec<_>>(),
+            [got[0].0, got[1].0]
+        );
+        assert_eq!(
+            sent.iter().map(|f| f.bytes).collect::<Vec<_>>(),
+            [total, total]
+        );
+        let (v0, v1) = (&got[0].1, &got[1].1);
+        assert_eq!(
+            (v0.offset(), v1.offset(), v1.mismatches()),
+            (total, total, 0)
+        );
+        assert!(v0.mismatches() > 4000 && v0.mismatches() <= 4096);
+        let d = v0.diagnoses()[0];
+        assert_eq!(d.fault, Fault::Misdelivered { flow: 1 }, "{d}");
+        // The first differing byte names its own place in flow 1's stream.
+        assert_eq!(d.source, Some(m.from_offset + (d.first - m.at)), "{d}");
     }
 }

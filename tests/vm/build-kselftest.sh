@@ -1,17 +1,20 @@
 #!/bin/bash
-# Run inside the VM suite's trixie chroot (tests/vm/run.sh): from the subset of the VM kernel's
-# source package in $1, installs the kernel's uapi headers and builds the kernel's C ncdevmem
-# (tools/testing/selftests/drivers/net/hw/ncdevmem.c) against the two YNL families it uses,
-# netdev and ethtool, into $2. The kernel's Makefiles would generate every YNL family; one of
-# them (binder) does not finish under trixie's Python, so only the two are generated here.
-# headers_install needs rsync (the chroot has it).
+# Run inside the VM suite's trixie chroot (tests/vm/run.sh): from the subset of a kernel source
+# tree in $1 (the VM kernel's source package, or the KERNEL_TREE's sources), installs the
+# kernel's uapi headers and builds, into directory $2, the kernel's C ncdevmem
+# (tools/testing/selftests/drivers/net/hw/ncdevmem.c, against the two YNL families it uses,
+# netdev and ethtool) as c-ncdevmem and the kernel's C iou-zcrx (iou-zcrx.c, against liburing)
+# as c-iou-zcrx. The kernel's Makefiles would generate every YNL family; one of them (binder)
+# does not finish under trixie's Python, so only the two are generated here. headers_install
+# needs rsync (the chroot has it) and writes only below $1/.obj (O=), so a subset copied from a
+# source tree that has been built in place is used as it is.
 set -euo pipefail
 src=$1 out=$2
 hdr=$src/.uapi
 cd "$src"
 # ynl_gen_c.py finds the tree's root by its MAINTAINERS file.
 [ -e MAINTAINERS ] || : >MAINTAINERS
-make -s ARCH=x86 HOSTCC=gcc-14 CC=gcc-14 headers_install INSTALL_HDR_PATH="$hdr" >/dev/null
+make -s ARCH=x86 HOSTCC=gcc-14 CC=gcc-14 O="$src/.obj" headers_install INSTALL_HDR_PATH="$hdr" >/dev/null
 cd "$src/tools/net/ynl"
 make -s -C lib CC=gcc-14 "CFLAGS=-O2 -std=gnu11 -isystem $hdr/include" >/dev/null
 cd generated
@@ -28,7 +31,10 @@ for family in netdev ethtool; do
     done
 done
 cd "$src/tools/testing/selftests/drivers/net/hw"
+mkdir -p "$out"
 gcc-14 -O2 -std=gnu11 -Wall -isystem "$hdr/include" \
     -I"$src/tools/net/ynl/lib" -I"$src/tools/net/ynl/generated" \
     ncdevmem.c "$src/tools/net/ynl/generated/netdev-user.c" \
-    "$src/tools/net/ynl/generated/ethtool-user.c" "$src/tools/net/ynl/lib/ynl.a" -o "$out"
+    "$src/tools/net/ynl/generated/ethtool-user.c" "$src/tools/net/ynl/lib/ynl.a" -o "$out/c-ncdevmem"
+# As the selftests' Makefile builds it (LDLIBS += -luring), with the uapi headers first.
+gcc-14 -O2 -std=gnu11 -Wall -isystem "$hdr/include" iou-zcrx.c -luring -o "$out/c-iou-zcrx"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the shell helpers (make scripts-test): tests/vm/lib.sh (the Debian mirror taken from
-# an apt configuration in both source formats, the cache location, the console filter),
+# an apt configuration in both source formats, the cache location, the console filter, the
+# KERNEL_TREE checks: configuration, architecture, image version, compiler),
 # scripts/target-dir.sh (cargo's target directory, CARGO_TARGET_DIR honoured) and
 # scripts/install-test-tools.sh (without root it names what is missing and fails). Builds its
 # apt configurations under a temporary directory; touches nothing else.
@@ -111,6 +112,79 @@ got=$(printf '\033c\033[2J\033[?7lSeaBIOS\r\n\033]0;t\007\033(B\033[0;1mok\033[m
     strip_terminal_controls | od -An -c | tr -s ' ')
 want=$(printf 'SeaBIOS\nok\tcase\n' | od -An -c | tr -s ' ')
 check "console: controls stripped" "$want" "$got"
+
+# The kernel configuration check: a configuration with every option the table names passes
+# silently; each one taken away is named with the line to add and what the configuration has.
+good=$tmp/config-good
+{
+    echo "# Linux/x86 7.3.4 Kernel Configuration"
+    echo "CONFIG_X86_64=y"
+    _kernel_config_needs | awk '$2 != "n" { print "CONFIG_" $1 "=y" }'
+    echo "# CONFIG_MODULE_SIG_FORCE is not set"
+    echo "CONFIG_NET_DEVLINK=y"
+    echo "CONFIG_NET_SHAPER=y"
+} >"$good"
+check "config: complete" "0:" "$(out=$(kernel_config_missing "$good" 1) && echo "0:$out" || echo "1:$out")"
+sed -e 's/^CONFIG_UDMABUF=y$/# CONFIG_UDMABUF is not set/' -e 's/^CONFIG_VETH=y$/CONFIG_VETH=m/' \
+    -e 's/^CONFIG_9P_FS=y$/CONFIG_9P_FS=n/' -e '/^CONFIG_PAGE_POOL=y$/d' \
+    -e 's/^# CONFIG_MODULE_SIG_FORCE is not set$/CONFIG_MODULE_SIG_FORCE=y/' \
+    -e 's/^CONFIG_VIRTIO_PCI=y$/CONFIG_VIRTIO_PCI=m/' "$good" >"$tmp/config-bad"
+check "config: missing named" \
+    "# CONFIG_MODULE_SIG_FORCE is not set # the suite's out-of-tree modules are unsigned (now: CONFIG_MODULE_SIG_FORCE=y)
+CONFIG_VIRTIO_PCI=y # the virtio-9p device (the guest loads no virtio_pci module) (now: CONFIG_VIRTIO_PCI=m)
+CONFIG_9P_FS=m # the kernel's harness runs from the build chroot, shared over virtio-9p (now: CONFIG_9P_FS=n)
+CONFIG_UDMABUF=y # /dev/udmabuf, the dma-buf of every devmem case (now: CONFIG_UDMABUF not set)
+CONFIG_NETDEVSIM=m # the software NIC's page pools (CONFIG_PAGE_POOL has no prompt; NETDEVSIM selects it, as most NIC drivers do) (now: CONFIG_PAGE_POOL not set)
+1" \
+    "$(kernel_config_missing "$tmp/config-bad"; echo $?)"
+# netdevsim out of tree needs what selecting it turns on; a tree with its own does not.
+sed '/^CONFIG_NET_SHAPER=y$/d' "$good" >"$tmp/config-nsim"
+check "config: netdevsim out of tree" \
+    "CONFIG_NETDEVSIM=m # netdevsim, built out of tree, needs CONFIG_NET_SHAPER (no prompt; NETDEVSIM selects it), or run with --no-netdevsim (now: CONFIG_NET_SHAPER not set)
+1" "$(kernel_config_missing "$tmp/config-nsim" 1; echo $?)"
+check "config: no netdevsim wanted" "0" "$(kernel_config_missing "$tmp/config-nsim" 0; echo $?)"
+echo "CONFIG_NETDEVSIM=m" >>"$tmp/config-nsim"
+check "config: the tree's own netdevsim" "0" "$(kernel_config_missing "$tmp/config-nsim" 1; echo $?)"
+
+# The architecture a configuration is for.
+check "arch: x86_64" "x86_64" "$(kernel_config_arch "$good")"
+printf '# Linux/x86 7.3.4 Kernel Configuration\nCONFIG_X86_32=y\n' >"$tmp/config-i386"
+check "arch: 32-bit x86" "x86 (32-bit)" "$(kernel_config_arch "$tmp/config-i386")"
+printf '#\n# Linux/arm64 7.3.4 Kernel Configuration\n#\nCONFIG_ARM64=y\n' >"$tmp/config-arm64"
+check "arch: arm64" "arm64" "$(kernel_config_arch "$tmp/config-arm64")"
+
+# The version in a bzImage's setup header: "HdrS" at 0x202, the string's offset - 0x200 at
+# 0x20e (here 0x300, so the string is at 0x500).
+img=$tmp/bzImage
+head -c 4096 /dev/zero >"$img"
+printf 'HdrS' | dd of="$img" bs=1 seek=$((0x202)) conv=notrunc 2>/dev/null
+printf '\000\003' | dd of="$img" bs=1 seek=$((0x20e)) conv=notrunc 2>/dev/null
+printf '7.3.4-dev (me@host) #1 SMP\000junk' | dd of="$img" bs=1 seek=$((0x500)) conv=notrunc 2>/dev/null
+check "bzImage: version" "7.3.4-dev (me@host) #1 SMP" "$(bzimage_version "$img")"
+check "bzImage: not one" "1" "$(bzimage_version "$good" >/dev/null && echo 0 || echo 1)"
+
+# The tree's compiler: the candidate whose first --version line is CONFIG_CC_VERSION_TEXT,
+# through a runner (here env with a PATH of stand-in compilers).
+bin=$tmp/cc-bin
+mkdir -p "$bin"
+printf '#!/bin/sh\necho "gcc (Debian 12.2.0-14) 12.2.0"\n' >"$bin/gcc"
+printf '#!/bin/sh\necho "x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19) 14.2.0"\n' >"$bin/x86_64-linux-gnu-gcc-14"
+printf '#!/bin/sh\necho "Debian clang version 19.1.7 (3)"\n' >"$bin/clang-19"
+chmod +x "$bin"/*
+runner=(env "PATH=$bin")
+echo 'CONFIG_CC_VERSION_TEXT="x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19) 14.2.0"' >"$tmp/cc1"
+check "cc: gcc by its name" "CC=x86_64-linux-gnu-gcc-14" "$(kernel_tree_cc "$tmp/cc1" "${runner[@]}")"
+echo 'CONFIG_CC_VERSION_TEXT="gcc (Debian 12.2.0-14) 12.2.0"' >"$tmp/cc2"
+check "cc: gcc" "CC=gcc" "$(kernel_tree_cc "$tmp/cc2" "${runner[@]}")"
+printf 'CONFIG_CC_VERSION_TEXT="Debian clang version 19.1.7 (3)"\nCONFIG_CC_IS_CLANG=y\nCONFIG_CLANG_VERSION=190107\nCONFIG_LD_IS_LLD=y\n' >"$tmp/cc3"
+check "cc: versioned clang with lld" "LLVM=-19" "$(kernel_tree_cc "$tmp/cc3" "${runner[@]}")"
+sed '/LD_IS_LLD/d' "$tmp/cc3" >"$tmp/cc4"
+check "cc: clang with GNU ld" "CC=clang-19" "$(kernel_tree_cc "$tmp/cc4" "${runner[@]}")"
+echo 'CONFIG_CC_VERSION_TEXT="gcc (GCC) 15.1.1 20250521"' >"$tmp/cc5"
+check "cc: none matches, the answer named" "1:
+gcc: gcc (Debian 12.2.0-14) 12.2.0" \
+    "$(kernel_tree_cc "$tmp/cc5" "${runner[@]}" 2>"$tmp/cc5.err" && echo 0: || echo 1:
+    cat "$tmp/cc5.err")"
 
 # cargo's target directory, as cargo resolves it.
 repo=$(cd "$here/../.." && pwd)

@@ -15,6 +15,25 @@
 # strip_terminal_controls  filter: removes terminal control sequences (ESC c, CSI, OSC, other
 #                          ESC sequences) and control characters other than TAB and LF, so a
 #                          guest console cannot reset, clear or unwrap the user's terminal
+# kernel_config_missing CONFIG [NETDEVSIM]
+#                          what the kernel configuration CONFIG (a .config) lacks for the VM
+#                          suite, one line each: the line to add, then "# " and why (and what
+#                          CONFIG has now); an option without a prompt is named through one
+#                          that selects it. NETDEVSIM=1 (default 0): netdevsim is to be built
+#                          out of tree when CONFIG does not have it. Status 1 when something is
+#                          missing
+# kernel_config_arch CONFIG
+#                          the architecture CONFIG was made for: x86_64, "x86 (32-bit)", or the
+#                          name in its "# Linux/ARCH VERSION Kernel Configuration" header
+# bzimage_version FILE     the version string an x86 bzImage carries (its setup header's
+#                          kernel_version field); status 1 when FILE is not a bzImage
+# kernel_tree_cc CONFIG [RUNNER...]
+#                          the compiler that built the kernel of CONFIG, as the make variable
+#                          for an external module build ("CC=x86_64-linux-gnu-gcc-14",
+#                          "LLVM=1"): the first candidate whose first --version line equals
+#                          CONFIG_CC_VERSION_TEXT (kbuild's own test for external modules), run
+#                          through RUNNER (e.g. chroot DIR; default: this machine). Status 1,
+#                          and each candidate's answer on stderr, when none matches
 
 vm_cache_dir() {
     if [ -n "${NCDEVMEM_VM_CACHE:-}" ]; then
@@ -141,4 +160,140 @@ strip_terminal_controls() {
         -e 's,\x1b[()*+#%][0-~],,g' \
         -e 's,\x1b[ -~],,g' \
         -e 's,[\x00-\x08\x0b-\x1f\x7f],,g'
+}
+
+# The options the VM suite relies on: "NAME WANT ADD WHY", WANT y (built in), ym (built in or a
+# module, which the guest loads) or n (off); ADD is the line to add (one word, or the five of
+# "# CONFIG_NAME is not set"), an option that selects NAME when NAME has no prompt.
+_kernel_config_needs() {
+    cat <<'EOF'
+MODULES y CONFIG_MODULES=y the suite loads its own modules (devmem_nic, netdevsim)
+MODULE_SIG_FORCE n # CONFIG_MODULE_SIG_FORCE is not set the suite's out-of-tree modules are unsigned
+BLK_DEV_INITRD y CONFIG_BLK_DEV_INITRD=y the guest boots from an initramfs
+RD_GZIP y CONFIG_RD_GZIP=y the initramfs is gzip-compressed
+BINFMT_ELF y CONFIG_BINFMT_ELF=y every guest program
+BINFMT_SCRIPT y CONFIG_BINFMT_SCRIPT=y /init is a shell script
+DEVTMPFS y CONFIG_DEVTMPFS=y /dev/udmabuf and the other device nodes
+TMPFS y CONFIG_TMPFS=y the guest's /run and /tmp
+PROC_FS y CONFIG_PROC_FS=y the guest's /proc
+SYSFS y CONFIG_SYSFS=y the guest's /sys
+SERIAL_8250 y CONFIG_SERIAL_8250=y the results are read off the serial console (ttyS0)
+SERIAL_8250_CONSOLE y CONFIG_SERIAL_8250_CONSOLE=y the results are read off the serial console (ttyS0)
+PCI y CONFIG_PCI=y the virtio-9p device is a PCI device
+VIRTIO_PCI y CONFIG_VIRTIO_PCI=y the virtio-9p device (the guest loads no virtio_pci module)
+NET_9P ym CONFIG_NET_9P=m the kernel's harness runs from the build chroot, shared over virtio-9p
+NET_9P_VIRTIO ym CONFIG_NET_9P_VIRTIO=m the kernel's harness runs from the build chroot, shared over virtio-9p
+9P_FS ym CONFIG_9P_FS=m the kernel's harness runs from the build chroot, shared over virtio-9p
+NET y CONFIG_NET=y every network case
+INET y CONFIG_INET=y every transfer case
+IPV6 y CONFIG_IPV6=y the IPv6 transfers (the kernel's harness, iou-zcrx)
+UNIX y CONFIG_UNIX=y the guest's programs (python3, socat)
+NET_NS y CONFIG_NET_NS=y the peer of every pair lives in a network namespace
+VETH ym CONFIG_VETH=m the veth cases and the project's real-kernel tests
+DEBUG_FS y CONFIG_DEBUG_FS=y the software NIC's control files (/sys/kernel/debug/devmem_nic)
+ETHTOOL_NETLINK y CONFIG_ETHTOOL_NETLINK=y rings, channels and header split through ethtool netlink
+DMA_SHARED_BUFFER y CONFIG_SYNC_FILE=y dma-bufs (CONFIG_DMA_SHARED_BUFFER has no prompt; SYNC_FILE selects it)
+UDMABUF y CONFIG_UDMABUF=y /dev/udmabuf, the dma-buf of every devmem case
+MEMFD_CREATE y CONFIG_MEMFD_CREATE=y udmabuf takes a memfd
+HUGETLBFS y CONFIG_HUGETLBFS=y hugetlb udmabufs and zcrx areas (-b 16384, check_rx_large_niov, iou-zcrx -x)
+PAGE_POOL y CONFIG_NETDEVSIM=m the software NIC's page pools (CONFIG_PAGE_POOL has no prompt; NETDEVSIM selects it, as most NIC drivers do)
+NET_DEVMEM y CONFIG_UDMABUF=y devmem TCP (CONFIG_NET_DEVMEM has no prompt: on with DMA_SHARED_BUFFER and PAGE_POOL)
+IO_URING y CONFIG_IO_URING=y io_uring zero-copy receive (iou-zcrx, --zcrx)
+NET_RX_BUSY_POLL y # CONFIG_PREEMPT_RT is not set io_uring zcrx (CONFIG_NET_RX_BUSY_POLL has no prompt: on unless PREEMPT_RT with NETCONSOLE)
+IO_URING_ZCRX y CONFIG_IO_URING=y io_uring zcrx (CONFIG_IO_URING_ZCRX has no prompt: on with IO_URING, PAGE_POOL, INET and NET_RX_BUSY_POLL)
+BPF_SYSCALL y CONFIG_BPF_SYSCALL=y netkit, which the kernel's netkit devmem tests use
+NETKIT y CONFIG_NETKIT=y the kernel's netkit devmem tests
+EOF
+}
+
+# The value of CONFIG_$2 in the .config $1 (empty when not set).
+_kconfig_value() {
+    sed -n "s/^CONFIG_$2=\(.*\)/\1/p" "$1" | tail -1
+}
+
+kernel_config_missing() {
+    local config=$1 netdevsim=${2:-0} name want rest add why now status=0
+    while read -r name want rest; do
+        if [ "${rest:0:2}" = "# " ]; then
+            # "# CONFIG_X is not set" (five words), then the reason.
+            add=$(cut -d' ' -f1-5 <<<"$rest")
+            why=$(cut -d' ' -f6- <<<"$rest")
+        else
+            add=${rest%% *}
+            why=${rest#* }
+        fi
+        now=$(_kconfig_value "$config" "$name")
+        case $want in
+        y) [ "$now" = y ] && continue ;;
+        ym) [ "$now" = y ] || [ "$now" = m ] && continue ;;
+        n) [ -z "$now" ] || [ "$now" = n ] && continue ;;
+        esac
+        if [ -n "$now" ]; then now="CONFIG_$name=$now"; else now="CONFIG_$name not set"; fi
+        echo "$add # $why (now: $now)"
+        status=1
+    done < <(_kernel_config_needs)
+    # netdevsim built out of tree needs what selecting it would have turned on.
+    if [ "$netdevsim" = 1 ] && [ -z "$(_kconfig_value "$config" NETDEVSIM)" ]; then
+        for name in NET_DEVLINK NET_SHAPER; do
+            [ "$(_kconfig_value "$config" "$name")" = y ] && continue
+            echo "CONFIG_NETDEVSIM=m # netdevsim, built out of tree, needs CONFIG_$name (no prompt; NETDEVSIM selects it), or run with --no-netdevsim (now: CONFIG_$name not set)"
+            status=1
+            break
+        done
+    fi
+    return $status
+}
+
+kernel_config_arch() {
+    local config=$1 arch
+    if grep -qx 'CONFIG_X86_64=y' "$config"; then
+        echo x86_64
+    elif grep -qx 'CONFIG_X86_32=y' "$config"; then
+        echo "x86 (32-bit)"
+    else
+        arch=$(sed -n 's,^# Linux/\([^ ]*\) .*Kernel Configuration$,\1,p' "$config" | head -1)
+        echo "${arch:-unknown}"
+    fi
+}
+
+bzimage_version() {
+    local f=$1 off
+    # The setup header: "HdrS" at 0x202; kernel_version at 0x20e, the string's offset - 0x200.
+    [ "$(dd if="$f" bs=1 skip=$((0x202)) count=4 2>/dev/null)" = HdrS ] || return 1
+    off=$(od -An -tu2 -j $((0x20e)) -N2 "$f" | tr -d ' ')
+    [ -n "$off" ] && [ "$off" -gt 0 ] || return 1
+    dd if="$f" bs=1 skip=$((off + 0x200)) count=256 2>/dev/null | tr '\0' '\n' | head -1
+}
+
+kernel_tree_cc() {
+    local config=$1 text major cand got answers=()
+    shift
+    text=$(_kconfig_value "$config" CC_VERSION_TEXT)
+    text=${text#\"}
+    text=${text%\"}
+    [ -n "$text" ] || { echo "no CONFIG_CC_VERSION_TEXT in $config" >&2; return 1; }
+    # gcc names itself first, as it was invoked (gcc, gcc-14, x86_64-linux-gnu-gcc-14).
+    local cands=("${text%% *}")
+    if [ "$(_kconfig_value "$config" CC_IS_CLANG)" = y ]; then
+        major=$(_kconfig_value "$config" CLANG_VERSION)
+        major=${major%????}
+        cands=(clang ${major:+"clang-$major"})
+    fi
+    for cand in "${cands[@]}"; do
+        got=$("$@" "$cand" --version 2>/dev/null | head -1) || got=''
+        answers+=("$cand: ${got:-not found}")
+        [ "$got" = "$text" ] || continue
+        if [ "$(_kconfig_value "$config" CC_IS_CLANG)" != y ]; then
+            echo "CC=$cand"
+        elif [ "$(_kconfig_value "$config" LD_IS_LLD)" != y ]; then
+            echo "CC=$cand"
+        elif [ "$cand" = clang ]; then
+            echo "LLVM=1"
+        else
+            echo "LLVM=-$major"
+        fi
+        return 0
+    done
+    printf '%s\n' "${answers[@]}" >&2
+    return 1
 }

@@ -32,29 +32,57 @@
 # archive (/etc/apt/sources.list and sources.list.d, one-line or deb822 form); nothing is
 # fetched when everything is cached.
 #
+# Bring your own kernel: with --kernel-tree DIR (or NCDEVMEM_VM_KERNEL_TREE=DIR; `make vm-test
+# KERNEL_TREE=DIR`) the guest boots DIR's built image (arch/x86/boot/bzImage) with DIR's own
+# modules instead of Debian's kernel; devmem_nic and netdevsim (when DIR has no netdevsim of its
+# own) are built against DIR with the compiler that built it (on this machine, or in the trixie
+# chroot when only that one has it), and the kernel's selftests (devmem.py, iou-zcrx.py, nk_*.py,
+# ncdevmem.c, iou-zcrx.c, the drv-net library) come from DIR's sources. DIR is a built x86_64
+# tree, in place or an O= build directory (its "source" link names the sources); before anything
+# is built its .config is checked for every option the suite needs, and each missing one is
+# named with the line to add. The trixie chroot (python3, socat, ethtool, gcc-14) still runs
+# the kernel's harness in the guest. Per-clone outputs then go to <cargo target dir>/vm-kernel-tree.
+# The byo-kernel case (in a suite on Debian's kernel) runs devmem-nic/probe, devmem-nic/rx and
+# devmem-nic/kernel-devmem-py through this path, with Debian's kernel laid out as a built tree
+# (tests/vm/kernel-tree.sh).
+#
 # usage: tests/vm/run.sh [--no-netdevsim] [--refresh] [--cache DIR] [--timeout SECS]
+#                        [--kernel-tree DIR]
 #   --no-netdevsim  skip the netdevsim build (netdevsim cases print skip)
 #   --refresh       look up the newest kernel again even when one is cached
+#   --kernel-tree   boot that kernel tree's build (above)
 # env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 1200),
+#      NCDEVMEM_VM_KERNEL_TREE=DIR (as --kernel-tree),
 #      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites; default: from the host's apt
 #      configuration), NCDEVMEM_VM_SKIP=1 (print a skip line and exit 0; without it a run
 #      that is not root fails), NCDEVMEM_VM_FAULT_MATRIX=N (also measure the fault-detection
 #      matrix, N runs per fault; docs/fault-detection.md), NCDEVMEM_VM_ONLY=A,B (only the
-#      cases whose names contain A or B, and the final kernel-log check), CARGO,
-#      CARGO_TARGET_DIR.
+#      cases whose names contain A or B, =A: exactly A; and the final kernel-log check),
+#      NCDEVMEM_VM_KERNEL_TESTS=1 (also the slow opt-in cases, which print skip otherwise
+#      unless NCDEVMEM_VM_ONLY names them: devmem-nic/c-iou-zcrx and byo-kernel; with either
+#      variable the default timeout is 4800 s), CARGO, CARGO_TARGET_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/vm/lib.sh
 . "$here/lib.sh"
+# shellcheck source=tests/vm/kernel-tree.sh
+. "$here/kernel-tree.sh"
 cache=$(vm_cache_dir)
 netdevsim=${NCDEVMEM_VM_NETDEVSIM:-1}
 refresh=0
-timeout_s=${NCDEVMEM_VM_TIMEOUT:-1200}
+kernel_tests=${NCDEVMEM_VM_KERNEL_TESTS:-0}
+# The guest's time limit: longer when the opt-in cases may run (NCDEVMEM_VM_ONLY can name them).
+if [ "$kernel_tests" = 1 ] || [ -n "${NCDEVMEM_VM_ONLY:-}" ]; then
+    timeout_s=${NCDEVMEM_VM_TIMEOUT:-4800}
+else
+    timeout_s=${NCDEVMEM_VM_TIMEOUT:-1200}
+fi
 cargo=${CARGO:-cargo}
 mirror=${NCDEVMEM_VM_MIRROR:-}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+kernel_tree=${NCDEVMEM_VM_KERNEL_TREE:-}
 
 while (($#)); do
     case $1 in
@@ -62,6 +90,7 @@ while (($#)); do
     --refresh) refresh=1 ;;
     --cache) cache=$2; shift ;;
     --timeout) timeout_s=$2; shift ;;
+    --kernel-tree) kernel_tree=$2; shift ;;
     *) echo "vm: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
     esac
     shift
@@ -116,9 +145,13 @@ trap cleanup EXIT
 
 target_dir=$(CARGO=$cargo "$repo/scripts/target-dir.sh") || die "cannot find cargo's target directory"
 out=$target_dir/vm
+[ -n "$kernel_tree" ] && out=$target_dir/vm-kernel-tree
 mkdir -p "$cache" "$out"
-# One run at a time per cache (a second one waits).
-exec 9>"$cache/.lock"
+# One run at a time per cache (a second one waits). The byo-kernel case's run inherits the lock
+# of the run that started it (same open file: flock succeeds at once).
+if [ "${_NCDEVMEM_VM_LOCK_HELD:-}" != 1 ] || ! { : >&9; } 2>/dev/null; then
+    exec 9>"$cache/.lock"
+fi
 flock 9
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +215,8 @@ ABI='' KVERSION='' KDIR=''
 if ((refresh == 0)) && [ -s "$kenv" ]; then
     . "$kenv"
 fi
-if [ -z "$ABI" ] || [ ! -d "$KDIR" ]; then
+# (A KERNEL_TREE run needs only the name: the chroot and its headers are per Debian kernel.)
+if [ -z "$ABI" ] || { [ -z "$kernel_tree" ] && [ ! -d "$KDIR" ]; }; then
     tapt_update
     meta=$(tapt_cache show linux-image-amd64/trixie-backports) ||
         die "no linux-image-amd64 in trixie-backports"
@@ -191,7 +225,7 @@ if [ -z "$ABI" ] || [ ! -d "$KDIR" ]; then
         sed -n 's/^ *linux-image-\([0-9][^ ]*\).*/\1/p' | head -1)
     [ -n "$ABI" ] && [ -n "$KVERSION" ] || die "cannot read the kernel ABI from: $meta"
     KDIR=$cache/kernel-$ABI
-    if [ ! -d "$KDIR" ]; then
+    if [ ! -d "$KDIR" ] && [ -z "$kernel_tree" ]; then
         # linux-image-<abi> and the parts it is split into on 7.x (base, binary, modules).
         img=$(tapt_cache show "linux-image-$ABI=$KVERSION") || die "no linux-image-$ABI=$KVERSION"
         pkgs=("linux-image-$ABI=$KVERSION")
@@ -211,20 +245,35 @@ if [ -z "$ABI" ] || [ ! -d "$KDIR" ]; then
     fi
     printf 'ABI=%q\nKVERSION=%q\nKDIR=%q\n' "$ABI" "$KVERSION" "$KDIR" >"$kenv"
 fi
+# Debian's kernel: image, config and modules (also what the byo-kernel case lays out as a tree).
 mods=$KDIR/usr/lib/modules/$ABI
 [ -d "$mods" ] || mods=$KDIR/lib/modules/$ABI
 vmlinuz=$mods/vmlinuz
 [ -f "$vmlinuz" ] || vmlinuz=$KDIR/boot/vmlinuz-$ABI
 kconfig=$mods/config
 [ -f "$kconfig" ] || kconfig=$KDIR/boot/config-$ABI
-[ -f "$vmlinuz" ] && [ -f "$kconfig" ] || die "no vmlinuz/config in $KDIR"
-log "kernel $ABI (Debian $KVERSION, trixie-backports)"
+# KREL: the release the guest boots; kernel_label names that kernel in failures.
+if [ -n "$kernel_tree" ]; then
+    tree_open "$kernel_tree"
+    kernel_label="KERNEL_TREE=$tree (kernel $KREL)"
+else
+    [ -f "$vmlinuz" ] && [ -f "$kconfig" ] || die "no vmlinuz/config in $KDIR"
+    KREL=$ABI
+    kernel_label="kernel $ABI (Debian $KVERSION)"
+    log "kernel $ABI (Debian $KVERSION, trixie-backports)"
+fi
 flags=()
 for f in UDMABUF NET_DEVMEM IO_URING_ZCRX HUGETLBFS VETH PSAMPLE NETDEVSIM; do
     v=$(sed -n "s/^CONFIG_$f=\(.*\)/\1/p" "$kconfig")
     flags+=("CONFIG_$f=${v:-n}")
 done
 log "kernel config: ${flags[*]}"
+# Every option the suite needs, before anything is built or booted.
+if ! missing=$(kernel_config_missing "$kconfig" "$netdevsim"); then
+    sed 's/^/vm:   /' <<<"$missing" >&2
+    die "$kconfig lacks what the VM suite needs: add the lines above (then make olddefconfig" \
+        "and rebuild) ($kernel_label)"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # 3. out-of-tree modules, built in a trixie chroot (gcc-14, make, linux-headers-<abi>, plus
@@ -233,45 +282,86 @@ log "kernel config: ${flags[*]}"
 #    kernel and source hash), and netdevsim from the same version's linux-source (optional, cached per kernel)
 # ---------------------------------------------------------------------------------------------
 chroot_dir=$cache/chroot-$ABI
+# liburing for the kernel's C iou-zcrx (tests/vm/build-kselftest.sh): trixie's liburing 2.9 has
+# no zcrx (io_uring_register_ifq came with 2.10), so liburing-dev comes from forky (2.15 when
+# measured; it needs nothing newer than trixie's libc).
+chroot_liburing=liburing-dev/forky
+chroot_has_liburing_zcrx() {
+    grep -qs 'io_uring_register_ifq' "$chroot_dir/usr/include/liburing.h"
+}
 ensure_chroot() {
     [ -x "$chroot_dir/usr/bin/gcc-14" ] && [ -d "$chroot_dir/usr/src/linux-headers-$ABI" ] &&
         [ -x "$chroot_dir/usr/sbin/ethtool" ] && [ -x "$chroot_dir/usr/bin/socat" ] &&
         [ -x "$chroot_dir/usr/bin/rsync" ] && [ -e "$chroot_dir/usr/include/stdio.h" ] &&
         [ -x "$chroot_dir/usr/bin/pgrep" ] &&
         [ -e "$chroot_dir/usr/lib/python3/dist-packages/jsonschema/__init__.py" ] &&
-        [ -e "$chroot_dir/usr/lib/python3/dist-packages/yaml/__init__.py" ] && return 0
+        [ -e "$chroot_dir/usr/lib/python3/dist-packages/yaml/__init__.py" ] &&
+        chroot_has_liburing_zcrx && return 0
     need_mirror
     log "building a trixie chroot (gcc-14, make, linux-headers-$ABI, iproute2, ethtool, python3," \
-        "python3-jsonschema, socat, rsync, procps)"
+        "python3-jsonschema, socat, rsync, procps; liburing-dev from forky)"
     make_chroot() {
         rm -rf "$chroot_dir.tmp"
         mmdebstrap "$@"
     }
+    # Every package comes from trixie (APT::Default-Release) except the ones named /forky.
+    # Debian's testing suite's Release file is valid for a week only: a mirror that lags (the
+    # one measured was a month behind) would be refused; its signature is still checked.
     retry "mmdebstrap trixie" make_chroot --variant=apt --quiet \
         --dpkgopt=force-unsafe-io --aptopt='Acquire::Languages "none"' \
+        --aptopt='APT::Default-Release "trixie"' \
         --include="gcc-14,libc6-dev,make,linux-headers-$ABI,iproute2,ethtool,python3,python3-yaml,python3-jsonschema,socat,rsync,procps" \
+        --include="$chroot_liburing" \
         trixie "$chroot_dir.tmp" \
         "deb [signed-by=$keyring] $mirror trixie main" \
-        "deb [signed-by=$keyring] $mirror trixie-backports main"
+        "deb [signed-by=$keyring] $mirror trixie-backports main" \
+        "deb [signed-by=$keyring check-valid-until=no] $mirror forky main"
     rm -rf "$chroot_dir"
     mv "$chroot_dir.tmp" "$chroot_dir"
 }
-# chroot_build NAME LOG MAKEARGS...: make -C <headers> M=/build/NAME MAKEARGS modules in the
-# chroot (with /proc mounted, objtool needs it); on failure prints the kernel version and the
-# compiler's messages and fails the run.
-chroot_build() {
-    local name=$1 buildlog=$2
-    shift 2
-    mount -t proc proc "$chroot_dir/proc"
-    cleanups+=("umount '$chroot_dir/proc' 2>/dev/null")
-    if ! chroot "$chroot_dir" make -s -C "/usr/src/linux-headers-$ABI" M="/build/$name" \
-        "$@" modules >"$buildlog" 2>&1; then
-        umount "$chroot_dir/proc"
-        sed 's/^/vm:   /' "$buildlog" | tail -40 >&2
-        die "building $name.ko against linux-headers-$ABI (kernel $ABI, Debian $KVERSION) failed; the compiler's messages are above"
+# Where the out-of-tree modules are built: against Debian's headers in the chroot, or against
+# the KERNEL_TREE with the compiler that built it, on this machine or in the chroot
+# (kbuild_setup). kbuild_dir is the kernel build directory as the build sees it; modules are
+# built in $build_root/NAME.
+kbuild_dir=/usr/src/linux-headers-$ABI kbuild_where=chroot kbuild_cc=() build_root=$chroot_dir/build
+kbuild_against=linux-headers-$ABI kbuild_ready=0
+kbuild_setup() {
+    ((kbuild_ready)) && return 0
+    kbuild_ready=1
+    if [ -z "$tree" ]; then
+        ensure_chroot
+        return 0
     fi
-    chroot "$chroot_dir" strip --strip-debug "/build/$name/$name.ko"
-    umount "$chroot_dir/proc"
+    tree_pick_compiler
+    kbuild_dir=$tree kbuild_where=$tree_where kbuild_cc=("$tree_cc") kbuild_against="the tree"
+    if [ "$tree_where" = chroot ]; then
+        tree_bind_in_chroot
+    else
+        build_root=$out/build
+    fi
+}
+# kbuild_module NAME LOG MAKEARGS...: make -C <kernel build dir> M=<build root>/NAME MAKEARGS
+# modules (in the chroot with /proc mounted: objtool needs it), then strips NAME.ko's debug
+# info; on failure prints the compiler's messages and fails the run naming the kernel.
+kbuild_module() {
+    local name=$1 buildlog=$2 rc=0 run=()
+    shift 2
+    if [ "$kbuild_where" = chroot ]; then
+        run=(chroot "$chroot_dir")
+        mount -t proc proc "$chroot_dir/proc"
+        cleanups+=("umount '$chroot_dir/proc' 2>/dev/null")
+    fi
+    local m=$build_root/$name
+    [ "$kbuild_where" = chroot ] && m=/build/$name
+    "${run[@]}" make -s -C "$kbuild_dir" M="$m" "${kbuild_cc[@]}" "$@" modules >"$buildlog" 2>&1 ||
+        rc=$?
+    [ "$rc" = 0 ] && "${run[@]}" strip --strip-debug "$m/$name.ko"
+    [ "$kbuild_where" = chroot ] && umount "$chroot_dir/proc"
+    if [ "$rc" != 0 ]; then
+        sed 's/^/vm:   /' "$buildlog" | tail -40 >&2
+        die "building $name.ko against $kbuild_against failed ($kernel_label); the compiler's" \
+            "messages are above"
+    fi
 }
 
 # The guest's iproute2 and ethtool (busybox's ip has no netns), with their shared libraries.
@@ -289,25 +379,35 @@ if [ ! -x "$tools_dir/usr/sbin/ethtool" ]; then
     mv "$tools_dir.tmp" "$tools_dir"
 fi
 
-# devmem_nic: rebuilt whenever its source changes (the hash names the cache directory).
+# devmem_nic: rebuilt whenever its source changes (the hash names the cache directory). Against
+# a KERNEL_TREE: rebuilt whenever the tree's build changes too (one tree's builds are cached).
 dnic_src=$here/devmem-nic
 dnic_hash=$(cat "$dnic_src"/*.c "$dnic_src"/Kbuild | sha256sum | cut -c1-12)
 dnic_dir=$cache/devmem-nic-$ABI-$dnic_hash
+old_builds=("$cache"/devmem-nic-"$ABI"-*)
+if [ -n "$tree" ]; then
+    tree_mods=$cache/tree-modules-$(tree_key)
+    dnic_dir=$tree_mods/devmem-nic
+    old_builds=()
+    for d in "$cache"/tree-modules-*; do
+        [ -e "$d" ] && [ "$d" != "$tree_mods" ] && old_builds+=("$d")
+    done
+fi
 if [ ! -s "$dnic_dir/devmem_nic.ko" ]; then
-    ensure_chroot
-    log "building devmem_nic.ko (tests/vm/devmem-nic, source $dnic_hash) against linux-headers-$ABI"
-    # Older builds (other sources) go; one per kernel stays.
-    rm -rf "$chroot_dir/build/devmem_nic" "$cache"/devmem-nic-"$ABI"-*
-    mkdir -p "$chroot_dir/build/devmem_nic" "$dnic_dir.tmp"
+    kbuild_setup
+    log "building devmem_nic.ko (tests/vm/devmem-nic, source $dnic_hash) against $kbuild_against"
+    # Older builds (other sources, another tree) go; one per kernel stays.
+    rm -rf "$build_root/devmem_nic" "${old_builds[@]}"
+    mkdir -p "$build_root/devmem_nic" "$dnic_dir.tmp"
     cleanups+=("rm -rf '$dnic_dir.tmp'")
-    cp "$dnic_src"/*.c "$dnic_src"/Kbuild "$chroot_dir/build/devmem_nic/"
-    chroot_build devmem_nic "$dnic_dir.tmp/build.log" W=1
+    cp "$dnic_src"/*.c "$dnic_src"/Kbuild "$build_root/devmem_nic/"
+    kbuild_module devmem_nic "$dnic_dir.tmp/build.log" W=1
     if grep -q 'warning:' "$dnic_dir.tmp/build.log"; then
         sed 's/^/vm:   /' "$dnic_dir.tmp/build.log" >&2
         log "devmem_nic.ko built with the compiler warnings above"
     fi
-    cp "$chroot_dir/build/devmem_nic/devmem_nic.ko" "$dnic_dir.tmp/"
-    rm -rf "$chroot_dir/build/devmem_nic"
+    cp "$build_root/devmem_nic/devmem_nic.ko" "$dnic_dir.tmp/"
+    rm -rf "$build_root/devmem_nic"
     mv "$dnic_dir.tmp" "$dnic_dir"
     log "devmem_nic.ko cached in $dnic_dir"
 fi
@@ -320,6 +420,10 @@ src_deb_dir=$cache/src-$ABI.tmp
 src_extract() {
     local dest=$1
     shift
+    if [ -n "$tree" ]; then
+        tree_src_extract "$dest" "$@"
+        return
+    fi
     if ! ls "$src_deb_dir"/linux-source-*.deb >/dev/null 2>&1; then
         rm -rf "$src_deb_dir"
         cleanups+=("rm -rf '$src_deb_dir'")
@@ -334,46 +438,63 @@ src_extract() {
             "${@/#/linux-source-$major_minor/}"
 }
 
+# netdevsim, built out of tree unless the kernel has its own (a KERNEL_TREE with
+# CONFIG_NETDEVSIM=y or =m: nsim_build=0, the guest loads the tree's).
 nsim_dir=$cache/netdevsim-$ABI
-if ((netdevsim)) && [ ! -s "$nsim_dir/netdevsim.ko" ]; then
-    ensure_chroot
-    rm -rf "$nsim_dir.tmp" "$chroot_dir/build/netdevsim"
-    mkdir -p "$nsim_dir.tmp" "$chroot_dir/build"
+nsim_build=$netdevsim
+if [ -n "$tree" ]; then
+    nsim_dir=$tree_mods/netdevsim
+    [ -n "$(_kconfig_value "$kconfig" NETDEVSIM)" ] && nsim_build=0
+fi
+if ((nsim_build)) && [ ! -s "$nsim_dir/netdevsim.ko" ]; then
+    kbuild_setup
+    rm -rf "$nsim_dir.tmp" "$build_root/netdevsim"
+    mkdir -p "$nsim_dir.tmp" "$build_root"
     cleanups+=("rm -rf '$nsim_dir.tmp'")
-    src_extract "$chroot_dir/build/src-nsim" 'drivers/net/netdevsim/*'
-    mv "$chroot_dir/build/src-nsim/drivers/net/netdevsim" "$chroot_dir/build/netdevsim"
-    rm -rf "$chroot_dir/build/src-nsim"
-    log "building netdevsim.ko against linux-headers-$ABI"
-    chroot_build netdevsim "$nsim_dir.tmp/build.log" CONFIG_NETDEVSIM=m
-    cp "$chroot_dir/build/netdevsim/netdevsim.ko" "$nsim_dir.tmp/"
-    rm -rf "$chroot_dir/build/netdevsim" "$nsim_dir"
+    src_extract "$build_root/src-nsim" 'drivers/net/netdevsim/*'
+    mv "$build_root/src-nsim/drivers/net/netdevsim" "$build_root/netdevsim"
+    rm -rf "$build_root/src-nsim"
+    log "building netdevsim.ko against $kbuild_against"
+    kbuild_module netdevsim "$nsim_dir.tmp/build.log" CONFIG_NETDEVSIM=m
+    cp "$build_root/netdevsim/netdevsim.ko" "$nsim_dir.tmp/"
+    rm -rf "$build_root/netdevsim" "$nsim_dir"
     mv "$nsim_dir.tmp" "$nsim_dir"
     log "netdevsim.ko cached in $nsim_dir"
 fi
 
 # The kernel's own devmem harness (tools/testing/selftests/drivers/net/hw/devmem.py, the
-# drv-net and YNL Python libraries, the netlink specs) and the kernel's C ncdevmem built from
-# the same source, inside the chroot at /opt/kselftest: the guest mounts the chroot (virtio-9p,
-# read-only) and runs them there. The harness's "ncdevmem" is a link to
-# /run/ncdevmem-under-test, which the guest fills with the binary it tests.
+# drv-net and YNL Python libraries, the netlink specs) and the kernel's C ncdevmem and iou-zcrx
+# built from the same source, inside the chroot at /opt/kselftest: the guest mounts the chroot
+# (virtio-9p, read-only) and runs them there. The harness's "ncdevmem" is a link to
+# /run/ncdevmem-under-test, which the guest fills with the binary it tests. A KERNEL_TREE's own
+# (from its sources, rebuilt when they change) go to /opt/kselftest-tree, which the guest mounts
+# over /opt/kselftest.
+kst_paths=('tools/testing/selftests/net/lib/*' 'tools/testing/selftests/drivers/net/*'
+    'tools/net/ynl/*' 'Documentation/netlink/*' 'tools/include/*' 'tools/scripts/*'
+    'tools/build/*' 'scripts/*' 'Makefile' 'include/uapi/*' 'arch/x86/*' 'arch/Kconfig')
 kst=$chroot_dir/opt/kselftest
-kst_stamp=$kst/.built-$(sha256sum "$here/build-kselftest.sh" | cut -c1-12)
+kst_key=$(sha256sum "$here/build-kselftest.sh" | cut -c1-12)
+kst_from=linux-source-$major_minor
+if [ -n "$tree" ]; then
+    kst=$chroot_dir/opt/kselftest-tree
+    kst_key+=-$(tree_src_key "${kst_paths[@]}")
+    kst_from=$tree_src
+fi
+kst_stamp=$kst/.built-$kst_key
 if [ ! -e "$kst_stamp" ]; then
     ensure_chroot
-    log "building the kernel's devmem harness and C ncdevmem from linux-source-$major_minor"
-    rm -rf "$kst" "$chroot_dir/build/kst"
-    src_extract "$chroot_dir/build/kst" 'tools/testing/selftests/net/lib/*' \
-        'tools/testing/selftests/drivers/net/*' 'tools/net/ynl/*' 'Documentation/netlink/*' \
-        'tools/include/*' 'tools/scripts/*' 'tools/build/*' 'scripts/*' 'Makefile' \
-        'include/uapi/*' 'arch/x86/*' 'arch/Kconfig'
+    log "building the kernel's devmem harness, C ncdevmem and C iou-zcrx from $kst_from"
+    rm -rf "$kst" "$chroot_dir/build/kst" "$chroot_dir/build/kst-out"
+    src_extract "$chroot_dir/build/kst" "${kst_paths[@]}"
     cp "$here/build-kselftest.sh" "$chroot_dir/build/"
     mount -t proc proc "$chroot_dir/proc"
     cleanups+=("umount '$chroot_dir/proc' 2>/dev/null")
-    if ! chroot "$chroot_dir" /build/build-kselftest.sh /build/kst /build/c-ncdevmem \
+    if ! chroot "$chroot_dir" /build/build-kselftest.sh /build/kst /build/kst-out \
         >"$out/kselftest-build.log" 2>&1; then
         umount "$chroot_dir/proc"
         sed 's/^/vm:   /' "$out/kselftest-build.log" | tail -40 >&2
-        die "building the kernel's C ncdevmem (kernel $ABI) failed; the messages are above"
+        die "building the kernel's C ncdevmem and iou-zcrx ($kernel_label) failed; the" \
+            "messages are above"
     fi
     umount "$chroot_dir/proc"
     mkdir -p "$kst/tools/testing/selftests" "$kst/tools/net/ynl" "$kst/Documentation"
@@ -382,16 +503,18 @@ if [ ! -e "$kst_stamp" ]; then
         "$kst/tools/testing/selftests/"
     cp -a "$b/tools/net/ynl/pyynl" "$kst/tools/net/ynl/"
     cp -a "$b/Documentation/netlink" "$kst/Documentation/"
-    cp "$chroot_dir/build/c-ncdevmem" "$kst/c-ncdevmem"
+    cp "$chroot_dir/build/kst-out/c-ncdevmem" "$chroot_dir/build/kst-out/c-iou-zcrx" "$kst/"
     ln -sf /run/ncdevmem-under-test "$kst/tools/testing/selftests/drivers/net/hw/ncdevmem"
-    rm -rf "$b" "$chroot_dir/build/c-ncdevmem" "$chroot_dir/build/build-kselftest.sh"
+    rm -rf "$b" "$chroot_dir/build/kst-out" "$chroot_dir/build/build-kselftest.sh"
     : >"$kst_stamp"
-    log "kernel devmem harness and C ncdevmem in $kst"
+    log "kernel devmem harness, C ncdevmem and C iou-zcrx in $kst"
 fi
 # The kernel's iou-zcrx.py runs "iou-zcrx" from the same directory: a link to the binary under
 # test too, which answers to that name with iou-zcrx.c's command line (src/personality).
 # Outside the build above, so a harness built before the link existed gets it.
 ln -sfn /run/ncdevmem-under-test "$kst/tools/testing/selftests/drivers/net/hw/iou-zcrx"
+# The byo-kernel case's tree takes a part of the same source package (before it goes).
+byo_kernel_wanted && byo_tree_prepare
 rm -rf "$src_deb_dir"
 
 # ---------------------------------------------------------------------------------------------
@@ -501,35 +624,51 @@ fi
 if [ "${NCDEVMEM_VM_FAULT_MATRIX:-0}" != 0 ]; then
     guest_args+=(--fault-matrix "$NCDEVMEM_VM_FAULT_MATRIX")
 fi
-# NCDEVMEM_VM_ONLY=A,B: only the cases whose names contain A or B (and kernel-log).
+# NCDEVMEM_VM_KERNEL_TESTS=1: also the opt-in cases.
+if [ "$kernel_tests" = 1 ]; then
+    guest_args+=(--kernel-tests)
+fi
+# NCDEVMEM_VM_ONLY=A,B: only the cases whose names contain A or B, =A: named exactly A (and
+# kernel-log).
 if [ -n "${NCDEVMEM_VM_ONLY:-}" ]; then
     guest_args+=(--only "$NCDEVMEM_VM_ONLY")
 fi
 printf '%s\n' "${guest_modules[@]}" >"$root/etc/vm-modules"
+# A KERNEL_TREE's selftests: the guest mounts them over the chroot's /opt/kselftest.
+[ -z "$tree" ] || echo "${kst#"$chroot_dir"}" >"$root/etc/vm-kselftest"
 echo "${guest_args[*]}" >"$root/etc/vm-guest.args"
 
 # Modules: the ones the guest loads and everything they depend on, decompressed, plus depmod.
-[ -s "$mods/modules.dep" ] || depmod -b "$(dirname "$(dirname "$(dirname "$mods")")")" "$ABI"
-gmods=$root/lib/modules/$ABI
+# A KERNEL_TREE's come from its build (modules.order; built-in ones are left out), debug info
+# stripped.
+if [ -n "$tree" ]; then
+    mods=$tree
+    mod_paths() { tree_mod_paths "$@"; }
+else
+    [ -s "$mods/modules.dep" ] || depmod -b "$(dirname "$(dirname "$(dirname "$mods")")")" "$ABI"
+    mod_paths() { # names... → relative paths of the modules and their dependencies
+        local m line
+        for m in "$@"; do
+            line=$(grep -E "(^|/)${m//-/[-_]}\.ko(\.[a-z]+)?:" "$mods/modules.dep") ||
+                die "module $m not in $mods/modules.dep"
+            echo "${line%%:*}"
+            tr ' ' '\n' <<<"${line#*:}" | sed '/^$/d'
+        done
+    }
+fi
+gmods=$root/lib/modules/$KREL
 mkdir -p "$gmods"
 cp "$mods"/modules.builtin* "$mods/modules.order" "$gmods/" 2>/dev/null || true
-mod_paths() { # names... → relative paths of the modules and their dependencies
-    local m line
-    for m in "$@"; do
-        line=$(grep -E "(^|/)${m//-/[-_]}\.ko(\.[a-z]+)?:" "$mods/modules.dep") ||
-            die "module $m not in $mods/modules.dep"
-        echo "${line%%:*}"
-        tr ' ' '\n' <<<"${line#*:}" | sed '/^$/d'
-    done
-}
 need=(veth 9pnet_virtio 9p)
 mkdir -p "$gmods/extra"
 cp "$dnic_dir/devmem_nic.ko" "$gmods/extra/"
 need+=($(modinfo -F depends "$dnic_dir/devmem_nic.ko" | tr ',' ' '))
-if ((netdevsim)); then
+if ((nsim_build)); then
     cp "$nsim_dir/netdevsim.ko" "$gmods/extra/"
     deps=$(modinfo -F depends "$nsim_dir/netdevsim.ko" | tr ',' ' ')
     need+=($deps)
+elif ((netdevsim)); then
+    need+=(netdevsim)
 fi
 for p in $(mod_paths "${need[@]}" | sort -u); do
     mkdir -p "$gmods/$(dirname "$p")"
@@ -539,8 +678,9 @@ for p in $(mod_paths "${need[@]}" | sort -u); do
     *.gz) gzip -dc "$mods/$p" >"$gmods/${p%.gz}" ;;
     *) cp "$mods/$p" "$gmods/$p" ;;
     esac
+    [ -z "$tree" ] || strip --strip-debug "$gmods/$(sed 's/\.\(xz\|zst\|gz\)$//' <<<"$p")"
 done
-depmod -b "$root" "$ABI"
+depmod -b "$root" "$KREL"
 initrd=$out/initramfs.cpio.gz
 (cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$initrd"
 log "initramfs $(du -h "$initrd" | cut -f1) (modules: ${need[*]})"
@@ -576,7 +716,7 @@ passed=$(grep -c '^ok ' <<<"$cases" || true)
 failed=$(grep -c '^FAIL ' <<<"$cases" || true)
 skipped=$(grep -c '^skip ' <<<"$cases" || true)
 missed=$(grep -c '^miss ' <<<"$cases" || true)
-log "done: kernel $ABI, qemu exit $qemu_rc, guest exit ${marker:-none}"
+log "done: $kernel_label, qemu exit $qemu_rc, guest exit ${marker:-none}"
 if [ -z "$marker" ]; then
     if [ "$qemu_rc" = 124 ] || [ "$qemu_rc" = 137 ]; then
         echo "vm: FAIL: the guest did not finish within ${timeout_s} s" >&2
@@ -593,6 +733,14 @@ if [ -n "$guest_sum" ] && [ "$guest_sum" != "$passed $failed $skipped $missed" ]
     echo "vm: FAIL: the console has $passed/$failed/$skipped/$missed ok/FAIL/skip/miss lines," \
         "the guest counted $guest_sum" >&2
     failed=$((failed + 1))
+fi
+# The byo-kernel case: one more line, from a run of this script (tests/vm/kernel-tree.sh).
+if byo_kernel_wanted; then
+    byo_kernel_case
+    if [ "$byo_result" = ok ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+elif [ -z "$tree" ] && [ -z "${NCDEVMEM_VM_ONLY:-}" ]; then
+    echo "skip byo-kernel: opt-in: runs with NCDEVMEM_VM_KERNEL_TESTS=1 or when NCDEVMEM_VM_ONLY names it"
+    skipped=$((skipped + 1))
 fi
 echo "vm-test: $passed passed, $failed failed, $skipped skipped, $missed expected misses"
 [ "$failed" = 0 ]

@@ -34,8 +34,11 @@
  *                         fault KIND: stale (payload not written), swap (its
  *                         halves, two frags, swapped), dup (the previous
  *                         frame's payload again), corrupt (one byte flipped),
- *                         offset (a frag reported N bytes off). Read: the
- *                         armed fault or what fired.
+ *                         offset (a frag reported N bytes off), xflow
+ *                         (the payload of the latest split frame, of
+ *                         another flow: the fault waits for a frame that
+ *                         follows a frame of another flow at least as
+ *                         long). Read: the armed fault or what fired.
  * Module parameters: pairs (created at load, IDs 0..pairs-1), queues.
  */
 
@@ -50,6 +53,7 @@
 #include <linux/ipv6.h>
 #include <net/dsfield.h>
 #include <net/ip.h>
+#include <net/ipv6.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/platform_device.h>
@@ -104,6 +108,19 @@ struct dnic_cb {
 
 #define DNIC_CB(skb) ((struct dnic_cb *)(skb)->cb)
 
+/* What the parser learned of a frame's L3/L4 headers. */
+struct dnic_flow {
+	bool ipv6;
+	u8 l4proto;		/* IPPROTO_TCP/UDP, else 0 (no ports) */
+	bool ip;		/* IPv4 or IPv6 */
+	__be32 src4, dst4;
+	struct in6_addr src6, dst6;
+	__be16 sport, dport;
+	u8 tos;
+	unsigned int hdr_len;	/* TCP only */
+	unsigned int payload_len;
+};
+
 /* The receive classifier: RSS table and key, ntuple rules. Replaced whole
  * (RCU) on every change; read by the peer's transmit path.
  */
@@ -143,10 +160,16 @@ struct dnic_rxq {
 	netmem_ref buf;			/* buffer being filled, driver's ref */
 	unsigned int buf_off;
 	unsigned int buf_size;		/* PAGE_SIZE << pool order */
-	/* The dup fault: the payload of the frame before the faulty one. */
+	/* The dup fault: the payload of the frame before the faulty one; the
+	 * xflow fault: that of the latest frame of another flow.
+	 */
 	u8 *last;
 	unsigned int last_len;
 	u32 fault_arg;
+	/* The xflow fault that fired: the faulty frame's ports, and those of
+	 * the flow whose payload it got (host order, for the report).
+	 */
+	u16 xflow_into[2], xflow_from[2];
 	unsigned int fault_differ;	/* bytes the last fault changed */
 	struct dnic_rxq_stats stats;
 };
@@ -180,7 +203,11 @@ struct dnic_priv {
 	int fault_kind;
 	u32 fault_after;	/* split frames to let through first */
 	u32 fault_arg;
-	char fault_report[160];
+	char fault_report[192];
+	/* While xflow is armed: the latest split frame's payload and flow. */
+	u8 *xflow_buf;
+	unsigned int xflow_cap, xflow_len;
+	struct dnic_flow xflow_fl;
 	struct dentry *ddir;
 };
 
@@ -209,18 +236,6 @@ static DEFINE_XARRAY(dnic_pdevs);
 /* ------------------------------------------------------------------------ */
 /* Frame parsing and receive-queue selection                                 */
 /* ------------------------------------------------------------------------ */
-
-struct dnic_flow {
-	bool ipv6;
-	u8 l4proto;		/* IPPROTO_TCP/UDP, else 0 (no ports) */
-	bool ip;		/* IPv4 or IPv6 */
-	__be32 src4, dst4;
-	struct in6_addr src6, dst6;
-	__be16 sport, dport;
-	u8 tos;
-	unsigned int hdr_len;	/* TCP only */
-	unsigned int payload_len;
-};
 
 /* Reads L2-L4 headers (always in the linear part for frames the stack
  * builds; skb_header_pointer copes otherwise). Leaves fl->ip false for
@@ -543,6 +558,7 @@ enum dnic_fault_kind {
 	DNIC_FAULT_DUP,		/* the previous frame's payload delivered again */
 	DNIC_FAULT_CORRUPT,	/* one byte flipped */
 	DNIC_FAULT_OFFSET,	/* the first frag's offset reported N bytes late */
+	DNIC_FAULT_XFLOW,	/* another flow's latest payload in this frame */
 };
 
 static const char *const dnic_fault_names[] = {
@@ -552,6 +568,7 @@ static const char *const dnic_fault_names[] = {
 	[DNIC_FAULT_DUP] = "dup",
 	[DNIC_FAULT_CORRUPT] = "corrupt",
 	[DNIC_FAULT_OFFSET] = "offset",
+	[DNIC_FAULT_XFLOW] = "xflow",
 };
 
 /* Copies @len payload bytes to the pieces @va/@sz (in order). */
@@ -645,6 +662,7 @@ static int dnic_rx_payload(struct dnic_rxq *rq, struct sk_buff *skb,
 		dnic_scatter(va, sz, n, tmp);
 		break;
 	case DNIC_FAULT_DUP:
+	case DNIC_FAULT_XFLOW:
 		memcpy(tmp, want, len);
 		memcpy(tmp, rq->last, min(len, rq->last_len));
 		dnic_scatter(va, sz, n, tmp);
@@ -708,8 +726,65 @@ out:
 /* Internal: this frame's payload is kept for a dup fault on the next one. */
 #define DNIC_FAULT_KEEP	(-1)
 
-/* The fault this split frame of @payload bytes gets, if one is armed and due. */
-static int dnic_fault_take(struct dnic_rxq *rq, unsigned int payload)
+static bool dnic_same_flow(const struct dnic_flow *a, const struct dnic_flow *b)
+{
+	if (a->ipv6 != b->ipv6 || a->sport != b->sport || a->dport != b->dport)
+		return false;
+	if (a->ipv6)
+		return ipv6_addr_equal(&a->src6, &b->src6) &&
+		       ipv6_addr_equal(&a->dst6, &b->dst6);
+	return a->src4 == b->src4 && a->dst4 == b->dst4;
+}
+
+/* The armed xflow fault (under fault_lock) for the split frame @wire, whose
+ * @len payload bytes start at @off: it fires when the latest split frame
+ * recorded is of another flow and at least as long, handing that frame's
+ * payload to the queue (rq->last) for this one. Otherwise (still counting
+ * down, the same flow, a shorter frame) this frame becomes the latest.
+ */
+static int dnic_xflow_take(struct dnic_rxq *rq, const struct sk_buff *wire,
+			   unsigned int off, unsigned int len)
+{
+	struct dnic_priv *priv = rq->priv;
+	struct dnic_flow fl;
+
+	dnic_parse(wire, &fl);
+	if (!priv->fault_after && priv->xflow_len >= len &&
+	    !dnic_same_flow(&fl, &priv->xflow_fl)) {
+		kfree(rq->last);
+		rq->last = priv->xflow_buf;
+		rq->last_len = len;
+		priv->xflow_buf = NULL;
+		priv->xflow_cap = 0;
+		priv->xflow_len = 0;
+		rq->xflow_into[0] = ntohs(fl.sport);
+		rq->xflow_into[1] = ntohs(fl.dport);
+		rq->xflow_from[0] = ntohs(priv->xflow_fl.sport);
+		rq->xflow_from[1] = ntohs(priv->xflow_fl.dport);
+		WRITE_ONCE(priv->fault_kind, DNIC_FAULT_NONE);
+		return DNIC_FAULT_XFLOW;
+	}
+	if (priv->fault_after)
+		priv->fault_after--;
+	if (priv->xflow_cap < len) {
+		kfree(priv->xflow_buf);
+		priv->xflow_buf = kmalloc(len, GFP_ATOMIC | __GFP_NOWARN);
+		priv->xflow_cap = priv->xflow_buf ? len : 0;
+	}
+	priv->xflow_len = 0;
+	if (priv->xflow_buf &&
+	    !dnic_copy_frame(&priv->pdev->dev, wire, off, priv->xflow_buf, len)) {
+		priv->xflow_len = len;
+		priv->xflow_fl = fl;
+	}
+	return DNIC_FAULT_NONE;
+}
+
+/* The fault this split frame (@wire, @payload bytes at @off) gets, if one is
+ * armed and due.
+ */
+static int dnic_fault_take(struct dnic_rxq *rq, const struct sk_buff *wire,
+			   unsigned int off, unsigned int payload)
 {
 	struct dnic_priv *priv = rq->priv;
 	int kind = DNIC_FAULT_NONE;
@@ -719,6 +794,8 @@ static int dnic_fault_take(struct dnic_rxq *rq, unsigned int payload)
 	spin_lock(&priv->fault_lock);
 	if (priv->fault_kind == DNIC_FAULT_NONE) {
 		/* disarmed meanwhile */
+	} else if (priv->fault_kind == DNIC_FAULT_XFLOW) {
+		kind = dnic_xflow_take(rq, wire, off, payload);
 	} else if (priv->fault_after) {
 		priv->fault_after--;
 		if (!priv->fault_after && priv->fault_kind == DNIC_FAULT_DUP)
@@ -777,7 +854,7 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 	if (split && keep < cb->payload_len) {
 		unsigned int off = cb->hdr_len + keep, plen = cb->payload_len - keep;
 
-		fault = dnic_fault_take(rq, plen);
+		fault = dnic_fault_take(rq, wire, off, plen);
 		err = dnic_rx_payload(rq, skb, wire, off, plen,
 				      fault == DNIC_FAULT_KEEP ? DNIC_FAULT_NONE : fault);
 		if (err && fault > DNIC_FAULT_NONE) {
@@ -790,10 +867,17 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 		if (err)
 			goto alloc_fail_free;
 		if (fault > DNIC_FAULT_NONE) {
+			char from[64] = "";
+
+			if (fault == DNIC_FAULT_XFLOW)
+				snprintf(from, sizeof(from),
+					 " (flow %hu > %hu got the payload of flow %hu > %hu)",
+					 rq->xflow_into[0], rq->xflow_into[1],
+					 rq->xflow_from[0], rq->xflow_from[1]);
 			spin_lock(&priv->fault_lock);
 			snprintf(priv->fault_report, sizeof(priv->fault_report),
-				 "fired %s on queue %u: a frame of %u payload bytes, %u of them differ from the stream\n",
-				 dnic_fault_names[fault], rq->idx, plen,
+				 "fired %s on queue %u%s: a frame of %u payload bytes, %u of them differ from the stream\n",
+				 dnic_fault_names[fault], rq->idx, from, plen,
 				 rq->fault_differ);
 			spin_unlock(&priv->fault_lock);
 		}
@@ -1813,11 +1897,14 @@ static ssize_t dnic_fault_read(struct file *file, char __user *ubuf,
 			       size_t count, loff_t *ppos)
 {
 	struct dnic_priv *priv = file->private_data;
-	char buf[160];
+	char buf[192];
 	int n;
 
 	spin_lock_bh(&priv->fault_lock);
-	if (priv->fault_kind)
+	if (priv->fault_kind == DNIC_FAULT_XFLOW && !priv->fault_after)
+		n = scnprintf(buf, sizeof(buf),
+			      "armed xflow, waiting for a split frame of another flow\n");
+	else if (priv->fault_kind)
 		n = scnprintf(buf, sizeof(buf), "armed %s, %u split frames to go (arg %u)\n",
 			      dnic_fault_names[priv->fault_kind], priv->fault_after,
 			      priv->fault_arg);
@@ -1857,6 +1944,7 @@ static ssize_t dnic_fault_write(struct file *file, const char __user *ubuf,
 	priv->fault_after = after;
 	priv->fault_arg = arg;
 	priv->fault_report[0] = '\0';
+	priv->xflow_len = 0;
 	WRITE_ONCE(priv->fault_kind, kind);
 	spin_unlock_bh(&priv->fault_lock);
 	return count;
@@ -1891,6 +1979,7 @@ static void dnic_priv_free(struct dnic_priv *priv)
 	kfree(rcu_dereference_protected(priv->cls, true));
 	kfree(priv->rxq);
 	kfree(priv->txq_stats);
+	kfree(priv->xflow_buf);
 }
 
 static struct net_device *dnic_alloc(struct dnic_pair *pair, int side,

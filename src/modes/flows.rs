@@ -1,0 +1,887 @@
+//! Several flows at once — `--flows N`, `--duration`, `--warmup`, `--cpus`, `--progress` — for
+//! the devmem server and the plain receiver: the N connections of one listener, each received
+//! by its own worker thread (the receive loop of a single flow, unchanged, releasing its own
+//! tokens), all sharing one binding, for a fixed time or until the peers close; and the figures
+//! of the run, the way the field measures them:
+//!
+//! - per flow: bytes, Gbit/s over the measured interval, frags, tokens, `SO_DEVMEM_DONTNEED`
+//!   and `recvmsg` calls, the RX queue it arrived on (`SO_INCOMING_NAPI_ID` and the queue-get
+//!   dump), `TCP_INFO`, a histogram of frag sizes, and its worker's own user/system time
+//!   (`getrusage(RUSAGE_THREAD)`);
+//! - per CPU, from `/proc/stat` over the measured interval: usr, sys, irq, softirq, idle % for
+//!   the app CPUs (where the workers ran) and for all CPUs ("app sys %", "app idle %");
+//! - device RX Gbit/s from the netdev family's `qstats-get` (the bound queues' rx-bytes over
+//!   the measured interval), or why there is none.
+//!
+//! The measured interval starts after `--warmup` (everything received is validated, the
+//! figures leave it out, as `iperf3 -O`) and ends with `--duration` or when the last flow
+//! ended. The workers stop together: at the end of the duration (a clean end: every flow is
+//! closed, the peers see it), when any flow fails (the others stop within one poll tick;
+//! every flow's figures are still reported), or on a stop signal.
+//!
+//! Flow k is the k-th connection accepted (0-based); with `--seed` it carries flow k's keyed
+//! stream (`crate::validate`), so bytes of another flow fail the run naming that flow.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::{log, peer_text, Accepted};
+use crate::cli::Receive;
+use crate::error::{Error, Result};
+use crate::figures::cpu::{cpu_for_flow, format_cpu_list, CpuShares, ProcStat, APP_IDLE, APP_SYS};
+use crate::figures::device::{arrival_queue, device_rx, ArrivalQueue, DeviceRx, NoQstats, Qstats};
+use crate::figures::hist::FragSizeHistogram;
+use crate::netlink::netdev::{Netdev, QstatsScope};
+use crate::rcvbuf::RcvbufPlan;
+use crate::run_report::RunReport;
+use crate::rx::{self, RecvOutcome, RxConfig, RxSocket};
+use crate::signals::STOP;
+use crate::stats::{gbit_per_s, CpuTime, RcvbufReport, RxStats};
+use crate::sys::socket::{self, TcpRxSocket};
+use crate::sys::tcp::TcpInfo;
+use crate::sys::uapi::dmabuf_token;
+use crate::udmabuf::FragMemory;
+
+/// The run's stop flag value when `--duration` is over: a clean end, not an error.
+const DURATION_OVER: i32 = -1;
+/// The run's stop flag value when another flow failed: this flow stops, its own receive did
+/// not fail.
+const FLOW_FAILED: i32 = -2;
+/// How often the main thread looks at the signals, the clock and the workers.
+const TICK: Duration = Duration::from_millis(50);
+
+/// Whether `rx` asks for the multi-flow receive (several flows, or a measurement's options);
+/// without them a receiver runs as it always has, one flow on the main thread.
+pub(crate) fn wanted(rx: &Receive) -> bool {
+    let f = &rx.flows;
+    f.count > 1 || f.duration.is_some() || f.warmup.is_some() || f.cpus.is_some()
+}
+
+/// The checks of a multi-flow receive that need no NIC change: several flows validate (their
+/// payload cannot all go to stdout), and `--cpus` names only CPUs this process may run on.
+///
+/// Errors: [`Error::Usage`].
+pub(crate) fn check(rx: &Receive) -> Result<()> {
+    if rx.flows.count > 1 && rx.validate.is_none() {
+        return Err(Error::Usage(format!(
+            "--flows {}: give -v N or --seed SEED (the payload of several flows cannot go to \
+             stdout)",
+            rx.flows.count
+        )));
+    }
+    if let Some(cpus) = &rx.flows.cpus {
+        let allowed = crate::sys::cpu::allowed_cpus()?;
+        crate::figures::cpu::check_allowed(cpus, &allowed)
+            .map_err(|why| Error::Usage(format!("--cpus: {why}")))?;
+    }
+    Ok(())
+}
+
+/// The receive buffer of each of the `flows` flows of a binding of `buffers` buffers of
+/// `buf_size` bytes ([`crate::rcvbuf::plan`] over the flow's share of the buffers); the
+/// listener's `SO_RCVBUF` is every accepted flow's.
+///
+/// Errors: [`Error::Usage`] when the flows' windows together cannot fit in the binding (each
+/// at least [`crate::rcvbuf::MIN_RCVBUF`], doubled by the kernel): the run would stall, so it
+/// does not start, and the message says by how much.
+pub(crate) fn rcvbuf_plan(
+    rx: &Receive,
+    buffers: u64,
+    buf_size: u32,
+    mss: u32,
+    rmem_max: Option<u64>,
+) -> Result<RcvbufPlan> {
+    let flows = u64::from(rx.flows.count.max(1));
+    let payload = buffers.saturating_mul(u64::from(buf_size.min(mss)));
+    let per_flow = rx
+        .rcvbuf
+        .filter(|&b| b > 0)
+        .unwrap_or(crate::rcvbuf::MIN_RCVBUF);
+    // The kernel doubles SO_RCVBUF; the plan keeps the window within half of what the
+    // buffers hold, so each flow needs 4 × its SO_RCVBUF of payload.
+    let need = per_flow.saturating_mul(4).saturating_mul(flows);
+    if flows > 1 && need > payload {
+        return Err(Error::Usage(format!(
+            "--flows {flows}: the binding holds {buffers} buffers of {buf_size} bytes, at least \
+             {payload} bytes of TCP payload at one {mss}-byte segment per buffer; {flows} \
+             receive windows of SO_RCVBUF {per_flow} need {need} ({} short): raise \
+             --dmabuf-size or use fewer flows",
+            need - payload
+        )));
+    }
+    let mut plan = crate::rcvbuf::plan(rx.rcvbuf, buffers / flows, buf_size, mss, rmem_max);
+    if flows > 1 {
+        plan.reason = format!(
+            "per flow ({flows} flows share the binding): {}",
+            plan.reason
+        );
+    }
+    Ok(plan)
+}
+
+/// Accepts `rx.flows.count` connections on `listener` within `--timeout` (one deadline for
+/// all of them), logging each.
+///
+/// Errors: `Error::Timeout` naming how many of the flows connected; accept errors;
+/// `Error::Interrupted` on a stop signal.
+pub(crate) fn accept(
+    listener: &OwnedFd,
+    rx: &Receive,
+    plan: Option<&RcvbufPlan>,
+    report: &RunReport,
+) -> Result<Vec<Accepted>> {
+    let n = rx.flows.count;
+    let deadline = rx.timeout.and_then(|t| Instant::now().checked_add(t));
+    let mut conns = Vec::with_capacity(n as usize);
+    for k in 0..n {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let (fd, peer) = match crate::conn::accept_timeout(listener.as_fd(), left, &STOP) {
+            Ok(c) => c,
+            Err(Error::Timeout(m)) if n > 1 => {
+                return Err(Error::Timeout(format!(
+                    "{m}: {k} of {n} flows connected within --timeout"
+                )))
+            }
+            Err(e) => return Err(e),
+        };
+        match n {
+            1 => log!(report, "accepted connection from {}", peer_text(peer)),
+            _ => log!(
+                report,
+                "flow {k}: accepted connection from {}",
+                peer_text(peer)
+            ),
+        }
+        let sock = TcpRxSocket::new(fd);
+        let rcvbuf = plan
+            .map(|p| {
+                socket::rcvbuf(sock.fd()).map(|effective| RcvbufReport {
+                    set: p.bytes,
+                    effective,
+                    reason: p.reason.clone(),
+                    requested: p.requested,
+                })
+            })
+            .transpose()?;
+        conns.push(Accepted { sock, rcvbuf });
+    }
+    Ok(conns)
+}
+
+/// Where the flows are received: the device and its bound queues, for the queue a flow
+/// arrived on and the device's RX counters (`None` for the plain receiver).
+pub(crate) struct Device {
+    /// The interface index.
+    pub ifindex: u32,
+    /// The bound RX queues.
+    pub queues: Vec<u32>,
+}
+
+/// The live figures of one flow, written by its worker and read by the main thread (progress
+/// lines, the warm-up mark).
+#[derive(Default)]
+struct Live {
+    bytes: AtomicU64,
+    /// Set by the main thread at the end of the warm-up: the worker then notes its bytes,
+    /// the time and its CPU time at its next `recvmsg`.
+    mark: AtomicBool,
+    done: AtomicBool,
+}
+
+/// What a worker noted at the warm-up mark.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    at: Instant,
+    bytes: u64,
+    cpu: Option<CpuTime>,
+}
+
+/// A flow's socket with the live figures around it: every `recvmsg` adds its bytes, and the
+/// first one after the warm-up mark notes the mark.
+struct Counted<'a, S> {
+    inner: &'a mut S,
+    live: &'a Live,
+    bytes: u64,
+    mark: Option<Mark>,
+}
+
+impl<S: RxSocket> RxSocket for Counted<'_, S> {
+    fn recvmsg(
+        &mut self,
+        data: &mut [u8],
+        control: &mut [u8],
+        devmem: bool,
+    ) -> std::result::Result<RecvOutcome, i32> {
+        if self.mark.is_none() && self.live.mark.load(Ordering::Relaxed) {
+            self.mark = Some(Mark {
+                at: Instant::now(),
+                bytes: self.bytes,
+                cpu: crate::sys::cpu::thread_cpu_time(),
+            });
+        }
+        let r = self.inner.recvmsg(data, control, devmem);
+        if let Ok(o) = &r {
+            self.bytes += o.bytes as u64;
+            self.live.bytes.store(self.bytes, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn dontneed(&mut self, tokens: &[dmabuf_token]) -> std::result::Result<usize, i32> {
+        self.inner.dontneed(tokens)
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) -> std::result::Result<bool, i32> {
+        self.inner.wait_readable(timeout)
+    }
+}
+
+/// One flow's outcome, as its worker leaves it.
+struct Flow {
+    stats: RxStats,
+    result: Result<()>,
+    rcvbuf: Option<RcvbufReport>,
+    started: Instant,
+    mark: Option<Mark>,
+    ended: Instant,
+    cpu_at_start: Option<CpuTime>,
+    cpu_at_end: Option<CpuTime>,
+    cpu: Option<usize>,
+    napi_id: Option<u32>,
+    tcp: Option<TcpInfo>,
+}
+
+/// A reading of the whole machine at one end of the measured interval.
+struct Snapshot {
+    at: Instant,
+    proc_stat: Result<ProcStat>,
+    qstats: Option<Result<Qstats>>,
+}
+
+impl Snapshot {
+    fn take(device: Option<&Device>, netdev: &mut Option<Netdev>) -> Snapshot {
+        let qstats = device.map(|d| {
+            let nd = match netdev {
+                Some(n) => n,
+                None => netdev.insert(Netdev::open()?),
+            };
+            Qstats::from_dump(nd.qstats_get_dump(d.ifindex, QstatsScope::Queue))
+        });
+        Snapshot {
+            at: Instant::now(),
+            proc_stat: ProcStat::read(),
+            qstats,
+        }
+    }
+}
+
+/// Receives the flows `conns` (flow k = `conns[k]`) on one worker thread each, with the
+/// receive loop configured by `base` (flow k validates flow k's stream), sharing `mem`;
+/// prints the summary and records the JSON object (also when the run failed: every flow's
+/// figures are kept).
+///
+/// Errors: the first flow's failure, named `flow k: …` (the others are stopped); a stop
+/// signal; the end of `--duration` is no error.
+pub(crate) fn receive<M: FragMemory + Sync>(
+    rx: &Receive,
+    conns: Vec<Accepted>,
+    mem: Option<&M>,
+    base: &RxConfig,
+    device: Option<&Device>,
+    report: &RunReport,
+) -> Result<()> {
+    let n = conns.len();
+    let flows = &rx.flows;
+    let run_stop = AtomicI32::new(0);
+    let live: Vec<Live> = (0..n).map(|_| Live::default()).collect();
+    let cfgs = (0..n)
+        .map(|k| {
+            let validate = rx
+                .validate
+                .map(|s| s.for_flow(k as u32, n as u32))
+                .transpose()?;
+            Ok(RxConfig {
+                validate,
+                // Progress is the main thread's, for all flows at once.
+                progress_interval: None,
+                ..base.clone()
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let queues = match device {
+        Some(d) => Netdev::open()
+            .and_then(|mut nd| nd.queue_get_dump(d.ifindex))
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let mut netdev = None;
+    let start = Instant::now();
+    let warmup_end = flows.warmup.and_then(|w| start.checked_add(w));
+    let end = flows.duration.and_then(|d| start.checked_add(d));
+    let (mut first, mut last) = (None, None);
+    if warmup_end.is_none() {
+        first = Some(Snapshot::take(device, &mut netdev));
+    }
+
+    let results: Vec<Flow> = std::thread::scope(|scope| {
+        let workers: Vec<_> = conns
+            .into_iter()
+            .zip(&cfgs)
+            .zip(&live)
+            .enumerate()
+            .map(|(k, ((conn, cfg), live))| {
+                let run_stop = &run_stop;
+                let cpu = flows.cpus.as_deref().and_then(|c| cpu_for_flow(c, k));
+                scope.spawn(move || {
+                    let flow = run_flow(conn, mem, cfg, live, cpu, run_stop);
+                    live.done.store(true, Ordering::Release);
+                    flow
+                })
+            })
+            .collect();
+
+        // The main thread: signals, the clock, progress lines.
+        let mut next_progress = rx.progress.and_then(|p| start.checked_add(p));
+        let mut progress_bytes: Vec<u64> = vec![0; n];
+        let mut progress_at = start;
+        loop {
+            std::thread::sleep(TICK);
+            let now = Instant::now();
+            let sig = STOP.load(Ordering::SeqCst);
+            if sig != 0 {
+                let _ = run_stop.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+            }
+            if warmup_end.is_some_and(|w| now >= w) && first.is_none() {
+                for l in &live {
+                    l.mark.store(true, Ordering::Relaxed);
+                }
+                first = Some(Snapshot::take(device, &mut netdev));
+            }
+            if let Some(at) = next_progress.filter(|&at| now >= at) {
+                let bytes: Vec<u64> = live
+                    .iter()
+                    .map(|l| l.bytes.load(Ordering::Relaxed))
+                    .collect();
+                report.log(format_args!(
+                    "{}",
+                    progress_line(now - start, now - progress_at, &progress_bytes, &bytes)
+                ));
+                progress_bytes = bytes;
+                progress_at = now;
+                next_progress = rx.progress.and_then(|p| at.checked_add(p));
+            }
+            if end.is_some_and(|e| now >= e) && last.is_none() {
+                last = Some(Snapshot::take(device, &mut netdev));
+                let _ =
+                    run_stop.compare_exchange(0, DURATION_OVER, Ordering::SeqCst, Ordering::SeqCst);
+            }
+            if live.iter().all(|l| l.done.load(Ordering::Acquire)) {
+                break;
+            }
+        }
+        workers
+            .into_iter()
+            // A worker's panic (a bug) goes on unwinding here, so the undo guards still run.
+            .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let last = last.unwrap_or_else(|| Snapshot::take(device, &mut netdev));
+    let first = first.unwrap_or_else(|| Snapshot::take(device, &mut netdev));
+    let figures = RunFigures::new(rx, results, &first, &last, device, &queues);
+    report.summary(&figures.summary());
+    for line in figures.flow_lines() {
+        report.summary(&line);
+    }
+    report.summary(&figures.cpu_line());
+    let result = figures.result();
+    let mut json = figures.to_json();
+    json["ok"] = result.is_ok().into();
+    if let Err(e) = &result {
+        json["error"] = e.to_string().into();
+    }
+    report.body(json);
+    result
+}
+
+/// One worker: pins itself (`--cpus`), receives its flow until the peer closes or the run
+/// stops, then reads what the kernel says of the flow (`TCP_INFO`, its NAPI id) and closes it.
+fn run_flow<M: FragMemory>(
+    mut conn: Accepted,
+    mem: Option<&M>,
+    cfg: &RxConfig,
+    live: &Live,
+    cpu: Option<usize>,
+    run_stop: &AtomicI32,
+) -> Flow {
+    let pinned = cpu.map(crate::sys::cpu::pin_current_thread).transpose();
+    let started = Instant::now();
+    let cpu_at_start = crate::sys::cpu::thread_cpu_time();
+    let mut counted = Counted {
+        inner: &mut conn.sock,
+        live,
+        bytes: 0,
+        mark: None,
+    };
+    let (stats, result) = match pinned {
+        Err(e) => (RxStats::default(), Err(e)),
+        Ok(_) => {
+            let mut out = std::io::sink();
+            let mut log = std::io::stderr();
+            rx::receive_logged(&mut counted, mem, cfg, run_stop, &mut out, &mut log)
+        }
+    };
+    let mark = counted.mark;
+    let result = match result {
+        Err(Error::Interrupted(DURATION_OVER | FLOW_FAILED)) => Ok(()),
+        Err(e) => {
+            // The others stop: one failed flow fails the run.
+            let _ = run_stop.compare_exchange(0, FLOW_FAILED, Ordering::SeqCst, Ordering::SeqCst);
+            Err(e)
+        }
+        ok => ok,
+    };
+    let fd = conn.sock.fd();
+    Flow {
+        tcp: crate::sys::tcp::tcp_info(fd).ok(),
+        napi_id: socket::incoming_napi_id(fd).ok(),
+        stats,
+        result,
+        rcvbuf: conn.rcvbuf,
+        started,
+        mark,
+        ended: Instant::now(),
+        cpu_at_start,
+        cpu_at_end: crate::sys::cpu::thread_cpu_time(),
+        cpu,
+    }
+}
+
+/// `progress: 3.0 s: 4.12 Gbit/s (flows 1.03 1.02 1.04 1.03)`: the last interval's rate, in
+/// total and per flow.
+fn progress_line(elapsed: Duration, interval: Duration, before: &[u64], now: &[u64]) -> String {
+    let rates: Vec<f64> = before
+        .iter()
+        .zip(now)
+        .map(|(b, a)| gbit_per_s(a.saturating_sub(*b), interval))
+        .collect();
+    let total: f64 = rates.iter().sum();
+    let each: Vec<String> = rates.iter().map(|r| format!("{r:.2}")).collect();
+    format!(
+        "progress: {:.1} s: {total:.2} Gbit/s (flows {})",
+        elapsed.as_secs_f64(),
+        each.join(" ")
+    )
+}
+
+/// The figures of one flow over the measured interval.
+struct FlowFigures {
+    flow: Flow,
+    /// Bytes received in the measured interval.
+    bytes: u64,
+    /// The measured interval of this flow.
+    secs: f64,
+    queue: Option<ArrivalQueue>,
+}
+
+impl FlowFigures {
+    fn gbps(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.bytes as f64 * 8.0 / self.secs / 1e9
+        } else {
+            0.0
+        }
+    }
+
+    /// The worker's own CPU time over the measured interval.
+    fn cpu(&self) -> Option<CpuTime> {
+        let from = match self.flow.mark {
+            Some(m) => m.cpu?,
+            None => self.flow.cpu_at_start?,
+        };
+        Some(self.flow.cpu_at_end?.since(from))
+    }
+}
+
+/// The `/proc/stat` shares of the measured interval: the app CPUs together, all CPUs, and
+/// each CPU by number.
+type CpuSplit = (CpuShares, CpuShares, Vec<(usize, CpuShares)>);
+
+/// The figures of the run.
+struct RunFigures {
+    flows: Vec<FlowFigures>,
+    /// The measured interval of the run (first to last snapshot).
+    interval: Duration,
+    cpu: std::result::Result<CpuSplit, String>,
+    app_cpus: Vec<usize>,
+    device: Option<std::result::Result<DeviceRx, NoQstats>>,
+    warmup: Option<Duration>,
+    duration: Option<Duration>,
+}
+
+impl RunFigures {
+    fn new(
+        rx: &Receive,
+        flows: Vec<Flow>,
+        first: &Snapshot,
+        last: &Snapshot,
+        device: Option<&Device>,
+        queues: &[crate::netlink::netdev::QueueInfo],
+    ) -> RunFigures {
+        let interval = last.at.saturating_duration_since(first.at);
+        let flows = flows
+            .into_iter()
+            .map(|f| {
+                let (from_at, from_bytes) = match f.mark {
+                    Some(m) => (m.at, m.bytes),
+                    None if rx.flows.warmup.is_some() => (f.ended, f.stats.bytes),
+                    None => (f.started, 0),
+                };
+                let until = f.ended.min(last.at.max(from_at));
+                let bytes = f.stats.bytes.saturating_sub(from_bytes);
+                FlowFigures {
+                    secs: until.saturating_duration_since(from_at).as_secs_f64(),
+                    bytes,
+                    queue: f
+                        .napi_id
+                        .filter(|_| device.is_some())
+                        .map(|id| arrival_queue(queues, id)),
+                    flow: f,
+                }
+            })
+            .collect::<Vec<_>>();
+        let app_cpus = match &rx.flows.cpus {
+            Some(c) => {
+                let mut used: Vec<usize> = flows.iter().filter_map(|f| f.flow.cpu).collect();
+                used.sort_unstable();
+                used.dedup();
+                if used.is_empty() {
+                    c.clone()
+                } else {
+                    used
+                }
+            }
+            None => crate::sys::cpu::allowed_cpus().unwrap_or_default(),
+        };
+        let cpu = match (&first.proc_stat, &last.proc_stat) {
+            (Ok(a), Ok(b)) => {
+                let d = b.since(a);
+                let per_cpu = d
+                    .cpus
+                    .iter()
+                    .filter_map(|(&c, t)| Some((c, t.shares()?)))
+                    .collect();
+                match (d.of(&app_cpus).shares(), d.all.shares()) {
+                    (Some(app), Some(all)) => Ok((app, all, per_cpu)),
+                    _ => Err("no CPU ticks in the measured interval".to_string()),
+                }
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+        };
+        let device_figure = device.map(|d| match (&first.qstats, &last.qstats) {
+            (Some(Ok(a)), Some(Ok(b))) => device_rx(a, b, d.ifindex, &d.queues, interval),
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Err(NoQstats(format!("qstats-get: {e}"))),
+            _ => Err(NoQstats("no reading".into())),
+        });
+        RunFigures {
+            flows,
+            interval,
+            cpu,
+            app_cpus,
+            device: device_figure,
+            warmup: rx.flows.warmup,
+            duration: rx.flows.duration,
+        }
+    }
+
+    /// The first flow's failure, named; a stop signal.
+    fn result(&self) -> Result<()> {
+        let mut failed = self
+            .flows
+            .iter()
+            .enumerate()
+            .filter_map(|(k, f)| f.flow.result.as_ref().err().map(|e| (k, e)));
+        match failed.next() {
+            None => Ok(()),
+            Some((_, Error::Interrupted(sig))) => Err(Error::Interrupted(*sig)),
+            Some((k, e)) if self.flows.len() == 1 => {
+                let _ = k;
+                Err(clone_error(e))
+            }
+            Some((k, e)) => Err(match e {
+                Error::Timeout(m) => Error::Timeout(format!("flow {k}: {m}")),
+                other => Error::Failure(format!("flow {k}: {other}")),
+            }),
+        }
+    }
+
+    fn total_bytes(&self) -> u64 {
+        self.flows.iter().map(|f| f.bytes).sum()
+    }
+
+    fn total_gbps(&self) -> f64 {
+        gbit_per_s(self.total_bytes(), self.interval)
+    }
+
+    /// Mean and sample standard deviation of the flows' Gbit/s.
+    fn flow_spread(&self) -> (f64, f64) {
+        let rates: Vec<f64> = self.flows.iter().map(FlowFigures::gbps).collect();
+        crate::stats::mean_sd(&rates)
+    }
+
+    /// The tool's own user CPU time (all workers) as a share of the app CPUs' busy time.
+    fn tool_user_share(&self) -> Option<f64> {
+        let user: f64 = self
+            .flows
+            .iter()
+            .filter_map(FlowFigures::cpu)
+            .map(|c| c.user.as_secs_f64())
+            .sum();
+        let (app, _, _) = self.cpu.as_ref().ok()?;
+        let busy_pct = 100.0 - app.idle - app.iowait;
+        let app_secs = self.interval.as_secs_f64() * self.app_cpus.len() as f64 * busy_pct / 100.0;
+        (app_secs > 0.0).then(|| 100.0 * user / app_secs)
+    }
+
+    /// `4 flows: 1073741824 bytes in 5.0 s (measured after 1.0 s of warm-up) = 1.72 Gbit/s;
+    /// flow avg 0.43 ± 0.01 Gbit/s; device RX 1.75 Gbit/s (qstats, headers included)`.
+    fn summary(&self) -> String {
+        let (avg, sd) = self.flow_spread();
+        let mut s = format!(
+            "rx flows: {} flows, {} bytes in {:.3} s{} = {:.3} Gbit/s; flow avg {avg:.3} +/- \
+             {sd:.3} Gbit/s",
+            self.flows.len(),
+            self.total_bytes(),
+            self.interval.as_secs_f64(),
+            match self.warmup {
+                Some(w) => format!(" (after {:.1} s of warm-up)", w.as_secs_f64()),
+                None => String::new(),
+            },
+            self.total_gbps()
+        );
+        match &self.device {
+            Some(Ok(d)) => s.push_str(&format!(
+                "; device RX {:.3} Gbit/s ({} bytes on the bound queues by qstats, headers \
+                 included)",
+                d.gbps().unwrap_or(0.0),
+                d.bytes
+            )),
+            Some(Err(why)) => s.push_str(&format!("; device RX: {why}")),
+            None => {}
+        }
+        s
+    }
+
+    /// One line per flow.
+    fn flow_lines(&self) -> Vec<String> {
+        self.flows
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let st = &f.flow.stats;
+                let mut s = format!("  flow {k}: ");
+                if self.warmup.is_some() {
+                    s.push_str(&format!("{} bytes measured ({} in all)", f.bytes, st.bytes));
+                } else {
+                    s.push_str(&format!("{} bytes", st.bytes));
+                }
+                s.push_str(&format!(", {:.3} Gbit/s", f.gbps()));
+                if st.mode != crate::stats::RxMode::PlainTcp {
+                    s.push_str(&format!(
+                        ", {} frags ({} dmabuf, {} linear), {} tokens in {} DONTNEED calls",
+                        st.dmabuf_frags + st.linear_frags,
+                        st.dmabuf_frags,
+                        st.linear_frags,
+                        st.tokens_released,
+                        st.dontneed_calls,
+                    ));
+                }
+                s.push_str(&format!(
+                    ", {} recvmsg calls, crc32 0x{:08x}",
+                    st.recvmsg_calls, st.crc32
+                ));
+                if let Some(q) = &f.queue {
+                    s.push_str(&format!("; {q}"));
+                }
+                if let Some(c) = f.flow.cpu {
+                    s.push_str(&format!("; cpu {c}"));
+                }
+                if let Some(t) = &f.flow.tcp {
+                    s.push_str(&format!(
+                        "; rtt {} us (var {}), {} retransmits, reordering {}, rcv_space {}",
+                        t.rtt_us, t.rttvar_us, t.total_retrans, t.reordering, t.rcv_space
+                    ));
+                }
+                if let Err(e) = &f.flow.result {
+                    s.push_str(&format!("; FAILED: {e}"));
+                }
+                s
+            })
+            .collect()
+    }
+
+    /// `cpu: app sys % 45.1, app idle % 10.2 (CPUs 0-1); all CPUs: usr … sys … irq … soft …
+    /// idle …`.
+    fn cpu_line(&self) -> String {
+        match &self.cpu {
+            Ok((app, all, _)) => {
+                let mut s = format!(
+                    "cpu: {APP_SYS} {:.1}, {APP_IDLE} {:.1} (app CPUs {}: usr {:.1} sys {:.1} \
+                     irq {:.1} soft {:.1} idle {:.1}); all CPUs: usr {:.1} sys {:.1} irq {:.1} \
+                     soft {:.1} idle {:.1}",
+                    app.sys,
+                    app.idle,
+                    format_cpu_list(&self.app_cpus),
+                    app.usr,
+                    app.sys,
+                    app.irq,
+                    app.softirq,
+                    app.idle,
+                    all.usr,
+                    all.sys,
+                    all.irq,
+                    all.softirq,
+                    all.idle
+                );
+                if let Some(u) = self.tool_user_share() {
+                    s.push_str(&format!(
+                        "; the tool's user CPU is {u:.1}% of the app CPUs' busy time"
+                    ));
+                }
+                s
+            }
+            Err(why) => format!("cpu: no /proc/stat figures ({why})"),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut merged = RxStats::new(
+            self.flows
+                .first()
+                .map_or(crate::stats::RxMode::PlainTcp, |f| f.flow.stats.mode),
+        );
+        let mut hist = FragSizeHistogram::default();
+        for f in &self.flows {
+            merged.merge(&f.flow.stats);
+            hist.merge(&f.flow.stats.frag_sizes);
+        }
+        merged.elapsed = self.interval;
+        let mut json = merged.to_json();
+        json["bytes"] = self.total_bytes().into();
+        json["gbit_per_s"] = self.total_gbps().into();
+        json["crc32"] = Value::Null;
+        json["frag_sizes"] = hist_json(&hist);
+        let (avg, sd) = self.flow_spread();
+        json["flow_count"] = self.flows.len().into();
+        json["flow_avg_gbit_per_s"] = avg.into();
+        json["flow_sd_gbit_per_s"] = sd.into();
+        json["measured_s"] = self.interval.as_secs_f64().into();
+        json["warmup_s"] = self.warmup.map(|w| w.as_secs_f64()).into();
+        json["duration_s"] = self.duration.map(|d| d.as_secs_f64()).into();
+        json["device_rx"] = match &self.device {
+            Some(Ok(d)) => json!({
+                "bytes": d.bytes,
+                "packets": d.packets,
+                "gbit_per_s": d.gbps(),
+                "source": "qstats-get rx-bytes of the bound queues (headers included)",
+            }),
+            Some(Err(why)) => json!({"unavailable": why.to_string()}),
+            None => Value::Null,
+        };
+        json["cpu"] = match &self.cpu {
+            Ok((app, all, per_cpu)) => json!({
+                "app_cpus": self.app_cpus,
+                APP_SYS: app.sys,
+                APP_IDLE: app.idle,
+                "app": shares_json(app),
+                "all": shares_json(all),
+                "per_cpu": per_cpu.iter().map(|(c, s)| {
+                    let mut v = shares_json(s);
+                    v["cpu"] = (*c).into();
+                    v
+                }).collect::<Vec<_>>(),
+                "tool_user_pct_of_app_busy": self.tool_user_share(),
+            }),
+            Err(why) => json!({"unavailable": why}),
+        };
+        json["flows"] = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(k, f)| flow_json(k, f))
+            .collect::<Vec<_>>()
+            .into();
+        json
+    }
+}
+
+fn shares_json(s: &CpuShares) -> Value {
+    json!({
+        "usr": s.usr, "sys": s.sys, "irq": s.irq, "softirq": s.softirq,
+        "iowait": s.iowait, "idle": s.idle, "steal": s.steal, "ticks": s.ticks,
+    })
+}
+
+fn hist_json(h: &FragSizeHistogram) -> Value {
+    h.buckets()
+        .map(|b| json!({"min": b.min, "max": b.max, "frags": b.frags}))
+        .collect::<Vec<_>>()
+        .into()
+}
+
+fn flow_json(k: usize, f: &FlowFigures) -> Value {
+    let st = &f.flow.stats;
+    let cpu = f.cpu();
+    let mut v = json!({
+        "flow": k,
+        "bytes": st.bytes,
+        "measured_bytes": f.bytes,
+        "measured_s": f.secs,
+        "gbit_per_s": f.gbps(),
+        "dmabuf_frags": st.dmabuf_frags,
+        "linear_frags": st.linear_frags,
+        "tokens_released": st.tokens_released,
+        "dontneed_calls": st.dontneed_calls,
+        "recvmsg_calls": st.recvmsg_calls,
+        "validated_bytes": st.validated_bytes,
+        "mismatches": st.mismatches,
+        "stream": st.stream.map(|s| s.to_string()),
+        "crc32": st.crc32,
+        "cpu": f.flow.cpu,
+        "worker_user_s": cpu.map(|c| c.user.as_secs_f64()),
+        "worker_sys_s": cpu.map(|c| c.sys.as_secs_f64()),
+        "napi_id": f.flow.napi_id,
+        "rx_queue": f.queue.as_ref().and_then(|q| match q { ArrivalQueue::Queue(q) => Some(*q), _ => None }),
+        "arrival": f.queue.as_ref().map(ToString::to_string),
+        "frag_sizes": hist_json(&st.frag_sizes),
+        "ok": f.flow.result.is_ok(),
+        "error": f.flow.result.as_ref().err().map(ToString::to_string),
+    });
+    if let Some(t) = &f.flow.tcp {
+        v["tcp_info"] = json!({
+            "rtt_us": t.rtt_us, "rttvar_us": t.rttvar_us, "retransmits": t.retransmits,
+            "total_retrans": t.total_retrans, "reordering": t.reordering,
+            "rcv_space": t.rcv_space, "rcv_wnd": t.rcv_wnd, "rcv_mss": t.rcv_mss,
+            "rcv_ooopack": t.rcv_ooopack, "bytes_received": t.bytes_received,
+            "segs_in": t.segs_in, "data_segs_in": t.data_segs_in,
+        });
+    }
+    if let Some(r) = &f.flow.rcvbuf {
+        v["rcvbuf_bytes"] = r.effective.into();
+    }
+    v
+}
+
+/// The same error again (errors are not `Clone`; the run reports the flow's own).
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Usage(m) => Error::Usage(m.clone()),
+        Error::Skip(m) => Error::Skip(m.clone()),
+        Error::Sys { call, errno } => Error::sys(call.clone(), *errno),
+        Error::Timeout(m) => Error::Timeout(m.clone()),
+        Error::Interrupted(s) => Error::Interrupted(*s),
+        other => Error::Failure(other.to_string()),
+    }
+}

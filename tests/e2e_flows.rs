@@ -1,0 +1,547 @@
+//! End-to-end tests of several flows (`--flows`, `--duration`, `--warmup`, `--cpus`) on the real
+//! kernel: the plain receiver and the pattern sender in two network namespaces joined by a veth
+//! pair (created here and always removed). Needs root; prints `skip: <test>: <reason>` otherwise.
+//!
+//! What is asserted is what must hold on any machine, loaded or not: the flows' bytes add up to
+//! the total, every flow validated its own stream, the per-CPU shares of a `/proc/stat`
+//! interval add up to 100 %, a fixed-time run ends at its duration and not at the peers'
+//! close; never a rate.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+
+use common::{NetNsPair, ADDR_A_V4};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ncdevmem-rs");
+
+fn pair(test: &str) -> Option<NetNsPair> {
+    if let Some(reason) = common::skip_reason() {
+        common::print_skip(test, &reason);
+        return None;
+    }
+    Some(NetNsPair::new().expect("create namespace pair"))
+}
+
+fn ns_cmd(ns: &common::NetNs, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns.name(), BIN]).args(args);
+    c
+}
+
+fn spawn(mut c: Command) -> Child {
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ncdevmem-rs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn tmp_json(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("ncdevmem-flows-{}-{tag}.json", std::process::id()))
+}
+
+fn read_json(p: &PathBuf) -> serde_json::Value {
+    let s = std::fs::read_to_string(p).expect("read json summary");
+    std::fs::remove_file(p).ok();
+    serde_json::from_str(&s).expect("summary is one JSON object")
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The five shares of a CPU split that cover every tick, summed.
+fn share_sum(s: &serde_json::Value) -> f64 {
+    ["usr", "sys", "irq", "softirq", "iowait", "idle", "steal"]
+        .iter()
+        .map(|k| f(&s[*k]))
+        .sum()
+}
+
+/// Starts the receiver on side A with `rx_extra`, waits until it listens, runs `senders` on
+/// side B one after the other's start, and returns every output.
+fn run(
+    p: &NetNsPair,
+    port: &str,
+    rx_extra: &[&str],
+    senders: &[Vec<&str>],
+) -> (Output, Vec<Output>) {
+    let mut rx_args = vec![
+        "-l",
+        "--plain",
+        "-s",
+        ADDR_A_V4,
+        "-p",
+        port,
+        "--timeout",
+        "30",
+    ];
+    rx_args.extend_from_slice(rx_extra);
+    let rx = spawn(ns_cmd(&p.a, &rx_args));
+    let children: Vec<Child> = senders
+        .iter()
+        .map(|extra| {
+            let mut args = vec!["-s", ADDR_A_V4, "-p", port, "--timeout", "20"];
+            args.extend_from_slice(extra);
+            spawn(ns_cmd(&p.b, &args))
+        })
+        .collect();
+    let tx = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("wait sender"))
+        .collect();
+    (rx.wait_with_output().expect("wait receiver"), tx)
+}
+
+#[test]
+fn four_flows_for_a_fixed_time_add_up_and_validate_their_own_streams() {
+    let Some(p) = pair("four_flows_for_a_fixed_time_add_up_and_validate_their_own_streams") else {
+        return;
+    };
+    let (rx_json, tx_json) = (tmp_json("rx4"), tmp_json("tx4"));
+    let (rx, tx) = run(
+        &p,
+        "5311",
+        &[
+            "--flows",
+            "4",
+            "--duration",
+            "3",
+            "--warmup",
+            "1",
+            "--seed",
+            "77",
+            "--json",
+            rx_json.to_str().unwrap(),
+        ],
+        &[vec![
+            "--send-pattern",
+            "0",
+            "--duration",
+            "20",
+            "--flows",
+            "4",
+            "--seed",
+            "77",
+            "--json",
+            tx_json.to_str().unwrap(),
+        ]],
+    );
+    let rx_err = text(&rx.stderr);
+    assert_eq!(rx.status.code(), Some(0), "receiver: {rx_err}");
+    // The receiver closes every flow at the end of its duration, before the sender's: a clean
+    // end for a sender with a duration.
+    assert_eq!(
+        tx[0].status.code(),
+        Some(0),
+        "sender: {}",
+        text(&tx[0].stderr)
+    );
+    let r = read_json(&rx_json);
+    let t = read_json(&tx_json);
+
+    assert_eq!(r["flow_count"], 4, "{r}");
+    let flows = r["flows"].as_array().expect("flows array");
+    assert_eq!(flows.len(), 4);
+    let mut measured = 0;
+    for (k, fl) in flows.iter().enumerate() {
+        assert_eq!(u(&fl["flow"]), k as u64);
+        assert_eq!(fl["ok"], true, "flow {k}: {fl}");
+        assert!(u(&fl["bytes"]) > 0, "flow {k} received nothing: {fl}");
+        assert_eq!(fl["validated_bytes"], fl["bytes"], "flow {k}: {fl}");
+        assert_eq!(fl["mismatches"], 0, "flow {k}: {fl}");
+        // The warm-up is received but not measured.
+        assert!(
+            u(&fl["measured_bytes"]) <= u(&fl["bytes"]),
+            "flow {k}: {fl}"
+        );
+        measured += u(&fl["measured_bytes"]);
+    }
+    assert_eq!(
+        u(&r["bytes"]),
+        measured,
+        "total = the flows' measured bytes: {r}"
+    );
+    assert_eq!(r["warmup_s"], 1.0);
+    assert_eq!(r["duration_s"], 3.0);
+    // Measured from the end of the warm-up to the end of the duration: about 2 s; the upper
+    // bound leaves room for a loaded machine's late ticks.
+    let secs = f(&r["measured_s"]);
+    assert!(
+        (1.9..3.0).contains(&secs),
+        "measured interval {secs} s: {r}"
+    );
+
+    // The receiver stopped first: the sender wrote at least what arrived (the rest was in
+    // flight or in the receive queue when the flows closed).
+    let sent: u64 = t["flows"]
+        .as_array()
+        .expect("sender flows")
+        .iter()
+        .map(|fl| u(&fl["bytes"]))
+        .sum();
+    let received: u64 = flows.iter().map(|fl| u(&fl["bytes"])).sum();
+    assert!(sent >= received && received > 0, "sender {t}\nreceiver {r}");
+
+    // /proc/stat over the measured interval: each split covers every tick.
+    let cpu = &r["cpu"];
+    for split in [&cpu["app"], &cpu["all"]] {
+        let sum = share_sum(split);
+        assert!((sum - 100.0).abs() < 0.5, "shares sum to {sum}: {cpu}");
+    }
+    let per_cpu = cpu["per_cpu"].as_array().expect("per_cpu");
+    assert!(!per_cpu.is_empty(), "{cpu}");
+    for c in per_cpu {
+        let sum = share_sum(c);
+        assert!(
+            (sum - 100.0).abs() < 0.5,
+            "cpu {}: shares sum to {sum}",
+            c["cpu"]
+        );
+    }
+    assert!(rx_err.contains("rx flows: 4 flows"), "{rx_err}");
+    for k in 0..4 {
+        assert!(rx_err.contains(&format!("  flow {k}: ")), "{rx_err}");
+    }
+    assert!(rx_err.contains("cpu: app sys %"), "{rx_err}");
+}
+
+#[test]
+fn a_flow_carrying_another_flows_stream_fails_naming_that_flow() {
+    let Some(p) = pair("a_flow_carrying_another_flows_stream_fails_naming_that_flow") else {
+        return;
+    };
+    // Two single-flow senders both send flow 0's stream of seed 5; the receiver expects flow 1
+    // on its second connection, so that one holds bytes of flow 0: a misdelivery.
+    let rx_json = tmp_json("mis");
+    let sender = vec!["--send-pattern", "4M", "--seed", "5"];
+    let (rx, tx) = run(
+        &p,
+        "5312",
+        &[
+            "--flows",
+            "2",
+            "--seed",
+            "5",
+            "--json",
+            rx_json.to_str().unwrap(),
+        ],
+        &[sender.clone(), sender],
+    );
+    let rx_err = text(&rx.stderr);
+    assert_eq!(rx.status.code(), Some(1), "receiver: {rx_err}");
+    for t in &tx {
+        // A sender whose flow the receiver stopped may see a reset; it never hangs.
+        assert!(t.status.code().is_some(), "sender: {}", text(&t.stderr));
+    }
+    assert!(
+        rx_err.contains("holds bytes of flow 0 at stream offset 0"),
+        "{rx_err}"
+    );
+    let r = read_json(&rx_json);
+    assert_eq!(r["ok"], false, "{r}");
+    let failed: Vec<u64> = r["flows"]
+        .as_array()
+        .expect("flows")
+        .iter()
+        .filter(|fl| fl["ok"] == false)
+        .map(|fl| u(&fl["flow"]))
+        .collect();
+    assert_eq!(failed, vec![1], "{r}");
+    assert!(
+        r["error"].as_str().unwrap_or("").starts_with("flow 1: "),
+        "{r}"
+    );
+}
+
+#[test]
+fn flows_pinned_with_cpus_name_their_cpu_and_count_it_as_the_app_cpu() {
+    let Some(p) = pair("flows_pinned_with_cpus_name_their_cpu_and_count_it_as_the_app_cpu") else {
+        return;
+    };
+    let rx_json = tmp_json("cpus");
+    let (rx, tx) = run(
+        &p,
+        "5313",
+        &[
+            "--flows",
+            "2",
+            "--cpus",
+            "0",
+            "-v",
+            "7",
+            "--json",
+            rx_json.to_str().unwrap(),
+        ],
+        &[vec!["--send-pattern", "8M", "--flows", "2", "-v", "7"]],
+    );
+    assert_eq!(rx.status.code(), Some(0), "receiver: {}", text(&rx.stderr));
+    assert_eq!(
+        tx[0].status.code(),
+        Some(0),
+        "sender: {}",
+        text(&tx[0].stderr)
+    );
+    let r = read_json(&rx_json);
+    assert_eq!(r["cpu"]["app_cpus"], serde_json::json!([0]), "{r}");
+    for fl in r["flows"].as_array().expect("flows") {
+        assert_eq!(fl["cpu"], 0, "{fl}");
+        assert_eq!(
+            u(&fl["bytes"]),
+            8 << 20,
+            "each flow sends the whole size: {fl}"
+        );
+    }
+}
+
+#[test]
+fn more_flows_than_the_sender_opens_time_out_naming_how_many_came() {
+    let Some(p) = pair("more_flows_than_the_sender_opens_time_out_naming_how_many_came") else {
+        return;
+    };
+    let mut rx = spawn(ns_cmd(
+        &p.a,
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            "5314",
+            "--flows",
+            "3",
+            "-v",
+            "7",
+            "--timeout",
+            "3",
+        ],
+    ));
+    let tx = ns_cmd(
+        &p.b,
+        &[
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            "5314",
+            "--timeout",
+            "10",
+            "--send-pattern",
+            "1M",
+            "-v",
+            "7",
+        ],
+    )
+    .output()
+    .expect("run sender");
+    // The sender's one flow is accepted; the receiver waits for the other two, not for it.
+    assert!(tx.status.code().is_some());
+    let out = rx.wait().expect("wait receiver");
+    let mut err = String::new();
+    use std::io::Read;
+    rx.stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read stderr");
+    assert_eq!(out.code(), Some(1), "receiver: {err}");
+    assert!(
+        err.contains("1 of 3 flows connected within --timeout"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_zcrx_server_and_the_devmem_client_refuse_several_flows() {
+    // Usage errors come before any kernel call: no root or namespace needed.
+    let zcrx = Command::new(BIN)
+        .args([
+            "-l",
+            "--zcrx",
+            "--zcrx-nodev",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            "5315",
+        ])
+        .args(["--flows", "2", "-v", "7", "--timeout", "1"])
+        .output()
+        .expect("run zcrx server");
+    assert_eq!(zcrx.status.code(), Some(2), "{}", text(&zcrx.stderr));
+    assert!(
+        text(&zcrx.stderr).contains("the io_uring zcrx server receives one flow"),
+        "{}",
+        text(&zcrx.stderr)
+    );
+    let client = Command::new(BIN)
+        .args(["-f", "lo", "-s", "127.0.0.1", "-p", "5315", "--flows", "2"])
+        .output()
+        .expect("run devmem client");
+    assert_eq!(client.status.code(), Some(2), "{}", text(&client.stderr));
+    assert!(
+        text(&client.stderr).contains("--flows: only applies to receivers (-l) and --send-pattern"),
+        "{}",
+        text(&client.stderr)
+    );
+}
+
+#[test]
+fn bad_flow_options_are_usage_errors_before_anything_starts() {
+    // Exit 2 before any socket or NIC call: no root or namespace needed.
+    for (args, want) in [
+        (
+            &["--flows", "0"][..],
+            "--flows: invalid number of flows '0' (expected 1..=64)",
+        ),
+        (
+            &["--flows", "65"][..],
+            "--flows: invalid number of flows '65' (expected 1..=64)",
+        ),
+        (
+            &["--duration", "-1"][..],
+            "--duration: invalid duration '-1'",
+        ),
+        (
+            &["--cpus", "99"][..],
+            "--cpus: CPU 99 is not in this process's affinity mask",
+        ),
+        (&["--cpus", "1-"][..], "--cpus: invalid CPU list '1-'"),
+        (
+            &["--warmup", "5", "--duration", "3"][..],
+            "--warmup: 5 s leaves nothing of --duration 3 s to measure",
+        ),
+        (&["--flows", "2"][..], "--flows 2: give -v N or --seed SEED"),
+    ] {
+        let mut a = vec![
+            "-l",
+            "--plain",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            "5316",
+            "--timeout",
+            "1",
+        ];
+        if !args.contains(&"--flows") || args.contains(&"0") || args.contains(&"65") {
+            a.extend(["-v", "7"]);
+        }
+        a.extend_from_slice(args);
+        let out = Command::new(BIN).args(&a).output().expect("run receiver");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{a:?}: {err}");
+        assert!(err.contains(want), "{a:?}: {err}");
+    }
+}
+
+#[test]
+fn a_stop_signal_ends_every_flow_promptly_with_the_summary() {
+    let Some(p) = pair("a_stop_signal_ends_every_flow_promptly_with_the_summary") else {
+        return;
+    };
+    let rx_json = tmp_json("sig");
+    let rx = spawn(ns_cmd(
+        &p.a,
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            "5317",
+            "--flows",
+            "2",
+            "--seed",
+            "3",
+            "--timeout",
+            "30",
+            "--json",
+            rx_json.to_str().unwrap(),
+        ],
+    ));
+    let tx = spawn(ns_cmd(
+        &p.b,
+        &[
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            "5317",
+            "--timeout",
+            "20",
+            "--send-pattern",
+            "0",
+            "--duration",
+            "30",
+            "--flows",
+            "2",
+            "--seed",
+            "3",
+        ],
+    ));
+    // Both flows flowing: the receiver's JSON does not exist yet; wait for data instead of a
+    // fixed time by watching the sender's connections.
+    let t0 = std::time::Instant::now();
+    loop {
+        let ss = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                p.b.name(),
+                "ss",
+                "-tnH",
+                "state",
+                "established",
+            ])
+            .output()
+            .expect("ss");
+        if text(&ss.stdout)
+            .lines()
+            .filter(|l| l.contains(":5317"))
+            .count()
+            >= 2
+        {
+            break;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "flows never connected"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pids = Command::new("ip")
+        .args(["netns", "pids", p.a.name()])
+        .output()
+        .expect("ip netns pids");
+    for pid in text(&pids.stdout).split_whitespace() {
+        Command::new("kill")
+            .args(["-TERM", pid])
+            .status()
+            .expect("kill");
+    }
+    let signalled = std::time::Instant::now();
+    let out = rx.wait_with_output().expect("wait receiver");
+    let stopped_in = signalled.elapsed();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // Every worker stops within a poll tick or two; 1 s is the promise, the rest is slack for a
+    // loaded machine's scheduling of the process exit.
+    assert!(
+        stopped_in < std::time::Duration::from_secs(3),
+        "{stopped_in:?}: {err}"
+    );
+    assert!(err.contains("rx flows: 2 flows"), "{err}");
+    let r = read_json(&rx_json);
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["flows"].as_array().map(Vec::len), Some(2), "{r}");
+    let tx = tx.wait_with_output().expect("wait sender");
+    assert!(tx.status.code().is_some(), "{}", text(&tx.stderr));
+}
