@@ -170,13 +170,6 @@ pub struct CmsgIter<'a> {
     done: bool,
 }
 
-/// Reads `N` bytes at `at` of `buf`; the caller guarantees the range is inside.
-fn take<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
-    let mut a = [0u8; N];
-    a.copy_from_slice(&buf[at..at + N]);
-    a
-}
-
 impl Iterator for CmsgIter<'_> {
     type Item = Result<Cmsg>;
 
@@ -195,7 +188,7 @@ impl Iterator for CmsgIter<'_> {
             } else {
                 "SCM_DEVMEM_DMABUF cmsg"
             };
-            if payload.len() < DMABUF_CMSG_LEN {
+            let Ok(d) = dmabuf_cmsg::from_bytes(payload) else {
                 self.done = true;
                 return Some(Err(Error::decode(
                     name,
@@ -205,13 +198,6 @@ impl Iterator for CmsgIter<'_> {
                         c.offset
                     ),
                 )));
-            }
-            let d = dmabuf_cmsg {
-                frag_offset: u64::from_ne_bytes(take::<8>(payload, 0)),
-                frag_size: u32::from_ne_bytes(take::<4>(payload, 8)),
-                frag_token: u32::from_ne_bytes(take::<4>(payload, 12)),
-                dmabuf_id: u32::from_ne_bytes(take::<4>(payload, 16)),
-                flags: u32::from_ne_bytes(take::<4>(payload, 20)),
             };
             return Some(Ok(if ty == SCM_DEVMEM_LINEAR {
                 Cmsg::Linear {

@@ -15,7 +15,7 @@
 //!
 //! Kernel availability: `RECV_ZC` and `IORING_REGISTER_ZCRX_IFQ` since 6.15, `rx_buf_len` since
 //! 7.0, `ZCRX_REG_NODEV` after 6.18 (7.3 has it). Registration needs `CAP_NET_ADMIN`. The ABI
-//! types are the `io-uring` crate's (`io_uring::types::io_uring_zcrx_*`); raw memory and the
+//! structs are this crate's (`crate::sys::uapi::io_uring_zcrx_*`, layouts asserted); raw memory and the
 //! syscalls that write through pointers live in [`crate::sys::uring_mem`]. Which refusals are
 //! skips, and how the refill ring is sized, is decided in `uring/policy.rs` (re-exported here).
 
@@ -473,8 +473,7 @@ impl Zcrx {
             if_rxq,
             rq_entries: p.rq_entries,
             flags,
-            // rx_buf_len (7.0+), at byte 68; the crate names it __resv2.
-            __resv2: p.rx_buf_len.unwrap_or(0),
+            rx_buf_len: p.rx_buf_len.unwrap_or(0),
             ..Default::default()
         };
         let buf_len = p.rx_buf_len.map(|l| format!(", rx_buf_len {l}"));
@@ -507,7 +506,7 @@ impl Zcrx {
             area,
             zcrx_id: reg.zcrx_id,
             area_token: out.area_token,
-            rx_buf_len: reg.__resv2,
+            rx_buf_len: reg.rx_buf_len,
             target: p.target.clone(),
         })
     }

@@ -5,49 +5,14 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use common::bin::{ns_cmd, pair, read_json, spawn, text, tmp_json, BIN};
+
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{NetNsPair, ADDR_A_V4, ADDR_A_V6, VETH_A};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ncdevmem-rs");
 const PORT: &str = "5201";
-
-fn pair(test: &str) -> Option<NetNsPair> {
-    if let Some(reason) = common::skip_reason() {
-        common::print_skip(test, &reason);
-        return None;
-    }
-    Some(NetNsPair::new().expect("create namespace pair"))
-}
-
-fn ns_cmd(ns: &common::NetNs, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns.name(), BIN]).args(args);
-    c
-}
-
-fn spawn(mut c: Command) -> Child {
-    c.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ncdevmem-rs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn tmp_json(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("ncdevmem-e2e-{}-{tag}.json", std::process::id()))
-}
-
-fn read_json(p: &PathBuf) -> serde_json::Value {
-    let s = std::fs::read_to_string(p).expect("read json summary");
-    std::fs::remove_file(p).ok();
-    serde_json::from_str(&s).expect("summary is one JSON object")
-}
 
 /// Runs receiver (side A) and sender (side B); returns both outputs.
 fn transfer(p: &NetNsPair, addr: &str, rx_extra: &[&str], tx_extra: &[&str]) -> (Output, Output) {

@@ -9,47 +9,11 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use common::bin::{ns_cmd, pair, read_json, spawn, text, tmp_json, BIN};
+
+use std::process::{Child, Command, Output};
 
 use common::{NetNsPair, ADDR_A_V4};
-
-const BIN: &str = env!("CARGO_BIN_EXE_ncdevmem-rs");
-
-fn pair(test: &str) -> Option<NetNsPair> {
-    if let Some(reason) = common::skip_reason() {
-        common::print_skip(test, &reason);
-        return None;
-    }
-    Some(NetNsPair::new().expect("create namespace pair"))
-}
-
-fn ns_cmd(ns: &common::NetNs, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns.name(), BIN]).args(args);
-    c
-}
-
-fn spawn(mut c: Command) -> Child {
-    c.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ncdevmem-rs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn tmp_json(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("ncdevmem-flows-{}-{tag}.json", std::process::id()))
-}
-
-fn read_json(p: &PathBuf) -> serde_json::Value {
-    let s = std::fs::read_to_string(p).expect("read json summary");
-    std::fs::remove_file(p).ok();
-    serde_json::from_str(&s).expect("summary is one JSON object")
-}
 
 fn u(v: &serde_json::Value) -> u64 {
     v.as_u64()

@@ -14,7 +14,7 @@ use ncdevmem::rx::{
     UnbindMode, DEFAULT_DATA_BUF_LEN, DEVMEM_CMSG_SPACE,
 };
 use ncdevmem::stats::{RxMode, RxStats};
-use ncdevmem::sys::uapi::dmabuf_token;
+use ncdevmem::sys::uapi::{dmabuf_cmsg, dmabuf_token};
 use ncdevmem::validate::StreamSpec;
 
 /// Binding id the tests bind to.
@@ -958,7 +958,7 @@ fn stop_flag_ends_the_loop_with_the_signal_and_releases_tokens() {
 }
 
 fn raw_devmem(ty: i32, offset: u64, size: u32, token: u32) -> Vec<u8> {
-    let c = libc::dmabuf_cmsg {
+    let c = dmabuf_cmsg {
         frag_offset: offset,
         frag_size: size,
         frag_token: token,

@@ -100,11 +100,7 @@ pub enum Step {
 pub fn encode_devmem_cmsg(ty: i32, c: &dmabuf_cmsg) -> [u8; DEVMEM_CMSG_SPACE] {
     let mut b = [0u8; DEVMEM_CMSG_SPACE];
     b[..16].copy_from_slice(&encode_cmsghdr(DMABUF_CMSG_LEN, libc::SOL_SOCKET, ty));
-    b[16..24].copy_from_slice(&c.frag_offset.to_ne_bytes());
-    b[24..28].copy_from_slice(&c.frag_size.to_ne_bytes());
-    b[28..32].copy_from_slice(&c.frag_token.to_ne_bytes());
-    b[32..36].copy_from_slice(&c.dmabuf_id.to_ne_bytes());
-    b[36..40].copy_from_slice(&c.flags.to_ne_bytes());
+    b[16..].copy_from_slice(&c.to_bytes());
     b
 }
 

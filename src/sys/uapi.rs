@@ -1,18 +1,51 @@
 //! Kernel user-space ABI that this crate needs and the system's libc/headers lack (they are 6.1
 //! here). Values are checked against the 6.18 kernel's BTF and listed, with their sources, in
-//! `docs/kernel-interface.md`; each item names its uapi header. Where `libc` already exports an
-//! item it is re-exported, not redefined.
+//! `docs/kernel-interface.md`; each item names its uapi header. Constants `libc` already exports
+//! are re-exported, not redefined; structs are declared with `uapi_struct!` (size and every
+//! offset asserted, a byte codec generated) even where `libc` or the `io-uring` crate has
+//! them, and each has a byte-exact test below.
 
 #![allow(non_camel_case_types)]
 
 use std::mem::size_of;
 
+use crate::sys::uapi_struct::uapi_struct;
+
 // ---- include/uapi/asm-generic/socket.h, include/linux/socket.h, include/uapi/linux/uio.h
 // (devmem TCP, v6.12+) ----
 
-pub use libc::{
-    dmabuf_cmsg, dmabuf_token, SCM_DEVMEM_DMABUF, SCM_DEVMEM_LINEAR, SO_DEVMEM_DONTNEED,
-};
+pub use libc::{SCM_DEVMEM_DMABUF, SCM_DEVMEM_LINEAR, SO_DEVMEM_DONTNEED};
+
+uapi_struct! {
+    /// `struct dmabuf_cmsg` (include/uapi/linux/uio.h, 24 bytes): the payload of both devmem
+    /// cmsgs, `SCM_DEVMEM_DMABUF` (a frag left in the dma-buf) and `SCM_DEVMEM_LINEAR` (bytes
+    /// copied to the iov; only `frag_size` is meaningful).
+    #[derive(Default)]
+    dmabuf_cmsg = 24 {
+        /// Byte offset of the frag in the dma-buf.
+        frag_offset: u64 = 0,
+        /// Bytes of the frag.
+        frag_size: u32 = 8,
+        /// The frag's token, to give back with `SO_DEVMEM_DONTNEED`.
+        frag_token: u32 = 12,
+        /// The binding id (`NETDEV_A_DMABUF_ID`) the frag's dma-buf is bound as.
+        dmabuf_id: u32 = 16,
+        /// Reserved, zero.
+        flags: u32 = 20,
+    }
+}
+
+uapi_struct! {
+    /// `struct dmabuf_token` (include/uapi/linux/uio.h, 8 bytes): one range of frag tokens
+    /// given back with `SO_DEVMEM_DONTNEED`.
+    #[derive(Default)]
+    dmabuf_token = 8 {
+        /// First token of the range.
+        token_start: u32 = 0,
+        /// Tokens in the range.
+        token_count: u32 = 4,
+    }
+}
 
 /// `recvmsg` flag asking for devmem frags as `SCM_DEVMEM_*` cmsgs (include/linux/socket.h).
 pub const MSG_SOCK_DEVMEM: libc::c_int = 0x0200_0000;
@@ -28,9 +61,6 @@ pub const MAX_DONTNEED_TOKENS: usize = 128;
 /// Most frags one `SO_DEVMEM_DONTNEED` frees (kernel `MAX_DONTNEED_FRAGS`); the returned count
 /// is then smaller than asked.
 pub const MAX_DONTNEED_FRAGS: usize = 1024;
-
-const _: () = assert!(size_of::<dmabuf_cmsg>() == 24);
-const _: () = assert!(size_of::<dmabuf_token>() == 8);
 
 /// `sizeof(struct dmabuf_cmsg)` (include/uapi/linux/uio.h): the payload of both devmem cmsgs.
 pub const DMABUF_CMSG_LEN: usize = size_of::<dmabuf_cmsg>();
@@ -217,14 +247,34 @@ impl std::iter::FusedIterator for CmsgWalk<'_> {}
 
 // ---- include/uapi/linux/errqueue.h (MSG_ZEROCOPY completions) ----
 
-pub use libc::sock_extended_err;
+uapi_struct! {
+    /// `struct sock_extended_err` (include/uapi/linux/errqueue.h, 16 bytes): the payload of an
+    /// `IP_RECVERR` / `IPV6_RECVERR` cmsg; for a zerocopy completion `ee_info..=ee_data` are the
+    /// completed send numbers. (`ee_data` shares its bytes with `ee_rfc4884`, which ICMP errors
+    /// use; this tool reads only completions.)
+    #[derive(Default)]
+    sock_extended_err = 16 {
+        /// Positive errno; 0 for a zerocopy completion.
+        ee_errno: u32 = 0,
+        /// `SO_EE_ORIGIN_*`; [`SO_EE_ORIGIN_ZEROCOPY`] for a zerocopy completion.
+        ee_origin: u8 = 4,
+        /// Origin-specific type.
+        ee_type: u8 = 5,
+        /// For zerocopy: [`SO_EE_CODE_ZEROCOPY_COPIED`] when the kernel copied.
+        ee_code: u8 = 6,
+        /// Padding.
+        ee_pad: u8 = 7,
+        /// For zerocopy: first send number of the completed range.
+        ee_info: u32 = 8,
+        /// For zerocopy: last send number of the completed range (inclusive).
+        ee_data: u32 = 12,
+    }
+}
 
 /// `sock_extended_err.ee_origin` of a zerocopy completion.
 pub const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
 /// `sock_extended_err.ee_code` bit: the kernel copied instead of sending zero-copy.
 pub const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
-
-const _: () = assert!(size_of::<sock_extended_err>() == 16);
 
 // ---- include/uapi/linux/netlink.h (extended ack) ----
 
@@ -244,20 +294,20 @@ pub const NLMSGERR_ATTR_MISS_NEST: u16 = 6;
 
 // ---- include/uapi/linux/udmabuf.h ----
 
-/// `struct udmabuf_create` (24 bytes): a page-aligned range of a sealed memfd to export.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct udmabuf_create {
-    /// memfd (shmem or hugetlbfs) with `F_SEAL_SHRINK` set.
-    pub memfd: u32,
-    /// `UDMABUF_FLAGS_CLOEXEC` or 0.
-    pub flags: u32,
-    /// Byte offset into the memfd, page aligned.
-    pub offset: u64,
-    /// Size in bytes, page aligned, non-zero.
-    pub size: u64,
+uapi_struct! {
+    /// `struct udmabuf_create` (24 bytes): a page-aligned range of a sealed memfd to export.
+    #[derive(Default)]
+    udmabuf_create = 24 {
+        /// memfd (shmem or hugetlbfs) with `F_SEAL_SHRINK` set.
+        memfd: u32 = 0,
+        /// `UDMABUF_FLAGS_CLOEXEC` or 0.
+        flags: u32 = 4,
+        /// Byte offset into the memfd, page aligned.
+        offset: u64 = 8,
+        /// Size in bytes, page aligned, non-zero.
+        size: u64 = 16,
+    }
 }
-const _: () = assert!(size_of::<udmabuf_create>() == 24);
 
 /// `UDMABUF_FLAGS_CLOEXEC`: the new dma-buf fd gets `O_CLOEXEC`.
 pub const UDMABUF_FLAGS_CLOEXEC: u32 = 0x1;
@@ -267,14 +317,14 @@ pub const UDMABUF_CREATE: libc::c_ulong =
 
 // ---- include/uapi/linux/dma-buf.h ----
 
-/// `struct dma_buf_sync` (8 bytes).
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct dma_buf_sync {
-    /// `DMA_BUF_SYNC_*`: START or END, plus a direction (READ, WRITE or RW; never none).
-    pub flags: u64,
+uapi_struct! {
+    /// `struct dma_buf_sync` (8 bytes).
+    #[derive(Default)]
+    dma_buf_sync = 8 {
+        /// `DMA_BUF_SYNC_*`: START or END, plus a direction (READ, WRITE or RW; never none).
+        flags: u64 = 0,
+    }
 }
-const _: () = assert!(size_of::<dma_buf_sync>() == 8);
 
 /// CPU reads the buffer.
 pub const DMA_BUF_SYNC_READ: u64 = 1;
@@ -302,15 +352,126 @@ pub const MFD_HUGE_2MB: libc::c_uint = 21 << MFD_HUGE_SHIFT;
 /// Size of a 2 MiB huge page in bytes.
 pub const HUGEPAGE_2M: usize = 2 << 20;
 
-// ---- include/uapi/linux/io_uring.h, io_uring/zcrx.h (io_uring zero-copy receive) ----
+// ---- include/uapi/linux/io_uring.h (since 7.0 also include/uapi/linux/io_uring/zcrx.h):
+// io_uring zero-copy receive ----
 //
-// The structs come from the `io-uring` crate (`io_uring::types::io_uring_zcrx_*`); these
-// asserts pin the layouts this crate relies on (docs/kernel-interface.md#zcrx-registration).
+// The structs are this crate's own (the `io-uring` crate's still call `rx_buf_len`, 7.0+,
+// `__resv2`); docs/kernel-interface.md#zcrx-registration.
 
 pub use io_uring::types::{
-    io_uring_region_desc, io_uring_zcrx_area_reg, io_uring_zcrx_cqe, io_uring_zcrx_ifq_reg,
-    io_uring_zcrx_rqe, IORING_MEM_REGION_TYPE_USER, IORING_ZCRX_AREA_MASK, IORING_ZCRX_AREA_SHIFT,
+    IORING_MEM_REGION_TYPE_USER, IORING_ZCRX_AREA_MASK, IORING_ZCRX_AREA_SHIFT,
 };
+
+uapi_struct! {
+    /// `struct io_uring_zcrx_rqe` (16 bytes): one refill-ring entry, a buffer given back.
+    #[derive(Default)]
+    io_uring_zcrx_rqe = 16 {
+        /// The area's `rq_area_token` (area id in bits 48..64) OR'd with the buffer's byte
+        /// offset in the area.
+        off: u64 = 0,
+        /// Bytes given back.
+        len: u32 = 8,
+        /// Reserved, zero.
+        __pad: u32 = 12,
+    }
+}
+
+uapi_struct! {
+    /// `struct io_uring_zcrx_cqe` (16 bytes): the second half of a 32-byte `RECV_ZC` CQE.
+    #[derive(Default)]
+    io_uring_zcrx_cqe = 16 {
+        /// Area id in bits 48..64 ([`IORING_ZCRX_AREA_MASK`]), the buffer's byte offset in the
+        /// area below.
+        off: u64 = 0,
+        /// Reserved.
+        __pad: u64 = 8,
+    }
+}
+
+uapi_struct! {
+    /// `struct io_uring_zcrx_offsets` (32 bytes): where the refill ring lives in its region,
+    /// written back by the kernel on registration.
+    #[derive(Default)]
+    io_uring_zcrx_offsets = 32 {
+        /// Byte offset of the `u32` head.
+        head: u32 = 0,
+        /// Byte offset of the `u32` tail.
+        tail: u32 = 4,
+        /// Byte offset of the first [`io_uring_zcrx_rqe`].
+        rqes: u32 = 8,
+        /// Reserved.
+        __resv2: u32 = 12,
+        /// Reserved.
+        __resv: [u64; 2] = 16,
+    }
+}
+
+uapi_struct! {
+    /// `struct io_uring_zcrx_area_reg` (48 bytes): the receive area (user memory here).
+    #[derive(Default)]
+    io_uring_zcrx_area_reg = 48 {
+        /// Start address of the area, page aligned.
+        addr: u64 = 0,
+        /// Bytes, a multiple of the page size.
+        len: u64 = 8,
+        /// Written back: the area id in bits 48..64, to OR into refill entries' offsets.
+        rq_area_token: u64 = 16,
+        /// `IORING_ZCRX_AREA_*` (1 = the area is a dma-buf); 0 here.
+        flags: u32 = 24,
+        /// The dma-buf fd with `IORING_ZCRX_AREA_DMABUF`; 0 here.
+        dmabuf_fd: u32 = 28,
+        /// Reserved, zero.
+        __resv2: [u64; 2] = 32,
+    }
+}
+
+uapi_struct! {
+    /// `struct io_uring_region_desc` (64 bytes): the refill region
+    /// ([`IORING_MEM_REGION_TYPE_USER`]: user memory the kernel maps).
+    #[derive(Default)]
+    io_uring_region_desc = 64 {
+        /// Start address of the region (user memory).
+        user_addr: u64 = 0,
+        /// Bytes.
+        size: u64 = 8,
+        /// `IORING_MEM_REGION_TYPE_*`.
+        flags: u32 = 16,
+        /// Region id; 0.
+        id: u32 = 20,
+        /// Written back for kernel-allocated regions; unused with user memory.
+        mmap_offset: u64 = 24,
+        /// Reserved, zero.
+        __resv: [u64; 4] = 32,
+    }
+}
+
+uapi_struct! {
+    /// `struct io_uring_zcrx_ifq_reg` (96 bytes): the argument of `IORING_REGISTER_ZCRX_IFQ`.
+    #[derive(Default)]
+    io_uring_zcrx_ifq_reg = 96 {
+        /// Interface index; 0 with [`ZCRX_REG_NODEV`].
+        if_idx: u32 = 0,
+        /// RX queue index; 0 with [`ZCRX_REG_NODEV`].
+        if_rxq: u32 = 4,
+        /// Refill-ring entries asked for; written back rounded up to a power of two.
+        rq_entries: u32 = 8,
+        /// `ZCRX_REG_*`.
+        flags: u32 = 12,
+        /// Address of an [`io_uring_zcrx_area_reg`].
+        area_ptr: u64 = 16,
+        /// Address of an [`io_uring_region_desc`] for the refill ring.
+        region_ptr: u64 = 24,
+        /// Written back: the refill ring's layout in its region.
+        offsets: io_uring_zcrx_offsets = 32,
+        /// Written back: the instance id (`sqe.zcrx_ifq_idx`, `zcrx_ctrl.zcrx_id`).
+        zcrx_id: u32 = 64,
+        /// Buffer size in bytes (7.0+; 0 = the page size), written back with the size used.
+        /// Older kernels reserve the word and refuse a non-zero value.
+        rx_buf_len: u32 = 68,
+        /// Reserved, zero.
+        __resv: [u64; 3] = 72,
+    }
+}
 
 /// `io_uring_zcrx_ifq_reg.flags`: register without a net device; the kernel fills the area by
 /// copying (`ZCRX_REG_NODEV`, io_uring/zcrx.h, added after 6.18; 7.3 has it). `if_idx` and
@@ -333,33 +494,23 @@ pub const IORING_REGISTER_ZCRX_CTRL: u32 = 36;
 /// become reusable.
 pub const ZCRX_CTRL_FLUSH_RQ: u32 = 0;
 
-/// `struct zcrx_ctrl` (72 bytes, io_uring/zcrx.h): the argument of
-/// `IORING_REGISTER_ZCRX_CTRL`. The trailing union (export / flush-rq / ...) is 48 bytes; for
-/// `ZCRX_CTRL_FLUSH_RQ` it is reserved and must be zero.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct zcrx_ctrl {
-    /// `io_uring_zcrx_ifq_reg.zcrx_id` of the instance.
-    pub zcrx_id: u32,
-    /// `ZCRX_CTRL_*`.
-    pub op: u32,
-    /// Reserved, zero.
-    pub __resv: [u64; 2],
-    /// The per-op union; zero for `ZCRX_CTRL_FLUSH_RQ`.
-    pub payload: [u64; 6],
+uapi_struct! {
+    /// `struct zcrx_ctrl` (72 bytes): the argument of `IORING_REGISTER_ZCRX_CTRL`. The trailing
+    /// union (export / flush-rq / ...) is 48 bytes; for `ZCRX_CTRL_FLUSH_RQ` it is reserved and
+    /// must be zero.
+    #[derive(Default)]
+    zcrx_ctrl = 72 {
+        /// `io_uring_zcrx_ifq_reg.zcrx_id` of the instance.
+        zcrx_id: u32 = 0,
+        /// `ZCRX_CTRL_*`.
+        op: u32 = 4,
+        /// Reserved, zero.
+        __resv: [u64; 2] = 8,
+        /// The per-op union; zero for `ZCRX_CTRL_FLUSH_RQ`.
+        payload: [u64; 6] = 24,
+    }
 }
-const _: () = assert!(size_of::<zcrx_ctrl>() == 72);
 
-const _: () = assert!(size_of::<io_uring_zcrx_rqe>() == 16);
-const _: () = assert!(size_of::<io_uring_zcrx_cqe>() == 16);
-const _: () = assert!(size_of::<io_uring_zcrx_area_reg>() == 48);
-const _: () = assert!(size_of::<io_uring_region_desc>() == 64);
-const _: () = assert!(size_of::<io_uring_zcrx_ifq_reg>() == 96);
-// `rx_buf_len` (7.0+) is the u32 the crate still calls `__resv2`, at byte 68.
-const _: () = assert!(std::mem::offset_of!(io_uring_zcrx_ifq_reg, __resv2) == 68);
-const _: () = assert!(std::mem::offset_of!(io_uring_zcrx_ifq_reg, zcrx_id) == 64);
-// `struct io_uring_zcrx_offsets` (not re-exported by the crate) spans bytes 32..64.
-const _: () = assert!(std::mem::offset_of!(io_uring_zcrx_ifq_reg, offsets) == 32);
 const _: () = assert!(io_uring::opcode::RecvZc::CODE == IORING_OP_RECV_ZC);
 
 #[cfg(test)]
@@ -379,6 +530,177 @@ mod tests {
         assert_eq!(SCM_DEVMEM_DMABUF, 79);
         assert_eq!(SO_DEVMEM_DONTNEED, 80);
         assert_eq!(MSG_SOCK_DEVMEM, 0x200_0000);
+    }
+
+    /// The fixtures' fields, concatenated in order: each field's width then places the next one
+    /// at the offset the header gives.
+    fn fields(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    #[test]
+    fn dmabuf_cmsg_and_token_bytes() {
+        // struct dmabuf_cmsg as the kernel writes it after a SCM_DEVMEM_DMABUF header.
+        let wire = fields(&[
+            &8192u64.to_le_bytes(), // frag_offset @0
+            &4096u32.to_le_bytes(), // frag_size @8
+            &17u32.to_le_bytes(),   // frag_token @12
+            &3u32.to_le_bytes(),    // dmabuf_id @16
+            &0u32.to_le_bytes(),    // flags @20
+        ]);
+        let c = dmabuf_cmsg {
+            frag_offset: 8192,
+            frag_size: 4096,
+            frag_token: 17,
+            dmabuf_id: 3,
+            flags: 0,
+        };
+        assert_eq!(wire.len(), DMABUF_CMSG_LEN);
+        assert_eq!(dmabuf_cmsg::from_bytes(&wire).unwrap(), c);
+        assert_eq!(c.to_bytes().as_slice(), wire);
+        let e = dmabuf_cmsg::from_bytes(&wire[..23]).unwrap_err();
+        assert!(e.to_string().contains("struct dmabuf_cmsg"), "{e}");
+        // One SO_DEVMEM_DONTNEED range.
+        let t = dmabuf_token {
+            token_start: 5,
+            token_count: 3,
+        };
+        let wire = fields(&[
+            &5u32.to_le_bytes(), // token_start @0
+            &3u32.to_le_bytes(), // token_count @4
+        ]);
+        assert_eq!(t.to_bytes().as_slice(), wire);
+    }
+
+    #[test]
+    fn udmabuf_and_dma_buf_sync_bytes() {
+        let create = udmabuf_create {
+            memfd: 7,
+            flags: UDMABUF_FLAGS_CLOEXEC,
+            offset: 0x1000,
+            size: 0x20_0000,
+        };
+        let wire = fields(&[
+            &7u32.to_le_bytes(),         // memfd @0
+            &1u32.to_le_bytes(),         // flags @4: UDMABUF_FLAGS_CLOEXEC
+            &0x1000u64.to_le_bytes(),    // offset @8
+            &0x20_0000u64.to_le_bytes(), // size @16: 2 MiB
+        ]);
+        assert_eq!(create.to_bytes().as_slice(), wire);
+        let sync = dma_buf_sync {
+            flags: DMA_BUF_SYNC_END | DMA_BUF_SYNC_READ,
+        };
+        // flags @0: END (4) | READ (1)
+        assert_eq!(sync.to_bytes(), 5u64.to_le_bytes());
+    }
+
+    #[test]
+    fn zcrx_registration_bytes() {
+        let reg = io_uring_zcrx_ifq_reg {
+            if_idx: 2,
+            if_rxq: 1,
+            rq_entries: 4096,
+            flags: ZCRX_REG_NODEV,
+            area_ptr: 0x7f00_0000_1000,
+            region_ptr: 0x7f00_0000_2000,
+            offsets: io_uring_zcrx_offsets {
+                head: 0,
+                tail: 64,
+                rqes: 128,
+                ..Default::default()
+            },
+            zcrx_id: 1,
+            rx_buf_len: 4096,
+            __resv: [0; 3],
+        };
+        let wire = fields(&[
+            &2u32.to_le_bytes(),                // if_idx @0
+            &1u32.to_le_bytes(),                // if_rxq @4
+            &4096u32.to_le_bytes(),             // rq_entries @8
+            &2u32.to_le_bytes(),                // flags @12: ZCRX_REG_NODEV
+            &0x7f00_0000_1000u64.to_le_bytes(), // area_ptr @16
+            &0x7f00_0000_2000u64.to_le_bytes(), // region_ptr @24
+            &0u32.to_le_bytes(),                // offsets.head @32
+            &64u32.to_le_bytes(),               // offsets.tail @36
+            &128u32.to_le_bytes(),              // offsets.rqes @40
+            &[0; 4],                            // offsets.__resv2 @44
+            &[0; 16],                           // offsets.__resv[2] @48
+            &1u32.to_le_bytes(),                // zcrx_id @64
+            &4096u32.to_le_bytes(),             // rx_buf_len @68 (7.0+)
+            &[0; 24],                           // __resv[3] @72
+        ]);
+        assert_eq!(reg.to_bytes().as_slice(), wire);
+        assert_eq!(io_uring_zcrx_ifq_reg::from_bytes(&wire).unwrap(), reg);
+
+        // The area as registered, then with the token the kernel writes back (area id 1).
+        let mut area = io_uring_zcrx_area_reg {
+            addr: 0x7f00_0010_0000,
+            len: 0x200_0000,
+            ..Default::default()
+        };
+        area.rq_area_token = 1 << IORING_ZCRX_AREA_SHIFT;
+        let wire = fields(&[
+            &0x7f00_0010_0000u64.to_le_bytes(), // addr @0
+            &0x200_0000u64.to_le_bytes(),       // len @8: 32 MiB
+            &(1u64 << 48).to_le_bytes(),        // rq_area_token @16: area id 1
+            &0u32.to_le_bytes(),                // flags @24
+            &0u32.to_le_bytes(),                // dmabuf_fd @28
+            &[0; 16],                           // __resv2[2] @32
+        ]);
+        assert_eq!(area.to_bytes().as_slice(), wire);
+
+        let region = io_uring_region_desc {
+            user_addr: 0x7f00_0020_0000,
+            size: 0x11000,
+            flags: IORING_MEM_REGION_TYPE_USER,
+            ..Default::default()
+        };
+        let wire = fields(&[
+            &0x7f00_0020_0000u64.to_le_bytes(), // user_addr @0
+            &0x11000u64.to_le_bytes(),          // size @8
+            &1u32.to_le_bytes(),                // flags @16: IORING_MEM_REGION_TYPE_USER
+            &0u32.to_le_bytes(),                // id @20
+            &0u64.to_le_bytes(),                // mmap_offset @24
+            &[0; 32],                           // __resv[4] @32
+        ]);
+        assert_eq!(region.to_bytes().as_slice(), wire);
+
+        let ctrl = zcrx_ctrl {
+            zcrx_id: 1,
+            op: ZCRX_CTRL_FLUSH_RQ,
+            ..Default::default()
+        };
+        let wire = fields(&[
+            &1u32.to_le_bytes(), // zcrx_id @0
+            &0u32.to_le_bytes(), // op @4: ZCRX_CTRL_FLUSH_RQ
+            &[0; 16],            // __resv[2] @8
+            &[0; 48],            // the per-op union @24, reserved for FLUSH_RQ
+        ]);
+        assert_eq!(ctrl.to_bytes().as_slice(), wire);
+    }
+
+    #[test]
+    fn zcrx_ring_entry_bytes() {
+        // A refill entry giving back 4096 bytes at byte 8192 of area 1.
+        let rqe = io_uring_zcrx_rqe {
+            off: (1 << 48) | 8192,
+            len: 4096,
+            __pad: 0,
+        };
+        let wire = fields(&[
+            &((1u64 << 48) | 8192).to_le_bytes(), // off @0: area token | offset
+            &4096u32.to_le_bytes(),               // len @8
+            &0u32.to_le_bytes(),                  // __pad @12
+        ]);
+        assert_eq!(rqe.to_bytes().as_slice(), wire);
+        // The second half of a RECV_ZC CQE32, as the kernel writes it.
+        let wire = fields(&[
+            &((1u64 << 48) | 12288).to_le_bytes(), // off @0
+            &0u64.to_le_bytes(),                   // __pad @8
+        ]);
+        let cqe = io_uring_zcrx_cqe::from_bytes(&wire).unwrap();
+        assert_eq!(cqe.off & IORING_ZCRX_AREA_MASK, 1 << 48);
+        assert_eq!(cqe.off & !IORING_ZCRX_AREA_MASK, 12288);
     }
 
     #[test]

@@ -69,8 +69,8 @@ pub const DEFAULT_POLL_TICK: Duration = Duration::from_millis(50);
 /// for a few more cmsgs the socket might add.
 pub const ERRQUEUE_CONTROL_LEN: usize = 256;
 
-/// `sizeof(struct sock_extended_err)` (include/uapi/linux/errqueue.h).
-pub const SOCK_EXTENDED_ERR_LEN: usize = 16;
+/// `sizeof(struct sock_extended_err)` (include/uapi/linux/errqueue.h): 16.
+pub const SOCK_EXTENDED_ERR_LEN: usize = std::mem::size_of::<SockExtendedErr>();
 
 /// Bytes of the control buffer that carries the binding id: `CMSG_SPACE(sizeof(u32))` = 24.
 pub const DMABUF_ID_CMSG_SPACE: usize = cmsg_space(4);
@@ -252,56 +252,10 @@ pub fn plan_sends(offset: u64, len: usize, chunk: Option<u32>) -> Vec<Vec<Dmabuf
 // Completions
 // ---------------------------------------------------------------------------------------------
 
-/// `struct sock_extended_err` (include/uapi/linux/errqueue.h), 16 bytes: `ee_errno` u32 @0,
-/// `ee_origin` u8 @4, `ee_type` u8 @5, `ee_code` u8 @6, `ee_pad` u8 @7, `ee_info` u32 @8,
-/// `ee_data` u32 @12.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SockExtendedErr {
-    /// Positive errno; 0 for a zerocopy completion.
-    pub ee_errno: u32,
-    /// `SO_EE_ORIGIN_*`; 5 (`SO_EE_ORIGIN_ZEROCOPY`) for a zerocopy completion.
-    pub ee_origin: u8,
-    /// Origin-specific type.
-    pub ee_type: u8,
-    /// For zerocopy: `SO_EE_CODE_ZEROCOPY_COPIED` (1) when the kernel copied.
-    pub ee_code: u8,
-    /// Padding.
-    pub ee_pad: u8,
-    /// For zerocopy: first send number of the completed range.
-    pub ee_info: u32,
-    /// For zerocopy: last send number of the completed range (inclusive).
-    pub ee_data: u32,
-}
-
-impl SockExtendedErr {
-    /// Decodes the first 16 bytes of `b` (native byte order); `None` if shorter.
-    pub fn decode(b: &[u8]) -> Option<SockExtendedErr> {
-        let b: &[u8; SOCK_EXTENDED_ERR_LEN] = b.get(..SOCK_EXTENDED_ERR_LEN)?.try_into().ok()?;
-        let u32_at = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        Some(SockExtendedErr {
-            ee_errno: u32_at(0),
-            ee_origin: b[4],
-            ee_type: b[5],
-            ee_code: b[6],
-            ee_pad: b[7],
-            ee_info: u32_at(8),
-            ee_data: u32_at(12),
-        })
-    }
-
-    /// The 16 bytes of the struct (native byte order).
-    pub fn encode(&self) -> [u8; SOCK_EXTENDED_ERR_LEN] {
-        let mut b = [0u8; SOCK_EXTENDED_ERR_LEN];
-        b[0..4].copy_from_slice(&self.ee_errno.to_ne_bytes());
-        b[4] = self.ee_origin;
-        b[5] = self.ee_type;
-        b[6] = self.ee_code;
-        b[7] = self.ee_pad;
-        b[8..12].copy_from_slice(&self.ee_info.to_ne_bytes());
-        b[12..16].copy_from_slice(&self.ee_data.to_ne_bytes());
-        b
-    }
-}
+/// `struct sock_extended_err` (include/uapi/linux/errqueue.h; declared in `sys/uapi.rs` with
+/// its layout asserted), under the name the send path uses: `from_bytes` / `to_bytes` are its
+/// codec.
+pub use crate::sys::uapi::sock_extended_err as SockExtendedErr;
 
 /// One zerocopy completion: sends `lo..=hi` (the kernel's u32 send numbers) are done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,7 +326,7 @@ pub fn parse_completion(read: &ErrqueueRead, control: &[u8]) -> Result<ZerocopyC
             if seen.is_empty() { "no cmsg" } else { &seen }
         )));
     };
-    let ee = SockExtendedErr::decode(payload).ok_or_else(|| Error::Decode {
+    let ee = SockExtendedErr::from_bytes(payload).map_err(|_| Error::Decode {
         what: "sock_extended_err".into(),
         detail: format!(
             "level {level} type {ty} payload of {} bytes, need {SOCK_EXTENDED_ERR_LEN}",
@@ -1183,9 +1137,9 @@ mod tests {
             ee_data: 9,
             ..SockExtendedErr::default()
         };
-        assert_eq!(ee.encode(), EE_3_9_COPIED);
-        assert_eq!(SockExtendedErr::decode(&EE_3_9_COPIED), Some(ee));
-        assert_eq!(SockExtendedErr::decode(&EE_3_9_COPIED[..15]), None);
+        assert_eq!(ee.to_bytes(), EE_3_9_COPIED);
+        assert_eq!(SockExtendedErr::from_bytes(&EE_3_9_COPIED).ok(), Some(ee));
+        assert_eq!(SockExtendedErr::from_bytes(&EE_3_9_COPIED[..15]).ok(), None);
     }
 
     #[test]

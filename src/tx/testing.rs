@@ -390,7 +390,7 @@ pub fn encode_recverr_cmsg(ee: &SockExtendedErr, ipv6: bool) -> Vec<u8> {
     let payload = SOCK_EXTENDED_ERR_LEN + addr_len;
     let mut b = vec![0u8; cmsg_align(cmsg_len(payload))];
     b[..CMSGHDR_LEN].copy_from_slice(&encode_cmsghdr(payload, level, ty));
-    b[CMSGHDR_LEN..CMSGHDR_LEN + SOCK_EXTENDED_ERR_LEN].copy_from_slice(&ee.encode());
+    b[CMSGHDR_LEN..CMSGHDR_LEN + SOCK_EXTENDED_ERR_LEN].copy_from_slice(&ee.to_bytes());
     b
 }
 

@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nix::sched::{setns, CloneFlags};
 
+pub mod bin;
+
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// Side A of a [`NetNsPair`]: interface name and addresses.
