@@ -204,6 +204,11 @@ pub enum Mode {
     ZcrxServer,
     /// `--report -f IF`: read-only capability report (text; JSON with `--json`).
     Report,
+    /// `--peer-server -p CTRL`: the sender side of sweeps ([`crate::lab`]).
+    PeerServer,
+    /// `-l ... --peer ADDR`: a sweep of one of the receive modes, driven through the peer
+    /// ([`crate::lab`]).
+    Sweep,
 }
 
 /// The mode as the option table sees it: [`Mode`], with the devmem TX client split by what
@@ -226,6 +231,8 @@ pub(crate) enum Role {
     Plain,
     /// [`Mode::PatternSender`].
     Sender,
+    /// [`Mode::PeerServer`].
+    PeerServer,
 }
 
 impl Role {
@@ -502,6 +509,61 @@ pub struct SenderArgs {
     pub timeout: Option<Duration>,
 }
 
+/// The default control port of `--peer-server` and `--peer`.
+pub const DEFAULT_PEER_PORT: u16 = 4343;
+/// The default `--runs` of a sweep.
+pub const DEFAULT_RUNS: u32 = 3;
+/// The default `--duration` of a sweep's runs.
+pub const DEFAULT_SWEEP_DURATION: Duration = Duration::from_secs(10);
+/// The default `--timeout` of a sweep's runs (a peer that does not connect fails the run).
+pub const DEFAULT_SWEEP_TIMEOUT: Duration = Duration::from_secs(20);
+/// The default seed of a sweep without `-v N` or `--seed`.
+pub const DEFAULT_SWEEP_SEED: u64 = 1;
+/// The default `--max-duration` of `--peer-server`.
+pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(600);
+/// The default `--max-bytes` of `--peer-server` (1 TiB).
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 40;
+
+/// `--peer-server -p CTRL`: the sender side of sweeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerServerArgs {
+    /// `-s`: the address the control port listens on (default `::`, every address).
+    pub addr: HostAddr,
+    /// `-p`: the control port.
+    pub port: u16,
+    /// `--max-duration`: the longest send of one run.
+    pub max_duration: Duration,
+    /// `--max-bytes`: the most bytes of one run over all flows.
+    pub max_bytes: u64,
+}
+
+/// `-l ... --peer ADDR`: a sweep of the receive mode `base`, one run at a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepArgs {
+    /// The receive mode of every run ([`ModeArgs::Server`], [`ModeArgs::Zcrx`] or
+    /// [`ModeArgs::Plain`]) as typed, before a point's value is applied; its `--timeout`
+    /// has the sweep's default, its stream the default seed, and (devmem and plain) its
+    /// `--duration` is [`duration`](Self::duration). The zcrx server takes no duration: it
+    /// receives until the peer, sending for `duration`, closes.
+    pub base: Box<ModeArgs>,
+    /// `--duration`: each run's length (default [`DEFAULT_SWEEP_DURATION`]).
+    pub duration: Duration,
+    /// `--sweep`; `None`: one configuration, repeated `--runs` times.
+    pub sweep: Option<crate::lab::plan::Sweep>,
+    /// `--runs`.
+    pub runs: u32,
+    /// `--peer`.
+    pub peer: HostAddr,
+    /// `--peer-port`.
+    pub peer_port: u16,
+    /// `--csv`.
+    pub csv: Option<PathBuf>,
+    /// `--plot`.
+    pub plot: Option<PathBuf>,
+    /// The command line as typed (for the JSON file).
+    pub command_line: Vec<String>,
+}
+
 /// One mode's arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModeArgs {
@@ -519,6 +581,10 @@ pub enum ModeArgs {
     Plain(PlainArgs),
     /// [`Mode::PatternSender`].
     Sender(SenderArgs),
+    /// [`Mode::PeerServer`].
+    PeerServer(PeerServerArgs),
+    /// [`Mode::Sweep`].
+    Sweep(SweepArgs),
 }
 
 impl ModeArgs {
@@ -532,6 +598,8 @@ impl ModeArgs {
             ModeArgs::Client(_) => Mode::Client,
             ModeArgs::Plain(_) => Mode::PlainServer,
             ModeArgs::Sender(_) => Mode::PatternSender,
+            ModeArgs::PeerServer(_) => Mode::PeerServer,
+            ModeArgs::Sweep(_) => Mode::Sweep,
         }
     }
 }
@@ -574,7 +642,11 @@ pub fn parse(argv: &[String], page_size: usize) -> Result<Command> {
             env!("CARGO_PKG_VERSION")
         )));
     }
-    Ok(Command::Run(resolve(typed, &given)?))
+    let mut run = resolve(typed, &given)?;
+    if let ModeArgs::Sweep(s) = &mut run.mode {
+        s.command_line = argv.to_vec();
+    }
+    Ok(Command::Run(run))
 }
 
 fn usage_err(msg: impl Into<String>) -> Error {
@@ -657,6 +729,7 @@ fn select_role(t: &Typed) -> Result<Role> {
         (t.plain, "--plain"),
         (t.zcrx, "--zcrx"),
         (t.report, "--report"),
+        (t.peer_server, "--peer-server"),
     ]
     .iter()
     .filter(|(on, _)| *on)
@@ -676,6 +749,13 @@ fn select_role(t: &Typed) -> Result<Role> {
         zcrx_server_role(t)
     } else if t.report {
         report_role(t)
+    } else if t.peer_server {
+        if t.listen {
+            return Err(usage_err(
+                "--peer-server: serves the sender side of sweeps; not with -l",
+            ));
+        }
+        Ok(Role::PeerServer)
     } else {
         devmem_role(t)
     }
@@ -786,7 +866,10 @@ fn devmem_role(t: &Typed) -> Result<Role> {
 /// `-t`/`-q`: both or neither, and the range inside `u32` queue ids, in the modes that
 /// take queues (the devmem TX client too, as C).
 fn check_queue_range(t: &Typed, role: Role) -> Result<()> {
-    if matches!(role, Role::Report | Role::Plain | Role::Sender) {
+    if matches!(
+        role,
+        Role::Report | Role::Plain | Role::Sender | Role::PeerServer
+    ) {
         return Ok(());
     }
     match (t.start_queue, t.num_queues) {
@@ -835,10 +918,65 @@ fn check_rules(t: &Typed, role: Role) -> Result<()> {
             )));
         }
     }
+    check_sweep_rules(t, role)?;
     if t.verify_restore && t.skip_nic_config && role != Role::Probe {
         return Err(usage_err(
             "--verify-restore: -n skips NIC configuration, so there is nothing to verify",
         ));
+    }
+    Ok(())
+}
+
+/// The rules of a sweep: its options need `--peer`; the swept key applies to the mode and
+/// is not also given as its own option.
+fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
+    use crate::lab::plan::SweepKey;
+    if t.peer.is_none() {
+        let needs = [
+            (t.sweep.is_some(), "--sweep"),
+            (t.runs.is_some(), "--runs"),
+            (t.csv.is_some(), "--csv"),
+            (t.plot.is_some(), "--plot"),
+            (t.peer_port.is_some(), "--peer-port"),
+        ];
+        if let Some((_, flag)) = needs.iter().find(|(given, _)| *given) {
+            return Err(usage_err(format!(
+                "{flag}: a sweep needs --peer ADDR (the host running --peer-server that sends \
+                 each run)"
+            )));
+        }
+        return Ok(());
+    }
+    if t.expect_bytes.is_some() {
+        return Err(usage_err(
+            "--expect-bytes: a sweep's runs are timed (--duration), not counted in bytes",
+        ));
+    }
+    let Some(sweep) = &t.sweep else {
+        return Ok(());
+    };
+    let (applies, own) = match sweep.key {
+        SweepKey::RxPageSize => (role == Role::Server, t.rx_page_size.map(|_| "-b")),
+        SweepKey::Autorelease => (role == Role::Server, t.bind_autorelease.map(|_| "-a")),
+        SweepKey::RxBufLen => (role == Role::Zcrx, t.rx_buf_len.map(|_| "--rx-buf-len")),
+        SweepKey::Flows => (role != Role::Zcrx, t.flows.map(|_| "--flows")),
+    };
+    let name = sweep.key.name();
+    if !applies {
+        let to = match sweep.key {
+            SweepKey::RxBufLen => "the zcrx server (-l --zcrx)",
+            SweepKey::Flows => {
+                "the devmem server and the plain receiver (the zcrx server \
+                                receives one flow)"
+            }
+            _ => "the devmem server (-l -f IF without --plain or --zcrx)",
+        };
+        return Err(usage_err(format!("--sweep {name}: only applies to {to}")));
+    }
+    if let Some(flag) = own {
+        return Err(usage_err(format!(
+            "--sweep {name}: sets {flag} for each point; do not give {flag} too"
+        )));
     }
     Ok(())
 }
@@ -861,6 +999,12 @@ fn resolve_addrs(t: &Typed, role: Role) -> Result<(Option<HostAddr>, Option<Host
     // a socket address; -c only where the sender binds it (a server puts it in the flow
     // rule, where it needs no zone).
     let binds_client = matches!(role, Role::TxStdin | Role::TxPattern | Role::Sender);
+    if role == Role::PeerServer {
+        if let Some(h) = &server {
+            h.refuse_unscoped_link_local("-s")?;
+        }
+        return Ok((server, client));
+    }
     for (flag, addr, used) in [("-s", &server, true), ("-c", &client, binds_client)] {
         if let Some(h) = addr.as_ref().filter(|_| used) {
             h.refuse_unscoped_link_local(flag)?;
@@ -939,7 +1083,23 @@ fn mode_args(
             flows: flows(t),
         })
     };
+    if role.receives() {
+        if let Some(peer) = &t.peer {
+            let peer = HostAddr::parse("--peer", "peer address", peer)?;
+            peer.refuse_unscoped_link_local("--peer")?;
+            return sweep_args(t, role, server, client, peer);
+        }
+    }
     Ok(match role {
+        Role::PeerServer => ModeArgs::PeerServer(PeerServerArgs {
+            addr: match server {
+                Some(s) => s,
+                None => HostAddr::parse("-s", "server address", "::")?,
+            },
+            port: t.port.unwrap_or(DEFAULT_PEER_PORT),
+            max_duration: t.max_duration.unwrap_or(DEFAULT_MAX_DURATION),
+            max_bytes: t.max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
+        }),
         Role::Probe => ModeArgs::Probe(ProbeArgs {
             ifname: ifname(&t)?,
             queues,
@@ -1010,6 +1170,43 @@ fn mode_args(
     })
 }
 
+/// The arguments of a sweep of `role`'s receive: the receive with the sweep's defaults (a
+/// duration, a timeout, a stream), and the sweep's own options.
+fn sweep_args(
+    mut t: Typed,
+    role: Role,
+    server: Option<HostAddr>,
+    client: Option<HostAddr>,
+    peer: HostAddr,
+) -> Result<ModeArgs> {
+    let duration = t.duration.unwrap_or(DEFAULT_SWEEP_DURATION);
+    t.duration = match role {
+        Role::Zcrx => None,
+        _ => Some(duration),
+    };
+    t.timeout = t.timeout.or(Some(DEFAULT_SWEEP_TIMEOUT));
+    if t.validate.is_none() && t.seed.is_none() {
+        t.seed = Some(Seed::Value(DEFAULT_SWEEP_SEED));
+    }
+    let sweep = t.sweep.take();
+    let runs = t.runs.take().unwrap_or(DEFAULT_RUNS);
+    let peer_port = t.peer_port.take().unwrap_or(DEFAULT_PEER_PORT);
+    let (csv, plot) = (t.csv.take(), t.plot.take());
+    t.peer = None;
+    let base = mode_args(t, role, server, client)?;
+    Ok(ModeArgs::Sweep(SweepArgs {
+        base: Box::new(base),
+        duration,
+        sweep,
+        runs,
+        peer,
+        peer_port,
+        csv,
+        plot,
+        command_line: Vec::new(),
+    }))
+}
+
 /// The full `--help` text; its option lists come from the option table.
 pub fn usage() -> String {
     format!(
@@ -1023,6 +1220,8 @@ Usage:
   {p} -l --plain -s ADDR -p PORT [-v N] ...                 plain-TCP RX server
   {p} --report -f IF [--json FILE]                          capability report (read-only)
   {p} --send-pattern BYTES -s ADDR -p PORT -v N ...         plain-TCP pattern sender
+  {p} --peer-server [-p CTRL] [--max-duration SECS]         the sender side of sweeps
+  {p} -l ... --peer ADDR [--sweep KEY=V1,V2] [--runs R]     a sweep of a receiver: the table
   {p} -h | --help | --version
 
 A port of the kernel selftest ncdevmem (devmem TCP). The short options are C ncdevmem's, with

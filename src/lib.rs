@@ -7,7 +7,8 @@
 //! counters ([`figures`]: CPU accounting, frag sizes, device RX, congestion control),
 //! io_uring zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to
 //! give back what a run held (`release`), the command line ([`cli`]) and the run
-//! orchestration ([`app`]); other command lines of the same binary ([`personality`]:
+//! orchestration ([`app`]); sweeps over many runs with a peer that sends them, and their
+//! table ([`lab`]); other command lines of the same binary ([`personality`]:
 //! `iou-zcrx`). All `unsafe` lives in [`sys`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -57,6 +58,7 @@ pub mod cli;
 pub mod conn;
 pub mod error;
 pub mod figures;
+pub mod lab;
 pub mod memory;
 pub(crate) mod modes;
 pub mod netlink;

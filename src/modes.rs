@@ -63,6 +63,8 @@ pub(crate) fn run(args: &ModeArgs, report: &RunReport) -> Result<()> {
         ModeArgs::Client(a) => client::run(a, report),
         ModeArgs::Plain(a) => plain::run(a, report),
         ModeArgs::Sender(a) => sender::run(a, report),
+        ModeArgs::PeerServer(a) => crate::lab::peer::run(a, report),
+        ModeArgs::Sweep(a) => crate::lab::run(a, report),
     }
 }
 
@@ -278,6 +280,7 @@ pub(crate) fn listen(
         log!(report, "receive buffer: {}", p.reason);
     }
     log!(report, "listening on [{}]:{}", rx.addr.ip, rx.port);
+    report.listening();
     Ok(listener)
 }
 

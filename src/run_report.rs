@@ -25,6 +25,17 @@ pub(crate) struct RunReport {
     undo: RefCell<Option<Error>>,
     /// `--verify-restore`'s outcome, when it ran.
     verify: RefCell<Option<Result<()>>>,
+    /// Called when the mode listens (a sweep then asks its peer to send).
+    on_listening: Option<Notify>,
+}
+
+/// A callback of a [`RunReport`].
+struct Notify(Box<dyn Fn()>);
+
+impl std::fmt::Debug for Notify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Notify")
+    }
 }
 
 impl RunReport {
@@ -36,12 +47,36 @@ impl RunReport {
             body: RefCell::new(None),
             undo: RefCell::new(None),
             verify: RefCell::new(None),
+            on_listening: None,
         }
+    }
+
+    /// This report, calling `f` once the mode's receiver listens.
+    pub(crate) fn on_listening(mut self, f: Box<dyn Fn()>) -> RunReport {
+        self.on_listening = Some(Notify(f));
+        self
+    }
+
+    /// The mode's receiver listens now (see [`on_listening`](Self::on_listening)).
+    pub(crate) fn listening(&self) {
+        if let Some(f) = &self.on_listening {
+            (f.0)();
+        }
+    }
+
+    /// A copy of the mode's JSON object, once it has one.
+    pub(crate) fn body_json(&self) -> Option<serde_json::Value> {
+        self.body.borrow().clone()
     }
 
     /// `--quiet`: only errors and the verdict are logged.
     pub(crate) fn quiet(&self) -> bool {
         self.common.verbosity == Verbosity::Quiet
+    }
+
+    /// The run's verbosity.
+    pub(crate) fn verbosity(&self) -> Verbosity {
+        self.common.verbosity
     }
 
     /// `-V`: a log line per frag.
@@ -144,7 +179,7 @@ impl RunReport {
 }
 
 /// The `"mode"` the JSON summary of `mode` carries.
-fn json_mode_name(mode: Mode) -> &'static str {
+pub(crate) fn json_mode_name(mode: Mode) -> &'static str {
     match mode {
         Mode::PlainServer => "plain TCP",
         Mode::Server => "devmem",
@@ -153,6 +188,8 @@ fn json_mode_name(mode: Mode) -> &'static str {
         Mode::PatternSender => "pattern-sender",
         Mode::Probe => "probe",
         Mode::Report => "report",
+        Mode::PeerServer => "peer-server",
+        Mode::Sweep => "sweep",
     }
 }
 

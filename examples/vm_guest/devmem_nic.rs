@@ -105,6 +105,9 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/kernel-iou-zcrx-py", kernel_iou_zcrx_py),
         ("devmem-nic/iou-zcrx-threads", iou_zcrx_threads),
         ("devmem-nic/c-ncdevmem", c_ncdevmem),
+        ("devmem-nic/sweep-rx-page-size", sweep::sweep_rx_page_size),
+        ("devmem-nic/sweep-rx-buf-len", sweep::sweep_rx_buf_len),
+        ("devmem-nic/sweep-autorelease", sweep::sweep_autorelease),
     ]
 }
 
@@ -114,6 +117,9 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
 pub fn kernel_test_cases() -> Vec<(&'static str, super::Case)> {
     vec![("devmem-nic/c-iou-zcrx", c_iou_zcrx)]
 }
+
+#[path = "sweep.rs"]
+mod sweep;
 
 // ---------------------------------------------------------------------------------------------
 // The cases

@@ -56,6 +56,10 @@ const EXPECT_POW2: &str = "a power of two >= the page size that fits in 32 bits,
 pub(super) const EXPECT_ADDR: &str = "an IPv4, IPv6 or IPv4-mapped IPv6 address";
 const EXPECT_IFNAME: &str = "an interface name of 1..=15 bytes";
 const EXPECT_PATH: &str = "a file path";
+const EXPECT_SWEEP: &str =
+    "KEY=V1,V2,... with KEY one of rx-page-size, rx-buf-len, autorelease, flows";
+const EXPECT_RUNS: &str = "1..=1000";
+const EXPECT_MAX_BYTES: &str = "decimal bytes, optional suffix K, M or G; at least 1";
 
 /// The roles where an option has an effect: its value reaches the mode's arguments.
 type Roles = &'static [Role];
@@ -69,6 +73,7 @@ const ALL: Roles = &[
     Role::TxPattern,
     Role::Plain,
     Role::Sender,
+    Role::PeerServer,
 ];
 const RECEIVERS: Roles = &[Role::Server, Role::Zcrx, Role::Plain];
 const SENDERS: Roles = &[Role::TxPattern, Role::Sender];
@@ -239,6 +244,15 @@ pub(super) struct Typed {
     pub zcrx_nodev: bool,
     pub rx_buf_len: Option<u32>,
     pub verify_restore: bool,
+    pub peer_server: bool,
+    pub max_duration: Option<Duration>,
+    pub max_bytes: Option<u64>,
+    pub peer: Option<String>,
+    pub peer_port: Option<u16>,
+    pub sweep: Option<crate::lab::plan::Sweep>,
+    pub runs: Option<u32>,
+    pub csv: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
 }
 
 /// Every option we accept, one row each. Values are parsed in this order (so of two bad
@@ -272,6 +286,7 @@ pub(super) const FLAGS: &[Flag] = &[
             Role::TxPattern,
             Role::Plain,
             Role::Sender,
+            Role::PeerServer,
         ],
         only: None,
         example: "2001:db8::9",
@@ -314,10 +329,12 @@ pub(super) const FLAGS: &[Flag] = &[
             Role::TxPattern,
             Role::Plain,
             Role::Sender,
+            Role::PeerServer,
         ],
         only: None,
         example: "4242",
-        help: "TCP port, 1..=65535 (required for server and client)",
+        help: "TCP port, 1..=65535 (required for server and client; --peer-server: the\n\
+               control port, default 4343)",
         section: Section::C,
     },
     Flag {
@@ -787,19 +804,7 @@ pub(super) const FLAGS: &[Flag] = &[
         long: "json",
         hint: "FILE",
         expect: EXPECT_PATH,
-        set: |t, v, _| {
-            if v.is_empty() {
-                return Err(invalid("--json", "file name", v, "a non-empty path"));
-            }
-            if v.starts_with('-') {
-                let expect = format!(
-                    "a path that does not start with '-' (it looks like an option; write \
-                     ./{v} for a file of that name)"
-                );
-                return Err(invalid("--json", "file name", v, &expect));
-            }
-            set(&mut t.json, Some(PathBuf::from(v)))
-        },
+        set: |t, v, _| set(&mut t.json, Some(file_path("--json", v)?)),
         roles: ALL,
         only: None,
         example: "out.json",
@@ -948,6 +953,149 @@ pub(super) const FLAGS: &[Flag] = &[
         section: Section::Ours,
     },
     Flag {
+        short: "",
+        long: "peer-server",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.peer_server, true),
+        roles: &[Role::PeerServer],
+        only: None,
+        example: "",
+        help: "serve sweeps (the sender side, as iperf3 -s): listen for control\n\
+               connections on -p CTRL (default 4343; -s ADDR: only on that address), one\n\
+               client at a time; send each run's flows as the client asks, only to the\n\
+               address the client connected from, within --max-duration and --max-bytes;\n\
+               answer with the send's figures and CPU. Runs until SIGINT/SIGTERM",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "max-duration",
+        hint: "SECS",
+        expect: EXPECT_SECONDS,
+        set: |t, v, _| {
+            set(
+                &mut t.max_duration,
+                seconds_or_off("--max-duration", "duration", v)?,
+            )
+        },
+        roles: &[Role::PeerServer],
+        only: Some("--peer-server"),
+        example: "60",
+        help: "with --peer-server: the longest send of one run, whatever a client asks\n\
+               (default 600; 0 = the default)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "max-bytes",
+        hint: "BYTES",
+        expect: EXPECT_MAX_BYTES,
+        set: |t, v, _| {
+            let n = size(v)
+                .filter(|&n| n > 0)
+                .ok_or_else(|| invalid("--max-bytes", "byte count", v, EXPECT_MAX_BYTES))?;
+            set(&mut t.max_bytes, Some(n))
+        },
+        roles: &[Role::PeerServer],
+        only: Some("--peer-server"),
+        example: "1G",
+        help: "with --peer-server: the most bytes one run sends over all its flows\n\
+               (default 1099511627776, 1 TiB)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "sweep",
+        hint: "KEY=V1,V2,...",
+        expect: EXPECT_SWEEP,
+        set: |t, v, page| {
+            let sweep = crate::lab::plan::Sweep::parse(v, page)
+                .map_err(|why| usage_err(format!("--sweep: {why}")))?;
+            set(&mut t.sweep, Some(sweep))
+        },
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "flows=1,2",
+        help: "with --peer: run the receive once per value (and --runs times each), KEY\n\
+               one of rx-page-size (devmem -b: each run binds afresh), rx-buf-len (--zcrx),\n\
+               autorelease (devmem -a; a kernel without it skips that point), flows; then\n\
+               print the table (mean +/- sample sd per value) on stdout",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "runs",
+        hint: "R",
+        expect: EXPECT_RUNS,
+        set: |t, v, _| {
+            let n = ranged("--runs", "number of runs", v, 1, 1000, EXPECT_RUNS)?;
+            set(&mut t.runs, Some(n as u32))
+        },
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "2",
+        help: "with --peer: runs of every point (default 3), interleaved: run 1 of every\n\
+               point, then run 2, ... so drift of the machine spreads over all points",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "csv",
+        hint: "FILE",
+        expect: EXPECT_PATH,
+        set: |t, v, _| set(&mut t.csv, Some(file_path("--csv", v)?)),
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "runs.csv",
+        help: "with --peer: also write one CSV row per run (a header row first)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "plot",
+        hint: "FILE",
+        expect: EXPECT_PATH,
+        set: |t, v, _| set(&mut t.plot, Some(file_path("--plot", v)?)),
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "sweep.svg",
+        help: "with --peer: also draw the swept value against RX Gbit/s and app sys %\n\
+               (mean +/- sd error bars) as an SVG picture",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "peer-port",
+        hint: "PORT",
+        expect: EXPECT_PORT,
+        set: |t, v, _| {
+            let port = ranged("--peer-port", "port", v, 1, 65535, EXPECT_PORT)?;
+            set(&mut t.peer_port, Some(port as u16))
+        },
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "4344",
+        help: "with --peer: the peer's control port (default 4343)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "peer",
+        hint: "ADDR",
+        expect: EXPECT_ADDR,
+        set: |t, v, _| set(&mut t.peer, Some(v.to_string())),
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "2001:db8::2",
+        help: "with -l: a sweep, driven over a control connection to the --peer-server at\n\
+               ADDR, which sends each run's flows to this host's -s address: every run\n\
+               is this receive for --duration (default 10 s; -v N or --seed SEED, default\n\
+               --seed 1), then the table on stdout; with --json FILE every run's figures\n\
+               and the environment",
+        section: Section::Ours,
+    },
+    Flag {
         short: "h",
         long: "help",
         hint: "",
@@ -977,6 +1125,23 @@ pub(super) const FLAGS: &[Flag] = &[
 fn set<T>(field: &mut T, value: T) -> Result<()> {
     *field = value;
     Ok(())
+}
+
+/// A file path as `--json`, `--csv` and `--plot` take it: not empty, not starting with `-`.
+///
+/// Errors: [`Error::Usage`] naming `flag`.
+fn file_path(flag: &str, v: &str) -> Result<PathBuf> {
+    if v.is_empty() {
+        return Err(invalid(flag, "file name", v, "a non-empty path"));
+    }
+    if v.starts_with('-') {
+        let expect = format!(
+            "a path that does not start with '-' (it looks like an option; write ./{v} for a \
+             file of that name)"
+        );
+        return Err(invalid(flag, "file name", v, &expect));
+    }
+    Ok(PathBuf::from(v))
 }
 
 /// Finds a row by short or long name.

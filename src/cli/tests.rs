@@ -446,6 +446,7 @@ const BASES: &[(Role, &str)] = &[
         Role::Sender,
         "--send-pattern 1K -s 2001:db8::2 -p 5201 -v 7",
     ),
+    (Role::PeerServer, "--peer-server -p 4343"),
 ];
 
 /// The options that choose the mode (adding one to a base changes its role) and the help.
@@ -458,20 +459,23 @@ const SELECTORS: &[&str] = &[
     "zcrx",
     "report",
     "send-pattern",
+    "peer-server",
     "h",
     "version",
 ];
 
 /// The option as typed with its example value (`-t` and `-q` come as a pair: one alone is a
-/// usage error in the modes that take queues).
+/// usage error in the modes that take queues; a sweep's options come with `--peer`).
 fn with_example(f: &Flag) -> String {
     let value = match f.example {
         "" => String::new(),
         v => format!(" {v}"),
     };
-    let pair = match f.short {
-        "t" => " -q 1",
-        "q" => " -t 1",
+    let pair = match (f.short, f.long) {
+        ("t", _) => " -q 1",
+        ("q", _) => " -t 1",
+        // A sweep's options need the peer that sends its runs.
+        (_, "sweep" | "runs" | "csv" | "plot" | "peer-port") => " --peer 2001:db8::2",
         _ => "",
     };
     format!("{}{value}{pair}", f.display())

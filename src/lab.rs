@@ -1,0 +1,599 @@
+//! The lab: sweeps that compose single runs into the tables the kernel series report, and the
+//! peer that sends them.
+//!
+//! A sweep (`-l … --peer ADDR [--sweep KEY=V1,V2,…] [--runs R]`) runs the receive mode as
+//! typed — the devmem server, the zcrx server or the plain receiver, each run a whole run of
+//! that mode through `crate::modes`, with its own NIC setup, binding and undo (so an
+//! rx-page-size point binds afresh and waits for the previous binding's hugepages as any run
+//! does) — once per point and run, interleaved ([`plan`]). For each run, once the receiver
+//! listens, the sweep asks the peer ([`peer`], over [`proto`]) to send the run's flows for
+//! the run's duration; the run's own JSON summary and the peer's figures become the run's
+//! numbers ([`results`]). At the end: the table on stdout, and with `--csv`, `--json`,
+//! `--plot` the raw runs and the picture ([`plot`]).
+//!
+//! A run that fails (validation, a flow) is marked and the sweep goes on; it fails the sweep
+//! (exit 1) after the table. A point the kernel cannot run (a skip) is marked skipped and its
+//! other runs are not tried; a sweep whose every point skipped is a skip (exit 4). The peer
+//! unreachable, refusing or answering garbage, or a stop signal, stops the sweep: the table of
+//! the runs so far is still printed and written, and the NIC is undone by the run itself.
+
+pub mod peer;
+pub mod plan;
+pub mod plot;
+pub mod proto;
+pub mod results;
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::cli::{Common, ModeArgs, Receive, SweepArgs, PROGRAM};
+use crate::error::{Error, Result};
+use crate::figures::cpu::ProcStat;
+use crate::run_report::RunReport;
+use crate::signals::STOP;
+use crate::validate::StreamSpec;
+use peer::PeerClient;
+use plan::{Plan, Slot, SweepKey};
+use proto::Stream;
+use results::{Numbers, Outcome, RunRecord};
+
+/// How much longer than the receiver's duration the peer is asked to send: the receiver
+/// closes first (a clean end for both), the peer's own duration is only its bound.
+const SEND_MARGIN: Duration = Duration::from_secs(5);
+/// How long after the peer's send duration its `done` may take.
+const DONE_WAIT: Duration = Duration::from_secs(30);
+
+/// The receive of a sweep's mode.
+fn receive_of(args: &ModeArgs) -> Option<&Receive> {
+    match args {
+        ModeArgs::Server(a) => Some(&a.rx),
+        ModeArgs::Zcrx(a) => Some(&a.rx),
+        ModeArgs::Plain(a) => Some(&a.rx),
+        _ => None,
+    }
+}
+
+/// `base` with the value of a point of `key` applied.
+fn point_args(base: &ModeArgs, key: Option<SweepKey>, value: Option<u64>) -> ModeArgs {
+    let mut args = base.clone();
+    let (Some(key), Some(v)) = (key, value) else {
+        return args;
+    };
+    match (&mut args, key) {
+        (ModeArgs::Server(a), SweepKey::RxPageSize) => a.rx_page_size = u32::try_from(v).ok(),
+        (ModeArgs::Server(a), SweepKey::Autorelease) => a.bind_autorelease = Some(v != 0),
+        (ModeArgs::Zcrx(a), SweepKey::RxBufLen) => a.rx_buf_len = u32::try_from(v).ok(),
+        (ModeArgs::Server(a), SweepKey::Flows) => a.rx.flows.count = v as u32,
+        (ModeArgs::Zcrx(a), SweepKey::Flows) => a.rx.flows.count = v as u32,
+        (ModeArgs::Plain(a), SweepKey::Flows) => a.rx.flows.count = v as u32,
+        // The command line refuses a key its mode does not take.
+        _ => {}
+    }
+    args
+}
+
+/// The stream the peer sends for a receive that validates `spec`.
+fn peer_stream(spec: Option<StreamSpec>) -> Stream {
+    match spec {
+        Some(StreamSpec::Periodic(p)) => Stream::Period(p),
+        Some(StreamSpec::Keyed(k)) => Stream::Seed(k.seed()),
+        _ => Stream::Seed(crate::cli::DEFAULT_SWEEP_SEED),
+    }
+}
+
+/// Runs the sweep `a` (see the module docs), recording the sweep's JSON object in `report`.
+///
+/// Errors: the first of: what stopped the sweep (the peer, naming the run; a stop signal);
+/// [`Error::Failure`] when a run failed; the skip of the first point when every point
+/// skipped; writing `--csv` or `--plot`.
+pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
+    let plan = Plan::new(a.sweep.as_ref(), a.runs);
+    let rx =
+        receive_of(&a.base).ok_or_else(|| Error::Usage("a sweep runs a receiver (-l)".into()))?;
+    for path in [&a.csv, &a.plot].into_iter().flatten() {
+        check_parent(path)?;
+    }
+    let duration = a.duration;
+    report.summary(&format!("{PROGRAM}: {}", describe(&plan, a, rx)));
+    let local = rx.addr.with_port(0);
+    let peer_addr = a.peer.with_port(a.peer_port);
+    let started = Instant::now();
+    let mut records: Vec<RunRecord> = Vec::new();
+    let mut first_skip: Option<Error> = None;
+    let mut stopped: Option<Error> = None;
+    match PeerClient::connect(peer_addr, Some(local)) {
+        Err(e) => stopped = Some(e),
+        Ok(mut client) => {
+            if client.limits.max_duration < duration + SEND_MARGIN {
+                report.warn(format_args!(
+                    "--peer {}: it sends at most {:.0} s per run (its --max-duration); runs \
+                     of {:.1} s may end early",
+                    client.name,
+                    client.limits.max_duration.as_secs_f64(),
+                    duration.as_secs_f64()
+                ));
+            }
+            let mut skipped: Vec<Option<String>> = vec![None; plan.points.len()];
+            if plan.key == Some(SweepKey::Autorelease) {
+                if let Some(e) = autorelease_missing() {
+                    skipped = vec![Some(format!("--sweep autorelease: {e}")); plan.points.len()];
+                    first_skip = Some(e);
+                }
+            }
+            for slot in plan.order() {
+                let sig = STOP.load(Ordering::SeqCst);
+                if sig != 0 {
+                    stopped = Some(Error::Interrupted(sig));
+                    break;
+                }
+                let name = format!(
+                    "run {}/{}: {} run {}/{}",
+                    slot.index + 1,
+                    plan.total(),
+                    plan.label(slot.point),
+                    slot.run + 1,
+                    plan.runs
+                );
+                if let Some(why) = &skipped[slot.point] {
+                    records.push(record(
+                        slot,
+                        Outcome::Skipped(why.clone()),
+                        None,
+                        None,
+                        None,
+                    ));
+                    continue;
+                }
+                report.log(format_args!(
+                    "{name}{}",
+                    eta(started, slot.index, plan.total())
+                ));
+                let args = point_args(&a.base, plan.key, plan.points[slot.point]);
+                match one_run(&mut client, &args, a.duration, slot, report) {
+                    Err(peer_failed) => {
+                        stopped = Some(Error::Failure(format!("{name}: {peer_failed}")));
+                        break;
+                    }
+                    Ok((_, Err(Error::Usage(why)))) => {
+                        // The same for every run: the sweep stops (exit 2).
+                        stopped = Some(Error::Usage(format!("{name}: {why}")));
+                        break;
+                    }
+                    Ok((rec, verdict)) => {
+                        let interrupted = matches!(verdict, Err(Error::Interrupted(_)));
+                        if let Err(e @ Error::Skip(_)) = verdict {
+                            skipped[slot.point] = rec.outcome.why().map(str::to_string);
+                            first_skip.get_or_insert(e);
+                        } else if let Err(e) = &verdict {
+                            report.warn(format_args!("{name}: FAILED: {e}"));
+                        }
+                        records.push(rec);
+                        if interrupted {
+                            stopped = Some(Error::Interrupted(STOP.load(Ordering::SeqCst)));
+                            break;
+                        }
+                    }
+                }
+            }
+            client.bye();
+        }
+    }
+    let written = output(&plan, a, rx, &records, stopped.as_ref(), report);
+    let failed = records
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
+        .count();
+    let passed = records.iter().any(|r| r.outcome == Outcome::Ok);
+    let verdict = match (stopped, failed, first_skip) {
+        (Some(e), _, _) => Err(e),
+        (None, n, _) if n > 0 => Err(Error::Failure(format!(
+            "sweep: {n} of {} runs failed (marked in the table)",
+            records.len()
+        ))),
+        (None, _, Some(skip)) if !passed => Err(skip),
+        _ => Ok(()),
+    };
+    match (verdict, written) {
+        (Err(e), Err(w)) => {
+            report.warn(format_args!("{w}"));
+            Err(e)
+        }
+        (Ok(()), Err(w)) => Err(w),
+        (v, Ok(())) => v,
+    }
+}
+
+/// The skip of every point of a sweep over `autorelease` on a kernel whose bind-rx has no
+/// autorelease attribute (neither point then measures what it names); `None` when it has
+/// it, or when the policy cannot be read (each run then finds out for itself).
+fn autorelease_missing() -> Option<Error> {
+    use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy};
+    let policy = bind_rx_policy().ok()?;
+    match autorelease_attr(&policy) {
+        Some(_) => None,
+        None => Some(Error::Skip(crate::caps::Missing::AutoreleaseAttr {
+            policy: policy.iter().map(|a| a.kind).collect(),
+        })),
+    }
+}
+
+/// ` (ETA 1 min 20 s)` after the first run: the mean time per run so far times the runs left.
+fn eta(started: Instant, done: usize, total: usize) -> String {
+    if done == 0 {
+        return String::new();
+    }
+    let per = started.elapsed().as_secs_f64() / done as f64;
+    let left = (per * (total - done) as f64).round() as u64;
+    format!(" (ETA {} min {} s)", left / 60, left % 60)
+}
+
+/// The sweep's first line: what runs, how often, in which order.
+fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
+    let what = match (&a.sweep, plan.key) {
+        (Some(s), Some(k)) => format!(
+            "sweep of {} over {}",
+            k.name(),
+            s.values
+                .iter()
+                .map(|v| k.show(*v))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => "one configuration".to_string(),
+    };
+    format!(
+        "{what}, {} runs each of {:.1} s{}, flows {}, against the peer {}:{}; runs interleaved \
+         (run 1 of every point, then run 2, ...) so drift of the machine spreads over all \
+         points; values are mean +/- sample sd over the runs that passed",
+        plan.runs,
+        a.duration.as_secs_f64(),
+        rx.flows
+            .warmup
+            .map(|w| format!(" ({:.1} s warm-up)", w.as_secs_f64()))
+            .unwrap_or_default(),
+        match plan.key {
+            Some(SweepKey::Flows) => "as swept".to_string(),
+            _ => rx.flows.count.to_string(),
+        },
+        a.peer.text,
+        a.peer_port
+    )
+}
+
+fn record(
+    slot: Slot,
+    outcome: Outcome,
+    body: Option<Value>,
+    peer: Option<proto::PeerFigures>,
+    cpu: Option<&crate::figures::cpu::CpuShares>,
+) -> RunRecord {
+    let numbers = body
+        .as_ref()
+        .map(|b| Numbers::of_run(b, peer.as_ref(), cpu))
+        .unwrap_or_default();
+    RunRecord {
+        slot,
+        outcome,
+        numbers,
+        body,
+        peer,
+    }
+}
+
+/// One run of `args` (of the sweep's `duration`): the receive on a thread of its own; once it
+/// listens, the peer asked to send and its `done` awaited; the run's verdict and record.
+///
+/// Errors: the peer's failure (the sweep stops); the run's own failure is in the record.
+fn one_run(
+    client: &mut PeerClient,
+    args: &ModeArgs,
+    duration: Duration,
+    slot: Slot,
+    report: &RunReport,
+) -> Result<(RunRecord, Result<()>)> {
+    let rx = receive_of(args).ok_or_else(|| Error::Usage("a sweep runs a receiver".into()))?;
+    let common = Common {
+        verbosity: report.verbosity(),
+        json: None,
+    };
+    let mode = args.mode();
+    let before = ProcStat::read().ok();
+    let (listening_tx, listening) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let receiver = scope.spawn(move || {
+            let run_report = RunReport::new(mode, common).on_listening(Box::new(move || {
+                let _ = listening_tx.send(());
+            }));
+            let result = crate::modes::run(args, &run_report);
+            let body = run_report.body_json();
+            (run_report.finish(result), body)
+        });
+        // Ok once the receiver listens; Err when it ended without listening (the sender
+        // went with its report).
+        let peer = match listening.recv() {
+            Ok(()) => Some((|| {
+                // A receiver with a duration closes first; one without (zcrx) receives
+                // until the peer's send of the run's duration ends.
+                let send = match rx.flows.duration {
+                    Some(d) => d + SEND_MARGIN,
+                    None => duration,
+                };
+                let (run, send_for) = client.start(
+                    rx.port,
+                    rx.flows.count,
+                    send,
+                    peer_stream(rx.validate),
+                    None,
+                    rx.flows.tcp_cc.clone(),
+                )?;
+                client.done(run, send_for + DONE_WAIT)
+            })()),
+            Err(_) => None,
+        };
+        let (verdict, body) = receiver
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let cpu = match (before, ProcStat::read().ok()) {
+            (Some(a), Some(b)) => b.since(&a).all.shares(),
+            _ => None,
+        };
+        let peer = peer.transpose()?;
+        let outcome = match &verdict {
+            Ok(()) => Outcome::Ok,
+            Err(e @ Error::Skip(_)) => Outcome::Skipped(e.to_string()),
+            Err(e) => Outcome::Failed(e.to_string()),
+        };
+        Ok((record(slot, outcome, body, peer, cpu.as_ref()), verdict))
+    })
+}
+
+/// `path`'s folder exists (checked before any run, so a typo does not cost a sweep).
+///
+/// Errors: [`Error::Usage`].
+fn check_parent(path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if parent.is_dir() {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "'{}': no folder '{}' to write it in",
+            path.display(),
+            parent.display()
+        )))
+    }
+}
+
+/// The table on stdout, `--csv`, `--plot`, and the JSON object of the sweep.
+///
+/// Errors: writing stdout or a file (every output is still tried).
+fn output(
+    plan: &Plan,
+    a: &SweepArgs,
+    rx: &Receive,
+    records: &[RunRecord],
+    stopped: Option<&Error>,
+    report: &RunReport,
+) -> Result<()> {
+    let mut text = results::table(plan, records);
+    text.push_str(&format!(
+        "mean +/- sample sd over the runs that passed; {} runs of {:.1} s per point, \
+         interleaved (run 1 of every point, then run 2, ...)\n",
+        plan.runs,
+        a.duration.as_secs_f64()
+    ));
+    if let Some(e) = stopped {
+        text.push_str(&format!(
+            "stopped after {} of {} runs: {e}\n",
+            records.len(),
+            plan.total()
+        ));
+    }
+    let mut first_err: Option<Error> = None;
+    let mut keep = |r: Result<()>| {
+        if let Err(e) = r {
+            report.warn(format_args!("{e}"));
+            first_err.get_or_insert(e);
+        }
+    };
+    keep(crate::run_report::print_stdout(&text));
+    if let Some(path) = &a.csv {
+        keep(
+            results::csv(plan, records)
+                .map_err(|e| Error::Failure(format!("--csv: {e}")))
+                .and_then(|t| write_file("--csv", path, &t)),
+        );
+    }
+    if let Some(path) = &a.plot {
+        keep(
+            plot::svg(plan, records)
+                .map_err(|e| Error::Failure(format!("--plot: {e}")))
+                .and_then(|t| write_file("--plot", path, &t)),
+        );
+    }
+    report.body(sweep_json(plan, a, rx, records, stopped));
+    first_err.map_or(Ok(()), Err)
+}
+
+fn write_file(flag: &str, path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text)
+        .map_err(|e| Error::io(format!("{flag}: write({})", path.display()), &e))
+}
+
+/// The sweep's JSON object: the plan, the environment, every point's statistics and every
+/// run's full figures.
+fn sweep_json(
+    plan: &Plan,
+    a: &SweepArgs,
+    rx: &Receive,
+    records: &[RunRecord],
+    stopped: Option<&Error>,
+) -> Value {
+    let runs: Vec<Value> = records
+        .iter()
+        .map(|r| {
+            json!({
+                "index": r.slot.index + 1,
+                "point": r.slot.point,
+                "value": plan.points[r.slot.point],
+                "run": r.slot.run + 1,
+                "outcome": r.outcome.name(),
+                "error": r.outcome.why(),
+                "numbers": results::numbers_json(&r.numbers),
+                "peer": r.peer.as_ref().and_then(|p| serde_json::to_value(p).ok()),
+                "figures": r.body,
+            })
+        })
+        .collect();
+    let nic = match a.base.as_ref() {
+        ModeArgs::Server(s) => Some(&s.nic),
+        ModeArgs::Zcrx(z) => z.nic.as_ref(),
+        _ => None,
+    };
+    json!({
+        "mode": "sweep",
+        "ok": stopped.is_none() && records.iter().all(|r| !matches!(r.outcome, Outcome::Failed(_))),
+        "stopped": stopped.map(ToString::to_string),
+        "tool": PROGRAM,
+        "version": env!("CARGO_PKG_VERSION"),
+        "command_line": a.command_line,
+        "environment": {
+            "kernel_release": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
+            "receive_mode": crate::run_report::json_mode_name(a.base.mode()),
+            "interface": nic.map(|n| n.ifname.to_string()),
+            "driver": nic.and_then(|n| driver_of(n.ifname.as_str())),
+            "queues": nic.and_then(|n| n.queues).map(|q| json!({"start": q.start, "count": q.count})),
+            "cpus": rx.flows.cpus.clone().or_else(|| crate::sys::cpu::allowed_cpus().ok()),
+            "flows": rx.flows.count,
+            "duration_s": a.duration.as_secs_f64(),
+            "warmup_s": rx.flows.warmup.map(|d| d.as_secs_f64()),
+            "tcp_cc": rx.flows.tcp_cc,
+            "peer": format!("{}:{}", a.peer.text, a.peer_port),
+        },
+        "plan": {
+            "key": plan.key.map(SweepKey::name),
+            "values": plan.points,
+            "runs": plan.runs,
+            "order": "interleaved: run 1 of every point, then run 2, ...",
+        },
+        "points": results::points_json(plan, records),
+        "runs": runs,
+    })
+}
+
+/// The driver of `ifname` as sysfs names it (the `device/driver` link), if it has one.
+fn driver_of(ifname: &str) -> Option<String> {
+    let link = std::fs::read_link(format!("/sys/class/net/{ifname}/device/driver")).ok()?;
+    Some(link.file_name()?.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep_of(line: &str) -> SweepArgs {
+        let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
+        match crate::cli::parse(&argv, 4096) {
+            Ok(crate::cli::Command::Run(run)) => match run.mode {
+                ModeArgs::Sweep(s) => s,
+                other => panic!("{line}: not a sweep: {other:?}"),
+            },
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    /// Each point's value lands in the option it sweeps; the rest of the command line stays.
+    #[test]
+    fn a_point_sets_its_option_in_the_runs_arguments() {
+        let s = sweep_of("-l -f eth0 -s 2001:db8::1 -p 5201 -t 0 -q 4 --flows 4 --peer 2001:db8::2 --sweep rx-page-size=4096,65536 --seed 9");
+        let ModeArgs::Server(a) = point_args(&s.base, Some(SweepKey::RxPageSize), Some(65536))
+        else {
+            panic!("not a server");
+        };
+        assert_eq!(a.rx_page_size, Some(65536));
+        assert_eq!(a.rx.flows.count, 4);
+        assert_eq!(
+            a.rx.flows.duration,
+            Some(crate::cli::DEFAULT_SWEEP_DURATION)
+        );
+        assert_eq!(a.rx.timeout, Some(crate::cli::DEFAULT_SWEEP_TIMEOUT));
+        assert_eq!(peer_stream(a.rx.validate), Stream::Seed(9));
+        assert_eq!(s.runs, crate::cli::DEFAULT_RUNS);
+        assert_eq!(s.peer_port, crate::cli::DEFAULT_PEER_PORT);
+        let p = sweep_of("-l --plain -s 198.51.100.1 -p 5201 --peer 198.51.100.2 --sweep flows=1,2 --runs 2 --duration 1 -v 7");
+        let ModeArgs::Plain(b) = point_args(&p.base, Some(SweepKey::Flows), Some(2)) else {
+            panic!("not plain");
+        };
+        assert_eq!(b.rx.flows.count, 2);
+        assert_eq!(peer_stream(b.rx.validate), Stream::Period(7));
+        assert_eq!(p.command_line.len(), 16);
+        let z = sweep_of("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --sweep rx-buf-len=4096,32768");
+        let ModeArgs::Zcrx(c) = point_args(&z.base, Some(SweepKey::RxBufLen), Some(32768)) else {
+            panic!("not zcrx");
+        };
+        assert_eq!(c.rx_buf_len, Some(32768));
+        assert_eq!(
+            c.rx.flows.duration, None,
+            "zcrx receives until the peer closes"
+        );
+        assert_eq!(z.duration, crate::cli::DEFAULT_SWEEP_DURATION);
+        assert_eq!(
+            peer_stream(c.rx.validate),
+            Stream::Seed(crate::cli::DEFAULT_SWEEP_SEED)
+        );
+    }
+
+    /// The usage errors of a sweep, before anything runs.
+    #[test]
+    fn bad_sweeps_are_usage_errors() {
+        let base = "-l -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2";
+        for (tail, want) in [
+            ("--sweep rx-page-size=12288", "--sweep: invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
+            ("--sweep nosuchkey=1", "--sweep: unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows)"),
+            ("--sweep rx-page-size=", "--sweep: rx-page-size= has no values (expected rx-page-size=V1,V2,...)"),
+            ("--runs 0", "--runs: invalid number of runs '0' (expected 1..=1000)"),
+            ("--sweep rx-buf-len=4096", "--sweep rx-buf-len: only applies to the zcrx server (-l --zcrx)"),
+            ("--sweep rx-page-size=4096 -b 4096", "--sweep rx-page-size: sets -b for each point; do not give -b too"),
+            ("--sweep flows=1,2 --flows 2", "--sweep flows: sets --flows for each point; do not give --flows too"),
+            ("--expect-bytes 1M", "--expect-bytes: a sweep's runs are timed (--duration), not counted in bytes"),
+        ] {
+            let argv: Vec<String> = format!("{base} {tail}").split_whitespace().map(String::from).collect();
+            match crate::cli::parse(&argv, 4096) {
+                Err(Error::Usage(m)) => assert_eq!(m, want, "{tail}"),
+                other => panic!("{tail}: {other:?}"),
+            }
+        }
+        for (line, want) in [
+            ("-l --plain -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --sweep rx-page-size=4096", "--sweep rx-page-size: only applies to the devmem server (-l -f IF without --plain or --zcrx)"),
+            ("-l --plain -s 2001:db8::1 -p 5201 --sweep flows=1", "--sweep: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
+            ("--send-pattern 1M -s 2001:db8::1 -p 5201 -v 7 --sweep flows=1", "--sweep: only applies to receivers (-l)"),
+            ("--peer-server -l", "--peer-server: serves the sender side of sweeps; not with -l"),
+            ("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --sweep flows=1,2", "--sweep flows: only applies to the devmem server and the plain receiver (the zcrx server receives one flow)"),
+        ] {
+            let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
+            match crate::cli::parse(&argv, 4096) {
+                Err(Error::Usage(m)) => assert_eq!(m, want, "{line}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_peer_server_takes_its_defaults() {
+        let argv: Vec<String> = ["--peer-server"].map(String::from).to_vec();
+        let Ok(crate::cli::Command::Run(run)) = crate::cli::parse(&argv, 4096) else {
+            panic!("no run");
+        };
+        let ModeArgs::PeerServer(p) = run.mode else {
+            panic!("not the peer server");
+        };
+        assert_eq!(p.port, crate::cli::DEFAULT_PEER_PORT);
+        assert_eq!(p.addr.text, "::");
+        assert_eq!(p.max_duration, crate::cli::DEFAULT_MAX_DURATION);
+    }
+}

@@ -1,0 +1,784 @@
+//! `--peer-server -p CTRL`: the long-lived sender side of sweeps, in the spirit of `iperf3 -s`.
+//! It listens for control connections ([`super::proto`]); each client says hello, then asks
+//! for one run's traffic at a time, and the peer sends it with the built-in pattern sender
+//! ([`crate::tx::send_flows`]) and answers with its own figures and CPU shares.
+//!
+//! Safety rules, kept here and nowhere else:
+//! - test traffic goes only to the address the control connection came from (at the port the
+//!   request names); a request cannot name an address;
+//! - every send is bounded by the peer's own limits: `--max-duration` (seconds) and
+//!   `--max-bytes` (over all flows of a run), whatever the request asks;
+//! - one client at a time: a second client is refused with `busy` while a sweep is served;
+//! - a bad, oversized or out-of-order message is answered with an `error` and ends that
+//!   client's session (never the server); the server then takes the next client.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddrV6, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::proto::{Conn, ErrorCode, Msg, PeerCpu, PeerFigures, ProtoError, Stream};
+use crate::cli::{PeerServerArgs, PROGRAM};
+use crate::error::{Error, Result};
+use crate::figures::cpu::ProcStat;
+use crate::run_report::RunReport;
+use crate::signals::STOP;
+use crate::tx::{self, PatternSend, SendFlows};
+use crate::validate::StreamSpec;
+
+/// How long a session waits for the client's next message (a sweep's receiver may spend
+/// minutes between runs waiting for the kernel to give back a binding's hugepages).
+const CONTROL_IDLE: Duration = Duration::from_secs(900);
+/// How long the peer retries connecting to a receiver that refuses (it is listening by the
+/// time it asks, so this only covers a slow accept queue).
+const CONNECT_WINDOW: Duration = Duration::from_secs(10);
+
+/// The peer's own bounds on every run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// The longest send of one run.
+    pub max_duration: Duration,
+    /// The most bytes of one run over all its flows.
+    pub max_bytes: u64,
+}
+
+/// One run's send as the peer carries it out: where, how many flows, for how long, at most how
+/// many bytes per flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendJob {
+    /// The receiver: the control connection's address and the requested port.
+    pub to: SocketAddrV6,
+    /// Flows.
+    pub flows: u32,
+    /// The send's duration after the limit.
+    pub duration: Duration,
+    /// At most this many bytes per flow.
+    pub bytes_per_flow: u64,
+    /// The stream.
+    pub stream: StreamSpec,
+    /// Bytes per `write`.
+    pub write_size: Option<usize>,
+    /// `TCP_CONGESTION`.
+    pub tcp_cc: Option<String>,
+}
+
+/// Serves `--peer-server` until a stop signal (see the module docs).
+///
+/// Errors: the listening socket's; a stop signal ends the server cleanly (`Ok`).
+pub(crate) fn run(a: &PeerServerArgs, report: &RunReport) -> Result<()> {
+    let limits = Limits {
+        max_duration: a.max_duration,
+        max_bytes: a.max_bytes,
+    };
+    let listener = crate::sys::socket::tcp_listen_backlog(a.addr.with_port(a.port), None, 4)?;
+    crate::modes::log!(
+        report,
+        "peer server: control on [{}]:{}; each run at most {:.0} s and {} bytes, sent only to \
+         the address of the client that asks",
+        a.addr.ip,
+        a.port,
+        limits.max_duration.as_secs_f64(),
+        limits.max_bytes
+    );
+    let quiet = report.quiet();
+    let busy = AtomicBool::new(false);
+    std::thread::scope(|scope| loop {
+        let (fd, from) = match crate::conn::accept_timeout(listener.as_fd(), None, &STOP) {
+            Ok(c) => c,
+            Err(Error::Interrupted(_)) => {
+                crate::modes::log!(report, "peer server: stopped by a signal");
+                return Ok(());
+            }
+            Err(e) => {
+                // A failed accept (a full file table) must not end the server: log, go on.
+                report.warn(format_args!("peer server: accept: {e}"));
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        let stream = TcpStream::from(fd);
+        let from_ip = from.ip().to_canonical();
+        if busy.swap(true, Ordering::AcqRel) {
+            refuse_busy(stream, from_ip, quiet);
+            continue;
+        }
+        let busy = &busy;
+        scope.spawn(move || {
+            serve_client(stream, from_ip, &limits, quiet);
+            busy.store(false, Ordering::Release);
+        });
+    })
+}
+
+fn log(quiet: bool, line: std::fmt::Arguments<'_>) {
+    if !quiet {
+        crate::elog!("{PROGRAM}: {line}");
+    }
+}
+
+/// Tells a second client that a sweep is being served, and closes.
+fn refuse_busy(stream: TcpStream, from: IpAddr, quiet: bool) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let mut conn = Conn::new(stream);
+    let _ = conn.send(&Msg::error(
+        ErrorCode::Busy,
+        "this peer is serving another client's sweep (one sweep at a time); try again when it \
+         is over",
+    ));
+    log(
+        quiet,
+        format_args!("peer server: refused {from}: busy with another client"),
+    );
+}
+
+/// One client's session over `stream`, logged.
+fn serve_client(stream: TcpStream, from: IpAddr, limits: &Limits, quiet: bool) {
+    log(quiet, format_args!("peer server: client {from} connected"));
+    if let Err(e) = stream.set_read_timeout(Some(CONTROL_IDLE)) {
+        log(quiet, format_args!("peer server: client {from}: {e}"));
+        return;
+    }
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+    let mut conn = Conn::new(stream);
+    let mut send = |job: &SendJob| real_send(job);
+    let stopping = || STOP.load(Ordering::SeqCst) != 0;
+    match session(
+        &mut conn,
+        from,
+        limits,
+        CONTROL_IDLE,
+        &mut send,
+        &stopping,
+        &mut |line| log(quiet, format_args!("peer server: client {from}: {line}")),
+    ) {
+        Ok(runs) => log(
+            quiet,
+            format_args!("peer server: client {from} done after {runs} runs"),
+        ),
+        Err(e) => log(quiet, format_args!("peer server: client {from}: {e}")),
+    }
+}
+
+/// Sends `job` with the built-in pattern sender, measuring the peer's CPUs around it.
+fn real_send(job: &SendJob) -> PeerFigures {
+    let req = PatternSend {
+        peer: job.to,
+        local: None,
+        ifname: None,
+        stream: job.stream,
+        total_bytes: job.bytes_per_flow,
+        write_size: job.write_size,
+        timeout: Some(CONNECT_WINDOW),
+        corrupt_offset: None,
+    };
+    let flows = SendFlows {
+        count: job.flows,
+        duration: Some(job.duration),
+        cpus: None,
+        tcp_cc: job.tcp_cc.clone(),
+    };
+    let before = ProcStat::read();
+    let start = Instant::now();
+    let (stats, result) = tx::send_flows(&req, &flows, &STOP);
+    let wall = start.elapsed();
+    let cpu = match (before, ProcStat::read()) {
+        (Ok(a), Ok(b)) => b.since(&a).all.shares().map(|s| PeerCpu {
+            usr: s.usr,
+            sys: s.sys,
+            softirq: s.softirq,
+            idle: s.idle,
+        }),
+        _ => None,
+    };
+    let bytes: u64 = stats.iter().map(|s| s.bytes).sum();
+    let elapsed = stats
+        .iter()
+        .map(|s| s.elapsed)
+        .max()
+        .filter(|d| !d.is_zero())
+        .unwrap_or(wall);
+    PeerFigures {
+        bytes,
+        elapsed_s: elapsed.as_secs_f64(),
+        gbit_per_s: crate::stats::gbit_per_s(bytes, elapsed),
+        flow_bytes: stats.iter().map(|s| s.bytes).collect(),
+        cpu,
+        error: result.err().map(|e| e.to_string()),
+    }
+}
+
+/// The checks of a `send` request against the peer's limits, and the job it becomes.
+///
+/// Errors: the `refused` message's text.
+#[allow(clippy::too_many_arguments)] // the members of a `send` message, one each
+pub fn plan_job(
+    from: IpAddr,
+    limits: &Limits,
+    port: u16,
+    flows: u32,
+    duration_s: f64,
+    stream: Stream,
+    write_size: Option<u64>,
+    tcp_cc: Option<String>,
+    devmem_tx: bool,
+) -> std::result::Result<SendJob, String> {
+    if devmem_tx {
+        return Err(
+            "this peer sends over plain TCP only (devmem TX from --peer-server is not \
+                    implemented)"
+                .into(),
+        );
+    }
+    if port == 0 {
+        return Err("port 0 is not a receiver's port".into());
+    }
+    if !(1..=crate::cli::MAX_FLOWS).contains(&flows) {
+        return Err(format!(
+            "flows {flows} (expected 1..={})",
+            crate::cli::MAX_FLOWS
+        ));
+    }
+    if !(duration_s.is_finite() && duration_s > 0.0) {
+        return Err(format!(
+            "duration_s {duration_s} (expected a positive number of seconds)"
+        ));
+    }
+    let stream = match stream {
+        Stream::Seed(seed) => StreamSpec::keyed(seed),
+        Stream::Period(p) if (2..=crate::cli::VALIDATE_MAX).contains(&p) => StreamSpec::Periodic(p),
+        Stream::Period(p) => {
+            return Err(format!(
+                "period {p} (expected 2..={})",
+                crate::cli::VALIDATE_MAX
+            ))
+        }
+    };
+    let write_size = match write_size {
+        None => None,
+        Some(w) if (1..=crate::cli::MAX_WRITE_SIZE).contains(&w) => Some(w as usize),
+        Some(w) => {
+            return Err(format!(
+                "write_size {w} (expected 1..={})",
+                crate::cli::MAX_WRITE_SIZE
+            ))
+        }
+    };
+    if let Some(cc) = &tcp_cc {
+        crate::modes::check_tcp_cc_name(cc).map_err(|e| e.to_string())?;
+    }
+    let ip = match from {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    };
+    let duration = Duration::try_from_secs_f64(duration_s)
+        .unwrap_or(limits.max_duration)
+        .min(limits.max_duration);
+    Ok(SendJob {
+        to: SocketAddrV6::new(ip, port, 0, 0),
+        flows,
+        duration,
+        bytes_per_flow: (limits.max_bytes / u64::from(flows)).max(1),
+        stream,
+        write_size,
+        tcp_cc,
+    })
+}
+
+/// One client's session over `conn` (the client at `from`): `hello` → `welcome`, then `send`
+/// → `started`, the send, `done` for each run until `bye`. `send` carries out a job (the real
+/// sender, or a test's); `note` logs a line. A bad or unexpected message is answered with an
+/// `error` and ends the session. Once `stopping` says so (a stop signal), a request is
+/// refused and the session ends after the run being sent, so the client's sweep stops.
+///
+/// Errors: what ended the session other than `bye`; `Ok` has the number of runs served.
+pub fn session<S: Read + Write>(
+    conn: &mut Conn<S>,
+    from: IpAddr,
+    limits: &Limits,
+    idle: Duration,
+    send: &mut dyn FnMut(&SendJob) -> PeerFigures,
+    stopping: &dyn Fn() -> bool,
+    note: &mut dyn FnMut(&str),
+) -> std::result::Result<u32, ProtoError> {
+    let fail = |conn: &mut Conn<S>, e: ProtoError| {
+        if let Some(answer) = e.answer() {
+            let _ = conn.send(&answer);
+        }
+        Err(e)
+    };
+    match conn.recv(idle) {
+        Ok(Msg::Hello { tool, version }) => note(&format!("hello from {tool} {version}")),
+        Ok(other) => {
+            let e = ProtoError::Unexpected {
+                expected: "hello".into(),
+                got: other.kind().into(),
+            };
+            return fail(conn, e);
+        }
+        Err(e) => return fail(conn, e),
+    }
+    conn.send(&Msg::Welcome {
+        tool: PROGRAM.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        max_duration_s: limits.max_duration.as_secs_f64(),
+        max_bytes: limits.max_bytes,
+    })?;
+    let mut runs = 0u32;
+    loop {
+        let msg = match conn.recv(idle) {
+            Ok(m) => m,
+            Err(e) => return fail(conn, e),
+        };
+        let (run, job) = match msg {
+            Msg::Bye {} => return Ok(runs),
+            Msg::Send {
+                run,
+                port,
+                flows,
+                duration_s,
+                stream,
+                write_size,
+                tcp_cc,
+                devmem_tx,
+            } => {
+                if Some(run) != runs.checked_add(1) {
+                    let e = ProtoError::Unexpected {
+                        expected: format!("send for run {}", u64::from(runs) + 1),
+                        got: format!("send for run {run}"),
+                    };
+                    return fail(conn, e);
+                }
+                let job = plan_job(
+                    from, limits, port, flows, duration_s, stream, write_size, tcp_cc, devmem_tx,
+                );
+                (run, job)
+            }
+            other => {
+                let e = ProtoError::Unexpected {
+                    expected: "send or bye".into(),
+                    got: other.kind().into(),
+                };
+                return fail(conn, e);
+            }
+        };
+        runs = run;
+        if stopping() {
+            conn.send(&Msg::error(
+                ErrorCode::Refused,
+                format!("run {run}: the peer server is stopping (a stop signal)"),
+            ))?;
+            note(&format!("run {run} refused: stopping"));
+            return Ok(runs - 1);
+        }
+        let job = match job {
+            Ok(j) => j,
+            Err(why) => {
+                note(&format!("run {run} refused: {why}"));
+                conn.send(&Msg::error(ErrorCode::Refused, format!("run {run}: {why}")))?;
+                continue;
+            }
+        };
+        conn.send(&Msg::Started {
+            run,
+            duration_s: job.duration.as_secs_f64(),
+            bytes_per_flow: job.bytes_per_flow,
+        })?;
+        note(&format!(
+            "run {run}: sending {} flows to {} for at most {:.1} s",
+            job.flows,
+            job.to,
+            job.duration.as_secs_f64()
+        ));
+        let figures = send(&job);
+        note(&format!(
+            "run {run}: sent {} bytes in {:.3} s, {:.3} Gbit/s{}",
+            figures.bytes,
+            figures.elapsed_s,
+            figures.gbit_per_s,
+            figures
+                .error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ));
+        conn.send(&Msg::Done { run, figures })?;
+        if stopping() {
+            note("stopping: the session ends");
+            return Ok(runs);
+        }
+    }
+}
+
+/// How a sweep talks to its peer: the client side of [`session`].
+#[derive(Debug)]
+pub struct PeerClient {
+    conn: Conn<TcpStream>,
+    /// The peer as messages name it, `[addr]:port`.
+    pub name: String,
+    /// The peer's limits from its `welcome`.
+    pub limits: Limits,
+    next_run: u32,
+}
+
+/// How long the sweep waits for the peer's `welcome` and `started`.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
+
+impl PeerClient {
+    /// Connects to the peer at `peer` from `local` (port 0: the address the peer will send
+    /// to), says hello and takes its limits.
+    ///
+    /// Errors: [`Error::Failure`] naming the peer: connect, a refusal (busy), an answer that
+    /// is not a `welcome`.
+    pub fn connect(peer: SocketAddrV6, local: Option<SocketAddrV6>) -> Result<PeerClient> {
+        let name = format!("[{}]:{}", peer.ip().to_canonical(), peer.port());
+        let failed = |what: String| Error::Failure(format!("--peer {name}: {what}"));
+        let fd = crate::conn::connect_timeout(peer, local, None, Some(ANSWER_WAIT))
+            .map_err(|e| failed(format!("connect: {e}")))?;
+        let stream = TcpStream::from(fd);
+        stream
+            .set_write_timeout(Some(Duration::from_secs(30)))
+            .map_err(|e| failed(e.to_string()))?;
+        let mut conn = Conn::new(stream);
+        let hello = Msg::Hello {
+            tool: PROGRAM.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        };
+        conn.send(&hello).map_err(|e| failed(e.to_string()))?;
+        let mut client = PeerClient {
+            conn,
+            name: name.clone(),
+            limits: Limits {
+                max_duration: Duration::ZERO,
+                max_bytes: 0,
+            },
+            next_run: 1,
+        };
+        match client.answer(ANSWER_WAIT, "welcome")? {
+            Msg::Welcome {
+                max_duration_s,
+                max_bytes,
+                ..
+            } => {
+                client.limits = Limits {
+                    max_duration: Duration::try_from_secs_f64(max_duration_s)
+                        .unwrap_or(Duration::ZERO),
+                    max_bytes,
+                };
+                Ok(client)
+            }
+            other => Err(client.unexpected("welcome", &other)),
+        }
+    }
+
+    /// The next message, an `error` taken as the peer's refusal.
+    fn answer(&mut self, wait: Duration, expected: &str) -> Result<Msg> {
+        let _ = self.conn.stream().set_read_timeout(Some(wait));
+        match self.conn.recv_answer(wait) {
+            Ok(m) => Ok(m),
+            Err(e) => {
+                if let Some(answer) = e.answer() {
+                    let _ = self.conn.send(&answer);
+                }
+                Err(Error::Failure(format!(
+                    "--peer {}: waiting for {expected}: {e}",
+                    self.name
+                )))
+            }
+        }
+    }
+
+    fn unexpected(&mut self, expected: &str, got: &Msg) -> Error {
+        let e = ProtoError::Unexpected {
+            expected: expected.into(),
+            got: got.kind().into(),
+        };
+        if let Some(answer) = e.answer() {
+            let _ = self.conn.send(&answer);
+        }
+        Error::Failure(format!("--peer {}: {e}", self.name))
+    }
+
+    /// Asks for the next run's traffic (`send`, then its `started`): `flows` flows of
+    /// `stream` to `port` for `duration`. Returns the run's number and the duration the peer
+    /// will send for (after its limit).
+    ///
+    /// Errors: [`Error::Failure`] naming the peer: a refusal, another answer, the connection.
+    pub fn start(
+        &mut self,
+        port: u16,
+        flows: u32,
+        duration: Duration,
+        stream: Stream,
+        write_size: Option<u64>,
+        tcp_cc: Option<String>,
+    ) -> Result<(u32, Duration)> {
+        let run = self.next_run;
+        self.next_run += 1;
+        let msg = Msg::Send {
+            run,
+            port,
+            flows,
+            duration_s: duration.as_secs_f64(),
+            stream,
+            write_size,
+            tcp_cc,
+            devmem_tx: false,
+        };
+        self.conn
+            .send(&msg)
+            .map_err(|e| Error::Failure(format!("--peer {}: {e}", self.name)))?;
+        match self.answer(ANSWER_WAIT, "started")? {
+            Msg::Started {
+                run: r, duration_s, ..
+            } if r == run => Ok((
+                run,
+                Duration::try_from_secs_f64(duration_s).unwrap_or(Duration::ZERO),
+            )),
+            other => Err(self.unexpected(&format!("started for run {run}"), &other)),
+        }
+    }
+
+    /// Waits up to `wait` for run `run`'s `done`.
+    ///
+    /// Errors: [`Error::Failure`] naming the peer.
+    pub fn done(&mut self, run: u32, wait: Duration) -> Result<PeerFigures> {
+        match self.answer(wait, "done")? {
+            Msg::Done { run: r, figures } if r == run => Ok(figures),
+            other => Err(self.unexpected(&format!("done for run {run}"), &other)),
+        }
+    }
+
+    /// Says `bye` (the peer then takes its next client).
+    pub fn bye(mut self) {
+        let _ = self.conn.send(&Msg::Bye {});
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::proto;
+    use crate::lab::proto::tests::Pipe;
+
+    /// What the test sender reports of every job.
+    fn figures() -> PeerFigures {
+        PeerFigures {
+            bytes: 10,
+            elapsed_s: 1.0,
+            gbit_per_s: 0.5,
+            flow_bytes: vec![5, 5],
+            cpu: None,
+            error: None,
+        }
+    }
+
+    const LIMITS: Limits = Limits {
+        max_duration: Duration::from_secs(5),
+        max_bytes: 1000,
+    };
+
+    fn from() -> IpAddr {
+        "198.51.100.2".parse().unwrap()
+    }
+
+    fn hello() -> String {
+        proto::encode(&Msg::Hello {
+            tool: "test".into(),
+            version: "1".into(),
+        })
+    }
+
+    fn send_line(run: u32, duration_s: f64) -> String {
+        proto::encode(&Msg::Send {
+            run,
+            port: 4242,
+            flows: 2,
+            duration_s,
+            stream: Stream::Seed(7),
+            write_size: None,
+            tcp_cc: None,
+            devmem_tx: false,
+        })
+    }
+
+    /// Runs a session over `lines`; returns its result, the peer's answers and the jobs.
+    fn serve(lines: &[String]) -> (std::result::Result<u32, ProtoError>, Vec<Msg>, Vec<SendJob>) {
+        let mut conn = Conn::new(Pipe::new(lines.concat().as_bytes(), 4096));
+        let mut jobs = Vec::new();
+        let mut send = |job: &SendJob| {
+            jobs.push(job.clone());
+            figures()
+        };
+        let r = session(
+            &mut conn,
+            from(),
+            &LIMITS,
+            Duration::ZERO,
+            &mut send,
+            &|| false,
+            &mut |_| {},
+        );
+        let out = String::from_utf8(conn.stream().out.clone()).unwrap();
+        let answers = out
+            .lines()
+            .map(|l| proto::decode(l.as_bytes()).unwrap())
+            .collect();
+        (r, answers, jobs)
+    }
+
+    fn code(m: &Msg) -> &str {
+        match m {
+            Msg::Error { code, .. } => code,
+            other => other.kind(),
+        }
+    }
+
+    /// A whole sweep of two runs: the traffic goes to the client's own address, bounded by
+    /// the peer's limits whatever was asked.
+    #[test]
+    fn a_session_serves_runs_to_the_clients_own_address_within_the_limits() {
+        let lines = [
+            hello(),
+            send_line(1, 2.0),
+            send_line(2, 3600.0),
+            proto::encode(&Msg::Bye {}),
+        ];
+        let (r, answers, jobs) = serve(&lines);
+        assert_eq!(r, Ok(2));
+        let kinds: Vec<&str> = answers.iter().map(code).collect();
+        assert_eq!(kinds, ["welcome", "started", "done", "started", "done"]);
+        assert_eq!(jobs.len(), 2);
+        let to: SocketAddrV6 = "[::ffff:198.51.100.2]:4242".parse().unwrap();
+        assert!(jobs.iter().all(|j| j.to == to));
+        assert_eq!(jobs[0].duration, Duration::from_secs(2));
+        assert_eq!(
+            jobs[1].duration, LIMITS.max_duration,
+            "capped by --max-duration"
+        );
+        assert_eq!(
+            jobs[1].bytes_per_flow, 500,
+            "--max-bytes over the two flows"
+        );
+        assert!(matches!(answers[3], Msg::Started { run: 2, duration_s, .. } if duration_s == 5.0));
+    }
+
+    /// Out-of-order, malformed and oversized messages get an error answer of their code
+    /// and end the session; nothing is sent.
+    #[test]
+    fn bad_messages_end_the_session_with_an_error_answer() {
+        let cases: Vec<(Vec<String>, &str)> = vec![
+            (vec![send_line(1, 1.0)], "order"),
+            (vec![hello(), hello()], "order"),
+            (vec![hello(), send_line(2, 1.0)], "order"),
+            (vec![hello(), send_line(1, 1.0), send_line(1, 1.0)], "order"),
+            (vec!["{\"v\":1,\"type\":\"hello\"}\n".into()], "malformed"),
+            (vec!["garbage\n".into()], "malformed"),
+            (
+                vec!["{\"v\":7,\"type\":\"hello\",\"tool\":\"x\",\"version\":\"y\"}\n".into()],
+                "version",
+            ),
+            (vec![hello(), "x".repeat(proto::MAX_LINE + 1)], "oversized"),
+            (
+                vec![
+                    hello(),
+                    proto::encode(&Msg::Done {
+                        run: 1,
+                        figures: figures(),
+                    }),
+                ],
+                "order",
+            ),
+        ];
+        for (lines, want) in cases {
+            let (r, answers, jobs) = serve(&lines);
+            assert!(r.is_err(), "{lines:?}");
+            assert_eq!(
+                answers.last().map(code),
+                Some(want),
+                "{lines:?}: {answers:?}"
+            );
+            assert!(jobs.len() <= 1, "{lines:?}");
+        }
+        // A client that hangs up is not answered.
+        let (r, answers, _) = serve(&[hello()]);
+        assert_eq!(r, Err(ProtoError::Closed(None)));
+        assert_eq!(answers.len(), 1);
+    }
+
+    /// Requests outside the peer's abilities are refused one by one; the session goes on.
+    #[test]
+    fn requests_outside_the_limits_are_refused_and_the_session_goes_on() {
+        let bad = |f: &dyn Fn(&mut Msg)| {
+            let mut m = proto::decode(send_line(1, 1.0).as_bytes()).unwrap();
+            f(&mut m);
+            proto::encode(&m)
+        };
+        let set = |field: &'static str, v: serde_json::Value| {
+            move |m: &mut Msg| {
+                let mut j = serde_json::to_value(&*m).unwrap();
+                j[field] = v.clone();
+                *m = serde_json::from_value(j).unwrap();
+            }
+        };
+        for (line, why) in [
+            (bad(&set("devmem_tx", true.into())), "plain TCP only"),
+            (bad(&set("flows", 0.into())), "flows 0"),
+            (bad(&set("flows", 65.into())), "flows 65"),
+            (bad(&set("duration_s", 0.0.into())), "duration_s 0"),
+            (bad(&set("duration_s", (-1.0).into())), "duration_s -1"),
+            (bad(&set("port", 0.into())), "port 0"),
+            (
+                bad(&set("stream", serde_json::json!({"period": 1}))),
+                "period 1",
+            ),
+            (bad(&set("write_size", (1u64 << 40).into())), "write_size"),
+        ] {
+            let (r, answers, jobs) = serve(&[
+                hello(),
+                line.clone(),
+                send_line(2, 1.0),
+                proto::encode(&Msg::Bye {}),
+            ]);
+            assert_eq!(r, Ok(2), "{line}");
+            assert!(
+                matches!(&answers[1], Msg::Error { code, message } if code == "refused" && message.contains(why)),
+                "{line}: {answers:?}"
+            );
+            assert_eq!(jobs.len(), 1, "only the good run is sent");
+        }
+    }
+
+    /// A peer that is stopping refuses the next run and ends the session: the client's sweep
+    /// stops instead of getting empty runs.
+    #[test]
+    fn a_stopping_peer_refuses_the_next_run() {
+        let lines = [hello(), send_line(1, 1.0), proto::encode(&Msg::Bye {})].concat();
+        let mut conn = Conn::new(Pipe::new(lines.as_bytes(), 4096));
+        let mut sent = 0;
+        let mut send = |_: &SendJob| {
+            sent += 1;
+            figures()
+        };
+        let r = session(
+            &mut conn,
+            from(),
+            &LIMITS,
+            Duration::ZERO,
+            &mut send,
+            &|| true,
+            &mut |_| {},
+        );
+        assert_eq!(r, Ok(0));
+        let out = String::from_utf8(conn.stream().out.clone()).unwrap();
+        let last = out
+            .lines()
+            .last()
+            .map(|l| proto::decode(l.as_bytes()).unwrap());
+        assert!(
+            matches!(last, Some(Msg::Error { code, message }) if code == "refused" && message.contains("stopping")),
+            "{out}"
+        );
+        assert_eq!(sent, 0);
+    }
+}

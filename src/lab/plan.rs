@@ -1,0 +1,297 @@
+//! What a sweep runs: `--sweep KEY=V1,V2,...` (one key, its values checked), `--runs R`, and
+//! the order of the runs — interleaved, run 1 of every point, then run 2 of every point, … —
+//! so that the drift of a shared machine (another job starting, a thermal limit) spreads over
+//! all points instead of landing on the last ones. Pure: no syscalls.
+
+/// What a sweep varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepKey {
+    /// `rx-page-size`: the devmem server's `-b` (the niov size of the binding), bytes.
+    RxPageSize,
+    /// `rx-buf-len`: the zcrx server's `--rx-buf-len`, bytes.
+    RxBufLen,
+    /// `autorelease`: the devmem server's `-a` (bind-rx autorelease), 0 or 1.
+    Autorelease,
+    /// `flows`: `--flows`, 1..=64.
+    Flows,
+}
+
+/// The keys, in the order the help text names them.
+pub const KEYS: [SweepKey; 4] = [
+    SweepKey::RxPageSize,
+    SweepKey::RxBufLen,
+    SweepKey::Autorelease,
+    SweepKey::Flows,
+];
+
+/// Most values one `--sweep` takes.
+pub const MAX_POINTS: usize = 64;
+
+impl SweepKey {
+    /// The key as `--sweep` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SweepKey::RxPageSize => "rx-page-size",
+            SweepKey::RxBufLen => "rx-buf-len",
+            SweepKey::Autorelease => "autorelease",
+            SweepKey::Flows => "flows",
+        }
+    }
+
+    /// The table's first column: the seeds' names (`niov` for the rx-page-size series).
+    pub fn column(self) -> &'static str {
+        match self {
+            SweepKey::RxPageSize => "niov",
+            SweepKey::RxBufLen => "rx-buf-len",
+            SweepKey::Autorelease => "autorelease",
+            SweepKey::Flows => "flows",
+        }
+    }
+
+    /// A value as the table shows it: sizes as `4K`, `64K`, `2M` (binary units) where exact,
+    /// autorelease as `off`/`on`, flows as the number.
+    pub fn show(self, value: u64) -> String {
+        match self {
+            SweepKey::RxPageSize | SweepKey::RxBufLen => show_size(value),
+            SweepKey::Autorelease => match value {
+                0 => "off".into(),
+                _ => "on".into(),
+            },
+            SweepKey::Flows => value.to_string(),
+        }
+    }
+
+    fn by_name(name: &str) -> Option<SweepKey> {
+        KEYS.into_iter().find(|k| k.name() == name)
+    }
+
+    /// One value of this key, checked; `page_size` bounds the sizes.
+    fn parse_value(self, text: &str, page_size: usize) -> Result<u64, String> {
+        let n = (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| text.parse::<u64>().ok())
+            .flatten();
+        let ok = match (self, n) {
+            (SweepKey::RxPageSize | SweepKey::RxBufLen, Some(v)) => {
+                v.is_power_of_two() && v >= page_size as u64 && v <= 1 << 31
+            }
+            (SweepKey::Autorelease, Some(v)) => v <= 1,
+            (SweepKey::Flows, Some(v)) => (1..=u64::from(crate::cli::MAX_FLOWS)).contains(&v),
+            (_, None) => false,
+        };
+        match (ok, n) {
+            (true, Some(v)) => Ok(v),
+            _ => Err(format!(
+                "invalid {} value '{text}' (expected {})",
+                self.name(),
+                self.expect(page_size)
+            )),
+        }
+    }
+
+    fn expect(self, page_size: usize) -> String {
+        match self {
+            SweepKey::RxPageSize | SweepKey::RxBufLen => format!(
+                "a power of two in {page_size}..={} bytes, decimal",
+                1u64 << 31
+            ),
+            SweepKey::Autorelease => "0 or 1".into(),
+            SweepKey::Flows => format!("1..={}", crate::cli::MAX_FLOWS),
+        }
+    }
+}
+
+/// `4096` → `4K`, `65536` → `64K`, `2097152` → `2M`; other values in bytes.
+fn show_size(v: u64) -> String {
+    match v {
+        0 => "0".into(),
+        v if v % (1 << 20) == 0 => format!("{}M", v >> 20),
+        v if v % (1 << 10) == 0 => format!("{}K", v >> 10),
+        v => v.to_string(),
+    }
+}
+
+/// `--sweep KEY=V1,V2,...` as typed, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sweep {
+    /// The key.
+    pub key: SweepKey,
+    /// Its values, in the order given (no repeats, 1..=[`MAX_POINTS`] of them).
+    pub values: Vec<u64>,
+}
+
+impl Sweep {
+    /// Parses `KEY=V1,V2,...`; `page_size` (bytes) bounds the sizes.
+    ///
+    /// Errors: why, naming the key or value (the caller prefixes `--sweep: `).
+    pub fn parse(text: &str, page_size: usize) -> Result<Sweep, String> {
+        let keys = || KEYS.map(SweepKey::name).join(", ");
+        let Some((name, list)) = text.split_once('=') else {
+            return Err(format!(
+                "'{text}' is not KEY=V1,V2,... (KEY one of {})",
+                keys()
+            ));
+        };
+        let key = SweepKey::by_name(name)
+            .ok_or_else(|| format!("unknown key '{name}' (expected one of {})", keys()))?;
+        if list.is_empty() {
+            return Err(format!("{name}= has no values (expected {name}=V1,V2,...)"));
+        }
+        let mut values = Vec::new();
+        for v in list.split(',') {
+            let v = key.parse_value(v, page_size)?;
+            if values.contains(&v) {
+                return Err(format!("{name}: value {v} is given twice"));
+            }
+            values.push(v);
+        }
+        if values.len() > MAX_POINTS {
+            return Err(format!(
+                "{name}: {} values (at most {MAX_POINTS})",
+                values.len()
+            ));
+        }
+        Ok(Sweep { key, values })
+    }
+}
+
+/// One run of the plan: the `index`-th (0-based) of all runs, run `run` (0-based) of point
+/// `point`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// Position among all runs.
+    pub index: usize,
+    /// The point (index into [`Plan::points`]).
+    pub point: usize,
+    /// The run of that point.
+    pub run: u32,
+}
+
+/// The points of a sweep and how often each runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The swept key; `None`: one configuration, repeated.
+    pub key: Option<SweepKey>,
+    /// The points: the key's values, or one `None` point.
+    pub points: Vec<Option<u64>>,
+    /// Runs of every point (≥ 1).
+    pub runs: u32,
+}
+
+impl Plan {
+    /// The plan of `sweep` (or of one configuration) with `runs` runs per point.
+    pub fn new(sweep: Option<&Sweep>, runs: u32) -> Plan {
+        match sweep {
+            Some(s) => Plan {
+                key: Some(s.key),
+                points: s.values.iter().copied().map(Some).collect(),
+                runs: runs.max(1),
+            },
+            None => Plan {
+                key: None,
+                points: vec![None],
+                runs: runs.max(1),
+            },
+        }
+    }
+
+    /// Every run, interleaved: run 0 of every point in order, then run 1, ….
+    pub fn order(&self) -> Vec<Slot> {
+        (0..self.runs)
+            .flat_map(|run| (0..self.points.len()).map(move |point| (run, point)))
+            .enumerate()
+            .map(|(index, (run, point))| Slot { index, point, run })
+            .collect()
+    }
+
+    /// How many runs in all.
+    pub fn total(&self) -> usize {
+        self.points.len() * self.runs as usize
+    }
+
+    /// A point as the progress lines name it: `rx-page-size=16384`, or `one configuration`.
+    pub fn label(&self, point: usize) -> String {
+        match (self.key, self.points.get(point).copied().flatten()) {
+            (Some(k), Some(v)) => format!("{}={v}", k.name()),
+            _ => "one configuration".into(),
+        }
+    }
+
+    /// A point's first-column text in the table: the value as the key shows it.
+    pub fn show(&self, point: usize) -> String {
+        match (self.key, self.points.get(point).copied().flatten()) {
+            (Some(k), Some(v)) => k.show(v),
+            _ => "-".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweeps_parse_with_checked_values() {
+        let s = Sweep::parse("rx-page-size=4096,16384,65536", 4096).unwrap();
+        assert_eq!(s.key, SweepKey::RxPageSize);
+        assert_eq!(s.values, vec![4096, 16384, 65536]);
+        assert_eq!(Sweep::parse("flows=1,2", 4096).unwrap().values, vec![1, 2]);
+        assert_eq!(
+            Sweep::parse("autorelease=0,1", 4096).unwrap().values,
+            vec![0, 1]
+        );
+        assert_eq!(
+            Sweep::parse("rx-buf-len=4096,32768", 4096).unwrap().key,
+            SweepKey::RxBufLen
+        );
+        let bad = [
+            ("rx-page-size=12288", "invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
+            ("rx-page-size=2048", "invalid rx-page-size value '2048' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
+            ("rx-page-size=", "rx-page-size= has no values (expected rx-page-size=V1,V2,...)"),
+            ("rx-page-size=4096,", "invalid rx-page-size value '' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
+            ("nosuchkey=1", "unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows)"),
+            ("flows", "'flows' is not KEY=V1,V2,... (KEY one of rx-page-size, rx-buf-len, autorelease, flows)"),
+            ("flows=0", "invalid flows value '0' (expected 1..=64)"),
+            ("flows=65", "invalid flows value '65' (expected 1..=64)"),
+            ("flows=+1", "invalid flows value '+1' (expected 1..=64)"),
+            ("autorelease=2", "invalid autorelease value '2' (expected 0 or 1)"),
+            ("flows=2,2", "flows: value 2 is given twice"),
+            ("rx-page-size=99999999999999999999999", "invalid rx-page-size value '99999999999999999999999' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
+        ];
+        for (text, why) in bad {
+            assert_eq!(Sweep::parse(text, 4096), Err(why.to_string()), "{text}");
+        }
+        let many: Vec<String> = (1..=65).map(|v| v.to_string()).collect();
+        let e = Sweep::parse(&format!("flows={}", many[..64].join(",")), 4096);
+        assert_eq!(e.map(|s| s.values.len()), Ok(64));
+        let e = Sweep::parse(&format!("flows={},1", many[1..65].join(",")), 4096);
+        assert!(e.is_err());
+    }
+
+    /// Run 1 of every point, then run 2 of every point.
+    #[test]
+    fn runs_are_interleaved_over_the_points() {
+        let s = Sweep::parse("rx-page-size=4096,16384,65536", 4096).unwrap();
+        let plan = Plan::new(Some(&s), 2);
+        let order: Vec<(usize, u32)> = plan.order().iter().map(|s| (s.point, s.run)).collect();
+        assert_eq!(order, vec![(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]);
+        assert_eq!(plan.order()[4].index, 4);
+        assert_eq!(plan.total(), 6);
+        assert_eq!(plan.label(1), "rx-page-size=16384");
+        assert_eq!(plan.show(2), "64K");
+        let one = Plan::new(None, 3);
+        assert_eq!(one.order().len(), 3);
+        assert_eq!(one.label(0), "one configuration");
+        assert_eq!(one.show(0), "-");
+    }
+
+    #[test]
+    fn values_show_as_the_seeds_write_them() {
+        assert_eq!(SweepKey::RxPageSize.show(4096), "4K");
+        assert_eq!(SweepKey::RxPageSize.show(2 << 20), "2M");
+        assert_eq!(SweepKey::RxBufLen.show(32768), "32K");
+        assert_eq!(SweepKey::Autorelease.show(0), "off");
+        assert_eq!(SweepKey::Autorelease.show(1), "on");
+        assert_eq!(SweepKey::Flows.show(4), "4");
+        assert_eq!(SweepKey::RxPageSize.column(), "niov");
+    }
+}

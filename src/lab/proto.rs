@@ -1,0 +1,661 @@
+//! The control protocol between a sweep (the device under test) and `--peer-server` (the host
+//! that sends each run's traffic): JSON lines over one TCP connection, the sweep asking and the
+//! peer answering, one message per line.
+//!
+//! Every line is one JSON object whose first member is the protocol version, `"v":1`, and
+//! whose second is the message kind, `"type"`; then the kind's own members, all required
+//! (an absent optional value is `null`), none unknown. At most [`MAX_LINE`] bytes with the
+//! `\n`. The exchange, in this order:
+//!
+//! ```text
+//! sweep -> peer   {"v":1,"type":"hello","tool":"ncdevmem-rs","version":"0.1.0"}
+//! peer  -> sweep  {"v":1,"type":"welcome","tool":"ncdevmem-rs","version":"0.1.0","max_duration_s":600.0,"max_bytes":274877906944}
+//!   for each run:
+//! sweep -> peer   {"v":1,"type":"send","run":1,"port":4242,"flows":4,"duration_s":7.0,"stream":{"seed":7},"write_size":null,"tcp_cc":"dctcp","devmem_tx":false}
+//! peer  -> sweep  {"v":1,"type":"started","run":1,"duration_s":7.0,"bytes_per_flow":68719476736}
+//! peer  -> sweep  {"v":1,"type":"done","run":1,"figures":{...}}
+//!   at the end:
+//! sweep -> peer   {"v":1,"type":"bye"}
+//! ```
+//!
+//! Either side answers a message it cannot take — not JSON, not an object, another version,
+//! a kind it does not know or does not expect now, a member missing, of the wrong type or
+//! unknown, a line over [`MAX_LINE`] — with `{"v":1,"type":"error","code":…,"message":…}`
+//! where it can, and closes the connection; the peer then serves the next client. A peer that
+//! cannot start a run (busy with another client, a limit, the send failed) answers `error`
+//! instead of `started` or `done`. Nothing here panics on what a peer sent: every failure is
+//! a [`ProtoError`].
+//!
+//! The peer sends test traffic only to the address the control connection came from, at the
+//! port `send` names; the request names no address.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks (`"v"` of every line).
+pub const VERSION: u32 = 1;
+
+/// Longest accepted line, in bytes, with its `\n` (64 KiB: a `done` of 64 flows is ~10 KiB).
+pub const MAX_LINE: usize = 64 << 10;
+
+/// The stream a run's flows carry: `{"seed":N}` (flow k: the keyed stream of N and k) or
+/// `{"period":N}` (the `-v N` pattern on every flow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Stream {
+    /// `--seed N`.
+    Seed(u64),
+    /// `-v N`.
+    Period(u32),
+}
+
+/// What the peer measured of one run's send.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerFigures {
+    /// Payload bytes sent over all flows.
+    pub bytes: u64,
+    /// Wall time of the send, seconds (the longest flow's).
+    pub elapsed_s: f64,
+    /// `bytes` over `elapsed_s`, Gbit/s.
+    pub gbit_per_s: f64,
+    /// Payload bytes of each flow, flow k at index k.
+    pub flow_bytes: Vec<u64>,
+    /// The peer's CPUs over the send (all CPUs, `/proc/stat`), percent; `None` when
+    /// `/proc/stat` could not be read.
+    pub cpu: Option<PeerCpu>,
+    /// Why the send ended early, if it failed (a connect refused, a reset): the run's
+    /// receiver decides what that means for the run.
+    pub error: Option<String>,
+}
+
+/// The peer's CPU shares over a send, percent of all CPUs' time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerCpu {
+    /// User time.
+    pub usr: f64,
+    /// System time.
+    pub sys: f64,
+    /// Softirq time.
+    pub softirq: f64,
+    /// Idle time.
+    pub idle: f64,
+}
+
+/// One control message (the `"type"` names the kind; `"v"` is added and checked by
+/// [`encode`] and [`decode`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Msg {
+    /// Sweep → peer, first: who asks.
+    Hello {
+        /// The asking tool (`ncdevmem-rs`).
+        tool: String,
+        /// Its version.
+        version: String,
+    },
+    /// Peer → sweep, the answer to `hello`: the peer's limits.
+    Welcome {
+        /// The serving tool.
+        tool: String,
+        /// Its version.
+        version: String,
+        /// `--max-duration`: the longest send of one run, seconds.
+        max_duration_s: f64,
+        /// `--max-bytes`: the most bytes of one run over all flows.
+        max_bytes: u64,
+    },
+    /// Sweep → peer: send run `run`'s traffic now.
+    Send {
+        /// The run's number in the sweep (1-based, increasing).
+        run: u32,
+        /// The receiver's TCP port, on the address the control connection came from.
+        port: u16,
+        /// Connections (1..=64).
+        flows: u32,
+        /// Send for this long (seconds, > 0), or until the receiver closes.
+        duration_s: f64,
+        /// The stream.
+        stream: Stream,
+        /// Bytes per `write` (and `TCP_NODELAY`); `None`: the sender's default.
+        write_size: Option<u64>,
+        /// `TCP_CONGESTION` of every flow; `None`: the peer's default.
+        tcp_cc: Option<String>,
+        /// Send through devmem TX (the peer needs a devmem NIC).
+        devmem_tx: bool,
+    },
+    /// Peer → sweep: run `run` is being sent, with these bounds.
+    Started {
+        /// The run.
+        run: u32,
+        /// The send's duration after the peer's limit, seconds.
+        duration_s: f64,
+        /// The most bytes each flow sends.
+        bytes_per_flow: u64,
+    },
+    /// Peer → sweep: run `run` was sent.
+    Done {
+        /// The run.
+        run: u32,
+        /// What the peer measured.
+        figures: PeerFigures,
+    },
+    /// Either way: the request or message could not be taken (see the module docs).
+    Error {
+        /// What kind of refusal: one of the [`ErrorCode`] names.
+        code: String,
+        /// Why, for a person.
+        message: String,
+    },
+    /// Sweep → peer: the sweep is over. (A struct variant without members, so that a
+    /// member that does not belong is refused as for every other kind.)
+    Bye {},
+}
+
+/// The refusals an `error` message names (its `"code"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// Not JSON, not an object, a member missing, unknown or of the wrong type.
+    Malformed,
+    /// A line over [`MAX_LINE`].
+    Oversized,
+    /// Another protocol version.
+    Version,
+    /// A kind not expected now (`send` before `hello`, `done` before `started`, a run
+    /// number out of sequence).
+    Order,
+    /// The peer serves another client's sweep.
+    Busy,
+    /// A request outside the peer's limits or abilities.
+    Refused,
+    /// The send of a run failed.
+    Send,
+}
+
+impl ErrorCode {
+    /// The name in `"code"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Malformed => "malformed",
+            ErrorCode::Oversized => "oversized",
+            ErrorCode::Version => "version",
+            ErrorCode::Order => "order",
+            ErrorCode::Busy => "busy",
+            ErrorCode::Refused => "refused",
+            ErrorCode::Send => "send",
+        }
+    }
+}
+
+/// Why a control exchange failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProtoError {
+    /// What was read is not a message of this protocol: [`ErrorCode::Malformed`],
+    /// [`ErrorCode::Oversized`] or [`ErrorCode::Version`], and why.
+    Bad(ErrorCode, String),
+    /// A valid message of a kind not expected now: what was expected, and what came.
+    Unexpected {
+        /// What was expected (`"welcome"`, `"started for run 3"`).
+        expected: String,
+        /// The kind that came (its `"type"`).
+        got: String,
+    },
+    /// The other side refused with an `error` message.
+    Refused {
+        /// Its `"code"`.
+        code: String,
+        /// Its `"message"`.
+        message: String,
+    },
+    /// The connection closed (`None`: cleanly, between lines) or failed (`Some`: the I/O
+    /// error, or a line cut off).
+    Closed(Option<String>),
+    /// No line within this long.
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProtoError::Bad(code, why) => write!(f, "{} control message: {why}", code.name()),
+            ProtoError::Unexpected { expected, got } => {
+                write!(
+                    f,
+                    "control message out of order: expected {expected}, got '{got}'"
+                )
+            }
+            ProtoError::Refused { code, message } => write!(f, "refused ({code}): {message}"),
+            ProtoError::Closed(None) => f.write_str("the control connection closed"),
+            ProtoError::Closed(Some(why)) => write!(f, "the control connection failed: {why}"),
+            ProtoError::Timeout(d) => {
+                write!(f, "no control message within {:.1} s", d.as_secs_f64())
+            }
+        }
+    }
+}
+
+impl ProtoError {
+    /// The `error` message that answers this failure to the other side, if one does: a bad
+    /// or unexpected message is answered; a refusal, a closed connection or a timeout is not.
+    pub fn answer(&self) -> Option<Msg> {
+        let (code, message) = match self {
+            ProtoError::Bad(code, why) => (*code, why.clone()),
+            ProtoError::Unexpected { expected, got } => (
+                ErrorCode::Order,
+                format!("expected {expected}, got '{got}'"),
+            ),
+            _ => return None,
+        };
+        Some(Msg::Error {
+            code: code.name().to_string(),
+            message,
+        })
+    }
+}
+
+impl Msg {
+    /// The `"type"` of this message.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Msg::Hello { .. } => "hello",
+            Msg::Welcome { .. } => "welcome",
+            Msg::Send { .. } => "send",
+            Msg::Started { .. } => "started",
+            Msg::Done { .. } => "done",
+            Msg::Error { .. } => "error",
+            Msg::Bye {} => "bye",
+        }
+    }
+
+    /// An `error` message.
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Msg {
+        Msg::Error {
+            code: code.name().to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The line of `msg`: `{"v":1,"type":…,…}` and `\n`, members in declaration order.
+pub fn encode(msg: &Msg) -> String {
+    // Serializing these types cannot fail (string keys, finite or null numbers: serde_json
+    // writes a non-finite f64 as null); a failure would still give a valid `error` line.
+    let body = serde_json::to_string(msg).unwrap_or_else(|e| {
+        format!(
+            "{{\"type\":\"error\",\"code\":\"malformed\",\"message\":{}}}",
+            serde_json::Value::from(e.to_string())
+        )
+    });
+    // `body` is a JSON object: `{` then the members.
+    let members = body.strip_prefix('{').unwrap_or(&body);
+    format!("{{\"v\":{VERSION},{members}\n")
+}
+
+/// The message of one line (without or with its `\n`).
+///
+/// Errors: [`ProtoError::Bad`]: [`ErrorCode::Oversized`] over [`MAX_LINE`],
+/// [`ErrorCode::Version`] for a `"v"` other than [`VERSION`], [`ErrorCode::Malformed`] for
+/// anything else that is not a message (naming what).
+pub fn decode(line: &[u8]) -> Result<Msg, ProtoError> {
+    if line.len() > MAX_LINE {
+        return Err(oversized());
+    }
+    let bad = |why: String| ProtoError::Bad(ErrorCode::Malformed, why);
+    let text = std::str::from_utf8(line).map_err(|e| bad(format!("not UTF-8 ({e})")))?;
+    let value: serde_json::Value = serde_json::from_str(text.trim_end_matches('\n'))
+        .map_err(|e| bad(format!("not JSON ({e})")))?;
+    let serde_json::Value::Object(mut members) = value else {
+        return Err(bad("not a JSON object".into()));
+    };
+    match members.remove("v") {
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(VERSION)) => {}
+        Some(other) => {
+            return Err(ProtoError::Bad(
+                ErrorCode::Version,
+                format!("protocol version {other}, this side speaks {VERSION}"),
+            ))
+        }
+        None => return Err(bad(format!("no \"v\" member (protocol version {VERSION})"))),
+    }
+    serde_json::from_value(serde_json::Value::Object(members)).map_err(|e| bad(e.to_string()))
+}
+
+fn oversized() -> ProtoError {
+    ProtoError::Bad(
+        ErrorCode::Oversized,
+        format!("line longer than {MAX_LINE} bytes"),
+    )
+}
+
+/// One side of a control connection: lines in and out over any byte stream, a line at most
+/// [`MAX_LINE`] bytes.
+#[derive(Debug)]
+pub struct Conn<S> {
+    stream: S,
+    /// Bytes read after the last complete line.
+    pending: Vec<u8>,
+}
+
+impl<S: Read + Write> Conn<S> {
+    /// A connection over `stream` (its read timeout, if any, is the caller's).
+    pub fn new(stream: S) -> Self {
+        Conn {
+            stream,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The stream (to set timeouts).
+    pub fn stream(&self) -> &S {
+        &self.stream
+    }
+
+    /// Writes `msg`'s line.
+    ///
+    /// Errors: [`ProtoError::Closed`] with the write's error.
+    pub fn send(&mut self, msg: &Msg) -> Result<(), ProtoError> {
+        self.stream
+            .write_all(encode(msg).as_bytes())
+            .and_then(|()| self.stream.flush())
+            .map_err(|e| ProtoError::Closed(Some(e.to_string())))
+    }
+
+    /// Reads the next message. A read that times out (`WouldBlock`/`TimedOut` from a stream
+    /// with a read timeout) is [`ProtoError::Timeout`] of `waited`, the caller's timeout.
+    ///
+    /// Errors: as [`decode`]; [`ProtoError::Closed`] at the end of the stream (with the cut
+    /// line, if one was cut) or on a read error; [`ProtoError::Timeout`].
+    pub fn recv(&mut self, waited: Duration) -> Result<Msg, ProtoError> {
+        let line = self.read_line(waited)?;
+        decode(&line)
+    }
+
+    /// Reads the next message and takes an `error` message as [`ProtoError::Refused`].
+    ///
+    /// Errors: as [`recv`](Self::recv), and [`ProtoError::Refused`].
+    pub fn recv_answer(&mut self, waited: Duration) -> Result<Msg, ProtoError> {
+        match self.recv(waited)? {
+            Msg::Error { code, message } => Err(ProtoError::Refused { code, message }),
+            other => Ok(other),
+        }
+    }
+
+    fn read_line(&mut self, waited: Duration) -> Result<Vec<u8>, ProtoError> {
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
+                if at + 1 > MAX_LINE {
+                    return Err(oversized());
+                }
+                let rest = self.pending.split_off(at + 1);
+                return Ok(std::mem::replace(&mut self.pending, rest));
+            }
+            if self.pending.len() >= MAX_LINE {
+                return Err(oversized());
+            }
+            match self.stream.read(&mut buf) {
+                Ok(0) if self.pending.is_empty() => return Err(ProtoError::Closed(None)),
+                Ok(0) => {
+                    return Err(ProtoError::Closed(Some(format!(
+                        "closed in the middle of a line ({} bytes without a newline)",
+                        self.pending.len()
+                    ))))
+                }
+                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(ProtoError::Timeout(waited))
+                }
+                Err(e) => return Err(ProtoError::Closed(Some(e.to_string()))),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A byte stream that yields `input` in pieces of `chunk` bytes and records what is
+    /// written (one side of a control connection, for the tests of both sides).
+    pub(crate) struct Pipe {
+        input: Vec<u8>,
+        /// Bytes read so far.
+        pub(crate) at: usize,
+        chunk: usize,
+        /// What was written.
+        pub(crate) out: Vec<u8>,
+    }
+
+    impl Pipe {
+        pub(crate) fn new(input: &[u8], chunk: usize) -> Pipe {
+            Pipe {
+                input: input.to_vec(),
+                at: 0,
+                chunk,
+                out: Vec::new(),
+            }
+        }
+    }
+
+    impl Read for Pipe {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.chunk.min(buf.len()).min(self.input.len() - self.at);
+            buf[..n].copy_from_slice(&self.input[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    impl Write for Pipe {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.out.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn send_msg() -> Msg {
+        Msg::Send {
+            run: 3,
+            port: 4242,
+            flows: 4,
+            duration_s: 7.0,
+            stream: Stream::Seed(7),
+            write_size: None,
+            tcp_cc: Some("dctcp".into()),
+            devmem_tx: false,
+        }
+    }
+
+    /// Every kind, byte for byte as it goes on the wire (the module docs show the same
+    /// lines), and back.
+    #[test]
+    fn every_kind_encodes_byte_exact_and_roundtrips() {
+        let figures = PeerFigures {
+            bytes: 3000,
+            elapsed_s: 2.5,
+            gbit_per_s: 0.0000096,
+            flow_bytes: vec![1000, 2000],
+            cpu: Some(PeerCpu {
+                usr: 1.5,
+                sys: 20.0,
+                softirq: 3.25,
+                idle: 75.25,
+            }),
+            error: None,
+        };
+        let cases: Vec<(Msg, &str)> = vec![
+            (
+                Msg::Hello {
+                    tool: "ncdevmem-rs".into(),
+                    version: "0.1.0".into(),
+                },
+                r#"{"v":1,"type":"hello","tool":"ncdevmem-rs","version":"0.1.0"}"#,
+            ),
+            (
+                Msg::Welcome {
+                    tool: "ncdevmem-rs".into(),
+                    version: "0.1.0".into(),
+                    max_duration_s: 600.0,
+                    max_bytes: 1 << 38,
+                },
+                r#"{"v":1,"type":"welcome","tool":"ncdevmem-rs","version":"0.1.0","max_duration_s":600.0,"max_bytes":274877906944}"#,
+            ),
+            (
+                send_msg(),
+                r#"{"v":1,"type":"send","run":3,"port":4242,"flows":4,"duration_s":7.0,"stream":{"seed":7},"write_size":null,"tcp_cc":"dctcp","devmem_tx":false}"#,
+            ),
+            (
+                Msg::Started {
+                    run: 3,
+                    duration_s: 7.0,
+                    bytes_per_flow: 1 << 36,
+                },
+                r#"{"v":1,"type":"started","run":3,"duration_s":7.0,"bytes_per_flow":68719476736}"#,
+            ),
+            (
+                Msg::Done { run: 3, figures },
+                r#"{"v":1,"type":"done","run":3,"figures":{"bytes":3000,"elapsed_s":2.5,"gbit_per_s":9.6e-6,"flow_bytes":[1000,2000],"cpu":{"usr":1.5,"sys":20.0,"softirq":3.25,"idle":75.25},"error":null}}"#,
+            ),
+            (
+                Msg::error(ErrorCode::Busy, "another sweep"),
+                r#"{"v":1,"type":"error","code":"busy","message":"another sweep"}"#,
+            ),
+            (Msg::Bye {}, r#"{"v":1,"type":"bye"}"#),
+        ];
+        for (msg, wire) in cases {
+            let line = encode(&msg);
+            assert_eq!(line, format!("{wire}\n"), "{}", msg.kind());
+            assert_eq!(decode(line.as_bytes()), Ok(msg.clone()), "{wire}");
+            assert_eq!(decode(wire.as_bytes()), Ok(msg), "without the newline");
+        }
+        let periodic = Msg::Send {
+            run: 1,
+            port: 4242,
+            flows: 1,
+            duration_s: 1.5,
+            stream: Stream::Period(9),
+            write_size: Some(1448),
+            tcp_cc: None,
+            devmem_tx: false,
+        };
+        assert!(
+            encode(&periodic).contains(r#""stream":{"period":9},"write_size":1448,"tcp_cc":null"#)
+        );
+    }
+
+    fn code_of(r: Result<Msg, ProtoError>) -> ErrorCode {
+        match r {
+            Err(ProtoError::Bad(code, _)) => code,
+            other => panic!("not a bad message: {other:?}"),
+        }
+    }
+
+    /// Hostile and broken lines are errors with their code, never a panic or a message.
+    #[test]
+    fn malformed_lines_are_refused_with_their_code() {
+        use ErrorCode::*;
+        let cases: &[(&[u8], ErrorCode)] = &[
+            (b"", Malformed),
+            (b"\n", Malformed),
+            (b"hello\n", Malformed),
+            (b"[1,2]\n", Malformed),
+            (b"\xff\xfe{}\n", Malformed),
+            (b"{\"type\":\"bye\"}\n", Malformed),
+            (b"{\"v\":2,\"type\":\"bye\"}\n", Version),
+            (b"{\"v\":\"1\",\"type\":\"bye\"}\n", Version),
+            (b"{\"v\":1}\n", Malformed),
+            (b"{\"v\":1,\"type\":\"launch\"}\n", Malformed),
+            (b"{\"v\":1,\"type\":\"bye\",\"extra\":1}\n", Malformed),
+            (b"{\"v\":1,\"type\":\"hello\",\"tool\":\"x\"}\n", Malformed),
+            (b"{\"v\":1,\"type\":\"hello\",\"tool\":1,\"version\":\"x\"}\n", Malformed),
+            // A port out of u16, a negative flow count, a stream of two kinds.
+            (br#"{"v":1,"type":"send","run":1,"port":70000,"flows":1,"duration_s":1.0,"stream":{"seed":1},"write_size":null,"tcp_cc":null,"devmem_tx":false}"#, Malformed),
+            (br#"{"v":1,"type":"send","run":1,"port":7,"flows":-1,"duration_s":1.0,"stream":{"seed":1},"write_size":null,"tcp_cc":null,"devmem_tx":false}"#, Malformed),
+            (br#"{"v":1,"type":"send","run":1,"port":7,"flows":1,"duration_s":1.0,"stream":{"seed":1,"period":2},"write_size":null,"tcp_cc":null,"devmem_tx":false}"#, Malformed),
+            (br#"{"v":1,"type":"send","run":1,"port":7,"flows":1,"duration_s":1.0,"stream":{"address":"192.0.2.1"},"write_size":null,"tcp_cc":null,"devmem_tx":false}"#, Malformed),
+            // Deeply nested input is refused by the parser's recursion limit, not a stack overflow.
+            (&[b'['; 10_000], Malformed),
+        ];
+        for (line, code) in cases {
+            assert_eq!(
+                code_of(decode(line)),
+                *code,
+                "{:?}",
+                String::from_utf8_lossy(&line[..line.len().min(80)])
+            );
+        }
+        let mut long = encode(&Msg::Bye {}).into_bytes();
+        long.splice(1..1, std::iter::repeat_n(b' ', MAX_LINE));
+        assert_eq!(code_of(decode(&long)), Oversized);
+    }
+
+    /// The reader splits lines however the bytes arrive, keeps what follows a line, and
+    /// refuses a line over the limit before reading it all.
+    #[test]
+    fn the_reader_frames_lines_and_bounds_them() {
+        let two = format!("{}{}", encode(&send_msg()), encode(&Msg::Bye {}));
+        for chunk in [1, 7, 4096] {
+            let mut c = Conn::new(Pipe::new(two.as_bytes(), chunk));
+            assert_eq!(c.recv(Duration::ZERO), Ok(send_msg()));
+            assert_eq!(c.recv(Duration::ZERO), Ok(Msg::Bye {}));
+            assert_eq!(c.recv(Duration::ZERO), Err(ProtoError::Closed(None)));
+        }
+        let mut c = Conn::new(Pipe::new(b"{\"v\":1,\"ty", 3));
+        assert!(
+            matches!(c.recv(Duration::ZERO), Err(ProtoError::Closed(Some(why))) if why.contains("middle of a line"))
+        );
+        let endless = vec![b'x'; 3 * MAX_LINE];
+        let mut c = Conn::new(Pipe::new(&endless, 4096));
+        assert_eq!(code_of(c.recv(Duration::ZERO)), ErrorCode::Oversized);
+        assert!(
+            c.stream().at <= MAX_LINE + 4096,
+            "read {} bytes",
+            c.stream().at
+        );
+        let refused = encode(&Msg::error(ErrorCode::Busy, "one sweep at a time"));
+        let mut c = Conn::new(Pipe::new(refused.as_bytes(), 4096));
+        assert_eq!(
+            c.recv_answer(Duration::ZERO),
+            Err(ProtoError::Refused {
+                code: "busy".into(),
+                message: "one sweep at a time".into()
+            })
+        );
+        c.send(&Msg::Bye {}).unwrap();
+        assert_eq!(c.stream().out, b"{\"v\":1,\"type\":\"bye\"}\n");
+    }
+
+    /// A bad or out-of-order message is answered with an `error` of its code; a refusal or a
+    /// closed connection is not answered.
+    #[test]
+    fn failures_answer_with_their_code() {
+        let e = decode(b"{\"v\":9,\"type\":\"bye\"}").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "version control message: protocol version 9, this side speaks 1"
+        );
+        assert!(matches!(e.answer(), Some(Msg::Error { code, .. }) if code == "version"));
+        let order = ProtoError::Unexpected {
+            expected: "hello".into(),
+            got: "send".into(),
+        };
+        assert_eq!(
+            encode(&order.answer().unwrap()),
+            "{\"v\":1,\"type\":\"error\",\"code\":\"order\",\"message\":\"expected hello, got 'send'\"}\n"
+        );
+        assert_eq!(ProtoError::Closed(None).answer(), None);
+        assert_eq!(ProtoError::Timeout(Duration::from_secs(1)).answer(), None);
+    }
+}
