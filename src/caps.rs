@@ -64,6 +64,82 @@ pub enum Missing {
         /// The errno (`EINVAL` or `ENODEV`).
         errno: i32,
     },
+    /// No dma-buf heaps: the heap's device does not open and its directory does not exist
+    /// (a kernel without `CONFIG_DMABUF_HEAPS`).
+    DmaHeaps {
+        /// The heap device asked for (`/dev/dma_heap/system`).
+        path: PathBuf,
+        /// The directory of the heaps (`/dev/dma_heap`).
+        dir: PathBuf,
+        /// The `open` errno.
+        errno: i32,
+    },
+    /// The heap directory exists but has no heap of that name.
+    DmaHeapName {
+        /// The heap's name.
+        name: String,
+        /// The heap device asked for.
+        path: PathBuf,
+        /// The `open` errno.
+        errno: i32,
+        /// The heaps the host has, when the directory could be listed.
+        heaps: Option<Vec<String>>,
+    },
+    /// The heap device refuses this process (`EACCES`, `EPERM`): not root.
+    DmaHeapAccess {
+        /// The heap device.
+        path: PathBuf,
+        /// The `open` errno.
+        errno: i32,
+    },
+    /// The heap cannot allocate the size asked (`DMA_HEAP_IOCTL_ALLOC` answered `ENOMEM`).
+    DmaHeapMemory {
+        /// The heap's name.
+        name: String,
+        /// Bytes asked for.
+        size_bytes: u64,
+        /// The kernel's answer.
+        answer: String,
+    },
+    /// More than the memory available asked of the system heap, which would not refuse it
+    /// (it takes pages until the OOM killer steps in).
+    DmaHeapAvailable {
+        /// The heap's name.
+        name: String,
+        /// Bytes asked for.
+        size_bytes: u64,
+        /// `MemAvailable`, bytes.
+        available: u64,
+    },
+    /// The heap's dma-buf cannot be mapped for validation.
+    DmaHeapMap {
+        /// The heap's name.
+        name: String,
+        /// The dma-buf's size, bytes.
+        size_bytes: u64,
+        /// The kernel's answer.
+        answer: String,
+    },
+    /// `-b` above the largest chunk the heap builds buffers from: no scatter-gather entry can
+    /// be aligned to it.
+    DmaHeapChunks {
+        /// The heap's name.
+        name: String,
+        /// The `-b` value, bytes.
+        rx_page_size: u64,
+        /// The heap's largest chunk, bytes.
+        largest: u64,
+    },
+    /// bind-rx refused a heap dma-buf for a scatter-gather entry not aligned to the niov size
+    /// (the heap handed out chunks smaller than `-b`).
+    DmaHeapUnaligned {
+        /// The heap's name.
+        name: String,
+        /// The `-b` value, bytes.
+        rx_page_size: Option<u32>,
+        /// The kernel's answer.
+        answer: String,
+    },
 
     // --- permission ---
     /// The operation needs `CAP_NET_ADMIN` (the kernel answered `EPERM`).
@@ -309,6 +385,89 @@ impl fmt::Display for Missing {
                 "no 2 MiB hugetlb memfd: memfd_create(MFD_HUGETLB|MFD_HUGE_2MB): {}",
                 errno_display(*errno)
             ),
+            DmaHeaps { path, dir, errno } => write!(
+                f,
+                "no dma-buf heaps: cannot open {} ({}); {} does not exist: the kernel needs \
+                 CONFIG_DMABUF_HEAPS (and CONFIG_DMABUF_HEAPS_SYSTEM for the system heap)",
+                path.display(),
+                errno_display(*errno),
+                dir.display()
+            ),
+            DmaHeapName {
+                name,
+                path,
+                errno,
+                heaps,
+            } => {
+                let heaps = match heaps {
+                    Some(h) if h.is_empty() => "none".to_string(),
+                    Some(h) => h.join(", "),
+                    None => "(could not be listed)".to_string(),
+                };
+                write!(
+                    f,
+                    "no dma-buf heap named {name:?}: cannot open {} ({}); this host's heaps: \
+                     {heaps}",
+                    path.display(),
+                    errno_display(*errno)
+                )
+            }
+            DmaHeapAccess { path, errno } => write!(
+                f,
+                "cannot open {} ({}): needs root or read access to the heap",
+                path.display(),
+                errno_display(*errno)
+            ),
+            DmaHeapMemory {
+                name,
+                size_bytes,
+                answer,
+            } => write!(
+                f,
+                "dma-heap {name} cannot allocate {size_bytes} bytes: {answer}; choose a smaller \
+                 size or free memory"
+            ),
+            DmaHeapAvailable {
+                name,
+                size_bytes,
+                available,
+            } => write!(
+                f,
+                "dma-heap {name} cannot allocate {size_bytes} bytes: only {available} bytes are \
+                 available (MemAvailable in /proc/meminfo), and the system heap takes pages \
+                 until the OOM killer steps in rather than refuse; choose a smaller size"
+            ),
+            DmaHeapMap {
+                name,
+                size_bytes,
+                answer,
+            } => write!(
+                f,
+                "dma-heap {name} dma-buf of {size_bytes} bytes cannot be mapped for validation: \
+                 {answer}"
+            ),
+            DmaHeapChunks {
+                name,
+                rx_page_size,
+                largest,
+            } => write!(
+                f,
+                "-b {rx_page_size}: dma-heap {name} cannot serve an rx-page-size of \
+                 {rx_page_size} bytes: it builds buffers from chunks of at most {largest} bytes \
+                 (1 MiB, then 64 KiB, then single pages), and bind-rx needs every \
+                 scatter-gather entry aligned to the niov size; udmabuf (hugetlb) serves it"
+            ),
+            DmaHeapUnaligned {
+                name,
+                rx_page_size,
+                answer,
+            } => write!(
+                f,
+                "dma-heap {name} cannot serve rx-page-size {}: {answer}; the heap handed out \
+                 chunks smaller than the niov (it promises no alignment above the page size); \
+                 udmabuf (hugetlb) serves it",
+                rx_page_size.unwrap_or(0)
+            ),
             NetAdmin { what, answer } => write!(f, "{what} needs CAP_NET_ADMIN: {answer}"),
             BindTxNotPermitted { answer } => write!(f, "bind-tx is not permitted here: {answer}"),
             IoUringNotPermitted { disabled, answer } => write!(
@@ -535,7 +694,46 @@ pub enum Op<'a> {
         /// The device.
         dev: &'a std::path::Path,
     },
+    /// `open` of a dma-buf heap's device.
+    DmaHeapOpen {
+        /// The heap's name.
+        name: &'a str,
+        /// The heap's device.
+        path: &'a std::path::Path,
+        /// The directory of the heaps.
+        dir: &'a std::path::Path,
+        /// The heaps the directory lists; `None` when it does not exist or cannot be read.
+        heaps: Option<&'a [String]>,
+        /// Whether the directory exists.
+        dir_exists: bool,
+    },
+    /// `DMA_HEAP_IOCTL_ALLOC` of `size_bytes` from heap `name`.
+    DmaHeapAlloc {
+        /// The heap's name.
+        name: &'a str,
+        /// Bytes asked for.
+        size_bytes: u64,
+    },
+    /// `mmap` of a heap's dma-buf.
+    DmaHeapMap {
+        /// The heap's name.
+        name: &'a str,
+        /// The dma-buf's size, bytes.
+        size_bytes: u64,
+    },
+    /// netdev bind-rx of a heap's dma-buf with rx-page-size `rx_page_size`.
+    DmaHeapBind {
+        /// The heap's name.
+        name: &'a str,
+        /// `-b`.
+        rx_page_size: Option<u32>,
+    },
 }
+
+/// The extack text of the kernel's bind-rx refusal of a scatter-gather entry that is not a
+/// whole number of niovs at a niov-aligned address (`net/core/devmem.c`, with rx-page-size;
+/// the kernel cuts the whole message at 79 characters).
+const SG_NOT_ALIGNED: &str = "not aligned to niov size";
 
 /// Sorts the kernel's refusal `e` of `op`: the answers that mean "this host, kernel or
 /// driver cannot" become [`Error::Skip`] with what is missing; every other answer (a
@@ -550,7 +748,10 @@ pub enum Op<'a> {
 /// - io_uring setup `ENOSYS` / `EINVAL`: no io_uring / not the flags zcrx needs; zcrx
 ///   registration `EINVAL`: no device-less mode, or `rx_buf_len` reserved;
 /// - `SO_DEVMEM_AUTORELEASE` `ENOPROTOOPT`: the option does not exist;
-/// - udmabuf `ENOENT`/`ENODEV`/`ENXIO`: no udmabuf; `EACCES`/`EPERM`: no access.
+/// - udmabuf `ENOENT`/`ENODEV`/`ENXIO`: no udmabuf; `EACCES`/`EPERM`: no access;
+/// - a dma-buf heap's device: the same errnos (no heaps at all when the directory is
+///   missing, else no heap of that name); its allocation `ENOMEM`; any refusal to map its
+///   dma-buf; bind-rx of its dma-buf `EINVAL` "… not aligned to niov size …".
 pub fn classify(e: Error, op: Op<'_>) -> Error {
     let answer = || e.to_string();
     let missing = match (op, e.errno()) {
@@ -643,6 +844,56 @@ pub fn classify(e: Error, op: Op<'_>) -> Error {
                 errno,
             }
         }
+        (
+            Op::DmaHeapOpen {
+                path,
+                dir,
+                dir_exists: false,
+                ..
+            },
+            Some(errno @ (libc::ENOENT | libc::ENODEV | libc::ENXIO)),
+        ) => Missing::DmaHeaps {
+            path: path.to_path_buf(),
+            dir: dir.to_path_buf(),
+            errno,
+        },
+        (
+            Op::DmaHeapOpen {
+                name, path, heaps, ..
+            },
+            Some(errno @ (libc::ENOENT | libc::ENODEV | libc::ENXIO)),
+        ) => Missing::DmaHeapName {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            errno,
+            heaps: heaps.map(<[String]>::to_vec),
+        },
+        (Op::DmaHeapOpen { path, .. }, Some(errno @ (libc::EACCES | libc::EPERM))) => {
+            Missing::DmaHeapAccess {
+                path: path.to_path_buf(),
+                errno,
+            }
+        }
+        (Op::DmaHeapAlloc { name, size_bytes }, Some(libc::ENOMEM)) => Missing::DmaHeapMemory {
+            name: name.to_string(),
+            size_bytes,
+            answer: answer(),
+        },
+        (Op::DmaHeapMap { name, size_bytes }, Some(_)) => Missing::DmaHeapMap {
+            name: name.to_string(),
+            size_bytes,
+            answer: answer(),
+        },
+        (Op::DmaHeapBind { name, rx_page_size }, Some(libc::EINVAL))
+            if matches!(&e, Error::Netlink(nl)
+                if nl.ext_msg.as_deref().is_some_and(|m| m.contains(SG_NOT_ALIGNED))) =>
+        {
+            Missing::DmaHeapUnaligned {
+                name: name.to_string(),
+                rx_page_size,
+                answer: answer(),
+            }
+        }
         _ => return e,
     };
     Error::Skip(missing)
@@ -730,6 +981,95 @@ mod tests {
             Missing::RecvZc { opcode: 58 }.to_string(),
             "a sentence naming zcrx is not prefixed twice"
         );
+    }
+
+    /// A dma-buf heap's refusals: which `open` errno is which skip (no heaps at all, no heap
+    /// of that name, no access), the allocation's `ENOMEM`, any mmap refusal; every other
+    /// answer stays a failure.
+    #[test]
+    fn dma_heap_refusals_are_sorted() {
+        use std::path::Path;
+        let path = Path::new("/dev/dma_heap/system");
+        let dir = Path::new("/dev/dma_heap");
+        let heaps = ["reserved".to_string()];
+        let open = |dir_exists, heaps| Op::DmaHeapOpen {
+            name: "system",
+            path,
+            dir,
+            heaps,
+            dir_exists,
+        };
+        let refused = |errno| Error::sys("open(/dev/dma_heap/system)", errno);
+        let e = classify(refused(libc::ENOENT), open(false, None));
+        assert!(
+            matches!(&e, Error::Skip(Missing::DmaHeaps { errno, .. }) if *errno == libc::ENOENT),
+            "{e}"
+        );
+        let e = classify(refused(libc::ENODEV), open(true, Some(&heaps)));
+        assert_eq!(
+            skip_text(e),
+            "no dma-buf heap named \"system\": cannot open /dev/dma_heap/system (ENODEV (No \
+             such device)); this host's heaps: reserved"
+        );
+        let e = classify(refused(libc::ENOENT), open(true, None));
+        assert!(
+            skip_text(e).ends_with("this host's heaps: (could not be listed)"),
+            "an unreadable directory"
+        );
+        let e = classify(refused(libc::EACCES), open(true, Some(&heaps)));
+        assert_eq!(
+            skip_text(e),
+            "cannot open /dev/dma_heap/system (EACCES (Permission denied)): needs root or read \
+             access to the heap"
+        );
+        let e = classify(refused(libc::EMFILE), open(true, Some(&heaps)));
+        assert!(
+            matches!(e, Error::Sys { errno, .. } if errno == libc::EMFILE),
+            "{e}"
+        );
+
+        let alloc = Op::DmaHeapAlloc {
+            name: "system",
+            size_bytes: 1 << 20,
+        };
+        let e = classify(Error::sys("ioctl", libc::ENOMEM), alloc);
+        assert!(
+            matches!(e, Error::Skip(Missing::DmaHeapMemory { .. })),
+            "{e}"
+        );
+        let e = classify(Error::sys("ioctl", libc::EINVAL), alloc);
+        assert_eq!(e.exit_code(), crate::error::EXIT_FAIL);
+
+        let map = Op::DmaHeapMap {
+            name: "system",
+            size_bytes: 1 << 20,
+        };
+        let e = classify(Error::sys("mmap", libc::ENODEV), map);
+        assert_eq!(
+            skip_text(e),
+            "dma-heap system dma-buf of 1048576 bytes cannot be mapped for validation: mmap: \
+             ENODEV (No such device)"
+        );
+
+        let bind = Op::DmaHeapBind {
+            name: "system",
+            rx_page_size: Some(16384),
+        };
+        let e = classify(
+            nl(
+                libc::EINVAL,
+                Some("dmabuf sg entry (addr=0x0, len=4096) not aligned to niov size 16"),
+            ),
+            bind,
+        );
+        assert!(
+            matches!(e, Error::Skip(Missing::DmaHeapUnaligned { .. })),
+            "{e}"
+        );
+        let e = classify(nl(libc::EINVAL, Some("tcp-data-split is disabled")), bind);
+        assert_eq!(e.exit_code(), crate::error::EXIT_FAIL);
+        let e = classify(nl(libc::EBUSY, None), bind);
+        assert_eq!(e.exit_code(), crate::error::EXIT_FAIL);
     }
 
     /// Several blockers are named in order on one line; one is itself; none is none.

@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::memory::MemorySource;
 pub use crate::rx::UnbindMode;
 use crate::validate::StreamSpec;
 use flags::{invalid, Flag, Section, Typed, EXPECT_ADDR};
@@ -361,8 +362,10 @@ pub struct ServerArgs {
     pub bind_autorelease: Option<bool>,
     /// `-U`: when the server unbinds.
     pub unbind: UnbindMode,
-    /// `--dmabuf-size`: udmabuf size in bytes; `None` = 16000 pages, as C.
+    /// `--dmabuf-size`: dma-buf size in bytes; `None` = 16000 pages, as C.
     pub dmabuf_size: Option<u64>,
+    /// `--memory`: where the dma-buf comes from (default udmabuf).
+    pub memory: MemorySource,
 }
 
 /// `-l --zcrx -s ADDR -p PORT`: the io_uring zero-copy receive server.
@@ -399,6 +402,8 @@ pub struct ProbeArgs {
     pub rx_page_size: Option<u32>,
     /// `--dmabuf-size`.
     pub dmabuf_size: Option<u64>,
+    /// `--memory`.
+    pub memory: MemorySource,
     /// `-n` (does not apply to the probe's checks; noted in the log).
     pub skip_nic_config: bool,
     /// `--verify-restore`.
@@ -486,6 +491,8 @@ pub struct ClientArgs {
     pub source: TxSource,
     /// `--dmabuf-size`.
     pub dmabuf_size: Option<u64>,
+    /// `--memory`.
+    pub memory: MemorySource,
     /// `--timeout`: the connect window and the longest wait without a zerocopy completion
     /// (`None` = the client's defaults).
     pub timeout: Option<Duration>,
@@ -1098,6 +1105,7 @@ fn mode_args(
             queues,
             rx_page_size: t.rx_page_size,
             dmabuf_size: t.dmabuf_size,
+            memory: t.memory.clone(),
             skip_nic_config: t.skip_nic_config,
             verify_restore: t.verify_restore,
         }),
@@ -1121,6 +1129,7 @@ fn mode_args(
             bind_autorelease: t.bind_autorelease,
             unbind: t.unbind,
             dmabuf_size: t.dmabuf_size,
+            memory: t.memory.clone(),
         }),
         Role::Zcrx => ModeArgs::Zcrx(ZcrxArgs {
             nic: match t.zcrx_nodev {
@@ -1150,6 +1159,7 @@ fn mode_args(
             peer: peer(server, client)?,
             chunk: t.tx_chunk,
             dmabuf_size: t.dmabuf_size,
+            memory: t.memory.clone(),
             timeout: t.timeout,
         }),
         Role::Sender => ModeArgs::Sender(SenderArgs {
@@ -1202,7 +1212,7 @@ pub fn usage() -> String {
     format!(
         "\
 Usage:
-  {p} -f IF [-t N -q N] [-b BYTES] [-n]                     probe (devmem self-test)
+  {p} -f IF [-t N -q N] [-b BYTES] [-n] [--memory SRC]      probe (devmem self-test)
   {p} -l -f IF -s ADDR -p PORT [-c ADDR] [-v N] [-L] ...    devmem RX server
   {p} -f IF -s ADDR -p PORT [-c ADDR] [-z BYTES] ...        devmem TX client (sends stdin)
   {p} -f IF -s ADDR -p PORT --send-pattern BYTES -v N ...   devmem TX client (sends a pattern)

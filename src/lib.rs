@@ -1,12 +1,13 @@
 //! ncdevmem-rs: a Rust port of the Linux kernel's `ncdevmem` devmem-TCP hardware selftest.
 //!
-//! The library holds the reusable pieces: the udmabuf memory provider ([`udmabuf`]), a
-//! generic-netlink client with the `netdev` and `ethtool` families ([`netlink`]), the devmem
-//! receive loop with token release and pattern validation ([`rx`], [`validate`]), the figures
-//! of a run beyond the loop's counters ([`figures`]: CPU accounting, frag sizes, device RX,
-//! congestion control), io_uring zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting
-//! for the kernel to give back what a run held (`release`), the command line ([`cli`]) and the
-//! run orchestration ([`app`]); sweeps over many runs with a peer that sends them, and their
+//! The library holds the reusable pieces: the dma-buf memory sources behind one seam
+//! ([`memory`]: udmabuf, [`udmabuf`], and dma-buf heaps), a generic-netlink client with the
+//! `netdev` and `ethtool` families ([`netlink`]), the devmem receive loop with token release
+//! and pattern validation ([`rx`], [`validate`]), the figures of a run beyond the loop's
+//! counters ([`figures`]: CPU accounting, frag sizes, device RX, congestion control),
+//! io_uring zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to
+//! give back what a run held (`release`), the command line ([`cli`]) and the run
+//! orchestration ([`app`]); sweeps over many runs with a peer that sends them, and their
 //! table ([`lab`]); other command lines of the same binary ([`personality`]:
 //! `iou-zcrx`). All `unsafe` lives in [`sys`].
 
@@ -59,6 +60,7 @@ pub mod conn;
 pub mod error;
 pub mod figures;
 pub mod lab;
+pub mod memory;
 pub(crate) mod modes;
 pub mod netlink;
 pub mod nic;

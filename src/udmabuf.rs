@@ -36,7 +36,8 @@ use std::path::{Path, PathBuf};
 
 use crate::caps::{classify, Missing, Op};
 use crate::error::{Error, Result};
-use crate::sys::mmap::{checked_range, MappedRegion};
+use crate::memory::MappedDmaBuf;
+use crate::sys::mmap::MappedRegion;
 use crate::sys::{self, uapi};
 
 /// Memory that dmabuf frags point into, read only through bounds-checked views.
@@ -491,11 +492,11 @@ impl AsFd for Memfd {
 /// A udmabuf: a sealed memfd exported as a dma-buf (the fd bind-rx / bind-tx take) and mapped
 /// into this process.
 ///
-/// Field order is drop order: the mapping goes first, then the dma-buf fd, then the memfd.
+/// Field order is drop order: the mapping and the dma-buf fd go first ([`MappedDmaBuf`]),
+/// then the memfd.
 #[derive(Debug)]
 pub struct Udmabuf {
-    map: MappedRegion,
-    dmabuf: OwnedFd,
+    buf: MappedDmaBuf,
     memfd: Memfd,
 }
 
@@ -532,14 +533,14 @@ impl Udmabuf {
         let dev = open_device(Path::new(UDMABUF_DEV))?;
         let dmabuf = udmabuf_create(dev.as_fd(), &memfd)?;
         drop(dev);
-        let map = MappedRegion::map_shared(dmabuf.as_fd(), len)
+        let buf = MappedDmaBuf::map(dmabuf, len)
             .map_err(|e| hugepage_enomem(e, params.hugepages_needed()))?;
-        Ok(Udmabuf { map, dmabuf, memfd })
+        Ok(Udmabuf { buf, memfd })
     }
 
     /// The dma-buf fd (what `bind-rx`'s `NETDEV_A_DMABUF_FD` and `bind-tx` take).
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.dmabuf.as_fd()
+        self.buf.fd()
     }
 
     /// The backing memfd.
@@ -556,37 +557,28 @@ impl Udmabuf {
     /// `DMA_BUF_IOCTL_SYNC(START|WRITE)` and `(END|WRITE)` (the TX side). Errors:
     /// `Error::Bounds` before anything is done; `Error::Sys` from either sync.
     pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        checked_range("udmabuf write", offset, data.len() as u64, self.map.len())?;
-        dma_buf_sync(self.dmabuf.as_fd(), SYNC_START_WRITE)?;
-        let written = self.map.write_at(offset, data);
-        let ended = dma_buf_sync(self.dmabuf.as_fd(), SYNC_END_WRITE);
-        written.and(ended)
+        self.buf.write_at(offset, data)
     }
 }
 
+/// The frags are read through the mapped dma-buf ([`MappedDmaBuf`]).
 impl FragMemory for Udmabuf {
+    #[inline]
     fn size(&self) -> usize {
-        self.map.len()
+        self.buf.size()
     }
 
+    #[inline]
     fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
-        match self.map.bytes(offset, len) {
-            Err(Error::Bounds { .. }) => Err(Error::Bounds {
-                what: "dma-buf frag".into(),
-                offset,
-                len,
-                region_len: self.map.len() as u64,
-            }),
-            other => other,
-        }
+        self.buf.bytes(offset, len)
     }
 
     fn begin_cpu_read(&self) -> Result<()> {
-        dma_buf_sync(self.dmabuf.as_fd(), SYNC_START_READ)
+        self.buf.begin_cpu_read()
     }
 
     fn end_cpu_read(&self) -> Result<()> {
-        dma_buf_sync(self.dmabuf.as_fd(), SYNC_END_READ)
+        self.buf.end_cpu_read()
     }
 }
 
@@ -606,7 +598,6 @@ fn udmabuf_create(dev: BorrowedFd<'_>, memfd: &Memfd) -> Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     const PAGE_4K: u64 = 4096;
 
@@ -734,38 +725,26 @@ mod tests {
 
     /// A temporary directory with fake sysfs/procfs/dev files, removed on drop.
     struct FakeHost {
-        dir: PathBuf,
+        _dir: crate::memory::TempDir,
         paths: HostPaths,
     }
 
     impl FakeHost {
         fn new() -> Self {
-            static N: AtomicUsize = AtomicUsize::new(0);
-            let dir = std::env::temp_dir().join(format!(
-                "ncdevmem-udmabuf-test-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).expect("create temp dir");
+            let dir = crate::memory::TempDir::new("udmabuf");
+            let at = |name: &str| dir.0.join(name);
             let paths = HostPaths {
-                udmabuf_dev: dir.join("udmabuf"),
-                size_limit_mb: dir.join("size_limit_mb"),
-                nr_hugepages: dir.join("nr_hugepages"),
-                free_hugepages: dir.join("free_hugepages"),
-                resv_hugepages: dir.join("resv_hugepages"),
+                udmabuf_dev: at("udmabuf"),
+                size_limit_mb: at("size_limit_mb"),
+                nr_hugepages: at("nr_hugepages"),
+                free_hugepages: at("free_hugepages"),
+                resv_hugepages: at("resv_hugepages"),
             };
-            FakeHost { dir, paths }
+            FakeHost { _dir: dir, paths }
         }
 
         fn write(&self, path: &Path, contents: &str) {
             std::fs::write(path, contents).expect("write fake file");
-        }
-    }
-
-    impl Drop for FakeHost {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 

@@ -13,6 +13,7 @@ use ncdevmem::cli::{
     SendStream, SenderArgs, ServerArgs, TxSource, UnbindMode, Verbosity, ZcrxArgs,
 };
 use ncdevmem::error::{Error, EXIT_USAGE};
+use ncdevmem::memory::MemorySource;
 use ncdevmem::validate::StreamSpec;
 
 /// x86_64 page size; `-b`, `--rx-buf-len` and `--dmabuf-size` bounds depend on it.
@@ -90,6 +91,7 @@ fn probe_args() -> ProbeArgs {
         queues: None,
         rx_page_size: None,
         dmabuf_size: None,
+        memory: MemorySource::Udmabuf,
         skip_nic_config: false,
         verify_restore: false,
     }
@@ -110,6 +112,7 @@ fn server_args() -> ServerArgs {
         bind_autorelease: None,
         unbind: UnbindMode::Normal,
         dmabuf_size: None,
+        memory: MemorySource::Udmabuf,
     }
 }
 
@@ -129,6 +132,7 @@ fn client(to: &str) -> ClientArgs {
         chunk: None,
         source: TxSource::Stdin,
         dmabuf_size: None,
+        memory: MemorySource::Udmabuf,
         timeout: None,
     }
 }
@@ -262,6 +266,17 @@ fn every_flag_has_its_meaning() {
         (SERVER, "--rcvbuf 0", |r| srv(r).rx.rcvbuf = Some(0)),
         (SERVER, "--rcvbuf 4096", |r| srv(r).rx.rcvbuf = Some(4096)),
         (SERVER, "--rcvbuf 1G", |r| srv(r).rx.rcvbuf = Some(1 << 30)),
+        (SERVER, "--memory udmabuf", |_| {}), // the default
+        (SERVER, "--memory dma-heap", |r| {
+            srv(r).memory = MemorySource::DmaHeap("system".into())
+        }),
+        (SERVER, "--memory=dma-heap:reserved", |r| {
+            srv(r).memory = MemorySource::DmaHeap("reserved".into())
+        }),
+        (SERVER, "--memory dma-heap -b 16384", |r| {
+            srv(r).memory = MemorySource::DmaHeap("system".into());
+            srv(r).rx_page_size = Some(16384)
+        }),
         // Probe mode.
         ("-f eth0", "", |r| *r = probe()),
         ("-f eth0", "-b 16384", |r| {
@@ -276,6 +291,17 @@ fn every_flag_has_its_meaning() {
             *r = probe();
             prb(r).skip_nic_config = true;
             prb(r).verify_restore = true
+        }),
+        ("-f eth0", "--memory dma-heap:system", |r| {
+            *r = probe();
+            prb(r).memory = MemorySource::DmaHeap("system".into())
+        }),
+        // The devmem TX client.
+        ("-f eth0 -s 2001:db8::2 -p 5201", "--memory dma-heap", |r| {
+            *r = plain_run(ModeArgs::Client(ClientArgs {
+                memory: MemorySource::DmaHeap("system".into()),
+                ..client("2001:db8::2")
+            }))
         }),
     ];
     for (base, extra, edit) in rows {
@@ -703,6 +729,22 @@ fn every_bad_value_names_its_flag() {
             "multiple of the page size (4096 bytes)",
         ),
         ("--dmabuf-size 1T", "--dmabuf-size", "suffix K, M or G"),
+        (
+            "--memory nosuch",
+            "--memory",
+            "(expected udmabuf, dma-heap or dma-heap:NAME",
+        ),
+        (
+            "--memory dma-heap:",
+            "--memory",
+            "NAME an entry of /dev/dma_heap)",
+        ),
+        (
+            "--memory dma-heap:../x",
+            "--memory",
+            "NAME an entry of /dev/dma_heap)",
+        ),
+        ("--memory gpu", "--memory", "dma-heap:NAME"),
         ("--json=", "--json", "a non-empty path"),
     ];
     for (extra, flag, range) in rows {

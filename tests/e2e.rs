@@ -277,6 +277,17 @@ fn sigterm_while_waiting_unwinds_and_fails() {
     );
 }
 
+/// One command line of each devmem mode on veth: the server, the server with `-b 16384` and
+/// `-n` over IPv6, the TX client, the probe.
+const DEVMEM_MODES: [&[&str]; 4] = [
+    &["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
+    &[
+        "-l", "-f", VETH_A, "-s", ADDR_A_V6, "-p", PORT, "-v", "7", "-b", "16384", "-n",
+    ],
+    &["-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
+    &["-f", VETH_A],
+];
+
 /// Without udmabuf (this machine's kernel has no CONFIG_UDMABUF) every devmem mode is a skip
 /// (exit 4) with one line naming what is missing, before anything is changed. With it (the VM
 /// suite's guest) each is still a skip on veth, for another reason.
@@ -286,15 +297,7 @@ fn devmem_modes_skip_without_udmabuf() {
         return;
     };
     let have_udmabuf = std::path::Path::new("/dev/udmabuf").exists();
-    let cases: [&[&str]; 4] = [
-        &["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
-        &[
-            "-l", "-f", VETH_A, "-s", ADDR_A_V6, "-p", PORT, "-v", "7", "-b", "16384", "-n",
-        ],
-        &["-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT],
-        &["-f", VETH_A],
-    ];
-    for args in cases {
+    for args in DEVMEM_MODES {
         let out = ns_cmd(&p.a, args).output().expect("run");
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
@@ -306,6 +309,44 @@ fn devmem_modes_skip_without_udmabuf() {
         } else {
             assert!(err.contains("/dev/udmabuf"), "{args:?}: {err}");
             assert_eq!(err.lines().count(), 1, "one line: {err}");
+        }
+    }
+}
+
+/// `--memory dma-heap` without `/dev/dma_heap` (this machine's kernel has no
+/// CONFIG_DMABUF_HEAPS): the devmem server, the TX client and the probe are each a skip (exit
+/// 4) with one line giving the kernel's answer (ENOENT), before anything is changed; the probe
+/// names veth's missing queue management ops first, then the heaps. With the system heap (the
+/// VM suite's guest) each is still a skip on veth, for another reason.
+#[test]
+fn devmem_modes_skip_without_dma_heaps() {
+    let Some(p) = pair("devmem_modes_skip_without_dma_heaps") else {
+        return;
+    };
+    let have_heap = std::path::Path::new("/dev/dma_heap/system").exists();
+    let heap = ["--memory", "dma-heap"];
+    for args in DEVMEM_MODES {
+        let out = ns_cmd(&p.a, &[args, &heap[..]].concat())
+            .output()
+            .expect("run");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
+        if have_heap {
+            assert!(err.contains("skip:"), "{args:?}: {err}");
+            assert!(!err.contains("no dma-buf heaps"), "{args:?}: {err}");
+        } else {
+            let heaps = "no dma-buf heaps: cannot open /dev/dma_heap/system (ENOENT (No such \
+                         file or directory)); /dev/dma_heap does not exist: the kernel needs \
+                         CONFIG_DMABUF_HEAPS (and CONFIG_DMABUF_HEAPS_SYSTEM for the system \
+                         heap)\n";
+            if args == ["-f", VETH_A] {
+                let driver = "ncdevmem-rs: skip: veth-a: the driver has no queue management ops";
+                assert!(err.starts_with(driver), "{args:?}: {err}");
+                assert!(err.ends_with(&format!("; and: {heaps}")), "{args:?}: {err}");
+                assert_eq!(err.lines().count(), 1, "one line: {err}");
+            } else {
+                assert_eq!(err, format!("ncdevmem-rs: skip: {heaps}"), "{args:?}");
+            }
         }
     }
 }

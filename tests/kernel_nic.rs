@@ -136,6 +136,7 @@ fn probe_on_veth_is_a_skip_with_a_reason() {
             rx_page_size: None,
             quiet: true,
             teardown_wait: Duration::from_millis(200),
+            memory: None,
         },
         &mut out,
     );
@@ -159,6 +160,15 @@ fn report_parses_real_netdev_and_ethtool_answers() {
     assert!(text.contains("rx 0:"), "{text}");
     assert!(text.contains("no   devmem RX driver support"), "{text}");
     assert!(text.contains("EOPNOTSUPP"), "{text}");
+    // The host's dma-buf heaps: none on 6.18 (no CONFIG_DMABUF_HEAPS), the system heap in the
+    // 7.3 VM.
+    let heaps = if std::path::Path::new("/dev/dma_heap/system").exists() {
+        "yes  dma-buf heaps: system"
+    } else {
+        "no   dma-buf heaps: no /dev/dma_heap (ENOENT (No such file or directory)); the kernel \
+         needs CONFIG_DMABUF_HEAPS"
+    };
+    assert!(text.contains(heaps), "{text}");
     // The driver (ETHTOOL_GDRVINFO) and the kernel release (uname -r) are named.
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
     let release = release.trim();

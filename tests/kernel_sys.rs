@@ -1,6 +1,7 @@
-//! Real-kernel tests of the udmabuf provider and the socket layer (`src/udmabuf.rs`,
-//! `src/sys/socket.rs`), run against the machine's kernel (6.18 here: no /dev/udmabuf,
-//! no hugepages reserved by default).
+//! Real-kernel tests of the memory sources (udmabuf, `src/udmabuf.rs`; dma-buf heaps,
+//! `src/memory/dma_heap.rs`) and the socket layer (`src/sys/socket.rs`), run against the
+//! machine's kernel (6.18 here: no /dev/udmabuf, no /dev/dma_heap, no hugepages reserved by
+//! default).
 //!
 //! Tests that need root print `skip: <test>: <reason>` and return when not root. Tests that
 //! change `vm.nr_hugepages` serialise on a static mutex *and* an flock on
@@ -11,18 +12,22 @@ use ncdevmem::caps::{classify, Op};
 use std::fs::File;
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
 use std::sync::atomic::AtomicI32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ncdevmem::conn::{accept_timeout, connect_timeout, send_all_timeout};
+use ncdevmem::memory::dma_heap::DMA_HEAP_DIR;
+use ncdevmem::memory::{Memory, MemoryPlan, MemorySource};
 use ncdevmem::rx::RxSocket;
+use ncdevmem::sys::dma_heap as sys_dma_heap;
 use ncdevmem::sys::socket::{
     local_addr, set_devmem_autorelease, set_nodelay, shutdown_write, tcp_listen, TcpRxSocket,
 };
 use ncdevmem::sys::uapi::{dmabuf_token, MAX_DONTNEED_TOKENS};
 use ncdevmem::udmabuf::{
-    dma_buf_sync, preflight, HostPaths, HugepageStatus, Memfd, Udmabuf, UdmabufParams,
+    dma_buf_sync, preflight, FragMemory, HostPaths, HugepageStatus, Memfd, Udmabuf, UdmabufParams,
     NR_HUGEPAGES_PATH, SYNC_START_READ,
 };
 use ncdevmem::Error;
@@ -173,6 +178,127 @@ fn preflight_skips_without_udmabuf() {
         matches!(e, Error::Skip(ref m) if m.to_string().contains("/dev/udmabuf")),
         "{e}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a2) dma-buf heaps: the skips without them (6.18 here), a real allocation with them (7.3 VM)
+// ---------------------------------------------------------------------------------------------
+
+/// Without `/dev/dma_heap` (this 6.18 host: `CONFIG_DMABUF_HEAPS` is not set) the heap source
+/// skips before creating anything, with the kernel's answer to the open (ENOENT), through every
+/// entry point a mode uses; the allocation ioctl itself, on a descriptor that is no heap, gets
+/// the kernel's ENOTTY.
+#[test]
+fn dma_heap_skips_without_heaps() {
+    const T: &str = "dma_heap_skips_without_heaps";
+    if Path::new(DMA_HEAP_DIR).exists() {
+        skip!(
+            T,
+            "{DMA_HEAP_DIR} exists on this machine; this test is for kernels without it"
+        );
+    }
+    let source = MemorySource::parse("dma-heap").expect("parse");
+    let plan = MemoryPlan::new(&source, None, None).expect("plan");
+    for e in [
+        plan.preflight().expect_err("preflight must skip"),
+        plan.allocate().expect_err("allocate must skip"),
+    ] {
+        assert_eq!(e.exit_code(), 4, "{e}");
+        assert_eq!(
+            e.to_string(),
+            "skip: no dma-buf heaps: cannot open /dev/dma_heap/system (ENOENT (No such file or \
+             directory)); /dev/dma_heap does not exist: the kernel needs CONFIG_DMABUF_HEAPS \
+             (and CONFIG_DMABUF_HEAPS_SYSTEM for the system heap)"
+        );
+    }
+    // A named heap and -b give the same first answer: the device, before the rx-page-size.
+    let named = MemorySource::parse("dma-heap:reserved").expect("parse");
+    let e = MemoryPlan::new(&named, Some(1 << 21), None)
+        .expect("plan")
+        .preflight()
+        .expect_err("skip");
+    assert!(
+        e.to_string()
+            .contains("cannot open /dev/dma_heap/reserved (ENOENT"),
+        "{e}"
+    );
+    assert_eq!(
+        ncdevmem::memory::dma_heap::list_heaps(Path::new(DMA_HEAP_DIR)),
+        Err(libc::ENOENT)
+    );
+    assert_eq!(
+        sys_dma_heap::open_heap(Path::new("/dev/dma_heap/system")).map(drop),
+        Err(libc::ENOENT)
+    );
+    let not_a_heap = File::open("/dev/null").expect("open /dev/null");
+    assert_eq!(
+        sys_dma_heap::alloc(not_a_heap.as_fd(), 1 << 20).map(drop),
+        Err(libc::ENOTTY)
+    );
+}
+
+/// With the system heap (the 7.3 VM guest): a 1 MiB dma-buf is allocated, mapped, written
+/// inside DMA_BUF_IOCTL_SYNC(WRITE) and read back inside SYNC(READ), bounds-checked; an
+/// allocation larger than the machine's memory is a skip before any ioctl.
+#[test]
+fn dma_heap_system_allocates_maps_and_syncs() {
+    const T: &str = "dma_heap_system_allocates_maps_and_syncs";
+    if !Path::new("/dev/dma_heap/system").exists() {
+        skip!(
+            T,
+            "no /dev/dma_heap/system on this machine (CONFIG_DMABUF_HEAPS_SYSTEM)"
+        );
+    }
+    if !is_root() {
+        skip!(T, "needs root to open /dev/dma_heap/system");
+    }
+    let source = MemorySource::parse("dma-heap:system").expect("parse");
+    let plan = MemoryPlan::new(&source, None, Some(1 << 20)).expect("plan");
+    plan.preflight().expect("preflight");
+    let mut mem = plan.allocate().expect("allocate");
+    assert_eq!(mem.size(), 1 << 20);
+    let Memory::DmaHeap(buf) = &mut mem else {
+        panic!("a dma-heap plan allocated {mem:?}");
+    };
+    buf.write_at(0, b"head").expect("write head");
+    buf.write_at((1 << 20) - 4, b"tail")
+        .expect("write at the exact end");
+    buf.begin_cpu_read().expect("SYNC START|READ");
+    assert_eq!(buf.bytes(0, 4).expect("read head"), b"head");
+    assert_eq!(buf.bytes((1 << 20) - 4, 4).expect("read tail"), b"tail");
+    assert!(matches!(
+        buf.bytes((1 << 20) - 3, 4),
+        Err(Error::Bounds {
+            region_len: 1048576,
+            ..
+        })
+    ));
+    buf.end_cpu_read().expect("SYNC END|READ");
+    assert!(matches!(
+        buf.write_at(1 << 20, b"x"),
+        Err(Error::Bounds { .. })
+    ));
+    // The dma-buf fd is a real dma-buf: the sync ioctl on it succeeds.
+    dma_buf_sync(mem.fd(), SYNC_START_READ).expect("sync on the heap's dma-buf");
+    drop(mem);
+    // 1 TiB: more than the machine has. 7.3's system heap would take pages until the OOM
+    // killer ended processes, so the preflight refuses it first, before any ioctl.
+    let huge = MemoryPlan::new(&source, None, Some(1 << 40)).expect("plan");
+    for e in [
+        huge.preflight().expect_err("1 TiB must be refused"),
+        huge.allocate().expect_err("1 TiB must not be allocated"),
+    ] {
+        assert_eq!(e.exit_code(), 4, "{e}");
+        let m = e.to_string();
+        assert!(
+            m.starts_with("skip: dma-heap system cannot allocate 1099511627776 bytes: only "),
+            "{m}"
+        );
+        assert!(
+            m.contains("bytes are available (MemAvailable in /proc/meminfo)"),
+            "{m}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -589,6 +589,7 @@ fn probe_params() -> ProbeParams {
         rx_page_size: None,
         quiet: true,
         teardown_wait: WAIT,
+        memory: None,
     }
 }
 
@@ -809,6 +810,9 @@ fn host() -> HostCaps {
         udmabuf: Fact::Unsupported(
             "cannot open /dev/udmabuf (ENOENT (No such file or directory)); the kernel needs CONFIG_UDMABUF".into(),
         ),
+        dma_heaps: Fact::Unsupported(
+            "no /dev/dma_heap (ENOENT (No such file or directory)); the kernel needs CONFIG_DMABUF_HEAPS".into(),
+        ),
         hugepages: Fact::Known(HugepageStatus {
             nr: 0,
             free: 0,
@@ -859,6 +863,7 @@ capabilities:
   yes  RSS indirection table: 128 entries
   yes  ntuple flow steering: feature off (setup turns it on and back off)
   no   udmabuf: cannot open /dev/udmabuf (ENOENT (No such file or directory)); the kernel needs CONFIG_UDMABUF; there is no dma-buf to bind
+  no   dma-buf heaps: no /dev/dma_heap (ENOENT (No such file or directory)); the kernel needs CONFIG_DMABUF_HEAPS; a dma-heap source skips here
   no   2 MiB hugepages: none available; -b above the page size needs them (raise vm.nr_hugepages)
   warn TCP window inside the dmabuf: the kernel's default receive window is larger than the dmabuf can hold, which can stall a receive (the binding holds 64 buffers of 4096 bytes, at least 91392 bytes of TCP payload at one 1428-byte segment per buffer; SO_RCVBUF 22848 keeps the receive buffer (the kernel doubles it) and so the TCP window within half of that); the server sets SO_RCVBUF 22848 (--rcvbuf 0 would not)
   no   rx-page-size (bind-rx attribute 5): the kernel's bind-rx policy has attributes [1, 2, 3] only; a bind with -b fails with EINVAL \"Unknown attribute type\"
@@ -894,6 +899,7 @@ fn report_for_veth_says_why_a_bind_would_fail() {
             "RSS indirection table",
             "ntuple flow steering",
             "udmabuf",
+            "dma-buf heaps",
             "2 MiB hugepages",
             "rx-page-size (bind-rx attribute 5)",
             "bind-rx autorelease (-a)",
@@ -936,6 +942,10 @@ fn report_for_veth_says_why_a_bind_would_fail() {
         j["host"]["bind_rx_policy_attrs"],
         serde_json::json!([1, 2, 3])
     );
+    assert!(j["host"]["dma_heaps"]["unsupported"]
+        .as_str()
+        .unwrap()
+        .contains("CONFIG_DMABUF_HEAPS"));
     assert_eq!(j["capabilities"][0]["state"], "no");
 }
 

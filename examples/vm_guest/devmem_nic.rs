@@ -15,6 +15,7 @@ use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
 use ncdevmem::conn::accept_timeout;
+use ncdevmem::memory::dma_heap::{self, HeapParams, DEFAULT_HEAP};
 use ncdevmem::netlink::ethtool::TcpDataSplit;
 use ncdevmem::netlink::netdev::{BindRxRequest, Netdev, QueueType};
 use ncdevmem::nic::guards::{
@@ -81,6 +82,9 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/lingering-binding", lingering_binding),
         ("devmem-nic/unbind-recvmsg", unbind_recvmsg),
         ("devmem-nic/unbind-modes", unbind_modes),
+        ("devmem-nic/rx-dma-heap", rx_dma_heap),
+        ("devmem-nic/tx-dma-heap", tx_dma_heap),
+        ("devmem-nic/dma-heap-large-niov", dma_heap_large_niov),
         ("devmem-nic/fault-a", fault_a),
         ("devmem-nic/fault-b", |c| fault(c, 'b', "stale", 0, None)),
         ("devmem-nic/fault-c", |c| {
@@ -201,8 +205,23 @@ fn rx_preconfigured(ctx: &Ctx) -> CaseResult {
 fn rx_large_niov(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 4, true)?;
     let _pool = HugepagePool::raise(32)?;
-    let t = nic.transfer(
-        5404,
+    let got = large_niov_transfer(&nic, 5404, &[], "hugetlb, rx-page-size 16384")?;
+    Ok(Outcome::Pass(format!(
+        "bind with rx-page-size 16384 on a hugetlb udmabuf; {got}"
+    )))
+}
+
+/// A devmem server with `-b 16384` (its own NIC setup, `--verify-restore`, and `memory`, the
+/// extra arguments naming its memory source) receives 64 MiB of the `-v 7` pattern on `port`:
+/// the stream validates, the log names the binding (`log`) and the restored NIC, and the
+/// largest dmabuf frag is exactly the 16384-byte niov. Returns the run's summary.
+fn large_niov_transfer(
+    nic: &Dnic,
+    port: u16,
+    memory: &[&str],
+    log: &str,
+) -> Result<String, String> {
+    let server = [
         &[
             "-s",
             DUT4,
@@ -213,25 +232,26 @@ fn rx_large_niov(ctx: &Ctx) -> CaseResult {
             "-b",
             "16384",
             "--verify-restore",
-        ],
+        ][..],
+        memory,
+    ]
+    .concat();
+    let t = nic.transfer(
+        port,
+        &server,
         &["--send-pattern", "64M", "-s", DUT4, "-c", PEER4, "-v", "7"],
     )?;
     let j = t.expect_validated(STREAM)?;
-    t.expect_log(&[
-        "hugetlb, rx-page-size 16384",
-        "NIC state matches its snapshot",
-    ])?;
+    t.expect_log(&[log, "NIC state matches its snapshot"])?;
     let largest = j["max_dmabuf_frag"].as_u64().unwrap_or(0);
     if largest != 16384 {
         return Err(format!(
-            "largest dmabuf frag {largest} B, expected exactly the 16384-byte niov: {}",
+            "{}: largest dmabuf frag {largest} B, expected exactly the 16384-byte niov: {}",
+            server.join(" "),
             summary(j)
         ));
     }
-    Ok(Outcome::Pass(format!(
-        "bind with rx-page-size 16384 on a hugetlb udmabuf; {}",
-        summary(j)
-    )))
+    Ok(summary(j))
 }
 
 /// The kernel's `check_rx_hds` sweep: one write of 1 B to 8 KiB each, `-L` (a linear byte is
@@ -1568,6 +1588,243 @@ fn unbind_recvmsg(ctx: &Ctx) -> CaseResult {
     Ok(Outcome::Pass(found.join("; ")))
 }
 
+/// `--memory dma-heap`: the server's own NIC setup, then 64 MiB of the `-v 7` pattern and 64
+/// MiB of the `--seed` stream received into a system-heap dma-buf and validated in place, every
+/// token released (tokens = frags); the NIC is as before and unbound afterwards.
+fn rx_dma_heap(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 61, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let mut seen = Vec::new();
+    for (port, stream) in [(5661u16, ["-v", "7"]), (5662, ["--seed", "42"])] {
+        let t = nic.transfer(
+            port,
+            &[
+                &[
+                    "-s",
+                    DUT4,
+                    "-c",
+                    PEER4,
+                    "--memory",
+                    "dma-heap",
+                    "--verify-restore",
+                ][..],
+                &stream[..],
+            ]
+            .concat(),
+            &[
+                &["--send-pattern", "64M", "-s", DUT4, "-c", PEER4][..],
+                &stream[..],
+            ]
+            .concat(),
+        )?;
+        let j = t.expect_validated(STREAM)?;
+        t.expect_log(&["bytes, dma-heap system)", "NIC state matches its snapshot"])?;
+        seen.push(format!("{}: {}", stream.join(" "), summary(j)));
+    }
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the servers")?;
+    no_binding(&after)?;
+    Ok(Outcome::Pass(format!(
+        "into a system-heap dma-buf: {}; NIC as before, no binding left",
+        seen.join("; ")
+    )))
+}
+
+/// `--memory dma-heap` on the devmem TX client: 32 MiB of the `-v 7` pattern sent from a 1 MiB
+/// system-heap dma-buf (every region written again 32 times, each after its completion), to a
+/// plain receiver in the peer namespace that validates every byte.
+fn tx_dma_heap(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 62, true)?;
+    let port = "5663";
+    let json = "/tmp/dnic-tx-dma-heap.json";
+    let rx = spawn(&mut nic.sender(&[
+        "-l",
+        "--plain",
+        "-s",
+        PEER4,
+        "-p",
+        port,
+        "-v",
+        "7",
+        "--expect-bytes",
+        "32M",
+        "--timeout",
+        "60",
+    ]))?;
+    let out = run(Command::new(&ctx.bin).args([
+        "-f",
+        &nic.dut,
+        "--send-pattern",
+        "32M",
+        "-s",
+        PEER4,
+        "-p",
+        port,
+        "-v",
+        "7",
+        "--memory",
+        "dma-heap",
+        "--dmabuf-size",
+        "1M",
+        "--timeout",
+        "60",
+        "--json",
+        json,
+    ]))?;
+    let got = wait(rx)?;
+    let text = output_text(&out);
+    if !out.status.success() || !got.status.success() {
+        return Err(format!(
+            "sender {} {text:?}; receiver {} {:?}",
+            out.status,
+            got.status,
+            output_text(&got)
+        ));
+    }
+    if !text.contains("(1048576 bytes, dma-heap system)") {
+        return Err(format!(
+            "the sender did not bind a system-heap dma-buf: {text:?}"
+        ));
+    }
+    let j: Value = std::fs::read_to_string(json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| format!("no JSON summary in {json}"))?;
+    let n = |k: &str| j[k].as_u64().unwrap_or(u64::MAX);
+    if n("bytes") != 32 << 20 || n("completed_sends") != n("sends") || n("copied_completions") != 0
+    {
+        return Err(format!("sender summary {j}"));
+    }
+    Ok(Outcome::Pass(format!(
+        "32 MiB from a 1 MiB system-heap dma-buf validated by the peer; {} sends, all \
+         completed zero-copy ({} notifications)",
+        n("sends"),
+        n("completions")
+    )))
+}
+
+/// Large niovs over the system dma-buf heap, as 7.3 answered (docs/kernel-7.3-devmem-nic.md,
+/// "Memory sources"). Through the library (no tool in between): bind-rx with rx-page-size
+/// 16384 and 65536 binds a system-heap dma-buf of the default size (65,536,000 bytes, whole
+/// 64 KiB chunks), and an 8 MiB `-v 7` stream received into it with 16 KiB niovs is intact, in
+/// frags of exactly 16384 bytes at most, every token released; a buffer of 1 MiB + 4 KiB,
+/// whose last chunk is a single page, is refused with EINVAL and the kernel's "not aligned to
+/// niov size", which the tool makes a skip. Through the tool: `-b 16384 --memory dma-heap`
+/// with its own NIC setup validates 64 MiB in 16 KiB frags, and the probe with `-b 2097152
+/// --memory dma-heap` (above the heap's largest chunk) is a skip naming why, NIC unchanged.
+fn dma_heap_large_niov(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 60, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let mut found = library_large_niov(ctx, &nic)?;
+    before.same_as(&NicState::take(&nic.dut)?, "after the library's binds")?;
+    let got = large_niov_transfer(
+        &nic,
+        5664,
+        &["--memory", "dma-heap"],
+        "bytes, dma-heap system, rx-page-size 16384)",
+    )?;
+    found.push(format!("the tool, -b 16384 --memory dma-heap: {got}"));
+    let out = run(
+        Command::new(&ctx.bin).args(["-f", &nic.dut, "-b", "2097152", "--memory", "dma-heap"])
+    )?;
+    let text = output_text(&out);
+    let want = "dma-heap system cannot serve an rx-page-size of 2097152 bytes";
+    if out.status.code() != Some(4) || !text.contains(want) {
+        return Err(format!(
+            "probe -b 2097152 --memory dma-heap: {} {text:?} (expected exit 4, {want:?})",
+            out.status
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after the tool")?;
+    found.push(format!(
+        "the probe with -b 2097152 --memory dma-heap: exit 4, {want:?}"
+    ));
+    Ok(Outcome::Pass(found.join("; ")))
+}
+
+/// The library part of [`dma_heap_large_niov`]: the binds and the receive, under the
+/// harness-style setup (header split, RSS, a rule to queue 3), undone on return. Returns what
+/// each step saw.
+fn library_large_niov(ctx: &Ctx, nic: &Dnic) -> Result<Vec<String>, String> {
+    const PORT: u16 = 5660;
+    const BYTES: usize = 8 << 20;
+    let ifindex = ifindex_of(&nic.dut)?;
+    let _setup = EthtoolUndo::split_and_steer_to_queue3(ctx, &nic.dut, PORT)?;
+    let netdev = Netdev::open().map_err(err)?;
+    let pattern = ncdevmem::validate::Pattern::new(7).map_err(err)?;
+    let mut found = Vec::new();
+    for b in [16384u32, 65536] {
+        let params = HeapParams::new(DEFAULT_HEAP, Some(b), None).map_err(err)?;
+        let mem = dma_heap::allocate(&params).map_err(err)?;
+        let what = format!("rx-page-size {b} over {} bytes", params.size_bytes);
+        let binding = netdev
+            .bind_rx(ifindex, mem.fd(), &[3], Some(b))
+            .map_err(|e| format!("{what}: {e} (7.3 bound it)"))?;
+        let mut line = format!("{what}: bound (id {})", binding.id());
+        if b == 16384 {
+            let (fd, tx) = nic.start_pattern(PORT, &BYTES.to_string())?;
+            let mut sock = TcpRxSocket::new(fd);
+            let mut d = Drained::default();
+            d.drain(&mut sock, &mem, &pattern)?;
+            let sent = wait(tx)?;
+            let released = sock.dontneed(&ranges(&d.tokens));
+            let _ = write!(
+                line,
+                "; {} bytes received ({} dmabuf frags, largest {} B, {} linear), {} \
+                 mismatches, end {}; DONTNEED of {} tokens -> {released:?}",
+                d.bytes,
+                d.frags,
+                d.max_frag,
+                d.linear,
+                d.mismatches,
+                d.end,
+                d.tokens.len()
+            );
+            let all_back = released == Ok(d.tokens.len());
+            if !sent.status.success()
+                || d.bytes != BYTES
+                || d.mismatches != 0
+                || d.end != "EOF"
+                || !all_back
+                || d.max_frag != b
+            {
+                return Err(format!(
+                    "{line} (expected all {BYTES} bytes intact to EOF, frags reaching {b} B, \
+                     every token back; sender: {})",
+                    output_text(&sent)
+                ));
+            }
+        }
+        binding.unbind();
+        found.push(line);
+    }
+    // A tail of one page: the system heap's last chunk is a single 4 KiB page.
+    let tail = HeapParams {
+        name: DEFAULT_HEAP.into(),
+        size_bytes: (1 << 20) + 4096,
+        rx_page_size: Some(16384),
+    };
+    let mem = dma_heap::allocate(&tail).map_err(err)?;
+    let what = format!("rx-page-size 16384 over {} bytes", tail.size_bytes);
+    let e = match netdev.bind_rx(ifindex, mem.fd(), &[3], Some(16384)) {
+        Ok(b) => return Err(format!("{what}: bound (id {}); 7.3 refused it", b.id())),
+        Err(e) => e,
+    };
+    let answer = e.to_string();
+    let refused = matches!(&e, Error::Netlink(nl) if nl.errno == libc::EINVAL
+        && nl.ext_msg.as_deref().is_some_and(|m| m.starts_with("dmabuf sg entry (addr=")
+            && m.contains(", len=4096) not aligned to niov size")));
+    let skip = dma_heap::bind_refusal(&tail, e);
+    if !refused || skip.exit_code() != 4 {
+        return Err(format!(
+            "{what}: {answer} -> {skip} (expected EINVAL \"dmabuf sg entry (addr=…, len=4096) \
+             not aligned to niov size…\", a skip)"
+        ));
+    }
+    found.push(format!("{what}: {answer} -> exit 4"));
+    Ok(found)
+}
+
 /// What a receive after an unbind saw (for [`unbind_recvmsg`]).
 #[derive(Default)]
 struct Drained {
@@ -1579,6 +1836,8 @@ struct Drained {
     tokens: Vec<u32>,
     /// "EOF", "errno N" or "no data for 5 s".
     end: String,
+    /// The largest dmabuf frag, bytes.
+    max_frag: u32,
 }
 
 impl Drained {
@@ -1587,7 +1846,7 @@ impl Drained {
     fn recv(
         &mut self,
         sock: &mut TcpRxSocket,
-        mem: &Udmabuf,
+        mem: &impl FragMemory,
         pattern: &ncdevmem::validate::Pattern,
         iov: usize,
     ) -> Result<bool, String> {
@@ -1628,6 +1887,7 @@ impl Drained {
                 }
                 Cmsg::Dmabuf(d) => {
                     self.frags += 1;
+                    self.max_frag = self.max_frag.max(d.frag_size);
                     self.tokens.push(d.frag_token);
                     mem.bytes(d.frag_offset, u64::from(d.frag_size))
                         .map_err(err)?
@@ -1650,7 +1910,7 @@ impl Drained {
     fn drain(
         &mut self,
         sock: &mut TcpRxSocket,
-        mem: &Udmabuf,
+        mem: &impl FragMemory,
         pattern: &ncdevmem::validate::Pattern,
     ) -> Result<(), String> {
         while self.recv(sock, mem, pattern, 819_200)? {}
@@ -3391,6 +3651,17 @@ impl<'c> Dnic<'c> {
     /// `bytes` of the `-v 7` pattern, accepts and waits for the sender to finish: the
     /// connection, with everything sent queued in it (or on its way).
     fn accept_pattern(&self, port: u16, bytes: &str) -> Result<OwnedFd, String> {
+        let (fd, tx) = self.start_pattern(port, bytes)?;
+        let sent = wait(tx)?;
+        if !sent.status.success() {
+            return Err(format!("sender: {}", output_text(&sent)));
+        }
+        Ok(fd)
+    }
+
+    /// Listens on `DUT4`:`port`, starts the peer's `--send-pattern BYTES -v 7` and accepts its
+    /// connection; the caller receives while the sender still runs, then waits for it.
+    fn start_pattern(&self, port: u16, bytes: &str) -> Result<(OwnedFd, Child), String> {
         let listen_on = SocketAddrV6::new(
             format!("::ffff:{DUT4}")
                 .parse()
@@ -3418,11 +3689,7 @@ impl<'c> Dnic<'c> {
             &AtomicI32::new(0),
         )
         .map_err(err)?;
-        let sent = wait(tx)?;
-        if !sent.status.success() {
-            return Err(format!("sender: {}", output_text(&sent)));
-        }
-        Ok(fd)
+        Ok((fd, tx))
     }
 
     /// Runs the server (`--json`, 120 s timeout) and the sender (connect retried up to 60 s) on

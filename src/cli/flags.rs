@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::{Role, Seed, UnbindMode, PROGRAM};
 use crate::error::{Error, Result};
+use crate::memory::MemorySource;
 
 /// Largest interface name the kernel accepts, in bytes, without the NUL (`IFNAMSIZ` − 1).
 pub const IFNAME_MAX_LEN: usize = 15;
@@ -239,6 +240,7 @@ pub(super) struct Typed {
     pub tcp_cc: Option<String>,
     pub json: Option<PathBuf>,
     pub dmabuf_size: Option<u64>,
+    pub memory: MemorySource,
     pub zcrx_nodev: bool,
     pub rx_buf_len: Option<u32>,
     pub verify_restore: bool,
@@ -856,6 +858,24 @@ pub(super) const FLAGS: &[Flag] = &[
         example: "64M",
         help: "udmabuf size: a multiple of the page size (default 16000 pages); with\n\
                --zcrx the zcrx area size (default 8192 pages)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "memory",
+        hint: "SRC",
+        expect: MemorySource::EXPECTED,
+        set: |t, v, _| {
+            let source = MemorySource::parse(v)
+                .ok_or_else(|| invalid("--memory", "memory source", v, MemorySource::EXPECTED))?;
+            set(&mut t.memory, source)
+        },
+        roles: &[Role::Probe, Role::Server, Role::TxStdin, Role::TxPattern],
+        only: Some("the devmem server (-l), the devmem TX client and the probe"),
+        example: "dma-heap",
+        help: "where the dma-buf comes from: udmabuf (default; a memfd exported by\n\
+               /dev/udmabuf, hugetlb for -b above the page size), dma-heap (the system\n\
+               dma-buf heap, /dev/dma_heap/system) or dma-heap:NAME (/dev/dma_heap/NAME)",
         section: Section::Ours,
     },
     Flag {

@@ -5,14 +5,15 @@ use super::sender::sender_stream;
 use crate::caps::skip_if_family_missing;
 use crate::cli::{ClientArgs, TxSource as Source};
 use crate::error::Result;
+use crate::memory::MemoryPlan;
 use crate::netlink::netdev::Netdev;
 use crate::run_report::RunReport;
 use crate::signals::{self, STOP};
 use crate::tx::{self, LineSource, PatternSource, TxConfig, TxSource};
-use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
+use crate::with_memory;
 
-/// The devmem TX client: the skips first (udmabuf), then the udmabuf, bind-tx (its netlink
-/// socket stays open for the whole run), a socket bound to IF (and `-c` with the same port)
+/// The devmem TX client: the skips first (the memory source's), then the dma-buf (`--memory`:
+/// udmabuf or a dma-buf heap), bind-tx (its netlink socket stays open for the whole run), a socket bound to IF (and `-c` with the same port)
 /// with `SO_ZEROCOPY`, then stdin line by line — or, with `--send-pattern`, the `-v` pattern
 /// — through the dma-buf, and every zerocopy completion awaited before "tx ok".
 ///
@@ -20,9 +21,10 @@ use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
 pub(crate) fn run(a: &ClientArgs, report: &RunReport) -> Result<()> {
     let ifname = &a.ifname;
     let ifindex = ifname.index()?;
-    let params = UdmabufParams::new(None, a.dmabuf_size)?;
-    // Everything that makes this run a skip is checked before anything is created.
-    udmabuf::preflight(&params, &HostPaths::default())?;
+    let plan = MemoryPlan::new(&a.memory, None, a.dmabuf_size)?;
+    // Everything that makes this run a skip is checked before anything is created (no
+    // hugepages: TX memory is never hugetlb).
+    plan.preflight()?;
     let (stream, mut source): (_, Box<dyn TxSource>) = match &a.source {
         Source::Pattern(p) => {
             let stream = sender_stream(p.stream);
@@ -38,15 +40,16 @@ pub(crate) fn run(a: &ClientArgs, report: &RunReport) -> Result<()> {
     let netdev = skip_if_family_missing(Netdev::open(), "netdev")?;
     signals::check()?;
 
-    let mut mem = Udmabuf::create(&params)?;
+    let mut mem = plan.allocate()?;
     signals::check()?;
     let binding = tx::bind_tx(&netdev, ifindex, ifname.as_str(), mem.fd())?;
     signals::check()?;
     log!(
         report,
-        "bound {ifname} for TX to dmabuf id {} ({} bytes)",
+        "bound {ifname} for TX to dmabuf id {} ({} bytes, {})",
         binding.id(),
-        params.size_bytes
+        plan.size_bytes(),
+        plan.describe()
     );
     let peer = &a.peer;
     let mut sock = tx::connect_devmem(
@@ -70,14 +73,15 @@ pub(crate) fn run(a: &ClientArgs, report: &RunReport) -> Result<()> {
         ..TxConfig::new(binding.id())
     };
     let mut log_sink = std::io::stderr();
-    let (stats, result) = tx::transmit(
+    // The memory's type is resolved here, once: the send loop is compiled per source.
+    let (stats, result) = with_memory!(&mut mem, m => tx::transmit(
         &mut sock,
-        &mut mem,
+        m,
         source.as_mut(),
         &tx_cfg,
         &STOP,
         &mut log_sink,
-    );
+    ));
     let ok = result.is_ok();
     log!(report, "{}", stats.summary_line(ok));
     drop(sock);

@@ -7,6 +7,7 @@ use super::{await_hugepages, await_release, log, open_nic, pick_queues};
 use crate::caps::Missing;
 use crate::cli::ProbeArgs;
 use crate::error::{Error, Result};
+use crate::memory::MemoryPlan;
 use crate::nic::guards::SharedNic;
 use crate::nic::probe::{run_probe, ProbeOutcome, ProbeParams};
 use crate::nic::queues::{QueuePolicy, QUEUE_FREE_WAIT};
@@ -16,13 +17,13 @@ use crate::release::kernel::KernelEnv;
 use crate::release::{self, Holdings, PoolOwner};
 use crate::run_report::{verdict_name, RunReport};
 use crate::signals;
-use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
 
 /// The probe: prints the capability report first (read-only, so a host that cannot run the
 /// checks still shows why; not with `--quiet`), checks what makes the probe a skip before
 /// anything on the NIC changes — a driver without queue management ops (the report's
-/// answer), `-b` without kernel support, no udmabuf: every one found, the one no
-/// configuration can fix first — then prints one line per kernel-contract check on stdout.
+/// answer), `-b` without kernel support, the memory source's skips (`--memory`): every one
+/// found, the one no configuration can fix first — then prints one line per kernel-contract
+/// check on stdout.
 ///
 /// The JSON object is written whatever the outcome: `{"report", "probe": {"checks",
 /// "verdict", "reason"}}`, where a probe that ended before its checks (a skip, a failure, a
@@ -32,7 +33,7 @@ use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
 /// signal.
 pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
     let ifindex = a.ifname.index()?;
-    let params = UdmabufParams::new(a.rx_page_size, a.dmabuf_size)?;
+    let plan = MemoryPlan::new(&a.memory, a.rx_page_size, a.dmabuf_size)?;
     let nic = open_nic(&a.ifname);
     let caps = match &nic {
         Ok(n) => {
@@ -48,7 +49,7 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
         Err(_) => None,
     };
     let no_queue_ops = caps.as_ref().and_then(|c| c.no_queue_ops.clone());
-    let (probe, result) = match checks(a, nic, ifindex, &params, no_queue_ops, report) {
+    let (probe, result) = match checks(a, nic, ifindex, &plan, no_queue_ops, report) {
         Ok(outcome) => (outcome.to_json(), outcome.verdict()),
         Err(e) => {
             let result = Err(e);
@@ -68,7 +69,7 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
 }
 
 /// The probe after its report: the skips that need no NIC change ([`blockers`]), the
-/// hugepages, the queue choice, the udmabuf, then the checks ([`run_probe`]),
+/// hugepages, the queue choice, the dma-buf (`--memory`), then the checks ([`run_probe`]),
 /// `--verify-restore` (recorded in `report`) and the teardown wait. A stop signal between the
 /// steps ends it.
 ///
@@ -77,13 +78,13 @@ fn checks(
     a: &ProbeArgs,
     nic: Result<SharedNic>,
     ifindex: u32,
-    params: &UdmabufParams,
+    plan: &MemoryPlan,
     no_queue_ops: Option<Missing>,
     report: &RunReport,
 ) -> Result<ProbeOutcome> {
     let mut env = KernelEnv::new(Some(ifindex));
-    blockers(a, params, no_queue_ops)?;
-    await_hugepages(&mut env, params.hugepages_needed(), report)?;
+    blockers(a, plan, no_queue_ops)?;
+    await_hugepages(&mut env, plan.hugepages_needed(), report)?;
     signals::check()?;
     let nic = nic?;
     if a.skip_nic_config {
@@ -98,8 +99,8 @@ fn checks(
         false => None,
     };
     let choice = pick_queues(&nic, a.queues, QueuePolicy::Probe, false, report)?;
-    let mem = Udmabuf::create(params)?;
-    let hugepages = release::hugepage_goal(&mut env, params.hugepages_needed());
+    let mem = plan.allocate()?;
+    let hugepages = release::hugepage_goal(&mut env, plan.hugepages_needed());
     let dmabuf_fd = u32::try_from(mem.fd().as_raw_fd())
         .map_err(|_| Error::Failure("dma-buf fd does not fit u32".into()))?;
     signals::check()?;
@@ -110,6 +111,7 @@ fn checks(
         rx_page_size: a.rx_page_size,
         quiet: report.quiet(),
         teardown_wait: QUEUE_FREE_WAIT,
+        memory: Some(plan.clone()),
     };
     let stdout = std::io::stdout();
     let outcome = run_probe(&nic, &p, &mut stdout.lock());
@@ -127,7 +129,7 @@ fn checks(
     }
     let ids = &outcome.bindings;
     let what = match ids.len() {
-        0 => format!("the probe's udmabuf for {}", nic.ifname()),
+        0 => format!("the probe's {} for {}", plan.source(), nic.ifname()),
         1 => format!("the probe's dmabuf binding {} on {}", ids[0], nic.ifname()),
         _ => format!("the probe's dmabuf bindings {ids:?} on {}", nic.ifname()),
     };
@@ -148,12 +150,13 @@ fn checks(
 /// Every skip found before the NIC is touched, as one: the driver without queue management
 /// ops first (`no_queue_ops`, the capability report's answer; no configuration can fix it),
 /// then `-b` on a kernel whose bind-rx has no rx-page-size (the check specific to this
-/// request), then udmabuf — all of them, so a user fixing the last one named does not find
-/// the next one on the next run.
+/// request), then the memory source's ([`MemoryPlan::preflight`]: udmabuf, or a dma-buf
+/// heap) — all of them, so a user fixing the last one named does not find the next one on
+/// the next run.
 ///
 /// Errors: [`Error::Skip`] with the one missing capability or [`Missing::Several`] in that
 /// order; a check that failed otherwise (reading the bind-rx policy), at once.
-fn blockers(a: &ProbeArgs, params: &UdmabufParams, no_queue_ops: Option<Missing>) -> Result<()> {
+fn blockers(a: &ProbeArgs, plan: &MemoryPlan, no_queue_ops: Option<Missing>) -> Result<()> {
     let mut found: Vec<Missing> = no_queue_ops.into_iter().collect();
     let mut skip = |r: Result<()>| match r {
         Err(Error::Skip(m)) => {
@@ -165,7 +168,7 @@ fn blockers(a: &ProbeArgs, params: &UdmabufParams, no_queue_ops: Option<Missing>
     if let Some(size) = a.rx_page_size {
         skip(require_rx_page_size(size))?;
     }
-    skip(udmabuf::preflight_device(params, &HostPaths::default()))?;
+    skip(plan.preflight())?;
     match Missing::all(found) {
         Some(m) => Err(Error::Skip(m)),
         None => Ok(()),

@@ -9,6 +9,7 @@ use super::{
 use crate::caps::{classify, skip_if_family_missing, Missing, Op};
 use crate::cli::ServerArgs;
 use crate::error::{Error, Result};
+use crate::memory::MemoryPlan;
 use crate::netlink::netdev::BindRxRequest;
 use crate::nic::queues::QueuePolicy;
 use crate::nic::setup::{FlowTarget, ServerPlan};
@@ -19,19 +20,21 @@ use crate::run_report::RunReport;
 use crate::rx::{RxConfig, UnbindMode};
 use crate::signals::{self, STOP};
 use crate::sys::socket::{self, TcpRxSocket};
-use crate::udmabuf::{self, HostPaths, Udmabuf, UdmabufParams};
+use crate::udmabuf::FragMemory;
+use crate::with_memory;
 
 /// The devmem RX server: NIC setup (unless `-n`), bind, accept, receive, then every NIC
 /// change undone in reverse order — also on errors, signals (the receive loop returns
 /// `Error::Interrupted`) and panics. `-U 1` and `-U 2` unbind during the receive (series
 /// v10's ncdevmem `unbind_mode`).
 ///
-/// Errors: the skips (no udmabuf, hugepages, `-b`/`-a`/`-A` without kernel support, the NIC
-/// refusing a step), kernel refusals, accept and idle timeouts, validation failures.
+/// Errors: the skips (no udmabuf or dma-buf heap, hugepages, `-b`/`-a`/`-A` without kernel
+/// support, a `-b` the heap cannot serve, the NIC refusing a step), kernel refusals, accept and
+/// idle timeouts, validation failures.
 pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     let ifname = &a.nic.ifname;
     let ifindex = ifname.index()?;
-    let params = UdmabufParams::new(a.rx_page_size, a.dmabuf_size)?;
+    let memory = MemoryPlan::new(&a.memory, a.rx_page_size, a.dmabuf_size)?;
     // Everything that makes this run a skip is checked before anything is created or changed;
     // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
     // kernel's bind-rx policy.
@@ -40,7 +43,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         .map(|want| bind_autorelease_attr(want, report))
         .transpose()?
         .flatten();
-    udmabuf::preflight_device(&params, &HostPaths::default())?;
+    memory.preflight()?;
     let autorelease_refusal = |e| {
         let optname = crate::sys::uapi::SO_DEVMEM_AUTORELEASE;
         classify(e, Op::DevmemAutorelease { optname })
@@ -66,7 +69,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     }
     check_tcp_cc(&a.rx)?;
     let niov_size = a.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
-    let buffers = params.size_bytes / u64::from(niov_size);
+    let buffers = memory.size_bytes() / u64::from(niov_size);
     let plan = match several {
         true => {
             let mtu = socket::if_mtu(ifname.as_str()).unwrap_or(1500);
@@ -76,7 +79,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         false => rcvbuf_plan(&a.rx, Some(ifname), buffers, niov_size),
     };
     let mut env = KernelEnv::new(Some(ifindex));
-    await_hugepages(&mut env, params.hugepages_needed(), report)?;
+    await_hugepages(&mut env, memory.hugepages_needed(), report)?;
     // A stop signal is acted on between the steps (and between the NIC setup steps, see
     // `crate::nic::setup`), not only once the receive loop runs.
     signals::check()?;
@@ -95,10 +98,10 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     )?;
     let (start, num) = (choice.start, choice.num);
     log!(report, "using queues {start}..={}", start + num - 1);
-    let mem = Udmabuf::create(&params)?;
-    let hugepages = release::hugepage_goal(teardown.env(), params.hugepages_needed());
+    let mem = memory.allocate()?;
+    let hugepages = release::hugepage_goal(teardown.env(), memory.hugepages_needed());
     teardown.hold(Holdings {
-        what: format!("the udmabuf for {ifname}"),
+        what: format!("the {} for {ifname}", memory.source()),
         queues: choice.queues(),
         pools: PoolOwner::Nothing,
         hugepages,
@@ -109,7 +112,10 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         .ifname(ifname.as_str())
         .rx_page_size(a.rx_page_size)
         .autorelease(autorelease);
-    let id = nic.setup().bind(&request)?;
+    let id = nic
+        .setup()
+        .bind(&request)
+        .map_err(|e| memory.bind_refusal(e))?;
     if let Some(held) = teardown.held() {
         held.what = format!("dmabuf binding {id} on {ifname}");
         held.pools = PoolOwner::Dmabuf(vec![id]);
@@ -117,10 +123,10 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     shared.interrupted()?;
     log!(
         report,
-        "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes{}{})",
+        "bound {ifname} rx queues {start}..={} to dmabuf id {id} ({} bytes, {}{})",
         start + num - 1,
-        params.size_bytes,
-        if params.hugetlb { ", hugetlb" } else { "" },
+        memory.size_bytes(),
+        memory.describe(),
         match a.rx_page_size {
             Some(n) => format!(", rx-page-size {n}"),
             None => String::new(),
@@ -146,9 +152,13 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
                 ifindex,
                 queues: choice.queues(),
             };
-            flows::receive(&a.rx, conns, Some(&mem), &rx_cfg, Some(&device), report)
+            // The memory's type is resolved here, once: the receive loops are compiled per
+            // source.
+            with_memory!(&mem, m => flows::receive(&a.rx, conns, Some(m), &rx_cfg, Some(&device), report))
         }
-        false => receive_one(a, &plan, base, &mem, &mut nic, id, buffers, report)?,
+        false => {
+            with_memory!(&mem, m => receive_one(a, &plan, base, m, &mut nic, id, buffers, report))?
+        }
     };
 
     // The connections are closed: what other CPUs still hold of their buffers is freed now,
@@ -163,11 +173,11 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
 /// The one flow of a classic run: accept, `-A`, the `-U` unbind points, receive, report.
 /// Returns the receive's verdict; `Err` only for what ends the run before the receive.
 #[allow(clippy::too_many_arguments)]
-fn receive_one(
+fn receive_one<M: FragMemory>(
     a: &ServerArgs,
     plan: &RcvbufPlan,
     base: RxConfig,
-    mem: &Udmabuf,
+    mem: &M,
     nic: &mut NicRun<'_>,
     id: u32,
     buffers: u64,

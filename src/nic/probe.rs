@@ -40,6 +40,7 @@ use super::queues::{describe_owned, owned_rx, wait_queues_free};
 use super::setup::{bind_refusal, NicSetup};
 use crate::caps::Missing;
 use crate::error::{Error, Result};
+use crate::memory::MemoryPlan;
 use crate::netlink::ethtool::TcpDataSplit;
 use crate::netlink::netdev::{BindRxRequest, QueueNest};
 
@@ -59,6 +60,10 @@ pub struct ProbeParams {
     pub quiet: bool,
     /// How long to wait for unbound queues to show free.
     pub teardown_wait: Duration,
+    /// The plan the dma-buf was allocated by: a refusal of the real bind goes through its
+    /// [`MemoryPlan::bind_refusal`] (a dma-heap buffer whose chunks are smaller than the niov
+    /// is a missing capability, not a broken contract). `None`: refusals as they are.
+    pub memory: Option<MemoryPlan>,
 }
 
 /// Outcome of one check.
@@ -339,7 +344,10 @@ pub fn run_probe(nic: &SharedNic, p: &ProbeParams, out: &mut dyn Write) -> Probe
                 &on_name,
                 format!("could not turn header split on again: {e}"),
             ),
-            Ok(()) => match setup.bind(&real) {
+            Ok(()) => match setup.bind(&real).map_err(|e| match &p.memory {
+                Some(plan) => plan.bind_refusal(e),
+                None => e,
+            }) {
                 Ok(id) => {
                     bound = Some(id);
                     rec.outcome.bindings.push(id);

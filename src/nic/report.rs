@@ -4,9 +4,9 @@
 //! Device facts come through [`NicOps`] (the driver's drvinfo, dev-get, channels, rings, RSS,
 //! ntuple, queue-get, page-pool-get, and a bind-rx with an invalid dma-buf fd that can only
 //! fail: it tells whether the driver gets past the kernel's queue-management check). Host
-//! facts ([`HostCaps`]) come from the kernel release, /dev/udmabuf, the hugepage pool, the
-//! kernel's bind-rx policy (does it know `rx-page-size`?) and a throwaway socket
-//! (`SO_DEVMEM_AUTORELEASE`).
+//! facts ([`HostCaps`]) come from the kernel release, the dma-buf sources (/dev/udmabuf and
+//! its size limit, the heaps in /dev/dma_heap), the hugepage pool, the kernel's bind-rx policy
+//! (does it know `rx-page-size`?) and a throwaway socket (`SO_DEVMEM_AUTORELEASE`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -19,6 +19,7 @@ use super::snapshot::Fact;
 use super::{HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::caps::{classify, Missing, Op};
 use crate::error::{errno_display, Error};
+use crate::memory::dma_heap;
 use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, has_rx_page_size, PolicyAttr};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{
@@ -72,6 +73,9 @@ pub struct HostCaps {
     /// `/dev/udmabuf` opens: `Known(size_limit_mb)` (the module's limit in MiB, when
     /// readable); `Unsupported(reason)` when it is missing or not accessible.
     pub udmabuf: Fact<Option<u64>>,
+    /// The dma-buf heaps in `/dev/dma_heap`, by name (sorted): `Unsupported(reason)` when
+    /// the directory is missing (a kernel without `CONFIG_DMABUF_HEAPS`).
+    pub dma_heaps: Fact<Vec<String>>,
     /// The 2 MiB hugepage pool.
     pub hugepages: Fact<HugepageStatus>,
     /// 2 MiB hugepages a run with the requested `-b` needs (0 without `-b` above the page
@@ -103,6 +107,7 @@ impl HostCaps {
             },
             Err(errno) => Fact::Unsupported(crate::caps::open_failure(dev, errno)),
         };
+        let dma_heaps = dma_heaps_fact(dma_heap::list_heaps(Path::new(dma_heap::DMA_HEAP_DIR)));
         let hugepages = match HugepageStatus::read() {
             Ok(h) => Fact::Known(h),
             Err(Error::Skip(m)) => Fact::Unsupported(m.to_string()),
@@ -132,6 +137,7 @@ impl HostCaps {
         HostCaps {
             kernel_release: Fact::from_result(crate::sys::kernel_release()),
             udmabuf,
+            dma_heaps,
             hugepages,
             hugepages_needed,
             rx_page_size,
@@ -289,6 +295,7 @@ impl NicReport {
             ("RSS indirection table", self.cap_rss()),
             ("ntuple flow steering", self.cap_ntuple()),
             ("udmabuf", cap_udmabuf(h)),
+            ("dma-buf heaps", cap_dma_heaps(h)),
             ("2 MiB hugepages", cap_hugepages(h)),
             ("TCP window inside the dmabuf", cap_rcvbuf(h)),
             ("rx-page-size (bind-rx attribute 5)", cap_rx_page_size(h)),
@@ -618,6 +625,7 @@ impl NicReport {
             "host": {
                 "kernel_release": fact_json(&h.kernel_release, |r| json!(r)),
                 "udmabuf": fact_json(&h.udmabuf, |l| json!({"size_limit_mb": l})),
+                "dma_heaps": fact_json(&h.dma_heaps, |names| json!(names)),
                 "hugepages": fact_json(&h.hugepages, |s| json!({
                     "nr": s.nr, "free": s.free, "resv": s.resv, "available": s.available(),
                 })),
@@ -641,6 +649,34 @@ fn cap_udmabuf(h: &HostCaps) -> Cap {
         Fact::Known(Some(mb)) => (CapState::Yes, format!("{dev} (size limit {mb} MiB)")),
         Fact::Known(None) => (CapState::Yes, format!("{dev} (size limit unknown)")),
         Fact::Unsupported(e) => (CapState::No, format!("{e}; there is no dma-buf to bind")),
+        Fact::Failed(e) => (CapState::Unknown, e.clone()),
+    }
+}
+
+/// What the listing of `/dev/dma_heap` says: the heaps, or why there are none (`ENOENT`: the
+/// kernel has no `CONFIG_DMABUF_HEAPS`).
+fn dma_heaps_fact(listing: std::result::Result<Vec<String>, i32>) -> Fact<Vec<String>> {
+    let dir = dma_heap::DMA_HEAP_DIR;
+    match listing {
+        Ok(names) => Fact::Known(names),
+        Err(libc::ENOENT) => Fact::Unsupported(format!(
+            "no {dir} ({}); the kernel needs CONFIG_DMABUF_HEAPS",
+            errno_display(libc::ENOENT)
+        )),
+        Err(errno) => Fact::Failed(format!("read({dir}): {}", errno_display(errno))),
+    }
+}
+
+/// The dma-buf heaps, each by name.
+fn cap_dma_heaps(h: &HostCaps) -> Cap {
+    let dir = dma_heap::DMA_HEAP_DIR;
+    match &h.dma_heaps {
+        Fact::Known(names) if names.is_empty() => (
+            CapState::No,
+            format!("{dir} has no heaps; a dma-heap source skips here"),
+        ),
+        Fact::Known(names) => (CapState::Yes, format!("{} ({dir})", names.join(", "))),
+        Fact::Unsupported(e) => (CapState::No, format!("{e}; a dma-heap source skips here")),
         Fact::Failed(e) => (CapState::Unknown, e.clone()),
     }
 }
@@ -805,5 +841,46 @@ fn fact_json<T>(f: &Fact<T>, known: impl FnOnce(&T) -> Value) -> Value {
         Fact::Known(v) => known(v),
         Fact::Unsupported(e) => json!({"unsupported": e}),
         Fact::Failed(e) => json!({"error": e}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heap_listing_becomes_the_dma_buf_heaps_line() {
+        let with = |listing| {
+            let mut h = HostCaps::probe(None, None);
+            h.dma_heaps = dma_heaps_fact(listing);
+            cap_dma_heaps(&h)
+        };
+        assert_eq!(
+            with(Ok(vec!["reserved".into(), "system".into()])),
+            (CapState::Yes, "reserved, system (/dev/dma_heap)".into())
+        );
+        assert_eq!(
+            with(Ok(vec![])),
+            (
+                CapState::No,
+                "/dev/dma_heap has no heaps; a dma-heap source skips here".into()
+            )
+        );
+        assert_eq!(
+            with(Err(libc::ENOENT)),
+            (
+                CapState::No,
+                "no /dev/dma_heap (ENOENT (No such file or directory)); the kernel needs \
+                 CONFIG_DMABUF_HEAPS; a dma-heap source skips here"
+                    .into()
+            )
+        );
+        assert_eq!(
+            with(Err(libc::EACCES)),
+            (
+                CapState::Unknown,
+                "read(/dev/dma_heap): EACCES (Permission denied)".into()
+            )
+        );
     }
 }

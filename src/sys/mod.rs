@@ -2,10 +2,12 @@
 //! socket calls ([`socket`]), `TCP_INFO` and `TCP_CONGESTION` ([`tcp`]), CPU time and
 //! affinity ([`cpu`]), the per-CPU NET_RX nudge ([`softirq`]), zerocopy sends for devmem TX
 //! ([`zerocopy`]), owned memory mappings ([`mmap`]), the udmabuf and dma-buf calls
-//! (`udmabuf`) and io_uring zcrx ([`uring_mem`]). Other modules (policy, netlink logic, CLI)
+//! (`udmabuf`), the dma-buf heap calls ([`dma_heap`]), io_uring zcrx ([`uring_mem`]) and the
+//! layout-checked ioctl structs (`uapi_struct`). Other modules (policy, netlink logic, CLI)
 //! contain no `unsafe`.
 
 pub mod cpu;
+pub mod dma_heap;
 pub mod ethtool_ioctl;
 pub mod mmap;
 pub(crate) mod netlink_sock;

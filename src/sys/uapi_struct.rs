@@ -3,9 +3,10 @@
 //! byte codec are generated, so the bytes the tests compare follow the asserted layout.
 //!
 //! Used by every struct this tool passes to the kernel or reads from it, each with a
-//! byte-exact test: the `SIOCETHTOOL` structs (`sys/ethtool_ioctl.rs`) and, in `sys/uapi.rs`,
-//! the devmem cmsg and token structs, `sock_extended_err`, `udmabuf_create`, `dma_buf_sync`
-//! and the io_uring zcrx registration structs.
+//! byte-exact test: the `SIOCETHTOOL` structs (`sys/ethtool_ioctl.rs`), `struct
+//! dma_heap_allocation_data` (`sys/dma_heap.rs`) and, in `sys/uapi.rs`, the devmem cmsg and
+//! token structs, `sock_extended_err`, `udmabuf_create`, `dma_buf_sync` and the io_uring zcrx
+//! registration structs.
 
 use crate::error::{Error, Result};
 
