@@ -51,7 +51,7 @@
 #   --no-netdevsim  skip the netdevsim build (netdevsim cases print skip)
 #   --refresh       look up the newest kernel again even when one is cached
 #   --kernel-tree   boot that kernel tree's build (above)
-# env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 1200),
+# env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 3000),
 #      NCDEVMEM_VM_KERNEL_TREE=DIR (as --kernel-tree),
 #      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites; default: from the host's apt
 #      configuration), NCDEVMEM_VM_SKIP=1 (print a skip line and exit 0; without it a run
@@ -77,7 +77,8 @@ kernel_tests=${NCDEVMEM_VM_KERNEL_TESTS:-0}
 if [ "$kernel_tests" = 1 ] || [ -n "${NCDEVMEM_VM_ONLY:-}" ]; then
     timeout_s=${NCDEVMEM_VM_TIMEOUT:-4800}
 else
-    timeout_s=${NCDEVMEM_VM_TIMEOUT:-1200}
+    # About 10 times the idle suite's guest time: a full suite at host load 10 overran 1200 s.
+    timeout_s=${NCDEVMEM_VM_TIMEOUT:-3000}
 fi
 cargo=${CARGO:-cargo}
 mirror=${NCDEVMEM_VM_MIRROR:-}
