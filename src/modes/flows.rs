@@ -72,7 +72,14 @@ pub(crate) fn check(rx: &Receive) -> Result<()> {
             rx.flows.count
         )));
     }
-    if let Some(cpus) = &rx.flows.cpus {
+    check_cpus(rx.flows.cpus.as_deref())
+}
+
+/// `--cpus` names only CPUs this process may run on (receivers and senders alike).
+///
+/// Errors: [`Error::Usage`] naming the CPU outside the affinity mask; `sched_getaffinity`'s.
+pub(crate) fn check_cpus(cpus: Option<&[usize]>) -> Result<()> {
+    if let Some(cpus) = cpus {
         let allowed = crate::sys::cpu::allowed_cpus()?;
         crate::figures::cpu::check_allowed(cpus, &allowed)
             .map_err(|why| Error::Usage(format!("--cpus: {why}")))?;

@@ -39,11 +39,7 @@ pub(crate) fn run(a: &SenderArgs, report: &RunReport) -> Result<()> {
 ///
 /// Errors: as [`tx::send_flows`].
 fn send_flows(req: &PatternSend, f: &crate::cli::Flows, report: &RunReport) -> Result<()> {
-    if let Some(cpus) = &f.cpus {
-        let allowed = crate::sys::cpu::allowed_cpus()?;
-        crate::figures::cpu::check_allowed(cpus, &allowed)
-            .map_err(|why| crate::error::Error::Usage(format!("--cpus: {why}")))?;
-    }
+    super::flows::check_cpus(f.cpus.as_deref())?;
     let flows = tx::SendFlows {
         count: f.count,
         duration: f.duration,
