@@ -33,6 +33,7 @@ use crate::cli::Receive;
 use crate::error::{Error, Result};
 use crate::figures::cpu::{cpu_for_flow, format_cpu_list, CpuShares, ProcStat, APP_IDLE, APP_SYS};
 use crate::figures::device::{arrival_queue, device_rx, ArrivalQueue, DeviceRx, NoQstats, Qstats};
+use crate::figures::page_pool::{self, NoPoolStats, PoolReading, QueuePools};
 use crate::figures::hist::FragSizeHistogram;
 use crate::netlink::netdev::{Netdev, QstatsScope};
 use crate::rcvbuf::RcvbufPlan;
@@ -266,6 +267,8 @@ struct Snapshot {
     at: Instant,
     proc_stat: Result<ProcStat>,
     qstats: Option<Result<Qstats>>,
+    /// The page pools and their counters (`page-pool-get`, `page-pool-stats-get`).
+    pools: Option<Result<PoolReading>>,
 }
 
 impl Snapshot {
@@ -277,10 +280,18 @@ impl Snapshot {
             };
             Qstats::from_dump(nd.qstats_get_dump(d.ifindex, QstatsScope::Queue))
         });
+        let pools = device.map(|_| {
+            let nd = match netdev {
+                Some(n) => n,
+                None => netdev.insert(Netdev::open()?),
+            };
+            PoolReading::from_dumps(nd.page_pool_get_dump(), nd.page_pool_stats_get_dump())
+        });
         Snapshot {
             at: Instant::now(),
             proc_stat: ProcStat::read(),
             qstats,
+            pools,
         }
     }
 }
@@ -403,6 +414,9 @@ pub(crate) fn receive<M: FragMemory + Sync>(
         report.summary(&line);
     }
     report.summary(&figures.cpu_line());
+    if let Some(line) = figures.page_pool_line() {
+        report.summary(&line);
+    }
     let result = figures.result();
     let mut json = figures.to_json();
     json["ok"] = result.is_ok().into();
@@ -524,6 +538,8 @@ struct RunFigures {
     cpu: std::result::Result<CpuSplit, String>,
     app_cpus: Vec<usize>,
     device: Option<std::result::Result<DeviceRx, NoQstats>>,
+    /// Per NAPI instance of the bound queues, their page pools' counter growth.
+    page_pools: Option<std::result::Result<Vec<QueuePools>, NoPoolStats>>,
     warmup: Option<Duration>,
     duration: Option<Duration>,
 }
@@ -592,12 +608,18 @@ impl RunFigures {
             (Some(Err(e)), _) | (_, Some(Err(e))) => Err(NoQstats(format!("qstats-get: {e}"))),
             _ => Err(NoQstats("no reading".into())),
         });
+        let page_pools = device.map(|d| match (&first.pools, &last.pools) {
+            (Some(Ok(a)), Some(Ok(b))) => page_pool::per_queue(a, b, d.ifindex, &d.queues, queues),
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Err(NoPoolStats(e.to_string())),
+            _ => Err(NoPoolStats("no reading".into())),
+        });
         RunFigures {
             flows,
             interval,
             cpu,
             app_cpus,
             device: device_figure,
+            page_pools,
             warmup: rx.flows.warmup,
             duration: rx.flows.duration,
         }
@@ -763,6 +785,23 @@ impl RunFigures {
         }
     }
 
+    /// `page pools: q2: 812 alloc (800 fast, 12 slow), 790 recycled (700 cache, 90 ring), 0
+    /// released; q3: …` (counter growth over the measured interval), or why there is none;
+    /// `None` for the plain receiver.
+    fn page_pool_line(&self) -> Option<String> {
+        Some(match self.page_pools.as_ref()? {
+            Ok(groups) => format!(
+                "page pools: {}",
+                groups
+                    .iter()
+                    .map(page_pool::describe)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Err(why) => format!("page pools: {why}"),
+        })
+    }
+
     fn to_json(&self) -> Value {
         let mut merged = RxStats::new(
             self.flows
@@ -794,6 +833,25 @@ impl RunFigures {
                 "gbit_per_s": d.gbps(),
                 "source": "qstats-get rx-bytes of the bound queues (headers included)",
             }),
+            Some(Err(why)) => json!({"unavailable": why.to_string()}),
+            None => Value::Null,
+        };
+        json["page_pools"] = match &self.page_pools {
+            Some(Ok(groups)) => groups
+                .iter()
+                .map(|g| {
+                    let mut v = json!({
+                        "queues": g.queues,
+                        "napi_id": g.napi_id,
+                        "pools": g.pools,
+                    });
+                    for (name, n) in g.counters.fields() {
+                        v[name] = n.into();
+                    }
+                    v
+                })
+                .collect::<Vec<_>>()
+                .into(),
             Some(Err(why)) => json!({"unavailable": why.to_string()}),
             None => Value::Null,
         };
