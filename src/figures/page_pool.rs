@@ -352,14 +352,25 @@ mod tests {
         );
         let g = per_queue(&before, &after, 4, &[2, 3], &qi).unwrap();
         assert_eq!(g.len(), 2);
-        assert_eq!((g[0].queues.clone(), g[0].pools.clone()), (vec![2], vec![7]));
         assert_eq!(
-            (g[0].counters.alloc_fast, g[0].counters.alloc_slow, g[0].counters.recycle_ring),
+            (g[0].queues.clone(), g[0].pools.clone()),
+            (vec![2], vec![7])
+        );
+        assert_eq!(
+            (
+                g[0].counters.alloc_fast,
+                g[0].counters.alloc_slow,
+                g[0].counters.recycle_ring
+            ),
             (50, 1, 40)
         );
         assert_eq!(g[1].pools, vec![8, 9]);
         assert_eq!(
-            (g[1].counters.alloc_fast, g[1].counters.alloc_slow, g[1].counters.recycle_ring),
+            (
+                g[1].counters.alloc_fast,
+                g[1].counters.alloc_slow,
+                g[1].counters.recycle_ring
+            ),
             (13, 2, 5)
         );
         assert_eq!(
@@ -390,8 +401,14 @@ mod tests {
             why(&off, &ok, &[2], &qi),
             "no page-pool stats: the kernel keeps none (EOPNOTSUPP)"
         );
-        assert_eq!(why(&ok, &ok, &[], &qi), "no page-pool stats: no RX queue is bound");
-        assert_eq!(why(&ok, &ok, &[5], &qi), "no page-pool stats: rx queue 5 has no napi-id");
+        assert_eq!(
+            why(&ok, &ok, &[], &qi),
+            "no page-pool stats: no RX queue is bound"
+        );
+        assert_eq!(
+            why(&ok, &ok, &[5], &qi),
+            "no page-pool stats: rx queue 5 has no napi-id"
+        );
         let none = reading(vec![pool(7, 99)], vec![stats(7, 5, 5, 5)]);
         assert_eq!(
             why(&none, &none, &[2], &qi),

@@ -19,8 +19,10 @@
 //! closed, the peers see it), when any flow fails (the others stop within one poll tick;
 //! every flow's figures are still reported), or on a stop signal.
 //!
-//! Flow k is the k-th connection accepted (0-based); with `--seed` it carries flow k's keyed
-//! stream (`crate::validate`), so bytes of another flow fail the run naming that flow.
+//! Flow k is the k-th connection accepted (0-based); with `--seed` it is the connection whose
+//! first 8 bytes are word 0 of flow k's keyed stream (`crate::validate::identify_flow`:
+//! handshakes on different queues can complete out of order), and bytes of another flow later
+//! in it fail the run naming that flow.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -33,8 +35,8 @@ use crate::cli::Receive;
 use crate::error::{Error, Result};
 use crate::figures::cpu::{cpu_for_flow, format_cpu_list, CpuShares, ProcStat, APP_IDLE, APP_SYS};
 use crate::figures::device::{arrival_queue, device_rx, ArrivalQueue, DeviceRx, NoQstats, Qstats};
-use crate::figures::page_pool::{self, NoPoolStats, PoolReading, QueuePools};
 use crate::figures::hist::FragSizeHistogram;
+use crate::figures::page_pool::{self, NoPoolStats, PoolReading, QueuePools};
 use crate::netlink::netdev::{Netdev, QstatsScope};
 use crate::rcvbuf::RcvbufPlan;
 use crate::run_report::RunReport;
@@ -408,6 +410,7 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     });
     let last = last.unwrap_or_else(|| Snapshot::take(device, &mut netdev));
     let first = first.unwrap_or_else(|| Snapshot::take(device, &mut netdev));
+    let results = order_by_stream(results, report);
     let figures = RunFigures::new(rx, results, &first, &last, device, &queues);
     report.summary(&figures.summary());
     for line in figures.flow_lines() {
@@ -425,6 +428,53 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     }
     report.body(json);
     result
+}
+
+/// The flows in stream order: with `--seed`, each connection's validator took its flow from
+/// the stream's first word ([`crate::validate::identify_flow`]), so flow k of the report is
+/// the connection that carried flow k's stream, whatever the order it was accepted in (flows
+/// steered to different queues can finish their handshakes out of order). A connection whose
+/// stream another connection also carried fails (`connection c carries flow k's stream, as
+/// connection d does`); without the keyed stream, or unless the connections carry every flow
+/// once, accept order stays.
+fn order_by_stream(mut flows: Vec<Flow>, report: &RunReport) -> Vec<Flow> {
+    let stream_of = |f: &Flow| match f.stats.stream {
+        Some(crate::validate::StreamSpec::Keyed(k)) => Some(k.flow() as usize),
+        _ => None,
+    };
+    let ids: Vec<Option<usize>> = flows.iter().map(stream_of).collect();
+    let mut carrier: Vec<Option<usize>> = vec![None; flows.len()];
+    let mut permutation = true;
+    for (c, id) in ids.iter().enumerate() {
+        match *id {
+            Some(k) if k < flows.len() => match carrier[k] {
+                Some(d) => {
+                    permutation = false;
+                    if flows[c].result.is_ok() {
+                        flows[c].result = Err(Error::Failure(format!(
+                            "connection {c} carries flow {k}'s stream, as connection {d} does"
+                        )));
+                    }
+                }
+                None => carrier[k] = Some(c),
+            },
+            _ => permutation = false,
+        }
+    }
+    if !permutation || ids.iter().enumerate().all(|(c, id)| *id == Some(c)) {
+        return flows;
+    }
+    for (c, id) in ids.iter().enumerate() {
+        if let Some(k) = id.filter(|&k| k != c) {
+            log!(
+                report,
+                "accepted connection {c} carries flow {k}'s stream (by its first bytes):                  reported as flow {k}"
+            );
+        }
+    }
+    let mut keyed: Vec<(usize, Flow)> = ids.into_iter().flatten().zip(flows).collect();
+    keyed.sort_by_key(|(k, _)| *k);
+    keyed.into_iter().map(|(_, f)| f).collect()
 }
 
 /// One worker: pins itself (`--cpus`), receives its flow until the peer closes or the run
