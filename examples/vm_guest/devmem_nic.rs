@@ -2581,6 +2581,11 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
         ],
     )?;
     let d = t.expect_ok()?;
+    // The fixed-time run's summary as the tool printed it (the README quotes it).
+    record(
+        "multi-flow-summary.txt",
+        &String::from_utf8_lossy(&t.server.stderr),
+    );
     let measured = d["measured_s"].as_f64().unwrap_or(0.0);
     let fl = d["flows"].as_array().cloned().unwrap_or_default();
     let all_validated = fl.iter().all(|f| {
