@@ -205,3 +205,94 @@ fn a_slow_receiver_cannot_stretch_the_peers_max_duration() {
     drop(rx);
     peer.stop();
 }
+
+/// `len` bytes of flow `flow` of `flows` of the keyed stream of `seed`.
+fn keyed(seed: u64, flow: u32, flows: u32, len: usize) -> Vec<u8> {
+    use ncdevmem::validate::{KeyedFlow, Pattern, StreamSpec};
+    let spec = StreamSpec::Keyed(KeyedFlow::new(seed, flow, flows).expect("flow in range"));
+    let mut buf = vec![0u8; len];
+    Pattern::from_spec(spec).expect("pattern").fill(&mut buf, 0);
+    buf
+}
+
+/// Starts `-l --plain --flows N --seed 3` on loopback with `extra`, waits until it listens,
+/// connects one client per entry of `conns` (in that order, each kept open until all are
+/// connected, then written and closed one after the other) and returns the receiver's exit
+/// code, its stderr and its `--json` object.
+fn receive_from(
+    flows: u32,
+    extra: &[&str],
+    conns: &[Vec<u8>],
+) -> (Option<i32>, String, serde_json::Value) {
+    let port = free_port();
+    let p = port.to_string();
+    let n = flows.to_string();
+    let json = std::env::temp_dir().join(format!(
+        "ncdevmem-hostile-{}-{port}.json",
+        std::process::id()
+    ));
+    let mut args = vec![
+        "-l",
+        "--plain",
+        "-s",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--flows",
+        &n,
+        "--seed",
+        "3",
+        "--timeout",
+        "10",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let rx = spawn(&args);
+    common::wait_listening(rx.id(), port);
+    let socks: Vec<TcpStream> = conns
+        .iter()
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+        .collect();
+    for (mut s, data) in socks.into_iter().zip(conns) {
+        s.write_all(data).expect("write");
+        drop(s);
+    }
+    let (out, on_its_own) = wait_bounded(rx, Duration::from_secs(20));
+    assert!(on_its_own, "the receiver hung: {}", text(&out.stderr));
+    let j = common::bin::read_json(&json);
+    let _ = std::fs::remove_file(&json);
+    (out.status.code(), text(&out.stderr), j)
+}
+
+/// A validated multi-flow run fails a connection that sent nothing, as a single-flow run does
+/// (before, the run passed with that flow at 0 bytes).
+#[test]
+fn a_connection_that_sends_nothing_fails_a_validated_multi_flow_run() {
+    let (code, err, j) = receive_from(2, &[], &[Vec::new(), keyed(3, 1, 2, 100_000)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("flow 0: the peer closed without sending any data: nothing was validated"),
+        "{err}"
+    );
+    assert_eq!(j["ok"], false, "{j}");
+    assert_eq!(j["flows"][0]["ok"], false, "{j}");
+    assert_eq!(j["flows"][1]["ok"], true, "{j}");
+}
+
+/// `--expect-bytes` holds for every flow of a multi-flow run (before, it was ignored there and
+/// a run of two 100000-byte flows passed `--expect-bytes 5`).
+#[test]
+fn expect_bytes_holds_for_every_flow() {
+    let conns = [keyed(3, 0, 2, 100_000), keyed(3, 1, 2, 99_999)];
+    let (code, err, j) = receive_from(2, &["--expect-bytes", "100000"], &conns);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("flow 1: the peer sent 99999 bytes, --expect-bytes wanted 100000"),
+        "{err}"
+    );
+    assert_eq!(j["flows"][0]["ok"], true, "{j}");
+    let conns = [keyed(3, 0, 2, 100_000), keyed(3, 1, 2, 100_000)];
+    let (code, err, _) = receive_from(2, &["--expect-bytes", "100000"], &conns);
+    assert_eq!(code, Some(0), "{err}");
+}

@@ -410,7 +410,8 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     });
     let last = last.unwrap_or_else(|| Snapshot::take(device, &mut netdev));
     let first = first.unwrap_or_else(|| Snapshot::take(device, &mut netdev));
-    let results = order_by_stream(results, report);
+    let mut results = order_by_stream(results, report);
+    check_flows_received(rx, &mut results, run_stop.load(Ordering::SeqCst));
     let figures = RunFigures::new(rx, results, &first, &last, device, &queues);
     report.summary(&figures.summary());
     for line in figures.flow_lines() {
@@ -475,6 +476,27 @@ fn order_by_stream(mut flows: Vec<Flow>, report: &RunReport) -> Vec<Flow> {
     let mut keyed: Vec<(usize, Flow)> = ids.into_iter().flatten().zip(flows).collect();
     keyed.sort_by_key(|(k, _)| *k);
     keyed.into_iter().map(|(_, f)| f).collect()
+}
+
+/// What a single-flow run checks of its stream once it ended cleanly
+/// ([`super::check_received`]), for every flow: `--expect-bytes` is each flow's byte count
+/// (the pattern sender sends that many on every flow), and a validated flow that carried no
+/// byte fails (a connection that sent nothing validated nothing). Not after a stop signal or
+/// another flow's failure (`stop`), which cut the flows short: their own errors say why.
+fn check_flows_received(rx: &Receive, flows: &mut [Flow], stop: i32) {
+    if !matches!(stop, 0 | DURATION_OVER) {
+        return;
+    }
+    for f in flows.iter_mut().filter(|f| f.result.is_ok()) {
+        f.result = match super::check_received(rx, f.stats.bytes, f.stats.binding_gone) {
+            Err(_) if stop == DURATION_OVER && f.stats.bytes == 0 && rx.expect_bytes.is_none() => {
+                Err(Error::Failure(
+                    "no data within --duration: nothing was validated".into(),
+                ))
+            }
+            r => r,
+        };
+    }
 }
 
 /// One worker: pins itself (`--cpus`), receives its flow until the peer closes or the run
