@@ -82,6 +82,11 @@ pub struct RxStats {
     pub mismatches: u64,
     /// The test stream checked (`-v N` or `--seed SEED`), `None` without validation.
     pub stream: Option<StreamSpec>,
+    /// With the keyed stream of several flows: the connection's first 8 bytes were word 0 of
+    /// [`RxStats::stream`]'s flow, so that is the flow it carried; `false` when they were no
+    /// flow's (too few bytes, or bytes of no flow), the stream then being the one the
+    /// connection was received as.
+    pub stream_identified: bool,
     /// CRC-32 (IEEE 802.3, as zlib's `crc32`) of every stream byte received, in stream order,
     /// validated or not; equal to the sender's when the stream arrived intact.
     pub crc32: u32,

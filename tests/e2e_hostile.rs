@@ -296,3 +296,35 @@ fn expect_bytes_holds_for_every_flow() {
     let (code, err, _) = receive_from(2, &["--expect-bytes", "100000"], &conns);
     assert_eq!(code, Some(0), "{err}");
 }
+
+/// Connections accepted in the other order are reported in stream order, with one readable
+/// line each (before, the line held a run of 18 spaces from a broken string continuation).
+#[test]
+fn flows_accepted_out_of_order_are_named_on_one_readable_line() {
+    let conns = [keyed(3, 1, 2, 100_000), keyed(3, 0, 2, 100_000)];
+    let (code, err, j) = receive_from(2, &[], &conns);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(
+            "accepted connection 0 carries flow 1's stream (by its first bytes): reported as flow 1\n"
+        ),
+        "{err}"
+    );
+    let crc = |d: &[u8]| u64::from(crc32fast::hash(d));
+    assert_eq!(j["flows"][0]["crc32"], crc(&conns[1]), "{j}");
+    assert_eq!(j["flows"][1]["crc32"], crc(&conns[0]), "{j}");
+}
+
+/// A connection that sent too few bytes to name its flow carried no flow's stream: the run
+/// fails on that connection's own bytes, and the connection that carried flow 0's whole
+/// stream is not blamed for carrying "flow 0's stream, as connection 0 does" (before, the
+/// short connection counted as flow 0's carrier because it was accepted first).
+#[test]
+fn a_connection_too_short_to_name_its_flow_is_no_flows_carrier() {
+    let conns = [keyed(3, 1, 2, 3), keyed(3, 0, 2, 100_000)];
+    let (code, err, j) = receive_from(2, &[], &conns);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(!err.contains("as connection 0 does"), "{err}");
+    assert!(err.contains("flow 0: validation failed"), "{err}");
+    assert_eq!(j["flows"][1]["ok"], true, "{j}");
+}

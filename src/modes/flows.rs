@@ -439,8 +439,12 @@ pub(crate) fn receive<M: FragMemory + Sync>(
 /// connection d does`); without the keyed stream, or unless the connections carry every flow
 /// once, accept order stays.
 fn order_by_stream(mut flows: Vec<Flow>, report: &RunReport) -> Vec<Flow> {
+    // Only a connection whose first bytes named a flow carried that flow's stream: one that
+    // sent fewer than 8 bytes, or bytes of no flow, carried none (and fails on its own).
     let stream_of = |f: &Flow| match f.stats.stream {
-        Some(crate::validate::StreamSpec::Keyed(k)) => Some(k.flow() as usize),
+        Some(crate::validate::StreamSpec::Keyed(k)) if f.stats.stream_identified => {
+            Some(k.flow() as usize)
+        }
         _ => None,
     };
     let ids: Vec<Option<usize>> = flows.iter().map(stream_of).collect();
@@ -469,7 +473,8 @@ fn order_by_stream(mut flows: Vec<Flow>, report: &RunReport) -> Vec<Flow> {
         if let Some(k) = id.filter(|&k| k != c) {
             log!(
                 report,
-                "accepted connection {c} carries flow {k}'s stream (by its first bytes):                  reported as flow {k}"
+                "accepted connection {c} carries flow {k}'s stream (by its first bytes): \
+                 reported as flow {k}"
             );
         }
     }
