@@ -480,6 +480,17 @@ pub fn check_json_path(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Creates a temporary file next to `path` and removes it again: whether the directory takes
+/// a new file (a read-only file system, a directory without write permission, `/proc`).
+///
+/// # Errors
+/// The creation's error.
+pub(crate) fn check_can_create_beside(path: &Path) -> std::io::Result<()> {
+    let (tmp, _file) = create_temp(path).map_err(|(_, e)| e)?;
+    let _ = std::fs::remove_file(&tmp);
+    Ok(())
+}
+
 /// The checks of [`check_json_path`] that need no write: the path's shape, its directory and
 /// what is at `path` now.
 fn check_json_target(path: &Path) -> Result<()> {

@@ -328,3 +328,82 @@ fn a_connection_too_short_to_name_its_flow_is_no_flows_carrier() {
     assert!(err.contains("flow 0: validation failed"), "{err}");
     assert_eq!(j["flows"][1]["ok"], true, "{j}");
 }
+
+/// `--csv` and `--plot` that cannot be written are usage errors before the sweep starts (exit
+/// 2, no peer contacted), as `--json` is: a directory, a folder that takes no new file
+/// (`/proc`). Before, only a missing folder was found then; these cost the whole sweep and
+/// failed at its end (the error printed twice).
+#[test]
+fn unwritable_csv_and_plot_paths_are_refused_before_the_sweep() {
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().unwrap();
+    let port = free_port().to_string();
+    let ctrl = free_port().to_string();
+    for (flag, path, why) in [
+        ("--csv", dir, "is a directory"),
+        ("--plot", dir, "is a directory"),
+        (
+            "--plot",
+            "/proc/ncdevmem-hostile.svg",
+            "--plot: cannot write",
+        ),
+        ("--csv", "/proc/ncdevmem-hostile.csv", "--csv: cannot write"),
+    ] {
+        let child = spawn(&[
+            "-l",
+            "--plain",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--peer",
+            "127.0.0.1",
+            "--peer-port",
+            &ctrl,
+            "--sweep",
+            "flows=1",
+            "--duration",
+            "1",
+            flag,
+            path,
+        ]);
+        let (out, on_its_own) = wait_bounded(child, Duration::from_secs(20));
+        assert!(on_its_own);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {path}: {err}");
+        assert!(err.contains(why), "{flag} {path}: {err}");
+        assert!(!err.contains("sweep of"), "the sweep started: {err}");
+    }
+}
+
+/// An output that fails at the end of a sweep (`/dev/full`: a device, left to the write) is
+/// printed once, beside what stopped the sweep (before, it was printed twice).
+#[test]
+fn an_output_that_fails_at_the_end_is_printed_once() {
+    let port = free_port().to_string();
+    let ctrl = free_port().to_string();
+    let child = spawn(&[
+        "-l",
+        "--plain",
+        "-s",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--peer",
+        "127.0.0.1",
+        "--peer-port",
+        &ctrl,
+        "--sweep",
+        "flows=1",
+        "--duration",
+        "1",
+        "--csv",
+        "/dev/full",
+    ]);
+    let (out, on_its_own) = wait_bounded(child, Duration::from_secs(20));
+    assert!(on_its_own);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("--csv: write(/dev/full)").count(), 1, "{err}");
+    assert!(err.contains("ECONNREFUSED"), "the peer is not there: {err}");
+}
