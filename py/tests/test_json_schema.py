@@ -141,6 +141,25 @@ def test_transfers_and_a_stopped_sender_match_the_schema(binary, validator):
         assert doc["bytes"] > 0 and doc["cpu_user_s"] is not None, doc
 
 
+def test_a_stopped_peer_server_matches_the_schema(binary, validator):
+    port = ksft_proc.rand_port()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "peer.json")
+        peer = subprocess.Popen([binary, "--peer-server", "-s", "::1", "-p", str(port), "--json", path],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            listening(port)
+            peer.send_signal(signal.SIGTERM)
+            _, err = peer.communicate(timeout=30)
+        finally:
+            peer.kill()
+        with open(path) as f:
+            doc = json.load(f)
+        check(validator, doc, f"peer server (exit {peer.returncode}: {err})")
+        assert doc["mode"] == "peer-server"
+        assert doc["verdict"] == ("pass" if peer.returncode == 0 else "fail"), doc
+
+
 def test_json_dash_is_one_object_on_stdout(binary, validator):
     p = subprocess.run([binary, "-f", "lo", "--json", "-"], capture_output=True, text=True, timeout=30)
     lines = p.stdout.splitlines()
