@@ -296,6 +296,7 @@ fn one_run(
     let common = Common {
         verbosity: report.verbosity(),
         json: None,
+        argv: Vec::new(),
     };
     let mode = args.mode();
     let before = ProcStat::read().ok();
@@ -426,7 +427,7 @@ fn output(
             }
         }
     };
-    keep(crate::run_report::print_stdout(&text));
+    keep(report.print(&text));
     if let Some(path) = &a.csv {
         keep(
             results::csv(plan, records)
