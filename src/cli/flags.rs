@@ -724,7 +724,8 @@ pub(super) const FLAGS: &[Flag] = &[
         help: "receivers: accept N connections (1..=64, default 1), each received by its own\n\
                worker thread over the bound queues; -t START -q NUM with NUM > 1 steers them\n\
                over the queues through an RSS context. Senders: open N connections, each\n\
-               sending its own flow's stream (--seed: flow k's keyed stream)",
+               sending its own flow's stream (--seed: flow k's keyed stream); with -f\n\
+               through devmem TX, each flow from its own window of the one dma-buf",
         section: Section::Ours,
     },
     Flag {

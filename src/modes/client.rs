@@ -3,7 +3,8 @@
 use super::log;
 use super::sender::sender_stream;
 use crate::caps::skip_if_family_missing;
-use crate::cli::{ClientArgs, TxSource as Source};
+use crate::cli::{ClientArgs, PatternArgs, TxSource as Source};
+use crate::error::Error;
 use crate::error::Result;
 use crate::memory::MemoryPlan;
 use crate::netlink::netdev::Netdev;
@@ -22,6 +23,12 @@ pub(crate) fn run(a: &ClientArgs, report: &RunReport) -> Result<()> {
     let ifname = &a.ifname;
     let ifindex = ifname.index()?;
     let plan = MemoryPlan::new(&a.memory, None, a.dmabuf_size)?;
+    if let Source::Pattern(p) = &a.source {
+        let f = &p.flows;
+        if f.count > 1 || f.duration.is_some() || f.cpus.is_some() || f.tcp_cc.is_some() {
+            return run_flows(a, p, ifindex, &plan, report);
+        }
+    }
     // Everything that makes this run a skip is checked before anything is created (no
     // hugepages: TX memory is never hugetlb).
     plan.preflight()?;
@@ -90,5 +97,159 @@ pub(crate) fn run(a: &ClientArgs, report: &RunReport) -> Result<()> {
     let mut json = stats.to_json(ok);
     json["stream"] = stream.map(|t| t.to_string()).into();
     report.body(json);
+    result
+}
+
+/// `--flows N` (or `--duration`, `--cpus`, `--tcp-cc`) with `--send-pattern`: one dma-buf and
+/// one binding, N connections made one after another (so the receiver numbers them in this
+/// order), each its own `SO_ZEROCOPY` socket with `--tcp-cc`, then every flow at once
+/// ([`tx::transmit_flows`]: its own window of the dma-buf, worker thread and completions).
+/// With `-c` the flows bind its address with a port of the kernel's choosing (N connections
+/// cannot share one port). One summary line for the run and one per flow; the JSON object
+/// with each flow's figures.
+///
+/// Errors: as [`run`]; a window under a page (the dma-buf too small for N flows: a usage
+/// error before anything is created); a connect failure names the flow; a flow's failure is
+/// the run's.
+fn run_flows(
+    a: &ClientArgs,
+    p: &PatternArgs,
+    ifindex: u32,
+    plan: &MemoryPlan,
+    report: &RunReport,
+) -> Result<()> {
+    let ifname = &a.ifname;
+    let f = &p.flows;
+    super::flows::check_cpus(f.cpus.as_deref())?;
+    tx::devmem::window_size(plan.size_bytes() as usize, f.count)?;
+    plan.preflight()?;
+    let stream = sender_stream(p.stream);
+    let pattern = tx::FlowPattern {
+        stream,
+        total_bytes: p.bytes,
+        write_size: p.write_size,
+        corrupt_offset: p.corrupt_offset,
+    };
+    let netdev = skip_if_family_missing(Netdev::open(), "netdev")?;
+    signals::check()?;
+    let mut mem = plan.allocate()?;
+    signals::check()?;
+    let binding = tx::bind_tx(&netdev, ifindex, ifname.as_str(), mem.fd())?;
+    signals::check()?;
+    log!(
+        report,
+        "bound {ifname} for TX to dmabuf id {} ({} bytes, {}), {} flows",
+        binding.id(),
+        plan.size_bytes(),
+        plan.describe(),
+        f.count
+    );
+    let peer = &a.peer;
+    let local = peer.local.as_ref().map(|l| l.with_port(0));
+    let mut socks = Vec::with_capacity(f.count as usize);
+    for k in 0..f.count {
+        let sock = tx::connect_devmem(peer.remote(), local, ifname.as_str(), a.timeout, &STOP)
+            .and_then(|s| {
+                if let Some(cc) = &f.tcp_cc {
+                    crate::figures::tcp::set_congestion(s.fd(), "--tcp-cc", cc)?;
+                }
+                Ok(s)
+            })
+            .map_err(|e| match e {
+                Error::Timeout(m) => Error::Timeout(format!("flow {k}: {m}")),
+                Error::Interrupted(s) => Error::Interrupted(s),
+                Error::Usage(m) => Error::Usage(m),
+                other => Error::Failure(format!("flow {k}: {other}")),
+            })?;
+        socks.push(sock);
+    }
+    log!(
+        report,
+        "connected {} flows to [{}]:{}",
+        f.count,
+        peer.addr.ip,
+        peer.port
+    );
+    let tx_cfg = TxConfig {
+        chunk: a.chunk,
+        max_piece: p.write_size.unwrap_or(tx::devmem::DEFAULT_MAX_PIECE),
+        completion_timeout: a.timeout.unwrap_or(tx::devmem::DEFAULT_COMPLETION_TIMEOUT),
+        verbose: report.verbose(),
+        ..TxConfig::new(binding.id())
+    };
+    let flows = tx::SendFlows {
+        count: f.count,
+        duration: f.duration,
+        cpus: f.cpus.clone(),
+        tcp_cc: f.tcp_cc.clone(),
+    };
+    let (per_flow, result) = with_memory!(&mut mem, m => tx::transmit_flows(
+        &mut socks,
+        m,
+        &pattern,
+        &tx_cfg,
+        &flows,
+        &STOP,
+    ));
+    for (sock, flow) in socks.iter().zip(&per_flow) {
+        if flow.result.is_err() || result.is_err() {
+            // Stopped early: reset the connection so the receiver sees ECONNRESET instead of
+            // a clean end of a truncated stream.
+            let _ = crate::sys::socket::abort_on_close(sock.fd());
+        }
+    }
+    drop(socks);
+    drop(binding);
+    drop(mem);
+    let ok = result.is_ok();
+    let bytes: u64 = per_flow.iter().map(|f| f.stats.bytes).sum();
+    let elapsed = per_flow
+        .iter()
+        .map(|f| f.stats.elapsed)
+        .max()
+        .unwrap_or_default();
+    let gbps = crate::stats::gbit_per_s(bytes, elapsed);
+    log!(
+        report,
+        "{}: {} flows, {bytes} bytes in {:.3} s, {gbps:.3} Gbit/s",
+        if ok { "tx ok" } else { "tx failed after" },
+        per_flow.len(),
+        elapsed.as_secs_f64()
+    );
+    for (k, fl) in per_flow.iter().enumerate() {
+        log!(
+            report,
+            "  flow {k}{}: {}",
+            fl.stream.map(|s| format!(" ({s})")).unwrap_or_default(),
+            fl.stats.summary_line(fl.result.is_ok() && ok)
+        );
+    }
+    let sum = |get: fn(&tx::TxStats) -> u64| per_flow.iter().map(|f| get(&f.stats)).sum::<u64>();
+    report.body(serde_json::json!({
+        "mode": "devmem-tx",
+        "ok": ok,
+        "source": "pattern",
+        "dmabuf_id": per_flow.first().map(|f| f.stats.dmabuf_id),
+        "stream": stream.to_string(),
+        "bytes": bytes,
+        "sends": sum(|s| s.sends),
+        "completed_sends": sum(|s| s.completed_sends),
+        "copied_completions": sum(|s| s.copied_completions),
+        "elapsed_s": elapsed.as_secs_f64(),
+        "gbit_per_s": gbps,
+        "flow_count": per_flow.len(),
+        "flows": per_flow.iter().enumerate().map(|(k, fl)| {
+            let mut v = fl.stats.to_json(fl.result.is_ok() && ok);
+            v["flow"] = k.into();
+            v["stream"] = fl.stream.map(|s| s.to_string()).into();
+            v["dmabuf_window_offset"] = fl.window.0.into();
+            v["dmabuf_window_bytes"] = fl.window.1.into();
+            v["cpu"] = fl.pinned.into();
+            v["worker_user_s"] = fl.cpu.map(|c| c.user.as_secs_f64()).into();
+            v["worker_sys_s"] = fl.cpu.map(|c| c.sys.as_secs_f64()).into();
+            v["error"] = fl.result.as_ref().err().map(ToString::to_string).into();
+            v
+        }).collect::<Vec<_>>(),
+    }));
     result
 }

@@ -67,6 +67,9 @@ fn send_flows(req: &PatternSend, f: &crate::cli::Flows, report: &RunReport) -> R
         "flows": stats.iter().enumerate().map(|(k, s)| {
             let mut v = s.to_json();
             v["flow"] = k.into();
+            v["cpu"] = s.pinned.into();
+            v["worker_user_s"] = s.cpu.map(|c| c.user.as_secs_f64()).into();
+            v["worker_sys_s"] = s.cpu.map(|c| c.sys.as_secs_f64()).into();
             v
         }).collect::<Vec<_>>(),
         "ok": result.is_ok(),
