@@ -1301,7 +1301,9 @@ const TXMF_BYTES: u64 = 16 << 20;
 /// dmabuf frags by the server, the CRC-32 of each flow the same on both ends, every send
 /// completed without a copy, and the peer netdev's TX byte counter (the module's, through
 /// `ndo_get_stats64`) grown by at least the payload and at most 10 % more (the frames'
-/// headers); afterwards the NIC as before and no binding left on either end.
+/// headers); afterwards the DUT's NIC as before and no binding left on it. Then the same
+/// through the lab: a one-run sweep whose peer server (`-f` the peer's netdev) sends 2 flows
+/// through devmem TX (`--peer-send devmem`, [`sweep::peer_devmem_run`]).
 fn tx_multi_flow(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 64, true)?;
     let before = NicState::take(&nic.dut)?;
@@ -1412,6 +1414,11 @@ fn tx_multi_flow(ctx: &Ctx) -> CaseResult {
         .find(|l| l.contains("tx ok: "))
         .unwrap_or_default()
         .to_string();
+    // The same through the lab: the peer server sending a sweep's run through devmem TX.
+    let lab = sweep::peer_devmem_run(&nic, &peer_if, &|| nic.peer_tx_bytes(&peer_if))?;
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the sweep run")?;
+    no_binding(&after)?;
     let user: f64 = tx_flows
         .iter()
         .map(|f| f["worker_user_s"].as_f64().unwrap_or(0.0))
@@ -1425,7 +1432,7 @@ fn tx_multi_flow(ctx: &Ctx) -> CaseResult {
          {windows:?}), each validated by the devmem server as its own keyed stream, CRC-32 \
          equal on both ends, {} sends all completed zero-copy; peer TX counter +{wire} bytes \
          for {payload} of payload (+{:.2} %); the sender's workers {user:.2} s user, {sys:.2} s \
-         system; {line:?} (TCG: shape, not speed)",
+         system; {line:?}; {lab} (TCG: shape, not speed)",
         sent["sends"],
         (wire as f64 / payload as f64 - 1.0) * 100.0,
     )))
