@@ -993,15 +993,8 @@ mod tests {
 
     fn nl(errno: i32, msg: Option<&str>) -> Error {
         Error::Netlink(Box::new(NlError {
-            family: "netdev".into(),
-            op: "bind-rx".into(),
-            target: String::new(),
-            errno,
             ext_msg: msg.map(str::to_string),
-            bad_attr: None,
-            missing_attr: None,
-            missing_nest: None,
-            ack_problem: None,
+            ..NlError::refusal("netdev", "bind-rx", "", errno)
         }))
     }
 

@@ -438,17 +438,12 @@ mod tests {
     fn only_eopnotsupp_means_no_stats() {
         use crate::error::NlError;
         let refusal = |errno| {
-            Err(Error::Netlink(Box::new(NlError {
-                family: "netdev".into(),
-                op: "page-pool-stats-get".into(),
-                target: "all page pools".into(),
+            Err(Error::Netlink(Box::new(NlError::refusal(
+                "netdev",
+                "page-pool-stats-get",
+                "all page pools",
                 errno,
-                ext_msg: None,
-                bad_attr: None,
-                missing_attr: None,
-                missing_nest: None,
-                ack_problem: None,
-            })))
+            ))))
         };
         assert!(matches!(
             PoolReading::from_dumps(Ok(vec![]), refusal(libc::EOPNOTSUPP)),

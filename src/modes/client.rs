@@ -173,7 +173,10 @@ fn run_flows(a: &ClientArgs, p: &PatternArgs, plan: &MemoryPlan, report: &RunRep
         "dmabuf_id": per_flow.first().map(|f| f.stats.dmabuf_id),
         "stream": stream.to_string(),
         "bytes": bytes,
+        // Each flow has its own CRC-32, as a multi-flow receiver's.
+        "crc32": null,
         "sends": sum(|s| s.sends),
+        "completions": sum(|s| s.completions),
         "completed_sends": sum(|s| s.completed_sends),
         "copied_completions": sum(|s| s.copied_completions),
         "elapsed_s": elapsed.as_secs_f64(),
@@ -186,8 +189,9 @@ fn run_flows(a: &ClientArgs, p: &PatternArgs, plan: &MemoryPlan, report: &RunRep
             v["dmabuf_window_offset"] = fl.window.0.into();
             v["dmabuf_window_bytes"] = fl.window.1.into();
             v["cpu"] = fl.pinned.into();
-            v["worker_user_s"] = fl.cpu.map(|c| c.user.as_secs_f64()).into();
-            v["worker_sys_s"] = fl.cpu.map(|c| c.sys.as_secs_f64()).into();
+            v["cpu_user_s"] = fl.cpu.map(|c| c.user.as_secs_f64()).into();
+            v["cpu_sys_s"] = fl.cpu.map(|c| c.sys.as_secs_f64()).into();
+            v["cpu_utilisation"] = tx::cpu_share(fl.cpu, fl.stats.elapsed).into();
             v["error"] = fl.result.as_ref().err().map(ToString::to_string).into();
             v
         }).collect::<Vec<_>>(),
