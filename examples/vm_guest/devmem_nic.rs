@@ -102,7 +102,6 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         }),
         ("devmem-nic/fault-xflow", fault_xflow),
         ("devmem-nic/kernel-devmem-py", kernel_devmem_py),
-        ("devmem-nic/kernel-nk-devmem-py", kernel_nk_devmem_py),
         ("devmem-nic/kernel-iou-zcrx-py", kernel_iou_zcrx_py),
         ("devmem-nic/iou-zcrx-threads", iou_zcrx_threads),
         ("devmem-nic/iou-zcrx-late-client", iou_zcrx_late_client),
@@ -117,7 +116,15 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
 /// `NCDEVMEM_VM_KERNEL_TESTS=1`), as each adds minutes under TCG to a suite that must stay
 /// within CI's time on a loaded machine; a case `--only` names runs without it too.
 pub fn kernel_test_cases() -> Vec<(&'static str, super::Case)> {
-    vec![("devmem-nic/c-iou-zcrx", c_iou_zcrx)]
+    vec![
+        ("devmem-nic/c-iou-zcrx", c_iou_zcrx),
+        ("devmem-nic/kernel-nk-devmem-py", kernel_nk_devmem_py),
+        (
+            "devmem-nic/kernel-userns-devmem-py",
+            kernel_userns_devmem_py,
+        ),
+        ("devmem-nic/kernel-nk-qlease-py", kernel_nk_qlease_py),
+    ]
 }
 
 #[path = "sweep.rs"]
@@ -3179,6 +3186,17 @@ fn kernel_py(
     let child = spawn(&mut root.command(&env, &["python3", script]))?;
     let out = wait_within(child, HARNESS_DEADLINE)?;
     let output = output_text(&out);
+    let results = ktap_results(&output);
+    if results.is_empty() {
+        let file = script.rsplit('/').next().unwrap_or(script);
+        return Err(format!("{file} ran no test ({}): {output:?}", out.status));
+    }
+    Ok(HarnessRun { results, output })
+}
+
+/// Each KTAP result line's test (without the script's prefix) and verdict (`ok`, `SKIP`,
+/// `not ok`).
+fn ktap_results(output: &str) -> Vec<(String, String)> {
     let mut results = Vec::new();
     for line in output.lines() {
         let (verdict, rest) = if let Some(r) = line.strip_prefix("not ok ") {
@@ -3198,11 +3216,7 @@ fn kernel_py(
         };
         results.push((name.to_string(), verdict.to_string()));
     }
-    if results.is_empty() {
-        let file = script.rsplit('/').next().unwrap_or(script);
-        return Err(format!("{file} ran no test ({}): {output:?}", out.status));
-    }
-    Ok(HarnessRun { results, output })
+    results
 }
 
 /// The kernel's devmem.py, unchanged, with ncdevmem-rs as its ncdevmem, the software NIC as
@@ -3474,70 +3488,331 @@ fn iou_zcrx_late_client(ctx: &Ctx) -> CaseResult {
     )))
 }
 
-/// The kernel's netkit devmem tests (inside the chroot next to [`DEVMEM_PY`]), each with the
-/// last line it prints today (docs/kernel-harness.md). nk_devmem.py: the kernel's
-/// `NetDrvContEnv` needs BPF objects that tests/vm/build-kselftest.sh does not build (no clang
-/// in the chroot), and its skip escapes the script's `with`. userns_devmem.py stops earlier:
-/// `unshare --user` is refused with EPERM inside a chroot (unshare(2): CLONE_NEWUSER from a
-/// chrooted caller), which the library reports as a RuntimeError.
-const NK_SCRIPTS: [(&str, &str); 2] = [
-    (
-        "nk_devmem.py",
-        "net.lib.py.ksft.KsftSkipEx: BPF prog nk_forward.bpf.o not found",
-    ),
-    (
-        "userns_devmem.py",
-        "RuntimeError: unshare child did not create userns",
-    ),
+/// How a command enters the runner's Debian root ([`DEBIAN`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RootMode {
+    /// `chroot(2)`: the kernel refuses `unshare(CLONE_NEWUSER)` to a chrooted process.
+    Chroot,
+    /// A mount namespace of its own whose root `pivot_root(2)` makes the Debian root.
+    Pivot,
+    /// A mount namespace of its own with the Debian root's `/usr`, `/etc`, `/opt`, `/var` (and
+    /// `/bin`, `/sbin`, `/lib`, `/lib64`, merged into `/usr` on trixie) bound over the guest's.
+    Bind,
+}
+
+/// The Debian root's directories [`RootMode::Bind`] binds over the guest root's (created in
+/// the guest root first when missing).
+const BIND_DIRS: [(&std::ffi::CStr, &std::ffi::CStr); 8] = [
+    (c"/debian/usr", c"/usr"),
+    (c"/debian/usr/bin", c"/bin"),
+    (c"/debian/usr/sbin", c"/sbin"),
+    (c"/debian/usr/lib", c"/lib"),
+    (c"/debian/usr/lib64", c"/lib64"),
+    (c"/debian/etc", c"/etc"),
+    (c"/debian/opt", c"/opt"),
+    (c"/debian/var", c"/var"),
 ];
 
-/// The kernel's nk_devmem.py and userns_devmem.py, unchanged, with ncdevmem-rs as their
-/// ncdevmem, the software NIC as NETIF (netkit queue leasing is in the 7.3 kernel), a netns
-/// remote and `LOCAL_PREFIX_V6` 2001:db8:2::/64. Each must end exactly as recorded in
-/// [`NK_SCRIPTS`] (exit 1, that last line; userns_devmem.py also printing unshare's EPERM),
-/// reported as a skip naming both; anything else fails, with the output, so that a new
-/// outcome is looked at and recorded.
-fn kernel_nk_devmem_py(ctx: &Ctx) -> CaseResult {
-    let nic = Dnic::new(ctx, 42, true)?;
-    let root = DebianRoot::mount()?;
-    let bin = ctx.bin.to_string_lossy();
-    std::fs::copy(&*bin, UNDER_TEST).map_err(|e| format!("copy {bin} to {UNDER_TEST}: {e}"))?;
-    let env = [
+/// `Err(errno)` of a libc call that returned -1.
+fn os_check(rc: libc::c_long) -> std::io::Result<()> {
+    if rc == -1 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// In the child between fork and exec: a mount namespace of its own (nothing propagating back
+/// to the guest's), then the Debian root as its root, by `mode`. Only system calls on static
+/// strings (async-signal-safe).
+fn enter_root(mode: RootMode) -> std::io::Result<()> {
+    // SAFETY: plain system calls on NUL-terminated static strings and null pointers where the
+    // kernel takes none; nothing is allocated or locked between fork and exec.
+    unsafe {
+        os_check(libc::unshare(libc::CLONE_NEWNS).into())?;
+        os_check(
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+            .into(),
+        )?;
+        match mode {
+            RootMode::Chroot => {}
+            RootMode::Pivot => {
+                // pivot_root(".", "."): the old root ends up on top of the new one, and the
+                // lazy unmount of "." takes it away (pivot_root(2), NOTES).
+                os_check(libc::chdir(c"/debian".as_ptr()).into())?;
+                os_check(libc::syscall(
+                    libc::SYS_pivot_root,
+                    c".".as_ptr(),
+                    c".".as_ptr(),
+                ))?;
+                os_check(libc::umount2(c".".as_ptr(), libc::MNT_DETACH).into())?;
+                os_check(libc::chdir(c"/".as_ptr()).into())?;
+            }
+            RootMode::Bind => {
+                for (from, to) in BIND_DIRS {
+                    os_check(
+                        libc::mount(
+                            from.as_ptr(),
+                            to.as_ptr(),
+                            std::ptr::null(),
+                            libc::MS_BIND | libc::MS_REC,
+                            std::ptr::null(),
+                        )
+                        .into(),
+                    )?;
+                }
+                os_check(libc::chdir(c"/".as_ptr()).into())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl DebianRoot {
+    /// `env VARS… ARGS…` (Debian's `env`, with Debian's PATH) in the Debian root entered by
+    /// `mode`.
+    fn command_in(&self, mode: RootMode, env: &[(&str, &str)], args: &[&str]) -> Command {
+        if mode == RootMode::Chroot {
+            return self.command(env, args);
+        }
+        let mut c = Command::new("/usr/bin/env");
+        c.arg("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+        c.args(env.iter().map(|(k, v)| format!("{k}={v}")));
+        c.args(args);
+        // SAFETY: enter_root makes only async-signal-safe system calls.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, move || enter_root(mode));
+        }
+        c
+    }
+
+    /// The first way into the Debian root (pivot_root, then bind mounts) in which the kernel
+    /// lets `unshare --user --net --map-root-user` (what the kernel library's `UserNetNS` runs)
+    /// create a user namespace, and what each way answered before it.
+    fn userns_mode(&self) -> Result<(RootMode, String), String> {
+        for d in ["/opt", "/var", "/sbin", "/lib64"] {
+            std::fs::create_dir_all(d).map_err(|e| format!("mkdir {d}: {e}"))?;
+        }
+        let mut answers = Vec::new();
+        for mode in [RootMode::Chroot, RootMode::Pivot, RootMode::Bind] {
+            let probe = ["unshare", "--user", "--net", "--map-root-user", "true"];
+            match run(&mut self.command_in(mode, &[], &probe)) {
+                Ok(out) if out.status.success() => {
+                    answers.push(format!("{mode:?}: unshare --user works"));
+                    return Ok((mode, answers.join("; ")));
+                }
+                Ok(out) => answers.push(format!(
+                    "{mode:?}: {} ({})",
+                    output_text(&out).trim(),
+                    out.status
+                )),
+                Err(e) => answers.push(format!("{mode:?}: {e}")),
+            }
+        }
+        Err(format!(
+            "no way into the Debian root lets unshare(CLONE_NEWUSER) work: {}",
+            answers.join("; ")
+        ))
+    }
+
+    /// Our py/ scripts (the initramfs's [`GUEST_PY`]) in the harness's tree, in
+    /// `hw/ncdevmem-rs/` (the runner makes that directory; a tmpfs goes over it), where they
+    /// find the kernel library; unmounted with the root.
+    fn add_our_py(&self) -> Result<(), String> {
+        let dir = format!("{DEBIAN}{OUR_PY_DIR}");
+        let out = run(Command::new("mount").args(["-t", "tmpfs", "tmpfs", &dir]))?;
+        if !out.status.success() {
+            return Err(format!(
+                "mount tmpfs on {dir}: {}",
+                output_text(&out).trim()
+            ));
+        }
+        let entries = std::fs::read_dir(GUEST_PY).map_err(|e| format!("{GUEST_PY}: {e}"))?;
+        for e in entries {
+            let e = e.map_err(|e| format!("{GUEST_PY}: {e}"))?;
+            let to = format!("{dir}/{}", e.file_name().to_string_lossy());
+            std::fs::copy(e.path(), &to).map_err(|err| format!("copy to {to}: {err}"))?;
+        }
+        // The kernel library looks for its BPF objects beside the script it runs (and in
+        // hw/ below that): a VM run of our nk_devmem.py there skipped with "BPF prog
+        // nk_forward.bpf.o not found".
+        for obj in ["nk_forward.bpf.o", "nk_primary_rx_redirect.bpf.o"] {
+            let from = format!("{DEBIAN}{HW_DIR}/{obj}");
+            let to = format!("{dir}/{obj}");
+            std::fs::copy(&from, &to).map_err(|err| format!("copy {from} to {to}: {err}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// py/'s scripts in the initramfs (tests/vm/run.sh copies them).
+const GUEST_PY: &str = "/usr/share/ncdevmem-rs/py";
+/// Where the harness's tree takes them (inside the Debian root).
+const OUR_PY_DIR: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/ncdevmem-rs";
+/// The kernel's netkit devmem tests and its netkit queue-lease test, inside the Debian root.
+const HW_DIR: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw";
+
+/// The environment of the kernel's netkit tests (NetDrvContEnv) on `nic`: IPv6 only, the peer
+/// namespace as a netns remote, the netkit guest's prefix 2001:db8:2::/64.
+fn nk_env<'a>(nic: &'a Dnic<'_>) -> [(&'a str, &'a str); 6] {
+    [
         ("NETIF", nic.dut.as_str()),
         ("LOCAL_V6", DUT6),
         ("REMOTE_V6", PEER6),
         ("REMOTE_TYPE", "netns"),
         ("REMOTE_ARGS", nic.peer_ns.as_str()),
         ("LOCAL_PREFIX_V6", "2001:db8:2::/64"),
-    ];
-    let dir = DEVMEM_PY.rsplit_once('/').map_or("", |(d, _)| d);
-    let mut seen = Vec::new();
-    for (script, expected) in NK_SCRIPTS {
-        let path = format!("{dir}/{script}");
-        let child = spawn(&mut root.command(&env, &["python3", &path]))?;
-        let out = wait_within(child, HARNESS_DEADLINE)?;
-        let output = output_text(&out);
-        record(&format!("{script}-ncdevmem-rs.txt"), &output);
-        let last = output
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        let eperm = script != "userns_devmem.py"
-            || output
-                .lines()
-                .any(|l| l == "unshare: unshare failed: Operation not permitted");
-        if out.status.code() != Some(1) || last != expected || !eperm {
-            return Err(format!(
-                "the kernel's {script} ended differently than recorded ({}; last line {last:?}): {output:?}",
-                out.status
-            ));
-        }
-        seen.push(format!("{script}: {expected:?}"));
+    ]
+}
+
+/// One run of `script` (a path in the Debian root) with python3 in the root entered by
+/// `mode`, `env` set and ncdevmem-rs copied to [`UNDER_TEST`] (the harness's `ncdevmem` and
+/// `iou-zcrx`; py/'s scripts take it from `NCDEVMEM`); the output is recorded as
+/// `<label>.txt`. A run that prints no KTAP result is an error with its output.
+fn nk_run(
+    ctx: &Ctx,
+    root: &DebianRoot,
+    mode: RootMode,
+    env: &[(&str, &str)],
+    script: &str,
+    label: &str,
+) -> Result<HarnessRun, String> {
+    let bin = ctx.bin.to_string_lossy();
+    std::fs::copy(&*bin, UNDER_TEST).map_err(|e| format!("copy {bin} to {UNDER_TEST}: {e}"))?;
+    let mut env = env.to_vec();
+    env.push(("NCDEVMEM", UNDER_TEST));
+    let child = spawn(&mut root.command_in(mode, &env, &["python3", script]))?;
+    let out = wait_within(child, HARNESS_DEADLINE)?;
+    let output = output_text(&out);
+    record(&format!("{label}.txt"), &output);
+    let results = ktap_results(&output);
+    if results.is_empty() {
+        let last = output.lines().rev().find(|l| !l.trim().is_empty());
+        return Err(format!(
+            "{label}: no test ran ({}; last line {last:?})",
+            out.status
+        ));
     }
-    Ok(Outcome::Skip(format!(
-        "the VM kernel's netkit devmem tests stop in NetDrvContEnv set-up before any case, exit 1: {}",
-        seen.join("; ")
+    Ok(HarnessRun { results, output })
+}
+
+/// The ntuple feature on (off again on drop): the kernel's netkit tests steer the leased
+/// queue's flow with an ntuple rule and never turn the feature on themselves (they expect a
+/// NIC that takes rules as it comes up); the software NIC, as gve, starts with it off.
+fn nk_ntuple_on<'c>(ctx: &'c Ctx, nic: &Dnic<'_>) -> Result<EthtoolUndo<'c>, String> {
+    EthtoolUndo::new(
+        ctx,
+        &nic.dut,
+        &[&["-K", "ntuple", "on"]],
+        &[&["-K", "ntuple", "off"]],
+    )
+}
+
+/// Loads what the kernel's netkit tests need beyond the suite's modules: `sch_ingress` (their
+/// clsact qdiscs) and `cls_bpf` (their tc bpf filters), in the initramfs but not loaded at boot.
+fn nk_modules() -> Result<(), String> {
+    for m in ["sch_ingress", "cls_bpf"] {
+        let out = run(Command::new("modprobe").arg(m))?;
+        if !out.status.success() {
+            return Err(format!("modprobe {m}: {}", output_text(&out).trim()));
+        }
+    }
+    Ok(())
+}
+
+/// Every test of `run` passed (none skipped).
+fn all_passed(run: &HarnessRun, tests: usize) -> bool {
+    run.results.len() == tests && run.results.iter().all(|(_, v)| v == "ok")
+}
+
+/// The kernel's nk_devmem.py, unchanged, with ncdevmem-rs as its ncdevmem: NetDrvContEnv's
+/// netkit pair (two RX queues) with the guest end in a namespace, the selftests' BPF redirects
+/// (nk_forward.bpf.o on the software NIC, nk_primary_rx_redirect.bpf.o on the netkit host
+/// end; tests/vm/build-kselftest.sh builds them), the last queue of the software NIC leased to
+/// the netkit guest; then our py/nk_devmem.py, its mirror, in the same root. All five tests of
+/// each must pass.
+fn kernel_nk_devmem_py(ctx: &Ctx) -> CaseResult {
+    nk_devmem_case(ctx, 42, "nk_devmem.py", 5)
+}
+
+/// The kernel's userns_devmem.py, unchanged, as [`kernel_nk_devmem_py`] with the netkit
+/// guest's namespace owned by a user namespace (the library's `UserNetNS`: `unshare --user
+/// --net --map-root-user`), so the harness runs in a root the kernel allows that in (not
+/// `chroot`: [`DebianRoot::userns_mode`]); then our py/userns_devmem.py. All four tests of
+/// each must pass.
+fn kernel_userns_devmem_py(ctx: &Ctx) -> CaseResult {
+    nk_devmem_case(ctx, 43, "userns_devmem.py", 4)
+}
+
+fn nk_devmem_case(ctx: &Ctx, pair: u32, script: &str, tests: usize) -> CaseResult {
+    nk_modules()?;
+    let nic = Dnic::new(ctx, pair, true)?;
+    let _ntuple = nk_ntuple_on(ctx, &nic)?;
+    let root = DebianRoot::mount()?;
+    let (mode, answers) = root.userns_mode()?;
+    root.add_our_py()?;
+    let env = nk_env(&nic);
+    // Both scripts run whatever the first one did: each failure is its own finding.
+    let mut lines = Vec::new();
+    let mut failed = false;
+    for (path, label) in [
+        (format!("{HW_DIR}/{script}"), format!("kernel-{script}")),
+        (format!("{OUR_PY_DIR}/{script}"), format!("ours-{script}")),
+    ] {
+        match nk_run(ctx, &root, mode, &env, &path, &label) {
+            Ok(r) if all_passed(&r, tests) => lines.push(format!("{label}: {}", r.summary())),
+            Ok(r) => {
+                failed = true;
+                lines.push(format!("{label}: {}; {}", r.summary(), r.failure_lines()));
+            }
+            Err(e) => {
+                failed = true;
+                lines.push(e);
+            }
+        }
+    }
+    let text = format!("{} (root {mode:?}: {answers})", lines.join("; "));
+    if failed {
+        return Err(text);
+    }
+    Ok(Outcome::Pass(text))
+}
+
+/// The tests of the kernel's nk_qlease.py.
+const NK_QLEASE_TESTS: usize = 5;
+
+/// The kernel's nk_qlease.py, unchanged, with ncdevmem-rs as its `iou-zcrx`: a queue of the
+/// software NIC leased into netkit, io_uring zero-copy receive on the netkit queue (default and
+/// 8 KiB buffers), the lease's attributes in `queue-get`, XDP refused on NETIF while the
+/// leased queue has a memory provider, and the memory provider gone when the netkit device is
+/// deleted under the receiver. All five tests must pass.
+fn kernel_nk_qlease_py(ctx: &Ctx) -> CaseResult {
+    nk_modules()?;
+    let nic = Dnic::new(ctx, 44, true)?;
+    let _ntuple = nk_ntuple_on(ctx, &nic)?;
+    let root = DebianRoot::mount()?;
+    let (mode, answers) = root.userns_mode()?;
+    let env = nk_env(&nic);
+    let path = format!("{HW_DIR}/nk_qlease.py");
+    let run1 = nk_run(ctx, &root, mode, &env, &path, "kernel-nk_qlease.py")
+        .map_err(|e| format!("{e} (root: {answers})"))?;
+    if !all_passed(&run1, NK_QLEASE_TESTS) {
+        return Err(format!(
+            "nk_qlease.py ({mode:?}): {}; {}",
+            run1.summary(),
+            run1.failure_lines()
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "the VM kernel's nk_qlease.py, unchanged, with ncdevmem-rs as iou-zcrx: {} (root: \
+         {answers})",
+        run1.summary()
     )))
 }
 

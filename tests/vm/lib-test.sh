@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Tests of the shell helpers (make scripts-test): tests/vm/lib.sh (the Debian mirror taken from
 # an apt configuration in both source formats, the cache location, the console filter, the
-# KERNEL_TREE checks: configuration, architecture, image version, compiler; the guest's time
-# limit and its failure line), tests/vm/run.sh's command line (--timeout, --shell) and make
-# vm-shell without booting,
+# KERNEL_TREE checks: configuration, architecture, image version, compiler; what a chroot lacks
+# for the netkit tests; the guest's time limit and its failure line),
+# tests/vm/build-kselftest.sh --sys-includes, tests/vm/run.sh's command line (--timeout,
+# --shell) and make vm-shell without booting,
 # scripts/target-dir.sh (cargo's target directory, CARGO_TARGET_DIR honoured) and
 # scripts/install-test-tools.sh (without root it names what is missing and fails). Builds its
 # apt configurations under a temporary directory; touches nothing else.
@@ -187,6 +188,25 @@ check "cc: none matches, the answer named" "1:
 gcc: gcc (Debian 12.2.0-14) 12.2.0" \
     "$(kernel_tree_cc "$tmp/cc5" "${runner[@]}" 2>"$tmp/cc5.err" && echo 0: || echo 1:
     cat "$tmp/cc5.err")"
+
+# What a Debian root lacks for the kernel's netkit tests.
+r=$tmp/nkroot
+mkdir -p "$r/usr/bin" "$r/usr/include/bpf" "$r/usr/sbin"
+check "netkit tools: all missing" "clang libbpf-dev bpftool mount 1" \
+    "$(chroot_netkit_tools_missing "$r" | tr '\n' ' '; chroot_netkit_tools_missing "$r" >/dev/null || echo 1)"
+install -m 0755 /dev/null "$r/usr/bin/clang"
+: >"$r/usr/include/bpf/bpf_helpers.h"
+install -m 0755 /dev/null "$r/usr/bin/mount"
+check "netkit tools: bpftool missing" "bpftool" "$(chroot_netkit_tools_missing "$r")"
+install -m 0755 /dev/null "$r/usr/sbin/bpftool"
+check "netkit tools: none missing" "0:" "$(chroot_netkit_tools_missing "$r" && echo 0:)"
+# build-kselftest.sh's reading of clang's include search list (clang -v -E - on trixie).
+check "bpf: clang's system includes" "-idirafter /usr/lib/llvm-19/lib/clang/19/include -idirafter /usr/local/include -idirafter /usr/include/x86_64-linux-gnu -idirafter /usr/include" \
+    "$(printf '%s\n' 'clang version 19.1.7 (3+b1)' 'ignoring nonexistent directory "/include"' \
+        '#include "..." search starts here:' '#include <...> search starts here:' \
+        ' /usr/lib/llvm-19/lib/clang/19/include' ' /usr/local/include' \
+        ' /usr/include/x86_64-linux-gnu' ' /usr/include' 'End of search list.' '# 1 "<stdin>"' |
+        "$here/build-kselftest.sh" --sys-includes | tr '\n' ' ' | sed 's/ $//')"
 
 # The guest's time limit: the base plus each selected case's budget; an opt-in case that only
 # prints skip adds nothing; the fault matrix's budget grows with its runs per fault.

@@ -34,6 +34,11 @@
 #                          CONFIG_CC_VERSION_TEXT (kbuild's own test for external modules), run
 #                          through RUNNER (e.g. chroot DIR; default: this machine). Status 1,
 #                          and each candidate's answer on stderr, when none matches
+# chroot_netkit_tools_missing ROOT
+#                          what the Debian root ROOT lacks for the kernel's netkit tests (to
+#                          build and load the selftests' BPF objects, to bind-mount namespaces),
+#                          one package name a line (clang, libbpf-dev, bpftool, mount); status 1
+#                          when something is missing
 # vm_case_budget NAME [FAULT_RUNS]
 #                          the seconds the guest's time limit grants case NAME (a name
 #                          vm_guest --list prints; FAULT_RUNS: NCDEVMEM_VM_FAULT_MATRIX's N)
@@ -216,6 +221,9 @@ NET_RX_BUSY_POLL y # CONFIG_PREEMPT_RT is not set io_uring zcrx (CONFIG_NET_RX_B
 IO_URING_ZCRX y CONFIG_IO_URING=y io_uring zcrx (CONFIG_IO_URING_ZCRX has no prompt: on with IO_URING, PAGE_POOL, INET and NET_RX_BUSY_POLL)
 BPF_SYSCALL y CONFIG_BPF_SYSCALL=y netkit, which the kernel's netkit devmem tests use
 NETKIT y CONFIG_NETKIT=y the kernel's netkit devmem tests
+NET_SCH_INGRESS ym CONFIG_NET_SCH_INGRESS=m the kernel's netkit tests (their clsact qdiscs)
+NET_CLS_BPF ym CONFIG_NET_CLS_BPF=m the kernel's netkit tests (their tc bpf filters)
+USER_NS y CONFIG_USER_NS=y userns_devmem.py (a user namespace owning the netkit guest's)
 EOF
 }
 
@@ -311,6 +319,15 @@ kernel_tree_cc() {
     return 1
 }
 
+chroot_netkit_tools_missing() {
+    local root=$1 status=0
+    [ -x "$root/usr/bin/clang" ] || { echo clang; status=1; }
+    [ -e "$root/usr/include/bpf/bpf_helpers.h" ] || { echo libbpf-dev; status=1; }
+    [ -x "$root/usr/sbin/bpftool" ] || { echo bpftool; status=1; }
+    [ -x "$root/usr/bin/mount" ] || { echo mount; status=1; }
+    return $status
+}
+
 # The guest's time limit. What the cases take under QEMU/TCG on this project's 2-core machines
 # (the per-case times a run prints, "[N s]" on each case line): on an idle host the suite's
 # guest takes about 290 s for about 57 cases, most cases 1-10 s; the kernel harness cases far
@@ -327,7 +344,9 @@ vm_case_budget() {
     devmem-nic/kernel-devmem-py) echo 600 ;;
     devmem-nic/kernel-iou-zcrx-py) echo 300 ;;
     devmem-nic/sweep-*) echo 180 ;;
-    devmem-nic/kernel-nk-devmem-py | devmem-nic/multi-flow | devmem-nic/tx-multi-flow) echo 120 ;;
+    devmem-nic/kernel-nk-devmem-py | devmem-nic/kernel-userns-devmem-py) echo 900 ;;
+    devmem-nic/kernel-nk-qlease-py) echo 600 ;;
+    devmem-nic/multi-flow | devmem-nic/tx-multi-flow) echo 120 ;;
     devmem-nic/fault-matrix) echo $((60 + 90 * fault_runs)) ;;
     tests_*) echo 60 ;;
     *) echo 30 ;;

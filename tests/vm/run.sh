@@ -318,10 +318,13 @@ ensure_chroot() {
         [ -x "$chroot_dir/usr/bin/pgrep" ] &&
         [ -e "$chroot_dir/usr/lib/python3/dist-packages/jsonschema/__init__.py" ] &&
         [ -e "$chroot_dir/usr/lib/python3/dist-packages/yaml/__init__.py" ] &&
-        chroot_has_liburing_zcrx && return 0
+        chroot_has_liburing_zcrx && {
+        chroot_add_netkit_tools
+        return 0
+    }
     need_mirror
     log "building a trixie chroot (gcc-14, make, linux-headers-$ABI, iproute2, ethtool, python3," \
-        "python3-jsonschema, socat, rsync, procps; liburing-dev from forky)"
+        "python3-jsonschema, socat, rsync, procps, ${chroot_netkit_pkgs[*]}; liburing-dev from forky)"
     make_chroot() {
         rm -rf "$chroot_dir.tmp"
         mmdebstrap "$@"
@@ -333,13 +336,37 @@ ensure_chroot() {
         --dpkgopt=force-unsafe-io --aptopt='Acquire::Languages "none"' \
         --aptopt='APT::Default-Release "trixie"' \
         --include="gcc-14,libc6-dev,make,linux-headers-$ABI,iproute2,ethtool,python3,python3-yaml,python3-jsonschema,socat,rsync,procps" \
-        --include="$chroot_liburing" \
+        --include="$chroot_liburing" --include="$(IFS=,; echo "${chroot_netkit_pkgs[*]}")" \
         trixie "$chroot_dir.tmp" \
         "deb [signed-by=$keyring] $mirror trixie main" \
         "deb [signed-by=$keyring] $mirror trixie-backports main" \
         "deb [signed-by=$keyring check-valid-until=no] $mirror forky main"
     rm -rf "$chroot_dir"
     mv "$chroot_dir.tmp" "$chroot_dir"
+}
+# The kernel's netkit tests need the selftests' BPF objects (tests/vm/build-kselftest.sh builds
+# them with clang and libbpf's headers), bpftool to fill their maps, and mount(8) (the library's
+# user namespaces are bind-mounted under /run/userns). A chroot made before they were needed
+# gets them added through its own apt sources (measured on trixie: 21 packages, 64.9 MB, plus
+# 20.4 MB of package indices that are removed again; 320 MB more on disk).
+chroot_netkit_pkgs=(clang libbpf-dev bpftool mount)
+chroot_add_netkit_tools() {
+    local missing log=$out/chroot-netkit-tools.log
+    missing=$(chroot_netkit_tools_missing "$chroot_dir") && return 0
+    log "adding ${chroot_netkit_pkgs[*]} to the chroot (it lacks: ${missing//$'\n'/, }); apt's" \
+        "output in $log"
+    mount -t proc proc "$chroot_dir/proc"
+    cleanups+=("umount '$chroot_dir/proc' 2>/dev/null")
+    in_chroot_apt() { chroot "$chroot_dir" env DEBIAN_FRONTEND=noninteractive apt-get -q "$@" >>"$log" 2>&1; }
+    retry "apt-get update in the chroot ($log)" in_chroot_apt update
+    retry "apt-get install ${chroot_netkit_pkgs[*]} in the chroot ($log)" \
+        in_chroot_apt install -y --no-install-recommends "${chroot_netkit_pkgs[@]}"
+    grep -E '^(Need to get|After this operation)' "$log" | sed 's/^/vm:   /' >&2 || true
+    in_chroot_apt clean
+    rm -rf "$chroot_dir"/var/lib/apt/lists/*
+    umount "$chroot_dir/proc"
+    missing=$(chroot_netkit_tools_missing "$chroot_dir") ||
+        die "the chroot still lacks ${missing//$'\n'/, } after installing ${chroot_netkit_pkgs[*]}"
 }
 # Where the out-of-tree modules are built: against Debian's headers in the chroot, or against
 # the KERNEL_TREE with the compiler that built it, on this machine or in the chroot
@@ -539,6 +566,9 @@ fi
 # test too, which answers to that name with iou-zcrx.c's command line (src/personality).
 # Outside the build above, so a harness built before the link existed gets it.
 ln -sfn /run/ncdevmem-under-test "$kst/tools/testing/selftests/drivers/net/hw/iou-zcrx"
+# Where the guest puts py/'s scripts (a tmpfs over this directory), inside the kernel's tree
+# where they find its library: the netkit cases run them beside the kernel's.
+mkdir -p "$kst/tools/testing/selftests/drivers/net/hw/ncdevmem-rs"
 # The byo-kernel case's tree takes a part of the same source package (before it goes).
 byo_kernel_wanted && byo_tree_prepare
 rm -rf "$src_deb_dir"
@@ -623,6 +653,9 @@ for b in "$tool" "$guest"; do
     strip -o "$root/usr/bin/$(basename "$b")" "$b"
 done
 copy_libs "$tool" "$guest"
+# py/'s scripts, which the netkit cases run in the kernel's tree (examples/vm_guest GUEST_PY).
+mkdir -p "$root/usr/share/ncdevmem-rs/py"
+cp "$repo"/py/*.py "$root/usr/share/ncdevmem-rs/py/"
 guest_modules=(veth)
 guest_args=(--bin /usr/bin/ncdevmem-rs --ip /usr/sbin/ip)
 if ((${#test_bins[@]})); then
@@ -694,7 +727,9 @@ fi
 gmods=$root/lib/modules/$KREL
 mkdir -p "$gmods"
 cp "$mods"/modules.builtin* "$mods/modules.order" "$gmods/" 2>/dev/null || true
-need=(veth 9pnet_virtio 9p)
+# sch_ingress and cls_bpf: the kernel's netkit tests (clsact qdiscs, tc bpf filters); the
+# netkit cases load them.
+need=(veth 9pnet_virtio 9p sch_ingress cls_bpf)
 mkdir -p "$gmods/extra"
 cp "$dnic_dir/devmem_nic.ko" "$gmods/extra/"
 need+=($(modinfo -F depends "$dnic_dir/devmem_nic.ko" | tr ',' ' '))
