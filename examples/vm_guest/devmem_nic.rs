@@ -117,11 +117,17 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
 /// `NCDEVMEM_VM_KERNEL_TESTS=1`), as each adds minutes under TCG to a suite that must stay
 /// within CI's time on a loaded machine; a case `--only` names runs without it too.
 pub fn kernel_test_cases() -> Vec<(&'static str, super::Case)> {
-    vec![("devmem-nic/c-iou-zcrx", c_iou_zcrx)]
+    vec![
+        ("devmem-nic/c-iou-zcrx", c_iou_zcrx),
+        ("devmem-nic/kernel-drv-net", drv_net::kernel_drv_net),
+    ]
 }
 
 #[path = "sweep.rs"]
 mod sweep;
+
+#[path = "drv_net.rs"]
+mod drv_net;
 
 // ---------------------------------------------------------------------------------------------
 // The cases
@@ -3167,6 +3173,19 @@ fn kernel_py(
     binary: &str,
 ) -> Result<HarnessRun, String> {
     std::fs::copy(binary, UNDER_TEST).map_err(|e| format!("copy {binary} to {UNDER_TEST}: {e}"))?;
+    drv_net_py(root, nic, script, HARNESS_DEADLINE)
+}
+
+/// Runs the kernel's drv-net test `script` (a path in the chroot) on `nic` with its peer
+/// namespace as the netns remote (the drv-net library's NETIF, LOCAL_V4/V6, REMOTE_V4/V6,
+/// REMOTE_TYPE=netns), within `deadline`; each test's KTAP verdict is named without the
+/// script's prefix.
+fn drv_net_py(
+    root: &DebianRoot,
+    nic: &Dnic,
+    script: &str,
+    deadline: Duration,
+) -> Result<HarnessRun, String> {
     let env = [
         ("NETIF", nic.dut.as_str()),
         ("LOCAL_V4", DUT4),
@@ -3177,7 +3196,7 @@ fn kernel_py(
         ("REMOTE_ARGS", nic.peer_ns.as_str()),
     ];
     let child = spawn(&mut root.command(&env, &["python3", script]))?;
-    let out = wait_within(child, HARNESS_DEADLINE)?;
+    let out = wait_within(child, deadline)?;
     let output = output_text(&out);
     let mut results = Vec::new();
     for line in output.lines() {

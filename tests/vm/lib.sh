@@ -323,6 +323,7 @@ VM_BASE_BUDGET=300
 vm_case_budget() {
     local name=$1 fault_runs=${2:-0}
     case $name in
+    devmem-nic/kernel-drv-net) echo 1800 ;;
     devmem-nic/c-ncdevmem | devmem-nic/c-iou-zcrx) echo 900 ;;
     devmem-nic/kernel-devmem-py) echo 600 ;;
     devmem-nic/kernel-iou-zcrx-py) echo 300 ;;
