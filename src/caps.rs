@@ -910,22 +910,91 @@ pub fn skip_if_family_missing<T>(
     r.map_err(|e| classify(e, Op::Family { name }))
 }
 
+/// What `-a WANT` (bind-rx autorelease) sends to a kernel whose bind-rx `do` policy is
+/// `policy` (its attribute numbers and types, [`crate::netlink::ctrl::bind_rx_policy`]): with
+/// the attribute, `Some((its number, want))`; without it, `-a 0` binds without the attribute
+/// (`None`: such a kernel's only mode releases tokens still held at close), and `-a 1` cannot
+/// run. The one place that decides it, for the devmem server and for a sweep over
+/// `autorelease`.
+///
+/// Errors: [`Missing::AutoreleaseAttr`] (with the policy's attribute numbers) for `-a 1` on a
+/// kernel without the attribute.
+pub fn bind_autorelease(
+    want: bool,
+    policy: &[crate::netlink::ctrl::PolicyAttr],
+) -> Result<Option<(u16, bool)>, Missing> {
+    match crate::netlink::ctrl::autorelease_attr(policy) {
+        Some(attr) => Ok(Some((attr, want))),
+        None if !want => Ok(None),
+        None => Err(Missing::AutoreleaseAttr {
+            policy: policy.iter().map(|a| a.kind).collect(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::NlError;
 
+    /// Scripted bind-rx policies: this kernel's (6.18, 7.3: no autorelease), the unmerged
+    /// series' as posted (5 = autorelease, u8) and rebased after rx-page-size (6, u8).
+    #[test]
+    fn bind_autorelease_follows_the_policy() {
+        use crate::netlink::ctrl::{PolicyAttr, NL_ATTR_TYPE_U32, NL_ATTR_TYPE_U8};
+        let pol = |a: &[(u16, u32)]| -> Vec<PolicyAttr> {
+            a.iter()
+                .map(|&(kind, t)| PolicyAttr {
+                    kind,
+                    nl_type: Some(t),
+                })
+                .collect()
+        };
+        let nest = 13; // NL_ATTR_TYPE_NESTED
+        let base = pol(&[(1, NL_ATTR_TYPE_U32), (2, nest), (3, NL_ATTR_TYPE_U32)]);
+        let rx_page_size = pol(&[
+            (1, NL_ATTR_TYPE_U32),
+            (2, nest),
+            (3, NL_ATTR_TYPE_U32),
+            (5, NL_ATTR_TYPE_U32),
+        ]);
+        let series = pol(&[
+            (1, NL_ATTR_TYPE_U32),
+            (2, nest),
+            (3, NL_ATTR_TYPE_U32),
+            (5, NL_ATTR_TYPE_U8),
+        ]);
+        let rebased = pol(&[
+            (1, NL_ATTR_TYPE_U32),
+            (2, nest),
+            (3, NL_ATTR_TYPE_U32),
+            (5, NL_ATTR_TYPE_U32),
+            (6, NL_ATTR_TYPE_U8),
+        ]);
+        for want in [false, true] {
+            assert_eq!(bind_autorelease(want, &series), Ok(Some((5, want))));
+            assert_eq!(bind_autorelease(want, &rebased), Ok(Some((6, want))));
+        }
+        for p in [&base, &rx_page_size] {
+            assert_eq!(bind_autorelease(false, p), Ok(None));
+        }
+        let skip = bind_autorelease(true, &rx_page_size).unwrap_err();
+        assert_eq!(
+            skip,
+            Missing::AutoreleaseAttr {
+                policy: vec![1, 2, 3, 5]
+            }
+        );
+        assert!(skip.to_string().starts_with(
+            "-a 1: this kernel's bind-rx has no autorelease attribute (policy attributes [1, 2, \
+             3, 5]"
+        ));
+    }
+
     fn nl(errno: i32, msg: Option<&str>) -> Error {
         Error::Netlink(Box::new(NlError {
-            family: "netdev".into(),
-            op: "bind-rx".into(),
-            target: String::new(),
-            errno,
             ext_msg: msg.map(str::to_string),
-            bad_attr: None,
-            missing_attr: None,
-            missing_nest: None,
-            ack_problem: None,
+            ..NlError::refusal("netdev", "bind-rx", "", errno)
         }))
     }
 

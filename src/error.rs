@@ -46,6 +46,23 @@ pub struct NlError {
 }
 
 impl NlError {
+    /// The kernel's refusal of `family`'s `op` on `target` with `errno` and an extended ack
+    /// that says nothing more (every optional field `None`); test doubles and tests fill in
+    /// what else an ack said with struct update syntax.
+    pub fn refusal(family: &str, op: &str, target: impl Into<String>, errno: i32) -> NlError {
+        NlError {
+            family: family.into(),
+            op: op.into(),
+            target: target.into(),
+            errno,
+            ext_msg: None,
+            bad_attr: None,
+            missing_attr: None,
+            missing_nest: None,
+            ack_problem: None,
+        }
+    }
+
     /// The kernel's answer without the request it answered: the errno and what the extended
     /// ack added, e.g. `EOPNOTSUPP (Operation not supported); at NETDEV_A_DMABUF_IFINDEX`
     /// (the `Display` text after `family op on target: `).

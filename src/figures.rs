@@ -16,4 +16,5 @@
 pub mod cpu;
 pub mod device;
 pub mod hist;
+pub mod page_pool;
 pub mod tcp;

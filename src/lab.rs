@@ -210,14 +210,10 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
 /// autorelease attribute (neither point then measures what it names); `None` when it has
 /// it, or when the policy cannot be read (each run then finds out for itself).
 fn autorelease_missing() -> Option<Error> {
-    use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy};
-    let policy = bind_rx_policy().ok()?;
-    match autorelease_attr(&policy) {
-        Some(_) => None,
-        None => Some(Error::Skip(crate::caps::Missing::AutoreleaseAttr {
-            policy: policy.iter().map(|a| a.kind).collect(),
-        })),
-    }
+    let policy = crate::netlink::ctrl::bind_rx_policy().ok()?;
+    crate::caps::bind_autorelease(true, &policy)
+        .err()
+        .map(Error::Skip)
 }
 
 /// ` (ETA 1 min 20 s)` after the first run: the mean time per run so far times the runs left.

@@ -233,6 +233,20 @@ pub fn keyed_word_index(key: u64, word: u64) -> u64 {
         .wrapping_sub(1)
 }
 
+/// Which flow of `stream`'s run (its seed and number of flows) a connection carries, from the
+/// first 8 bytes it received (stream offsets 0..8): the flow `j` whose word 0 they are
+/// (little-endian, [`keyed_word`] of flow `j`'s key at index 0). `None` for a single-flow
+/// run, fewer than 8 bytes, or bytes that are no flow's word 0. Because each flow's key is
+/// mixed into every output word, two flows' word 0 differ, and random bytes match one with
+/// probability about `flows` in 2⁶⁴.
+pub fn identify_flow(stream: KeyedFlow, first: &[u8]) -> Option<u32> {
+    let word = u64::from_le_bytes(first.get(..8)?.try_into().ok()?);
+    if stream.flows < 2 {
+        return None;
+    }
+    (0..stream.flows).find(|&j| keyed_word(flow_key(stream.seed, j), 0) == word)
+}
+
 /// Which test stream a sender writes and a receiver checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamSpec {
@@ -852,6 +866,9 @@ pub struct Validator {
     recent: VecDeque<SeenPiece>,
     /// What a piece is called in diagnoses.
     piece: &'static str,
+    /// The first bytes (fewer than 8) of a keyed stream of several flows, held unchecked
+    /// until the 8th names the connection's flow ([`identify_flow`]).
+    held: Vec<u8>,
 }
 
 impl Validator {
@@ -873,6 +890,7 @@ impl Validator {
             diagnoses: Vec::new(),
             recent: VecDeque::new(),
             piece: "frag",
+            held: Vec::new(),
         }
     }
 
@@ -896,7 +914,9 @@ impl Validator {
         &self.pattern
     }
 
-    /// Stream offset (bytes) of the next byte to check = bytes checked so far.
+    /// Stream offset (bytes) of the next byte to check = bytes checked so far (the first
+    /// bytes of a keyed stream of several flows count once its first 8 bytes are in, or at
+    /// [`Validator::end`]).
     pub fn offset(&self) -> u64 {
         self.offset
     }
@@ -906,7 +926,44 @@ impl Validator {
     /// [`MAX_REPORTED_MISMATCHES`] mismatches of the connection are kept in
     /// [`Validator::reported`]; with the keyed stream a piece with mismatches is diagnosed
     /// ([`Validator::diagnoses`]).
+    ///
+    /// With the keyed stream of several flows the first 8 bytes of the connection name its
+    /// flow ([`identify_flow`]): pieces before the 8th byte are held (0 returned) and checked
+    /// with the piece that completes them, as the flow they name.
     pub fn check(&mut self, data: &[u8]) -> u64 {
+        let several = matches!(self.pattern.kind, Kind::Keyed { stream, .. } if stream.flows > 1);
+        if self.offset != 0 || !several {
+            return self.check_piece(data);
+        }
+        if self.held.len() + data.len() < 8 {
+            self.held.extend_from_slice(data);
+            return 0;
+        }
+        let mut first = std::mem::take(&mut self.held);
+        let held = first.len();
+        first.extend_from_slice(&data[..8 - held]);
+        self.identify_flow(&first);
+        let n = if held > 0 {
+            self.check_piece(&first[..held])
+        } else {
+            0
+        };
+        n + self.check_piece(data)
+    }
+
+    /// The end of the connection: checks bytes still held by [`Validator::check`] (a stream
+    /// of fewer than 8 bytes) as the flow the validator was made for; returns their
+    /// mismatches.
+    pub fn end(&mut self) -> u64 {
+        let held = std::mem::take(&mut self.held);
+        if held.is_empty() {
+            0
+        } else {
+            self.check_piece(&held)
+        }
+    }
+
+    fn check_piece(&mut self, data: &[u8]) -> u64 {
         let reported = &mut self.reported;
         let mut first = None;
         let mut last = 0;
@@ -934,6 +991,21 @@ impl Validator {
         self.offset += data.len() as u64;
         self.mismatches += n;
         n
+    }
+
+    /// The keyed stream of a run of several flows: the connection's flow is the one whose
+    /// word 0 its first 8 bytes are ([`identify_flow`]), so connections may be accepted in
+    /// any order; bytes that are no flow's word 0 leave the flow the validator was made for.
+    fn identify_flow(&mut self, first: &[u8]) {
+        debug_assert_eq!(first.len(), 8);
+        if let Kind::Keyed { stream, .. } = self.pattern.kind {
+            match identify_flow(stream, first) {
+                Some(flow) if flow != stream.flow => {
+                    self.pattern = Pattern::keyed_flow(KeyedFlow { flow, ..stream });
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Where the bytes of `data` (at [`Self::offset`] of `stream`, whose key is `key`; the
@@ -1281,6 +1353,61 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_connection_is_the_flow_its_first_word_names() {
+        let fill = |p: Pattern, offset: u64, len: usize| {
+            let mut b = vec![0u8; len];
+            p.fill(&mut b, offset);
+            b
+        };
+        let of4 = |flow| KeyedFlow::new(9, flow, 4).unwrap();
+        let bytes = |flow| fill(Pattern::keyed_flow(of4(flow)), 0, 4096);
+        for j in 0..4 {
+            assert_eq!(identify_flow(of4(0), &bytes(j)), Some(j));
+            assert_eq!(identify_flow(of4(0), &bytes(j)[..8]), Some(j));
+            assert_eq!(identify_flow(of4(0), &bytes(j)[..7]), None);
+        }
+        // Not at word 0, another seed, a single flow: no identity.
+        let later = fill(Pattern::keyed_flow(of4(2)), 8, 64);
+        assert_eq!(identify_flow(of4(0), &later), None);
+        assert_eq!(
+            identify_flow(KeyedFlow::new(10, 0, 4).unwrap(), &bytes(1)),
+            None
+        );
+        assert_eq!(identify_flow(KeyedFlow::single(9), &bytes(0)), None);
+        // A validator made for flow 0 that receives flow 2 validates it as flow 2, cleanly.
+        let mut v = Validator::for_spec(StreamSpec::Keyed(of4(0))).unwrap();
+        assert_eq!(v.check(&bytes(2)), 0);
+        assert_eq!(v.pattern().spec(), StreamSpec::Keyed(of4(2)));
+        // Flow 2's bytes after a clean start as flow 0 are still misdelivered bytes.
+        let mut v = Validator::for_spec(StreamSpec::Keyed(of4(0))).unwrap();
+        assert_eq!(v.check(&bytes(0)), 0);
+        let foreign = fill(Pattern::keyed_flow(of4(2)), 4096, 4096);
+        assert!(v.check(&foreign) > 0);
+        assert_eq!(v.pattern().spec(), StreamSpec::Keyed(of4(0)));
+        assert!(v.diagnoses()[0]
+            .to_string()
+            .contains("holds bytes of flow 2"));
+        // Pieces of 1, 2 and 3 bytes are held until the 8th byte names the flow.
+        let b3 = bytes(3);
+        let mut v = Validator::for_spec(StreamSpec::Keyed(of4(0))).unwrap();
+        assert_eq!(
+            (v.check(&b3[..1]), v.check(&b3[1..3]), v.offset()),
+            (0, 0, 0)
+        );
+        assert_eq!((v.check(&b3[3..6]), v.offset()), (0, 0));
+        assert_eq!(v.check(&b3[6..4096]), 0);
+        assert_eq!((v.offset(), v.mismatches()), (4096, 0));
+        assert_eq!(v.pattern().spec(), StreamSpec::Keyed(of4(3)));
+        // A stream of 5 bytes is checked at its end, as the validator's own flow.
+        let mut v = Validator::for_spec(StreamSpec::Keyed(of4(1))).unwrap();
+        assert_eq!(v.check(&bytes(1)[..5]), 0);
+        assert_eq!((v.end(), v.offset(), v.mismatches()), (0, 5, 0));
+        let mut v = Validator::for_spec(StreamSpec::Keyed(of4(1))).unwrap();
+        v.check(&bytes(2)[..5]);
+        assert!(v.end() > 0 && v.finish().is_err());
     }
 
     #[test]

@@ -185,8 +185,8 @@ fn a_flow_carrying_another_flows_stream_fails_naming_that_flow() {
     let Some(p) = pair("a_flow_carrying_another_flows_stream_fails_naming_that_flow") else {
         return;
     };
-    // Two single-flow senders both send flow 0's stream of seed 5; the receiver expects flow 1
-    // on its second connection, so that one holds bytes of flow 0: a misdelivery.
+    // Two single-flow senders both send flow 0's stream of seed 5: each connection's first
+    // bytes name flow 0, so the second carries a stream the first already carried.
     let rx_json = tmp_json("mis");
     let sender = vec!["--send-pattern", "4M", "--seed", "5"];
     let (rx, tx) = run(
@@ -209,7 +209,7 @@ fn a_flow_carrying_another_flows_stream_fails_naming_that_flow() {
         assert!(t.status.code().is_some(), "sender: {}", text(&t.stderr));
     }
     assert!(
-        rx_err.contains("holds bytes of flow 0 at stream offset 0"),
+        rx_err.contains("flow 1: connection 1 carries flow 0's stream, as connection 0 does"),
         "{rx_err}"
     );
     let r = read_json(&rx_json);

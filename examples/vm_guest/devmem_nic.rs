@@ -2661,6 +2661,29 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
             j["device_rx"]
         ));
     }
+    // The page pools of the bound queues (page-pool-stats-get; 7.3 has
+    // CONFIG_PAGE_POOL_STATS): one group per bound queue (each has its own NAPI), and every
+    // queue the module saw payload on allocated buffers from its pool.
+    let groups = j["page_pools"].as_array().cloned().unwrap_or_default();
+    let pool_allocs: Vec<u64> = groups
+        .iter()
+        .map(|g| g["alloc_fast"].as_u64().unwrap_or(0) + g["alloc_slow"].as_u64().unwrap_or(0))
+        .collect();
+    let pool_queues: Vec<u64> = groups
+        .iter()
+        .filter_map(|g| g["queues"].as_array()?.first()?.as_u64())
+        .collect();
+    if pool_queues != [4, 5, 6, 7]
+        || split[4..]
+            .iter()
+            .zip(&pool_allocs)
+            .any(|(&s, &a)| s > 0 && a == 0)
+    {
+        return Err(format!(
+            "page pools of the bound queues 4..8: want one group per queue and buffers              allocated wherever the module split frames ({split:?}): {}",
+            j["page_pools"]
+        ));
+    }
     let after = NicState::take(&nic.dut)?;
     before.same_as(&after, "after the exact-bytes run")?;
     no_binding(&after)?;
@@ -2699,6 +2722,11 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
         ],
     )?;
     let d = t.expect_ok()?;
+    // The fixed-time run's summary as the tool printed it (the README quotes it).
+    record(
+        "multi-flow-summary.txt",
+        &String::from_utf8_lossy(&t.server.stderr),
+    );
     let measured = d["measured_s"].as_f64().unwrap_or(0.0);
     let fl = d["flows"].as_array().cloned().unwrap_or_default();
     let all_validated = fl.iter().all(|f| {
@@ -2728,8 +2756,9 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
         "{MF_FLOWS} flows x {MF_BYTES} bytes, each its own keyed stream, validated in dmabuf \
          frags ({} frags, {} tokens in {} DONTNEED calls in all), over queues {queues:?} of \
          the context's 4..8 (module: split frames per queue {split:?}); device RX {device} \
-         bytes by qstats for {payload} of payload (+{:.2} %); the tool's user CPU {} of the \
-         app CPUs' busy time; fixed time: {} bytes in {measured:.2} s after 1 s warm-up, app \
+         bytes by qstats for {payload} of payload (+{:.2} %); page-pool allocations per \
+         bound queue {pool_allocs:?}; the tool's user CPU {} of the app CPUs' busy time; \
+         fixed time: {} bytes in {measured:.2} s after 1 s warm-up, app \
          sys {:.1} %, softirq {:.1} %, idle {:.1} %, the tool's user CPU {} of busy (TCG: \
          shape, not speed)",
         j["dmabuf_frags"],

@@ -175,6 +175,27 @@ def test_the_documented_reference_sender_is_the_stream(binary, tmp_path):
     assert summary["crc32"] == zlib.crc32(keyed_stream(0x5EED, 3 << 20))
 
 
+def test_flows_accepted_out_of_order_are_named_by_their_stream(binary, tmp_path):
+    """Three reference senders connect in the order flow 2, 1, 0 (the first one's first
+    writes of 1..997 bytes): the receiver names each connection's flow from its first 8
+    bytes, validates all three, and reports flow k as the connection that carried flow k."""
+    src = reference_sender()
+    port = ksft_proc.rand_port()
+    rx, jpath = _receiver(binary, port, tmp_path, "--seed", "9", "--flows", "3")
+    _send_in_odd_writes(port, keyed_stream(9, 100_000, flow=2))
+    for flow in (1, 0):
+        tx = subprocess.run([sys.executable, "-c", src, "9", str(flow), "100000", "127.0.0.1",
+                             str(port)], capture_output=True, timeout=60)
+        assert tx.returncode == 0, tx.stderr
+    rc, err, summary = _finish(rx, jpath)
+    assert rc == 0, err
+    flows = summary["flows"]
+    assert [f["stream"] for f in flows] == [f"seed 9 flow {k} of 3" for k in range(3)], flows
+    assert all(f["validated_bytes"] == 100_000 and f["mismatches"] == 0 for f in flows), flows
+    assert "accepted connection 0 carries flow 2's stream" in err, err
+    assert "accepted connection 2 carries flow 0's stream" in err, err
+
+
 def test_a_wrong_seed_is_no_stream_of_this_seed(binary, tmp_path):
     """A receiver told --seed 1 of a sender's --seed 0: every piece is bytes of no stream with
     this seed, never a shift or reorder of its own (the old stream said "reordered … stream

@@ -268,17 +268,12 @@ mod tests {
     fn dump_answers_sort_into_rows_or_unsupported() {
         use crate::error::NlError;
         let refused = |errno| {
-            Err(Error::Netlink(Box::new(NlError {
-                family: "netdev".into(),
-                op: "qstats-get".into(),
-                target: "veth0 (ifindex 3), per queue".into(),
+            Err(Error::Netlink(Box::new(NlError::refusal(
+                "netdev",
+                "qstats-get",
+                "veth0 (ifindex 3), per queue",
                 errno,
-                ext_msg: None,
-                bad_attr: None,
-                missing_attr: None,
-                missing_nest: None,
-                ack_problem: None,
-            })))
+            ))))
         };
         assert_eq!(
             Qstats::from_dump(refused(libc::EOPNOTSUPP)).unwrap(),

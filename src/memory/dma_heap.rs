@@ -332,18 +332,16 @@ mod tests {
     /// `devmem-nic/dma-heap-large-niov`): the extack is cut at 79 characters.
     fn sg_refusal() -> Error {
         Error::Netlink(Box::new(NlError {
-            family: "netdev".into(),
-            op: "bind-rx".into(),
-            target: "dnic60a (ifindex 9), queue 3".into(),
-            errno: libc::EINVAL,
             ext_msg: Some(
                 "dmabuf sg entry (addr=0x000000000296c000, len=4096) not aligned to niov size 16"
                     .into(),
             ),
-            bad_attr: None,
-            missing_attr: None,
-            missing_nest: None,
-            ack_problem: None,
+            ..NlError::refusal(
+                "netdev",
+                "bind-rx",
+                "dnic60a (ifindex 9), queue 3",
+                libc::EINVAL,
+            )
         }))
     }
 

@@ -19,8 +19,10 @@
 //! closed, the peers see it), when any flow fails (the others stop within one poll tick;
 //! every flow's figures are still reported), or on a stop signal.
 //!
-//! Flow k is the k-th connection accepted (0-based); with `--seed` it carries flow k's keyed
-//! stream (`crate::validate`), so bytes of another flow fail the run naming that flow.
+//! Flow k is the k-th connection accepted (0-based); with `--seed` it is the connection whose
+//! first 8 bytes are word 0 of flow k's keyed stream (`crate::validate::identify_flow`:
+//! handshakes on different queues can complete out of order), and bytes of another flow later
+//! in it fail the run naming that flow.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -34,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::figures::cpu::{cpu_for_flow, format_cpu_list, CpuShares, ProcStat, APP_IDLE, APP_SYS};
 use crate::figures::device::{arrival_queue, device_rx, ArrivalQueue, DeviceRx, NoQstats, Qstats};
 use crate::figures::hist::FragSizeHistogram;
+use crate::figures::page_pool::{self, NoPoolStats, PoolReading, QueuePools};
 use crate::netlink::netdev::{Netdev, QstatsScope};
 use crate::rcvbuf::RcvbufPlan;
 use crate::run_report::RunReport;
@@ -332,6 +335,8 @@ struct Snapshot {
     at: Instant,
     proc_stat: Result<ProcStat>,
     qstats: Option<Result<Qstats>>,
+    /// The page pools and their counters (`page-pool-get`, `page-pool-stats-get`).
+    pools: Option<Result<PoolReading>>,
 }
 
 impl Snapshot {
@@ -343,10 +348,18 @@ impl Snapshot {
             };
             Qstats::from_dump(nd.qstats_get_dump(d.ifindex, QstatsScope::Queue))
         });
+        let pools = device.map(|_| {
+            let nd = match netdev {
+                Some(n) => n,
+                None => netdev.insert(Netdev::open()?),
+            };
+            PoolReading::from_dumps(nd.page_pool_get_dump(), nd.page_pool_stats_get_dump())
+        });
         Snapshot {
             at: Instant::now(),
             proc_stat: ProcStat::read(),
             qstats,
+            pools,
         }
     }
 }
@@ -514,8 +527,20 @@ impl<'a> Measure<'a> {
             Some(f) => f,
             None => Snapshot::take(self.device, &mut self.netdev),
         };
+        let flows = order_by_stream(flows, report);
         let mut figures = RunFigures::new(self.rx, flows, &first, &last, self.device, &self.queues);
-        figures.workers = workers;
+        // A worker's flows by their numbers in the report (stream order).
+        figures.workers = workers
+            .into_iter()
+            .enumerate()
+            .map(|(w, mut r)| {
+                r.flows = (figures.flows.iter().enumerate())
+                    .filter(|(_, f)| f.flow.worker == w)
+                    .map(|(k, _)| k)
+                    .collect();
+                r
+            })
+            .collect();
         report.summary(&figures.summary());
         for line in figures.flow_lines() {
             report.summary(&line);
@@ -524,6 +549,9 @@ impl<'a> Measure<'a> {
             report.summary(&line);
         }
         report.summary(&figures.cpu_line());
+        if let Some(line) = figures.page_pool_line() {
+            report.summary(&line);
+        }
         let result = figures.result();
         let mut json = figures.to_json();
         json["ok"] = result.is_ok().into();
@@ -618,6 +646,53 @@ pub(crate) fn receive<M: FragMemory + Sync>(
             .collect()
     });
     measure.finish(results, Vec::new(), report)
+}
+
+/// The flows in stream order: with `--seed`, each connection's validator took its flow from
+/// the stream's first word ([`crate::validate::identify_flow`]), so flow k of the report is
+/// the connection that carried flow k's stream, whatever the order it was accepted in (flows
+/// steered to different queues can finish their handshakes out of order). A connection whose
+/// stream another connection also carried fails (`connection c carries flow k's stream, as
+/// connection d does`); without the keyed stream, or unless the connections carry every flow
+/// once, accept order stays.
+fn order_by_stream(mut flows: Vec<Flow>, report: &RunReport) -> Vec<Flow> {
+    let stream_of = |f: &Flow| match f.stats.stream {
+        Some(crate::validate::StreamSpec::Keyed(k)) => Some(k.flow() as usize),
+        _ => None,
+    };
+    let ids: Vec<Option<usize>> = flows.iter().map(stream_of).collect();
+    let mut carrier: Vec<Option<usize>> = vec![None; flows.len()];
+    let mut permutation = true;
+    for (c, id) in ids.iter().enumerate() {
+        match *id {
+            Some(k) if k < flows.len() => match carrier[k] {
+                Some(d) => {
+                    permutation = false;
+                    if flows[c].result.is_ok() {
+                        flows[c].result = Err(Error::Failure(format!(
+                            "connection {c} carries flow {k}'s stream, as connection {d} does"
+                        )));
+                    }
+                }
+                None => carrier[k] = Some(c),
+            },
+            _ => permutation = false,
+        }
+    }
+    if !permutation || ids.iter().enumerate().all(|(c, id)| *id == Some(c)) {
+        return flows;
+    }
+    for (c, id) in ids.iter().enumerate() {
+        if let Some(k) = id.filter(|&k| k != c) {
+            log!(
+                report,
+                "accepted connection {c} carries flow {k}'s stream (by its first bytes):                  reported as flow {k}"
+            );
+        }
+    }
+    let mut keyed: Vec<(usize, Flow)> = ids.into_iter().flatten().zip(flows).collect();
+    keyed.sort_by_key(|(k, _)| *k);
+    keyed.into_iter().map(|(_, f)| f).collect()
 }
 
 /// One worker: pins itself (`--cpus`), receives its flow until the peer closes or the run
@@ -721,6 +796,8 @@ struct RunFigures {
     cpu: std::result::Result<CpuSplit, String>,
     app_cpus: Vec<usize>,
     device: Option<std::result::Result<DeviceRx, NoQstats>>,
+    /// Per NAPI instance of the bound queues, their page pools' counter growth.
+    page_pools: Option<std::result::Result<Vec<QueuePools>, NoPoolStats>>,
     warmup: Option<Duration>,
     duration: Option<Duration>,
     /// Workers that served several flows (zcrx); empty when each flow had its own.
@@ -791,12 +868,18 @@ impl RunFigures {
             (Some(Err(e)), _) | (_, Some(Err(e))) => Err(NoQstats(format!("qstats-get: {e}"))),
             _ => Err(NoQstats("no reading".into())),
         });
+        let page_pools = device.map(|d| match (&first.pools, &last.pools) {
+            (Some(Ok(a)), Some(Ok(b))) => page_pool::per_queue(a, b, d.ifindex, &d.queues, queues),
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Err(NoPoolStats(e.to_string())),
+            _ => Err(NoPoolStats("no reading".into())),
+        });
         RunFigures {
             flows,
             interval,
             cpu,
             app_cpus,
             device: device_figure,
+            page_pools,
             warmup: rx.flows.warmup,
             duration: rx.flows.duration,
             workers: Vec::new(),
@@ -1008,6 +1091,23 @@ impl RunFigures {
         }
     }
 
+    /// `page pools: q2: 812 alloc (800 fast, 12 slow), 790 recycled (700 cache, 90 ring), 0
+    /// released; q3: …` (counter growth over the measured interval), or why there is none;
+    /// `None` for the plain receiver.
+    fn page_pool_line(&self) -> Option<String> {
+        Some(match self.page_pools.as_ref()? {
+            Ok(groups) => format!(
+                "page pools: {}",
+                groups
+                    .iter()
+                    .map(page_pool::describe)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Err(why) => format!("page pools: {why}"),
+        })
+    }
+
     fn to_json(&self) -> Value {
         let mut merged = RxStats::new(
             self.flows
@@ -1039,6 +1139,25 @@ impl RunFigures {
                 "gbit_per_s": d.gbps(),
                 "source": "qstats-get rx-bytes of the bound queues (headers included)",
             }),
+            Some(Err(why)) => json!({"unavailable": why.to_string()}),
+            None => Value::Null,
+        };
+        json["page_pools"] = match &self.page_pools {
+            Some(Ok(groups)) => groups
+                .iter()
+                .map(|g| {
+                    let mut v = json!({
+                        "queues": g.queues,
+                        "napi_id": g.napi_id,
+                        "pools": g.pools,
+                    });
+                    for (name, n) in g.counters.fields() {
+                        v[name] = n.into();
+                    }
+                    v
+                })
+                .collect::<Vec<_>>()
+                .into(),
             Some(Err(why)) => json!({"unavailable": why.to_string()}),
             None => Value::Null,
         };
@@ -1240,6 +1359,7 @@ mod tests {
             at,
             proc_stat: Err(Error::Failure("not read in this test".into())),
             qstats: None,
+            pools: None,
         };
         let flows = vec![
             zcrx_flow(0, 1000, 10, 40, at),
@@ -1327,6 +1447,7 @@ mod tests {
             at,
             proc_stat: Err(Error::Failure("not read in this test".into())),
             qstats: None,
+            pools: None,
         };
         let flows = vec![zcrx_flow(0, 10, 1, 10, at), zcrx_flow(1, 10, 1, 20, at)];
         let rx = rx();

@@ -277,30 +277,22 @@ fn await_first_data(sock: &TcpRxSocket) -> Result<()> {
 ///
 /// Errors: `Error::Skip` as said and when the netdev family is missing; policy dump errors.
 fn bind_autorelease_attr(want: bool, report: &RunReport) -> Result<Option<(u16, bool)>> {
-    use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy};
-    let policy = skip_if_family_missing(bind_rx_policy(), "netdev")?;
-    let kinds: Vec<u16> = policy.iter().map(|a| a.kind).collect();
-    match autorelease_attr(&policy) {
-        Some(attr) => {
-            log!(
-                report,
-                "bind-rx autorelease: the kernel has the attribute (number {attr}, u8); \
-                 sending {}",
-                u8::from(want)
-            );
-            Ok(Some((attr, want)))
-        }
-        None if !want => {
-            log!(
-                report,
-                "-a 0: this kernel's bind-rx has no autorelease attribute (policy \
-                 attributes {kinds:?}); binding without it (the kernel's only mode \
-                 releases tokens still held at close)"
-            );
-            Ok(None)
-        }
-        None => Err(Error::Skip(Missing::AutoreleaseAttr { policy: kinds })),
+    let policy = skip_if_family_missing(crate::netlink::ctrl::bind_rx_policy(), "netdev")?;
+    let attr = crate::caps::bind_autorelease(want, &policy).map_err(Error::Skip)?;
+    match attr {
+        Some((number, _)) => log!(
+            report,
+            "bind-rx autorelease: the kernel has the attribute (number {number}, u8); sending {}",
+            u8::from(want)
+        ),
+        None => log!(
+            report,
+            "-a 0: this kernel's bind-rx has no autorelease attribute (policy attributes {:?}); \
+             binding without it (the kernel's only mode releases tokens still held at close)",
+            policy.iter().map(|a| a.kind).collect::<Vec<_>>()
+        ),
     }
+    Ok(attr)
 }
 
 /// `-b` needs a kernel whose bind-rx knows `rx-page-size` (attribute 5): ask the kernel's

@@ -306,15 +306,9 @@ impl Inner {
                 errno,
             ),
             (family, name) => Error::Netlink(Box::new(NlError {
-                family: family.into(),
-                op: name.into(),
-                target: self.target(),
-                errno,
                 ext_msg: msg.map(str::to_string),
                 bad_attr: bad_attr.map(str::to_string),
-                missing_attr: None,
-                missing_nest: None,
-                ack_problem: None,
+                ..NlError::refusal(family, name, self.target(), errno)
             })),
         }
     }

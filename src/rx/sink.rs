@@ -135,6 +135,9 @@ impl<'a, W: Write> PayloadSink<'a, W> {
     /// flushed, then the verdict: `result` (the loop's), else the flush's error, else, for a
     /// validated stream, its mismatches.
     pub(crate) fn finish(&mut self, stats: &mut RxStats, result: Result<()>) -> Result<()> {
+        if let Some(v) = &mut self.validator {
+            v.end();
+        }
         self.update(stats);
         stats.crc32 = self.crc.value(self.validator.as_ref().map(|v| v.pattern()));
         let result = result.and_then(|()| {
