@@ -4,7 +4,7 @@
 //! `--verify-restore`'s errors, and writes `--json`). `main` maps the verdict to the exit code
 //! ([`crate::error::Error::exit_code`]).
 
-use crate::cli::Run;
+use crate::cli::{JsonTarget, Run, PROGRAM};
 use crate::error::Result;
 use crate::run_report::RunReport;
 use crate::signals;
@@ -21,10 +21,20 @@ pub use crate::run_report::print_stdout;
 pub fn run(run: &Run) -> Result<()> {
     signals::install()?;
     // A summary that cannot be written is known before anything is set up.
-    if let Some(path) = &run.common.json {
+    if let Some(path) = run.common.json.as_ref().and_then(JsonTarget::file) {
         crate::stats::check_json_path(path)?;
     }
     let report = RunReport::new(run.mode.mode(), run.common.clone());
     let result = crate::modes::run(&run.mode, &report);
-    report.finish(result)
+    let quiet = report.quiet();
+    let body = report.body_json();
+    let result = report.finish(result);
+    // `--quiet`'s verdict: a failure is the error main prints; a pass is this line.
+    if quiet && result.is_ok() {
+        crate::elog!(
+            "{PROGRAM}: {}",
+            crate::run_report::pass_line(run.mode.mode(), body.as_ref())
+        );
+    }
+    result
 }

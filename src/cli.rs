@@ -270,7 +270,28 @@ pub struct Common {
     /// `-V`/`--quiet`.
     pub verbosity: Verbosity,
     /// `--json`: where to write the summary as one JSON object.
-    pub json: Option<PathBuf>,
+    pub json: Option<JsonTarget>,
+    /// The command line as typed, without `argv[0]` (the summary's `argv`).
+    pub argv: Vec<String>,
+}
+
+/// Where `--json` writes the summary object (`docs/json.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonTarget {
+    /// `--json FILE`: written atomically to this file.
+    File(PathBuf),
+    /// `--json -`: one line on stdout (the human output goes to stderr).
+    Stdout,
+}
+
+impl JsonTarget {
+    /// The file, or `None` for stdout.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            JsonTarget::File(p) => Some(p),
+            JsonTarget::Stdout => None,
+        }
+    }
 }
 
 /// What every receiver takes: where it listens, what it validates, and its limits.
@@ -507,6 +528,8 @@ pub struct SenderArgs {
     pub pattern: PatternArgs,
     /// `--timeout`: the connect retry window (`None` = 5 s).
     pub timeout: Option<Duration>,
+    /// `--progress`: interval between progress lines; `None` = none.
+    pub progress: Option<Duration>,
 }
 
 /// The default control port of `--peer-server` and `--peer`.
@@ -643,6 +666,7 @@ pub fn parse(argv: &[String], page_size: usize) -> Result<Command> {
         )));
     }
     let mut run = resolve(typed, &given)?;
+    run.common.argv = argv.to_vec();
     if let ModeArgs::Sweep(s) = &mut run.mode {
         s.command_line = argv.to_vec();
     }
@@ -703,6 +727,7 @@ fn resolve(t: Typed, given: &[&'static Flag]) -> Result<Run> {
     let common = Common {
         verbosity,
         json: t.json.clone(),
+        argv: Vec::new(),
     };
     Ok(Run {
         common,
@@ -917,6 +942,17 @@ fn check_rules(t: &Typed, role: Role) -> Result<()> {
                 duration.as_secs_f64()
             )));
         }
+    }
+    if t.json == Some(JsonTarget::Stdout)
+        && role.receives()
+        && t.peer.is_none()
+        && t.seed.is_none()
+        && t.validate.is_none()
+    {
+        return Err(usage_err(
+            "--json -: a receiver without -v N or --seed writes the payload to stdout; give \
+             -v N or --seed SEED, or --json FILE",
+        ));
     }
     check_sweep_rules(t, role)?;
     if t.verify_restore && t.skip_nic_config && role != Role::Probe {
@@ -1166,6 +1202,7 @@ fn mode_args(
             pattern: pattern(&t)?,
             peer: peer(server, client)?,
             timeout: t.timeout,
+            progress: t.progress,
         }),
     })
 }
@@ -1249,8 +1286,9 @@ Values:
   GiB), e.g. 1G. A repeated option keeps its last value. Short options bundle (-ls ::1) and
   take values attached or separate (-q4, -q 4). A separate value spelled like one of the
   options (--json --verify-restore) is refused as a forgotten value, and -f and --json values
-  never start with '-' (write ./-name for such a file). -s and -c take unicast addresses
-  (no link-local IPv6 where a socket uses them: it needs a zone, which they do not take).
+  never start with '-' (write ./-name for such a file; --json - is stdout). -s and -c take
+  unicast addresses (no link-local IPv6 where a socket uses them: it needs a zone, which they
+  do not take).
 
 Differences from C ncdevmem:
   Unknown options and positional arguments are refused with exit 2 (C prints \"unknown

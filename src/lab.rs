@@ -294,6 +294,7 @@ fn one_run(
     let common = Common {
         verbosity: report.verbosity(),
         json: None,
+        argv: Vec::new(),
     };
     let mode = args.mode();
     let before = ProcStat::read().ok();
@@ -397,7 +398,7 @@ fn output(
             first_err.get_or_insert(e);
         }
     };
-    keep(crate::run_report::print_stdout(&text));
+    keep(report.print(&text));
     if let Some(path) = &a.csv {
         keep(
             results::csv(plan, records)

@@ -6,12 +6,10 @@
 //! and verification into it too, from its explicit finish or, on an early return, from its
 //! drop. So every exit path of a mode ends in [`RunReport::finish`], which writes `--json`.
 
+use crate::cli::{Common, JsonTarget, Mode, Verbosity, PROGRAM};
+use crate::error::{Error, Result};
 use std::cell::RefCell;
 use std::io::Write;
-use std::path::Path;
-
-use crate::cli::{Common, Mode, Verbosity, PROGRAM};
-use crate::error::{Error, Result};
 
 /// What one run found (see the module docs). Single-threaded: a collector with interior
 /// mutability, so the mode and its NIC setup can both record into it.
@@ -138,9 +136,9 @@ impl RunReport {
     /// 3. a summary that cannot be written fails a run that succeeded; a run that failed
     ///    keeps its own error (the write failure is logged).
     ///
-    /// Without a JSON object of its own (the run ended before its summary: no connection
-    /// within `--timeout`, a skip, a refused bind) the file gets
-    /// `{"mode", "ok": false, "verdict", "error"}`.
+    /// The object is [`summary_json`]'s: the same top-level keys for every mode and outcome;
+    /// a run that ended before its summary (no connection within `--timeout`, a skip, a
+    /// refused bind) has only those.
     pub(crate) fn finish(self, run: Result<()>) -> Result<()> {
         let result = match (run, self.undo.into_inner()) {
             (r, None) => r,
@@ -159,23 +157,105 @@ impl RunReport {
                 Err(run)
             }
         };
-        let Some(path) = self.common.json.as_deref() else {
+        let Some(target) = self.common.json.as_ref() else {
             return result;
         };
-        let json = match self.body.into_inner() {
-            Some(json) => json,
-            None => {
-                let err = result.as_ref().err();
-                serde_json::json!({
-                    "mode": json_mode_name(self.mode),
-                    "ok": false,
-                    "verdict": verdict_name(&result),
-                    "error": err.map(ToString::to_string),
-                })
-            }
-        };
-        write_summary(path, &json, result)
+        let json = summary_json(
+            self.mode,
+            &self.common.argv,
+            self.body.into_inner(),
+            &result,
+        );
+        write_summary(target, &json, result)
     }
+
+    /// Writes `text` (a report, the probe's check lines, a sweep's table) where the run's
+    /// human output goes: stdout, or stderr when `--json -` has stdout for the summary.
+    ///
+    /// Errors: as [`print_stdout`]; `write(stderr)` failing.
+    pub(crate) fn print(&self, text: &str) -> Result<()> {
+        match self.json_on_stdout() {
+            false => print_stdout(text),
+            true => {
+                let mut err = std::io::stderr().lock();
+                err.write_all(text.as_bytes())
+                    .and_then(|()| err.flush())
+                    .map_err(|e| Error::io("write(stderr)", &e))
+            }
+        }
+    }
+
+    /// `--json -`: the summary object goes to stdout, so nothing else may.
+    pub(crate) fn json_on_stdout(&self) -> bool {
+        self.common.json == Some(JsonTarget::Stdout)
+    }
+}
+
+/// The top-level keys every `--json` object carries (`docs/json.md`), in this order before
+/// the mode's own.
+#[cfg(test)]
+pub(crate) const ENVELOPE_KEYS: [&str; 7] = [
+    "mode",
+    "ok",
+    "verdict",
+    "error",
+    "version",
+    "argv",
+    "kernel_release",
+];
+
+/// The `--json` object of a run of `mode` typed as `argv` that ended with `result`: the
+/// envelope ([`ENVELOPE_KEYS`]: `mode`, `ok`, `verdict` `"pass"`|`"fail"`|`"skip"`, `error`
+/// null or the message the run ended with, `version`, `argv`, `kernel_release` or null), then
+/// the keys of the mode's `body` (none when the run ended before its summary). The envelope's
+/// keys win over the body's: `ok` and `error` are the run's final verdict, after the NIC undo
+/// and `--verify-restore`.
+pub(crate) fn summary_json(
+    mode: Mode,
+    argv: &[String],
+    body: Option<serde_json::Value>,
+    result: &Result<()>,
+) -> serde_json::Value {
+    let mut obj = serde_json::Map::new();
+    obj.insert("mode".into(), json_mode_name(mode).into());
+    obj.insert("ok".into(), result.is_ok().into());
+    obj.insert("verdict".into(), verdict_name(result).into());
+    obj.insert(
+        "error".into(),
+        result.as_ref().err().map(ToString::to_string).into(),
+    );
+    obj.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+    obj.insert("argv".into(), argv.into());
+    obj.insert(
+        "kernel_release".into(),
+        crate::sys::kernel_release().ok().into(),
+    );
+    if let Some(serde_json::Value::Object(body)) = body {
+        for (k, v) in body {
+            obj.entry(k).or_insert(v);
+        }
+    }
+    serde_json::Value::Object(obj)
+}
+
+/// The one line `--quiet` prints for a run that passed: `pass (MODE)`, with the bytes, the
+/// rate and the CRC-32 of a summary that has them (`pass (plain TCP): 1048576 bytes, 0.84
+/// Gbit/s, crc32 0x1c5d4b0a`).
+pub(crate) fn pass_line(mode: Mode, body: Option<&serde_json::Value>) -> String {
+    let mut line = format!("pass ({})", json_mode_name(mode));
+    let Some(b) = body else {
+        return line;
+    };
+    if let Some(bytes) = b.get("bytes").and_then(serde_json::Value::as_u64) {
+        line.push_str(&format!(": {bytes} bytes"));
+        if let Some(g) = b.get("gbit_per_s").and_then(serde_json::Value::as_f64) {
+            line.push_str(&format!(", {g:.2} Gbit/s"));
+        }
+        if let Some(crc) = b.get("crc32").and_then(serde_json::Value::as_u64) {
+            line.push_str(&format!(", crc32 0x{crc:08x}"));
+        }
+    }
+    line
 }
 
 /// The `"mode"` the JSON summary of `mode` carries.
@@ -193,20 +273,24 @@ pub(crate) fn json_mode_name(mode: Mode) -> &'static str {
     }
 }
 
-/// `ok`, `skip` or `fail`: the verdict of a run's result, as the JSON summaries name it.
+/// `pass`, `skip` or `fail`: the verdict of a run's result, as the JSON summaries name it.
 pub(crate) fn verdict_name(result: &Result<()>) -> &'static str {
     match result {
-        Ok(()) => "ok",
+        Ok(()) => "pass",
         Err(Error::Skip(_)) => "skip",
         Err(_) => "fail",
     }
 }
 
-/// Writes `json` to `--json` `path` and combines that with the run's `result`: a run that
-/// failed keeps its own error and exit code (the write failure is logged), a run that
-/// succeeded fails with the write error.
-fn write_summary(path: &Path, json: &serde_json::Value, result: Result<()>) -> Result<()> {
-    match (crate::stats::write_json_atomic(path, json), result) {
+/// Writes `json` to `--json` `target` (a file, atomically, or one line on stdout) and
+/// combines that with the run's `result`: a run that failed keeps its own error and exit code
+/// (the write failure is logged), a run that succeeded fails with the write error.
+fn write_summary(target: &JsonTarget, json: &serde_json::Value, result: Result<()>) -> Result<()> {
+    let written = match target {
+        JsonTarget::File(path) => crate::stats::write_json_atomic(path, json),
+        JsonTarget::Stdout => print_stdout(&format!("{json}\n")),
+    };
+    match (written, result) {
         (Ok(()), r) => r,
         (Err(e), Ok(())) => Err(e),
         (Err(e), Err(run)) => {
@@ -236,15 +320,76 @@ mod tests {
     /// (exit 4), a failure keeps its message; only a run that succeeded fails with it.
     #[test]
     fn a_json_write_failure_keeps_the_runs_verdict() {
-        let gone = std::path::Path::new("/nonexistent-dir-ncdevmem/x.json");
+        let gone = JsonTarget::File("/nonexistent-dir-ncdevmem/x.json".into());
         let json = serde_json::json!({"ok": false});
-        let e = write_summary(gone, &json, Err(Error::Skip(Missing::ChannelConfig))).unwrap_err();
+        let e = write_summary(&gone, &json, Err(Error::Skip(Missing::ChannelConfig))).unwrap_err();
         assert_eq!(e.exit_code(), crate::error::EXIT_SKIP, "{e}");
         assert_eq!(e.to_string(), format!("skip: {}", Missing::ChannelConfig));
-        let e = write_summary(gone, &json, Err(Error::Failure("mismatch".into()))).unwrap_err();
+        let e = write_summary(&gone, &json, Err(Error::Failure("mismatch".into()))).unwrap_err();
         assert_eq!(e.to_string(), "mismatch");
-        let e = write_summary(gone, &json, Ok(())).unwrap_err();
+        let e = write_summary(&gone, &json, Ok(())).unwrap_err();
         assert!(e.to_string().starts_with("--json: "), "{e}");
+    }
+
+    /// Every mode's object starts with the same keys, whatever its body; the envelope's
+    /// verdict wins over a body's own `ok`/`error` (a receive that passed, then an undo that
+    /// failed, is a failure), and the body's other keys stay.
+    #[test]
+    fn every_summary_has_the_envelope_and_the_final_verdict() {
+        let argv = vec!["-f".to_string(), "eth0".to_string()];
+        let body = serde_json::json!({"mode": "plain TCP", "ok": true, "bytes": 7});
+        for mode in [
+            Mode::PlainServer,
+            Mode::Server,
+            Mode::ZcrxServer,
+            Mode::Client,
+            Mode::PatternSender,
+            Mode::Probe,
+            Mode::Report,
+            Mode::PeerServer,
+            Mode::Sweep,
+        ] {
+            for (result, verdict) in [
+                (Ok(()), "pass"),
+                (Err(Error::Skip(Missing::ChannelConfig)), "skip"),
+                (Err(Error::Failure("rule left".into())), "fail"),
+            ] {
+                for b in [None, Some(body.clone())] {
+                    let j = summary_json(mode, &argv, b.clone(), &result);
+                    for k in ENVELOPE_KEYS {
+                        assert!(j.get(k).is_some(), "{mode:?} {verdict}: no {k}: {j}");
+                    }
+                    assert_eq!(j["mode"], json_mode_name(mode));
+                    assert_eq!(j["verdict"], verdict);
+                    assert_eq!(j["ok"], result.is_ok());
+                    assert_eq!(j["argv"], serde_json::json!(["-f", "eth0"]));
+                    assert_eq!(j["version"], env!("CARGO_PKG_VERSION"));
+                    match &result {
+                        Ok(()) => assert!(j["error"].is_null()),
+                        Err(e) => assert_eq!(j["error"], e.to_string()),
+                    }
+                    assert_eq!(j.get("bytes").is_some(), b.is_some(), "{j}");
+                }
+            }
+        }
+    }
+
+    /// `--quiet`'s line for a pass: the mode, and the bytes, rate and CRC-32 when the body
+    /// has them.
+    #[test]
+    fn the_pass_line_names_the_mode_and_the_figures() {
+        assert_eq!(pass_line(Mode::Report, None), "pass (report)");
+        let body =
+            serde_json::json!({"bytes": 1048576, "gbit_per_s": 2.314, "crc32": 0x0faf8379u32});
+        assert_eq!(
+            pass_line(Mode::PlainServer, Some(&body)),
+            "pass (plain TCP): 1048576 bytes, 2.31 Gbit/s, crc32 0x0faf8379"
+        );
+        let flows = serde_json::json!({"bytes": 5, "gbit_per_s": 0.0, "crc32": null});
+        assert_eq!(
+            pass_line(Mode::Server, Some(&flows)),
+            "pass (devmem): 5 bytes, 0.00 Gbit/s"
+        );
     }
 
     fn report() -> RunReport {

@@ -12,11 +12,12 @@
 
 use std::net::SocketAddrV6;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::AtomicI32;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::netlink::netdev::{DmabufBinding, Netdev};
+use crate::stats::CpuTime;
 use crate::sys::socket;
 use crate::sys::zerocopy::{self, ZerocopySocket};
 use crate::validate::StreamSpec;
@@ -71,6 +72,10 @@ pub struct SendStats {
     pub elapsed: Duration,
     /// The stream sent (`-v N` or `--seed SEED`).
     pub stream: Option<StreamSpec>,
+    /// CPU time over [`elapsed`](Self::elapsed): the process's (`getrusage(RUSAGE_SELF)`)
+    /// for one connection, the flow's thread's (`RUSAGE_THREAD`) for a flow of
+    /// [`send_flows`]; `None` when it could not be read.
+    pub cpu: Option<CpuTime>,
 }
 
 impl SendStats {
@@ -79,20 +84,32 @@ impl SendStats {
         crate::stats::gbit_per_s(self.bytes, self.elapsed)
     }
 
-    /// One human line for stderr.
+    /// User + system CPU time over the send divided by its wall time (1.0 = one CPU busy
+    /// throughout); `None` without CPU figures or elapsed time.
+    pub fn cpu_utilisation(&self) -> Option<f64> {
+        cpu_share(self.cpu, self.elapsed)
+    }
+
+    /// One human line for stderr, e.g. `sent 1048576 bytes (period 7) in 4 writes, 0.003 s,
+    /// 3.06 Gbit/s, crc32 0x0faf8379; CPU user 0.000 s, sys 0.002 s (67% of one CPU over the
+    /// send)`.
     pub fn summary_line(&self) -> String {
         format!(
-            "sent {} bytes{} in {} writes, {:.3} s, {:.2} Gbit/s, crc32 0x{:08x}",
+            "sent {} bytes{} in {} writes, {:.3} s, {:.2} Gbit/s, crc32 0x{:08x}{}",
             self.bytes,
             self.stream.map(|t| format!(" ({t})")).unwrap_or_default(),
             self.writes,
             self.elapsed.as_secs_f64(),
             self.gbps(),
-            self.crc32
+            self.crc32,
+            cpu_text(self.cpu, self.elapsed),
         )
     }
 
-    /// The same facts as one JSON object.
+    /// The same facts as one JSON object: `mode` (`"pattern-sender"`), `bytes`, `writes`,
+    /// `crc32` (number), `stream`, `elapsed_s`, `gbit_per_s`, `cpu_user_s` and `cpu_sys_s`
+    /// (seconds over the send, null when unknown), `cpu_utilisation` (fraction of one CPU,
+    /// null when unknown).
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "mode": "pattern-sender",
@@ -102,8 +119,106 @@ impl SendStats {
             "stream": self.stream.map(|t| t.to_string()),
             "elapsed_s": self.elapsed.as_secs_f64(),
             "gbit_per_s": self.gbps(),
+            "cpu_user_s": self.cpu.map(|c| c.user.as_secs_f64()),
+            "cpu_sys_s": self.cpu.map(|c| c.sys.as_secs_f64()),
+            "cpu_utilisation": self.cpu_utilisation(),
         })
     }
+}
+
+/// `cpu`'s user + system time over `wall` (1.0 = one CPU busy throughout); `None` without
+/// CPU figures or elapsed time.
+pub fn cpu_share(cpu: Option<CpuTime>, wall: Duration) -> Option<f64> {
+    let c = cpu?;
+    let wall = wall.as_secs_f64();
+    (wall > 0.0).then(|| (c.user.as_secs_f64() + c.sys.as_secs_f64()) / wall)
+}
+
+/// `"; CPU user U s, sys S s (P% of one CPU over the send)"`, or nothing without figures.
+pub fn cpu_text(cpu: Option<CpuTime>, wall: Duration) -> String {
+    match cpu {
+        None => String::new(),
+        Some(c) => format!(
+            "; CPU user {:.3} s, sys {:.3} s ({:.0}% of one CPU over the send)",
+            c.user.as_secs_f64(),
+            c.sys.as_secs_f64(),
+            cpu_share(cpu, wall).unwrap_or(0.0) * 100.0
+        ),
+    }
+}
+
+/// A progress line every `interval` while a sender sends (`--progress SECS`).
+pub struct SendProgress<'a> {
+    /// Between two lines.
+    pub interval: Duration,
+    /// Takes each line (the sender logs it).
+    pub line: &'a mut dyn FnMut(String),
+}
+
+impl std::fmt::Debug for SendProgress<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendProgress")
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The progress clock of a send: when the next line is due, and the bytes and time of the
+/// previous one.
+struct ProgressClock {
+    start: Instant,
+    interval: Duration,
+    next: Option<Instant>,
+    prev_bytes: u64,
+    prev_at: Instant,
+}
+
+impl ProgressClock {
+    fn new(interval: Duration) -> ProgressClock {
+        let start = Instant::now();
+        ProgressClock {
+            start,
+            interval,
+            next: start.checked_add(interval),
+            prev_bytes: 0,
+            prev_at: start,
+        }
+    }
+
+    /// The line due at `now` with `bytes` sent so far by `flows` flows, if one is due:
+    /// `tx progress: 104857600 bytes in 1.0 s, 0.839 Gbit/s (last 1.0 s: 0.839 Gbit/s)`.
+    fn line(&mut self, now: Instant, bytes: u64, flows: u32) -> Option<String> {
+        if self.next.is_none_or(|at| now < at) {
+            return None;
+        }
+        let since = now - self.prev_at;
+        let what = match flows {
+            1 => String::new(),
+            n => format!(" ({n} flows)"),
+        };
+        let line = format!(
+            "tx progress{what}: {bytes} bytes in {:.1} s, {:.3} Gbit/s (last {:.1} s: {:.3} \
+             Gbit/s)",
+            (now - self.start).as_secs_f64(),
+            crate::stats::gbit_per_s(bytes, now - self.start),
+            since.as_secs_f64(),
+            crate::stats::gbit_per_s(bytes.saturating_sub(self.prev_bytes), since),
+        );
+        self.prev_bytes = bytes;
+        self.prev_at = now;
+        self.next = now.checked_add(self.interval);
+        Some(line)
+    }
+}
+
+/// How a pattern send ended: its figures once it was connected (also when it then failed or
+/// was stopped: what was sent so far), and its verdict.
+#[derive(Debug)]
+pub struct SendOutcome {
+    /// `None` when it never connected.
+    pub stats: Option<SendStats>,
+    /// The send's verdict.
+    pub result: Result<()>,
 }
 
 /// Connects to `req.peer` and sends `req.total_bytes` of the pattern, then shuts down the
@@ -112,24 +227,57 @@ impl SendStats {
 /// Errors: `Error::Usage` for a bad period; `Error::Timeout` / `Error::Sys` from connect or
 /// send (`EPIPE`/`ECONNRESET` when the receiver went away); `Error::Interrupted` on a signal.
 pub fn send_pattern(req: &PatternSend, stop: &AtomicI32) -> Result<SendStats> {
+    let SendOutcome { stats, result } = send_pattern_reporting(req, stop, None);
+    result.map(|()| stats.unwrap_or_default())
+}
+
+/// [`send_pattern`], with a progress line every `progress.interval`, and the figures of what
+/// was sent also when the send failed or was stopped once connected (a partial summary).
+///
+/// Errors (in [`SendOutcome::result`]): as [`send_pattern`].
+pub fn send_pattern_reporting(
+    req: &PatternSend,
+    stop: &AtomicI32,
+    progress: Option<SendProgress<'_>>,
+) -> SendOutcome {
+    let failed = |e| SendOutcome {
+        stats: None,
+        result: Err(e),
+    };
     let write_size = req.write_size.map_or(DEFAULT_WRITE_SIZE, |n| n.max(1));
-    let source = PatternSource::new(req.stream, req.total_bytes, write_size, req.corrupt_offset)?;
-    let fd = connect_retrying_to(
+    let source =
+        match PatternSource::new(req.stream, req.total_bytes, write_size, req.corrupt_offset) {
+            Ok(s) => s,
+            Err(e) => return failed(e),
+        };
+    let fd = match connect_retrying_to(
         req.peer,
         req.local,
         req.ifname.as_deref(),
         req.timeout,
         stop,
-    )?;
+    ) {
+        Ok(fd) => fd,
+        Err(e) => return failed(e),
+    };
     let sock = fd.as_fd();
-    refuse_self_connect(sock)?;
-    let result = send_pattern_on(req, source, sock, stop);
+    if let Err(e) = refuse_self_connect(sock) {
+        return failed(e);
+    }
+    let mut stats = SendStats {
+        stream: Some(req.stream),
+        ..SendStats::default()
+    };
+    let result = send_pattern_on(req, source, sock, stop, &mut stats, progress);
     if result.is_err() {
         // Stopped early (signal, timeout, error): reset the connection so the receiver sees
         // ECONNRESET instead of a clean end of a truncated stream.
         let _ = socket::abort_on_close(sock);
     }
-    result
+    SendOutcome {
+        stats: Some(stats),
+        result,
+    }
 }
 
 /// With `-c` equal to `-s` and the same port, TCP's simultaneous open can connect a socket to
@@ -145,34 +293,46 @@ fn refuse_self_connect(sock: std::os::fd::BorrowedFd<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Sends what `source` (pieces of the write size) produces, one `send` each.
+/// Sends what `source` (pieces of the write size) produces, one `send` each, counting into
+/// `stats` (bytes, writes, CRC-32, time and CPU so far, also when it fails).
 fn send_pattern_on(
     req: &PatternSend,
     mut source: PatternSource,
     sock: std::os::fd::BorrowedFd<'_>,
     stop: &AtomicI32,
-) -> Result<SendStats> {
+    stats: &mut SendStats,
+    mut progress: Option<SendProgress<'_>>,
+) -> Result<()> {
     if req.write_size.is_some() {
         socket::set_nodelay(sock, true)?;
     }
-    let mut chunk = Vec::new();
     let mut crc = crc32fast::Hasher::new();
-    let mut stats = SendStats {
-        stream: Some(req.stream),
-        ..SendStats::default()
-    };
+    let cpu_at_start = crate::sys::cpu_time();
+    let mut clock = progress.as_ref().map(|p| ProgressClock::new(p.interval));
     let start = Instant::now();
-    while source.next_piece(usize::MAX, &mut chunk)? {
-        crate::signals::check_flag(stop)?;
-        crate::conn::send_all_timeout(sock, &chunk, req.timeout)?;
-        crc.update(&chunk);
-        stats.bytes += chunk.len() as u64;
-        stats.writes += 1;
-    }
+    let sent: Result<()> = (|| {
+        let mut chunk = Vec::new();
+        while source.next_piece(usize::MAX, &mut chunk)? {
+            crate::signals::check_flag(stop)?;
+            crate::conn::send_all_timeout(sock, &chunk, req.timeout)?;
+            crc.update(&chunk);
+            stats.bytes += chunk.len() as u64;
+            stats.writes += 1;
+            if let (Some(c), Some(p)) = (clock.as_mut(), progress.as_mut()) {
+                if let Some(line) = c.line(Instant::now(), stats.bytes, 1) {
+                    (p.line)(line);
+                }
+            }
+        }
+        Ok(())
+    })();
     stats.elapsed = start.elapsed();
     stats.crc32 = crc.finalize();
-    socket::shutdown_write(sock)?;
-    Ok(stats)
+    stats.cpu = cpu_at_start
+        .zip(crate::sys::cpu_time())
+        .map(|(a, b)| b.since(a));
+    sent?;
+    socket::shutdown_write(sock)
 }
 
 /// [`crate::conn::connect_timeout`], retrying a refused connect every 100 ms within `timeout`
@@ -305,6 +465,18 @@ pub fn send_flows(
     flows: &SendFlows,
     stop: &AtomicI32,
 ) -> (Vec<SendStats>, Result<()>) {
+    send_flows_reporting(req, flows, stop, None)
+}
+
+/// [`send_flows`], with a progress line of all flows together every `progress.interval`.
+///
+/// Errors: as [`send_flows`].
+pub fn send_flows_reporting(
+    req: &PatternSend,
+    flows: &SendFlows,
+    stop: &AtomicI32,
+    mut progress: Option<SendProgress<'_>>,
+) -> (Vec<SendStats>, Result<()>) {
     let n = flows.count.max(1);
     let mut socks = Vec::with_capacity(n as usize);
     for k in 0..n {
@@ -336,19 +508,28 @@ pub fn send_flows(
     }
     let run_stop = AtomicI32::new(0);
     let end = flows.duration.and_then(|d| Instant::now().checked_add(d));
+    let sent: Vec<AtomicU64> = socks.iter().map(|_| AtomicU64::new(0)).collect();
+    let mut clock = progress.as_ref().map(|p| ProgressClock::new(p.interval));
     let results: Vec<(SendStats, Result<()>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = socks
             .iter()
+            .zip(&sent)
             .enumerate()
-            .map(|(k, fd)| {
+            .map(|(k, (fd, sent))| {
                 let run_stop = &run_stop;
                 scope.spawn(move || {
-                    send_one_flow(req, flows, k as u32, n, fd.as_fd(), end, run_stop)
+                    send_one_flow(req, flows, k as u32, n, fd.as_fd(), end, run_stop, sent)
                 })
             })
             .collect();
         loop {
             std::thread::sleep(Duration::from_millis(50));
+            if let (Some(c), Some(p)) = (clock.as_mut(), progress.as_mut()) {
+                let bytes = sent.iter().map(|b| b.load(Ordering::Relaxed)).sum();
+                if let Some(line) = c.line(Instant::now(), bytes, n) {
+                    (p.line)(line);
+                }
+            }
             let sig = stop.load(std::sync::atomic::Ordering::SeqCst);
             if sig != 0 {
                 let _ = run_stop.compare_exchange(
@@ -386,7 +567,9 @@ pub fn send_flows(
 /// The run's stop flag when another flow of [`send_flows`] failed.
 const SEND_FLOW_FAILED: i32 = -2;
 
-/// One flow of [`send_flows`] on `sock`.
+/// One flow of [`send_flows`] on `sock`; `sent` follows its byte count (for the progress
+/// lines).
+#[allow(clippy::too_many_arguments)]
 fn send_one_flow(
     req: &PatternSend,
     flows: &SendFlows,
@@ -395,8 +578,10 @@ fn send_one_flow(
     sock: BorrowedFd<'_>,
     end: Option<Instant>,
     run_stop: &AtomicI32,
+    sent: &AtomicU64,
 ) -> (SendStats, Result<()>) {
     let mut stats = SendStats::default();
+    let cpu_at_start = crate::sys::cpu::thread_cpu_time();
     let result = (|| {
         if let Some(cpu) = flows
             .cpus
@@ -419,7 +604,7 @@ fn send_one_flow(
         let mut chunk = Vec::new();
         let mut crc = crc32fast::Hasher::new();
         let start = Instant::now();
-        let sent = loop {
+        let done = loop {
             if end.is_some_and(|e| Instant::now() >= e) {
                 break Ok(());
             }
@@ -445,10 +630,11 @@ fn send_one_flow(
             crc.update(&chunk);
             stats.bytes += chunk.len() as u64;
             stats.writes += 1;
+            sent.store(stats.bytes, Ordering::Relaxed);
         };
         stats.elapsed = start.elapsed();
         stats.crc32 = crc.finalize();
-        sent?;
+        done?;
         match socket::shutdown_write(sock) {
             Err(e) if end.is_some() && matches!(e.errno(), Some(libc::ENOTCONN | libc::EPIPE)) => {
                 Ok(())
@@ -456,6 +642,9 @@ fn send_one_flow(
             r => r,
         }
     })();
+    stats.cpu = cpu_at_start
+        .zip(crate::sys::cpu::thread_cpu_time())
+        .map(|(a, b)| b.since(a));
     if result.is_err() {
         let _ = run_stop.compare_exchange(
             0,

@@ -631,7 +631,7 @@ fn probe_on_a_good_nic_passes_every_check() {
         "{out}"
     );
     assert_eq!(nic.state(), before);
-    assert_eq!(o.to_json()["verdict"], "ok");
+    assert_eq!(o.to_json()["verdict"], "pass");
     // The one binding the kernel returned, for the exit wait on its page pools.
     assert_eq!(o.bindings.len(), 1, "{:?}", o.bindings);
     assert!(

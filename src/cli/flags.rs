@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Role, Seed, UnbindMode, PROGRAM};
+use super::{JsonTarget, Role, Seed, UnbindMode, PROGRAM};
 use crate::error::{Error, Result};
 use crate::memory::MemorySource;
 
@@ -77,6 +77,7 @@ const ALL: Roles = &[
 ];
 const RECEIVERS: Roles = &[Role::Server, Role::Zcrx, Role::Plain];
 const SENDERS: Roles = &[Role::TxPattern, Role::Sender];
+const PROGRESS_ROLES: Roles = &[Role::Server, Role::Zcrx, Role::Plain, Role::Sender];
 const FLOW_ROLES: Roles = &[
     Role::Server,
     Role::Zcrx,
@@ -238,7 +239,7 @@ pub(super) struct Typed {
     pub warmup: Option<Duration>,
     pub cpus: Option<Vec<usize>>,
     pub tcp_cc: Option<String>,
-    pub json: Option<PathBuf>,
+    pub json: Option<JsonTarget>,
     pub dmabuf_size: Option<u64>,
     pub memory: MemorySource,
     pub zcrx_nodev: bool,
@@ -696,10 +697,11 @@ pub(super) const FLAGS: &[Flag] = &[
                 seconds_or_off("--progress", "interval", v)?,
             )
         },
-        roles: RECEIVERS,
+        roles: PROGRESS_ROLES,
         only: None,
         example: "1.5",
-        help: "print a progress line every SECS seconds (0 = never, the default)",
+        help: "print a progress line every SECS seconds (0 = never, the default);\n\
+               receivers and --send-pattern without -f",
         section: Section::Ours,
     },
     Flag {
@@ -804,11 +806,18 @@ pub(super) const FLAGS: &[Flag] = &[
         long: "json",
         hint: "FILE",
         expect: EXPECT_PATH,
-        set: |t, v, _| set(&mut t.json, Some(file_path("--json", v)?)),
+        set: |t, v, _| {
+            let target = match v {
+                "-" => JsonTarget::Stdout,
+                _ => JsonTarget::File(file_path("--json", v)?),
+            };
+            set(&mut t.json, Some(target))
+        },
         roles: ALL,
         only: None,
         example: "out.json",
-        help: "also write the final summary to FILE as one JSON object",
+        help: "also write the final summary to FILE as one JSON object (docs/json.md);\n\
+               - writes it to stdout, and what would go to stdout goes to stderr",
         section: Section::Ours,
     },
     Flag {
@@ -832,8 +841,9 @@ pub(super) const FLAGS: &[Flag] = &[
         roles: ALL,
         only: None,
         example: "",
-        help: "log only errors and the verdict (no capability report on stdout; with\n\
-               --report the report then goes only to --json FILE)",
+        help: "log only errors and the verdict (one line when the run passes; no\n\
+               capability report on stdout; with --report the report then goes only to\n\
+               --json FILE)",
         section: Section::Ours,
     },
     Flag {

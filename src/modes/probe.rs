@@ -15,7 +15,7 @@ use crate::nic::report::{HostCaps, NicReport};
 use crate::nic::snapshot::{verify_restored, NicSnapshot};
 use crate::release::kernel::KernelEnv;
 use crate::release::{self, Holdings, PoolOwner};
-use crate::run_report::{verdict_name, RunReport};
+use crate::run_report::RunReport;
 use crate::signals;
 
 /// The probe: prints the capability report first (read-only, so a host that cannot run the
@@ -25,9 +25,10 @@ use crate::signals;
 /// found, the one no configuration can fix first — then prints one line per kernel-contract
 /// check on stdout.
 ///
-/// The JSON object is written whatever the outcome: `{"report", "probe": {"checks",
+/// The JSON body is written whatever the outcome: `{"report", "probe": {"checks",
 /// "verdict", "reason"}}`, where a probe that ended before its checks (a skip, a failure, a
-/// signal) has no checks and says why in `verdict` and `reason`.
+/// signal) has no checks and says why in `verdict` and `reason` (a skip's reason names what
+/// is missing, without the `skip: ` its verdict says).
 ///
 /// Errors: the missing capabilities (exit 4), a broken kernel contract (exit 1), a stop
 /// signal.
@@ -42,7 +43,7 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
             if !report.quiet() {
                 // Informational, like the check lines after it: a stdout that went away
                 // does not change the probe's verdict (the exit code and --json carry it).
-                let _ = crate::run_report::print_stdout(&r.render_text());
+                let _ = report.print(&r.render_text());
             }
             Some(r)
         }
@@ -52,13 +53,15 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
     let (probe, result) = match checks(a, nic, ifindex, &plan, no_queue_ops, report) {
         Ok(outcome) => (outcome.to_json(), outcome.verdict()),
         Err(e) => {
-            let result = Err(e);
             let json = serde_json::json!({
                 "checks": [],
-                "verdict": verdict_name(&result),
-                "reason": result.as_ref().err().map(ToString::to_string),
+                "verdict": match &e {
+                    Error::Skip(_) => "skip",
+                    _ => "fail",
+                },
+                "reason": reason_of(&e),
             });
-            (json, result)
+            (json, Err(e))
         }
     };
     report.body(serde_json::json!({
@@ -113,8 +116,11 @@ fn checks(
         teardown_wait: QUEUE_FREE_WAIT,
         memory: Some(plan.clone()),
     };
-    let stdout = std::io::stdout();
-    let outcome = run_probe(&nic, &p, &mut stdout.lock());
+    let outcome = match report.json_on_stdout() {
+        // `--json -`: the check lines go to stderr, beside the other human output.
+        true => run_probe(&nic, &p, &mut std::io::stderr().lock()),
+        false => run_probe(&nic, &p, &mut std::io::stdout().lock()),
+    };
     drop(mem);
     if let Some(before) = before {
         let verified = verify_restored(&nic, &before);
@@ -145,6 +151,15 @@ fn checks(
     };
     await_release(&mut env, &held, report);
     Ok(outcome)
+}
+
+/// The probe's `reason` for an error that ended it: a skip's missing capabilities (without
+/// the `skip: ` the verdict already says), else the error's message.
+fn reason_of(e: &Error) -> String {
+    match e {
+        Error::Skip(m) => m.to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// Every skip found before the NIC is touched, as one: the driver without queue management

@@ -4,7 +4,6 @@ use super::open_nic;
 use crate::cli::ReportArgs;
 use crate::error::Result;
 use crate::nic::report::{HostCaps, NicReport};
-use crate::run_report::print_stdout;
 use crate::run_report::RunReport;
 
 /// The capability report on stdout (not with `--quiet`) and as the `--json` object.
@@ -19,7 +18,7 @@ pub(crate) fn run(a: &ReportArgs, report: &RunReport) -> Result<()> {
     let caps = nic.with(|ops| Ok(NicReport::gather(ops, host, true)))?;
     let printed = match report.quiet() {
         true => Ok(()),
-        false => print_stdout(&caps.render_text()),
+        false => report.print(&caps.render_text()),
     };
     report.body(caps.to_json());
     printed

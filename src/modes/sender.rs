@@ -7,7 +7,10 @@ use crate::signals::STOP;
 use crate::tx::{self, PatternSend};
 use crate::validate::StreamSpec;
 
-/// Connects, sends the pattern, closes, reports.
+/// Connects, sends the pattern, closes, reports: the summary (bytes, time, rate, CRC-32,
+/// CPU) and the JSON body also when the send failed or was stopped (SIGINT/SIGTERM) once
+/// connected — then of what was sent so far, and the run still fails. `--progress SECS`: a
+/// progress line every SECS.
 ///
 /// Errors: connect (after the retry window), send errors, a stop signal.
 pub(crate) fn run(a: &SenderArgs, report: &RunReport) -> Result<()> {
@@ -23,22 +26,34 @@ pub(crate) fn run(a: &SenderArgs, report: &RunReport) -> Result<()> {
     };
     let f = &a.pattern.flows;
     if f.count > 1 || f.duration.is_some() || f.cpus.is_some() || f.tcp_cc.is_some() {
-        return send_flows(&req, f, report);
+        return send_flows(&req, f, a.progress, report);
     }
-    // A send that failed has no summary of its own: the report says why it ended.
-    let stats = tx::send_pattern(&req, &STOP)?;
-    report.summary(&stats.summary_line());
-    let mut json = stats.to_json();
-    json["ok"] = true.into();
-    report.body(json);
-    Ok(())
+    let mut log_progress = |line: String| report.log(format_args!("{line}"));
+    let progress = a.progress.map(|interval| tx::SendProgress {
+        interval,
+        line: &mut log_progress,
+    });
+    // A send that never connected has no summary of its own: the report says why it ended.
+    let outcome = tx::send_pattern_reporting(&req, &STOP, progress);
+    if let Some(stats) = &outcome.stats {
+        report.summary(&stats.summary_line());
+        report.body(stats.to_json());
+    }
+    outcome.result
 }
 
 /// `--flows N` (or `--duration`, `--cpus`): every flow at once ([`tx::send_flows`]); one line
-/// per flow and one for the total, and the JSON object with each flow's figures.
+/// per flow and one for the total (with the process's CPU time; each flow's line has its
+/// thread's), and the JSON object with each flow's figures; a progress line of all flows
+/// every `progress`.
 ///
 /// Errors: as [`tx::send_flows`].
-fn send_flows(req: &PatternSend, f: &crate::cli::Flows, report: &RunReport) -> Result<()> {
+fn send_flows(
+    req: &PatternSend,
+    f: &crate::cli::Flows,
+    progress: Option<std::time::Duration>,
+    report: &RunReport,
+) -> Result<()> {
     super::flows::check_cpus(f.cpus.as_deref())?;
     let flows = tx::SendFlows {
         count: f.count,
@@ -46,14 +61,28 @@ fn send_flows(req: &PatternSend, f: &crate::cli::Flows, report: &RunReport) -> R
         cpus: f.cpus.clone(),
         tcp_cc: f.tcp_cc.clone(),
     };
-    let (stats, result) = tx::send_flows(req, &flows, &STOP);
+    let mut log_progress = |line: String| report.log(format_args!("{line}"));
+    let progress = progress.map(|interval| tx::SendProgress {
+        interval,
+        line: &mut log_progress,
+    });
+    let cpu_at_start = crate::sys::cpu_time();
+    let (stats, result) = tx::send_flows_reporting(req, &flows, &STOP, progress);
+    let cpu = cpu_at_start
+        .zip(crate::sys::cpu_time())
+        .map(|(a, b)| b.since(a));
+    if stats.is_empty() {
+        // No flow connected: no summary, as for one connection; the report says why.
+        return result;
+    }
     let bytes: u64 = stats.iter().map(|s| s.bytes).sum();
     let elapsed = stats.iter().map(|s| s.elapsed).max().unwrap_or_default();
     let gbps = crate::stats::gbit_per_s(bytes, elapsed);
     report.summary(&format!(
-        "sent {} flows: {bytes} bytes in {:.3} s, {gbps:.2} Gbit/s",
+        "sent {} flows: {bytes} bytes in {:.3} s, {gbps:.2} Gbit/s{}",
         stats.len(),
-        elapsed.as_secs_f64()
+        elapsed.as_secs_f64(),
+        tx::cpu_text(cpu, elapsed),
     ));
     for (k, s) in stats.iter().enumerate() {
         report.summary(&format!("  flow {k}: {}", s.summary_line()));
@@ -64,6 +93,9 @@ fn send_flows(req: &PatternSend, f: &crate::cli::Flows, report: &RunReport) -> R
         "elapsed_s": elapsed.as_secs_f64(),
         "gbit_per_s": gbps,
         "flow_count": stats.len(),
+        "cpu_user_s": cpu.map(|c| c.user.as_secs_f64()),
+        "cpu_sys_s": cpu.map(|c| c.sys.as_secs_f64()),
+        "cpu_utilisation": tx::cpu_share(cpu, elapsed),
         "flows": stats.iter().enumerate().map(|(k, s)| {
             let mut v = s.to_json();
             v["flow"] = k.into();

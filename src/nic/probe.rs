@@ -148,7 +148,8 @@ impl ProbeOutcome {
     }
 
     /// The checks and the verdict as JSON: `{"checks": [{"status", "name", "detail"}],
-    /// "verdict": "ok"|"skip"|"fail", "reason": …}`.
+    /// "verdict": "pass"|"skip"|"fail", "reason": …}` (a skip's reason names what is missing,
+    /// without `skip: `).
     pub fn to_json(&self) -> serde_json::Value {
         let checks: Vec<serde_json::Value> = self
             .checks
@@ -156,7 +157,7 @@ impl ProbeOutcome {
             .map(|c| json!({"status": c.status.to_string(), "name": c.name, "detail": c.detail}))
             .collect();
         let (verdict, reason) = match self.verdict() {
-            Ok(()) => ("ok", None),
+            Ok(()) => ("pass", None),
             Err(Error::Skip(m)) => ("skip", Some(m.to_string())),
             Err(e) => ("fail", Some(e.to_string())),
         };
