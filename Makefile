@@ -13,7 +13,7 @@ export NCDEVMEM_REQUIRE_REAL_KERNEL_TESTS ?= $(if $(filter 0,$(shell id -u)),1,0
 TARGET_DIR = $(eval TARGET_DIR := $(or $(shell scripts/target-dir.sh),$(error cannot find cargo's target directory (scripts/target-dir.sh))))$(TARGET_DIR)
 BIN = $(TARGET_DIR)/release/ncdevmem-rs
 
-.PHONY: all build test lint unit scripts-test test-tools pytest vm-test demo bench install clean
+.PHONY: all build test lint unit scripts-test test-tools pytest vm-test vm-shell demo bench install clean
 
 all: build
 
@@ -56,6 +56,13 @@ test-tools:
 # (README, "Test a devmem kernel change without a NIC").
 vm-test:
 	tests/vm/run.sh $(if $(KERNEL_TREE),--kernel-tree "$(KERNEL_TREE)")
+
+# The VM suite's guest without its cases: the software devmem NIC loaded, pair 0 made (dnic0a,
+# dnic0b in netns dnic0peer), an interactive shell on the console; or, with CMD, that command
+# run there (make vm-shell CMD='ip link; ncdevmem-rs -f dnic0a'), its exit status the target's.
+# tests/vm/run.sh --shell; KERNEL_TREE as for vm-test.
+vm-shell:
+	tests/vm/run.sh $(if $(KERNEL_TREE),--kernel-tree "$(KERNEL_TREE)") --shell $(if $(CMD),'$(CMD)')
 
 # The py/ harness tests: devmem.py run stand-alone against a namespace + veth "remote" (needs
 # root; skipped with the reason otherwise).

@@ -22,8 +22,13 @@
 //! more case (`tests_<name>`), so the whole integration suite also meets the newer kernel.
 //!
 //! usage: `vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--kernel-tests]
-//! [--fault-matrix N] [--only A,B] [--tests DIR]`
+//! [--fault-matrix N] [--only A,B] [--tests DIR] [--list]`
 //! (`--ip`: iproute2's `ip`, not busybox's, which has no `netns`.)
+//!
+//! Before each case it prints `vm-guest: running <case>`, so a runner whose time limit ends
+//! the guest can name the case that was running. `--list` (no `--bin`/`--ip` needed; the
+//! runner calls it on the host) prints the names of the cases the other options select, one a
+//! line, in order, an opt-in case that will only print `skip` as `NAME skip`, and runs nothing.
 //!
 //! Hidden subcommand, used by the `netdevsim_sigterm_mid_run` case as its child process:
 //! `vm_guest hold-nic IF` installs the tool's SIGINT/SIGTERM handlers, turns header split on
@@ -101,6 +106,8 @@ struct Ctx {
     /// Directory of the project's own real-kernel test binaries (`tests/kernel_*.rs`,
     /// `tests/e2e.rs`, test-profile builds), each run as one more case.
     tests: Option<PathBuf>,
+    /// `--list`: print the selected cases' names instead of running them.
+    list: bool,
 }
 
 /// netdevsim device ids used by the cases (each case removes its devices again).
@@ -127,7 +134,7 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("vm_guest: {e}");
             eprintln!(
-                "usage: vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--kernel-tests] [--fault-matrix N] [--only A,B] [--tests DIR]"
+                "usage: vm_guest --bin PATH --ip PATH [--ethtool PATH] [--netdevsim] [--kernel-tests] [--fault-matrix N] [--only A,B] [--tests DIR] [--list]"
             );
             return ExitCode::from(2);
         }
@@ -154,11 +161,14 @@ fn main() -> ExitCode {
         .chain(devmem_nic::cases())
         .map(|(name, case)| (name.to_string(), Box::new(case) as CaseFn))
         .collect();
+    // The opt-in cases that only print skip here (marked so by --list).
+    let mut opt_in_skipped = Vec::new();
     for (name, case) in devmem_nic::kernel_test_cases() {
         let named = ctx.only.iter().any(|o| selects(o, name));
         let run: CaseFn = if ctx.kernel_tests || named {
             Box::new(case)
         } else {
+            opt_in_skipped.push(name.to_string());
             Box::new(|_: &Ctx| {
                 Ok(Outcome::Skip(
                     "opt-in: runs with NCDEVMEM_VM_KERNEL_TESTS=1 or when NCDEVMEM_VM_ONLY \
@@ -188,8 +198,20 @@ fn main() -> ExitCode {
     }
     // Last: what every case above left in the kernel log and in the page pools.
     all.push(("kernel-log".to_string(), Box::new(devmem_nic::kernel_log)));
+    if ctx.list {
+        for (name, _) in &all {
+            if opt_in_skipped.contains(name) {
+                println!("{name} skip");
+            } else {
+                println!("{name}");
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
     let (mut passed, mut failed, mut skipped, mut missed) = (0, 0, 0, 0);
     for (name, case) in &all {
+        println!("vm-guest: running {name}");
+        let _ = std::io::stdout().flush();
         let started = Instant::now();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&ctx)))
             .unwrap_or_else(|p| Err(format!("panicked: {}", panic_text(&p))));
@@ -242,6 +264,7 @@ fn parse_args() -> Result<Ctx, String> {
     let mut tests = None;
     let mut only = Vec::new();
     let mut kernel_tests = false;
+    let mut list = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -250,6 +273,7 @@ fn parse_args() -> Result<Ctx, String> {
             "--ethtool" => ethtool = args.next().map(PathBuf::from).ok_or("--ethtool PATH")?,
             "--netdevsim" => netdevsim = true,
             "--kernel-tests" => kernel_tests = true,
+            "--list" => list = true,
             "--fault-matrix" => {
                 fault_matrix = args
                     .next()
@@ -264,6 +288,11 @@ fn parse_args() -> Result<Ctx, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    // --list runs nothing: the binaries need not be named.
+    if list {
+        bin = bin.or_else(|| Some(PathBuf::new()));
+        ip = ip.or_else(|| Some(PathBuf::new()));
+    }
     Ok(Ctx {
         bin: bin.ok_or("missing --bin")?,
         ip: ip.ok_or("missing --ip")?,
@@ -273,6 +302,7 @@ fn parse_args() -> Result<Ctx, String> {
         only,
         kernel_tests,
         tests,
+        list,
     })
 }
 

@@ -547,6 +547,35 @@ pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(600);
 /// The default `--max-bytes` of `--peer-server` (1 TiB).
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 40;
 
+/// `--peer-send`: how a sweep's peer sends each run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PeerSend {
+    /// Plain TCP (the built-in pattern sender; the default).
+    #[default]
+    Plain,
+    /// Devmem TX through the NIC the peer was started with (`--peer-server -f IF`).
+    Devmem,
+}
+
+impl PeerSend {
+    /// `plain` or `devmem`.
+    pub fn parse(text: &str) -> Option<PeerSend> {
+        match text {
+            "plain" => Some(PeerSend::Plain),
+            "devmem" => Some(PeerSend::Devmem),
+            _ => None,
+        }
+    }
+
+    /// The word [`PeerSend::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerSend::Plain => "plain",
+            PeerSend::Devmem => "devmem",
+        }
+    }
+}
+
 /// `--peer-server -p CTRL`: the sender side of sweeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerServerArgs {
@@ -554,6 +583,11 @@ pub struct PeerServerArgs {
     pub addr: HostAddr,
     /// `-p`: the control port.
     pub port: u16,
+    /// `-f`: the NIC a run asking for devmem TX sends through (its own bind-tx binding per
+    /// run); `None`: plain TCP only, a devmem request is refused. Never named by a request.
+    pub tx_ifname: Option<IfName>,
+    /// `--dmabuf-size`: the dma-buf of each devmem TX run (`None`: the client's default).
+    pub tx_dmabuf_size: Option<u64>,
     /// `--max-duration`: the longest send of one run.
     pub max_duration: Duration,
     /// `--max-bytes`: the most bytes of one run over all flows.
@@ -579,6 +613,10 @@ pub struct SweepArgs {
     pub peer: HostAddr,
     /// `--peer-port`.
     pub peer_port: u16,
+    /// `--peer-send`: plain TCP or devmem TX on the peer.
+    pub peer_send: PeerSend,
+    /// `--write-size`: the peer's write (plain) or piece (devmem) size; `None`: its default.
+    pub peer_write_size: Option<u64>,
     /// `--csv`.
     pub csv: Option<PathBuf>,
     /// `--plot`.
@@ -974,6 +1012,8 @@ fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
             (t.csv.is_some(), "--csv"),
             (t.plot.is_some(), "--plot"),
             (t.peer_port.is_some(), "--peer-port"),
+            (t.peer_send.is_some(), "--peer-send"),
+            (role.receives() && t.write_size.is_some(), "--write-size"),
         ];
         if let Some((_, flag)) = needs.iter().find(|(given, _)| *given) {
             return Err(usage_err(format!(
@@ -1133,6 +1173,8 @@ fn mode_args(
                 None => HostAddr::parse("-s", "server address", "::")?,
             },
             port: t.port.unwrap_or(DEFAULT_PEER_PORT),
+            tx_ifname: t.ifname.clone(),
+            tx_dmabuf_size: t.dmabuf_size,
             max_duration: t.max_duration.unwrap_or(DEFAULT_MAX_DURATION),
             max_bytes: t.max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
         }),
@@ -1225,6 +1267,8 @@ fn sweep_args(
     let sweep = t.sweep.take();
     let runs = t.runs.take().unwrap_or(DEFAULT_RUNS);
     let peer_port = t.peer_port.take().unwrap_or(DEFAULT_PEER_PORT);
+    let peer_send = t.peer_send.take().unwrap_or_default();
+    let peer_write_size = t.write_size.take().map(|w| w as u64);
     let (csv, plot) = (t.csv.take(), t.plot.take());
     t.peer = None;
     let base = mode_args(t, role, server, client)?;
@@ -1235,6 +1279,8 @@ fn sweep_args(
         runs,
         peer,
         peer_port,
+        peer_send,
+        peer_write_size,
         csv,
         plot,
         command_line: Vec::new(),
@@ -1254,7 +1300,7 @@ Usage:
   {p} -l --plain -s ADDR -p PORT [-v N] ...                 plain-TCP RX server
   {p} --report -f IF [--json FILE]                          capability report (read-only)
   {p} --send-pattern BYTES -s ADDR -p PORT -v N ...         plain-TCP pattern sender
-  {p} --peer-server [-p CTRL] [--max-duration SECS]         the sender side of sweeps
+  {p} --peer-server [-p CTRL] [-f IF] [--max-duration SECS] the sender side of sweeps
   {p} -l ... --peer ADDR [--sweep KEY=V1,V2] [--runs R]     a sweep of a receiver: the table
   {p} -h | --help | --version
 

@@ -152,7 +152,7 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                     eta(started, slot.index, plan.total())
                 ));
                 let args = point_args(&a.base, plan.key, plan.points[slot.point]);
-                match one_run(&mut client, &args, a.duration, slot, report) {
+                match one_run(&mut client, &args, a, slot, report) {
                     Err(peer_failed) => {
                         stopped = Some(Error::Failure(format!("{name}: {peer_failed}")));
                         break;
@@ -241,7 +241,7 @@ fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
         _ => "one configuration".to_string(),
     };
     format!(
-        "{what}, {} runs each of {:.1} s{}, flows {}, against the peer {}:{}; runs interleaved \
+        "{what}, {} runs each of {:.1} s{}, flows {}, against the peer {}:{} ({}); runs interleaved \
          (run 1 of every point, then run 2, ...) so drift of the machine spreads over all \
          points; values are mean +/- sample sd over the runs that passed",
         plan.runs,
@@ -255,7 +255,13 @@ fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
             _ => rx.flows.count.to_string(),
         },
         a.peer.text,
-        a.peer_port
+        a.peer_port,
+        match (a.peer_send, a.peer_write_size) {
+            (crate::cli::PeerSend::Plain, None) => "plain TCP".to_string(),
+            (crate::cli::PeerSend::Plain, Some(w)) => format!("plain TCP, {w}-byte writes"),
+            (crate::cli::PeerSend::Devmem, None) => "devmem TX".to_string(),
+            (crate::cli::PeerSend::Devmem, Some(w)) => format!("devmem TX, {w}-byte pieces"),
+        }
     )
 }
 
@@ -286,10 +292,11 @@ fn record(
 fn one_run(
     client: &mut PeerClient,
     args: &ModeArgs,
-    duration: Duration,
+    a: &SweepArgs,
     slot: Slot,
     report: &RunReport,
 ) -> Result<(RunRecord, Result<()>)> {
+    let duration = a.duration;
     let rx = receive_of(args).ok_or_else(|| Error::Usage("a sweep runs a receiver".into()))?;
     let common = Common {
         verbosity: report.verbosity(),
@@ -323,8 +330,9 @@ fn one_run(
                     rx.flows.count,
                     send,
                     peer_stream(rx.validate),
-                    None,
+                    a.peer_write_size,
                     rx.flows.tcp_cc.clone(),
+                    a.peer_send == crate::cli::PeerSend::Devmem,
                 )?;
                 client.done(run, send_for + DONE_WAIT)
             })()),
@@ -471,6 +479,8 @@ fn sweep_json(
             "warmup_s": rx.flows.warmup.map(|d| d.as_secs_f64()),
             "tcp_cc": rx.flows.tcp_cc,
             "peer": format!("{}:{}", a.peer.text, a.peer_port),
+            "peer_send": a.peer_send.name(),
+            "peer_write_size": a.peer_write_size,
         },
         "plan": {
             "key": plan.key.map(SweepKey::name),
@@ -572,6 +582,11 @@ mod tests {
             ("--send-pattern 1M -s 2001:db8::1 -p 5201 -v 7 --sweep flows=1", "--sweep: only applies to receivers (-l)"),
             ("--peer-server -l", "--peer-server: serves the sender side of sweeps; not with -l"),
             ("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --sweep flows=1,2", "--sweep flows: only applies to the devmem server and the plain receiver (a zcrx point's flows must cover its -q ifqs)"),
+            ("-l --plain -s 2001:db8::1 -p 5201 --peer-send devmem", "--peer-send: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
+            ("-l -f eth0 -s 2001:db8::1 -p 5201 --write-size 64K", "--write-size: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
+            ("-l -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --peer-send zerocopy", "--peer-send: invalid way to send 'zerocopy' (expected plain or devmem)"),
+            ("--send-pattern 1M -s 2001:db8::1 -p 5201 -v 7 --peer-send devmem", "--peer-send: only applies to receivers (-l)"),
+            ("--peer-server --write-size 1K", "--write-size: only applies to --send-pattern and a sweep's peer (-l --peer)"),
         ] {
             let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
             match crate::cli::parse(&argv, 4096) {
@@ -593,5 +608,39 @@ mod tests {
         assert_eq!(p.port, crate::cli::DEFAULT_PEER_PORT);
         assert_eq!(p.addr.text, "::");
         assert_eq!(p.max_duration, crate::cli::DEFAULT_MAX_DURATION);
+        assert_eq!(
+            (p.tx_ifname, p.tx_dmabuf_size),
+            (None, None),
+            "plain TCP only"
+        );
+        let argv: Vec<String> = ["--peer-server", "-f", "eth1", "--dmabuf-size", "8M"]
+            .map(String::from)
+            .to_vec();
+        let Ok(crate::cli::Command::Run(run)) = crate::cli::parse(&argv, 4096) else {
+            panic!("no run");
+        };
+        let ModeArgs::PeerServer(p) = run.mode else {
+            panic!("not the peer server");
+        };
+        assert_eq!(p.tx_ifname.map(|i| i.to_string()), Some("eth1".into()));
+        assert_eq!(p.tx_dmabuf_size, Some(8 << 20));
+    }
+
+    /// How the peer sends and its write size travel with the sweep; the defaults are plain TCP
+    /// and the sender's own write size.
+    #[test]
+    fn a_sweep_carries_how_the_peer_sends() {
+        let base = "-l -f eth0 -s 2001:db8::1 -p 5201 --flows 4 --seed 3 --peer 2001:db8::2";
+        let s = sweep_of(&format!("{base} --peer-send devmem --write-size 64K"));
+        assert_eq!(s.peer_send, crate::cli::PeerSend::Devmem);
+        assert_eq!(s.peer_write_size, Some(65536));
+        let s = sweep_of(base);
+        assert_eq!(s.peer_send, crate::cli::PeerSend::Plain);
+        assert_eq!(s.peer_write_size, None);
+        let s = sweep_of(&format!("{base} --peer-send plain --write-size 1448"));
+        assert_eq!(
+            (s.peer_send, s.peer_write_size),
+            (crate::cli::PeerSend::Plain, Some(1448))
+        );
     }
 }

@@ -27,7 +27,8 @@ pub mod devmem;
 pub mod testing;
 
 pub use devmem::{
-    transmit, DmabufIov, LineSource, PatternSource, TxConfig, TxMemory, TxSocket, TxSource, TxStats,
+    transmit, DmabufIov, DmabufWindow, LineSource, PatternSource, TxConfig, TxMemory, TxSocket,
+    TxSource, TxStats,
 };
 
 /// Bytes per `send` when no write size is given: large enough that syscalls are not the cost.
@@ -72,6 +73,8 @@ pub struct SendStats {
     pub elapsed: Duration,
     /// The stream sent (`-v N` or `--seed SEED`).
     pub stream: Option<StreamSpec>,
+    /// A flow of [`send_flows`]: the CPU its thread was pinned to (`--cpus`).
+    pub pinned: Option<usize>,
     /// CPU time over [`elapsed`](Self::elapsed): the process's (`getrusage(RUSAGE_SELF)`)
     /// for one connection, the flow's thread's (`RUSAGE_THREAD`) for a flow of
     /// [`send_flows`]; `None` when it could not be read.
@@ -589,6 +592,7 @@ fn send_one_flow(
             .and_then(|c| crate::figures::cpu::cpu_for_flow(c, k as usize))
         {
             crate::sys::cpu::pin_current_thread(cpu)?;
+            stats.pinned = Some(cpu);
         }
         let stream = req.stream.for_flow(k, n)?;
         stats.stream = Some(stream);
@@ -655,4 +659,210 @@ fn send_one_flow(
         let _ = socket::abort_on_close(sock);
     }
     (stats, result)
+}
+
+/// The pattern every flow of [`transmit_flows`] sends: flow k sends flow k's stream of
+/// `stream` ([`StreamSpec::for_flow`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowPattern {
+    /// The run's stream (`--seed SEED` or `-v N`).
+    pub stream: StreamSpec,
+    /// Bytes each flow sends; with a duration, 0 means no limit.
+    pub total_bytes: u64,
+    /// Bytes per piece copied into the dma-buf (`--write-size`; `None`: as large as the
+    /// sender's `max_piece` allows).
+    pub write_size: Option<usize>,
+    /// Test aid: flip every bit of the byte at this stream offset, on every flow.
+    pub corrupt_offset: Option<u64>,
+}
+
+/// What one flow of [`transmit_flows`] did.
+#[derive(Debug)]
+pub struct DevmemFlow {
+    /// The sender's counters (of this flow's socket only).
+    pub stats: TxStats,
+    /// The stream it sent.
+    pub stream: Option<StreamSpec>,
+    /// The CPU its worker was pinned to (`--cpus`).
+    pub pinned: Option<usize>,
+    /// Its worker thread's own user and system time over the flow
+    /// (`getrusage(RUSAGE_THREAD)`).
+    pub cpu: Option<CpuTime>,
+    /// Its window of the dma-buf: `(offset, bytes)`.
+    pub window: (u64, usize),
+    /// How it ended: `Ok` also when the duration ended it, when the receiver closed first
+    /// under a duration, or when another flow failed (that flow's error is the run's).
+    pub result: Result<()>,
+}
+
+/// Devmem TX of several flows at once from one dma-buf and one binding: the dma-buf is split
+/// into one window per flow ([`DmabufWindow::split`], equal page multiples) and flow k sends
+/// flow k's stream of `pattern` on `socks[k]` from its window, through its own worker thread
+/// with its own zerocopy completion handling ([`transmit`] with `cfg`), pinned to the k-th CPU
+/// of `flows.cpus` (round robin). With `flows.duration` each flow sends until then (a clean
+/// end; every send still completes) and a receiver that closes first (`EPIPE`,
+/// `ECONNRESET`) ends that flow cleanly too. `flows.count` and `flows.tcp_cc` are the
+/// caller's (the sockets are made). Returns each flow's figures, also when the run failed.
+///
+/// Errors: a window under a page (`Error::Usage`, before any send); the first flow's failure,
+/// named `flow k: …` (the other flows stop at their next piece or wait); `Error::Interrupted`
+/// on `stop`.
+pub fn transmit_flows<S, M>(
+    socks: &mut [S],
+    mem: &mut M,
+    pattern: &FlowPattern,
+    cfg: &TxConfig,
+    flows: &SendFlows,
+    stop: &AtomicI32,
+) -> (Vec<DevmemFlow>, Result<()>)
+where
+    S: TxSocket + Send,
+    M: TxMemory + Send + ?Sized,
+{
+    use std::sync::atomic::Ordering::SeqCst;
+    let n = socks.len() as u32;
+    let shared = std::sync::Mutex::new(mem);
+    let windows = match DmabufWindow::split(&shared, n) {
+        Ok(w) => w,
+        Err(e) => return (Vec::new(), Err(e)),
+    };
+    let run_stop = AtomicI32::new(0);
+    let end = flows.duration.and_then(|d| Instant::now().checked_add(d));
+    let results: Vec<DevmemFlow> = std::thread::scope(|scope| {
+        let workers: Vec<_> = socks
+            .iter_mut()
+            .zip(windows)
+            .enumerate()
+            .map(|(k, (sock, window))| {
+                let run_stop = &run_stop;
+                scope.spawn(move || {
+                    transmit_one_flow(
+                        sock, window, pattern, cfg, flows, k as u32, n, end, run_stop,
+                    )
+                })
+            })
+            .collect();
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let sig = stop.load(SeqCst);
+            if sig != 0 {
+                let _ = run_stop.compare_exchange(0, sig, SeqCst, SeqCst);
+            }
+            if workers.iter().all(|w| w.is_finished()) {
+                break;
+            }
+        }
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let mut first_err = None;
+    for (k, f) in results.iter().enumerate() {
+        if let Err(e) = &f.result {
+            first_err.get_or_insert_with(|| match e {
+                Error::Interrupted(sig) => Error::Interrupted(*sig),
+                Error::Usage(m) => Error::Usage(format!("flow {k}: {m}")),
+                Error::Timeout(m) => Error::Timeout(format!("flow {k}: {m}")),
+                other => Error::Failure(format!("flow {k}: {other}")),
+            });
+        }
+    }
+    (results, first_err.map_or(Ok(()), Err))
+}
+
+/// One flow of [`transmit_flows`] on `sock` from `window`.
+#[allow(clippy::too_many_arguments)] // the flow's share of the run, one each
+fn transmit_one_flow<S: TxSocket, M: TxMemory + ?Sized>(
+    sock: &mut S,
+    mut window: DmabufWindow<'_, '_, M>,
+    pattern: &FlowPattern,
+    cfg: &TxConfig,
+    flows: &SendFlows,
+    k: u32,
+    n: u32,
+    end: Option<Instant>,
+    run_stop: &AtomicI32,
+) -> DevmemFlow {
+    use std::sync::atomic::Ordering::SeqCst;
+    let cpu_at_start = crate::sys::cpu::thread_cpu_time();
+    let mut flow = DevmemFlow {
+        stats: TxStats {
+            source: "pattern",
+            dmabuf_id: cfg.dmabuf_id,
+            ..TxStats::default()
+        },
+        stream: None,
+        pinned: None,
+        cpu: None,
+        window: (window.dmabuf_offset(), window.size()),
+        result: Ok(()),
+    };
+    let prepared = (|| {
+        if let Some(cpu) = flows
+            .cpus
+            .as_deref()
+            .and_then(|c| crate::figures::cpu::cpu_for_flow(c, k as usize))
+        {
+            crate::sys::cpu::pin_current_thread(cpu)?;
+            flow.pinned = Some(cpu);
+        }
+        let stream = pattern.stream.for_flow(k, n)?;
+        flow.stream = Some(stream);
+        let total = match (pattern.total_bytes, end) {
+            (0, Some(_)) => u64::MAX,
+            (t, _) => t,
+        };
+        let piece = pattern.write_size.unwrap_or(0);
+        PatternSource::new(stream, total, piece, pattern.corrupt_offset)
+    })();
+    let result = match prepared {
+        Err(e) => Err(e),
+        Ok(source) => {
+            let mut source = Until { inner: source, end };
+            let mut log = std::io::stderr();
+            let (stats, r) = transmit(sock, &mut window, &mut source, cfg, run_stop, &mut log);
+            flow.stats = stats;
+            match r {
+                // Another flow failed: this one stopped, the run reports that flow's error.
+                Err(Error::Interrupted(SEND_FLOW_FAILED)) => Ok(()),
+                // With a duration the receiver may close first: the end of this flow.
+                Err(e)
+                    if end.is_some()
+                        && matches!(e.errno(), Some(libc::EPIPE | libc::ECONNRESET)) =>
+                {
+                    Ok(())
+                }
+                r => r,
+            }
+        }
+    };
+    if result.is_err() {
+        let _ = run_stop.compare_exchange(0, SEND_FLOW_FAILED, SeqCst, SeqCst);
+    }
+    flow.cpu = cpu_at_start
+        .zip(crate::sys::cpu::thread_cpu_time())
+        .map(|(a, b)| b.since(a));
+    flow.result = result;
+    flow
+}
+
+/// A source that ends at `end` (`None`: with its inner source).
+struct Until<S> {
+    inner: S,
+    end: Option<Instant>,
+}
+
+impl<S: TxSource> TxSource for Until<S> {
+    fn next_piece(&mut self, max: usize, out: &mut Vec<u8>) -> Result<bool> {
+        if self.end.is_some_and(|e| Instant::now() >= e) {
+            out.clear();
+            return Ok(false);
+        }
+        self.inner.next_piece(max, out)
+    }
+
+    fn label(&self) -> &'static str {
+        self.inner.label()
+    }
 }

@@ -459,6 +459,35 @@ fn bad_flags_exit_2_naming_the_flag() {
     assert!(text(&out.stdout).contains("--send-pattern"));
 }
 
+/// Several devmem TX flows split the one dma-buf into windows of at least a page each: a
+/// dma-buf too small for them is a usage error before anything is allocated or bound.
+#[test]
+fn devmem_tx_flows_refuse_a_dmabuf_too_small_to_split() {
+    let out = Command::new(BIN)
+        .args([
+            "-f",
+            "lo",
+            "-s",
+            "::1",
+            "-p",
+            "5201",
+            "--send-pattern",
+            "1M",
+            "--seed",
+            "1",
+            "--flows",
+            "4",
+            "--dmabuf-size",
+            "8K",
+        ])
+        .output()
+        .expect("run");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("8192 bytes split over 4 flows"), "{err}");
+    assert!(err.contains("--dmabuf-size at least 16384"), "{err}");
+}
+
 /// Findings of the adversarial pass (shared/cases style): each bad input gets its right answer.
 #[test]
 fn hostile_values_exit_2_without_panicking() {

@@ -336,3 +336,66 @@ fn a_sweep_whose_peer_is_not_there_fails_naming_it() {
     );
     assert!(stdout.contains("stopped after 0 of 2 runs"), "{stdout}");
 }
+
+/// A sweep asking for devmem TX from a peer started without `-f IF`: the peer refuses that
+/// run naming why, the sweep fails (exit 1) with that answer, and the peer keeps serving: the
+/// next sweep, over plain TCP with the peer writing 1448 bytes at a time, passes.
+#[test]
+fn a_peer_without_a_nic_refuses_devmem_runs_and_keeps_serving() {
+    let Some(p) = pair("a_peer_without_a_nic_refuses_devmem_runs_and_keeps_serving") else {
+        return;
+    };
+    let peer = Peer::start(&p);
+    let ctrl = CTRL.to_string();
+    let json = tmp("peer-send.json");
+    let sweep = |port: &str, extra: &[&str]| {
+        let mut args = vec![
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            port,
+            "--peer",
+            ADDR_B_V4,
+            "--peer-port",
+            &ctrl,
+            "--runs",
+            "1",
+            "--duration",
+            "1",
+            "--seed",
+            "5",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = ns_cmd(&p.a, &args).output().expect("run the sweep");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_default())
+                .unwrap_or_default();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            doc,
+        )
+    };
+    let (code, stderr, doc) = sweep("5393", &["--peer-send", "devmem"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "refused (refused): run 1: devmem TX asked, but this peer was started without -f IF"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(doc["environment"]["peer_send"], "devmem", "{doc}");
+    let (code, stderr, doc) = sweep("5394", &["--write-size", "1448"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(doc["environment"]["peer_send"], "plain", "{doc}");
+    assert_eq!(doc["environment"]["peer_write_size"], 1448, "{doc}");
+    assert_eq!(doc["runs"][0]["outcome"], "ok", "{doc}");
+    let (status, log) = peer.stop();
+    assert_eq!(status, 0, "{log}");
+    assert!(log.contains("run 1 refused: devmem TX asked"), "{log}");
+    let _ = std::fs::remove_file(&json);
+}

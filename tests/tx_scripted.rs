@@ -19,7 +19,8 @@ use ncdevmem::tx::devmem::{
 use ncdevmem::tx::testing::{
     CompletionPolicy, ErrqEntry, ScriptedTxMemory, ScriptedTxSocket, SendReply,
 };
-use ncdevmem::validate::Pattern;
+use ncdevmem::tx::{transmit_flows, FlowPattern, SendFlows};
+use ncdevmem::validate::{Pattern, StreamSpec};
 use proptest::prelude::*;
 
 const ID: u32 = 7;
@@ -899,4 +900,246 @@ fn eintr_forever_backs_off_instead_of_spinning() {
     });
     assert!(matches!(result, Err(Error::Interrupted(_))), "{result:?}");
     assert!(sock.calls < 100, "{} calls in 300 ms", sock.calls);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several flows from one dma-buf (`--flows N` of the devmem TX client)
+// ---------------------------------------------------------------------------------------------
+
+/// `n` scripted sockets of one binding over one scripted dma-buf of `size` bytes.
+fn flow_sockets(
+    n: usize,
+    size: usize,
+    policy: CompletionPolicy,
+) -> (Vec<ScriptedTxSocket>, ScriptedTxMemory) {
+    let (first, mem) = ScriptedTxSocket::new(size, ID, policy);
+    let mut socks = vec![first];
+    while socks.len() < n {
+        let s = socks[0].another();
+        socks.push(s);
+    }
+    (socks, mem)
+}
+
+fn flow_stream(seed: u64, k: u32, n: u32, len: usize) -> Vec<u8> {
+    let spec = StreamSpec::keyed(seed).for_flow(k, n).unwrap();
+    let mut v = vec![0; len];
+    Pattern::from_spec(spec).unwrap().fill(&mut v, 0);
+    v
+}
+
+fn flows(count: u32, duration: Option<Duration>) -> SendFlows {
+    SendFlows {
+        count,
+        duration,
+        cpus: None,
+        tcp_cc: None,
+    }
+}
+
+/// 4 flows through one 256 KiB dma-buf, completions out of order: each socket carries
+/// exactly its own flow's keyed stream, sent only from its own 64 KiB window (the offsets
+/// the kernel gets are the dma-buf's), and no byte in flight on any flow is rewritten.
+#[test]
+fn four_flows_send_their_own_streams_from_disjoint_windows() {
+    let (n, total, seed) = (4u32, 1u64 << 20, 42);
+    let (mut socks, mem) = flow_sockets(n as usize, 256 << 10, CompletionPolicy::OnWaitReversed);
+    let pattern = FlowPattern {
+        stream: StreamSpec::keyed(seed),
+        total_bytes: total,
+        write_size: Some(16 << 10),
+        corrupt_offset: None,
+    };
+    let c = TxConfig {
+        max_piece: 16 << 10,
+        ..cfg()
+    };
+    let stop = AtomicI32::new(0);
+    let mut m = mem.clone();
+    let (per_flow, result) =
+        transmit_flows(&mut socks, &mut m, &pattern, &c, &flows(n, None), &stop);
+    result.unwrap();
+    assert_eq!(per_flow.len(), 4);
+    for (k, (sock, f)) in socks.iter().zip(&per_flow).enumerate() {
+        let k32 = k as u32;
+        assert!(f.result.is_ok(), "flow {k}: {:?}", f.result);
+        assert_eq!(
+            sock.stream(),
+            flow_stream(seed, k32, n, total as usize).as_slice(),
+            "flow {k} carries its own stream"
+        );
+        assert_eq!(
+            f.stream,
+            Some(StreamSpec::keyed(seed).for_flow(k32, n).unwrap())
+        );
+        assert_eq!(f.window, (k as u64 * (64 << 10), 64 << 10));
+        let (lo, hi) = (f.window.0, f.window.0 + f.window.1 as u64);
+        for s in sock.sends() {
+            for i in &s.iovs {
+                assert!(
+                    i.offset >= lo && i.offset + i.len as u64 <= hi,
+                    "flow {k}: iov {i:?} outside its window [{lo}, {hi})"
+                );
+            }
+            assert_eq!(s.dmabuf_id, ID, "one binding for every flow");
+        }
+        assert_eq!(f.stats.bytes, total);
+        assert_eq!(f.stats.completed_sends, f.stats.sends);
+        assert_eq!(sock.in_flight(), Vec::<u32>::new());
+        assert_eq!(
+            sock.max_in_flight(),
+            4,
+            "a 64 KiB window holds 4 pieces of 16 KiB"
+        );
+        assert_eq!(
+            f.stats.crc32,
+            crc32fast::hash(&flow_stream(seed, k32, n, total as usize))
+        );
+        assert!(f.cpu.is_some(), "flow {k}: the worker's own CPU time");
+    }
+    assert!(
+        socks[0].violations().is_empty(),
+        "{:?}",
+        socks[0].violations()
+    );
+    assert_eq!(mem.writes(), 4 * 64, "64 pieces of 16 KiB per flow");
+}
+
+/// With a duration and no byte limit every flow sends until then and ends cleanly, each send
+/// completed.
+#[test]
+fn flows_with_a_duration_end_cleanly() {
+    let (mut socks, mut mem) = flow_sockets(2, 64 << 10, CompletionPolicy::Immediate);
+    let pattern = FlowPattern {
+        stream: StreamSpec::keyed(3),
+        total_bytes: 0,
+        write_size: Some(4096),
+        corrupt_offset: None,
+    };
+    let stop = AtomicI32::new(0);
+    let start = Instant::now();
+    let d = Duration::from_millis(300);
+    let (per_flow, result) = transmit_flows(
+        &mut socks,
+        &mut mem,
+        &pattern,
+        &cfg(),
+        &flows(2, Some(d)),
+        &stop,
+    );
+    result.unwrap();
+    assert!(start.elapsed() >= d, "{:?}", start.elapsed());
+    for (k, (sock, f)) in socks.iter().zip(&per_flow).enumerate() {
+        assert!(
+            f.stats.bytes > 0 && f.stats.bytes % 4096 == 0,
+            "flow {k}: {:?}",
+            f.stats
+        );
+        assert_eq!(f.stats.completed_sends, f.stats.sends);
+        let want = flow_stream(3, k as u32, 2, sock.stream().len());
+        assert!(sock.stream() == want.as_slice(), "flow {k}: its own stream");
+    }
+}
+
+/// Under a duration a receiver that resets one flow ends that flow, not the run; without a
+/// duration the same reset fails the run naming the flow, and the other flow stops.
+#[test]
+fn a_reset_flow_ends_cleanly_only_under_a_duration() {
+    for duration in [Some(Duration::from_secs(1)), None] {
+        let (mut socks, mut mem) = flow_sockets(2, 64 << 10, CompletionPolicy::Immediate);
+        let mut replies = vec![SendReply::Full; 3];
+        replies.push(SendReply::Errno(libc::ECONNRESET));
+        socks[1].script_sends(replies);
+        let pattern = FlowPattern {
+            stream: StreamSpec::keyed(5),
+            total_bytes: if duration.is_some() { 0 } else { 1 << 40 },
+            write_size: Some(4096),
+            corrupt_offset: None,
+        };
+        let stop = AtomicI32::new(0);
+        let start = Instant::now();
+        let (per_flow, result) = transmit_flows(
+            &mut socks,
+            &mut mem,
+            &pattern,
+            &cfg(),
+            &flows(2, duration),
+            &stop,
+        );
+        assert_eq!(per_flow[1].stats.bytes, 3 * 4096, "{duration:?}");
+        match duration {
+            Some(_) => {
+                result.unwrap();
+                assert!(per_flow[1].result.is_ok());
+                assert!(per_flow[0].stats.bytes > per_flow[1].stats.bytes);
+            }
+            None => {
+                let (e, text) = err_text(result);
+                assert!(matches!(e, Error::Failure(_)), "{e:?}");
+                assert!(text.starts_with("flow 1: "), "{text}");
+                assert!(text.contains("ECONNRESET"), "{text}");
+                assert!(per_flow[0].result.is_ok(), "flow 0 stopped, not failed");
+                // 1 TiB would take hours: flow 0 stopped when flow 1 failed.
+                assert!(start.elapsed() < Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+/// A dma-buf that leaves less than a page per flow is refused before any send.
+#[test]
+fn a_dmabuf_too_small_for_the_flows_is_refused() {
+    let (mut socks, mut mem) = flow_sockets(4, 12 << 10, CompletionPolicy::Immediate);
+    let pattern = FlowPattern {
+        stream: StreamSpec::keyed(1),
+        total_bytes: 1 << 20,
+        write_size: None,
+        corrupt_offset: None,
+    };
+    let stop = AtomicI32::new(0);
+    let (per_flow, result) = transmit_flows(
+        &mut socks,
+        &mut mem,
+        &pattern,
+        &cfg(),
+        &flows(4, None),
+        &stop,
+    );
+    let (e, text) = err_text(result);
+    assert!(matches!(e, Error::Usage(_)), "{e:?}");
+    assert!(text.contains("12288 bytes split over 4 flows"), "{text}");
+    assert!(text.contains("at least 16384"), "{text}");
+    assert!(per_flow.is_empty());
+    assert!(socks.iter().all(|s| s.sends().is_empty()));
+}
+
+/// A stop signal stops every flow at once: the run is interrupted with that signal.
+#[test]
+fn a_stop_signal_stops_every_flow() {
+    let (mut socks, mut mem) = flow_sockets(3, 64 << 10, CompletionPolicy::Immediate);
+    let pattern = FlowPattern {
+        stream: StreamSpec::keyed(9),
+        total_bytes: 0,
+        write_size: Some(4096),
+        corrupt_offset: None,
+    };
+    let stop = AtomicI32::new(0);
+    let start = Instant::now();
+    let (per_flow, result) = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            stop.store(libc::SIGTERM, std::sync::atomic::Ordering::SeqCst);
+        });
+        let f = flows(3, Some(Duration::from_secs(30)));
+        transmit_flows(&mut socks, &mut mem, &pattern, &cfg(), &f, &stop)
+    });
+    let (e, _) = err_text(result);
+    assert!(matches!(e, Error::Interrupted(libc::SIGTERM)), "{e:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(per_flow.len(), 3);
+    assert!(per_flow.iter().all(|f| f.stats.bytes > 0));
 }

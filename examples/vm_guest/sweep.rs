@@ -21,15 +21,23 @@ struct PeerServer(Option<Child>);
 
 impl PeerServer {
     fn start(nic: &Dnic) -> Result<PeerServer, String> {
-        let child = spawn(&mut nic.sender(&[
-            "--peer-server",
-            "-s",
-            PEER4,
-            "-p",
-            CTRL,
-            "--max-duration",
-            "120",
-        ]))?;
+        PeerServer::start_with(nic, &[])
+    }
+
+    /// [`PeerServer::start`] with `extra` options (`-f IF`: devmem TX).
+    fn start_with(nic: &Dnic, extra: &[&str]) -> Result<PeerServer, String> {
+        let child = spawn(
+            nic.sender(&[
+                "--peer-server",
+                "-s",
+                PEER4,
+                "-p",
+                CTRL,
+                "--max-duration",
+                "120",
+            ])
+            .args(extra),
+        )?;
         let pid = child.id();
         let peer = PeerServer(Some(child));
         let port: u16 = CTRL.parse().map_err(|e| format!("{e}"))?;
@@ -311,4 +319,82 @@ pub(super) fn sweep_autorelease(ctx: &Ctx) -> CaseResult {
     Ok(Outcome::Pass(format!(
         "exit 4, every run of both points skipped: {reason}"
     )))
+}
+
+/// A one-run sweep of 2 flows whose peer sends through devmem TX (`--peer-server -f PEER_IF`,
+/// `--peer-send devmem --write-size 64K`) to the devmem server on bound queue 3: the run
+/// passed, the peer reported both flows' bytes and no error, at least what the receiver got,
+/// and its netdev's TX counter grew by at least what the receiver got. Returns a summary for
+/// the case line.
+pub(super) fn peer_devmem_run(
+    nic: &Dnic,
+    peer_if: &str,
+    tx_bytes: &dyn Fn() -> Result<u64, String>,
+) -> Result<String, String> {
+    let peer = PeerServer::start_with(nic, &["-f", peer_if, "--dmabuf-size", "4M"])?;
+    let tx0 = tx_bytes()?;
+    let (out, doc) = sweep(
+        nic,
+        5645,
+        &[
+            "-t",
+            "3",
+            "-q",
+            "1",
+            "--flows",
+            "2",
+            "--seed",
+            "645",
+            "--runs",
+            "1",
+            "--duration",
+            "2",
+            "--peer-send",
+            "devmem",
+            "--write-size",
+            "64K",
+        ],
+    )?;
+    let tx1 = tx_bytes()?;
+    let peer_log = peer.stop()?;
+    let run = &doc["runs"][0];
+    let fig = &run["peer"];
+    let flow_bytes: Vec<u64> = fig["flow_bytes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    // What the receiver got went over the peer's wire; what the peer reports is what its
+    // sendmsg calls accepted, more than that when the receiver closed at the end of its
+    // duration with data still queued on the peer's sockets.
+    let received = run["figures"]["bytes"].as_u64().unwrap_or(u64::MAX);
+    let sent = fig["bytes"].as_u64().unwrap_or(0);
+    if !out.status.success()
+        || run["outcome"] != "ok"
+        || !fig["error"].is_null()
+        || flow_bytes.len() != 2
+        || flow_bytes.contains(&0)
+        || doc["environment"]["peer_send"] != "devmem"
+        || doc["environment"]["peer_write_size"] != 65536
+        || tx1.saturating_sub(tx0) < received
+        || sent < received
+    {
+        return Err(format!(
+            "the devmem peer's run: sweep {} ({}); run {run}; peer TX counter +{}; peer log \
+             {peer_log:?}",
+            out.status,
+            output_text(&out),
+            tx1.saturating_sub(tx0)
+        ));
+    }
+    if !peer_log.contains("bound ") || !peer_log.contains("for TX to dmabuf id") {
+        return Err(format!("the peer did not log its bind-tx: {peer_log:?}"));
+    }
+    Ok(format!(
+        "a --peer-send devmem sweep run: the peer server (-f {peer_if}) had {flow_bytes:?} \
+         bytes of 2 flows accepted by devmem TX sendmsg ({:.3} Gbit/s), {received} of them \
+         received and validated by the devmem server before its 2 s ended, peer TX counter \
+         +{} bytes",
+        fig["gbit_per_s"].as_f64().unwrap_or(0.0),
+        tx1.saturating_sub(tx0)
+    ))
 }

@@ -59,6 +59,7 @@ const EXPECT_PATH: &str = "a file path";
 const EXPECT_SWEEP: &str =
     "KEY=V1,V2,... with KEY one of rx-page-size, rx-buf-len, autorelease, flows";
 const EXPECT_RUNS: &str = "1..=1000";
+const EXPECT_PEER_SEND: &str = "plain or devmem";
 const EXPECT_MAX_BYTES: &str = "decimal bytes, optional suffix K, M or G; at least 1";
 
 /// The roles where an option has an effect: its value reaches the mode's arguments.
@@ -93,6 +94,7 @@ const DMABUF: Roles = &[
     Role::Zcrx,
     Role::TxStdin,
     Role::TxPattern,
+    Role::PeerServer,
 ];
 const DEVMEM_SERVER: Roles = &[Role::Server];
 const NONE: Roles = &[];
@@ -250,6 +252,7 @@ pub(super) struct Typed {
     pub max_bytes: Option<u64>,
     pub peer: Option<String>,
     pub peer_port: Option<u16>,
+    pub peer_send: Option<super::PeerSend>,
     pub sweep: Option<crate::lab::plan::Sweep>,
     pub runs: Option<u32>,
     pub csv: Option<PathBuf>,
@@ -440,10 +443,12 @@ pub(super) const FLAGS: &[Flag] = &[
             Role::Zcrx,
             Role::TxStdin,
             Role::TxPattern,
+            Role::PeerServer,
         ],
         only: None,
         example: "eth9",
-        help: "interface (required for probe, server and client: \"missing -f argument\")",
+        help: "interface (required for probe, server and client: \"missing -f argument\";\n\
+               with --peer-server: the NIC runs asking for devmem TX send through)",
         section: Section::C,
     },
     Flag {
@@ -600,11 +605,18 @@ pub(super) const FLAGS: &[Flag] = &[
                 })?;
             set(&mut t.write_size, Some(n as usize))
         },
-        roles: SENDERS,
-        only: Some("--send-pattern"),
+        roles: &[
+            Role::TxPattern,
+            Role::Sender,
+            Role::Server,
+            Role::Zcrx,
+            Role::Plain,
+        ],
+        only: Some("--send-pattern and a sweep's peer (-l --peer)"),
         example: "1448",
         help: "with --send-pattern: write exactly BYTES per write and set TCP_NODELAY\n\
-               (segment-size sweeps); with -f: bytes per piece copied into the dmabuf",
+               (segment-size sweeps); with -f: bytes per piece copied into the dmabuf;\n\
+               a sweep (-l --peer): the write size the peer sends each run with",
         section: Section::Ours,
     },
     Flag {
@@ -726,7 +738,8 @@ pub(super) const FLAGS: &[Flag] = &[
         help: "receivers: accept N connections (1..=64, default 1), each received by its own\n\
                worker thread (zcrx: by its queue's ifq worker) over the bound queues; -t START -q NUM with NUM > 1 steers them\n\
                over the queues through an RSS context. Senders: open N connections, each\n\
-               sending its own flow's stream (--seed: flow k's keyed stream)",
+               sending its own flow's stream (--seed: flow k's keyed stream); with -f\n\
+               through devmem TX, each flow from its own window of the one dma-buf",
         section: Section::Ours,
     },
     Flag {
@@ -867,7 +880,8 @@ pub(super) const FLAGS: &[Flag] = &[
         only: None,
         example: "64M",
         help: "udmabuf size: a multiple of the page size (default 16000 pages); with\n\
-               --zcrx the zcrx area size (default 8192 pages)",
+               --zcrx the zcrx area size (default 8192 pages); with --peer-server -f the\n\
+               dma-buf of each devmem TX run",
         section: Section::Ours,
     },
     Flag {
@@ -1089,6 +1103,24 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("receivers (-l)"),
         example: "4344",
         help: "with --peer: the peer's control port (default 4343)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "peer-send",
+        hint: "HOW",
+        expect: EXPECT_PEER_SEND,
+        set: |t, v, _| {
+            let how = super::PeerSend::parse(v)
+                .ok_or_else(|| invalid("--peer-send", "way to send", v, EXPECT_PEER_SEND))?;
+            set(&mut t.peer_send, Some(how))
+        },
+        roles: RECEIVERS,
+        only: Some("receivers (-l)"),
+        example: "devmem",
+        help: "with --peer: how the peer sends each run, plain (TCP, the default) or devmem\n\
+               (devmem TX through the NIC the peer was started with, --peer-server -f IF;\n\
+               a peer without -f refuses the run)",
         section: Section::Ours,
     },
     Flag {

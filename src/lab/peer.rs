@@ -41,6 +41,10 @@ pub struct Limits {
     pub max_duration: Duration,
     /// The most bytes of one run over all its flows.
     pub max_bytes: u64,
+    /// The peer was started with `-f IF` and sends a run asking for devmem TX through it.
+    /// (Not announced in `welcome`: a client learns it from the refusal of such a run, and a
+    /// client's copy of the peer's limits has `false`.)
+    pub devmem_tx: bool,
 }
 
 /// One run's send as the peer carries it out: where, how many flows, for how long, at most how
@@ -61,25 +65,70 @@ pub struct SendJob {
     pub write_size: Option<usize>,
     /// `TCP_CONGESTION`.
     pub tcp_cc: Option<String>,
+    /// Through devmem TX on the peer's own `-f IF` (else plain TCP).
+    pub devmem_tx: bool,
+}
+
+/// The peer's devmem TX: the NIC it was started with and the dma-buf of each run.
+#[derive(Debug, Clone)]
+pub struct DevmemPeer {
+    /// `-f IF`.
+    pub ifname: crate::cli::IfName,
+    /// The dma-buf each run allocates and binds for TX (`--dmabuf-size`).
+    pub plan: crate::memory::MemoryPlan,
 }
 
 /// Serves `--peer-server` until a stop signal (see the module docs).
 ///
 /// Errors: the listening socket's; a stop signal ends the server cleanly (`Ok`).
 pub(crate) fn run(a: &PeerServerArgs, report: &RunReport) -> Result<()> {
+    let devmem = match &a.tx_ifname {
+        Some(ifname) => {
+            // The interface must exist now; what it can do is the kernel's answer to each
+            // run's bind-tx (a refusal fails that run, not the server).
+            ifname.index()?;
+            let plan = crate::memory::MemoryPlan::new(
+                &crate::memory::MemorySource::Udmabuf,
+                None,
+                a.tx_dmabuf_size,
+            )?;
+            Some(DevmemPeer {
+                ifname: ifname.clone(),
+                plan,
+            })
+        }
+        None if a.tx_dmabuf_size.is_some() => {
+            return Err(Error::Usage(
+                "--dmabuf-size: with --peer-server it sizes the devmem TX dma-buf, which \
+                 needs -f IF"
+                    .into(),
+            ))
+        }
+        None => None,
+    };
     let limits = Limits {
         max_duration: a.max_duration,
         max_bytes: a.max_bytes,
+        devmem_tx: devmem.is_some(),
     };
     let listener = crate::sys::socket::tcp_listen_backlog(a.addr.with_port(a.port), None, 4)?;
     crate::modes::log!(
         report,
         "peer server: control on [{}]:{}; each run at most {:.0} s and {} bytes, sent only to \
-         the address of the client that asks",
+         the address of the client that asks; {}",
         a.addr.ip,
         a.port,
         limits.max_duration.as_secs_f64(),
-        limits.max_bytes
+        limits.max_bytes,
+        match &devmem {
+            Some(d) => format!(
+                "plain TCP, or devmem TX through {} ({} bytes of {})",
+                d.ifname,
+                d.plan.size_bytes(),
+                d.plan.describe()
+            ),
+            None => "plain TCP only (no -f IF: devmem TX runs are refused)".to_string(),
+        }
     );
     let quiet = report.quiet();
     let busy = AtomicBool::new(false);
@@ -103,9 +152,9 @@ pub(crate) fn run(a: &PeerServerArgs, report: &RunReport) -> Result<()> {
             refuse_busy(stream, from_ip, quiet);
             continue;
         }
-        let busy = &busy;
+        let (busy, devmem) = (&busy, devmem.as_ref());
         scope.spawn(move || {
-            serve_client(stream, from_ip, &limits, quiet);
+            serve_client(stream, from_ip, &limits, devmem, quiet);
             busy.store(false, Ordering::Release);
         });
     })
@@ -133,7 +182,13 @@ fn refuse_busy(stream: TcpStream, from: IpAddr, quiet: bool) {
 }
 
 /// One client's session over `stream`, logged.
-fn serve_client(stream: TcpStream, from: IpAddr, limits: &Limits, quiet: bool) {
+fn serve_client(
+    stream: TcpStream,
+    from: IpAddr,
+    limits: &Limits,
+    devmem: Option<&DevmemPeer>,
+    quiet: bool,
+) {
     log(quiet, format_args!("peer server: client {from} connected"));
     if let Err(e) = stream.set_read_timeout(Some(CONTROL_IDLE)) {
         log(quiet, format_args!("peer server: client {from}: {e}"));
@@ -141,7 +196,10 @@ fn serve_client(stream: TcpStream, from: IpAddr, limits: &Limits, quiet: bool) {
     }
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
     let mut conn = Conn::new(stream);
-    let mut send = |job: &SendJob| real_send(job);
+    let mut send = |job: &SendJob| match (job.devmem_tx, devmem) {
+        (true, Some(d)) => devmem_send(job, d, quiet),
+        _ => real_send(job),
+    };
     let stopping = || STOP.load(Ordering::SeqCst) != 0;
     match session(
         &mut conn,
@@ -157,6 +215,74 @@ fn serve_client(stream: TcpStream, from: IpAddr, limits: &Limits, quiet: bool) {
             format_args!("peer server: client {from} done after {runs} runs"),
         ),
         Err(e) => log(quiet, format_args!("peer server: client {from}: {e}")),
+    }
+}
+
+/// The peer's CPU shares between two `/proc/stat` reads.
+fn cpu_between(before: Result<ProcStat>, after: Result<ProcStat>) -> Option<PeerCpu> {
+    match (before, after) {
+        (Ok(a), Ok(b)) => b.since(&a).all.shares().map(|s| PeerCpu {
+            usr: s.usr,
+            sys: s.sys,
+            softirq: s.softirq,
+            idle: s.idle,
+        }),
+        _ => None,
+    }
+}
+
+/// Sends `job` through devmem TX on the peer's own NIC `d` (one dma-buf and binding for the
+/// run, each flow its own window: [`crate::modes::client::send_devmem_flows`]), measuring the
+/// peer's CPUs around it.
+fn devmem_send(job: &SendJob, d: &DevmemPeer, quiet: bool) -> PeerFigures {
+    let dev = crate::modes::client::DevmemTx {
+        ifname: &d.ifname,
+        plan: &d.plan,
+        chunk: None,
+        timeout: Some(CONNECT_WINDOW),
+        verbose: false,
+    };
+    let pattern = tx::FlowPattern {
+        stream: job.stream,
+        total_bytes: job.bytes_per_flow,
+        write_size: job.write_size,
+        corrupt_offset: None,
+    };
+    let flows = SendFlows {
+        count: job.flows,
+        duration: Some(job.duration),
+        cpus: None,
+        tcp_cc: job.tcp_cc.clone(),
+    };
+    let before = ProcStat::read();
+    let start = Instant::now();
+    let (per_flow, result) = crate::modes::client::send_devmem_flows(
+        &dev,
+        job.to,
+        None,
+        &pattern,
+        &flows,
+        &STOP,
+        &mut |line| log(quiet, format_args!("peer server: {line}")),
+    );
+    let wall = start.elapsed();
+    let cpu = cpu_between(before, ProcStat::read());
+    let bytes: u64 = per_flow.iter().map(|f| f.stats.bytes).sum();
+    let elapsed = per_flow
+        .iter()
+        .map(|f| f.stats.elapsed)
+        .max()
+        .filter(|d| !d.is_zero())
+        .unwrap_or(wall);
+    PeerFigures {
+        bytes,
+        elapsed_s: elapsed.as_secs_f64(),
+        gbit_per_s: crate::stats::gbit_per_s(bytes, elapsed),
+        flow_bytes: per_flow.iter().map(|f| f.stats.bytes).collect(),
+        cpu,
+        error: result
+            .err()
+            .map(|e| format!("devmem TX through {}: {e}", d.ifname)),
     }
 }
 
@@ -182,15 +308,7 @@ fn real_send(job: &SendJob) -> PeerFigures {
     let start = Instant::now();
     let (stats, result) = tx::send_flows(&req, &flows, &STOP);
     let wall = start.elapsed();
-    let cpu = match (before, ProcStat::read()) {
-        (Ok(a), Ok(b)) => b.since(&a).all.shares().map(|s| PeerCpu {
-            usr: s.usr,
-            sys: s.sys,
-            softirq: s.softirq,
-            idle: s.idle,
-        }),
-        _ => None,
-    };
+    let cpu = cpu_between(before, ProcStat::read());
     let bytes: u64 = stats.iter().map(|s| s.bytes).sum();
     let elapsed = stats
         .iter()
@@ -223,10 +341,10 @@ pub fn plan_job(
     tcp_cc: Option<String>,
     devmem_tx: bool,
 ) -> std::result::Result<SendJob, String> {
-    if devmem_tx {
+    if devmem_tx && !limits.devmem_tx {
         return Err(
-            "this peer sends over plain TCP only (devmem TX from --peer-server is not \
-                    implemented)"
+            "devmem TX asked, but this peer was started without -f IF: it sends over \
+                    plain TCP only (start it as --peer-server -f IF to serve devmem TX)"
                 .into(),
         );
     }
@@ -282,6 +400,7 @@ pub fn plan_job(
         stream,
         write_size,
         tcp_cc,
+        devmem_tx,
     })
 }
 
@@ -451,6 +570,7 @@ impl PeerClient {
             limits: Limits {
                 max_duration: Duration::ZERO,
                 max_bytes: 0,
+                devmem_tx: false,
             },
             next_run: 1,
         };
@@ -464,6 +584,7 @@ impl PeerClient {
                     max_duration: Duration::try_from_secs_f64(max_duration_s)
                         .unwrap_or(Duration::ZERO),
                     max_bytes,
+                    devmem_tx: false,
                 };
                 Ok(client)
             }
@@ -500,10 +621,12 @@ impl PeerClient {
     }
 
     /// Asks for the next run's traffic (`send`, then its `started`): `flows` flows of
-    /// `stream` to `port` for `duration`. Returns the run's number and the duration the peer
+    /// `stream` to `port` for `duration`, in writes (pieces) of `write_size`, over plain TCP
+    /// or (`devmem_tx`) through the peer's devmem TX. Returns the run's number and the duration the peer
     /// will send for (after its limit).
     ///
     /// Errors: [`Error::Failure`] naming the peer: a refusal, another answer, the connection.
+    #[allow(clippy::too_many_arguments)] // the members of a `send` message, one each
     pub fn start(
         &mut self,
         port: u16,
@@ -512,6 +635,7 @@ impl PeerClient {
         stream: Stream,
         write_size: Option<u64>,
         tcp_cc: Option<String>,
+        devmem_tx: bool,
     ) -> Result<(u32, Duration)> {
         let run = self.next_run;
         self.next_run += 1;
@@ -523,7 +647,7 @@ impl PeerClient {
             stream,
             write_size,
             tcp_cc,
-            devmem_tx: false,
+            devmem_tx,
         };
         self.conn
             .send(&msg)
@@ -576,6 +700,7 @@ mod tests {
     const LIMITS: Limits = Limits {
         max_duration: Duration::from_secs(5),
         max_bytes: 1000,
+        devmem_tx: false,
     };
 
     fn from() -> IpAddr {
@@ -746,6 +871,77 @@ mod tests {
                 "{line}: {answers:?}"
             );
             assert_eq!(jobs.len(), 1, "only the good run is sent");
+        }
+    }
+
+    /// A run asking for devmem TX: a peer started with `-f` takes it (the job says devmem,
+    /// the write size passes through, the traffic still goes only to the client's address);
+    /// a peer without `-f` refuses that run naming why and serves the next one.
+    #[test]
+    fn devmem_runs_are_served_only_by_a_peer_with_its_own_nic() {
+        let devmem_line = |run: u32| {
+            proto::encode(&Msg::Send {
+                run,
+                port: 5201,
+                flows: 4,
+                duration_s: 2.0,
+                stream: Stream::Seed(9),
+                write_size: Some(65536),
+                tcp_cc: None,
+                devmem_tx: true,
+            })
+        };
+        let lines = [
+            hello(),
+            devmem_line(1),
+            send_line(2, 1.0),
+            proto::encode(&Msg::Bye {}),
+        ];
+        for devmem_tx in [true, false] {
+            let limits = Limits {
+                devmem_tx,
+                ..LIMITS
+            };
+            let mut conn = Conn::new(Pipe::new(lines.concat().as_bytes(), 4096));
+            let mut jobs = Vec::new();
+            let mut send = |job: &SendJob| {
+                jobs.push(job.clone());
+                figures()
+            };
+            let r = session(
+                &mut conn,
+                from(),
+                &limits,
+                Duration::ZERO,
+                &mut send,
+                &|| false,
+                &mut |_| {},
+            );
+            assert_eq!(r, Ok(2), "devmem_tx {devmem_tx}");
+            let out = String::from_utf8(conn.stream().out.clone()).unwrap();
+            let answers: Vec<Msg> = out
+                .lines()
+                .map(|l| proto::decode(l.as_bytes()).unwrap())
+                .collect();
+            let to: SocketAddrV6 = "[::ffff:198.51.100.2]:5201".parse().unwrap();
+            if devmem_tx {
+                let kinds: Vec<&str> = answers.iter().map(code).collect();
+                assert_eq!(kinds, ["welcome", "started", "done", "started", "done"]);
+                assert_eq!(jobs.len(), 2);
+                assert!(jobs[0].devmem_tx && !jobs[1].devmem_tx);
+                assert_eq!(jobs[0].write_size, Some(65536));
+                assert_eq!(jobs[0].to, to);
+                assert_eq!(jobs[0].bytes_per_flow, 250, "--max-bytes over the 4 flows");
+            } else {
+                assert!(
+                    matches!(&answers[1], Msg::Error { code, message }
+                        if code == "refused" && message.contains("run 1")
+                            && message.contains("without -f IF")),
+                    "{answers:?}"
+                );
+                assert_eq!(jobs.len(), 1, "only the plain run is sent");
+                assert!(!jobs[0].devmem_tx);
+            }
         }
     }
 

@@ -40,6 +40,16 @@ pub const VERSION: u32 = 1;
 /// Longest accepted line, in bytes, with its `\n` (64 KiB: a `done` of 64 flows is ~10 KiB).
 pub const MAX_LINE: usize = 64 << 10;
 
+/// An optional member that must still be present (`null` when absent): serde takes a missing
+/// `Option` as `None`, which would let a line without it pass.
+fn required<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d)
+}
+
 /// The stream a run's flows carry: `{"seed":N}` (flow k: the keyed stream of N and k) or
 /// `{"period":N}` (the `-v N` pattern on every flow).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,9 +75,11 @@ pub struct PeerFigures {
     pub flow_bytes: Vec<u64>,
     /// The peer's CPUs over the send (all CPUs, `/proc/stat`), percent; `None` when
     /// `/proc/stat` could not be read.
+    #[serde(deserialize_with = "required")]
     pub cpu: Option<PeerCpu>,
     /// Why the send ended early, if it failed (a connect refused, a reset): the run's
     /// receiver decides what that means for the run.
+    #[serde(deserialize_with = "required")]
     pub error: Option<String>,
 }
 
@@ -121,8 +133,10 @@ pub enum Msg {
         /// The stream.
         stream: Stream,
         /// Bytes per `write` (and `TCP_NODELAY`); `None`: the sender's default.
+        #[serde(deserialize_with = "required")]
         write_size: Option<u64>,
         /// `TCP_CONGESTION` of every flow; `None`: the peer's default.
+        #[serde(deserialize_with = "required")]
         tcp_cc: Option<String>,
         /// Send through devmem TX (the peer needs a devmem NIC).
         devmem_tx: bool,
@@ -553,6 +567,43 @@ pub(crate) mod tests {
         assert!(
             encode(&periodic).contains(r#""stream":{"period":9},"write_size":1448,"tcp_cc":null"#)
         );
+    }
+
+    /// A run asking for devmem TX with a write size: both members on the wire, byte exact,
+    /// and back; each is required and typed (a missing `devmem_tx`, a string or negative
+    /// `write_size`, a `devmem_tx` of 1 are malformed, not defaults).
+    #[test]
+    fn devmem_tx_and_write_size_are_required_typed_members_of_send() {
+        let msg = Msg::Send {
+            run: 2,
+            port: 5201,
+            flows: 4,
+            duration_s: 3.0,
+            stream: Stream::Seed(64),
+            write_size: Some(65536),
+            tcp_cc: None,
+            devmem_tx: true,
+        };
+        let wire = r#"{"v":1,"type":"send","run":2,"port":5201,"flows":4,"duration_s":3.0,"stream":{"seed":64},"write_size":65536,"tcp_cc":null,"devmem_tx":true}"#;
+        assert_eq!(encode(&msg), format!("{wire}\n"));
+        assert_eq!(decode(wire.as_bytes()), Ok(msg));
+        let head = r#"{"v":1,"type":"send","run":1,"port":7,"flows":1,"duration_s":1.0,"stream":{"seed":1},"#;
+        for tail in [
+            r#""write_size":null,"tcp_cc":null}"#,
+            r#""tcp_cc":null,"devmem_tx":false}"#,
+            r#""write_size":"1448","tcp_cc":null,"devmem_tx":false}"#,
+            r#""write_size":-1,"tcp_cc":null,"devmem_tx":false}"#,
+            r#""write_size":null,"tcp_cc":null,"devmem_tx":1}"#,
+            r#""write_size":null,"tcp_cc":null,"devmem_tx":"yes"}"#,
+            r#""write_size":null,"tcp_cc":null,"devmem_tx":true,"ifname":"eth0"}"#,
+        ] {
+            let line = format!("{head}{tail}");
+            assert_eq!(
+                code_of(decode(line.as_bytes())),
+                ErrorCode::Malformed,
+                "{line}"
+            );
+        }
     }
 
     fn code_of(r: Result<Msg, ProtoError>) -> ErrorCode {

@@ -3,7 +3,8 @@
 use super::log;
 use super::sender::sender_stream;
 use crate::caps::skip_if_family_missing;
-use crate::cli::{ClientArgs, TxSource as Source};
+use crate::cli::{ClientArgs, PatternArgs, TxSource as Source};
+use crate::error::Error;
 use crate::error::Result;
 use crate::memory::MemoryPlan;
 use crate::netlink::netdev::Netdev;
@@ -22,6 +23,12 @@ pub(crate) fn run(a: &ClientArgs, report: &RunReport) -> Result<()> {
     let ifname = &a.ifname;
     let ifindex = ifname.index()?;
     let plan = MemoryPlan::new(&a.memory, None, a.dmabuf_size)?;
+    if let Source::Pattern(p) = &a.source {
+        let f = &p.flows;
+        if f.count > 1 || f.duration.is_some() || f.cpus.is_some() || f.tcp_cc.is_some() {
+            return run_flows(a, p, &plan, report);
+        }
+    }
     // Everything that makes this run a skip is checked before anything is created (no
     // hugepages: TX memory is never hugetlb).
     plan.preflight()?;
@@ -91,4 +98,215 @@ pub(crate) fn run(a: &ClientArgs, report: &RunReport) -> Result<()> {
     json["stream"] = stream.map(|t| t.to_string()).into();
     report.body(json);
     result
+}
+
+/// `--flows N` (or `--duration`, `--cpus`, `--tcp-cc`) with `--send-pattern`: every flow at
+/// once through [`send_devmem_flows`]; one summary line for the run and one per flow, and the
+/// JSON object with each flow's figures.
+///
+/// Errors: as [`send_devmem_flows`].
+fn run_flows(a: &ClientArgs, p: &PatternArgs, plan: &MemoryPlan, report: &RunReport) -> Result<()> {
+    let f = &p.flows;
+    let stream = sender_stream(p.stream);
+    let pattern = tx::FlowPattern {
+        stream,
+        total_bytes: p.bytes,
+        write_size: p.write_size,
+        corrupt_offset: p.corrupt_offset,
+    };
+    let flows = tx::SendFlows {
+        count: f.count,
+        duration: f.duration,
+        cpus: f.cpus.clone(),
+        tcp_cc: f.tcp_cc.clone(),
+    };
+    let dev = DevmemTx {
+        ifname: &a.ifname,
+        plan,
+        chunk: a.chunk,
+        timeout: a.timeout,
+        verbose: report.verbose(),
+    };
+    let peer = &a.peer;
+    let local = peer.local.as_ref().map(|l| l.with_port(0));
+    let (per_flow, result) = send_devmem_flows(
+        &dev,
+        peer.remote(),
+        local,
+        &pattern,
+        &flows,
+        &STOP,
+        &mut |line| log!(report, "{line}"),
+    );
+    if per_flow.is_empty() {
+        // Nothing was sent: the set-up failed, and the report says why.
+        return result;
+    }
+    let ok = result.is_ok();
+    let bytes: u64 = per_flow.iter().map(|f| f.stats.bytes).sum();
+    let elapsed = per_flow
+        .iter()
+        .map(|f| f.stats.elapsed)
+        .max()
+        .unwrap_or_default();
+    let gbps = crate::stats::gbit_per_s(bytes, elapsed);
+    log!(
+        report,
+        "{}: {} flows, {bytes} bytes in {:.3} s, {gbps:.3} Gbit/s",
+        if ok { "tx ok" } else { "tx failed after" },
+        per_flow.len(),
+        elapsed.as_secs_f64()
+    );
+    for (k, fl) in per_flow.iter().enumerate() {
+        log!(
+            report,
+            "  flow {k}{}: {}",
+            fl.stream.map(|s| format!(" ({s})")).unwrap_or_default(),
+            fl.stats.summary_line(fl.result.is_ok() && ok)
+        );
+    }
+    let sum = |get: fn(&tx::TxStats) -> u64| per_flow.iter().map(|f| get(&f.stats)).sum::<u64>();
+    report.body(serde_json::json!({
+        "mode": "devmem-tx",
+        "ok": ok,
+        "source": "pattern",
+        "dmabuf_id": per_flow.first().map(|f| f.stats.dmabuf_id),
+        "stream": stream.to_string(),
+        "bytes": bytes,
+        // Each flow has its own CRC-32, as a multi-flow receiver's.
+        "crc32": null,
+        "sends": sum(|s| s.sends),
+        "completions": sum(|s| s.completions),
+        "completed_sends": sum(|s| s.completed_sends),
+        "copied_completions": sum(|s| s.copied_completions),
+        "elapsed_s": elapsed.as_secs_f64(),
+        "gbit_per_s": gbps,
+        "flow_count": per_flow.len(),
+        "flows": per_flow.iter().enumerate().map(|(k, fl)| {
+            let mut v = fl.stats.to_json(fl.result.is_ok() && ok);
+            v["flow"] = k.into();
+            v["stream"] = fl.stream.map(|s| s.to_string()).into();
+            v["dmabuf_window_offset"] = fl.window.0.into();
+            v["dmabuf_window_bytes"] = fl.window.1.into();
+            v["cpu"] = fl.pinned.into();
+            v["cpu_user_s"] = fl.cpu.map(|c| c.user.as_secs_f64()).into();
+            v["cpu_sys_s"] = fl.cpu.map(|c| c.sys.as_secs_f64()).into();
+            v["cpu_utilisation"] = tx::cpu_share(fl.cpu, fl.stats.elapsed).into();
+            v["error"] = fl.result.as_ref().err().map(ToString::to_string).into();
+            v
+        }).collect::<Vec<_>>(),
+    }));
+    result
+}
+
+/// The NIC and dma-buf side of a multi-flow devmem TX send ([`send_devmem_flows`]).
+#[derive(Debug)]
+pub(crate) struct DevmemTx<'a> {
+    /// The interface bound for TX and every socket's `SO_BINDTODEVICE`.
+    pub ifname: &'a crate::cli::IfName,
+    /// The dma-buf.
+    pub plan: &'a MemoryPlan,
+    /// `-z`: the iov split.
+    pub chunk: Option<u32>,
+    /// The connect window and the longest wait without a completion (`None`: the defaults).
+    pub timeout: Option<std::time::Duration>,
+    /// Log every send and completion.
+    pub verbose: bool,
+}
+
+/// Devmem TX of `flows.count` flows of `pattern` to `to` (from `local` when given, port 0:
+/// N connections cannot share one port): the cpus checked, one dma-buf allocated and bound
+/// for TX on `dev.ifname`, the connections made one after another (so the receiver numbers
+/// them in this order), each its own `SO_ZEROCOPY` socket with `flows.tcp_cc`, then every flow
+/// at once ([`tx::transmit_flows`]: its own window of the dma-buf, worker thread and
+/// completions). A flow that failed, or every flow of a failed run, is reset on close so the
+/// receiver sees `ECONNRESET` rather than a clean end of a truncated stream. `log` gets the
+/// progress lines. Returns each flow's figures (none when the set-up failed) and the outcome.
+///
+/// Errors: the `--cpus` and window checks (`Error::Usage`, before anything is created); the
+/// memory source's and bind-tx's skips and refusals; a connect failure naming the flow; a
+/// flow's failure (as [`tx::transmit_flows`]).
+pub(crate) fn send_devmem_flows(
+    dev: &DevmemTx<'_>,
+    to: std::net::SocketAddrV6,
+    local: Option<std::net::SocketAddrV6>,
+    pattern: &tx::FlowPattern,
+    flows: &tx::SendFlows,
+    stop: &std::sync::atomic::AtomicI32,
+    log: &mut dyn FnMut(std::fmt::Arguments<'_>),
+) -> (Vec<tx::DevmemFlow>, Result<()>) {
+    let setup = (|| {
+        let ifname = dev.ifname;
+        let ifindex = ifname.index()?;
+        super::flows::check_cpus(flows.cpus.as_deref())?;
+        tx::devmem::window_size(dev.plan.size_bytes() as usize, flows.count)?;
+        dev.plan.preflight()?;
+        let netdev = skip_if_family_missing(Netdev::open(), "netdev")?;
+        crate::signals::check_flag(stop)?;
+        let mem = dev.plan.allocate()?;
+        crate::signals::check_flag(stop)?;
+        let binding = tx::bind_tx(&netdev, ifindex, ifname.as_str(), mem.fd())?;
+        crate::signals::check_flag(stop)?;
+        log(format_args!(
+            "bound {ifname} for TX to dmabuf id {} ({} bytes, {}), {} flows",
+            binding.id(),
+            dev.plan.size_bytes(),
+            dev.plan.describe(),
+            flows.count
+        ));
+        let mut socks = Vec::with_capacity(flows.count as usize);
+        for k in 0..flows.count {
+            let sock = tx::connect_devmem(to, local, ifname.as_str(), dev.timeout, stop)
+                .and_then(|s| {
+                    if let Some(cc) = &flows.tcp_cc {
+                        crate::figures::tcp::set_congestion(s.fd(), "--tcp-cc", cc)?;
+                    }
+                    Ok(s)
+                })
+                .map_err(|e| match e {
+                    Error::Timeout(m) => Error::Timeout(format!("flow {k}: {m}")),
+                    Error::Interrupted(s) => Error::Interrupted(s),
+                    Error::Usage(m) => Error::Usage(m),
+                    other => Error::Failure(format!("flow {k}: {other}")),
+                })?;
+            socks.push(sock);
+        }
+        log(format_args!(
+            "connected {} flows to [{}]:{}",
+            flows.count,
+            to.ip().to_canonical(),
+            to.port()
+        ));
+        Ok((mem, binding, socks))
+    })();
+    let (mut mem, binding, mut socks) = match setup {
+        Ok(s) => s,
+        Err(e) => return (Vec::new(), Err(e)),
+    };
+    let tx_cfg = TxConfig {
+        chunk: dev.chunk,
+        max_piece: pattern.write_size.unwrap_or(tx::devmem::DEFAULT_MAX_PIECE),
+        completion_timeout: dev
+            .timeout
+            .unwrap_or(tx::devmem::DEFAULT_COMPLETION_TIMEOUT),
+        verbose: dev.verbose,
+        ..TxConfig::new(binding.id())
+    };
+    let (per_flow, result) = with_memory!(&mut mem, m => tx::transmit_flows(
+        &mut socks,
+        m,
+        pattern,
+        &tx_cfg,
+        flows,
+        stop,
+    ));
+    for (sock, flow) in socks.iter().zip(&per_flow) {
+        if flow.result.is_err() || result.is_err() {
+            let _ = crate::sys::socket::abort_on_close(sock.fd());
+        }
+    }
+    drop(socks);
+    drop(binding);
+    drop(mem);
+    (per_flow, result)
 }

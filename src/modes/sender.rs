@@ -99,6 +99,7 @@ fn send_flows(
         "flows": stats.iter().enumerate().map(|(k, s)| {
             let mut v = s.to_json();
             v["flow"] = k.into();
+            v["cpu"] = s.pinned.into();
             v
         }).collect::<Vec<_>>(),
         "ok": result.is_ok(),

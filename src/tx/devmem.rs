@@ -135,6 +135,86 @@ pub trait TxMemory {
     /// `START|WRITE` before, `END|WRITE` after, for a dma-buf). `Error::Bounds` when it does
     /// not fit.
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Where byte 0 of this memory sits in the bound dma-buf, in bytes: what the sender adds
+    /// to its offsets in the iovs it hands the kernel. 0 for a whole dma-buf; the start of
+    /// the window for a [`DmabufWindow`].
+    fn dmabuf_offset(&self) -> u64 {
+        0
+    }
+}
+
+/// One flow's share of a dma-buf that several flows send from at once: `len` bytes from
+/// byte `base` of the memory behind the mutex. Writes lock the memory for the copy only;
+/// windows of one split never overlap, so a region one flow has in flight is never written by
+/// another.
+#[derive(Debug)]
+pub struct DmabufWindow<'a, 'm, M: ?Sized> {
+    mem: &'a std::sync::Mutex<&'m mut M>,
+    base: u64,
+    len: usize,
+}
+
+impl<'a, 'm, M: TxMemory + ?Sized> DmabufWindow<'a, 'm, M> {
+    /// `count` windows of equal size over `mem`, each a multiple of [`WINDOW_ALIGN`] bytes
+    /// (the rest of the buffer is left unused), window k at `k · size`.
+    ///
+    /// Errors: `Error::Usage` when `count` is 0 or the dma-buf gives a window less than
+    /// [`WINDOW_ALIGN`] bytes (naming the sizes).
+    pub fn split(mem: &'a std::sync::Mutex<&'m mut M>, count: u32) -> Result<Vec<Self>> {
+        let total = mem.lock().unwrap_or_else(|e| e.into_inner()).size();
+        let size = window_size(total, count)?;
+        Ok((0..u64::from(count))
+            .map(|k| DmabufWindow {
+                mem,
+                base: k * size as u64,
+                len: size,
+            })
+            .collect())
+    }
+}
+
+/// Windows of a split dma-buf start at multiples of this many bytes (a page: a window never
+/// shares a page with another).
+pub const WINDOW_ALIGN: usize = 4096;
+
+/// The size of each of `count` windows over a dma-buf of `total` bytes ([`DmabufWindow::split`]).
+///
+/// Errors: `Error::Usage` when `count` is 0 or a window would be under [`WINDOW_ALIGN`].
+pub fn window_size(total: usize, count: u32) -> Result<usize> {
+    let each = match count {
+        0 => 0,
+        n => total / n as usize / WINDOW_ALIGN * WINDOW_ALIGN,
+    };
+    if each == 0 {
+        return Err(Error::Usage(format!(
+            "devmem TX: a dma-buf of {total} bytes split over {count} flows leaves less than \
+             {WINDOW_ALIGN} bytes per flow (give --dmabuf-size at least {} bytes)",
+            u64::from(count.max(1)) * WINDOW_ALIGN as u64
+        )));
+    }
+    Ok(each)
+}
+
+impl<M: TxMemory + ?Sized> TxMemory for DmabufWindow<'_, '_, M> {
+    fn size(&self) -> usize {
+        self.len
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let r = crate::sys::mmap::checked_range(
+            "dma-buf window write",
+            offset,
+            data.len() as u64,
+            self.len,
+        )?;
+        let mut mem = self.mem.lock().unwrap_or_else(|e| e.into_inner());
+        mem.write_at(self.base + r.start as u64, data)
+    }
+
+    fn dmabuf_offset(&self) -> u64 {
+        self.base
+    }
 }
 
 impl TxMemory for Udmabuf {
@@ -898,9 +978,11 @@ impl<S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'_, S, M> {
     /// Places `data` in a free region, writes it there and sends it.
     fn send_piece(&mut self, data: &[u8]) -> Result<()> {
         let len = data.len() as u64;
-        let offset = self.alloc(len)?;
-        self.mem.write_at(offset, data)?;
+        let region = self.alloc(len)?;
+        self.mem.write_at(region, data)?;
         self.started.get_or_insert_with(Instant::now);
+        // The kernel's offsets are the dma-buf's, the ring's this memory's.
+        let offset = self.mem.dmabuf_offset() + region;
         let mut cur = IovCursor::new(offset, data.len(), self.cfg.chunk);
         let mut backoff = Backoff::default();
         while !cur.is_done() {

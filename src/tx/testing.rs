@@ -24,9 +24,8 @@
 //! This module is compiled into the library so integration tests can use it; nothing in the
 //! tool itself calls it.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::devmem::{
@@ -123,18 +122,33 @@ struct InFlight {
 #[derive(Debug)]
 struct Shared {
     bytes: Vec<u8>,
-    in_flight: BTreeMap<u32, InFlight>,
+    /// In-flight sends by (socket, send number): every socket of the dma-buf numbers its
+    /// sends from 0.
+    in_flight: BTreeMap<(u32, u32), InFlight>,
     violations: Vec<String>,
     writes: u64,
     syncs: u64,
+    /// Sockets made over this dma-buf.
+    sockets: u32,
+}
+
+/// Locks the state shared by a dma-buf and its sockets (a panic of another test thread
+/// holding it leaves the data as it was: take it anyway).
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {
-    fn overlaps(&self, start: u64, end: u64) -> Vec<u32> {
+    /// In-flight sends that read any byte of `[start, end)`: send numbers, prefixed with
+    /// `socket S ` when the dma-buf has several sockets.
+    fn overlaps(&self, start: u64, end: u64) -> Vec<String> {
         self.in_flight
             .iter()
             .filter(|(_, f)| f.ranges.iter().any(|&(a, b)| a < end && start < b))
-            .map(|(&id, _)| id)
+            .map(|(&(sock, id), _)| match self.sockets {
+                1 => id.to_string(),
+                _ => format!("socket {sock} send {id}"),
+            })
             .collect()
     }
 
@@ -148,33 +162,33 @@ impl Shared {
 /// touches bytes of an in-flight send is recorded as a violation (and still done).
 #[derive(Debug, Clone)]
 pub struct ScriptedTxMemory {
-    shared: Rc<RefCell<Shared>>,
+    shared: Arc<Mutex<Shared>>,
 }
 
 impl ScriptedTxMemory {
     /// `write_at` calls so far.
     pub fn writes(&self) -> u64 {
-        self.shared.borrow().writes
+        lock(&self.shared).writes
     }
 
     /// Dma-buf sync ioctls modelled so far (two per write: `START|WRITE`, `END|WRITE`).
     pub fn syncs(&self) -> u64 {
-        self.shared.borrow().syncs
+        lock(&self.shared).syncs
     }
 
     /// The whole buffer.
     pub fn contents(&self) -> Vec<u8> {
-        self.shared.borrow().bytes.clone()
+        lock(&self.shared).bytes.clone()
     }
 }
 
 impl TxMemory for ScriptedTxMemory {
     fn size(&self) -> usize {
-        self.shared.borrow().bytes.len()
+        lock(&self.shared).bytes.len()
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        let mut s = self.shared.borrow_mut();
+        let mut s = lock(&self.shared);
         let r = crate::sys::mmap::checked_range(
             "scripted dma-buf write",
             offset,
@@ -184,8 +198,10 @@ impl TxMemory for ScriptedTxMemory {
         let hit = s.overlaps(r.start as u64, r.end as u64);
         if !hit.is_empty() {
             let msg = format!(
-                "write of [{}, {}) while sends {hit:?} that read those bytes are in flight",
-                r.start, r.end
+                "write of [{}, {}) while sends [{}] that read those bytes are in flight",
+                r.start,
+                r.end,
+                hit.join(", ")
             );
             s.violations.push(msg);
         }
@@ -201,7 +217,9 @@ impl TxMemory for ScriptedTxMemory {
 /// would receive.
 #[derive(Debug)]
 pub struct ScriptedTxSocket {
-    shared: Rc<RefCell<Shared>>,
+    shared: Arc<Mutex<Shared>>,
+    /// This socket among the dma-buf's ([`ScriptedTxSocket::another`]), from 0.
+    socket: u32,
     dmabuf_id: u32,
     policy: CompletionPolicy,
     copied: bool,
@@ -225,15 +243,34 @@ impl ScriptedTxSocket {
         dmabuf_id: u32,
         policy: CompletionPolicy,
     ) -> (ScriptedTxSocket, ScriptedTxMemory) {
-        let shared = Rc::new(RefCell::new(Shared {
+        let shared = Arc::new(Mutex::new(Shared {
             bytes: vec![0; size],
             in_flight: BTreeMap::new(),
             violations: Vec::new(),
             writes: 0,
             syncs: 0,
+            sockets: 0,
         }));
-        let sock = ScriptedTxSocket {
-            shared: Rc::clone(&shared),
+        let sock = ScriptedTxSocket::on(&shared, dmabuf_id, policy);
+        (sock, ScriptedTxMemory { shared })
+    }
+
+    /// Another socket over the same dma-buf and binding (a flow of a multi-flow send), with
+    /// this one's completion policy: its own send numbers from 0, its own error queue and
+    /// stream; a byte of the dma-buf in flight on any socket may not be rewritten.
+    pub fn another(&self) -> ScriptedTxSocket {
+        ScriptedTxSocket::on(&self.shared, self.dmabuf_id, self.policy)
+    }
+
+    fn on(shared: &Arc<Mutex<Shared>>, dmabuf_id: u32, policy: CompletionPolicy) -> Self {
+        let socket = {
+            let mut s = lock(shared);
+            s.sockets += 1;
+            s.sockets - 1
+        };
+        ScriptedTxSocket {
+            shared: Arc::clone(shared),
+            socket,
             dmabuf_id,
             policy,
             copied: false,
@@ -246,8 +283,7 @@ impl ScriptedTxSocket {
             socket_error: 0,
             wait_calls: 0,
             max_in_flight: 0,
-        };
-        (sock, ScriptedTxMemory { shared })
+        }
     }
 
     /// Automatic completions carry `SO_EE_CODE_ZEROCOPY_COPIED`.
@@ -296,12 +332,15 @@ impl ScriptedTxSocket {
     /// Problems the double saw: a write or send touching bytes of an in-flight send, or a
     /// completed send whose bytes changed while in flight. Empty for a correct sender.
     pub fn violations(&self) -> Vec<String> {
-        self.shared.borrow().violations.clone()
+        lock(&self.shared).violations.clone()
     }
 
     /// Send numbers accepted and not yet completed, ascending.
     pub fn in_flight(&self) -> Vec<u32> {
-        self.shared.borrow().in_flight.keys().copied().collect()
+        let me = self.socket;
+        let s = lock(&self.shared);
+        let mine = s.in_flight.keys().filter(|(sock, _)| *sock == me);
+        mine.map(|&(_, n)| n).collect()
     }
 
     /// Most sends in flight at once.
@@ -318,16 +357,17 @@ impl ScriptedTxSocket {
     /// `u32::MAX`; `lo = hi + 1` names all of them). Looks at the sends in flight, never at
     /// every number of the range, so a hostile range is answered as fast as the kernel would.
     fn complete(&mut self, lo: u32, hi: u32) {
-        let mut s = self.shared.borrow_mut();
+        let me = self.socket;
+        let mut s = lock(&self.shared);
         let span = hi.wrapping_sub(lo);
         let done: Vec<u32> = s
             .in_flight
             .keys()
-            .copied()
-            .filter(|n| n.wrapping_sub(lo) <= span)
+            .filter(|&&(sock, n)| sock == me && n.wrapping_sub(lo) <= span)
+            .map(|&(_, n)| n)
             .collect();
         for n in done {
-            let Some(f) = s.in_flight.remove(&n) else {
+            let Some(f) = s.in_flight.remove(&(me, n)) else {
                 continue;
             };
             if s.read(&f.ranges) != f.data {
@@ -338,7 +378,7 @@ impl ScriptedTxSocket {
     }
 
     fn generate_on_wait(&mut self) {
-        let ids: Vec<u32> = self.shared.borrow().in_flight.keys().copied().collect();
+        let ids = self.in_flight();
         if ids.is_empty() || self.policy == CompletionPolicy::Manual || !self.errq.is_empty() {
             return;
         }
@@ -403,7 +443,7 @@ impl TxSocket for ScriptedTxSocket {
             result: Err(0),
             send_number: None,
         };
-        let size = self.shared.borrow().bytes.len() as u64;
+        let size = lock(&self.shared).bytes.len() as u64;
         let offered: u64 = iovs.iter().map(|i| i.len as u64).sum();
         let checked = if dmabuf_id != self.dmabuf_id {
             Err(libc::EINVAL)
@@ -445,20 +485,24 @@ impl TxSocket for ScriptedTxSocket {
         self.accepted += 1;
         record.send_number = Some(number);
         {
-            let mut s = self.shared.borrow_mut();
+            let mut s = lock(&self.shared);
             for &(a, b) in &ranges {
                 let hit = s.overlaps(a, b);
                 if !hit.is_empty() {
                     let msg = format!(
-                        "send {number} reads [{a}, {b}), which in-flight sends {hit:?} also read"
+                        "send {number} reads [{a}, {b}), which in-flight sends [{}] also read",
+                        hit.join(", ")
                     );
                     s.violations.push(msg);
                 }
             }
             let data = s.read(&ranges);
             self.stream.extend_from_slice(&data);
-            s.in_flight.insert(number, InFlight { ranges, data });
-            self.max_in_flight = self.max_in_flight.max(s.in_flight.len());
+            s.in_flight
+                .insert((self.socket, number), InFlight { ranges, data });
+            let me = self.socket;
+            let mine = s.in_flight.keys().filter(|(sock, _)| *sock == me).count();
+            self.max_in_flight = self.max_in_flight.max(mine);
         }
         self.sends.push(record);
         if self.policy == CompletionPolicy::Immediate {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Tests of the shell helpers (make scripts-test): tests/vm/lib.sh (the Debian mirror taken from
 # an apt configuration in both source formats, the cache location, the console filter, the
-# KERNEL_TREE checks: configuration, architecture, image version, compiler),
+# KERNEL_TREE checks: configuration, architecture, image version, compiler; the guest's time
+# limit and its failure line), tests/vm/run.sh's command line (--timeout, --shell) and make
+# vm-shell without booting,
 # scripts/target-dir.sh (cargo's target directory, CARGO_TARGET_DIR honoured) and
 # scripts/install-test-tools.sh (without root it names what is missing and fails). Builds its
 # apt configurations under a temporary directory; touches nothing else.
@@ -186,8 +188,72 @@ gcc: gcc (Debian 12.2.0-14) 12.2.0" \
     "$(kernel_tree_cc "$tmp/cc5" "${runner[@]}" 2>"$tmp/cc5.err" && echo 0: || echo 1:
     cat "$tmp/cc5.err")"
 
-# cargo's target directory, as cargo resolves it.
+# The guest's time limit: the base plus each selected case's budget; an opt-in case that only
+# prints skip adds nothing; the fault matrix's budget grows with its runs per fault.
+check "time limit: base alone" "$VM_BASE_BUDGET" "$(vm_time_limit </dev/null)"
+check "time limit: light cases" "$((VM_BASE_BUDGET + 3 * $(vm_case_budget devmem-nic/probe)))" \
+    "$(printf 'devmem-nic/probe\ndevmem-nic/rx\nkernel-log\n' | vm_time_limit)"
+check "time limit: a harness case weighs more" "yes" \
+    "$([ "$(vm_case_budget devmem-nic/kernel-devmem-py)" -ge \
+        $((10 * $(vm_case_budget devmem-nic/probe))) ] && echo yes || echo no)"
+check "time limit: skipped opt-in case" \
+    "$(printf 'devmem-nic/probe\n' | vm_time_limit)" \
+    "$(printf 'devmem-nic/probe\ndevmem-nic/c-iou-zcrx skip\n\n' | vm_time_limit)"
+check "time limit: fault matrix runs" "90" \
+    "$(($(vm_case_budget devmem-nic/fault-matrix 3) - $(vm_case_budget devmem-nic/fault-matrix 2)))"
+check "time limit: fault matrix through the list" \
+    "$((VM_BASE_BUDGET + $(vm_case_budget devmem-nic/fault-matrix 30)))" \
+    "$(echo devmem-nic/fault-matrix | vm_time_limit 30)"
+
+# The failure line of a guest stopped at its time limit names the case that was running (a
+# result line ends a case; a recording's "ok" lines are gone from what the runner passes in),
+# how far the run got, the limit and where it came from, and how to raise it.
+console="vm-guest: kernel 7.3.4, 2 CPUs, 981960 kB
+vm-guest: running devmem-nic/probe
+ok devmem-nic/probe: exit 0 with every contract held [3.9 s]
+vm-guest: running devmem-nic/c-iou-zcrx
+skip devmem-nic/c-iou-zcrx: opt-in
+vm-guest: running devmem-nic/kernel-devmem-py
+# an output line of the case"
+check "timeout: the running case" \
+    "vm: FAIL: the guest did not finish within 1290 s (300 s + the budgets of 4 cases that run): case devmem-nic/kernel-devmem-py was running (2 of 4 cases done); raise the limit with NCDEVMEM_VM_TIMEOUT=SECS (or --timeout SECS)" \
+    "$(vm_timeout_failure 1290 "300 s + the budgets of 4 cases that run" 4 <<<"$console")"
+check "timeout: between cases" \
+    "vm: FAIL: the guest did not finish within 60 s (NCDEVMEM_VM_TIMEOUT): no case was running (3 of 4 cases done; the next had not started); raise the limit with NCDEVMEM_VM_TIMEOUT=SECS (or --timeout SECS)" \
+    "$(printf '%s\nFAIL devmem-nic/kernel-devmem-py: x [50.0 s]\n' "$console" |
+        vm_timeout_failure 60 NCDEVMEM_VM_TIMEOUT 4)"
+check "timeout: in the boot" \
+    "vm: FAIL: the guest did not finish within 10 s (--timeout): no case had started (boot, module loading or the guest program start); raise the limit with NCDEVMEM_VM_TIMEOUT=SECS (or --timeout SECS)" \
+    "$(printf '[    1.0] Linux version 7.3.4\n' | vm_timeout_failure 10 --timeout 4)"
+check "timeout: a case named like the start of another" \
+    "case devmem-nic/rx-large-niov was running (1 of 2 cases done)" \
+    "$(printf 'vm-guest: running devmem-nic/rx\nok devmem-nic/rx: y\nvm-guest: running devmem-nic/rx-large-niov\n' |
+        vm_timeout_failure 9 x 2 | sed 's/.*: \(case .*done)\).*/\1/')"
+
+# The runner's command line, without booting: a time limit that is not a number of seconds
+# is refused before anything runs; everything after --shell is the guest's command (not the
+# runner's options: here NCDEVMEM_VM_SKIP ends the run before root is needed); make vm-shell
+# hands CMD over as one word, however many commands it holds.
+out=$("$here/run.sh" --timeout 12x 2>&1) && rc=0 || rc=$?
+check "run.sh: bad --timeout" "2: vm: the time limit must be a number of seconds, not '12x' (--timeout)" "$rc: $out"
+out=$(NCDEVMEM_VM_TIMEOUT=0 "$here/run.sh" 2>&1) && rc=0 || rc=$?
+check "run.sh: bad NCDEVMEM_VM_TIMEOUT" "2: vm: the time limit must be a number of seconds, not '0' (NCDEVMEM_VM_TIMEOUT)" "$rc: $out"
+out=$(NCDEVMEM_VM_SKIP=1 "$here/run.sh" --shell --timeout 12x 'ip link; true' 2>&1) && rc=0 || rc=$?
+check "run.sh: --shell takes the rest" "0: skip: vm-test: NCDEVMEM_VM_SKIP=1" "$rc: $out"
 repo=$(cd "$here/../.." && pwd)
+if command -v make >/dev/null 2>&1; then
+    check "make vm-shell: CMD as one word" \
+        "tests/vm/run.sh  --shell 'ip link; ncdevmem-rs -f dnic0a'" \
+        "$(make -s -n -C "$repo" vm-shell CMD='ip link; ncdevmem-rs -f dnic0a' | tail -1)"
+    check "make vm-shell: interactive" "tests/vm/run.sh  --shell" \
+        "$(make -s -n -C "$repo" vm-shell | tail -1 | sed 's/ *$//')"
+fi
+# The guest's /init (busybox sh) parses.
+if command -v busybox >/dev/null 2>&1; then
+    check "init: parses" "0" "$(busybox sh -n "$here/init" && echo 0 || echo 1)"
+fi
+
+# cargo's target directory, as cargo resolves it.
 if command -v "${CARGO:-cargo}" >/dev/null 2>&1; then
     check "target dir: CARGO_TARGET_DIR" "$tmp/tgt" "$(CARGO_TARGET_DIR=$tmp/tgt "$repo/scripts/target-dir.sh")"
     check "target dir: default" "$repo/target" "$(env -u CARGO_TARGET_DIR "$repo/scripts/target-dir.sh")"

@@ -34,6 +34,19 @@
 #                          CONFIG_CC_VERSION_TEXT (kbuild's own test for external modules), run
 #                          through RUNNER (e.g. chroot DIR; default: this machine). Status 1,
 #                          and each candidate's answer on stderr, when none matches
+# vm_case_budget NAME [FAULT_RUNS]
+#                          the seconds the guest's time limit grants case NAME (a name
+#                          vm_guest --list prints; FAULT_RUNS: NCDEVMEM_VM_FAULT_MATRIX's N)
+# vm_time_limit [FAULT_RUNS]
+#                          reads case names (vm_guest --list: "NAME" or "NAME skip") and prints
+#                          the guest's time limit for them: VM_BASE_BUDGET plus each case's
+#                          vm_case_budget (a case that only prints skip: none)
+# vm_timeout_failure LIMIT HOW SELECTED
+#                          reads the guest's console (stdin) and prints the failure line of a
+#                          guest stopped at its time limit: LIMIT seconds (HOW: where the limit
+#                          came from), the case that was running (the last "vm-guest: running
+#                          NAME" without its result line) or that none was, how many of the
+#                          SELECTED cases had ended, and how to raise the limit
 
 vm_cache_dir() {
     if [ -n "${NCDEVMEM_VM_CACHE:-}" ]; then
@@ -296,4 +309,57 @@ kernel_tree_cc() {
     done
     printf '%s\n' "${answers[@]}" >&2
     return 1
+}
+
+# The guest's time limit. What the cases take under QEMU/TCG on this project's 2-core machines
+# (the per-case times a run prints, "[N s]" on each case line): on an idle host the suite's
+# guest takes about 290 s for about 57 cases, most cases 1-10 s; the kernel harness cases far
+# more (kernel-devmem-py 41-55 s idle, 500 s at host load 3.5-5.6 with its second run;
+# c-ncdevmem about 108 s idle; c-iou-zcrx 224-435 s at load 7-17). A loaded host (load 10-15
+# from parallel builds and other guests) stretches each of them 5-10 times. The budgets below
+# are those loaded-host times with room to spare; the boot, the module loads and the guest's
+# exit get VM_BASE_BUDGET.
+VM_BASE_BUDGET=300
+vm_case_budget() {
+    local name=$1 fault_runs=${2:-0}
+    case $name in
+    devmem-nic/c-ncdevmem | devmem-nic/c-iou-zcrx) echo 900 ;;
+    devmem-nic/kernel-devmem-py) echo 600 ;;
+    devmem-nic/kernel-iou-zcrx-py) echo 300 ;;
+    devmem-nic/sweep-*) echo 180 ;;
+    devmem-nic/kernel-nk-devmem-py | devmem-nic/multi-flow) echo 120 ;;
+    devmem-nic/fault-matrix) echo $((60 + 90 * fault_runs)) ;;
+    tests_*) echo 60 ;;
+    *) echo 30 ;;
+    esac
+}
+
+vm_time_limit() {
+    local name skip total=$VM_BASE_BUDGET
+    while read -r name skip; do
+        [ -n "$name" ] && [ -z "$skip" ] || continue
+        total=$((total + $(vm_case_budget "$name" "${1:-0}")))
+    done
+    echo "$total"
+}
+
+vm_timeout_failure() {
+    local limit=$1 how=$2 selected=$3
+    awk -v limit="$limit" -v how="$how" -v selected="$selected" '
+        /^vm-guest: running / { running = substr($0, 19); next }
+        /^(ok|FAIL|skip|miss) / {
+            name = $2
+            sub(/:$/, "", name)
+            done++
+            if (name == running) running = ""
+        }
+        END {
+            if (running != "")
+                where = "case " running " was running (" done " of " selected " cases done)"
+            else if (done == 0)
+                where = "no case had started (boot, module loading or the guest program start)"
+            else
+                where = "no case was running (" done " of " selected " cases done; the next had not started)"
+            printf "vm: FAIL: the guest did not finish within %s s (%s): %s; raise the limit with NCDEVMEM_VM_TIMEOUT=SECS (or --timeout SECS)\n", limit, how, where
+        }'
 }

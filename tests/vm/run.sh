@@ -47,11 +47,22 @@
 # (tests/vm/kernel-tree.sh).
 #
 # usage: tests/vm/run.sh [--no-netdevsim] [--refresh] [--cache DIR] [--timeout SECS]
-#                        [--kernel-tree DIR]
+#                        [--kernel-tree DIR] [--shell [CMD...]]
 #   --no-netdevsim  skip the netdevsim build (netdevsim cases print skip)
 #   --refresh       look up the newest kernel again even when one is cached
+#   --timeout       the guest's time limit in seconds (default: a base plus a budget per case
+#                   that runs, tests/vm/lib.sh vm_case_budget; with --shell CMD 600, an
+#                   interactive shell none)
 #   --kernel-tree   boot that kernel tree's build (above)
-# env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, default 3000),
+#   --shell         boot the same guest, with the software devmem NIC loaded and pair 0 made
+#                   as the cases make theirs (dnic0a here, 192.0.2.1 and 2001:db8::1; dnic0b
+#                   in netns dnic0peer, 192.0.2.2 and 2001:db8::2) and the build chroot at
+#                   /debian, but no case: an interactive shell on the console (exit or
+#                   Ctrl-D powers the guest off; Ctrl-A X quits QEMU), or, with CMD (the
+#                   rest of the arguments, joined by blanks and run by sh -c, as ssh does),
+#                   that command, exiting with its status. Outputs go to
+#                   <cargo target dir>/vm-shell. The cache stays locked while it runs.
+# env: NCDEVMEM_VM_CACHE, NCDEVMEM_VM_NETDEVSIM=0|1, NCDEVMEM_VM_TIMEOUT (s, as --timeout),
 #      NCDEVMEM_VM_KERNEL_TREE=DIR (as --kernel-tree),
 #      NCDEVMEM_VM_MIRROR (Debian mirror for the trixie suites; default: from the host's apt
 #      configuration), NCDEVMEM_VM_SKIP=1 (print a skip line and exit 0; without it a run
@@ -59,8 +70,8 @@
 #      matrix, N runs per fault; docs/fault-detection.md), NCDEVMEM_VM_ONLY=A,B (only the
 #      cases whose names contain A or B, =A: exactly A; and the final kernel-log check),
 #      NCDEVMEM_VM_KERNEL_TESTS=1 (also the slow opt-in cases, which print skip otherwise
-#      unless NCDEVMEM_VM_ONLY names them: devmem-nic/c-iou-zcrx and byo-kernel; with either
-#      variable the default timeout is 4800 s), CARGO, CARGO_TARGET_DIR.
+#      unless NCDEVMEM_VM_ONLY names them: devmem-nic/c-iou-zcrx and byo-kernel),
+#      CARGO, CARGO_TARGET_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -73,13 +84,12 @@ cache=$(vm_cache_dir)
 netdevsim=${NCDEVMEM_VM_NETDEVSIM:-1}
 refresh=0
 kernel_tests=${NCDEVMEM_VM_KERNEL_TESTS:-0}
-# The guest's time limit: longer when the opt-in cases may run (NCDEVMEM_VM_ONLY can name them).
-if [ "$kernel_tests" = 1 ] || [ -n "${NCDEVMEM_VM_ONLY:-}" ]; then
-    timeout_s=${NCDEVMEM_VM_TIMEOUT:-4800}
-else
-    # About 10 times the idle suite's guest time: a full suite at host load 10 overran 1200 s.
-    timeout_s=${NCDEVMEM_VM_TIMEOUT:-3000}
-fi
+# The guest's time limit: NCDEVMEM_VM_TIMEOUT or --timeout, else computed from the cases that
+# run (below, once the guest program is built).
+timeout_s=${NCDEVMEM_VM_TIMEOUT:-}
+timeout_how=NCDEVMEM_VM_TIMEOUT
+shell=0
+shell_cmd=()
 cargo=${CARGO:-cargo}
 mirror=${NCDEVMEM_VM_MIRROR:-}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
@@ -90,12 +100,22 @@ while (($#)); do
     --no-netdevsim) netdevsim=0 ;;
     --refresh) refresh=1 ;;
     --cache) cache=$2; shift ;;
-    --timeout) timeout_s=$2; shift ;;
+    --timeout) timeout_s=$2; timeout_how=--timeout; shift ;;
     --kernel-tree) kernel_tree=$2; shift ;;
+    --shell) shell=1; shift; shell_cmd=("$@"); break ;;
     *) echo "vm: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
     esac
     shift
 done
+if [ -n "$timeout_s" ] && ! [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]]; then
+    echo "vm: the time limit must be a number of seconds, not '$timeout_s' ($timeout_how)" >&2
+    exit 2
+fi
+# A shell runs no case: nothing to select, no opt-in case, no byo-kernel run.
+if ((shell)); then
+    unset NCDEVMEM_VM_ONLY
+    kernel_tests=0
+fi
 
 t0=$(date +%s)
 log() { echo "vm: [$(($(date +%s) - t0)) s] $*" >&2; }
@@ -147,6 +167,7 @@ trap cleanup EXIT
 target_dir=$(CARGO=$cargo "$repo/scripts/target-dir.sh") || die "cannot find cargo's target directory"
 out=$target_dir/vm
 [ -n "$kernel_tree" ] && out=$target_dir/vm-kernel-tree
+((shell)) && out=$target_dir/vm-shell
 mkdir -p "$cache" "$out"
 # One run at a time per cache (a second one waits). The byo-kernel case's run inherits the lock
 # of the run that started it (same open file: flock succeeds at once).
@@ -532,8 +553,10 @@ rm -rf "$src_deb_dir"
 # The project's real-kernel integration tests run in the guest too (each binary is one case).
 test_args=()
 # rx_fixture replays the recording the guest has just made (devmem-nic/recvmsg-record).
+# (A shell runs none of them.)
 for t in "$repo"/tests/kernel_*.rs "$repo"/tests/e2e.rs "$repo"/tests/iou_zcrx.rs \
     "$repo"/tests/rx_fixture.rs; do
+    ((shell)) && break
     [ -e "$t" ] && test_args+=(--test "$(basename "$t" .rs)")
 done
 log "building (if not built yet) ncdevmem-rs, examples/vm_guest and $((${#test_args[@]} / 2))" \
@@ -560,7 +583,9 @@ fi
 # pair on this host, with ncdevmem and iou-zcrx linked to the release binary
 # (py/tests/test_kernel_tree.py). Here because `make test` runs pytest before this suite, when
 # a fresh clone has no tree yet. Skipped under NCDEVMEM_VM_ONLY unless it names host-harness.
-if [ -z "${NCDEVMEM_VM_ONLY:-}" ] || [[ ",$NCDEVMEM_VM_ONLY," == *,host-harness,* ]]; then
+if ((shell)); then
+    :
+elif [ -z "${NCDEVMEM_VM_ONLY:-}" ] || [[ ",$NCDEVMEM_VM_ONLY," == *,host-harness,* ]]; then
     if python3 -c 'import pytest' 2>/dev/null; then
         log "host: the kernel's devmem harness files on a veth pair (py/tests/test_kernel_tree.py)"
         (cd "$repo" && NCDEVMEM_KSELFTEST_TREE=$kst NCDEVMEM=$tool PYTHONDONTWRITEBYTECODE=1 \
@@ -642,6 +667,11 @@ printf '%s\n' "${guest_modules[@]}" >"$root/etc/vm-modules"
 # A KERNEL_TREE's selftests: the guest mounts them over the chroot's /opt/kselftest.
 [ -z "$tree" ] || echo "${kst#"$chroot_dir"}" >"$root/etc/vm-kselftest"
 echo "${guest_args[*]}" >"$root/etc/vm-guest.args"
+# --shell: /init makes pair 0 and runs this command (an empty line: an interactive shell)
+# instead of the guest program.
+if ((shell)); then
+    printf '%s\n' "${shell_cmd[*]}" >"$root/etc/vm-shell"
+fi
 
 # Modules: the ones the guest loads and everything they depend on, decompressed, plus depmod.
 # A KERNEL_TREE's come from its build (modules.order; built-in ones are left out), debug info
@@ -691,21 +721,74 @@ initrd=$out/initramfs.cpio.gz
 log "initramfs $(du -h "$initrd" | cut -f1) (modules: ${need[*]})"
 
 # ---------------------------------------------------------------------------------------------
-# 6. boot and read the result off the console
+# 6. the guest's time limit, boot, and the result read off the console
 # ---------------------------------------------------------------------------------------------
+# The cases that will run, as the guest program selects them (run here on the host: --list
+# runs nothing), and from them the time limit, unless one was given.
+n_cases=0
+case_list=''
+if ((shell)); then
+    if [ -z "$timeout_s" ] && ((${#shell_cmd[@]})); then
+        timeout_s=600
+        timeout_how="the default for --shell CMD"
+    fi
+else
+    list_args=(--list)
+    ((netdevsim)) && list_args+=(--netdevsim)
+    if [ "${NCDEVMEM_VM_FAULT_MATRIX:-0}" != 0 ]; then
+        list_args+=(--fault-matrix "$NCDEVMEM_VM_FAULT_MATRIX")
+    fi
+    [ "$kernel_tests" != 1 ] || list_args+=(--kernel-tests)
+    [ -z "${NCDEVMEM_VM_ONLY:-}" ] || list_args+=(--only "$NCDEVMEM_VM_ONLY")
+    ((${#test_bins[@]} == 0)) || list_args+=(--tests "$root/usr/libexec/ncdevmem-tests")
+    case_list=$("$guest" "${list_args[@]}") || die "$guest ${list_args[*]} failed"
+    n_cases=$(grep -c . <<<"$case_list" || true)
+    if [ -z "$timeout_s" ]; then
+        timeout_s=$(vm_time_limit "${NCDEVMEM_VM_FAULT_MATRIX:-0}" <<<"$case_list")
+        timeout_how="$VM_BASE_BUDGET s + the budgets of the $n_cases cases that run"
+    fi
+fi
 console=$out/console.log
-log "booting under QEMU/TCG (timeout ${timeout_s} s); console in $console"
+qemu_cmd=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1G
+    -nographic -no-reboot -nodefaults -display none
+    -virtfs "local,path=$chroot_dir,mount_tag=debian,security_model=none,readonly=on"
+    -kernel "$vmlinuz" -initrd "$initrd"
+    -append "console=ttyS0 panic=-1 oops=panic quiet")
+if ((shell)) && ((${#shell_cmd[@]} == 0)); then
+    # The terminal goes straight to the guest's console (QEMU's monitor multiplexed on it).
+    limit=()
+    [ -z "$timeout_s" ] || limit=(timeout --foreground -k 10 "$timeout_s")
+    log "booting under QEMU/TCG for a shell on its console (${timeout_s:-no} time limit;" \
+        "exit or Ctrl-D powers the guest off, Ctrl-A X quits QEMU)"
+    set +e
+    "${limit[@]}" "${qemu_cmd[@]}" -serial mon:stdio
+    qemu_rc=$?
+    set -e
+    [ ! -t 0 ] || stty sane 2>/dev/null || true
+    log "done: $kernel_label, qemu exit $qemu_rc"
+    exit "$qemu_rc"
+fi
+log "booting under QEMU/TCG (time limit ${timeout_s} s: $timeout_how); console in $console"
 set +e
-timeout -k 10 "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1G \
-    -nographic -no-reboot -nodefaults -serial stdio -display none \
-    -virtfs "local,path=$chroot_dir,mount_tag=debian,security_model=none,readonly=on" \
-    -kernel "$vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 panic=-1 oops=panic quiet" </dev/null | strip_terminal_controls |
+timeout -k 10 "$timeout_s" "${qemu_cmd[@]}" -serial stdio </dev/null | strip_terminal_controls |
     tee "$console" |
     awk '/^NCDEVMEM-FIXTURE-BEGIN /{ skip = 1 } !skip { print; fflush() } /^NCDEVMEM-FIXTURE-END$/{ skip = 0 }'
 qemu_rc=${PIPESTATUS[0]}
 set -e
 marker=$(sed -n 's/^NCDEVMEM-VM-EXIT=\([0-9]*\)$/\1/p' "$console" | tail -1)
+# --shell CMD: the command's exit status is the run's.
+if ((shell)); then
+    log "done: $kernel_label, qemu exit $qemu_rc, command exit ${marker:-none}"
+    if [ -n "$marker" ]; then
+        exit "$marker"
+    elif [ "$qemu_rc" = 124 ] || [ "$qemu_rc" = 137 ]; then
+        echo "vm: FAIL: the command did not finish within $timeout_s s ($timeout_how); raise" \
+            "the limit with NCDEVMEM_VM_TIMEOUT=SECS (or --timeout SECS)" >&2
+    else
+        echo "vm: FAIL: no result marker on the console (qemu exit $qemu_rc; kernel panic?)" >&2
+    fi
+    exit 1
+fi
 # Recordings of real kernel answers the guest printed (see tests/fixtures/README.md).
 rm -rf "$out/fixtures"
 mkdir -p "$out/fixtures"
@@ -724,7 +807,7 @@ missed=$(grep -c '^miss ' <<<"$cases" || true)
 log "done: $kernel_label, qemu exit $qemu_rc, guest exit ${marker:-none}"
 if [ -z "$marker" ]; then
     if [ "$qemu_rc" = 124 ] || [ "$qemu_rc" = 137 ]; then
-        echo "vm: FAIL: the guest did not finish within ${timeout_s} s" >&2
+        vm_timeout_failure "$timeout_s" "$timeout_how" "$n_cases" <<<"$cases" >&2
     else
         echo "vm: FAIL: no result marker on the console (qemu exit $qemu_rc; kernel panic?)" >&2
     fi
