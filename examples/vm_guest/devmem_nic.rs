@@ -1544,7 +1544,7 @@ const ZMF_QUEUES: [u64; 2] = [2, 3];
 fn zcrx_multi_flow(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 65, true)?;
     let before = NicState::take(&nic.dut)?;
-    let (port, seed) = (5640u16, "65");
+    let (port, seed) = (5650u16, "65");
     let flows = ZMF_FLOWS.to_string();
     let q0 = nic.queue_stats()?;
     let t = nic.transfer(
