@@ -138,9 +138,27 @@ pub fn connect_timeout(
 /// Errors: `Error::Timeout` naming how many bytes of `data` went out; `Error::Interrupted`;
 /// `Error::Sys` naming `send` and the offset within `data` (`EPIPE`, `ECONNRESET`, ...).
 pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>) -> Result<()> {
+    send_until(fd, data, stall, None).map(|_| ())
+}
+
+/// As [`send_all_timeout`], but sends nothing more once `end` (if any) has come, also in
+/// the middle of `data`: a wait for a peer that reads slowly (accepting a little now and
+/// then, so `stall` never runs out) ends at `end`. Returns how many bytes of `data` went out
+/// (`data.len()` unless `end` came first).
+///
+/// Errors: as [`send_all_timeout`].
+pub fn send_until(
+    fd: BorrowedFd<'_>,
+    data: &[u8],
+    stall: Option<Duration>,
+    end: Option<Instant>,
+) -> Result<usize> {
     let mut off = 0;
     let mut backoff = Backoff::default();
     while off < data.len() {
+        if end.is_some_and(|e| Instant::now() >= e) {
+            return Ok(off);
+        }
         let rest = &data[off..];
         match socket::send_once(fd, rest) {
             Ok(n) => {
@@ -154,9 +172,16 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
             Err(libc::EAGAIN) => {
                 // Polled in ticks: on a thread the stop signal is not delivered to, nothing
                 // else would end a wait for a peer that does not read.
-                let deadline = stall.and_then(|s| Instant::now().checked_add(s));
+                let stalled = stall.and_then(|s| Instant::now().checked_add(s));
+                let deadline = match (stalled, end) {
+                    (Some(s), Some(e)) => Some(s.min(e)),
+                    (s, e) => s.or(e),
+                };
                 let stop = &crate::signals::STOP;
                 if !poll_ready(fd, libc::POLLOUT, deadline, stop, "poll(POLLOUT)")? {
+                    if end.is_some_and(|e| Instant::now() >= e) {
+                        return Ok(off);
+                    }
                     return Err(Error::Timeout(format!(
                         "send: the peer accepted no data for {:.3} s ({off} of {} bytes of \
                          this write sent)",
@@ -175,7 +200,7 @@ pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>
             }
         }
     }
-    Ok(())
+    Ok(off)
 }
 /// Which worker an accepted connection goes to when each worker serves one RX queue: the
 /// worker of the queue whose NAPI instance the connection's packets arrived through

@@ -93,8 +93,10 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
     let plan = Plan::new(a.sweep.as_ref(), a.runs);
     let rx =
         receive_of(&a.base).ok_or_else(|| Error::Usage("a sweep runs a receiver (-l)".into()))?;
-    for path in [&a.csv, &a.plot].into_iter().flatten() {
-        check_parent(path)?;
+    for (flag, path) in [("--csv", &a.csv), ("--plot", &a.plot)] {
+        if let Some(path) = path {
+            check_output(flag, path)?;
+        }
     }
     let duration = a.duration;
     report.summary(&format!("{PROGRAM}: {}", describe(&plan, a, rx)));
@@ -355,22 +357,45 @@ fn one_run(
     })
 }
 
-/// `path`'s folder exists (checked before any run, so a typo does not cost a sweep).
+/// `flag`'s `path` (`--csv`, `--plot`: written in place after the last run) can be written
+/// then, checked before any run so that a typo or an unwritable place does not cost a sweep:
+/// its folder exists, it is not a directory, and it is either a regular file this process can
+/// open for writing (opened without truncating) or a new file in a folder that takes one (a
+/// temporary file is created there and removed again: a read-only file system, a folder
+/// without write permission, `/proc` or `/sys`). A device or FIFO is left to the write.
 ///
-/// Errors: [`Error::Usage`].
-fn check_parent(path: &Path) -> Result<()> {
+/// Errors: [`Error::Usage`] naming `flag` and what is wrong.
+fn check_output(flag: &str, path: &Path) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    if parent.is_dir() {
-        Ok(())
-    } else {
-        Err(Error::Usage(format!(
-            "'{}': no folder '{}' to write it in",
+    if !parent.is_dir() {
+        return Err(Error::Usage(format!(
+            "{flag}: '{}': no folder '{}' to write it in",
             path.display(),
             parent.display()
-        )))
+        )));
+    }
+    let cannot = |e: std::io::Error| {
+        Error::Usage(format!(
+            "{flag}: cannot write '{}' ({})",
+            path.display(),
+            crate::error::errno_display(crate::error::errno_of(&e))
+        ))
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(Error::Usage(format!(
+            "{flag}: '{}' is a directory (expected a file path)",
+            path.display()
+        ))),
+        Ok(m) if m.is_file() => std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map(drop)
+            .map_err(cannot),
+        Ok(_) => Ok(()),
+        Err(_) => crate::stats::check_can_create_beside(path).map_err(cannot),
     }
 }
 
@@ -400,10 +425,14 @@ fn output(
         ));
     }
     let mut first_err: Option<Error> = None;
+    // The first error is the sweep's own (printed once, by the caller); later ones are
+    // logged here.
     let mut keep = |r: Result<()>| {
         if let Err(e) = r {
-            report.warn(format_args!("{e}"));
-            first_err.get_or_insert(e);
+            match first_err {
+                None => first_err = Some(e),
+                Some(_) => report.warn(format_args!("{e}")),
+            }
         }
     };
     keep(report.print(&text));

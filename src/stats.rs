@@ -82,6 +82,11 @@ pub struct RxStats {
     pub mismatches: u64,
     /// The test stream checked (`-v N` or `--seed SEED`), `None` without validation.
     pub stream: Option<StreamSpec>,
+    /// With the keyed stream of several flows: the connection's first 8 bytes were word 0 of
+    /// [`RxStats::stream`]'s flow, so that is the flow it carried; `false` when they were no
+    /// flow's (too few bytes, or bytes of no flow), the stream then being the one the
+    /// connection was received as.
+    pub stream_identified: bool,
     /// CRC-32 (IEEE 802.3, as zlib's `crc32`) of every stream byte received, in stream order,
     /// validated or not; equal to the sender's when the stream arrived intact.
     pub crc32: u32,
@@ -480,6 +485,17 @@ pub fn check_json_path(path: &Path) -> Result<()> {
             crate::error::errno_display(crate::error::errno_of(&e))
         ))
     })?;
+    let _ = std::fs::remove_file(&tmp);
+    Ok(())
+}
+
+/// Creates a temporary file next to `path` and removes it again: whether the directory takes
+/// a new file (a read-only file system, a directory without write permission, `/proc`).
+///
+/// # Errors
+/// The creation's error.
+pub(crate) fn check_can_create_beside(path: &Path) -> std::io::Result<()> {
+    let (tmp, _file) = create_temp(path).map_err(|(_, e)| e)?;
     let _ = std::fs::remove_file(&tmp);
     Ok(())
 }

@@ -620,7 +620,9 @@ fn send_one_flow(
             if !source.next_piece(usize::MAX, &mut chunk)? {
                 break Ok(());
             }
-            match crate::conn::send_all_timeout(sock, &chunk, req.timeout) {
+            // The duration ends the send also within a write: a receiver that reads a little
+            // now and then never lets the stall timeout run out.
+            match crate::conn::send_until(sock, &chunk, req.timeout, end) {
                 // With a duration the receiver may close first: the end of this flow.
                 Err(e)
                     if end.is_some()
@@ -629,12 +631,16 @@ fn send_one_flow(
                     break Ok(());
                 }
                 Err(e) => break Err(e),
-                Ok(()) => {}
+                Ok(n) => {
+                    crc.update(&chunk[..n]);
+                    stats.bytes += n as u64;
+                    stats.writes += 1;
+                    sent.store(stats.bytes, Ordering::Relaxed);
+                    if n < chunk.len() {
+                        break Ok(());
+                    }
+                }
             }
-            crc.update(&chunk);
-            stats.bytes += chunk.len() as u64;
-            stats.writes += 1;
-            sent.store(stats.bytes, Ordering::Relaxed);
         };
         stats.elapsed = start.elapsed();
         stats.crc32 = crc.finalize();

@@ -869,6 +869,8 @@ pub struct Validator {
     /// The first bytes (fewer than 8) of a keyed stream of several flows, held unchecked
     /// until the 8th names the connection's flow ([`identify_flow`]).
     held: Vec<u8>,
+    /// The first 8 bytes named the connection's flow ([`Validator::identified`]).
+    identified: bool,
 }
 
 impl Validator {
@@ -891,6 +893,7 @@ impl Validator {
             recent: VecDeque::new(),
             piece: "frag",
             held: Vec::new(),
+            identified: false,
         }
     }
 
@@ -951,6 +954,14 @@ impl Validator {
         n + self.check_piece(data)
     }
 
+    /// With the keyed stream of several flows: whether the connection's first 8 bytes were
+    /// word 0 of one of the run's flows, which the validator then checks
+    /// ([`identify_flow`]); `false` before the 8th byte, for bytes that are no flow's word 0,
+    /// and for every other stream.
+    pub fn identified(&self) -> bool {
+        self.identified
+    }
+
     /// The end of the connection: checks bytes still held by [`Validator::check`] (a stream
     /// of fewer than 8 bytes) as the flow the validator was made for; returns their
     /// mismatches.
@@ -999,7 +1010,9 @@ impl Validator {
     fn identify_flow(&mut self, first: &[u8]) {
         debug_assert_eq!(first.len(), 8);
         if let Kind::Keyed { stream, .. } = self.pattern.kind {
-            match identify_flow(stream, first) {
+            let named = identify_flow(stream, first);
+            self.identified = named.is_some();
+            match named {
                 Some(flow) if flow != stream.flow => {
                     self.pattern = Pattern::keyed_flow(KeyedFlow { flow, ..stream });
                 }

@@ -633,7 +633,8 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("receivers (-l)"),
         example: "1G",
         help: "with -l: fail unless the peer sent exactly BYTES (catches a sender that\n\
-               stopped early; without it, a -v receiver still fails on an empty stream)",
+               stopped early; without it, a -v receiver still fails on an empty stream);\n\
+               with --flows N: every flow must carry BYTES (as the pattern sender sends)",
         section: Section::Ours,
     },
     Flag {

@@ -427,7 +427,11 @@ pub fn session<S: Read + Write>(
         Err(e)
     };
     match conn.recv(idle) {
-        Ok(Msg::Hello { tool, version }) => note(&format!("hello from {tool} {version}")),
+        Ok(Msg::Hello { tool, version }) => note(&format!(
+            "hello from {} {}",
+            super::proto::printable(&tool),
+            super::proto::printable(&version)
+        )),
         Ok(other) => {
             let e = ProtoError::Unexpected {
                 expected: "hello".into(),
@@ -976,5 +980,47 @@ mod tests {
             "{out}"
         );
         assert_eq!(sent, 0);
+    }
+
+    /// What a client sends reaches the peer's log with its control characters escaped: a
+    /// `hello` naming itself with a screen clear and a newline, or a member name holding an
+    /// escape sequence, can neither clear the operator's terminal nor forge a log line.
+    #[test]
+    fn a_clients_control_characters_never_reach_the_log_raw() {
+        let hostile_hello = proto::encode(&Msg::Hello {
+            tool: "\u{1b}[2J\npeer server: client 10.0.0.9 done".into(),
+            version: "\0".into(),
+        });
+        let hostile_member = "{\"v\":1,\"type\":\"bye\",\"\\u001b[31m\":1}\n".to_string();
+        let mut notes = Vec::new();
+        let lines = [hostile_hello, hostile_member].concat();
+        let mut conn = Conn::new(Pipe::new(lines.as_bytes(), 4096));
+        let r = session(
+            &mut conn,
+            from(),
+            &LIMITS,
+            Duration::ZERO,
+            &mut |_| figures(),
+            &|| false,
+            &mut |l| notes.push(l.to_string()),
+        );
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("\\u{1b}[31m"), "{e}");
+        notes.push(e);
+        for n in &notes {
+            assert!(!n.chars().any(char::is_control), "{n:?}");
+        }
+        assert!(
+            notes[0].contains("\\u{1b}[2J\\u{a}peer server"),
+            "{notes:?}"
+        );
+        let refused = ProtoError::Refused {
+            code: "x\ny".into(),
+            message: "\u{1b}]0;title\u{7}".into(),
+        };
+        assert_eq!(
+            refused.to_string(),
+            "refused (x\\u{a}y): \\u{1b}]0;title\\u{7}"
+        );
     }
 }

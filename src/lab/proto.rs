@@ -231,17 +231,42 @@ pub enum ProtoError {
     Timeout(Duration),
 }
 
+/// `text` (from the other side of a control connection) fit for a log line: every control
+/// character (a newline, an escape sequence's ESC, NUL) written as `\u{…}`, so a peer can
+/// neither forge log lines nor send the terminal commands.
+///
+/// ```
+/// use ncdevmem::lab::proto::printable;
+/// assert_eq!(printable("a\u{1b}[2J\nb"), "a\\u{1b}[2J\\u{a}b");
+/// assert_eq!(printable("ncdevmem-rs 0.1.0"), "ncdevmem-rs 0.1.0");
+/// ```
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl std::fmt::Display for ProtoError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ProtoError::Bad(code, why) => write!(f, "{} control message: {why}", code.name()),
+            ProtoError::Bad(code, why) => {
+                write!(f, "{} control message: {}", code.name(), printable(why))
+            }
             ProtoError::Unexpected { expected, got } => {
                 write!(
                     f,
                     "control message out of order: expected {expected}, got '{got}'"
                 )
             }
-            ProtoError::Refused { code, message } => write!(f, "refused ({code}): {message}"),
+            ProtoError::Refused { code, message } => {
+                write!(f, "refused ({}): {}", printable(code), printable(message))
+            }
             ProtoError::Closed(None) => f.write_str("the control connection closed"),
             ProtoError::Closed(Some(why)) => write!(f, "the control connection failed: {why}"),
             ProtoError::Timeout(d) => {

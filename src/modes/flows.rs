@@ -509,7 +509,9 @@ impl<'a> Measure<'a> {
     }
 
     /// The figures of the run from its `flows` (flow k = `flows[k]`) and, when a worker
-    /// served several flows (zcrx: one per ifq), its `workers`: prints the summary and
+    /// served several flows (zcrx: one per ifq), its `workers`; each flow that ended cleanly is
+    /// checked as a single-flow run's stream (`check_flows_received`, unless `shared`'s stop
+    /// cut the flows short); prints the summary and
     /// records the JSON object (also when the run failed: every flow's figures are kept).
     ///
     /// Errors: the first flow's failure, named `flow k: …`; a stop signal.
@@ -517,6 +519,7 @@ impl<'a> Measure<'a> {
         mut self,
         flows: Vec<Flow>,
         workers: Vec<WorkerRecord>,
+        shared: &Shared,
         report: &RunReport,
     ) -> Result<()> {
         let last = match self.last.take() {
@@ -527,7 +530,8 @@ impl<'a> Measure<'a> {
             Some(f) => f,
             None => Snapshot::take(self.device, &mut self.netdev),
         };
-        let flows = order_by_stream(flows, report);
+        let mut flows = order_by_stream(flows, report);
+        check_flows_received(self.rx, &mut flows, shared.run_stop.load(Ordering::SeqCst));
         let mut figures = RunFigures::new(self.rx, flows, &first, &last, self.device, &self.queues);
         // A worker's flows by their numbers in the report (stream order).
         figures.workers = workers
@@ -645,7 +649,7 @@ pub(crate) fn receive<M: FragMemory + Sync>(
             .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     });
-    measure.finish(results, Vec::new(), report)
+    measure.finish(results, Vec::new(), &shared, report)
 }
 
 /// The flows in stream order: with `--seed`, each connection's validator took its flow from
@@ -656,8 +660,12 @@ pub(crate) fn receive<M: FragMemory + Sync>(
 /// connection d does`); without the keyed stream, or unless the connections carry every flow
 /// once, accept order stays.
 fn order_by_stream(mut flows: Vec<Flow>, report: &RunReport) -> Vec<Flow> {
+    // Only a connection whose first bytes named a flow carried that flow's stream: one that
+    // sent fewer than 8 bytes, or bytes of no flow, carried none (and fails on its own).
     let stream_of = |f: &Flow| match f.stats.stream {
-        Some(crate::validate::StreamSpec::Keyed(k)) => Some(k.flow() as usize),
+        Some(crate::validate::StreamSpec::Keyed(k)) if f.stats.stream_identified => {
+            Some(k.flow() as usize)
+        }
         _ => None,
     };
     let ids: Vec<Option<usize>> = flows.iter().map(stream_of).collect();
@@ -686,13 +694,35 @@ fn order_by_stream(mut flows: Vec<Flow>, report: &RunReport) -> Vec<Flow> {
         if let Some(k) = id.filter(|&k| k != c) {
             log!(
                 report,
-                "accepted connection {c} carries flow {k}'s stream (by its first bytes):                  reported as flow {k}"
+                "accepted connection {c} carries flow {k}'s stream (by its first bytes): \
+                 reported as flow {k}"
             );
         }
     }
     let mut keyed: Vec<(usize, Flow)> = ids.into_iter().flatten().zip(flows).collect();
     keyed.sort_by_key(|(k, _)| *k);
     keyed.into_iter().map(|(_, f)| f).collect()
+}
+
+/// What a single-flow run checks of its stream once it ended cleanly
+/// ([`super::check_received`]), for every flow: `--expect-bytes` is each flow's byte count
+/// (the pattern sender sends that many on every flow), and a validated flow that carried no
+/// byte fails (a connection that sent nothing validated nothing). Not after a stop signal or
+/// another flow's failure (`stop`), which cut the flows short: their own errors say why.
+fn check_flows_received(rx: &Receive, flows: &mut [Flow], stop: i32) {
+    if !matches!(stop, 0 | DURATION_OVER) {
+        return;
+    }
+    for f in flows.iter_mut().filter(|f| f.result.is_ok()) {
+        f.result = match super::check_received(rx, f.stats.bytes, f.stats.binding_gone) {
+            Err(_) if stop == DURATION_OVER && f.stats.bytes == 0 && rx.expect_bytes.is_none() => {
+                Err(Error::Failure(
+                    "no data within --duration: nothing was validated".into(),
+                ))
+            }
+            r => r,
+        };
+    }
 }
 
 /// One worker: pins itself (`--cpus`), receives its flow until the peer closes or the run

@@ -604,7 +604,7 @@ fn receive_flows(
                 flows.len()
             )));
         }
-        measure.finish(flows, records, report)
+        measure.finish(flows, records, &shared, report)
     })
 }
 

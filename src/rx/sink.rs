@@ -100,6 +100,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
             stats.validated_bytes = v.offset();
             stats.mismatches = v.mismatches();
             stats.stream = Some(v.pattern().spec());
+            stats.stream_identified = v.identified();
         }
         stats.elapsed = self.first_byte.map(|t| t.elapsed()).unwrap_or_default();
         stats.cpu = match (self.cpu_at_first_byte, crate::sys::cpu_time()) {

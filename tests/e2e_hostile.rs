@@ -1,0 +1,409 @@
+//! The pattern sender, the peer server and the multi-flow receiver against hostile or broken
+//! peers, over loopback in the test's own network namespace (no root needed): a receiver that
+//! reads a little now and then, connections that send nothing, too little or a stream cut
+//! short, control clients that send terminal control characters. Every case bounds its own
+//! time, so a regression fails instead of hanging.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::bin::{text, BIN};
+
+/// A loopback port nothing listens on now (bound once by the test and released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// Waits for `child` at most `limit`; kills it when it is still running then. Returns its
+/// output and whether it ended on its own.
+fn wait_bounded(mut child: Child, limit: Duration) -> (Output, bool) {
+    let deadline = Instant::now() + limit;
+    let on_its_own = loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            break true;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (child.wait_with_output().expect("wait"), on_its_own)
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ncdevmem-rs")
+}
+
+/// A listener on loopback whose accepted connection reads `per` bytes every `every` for
+/// `life` (a receive buffer of 4 KiB keeps the sender's queue short): a receiver slow enough
+/// to keep the sender blocked in a write, fast enough that it never stalls for seconds.
+/// Returns the port and the thread, which answers how many bytes it read.
+fn trickle_receiver(
+    per: usize,
+    every: Duration,
+    life: Duration,
+) -> (u16, std::thread::JoinHandle<u64>) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind the trickle receiver");
+    nix::sys::socket::setsockopt(&l, nix::sys::socket::sockopt::RcvBuf, &4096).expect("SO_RCVBUF");
+    let port = l.local_addr().unwrap().port();
+    let t = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().expect("accept");
+        let start = Instant::now();
+        let mut buf = vec![0u8; per];
+        let mut total = 0u64;
+        while start.elapsed() < life {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n as u64,
+            }
+            std::thread::sleep(every);
+        }
+        total
+    });
+    (port, t)
+}
+
+/// `--duration` bounds the pattern sender's time also when the receiver reads slowly (before,
+/// the duration was checked only between writes of 256 KiB, and a receiver that accepted a
+/// little every half second held a `--duration 1` sender for as long as it liked).
+#[test]
+fn a_slow_receiver_cannot_stretch_the_senders_duration() {
+    let (port, rx) = trickle_receiver(2048, Duration::from_millis(200), Duration::from_secs(30));
+    let port = port.to_string();
+    let start = Instant::now();
+    let tx = spawn(&[
+        "--send-pattern",
+        "1G",
+        "-s",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--seed",
+        "1",
+        "--duration",
+        "1",
+    ]);
+    let (out, on_its_own) = wait_bounded(tx, Duration::from_secs(20));
+    let took = start.elapsed();
+    assert!(
+        on_its_own,
+        "the sender with --duration 1 was still sending after 20 s: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    drop(rx);
+}
+
+/// The peer server's control port, started on loopback with `--max-duration 1` (killed on
+/// drop).
+struct Peer {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Peer {
+    fn start() -> Peer {
+        let port = free_port();
+        let p = port.to_string();
+        let child = spawn(&[
+            "--peer-server",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--max-duration",
+            "1",
+        ]);
+        common::wait_listening(child.id(), port);
+        Peer {
+            child: Some(child),
+            port,
+        }
+    }
+
+    /// A control connection sending `lines` (each with its `\n`).
+    fn client(&self, lines: &[&str]) -> BufReader<TcpStream> {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to the peer");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut w = s.try_clone().unwrap();
+        for l in lines {
+            w.write_all(l.as_bytes()).unwrap();
+        }
+        BufReader::new(s)
+    }
+
+    /// SIGINT, then its stderr.
+    fn stop(mut self) -> String {
+        let child = self.child.take().expect("the peer server");
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        let (out, on_its_own) = wait_bounded(child, Duration::from_secs(10));
+        assert!(on_its_own, "the peer server ignored SIGINT");
+        text(&out.stderr)
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn answer(r: &mut BufReader<TcpStream>) -> serde_json::Value {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("an answer line");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+}
+
+const HELLO: &str = "{\"v\":1,\"type\":\"hello\",\"tool\":\"test\",\"version\":\"0\"}\n";
+
+/// `--max-duration` bounds every send whatever the receiver does: a client asking for 100 s
+/// from a peer limited to 1 s, whose receiver reads a little every 200 ms, gets `done` within
+/// a few seconds (before, the peer went on sending for as long as the receiver kept reading).
+#[test]
+fn a_slow_receiver_cannot_stretch_the_peers_max_duration() {
+    let peer = Peer::start();
+    let (port, rx) = trickle_receiver(2048, Duration::from_millis(200), Duration::from_secs(40));
+    let send = format!(
+        "{{\"v\":1,\"type\":\"send\",\"run\":1,\"port\":{port},\"flows\":1,\"duration_s\":100.0,\
+         \"stream\":{{\"seed\":1}},\"write_size\":null,\"tcp_cc\":null,\"devmem_tx\":false}}\n"
+    );
+    let start = Instant::now();
+    let mut c = peer.client(&[HELLO, &send]);
+    assert_eq!(answer(&mut c)["type"], "welcome");
+    let started = answer(&mut c);
+    assert_eq!(started["type"], "started", "{started}");
+    assert_eq!(started["duration_s"], 1.0, "{started}");
+    let done = answer(&mut c);
+    let took = start.elapsed();
+    assert_eq!(done["type"], "done", "{done}");
+    assert!(
+        took < Duration::from_secs(6),
+        "the peer limited to 1 s answered done after {took:?}: {done}"
+    );
+    drop(c);
+    drop(rx);
+    peer.stop();
+}
+
+/// `len` bytes of flow `flow` of `flows` of the keyed stream of `seed`.
+fn keyed(seed: u64, flow: u32, flows: u32, len: usize) -> Vec<u8> {
+    use ncdevmem::validate::{KeyedFlow, Pattern, StreamSpec};
+    let spec = StreamSpec::Keyed(KeyedFlow::new(seed, flow, flows).expect("flow in range"));
+    let mut buf = vec![0u8; len];
+    Pattern::from_spec(spec).expect("pattern").fill(&mut buf, 0);
+    buf
+}
+
+/// Starts `-l --plain --flows N --seed 3` on loopback with `extra`, waits until it listens,
+/// connects one client per entry of `conns` (in that order, each kept open until all are
+/// connected, then written and closed one after the other) and returns the receiver's exit
+/// code, its stderr and its `--json` object.
+fn receive_from(
+    flows: u32,
+    extra: &[&str],
+    conns: &[Vec<u8>],
+) -> (Option<i32>, String, serde_json::Value) {
+    let port = free_port();
+    let p = port.to_string();
+    let n = flows.to_string();
+    let json = std::env::temp_dir().join(format!(
+        "ncdevmem-hostile-{}-{port}.json",
+        std::process::id()
+    ));
+    let mut args = vec![
+        "-l",
+        "--plain",
+        "-s",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--flows",
+        &n,
+        "--seed",
+        "3",
+        "--timeout",
+        "10",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let rx = spawn(&args);
+    common::wait_listening(rx.id(), port);
+    let socks: Vec<TcpStream> = conns
+        .iter()
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+        .collect();
+    for (mut s, data) in socks.into_iter().zip(conns) {
+        s.write_all(data).expect("write");
+        drop(s);
+    }
+    let (out, on_its_own) = wait_bounded(rx, Duration::from_secs(20));
+    assert!(on_its_own, "the receiver hung: {}", text(&out.stderr));
+    let j = common::bin::read_json(&json);
+    let _ = std::fs::remove_file(&json);
+    (out.status.code(), text(&out.stderr), j)
+}
+
+/// A validated multi-flow run fails a connection that sent nothing, as a single-flow run does
+/// (before, the run passed with that flow at 0 bytes).
+#[test]
+fn a_connection_that_sends_nothing_fails_a_validated_multi_flow_run() {
+    let (code, err, j) = receive_from(2, &[], &[Vec::new(), keyed(3, 1, 2, 100_000)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("flow 0: the peer closed without sending any data: nothing was validated"),
+        "{err}"
+    );
+    assert_eq!(j["ok"], false, "{j}");
+    assert_eq!(j["flows"][0]["ok"], false, "{j}");
+    assert_eq!(j["flows"][1]["ok"], true, "{j}");
+}
+
+/// `--expect-bytes` holds for every flow of a multi-flow run (before, it was ignored there and
+/// a run of two 100000-byte flows passed `--expect-bytes 5`).
+#[test]
+fn expect_bytes_holds_for_every_flow() {
+    let conns = [keyed(3, 0, 2, 100_000), keyed(3, 1, 2, 99_999)];
+    let (code, err, j) = receive_from(2, &["--expect-bytes", "100000"], &conns);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("flow 1: the peer sent 99999 bytes, --expect-bytes wanted 100000"),
+        "{err}"
+    );
+    assert_eq!(j["flows"][0]["ok"], true, "{j}");
+    let conns = [keyed(3, 0, 2, 100_000), keyed(3, 1, 2, 100_000)];
+    let (code, err, _) = receive_from(2, &["--expect-bytes", "100000"], &conns);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// Connections accepted in the other order are reported in stream order, with one readable
+/// line each (before, the line held a run of 18 spaces from a broken string continuation).
+#[test]
+fn flows_accepted_out_of_order_are_named_on_one_readable_line() {
+    let conns = [keyed(3, 1, 2, 100_000), keyed(3, 0, 2, 100_000)];
+    let (code, err, j) = receive_from(2, &[], &conns);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(
+            "accepted connection 0 carries flow 1's stream (by its first bytes): reported as flow 1\n"
+        ),
+        "{err}"
+    );
+    let crc = |d: &[u8]| u64::from(crc32fast::hash(d));
+    assert_eq!(j["flows"][0]["crc32"], crc(&conns[1]), "{j}");
+    assert_eq!(j["flows"][1]["crc32"], crc(&conns[0]), "{j}");
+}
+
+/// A connection that sent too few bytes to name its flow carried no flow's stream: the run
+/// fails on that connection's own bytes, and the connection that carried flow 0's whole
+/// stream is not blamed for carrying "flow 0's stream, as connection 0 does" (before, the
+/// short connection counted as flow 0's carrier because it was accepted first).
+#[test]
+fn a_connection_too_short_to_name_its_flow_is_no_flows_carrier() {
+    let conns = [keyed(3, 1, 2, 3), keyed(3, 0, 2, 100_000)];
+    let (code, err, j) = receive_from(2, &[], &conns);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(!err.contains("as connection 0 does"), "{err}");
+    assert!(err.contains("flow 0: validation failed"), "{err}");
+    assert_eq!(j["flows"][1]["ok"], true, "{j}");
+}
+
+/// `--csv` and `--plot` that cannot be written are usage errors before the sweep starts (exit
+/// 2, no peer contacted), as `--json` is: a directory, a folder that takes no new file
+/// (`/proc`). Before, only a missing folder was found then; these cost the whole sweep and
+/// failed at its end (the error printed twice).
+#[test]
+fn unwritable_csv_and_plot_paths_are_refused_before_the_sweep() {
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().unwrap();
+    let port = free_port().to_string();
+    let ctrl = free_port().to_string();
+    for (flag, path, why) in [
+        ("--csv", dir, "is a directory"),
+        ("--plot", dir, "is a directory"),
+        (
+            "--plot",
+            "/proc/ncdevmem-hostile.svg",
+            "--plot: cannot write",
+        ),
+        ("--csv", "/proc/ncdevmem-hostile.csv", "--csv: cannot write"),
+    ] {
+        let child = spawn(&[
+            "-l",
+            "--plain",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--peer",
+            "127.0.0.1",
+            "--peer-port",
+            &ctrl,
+            "--sweep",
+            "flows=1",
+            "--duration",
+            "1",
+            flag,
+            path,
+        ]);
+        let (out, on_its_own) = wait_bounded(child, Duration::from_secs(20));
+        assert!(on_its_own);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {path}: {err}");
+        assert!(err.contains(why), "{flag} {path}: {err}");
+        assert!(!err.contains("sweep of"), "the sweep started: {err}");
+    }
+}
+
+/// An output that fails at the end of a sweep (`/dev/full`: a device, left to the write) is
+/// printed once, beside what stopped the sweep (before, it was printed twice).
+#[test]
+fn an_output_that_fails_at_the_end_is_printed_once() {
+    let port = free_port().to_string();
+    let ctrl = free_port().to_string();
+    let child = spawn(&[
+        "-l",
+        "--plain",
+        "-s",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--peer",
+        "127.0.0.1",
+        "--peer-port",
+        &ctrl,
+        "--sweep",
+        "flows=1",
+        "--duration",
+        "1",
+        "--csv",
+        "/dev/full",
+    ]);
+    let (out, on_its_own) = wait_bounded(child, Duration::from_secs(20));
+    assert!(on_its_own);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("--csv: write(/dev/full)").count(), 1, "{err}");
+    assert!(err.contains("ECONNREFUSED"), "the peer is not there: {err}");
+}
