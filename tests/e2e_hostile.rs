@@ -407,3 +407,38 @@ fn an_output_that_fails_at_the_end_is_printed_once() {
     assert_eq!(err.matches("--csv: write(/dev/full)").count(), 1, "{err}");
     assert!(err.contains("ECONNREFUSED"), "the peer is not there: {err}");
 }
+
+/// A receiver that no client reaches says it waited the `--timeout` given (before: "no
+/// connection within 999 ms" for `--timeout 1`, and what was left of it for a later flow).
+#[test]
+fn an_accept_timeout_names_the_timeout_given() {
+    let port = free_port();
+    let p = port.to_string();
+    for (flows, want) in [
+        ("1", "no connection within 1000 ms\n"),
+        (
+            "3",
+            "no connection within 1000 ms: 0 of 3 flows connected within --timeout\n",
+        ),
+    ] {
+        let child = spawn(&[
+            "-l",
+            "--plain",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-v",
+            "7",
+            "--timeout",
+            "1",
+            "--flows",
+            flows,
+        ]);
+        let (out, on_its_own) = wait_bounded(child, Duration::from_secs(20));
+        assert!(on_its_own);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+}

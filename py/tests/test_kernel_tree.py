@@ -73,6 +73,8 @@ def tree(tmp_path, ns_pair, binary):
         (hw / name).unlink(missing_ok=True)
         (hw / name).symlink_to(binary)
     ours = hw / "ncdevmem-rs"
+    # A tree a VM run has used may already hold our scripts there: this test's copy is ours.
+    shutil.rmtree(ours, ignore_errors=True)
     ours.mkdir()
     for name in os.listdir(PY_DIR):
         if name.endswith(".py"):

@@ -150,10 +150,18 @@ pub(crate) fn accept(
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let (fd, peer) = match crate::conn::accept_timeout(listener.as_fd(), left, &STOP) {
             Ok(c) => c,
-            Err(Error::Timeout(m)) if n > 1 => {
-                return Err(Error::Timeout(format!(
-                    "{m}: {k} of {n} flows connected within --timeout"
-                )))
+            Err(Error::Timeout(m)) => {
+                // The message names the --timeout given, not what was left of it when this
+                // flow's wait began (which read "within 999 ms" for --timeout 1).
+                let given = rx.timeout.unwrap_or_default().as_millis();
+                let m = match socket::local_addr(listener.as_fd()) {
+                    Ok(a) => format!("accept on {a}: no connection within {given} ms"),
+                    Err(_) => m,
+                };
+                return Err(Error::Timeout(match n {
+                    1 => m,
+                    _ => format!("{m}: {k} of {n} flows connected within --timeout"),
+                }));
             }
             Err(e) => return Err(e),
         };
