@@ -329,6 +329,7 @@ vm_case_budget() {
     devmem-nic/kernel-iou-zcrx-py) echo 300 ;;
     devmem-nic/sweep-*) echo 180 ;;
     devmem-nic/kernel-nk-devmem-py | devmem-nic/multi-flow | devmem-nic/tx-multi-flow) echo 120 ;;
+    devmem-nic/zcrx-multi-flow) echo 120 ;;
     devmem-nic/fault-matrix) echo $((60 + 90 * fault_runs)) ;;
     tests_*) echo 60 ;;
     *) echo 30 ;;
