@@ -599,9 +599,9 @@ pub struct PeerServerArgs {
 pub struct SweepArgs {
     /// The receive mode of every run ([`ModeArgs::Server`], [`ModeArgs::Zcrx`] or
     /// [`ModeArgs::Plain`]) as typed, before a point's value is applied; its `--timeout`
-    /// has the sweep's default, its stream the default seed, and (devmem and plain) its
-    /// `--duration` is [`duration`](Self::duration). The zcrx server takes no duration: it
-    /// receives until the peer, sending for `duration`, closes.
+    /// has the sweep's default, its stream the default seed, and its `--duration` is
+    /// [`duration`](Self::duration) (the receiver closes the flows; the peer sends a little
+    /// longer).
     pub base: Box<ModeArgs>,
     /// `--duration`: each run's length (default [`DEFAULT_SWEEP_DURATION`]).
     pub duration: Duration,
@@ -1042,8 +1042,8 @@ fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
         let to = match sweep.key {
             SweepKey::RxBufLen => "the zcrx server (-l --zcrx)",
             SweepKey::Flows => {
-                "the devmem server and the plain receiver (the zcrx server \
-                                receives one flow)"
+                "the devmem server and the plain receiver (a zcrx point's flows \
+                                must cover its -q ifqs)"
             }
             _ => "the devmem server (-l -f IF without --plain or --zcrx)",
         };
@@ -1259,10 +1259,7 @@ fn sweep_args(
     peer: HostAddr,
 ) -> Result<ModeArgs> {
     let duration = t.duration.unwrap_or(DEFAULT_SWEEP_DURATION);
-    t.duration = match role {
-        Role::Zcrx => None,
-        _ => Some(duration),
-    };
+    t.duration = Some(duration);
     t.timeout = t.timeout.or(Some(DEFAULT_SWEEP_TIMEOUT));
     if t.validate.is_none() && t.seed.is_none() {
         t.seed = Some(Seed::Value(DEFAULT_SWEEP_SEED));

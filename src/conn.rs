@@ -202,3 +202,80 @@ pub fn send_until(
     }
     Ok(off)
 }
+/// Which worker an accepted connection goes to when each worker serves one RX queue: the
+/// worker of the queue whose NAPI instance the connection's packets arrived through
+/// (`SO_INCOMING_NAPI_ID` against the netdev family's `queue-get`), as the kernel's
+/// `iou-zcrx -t` does. Worker `i` serves `queues[i]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueDispatch {
+    queues: Vec<u32>,
+    napi_ids: Vec<u32>,
+}
+
+impl QueueDispatch {
+    /// Reads the NAPI id of each of `queues` (RX queues of `ifindex`) through `netdev`.
+    ///
+    /// Errors: `queue-get`'s; `Error::Failure` for a queue the kernel lists without a NAPI id.
+    pub fn read(
+        netdev: &mut crate::netlink::netdev::Netdev,
+        ifindex: u32,
+        queues: &[u32],
+    ) -> Result<QueueDispatch> {
+        let napi_ids = queues
+            .iter()
+            .map(|&q| {
+                netdev
+                    .queue_get(ifindex, crate::netlink::netdev::QueueType::Rx, q)?
+                    .napi_id
+                    .ok_or_else(|| {
+                        Error::Failure(format!("netdev_queue_get(q={q}): napi_id not present"))
+                    })
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        Ok(QueueDispatch::from_ids(queues, napi_ids))
+    }
+
+    /// The dispatch of worker `i` on `queues[i]`, whose NAPI id is `napi_ids[i]`.
+    pub fn from_ids(queues: &[u32], napi_ids: Vec<u32>) -> QueueDispatch {
+        QueueDispatch {
+            queues: queues.to_vec(),
+            napi_ids,
+        }
+    }
+
+    /// The worker whose queue NAPI `napi_id` serves (the first, should two share one).
+    pub fn worker_of_napi(&self, napi_id: u32) -> Option<usize> {
+        self.napi_ids.iter().position(|&n| n == napi_id)
+    }
+
+    /// The RX queue of worker `worker`.
+    pub fn queue(&self, worker: usize) -> Option<u32> {
+        self.queues.get(worker).copied()
+    }
+
+    /// The worker of connection `fd`: `Ok(Ok(worker))`, or `Ok(Err(napi_id))` when it arrived
+    /// through a NAPI instance of none of the queues.
+    ///
+    /// Errors: `getsockopt(SO_INCOMING_NAPI_ID)`'s.
+    pub fn worker_of(&self, fd: BorrowedFd<'_>) -> Result<std::result::Result<usize, u32>> {
+        let id = socket::incoming_napi_id(fd)?;
+        Ok(self.worker_of_napi(id).ok_or(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Worker i serves queues[i]; a connection goes to the worker whose queue's NAPI id it
+    /// carries, or is named by its NAPI id when none does.
+    #[test]
+    fn connections_go_to_the_worker_of_their_queue() {
+        let d = QueueDispatch::from_ids(&[2, 3], vec![8201, 8202]);
+        assert_eq!(d.worker_of_napi(8202), Some(1));
+        assert_eq!(d.worker_of_napi(8201), Some(0));
+        assert_eq!(d.worker_of_napi(8203), None);
+        assert_eq!(d.worker_of_napi(0), None);
+        assert_eq!((d.queue(1), d.queue(2)), (Some(3), None));
+    }
+}

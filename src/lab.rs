@@ -321,8 +321,8 @@ fn one_run(
         // went with its report).
         let peer = match listening.recv() {
             Ok(()) => Some((|| {
-                // A receiver with a duration closes first; one without (zcrx) receives
-                // until the peer's send of the run's duration ends.
+                // A receiver with a duration (every sweep's run has one) closes first; one
+                // without would receive until the peer's send of the run's duration ends.
                 let send = match rx.flows.duration {
                     Some(d) => d + SEND_MARGIN,
                     None => duration,
@@ -574,8 +574,9 @@ mod tests {
         };
         assert_eq!(c.rx_buf_len, Some(32768));
         assert_eq!(
-            c.rx.flows.duration, None,
-            "zcrx receives until the peer closes"
+            c.rx.flows.duration,
+            Some(crate::cli::DEFAULT_SWEEP_DURATION),
+            "zcrx receives for the run's duration, as the other receivers"
         );
         assert_eq!(z.duration, crate::cli::DEFAULT_SWEEP_DURATION);
         assert_eq!(
@@ -609,7 +610,7 @@ mod tests {
             ("-l --plain -s 2001:db8::1 -p 5201 --sweep flows=1", "--sweep: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
             ("--send-pattern 1M -s 2001:db8::1 -p 5201 -v 7 --sweep flows=1", "--sweep: only applies to receivers (-l)"),
             ("--peer-server -l", "--peer-server: serves the sender side of sweeps; not with -l"),
-            ("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --sweep flows=1,2", "--sweep flows: only applies to the devmem server and the plain receiver (the zcrx server receives one flow)"),
+            ("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --sweep flows=1,2", "--sweep flows: only applies to the devmem server and the plain receiver (a zcrx point's flows must cover its -q ifqs)"),
             ("-l --plain -s 2001:db8::1 -p 5201 --peer-send devmem", "--peer-send: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
             ("-l -f eth0 -s 2001:db8::1 -p 5201 --write-size 64K", "--write-size: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
             ("-l -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --peer-send zerocopy", "--peer-send: invalid way to send 'zerocopy' (expected plain or devmem)"),

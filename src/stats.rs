@@ -174,8 +174,8 @@ impl RxStats {
     }
 
     /// Adds `other`'s counts (another flow of the same run) to these: bytes, frags, tokens,
-    /// calls, validated bytes and mismatches are summed, the largest frag is the larger one,
-    /// `binding_gone` is either's. The CRC-32, the stream, the times and the receive buffer are
+    /// calls, validated bytes, mismatches and the zcrx counters are summed, the largest frag
+    /// (and zcrx buffer size) is the larger one, `binding_gone` is either's. The CRC-32, the stream, the times and the receive buffer are
     /// per flow and stay as they are.
     pub fn merge(&mut self, other: &RxStats) {
         self.bytes += other.bytes;
@@ -196,6 +196,15 @@ impl RxStats {
         self.mismatches += other.mismatches;
         self.binding_gone |= other.binding_gone;
         self.frag_sizes.merge(&other.frag_sizes);
+        let (z, o) = (&mut self.zcrx, &other.zcrx);
+        z.chunks += o.chunks;
+        z.buffers_returned += o.buffers_returned;
+        z.refill_publishes += o.refill_publishes;
+        z.arms += o.arms;
+        z.retried_errors += o.retried_errors;
+        z.flushes += o.flushes;
+        z.waits += o.waits;
+        z.rx_buf_len = z.rx_buf_len.max(o.rx_buf_len);
     }
 
     /// Throughput in Gbit/s (10^9 bits per second) over [`RxStats::elapsed`]; 0 when no time
@@ -653,6 +662,44 @@ mod tests {
                 .contains("; receive buffer 16384 B (SO_RCVBUF 8192, from --rcvbuf)"),
             "{}",
             s.summary_line()
+        );
+    }
+
+    #[test]
+    fn merged_flows_sum_their_zcrx_counters() {
+        let mut a = RxStats::new(RxMode::Zcrx);
+        a.zcrx = ZcrxCounters {
+            chunks: 3,
+            buffers_returned: 3,
+            refill_publishes: 1,
+            arms: 1,
+            retried_errors: 0,
+            flushes: 0,
+            waits: 5,
+            rx_buf_len: 4096,
+        };
+        let mut b = RxStats::new(RxMode::Zcrx);
+        b.zcrx = ZcrxCounters {
+            chunks: 4,
+            arms: 2,
+            retried_errors: 1,
+            flushes: 1,
+            rx_buf_len: 16384,
+            ..ZcrxCounters::default()
+        };
+        a.merge(&b);
+        assert_eq!(
+            a.zcrx,
+            ZcrxCounters {
+                chunks: 7,
+                buffers_returned: 3,
+                refill_publishes: 1,
+                arms: 3,
+                retried_errors: 1,
+                flushes: 1,
+                waits: 5,
+                rx_buf_len: 16384,
+            }
         );
     }
 

@@ -29,7 +29,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::stats::{RxMode, RxStats};
+use crate::stats::{RxMode, RxStats, ZcrxCounters};
 use crate::sys::mmap::MappedRegion;
 use crate::sys::uapi::{
     io_uring_zcrx_ifq_reg, io_uring_zcrx_rqe, IORING_ZCRX_AREA_MASK, ZCRX_REG_NODEV,
@@ -543,8 +543,14 @@ impl Zcrx {
         &self.target
     }
 
-    fn arm(&mut self, sock: BorrowedFd<'_>, len: u32) -> Result<()> {
-        push_recv_zc(&mut self.ring, sock, self.zcrx_id, len, RECV_ZC_USER_DATA)?;
+    fn arm(&mut self, sock: BorrowedFd<'_>, len: u32, flow: usize) -> Result<()> {
+        push_recv_zc(
+            &mut self.ring,
+            sock,
+            self.zcrx_id,
+            len,
+            flow_user_data(flow),
+        )?;
         self.ring
             .submit()
             .map(drop)
@@ -576,41 +582,163 @@ impl Zcrx {
         out: &mut W,
         log: &mut dyn Write,
     ) -> (RxStats, Result<()>) {
-        let mut c = match ChunkConsumer::new(cfg, out, log) {
+        let c = match ChunkConsumer::new(cfg, out, log) {
             Ok(c) => c,
             Err(e) => return (RxStats::new(RxMode::Zcrx), Err(e)),
         };
-        // The buffer size the kernel wrote back at registration (0 = its default, the page).
-        c.stats.zcrx.rx_buf_len = match self.rx_buf_len {
-            0 => crate::sys::page_size() as u32,
-            l => l,
-        };
-        let result = self.run(sock, &mut c, stop);
+        let mut flows = [self.flow_rx(sock, c)];
+        let mut ifq = ZcrxCounters::default();
+        let result = self.run(&mut flows, stop, &mut ifq, &mut NoObserver);
         self.refill.publish();
-        c.finish(result, &self.refill)
+        let [f] = flows;
+        f.c.finish(f.result.unwrap_or(Ok(())).and(result), &self.refill)
     }
 
+    /// Receives several TCP streams (`flows`, flow `j` on `flows[j].sock` with its own
+    /// settings, e.g. its own stream to validate) on this one ifq at once: one multishot
+    /// `RECV_ZC` per socket (flow `j`'s completions carry `user_data`
+    /// [`RECV_ZC_USER_DATA`]` | j << 32`), the loop of [`receive_logged`](Self::receive_logged)
+    /// over all of them, the payload discarded unless validated. Each flow ends on its own
+    /// (end of stream, or its own failure, which `observer` hears of at once); the loop ends
+    /// when every flow has, or when `stop` is set (each flow still open then ends with
+    /// `Error::Interrupted`). After every batch of completions `observer` gets each flow's
+    /// bytes so far. The chunks of a flow that already ended go back unread.
+    ///
+    /// Returns each flow's counters and verdict (flow order) and the ifq's own counters: the
+    /// buffers it returned, its refill publishes, flushes and waits (in the flows' counters
+    /// these are 0: they belong to the ifq, not to one flow).
+    ///
+    /// Errors (per flow): as [`receive_logged`](Self::receive_logged); an error of the ring
+    /// itself (`io_uring_enter`, a completion of no flow) ends every flow still open with it.
+    pub fn receive_flows(
+        &mut self,
+        flows: &[ZcrxFlow<'_>],
+        stop: &AtomicI32,
+        observer: &mut dyn FlowsObserver,
+    ) -> (Vec<(RxStats, Result<()>)>, ZcrxCounters) {
+        let n = flows.len();
+        let mut sinks: Vec<std::io::Sink> = (0..n).map(|_| std::io::sink()).collect();
+        let mut logs: Vec<std::io::Stderr> = (0..n).map(|_| std::io::stderr()).collect();
+        let mut rxs = Vec::with_capacity(n);
+        let mut refused = Vec::new();
+        for ((f, out), log) in flows.iter().zip(&mut sinks).zip(&mut logs) {
+            match ChunkConsumer::new(f.cfg, out, log) {
+                Ok(c) => rxs.push(self.flow_rx(f.sock, c)),
+                Err(e) => refused.push(e),
+            }
+        }
+        let mut ifq = ZcrxCounters::default();
+        if let Some(e) = refused.into_iter().next() {
+            let results = (0..n)
+                .map(|_| (RxStats::new(RxMode::Zcrx), Err(clone_error(&e))))
+                .collect();
+            return (results, ifq);
+        }
+        let result = self.run(&mut rxs, stop, &mut ifq, observer);
+        self.refill.publish();
+        ifq.buffers_returned = self.refill.returned();
+        ifq.refill_publishes = self.refill.publishes();
+        ifq.rx_buf_len = self.buf_len();
+        let results = rxs
+            .into_iter()
+            .map(|f| {
+                let r = match (f.result, &result) {
+                    (Some(r), _) => r,
+                    (None, Err(e)) => Err(clone_error(e)),
+                    (None, Ok(())) => Ok(()),
+                };
+                let (mut stats, r) = f.c.finish(r, &self.refill);
+                stats.zcrx.buffers_returned = 0;
+                stats.zcrx.refill_publishes = 0;
+                (stats, r)
+            })
+            .collect();
+        (results, ifq)
+    }
+
+    /// The buffer size the kernel wrote back at registration (0 = its default, the page).
+    fn buf_len(&self) -> u32 {
+        match self.rx_buf_len {
+            0 => crate::sys::page_size() as u32,
+            l => l,
+        }
+    }
+
+    fn flow_rx<'s, 'c, W: Write>(
+        &self,
+        sock: BorrowedFd<'s>,
+        mut c: ChunkConsumer<'c, W>,
+    ) -> FlowRx<'s, 'c, W> {
+        c.stats.zcrx.rx_buf_len = self.buf_len();
+        FlowRx {
+            sock,
+            len: c.cfg.limited.map_or(0, |l| l.len),
+            c,
+            last_data: Instant::now(),
+            result: None,
+        }
+    }
+
+    /// The loop over `flows`; `Err` only for what ends all of them (the ring's own errors).
+    /// With one flow, the ifq's waits and flushes are that flow's counters too.
     fn run<W: Write>(
         &mut self,
-        sock: BorrowedFd<'_>,
-        c: &mut ChunkConsumer<'_, W>,
+        flows: &mut [FlowRx<'_, '_, W>],
         stop: &AtomicI32,
+        ifq: &mut ZcrxCounters,
+        observer: &mut dyn FlowsObserver,
     ) -> Result<()> {
-        let len = c.cfg.limited.map_or(0, |l| l.len);
-        self.arm(sock, len)?;
-        c.stats.zcrx.arms += 1;
-        let tick = c.cfg.poll_tick.max(Duration::from_millis(1));
+        let n = flows.len();
+        for (j, f) in flows.iter_mut().enumerate() {
+            let (sock, len) = (f.sock, f.len);
+            self.arm(sock, len, j)?;
+            f.c.stats.zcrx.arms += 1;
+        }
+        let tick = flows
+            .iter()
+            .map(|f| f.c.cfg.poll_tick)
+            .min()
+            .unwrap_or(Duration::from_millis(200))
+            .max(Duration::from_millis(1));
         let ts = types::Timespec::from(tick);
-        let mut last_data = Instant::now();
         let mut flush_failed = false;
         // io_uring_enter answering EINTR (or EBUSY) again and again must not spin.
         let mut backoff = Backoff::new(tick.min(crate::backoff::DEFAULT_MAX_PAUSE));
-        c.sink.start_progress(last_data);
+        let start = Instant::now();
+        for f in flows.iter_mut() {
+            f.last_data = start;
+            f.c.sink.start_progress(start);
+        }
+        let mut bytes = vec![0u64; n];
+        let mut next = vec![Next::Continue; n];
         loop {
-            crate::rx::check_stop_and_idle(stop, c.cfg.idle_timeout, last_data, c.stats.bytes)?;
-            c.maybe_progress(&self.refill);
+            let mut open = 0;
+            for (j, f) in flows.iter_mut().enumerate() {
+                if f.result.is_some() {
+                    continue;
+                }
+                let cfg = f.c.cfg;
+                match crate::rx::check_stop_and_idle(
+                    stop,
+                    cfg.idle_timeout,
+                    f.last_data,
+                    f.c.stats.bytes,
+                ) {
+                    Ok(()) => open += 1,
+                    Err(e) => {
+                        observer.failed(j, &e);
+                        f.result = Some(Err(e));
+                    }
+                }
+            }
+            if open == 0 {
+                return Ok(());
+            }
+            for f in flows.iter_mut().filter(|f| f.result.is_none()) {
+                f.c.maybe_progress(&self.refill);
+            }
             let args = types::SubmitArgs::new().timespec(&ts);
-            c.stats.zcrx.waits += 1;
+            ifq.waits += 1;
             let mut transient = false;
             if let Err(e) = self.ring.submitter().submit_with_args(1, &args) {
                 match crate::error::errno_of(&e) {
@@ -619,57 +747,72 @@ impl Zcrx {
                     // Completions are waiting in the kernel's overflow list: drain them.
                     libc::EBUSY => transient = true,
                     libc::EINTR => {
-                        c.stats.eintr_retries += 1;
+                        for f in flows.iter_mut() {
+                            f.c.stats.eintr_retries += 1;
+                        }
                         transient = true;
                     }
                     errno => return Err(Error::sys("io_uring_enter(GETEVENTS)", errno)),
                 }
             }
             let mut completions = 0u64;
-            let mut rearm = false;
-            let mut starved = false;
-            let mut eof = false;
+            next.iter_mut().for_each(|x| *x = Next::Continue);
             let token = self.area_token;
             for cqe in self.ring.completion() {
-                if cqe.user_data() != RECV_ZC_USER_DATA {
-                    return Err(Error::Decode {
-                        what: "io_uring CQE user_data".into(),
-                        detail: format!(
-                            "0x{:x} is not the RECV_ZC request (0x{RECV_ZC_USER_DATA:x})",
-                            cqe.user_data()
-                        ),
-                    });
-                }
+                let j = flow_of(cqe.user_data(), n)?;
                 completions += 1;
                 let comp = Completion::decode(cqe.result(), cqe.flags(), cqe.big_cqe()[0], token)?;
-                match c.on_completion(comp, &self.area, &mut self.refill)? {
-                    Next::Continue => {}
-                    Next::Rearm => rearm = true,
-                    Next::Starved => starved = true,
-                    Next::Eof => eof = true,
+                let f = &mut flows[j];
+                if f.result.is_some() {
+                    // A flow that ended (failed or stopped) gets nothing more: its buffer
+                    // goes back unread.
+                    if let RxEvent::Data { area_off, len } = comp.event {
+                        self.refill.push(area_off, len);
+                    }
+                    continue;
+                }
+                match f.c.on_completion(comp, &self.area, &mut self.refill) {
+                    // Eof wins over everything; Starved over Rearm.
+                    Ok(Next::Continue) => {}
+                    Ok(Next::Rearm) if next[j] == Next::Continue => next[j] = Next::Rearm,
+                    Ok(Next::Rearm) => {}
+                    Ok(Next::Starved) if next[j] != Next::Eof => next[j] = Next::Starved,
+                    Ok(Next::Starved) => {}
+                    Ok(Next::Eof) => next[j] = Next::Eof,
+                    Err(e) => {
+                        observer.failed(j, &e);
+                        f.result = Some(Err(e));
+                    }
                 }
                 if matches!(comp.event, RxEvent::Data { .. }) {
-                    last_data = Instant::now();
+                    f.last_data = Instant::now();
                 }
             }
             self.refill.publish();
-            if eof {
-                return Ok(());
+            for (f, nx) in flows.iter_mut().zip(&next) {
+                if *nx == Next::Eof && f.result.is_none() {
+                    f.result = Some(Ok(()));
+                }
             }
             if completions > 0 || !transient {
                 backoff.reset();
             } else {
                 backoff.pause();
             }
+            let starved = flows
+                .iter()
+                .zip(&next)
+                .any(|(f, nx)| *nx == Next::Starved && f.result.is_none());
             if starved {
                 // No free buffer left: without a page pool (ZCRX_REG_NODEV) nothing takes the
                 // returned ones back from the refill ring unless asked to.
-                c.stats.zcrx.flushes += 1;
+                ifq.flushes += 1;
                 if let Err(errno) = zcrx_flush_rq(&self.ring, self.zcrx_id) {
                     if !flush_failed {
                         flush_failed = true;
+                        let log = &mut flows[0].c.sink.log;
                         crate::elog_to!(
-                            c.sink.log,
+                            log,
                             "zcrx: ZCRX_CTRL_FLUSH_RQ failed: {} (kernel without zcrx control \
                              ops?); returned buffers come back only when the kernel refills",
                             crate::error::errno_display(errno)
@@ -677,12 +820,96 @@ impl Zcrx {
                     }
                 }
             }
-            if rearm || starved {
-                self.arm(sock, len)?;
-                c.stats.zcrx.arms += 1;
+            for (j, f) in flows.iter_mut().enumerate() {
+                if f.result.is_none() && matches!(next[j], Next::Rearm | Next::Starved) {
+                    let (sock, len) = (f.sock, f.len);
+                    self.arm(sock, len, j)?;
+                    f.c.stats.zcrx.arms += 1;
+                }
             }
+            if n == 1 {
+                flows[0].c.stats.zcrx.waits = ifq.waits;
+                flows[0].c.stats.zcrx.flushes = ifq.flushes;
+            }
+            for (b, f) in bytes.iter_mut().zip(flows.iter()) {
+                *b = f.c.stats.bytes;
+            }
+            observer.tick(&bytes);
         }
     }
+}
+
+/// The `user_data` of flow `flow`'s `RECV_ZC` ([`RECV_ZC_USER_DATA`] for the first).
+fn flow_user_data(flow: usize) -> u64 {
+    RECV_ZC_USER_DATA | ((flow as u64) << 32)
+}
+
+/// The flow of `n` a completion's `user_data` names.
+///
+/// Errors: `Error::Decode` for a `user_data` that is no flow's request.
+fn flow_of(user_data: u64, n: usize) -> Result<usize> {
+    let flow = (user_data >> 32) as usize;
+    if user_data & 0xffff_ffff == RECV_ZC_USER_DATA && flow < n {
+        return Ok(flow);
+    }
+    Err(Error::Decode {
+        what: "io_uring CQE user_data".into(),
+        detail: match n {
+            1 => format!("0x{user_data:x} is not the RECV_ZC request (0x{RECV_ZC_USER_DATA:x})"),
+            _ => format!(
+                "0x{user_data:x} is not the RECV_ZC request of one of the {n} flows \
+                 (0x{RECV_ZC_USER_DATA:x} | flow << 32)"
+            ),
+        },
+    })
+}
+
+/// The same error again, for each flow an error of the whole ring ends (errors are not
+/// `Clone`): the kinds the exit code and the callers tell apart are kept.
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Usage(m) => Error::Usage(m.clone()),
+        Error::Sys { call, errno } => Error::sys(call.clone(), *errno),
+        Error::Timeout(m) => Error::Timeout(m.clone()),
+        Error::Interrupted(s) => Error::Interrupted(*s),
+        other => Error::Failure(other.to_string()),
+    }
+}
+
+/// One flow of [`Zcrx::receive_flows`].
+#[derive(Debug, Clone, Copy)]
+pub struct ZcrxFlow<'a> {
+    /// The accepted connection.
+    pub sock: BorrowedFd<'a>,
+    /// How it is received (its own stream to validate, its idle timeout).
+    pub cfg: &'a ZcrxRxConfig,
+}
+
+/// What [`Zcrx::receive_flows`] tells its caller while it runs (on its thread).
+pub trait FlowsObserver {
+    /// After each batch of completions: each flow's bytes so far, in flow order.
+    fn tick(&mut self, bytes: &[u64]);
+    /// Flow `flow` ended with `error` (the loop goes on with the others).
+    fn failed(&mut self, flow: usize, error: &Error);
+}
+
+/// The observer of a single-flow receive: hears nothing.
+struct NoObserver;
+
+impl FlowsObserver for NoObserver {
+    fn tick(&mut self, _: &[u64]) {}
+    fn failed(&mut self, _: usize, _: &Error) {}
+}
+
+/// One flow inside the loop.
+struct FlowRx<'s, 'c, W: Write> {
+    sock: BorrowedFd<'s>,
+    /// `sqe.len` of its requests (0: unlimited).
+    len: u32,
+    c: ChunkConsumer<'c, W>,
+    last_data: Instant,
+    /// `Some` once the flow has ended (end of stream, its failure, or a stop).
+    result: Option<Result<()>>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -875,6 +1102,29 @@ mod tests {
     use crate::sys::uapi::IORING_ZCRX_AREA_SHIFT;
 
     const TOKEN: u64 = 3 << IORING_ZCRX_AREA_SHIFT;
+
+    /// Flow j's requests carry RECV_ZC_USER_DATA | j << 32 (the first flow's is the one-flow
+    /// receive's); anything else is no flow's.
+    #[test]
+    fn each_flow_has_its_own_user_data() {
+        assert_eq!(flow_user_data(0), RECV_ZC_USER_DATA);
+        for n in [1, 2, 64] {
+            for j in 0..n {
+                assert_eq!(flow_of(flow_user_data(j), n).unwrap(), j);
+            }
+            assert!(matches!(
+                flow_of(flow_user_data(n), n),
+                Err(Error::Decode { .. })
+            ));
+        }
+        let e = flow_of(7, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("0x7 is not the RECV_ZC request (0x7a637278)"),
+            "{e}"
+        );
+        let e = flow_of(RECV_ZC_USER_DATA + 1, 4).unwrap_err().to_string();
+        assert!(e.contains("of one of the 4 flows"), "{e}");
+    }
 
     /// A refill ring of `entries` over a heap region, head and tail preset to `start`
     /// (as if the kernel had already consumed that many entries).

@@ -325,9 +325,36 @@ fn more_flows_than_the_sender_opens_time_out_naming_how_many_came() {
 }
 
 #[test]
-fn the_zcrx_server_and_the_devmem_client_refuse_several_flows() {
-    // Usage errors come before any kernel call: no root or namespace needed.
+fn the_zcrx_server_refuses_more_ifqs_than_flows_and_the_devmem_client_several_flows() {
+    // Usage errors come before any kernel call: no root or namespace needed. One zcrx ifq
+    // per bound queue, each of which needs a flow.
     let zcrx = Command::new(BIN)
+        .args(["-l", "--zcrx", "-f", "lo", "-s", "127.0.0.1", "-p", "5315"])
+        .args([
+            "-t",
+            "1",
+            "-q",
+            "3",
+            "--flows",
+            "2",
+            "-v",
+            "7",
+            "--timeout",
+            "1",
+        ])
+        .output()
+        .expect("run zcrx server");
+    assert_eq!(zcrx.status.code(), Some(2), "{}", text(&zcrx.stderr));
+    assert!(
+        text(&zcrx.stderr).contains(
+            "--flows 2 over -q 3: one zcrx ifq per bound queue, and each ifq needs at least \
+             one flow"
+        ),
+        "{}",
+        text(&zcrx.stderr)
+    );
+    // Several flows validate, as on the devmem server.
+    let unvalidated = Command::new(BIN)
         .args([
             "-l",
             "--zcrx",
@@ -337,14 +364,19 @@ fn the_zcrx_server_and_the_devmem_client_refuse_several_flows() {
             "-p",
             "5315",
         ])
-        .args(["--flows", "2", "-v", "7", "--timeout", "1"])
+        .args(["--flows", "2", "--timeout", "1"])
         .output()
         .expect("run zcrx server");
-    assert_eq!(zcrx.status.code(), Some(2), "{}", text(&zcrx.stderr));
-    assert!(
-        text(&zcrx.stderr).contains("the io_uring zcrx server receives one flow"),
+    assert_eq!(
+        unvalidated.status.code(),
+        Some(2),
         "{}",
-        text(&zcrx.stderr)
+        text(&unvalidated.stderr)
+    );
+    assert!(
+        text(&unvalidated.stderr).contains("--flows 2: give -v N or --seed SEED"),
+        "{}",
+        text(&unvalidated.stderr)
     );
     let client = Command::new(BIN)
         .args(["-f", "lo", "-s", "127.0.0.1", "-p", "5315", "--flows", "2"])

@@ -79,6 +79,7 @@ pub fn cases() -> Vec<(&'static str, super::Case)> {
         ("devmem-nic/tx-multi-flow", tx_multi_flow),
         ("devmem-nic/zcrx", zcrx),
         ("devmem-nic/zcrx-large-buf", zcrx_large_buf),
+        ("devmem-nic/zcrx-multi-flow", zcrx_multi_flow),
         ("devmem-nic/large-niov-sweep", large_niov_sweep),
         ("devmem-nic/lingering-binding", lingering_binding),
         ("devmem-nic/unbind-recvmsg", unbind_recvmsg),
@@ -124,11 +125,15 @@ pub fn kernel_test_cases() -> Vec<(&'static str, super::Case)> {
             kernel_userns_devmem_py,
         ),
         ("devmem-nic/kernel-nk-qlease-py", kernel_nk_qlease_py),
+        ("devmem-nic/kernel-drv-net", drv_net::kernel_drv_net),
     ]
 }
 
 #[path = "sweep.rs"]
 mod sweep;
+
+#[path = "drv_net.rs"]
+mod drv_net;
 
 // ---------------------------------------------------------------------------------------------
 // The cases
@@ -1533,6 +1538,146 @@ fn zcrx_case(ctx: &Ctx, id: u32, port: u16, extra: &[&str]) -> CaseResult {
         n("zcrx_refill_publishes"),
         q[BOUND].split,
         j["gbit_per_s"].as_f64().unwrap_or(0.0)
+    )))
+}
+
+/// Flows of `devmem-nic/zcrx-multi-flow` and the queues of its two ifqs.
+const ZMF_FLOWS: usize = 4;
+const ZMF_QUEUES: [u64; 2] = [2, 3];
+
+/// The zcrx server with `--flows 4 -t 2 -q 2 --duration 5 --seed S`: an RSS context over
+/// exactly queues 2..4 and one rule to it, one ifq (and one worker) on each of them, each
+/// flow handed to the worker of the queue it arrived on. Every flow validated (its own keyed
+/// stream, in zcrx chunks), each worker's flows all on its own queue by `SO_INCOMING_NAPI_ID`,
+/// every buffer returned; the module's per-queue counters agree (split frames only on a
+/// bound queue, and on each bound queue exactly when the tool saw a flow there); about 5 s
+/// measured with CPU figures; the NIC (contexts included) as before, no io_uring owner left.
+fn zcrx_multi_flow(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 65, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let (port, seed) = (5650u16, "65");
+    let flows = ZMF_FLOWS.to_string();
+    let q0 = nic.queue_stats()?;
+    let t = nic.transfer(
+        port,
+        &[
+            "--zcrx",
+            "-s",
+            DUT4,
+            "-t",
+            "2",
+            "-q",
+            "2",
+            "--flows",
+            &flows,
+            "--seed",
+            seed,
+            "--duration",
+            "5",
+            "--verify-restore",
+        ],
+        &[
+            "--send-pattern",
+            "0",
+            "--duration",
+            "100",
+            "-s",
+            DUT4,
+            "--flows",
+            &flows,
+            "--seed",
+            seed,
+        ],
+    )?;
+    let j = t.expect_ok()?;
+    let q1 = nic.queue_stats()?;
+    t.expect_log(&[
+        "RSS context",
+        "registered zcrx ifq",
+        "NIC state matches its snapshot",
+    ])?;
+    let per_flow = j["flows"].as_array().cloned().unwrap_or_default();
+    let workers = j["workers"].as_array().cloned().unwrap_or_default();
+    if j["flow_count"] != ZMF_FLOWS || per_flow.len() != ZMF_FLOWS || workers.len() != 2 {
+        return Err(format!("expected {ZMF_FLOWS} flows over 2 workers: {j}"));
+    }
+    let n = |v: &Value, key: &str| v[key].as_u64().unwrap_or(u64::MAX);
+    for (w, r) in workers.iter().enumerate() {
+        if n(r, "rx_queue") != ZMF_QUEUES[w] || n(r, "zcrx_buffers_returned") != n(r, "zcrx_chunks")
+        {
+            return Err(format!(
+                "worker {w}: expected the ifq of queue {} with every buffer returned: {r}",
+                ZMF_QUEUES[w]
+            ));
+        }
+    }
+    let mut on_queue = [0usize; 2];
+    for (k, f) in per_flow.iter().enumerate() {
+        let w = n(f, "worker") as usize;
+        let listed = workers.get(w).and_then(|r| r["flows"].as_array()).cloned();
+        if n(f, "bytes") == 0
+            || n(f, "bytes") == u64::MAX
+            || n(f, "validated_bytes") != n(f, "bytes")
+            || n(f, "mismatches") != 0
+            || n(f, "zcrx_chunks") == 0
+            || f["stream"] != format!("seed {seed} flow {k} of {ZMF_FLOWS}")
+            || w >= 2
+            || n(f, "rx_queue") != ZMF_QUEUES[w]
+            || !listed.is_some_and(|l| l.contains(&Value::from(k)))
+        {
+            return Err(format!(
+                "flow {k}: expected its own stream validated in zcrx chunks, received by the \
+                 worker of the queue it arrived on (workers {workers:?}): {f}"
+            ));
+        }
+        on_queue[w] += 1;
+    }
+    // The module's own counters: payload only on the bound queues, and on a bound queue
+    // exactly when the tool says a flow arrived there.
+    let split: Vec<u64> = q0.iter().zip(&q1).map(|(a, b)| b.split - a.split).collect();
+    if split[..2].iter().any(|&s| s != 0) {
+        return Err(format!(
+            "split frames outside the bound queues 2..4: {split:?}"
+        ));
+    }
+    for (w, &q) in ZMF_QUEUES.iter().enumerate() {
+        if (split[q as usize] > 0) != (on_queue[w] > 0) {
+            return Err(format!(
+                "queue {q}: the module counted {} split frames, the tool {} flows there \
+                 (split per queue {split:?})",
+                split[q as usize], on_queue[w]
+            ));
+        }
+    }
+    let measured = j["measured_s"].as_f64().unwrap_or(0.0);
+    let cpu = &j["cpu"]["app"];
+    if !(3.5..6.5).contains(&measured) || cpu.is_null() {
+        return Err(format!(
+            "--duration 5: expected about 5 s measured with CPU figures: {j}"
+        ));
+    }
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the zcrx multi-flow run")?;
+    if let Some(q) = after.queues.iter().find(|q| q.3) {
+        return Err(format!("queue {} still owned by io_uring", q.1));
+    }
+    Ok(Outcome::Pass(format!(
+        "{ZMF_FLOWS} flows, each its own keyed stream validated in zcrx chunks ({} chunks in \
+         all, every buffer returned), flows per ifq {on_queue:?} on queues {ZMF_QUEUES:?}, each \
+         worker's flows on its own queue (module: split frames per queue {split:?}); {} bytes \
+         in {measured:.2} s = {:.3} Gbit/s, device RX {} bytes by qstats; app sys {:.1} %, \
+         softirq {:.1} %, idle {:.1} %, the tool's user CPU {} of busy (TCG: shape, not \
+         speed); NIC as before, no io_uring owner left",
+        j["zcrx_chunks"],
+        j["bytes"],
+        j["gbit_per_s"].as_f64().unwrap_or(0.0),
+        j["device_rx"]["bytes"],
+        cpu["sys"].as_f64().unwrap_or(0.0),
+        cpu["softirq"].as_f64().unwrap_or(0.0),
+        cpu["idle"].as_f64().unwrap_or(0.0),
+        j["cpu"]["tool_user_pct_of_app_busy"]
+            .as_f64()
+            .map_or("-".to_string(), |p| format!("{p:.1} %")),
     )))
 }
 
@@ -3174,6 +3319,19 @@ fn kernel_py(
     binary: &str,
 ) -> Result<HarnessRun, String> {
     std::fs::copy(binary, UNDER_TEST).map_err(|e| format!("copy {binary} to {UNDER_TEST}: {e}"))?;
+    drv_net_py(root, nic, script, HARNESS_DEADLINE)
+}
+
+/// Runs the kernel's drv-net test `script` (a path in the chroot) on `nic` with its peer
+/// namespace as the netns remote (the drv-net library's NETIF, LOCAL_V4/V6, REMOTE_V4/V6,
+/// REMOTE_TYPE=netns), within `deadline`; each test's KTAP verdict is named without the
+/// script's prefix.
+fn drv_net_py(
+    root: &DebianRoot,
+    nic: &Dnic,
+    script: &str,
+    deadline: Duration,
+) -> Result<HarnessRun, String> {
     let env = [
         ("NETIF", nic.dut.as_str()),
         ("LOCAL_V4", DUT4),
@@ -3184,7 +3342,7 @@ fn kernel_py(
         ("REMOTE_ARGS", nic.peer_ns.as_str()),
     ];
     let child = spawn(&mut root.command(&env, &["python3", script]))?;
-    let out = wait_within(child, HARNESS_DEADLINE)?;
+    let out = wait_within(child, deadline)?;
     let output = output_text(&out);
     let results = ktap_results(&output);
     if results.is_empty() {

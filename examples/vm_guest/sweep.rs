@@ -242,6 +242,23 @@ pub(super) fn sweep_rx_buf_len(ctx: &Ctx) -> CaseResult {
         ],
     )?;
     let text = passed("sweep-rx-buf-len", &out, peer)?;
+    // Every run received for the sweep's --duration (the zcrx server takes it) and measured
+    // its app CPUs.
+    let runs = doc["runs"].as_array().cloned().unwrap_or_default();
+    let timed = |r: &Value| {
+        let f = &r["figures"];
+        f["duration_s"].as_f64() == Some(3.0)
+            && f["measured_s"]
+                .as_f64()
+                .is_some_and(|m| (2.0..4.5).contains(&m))
+            && !f["cpu"]["app"].is_null()
+    };
+    if runs.len() != 6 || !runs.iter().all(timed) {
+        return Err(format!(
+            "expected 6 runs of --duration 3 with app CPU figures: {}",
+            Value::from(runs)
+        ));
+    }
     let (c4, c32) = (
         mean(&doc, 4096, "completions_per_gib")?,
         mean(&doc, 32768, "completions_per_gib")?,
@@ -255,7 +272,7 @@ pub(super) fn sweep_rx_buf_len(ctx: &Ctx) -> CaseResult {
     let after = NicState::take(&nic.dut)?;
     before.same_as(&after, "after the sweep")?;
     Ok(Outcome::Pass(format!(
-        "6 runs interleaved, all passed; completions/GiB {c4:.0} at 4K, {c32:.0} at 32K; MB/s \
+        "6 runs interleaved, all passed, each received for --duration 3; completions/GiB {c4:.0} at 4K, {c32:.0} at 32K; MB/s \
          {:.0} / {:.0} (software NIC under TCG: shape, not speed); NIC as before",
         mean(&doc, 4096, "rx_mb_per_s")?,
         mean(&doc, 32768, "rx_mb_per_s")?,

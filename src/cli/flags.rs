@@ -737,7 +737,7 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("receivers (-l) and --send-pattern"),
         example: "4",
         help: "receivers: accept N connections (1..=64, default 1), each received by its own\n\
-               worker thread over the bound queues; -t START -q NUM with NUM > 1 steers them\n\
+               worker thread (zcrx: by its queue's ifq worker) over the bound queues; -t START -q NUM with NUM > 1 steers them\n\
                over the queues through an RSS context. Senders: open N connections, each\n\
                sending its own flow's stream (--seed: flow k's keyed stream); with -f\n\
                through devmem TX, each flow from its own window of the one dma-buf",
@@ -914,9 +914,11 @@ pub(super) const FLAGS: &[Flag] = &[
         example: "",
         help: "with -l: receive through io_uring zero-copy receive (zcrx) instead of\n\
                devmem: NIC setup as the devmem server (unless -n), one zcrx ifq on\n\
-               queue -t (one queue: -q 1; default the last RX queue), multishot RECV_ZC,\n\
-               validate (-v N) or print the payload, return buffers through the refill\n\
-               ring. The area is --dmabuf-size bytes (default 8192 pages)",
+               queue -t (default the last RX queue), multishot RECV_ZC, validate (-v N)\n\
+               or print the payload, return buffers through the refill ring. With\n\
+               --flows N -q NUM (N >= NUM): one ifq and one worker per bound queue, each\n\
+               flow received by the worker of the queue it arrived on. Each area is\n\
+               --dmabuf-size bytes (default 8192 pages)",
         section: Section::Ours,
     },
     Flag {

@@ -201,7 +201,7 @@ pub(crate) struct Device {
 /// The live figures of one flow, written by its worker and read by the main thread (progress
 /// lines, the warm-up mark).
 #[derive(Default)]
-struct Live {
+pub(crate) struct Live {
     bytes: AtomicU64,
     /// Set by the main thread at the end of the warm-up: the worker then notes its bytes,
     /// the time and its CPU time at its next `recvmsg`.
@@ -209,9 +209,35 @@ struct Live {
     done: AtomicBool,
 }
 
+impl Live {
+    /// The worker has received `bytes` of the flow so far: the main thread sees them, and
+    /// the first call after the warm-up mark notes the mark in `mark` (the time, `bytes`, and
+    /// the worker's CPU time from `cpu`).
+    pub(crate) fn observe(
+        &self,
+        bytes: u64,
+        mark: &mut Option<Mark>,
+        cpu: impl FnOnce() -> Option<CpuTime>,
+    ) {
+        if mark.is_none() && self.mark.load(Ordering::Relaxed) {
+            *mark = Some(Mark {
+                at: Instant::now(),
+                bytes,
+                cpu: cpu(),
+            });
+        }
+        self.bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The worker is done with the flow (the main thread waits for every flow's).
+    pub(crate) fn done(&self) {
+        self.done.store(true, Ordering::Release);
+    }
+}
+
 /// What a worker noted at the warm-up mark.
 #[derive(Debug, Clone, Copy)]
-struct Mark {
+pub(crate) struct Mark {
     at: Instant,
     bytes: u64,
     cpu: Option<CpuTime>,
@@ -234,11 +260,8 @@ impl<S: RxSocket> RxSocket for Counted<'_, S> {
         devmem: bool,
     ) -> std::result::Result<RecvOutcome, i32> {
         if self.mark.is_none() && self.live.mark.load(Ordering::Relaxed) {
-            self.mark = Some(Mark {
-                at: Instant::now(),
-                bytes: self.bytes,
-                cpu: crate::sys::cpu::thread_cpu_time(),
-            });
+            self.live
+                .observe(self.bytes, &mut self.mark, crate::sys::cpu::thread_cpu_time);
         }
         let r = self.inner.recvmsg(data, control, devmem);
         if let Ok(o) = &r {
@@ -257,8 +280,8 @@ impl<S: RxSocket> RxSocket for Counted<'_, S> {
     }
 }
 
-/// One flow's outcome, as its worker leaves it.
-struct Flow {
+/// One flow's outcome, as its worker leaves it ([`Flow::ended`]).
+pub(crate) struct Flow {
     stats: RxStats,
     result: Result<()>,
     rcvbuf: Option<RcvbufReport>,
@@ -270,6 +293,49 @@ struct Flow {
     cpu: Option<usize>,
     napi_id: Option<u32>,
     tcp: Option<TcpInfo>,
+    /// The worker that received it (its own for devmem and plain; its ifq's for zcrx).
+    worker: usize,
+}
+
+/// How a worker ran one flow, for [`Flow::ended`].
+pub(crate) struct Ran {
+    /// The receive's counters.
+    pub stats: RxStats,
+    /// Its verdict as the run sees it ([`Shared::verdict`]).
+    pub result: Result<()>,
+    /// When the worker started on it.
+    pub started: Instant,
+    /// What the worker noted at the warm-up mark ([`Live::observe`]).
+    pub mark: Option<Mark>,
+    /// The worker's CPU time when it started.
+    pub cpu_at_start: Option<CpuTime>,
+    /// The CPU it was pinned to.
+    pub cpu: Option<usize>,
+    /// Which worker (the flow's own number when each flow has one).
+    pub worker: usize,
+}
+
+impl Flow {
+    /// The flow `conn` as its worker ran it (`ran`): now, on the worker's thread, reads the
+    /// worker's CPU time and what the kernel says of the connection (`TCP_INFO`, its NAPI
+    /// id); the connection closes when `conn` is dropped here.
+    pub(crate) fn ended(conn: Accepted, ran: Ran) -> Flow {
+        let fd = conn.sock.fd();
+        Flow {
+            tcp: crate::sys::tcp::tcp_info(fd).ok(),
+            napi_id: socket::incoming_napi_id(fd).ok(),
+            stats: ran.stats,
+            result: ran.result,
+            rcvbuf: conn.rcvbuf,
+            started: ran.started,
+            mark: ran.mark,
+            ended: Instant::now(),
+            cpu_at_start: ran.cpu_at_start,
+            cpu_at_end: crate::sys::cpu::thread_cpu_time(),
+            cpu: ran.cpu,
+            worker: ran.worker,
+        }
+    }
 }
 
 /// A reading of the whole machine at one end of the measured interval.
@@ -306,6 +372,241 @@ impl Snapshot {
     }
 }
 
+/// What the workers of a multi-flow receive share with the main thread: each flow's live
+/// figures and the run's stop flag (0: go on; a signal number; [`DURATION_OVER`];
+/// [`FLOW_FAILED`]).
+pub(crate) struct Shared {
+    live: Vec<Live>,
+    run_stop: AtomicI32,
+}
+
+impl Shared {
+    /// For `n` flows, none started.
+    pub(crate) fn new(n: usize) -> Shared {
+        Shared {
+            live: (0..n).map(|_| Live::default()).collect(),
+            run_stop: AtomicI32::new(0),
+        }
+    }
+
+    /// Flow `k`'s live figures.
+    ///
+    /// Panics: `k` is not a flow of this run (a bug of the caller, not input).
+    pub(crate) fn live(&self, k: usize) -> &Live {
+        &self.live[k]
+    }
+
+    /// The run's stop flag, which the workers' receive loops watch.
+    pub(crate) fn run_stop(&self) -> &AtomicI32 {
+        &self.run_stop
+    }
+
+    /// A flow ended with `e`: unless that is the run's own stop, the others stop too (one
+    /// failed flow fails the run).
+    pub(crate) fn note_failure(&self, e: &Error) {
+        if !matches!(e, Error::Interrupted(DURATION_OVER | FLOW_FAILED)) {
+            let _ =
+                self.run_stop
+                    .compare_exchange(0, FLOW_FAILED, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+
+    /// A flow's verdict as the run sees it: stopped by the run (its duration, another flow's
+    /// failure) is no failure of its own; a failure stops the others.
+    pub(crate) fn verdict(&self, result: Result<()>) -> Result<()> {
+        match result {
+            Err(Error::Interrupted(DURATION_OVER | FLOW_FAILED)) => Ok(()),
+            Err(e) => {
+                self.note_failure(&e);
+                Err(e)
+            }
+            ok => ok,
+        }
+    }
+}
+
+/// The clock and the readings of a multi-flow receive, kept by the main thread:
+/// [`begin`](Measure::begin) when the flows are about to be received,
+/// [`supervise`](Measure::supervise) while the workers run, [`finish`](Measure::finish) with
+/// their flows for the summary and the JSON object.
+pub(crate) struct Measure<'a> {
+    rx: &'a Receive,
+    device: Option<&'a Device>,
+    queues: Vec<crate::netlink::netdev::QueueInfo>,
+    netdev: Option<Netdev>,
+    start: Instant,
+    warmup_end: Option<Instant>,
+    end: Option<Instant>,
+    first: Option<Snapshot>,
+    last: Option<Snapshot>,
+}
+
+impl<'a> Measure<'a> {
+    /// Starts the clock of `--warmup` and `--duration`; without a warm-up the measured
+    /// interval starts here (the first reading of `/proc/stat` and qstats).
+    pub(crate) fn begin(rx: &'a Receive, device: Option<&'a Device>) -> Measure<'a> {
+        let queues = match device {
+            Some(d) => Netdev::open()
+                .and_then(|mut nd| nd.queue_get_dump(d.ifindex))
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let start = Instant::now();
+        let mut m = Measure {
+            rx,
+            device,
+            queues,
+            netdev: None,
+            start,
+            warmup_end: rx.flows.warmup.and_then(|w| start.checked_add(w)),
+            end: rx.flows.duration.and_then(|d| start.checked_add(d)),
+            first: None,
+            last: None,
+        };
+        if m.warmup_end.is_none() {
+            m.first = Some(Snapshot::take(device, &mut m.netdev));
+        }
+        m
+    }
+
+    /// The main thread's part while the workers receive: signals into the run's stop flag,
+    /// the warm-up mark, progress lines, the end of the duration; returns once every flow's
+    /// worker has marked it done.
+    pub(crate) fn supervise(&mut self, shared: &Shared, report: &RunReport) {
+        let (rx, device, start) = (self.rx, self.device, self.start);
+        let (live, run_stop) = (&shared.live, &shared.run_stop);
+        let n = live.len();
+        let mut next_progress = rx.progress.and_then(|p| start.checked_add(p));
+        let mut progress_bytes: Vec<u64> = vec![0; n];
+        let mut progress_at = start;
+        loop {
+            std::thread::sleep(TICK);
+            let now = Instant::now();
+            let sig = STOP.load(Ordering::SeqCst);
+            if sig != 0 {
+                let _ = run_stop.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+            }
+            if self.warmup_end.is_some_and(|w| now >= w) && self.first.is_none() {
+                for l in live {
+                    l.mark.store(true, Ordering::Relaxed);
+                }
+                self.first = Some(Snapshot::take(device, &mut self.netdev));
+            }
+            if let Some(at) = next_progress.filter(|&at| now >= at) {
+                let bytes: Vec<u64> = live
+                    .iter()
+                    .map(|l| l.bytes.load(Ordering::Relaxed))
+                    .collect();
+                report.log(format_args!(
+                    "{}",
+                    progress_line(now - start, now - progress_at, &progress_bytes, &bytes)
+                ));
+                progress_bytes = bytes;
+                progress_at = now;
+                next_progress = rx.progress.and_then(|p| at.checked_add(p));
+            }
+            if self.end.is_some_and(|e| now >= e) && self.last.is_none() {
+                self.last = Some(Snapshot::take(device, &mut self.netdev));
+                let _ =
+                    run_stop.compare_exchange(0, DURATION_OVER, Ordering::SeqCst, Ordering::SeqCst);
+            }
+            if live.iter().all(|l| l.done.load(Ordering::Acquire)) {
+                break;
+            }
+        }
+    }
+
+    /// The figures of the run from its `flows` (flow k = `flows[k]`) and, when a worker
+    /// served several flows (zcrx: one per ifq), its `workers`; each flow that ended cleanly is
+    /// checked as a single-flow run's stream (`check_flows_received`, unless `shared`'s stop
+    /// cut the flows short); prints the summary and
+    /// records the JSON object (also when the run failed: every flow's figures are kept).
+    ///
+    /// Errors: the first flow's failure, named `flow k: …`; a stop signal.
+    pub(crate) fn finish(
+        mut self,
+        flows: Vec<Flow>,
+        workers: Vec<WorkerRecord>,
+        shared: &Shared,
+        report: &RunReport,
+    ) -> Result<()> {
+        let last = match self.last.take() {
+            Some(l) => l,
+            None => Snapshot::take(self.device, &mut self.netdev),
+        };
+        let first = match self.first.take() {
+            Some(f) => f,
+            None => Snapshot::take(self.device, &mut self.netdev),
+        };
+        let mut flows = order_by_stream(flows, report);
+        check_flows_received(self.rx, &mut flows, shared.run_stop.load(Ordering::SeqCst));
+        let mut figures = RunFigures::new(self.rx, flows, &first, &last, self.device, &self.queues);
+        // A worker's flows by their numbers in the report (stream order).
+        figures.workers = workers
+            .into_iter()
+            .enumerate()
+            .map(|(w, mut r)| {
+                r.flows = (figures.flows.iter().enumerate())
+                    .filter(|(_, f)| f.flow.worker == w)
+                    .map(|(k, _)| k)
+                    .collect();
+                r
+            })
+            .collect();
+        report.summary(&figures.summary());
+        for line in figures.flow_lines() {
+            report.summary(&line);
+        }
+        for line in figures.worker_lines() {
+            report.summary(&line);
+        }
+        report.summary(&figures.cpu_line());
+        if let Some(line) = figures.page_pool_line() {
+            report.summary(&line);
+        }
+        let result = figures.result();
+        let mut json = figures.to_json();
+        json["ok"] = result.is_ok().into();
+        if let Err(e) = &result {
+            json["error"] = e.to_string().into();
+        }
+        report.body(json);
+        result
+    }
+}
+
+/// A worker that received several flows (the zcrx server's, one per ifq): what it was and
+/// the counters that are its own rather than one flow's.
+pub(crate) struct WorkerRecord {
+    /// What it received on, e.g. `zcrx ifq 1 on eth0 rx queue 3`.
+    pub what: String,
+    /// The RX queue it served (`None`: no device).
+    pub queue: Option<u32>,
+    /// Its flows, ascending.
+    pub flows: Vec<usize>,
+    /// The CPU it was pinned to (`--cpus`).
+    pub cpu: Option<usize>,
+    /// The ifq's own zcrx counters (buffers returned, refill publishes, flushes, waits).
+    pub zcrx: crate::stats::ZcrxCounters,
+}
+
+/// The per-flow receive settings of `n` flows on `base`: flow k validates flow k's stream
+/// (`--seed`), progress is the main thread's.
+///
+/// Errors: a stream that cannot be derived for a flow ([`crate::validate`]).
+pub(crate) fn flow_streams(
+    rx: &Receive,
+    n: usize,
+) -> Result<Vec<Option<crate::validate::StreamSpec>>> {
+    (0..n)
+        .map(|k| {
+            rx.validate
+                .map(|s| s.for_flow(k as u32, n as u32))
+                .transpose()
+        })
+        .collect()
+}
+
 /// Receives the flows `conns` (flow k = `conns[k]`) on one worker thread each, with the
 /// receive loop configured by `base` (flow k validates flow k's stream), sharing `mem`;
 /// prints the summary and records the JSON object (also when the run failed: every flow's
@@ -322,121 +623,41 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     report: &RunReport,
 ) -> Result<()> {
     let n = conns.len();
-    let flows = &rx.flows;
-    let run_stop = AtomicI32::new(0);
-    let live: Vec<Live> = (0..n).map(|_| Live::default()).collect();
-    let cfgs = (0..n)
-        .map(|k| {
-            let validate = rx
-                .validate
-                .map(|s| s.for_flow(k as u32, n as u32))
-                .transpose()?;
-            Ok(RxConfig {
-                validate,
-                // Progress is the main thread's, for all flows at once.
-                progress_interval: None,
-                ..base.clone()
-            })
+    let cfgs = flow_streams(rx, n)?
+        .into_iter()
+        .map(|validate| RxConfig {
+            validate,
+            // Progress is the main thread's, for all flows at once.
+            progress_interval: None,
+            ..base.clone()
         })
-        .collect::<Result<Vec<_>>>()?;
-    let queues = match device {
-        Some(d) => Netdev::open()
-            .and_then(|mut nd| nd.queue_get_dump(d.ifindex))
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let mut netdev = None;
-    let start = Instant::now();
-    let warmup_end = flows.warmup.and_then(|w| start.checked_add(w));
-    let end = flows.duration.and_then(|d| start.checked_add(d));
-    let (mut first, mut last) = (None, None);
-    if warmup_end.is_none() {
-        first = Some(Snapshot::take(device, &mut netdev));
-    }
-
+        .collect::<Vec<_>>();
+    let shared = Shared::new(n);
+    let mut measure = Measure::begin(rx, device);
     let results: Vec<Flow> = std::thread::scope(|scope| {
         let workers: Vec<_> = conns
             .into_iter()
             .zip(&cfgs)
-            .zip(&live)
             .enumerate()
-            .map(|(k, ((conn, cfg), live))| {
-                let run_stop = &run_stop;
-                let cpu = flows.cpus.as_deref().and_then(|c| cpu_for_flow(c, k));
+            .map(|(k, (conn, cfg))| {
+                let shared = &shared;
+                let cpu = rx.flows.cpus.as_deref().and_then(|c| cpu_for_flow(c, k));
                 scope.spawn(move || {
-                    let flow = run_flow(conn, mem, cfg, live, cpu, run_stop);
-                    live.done.store(true, Ordering::Release);
+                    let live = shared.live(k);
+                    let flow = run_flow(conn, mem, cfg, k, cpu, shared);
+                    live.done();
                     flow
                 })
             })
             .collect();
-
-        // The main thread: signals, the clock, progress lines.
-        let mut next_progress = rx.progress.and_then(|p| start.checked_add(p));
-        let mut progress_bytes: Vec<u64> = vec![0; n];
-        let mut progress_at = start;
-        loop {
-            std::thread::sleep(TICK);
-            let now = Instant::now();
-            let sig = STOP.load(Ordering::SeqCst);
-            if sig != 0 {
-                let _ = run_stop.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-            }
-            if warmup_end.is_some_and(|w| now >= w) && first.is_none() {
-                for l in &live {
-                    l.mark.store(true, Ordering::Relaxed);
-                }
-                first = Some(Snapshot::take(device, &mut netdev));
-            }
-            if let Some(at) = next_progress.filter(|&at| now >= at) {
-                let bytes: Vec<u64> = live
-                    .iter()
-                    .map(|l| l.bytes.load(Ordering::Relaxed))
-                    .collect();
-                report.log(format_args!(
-                    "{}",
-                    progress_line(now - start, now - progress_at, &progress_bytes, &bytes)
-                ));
-                progress_bytes = bytes;
-                progress_at = now;
-                next_progress = rx.progress.and_then(|p| at.checked_add(p));
-            }
-            if end.is_some_and(|e| now >= e) && last.is_none() {
-                last = Some(Snapshot::take(device, &mut netdev));
-                let _ =
-                    run_stop.compare_exchange(0, DURATION_OVER, Ordering::SeqCst, Ordering::SeqCst);
-            }
-            if live.iter().all(|l| l.done.load(Ordering::Acquire)) {
-                break;
-            }
-        }
+        measure.supervise(&shared, report);
         workers
             .into_iter()
             // A worker's panic (a bug) goes on unwinding here, so the undo guards still run.
             .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     });
-    let last = last.unwrap_or_else(|| Snapshot::take(device, &mut netdev));
-    let first = first.unwrap_or_else(|| Snapshot::take(device, &mut netdev));
-    let mut results = order_by_stream(results, report);
-    check_flows_received(rx, &mut results, run_stop.load(Ordering::SeqCst));
-    let figures = RunFigures::new(rx, results, &first, &last, device, &queues);
-    report.summary(&figures.summary());
-    for line in figures.flow_lines() {
-        report.summary(&line);
-    }
-    report.summary(&figures.cpu_line());
-    if let Some(line) = figures.page_pool_line() {
-        report.summary(&line);
-    }
-    let result = figures.result();
-    let mut json = figures.to_json();
-    json["ok"] = result.is_ok().into();
-    if let Err(e) = &result {
-        json["error"] = e.to_string().into();
-    }
-    report.body(json);
-    result
+    measure.finish(results, Vec::new(), &shared, report)
 }
 
 /// The flows in stream order: with `--seed`, each connection's validator took its flow from
@@ -518,16 +739,16 @@ fn run_flow<M: FragMemory>(
     mut conn: Accepted,
     mem: Option<&M>,
     cfg: &RxConfig,
-    live: &Live,
+    k: usize,
     cpu: Option<usize>,
-    run_stop: &AtomicI32,
+    shared: &Shared,
 ) -> Flow {
     let pinned = cpu.map(crate::sys::cpu::pin_current_thread).transpose();
     let started = Instant::now();
     let cpu_at_start = crate::sys::cpu::thread_cpu_time();
     let mut counted = Counted {
         inner: &mut conn.sock,
-        live,
+        live: shared.live(k),
         bytes: 0,
         mark: None,
     };
@@ -536,33 +757,23 @@ fn run_flow<M: FragMemory>(
         Ok(_) => {
             let mut out = std::io::sink();
             let mut log = std::io::stderr();
+            let run_stop = shared.run_stop();
             rx::receive_logged(&mut counted, mem, cfg, run_stop, &mut out, &mut log)
         }
     };
     let mark = counted.mark;
-    let result = match result {
-        Err(Error::Interrupted(DURATION_OVER | FLOW_FAILED)) => Ok(()),
-        Err(e) => {
-            // The others stop: one failed flow fails the run.
-            let _ = run_stop.compare_exchange(0, FLOW_FAILED, Ordering::SeqCst, Ordering::SeqCst);
-            Err(e)
-        }
-        ok => ok,
-    };
-    let fd = conn.sock.fd();
-    Flow {
-        tcp: crate::sys::tcp::tcp_info(fd).ok(),
-        napi_id: socket::incoming_napi_id(fd).ok(),
-        stats,
-        result,
-        rcvbuf: conn.rcvbuf,
-        started,
-        mark,
-        ended: Instant::now(),
-        cpu_at_start,
-        cpu_at_end: crate::sys::cpu::thread_cpu_time(),
-        cpu,
-    }
+    Flow::ended(
+        conn,
+        Ran {
+            stats,
+            result: shared.verdict(result),
+            started,
+            mark,
+            cpu_at_start,
+            cpu,
+            worker: k,
+        },
+    )
 }
 
 /// `progress: 3.0 s: 4.12 Gbit/s (flows 1.03 1.02 1.04 1.03)`: the last interval's rate, in
@@ -627,6 +838,8 @@ struct RunFigures {
     page_pools: Option<std::result::Result<Vec<QueuePools>, NoPoolStats>>,
     warmup: Option<Duration>,
     duration: Option<Duration>,
+    /// Workers that served several flows (zcrx); empty when each flow had its own.
+    workers: Vec<WorkerRecord>,
 }
 
 impl RunFigures {
@@ -707,6 +920,7 @@ impl RunFigures {
             page_pools,
             warmup: rx.flows.warmup,
             duration: rx.flows.duration,
+            workers: Vec::new(),
         }
     }
 
@@ -747,16 +961,27 @@ impl RunFigures {
 
     /// The tool's own user CPU time (all workers) as a share of the app CPUs' busy time.
     fn tool_user_share(&self) -> Option<f64> {
-        let user: f64 = self
-            .flows
-            .iter()
-            .filter_map(FlowFigures::cpu)
-            .map(|c| c.user.as_secs_f64())
-            .sum();
+        let user = self.workers_user_secs();
         let (app, _, _) = self.cpu.as_ref().ok()?;
         let busy_pct = 100.0 - app.idle - app.iowait;
         let app_secs = self.interval.as_secs_f64() * self.app_cpus.len() as f64 * busy_pct / 100.0;
         (app_secs > 0.0).then(|| 100.0 * user / app_secs)
+    }
+
+    /// The workers' own user CPU seconds over the measured interval: a worker of several
+    /// flows counts once (each of its flows carries the worker's CPU time).
+    fn workers_user_secs(&self) -> f64 {
+        let mut seen = Vec::new();
+        self.flows
+            .iter()
+            .filter(|f| {
+                let new = !seen.contains(&f.flow.worker);
+                seen.push(f.flow.worker);
+                new
+            })
+            .filter_map(FlowFigures::cpu)
+            .map(|c| c.user.as_secs_f64())
+            .sum()
     }
 
     /// `4 flows: 1073741824 bytes in 5.0 s (measured after 1.0 s of warm-up) = 1.72 Gbit/s;
@@ -802,7 +1027,12 @@ impl RunFigures {
                     s.push_str(&format!("{} bytes", st.bytes));
                 }
                 s.push_str(&format!(", {:.3} Gbit/s", f.gbps()));
-                if st.mode != crate::stats::RxMode::PlainTcp {
+                if st.mode == crate::stats::RxMode::Zcrx {
+                    s.push_str(&format!(
+                        ", {} chunks, {} RECV_ZC arms; worker {}",
+                        st.zcrx.chunks, st.zcrx.arms, f.flow.worker
+                    ));
+                } else if st.mode != crate::stats::RxMode::PlainTcp {
                     s.push_str(&format!(
                         ", {} frags ({} dmabuf, {} linear), {} tokens in {} DONTNEED calls",
                         st.dmabuf_frags + st.linear_frags,
@@ -830,6 +1060,35 @@ impl RunFigures {
                 }
                 if let Err(e) = &f.flow.result {
                     s.push_str(&format!("; FAILED: {e}"));
+                }
+                s
+            })
+            .collect()
+    }
+
+    /// One line per worker of several flows: `  worker 1 (zcrx ifq 2 on eth0 rx queue 5):
+    /// flows 1,3; 2048 buffers returned in 40 refill publishes, 0 flushes, 310 waits`.
+    fn worker_lines(&self) -> Vec<String> {
+        self.workers
+            .iter()
+            .enumerate()
+            .map(|(w, r)| {
+                let flows: Vec<String> = r.flows.iter().map(usize::to_string).collect();
+                let mut s = format!(
+                    "  worker {w} ({}): flows {}; {} buffers returned in {} refill publishes, \
+                     {} flushes, {} waits",
+                    r.what,
+                    match flows.is_empty() {
+                        true => "none".to_string(),
+                        false => flows.join(","),
+                    },
+                    r.zcrx.buffers_returned,
+                    r.zcrx.refill_publishes,
+                    r.zcrx.flushes,
+                    r.zcrx.waits
+                );
+                if let Some(c) = r.cpu {
+                    s.push_str(&format!("; cpu {c}"));
                 }
                 s
             })
@@ -960,9 +1219,49 @@ impl RunFigures {
             .flows
             .iter()
             .enumerate()
-            .map(|(k, f)| flow_json(k, f))
+            .map(|(k, f)| {
+                let mut v = flow_json(k, f);
+                if !self.workers.is_empty() {
+                    v["worker"] = f.flow.worker.into();
+                }
+                v
+            })
             .collect::<Vec<_>>()
             .into();
+        if !self.workers.is_empty() {
+            // The ifq-wide counters are the workers' (the flows' own are 0).
+            let sum = |g: fn(&crate::stats::ZcrxCounters) -> u64| -> u64 {
+                self.workers.iter().map(|w| g(&w.zcrx)).sum()
+            };
+            json["zcrx_buffers_returned"] = sum(|z| z.buffers_returned).into();
+            json["zcrx_refill_publishes"] = sum(|z| z.refill_publishes).into();
+            json["zcrx_flushes"] = sum(|z| z.flushes).into();
+            json["zcrx_waits"] = sum(|z| z.waits).into();
+            json["workers"] = self
+                .workers
+                .iter()
+                .enumerate()
+                .map(|(w, r)| {
+                    json!({
+                        "worker": w,
+                        "what": r.what,
+                        "rx_queue": r.queue,
+                        "flows": r.flows,
+                        "cpu": r.cpu,
+                        "zcrx_chunks": r.flows.iter()
+                            .filter_map(|&k| self.flows.get(k))
+                            .map(|f| f.flow.stats.zcrx.chunks)
+                            .sum::<u64>(),
+                        "zcrx_buffers_returned": r.zcrx.buffers_returned,
+                        "zcrx_refill_publishes": r.zcrx.refill_publishes,
+                        "zcrx_flushes": r.zcrx.flushes,
+                        "zcrx_waits": r.zcrx.waits,
+                        "zcrx_rx_buf_len": r.zcrx.rx_buf_len,
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into();
+        }
         json
     }
 }
@@ -1009,6 +1308,11 @@ fn flow_json(k: usize, f: &FlowFigures) -> Value {
         "ok": f.flow.result.is_ok(),
         "error": f.flow.result.as_ref().err().map(ToString::to_string),
     });
+    if st.mode == crate::stats::RxMode::Zcrx {
+        v["zcrx_chunks"] = st.zcrx.chunks.into();
+        v["zcrx_arms"] = st.zcrx.arms.into();
+        v["zcrx_retried_errors"] = st.zcrx.retried_errors.into();
+    }
     if let Some(t) = &f.flow.tcp {
         v["tcp_info"] = json!({
             "rtt_us": t.rtt_us, "rttvar_us": t.rttvar_us, "retransmits": t.retransmits,
@@ -1033,5 +1337,201 @@ fn clone_error(e: &Error) -> Error {
         Error::Timeout(m) => Error::Timeout(m.clone()),
         Error::Interrupted(s) => Error::Interrupted(*s),
         other => Error::Failure(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{RxMode, ZcrxCounters};
+
+    /// Flow `k` of worker `worker` (zcrx): `bytes` in `chunks` chunks, its worker's user CPU
+    /// `user_ms` over the run.
+    fn zcrx_flow(worker: usize, bytes: u64, chunks: u64, user_ms: u64, at: Instant) -> Flow {
+        let mut stats = RxStats::new(RxMode::Zcrx);
+        stats.bytes = bytes;
+        stats.validated_bytes = bytes;
+        stats.zcrx.chunks = chunks;
+        stats.zcrx.arms = 1;
+        stats.zcrx.rx_buf_len = 4096;
+        Flow {
+            stats,
+            result: Ok(()),
+            rcvbuf: None,
+            started: at,
+            mark: None,
+            ended: at + Duration::from_secs(2),
+            cpu_at_start: Some(CpuTime::default()),
+            cpu_at_end: Some(CpuTime {
+                user: Duration::from_millis(user_ms),
+                sys: Duration::from_millis(3 * user_ms),
+            }),
+            cpu: None,
+            napi_id: None,
+            tcp: None,
+            worker,
+        }
+    }
+
+    fn rx() -> Receive {
+        let argv: Vec<String> = "-l --zcrx --zcrx-nodev -s ::1 -p 1 --flows 3 --seed 5"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        match crate::cli::parse(&argv, 4096) {
+            Ok(crate::cli::Command::Run(r)) => match r.mode {
+                crate::cli::ModeArgs::Zcrx(z) => z.rx,
+                other => panic!("not zcrx: {other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Three flows over two zcrx workers: each flow names its worker, the workers' records
+    /// carry the ifq-wide counters (the top-level figures are their sums), the chunks are
+    /// summed per worker, and a worker's CPU time counts once.
+    #[test]
+    fn workers_of_several_flows_are_reported_once_each() {
+        let at = Instant::now();
+        let snap = |at| Snapshot {
+            at,
+            proc_stat: Err(Error::Failure("not read in this test".into())),
+            qstats: None,
+            pools: None,
+        };
+        let flows = vec![
+            zcrx_flow(0, 1000, 10, 40, at),
+            zcrx_flow(1, 2000, 20, 60, at),
+            zcrx_flow(0, 3000, 30, 40, at),
+        ];
+        let rx = rx();
+        let mut f = RunFigures::new(
+            &rx,
+            flows,
+            &snap(at),
+            &snap(at + Duration::from_secs(2)),
+            None,
+            &[],
+        );
+        let ifq = |returned, publishes| ZcrxCounters {
+            buffers_returned: returned,
+            refill_publishes: publishes,
+            flushes: 1,
+            waits: 7,
+            rx_buf_len: 4096,
+            ..ZcrxCounters::default()
+        };
+        f.workers = vec![
+            WorkerRecord {
+                what: "zcrx ifq 1 on eth0 rx queue 2".into(),
+                queue: Some(2),
+                flows: vec![0, 2],
+                cpu: Some(0),
+                zcrx: ifq(40, 3),
+            },
+            WorkerRecord {
+                what: "zcrx ifq 2 on eth0 rx queue 3".into(),
+                queue: Some(3),
+                flows: vec![1],
+                cpu: None,
+                zcrx: ifq(20, 2),
+            },
+        ];
+        assert!(
+            (f.workers_user_secs() - 0.100).abs() < 1e-9,
+            "{}",
+            f.workers_user_secs()
+        );
+        let j = f.to_json();
+        assert_eq!(j["flow_count"], 3);
+        assert_eq!(j["bytes"], 6000);
+        assert_eq!(j["zcrx_chunks"], 60);
+        assert_eq!(j["zcrx_buffers_returned"], 60);
+        assert_eq!(j["zcrx_refill_publishes"], 5);
+        assert_eq!(j["zcrx_flushes"], 2);
+        assert_eq!(j["zcrx_waits"], 14);
+        assert_eq!(j["zcrx_rx_buf_len"], 4096);
+        let workers = j["workers"].as_array().expect("workers");
+        assert_eq!(workers.len(), 2);
+        assert_eq!(workers[0]["rx_queue"], 2);
+        assert_eq!(workers[0]["flows"], json!([0, 2]));
+        assert_eq!(workers[0]["zcrx_chunks"], 40);
+        assert_eq!(workers[1]["zcrx_chunks"], 20);
+        assert_eq!(workers[1]["cpu"], Value::Null);
+        let per_flow = j["flows"].as_array().expect("flows");
+        let of: Vec<_> = per_flow.iter().map(|f| f["worker"].clone()).collect();
+        assert_eq!(of, vec![json!(0), json!(1), json!(0)]);
+        assert_eq!(per_flow[2]["zcrx_chunks"], 30);
+        assert_eq!(per_flow[2]["worker_user_s"], 0.04);
+        let lines = f.worker_lines();
+        assert_eq!(
+            lines[0],
+            "  worker 0 (zcrx ifq 1 on eth0 rx queue 2): flows 0,2; 40 buffers returned in 3 \
+             refill publishes, 1 flushes, 7 waits; cpu 0"
+        );
+        assert!(
+            f.flow_lines()[1].contains("20 chunks, 1 RECV_ZC arms; worker 1"),
+            "{:?}",
+            f.flow_lines()
+        );
+    }
+
+    /// Devmem and plain runs (a worker per flow) keep their JSON shape: no `workers`, no
+    /// per-flow `worker`; each flow's CPU time counts.
+    #[test]
+    fn one_worker_per_flow_keeps_the_shape() {
+        let at = Instant::now();
+        let snap = |at| Snapshot {
+            at,
+            proc_stat: Err(Error::Failure("not read in this test".into())),
+            qstats: None,
+            pools: None,
+        };
+        let flows = vec![zcrx_flow(0, 10, 1, 10, at), zcrx_flow(1, 10, 1, 20, at)];
+        let rx = rx();
+        let f = RunFigures::new(
+            &rx,
+            flows,
+            &snap(at),
+            &snap(at + Duration::from_secs(1)),
+            None,
+            &[],
+        );
+        assert!((f.workers_user_secs() - 0.030).abs() < 1e-9);
+        let j = f.to_json();
+        assert!(j.get("workers").is_none(), "{j}");
+        assert!(j["flows"][0].get("worker").is_none(), "{j}");
+    }
+
+    /// A flow stopped by the run (its duration, another flow's failure) did not fail; any
+    /// other failure stops the others, once.
+    #[test]
+    fn verdicts_and_the_run_stop() {
+        let shared = Shared::new(2);
+        assert!(shared
+            .verdict(Err(Error::Interrupted(DURATION_OVER)))
+            .is_ok());
+        assert_eq!(shared.run_stop().load(Ordering::SeqCst), 0);
+        assert!(shared.verdict(Err(Error::Failure("x".into()))).is_err());
+        assert_eq!(shared.run_stop().load(Ordering::SeqCst), FLOW_FAILED);
+        assert!(shared.verdict(Err(Error::Interrupted(FLOW_FAILED))).is_ok());
+        let signalled = Shared::new(1);
+        signalled.run_stop().store(libc::SIGINT, Ordering::SeqCst);
+        signalled.note_failure(&Error::Timeout("idle".into()));
+        assert_eq!(signalled.run_stop().load(Ordering::SeqCst), libc::SIGINT);
+    }
+
+    /// The warm-up mark is noted once, at the first observation after the main thread set it.
+    #[test]
+    fn the_mark_is_noted_once() {
+        let live = Live::default();
+        let mut mark = None;
+        live.observe(10, &mut mark, || panic!("no CPU time before the mark"));
+        assert!(mark.is_none());
+        live.mark.store(true, Ordering::Relaxed);
+        live.observe(20, &mut mark, || Some(CpuTime::default()));
+        live.observe(30, &mut mark, || panic!("the mark is already noted"));
+        assert_eq!(mark.map(|m| m.bytes), Some(20));
+        assert_eq!(live.bytes.load(Ordering::Relaxed), 30);
     }
 }

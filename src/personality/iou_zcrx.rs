@@ -42,8 +42,9 @@ use std::time::Duration;
 
 use crate::caps::Missing;
 use crate::cli::HostAddr;
+use crate::conn::QueueDispatch;
 use crate::error::{Error, Result};
-use crate::netlink::netdev::{Netdev, QueueType};
+use crate::netlink::netdev::Netdev;
 use crate::signals::{self, STOP};
 use crate::sys::socket;
 use crate::tx::{self, PatternSend};
@@ -493,32 +494,20 @@ fn accept_and_dispatch(
     conn_txs: &[mpsc::Sender<Vec<OwnedFd>>],
 ) -> Result<()> {
     let listener = socket::tcp_listen_backlog(addr, None, 1024)?;
-    let napi_ids = if o.threads > 1 {
-        let mut nl = Netdev::open()?;
-        (0..o.threads)
-            .map(|i| {
-                let q = first_queue + i;
-                nl.queue_get(ifindex, QueueType::Rx, q)?
-                    .napi_id
-                    .ok_or_else(|| {
-                        Error::Failure(format!("netdev_queue_get(q={q}): napi_id not present"))
-                    })
-            })
-            .collect::<Result<Vec<u32>>>()?
+    let dispatch = if o.threads > 1 {
+        let queues: Vec<u32> = (0..o.threads).map(|i| first_queue + i).collect();
+        Some(QueueDispatch::read(&mut Netdev::open()?, ifindex, &queues)?)
     } else {
-        Vec::new()
+        None
     };
     let total = (o.threads * o.threads) as usize;
     let mut per_worker: Vec<Vec<OwnedFd>> = (0..o.threads).map(|_| Vec::new()).collect();
     accept_conns(listener.as_fd(), total, DEADLINE, &STOP, |fd| {
-        let idx = if napi_ids.is_empty() {
-            0
-        } else {
-            let id = socket::incoming_napi_id(fd.as_fd())?;
-            napi_ids
-                .iter()
-                .position(|&n| n == id)
-                .ok_or_else(|| Error::Failure(format!("unknown NAPI ID: {id}")))?
+        let idx = match &dispatch {
+            None => 0,
+            Some(d) => d
+                .worker_of(fd.as_fd())?
+                .map_err(|id| Error::Failure(format!("unknown NAPI ID: {id}")))?,
         };
         if per_worker[idx].len() >= MAX_CONNS_PER_THREAD {
             return Err(Error::Failure(format!("worker {idx} connection overflow")));

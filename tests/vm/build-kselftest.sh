@@ -4,8 +4,8 @@
 # kernel's uapi headers and builds, into directory $2, the kernel's C ncdevmem
 # (tools/testing/selftests/drivers/net/hw/ncdevmem.c, against the two YNL families it uses,
 # netdev and ethtool) as c-ncdevmem and the kernel's C iou-zcrx (iou-zcrx.c, against liburing)
-# as c-iou-zcrx, and the selftests' BPF objects (every *.bpf.c of drivers/net/hw and net/lib:
-# nk_forward.bpf.o, nk_primary_rx_redirect.bpf.o for the netkit tests, xdp_dummy.bpf.o for
+# as c-iou-zcrx, the drv-net tests' xdp_helper in place, and the selftests' BPF objects (every
+# *.bpf.c of drivers/net/hw and net/lib: nk_forward.bpf.o, nk_primary_rx_redirect.bpf.o for the netkit tests, xdp_dummy.bpf.o for
 # nk_qlease.py) next to their sources, with clang and libbpf's headers as the selftests'
 # net/bpf.mk does (clang -O2 -g --target=bpf, the tree's uapi headers, clang's own system
 # include directories appended). The kernel's Makefiles would generate every YNL family; one of
@@ -48,6 +48,11 @@ gcc-14 -O2 -std=gnu11 -Wall -isystem "$hdr/include" \
     -I"$src/tools/net/ynl/lib" -I"$src/tools/net/ynl/generated" \
     ncdevmem.c "$src/tools/net/ynl/generated/netdev-user.c" \
     "$src/tools/net/ynl/generated/ethtool-user.c" "$src/tools/net/ynl/lib/ynl.a" -o "$out/c-ncdevmem"
+# The AF_XDP helper of the drv-net tests (queues.py's check_xsk), next to the library that runs
+# it; plain C against the uapi headers.
+gcc-14 -O2 -std=gnu11 -Wall -isystem "$hdr/include" -I"$src/tools/testing/selftests/net/lib" \
+    "$src/tools/testing/selftests/net/lib/xdp_helper.c" \
+    -o "$src/tools/testing/selftests/net/lib/xdp_helper"
 # As the selftests' Makefile builds it (LDLIBS += -luring), with the uapi headers first.
 # Only the opt-in case devmem-nic/c-iou-zcrx runs it: a liburing too old for the tree's zcrx
 # (storage size of 'rq_ring' isn't known, with trixie's 2.9) must not stop the default suite.

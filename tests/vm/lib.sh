@@ -340,6 +340,7 @@ VM_BASE_BUDGET=300
 vm_case_budget() {
     local name=$1 fault_runs=${2:-0}
     case $name in
+    devmem-nic/kernel-drv-net) echo 1800 ;;
     devmem-nic/c-ncdevmem | devmem-nic/c-iou-zcrx) echo 900 ;;
     devmem-nic/kernel-devmem-py) echo 600 ;;
     devmem-nic/kernel-iou-zcrx-py) echo 300 ;;
@@ -347,6 +348,7 @@ vm_case_budget() {
     devmem-nic/kernel-nk-devmem-py | devmem-nic/kernel-userns-devmem-py) echo 900 ;;
     devmem-nic/kernel-nk-qlease-py) echo 600 ;;
     devmem-nic/multi-flow | devmem-nic/tx-multi-flow) echo 120 ;;
+    devmem-nic/zcrx-multi-flow) echo 120 ;;
     devmem-nic/fault-matrix) echo $((60 + 90 * fault_runs)) ;;
     tests_*) echo 60 ;;
     *) echo 30 ;;

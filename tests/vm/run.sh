@@ -299,7 +299,8 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 # 3. out-of-tree modules, built in a trixie chroot (gcc-14, make, linux-headers-<abi>, plus
-#    iproute2, ethtool, python3, socat for the kernel's devmem.py in the guest) that stays in
+#    iproute2, ethtool, python3, socat for the kernel's devmem.py in the guest, iperf3 and ping
+#    for its drv-net tests) that stays in
 #    the cache: devmem_nic, the software devmem NIC (tests/vm/devmem-nic; always, cached per
 #    kernel and source hash), and netdevsim from the same version's linux-source (optional, cached per kernel)
 # ---------------------------------------------------------------------------------------------
@@ -315,7 +316,8 @@ ensure_chroot() {
     [ -x "$chroot_dir/usr/bin/gcc-14" ] && [ -d "$chroot_dir/usr/src/linux-headers-$ABI" ] &&
         [ -x "$chroot_dir/usr/sbin/ethtool" ] && [ -x "$chroot_dir/usr/bin/socat" ] &&
         [ -x "$chroot_dir/usr/bin/rsync" ] && [ -e "$chroot_dir/usr/include/stdio.h" ] &&
-        [ -x "$chroot_dir/usr/bin/pgrep" ] &&
+        [ -x "$chroot_dir/usr/bin/pgrep" ] && [ -x "$chroot_dir/usr/bin/iperf3" ] &&
+        [ -x "$chroot_dir/usr/bin/ping" ] &&
         [ -e "$chroot_dir/usr/lib/python3/dist-packages/jsonschema/__init__.py" ] &&
         [ -e "$chroot_dir/usr/lib/python3/dist-packages/yaml/__init__.py" ] &&
         chroot_has_liburing_zcrx && {
@@ -324,7 +326,8 @@ ensure_chroot() {
     }
     need_mirror
     log "building a trixie chroot (gcc-14, make, linux-headers-$ABI, iproute2, ethtool, python3," \
-        "python3-jsonschema, socat, rsync, procps, ${chroot_netkit_pkgs[*]}; liburing-dev from forky)"
+        "python3-jsonschema, socat, rsync, procps, iperf3, iputils-ping, ${chroot_netkit_pkgs[*]};" \
+        "liburing-dev from forky)"
     make_chroot() {
         rm -rf "$chroot_dir.tmp"
         mmdebstrap "$@"
@@ -335,7 +338,7 @@ ensure_chroot() {
     retry "mmdebstrap trixie" make_chroot --variant=apt --quiet \
         --dpkgopt=force-unsafe-io --aptopt='Acquire::Languages "none"' \
         --aptopt='APT::Default-Release "trixie"' \
-        --include="gcc-14,libc6-dev,make,linux-headers-$ABI,iproute2,ethtool,python3,python3-yaml,python3-jsonschema,socat,rsync,procps" \
+        --include="gcc-14,libc6-dev,make,linux-headers-$ABI,iproute2,ethtool,python3,python3-yaml,python3-jsonschema,socat,rsync,procps,iperf3,iputils-ping" \
         --include="$chroot_liburing" --include="$(IFS=,; echo "${chroot_netkit_pkgs[*]}")" \
         trixie "$chroot_dir.tmp" \
         "deb [signed-by=$keyring] $mirror trixie main" \

@@ -102,7 +102,8 @@ MODULE_PARM_DESC(queues, "RX and TX queues per netdev (1..16)");
 struct dnic_cb {
 	u32 hash;		/* RSS (Toeplitz) hash, 0 when none */
 	u16 hdr_len;		/* L2+L3+L4 header bytes of a TCP frame, else 0 */
-	u16 hash_l4;		/* the hash covers the ports */
+	u8 hash_l4;		/* the hash covers the ports */
+	u8 l4;			/* a TCP or UDP frame (its checksum "verified") */
 	u32 payload_len;	/* TCP payload bytes (from the IP length) */
 };
 
@@ -136,10 +137,15 @@ struct dnic_cls {
 	 * ethtool core keeps the contexts themselves; entry 0 is unused).
 	 */
 	u32 ctx_indir[DNIC_MAX_RSS_CTX][DNIC_INDIR_SIZE];
+	/* Flow types hashed on their addresses only (bits: dnic_hash_bit()),
+	 * set with ethtool -N DEV rx-flow-hash; the rest hash the ports too.
+	 */
+	u8 hash_ip_only;
 };
 
 struct dnic_rxq_stats {
-	u64 packets;
+	u64 packets;		/* frames (a TSO frame of the peer is one) */
+	u64 wire_packets;	/* the wire's packets: a TSO frame's segments */
 	u64 bytes;
 	u64 hw_drops;		/* ring full */
 	u64 alloc_fail;		/* no buffer in the page pool (or no skb) */
@@ -175,7 +181,7 @@ struct dnic_rxq {
 };
 
 struct dnic_txq_stats {
-	u64 packets;
+	u64 packets;		/* wire packets: a TSO frame's segments */
 	u64 bytes;
 	u64 drops;
 	struct u64_stats_sync syncp;
@@ -341,12 +347,30 @@ static u32 dnic_toeplitz(const u8 *key, const u8 *in, unsigned int len)
 	return hash;
 }
 
+/* The bit of a TCP/UDP flow type in dnic_cls.hash_ip_only (-1: none). */
+static int dnic_hash_bit(u32 flow_type)
+{
+	switch (flow_type) {
+	case TCP_V4_FLOW:
+		return 0;
+	case UDP_V4_FLOW:
+		return 1;
+	case TCP_V6_FLOW:
+		return 2;
+	case UDP_V6_FLOW:
+		return 3;
+	}
+	return -1;
+}
+
 /* RSS input as NICs define it: source address, destination address, then
- * source and destination port for TCP/UDP.
+ * source and destination port for TCP/UDP (unless that flow type hashes on
+ * its addresses only).
  */
 static u32 dnic_rss_hash(const struct dnic_cls *cls, const struct dnic_flow *fl,
 			 bool *l4)
 {
+	u32 type;
 	u8 in[36];
 	unsigned int n;
 
@@ -360,6 +384,12 @@ static u32 dnic_rss_hash(const struct dnic_cls *cls, const struct dnic_flow *fl,
 		n = 8;
 	}
 	*l4 = fl->l4proto == IPPROTO_TCP || fl->l4proto == IPPROTO_UDP;
+	if (*l4) {
+		type = fl->l4proto == IPPROTO_TCP ?
+		       (fl->ipv6 ? TCP_V6_FLOW : TCP_V4_FLOW) :
+		       (fl->ipv6 ? UDP_V6_FLOW : UDP_V4_FLOW);
+		*l4 = !(cls->hash_ip_only & BIT(dnic_hash_bit(type)));
+	}
 	if (*l4) {
 		memcpy(in + n, &fl->sport, 2);
 		memcpy(in + n + 2, &fl->dport, 2);
@@ -443,8 +473,10 @@ static u32 dnic_select_rxq(struct dnic_priv *rx, const struct dnic_flow *fl,
 				continue;
 			if (fs->ring_cookie == RX_CLS_FLOW_DISC)
 				return DNIC_RXQ_DISCARD;
-			if ((fs->flow_type & FLOW_RSS) &&
-			    cls->rule_ctx[loc] < DNIC_MAX_RSS_CTX)
+			if ((fs->flow_type & FLOW_RSS) && !cls->rule_ctx[loc])
+				q = cls->indir[cb->hash % DNIC_INDIR_SIZE];
+			else if ((fs->flow_type & FLOW_RSS) &&
+				 cls->rule_ctx[loc] < DNIC_MAX_RSS_CTX)
 				q = cls->ctx_indir[cls->rule_ctx[loc]]
 						  [cb->hash % DNIC_INDIR_SIZE];
 			else
@@ -809,8 +841,14 @@ static int dnic_fault_take(struct dnic_rxq *rq, const struct sk_buff *wire,
 	return kind;
 }
 
-static void dnic_rx_count(struct dnic_rxq *rq, unsigned int len, bool split,
-			  bool hw_drop, bool alloc_fail)
+/* The wire packets of a frame: a TSO frame stands for its segments. */
+static unsigned int dnic_wire_packets(const struct sk_buff *skb)
+{
+	return skb_is_gso(skb) ? max_t(unsigned int, skb_shinfo(skb)->gso_segs, 1) : 1;
+}
+
+static void dnic_rx_count(struct dnic_rxq *rq, const struct sk_buff *wire,
+			  bool split, bool hw_drop, bool alloc_fail)
 {
 	struct dnic_rxq_stats *s = &rq->stats;
 
@@ -821,7 +859,8 @@ static void dnic_rx_count(struct dnic_rxq *rq, unsigned int len, bool split,
 		s->alloc_fail++;
 	else {
 		s->packets++;
-		s->bytes += len;
+		s->wire_packets += dnic_wire_packets(wire);
+		s->bytes += wire->len;
 		s->split += split;
 	}
 	u64_stats_update_end(&s->syncp);
@@ -903,13 +942,16 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 		sh->gso_segs = DIV_ROUND_UP(cb->payload_len, sh->gso_size);
 	}
 	skb->protocol = eth_type_trans(skb, priv->dev);
-	if (cb->hdr_len)
+	/* The peer leaves TCP and UDP checksums to the "hardware"
+	 * (CHECKSUM_PARTIAL): none is computed, and none is checked.
+	 */
+	if (cb->l4)
 		skb->ip_summed = CHECKSUM_UNNECESSARY;
 	if (cb->hash)
 		skb_set_hash(skb, cb->hash,
 			     cb->hash_l4 ? PKT_HASH_TYPE_L4 : PKT_HASH_TYPE_L3);
 	skb_record_rx_queue(skb, rq->idx);
-	dnic_rx_count(rq, len, split, false, false);
+	dnic_rx_count(rq, wire, split, false, false);
 	napi_gro_receive(&rq->napi, skb);
 	consume_skb(wire);
 	return;
@@ -917,7 +959,7 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 alloc_fail_free:
 	kfree_skb(skb);
 alloc_fail:
-	dnic_rx_count(rq, len, false, false, true);
+	dnic_rx_count(rq, wire, false, false, true);
 	kfree_skb_reason(wire, SKB_DROP_REASON_NOMEM);
 }
 
@@ -960,7 +1002,7 @@ static int dnic_poll(struct napi_struct *napi, int budget)
 /* ------------------------------------------------------------------------ */
 
 static void dnic_tx_count(struct dnic_priv *priv, unsigned int q,
-			  unsigned int len, bool drop)
+			  unsigned int len, unsigned int segs, bool drop)
 {
 	struct dnic_txq_stats *s = &priv->txq_stats[q];
 
@@ -968,7 +1010,7 @@ static void dnic_tx_count(struct dnic_priv *priv, unsigned int q,
 	if (drop) {
 		s->drops++;
 	} else {
-		s->packets++;
+		s->packets += segs;
 		s->bytes += len;
 	}
 	u64_stats_update_end(&s->syncp);
@@ -978,6 +1020,7 @@ static netdev_tx_t dnic_xmit(struct sk_buff *skb, struct net_device *dev)
 {
 	struct dnic_priv *priv = netdev_priv(dev), *peer;
 	unsigned int len = skb->len, txq = skb_get_queue_mapping(skb);
+	unsigned int segs = dnic_wire_packets(skb);
 	struct dnic_flow fl;
 	struct dnic_rxq *rq;
 	u32 q;
@@ -996,10 +1039,11 @@ static netdev_tx_t dnic_xmit(struct sk_buff *skb, struct net_device *dev)
 		goto drop;
 	DNIC_CB(skb)->hdr_len = fl.l4proto == IPPROTO_TCP ? fl.hdr_len : 0;
 	DNIC_CB(skb)->payload_len = fl.payload_len;
+	DNIC_CB(skb)->l4 = fl.l4proto == IPPROTO_TCP || fl.l4proto == IPPROTO_UDP;
 
 	rq = &peer->rxq[q];
 	if (skb_queue_len(&rq->ring) >= READ_ONCE(peer->rx_pending)) {
-		dnic_rx_count(rq, len, false, true, false);
+		dnic_rx_count(rq, skb, false, true, false);
 		goto drop;
 	}
 	skb_tx_timestamp(skb);
@@ -1016,12 +1060,12 @@ static netdev_tx_t dnic_xmit(struct sk_buff *skb, struct net_device *dev)
 	}
 	napi_schedule(&rq->napi);
 	rcu_read_unlock();
-	dnic_tx_count(priv, txq, len, false);
+	dnic_tx_count(priv, txq, len, segs, false);
 	return NETDEV_TX_OK;
 
 drop:
 	rcu_read_unlock();
-	dnic_tx_count(priv, txq, len, true);
+	dnic_tx_count(priv, txq, len, segs, true);
 	kfree_skb(skb);
 	return NETDEV_TX_OK;
 }
@@ -1267,7 +1311,7 @@ static void dnic_get_stats64(struct net_device *dev,
 
 		do {
 			start = u64_stats_fetch_begin(&r->syncp);
-			pk = r->packets;
+			pk = r->wire_packets;
 			by = r->bytes;
 			hw = r->hw_drops;
 			af = r->alloc_fail;
@@ -1339,7 +1383,7 @@ static void dnic_fetch_rxq(const struct dnic_rxq_stats *r,
 
 	do {
 		start = u64_stats_fetch_begin(&r->syncp);
-		stats->packets = r->packets;
+		stats->packets = r->wire_packets;
 		stats->bytes = r->bytes;
 		stats->hw_drops = r->hw_drops;
 		stats->alloc_fail = r->alloc_fail;
@@ -1594,15 +1638,25 @@ static int dnic_set_rxfh(struct net_device *dev, struct ethtool_rxfh_param *p,
 	return 0;
 }
 
+#define DNIC_RXH_IP	(RXH_IP_SRC | RXH_IP_DST)
+#define DNIC_RXH_IP_L4	(DNIC_RXH_IP | RXH_L4_B_0_1 | RXH_L4_B_2_3)
+
+/* Hash fields are the device's (no rxfh_per_ctx_fields): every context
+ * hashes a flow type the same way.
+ */
 static int dnic_get_rxfh_fields(struct net_device *dev,
 				struct ethtool_rxfh_fields *f)
 {
+	struct dnic_priv *priv = netdev_priv(dev);
+	const struct dnic_cls *cls = rcu_dereference_protected(priv->cls, true);
+
 	switch (f->flow_type) {
 	case TCP_V4_FLOW:
 	case TCP_V6_FLOW:
 	case UDP_V4_FLOW:
 	case UDP_V6_FLOW:
-		f->data = RXH_IP_SRC | RXH_IP_DST | RXH_L4_B_0_1 | RXH_L4_B_2_3;
+		f->data = cls->hash_ip_only & BIT(dnic_hash_bit(f->flow_type)) ?
+			  DNIC_RXH_IP : DNIC_RXH_IP_L4;
 		return 0;
 	case IPV4_FLOW:
 	case IPV6_FLOW:
@@ -1610,6 +1664,42 @@ static int dnic_get_rxfh_fields(struct net_device *dev,
 		return 0;
 	}
 	f->data = 0;
+	return 0;
+}
+
+/* TCP and UDP flow types hash on the addresses and ports, or on the
+ * addresses only; other flow types on the addresses, unchangeably.
+ */
+static int dnic_set_rxfh_fields(struct net_device *dev,
+				const struct ethtool_rxfh_fields *f,
+				struct netlink_ext_ack *extack)
+{
+	struct dnic_priv *priv = netdev_priv(dev);
+	int bit = dnic_hash_bit(f->flow_type);
+	struct dnic_cls *old, *cls;
+
+	if (bit < 0) {
+		if ((f->flow_type == IPV4_FLOW || f->flow_type == IPV6_FLOW) &&
+		    f->data == DNIC_RXH_IP)
+			return 0;
+		NL_SET_ERR_MSG_MOD(extack, "flow type's hash fields are fixed");
+		return -EOPNOTSUPP;
+	}
+	if (f->data != DNIC_RXH_IP && f->data != DNIC_RXH_IP_L4) {
+		NL_SET_ERR_MSG_MOD(extack,
+				   "hash on the addresses, or on the addresses and ports");
+		return -EINVAL;
+	}
+	old = rcu_dereference_protected(priv->cls, true);
+	cls = kmemdup(old, sizeof(*old), GFP_KERNEL);
+	if (!cls)
+		return -ENOMEM;
+	if (f->data == DNIC_RXH_IP)
+		cls->hash_ip_only |= BIT(bit);
+	else
+		cls->hash_ip_only &= ~BIT(bit);
+	rcu_assign_pointer(priv->cls, cls);
+	kfree_rcu(old, rcu);
 	return 0;
 }
 
@@ -1663,10 +1753,11 @@ static int dnic_check_rule(struct net_device *dev,
 	if (fs->ring_cookie == RX_CLS_FLOW_DISC)
 		return 0;
 	/* A context rule takes its queue from the context's table (the core
-	 * refuses a queue offset: no cap_rss_rxnfc_adds).
+	 * refuses a queue offset: no cap_rss_rxnfc_adds); context 0 is the
+	 * default table.
 	 */
 	if (fs->flow_type & FLOW_RSS)
-		return rss_ctx && rss_ctx < DNIC_MAX_RSS_CTX ? 0 : -EINVAL;
+		return rss_ctx < DNIC_MAX_RSS_CTX ? 0 : -EINVAL;
 	if (fs->ring_cookie == RX_CLS_FLOW_WAKE ||
 	    ethtool_get_flow_spec_ring_vf(fs->ring_cookie))
 		return -EOPNOTSUPP;
@@ -1841,6 +1932,7 @@ static int dnic_remove_rxfh_context(struct net_device *dev,
 	.get_rxfh		= dnic_get_rxfh,			\
 	.set_rxfh		= dnic_set_rxfh,			\
 	.get_rxfh_fields	= dnic_get_rxfh_fields,			\
+	.set_rxfh_fields	= dnic_set_rxfh_fields,			\
 	.rxfh_max_num_contexts	= DNIC_MAX_RSS_CTX,			\
 	.create_rxfh_context	= dnic_create_rxfh_context,		\
 	.modify_rxfh_context	= dnic_modify_rxfh_context,		\
