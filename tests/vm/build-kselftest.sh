@@ -5,8 +5,8 @@
 # (tools/testing/selftests/drivers/net/hw/ncdevmem.c, against the two YNL families it uses,
 # netdev and ethtool) as c-ncdevmem and the kernel's C iou-zcrx (iou-zcrx.c, against liburing)
 # as c-iou-zcrx, the drv-net tests' xdp_helper in place, and the selftests' BPF objects (every
-# *.bpf.c of drivers/net/hw and net/lib: nk_forward.bpf.o, nk_primary_rx_redirect.bpf.o for the netkit tests, xdp_dummy.bpf.o for
-# nk_qlease.py) next to their sources, with clang and libbpf's headers as the selftests'
+# *.bpf.c of drivers/net/hw and net/lib: nk_forward.bpf.o, nk_primary_rx_redirect.bpf.o for
+# the netkit tests, xdp_dummy.bpf.o for nk_qlease.py) next to their sources, with clang and libbpf's headers as the selftests'
 # net/bpf.mk does (clang -O2 -g --target=bpf, the tree's uapi headers, clang's own system
 # include directories appended). The kernel's Makefiles would generate every YNL family; one of
 # them (binder) does not finish under trixie's Python, so only the two are generated here.
