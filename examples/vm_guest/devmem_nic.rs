@@ -3957,6 +3957,26 @@ fn kernel_nk_qlease_py(ctx: &Ctx) -> CaseResult {
     let root = DebianRoot::mount()?;
     let (mode, answers) = root.userns_mode()?;
     let env = nk_env(&nic);
+    // The remote reaches the netkit guest's prefix through the DUT, as a lab's remote is
+    // routed: the library adds that route only with primary_rx_redirect, which nk_qlease.py
+    // does not ask for (without it the client's connect was ENETUNREACH). The route goes with
+    // the peer namespace.
+    let route = run(ns_exec(ctx, &nic.peer_ns).args([
+        "ip",
+        "-6",
+        "route",
+        "add",
+        "2001:db8:2::/64",
+        "via",
+        DUT6,
+    ]))?;
+    if !route.status.success() {
+        return Err(format!(
+            "route 2001:db8:2::/64 via {DUT6} in {}: {}",
+            nic.peer_ns,
+            output_text(&route).trim()
+        ));
+    }
     let path = format!("{HW_DIR}/nk_qlease.py");
     let run1 = nk_run(ctx, &root, mode, &env, &path, "kernel-nk_qlease.py")
         .map_err(|e| format!("{e} (root: {answers})"))?;
