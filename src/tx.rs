@@ -570,6 +570,36 @@ pub fn send_flows_reporting(
 /// The run's stop flag when another flow of [`send_flows`] failed.
 const SEND_FLOW_FAILED: i32 = -2;
 
+/// The start of flow `k` of `n` (`flow` = `(k, n)`) on its own thread, for both senders:
+/// pinned to its CPU of `flows.cpus` (noted in `pinned`), its keyed stream (or the run's `-v`
+/// pattern), and how many bytes it sends: `total_bytes`, or no end of its own when that is 0
+/// and the run has a duration (`end`).
+///
+/// Errors: pinning (`sched_setaffinity`); `Error::Usage` for a flow out of range.
+fn start_flow(
+    flows: &SendFlows,
+    (k, n): (u32, u32),
+    stream: StreamSpec,
+    total_bytes: u64,
+    end: Option<Instant>,
+    pinned: &mut Option<usize>,
+) -> Result<(StreamSpec, u64)> {
+    if let Some(cpu) = flows
+        .cpus
+        .as_deref()
+        .and_then(|c| crate::figures::cpu::cpu_for_flow(c, k as usize))
+    {
+        crate::sys::cpu::pin_current_thread(cpu)?;
+        *pinned = Some(cpu);
+    }
+    let stream = stream.for_flow(k, n)?;
+    let total = match (total_bytes, end) {
+        (0, Some(_)) => u64::MAX,
+        (t, _) => t,
+    };
+    Ok((stream, total))
+}
+
 /// One flow of [`send_flows`] on `sock`; `sent` follows its byte count (for the progress
 /// lines).
 #[allow(clippy::too_many_arguments)]
@@ -586,20 +616,15 @@ fn send_one_flow(
     let mut stats = SendStats::default();
     let cpu_at_start = crate::sys::cpu::thread_cpu_time();
     let result = (|| {
-        if let Some(cpu) = flows
-            .cpus
-            .as_deref()
-            .and_then(|c| crate::figures::cpu::cpu_for_flow(c, k as usize))
-        {
-            crate::sys::cpu::pin_current_thread(cpu)?;
-            stats.pinned = Some(cpu);
-        }
-        let stream = req.stream.for_flow(k, n)?;
+        let (stream, total) = start_flow(
+            flows,
+            (k, n),
+            req.stream,
+            req.total_bytes,
+            end,
+            &mut stats.pinned,
+        )?;
         stats.stream = Some(stream);
-        let total = match (req.total_bytes, end) {
-            (0, Some(_)) => u64::MAX,
-            (t, _) => t,
-        };
         let write_size = req.write_size.map_or(DEFAULT_WRITE_SIZE, |w| w.max(1));
         let mut source = PatternSource::new(stream, total, write_size, req.corrupt_offset)?;
         if req.write_size.is_some() {
@@ -805,20 +830,15 @@ fn transmit_one_flow<S: TxSocket, M: TxMemory + ?Sized>(
         result: Ok(()),
     };
     let prepared = (|| {
-        if let Some(cpu) = flows
-            .cpus
-            .as_deref()
-            .and_then(|c| crate::figures::cpu::cpu_for_flow(c, k as usize))
-        {
-            crate::sys::cpu::pin_current_thread(cpu)?;
-            flow.pinned = Some(cpu);
-        }
-        let stream = pattern.stream.for_flow(k, n)?;
+        let (stream, total) = start_flow(
+            flows,
+            (k, n),
+            pattern.stream,
+            pattern.total_bytes,
+            end,
+            &mut flow.pinned,
+        )?;
         flow.stream = Some(stream);
-        let total = match (pattern.total_bytes, end) {
-            (0, Some(_)) => u64::MAX,
-            (t, _) => t,
-        };
         let piece = pattern.write_size.unwrap_or(0);
         PatternSource::new(stream, total, piece, pattern.corrupt_offset)
     })();
