@@ -350,17 +350,11 @@ struct Snapshot {
 impl Snapshot {
     fn take(device: Option<&Device>, netdev: &mut Option<Netdev>) -> Snapshot {
         let qstats = device.map(|d| {
-            let nd = match netdev {
-                Some(n) => n,
-                None => netdev.insert(Netdev::open()?),
-            };
+            let nd = opened(netdev)?;
             Qstats::from_dump(nd.qstats_get_dump(d.ifindex, QstatsScope::Queue))
         });
         let pools = device.map(|_| {
-            let nd = match netdev {
-                Some(n) => n,
-                None => netdev.insert(Netdev::open()?),
-            };
+            let nd = opened(netdev)?;
             PoolReading::from_dumps(nd.page_pool_get_dump(), nd.page_pool_stats_get_dump())
         });
         Snapshot {
@@ -369,6 +363,16 @@ impl Snapshot {
             qstats,
             pools,
         }
+    }
+}
+
+/// The run's netdev socket, opened at its first use.
+///
+/// Errors: as [`Netdev::open`] (tried again at the next use).
+fn opened(netdev: &mut Option<Netdev>) -> Result<&mut Netdev> {
+    match netdev {
+        Some(n) => Ok(n),
+        None => Ok(netdev.insert(Netdev::open()?)),
     }
 }
 
