@@ -231,6 +231,19 @@ fn cpu_between(before: Result<ProcStat>, after: Result<ProcStat>) -> Option<Peer
     }
 }
 
+impl SendJob {
+    /// The flows of this run for either sender: its count, its duration, the asked-for
+    /// congestion control, on any CPU.
+    fn send_flows(&self) -> SendFlows {
+        SendFlows {
+            count: self.flows,
+            duration: Some(self.duration),
+            cpus: None,
+            tcp_cc: self.tcp_cc.clone(),
+        }
+    }
+}
+
 /// Sends `job` through devmem TX on the peer's own NIC `d` (one dma-buf and binding for the
 /// run, each flow its own window: [`crate::modes::client::send_devmem_flows`]), measuring the
 /// peer's CPUs around it.
@@ -248,12 +261,7 @@ fn devmem_send(job: &SendJob, d: &DevmemPeer, quiet: bool) -> PeerFigures {
         write_size: job.write_size,
         corrupt_offset: None,
     };
-    let flows = SendFlows {
-        count: job.flows,
-        duration: Some(job.duration),
-        cpus: None,
-        tcp_cc: job.tcp_cc.clone(),
-    };
+    let flows = job.send_flows();
     let before = ProcStat::read();
     let start = Instant::now();
     let (per_flow, result) = crate::modes::client::send_devmem_flows(
@@ -298,12 +306,7 @@ fn real_send(job: &SendJob) -> PeerFigures {
         timeout: Some(CONNECT_WINDOW),
         corrupt_offset: None,
     };
-    let flows = SendFlows {
-        count: job.flows,
-        duration: Some(job.duration),
-        cpus: None,
-        tcp_cc: job.tcp_cc.clone(),
-    };
+    let flows = job.send_flows();
     let before = ProcStat::read();
     let start = Instant::now();
     let (stats, result) = tx::send_flows(&req, &flows, &STOP);
