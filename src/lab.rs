@@ -170,7 +170,10 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                             skipped[slot.point] = rec.outcome.why().map(str::to_string);
                             first_skip.get_or_insert(e);
                         } else if let Err(e) = &verdict {
-                            report.warn(format_args!("{name}: FAILED: {e}"));
+                            report.warn(format_args!(
+                                "{name}: FAILED: {e}{}",
+                                peer_side(rec.peer.as_ref())
+                            ));
                         }
                         records.push(rec);
                         if interrupted {
@@ -284,6 +287,27 @@ fn record(
         numbers,
         body,
         peer,
+    }
+}
+
+/// The peer's side of a failed run, for its line: what it sent on each of its connections
+/// (in the order it connected them) and its error, so a flow that received nothing shows
+/// whether the peer sent it anything.
+fn peer_side(peer: Option<&proto::PeerFigures>) -> String {
+    match peer {
+        None => "; the peer reported no figures".to_string(),
+        Some(p) => {
+            let sent: Vec<String> = p.flow_bytes.iter().map(u64::to_string).collect();
+            let error = p
+                .error
+                .as_deref()
+                .map(|e| format!(", its error: {e}"))
+                .unwrap_or_default();
+            format!(
+                "; the peer sent [{}] bytes on its connections in the order it made them{error}",
+                sent.join(", ")
+            )
+        }
     }
 }
 
@@ -541,6 +565,28 @@ mod tests {
             },
             other => panic!("{line}: {other:?}"),
         }
+    }
+
+    /// A failed run's line says what the peer sent on each connection and why it stopped, or
+    /// that it reported nothing.
+    #[test]
+    fn a_failed_runs_line_carries_the_peers_side() {
+        let p = proto::PeerFigures {
+            bytes: 300,
+            elapsed_s: 3.0,
+            gbit_per_s: 8e-7,
+            flow_bytes: vec![0, 100, 200],
+            cpu: None,
+            error: Some("flow 0: connection reset by peer".into()),
+        };
+        assert_eq!(
+            peer_side(Some(&p)),
+            "; the peer sent [0, 100, 200] bytes on its connections in the order it made them, \
+             its error: flow 0: connection reset by peer"
+        );
+        let p = proto::PeerFigures { error: None, ..p };
+        assert!(peer_side(Some(&p)).ends_with("in the order it made them"));
+        assert_eq!(peer_side(None), "; the peer reported no figures");
     }
 
     /// Each point's value lands in the option it sweeps; the rest of the command line stays.

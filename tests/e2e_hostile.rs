@@ -280,6 +280,52 @@ fn a_connection_that_sends_nothing_fails_a_validated_multi_flow_run() {
     assert_eq!(j["flows"][1]["ok"], true, "{j}");
 }
 
+/// A flow that stays connected and silent through a fixed-time run fails with what the kernel
+/// saw of it: no byte reached its socket (before, the error said only "nothing was
+/// validated", which cannot tell a receiver that never read from data that never arrived).
+#[test]
+fn a_silent_flow_of_a_timed_run_fails_with_what_the_kernel_received() {
+    let port = free_port();
+    let p = port.to_string();
+    let rx = spawn(&[
+        "-l",
+        "--plain",
+        "-s",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--flows",
+        "2",
+        "--seed",
+        "3",
+        "--duration",
+        "2",
+        "--timeout",
+        "10",
+    ]);
+    common::wait_listening(rx.id(), port);
+    let silent = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut busy = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let data = keyed(3, 1, 2, 4 << 20);
+    let writer = std::thread::spawn(move || {
+        let _ = busy.write_all(&data);
+        busy
+    });
+    let (out, on_its_own) = wait_bounded(rx, Duration::from_secs(20));
+    drop(silent);
+    drop(writer.join());
+    let err = text(&out.stderr);
+    assert!(on_its_own, "the receiver hung: {err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "flow 0: no data within --duration: nothing was validated (TCP_INFO: 0 bytes \
+             received in 0 data segments, "
+        ),
+        "{err}"
+    );
+}
+
 /// `--expect-bytes` holds for every flow of a multi-flow run (before, it was ignored there and
 /// a run of two 100000-byte flows passed `--expect-bytes 5`).
 #[test]

@@ -4459,6 +4459,23 @@ impl<'c> Dnic<'c> {
         Ok(text)
     }
 
+    /// The module's per-RX-queue counters of both ends as it prints them (`queue packets bytes
+    /// hw_drops alloc_fail split ring buf_size provider`), for a failure's line: which queue
+    /// dropped frames or could not get a buffer.
+    pub fn stats_text(&self) -> String {
+        [self.dut.clone(), format!("dnic{}b", self.id)]
+            .iter()
+            .map(|dev| {
+                let path = format!("{DEBUGFS}/{dev}/stats");
+                match std::fs::read_to_string(&path) {
+                    Ok(t) => format!("{dev}: {}", t.trim_end().replace('\n', " | ")),
+                    Err(e) => format!("read {path}: {e}"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// The module's per-RX-queue counters of the device under test.
     fn queue_stats(&self) -> Result<Vec<QueueStats>, String> {
         let path = format!("{DEBUGFS}/{}/stats", self.dut);

@@ -132,15 +132,18 @@ fn table(name: &str, out: &Output) -> String {
     text
 }
 
-/// The table of a sweep that exited 0 (recorded under `name`), the peer stopped.
-fn passed(name: &str, out: &Output, peer: PeerServer) -> Result<String, String> {
+/// The table of a sweep that exited 0 (recorded under `name`), the peer stopped. A sweep that
+/// failed is an error with its output, the peer's log and the module's queue counters of both
+/// ends.
+fn passed(name: &str, out: &Output, peer: PeerServer, nic: &Dnic) -> Result<String, String> {
     let text = table(name, out);
     let peer_log = peer.stop()?;
     if !out.status.success() {
         return Err(format!(
-            "the sweep: {}: {}; peer: {peer_log}",
+            "the sweep: {}: {}; peer: {peer_log}; module queue counters: {}",
             out.status,
-            output_text(out)
+            output_text(out),
+            nic.stats_text()
         ));
     }
     Ok(text)
@@ -185,7 +188,7 @@ pub(super) fn sweep_rx_page_size(ctx: &Ctx) -> CaseResult {
             "128M",
         ],
     )?;
-    let text = passed("sweep-rx-page-size", &out, peer)?;
+    let text = passed("sweep-rx-page-size", &out, peer, &nic)?;
     let (f4, f64k) = (
         mean(&doc, 4096, "frags_per_gib")?,
         mean(&doc, 65536, "frags_per_gib")?,
@@ -241,7 +244,7 @@ pub(super) fn sweep_rx_buf_len(ctx: &Ctx) -> CaseResult {
             "6262",
         ],
     )?;
-    let text = passed("sweep-rx-buf-len", &out, peer)?;
+    let text = passed("sweep-rx-buf-len", &out, peer, &nic)?;
     // Every run received for the sweep's --duration (the zcrx server takes it) and measured
     // its app CPUs.
     let runs = doc["runs"].as_array().cloned().unwrap_or_default();

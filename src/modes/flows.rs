@@ -728,12 +728,36 @@ fn check_flows_received(rx: &Receive, flows: &mut [Flow], stop: i32) {
     for f in flows.iter_mut().filter(|f| f.result.is_ok()) {
         f.result = match super::check_received(rx, f.stats.bytes, f.stats.binding_gone) {
             Err(_) if stop == DURATION_OVER && f.stats.bytes == 0 && rx.expect_bytes.is_none() => {
-                Err(Error::Failure(
-                    "no data within --duration: nothing was validated".into(),
-                ))
+                Err(Error::Failure(format!(
+                    "no data within --duration: nothing was validated ({})",
+                    kernel_saw(f.tcp.as_ref(), f.napi_id)
+                )))
             }
             r => r,
         };
+    }
+}
+
+/// What the kernel says of a flow that gave the worker no byte, for its error: whether data
+/// reached the socket at all (`TCP_INFO`: bytes received in order, data segments in, the
+/// window last advertised) and the NAPI instance its packets came through. Data the kernel
+/// received but the worker never read is this tool's fault; none received points at the
+/// NIC, the steering or the peer.
+fn kernel_saw(tcp: Option<&TcpInfo>, napi_id: Option<u32>) -> String {
+    let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+    let tcp = match tcp {
+        Some(t) => format!(
+            "TCP_INFO: {} bytes received in {} data segments, {} segments in, receive window {}",
+            opt(t.bytes_received),
+            opt(t.data_segs_in.map(u64::from)),
+            opt(t.segs_in.map(u64::from)),
+            opt(t.rcv_wnd.map(u64::from)),
+        ),
+        None => "no TCP_INFO".to_string(),
+    };
+    match napi_id {
+        Some(id) if id != 0 => format!("{tcp}; NAPI id {id}"),
+        _ => format!("{tcp}; no NAPI id"),
     }
 }
 
