@@ -1053,8 +1053,15 @@ static netdev_tx_t dnic_xmit(struct sk_buff *skb, struct net_device *dev)
 
 		netif_tx_stop_queue(ntxq);
 		WRITE_ONCE(rq->peer_tx_stopped, true);
-		/* Pairs with the barrier in dnic_poll(). */
-		smp_mb__after_atomic();
+		/* Pairs with the barrier in dnic_poll(): the flag's store must be
+		 * visible before the ring's length is read again. A full barrier:
+		 * the stop's atomic bit op comes before the store, so the store
+		 * and the load below could still pass each other (store-load
+		 * reordering is allowed even on x86), and then the poll that
+		 * drained the ring sees no flag and this check a full ring: the
+		 * queue stays stopped until another frame reaches this ring.
+		 */
+		smp_mb();
 		if (skb_queue_len(&rq->ring) <= READ_ONCE(peer->rx_pending) / 2)
 			netif_tx_start_queue(ntxq);
 	}
@@ -1162,7 +1169,10 @@ static int dnic_queue_start(struct net_device *dev,
 	rq->buf_off = 0;
 	qmem->pp = NULL;
 	napi_enable_locked(&rq->napi);
-	if (!skb_queue_empty(&rq->ring))
+	/* Frames that waited in the ring, or a peer TX queue this ring
+	 * stopped: the poll takes the one and wakes the other.
+	 */
+	if (!skb_queue_empty(&rq->ring) || READ_ONCE(rq->peer_tx_stopped))
 		napi_schedule(&rq->napi);
 	return 0;
 }
