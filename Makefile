@@ -13,7 +13,7 @@ export NCDEVMEM_REQUIRE_REAL_KERNEL_TESTS ?= $(if $(filter 0,$(shell id -u)),1,0
 TARGET_DIR = $(eval TARGET_DIR := $(or $(shell scripts/target-dir.sh),$(error cannot find cargo's target directory (scripts/target-dir.sh))))$(TARGET_DIR)
 BIN = $(TARGET_DIR)/release/ncdevmem-rs
 
-.PHONY: all build test lint unit scripts-test test-tools pytest vm-test vm-shell demo bench install clean
+.PHONY: all build test lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo bench install clean
 
 all: build
 
@@ -56,6 +56,13 @@ test-tools:
 # (README, "Test a devmem kernel change without a NIC").
 vm-test:
 	tests/vm/run.sh $(if $(KERNEL_TREE),--kernel-tree "$(KERNEL_TREE)")
+
+# The VM suite's slow opt-in cases, which vm-test skips to keep make test near 20 minutes: the
+# kernel's netkit tests (nk_devmem.py, userns_devmem.py, nk_qlease.py), the C iou-zcrx beside
+# ours, the kernel's drv-net tests as the software NIC's judge, and byo-kernel (the KERNEL_TREE
+# path with Debian's kernel laid out as a tree). .ci/run runs it after make test.
+vm-test-opt-in:
+	NCDEVMEM_VM_ONLY=opt-in tests/vm/run.sh
 
 # The VM suite's guest without its cases: the software devmem NIC loaded, pair 0 made (dnic0a,
 # dnic0b in netns dnic0peer), an interactive shell on the console; or, with CMD, that command

@@ -98,7 +98,7 @@ struct Ctx {
     /// The runner built netdevsim and /init loaded it: netdevsim cases must pass.
     netdevsim: bool,
     /// `--only A,B`: run only the cases whose names contain one of these, or, written `=A`,
-    /// are exactly A (kernel-log always).
+    /// are exactly A, or, for the entry `opt-in`, are opt-in cases (kernel-log always).
     only: Vec<String>,
     /// `--kernel-tests`: also run the opt-in cases of [`devmem_nic::kernel_test_cases`] (a
     /// case `--only` names runs without it too).
@@ -163,8 +163,10 @@ fn main() -> ExitCode {
         .collect();
     // The opt-in cases that only print skip here (marked so by --list).
     let mut opt_in_skipped = Vec::new();
+    let mut opt_in = Vec::new();
     for (name, case) in devmem_nic::kernel_test_cases() {
-        let named = ctx.only.iter().any(|o| selects(o, name));
+        opt_in.push(name.to_string());
+        let named = ctx.only.iter().any(|o| o == OPT_IN || selects(o, name));
         let run: CaseFn = if ctx.kernel_tests || named {
             Box::new(case)
         } else {
@@ -194,7 +196,11 @@ fn main() -> ExitCode {
         ));
     }
     if !ctx.only.is_empty() {
-        all.retain(|(name, _)| ctx.only.iter().any(|o| selects(o, name)));
+        all.retain(|(name, _)| {
+            ctx.only
+                .iter()
+                .any(|o| selects(o, name) || (o == OPT_IN && opt_in.contains(name)))
+        });
     }
     // Last: what every case above left in the kernel log and in the page pools.
     all.push(("kernel-log".to_string(), Box::new(devmem_nic::kernel_log)));
@@ -245,6 +251,10 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     }
 }
+
+/// The `--only` entry that selects every opt-in case ([`devmem_nic::kernel_test_cases`]):
+/// `make vm-test-opt-in`, which `.ci/run` runs after `make test`.
+const OPT_IN: &str = "opt-in";
 
 /// Whether `--only` entry `only` selects case `name`: `=A` names exactly A, else a part of the
 /// name.

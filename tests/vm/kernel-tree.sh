@@ -193,7 +193,8 @@ byo_src_paths=('tools/*' 'Documentation/netlink/*' 'include/*' 'arch/x86/*' 'arc
 byo_kernel_wanted() {
     [ -z "$tree" ] || return 1
     if [ -n "${NCDEVMEM_VM_ONLY:-}" ]; then
-        [[ ",$NCDEVMEM_VM_ONLY," == *,byo-kernel,* || ",$NCDEVMEM_VM_ONLY," == *,=byo-kernel,* ]]
+        [[ ",$NCDEVMEM_VM_ONLY," == *,byo-kernel,* || ",$NCDEVMEM_VM_ONLY," == *,=byo-kernel,* ||
+            ",$NCDEVMEM_VM_ONLY," == *,opt-in,* ]]
     else
         [ "$kernel_tests" = 1 ]
     fi

@@ -300,5 +300,21 @@ else
     check "test tools: fails" "1" "$rc"
 fi
 
+# Which suites run byo-kernel: named by NCDEVMEM_VM_ONLY (also as opt-in, make
+# vm-test-opt-in's entry), or every opt-in case asked for; never inside a KERNEL_TREE run.
+(
+    # shellcheck source=tests/vm/kernel-tree.sh
+    . "$here/kernel-tree.sh"
+    wanted() { tree=$1 kernel_tests=$2 NCDEVMEM_VM_ONLY=$3 byo_kernel_wanted && echo yes || echo no; }
+    check "byo-kernel: opt-in entry" "yes" "$(wanted '' 0 opt-in)"
+    check "byo-kernel: named exactly" "yes" "$(wanted '' 0 zcrx,=byo-kernel)"
+    check "byo-kernel: other cases only" "no" "$(wanted '' 0 multi-flow)"
+    check "byo-kernel: NCDEVMEM_VM_KERNEL_TESTS=1" "yes" "$(wanted '' 1 '')"
+    check "byo-kernel: default suite" "no" "$(wanted '' 0 '')"
+    check "byo-kernel: not in a tree's run" "no" "$(wanted /src/linux 0 opt-in)"
+    echo "$passed $failed" >"$tmp/byo-counts"
+)
+read -r passed failed <"$tmp/byo-counts"
+
 echo "lib-test: $passed passed, $failed failed"
 [ "$failed" = 0 ]

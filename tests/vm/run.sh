@@ -68,7 +68,8 @@
 #      configuration), NCDEVMEM_VM_SKIP=1 (print a skip line and exit 0; without it a run
 #      that is not root fails), NCDEVMEM_VM_FAULT_MATRIX=N (also measure the fault-detection
 #      matrix, N runs per fault; docs/fault-detection.md), NCDEVMEM_VM_ONLY=A,B (only the
-#      cases whose names contain A or B, =A: exactly A; and the final kernel-log check),
+#      cases whose names contain A or B, =A: exactly A, opt-in: every opt-in case and
+#      byo-kernel, as make vm-test-opt-in runs them; and the final kernel-log check),
 #      NCDEVMEM_VM_KERNEL_TESTS=1 (also the slow opt-in cases, which print skip otherwise
 #      unless NCDEVMEM_VM_ONLY names them: devmem-nic/c-iou-zcrx and byo-kernel),
 #      CARGO, CARGO_TARGET_DIR.
