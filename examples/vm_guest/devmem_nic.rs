@@ -4460,8 +4460,8 @@ impl<'c> Dnic<'c> {
     }
 
     /// The module's per-RX-queue counters of both ends as it prints them (`queue packets bytes
-    /// hw_drops alloc_fail split ring buf_size provider`), for a failure's line: which queue
-    /// dropped frames or could not get a buffer.
+    /// hw_drops alloc_fail split ring buf_size provider tx_stopped peer_tx_stopped`), for a
+    /// failure's line: which queue dropped frames, could not get a buffer or stays stopped.
     pub fn stats_text(&self) -> String {
         [self.dut.clone(), format!("dnic{}b", self.id)]
             .iter()
@@ -4507,7 +4507,8 @@ struct QueueStats {
 }
 
 impl QueueStats {
-    /// `queue packets bytes hw_drops alloc_fail split ring buf_size provider`.
+    /// `queue packets bytes hw_drops alloc_fail split ring buf_size provider tx_stopped
+    /// peer_tx_stopped` (the last two not read here).
     fn parse(line: &str) -> Option<QueueStats> {
         let words: Vec<&str> = line.split_whitespace().collect();
         let f: Vec<u64> = words

@@ -1969,7 +1969,7 @@ static int dnic_stats_show(struct seq_file *m, void *v)
 	struct dnic_priv *priv = m->private;
 	unsigned int i;
 
-	seq_puts(m, "queue packets bytes hw_drops alloc_fail split ring buf_size provider\n");
+	seq_puts(m, "queue packets bytes hw_drops alloc_fail split ring buf_size provider tx_stopped peer_tx_stopped\n");
 	netdev_lock(priv->dev);
 	for (i = 0; i < priv->nqueues; i++) {
 		const struct dnic_rxq_stats *r = &priv->rxq[i].stats;
@@ -1985,10 +1985,16 @@ static int dnic_stats_show(struct seq_file *m, void *v)
 			af = r->alloc_fail;
 			sp = r->split;
 		} while (u64_stats_fetch_retry(&r->syncp, start));
-		seq_printf(m, "%u %llu %llu %llu %llu %llu %u %u %s\n", i, pk, by,
-			   hw, af, sp, skb_queue_len(&rq->ring),
+		/* tx_stopped: this device's TX queue i; peer_tx_stopped: this
+		 * RX ring stopped a TX queue of the peer and has not woken it.
+		 */
+		seq_printf(m, "%u %llu %llu %llu %llu %llu %u %u %s %s %s\n", i, pk,
+			   by, hw, af, sp, skb_queue_len(&rq->ring),
 			   rq->pp ? rq->buf_size : 0,
-			   netif_rxq_has_unreadable_mp(priv->dev, i) ? "yes" : "no");
+			   netif_rxq_has_unreadable_mp(priv->dev, i) ? "yes" : "no",
+			   netif_tx_queue_stopped(netdev_get_tx_queue(priv->dev, i)) ?
+			   "yes" : "no",
+			   READ_ONCE(rq->peer_tx_stopped) ? "yes" : "no");
 	}
 	netdev_unlock(priv->dev);
 	return 0;
