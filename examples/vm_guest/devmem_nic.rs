@@ -2729,7 +2729,8 @@ const MF_BYTES: u64 = 16 << 20;
 /// one RSS context over exactly queues 4..8, one rule on the server's address and port to
 /// it. First until the peers close (16 MiB of flow k's keyed stream on each flow): every
 /// flow's bytes validated in dmabuf frags, as many tokens released as frags, every flow on a
-/// bound queue, at least 2 of them used, no split frame outside them; then 5 s with 1 s of
+/// bound queue, at least 2 of them used (a transfer whose four flows all hashed to one queue
+/// is done once more), no split frame outside them; then 5 s with 1 s of
 /// warm-up against a sender with no end of its own (the server's duration ends every flow
 /// cleanly); after each, the NIC (contexts included) as before and no binding left.
 fn multi_flow(ctx: &Ctx) -> CaseResult {
@@ -2738,35 +2739,48 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
     let (port, seed) = (5620u16, "61");
     let flows = MF_FLOWS.to_string();
     let bytes = MF_BYTES.to_string();
-    let q0 = nic.queue_stats()?;
-    let t = nic.transfer(
-        port,
-        &[
-            "-s",
-            DUT4,
-            "-t",
-            "4",
-            "-q",
-            "4",
-            "--flows",
-            &flows,
-            "--seed",
-            seed,
-            "--verify-restore",
-        ],
-        &[
-            "--send-pattern",
-            &bytes,
-            "-s",
-            DUT4,
-            "--flows",
-            &flows,
-            "--seed",
-            seed,
-        ],
-    )?;
-    let j = t.expect_ok()?;
-    let q1 = nic.queue_stats()?;
+    // Four flows hash to one of the context's four queues each: all four on one queue is a
+    // fair outcome of the hash (1 in 64; seen once in the VM) that shows no spreading, so
+    // that transfer is done once more (1 in 4096 twice) and named in the case line.
+    let mut one_queue = None;
+    let (t, j, split) = loop {
+        let q0 = nic.queue_stats()?;
+        let t = nic.transfer(
+            port,
+            &[
+                "-s",
+                DUT4,
+                "-t",
+                "4",
+                "-q",
+                "4",
+                "--flows",
+                &flows,
+                "--seed",
+                seed,
+                "--verify-restore",
+            ],
+            &[
+                "--send-pattern",
+                &bytes,
+                "-s",
+                DUT4,
+                "--flows",
+                &flows,
+                "--seed",
+                seed,
+            ],
+        )?;
+        let j = t.expect_ok()?.clone();
+        let q1 = nic.queue_stats()?;
+        let split: Vec<u64> = q0.iter().zip(&q1).map(|(a, b)| b.split - a.split).collect();
+        let used = split[4..].iter().filter(|&&s| s > 0).count();
+        if used == 1 && one_queue.is_none() {
+            one_queue = Some(split);
+            continue;
+        }
+        break (t, j, split);
+    };
     t.expect_log(&["RSS context", "NIC state matches its snapshot"])?;
     let per_flow = j["flows"].as_array().cloned().unwrap_or_default();
     if j["flow_count"] != MF_FLOWS || per_flow.len() != MF_FLOWS {
@@ -2795,7 +2809,6 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
     }
     queues.sort_unstable();
     queues.dedup();
-    let split: Vec<u64> = q0.iter().zip(&q1).map(|(a, b)| b.split - a.split).collect();
     if split[..4].iter().any(|&s| s != 0) {
         return Err(format!(
             "split frames outside the bound queues 4..8: {split:?}"
@@ -2807,7 +2820,11 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
     if used < 2 {
         return Err(format!(
             "{MF_FLOWS} flows over the context's queues 4..8: split frames per queue {split:?} \
-             (want at least 2 of 4..8)"
+             (want at least 2 of 4..8){}",
+            one_queue
+                .as_ref()
+                .map(|f| format!(", as in the transfer before it ({f:?})"))
+                .unwrap_or_default()
         ));
     }
     // qstats rx-bytes count whole frames (headers included) on the bound queues: the payload
@@ -2920,17 +2937,23 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
          bound queue {pool_allocs:?}; the tool's user CPU {} of the app CPUs' busy time; \
          fixed time: {} bytes in {measured:.2} s after 1 s warm-up, app \
          sys {:.1} %, softirq {:.1} %, idle {:.1} %, the tool's user CPU {} of busy (TCG: \
-         shape, not speed)",
+         shape, not speed){}",
         j["dmabuf_frags"],
         j["tokens_released"],
         j["dontneed_calls"],
         (device as f64 / payload as f64 - 1.0) * 100.0,
-        share(j),
+        share(&j),
         d["bytes"],
         cpu["sys"].as_f64().unwrap_or(0.0),
         cpu["softirq"].as_f64().unwrap_or(0.0),
         cpu["idle"].as_f64().unwrap_or(0.0),
         share(d),
+        one_queue
+            .map(|f| format!(
+                "; a first transfer's four flows all hashed to one queue ({f:?}), so it was \
+                 done once more"
+            ))
+            .unwrap_or_default(),
     )))
 }
 
