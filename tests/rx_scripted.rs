@@ -864,11 +864,15 @@ fn idle_timeout_names_how_long() {
     let r = run(&mut sock, &mem, &cfg);
     assert!(matches!(r.result, Err(Error::Timeout(_))));
     let e = err_text(&r);
-    assert!(e.starts_with("timed out: no data for 0.0"), "{e}");
-    assert!(
-        e.ends_with("s (idle timeout 0.040 s) after 8192 bytes"),
-        "{e}"
-    );
+    // How long it was idle is wall time: at least the timeout, more on a loaded machine
+    // (0.118 s seen at load 9), so only its form and its lower bound are checked.
+    let idle: f64 = e
+        .strip_prefix("timed out: no data for ")
+        .and_then(|rest| rest.split_once(" s (idle timeout 0.040 s) after 8192 bytes"))
+        .filter(|(_, tail)| tail.is_empty())
+        .and_then(|(secs, _)| secs.parse().ok())
+        .unwrap_or_else(|| panic!("{e}"));
+    assert!(idle >= 0.040, "{e}");
     assert_eq!(sock.dontneed_calls(), &[vec![(1, 2)]]);
     assert!(sock.remaining_steps() > 80, "gave up after about 8 ticks");
 }
