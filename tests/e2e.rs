@@ -7,6 +7,7 @@ mod common;
 
 use common::bin::{ns_cmd, pair, read_json, spawn, text, tmp_json, BIN};
 
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -232,10 +233,22 @@ fn sigterm_while_waiting_unwinds_and_fails() {
         (Signal::SIGINT, "interrupted by signal 2 (SIGINT)"),
         (Signal::SIGHUP, "interrupted by signal 1 (SIGHUP)"),
     ] {
-        let child = spawn(ns_cmd(
+        let mut c = ns_cmd(
             &p.a,
             &["-l", "--plain", "-s", ADDR_A_V4, "-p", PORT, "-v", "7"],
-        ));
+        );
+        // The child starts with every signal's default action, whatever this test inherited:
+        // run under `nohup` (a CI runner, a detached shell), SIGHUP would arrive ignored, stay
+        // ignored by design (below), and the SIGHUP round would wait for ever.
+        // SAFETY: between fork and exec only async-signal-safe calls: signal(2) is one.
+        unsafe {
+            c.pre_exec(|| {
+                nix::sys::signal::signal(Signal::SIGHUP, nix::sys::signal::SigHandler::SigDfl)
+                    .map(drop)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let child = spawn(c);
         // Listening means the stop-signal handlers are in place (they are installed first).
         common::wait_listening(child.id(), PORT.parse().unwrap());
         // `ip netns exec` execs the binary, so the child pid is ncdevmem-rs itself.
