@@ -3355,6 +3355,18 @@ fn drv_net_py(
     script: &str,
     deadline: Duration,
 ) -> Result<HarnessRun, String> {
+    drv_net_command(root, nic, script, &["python3", script], deadline)
+}
+
+/// [`drv_net_py`] with `argv` as the command that runs `script` in the chroot (a wrapper that
+/// bounds or annotates it).
+fn drv_net_command(
+    root: &DebianRoot,
+    nic: &Dnic,
+    script: &str,
+    argv: &[&str],
+    deadline: Duration,
+) -> Result<HarnessRun, String> {
     let env = [
         ("NETIF", nic.dut.as_str()),
         ("LOCAL_V4", DUT4),
@@ -3364,7 +3376,7 @@ fn drv_net_py(
         ("REMOTE_TYPE", "netns"),
         ("REMOTE_ARGS", nic.peer_ns.as_str()),
     ];
-    let child = spawn(&mut root.command(&env, &["python3", script]))?;
+    let child = spawn(&mut root.command(&env, argv))?;
     let out = wait_within(child, deadline)?;
     let output = output_text(&out);
     let results = ktap_results(&output);
