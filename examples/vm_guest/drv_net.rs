@@ -72,9 +72,11 @@ const fn totals(pass: u32, fail: u32, skip: u32) -> Totals {
     }
 }
 
-/// The tests, in the order they run (about 700 s under TCG at host load 2, most of it
-/// rss_ctx.py's 480 s and ntuple.py's 155 s).
-const TESTS: [DrvNetTest; 5] = [
+/// The tests, in the order they run (about 215 s under TCG at host load 2, most of it
+/// ntuple.py's 155 s). Not `hw/rss_ctx.py`: 480-591 s at host load 2-3 (18/0/2), but at load
+/// 4-5 past its 1200 s limit (8/3/1), too slow for a case CI runs on a loaded machine
+/// (`tests/vm/devmem-nic/README.md` has its results).
+const TESTS: [DrvNetTest; 4] = [
     DrvNetTest {
         script: "hds.py",
         limit: Duration::from_secs(300),
@@ -108,29 +110,7 @@ const TESTS: [DrvNetTest; 5] = [
         skip_reasons: &[],
         intermittent: &[("queue.", short_but_steered)],
     },
-    // 480-590 s at host load 2-3. Skips: context32 wants 66 queues (the module has at most
-    // 16); ntuple_addition wants a context rule with a queue offset (cap_rss_rxnfc_adds, out
-    // of scope). context_overlap2 failed in one of two runs: its iperf3 client (16 streams)
-    // did not exit within 20 s of SIGTERM (tests/vm/devmem-nic/README.md).
-    DrvNetTest {
-        script: "hw/rss_ctx.py",
-        limit: Duration::from_secs(1200),
-        expected: totals(18, 0, 2),
-        skip_reasons: &[
-            "Not enough queues for the test",
-            "Ntuple filter with RSS and nonzero action not supported",
-        ],
-        intermittent: &[("test_rss_context_overlap2", iperf3_did_not_stop)],
-    },
 ];
-
-/// rss_ctx.py's intermittent failure: its 16-stream iperf3 client did not exit within the
-/// library's 20 s of SIGTERM.
-fn iperf3_did_not_stop(lines: &[&str]) -> bool {
-    lines
-        .iter()
-        .any(|l| l.contains("-P 16 -t 86400 -J']' timed out after 20 seconds"))
-}
 
 /// ntuple.py's intermittent failure: its one check failed (`Check failed N < 40 Traffic on
 /// test queue Q: [counts]`) with at least 20 packets, every one of them on queue Q (or on
