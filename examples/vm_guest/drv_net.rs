@@ -331,6 +331,5 @@ mod tests {
         assert!(short_but_steered(&f[0].1));
         assert!(!short_but_steered(&f[1].1), "5 packets on queue 2");
         assert!(!short_but_steered(&f[2].1), "none on the test queue");
-        assert!(!iperf3_did_not_stop(&f[0].1));
     }
 }
