@@ -138,6 +138,7 @@ fn four_flows_for_a_fixed_time_add_up_and_validate_their_own_streams() {
     );
     assert_eq!(r["warmup_s"], 1.0);
     assert_eq!(r["duration_s"], 3.0);
+    assert_eq!(r["ended_before_duration"], false, "{r}");
     // Measured from the end of the warm-up to the end of the duration: about 2 s; the upper
     // bound leaves room for a loaded machine's late ticks.
     let secs = f(&r["measured_s"]);
@@ -178,6 +179,63 @@ fn four_flows_for_a_fixed_time_add_up_and_validate_their_own_streams() {
         assert!(rx_err.contains(&format!("  flow {k}: ")), "{rx_err}");
     }
     assert!(rx_err.contains("cpu: app sys %"), "{rx_err}");
+}
+
+/// A fixed-time run whose peers close every flow before the duration is over still passes
+/// (its bytes validated), but says so in its summary and JSON, and its interval ends with the
+/// last flow: before, it read as a full run, and its total was measured to the supervisor's
+/// next tick after the last flow's end.
+#[test]
+fn a_fixed_time_run_that_the_peers_end_early_says_so() {
+    let Some(p) = pair("a_fixed_time_run_that_the_peers_end_early_says_so") else {
+        return;
+    };
+    let rx_json = tmp_json("rx-short");
+    let (rx, tx) = run(
+        &p,
+        "5318",
+        &[
+            "--flows",
+            "2",
+            "--duration",
+            "20",
+            "--seed",
+            "41",
+            "--json",
+            rx_json.to_str().unwrap(),
+        ],
+        &[vec!["--send-pattern", "4M", "--flows", "2", "--seed", "41"]],
+    );
+    let err = text(&rx.stderr);
+    assert_eq!(rx.status.code(), Some(0), "receiver: {err}");
+    assert_eq!(
+        tx[0].status.code(),
+        Some(0),
+        "sender: {}",
+        text(&tx[0].stderr)
+    );
+    assert!(
+        err.contains(
+            "(the peers closed every flow before --duration 20.0 s was over: the figures cover "
+        ),
+        "{err}"
+    );
+    let r = read_json(&rx_json);
+    assert_eq!(r["ended_before_duration"], true, "{r}");
+    assert_eq!(u(&r["bytes"]), 2 * (4 << 20), "{r}");
+    let secs = f(&r["measured_s"]);
+    // The interval ends with the last flow: never past any flow's own end by more than the
+    // time between its worker's start and the run's first reading.
+    let longest = r["flows"]
+        .as_array()
+        .expect("flows")
+        .iter()
+        .map(|fl| f(&fl["measured_s"]))
+        .fold(0.0, f64::max);
+    assert!(
+        secs < 20.0 && secs >= longest,
+        "measured {secs} s, longest flow {longest} s: {r}"
+    );
 }
 
 #[test]

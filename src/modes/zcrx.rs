@@ -680,7 +680,7 @@ fn ifq_worker(
                     worker: w,
                 },
             );
-            shared.live(k).done();
+            shared.done(k);
             (k, flow)
         })
         .collect();
