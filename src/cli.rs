@@ -28,9 +28,11 @@ use crate::error::{Error, Result};
 use crate::memory::MemorySource;
 pub use crate::rx::UnbindMode;
 use crate::validate::StreamSpec;
+pub(crate) use flags::{dec_u64, size as parse_size};
 use flags::{invalid, Flag, Section, Typed, EXPECT_ADDR};
 pub use flags::{
-    IFNAME_MAX_LEN, MAX_FLOWS, MAX_NUM_QUEUES, MAX_SECONDS, MAX_WRITE_SIZE, VALIDATE_MAX,
+    IFNAME_MAX_LEN, MAX_FLOWS, MAX_NUM_QUEUES, MAX_RX_BUF_LEN, MAX_RX_PAGE_SIZE, MAX_SECONDS,
+    MAX_WRITE_SIZE, VALIDATE_MAX,
 };
 
 /// The binary's name, as used in messages and in the usage text.
@@ -949,9 +951,17 @@ fn check_queue_range(t: &Typed, role: Role) -> Result<()> {
     }
 }
 
-/// The rules between options, after the table's refusals: the corrupted byte inside the
-/// stream; only a sender draws `--seed random`; nothing to verify with `--zcrx-nodev` or `-n`.
+/// The rules between options, after the table's refusals: `--send-pattern 0` (no size
+/// limit) only with a duration; the corrupted byte inside the stream; only a sender draws
+/// `--seed random`; nothing to verify with `--zcrx-nodev` or `-n`.
 fn check_rules(t: &Typed, role: Role) -> Result<()> {
+    if t.pattern_bytes == Some(0) && t.duration.is_none() {
+        return Err(usage_err(
+            "--send-pattern 0: without --duration it would send nothing (0 = no size limit, \
+             only with --duration SECS); give a byte count (e.g. --send-pattern 1G) or add \
+             --duration SECS",
+        ));
+    }
     if let (Some(off), Some(total)) = (t.corrupt_offset, t.pattern_bytes) {
         if off >= total {
             return Err(usage_err(format!(
@@ -1326,15 +1336,15 @@ Options of ncdevmem-rs:
 {ours}
 Values:
   Numbers are decimal digits only (no sign, no 0x except --seed; leading zeros are decimal).
+{sizes}
   Every receiver and sender prints the CRC-32 (as zlib.crc32) of the stream in its summary
-  and --json, validated or not, so any two tools can be compared end to end. BYTES values
-  of --send-pattern, --write-size and --dmabuf-size accept a suffix K, M or G (KiB, MiB,
-  GiB), e.g. 1G. A repeated option keeps its last value. Short options bundle (-ls ::1) and
-  take values attached or separate (-q4, -q 4). A separate value spelled like one of the
-  options (--json --verify-restore) is refused as a forgotten value, and -f and --json values
-  never start with '-' (write ./-name for such a file; --json - is stdout). -s and -c take
-  unicast addresses (no link-local IPv6 where a socket uses them: it needs a zone, which they
-  do not take).
+  and --json, validated or not, so any two tools can be compared end to end. A repeated
+  option keeps its last value. Short options bundle (-ls ::1) and take values attached or
+  separate (-q4, -q 4). A separate value spelled like one of the options (--json
+  --verify-restore) is refused as a forgotten value, and -f and --json values never start
+  with '-' (write ./-name for such a file; --json - is stdout). -s and -c take unicast
+  addresses (no link-local IPv6 where a socket uses them: it needs a zone, which they do not
+  take).
 
 Differences from C ncdevmem:
   Unknown options and positional arguments are refused with exit 2 (C prints \"unknown
@@ -1347,7 +1357,34 @@ Exit status:
         p = PROGRAM,
         c = flags::help_list(Section::C),
         ours = flags::help_list(Section::Ours),
+        sizes = wrap(
+            &format!(
+                "Byte sizes ({}) are decimal bytes with an optional suffix K, M or G (KiB, \
+                 MiB, GiB), e.g. 64K or 1G.",
+                flags::size_options()
+            ),
+            92,
+            "  "
+        ),
     )
+}
+
+/// `text` broken at spaces into lines of at most `width` columns, each starting with
+/// `indent` (a word longer than a line gets a line of its own); no newline at the end.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::from(indent);
+    for word in text.split_whitespace() {
+        if line.len() > indent.len() && line.len() + 1 + word.len() > width {
+            lines.push(std::mem::replace(&mut line, String::from(indent)));
+        }
+        if line.len() > indent.len() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines.join("\n")
 }
 
 #[cfg(test)]

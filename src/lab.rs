@@ -231,6 +231,12 @@ fn eta(started: Instant, done: usize, total: usize) -> String {
     format!(" (ETA {} min {} s)", left / 60, left % 60)
 }
 
+/// The peer's control address as a socket address is written: `[2001:db8::2]:4343` (IPv6 in
+/// brackets), `192.0.2.2:4343` (an IPv4 peer, also when given v4-mapped).
+fn peer_endpoint(a: &SweepArgs) -> String {
+    std::net::SocketAddr::new(a.peer.ip.to_canonical(), a.peer_port).to_string()
+}
+
 /// The sweep's first line: what runs, how often, in which order.
 fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
     let what = match (&a.sweep, plan.key) {
@@ -246,7 +252,7 @@ fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
         _ => "one configuration".to_string(),
     };
     format!(
-        "{what}, {} runs each of {:.1} s{}, flows {}, against the peer {}:{} ({}); runs interleaved \
+        "{what}, {} runs each of {:.1} s{}, flows {}, against the peer {} ({}); runs interleaved \
          (run 1 of every point, then run 2, ...) so drift of the machine spreads over all \
          points; values are mean +/- sample sd over the runs that passed",
         plan.runs,
@@ -259,8 +265,7 @@ fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
             Some(SweepKey::Flows) => "as swept".to_string(),
             _ => rx.flows.count.to_string(),
         },
-        a.peer.text,
-        a.peer_port,
+        peer_endpoint(a),
         match (a.peer_send, a.peer_write_size) {
             (crate::cli::PeerSend::Plain, None) => "plain TCP".to_string(),
             (crate::cli::PeerSend::Plain, Some(w)) => format!("plain TCP, {w}-byte writes"),
@@ -551,7 +556,7 @@ fn sweep_json(
             "duration_s": a.duration.as_secs_f64(),
             "warmup_s": rx.flows.warmup.map(|d| d.as_secs_f64()),
             "tcp_cc": rx.flows.tcp_cc,
-            "peer": format!("{}:{}", a.peer.text, a.peer_port),
+            "peer": peer_endpoint(a),
             "peer_send": a.peer_send.name(),
             "peer_write_size": a.peer_write_size,
         },
@@ -673,12 +678,46 @@ mod tests {
         );
     }
 
+    /// The first line names the peer as a socket address: IPv6 in brackets, as every other
+    /// line does. Before: "against the peer 2001:db8::2:4343".
+    #[test]
+    fn the_first_line_brackets_an_ipv6_peer() {
+        for (local, peer, want) in [
+            (
+                "2001:db8::1",
+                "2001:db8::2",
+                "against the peer [2001:db8::2]:4343 (plain TCP)",
+            ),
+            (
+                "198.51.100.1",
+                "198.51.100.2",
+                "against the peer 198.51.100.2:4343 (plain TCP)",
+            ),
+            (
+                "198.51.100.1",
+                "::ffff:198.51.100.2",
+                "against the peer 198.51.100.2:4343 (plain TCP)",
+            ),
+        ] {
+            let s = sweep_of(&format!(
+                "-l --plain -s {local} -p 5201 --peer {peer} --sweep flows=1,2"
+            ));
+            let line = describe(
+                &Plan::new(s.sweep.as_ref(), s.runs),
+                &s,
+                receive_of(&s.base).unwrap(),
+            );
+            assert!(line.contains(want), "{line}");
+            assert_eq!(peer_endpoint(&s), want[17..want.len() - 12], "{peer}");
+        }
+    }
+
     /// The usage errors of a sweep, before anything runs.
     #[test]
     fn bad_sweeps_are_usage_errors() {
         let base = "-l -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2";
         for (tail, want) in [
-            ("--sweep rx-page-size=12288", "--sweep: invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
+            ("--sweep rx-page-size=12288", "--sweep: invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
             ("--sweep nosuchkey=1", "--sweep: unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows)"),
             ("--sweep rx-page-size=", "--sweep: rx-page-size= has no values (expected rx-page-size=V1,V2,...)"),
             ("--runs 0", "--runs: invalid number of runs '0' (expected 1..=1000)"),

@@ -53,10 +53,15 @@ pub fn plan(
 ) -> RcvbufPlan {
     if let Some(n) = requested {
         let (bytes, reason) = match n {
-            0 => (None, "left at the kernel's default (--rcvbuf 0)"),
-            n => (Some(u32::try_from(n).unwrap_or(u32::MAX)), "--rcvbuf"),
+            0 => (
+                None,
+                "left at the kernel's default (--rcvbuf 0)".to_string(),
+            ),
+            n => {
+                let set = u32::try_from(n).unwrap_or(u32::MAX);
+                (Some(set), format!("SO_RCVBUF {set}, from --rcvbuf"))
+            }
         };
-        let reason = reason.into();
         return RcvbufPlan {
             bytes,
             reason,
@@ -135,7 +140,11 @@ mod tests {
     fn the_option_wins() {
         assert_eq!(plan(Some(0), 64, 4096, 1428, Some(6 << 20)).bytes, None);
         let p = plan(Some(1 << 20), 64, 4096, 1428, Some(6 << 20));
-        assert_eq!((p.bytes, p.reason.as_str()), (Some(1 << 20), "--rcvbuf"));
+        // The log line "receive buffer: ..." names the value (before: only "--rcvbuf").
+        assert_eq!(
+            (p.bytes, p.reason.as_str()),
+            (Some(1 << 20), "SO_RCVBUF 1048576, from --rcvbuf")
+        );
         assert!(p.requested);
     }
 

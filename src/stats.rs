@@ -126,6 +126,42 @@ impl CpuTime {
     }
 }
 
+/// Shortest wall time a CPU share ([`cpu_share_capped`]) is computed over. The kernel
+/// advances a process's user and system times in scheduler ticks (up to 10 ms apart, at
+/// HZ=100), so over a shorter interval the quotient says when a tick fell rather than how
+/// busy the CPU was (a send of a few microseconds read 439 % of one CPU).
+pub const MIN_CPU_SHARE_WALL: Duration = Duration::from_millis(10);
+
+/// `cpu`'s user + system time over `wall` (1.0 = one CPU busy throughout), at most `cpus`
+/// (a process cannot use more than the CPUs there are). `None` without CPU figures, or when
+/// `wall` is shorter than [`MIN_CPU_SHARE_WALL`]: not measurable. Summed in seconds, so
+/// huge CPU times do not overflow.
+pub fn cpu_share_capped(cpu: Option<CpuTime>, wall: Duration, cpus: usize) -> Option<f64> {
+    let c = cpu?;
+    if wall < MIN_CPU_SHARE_WALL {
+        return None;
+    }
+    let share = (c.user.as_secs_f64() + c.sys.as_secs_f64()) / wall.as_secs_f64();
+    Some(share.min(cpus.max(1) as f64))
+}
+
+/// [`cpu_share_capped`] at the online CPUs of this machine.
+pub fn cpu_share(cpu: Option<CpuTime>, wall: Duration) -> Option<f64> {
+    cpu_share_capped(cpu, wall, crate::sys::softirq::online_cpus())
+}
+
+/// `"(P% of one CPU over the {what})"`, or, for an interval too short to measure
+/// ([`MIN_CPU_SHARE_WALL`]), `"(CPU share not measured: the {what} took under 10 ms)"`.
+pub fn cpu_share_text(cpu: Option<CpuTime>, wall: Duration, what: &str) -> String {
+    match cpu_share(cpu, wall) {
+        Some(share) => format!("({:.0}% of one CPU over the {what})", share * 100.0),
+        None => format!(
+            "(CPU share not measured: the {what} took under {} ms)",
+            MIN_CPU_SHARE_WALL.as_millis()
+        ),
+    }
+}
+
 /// The receive buffer a server asked for and got.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RcvbufReport {
@@ -281,10 +317,10 @@ impl RxStats {
         }
         if let Some(c) = self.cpu {
             s.push_str(&format!(
-                "; CPU user {:.3} s, sys {:.3} s ({:.0}% of one CPU over the receive)",
+                "; CPU user {:.3} s, sys {:.3} s {}",
                 c.user.as_secs_f64(),
                 c.sys.as_secs_f64(),
-                self.cpu_utilisation().unwrap_or(0.0) * 100.0
+                cpu_share_text(self.cpu, self.elapsed, "receive")
             ));
         }
         if let Some(r) = &self.rcvbuf {
@@ -310,11 +346,10 @@ impl RxStats {
     }
 
     /// User + system CPU time over the receive divided by its wall time (1.0 = one CPU busy
-    /// throughout); `None` without CPU figures or elapsed time.
+    /// throughout), at most the online CPUs; `None` without CPU figures or for a receive
+    /// shorter than [`MIN_CPU_SHARE_WALL`] ([`cpu_share`]).
     pub fn cpu_utilisation(&self) -> Option<f64> {
-        let c = self.cpu?;
-        let wall = self.elapsed.as_secs_f64();
-        (wall > 0.0).then(|| (c.user.as_secs_f64() + c.sys.as_secs_f64()) / wall)
+        cpu_share(self.cpu, self.elapsed)
     }
 
     /// The progress line printed at an interval on long runs: totals so far plus the rate
@@ -654,7 +689,7 @@ mod tests {
         s.rcvbuf = Some(RcvbufReport {
             set: Some(8192),
             effective: 16384,
-            reason: "--rcvbuf".into(),
+            reason: "SO_RCVBUF 8192, from --rcvbuf".into(),
             requested: true,
         });
         assert!(
@@ -812,9 +847,60 @@ mod tests {
             ..sample()
         };
         let u = s.cpu_utilisation().unwrap();
-        assert!(u.is_finite() && u > 3.6e19, "{u}");
+        // Capped at the online CPUs: no process uses more than there are.
+        let cpus = crate::sys::softirq::online_cpus() as f64;
+        assert!(u.is_finite() && u == cpus, "{u}");
+        assert_eq!(
+            cpu_share_capped(s.cpu, s.elapsed, usize::MAX).unwrap(),
+            usize::MAX as f64
+        );
         assert!(s.summary_line().contains("; CPU user "));
         assert_eq!(s.to_json()["cpu_utilisation"], u);
+    }
+
+    /// A CPU share is never above what the CPUs allow, and over an interval shorter than
+    /// MIN_CPU_SHARE_WALL it is not measured: null in the JSON, said in the line. Before: a
+    /// 0-byte send of about 1 ms read "439% of one CPU", 4.39 in the JSON.
+    #[test]
+    fn cpu_share_is_capped_and_not_measured_over_a_tiny_interval() {
+        let cpu = Some(CpuTime {
+            user: Duration::from_millis(2),
+            sys: Duration::from_micros(2390),
+        });
+        assert_eq!(cpu_share_capped(cpu, Duration::from_millis(1), 8), None);
+        assert_eq!(cpu_share_capped(cpu, Duration::from_micros(9_999), 8), None);
+        let four_cpus = Some(CpuTime {
+            user: Duration::from_millis(30),
+            sys: Duration::from_millis(20),
+        });
+        assert_eq!(
+            cpu_share_capped(four_cpus, MIN_CPU_SHARE_WALL, 8),
+            Some(5.0)
+        );
+        assert_eq!(
+            cpu_share_capped(four_cpus, MIN_CPU_SHARE_WALL, 2),
+            Some(2.0)
+        );
+        assert_eq!(cpu_share_capped(None, Duration::from_secs(1), 2), None);
+        let short = RxStats {
+            cpu,
+            elapsed: Duration::from_millis(1),
+            ..sample()
+        };
+        assert!(short.to_json()["cpu_utilisation"].is_null());
+        let line = short.summary_line();
+        assert!(
+            line.contains(
+                "CPU user 0.002 s, sys 0.002 s (CPU share not measured: the receive took \
+                 under 10 ms)"
+            ),
+            "{line}"
+        );
+        let text = crate::tx::cpu_text(cpu, Duration::from_millis(1));
+        assert_eq!(
+            text,
+            "; CPU user 0.002 s, sys 0.002 s (CPU share not measured: the send took under 10 ms)"
+        );
     }
 
     #[test]

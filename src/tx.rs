@@ -88,7 +88,8 @@ impl SendStats {
     }
 
     /// User + system CPU time over the send divided by its wall time (1.0 = one CPU busy
-    /// throughout); `None` without CPU figures or elapsed time.
+    /// throughout), at most the online CPUs; `None` without CPU figures or for a send
+    /// shorter than [`MIN_CPU_SHARE_WALL`](crate::stats::MIN_CPU_SHARE_WALL).
     pub fn cpu_utilisation(&self) -> Option<f64> {
         cpu_share(self.cpu, self.elapsed)
     }
@@ -129,23 +130,24 @@ impl SendStats {
     }
 }
 
-/// `cpu`'s user + system time over `wall` (1.0 = one CPU busy throughout); `None` without
-/// CPU figures or elapsed time.
+/// `cpu`'s user + system time over `wall` (1.0 = one CPU busy throughout), at most the online
+/// CPUs; `None` without CPU figures or for a send shorter than
+/// [`MIN_CPU_SHARE_WALL`](crate::stats::MIN_CPU_SHARE_WALL) ([`crate::stats::cpu_share`]).
 pub fn cpu_share(cpu: Option<CpuTime>, wall: Duration) -> Option<f64> {
-    let c = cpu?;
-    let wall = wall.as_secs_f64();
-    (wall > 0.0).then(|| (c.user.as_secs_f64() + c.sys.as_secs_f64()) / wall)
+    crate::stats::cpu_share(cpu, wall)
 }
 
-/// `"; CPU user U s, sys S s (P% of one CPU over the send)"`, or nothing without figures.
+/// `"; CPU user U s, sys S s (P% of one CPU over the send)"` (or, for a send too short to
+/// measure, `"(CPU share not measured: the send took under 10 ms)"`), or nothing without
+/// figures.
 pub fn cpu_text(cpu: Option<CpuTime>, wall: Duration) -> String {
     match cpu {
         None => String::new(),
         Some(c) => format!(
-            "; CPU user {:.3} s, sys {:.3} s ({:.0}% of one CPU over the send)",
+            "; CPU user {:.3} s, sys {:.3} s {}",
             c.user.as_secs_f64(),
             c.sys.as_secs_f64(),
-            cpu_share(cpu, wall).unwrap_or(0.0) * 100.0
+            crate::stats::cpu_share_text(cpu, wall, "send")
         ),
     }
 }

@@ -341,7 +341,7 @@ fn new_modes_carry_their_options() {
     assert_eq!(c, want);
 
     // With -f the pattern goes through devmem TX (client mode, pattern instead of stdin).
-    let mut c = run("--send-pattern 0 -s ::1 -p 9 -v 256 -c ::1 -f lo");
+    let mut c = run("--send-pattern 0 --duration 5 -s ::1 -p 9 -v 256 -c ::1 -f lo");
     assert_eq!(c.mode.mode(), Mode::Client);
     let tx = cli(&mut c);
     let TxSource::Pattern(p) = &tx.source else {
@@ -631,9 +631,26 @@ fn every_bad_value_names_its_flag() {
         ("-t 1 -q 0", "-q", "(expected 1..=4096)"),
         ("-t 1 -q 1.5", "-q", "(expected 1..=4096)"),
         ("-t 0 -q 4097", "-q", "(expected 1..=4096)"),
-        ("-z 0", "-z", "(expected 1..=4294967295 bytes)"),
-        ("-z -1", "-z", "(expected 1..=4294967295 bytes)"),
-        ("-z 4294967296", "-z", "(expected 1..=4294967295 bytes)"),
+        (
+            "-z 0",
+            "-z",
+            "(expected 1..=4294967295 bytes, optional suffix K, M or G)",
+        ),
+        (
+            "-z -1",
+            "-z",
+            "(expected 1..=4294967295 bytes, optional suffix K, M or G)",
+        ),
+        (
+            "-z 4294967296",
+            "-z",
+            "(expected 1..=4294967295 bytes, optional suffix K, M or G)",
+        ),
+        (
+            "-z 4G",
+            "-z",
+            "(expected 1..=4294967295 bytes, optional suffix K, M or G)",
+        ),
         ("-b 0", "-b", "a power of two in 4096..=2147483648 bytes"),
         ("-b 2048", "-b", "a power of two in 4096..=2147483648 bytes"),
         (
@@ -652,7 +669,8 @@ fn every_bad_value_names_its_flag() {
             "-b",
             "a power of two in 4096..=2147483648 bytes",
         ),
-        ("-b 16K", "-b", "a power of two"), // no suffixes for -b (C: strtoul)
+        // -b takes suffixes as every byte size does (-b 16K is 16384); 12K is no power of two.
+        ("-b 12K", "-b", "a power of two in 4096..=2147483648 bytes"),
         (
             "--rcvbuf 100",
             "--rcvbuf",
@@ -754,6 +772,8 @@ fn every_bad_value_names_its_flag() {
         ("--memory gpu", "--memory", "dma-heap:NAME"),
         ("--json=", "--json", "a non-empty path"),
     ];
+    let mut c = run(&format!("{SERVER} -b 16K"));
+    assert_eq!(srv(&mut c).rx_page_size, Some(16384));
     for (extra, flag, range) in rows {
         let line = format!("{SERVER} {extra}");
         let m = usage_err(&line);
@@ -903,7 +923,7 @@ fn unknown_options_and_positionals_are_refused() {
     // A value missing at the end of the line names the flag and what it takes.
     assert_eq!(
         usage_err("-f eth0 -b"),
-        "-b: missing value BYTES (expected a power of two >= the page size that fits in 32 bits, in bytes)"
+        "-b: missing value BYTES (expected a power of two >= the page size that fits in 32 bits, in bytes, optional suffix K, M or G)"
     );
 }
 

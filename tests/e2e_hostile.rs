@@ -147,16 +147,20 @@ impl Peer {
         BufReader::new(s)
     }
 
-    /// SIGINT, then its stderr.
-    fn stop(mut self) -> String {
+    /// SIGINT, then its stderr; the peer server must end with exit 0 (its normal end).
+    fn stop(self) -> String {
+        self.stop_with(nix::sys::signal::Signal::SIGINT)
+    }
+
+    /// `signal`, then its stderr, asserting exit 0.
+    fn stop_with(mut self, signal: nix::sys::signal::Signal) -> String {
         let child = self.child.take().expect("the peer server");
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGINT,
-        );
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal);
         let (out, on_its_own) = wait_bounded(child, Duration::from_secs(10));
-        assert!(on_its_own, "the peer server ignored SIGINT");
-        text(&out.stderr)
+        assert!(on_its_own, "the peer server ignored {signal}");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "after {signal}: {err}");
+        err
     }
 }
 
@@ -204,6 +208,22 @@ fn a_slow_receiver_cannot_stretch_the_peers_max_duration() {
     drop(c);
     drop(rx);
     peer.stop();
+}
+
+/// SIGINT and SIGTERM are the peer server's normal way to stop: it says so and exits 0, as
+/// README's exit-code table and docs/lab.md state.
+#[test]
+fn a_stop_signal_ends_the_peer_server_with_exit_0() {
+    for signal in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        let err = Peer::start().stop_with(signal);
+        assert!(
+            err.contains("peer server: stopped by a signal"),
+            "{signal}: {err}"
+        );
+    }
 }
 
 /// `len` bytes of flow `flow` of `flows` of the keyed stream of `seed`.

@@ -29,6 +29,12 @@ pub const MAX_NUM_QUEUES: u32 = 4096;
 /// Largest accepted `--write-size`, bytes (64 MiB): one buffer of that size is allocated.
 pub const MAX_WRITE_SIZE: u64 = 64 << 20;
 
+/// Largest `-b` (rx-page-size): the largest power of two that fits in 32 bits.
+pub const MAX_RX_PAGE_SIZE: u32 = 1 << 31;
+
+/// Largest `--rx-buf-len`: 2 MiB, the hugepages that back the zcrx area then.
+pub const MAX_RX_BUF_LEN: u32 = 2 << 20;
+
 /// Most flows one run receives or sends (`--flows`).
 pub const MAX_FLOWS: u32 = 64;
 
@@ -41,10 +47,24 @@ const EXPECT_SEED: &str =
     "a number in 0..=18446744073709551615 (decimal or 0x hex), or 'random' (senders)";
 const EXPECT_QUEUE: &str = "0..=4294967295";
 const EXPECT_NUM_QUEUES: &str = "1..=4096";
-const EXPECT_CHUNK: &str = "1..=4294967295 bytes";
+const EXPECT_CHUNK: &str = "1..=4294967295 bytes, optional suffix K, M or G";
 const EXPECT_AUTORELEASE: &str = "0 or 1";
 const EXPECT_UNBIND: &str = "0, 1 or 2";
-const EXPECT_SECONDS: &str = "decimal seconds in 0..=31536000 (one year), e.g. 2 or 0.5; 0 = none";
+/// The accepted values of a SECS option, then what its 0 means (`expect_seconds!("0 = never")`).
+macro_rules! expect_seconds {
+    ($zero:literal) => {
+        concat!(
+            "decimal seconds in 0..=31536000 (one year), e.g. 2 or 0.5; ",
+            $zero
+        )
+    };
+}
+const EXPECT_TIMEOUT: &str =
+    expect_seconds!("0 = no timeout (receivers) or the defaults (senders)");
+const EXPECT_PROGRESS: &str = expect_seconds!("0 = never");
+const EXPECT_DURATION: &str = expect_seconds!("0 = until the peer closes");
+const EXPECT_WARMUP: &str = expect_seconds!("0 = none");
+const EXPECT_MAX_DURATION: &str = expect_seconds!("0 = the default, 600");
 const EXPECT_FLOWS: &str = "1..=64";
 const EXPECT_CPUS: &str = "a CPU list such as 0-3,8";
 const EXPECT_TCP_CC: &str = "a congestion control name such as dctcp, cubic or reno";
@@ -52,7 +72,10 @@ const EXPECT_SIZE: &str = "decimal bytes, optional suffix K, M or G (KiB, MiB, G
 const EXPECT_RCVBUF: &str =
     "0 (the kernel's default) or 4096..=1073741824 bytes, optional suffix K, M or G";
 const EXPECT_OFFSET: &str = "decimal byte offset, optional suffix K, M or G (KiB, MiB, GiB)";
-const EXPECT_POW2: &str = "a power of two >= the page size that fits in 32 bits, in bytes";
+const EXPECT_POW2: &str =
+    "a power of two >= the page size that fits in 32 bits, in bytes, optional suffix K, M or G";
+const EXPECT_RX_BUF_LEN: &str =
+    "a power of two >= the page size and at most 2 MiB, in bytes, optional suffix K or M";
 pub(super) const EXPECT_ADDR: &str = "an IPv4, IPv6 or IPv4-mapped IPv6 address";
 const EXPECT_IFNAME: &str = "an interface name of 1..=15 bytes";
 const EXPECT_PATH: &str = "a file path";
@@ -145,6 +168,13 @@ impl Flag {
     /// Whether the option takes a value.
     pub(super) fn takes_value(&self) -> bool {
         !self.hint.is_empty()
+    }
+
+    /// Whether the value is a byte size, read by [`size`] (decimal bytes, optional suffix K,
+    /// M or G): every option whose hint is `BYTES` or `OFFSET`. `--help`'s "Values" section
+    /// lists them ([`size_options`]).
+    pub(super) fn takes_size(&self) -> bool {
+        matches!(self.hint, "BYTES" | "OFFSET")
     }
 
     /// How the user spells it: `-p`, `--timeout`.
@@ -457,8 +487,9 @@ pub(super) const FLAGS: &[Flag] = &[
         hint: "BYTES",
         expect: EXPECT_CHUNK,
         set: |t, v, _| {
-            let max = u64::from(u32::MAX);
-            let n = ranged("-z", "chunk size", v, 1, max, EXPECT_CHUNK)?;
+            let n = size(v)
+                .filter(|&n| (1..=u64::from(u32::MAX)).contains(&n))
+                .ok_or_else(|| invalid("-z", "chunk size", v, EXPECT_CHUNK))?;
             set(&mut t.tx_chunk, Some(n as u32))
         },
         roles: &[Role::TxStdin, Role::TxPattern],
@@ -497,7 +528,7 @@ pub(super) const FLAGS: &[Flag] = &[
         hint: "BYTES",
         expect: EXPECT_POW2,
         set: |t, v, page| {
-            let n = pow2_u32("-b", "rx-page-size", v, page)?;
+            let n = pow2_u32("-b", "rx-page-size", v, page, MAX_RX_PAGE_SIZE)?;
             set(&mut t.rx_page_size, Some(n))
         },
         roles: &[Role::Probe, Role::Report, Role::Server],
@@ -680,8 +711,8 @@ pub(super) const FLAGS: &[Flag] = &[
         short: "",
         long: "timeout",
         hint: "SECS",
-        expect: EXPECT_SECONDS,
-        set: |t, v, _| set(&mut t.timeout, seconds_or_off("--timeout", "timeout", v)?),
+        expect: EXPECT_TIMEOUT,
+        set: |t, v, _| set(&mut t.timeout, seconds_or_off("--timeout", "timeout", v, EXPECT_TIMEOUT)?),
         roles: &[
             Role::Server,
             Role::Zcrx,
@@ -703,11 +734,11 @@ pub(super) const FLAGS: &[Flag] = &[
         short: "",
         long: "progress",
         hint: "SECS",
-        expect: EXPECT_SECONDS,
+        expect: EXPECT_PROGRESS,
         set: |t, v, _| {
             set(
                 &mut t.progress,
-                seconds_or_off("--progress", "interval", v)?,
+                seconds_or_off("--progress", "interval", v, EXPECT_PROGRESS)?,
             )
         },
         roles: PROGRESS_ROLES,
@@ -747,11 +778,11 @@ pub(super) const FLAGS: &[Flag] = &[
         short: "",
         long: "duration",
         hint: "SECS",
-        expect: EXPECT_SECONDS,
+        expect: EXPECT_DURATION,
         set: |t, v, _| {
             set(
                 &mut t.duration,
-                seconds_or_off("--duration", "duration", v)?,
+                seconds_or_off("--duration", "duration", v, EXPECT_DURATION)?,
             )
         },
         roles: FLOW_ROLES,
@@ -766,8 +797,8 @@ pub(super) const FLAGS: &[Flag] = &[
         short: "",
         long: "warmup",
         hint: "SECS",
-        expect: EXPECT_SECONDS,
-        set: |t, v, _| set(&mut t.warmup, seconds_or_off("--warmup", "warm-up", v)?),
+        expect: EXPECT_WARMUP,
+        set: |t, v, _| set(&mut t.warmup, seconds_or_off("--warmup", "warm-up", v, EXPECT_WARMUP)?),
         roles: RECEIVERS,
         only: Some("receivers (-l)"),
         example: "1",
@@ -939,9 +970,9 @@ pub(super) const FLAGS: &[Flag] = &[
         short: "",
         long: "rx-buf-len",
         hint: "BYTES",
-        expect: EXPECT_POW2,
+        expect: EXPECT_RX_BUF_LEN,
         set: |t, v, page| {
-            let n = pow2_u32("--rx-buf-len", "rx buffer length", v, page)?;
+            let n = pow2_u32("--rx-buf-len", "rx buffer length", v, page, MAX_RX_BUF_LEN)?;
             set(&mut t.rx_buf_len, Some(n))
         },
         roles: &[Role::Zcrx],
@@ -999,11 +1030,11 @@ pub(super) const FLAGS: &[Flag] = &[
         short: "",
         long: "max-duration",
         hint: "SECS",
-        expect: EXPECT_SECONDS,
+        expect: EXPECT_MAX_DURATION,
         set: |t, v, _| {
             set(
                 &mut t.max_duration,
-                seconds_or_off("--max-duration", "duration", v)?,
+                seconds_or_off("--max-duration", "duration", v, EXPECT_MAX_DURATION)?,
             )
         },
         roles: &[Role::PeerServer],
@@ -1189,6 +1220,17 @@ fn file_path(flag: &str, v: &str) -> Result<PathBuf> {
     Ok(PathBuf::from(v))
 }
 
+/// The options whose value is a byte size ([`Flag::takes_size`]), in table order:
+/// `-z, -b, --send-pattern, ...`.
+pub(super) fn size_options() -> String {
+    FLAGS
+        .iter()
+        .filter(|f| f.takes_size())
+        .map(Flag::display)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Finds a row by short or long name.
 pub(super) fn by_name(name: &str) -> Option<&'static Flag> {
     FLAGS
@@ -1224,7 +1266,7 @@ pub(super) fn invalid(flag: &str, what: &str, text: &str, expect: &str) -> Error
 
 /// Parses a decimal number: ASCII digits only (no sign, no spaces, no `0x`; leading zeros are
 /// read as decimal, not octal). `None` for anything else, including overflow of `u64`.
-pub(super) fn dec_u64(text: &str) -> Option<u64> {
+pub(crate) fn dec_u64(text: &str) -> Option<u64> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -1241,7 +1283,7 @@ fn ranged(flag: &str, what: &str, text: &str, min: u64, max: u64, expect: &str) 
 
 /// A byte count: decimal digits with an optional binary suffix `K`/`M`/`G` (either case) for
 /// KiB/MiB/GiB. `None` for garbage or overflow of `u64`.
-pub(super) fn size(text: &str) -> Option<u64> {
+pub(crate) fn size(text: &str) -> Option<u64> {
     let (digits, mult) = match text.as_bytes().last()? {
         b'K' | b'k' => (&text[..text.len() - 1], 1u64 << 10),
         b'M' | b'm' => (&text[..text.len() - 1], 1u64 << 20),
@@ -1274,18 +1316,34 @@ pub(super) fn seconds(text: &str) -> Option<Duration> {
     Some(d)
 }
 
-/// [`seconds`] for `flag`, with 0 meaning "none" (`None`).
-fn seconds_or_off(flag: &str, what: &str, text: &str) -> Result<Option<Duration>> {
-    let d = seconds(text).ok_or_else(|| invalid(flag, what, text, EXPECT_SECONDS))?;
+/// [`seconds`] for `flag`, with 0 stored as `None` (what 0 then means is the option's own,
+/// said in `expect`).
+fn seconds_or_off(flag: &str, what: &str, text: &str, expect: &str) -> Result<Option<Duration>> {
+    let d = seconds(text).ok_or_else(|| invalid(flag, what, text, expect))?;
     Ok(Some(d).filter(|d| !d.is_zero()))
 }
 
-/// A power of two ≥ `page_size` that fits in `u32` (bytes), as `-b` and `--rx-buf-len` need.
-pub(super) fn pow2_u32(flag: &str, what: &str, text: &str, page_size: usize) -> Result<u32> {
-    let max = 1u64 << 31;
-    let expect = format!("a power of two in {page_size}..={max} bytes (page size {page_size})");
-    match dec_u64(text) {
-        Some(v) if v.is_power_of_two() && v >= page_size as u64 && v <= max => Ok(v as u32),
+/// A power of two in `page_size..=max` bytes ([`size`]: suffixes allowed), as `-b` (`max`
+/// [`MAX_RX_PAGE_SIZE`]) and `--rx-buf-len` ([`MAX_RX_BUF_LEN`]) need.
+pub(super) fn pow2_u32(
+    flag: &str,
+    what: &str,
+    text: &str,
+    page_size: usize,
+    max: u32,
+) -> Result<u32> {
+    let largest = match max {
+        m if m >= 1 << 30 => format!("{} GiB", m >> 30),
+        m => format!("{} MiB", m >> 20),
+    };
+    let expect = format!(
+        "a power of two in {page_size}..={max} bytes (from the page size to {largest}), \
+         optional suffix K, M or G"
+    );
+    match size(text) {
+        Some(v) if v.is_power_of_two() && v >= page_size as u64 && v <= u64::from(max) => {
+            Ok(v as u32)
+        }
         _ => Err(invalid(flag, what, text, &expect)),
     }
 }

@@ -1,7 +1,7 @@
 //! Unit tests of the command line (the option table, its value parsers, addresses).
 
 use super::flags::Flag;
-use super::flags::{dec_u64, pow2_u32, seconds, size as size_bytes, FLAGS};
+use super::flags::{dec_u64, pow2_u32, seconds, size as size_bytes, Typed, FLAGS};
 use super::*;
 
 fn argv(s: &str) -> Vec<String> {
@@ -75,14 +75,178 @@ fn seconds_are_plain_decimals() {
 
 #[test]
 fn pow2_bounds_follow_the_page_size() {
-    assert_eq!(pow2_u32("-b", "x", "4096", 4096).unwrap(), 4096);
-    assert_eq!(pow2_u32("-b", "x", "2147483648", 4096).unwrap(), 1 << 31);
-    assert_eq!(pow2_u32("-b", "x", "16384", 16384).unwrap(), 16384);
-    for bad in ["2048", "4097", "12288", "0", "4294967296", "4294971392"] {
-        assert!(pow2_u32("-b", "x", bad, 4096).is_err(), "{bad}");
+    let max = MAX_RX_PAGE_SIZE;
+    assert_eq!(pow2_u32("-b", "x", "4096", 4096, max).unwrap(), 4096);
+    assert_eq!(
+        pow2_u32("-b", "x", "2147483648", 4096, max).unwrap(),
+        1 << 31
+    );
+    assert_eq!(pow2_u32("-b", "x", "2G", 4096, max).unwrap(), 1 << 31);
+    assert_eq!(pow2_u32("-b", "x", "16384", 16384, max).unwrap(), 16384);
+    for bad in [
+        "2048",
+        "4097",
+        "12288",
+        "0",
+        "4294967296",
+        "4294971392",
+        "4G",
+        "3K",
+    ] {
+        assert!(pow2_u32("-b", "x", bad, 4096, max).is_err(), "{bad}");
     }
     // A 16 KiB-page system refuses 4096 and 8192.
-    assert!(pow2_u32("-b", "x", "8192", 16384).is_err());
+    assert!(pow2_u32("-b", "x", "8192", 16384, max).is_err());
+}
+
+/// `--rx-buf-len`'s refusal states the range it really takes, to 2 MiB (the hugepages that
+/// back the area). Before: "expected a power of two in 4096..=2147483648", and 4M then
+/// failed later as larger than the hugepages.
+#[test]
+fn rx_buf_len_states_its_true_range() {
+    for bad in ["4M", "4194304", "3000", "16"] {
+        let m = usage_msg(parse(
+            &argv(&format!("-l --zcrx -f eth0 -s ::1 -p 1 --rx-buf-len {bad}")),
+            4096,
+        ));
+        assert_eq!(
+            m,
+            format!(
+                "--rx-buf-len: invalid rx buffer length '{bad}' (expected a power of two in \
+                 4096..=2097152 bytes (from the page size to 2 MiB), optional suffix K, M or G)"
+            )
+        );
+    }
+    let m = usage_msg(parse(&argv("-f eth0 -b 4G"), 4096));
+    assert!(
+        m.contains("a power of two in 4096..=2147483648 bytes (from the page size to 2 GiB)"),
+        "{m}"
+    );
+    let Command::Run(c) = parse(
+        &argv("-l --zcrx -f eth0 -s ::1 -p 1 --rx-buf-len 16K"),
+        4096,
+    )
+    .unwrap() else {
+        panic!("not run");
+    };
+    let ModeArgs::Zcrx(z) = c.mode else {
+        panic!("not zcrx");
+    };
+    assert_eq!(z.rx_buf_len, Some(16384));
+}
+
+/// Every byte-size option (hint BYTES or OFFSET) reads its value with the one size parser:
+/// `64K` is 65536 for each, so `-b 64K`, `-z 64K`, `--rx-buf-len 64K` and the rest agree
+/// with `--send-pattern 64K`; the other numeric options take decimals only. `--help` lists
+/// exactly the size options. Before: -b, -z and --rx-buf-len refused suffixes, and the help
+/// named only --send-pattern, --write-size and --dmabuf-size.
+#[test]
+fn every_size_option_takes_suffixes_and_help_lists_them() {
+    let sized: Vec<&str> = FLAGS
+        .iter()
+        .filter(|f| f.takes_size())
+        .map(|f| if f.long.is_empty() { f.short } else { f.long })
+        .collect();
+    assert_eq!(
+        sized,
+        [
+            "z",
+            "b",
+            "send-pattern",
+            "write-size",
+            "expect-bytes",
+            "rcvbuf",
+            "corrupt-offset",
+            "dmabuf-size",
+            "rx-buf-len",
+            "max-bytes"
+        ]
+    );
+    for f in FLAGS.iter().filter(|f| f.takes_size()) {
+        let (mut with_suffix, mut plain) = (Typed::default(), Typed::default());
+        (f.set)(&mut with_suffix, "64K", 4096).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        (f.set)(&mut plain, "65536", 4096).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert_eq!(
+            format!("{with_suffix:?}"),
+            format!("{plain:?}"),
+            "{}",
+            f.display()
+        );
+    }
+    for name in ["p", "v", "q", "t", "flows", "runs", "peer-port"] {
+        let f = super::flags::by_name(name).unwrap();
+        assert!(!f.takes_size(), "{name}");
+        assert!(
+            (f.set)(&mut Typed::default(), "4K", 4096).is_err(),
+            "{name}"
+        );
+    }
+    let help = usage().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains(
+            "Byte sizes (-z, -b, --send-pattern, --write-size, --expect-bytes, --rcvbuf, \
+             --corrupt-offset, --dmabuf-size, --rx-buf-len, --max-bytes) are decimal bytes \
+             with an optional suffix K, M or G (KiB, MiB, GiB), e.g. 64K or 1G."
+        ),
+        "{help}"
+    );
+}
+
+/// What 0 means is each SECS option's own, in its refusal as in `--help`. Before: every
+/// refusal ended "0 = none", also `--max-duration`'s, whose 0 is the default (600 s).
+#[test]
+fn a_seconds_refusal_says_what_its_zero_means() {
+    for (line, zero) in [
+        ("--peer-server --max-duration -5", "0 = the default, 600)"),
+        ("-l --plain -s ::1 -p 1 --progress -1", "0 = never)"),
+        (
+            "-l --plain -s ::1 -p 1 --duration x",
+            "0 = until the peer closes)",
+        ),
+        ("-l --plain -s ::1 -p 1 --warmup x", "0 = none)"),
+        (
+            "-l --plain -s ::1 -p 1 --timeout x",
+            "0 = no timeout (receivers) or the defaults (senders))",
+        ),
+    ] {
+        let m = usage_msg(parse(&argv(line), 4096));
+        assert!(
+            m.contains("(expected decimal seconds in 0..=31536000 (one year), e.g. 2 or 0.5; "),
+            "{m}"
+        );
+        assert!(m.ends_with(zero), "{line}: {m}");
+    }
+    let m = usage_msg(parse(&argv("--peer-server --max-duration -5"), 4096));
+    assert_eq!(
+        m,
+        "--max-duration: invalid duration '-5' (expected decimal seconds in 0..=31536000 \
+         (one year), e.g. 2 or 0.5; 0 = the default, 600)"
+    );
+    assert!(usage().contains("(default 600; 0 = the default)"));
+}
+
+/// `--send-pattern 0` is "no size limit" only with `--duration`; without one it would send
+/// nothing, so it is a usage error naming the fix. Before: 0 bytes sent, exit 0.
+#[test]
+fn send_pattern_0_needs_a_duration() {
+    let want = "--send-pattern 0: without --duration it would send nothing (0 = no size limit, \
+                only with --duration SECS); give a byte count (e.g. --send-pattern 1G) or add \
+                --duration SECS";
+    for line in [
+        "--send-pattern 0 -s 2001:db8::1 -p 5201 -v 7 --json tx.json",
+        "--send-pattern 0 -s 2001:db8::1 -p 5201 -v 7 --duration 0",
+        "--send-pattern 0 -s 2001:db8::1 -p 5201 -v 7 --flows 2",
+        "--send-pattern 0 -f eth0 -s 2001:db8::1 -p 5201 -v 7",
+    ] {
+        assert_eq!(usage_msg(parse(&argv(line), 4096)), want, "{line}");
+    }
+    for line in [
+        "--send-pattern 0 -s 2001:db8::1 -p 5201 -v 7 --duration 5",
+        "--send-pattern 0 -f eth0 -s 2001:db8::1 -p 5201 -v 7 --duration 5",
+        "--send-pattern 1 -s 2001:db8::1 -p 5201 -v 7",
+    ] {
+        assert!(parse(&argv(line), 4096).is_ok(), "{line}");
+    }
 }
 
 #[test]

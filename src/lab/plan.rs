@@ -65,18 +65,28 @@ impl SweepKey {
         KEYS.into_iter().find(|k| k.name() == name)
     }
 
-    /// One value of this key, checked; `page_size` bounds the sizes.
+    /// The largest value of a size key, as the option it stands for takes (`-b`,
+    /// `--rx-buf-len`); `None` for the other keys.
+    fn max_size(self) -> Option<u64> {
+        match self {
+            SweepKey::RxPageSize => Some(u64::from(crate::cli::MAX_RX_PAGE_SIZE)),
+            SweepKey::RxBufLen => Some(u64::from(crate::cli::MAX_RX_BUF_LEN)),
+            SweepKey::Autorelease | SweepKey::Flows => None,
+        }
+    }
+
+    /// One value of this key, checked; `page_size` bounds the sizes. Sizes are read as the
+    /// options' byte sizes are (a suffix K, M or G allowed), the other keys as decimals.
     fn parse_value(self, text: &str, page_size: usize) -> Result<u64, String> {
-        let n = (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| text.parse::<u64>().ok())
-            .flatten();
-        let ok = match (self, n) {
-            (SweepKey::RxPageSize | SweepKey::RxBufLen, Some(v)) => {
-                v.is_power_of_two() && v >= page_size as u64 && v <= 1 << 31
-            }
-            (SweepKey::Autorelease, Some(v)) => v <= 1,
-            (SweepKey::Flows, Some(v)) => (1..=u64::from(crate::cli::MAX_FLOWS)).contains(&v),
-            (_, None) => false,
+        let n = match self.max_size() {
+            Some(_) => crate::cli::parse_size(text),
+            None => crate::cli::dec_u64(text),
+        };
+        let ok = match (self, self.max_size(), n) {
+            (_, Some(max), Some(v)) => v.is_power_of_two() && v >= page_size as u64 && v <= max,
+            (SweepKey::Autorelease, _, Some(v)) => v <= 1,
+            (SweepKey::Flows, _, Some(v)) => (1..=u64::from(crate::cli::MAX_FLOWS)).contains(&v),
+            (_, _, _) => false,
         };
         match (ok, n) {
             (true, Some(v)) => Ok(v),
@@ -91,8 +101,8 @@ impl SweepKey {
     fn expect(self, page_size: usize) -> String {
         match self {
             SweepKey::RxPageSize | SweepKey::RxBufLen => format!(
-                "a power of two in {page_size}..={} bytes, decimal",
-                1u64 << 31
+                "a power of two in {page_size}..={} bytes, optional suffix K, M or G",
+                self.max_size().unwrap_or_default()
             ),
             SweepKey::Autorelease => "0 or 1".into(),
             SweepKey::Flows => format!("1..={}", crate::cli::MAX_FLOWS),
@@ -244,10 +254,10 @@ mod tests {
             SweepKey::RxBufLen
         );
         let bad = [
-            ("rx-page-size=12288", "invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
-            ("rx-page-size=2048", "invalid rx-page-size value '2048' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
+            ("rx-page-size=12288", "invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
+            ("rx-page-size=2048", "invalid rx-page-size value '2048' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
             ("rx-page-size=", "rx-page-size= has no values (expected rx-page-size=V1,V2,...)"),
-            ("rx-page-size=4096,", "invalid rx-page-size value '' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
+            ("rx-page-size=4096,", "invalid rx-page-size value '' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
             ("nosuchkey=1", "unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows)"),
             ("flows", "'flows' is not KEY=V1,V2,... (KEY one of rx-page-size, rx-buf-len, autorelease, flows)"),
             ("flows=0", "invalid flows value '0' (expected 1..=64)"),
@@ -255,11 +265,30 @@ mod tests {
             ("flows=+1", "invalid flows value '+1' (expected 1..=64)"),
             ("autorelease=2", "invalid autorelease value '2' (expected 0 or 1)"),
             ("flows=2,2", "flows: value 2 is given twice"),
-            ("rx-page-size=99999999999999999999999", "invalid rx-page-size value '99999999999999999999999' (expected a power of two in 4096..=2147483648 bytes, decimal)"),
+            ("rx-page-size=99999999999999999999999", "invalid rx-page-size value '99999999999999999999999' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
         ];
         for (text, why) in bad {
             assert_eq!(Sweep::parse(text, 4096), Err(why.to_string()), "{text}");
         }
+        // Sizes are read as -b and --rx-buf-len read them: suffixes, and rx-buf-len's own
+        // bound of 2 MiB (before: decimals only, rx-buf-len up to 2 GiB).
+        assert_eq!(
+            Sweep::parse("rx-page-size=4K,64K,2M", 4096).unwrap().values,
+            vec![4096, 65536, 2 << 20]
+        );
+        assert_eq!(
+            Sweep::parse("rx-buf-len=2M", 4096).unwrap().values,
+            vec![2 << 20]
+        );
+        assert_eq!(
+            Sweep::parse("rx-buf-len=4M", 4096),
+            Err(
+                "invalid rx-buf-len value '4M' (expected a power of two in 4096..=2097152 \
+                 bytes, optional suffix K, M or G)"
+                    .to_string()
+            )
+        );
+        assert!(Sweep::parse("flows=1K", 4096).is_err());
         let many: Vec<String> = (1..=65).map(|v| v.to_string()).collect();
         let e = Sweep::parse(&format!("flows={}", many[..64].join(",")), 4096);
         assert_eq!(e.map(|s| s.values.len()), Ok(64));
