@@ -1337,7 +1337,7 @@ pub(super) fn pow2_u32(
         m => format!("{} MiB", m >> 20),
     };
     let expect = format!(
-        "a power of two in {page_size}..={max} bytes (from the page size to {largest}), \
+        "a power of two in {page_size}..={max} bytes (page size {page_size} to {largest}), \
          optional suffix K, M or G"
     );
     match size(text) {

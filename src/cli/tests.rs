@@ -113,13 +113,13 @@ fn rx_buf_len_states_its_true_range() {
             m,
             format!(
                 "--rx-buf-len: invalid rx buffer length '{bad}' (expected a power of two in \
-                 4096..=2097152 bytes (from the page size to 2 MiB), optional suffix K, M or G)"
+                 4096..=2097152 bytes (page size 4096 to 2 MiB), optional suffix K, M or G)"
             )
         );
     }
     let m = usage_msg(parse(&argv("-f eth0 -b 4G"), 4096));
     assert!(
-        m.contains("a power of two in 4096..=2147483648 bytes (from the page size to 2 GiB)"),
+        m.contains("a power of two in 4096..=2147483648 bytes (page size 4096 to 2 GiB)"),
         "{m}"
     );
     let Command::Run(c) = parse(
