@@ -2827,14 +2827,17 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
                 .unwrap_or_default()
         ));
     }
-    // qstats rx-bytes count whole frames (headers included) on the bound queues: the payload
-    // plus a header per frame, so at least the payload and within 5 % above it.
+    // qstats rx-bytes count whole frames (headers included) on the bound queues over the
+    // measured interval: the payload plus a header per frame (+0.13-0.16 % here), less what
+    // reached the receiver before its first reading, after the last accept (a flow that
+    // connected first may send before the others are accepted; once 67085804 bytes for
+    // 67108864 of payload), so within 1 % below and 5 % above the payload.
     let payload = MF_BYTES * MF_FLOWS as u64;
     let device = j["device_rx"]["bytes"].as_u64().unwrap_or(0);
-    if device < payload || device as f64 > payload as f64 * 1.05 {
+    if (device as f64) < payload as f64 * 0.99 || device as f64 > payload as f64 * 1.05 {
         return Err(format!(
             "device RX (qstats of the bound queues) {device} bytes, the flows' payload \
-             {payload}: want within [payload, payload + 5 %]: {}",
+             {payload}: want within [payload - 1 %, payload + 5 %]: {}",
             j["device_rx"]
         ));
     }
