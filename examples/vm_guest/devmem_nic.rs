@@ -3436,20 +3436,13 @@ fn harness_own(r: &HarnessRun) -> bool {
 fn kernel_devmem_py(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 31, true)?;
     let root = DebianRoot::mount()?;
-    let mut run1 = devmem_py(&root, &nic, &ctx.bin.to_string_lossy())?;
-    let all_ok = |r: &HarnessRun| r.results.len() == 5 && r.results.iter().all(|(_, v)| v == "ok");
-    let mut note = String::new();
-    if !all_ok(&run1) && harness_own(&run1) {
-        note = format!(
-            " (second run: the first failed in the harness itself: {}; first output saved as \
-             devmem-py-ncdevmem-rs-first.txt)",
-            run1.failure_lines()
-        );
-        record("devmem-py-ncdevmem-rs-first.txt", &run1.output);
-        run1 = devmem_py(&root, &nic, &ctx.bin.to_string_lossy())?;
-    }
-    record("devmem-py-ncdevmem-rs.txt", &run1.output);
-    if !all_ok(&run1) {
+    let label = "devmem-py-ncdevmem-rs";
+    let (run1, first) = run_again_if_harness(label, 5, || {
+        devmem_py(&root, &nic, &ctx.bin.to_string_lossy())
+    })?;
+    let note = second_run_note(label, first);
+    record(&format!("{label}.txt"), &run1.output);
+    if !all_passed(&run1, 5) {
         return Err(format!(
             "devmem.py with ncdevmem-rs: {}; {}",
             run1.summary(),
@@ -3900,9 +3893,24 @@ fn nk_run(
     Ok(HarnessRun { results, output })
 }
 
-/// [`nk_run`], and once more when not all of its `tests` passed and the failure was the
+/// `run`, and once more when not all of its `tests` passed and the failure was the
 /// harness's own ([`harness_own`]; the first output saved as `<label>-first.txt`): the run
 /// that counts, and the first run's failure lines when there was a second.
+fn run_again_if_harness(
+    label: &str,
+    tests: usize,
+    mut run: impl FnMut() -> Result<HarnessRun, String>,
+) -> Result<(HarnessRun, Option<String>), String> {
+    let first = run()?;
+    if all_passed(&first, tests) || !harness_own(&first) {
+        return Ok((first, None));
+    }
+    record(&format!("{label}-first.txt"), &first.output);
+    let again = run()?;
+    Ok((again, Some(first.failure_lines())))
+}
+
+/// [`run_again_if_harness`] for [`nk_run`].
 fn nk_run_again_if_harness(
     ctx: &Ctx,
     root: &DebianRoot,
@@ -3912,19 +3920,18 @@ fn nk_run_again_if_harness(
     label: &str,
     tests: usize,
 ) -> Result<(HarnessRun, Option<String>), String> {
-    let first = nk_run(ctx, root, mode, env, script, label)?;
-    if all_passed(&first, tests) || !harness_own(&first) {
-        return Ok((first, None));
-    }
-    record(&format!("{label}-first.txt"), &first.output);
-    let again = nk_run(ctx, root, mode, env, script, label)?;
-    Ok((again, Some(first.failure_lines())))
+    run_again_if_harness(label, tests, || nk_run(ctx, root, mode, env, script, label))
 }
 
-/// What a case line says of a second run ([`nk_run_again_if_harness`]).
-fn second_run_note(first: Option<String>) -> String {
+/// What a case line says of a second run of `label` ([`run_again_if_harness`]).
+fn second_run_note(label: &str, first: Option<String>) -> String {
     first
-        .map(|f| format!(" (second run: the first failed in the harness itself: {f})"))
+        .map(|f| {
+            format!(
+                " (second run: the first failed in the harness itself: {f}; first output saved \
+                 as {label}-first.txt)"
+            )
+        })
         .unwrap_or_default()
 }
 
@@ -3995,7 +4002,7 @@ fn nk_devmem_case(ctx: &Ctx, pair: u32, script: &str, tests: usize) -> CaseResul
             Ok((r, first)) if all_passed(&r, tests) => lines.push(format!(
                 "{label}: {}{}",
                 r.summary(),
-                second_run_note(first)
+                second_run_note(&label, first)
             )),
             Ok((r, first)) => {
                 failed = true;
@@ -4003,7 +4010,7 @@ fn nk_devmem_case(ctx: &Ctx, pair: u32, script: &str, tests: usize) -> CaseResul
                     "{label}: {}; {}{}",
                     r.summary(),
                     r.failure_lines(),
-                    second_run_note(first)
+                    second_run_note(&label, first)
                 ));
             }
             Err(e) => {
@@ -4055,29 +4062,23 @@ fn kernel_nk_qlease_py(ctx: &Ctx) -> CaseResult {
         ));
     }
     let path = format!("{HW_DIR}/nk_qlease.py");
-    let (run1, first) = nk_run_again_if_harness(
-        ctx,
-        &root,
-        mode,
-        &env,
-        &path,
-        "kernel-nk_qlease.py",
-        NK_QLEASE_TESTS,
-    )
-    .map_err(|e| format!("{e} (root: {answers})"))?;
+    let label = "kernel-nk_qlease.py";
+    let (run1, first) =
+        nk_run_again_if_harness(ctx, &root, mode, &env, &path, label, NK_QLEASE_TESTS)
+            .map_err(|e| format!("{e} (root: {answers})"))?;
     if !all_passed(&run1, NK_QLEASE_TESTS) {
         return Err(format!(
             "nk_qlease.py ({mode:?}): {}; {}{}",
             run1.summary(),
             run1.failure_lines(),
-            second_run_note(first)
+            second_run_note(label, first)
         ));
     }
     Ok(Outcome::Pass(format!(
         "the VM kernel's nk_qlease.py, unchanged, with ncdevmem-rs as iou-zcrx: {}{} (root: \
          {answers})",
         run1.summary(),
-        second_run_note(first)
+        second_run_note(label, first)
     )))
 }
 
