@@ -553,8 +553,8 @@ impl<'a> Measure<'a> {
             None => Snapshot::take(self.device, &mut self.netdev),
         };
         let mut flows = order_by_stream(flows, report);
-        check_flows_received(self.rx, &mut flows, shared.run_stop.load(Ordering::SeqCst));
         let stop = shared.run_stop.load(Ordering::SeqCst);
+        check_flows_received(self.rx, &mut flows, stop);
         let mut figures = RunFigures::new(self.rx, flows, &first, &last, self.device, &self.queues);
         // No stop of the run's own (duration, failure, signal): the peers closed every flow.
         figures.ended_before_duration = self.rx.flows.duration.is_some() && stop == 0;
@@ -1434,6 +1434,16 @@ mod tests {
         }
     }
 
+    /// A reading at `at` with no figures in it.
+    fn snap(at: Instant) -> Snapshot {
+        Snapshot {
+            at,
+            proc_stat: Err(Error::Failure("not read in this test".into())),
+            qstats: None,
+            pools: None,
+        }
+    }
+
     fn rx() -> Receive {
         let argv: Vec<String> = "-l --zcrx --zcrx-nodev -s ::1 -p 1 --flows 3 --seed 5"
             .split(' ')
@@ -1455,12 +1465,6 @@ mod tests {
     #[test]
     fn the_measured_interval_ends_with_the_last_flow() {
         let at = Instant::now();
-        let snap = |at| Snapshot {
-            at,
-            proc_stat: Err(Error::Failure("not read in this test".into())),
-            qstats: None,
-            pools: None,
-        };
         let rx = rx();
         let flows = || {
             vec![
@@ -1485,12 +1489,6 @@ mod tests {
     #[test]
     fn workers_of_several_flows_are_reported_once_each() {
         let at = Instant::now();
-        let snap = |at| Snapshot {
-            at,
-            proc_stat: Err(Error::Failure("not read in this test".into())),
-            qstats: None,
-            pools: None,
-        };
         let flows = vec![
             zcrx_flow(0, 1000, 10, 40, at),
             zcrx_flow(1, 2000, 20, 60, at),
@@ -1573,12 +1571,6 @@ mod tests {
     #[test]
     fn one_worker_per_flow_keeps_the_shape() {
         let at = Instant::now();
-        let snap = |at| Snapshot {
-            at,
-            proc_stat: Err(Error::Failure("not read in this test".into())),
-            qstats: None,
-            pools: None,
-        };
         let flows = vec![zcrx_flow(0, 10, 1, 10, at), zcrx_flow(1, 10, 1, 20, at)];
         let rx = rx();
         let f = RunFigures::new(
