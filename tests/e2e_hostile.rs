@@ -245,31 +245,15 @@ fn receive_from(
     conns: &[Vec<u8>],
 ) -> (Option<i32>, String, serde_json::Value) {
     let port = free_port();
-    let p = port.to_string();
-    let n = flows.to_string();
     let json = std::env::temp_dir().join(format!(
         "ncdevmem-hostile-{}-{port}.json",
         std::process::id()
     ));
-    let mut args = vec![
-        "-l",
-        "--plain",
-        "-s",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "--flows",
-        &n,
-        "--seed",
-        "3",
-        "--timeout",
-        "10",
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let rx = spawn(&args);
-    common::wait_listening(rx.id(), port);
+    let rx = plain_receiver(
+        port,
+        flows,
+        &[&["--json", json.to_str().unwrap()], extra].concat(),
+    );
     let socks: Vec<TcpStream> = conns
         .iter()
         .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect"))
@@ -283,6 +267,31 @@ fn receive_from(
     let j = common::bin::read_json(&json);
     let _ = std::fs::remove_file(&json);
     (out.status.code(), text(&out.stderr), j)
+}
+
+/// The plain receiver of `flows` flows of the keyed stream of seed 3 on loopback `port`
+/// (`--timeout 10`, then `extra`), once it listens.
+fn plain_receiver(port: u16, flows: u32, extra: &[&str]) -> Child {
+    let p = port.to_string();
+    let n = flows.to_string();
+    let mut args = vec![
+        "-l",
+        "--plain",
+        "-s",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--flows",
+        &n,
+        "--seed",
+        "3",
+        "--timeout",
+        "10",
+    ];
+    args.extend_from_slice(extra);
+    let rx = spawn(&args);
+    common::wait_listening(rx.id(), port);
+    rx
 }
 
 /// A validated multi-flow run fails a connection that sent nothing, as a single-flow run does
@@ -306,24 +315,7 @@ fn a_connection_that_sends_nothing_fails_a_validated_multi_flow_run() {
 #[test]
 fn a_silent_flow_of_a_timed_run_fails_with_what_the_kernel_received() {
     let port = free_port();
-    let p = port.to_string();
-    let rx = spawn(&[
-        "-l",
-        "--plain",
-        "-s",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "--flows",
-        "2",
-        "--seed",
-        "3",
-        "--duration",
-        "2",
-        "--timeout",
-        "10",
-    ]);
-    common::wait_listening(rx.id(), port);
+    let rx = plain_receiver(port, 2, &["--duration", "2"]);
     let silent = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     let mut busy = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     let data = keyed(3, 1, 2, 4 << 20);
