@@ -185,8 +185,9 @@ const KEYED_LANE_STEP: u64 = (KEYED_LANES as u64).wrapping_mul(SPLITMIX64_GAMMA)
 /// The OR over every whole 8-byte word of `data` of (word XOR the keyed word of `key`
 /// expected there), the first expected word being that of counter `z0`: 0 when every whole
 /// word matches. Bytes after the last whole word are not looked at. Compiled for AVX-512 and
-/// AVX2 as well, picked at run time.
-#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2"))]
+/// AVX2 as well, picked at run time; on aarch64 the NEON clone (NEON is aarch64's baseline, so
+/// it is the one every aarch64 CPU runs).
+#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2", "aarch64+neon"))]
 fn keyed_diff(key: u64, z0: u64, data: &[u8]) -> u64 {
     let mut z = keyed_lanes(z0);
     let mut acc = [0u64; KEYED_LANES];
@@ -208,7 +209,7 @@ fn keyed_diff(key: u64, z0: u64, data: &[u8]) -> u64 {
 
 /// Fills every whole 8-byte word of `out` with the keyed stream of `key` from counter `z0`
 /// on (bytes after the last whole word are left alone). Compiled like [`keyed_diff`].
-#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2"))]
+#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2", "aarch64+neon"))]
 fn keyed_fill(key: u64, z0: u64, out: &mut [u8]) {
     let mut z = keyed_lanes(z0);
     let mut rows = out.chunks_exact_mut(8 * KEYED_LANES);
