@@ -434,10 +434,26 @@ fn stop_flag_in_the_receive_loop_unwinds() {
 /// Real SIGINT, SIGTERM and SIGHUP through the tool's handlers (`ncdevmem::signals`): the
 /// handler records the signal in `signals::STOP`, the loop returns `Error::Interrupted`, the
 /// NIC is restored. (The only test in this binary that touches process signal state.)
+///
+/// A SIGHUP ignored when the process started (`nohup`) stays ignored; the test sets both
+/// dispositions itself, since it ran under whatever its parent left (under `nohup` the raised
+/// SIGHUP was ignored and the receive loop ended without interruption: that failure was the
+/// environment's, not the handler's).
 #[test]
 fn real_sigint_and_sigterm_unwind() {
     use ncdevmem::signals::{self, STOP};
-    use nix::sys::signal::Signal;
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let set_sighup = |h: SigHandler| {
+        let act = SigAction::new(h, SaFlags::empty(), SigSet::empty());
+        // SAFETY: SIG_IGN and SIG_DFL run no code of this process.
+        unsafe { sigaction(Signal::SIGHUP, &act) }.expect("sigaction(SIGHUP)")
+    };
+    set_sighup(SigHandler::SigIgn);
+    signals::install().expect("install handlers");
+    assert!(
+        matches!(set_sighup(SigHandler::SigDfl).handler(), SigHandler::SigIgn),
+        "an inherited SIG_IGN for SIGHUP is kept"
+    );
     signals::install().expect("install handlers");
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         STOP.store(0, Ordering::SeqCst);

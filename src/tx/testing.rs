@@ -130,6 +130,8 @@ struct Shared {
     syncs: u64,
     /// Sockets made over this dma-buf.
     sockets: u32,
+    /// Sends accepted so far, by socket (index = the socket's number).
+    accepted: Vec<u64>,
 }
 
 /// Locks the state shared by a dma-buf and its sockets (a panic of another test thread
@@ -174,6 +176,13 @@ impl ScriptedTxMemory {
     /// Dma-buf sync ioctls modelled so far (two per write: `START|WRITE`, `END|WRITE`).
     pub fn syncs(&self) -> u64 {
         lock(&self.shared).syncs
+    }
+
+    /// Sends accepted so far by each socket over this dma-buf, in the order the sockets were
+    /// made ([`ScriptedTxSocket::another`]): what a test that runs the sockets on other
+    /// threads can wait for, instead of a fixed sleep.
+    pub fn accepted_per_socket(&self) -> Vec<u64> {
+        lock(&self.shared).accepted.clone()
     }
 
     /// The whole buffer.
@@ -250,6 +259,7 @@ impl ScriptedTxSocket {
             writes: 0,
             syncs: 0,
             sockets: 0,
+            accepted: Vec::new(),
         }));
         let sock = ScriptedTxSocket::on(&shared, dmabuf_id, policy);
         (sock, ScriptedTxMemory { shared })
@@ -266,6 +276,7 @@ impl ScriptedTxSocket {
         let socket = {
             let mut s = lock(shared);
             s.sockets += 1;
+            s.accepted.push(0);
             s.sockets - 1
         };
         ScriptedTxSocket {
@@ -496,6 +507,7 @@ impl TxSocket for ScriptedTxSocket {
                     s.violations.push(msg);
                 }
             }
+            s.accepted[self.socket as usize] += 1;
             let data = s.read(&ranges);
             self.stream.extend_from_slice(&data);
             s.in_flight
