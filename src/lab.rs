@@ -13,7 +13,8 @@
 //!
 //! A run that fails (validation, a flow) is marked and the sweep goes on; it fails the sweep
 //! (exit 1) after the table. A point the kernel cannot run (a skip) is marked skipped and its
-//! other runs are not tried; a sweep whose every point skipped is a skip (exit 4). The peer
+//! other runs are not tried; a sweep with a skipped run and no failed one is a skip (exit 4),
+//! also when other points passed ([`results::sweep_verdict`]). The peer
 //! unreachable, refusing or answering garbage, or a stop signal, stops the sweep: the table of
 //! the runs so far is still printed and written, and the NIC is undone by the run itself.
 
@@ -38,7 +39,7 @@ use crate::validate::StreamSpec;
 use peer::PeerClient;
 use plan::{Plan, Slot, SweepKey};
 use proto::Stream;
-use results::{Numbers, Outcome, RunRecord};
+use results::{Numbers, Outcome, RunRecord, SweepVerdict};
 
 /// How much longer than the receiver's duration the peer is asked to send: the receiver
 /// closes first (a clean end for both), the peer's own duration is only its bound.
@@ -87,8 +88,8 @@ fn peer_stream(spec: Option<StreamSpec>) -> Stream {
 /// Runs the sweep `a` (see the module docs), recording the sweep's JSON object in `report`.
 ///
 /// Errors: the first of: what stopped the sweep (the peer, naming the run; a stop signal);
-/// [`Error::Failure`] when a run failed; the skip of the first point when every point
-/// skipped; writing `--csv` or `--plot`.
+/// [`Error::Failure`] when a run failed; the skip of the first skipped point when a run was
+/// skipped and none failed ([`results::sweep_verdict`]); writing `--csv` or `--plot`.
 pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
     let plan = Plan::new(a.sweep.as_ref(), a.runs);
     let rx =
@@ -186,20 +187,26 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
             client.bye();
         }
     }
-    let written = output(&plan, a, rx, &records, stopped.as_ref(), report);
-    let failed = records
-        .iter()
-        .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
-        .count();
-    let passed = records.iter().any(|r| r.outcome == Outcome::Ok);
-    let verdict = match (stopped, failed, first_skip) {
-        (Some(e), _, _) => Err(e),
-        (None, n, _) if n > 0 => Err(Error::Failure(format!(
-            "sweep: {n} of {} runs failed (marked in the table)",
-            records.len()
+    let verdict = results::sweep_verdict(
+        records.iter().map(|r| &r.outcome),
+        plan.total(),
+        stopped.is_some(),
+    );
+    let written = output(&plan, a, rx, &records, stopped.as_ref(), verdict, report);
+    let verdict = match (verdict, stopped) {
+        (_, Some(e)) => Err(e),
+        (SweepVerdict::Pass { .. }, None) => Ok(()),
+        (SweepVerdict::Fail { failed, ran }, None) => Err(Error::Failure(format!(
+            "sweep: {failed} of {ran} runs failed (marked in the table)"
         ))),
-        (None, _, Some(skip)) if !passed => Err(skip),
-        _ => Ok(()),
+        (SweepVerdict::Skip { skipped, planned }, None) => Err(first_skip.unwrap_or_else(|| {
+            Error::Failure(format!(
+                "sweep: {skipped} of {planned} planned runs skipped (named in the table)"
+            ))
+        })),
+        (SweepVerdict::Stopped { ran, planned }, None) => Err(Error::Failure(format!(
+            "sweep: only {ran} of {planned} planned runs ran"
+        ))),
     };
     match (verdict, written) {
         (Err(e), Err(w)) => {
@@ -457,6 +464,7 @@ fn output(
     rx: &Receive,
     records: &[RunRecord],
     stopped: Option<&Error>,
+    verdict: SweepVerdict,
     report: &RunReport,
 ) -> Result<()> {
     let mut text = results::table(plan, records);
@@ -472,6 +480,8 @@ fn output(
             records.len(),
             plan.total()
         ));
+    } else {
+        text.push_str(&format!("{verdict}\n"));
     }
     let mut first_err: Option<Error> = None;
     // The first error is the sweep's own (printed once, by the caller); later ones are
@@ -540,7 +550,6 @@ fn sweep_json(
     };
     json!({
         "mode": "sweep",
-        "ok": stopped.is_none() && records.iter().all(|r| !matches!(r.outcome, Outcome::Failed(_))),
         "stopped": stopped.map(ToString::to_string),
         "tool": PROGRAM,
         "version": env!("CARGO_PKG_VERSION"),

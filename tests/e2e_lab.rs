@@ -171,6 +171,11 @@ fn a_plain_sweep_over_flows_prints_and_writes_one_consistent_table() {
         assert_eq!(row.last(), Some(&"2/2"), "{stdout}");
     }
     assert!(stdout.contains("interleaved"), "{stdout}");
+    assert_eq!(
+        lines.last(),
+        Some(&"sweep: pass: all 4 planned runs passed"),
+        "{stdout}"
+    );
     for n in 1..=4 {
         assert!(stderr.contains(&format!("run {n}/4: flows=")), "{stderr}");
     }

@@ -51,6 +51,119 @@ impl Outcome {
     }
 }
 
+/// A whole sweep's verdict, from the outcomes of its runs ([`sweep_verdict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepVerdict {
+    /// Every planned run ran and passed: exit 0.
+    Pass {
+        /// The planned runs (all passed).
+        planned: usize,
+    },
+    /// At least one run failed (whatever else was skipped): exit 1.
+    Fail {
+        /// Runs that failed.
+        failed: usize,
+        /// Runs with an outcome (passed, failed or skipped).
+        ran: usize,
+    },
+    /// No run failed and at least one planned run was skipped (a point the kernel or the
+    /// host cannot run): exit 4, also when other points passed.
+    Skip {
+        /// Runs skipped.
+        skipped: usize,
+        /// The planned runs.
+        planned: usize,
+    },
+    /// The sweep stopped before its last planned run (the peer, a stop signal, a usage
+    /// error), or fewer runs have an outcome than were planned: the stop's own error decides
+    /// the exit code (1, or 2 for a usage error).
+    Stopped {
+        /// Runs with an outcome.
+        ran: usize,
+        /// The planned runs.
+        planned: usize,
+    },
+}
+
+impl SweepVerdict {
+    /// `pass`, `fail`, `skip` (a stopped sweep is `fail`), as the JSON summaries name
+    /// verdicts.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SweepVerdict::Pass { .. } => "pass",
+            SweepVerdict::Skip { .. } => "skip",
+            SweepVerdict::Fail { .. } | SweepVerdict::Stopped { .. } => "fail",
+        }
+    }
+
+    /// The exit code of the verdict (a stopped sweep: 1, unless its stop says otherwise).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SweepVerdict::Pass { .. } => crate::error::EXIT_OK,
+            SweepVerdict::Skip { .. } => crate::error::EXIT_SKIP,
+            SweepVerdict::Fail { .. } | SweepVerdict::Stopped { .. } => crate::error::EXIT_FAIL,
+        }
+    }
+}
+
+impl std::fmt::Display for SweepVerdict {
+    /// The table's last line: `sweep: pass: all 4 planned runs passed`, `sweep: FAILED: 1 of
+    /// 4 runs failed (marked above)`, `sweep: skip: 2 of 4 planned runs skipped (named
+    /// above), none failed`, `sweep: stopped after 1 of 4 planned runs`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            SweepVerdict::Pass { planned } => {
+                write!(f, "sweep: pass: all {planned} planned runs passed")
+            }
+            SweepVerdict::Fail { failed, ran } => {
+                write!(
+                    f,
+                    "sweep: FAILED: {failed} of {ran} runs failed (marked above)"
+                )
+            }
+            SweepVerdict::Skip { skipped, planned } => write!(
+                f,
+                "sweep: skip: {skipped} of {planned} planned runs skipped (named above), \
+                 none failed"
+            ),
+            SweepVerdict::Stopped { ran, planned } => {
+                write!(f, "sweep: stopped after {ran} of {planned} planned runs")
+            }
+        }
+    }
+}
+
+/// The verdict of a sweep of `planned` runs from the `outcomes` of the runs it has, and
+/// whether it `stopped` early. In this order: a stopped sweep, or one with fewer outcomes
+/// than planned runs, is [`SweepVerdict::Stopped`]; any failed run makes it
+/// [`SweepVerdict::Fail`]; else any skipped run [`SweepVerdict::Skip`]; else every planned
+/// run passed: [`SweepVerdict::Pass`]. (A sweep of no planned runs cannot pass: the command
+/// line refuses `--runs 0`, and such a sweep is `Stopped`.)
+pub fn sweep_verdict<'a>(
+    outcomes: impl IntoIterator<Item = &'a Outcome>,
+    planned: usize,
+    stopped: bool,
+) -> SweepVerdict {
+    let (mut ran, mut failed, mut skipped) = (0, 0, 0);
+    for o in outcomes {
+        ran += 1;
+        match o {
+            Outcome::Ok => {}
+            Outcome::Failed(_) => failed += 1,
+            Outcome::Skipped(_) => skipped += 1,
+        }
+    }
+    if stopped || ran < planned || planned == 0 {
+        SweepVerdict::Stopped { ran, planned }
+    } else if failed > 0 {
+        SweepVerdict::Fail { failed, ran }
+    } else if skipped > 0 {
+        SweepVerdict::Skip { skipped, planned }
+    } else {
+        SweepVerdict::Pass { planned }
+    }
+}
+
 /// The numbers of one run that the table, the CSV and the plot show; `None` where the run
 /// has no such figure.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -535,6 +648,122 @@ mod tests {
             peer_tx_gbps: Some(dev),
             ..Numbers::default()
         }
+    }
+
+    /// The sweep's verdict, table-driven: a failure wins over a skip, a skip over passes,
+    /// a stop over everything; a single skipped run of many makes the sweep a skip (exit 4),
+    /// not a pass (before: exit 0 whenever any run passed).
+    #[test]
+    fn the_sweep_verdict_is_decided_by_every_planned_run() {
+        use SweepVerdict::*;
+        let ok = || Outcome::Ok;
+        let fail = || Outcome::Failed("flow 0: mismatch".into());
+        let skip = || Outcome::Skipped("skip: too few hugepages".into());
+        // (outcomes, planned, stopped, verdict, exit code, JSON verdict)
+        type Case = (Vec<Outcome>, usize, bool, SweepVerdict, u8, &'static str);
+        let cases: Vec<Case> = vec![
+            (
+                vec![ok(), ok(), ok(), ok()],
+                4,
+                false,
+                Pass { planned: 4 },
+                0,
+                "pass",
+            ),
+            (vec![ok()], 1, false, Pass { planned: 1 }, 0, "pass"),
+            (
+                vec![ok(), fail(), ok(), ok()],
+                4,
+                false,
+                Fail { failed: 1, ran: 4 },
+                1,
+                "fail",
+            ),
+            (
+                vec![fail(), fail()],
+                2,
+                false,
+                Fail { failed: 2, ran: 2 },
+                1,
+                "fail",
+            ),
+            // The finding: the 16K point skipped for lack of hugepages, the others passed.
+            (
+                vec![ok(), skip(), ok(), ok(), skip(), ok()],
+                6,
+                false,
+                Skip {
+                    skipped: 2,
+                    planned: 6,
+                },
+                4,
+                "skip",
+            ),
+            (
+                vec![skip(), skip()],
+                2,
+                false,
+                Skip {
+                    skipped: 2,
+                    planned: 2,
+                },
+                4,
+                "skip",
+            ),
+            (
+                vec![ok(), skip(), fail()],
+                3,
+                false,
+                Fail { failed: 1, ran: 3 },
+                1,
+                "fail",
+            ),
+            (
+                vec![ok(), ok()],
+                4,
+                true,
+                Stopped { ran: 2, planned: 4 },
+                1,
+                "fail",
+            ),
+            (
+                vec![ok(), ok(), ok(), ok()],
+                4,
+                true,
+                Stopped { ran: 4, planned: 4 },
+                1,
+                "fail",
+            ),
+            (vec![], 4, true, Stopped { ran: 0, planned: 4 }, 1, "fail"),
+            // Fewer outcomes than planned runs is never a pass, stopped or not.
+            (
+                vec![ok(), ok()],
+                3,
+                false,
+                Stopped { ran: 2, planned: 3 },
+                1,
+                "fail",
+            ),
+            (vec![], 0, false, Stopped { ran: 0, planned: 0 }, 1, "fail"),
+        ];
+        for (outcomes, planned, stopped, want, code, name) in cases {
+            let got = sweep_verdict(&outcomes, planned, stopped);
+            assert_eq!(got, want, "{outcomes:?} of {planned}, stopped {stopped}");
+            assert_eq!(got.exit_code(), code, "{want:?}");
+            assert_eq!(got.name(), name, "{want:?}");
+        }
+        assert_eq!(
+            Skip {
+                skipped: 2,
+                planned: 6
+            }
+            .to_string(),
+            "sweep: skip: 2 of 6 planned runs skipped (named above), none failed"
+        );
+        assert_eq!(
+            Pass { planned: 4 }.to_string(),
+            "sweep: pass: all 4 planned runs passed"
+        );
     }
 
     /// Mean and sample sd over the passed runs only; a point without runs has none.
