@@ -469,8 +469,9 @@ fn output(
 ) -> Result<()> {
     let mut text = results::table(plan, records);
     text.push_str(&format!(
-        "mean +/- sample sd over the runs that passed; {} runs of {:.1} s per point, \
-         interleaved (run 1 of every point, then run 2, ...)\n",
+        "mean +/- sample sd over the runs that passed (n: the runs column; no sd, '-', for one \
+         run); {} runs of {:.1} s per point, interleaved (run 1 of every point, then run 2, \
+         ...)\n",
         plan.runs,
         a.duration.as_secs_f64()
     ));

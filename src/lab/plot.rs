@@ -1,5 +1,6 @@
 //! `--plot FILE.svg`: the swept value against RX Gbit/s (device RX where the run has it, else
-//! the flows' payload) and app sys %, each point's mean with `+/- sd` error bars, drawn with
+//! the flows' payload) and app sys %, each point's mean with `+/- sd` error bars (none for a
+//! point of one run, which has no sd) and its run count in its label (`4K (n=3)`), drawn with
 //! the `plotters` SVG backend. Text goes into the SVG as text elements (the backend measures
 //! it with its built-in estimate, so no system font is read); the viewer picks the face.
 
@@ -46,7 +47,8 @@ pub fn svg(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
     Ok(out)
 }
 
-/// One panel: `column`'s mean per point with `+/- sd` bars.
+/// One panel: `column`'s mean per point with `+/- sd` bars (where a point has more than one
+/// run), each point labelled with its n.
 fn panel(
     area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
     plan: &Plan,
@@ -62,7 +64,7 @@ fn panel(
         .collect();
     let top = stats
         .iter()
-        .map(|(_, s)| s.mean + s.sd)
+        .map(|(_, s)| s.mean + s.sd.unwrap_or(0.0))
         .fold(0.0f64, f64::max);
     let ymax = if top > 0.0 { top * 1.15 } else { 1.0 };
     let mut chart = ChartBuilder::on(area)
@@ -73,8 +75,12 @@ fn panel(
         // A segmented range of 0..k has the k + 1 segments 0..=k.
         .build_cartesian_2d((0..n.saturating_sub(1)).into_segmented(), 0f64..ymax)
         .map_err(|e| e.to_string())?;
+    // Each point's label says over how many runs its mean is taken.
     let label = |v: &SegmentValue<usize>| match v {
-        SegmentValue::CenterOf(p) if *p < n => plan.show(*p),
+        SegmentValue::CenterOf(p) if *p < n => match stats.iter().find(|(q, _)| q == p) {
+            Some((_, s)) => format!("{} (n={})", plan.show(*p), s.n),
+            None => plan.show(*p),
+        },
         _ => String::new(),
     };
     chart
@@ -95,16 +101,18 @@ fn panel(
             colour.stroke_width(2),
         ))
         .map_err(|e| e.to_string())?;
+    // One run has no sd, so no bar.
     chart
-        .draw_series(stats.iter().map(|(p, s)| {
-            ErrorBar::new_vertical(
+        .draw_series(stats.iter().filter_map(|(p, s)| {
+            let sd = s.sd?;
+            Some(ErrorBar::new_vertical(
                 at(*p),
-                (s.mean - s.sd).max(0.0),
+                (s.mean - sd).max(0.0),
                 s.mean,
-                s.mean + s.sd,
+                s.mean + sd,
                 colour.stroke_width(2),
                 12,
-            )
+            ))
         }))
         .map_err(|e| e.to_string())?;
     chart
@@ -129,9 +137,11 @@ mod tests {
             Some(&Sweep::parse("rx-page-size=4096,16384,65536", 4096).unwrap()),
             2,
         );
+        // The 64K point keeps one run (its second left out, as a failed one would be).
         let records: Vec<RunRecord> = plan
             .order()
             .into_iter()
+            .filter(|slot| !(slot.point == 2 && slot.run == 1))
             .map(|slot| RunRecord {
                 slot,
                 outcome: Outcome::Ok,
@@ -150,15 +160,24 @@ mod tests {
         for text in [
             "RX dev Gbit/s (qstats), mean +/- sd",
             "app sys %, mean +/- sd",
-            "\n4K\n",
-            "\n16K\n",
-            "\n64K\n",
+            "\n4K (n=2)\n",
+            "\n16K (n=2)\n",
+            "\n64K (n=1)\n",
             "rx-page-size",
         ] {
             assert!(svg.contains(text), "no {text:?} in the plot");
         }
-        // Three points per panel: a filled circle each, which the backend draws as two.
-        assert_eq!(svg.matches("<circle").count(), 12, "{svg}");
+        // Three points per panel, a filled circle each; an error bar (three lines and a
+        // hollow circle at the mean, in the panel's colour) for each point of two runs, none
+        // for the point of one run, which has no sd (before: a bar of +/- 0 there too).
+        for colour in ["#0000FF", "#FF0000"] {
+            let point = format!("r=\"4\" opacity=\"1\" fill=\"{colour}\"");
+            assert_eq!(svg.matches(&point).count(), 3, "{colour}: {svg}");
+            let bar_line = format!("<line opacity=\"1\" stroke=\"{colour}\" stroke-width=\"2\"");
+            assert_eq!(svg.matches(&bar_line).count(), 2 * 3, "{colour}: {svg}");
+            let bar_mark = format!("r=\"6\" opacity=\"1\" fill=\"none\" stroke=\"{colour}\"");
+            assert_eq!(svg.matches(&bar_mark).count(), 2, "{colour}: {svg}");
+        }
         // Without device figures the RX panel says it shows the payload.
         let plain: Vec<RunRecord> = records
             .iter()

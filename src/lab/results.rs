@@ -9,8 +9,9 @@
 //! follow the zcrx series (MB/s and the app CPUs' `%usr %sys %soft %idle`); for `autorelease`
 //! the token-management series' `RX worker idle %` comes first. A value is `mean +/- sd` over
 //! the runs of that point that passed (sample standard deviation, [`crate::stats::mean_sd`]);
-//! `-` where no run has the figure (a plain receiver has no device counters: the socket's
-//! figure is never copied into `RX dev Gbps`).
+//! one run has no sd (`mean +/- -`); a figure that only some of the passed runs have says its
+//! count (` (n=K)`); `-` where no run has the figure (a plain receiver has no device counters:
+//! the socket's figure is never copied into `RX dev Gbps`).
 
 use serde_json::Value;
 
@@ -454,9 +455,10 @@ pub fn all_columns() -> Vec<Column> {
 pub struct Stat {
     /// Mean.
     pub mean: f64,
-    /// Sample standard deviation (0 for one run).
-    pub sd: f64,
-    /// Runs counted.
+    /// Sample standard deviation (n − 1 in the denominator); `None` for one run, which has
+    /// none (the table shows `-`, the JSON `null`, the plot no error bar).
+    pub sd: Option<f64>,
+    /// Runs counted (1 or more).
     pub n: usize,
 }
 
@@ -473,9 +475,30 @@ pub fn stat(records: &[RunRecord], point: usize, column: &Column) -> Option<Stat
     let (mean, sd) = crate::stats::mean_sd(&values);
     Some(Stat {
         mean,
-        sd,
+        sd: (values.len() > 1).then_some(sd),
         n: values.len(),
     })
+}
+
+/// How many runs of `point` passed.
+fn passed(records: &[RunRecord], point: usize) -> usize {
+    records
+        .iter()
+        .filter(|r| r.slot.point == point && r.outcome == Outcome::Ok)
+        .count()
+}
+
+/// A statistic as the table shows it: `mean +/- sd` with `decimals` decimals, `-` for the sd
+/// of one run, and ` (n=K)` after it when K differs from `passed` (the runs column's count:
+/// a figure some of the passed runs do not have).
+pub fn stat_cell(s: &Stat, decimals: usize, passed: usize) -> String {
+    let sd =
+        s.sd.map_or_else(|| "-".to_string(), |sd| format!("{sd:.decimals$}"));
+    let mut cell = format!("{:.decimals$} +/- {sd}", s.mean);
+    if s.n != passed {
+        cell.push_str(&format!(" (n={})", s.n));
+    }
+    cell
 }
 
 /// What happened to the runs of one point: passed, failed, skipped of how many planned.
@@ -512,7 +535,7 @@ pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
         let mut row = vec![plan.show(point)];
         for c in &cols {
             row.push(match stat(records, point, c) {
-                Some(s) => format!("{:.d$} +/- {:.d$}", s.mean, s.sd, d = c.decimals),
+                Some(s) => stat_cell(&s, c.decimals, passed(records, point)),
                 None => "-".into(),
             });
         }
@@ -595,7 +618,8 @@ pub fn numbers_json(n: &Numbers) -> Value {
 }
 
 /// Every point's statistics as JSON: `[{"value", "label", "runs_ok", "columns": {key:
-/// {"mean", "sd", "n"}}}]`.
+/// {"mean", "sd", "n"}}}]`, `sd` `null` for one run and a column `null` where no passed run
+/// has the figure.
 pub fn points_json(plan: &Plan, records: &[RunRecord]) -> Value {
     (0..plan.points.len())
         .map(|p| {
@@ -612,7 +636,7 @@ pub fn points_json(plan: &Plan, records: &[RunRecord]) -> Value {
             serde_json::json!({
                 "value": plan.points[p],
                 "label": plan.show(p),
-                "runs_ok": records.iter().filter(|r| r.slot.point == p && r.outcome == Outcome::Ok).count(),
+                "runs_ok": passed(records, p),
                 "columns": cols,
             })
         })
@@ -779,13 +803,14 @@ mod tests {
         ];
         let st = stat(&recs, 0, &RX_DEV).unwrap();
         assert_eq!((st.mean, st.n), (2.0, 2));
-        assert!(
-            (st.sd - std::f64::consts::SQRT_2).abs() < 1e-12,
-            "{}",
-            st.sd
-        );
+        let sd = st.sd.unwrap();
+        assert!((sd - std::f64::consts::SQRT_2).abs() < 1e-12, "{sd}");
         let one = stat(&recs, 1, &APP_SYS).unwrap();
-        assert_eq!((one.mean, one.sd, one.n), (5.0, 0.0, 1));
+        assert_eq!(
+            (one.mean, one.sd, one.n),
+            (5.0, None, 1),
+            "one run has no sample sd (before: Some(0.0))"
+        );
         assert_eq!(stat(&recs, 1, &COMPLETIONS), None);
         assert_eq!(runs_cell(&recs, 0, 3), "2/3 FAILED 1");
     }
@@ -810,11 +835,70 @@ mod tests {
         let want = "\
 niov  RX dev Gbps     RX flow avg Gbps  app sys %     app idle %    softirq %    RX Gbps         frags/GiB     DONTNEED/GiB  peer TX Gbps    runs
 4K    10.00 +/- 1.41  2.50 +/- 0.35     41.0 +/- 1.4  59.0 +/- 1.4  1.0 +/- 0.0  10.00 +/- 1.41  262144 +/- 0  1024 +/- 0    10.00 +/- 1.41  2/2
-64K   9.50 +/- 0.00   2.38 +/- 0.00     30.0 +/- 0.0  70.0 +/- 0.0  1.0 +/- 0.0  9.50 +/- 0.00   262144 +/- 0  1024 +/- 0    9.50 +/- 0.00   1/2 FAILED 1
+64K   9.50 +/- -      2.38 +/- -        30.0 +/- -    70.0 +/- -    1.0 +/- -    9.50 +/- -      262144 +/- -  1024 +/- -    9.50 +/- -      1/2 FAILED 1
 FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
 ";
         assert_eq!(table(&plan, &recs), want);
         assert!(want.starts_with("niov  RX dev Gbps     RX flow avg Gbps  app sys %"));
+    }
+
+    /// A point left with one passed run: no sd anywhere (`-` in the table, `null` in the
+    /// JSON), n said; a figure only some passed runs have says its own n in the table.
+    /// Before: `+/- 0.00` and `"sd": 0.0`.
+    #[test]
+    fn one_run_has_no_sd() {
+        let plan = Plan::new(Some(&Sweep::parse("flows=1,2", 4096).unwrap()), 3);
+        let mut partial = nums(4.0, 1.0, 20.0);
+        partial.rx_dev_gbps = None;
+        let recs = vec![
+            record(&plan, 0, Outcome::Ok, nums(2.0, 1.0, 10.0)),
+            record(&plan, 1, Outcome::Ok, nums(3.0, 1.0, 10.0)),
+            record(&plan, 2, Outcome::Ok, nums(2.0, 1.0, 30.0)),
+            record(&plan, 3, Outcome::Failed("x".into()), Numbers::default()),
+            record(&plan, 4, Outcome::Ok, partial),
+        ];
+        let points = points_json(&plan, &recs);
+        let one = &points[1]["columns"]["rx_dev_gbps"];
+        assert_eq!(one, &serde_json::json!({"mean": 3.0, "sd": null, "n": 1}));
+        assert_eq!(points[1]["runs_ok"], 1);
+        let two = &points[0]["columns"]["app_sys_pct"];
+        assert_eq!(two, &serde_json::json!({"mean": 20.0, "sd": 10.0, "n": 3}));
+        let t = table(&plan, &recs);
+        let rows: Vec<&str> = t.lines().collect();
+        assert!(
+            rows[1].starts_with("1      2.00 +/- 0.00 (n=2)  1.00 +/- 0.00     20.0 +/- 10.0"),
+            "{t}"
+        );
+        assert!(
+            rows[2].starts_with("2      3.00 +/- -           1.00 +/- -        10.0 +/- -"),
+            "{t}"
+        );
+        assert!(rows[1].ends_with("3/3"), "{t}");
+        assert!(rows[2].ends_with("1/3 FAILED 1"), "{t}");
+        assert_eq!(
+            stat_cell(
+                &Stat {
+                    mean: 1.5,
+                    sd: None,
+                    n: 1
+                },
+                2,
+                1
+            ),
+            "1.50 +/- -"
+        );
+        assert_eq!(
+            stat_cell(
+                &Stat {
+                    mean: 1.5,
+                    sd: Some(0.25),
+                    n: 2
+                },
+                1,
+                3
+            ),
+            "1.5 +/- 0.2 (n=2)"
+        );
     }
 
     #[test]
