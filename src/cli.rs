@@ -951,10 +951,19 @@ fn check_queue_range(t: &Typed, role: Role) -> Result<()> {
     }
 }
 
-/// The rules between options, after the table's refusals: `--send-pattern 0` (no size
+/// The rules between options, after the table's refusals: `-p 0` only where the listener
+/// names the port it got; `--send-pattern 0` (no size
 /// limit) only with a duration; the corrupted byte inside the stream; only a sender draws
 /// `--seed random`; nothing to verify with `--zcrx-nodev` or `-n`.
 fn check_rules(t: &Typed, role: Role) -> Result<()> {
+    let names_its_port = (role == Role::Plain && t.peer.is_none()) || role == Role::PeerServer;
+    if t.port == Some(0) && !names_its_port {
+        return Err(usage_err(
+            "-p: invalid port '0' (expected 1..=65535): port 0, a free port the kernel picks, \
+             is only for the listeners that name it (-l --plain without --peer, \
+             --peer-server)",
+        ));
+    }
     if t.pattern_bytes == Some(0) && t.duration.is_none() {
         return Err(usage_err(
             "--send-pattern 0: without --duration it would send nothing (0 = no size limit, \

@@ -262,7 +262,8 @@ pub(crate) struct Accepted {
 }
 
 /// Binds `-s`:`-p` with the receive buffer of `plan` (when it sets one) and the congestion
-/// control of `--tcp-cc` (accepted connections inherit both), and prints where it listens.
+/// control of `--tcp-cc` (accepted connections inherit both), and prints where it listens
+/// (`listening on [ADDR]:PORT`, PORT the bound one, so `-p 0` names the port it got).
 ///
 /// Errors: socket errors; `Error::Usage` for a congestion control the kernel does not have.
 pub(crate) fn listen(
@@ -279,7 +280,14 @@ pub(crate) fn listen(
     if let Some(p) = plan {
         log!(report, "receive buffer: {}", p.reason);
     }
-    log!(report, "listening on [{}]:{}", rx.addr.ip, rx.port);
+    // The bound port: `-p 0` asks the kernel for a free one, and this line is how a caller
+    // learns it (the same line as with a port given; then also with --quiet).
+    let port = socket::local_addr(listener.as_fd()).map_or(rx.port, |a| a.port());
+    let line = format_args!("listening on [{}]:{port}", rx.addr.ip);
+    match rx.port {
+        0 => report.warn(line),
+        _ => report.log(line),
+    }
     report.listening();
     Ok(listener)
 }

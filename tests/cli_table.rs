@@ -426,6 +426,35 @@ fn new_modes_carry_their_options() {
     assert_eq!(c, want);
 }
 
+/// `-p 0` (the kernel picks a free port, named in the listening line) is taken by the
+/// listeners that name the port they got, the plain receiver and the peer server, and refused
+/// everywhere the port is used before or beyond the listen: the devmem and zcrx servers (the
+/// flow rule), the senders, a sweep (the peer is told the port).
+#[test]
+fn port_0_only_where_the_listener_names_its_port() {
+    let ModeArgs::Plain(p) = run("-l --plain -s ::1 -p 0 -v 7").mode else {
+        panic!("not plain");
+    };
+    assert_eq!(p.rx.port, 0);
+    let ModeArgs::PeerServer(p) = run("--peer-server -s 127.0.0.1 -p 0").mode else {
+        panic!("not the peer server");
+    };
+    assert_eq!(p.port, 0);
+    for line in [
+        SERVER.replace("-p 5201", "-p 0"),
+        "-l --zcrx -f eth0 -s ::1 -p 0".into(),
+        "-f eth0 -s ::1 -p 0".into(),
+        "--send-pattern 1M -s ::1 -p 0 -v 7".into(),
+        "-l --plain -s ::1 -p 0 --peer ::1 --sweep flows=1".into(),
+    ] {
+        let m = usage_err(&line);
+        assert!(
+            m.starts_with("-p: invalid port '0' (expected 1..=65535): port 0"),
+            "`{line}`: {m}"
+        );
+    }
+}
+
 /// Adding `--plain` to a full devmem command line keeps every option the plain receiver
 /// uses, accepts (and ignores) the devmem-only ones, and switches the mode.
 #[test]

@@ -1,24 +1,57 @@
 //! The pattern sender, the peer server and the multi-flow receiver against hostile or broken
-//! peers, over loopback in the test's own network namespace (no root needed): a receiver that
-//! reads a little now and then, connections that send nothing, too little or a stream cut
-//! short, control clients that send terminal control characters. Every case bounds its own
-//! time, so a regression fails instead of hanging.
+//! peers, over the host's loopback (no root needed): a receiver that reads a little now and
+//! then, connections that send nothing, too little or a stream cut short, control clients that
+//! send terminal control characters. Every case bounds its own time, so a regression fails
+//! instead of hanging.
+//!
+//! The loopback is shared with every other process on the machine, so no port is picked by
+//! binding port 0 and releasing it (another socket could take it before the receiver binds,
+//! and its connections would go there: "0 of 2 flows connected" with both connects done).
+//! Receivers and the peer server listen on `-p 0` and the test reads the port from their
+//! listening line ([`Listening`]); a port where nothing may listen is held bound, not
+//! listening, for the whole test ([`ClosedPort`]).
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::bin::{text, BIN};
 
-/// A loopback port nothing listens on now (bound once by the test and released).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
+/// A loopback port held bound and not listening until drop: a connect there is refused
+/// (`ECONNREFUSED`), and no other socket can listen there meanwhile.
+struct ClosedPort {
+    _sock: OwnedFd,
+    port: u16,
+}
+
+impl ClosedPort {
+    fn new() -> ClosedPort {
+        use nix::sys::socket::SockaddrIn;
+        use nix::sys::socket::{bind, getsockname, socket, AddressFamily, SockFlag, SockType};
+        let sock = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .expect("socket");
+        let any = SockaddrIn::new(127, 0, 0, 1, 0);
+        bind(std::os::fd::AsRawFd::as_raw_fd(&sock), &any).expect("bind 127.0.0.1:0");
+        let a: SockaddrIn =
+            getsockname(std::os::fd::AsRawFd::as_raw_fd(&sock)).expect("getsockname");
+        ClosedPort {
+            _sock: sock,
+            port: a.port(),
+        }
+    }
+
+    fn arg(&self) -> String {
+        self.port.to_string()
+    }
 }
 
 /// Waits for `child` at most `limit`; kills it when it is still running then. Returns its
@@ -46,6 +79,83 @@ fn spawn(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn ncdevmem-rs")
+}
+
+/// A receiver or peer server started with `-p 0`, once it listens: the port the kernel gave
+/// it, read from its `listening on [ADDR]:PORT` (`control on [ADDR]:PORT`) line.
+struct Listening {
+    child: Child,
+    port: u16,
+    /// Its stderr up to and including that line.
+    head: String,
+    /// Reads the rest of its stderr.
+    rest: std::thread::JoinHandle<String>,
+}
+
+impl Listening {
+    /// Spawns `args` followed by `-p 0` and reads stderr until the listening line (at most
+    /// 20 s; a child that ends or stays silent fails the test with what it printed).
+    fn start(args: &[&str]) -> Listening {
+        let mut child = spawn(&[args, &["-p", "0"]].concat());
+        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+        let (send, recv) = std::sync::mpsc::channel();
+        std::thread::spawn(move || loop {
+            let mut line = String::new();
+            match err.read_line(&mut line) {
+                Ok(n) if n > 0 => {
+                    if send.send(line).is_err() {
+                        return;
+                    }
+                }
+                _ => return,
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut head = String::new();
+        let port = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match recv.recv_timeout(left) {
+                Ok(line) => line,
+                Err(e) => {
+                    let _ = child.kill();
+                    panic!("no listening line from {args:?} ({e}): {head}");
+                }
+            };
+            head.push_str(&line);
+            if let Some(port) = listening_port(&line) {
+                break port;
+            }
+        };
+        let rest = std::thread::spawn(move || recv.iter().collect());
+        Listening {
+            child,
+            port,
+            head,
+            rest,
+        }
+    }
+
+    /// [`wait_bounded`], with the whole stderr in the output.
+    fn wait(self, limit: Duration) -> (Output, bool) {
+        let (mut out, on_its_own) = wait_bounded(self.child, limit);
+        let rest = self.rest.join().expect("stderr reader");
+        out.stderr = format!("{}{rest}", self.head).into_bytes();
+        (out, on_its_own)
+    }
+}
+
+/// The port of a `ncdevmem-rs: listening on [ADDR]:PORT` or `... control on [ADDR]:PORT;`
+/// line.
+fn listening_port(line: &str) -> Option<u16> {
+    let at = line
+        .find("listening on [")
+        .or_else(|| line.find("control on ["))?;
+    let after = &line[at..];
+    let digits = &after[after.find("]:")? + 2..];
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    digits[..end].parse().ok()
 }
 
 /// A listener on loopback whose accepted connection reads `per` bytes every `every` for
@@ -112,27 +222,16 @@ fn a_slow_receiver_cannot_stretch_the_senders_duration() {
 /// The peer server's control port, started on loopback with `--max-duration 1` (killed on
 /// drop).
 struct Peer {
-    child: Option<Child>,
+    server: Option<Listening>,
     port: u16,
 }
 
 impl Peer {
     fn start() -> Peer {
-        let port = free_port();
-        let p = port.to_string();
-        let child = spawn(&[
-            "--peer-server",
-            "-s",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--max-duration",
-            "1",
-        ]);
-        common::wait_listening(child.id(), port);
+        let server = Listening::start(&["--peer-server", "-s", "127.0.0.1", "--max-duration", "1"]);
         Peer {
-            child: Some(child),
-            port,
+            port: server.port,
+            server: Some(server),
         }
     }
 
@@ -154,9 +253,10 @@ impl Peer {
 
     /// `signal`, then its stderr, asserting exit 0.
     fn stop_with(mut self, signal: nix::sys::signal::Signal) -> String {
-        let child = self.child.take().expect("the peer server");
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal);
-        let (out, on_its_own) = wait_bounded(child, Duration::from_secs(10));
+        let server = self.server.take().expect("the peer server");
+        let pid = nix::unistd::Pid::from_raw(server.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, signal);
+        let (out, on_its_own) = server.wait(Duration::from_secs(10));
         assert!(on_its_own, "the peer server ignored {signal}");
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "after {signal}: {err}");
@@ -166,9 +266,9 @@ impl Peer {
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(mut s) = self.server.take() {
+            let _ = s.child.kill();
+            let _ = s.child.wait();
         }
     }
 }
@@ -244,43 +344,40 @@ fn receive_from(
     extra: &[&str],
     conns: &[Vec<u8>],
 ) -> (Option<i32>, String, serde_json::Value) {
-    let port = free_port();
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let json = std::env::temp_dir().join(format!(
-        "ncdevmem-hostile-{}-{port}.json",
+        "ncdevmem-hostile-{}-{run}.json",
         std::process::id()
     ));
     let rx = plain_receiver(
-        port,
         flows,
         &[&["--json", json.to_str().unwrap()], extra].concat(),
     );
     let socks: Vec<TcpStream> = conns
         .iter()
-        .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+        .map(|_| TcpStream::connect(("127.0.0.1", rx.port)).expect("connect"))
         .collect();
     for (mut s, data) in socks.into_iter().zip(conns) {
         s.write_all(data).expect("write");
         drop(s);
     }
-    let (out, on_its_own) = wait_bounded(rx, Duration::from_secs(20));
+    let (out, on_its_own) = rx.wait(Duration::from_secs(20));
     assert!(on_its_own, "the receiver hung: {}", text(&out.stderr));
     let j = common::bin::read_json(&json);
     let _ = std::fs::remove_file(&json);
     (out.status.code(), text(&out.stderr), j)
 }
 
-/// The plain receiver of `flows` flows of the keyed stream of seed 3 on loopback `port`
-/// (`--timeout 10`, then `extra`), once it listens.
-fn plain_receiver(port: u16, flows: u32, extra: &[&str]) -> Child {
-    let p = port.to_string();
+/// The plain receiver of `flows` flows of the keyed stream of seed 3 on loopback, on a port
+/// the kernel picks (`--timeout 10`, then `extra`), once it listens.
+fn plain_receiver(flows: u32, extra: &[&str]) -> Listening {
     let n = flows.to_string();
     let mut args = vec![
         "-l",
         "--plain",
         "-s",
         "127.0.0.1",
-        "-p",
-        &p,
         "--flows",
         &n,
         "--seed",
@@ -289,9 +386,7 @@ fn plain_receiver(port: u16, flows: u32, extra: &[&str]) -> Child {
         "10",
     ];
     args.extend_from_slice(extra);
-    let rx = spawn(&args);
-    common::wait_listening(rx.id(), port);
-    rx
+    Listening::start(&args)
 }
 
 /// A validated multi-flow run fails a connection that sent nothing, as a single-flow run does
@@ -314,16 +409,15 @@ fn a_connection_that_sends_nothing_fails_a_validated_multi_flow_run() {
 /// validated", which cannot tell a receiver that never read from data that never arrived).
 #[test]
 fn a_silent_flow_of_a_timed_run_fails_with_what_the_kernel_received() {
-    let port = free_port();
-    let rx = plain_receiver(port, 2, &["--duration", "2"]);
-    let silent = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    let mut busy = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let rx = plain_receiver(2, &["--duration", "2"]);
+    let silent = TcpStream::connect(("127.0.0.1", rx.port)).expect("connect");
+    let mut busy = TcpStream::connect(("127.0.0.1", rx.port)).expect("connect");
     let data = keyed(3, 1, 2, 4 << 20);
     let writer = std::thread::spawn(move || {
         let _ = busy.write_all(&data);
         busy
     });
-    let (out, on_its_own) = wait_bounded(rx, Duration::from_secs(20));
+    let (out, on_its_own) = rx.wait(Duration::from_secs(20));
     drop(silent);
     drop(writer.join());
     let err = text(&out.stderr);
@@ -395,8 +489,10 @@ fn a_connection_too_short_to_name_its_flow_is_no_flows_carrier() {
 fn unwritable_csv_and_plot_paths_are_refused_before_the_sweep() {
     let dir = std::env::temp_dir();
     let dir = dir.to_str().unwrap();
-    let port = free_port().to_string();
-    let ctrl = free_port().to_string();
+    // The peer's port and the receiver's: nothing listens there (the sweep ends before it
+    // would listen on its own).
+    let (data, peer) = (ClosedPort::new(), ClosedPort::new());
+    let (port, ctrl) = (data.arg(), peer.arg());
     for (flag, path, why) in [
         ("--csv", dir, "is a directory"),
         ("--plot", dir, "is a directory"),
@@ -438,8 +534,10 @@ fn unwritable_csv_and_plot_paths_are_refused_before_the_sweep() {
 /// printed once, beside what stopped the sweep (before, it was printed twice).
 #[test]
 fn an_output_that_fails_at_the_end_is_printed_once() {
-    let port = free_port().to_string();
-    let ctrl = free_port().to_string();
+    // The peer's port and the receiver's: nothing listens there (the sweep ends before it
+    // would listen on its own).
+    let (data, peer) = (ClosedPort::new(), ClosedPort::new());
+    let (port, ctrl) = (data.arg(), peer.arg());
     let child = spawn(&[
         "-l",
         "--plain",
@@ -470,8 +568,6 @@ fn an_output_that_fails_at_the_end_is_printed_once() {
 /// connection within 999 ms" for `--timeout 1`, and what was left of it for a later flow).
 #[test]
 fn an_accept_timeout_names_the_timeout_given() {
-    let port = free_port();
-    let p = port.to_string();
     for (flows, want) in [
         ("1", "no connection within 1000 ms\n"),
         (
@@ -479,13 +575,11 @@ fn an_accept_timeout_names_the_timeout_given() {
             "no connection within 1000 ms: 0 of 3 flows connected within --timeout\n",
         ),
     ] {
-        let child = spawn(&[
+        let rx = Listening::start(&[
             "-l",
             "--plain",
             "-s",
             "127.0.0.1",
-            "-p",
-            &p,
             "-v",
             "7",
             "--timeout",
@@ -493,10 +587,38 @@ fn an_accept_timeout_names_the_timeout_given() {
             "--flows",
             flows,
         ]);
-        let (out, on_its_own) = wait_bounded(child, Duration::from_secs(20));
+        let (out, on_its_own) = rx.wait(Duration::from_secs(20));
         assert!(on_its_own);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(err.contains(want), "{err}");
+    }
+}
+
+/// `-p 0`: the receiver's listening line names the port the kernel gave it, in the line's
+/// usual form, and it accepts there; with `--quiet` the line is still printed (it is the only
+/// way to learn the port).
+#[test]
+fn port_0_names_the_port_it_got() {
+    for quiet in [&[][..], &["--quiet"][..]] {
+        let rx = plain_receiver(1, quiet);
+        assert_ne!(rx.port, 0);
+        assert_eq!(
+            rx.head.lines().last(),
+            Some(format!("ncdevmem-rs: listening on [127.0.0.1]:{}", rx.port).as_str()),
+            "{quiet:?}: {}",
+            rx.head
+        );
+        let mut s = TcpStream::connect(("127.0.0.1", rx.port)).expect("connect");
+        s.write_all(&keyed(3, 0, 1, 10_000)).expect("write");
+        drop(s);
+        let (out, on_its_own) = rx.wait(Duration::from_secs(20));
+        assert!(on_its_own);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{quiet:?}: {}",
+            text(&out.stderr)
+        );
     }
 }

@@ -5,15 +5,16 @@ something is still an object the schema must accept)."""
 
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
 from conftest import REPO
-
-import ksft_proc
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -47,23 +48,57 @@ def run_json(binary, args, timeout=30):
             os.unlink(path)
 
 
-def listening(port, timeout=10):
-    """Waits until something listens on ``port`` (tcp6 or tcp)."""
-    want = f":{port:04X} "
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for name in ("/proc/net/tcp6", "/proc/net/tcp"):
-            with open(name) as f:
-                for line in f.readlines()[1:]:
-                    cols = line.split()
-                    if (cols[1] + " ").endswith(want) and cols[3] == "0A":
-                        return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listens on {port}")
+class Listening:
+    """``binary args -p 0`` once it listens: the port the kernel gave it, from its ``listening
+    on [ADDR]:PORT`` (``control on [ADDR]:PORT``) line. Loopback is shared with every process
+    here, so no port is picked by binding and releasing it (another socket could take it before
+    the receiver binds and receive its connections)."""
+
+    def __init__(self, binary, args, timeout=20):
+        self.proc = subprocess.Popen([binary, *args, "-p", "0"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        found = threading.Event()
+        self.port = None
+
+        def read():
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                m = re.search(r"(?:listening|control) on \[[^]]*\]:(\d+)", line)
+                if m and self.port is None:
+                    self.port = int(m.group(1))
+                    found.set()
+            found.set()
+
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
+        if not found.wait(timeout) or self.port is None:
+            self.proc.kill()
+            raise AssertionError(f"no listening line from {args}: {''.join(self.lines)}")
+
+    def wait(self, timeout=30):
+        """Waits for the process, returns (exit code, its whole stderr)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            self.proc.kill()
+        self.reader.join(timeout=10)
+        return self.proc.returncode, "".join(self.lines)
+
+
+class ClosedPort:
+    """A ::1 port held bound and not listening: a connect there is refused, and nobody else can
+    listen there while the test runs."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        self.sock.bind(("::1", 0))
+        self.port = str(self.sock.getsockname()[1])
 
 
 def test_early_ends_and_skips_match_the_schema(binary, validator):
-    port = str(ksft_proc.rand_port())
+    closed = ClosedPort()
+    port = closed.port
     cases = [
         (["-f", "lo"], "probe"),
         (["-f", "nosuch0"], "probe"),
@@ -71,7 +106,7 @@ def test_early_ends_and_skips_match_the_schema(binary, validator):
         (["-l", "-f", "lo", "-s", "::1", "-p", port, "-v", "7", "--timeout", "1"], "devmem"),
         (["-l", "--zcrx", "-f", "lo", "-s", "::1", "-p", port, "-v", "7", "--timeout", "0.5"], "io_uring zcrx"),
         (["-f", "lo", "-s", "::1", "-p", port, "--timeout", "0.3"], "devmem-tx"),
-        (["-l", "--plain", "-s", "::1", "-p", port, "-v", "7", "--timeout", "0.3"], "plain TCP"),
+        (["-l", "--plain", "-s", "::1", "-p", "0", "-v", "7", "--timeout", "0.3"], "plain TCP"),
         (["--send-pattern", "1K", "-s", "::1", "-p", port, "-v", "7", "--timeout", "0.3"], "pattern-sender"),
         (["--send-pattern", "1K", "-s", "::1", "-p", port, "-v", "7", "--timeout", "0.3", "--flows", "2"], "pattern-sender"),
         (["-l", "--plain", "-s", "::1", "-p", port, "--peer", "::1", "--peer-port", port, "--runs", "1", "--duration", "1"], "sweep"),
@@ -95,44 +130,39 @@ def test_transfers_and_a_stopped_sender_match_the_schema(binary, validator):
         (["--seed", "4", "--flows", "2"], ["--send-pattern", "1M", "--seed", "4", "--flows", "2"]),
         (["-v", "7", "--expect-bytes", "2M"], ["--send-pattern", "1M", "-v", "7"]),  # a failed receive
     ):
-        port = str(ksft_proc.rand_port())
         with tempfile.TemporaryDirectory() as d:
             rx_json, tx_json = os.path.join(d, "rx.json"), os.path.join(d, "tx.json")
-            rx = subprocess.Popen(
-                [binary, "-l", "--plain", "-s", "::1", "-p", port, "--timeout", "10", *rx_extra, "--json", rx_json],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            rx = Listening(binary, ["-l", "--plain", "-s", "::1", "--timeout", "10", *rx_extra, "--json", rx_json])
+            tx = subprocess.run(
+                [binary, "-s", "::1", "-p", str(rx.port), *tx_extra, "--json", tx_json],
+                capture_output=True, text=True, timeout=30,
             )
-            try:
-                listening(int(port))
-                tx = subprocess.run(
-                    [binary, "-s", "::1", "-p", port, *tx_extra, "--json", tx_json],
-                    capture_output=True, text=True, timeout=30,
-                )
-                _, rx_err = rx.communicate(timeout=30)
-            finally:
-                rx.kill()
-            for path, rc, err in ((rx_json, rx.returncode, rx_err), (tx_json, tx.returncode, tx.stderr)):
+            rx_rc, rx_err = rx.wait()
+            for path, rc, err in ((rx_json, rx_rc, rx_err), (tx_json, tx.returncode, tx.stderr)):
                 with open(path) as f:
                     doc = json.load(f)
                 check(validator, doc, f"{path} (exit {rc}: {err.strip()})")
                 assert doc["verdict"] == ("pass" if rc == 0 else "fail"), doc
                 assert doc["bytes"] > 0, doc
 
-    port = str(ksft_proc.rand_port())
+    # The sender is stopped once the receiver has received (its first progress line), not
+    # after a fixed time: under load a sender started 0.5 s before may not have sent yet.
     with tempfile.TemporaryDirectory() as d:
         tx_json = os.path.join(d, "tx.json")
-        rx = subprocess.Popen([binary, "-l", "--plain", "-s", "::1", "-p", port, "-v", "7", "--timeout", "10"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rx = Listening(binary, ["-l", "--plain", "-s", "::1", "-v", "7", "--timeout", "10", "--progress", "0.1"])
+        tx = subprocess.Popen([binary, "--send-pattern", "100G", "-s", "::1", "-p", str(rx.port), "-v", "7",
+                               "--json", tx_json],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            listening(int(port))
-            tx = subprocess.Popen([binary, "--send-pattern", "100G", "-s", "::1", "-p", port, "-v", "7", "--json", tx_json],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            time.sleep(0.5)
+            deadline = time.monotonic() + 30
+            while not any(line.startswith("rx progress") for line in rx.lines):
+                assert time.monotonic() < deadline and tx.poll() is None, "".join(rx.lines)
+                time.sleep(0.02)
             tx.send_signal(signal.SIGINT)
             _, err = tx.communicate(timeout=30)
-            rx.wait(timeout=30)
         finally:
-            rx.kill()
+            tx.kill()
+            rx.wait()
         assert tx.returncode == 1, err
         with open(tx_json) as f:
             doc = json.load(f)
@@ -142,22 +172,16 @@ def test_transfers_and_a_stopped_sender_match_the_schema(binary, validator):
 
 
 def test_a_stopped_peer_server_matches_the_schema(binary, validator):
-    port = ksft_proc.rand_port()
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "peer.json")
-        peer = subprocess.Popen([binary, "--peer-server", "-s", "::1", "-p", str(port), "--json", path],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            listening(port)
-            peer.send_signal(signal.SIGTERM)
-            _, err = peer.communicate(timeout=30)
-        finally:
-            peer.kill()
+        peer = Listening(binary, ["--peer-server", "-s", "::1", "--json", path])
+        peer.proc.send_signal(signal.SIGTERM)
+        rc, err = peer.wait()
         with open(path) as f:
             doc = json.load(f)
-        check(validator, doc, f"peer server (exit {peer.returncode}: {err})")
+        check(validator, doc, f"peer server (exit {rc}: {err})")
         assert doc["mode"] == "peer-server"
-        assert doc["verdict"] == ("pass" if peer.returncode == 0 else "fail"), doc
+        assert doc["verdict"] == ("pass" if rc == 0 else "fail"), doc
 
 
 def test_json_dash_is_one_object_on_stdout(binary, validator):

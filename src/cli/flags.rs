@@ -353,7 +353,9 @@ pub(super) const FLAGS: &[Flag] = &[
         hint: "PORT",
         expect: EXPECT_PORT,
         set: |t, v, _| {
-            let port = ranged("-p", "port", v, 1, 65535, EXPECT_PORT)?;
+            // 0 (the kernel picks a free port) is taken here and refused in check_rules for
+            // every mode but the ones that listen and say where.
+            let port = ranged("-p", "port", v, 0, 65535, EXPECT_PORT)?;
             set(&mut t.port, Some(port as u16))
         },
         roles: &[
@@ -368,7 +370,9 @@ pub(super) const FLAGS: &[Flag] = &[
         only: None,
         example: "4242",
         help: "TCP port, 1..=65535 (required for server and client; --peer-server: the\n\
-               control port, default 4343)",
+               control port, default 4343). 0, for -l --plain (not a sweep) and\n\
+               --peer-server only: the kernel picks a free port, named in the\n\
+               \"listening on\" (\"control on\") line",
         section: Section::C,
     },
     Flag {

@@ -112,12 +112,14 @@ pub(crate) fn run(a: &PeerServerArgs, report: &RunReport) -> Result<()> {
         devmem_tx: devmem.is_some(),
     };
     let listener = crate::sys::socket::tcp_listen_backlog(a.addr.with_port(a.port), None, 4)?;
-    crate::modes::log!(
-        report,
+    // The bound port: with `-p 0` the kernel picked it, and this line names it (then also
+    // with --quiet).
+    let port = crate::sys::socket::local_addr(listener.as_fd()).map_or(a.port, |s| s.port());
+    let line = format!(
         "peer server: control on [{}]:{}; each run at most {:.0} s and {} bytes, sent only to \
          the address of the client that asks; {}",
         a.addr.ip,
-        a.port,
+        port,
         limits.max_duration.as_secs_f64(),
         limits.max_bytes,
         match &devmem {
@@ -130,6 +132,10 @@ pub(crate) fn run(a: &PeerServerArgs, report: &RunReport) -> Result<()> {
             None => "plain TCP only (no -f IF: devmem TX runs are refused)".to_string(),
         }
     );
+    match a.port {
+        0 => report.warn(format_args!("{line}")),
+        _ => report.log(format_args!("{line}")),
+    }
     let quiet = report.quiet();
     let busy = AtomicBool::new(false);
     std::thread::scope(|scope| loop {
