@@ -2727,60 +2727,56 @@ const MF_BYTES: u64 = 16 << 20;
 
 /// The devmem server receiving 4 flows over 4 bound queues (`-t 4 -q 4` of 8): one binding,
 /// one RSS context over exactly queues 4..8, one rule on the server's address and port to
-/// it. First until the peers close (16 MiB of flow k's keyed stream on each flow): every
-/// flow's bytes validated in dmabuf frags, as many tokens released as frags, every flow on a
-/// bound queue, at least 2 of them used (a transfer whose four flows all hashed to one queue
-/// is done once more), no split frame outside them; then 5 s with 1 s of
-/// warm-up against a sender with no end of its own (the server's duration ends every flow
-/// cleanly); after each, the NIC (contexts included) as before and no binding left.
+/// it. First until the peers close (16 MiB of flow k's keyed stream on each flow), from four
+/// source ports chosen so that the module's Toeplitz hash puts each flow on its own queue
+/// ([`spread_ports`]): every flow's bytes validated in dmabuf frags, as many tokens released
+/// as frags, the four flows on the four queues 4..8, split frames on each of them and none
+/// outside; then 5 s with 1 s of warm-up against a sender with no end of its own (the
+/// server's duration ends every flow cleanly); after each, the NIC (contexts included) as
+/// before and no binding left.
 fn multi_flow(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::with_queues(ctx, 61, CTX_QUEUES, true)?;
     let before = NicState::take(&nic.dut)?;
     let (port, seed) = (5620u16, "61");
     let flows = MF_FLOWS.to_string();
     let bytes = MF_BYTES.to_string();
-    // Four flows hash to one of the context's four queues each: all four on one queue is a
-    // fair outcome of the hash (1 in 64; seen once in the VM) that shows no spreading, so
-    // that transfer is done once more (1 in 4096 twice) and named in the case line.
-    let mut one_queue = None;
-    let (t, j, split) = loop {
-        let q0 = nic.queue_stats()?;
-        let t = nic.transfer(
-            port,
-            &[
-                "-s",
-                DUT4,
-                "-t",
-                "4",
-                "-q",
-                "4",
-                "--flows",
-                &flows,
-                "--seed",
-                seed,
-                "--verify-restore",
-            ],
-            &[
-                "--send-pattern",
-                &bytes,
-                "-s",
-                DUT4,
-                "--flows",
-                &flows,
-                "--seed",
-                seed,
-            ],
-        )?;
-        let j = t.expect_ok()?.clone();
-        let q1 = nic.queue_stats()?;
-        let split: Vec<u64> = q0.iter().zip(&q1).map(|(a, b)| b.split - a.split).collect();
-        let used = split[4..].iter().filter(|&&s| s > 0).count();
-        if used == 1 && one_queue.is_none() {
-            one_queue = Some(split);
-            continue;
-        }
-        break (t, j, split);
-    };
+    // Four flows on the context's four queues by their RSS hash: with ephemeral source ports
+    // all four on one queue is a fair outcome of the hash (1 in 64; seen once), which shows
+    // no spreading. The peer's ephemeral range is made four source ports whose hash under
+    // this boot's key puts each flow on its own queue, so every queue must get one.
+    let key = rss_key(ctx, &nic.dut)?;
+    let (first_port, want) = spread_ports(&key, port, MF_FLOWS as u32)?;
+    nic.peer_port_range(first_port, first_port + MF_FLOWS as u16 - 1)?;
+    let q0 = nic.queue_stats()?;
+    let t = nic.transfer(
+        port,
+        &[
+            "-s",
+            DUT4,
+            "-t",
+            "4",
+            "-q",
+            "4",
+            "--flows",
+            &flows,
+            "--seed",
+            seed,
+            "--verify-restore",
+        ],
+        &[
+            "--send-pattern",
+            &bytes,
+            "-s",
+            DUT4,
+            "--flows",
+            &flows,
+            "--seed",
+            seed,
+        ],
+    )?;
+    let j = t.expect_ok()?.clone();
+    let q1 = nic.queue_stats()?;
+    let split: Vec<u64> = q0.iter().zip(&q1).map(|(a, b)| b.split - a.split).collect();
     t.expect_log(&["RSS context", "NIC state matches its snapshot"])?;
     let per_flow = j["flows"].as_array().cloned().unwrap_or_default();
     if j["flow_count"] != MF_FLOWS || per_flow.len() != MF_FLOWS {
@@ -2814,17 +2810,15 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
             "split frames outside the bound queues 4..8: {split:?}"
         ));
     }
-    // The module's own counters, not only the tool's report: at least 2 bound queues got
-    // payload.
-    let used = split[4..].iter().filter(|&&s| s > 0).count();
-    if used < 2 {
+    // The module's own counters, not only the tool's report: each flow on its own queue, as
+    // the hash of its source port says, so every bound queue got payload.
+    if queues != [4, 5, 6, 7] || split[4..].contains(&0) {
         return Err(format!(
-            "{MF_FLOWS} flows over the context's queues 4..8: split frames per queue {split:?} \
-             (want at least 2 of 4..8){}",
-            one_queue
-                .as_ref()
-                .map(|f| format!(", as in the transfer before it ({f:?})"))
-                .unwrap_or_default()
+            "{MF_FLOWS} flows from source ports {first_port}..={} (hashed to queues {want:?}): \
+             the flows arrived on queues {queues:?}, split frames per queue {split:?} (want \
+             each of 4..8); {}",
+            first_port + MF_FLOWS as u16 - 1,
+            nic.stats_text()
         ));
     }
     // qstats rx-bytes count whole frames (headers included) on the bound queues over the
@@ -2940,7 +2934,7 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
          bound queue {pool_allocs:?}; the tool's user CPU {} of the app CPUs' busy time; \
          fixed time: {} bytes in {measured:.2} s after 1 s warm-up, app \
          sys {:.1} %, softirq {:.1} %, idle {:.1} %, the tool's user CPU {} of busy (TCG: \
-         shape, not speed){}",
+         shape, not speed); source ports {first_port}..={} (their hash: queues {want:?})",
         j["dmabuf_frags"],
         j["tokens_released"],
         j["dontneed_calls"],
@@ -2951,13 +2945,72 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
         cpu["softirq"].as_f64().unwrap_or(0.0),
         cpu["idle"].as_f64().unwrap_or(0.0),
         share(d),
-        one_queue
-            .map(|f| format!(
-                "; a first transfer's four flows all hashed to one queue ({f:?}), so it was \
-                 done once more"
-            ))
-            .unwrap_or_default(),
+        first_port + MF_FLOWS as u16 - 1,
     )))
+}
+
+/// The device's RSS key as `ethtool -x DEV` prints it (`RSS hash key:`, then `xx:xx:...`).
+fn rss_key(ctx: &Ctx, dev: &str) -> Result<Vec<u8>, String> {
+    let text = ethtool(ctx, &["-x", dev])?;
+    let line = text
+        .lines()
+        .skip_while(|l| !l.starts_with("RSS hash key:"))
+        .nth(1)
+        .ok_or_else(|| format!("ethtool -x {dev}: no RSS hash key: {text}"))?;
+    line.trim()
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|e| format!("ethtool -x {dev}: RSS hash key {line:?}: {e}"))
+}
+
+/// The Toeplitz hash of `input` under `key` (at least `input.len() + 4` bytes): for each
+/// input bit set, the 32 key bits starting at that bit's position are XORed in.
+fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
+    let bit = |i: usize| (key[i / 8] >> (7 - i % 8)) & 1;
+    let mut hash = 0u32;
+    for (i, byte) in input.iter().enumerate() {
+        for b in 0..8 {
+            if byte & (0x80 >> b) != 0 {
+                let at = i * 8 + b;
+                hash ^= (0..32).fold(0u32, |w, k| w << 1 | u32::from(bit(at + k)));
+            }
+        }
+    }
+    hash
+}
+
+/// The first of `n` consecutive source ports (from 40000 on) whose TCP/IPv4 flows from
+/// `PEER4` to `DUT4`:`dport` the software NIC hashes to `n` different queues of an RSS table
+/// spread evenly over `n` queues (queue = start + hash % n: the module takes the table entry
+/// at hash % 128, and the tool's context table is START + i % n), and those queues offsets
+/// in port order. The module's RSS input for TCP/IPv4: source and destination address, then
+/// source and destination port, in network byte order.
+fn spread_ports(key: &[u8], dport: u16, n: u32) -> Result<(u16, Vec<u32>), String> {
+    let (src, dst): (std::net::Ipv4Addr, std::net::Ipv4Addr) = (
+        PEER4.parse().map_err(|e| format!("{e}"))?,
+        DUT4.parse().map_err(|e| format!("{e}"))?,
+    );
+    let queue = |sport: u16| {
+        let mut input = Vec::with_capacity(12);
+        input.extend_from_slice(&src.octets());
+        input.extend_from_slice(&dst.octets());
+        input.extend_from_slice(&sport.to_be_bytes());
+        input.extend_from_slice(&dport.to_be_bytes());
+        toeplitz(key, &input) % n
+    };
+    (40000u16..60000)
+        .step_by(n as usize)
+        .find_map(|first| {
+            let q: Vec<u32> = (0..n as u16).map(|i| queue(first + i)).collect();
+            let mut sorted = q.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            (sorted.len() == n as usize).then_some((first, q))
+        })
+        .ok_or_else(|| {
+            format!("no {n} consecutive source ports in 40000..60000 spread over {n} queues")
+        })
 }
 
 /// The devmem server with 2 flows of one seed sharing bound queue 3 (`-t 3 -q 1`, one rule
@@ -4506,6 +4559,25 @@ impl<'c> Dnic<'c> {
         })
     }
 
+    /// Makes `first..=last` the peer namespace's whole ephemeral port range
+    /// (`net.ipv4.ip_local_port_range`, one per namespace; gone with the namespace): its
+    /// connections then come from those source ports.
+    fn peer_port_range(&self, first: u16, last: u16) -> Result<(), String> {
+        let out = run(ns_exec(self.ctx, &self.peer_ns).args([
+            "sh",
+            "-c",
+            &format!("echo {first} {last} > /proc/sys/net/ipv4/ip_local_port_range"),
+        ]))?;
+        if !out.status.success() {
+            return Err(format!(
+                "ip_local_port_range {first} {last} in {}: {}",
+                self.peer_ns,
+                output_text(&out)
+            ));
+        }
+        Ok(())
+    }
+
     /// The TX byte counter of `ifname` in the peer's namespace (`ip -s -j link`: the
     /// driver's `ndo_get_stats64`).
     fn peer_tx_bytes(&self, ifname: &str) -> Result<u64, String> {
@@ -4950,4 +5022,43 @@ pub fn kernel_log(_ctx: &Ctx) -> CaseResult {
          ({dnic} from devmem_nic); no detached page pool holds buffers (after NET_RX ran on \
          every CPU)"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The published RSS verification vector (Microsoft's 40-byte key): TCP/IPv4 from
+    /// 66.9.149.187:2794 to 161.142.100.80:1766 hashes to 0x51ccc178, the addresses alone to
+    /// 0x323e8fc2.
+    #[test]
+    fn toeplitz_gives_the_published_hashes() {
+        let key: Vec<u8> = (0..40)
+            .map(|i| {
+                u8::from_str_radix(
+                    &"6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa"
+                        [2 * i..2 * i + 2],
+                    16,
+                )
+                .unwrap()
+            })
+            .collect();
+        let addrs = [66, 9, 149, 187, 161, 142, 100, 80];
+        assert_eq!(toeplitz(&key, &addrs), 0x323e_8fc2);
+        let mut tcp = addrs.to_vec();
+        tcp.extend_from_slice(&2794u16.to_be_bytes());
+        tcp.extend_from_slice(&1766u16.to_be_bytes());
+        assert_eq!(toeplitz(&key, &tcp), 0x51cc_c178);
+    }
+
+    /// The ports found hash to as many different queues as asked, in port order.
+    #[test]
+    fn spread_ports_spread() {
+        let key: Vec<u8> = (0u8..40).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+        let (first, queues) = spread_ports(&key, 5620, 4).unwrap();
+        assert!(first >= 40000);
+        let mut q = queues.clone();
+        q.sort_unstable();
+        assert_eq!(q, [0, 1, 2, 3]);
+    }
 }
