@@ -13,7 +13,7 @@ export NCDEVMEM_REQUIRE_REAL_KERNEL_TESTS ?= $(if $(filter 0,$(shell id -u)),1,0
 TARGET_DIR = $(eval TARGET_DIR := $(or $(shell scripts/target-dir.sh),$(error cannot find cargo's target directory (scripts/target-dir.sh))))$(TARGET_DIR)
 BIN = $(TARGET_DIR)/release/ncdevmem-rs
 
-.PHONY: all build test lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo bench install clean
+.PHONY: all build test test-loaded lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo bench install clean
 
 all: build
 
@@ -29,6 +29,14 @@ build:
 # last under make -j). The VM suite reuses what unit and build compiled.
 test: lint unit scripts-test pytest
 	$(MAKE) vm-test
+
+# make test on a loaded machine: busy loops beside it (BUSY of them, default the CPUs + 1), the
+# load average recorded at the start, every minute and at the end (scripts/test-loaded.sh).
+# TEST_LOADED=TARGETS runs those instead of test (e.g. TEST_LOADED='test vm-test-opt-in', what
+# .ci/run runs). Intermittent failures and their fixes: tests/vm/FLAKES.md.
+TEST_LOADED ?= test
+test-loaded:
+	MAKE="$(MAKE)" scripts/test-loaded.sh $(TEST_LOADED)
 
 lint:
 	$(CARGO) fmt --all -- --check

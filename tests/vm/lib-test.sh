@@ -264,9 +264,9 @@ repo=$(cd "$here/../.." && pwd)
 if command -v make >/dev/null 2>&1; then
     check "make vm-shell: CMD as one word" \
         "tests/vm/run.sh  --shell 'ip link; ncdevmem-rs -f dnic0a'" \
-        "$(make -s -n -C "$repo" vm-shell CMD='ip link; ncdevmem-rs -f dnic0a' | tail -1)"
+        "$(make -s -n --no-print-directory -C "$repo" vm-shell CMD='ip link; ncdevmem-rs -f dnic0a' | tail -1)"
     check "make vm-shell: interactive" "tests/vm/run.sh  --shell" \
-        "$(make -s -n -C "$repo" vm-shell | tail -1 | sed 's/ *$//')"
+        "$(make -s -n --no-print-directory -C "$repo" vm-shell | tail -1 | sed 's/ *$//')"
 fi
 # The guest's /init (busybox sh) parses.
 if command -v busybox >/dev/null 2>&1; then

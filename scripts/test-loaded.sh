@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The test suite on a loaded machine (make test-loaded): busy loops beside it, so a test that
+# passes only when the machine is idle fails here first. CI machines are loaded; a failure
+# here is a test's (or the tool's) to fix, and tests/vm/FLAKES.md records each one.
+#
+# Starts BUSY busy loops (default: the online CPUs + 1, so the load average stays above the
+# CPU count whatever the suite does; plain shell loops, nothing to install), records the load
+# average (/proc/loadavg: 1, 5 and 15 minutes) at the start, every 60 s (printed as
+# "test-loaded: [N s] load ...") and at the end, runs `make TARGETS` (default: test, the
+# README's test command), stops the loops it started (by their process ids) and exits with
+# make's status after one summary line:
+#   test-loaded: make test beside 3 busy loops: exit 0 in 1834 s; load average at the start
+#   0.52 (1 min), at the end 4.61; 1-minute load over the run min 3.02 median 4.88 max 6.40
+#
+# usage: scripts/test-loaded.sh [TARGET...]       env: BUSY (number of busy loops), MAKE
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+busy=${BUSY:-$(($(getconf _NPROCESSORS_ONLN) + 1))}
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(test)
+case $busy in '' | *[!0-9]*) echo "test-loaded: BUSY=$busy is not a number" >&2; exit 2 ;; esac
+
+loops=()
+sampler=
+samples=$(mktemp)
+stop_all() {
+    set +e
+    [ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null
+    for pid in "${loops[@]}"; do kill "$pid" 2>/dev/null; done
+    for pid in "${loops[@]}"; do wait "$pid" 2>/dev/null; done
+    loops=()
+    sampler=
+    return 0
+}
+trap 'stop_all; rm -f "$samples"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+load1() { cut -d' ' -f1 /proc/loadavg; }
+start_load=$(cut -d' ' -f1-3 /proc/loadavg)
+start=$SECONDS
+for ((i = 0; i < busy; i++)); do
+    # A busy loop at normal priority: it competes with the suite for the CPUs.
+    sh -c 'while :; do :; done' &
+    loops+=($!)
+done
+(
+    # Its sleep is killed with it, so nothing holds the output open after the end.
+    nap=
+    trap '[ -n "$nap" ] && kill "$nap" 2>/dev/null; exit 0' TERM
+    while :; do
+        sleep 60 &
+        nap=$!
+        wait "$nap"
+        l=$(cut -d' ' -f1-3 /proc/loadavg)
+        echo "${l%% *}" >>"$samples"
+        echo "test-loaded: [$((SECONDS - start)) s] load $l"
+    done
+) &
+sampler=$!
+echo "test-loaded: make ${targets[*]} beside $busy busy loops (pids ${loops[*]}); load average" \
+    "at the start $start_load (1, 5, 15 min)"
+
+rc=0
+"${MAKE:-make}" "${targets[@]}" || rc=$?
+end_load=$(cut -d' ' -f1-3 /proc/loadavg)
+load1 >>"$samples"
+stop_all
+took=$((SECONDS - start))
+stats=$(sort -g "$samples" | awk '{ v[NR] = $1 } END {
+    if (NR == 0) { print "no samples"; exit }
+    printf "min %s median %s max %s (%d samples)", v[1], v[int((NR + 1) / 2)], v[NR], NR }')
+echo "test-loaded: make ${targets[*]} beside $busy busy loops: exit $rc in $took s; load" \
+    "average at the start ${start_load%% *} (1 min), at the end ${end_load%% *};" \
+    "1-minute load over the run $stats"
+exit "$rc"
