@@ -14,8 +14,8 @@ use std::fs::OpenOptions;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use crate::sys::last_errno;
 use crate::sys::uapi_struct::uapi_struct;
+use crate::sys::{ioctl_request, last_errno};
 
 uapi_struct! {
     /// `struct dma_heap_allocation_data` (24 bytes): the argument of `DMA_HEAP_IOCTL_ALLOC`,
@@ -40,11 +40,11 @@ pub const DMA_HEAP_IOC_MAGIC: u8 = b'H';
 
 /// `DMA_HEAP_IOCTL_ALLOC` = `_IOWR('H', 0x0, struct dma_heap_allocation_data)`: allocates
 /// `len` bytes and returns the dma-buf fd in `fd`.
-pub const DMA_HEAP_IOCTL_ALLOC: libc::c_ulong = nix::request_code_readwrite!(
+pub const DMA_HEAP_IOCTL_ALLOC: u32 = nix::request_code_readwrite!(
     DMA_HEAP_IOC_MAGIC,
     0x0,
     std::mem::size_of::<dma_heap_allocation_data>()
-);
+) as u32;
 
 /// The `fd_flags` this crate asks for: the dma-buf is mapped read-write (`O_RDWR`) and not
 /// inherited by children (`O_CLOEXEC`).
@@ -80,7 +80,13 @@ pub fn alloc(heap: BorrowedFd<'_>, len: u64) -> Result<OwnedFd, i32> {
     // bytes at the pointer, which points at `arg` (a #[repr(C)] struct of that size, asserted),
     // alive and exclusively borrowed across the call. The return is checked before `arg.fd`
     // is used.
-    let ret = unsafe { libc::ioctl(heap.as_raw_fd(), DMA_HEAP_IOCTL_ALLOC, &mut arg) };
+    let ret = unsafe {
+        libc::ioctl(
+            heap.as_raw_fd(),
+            ioctl_request(DMA_HEAP_IOCTL_ALLOC),
+            &mut arg,
+        )
+    };
     if ret < 0 {
         return Err(last_errno());
     }

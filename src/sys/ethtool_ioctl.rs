@@ -26,8 +26,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::{Error, Result};
-use crate::sys::cvt;
 use crate::sys::uapi_struct::{need, uapi_struct, Wire};
+use crate::sys::{cvt, ioctl_request};
 
 // ---- command codes (include/uapi/linux/ethtool.h; frozen values, checked with gcc on 6.1) ----
 
@@ -826,7 +826,13 @@ impl EthtoolIoctl {
         // allocation of at least `buf.len()` bytes that is not otherwise accessed until the
         // call returns; by this function's contract that covers everything the kernel reads
         // and writes for `cmd`. The fd is owned by self and open. The result is checked.
-        let ret = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
+        let ret = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                ioctl_request(libc::SIOCETHTOOL as u32),
+                &mut ifr,
+            )
+        };
         let ret = cvt(ret, &self.call_name(cmd))?;
         for (c, w) in buf.chunks_mut(8).zip(&words) {
             let n = c.len();

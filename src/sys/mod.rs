@@ -35,6 +35,13 @@ where
     }
 }
 
+/// An ioctl command number (the kernel's `unsigned int cmd`) as the C library's `ioctl()`
+/// takes it: `unsigned long` in glibc, `int` in musl. Same bits either way: the kernel reads
+/// the low 32.
+pub(crate) fn ioctl_request(cmd: u32) -> nix::sys::ioctl::ioctl_num_type {
+    cmd as _
+}
+
 /// The calling thread's current `errno` (positive; `EIO` when it is 0, see
 /// [`crate::error::errno_of`]).
 pub fn last_errno() -> i32 {

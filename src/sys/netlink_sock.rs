@@ -38,9 +38,11 @@ pub(crate) fn open(protocol: libc::c_int) -> Result<OwnedFd> {
 
 /// `setsockopt(SOL_SOCKET, SO_RCVTIMEO)`: a blocking `recv` gives `EAGAIN` after `timeout`.
 pub(crate) fn set_recv_timeout(fd: BorrowedFd<'_>, timeout: Duration) -> Result<()> {
+    // time_t and suseconds_t by inference (libc marks musl's names deprecated); a timeout
+    // past 2^31 - 1 s (68 years) is that.
     let tv = TimeVal::new(
-        timeout.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
-        timeout.subsec_micros() as libc::suseconds_t,
+        timeout.as_secs().try_into().unwrap_or(i32::MAX.into()),
+        timeout.subsec_micros().into(),
     );
     setsockopt(&fd, sockopt::ReceiveTimeout, &tv).map_err(|e| nix_err("setsockopt(SO_RCVTIMEO)", e))
 }

@@ -4,7 +4,6 @@
 //! `tcp_allowed_congestion_control`). Which refusal is a usage error is
 //! [`crate::figures::tcp`]'s (docs/kernel-interface.md#tcp_info-and-tcp_congestion).
 
-use std::mem::{offset_of, size_of};
 use std::os::fd::BorrowedFd;
 
 use crate::error::{Error, Result};
@@ -20,42 +19,80 @@ pub const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_cont
 /// The sysctl file listing those an unprivileged process may set.
 pub const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
 
-// The offsets of the fields read (include/uapi/linux/tcp.h, x86_64), pinned against libc's
-// `struct tcp_info` so a layout change fails the build.
+/// The byte offsets in `struct tcp_info` (include/uapi/linux/tcp.h) of the fields read. Every
+/// field of the struct is a naturally aligned u8/u16/u32/u64, so they are the same on every
+/// Linux ABI (x86_64, aarch64, ...). libc's musl struct stops at `tcpi_snd_wnd`, so the
+/// offsets and the buffer size are ours, pinned against libc's glibc struct at compile time.
+mod tcpi {
+    pub(super) const STATE: usize = 0;
+    pub(super) const CA_STATE: usize = 1;
+    pub(super) const RETRANSMITS: usize = 2;
+    pub(super) const RTO: usize = 8;
+    pub(super) const SND_MSS: usize = 16;
+    pub(super) const RCV_MSS: usize = 20;
+    pub(super) const LOST: usize = 32;
+    pub(super) const RETRANS: usize = 36;
+    pub(super) const RTT: usize = 68;
+    pub(super) const RTTVAR: usize = 72;
+    pub(super) const SND_CWND: usize = 80;
+    pub(super) const REORDERING: usize = 88;
+    pub(super) const RCV_RTT: usize = 92;
+    pub(super) const RCV_SPACE: usize = 96;
+    pub(super) const TOTAL_RETRANS: usize = 100;
+    pub(super) const BYTES_ACKED: usize = 120;
+    pub(super) const BYTES_RECEIVED: usize = 128;
+    pub(super) const SEGS_OUT: usize = 136;
+    pub(super) const SEGS_IN: usize = 140;
+    pub(super) const MIN_RTT: usize = 148;
+    pub(super) const DATA_SEGS_IN: usize = 152;
+    pub(super) const BYTES_RETRANS: usize = 208;
+    pub(super) const REORD_SEEN: usize = 220;
+    pub(super) const RCV_OOOPACK: usize = 224;
+    pub(super) const SND_WND: usize = 228;
+    pub(super) const RCV_WND: usize = 232;
+    pub(super) const TOTAL_RTO: usize = 240;
+}
+
+/// The `getsockopt(TCP_INFO)` buffer: 6.18's `struct tcp_info` (280 bytes, also libc's glibc
+/// struct size); the kernel writes `min(its size, this)`.
+pub const TCP_INFO_BUF_LEN: usize = 280;
+
+#[cfg(target_env = "gnu")]
 const _: () = {
     use libc::tcp_info as T;
-    assert!(offset_of!(T, tcpi_state) == 0);
-    assert!(offset_of!(T, tcpi_ca_state) == 1);
-    assert!(offset_of!(T, tcpi_retransmits) == 2);
-    assert!(offset_of!(T, tcpi_rto) == 8);
-    assert!(offset_of!(T, tcpi_snd_mss) == 16);
-    assert!(offset_of!(T, tcpi_rcv_mss) == 20);
-    assert!(offset_of!(T, tcpi_lost) == 32);
-    assert!(offset_of!(T, tcpi_retrans) == 36);
-    assert!(offset_of!(T, tcpi_rtt) == 68);
-    assert!(offset_of!(T, tcpi_rttvar) == 72);
-    assert!(offset_of!(T, tcpi_snd_cwnd) == 80);
-    assert!(offset_of!(T, tcpi_reordering) == 88);
-    assert!(offset_of!(T, tcpi_rcv_rtt) == 92);
-    assert!(offset_of!(T, tcpi_rcv_space) == 96);
-    assert!(offset_of!(T, tcpi_total_retrans) == 100);
-    assert!(offset_of!(T, tcpi_bytes_acked) == 120);
-    assert!(offset_of!(T, tcpi_bytes_received) == 128);
-    assert!(offset_of!(T, tcpi_segs_out) == 136);
-    assert!(offset_of!(T, tcpi_segs_in) == 140);
-    assert!(offset_of!(T, tcpi_min_rtt) == 148);
-    assert!(offset_of!(T, tcpi_data_segs_in) == 152);
-    assert!(offset_of!(T, tcpi_bytes_retrans) == 208);
-    assert!(offset_of!(T, tcpi_reord_seen) == 220);
-    assert!(offset_of!(T, tcpi_rcv_ooopack) == 224);
-    assert!(offset_of!(T, tcpi_snd_wnd) == 228);
-    assert!(offset_of!(T, tcpi_rcv_wnd) == 232);
-    assert!(offset_of!(T, tcpi_total_rto) == 240);
-    assert!(size_of::<T>() >= 248);
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(T, tcpi_state) == tcpi::STATE);
+    assert!(offset_of!(T, tcpi_ca_state) == tcpi::CA_STATE);
+    assert!(offset_of!(T, tcpi_retransmits) == tcpi::RETRANSMITS);
+    assert!(offset_of!(T, tcpi_rto) == tcpi::RTO);
+    assert!(offset_of!(T, tcpi_snd_mss) == tcpi::SND_MSS);
+    assert!(offset_of!(T, tcpi_rcv_mss) == tcpi::RCV_MSS);
+    assert!(offset_of!(T, tcpi_lost) == tcpi::LOST);
+    assert!(offset_of!(T, tcpi_retrans) == tcpi::RETRANS);
+    assert!(offset_of!(T, tcpi_rtt) == tcpi::RTT);
+    assert!(offset_of!(T, tcpi_rttvar) == tcpi::RTTVAR);
+    assert!(offset_of!(T, tcpi_snd_cwnd) == tcpi::SND_CWND);
+    assert!(offset_of!(T, tcpi_reordering) == tcpi::REORDERING);
+    assert!(offset_of!(T, tcpi_rcv_rtt) == tcpi::RCV_RTT);
+    assert!(offset_of!(T, tcpi_rcv_space) == tcpi::RCV_SPACE);
+    assert!(offset_of!(T, tcpi_total_retrans) == tcpi::TOTAL_RETRANS);
+    assert!(offset_of!(T, tcpi_bytes_acked) == tcpi::BYTES_ACKED);
+    assert!(offset_of!(T, tcpi_bytes_received) == tcpi::BYTES_RECEIVED);
+    assert!(offset_of!(T, tcpi_segs_out) == tcpi::SEGS_OUT);
+    assert!(offset_of!(T, tcpi_segs_in) == tcpi::SEGS_IN);
+    assert!(offset_of!(T, tcpi_min_rtt) == tcpi::MIN_RTT);
+    assert!(offset_of!(T, tcpi_data_segs_in) == tcpi::DATA_SEGS_IN);
+    assert!(offset_of!(T, tcpi_bytes_retrans) == tcpi::BYTES_RETRANS);
+    assert!(offset_of!(T, tcpi_reord_seen) == tcpi::REORD_SEEN);
+    assert!(offset_of!(T, tcpi_rcv_ooopack) == tcpi::RCV_OOOPACK);
+    assert!(offset_of!(T, tcpi_snd_wnd) == tcpi::SND_WND);
+    assert!(offset_of!(T, tcpi_rcv_wnd) == tcpi::RCV_WND);
+    assert!(offset_of!(T, tcpi_total_rto) == tcpi::TOTAL_RTO);
+    assert!(size_of::<T>() == TCP_INFO_BUF_LEN);
 };
 
 /// The bytes every kernel since 2.6.x writes: `struct tcp_info` up to `tcpi_total_retrans`.
-pub const TCP_INFO_BASE_LEN: usize = offset_of!(libc::tcp_info, tcpi_total_retrans) + 4;
+pub const TCP_INFO_BASE_LEN: usize = tcpi::TOTAL_RETRANS + 4;
 
 /// The fields of `struct tcp_info` a network engineer reads for a receiving flow. Times are
 /// microseconds, windows and spaces bytes. Fields added after the 2.6 layout are `None` when
@@ -148,47 +185,46 @@ impl TcpInfo {
         let u64_ = |off| at(bytes, off).map(u64::from_ne_bytes);
         // The base fields are inside TCP_INFO_BASE_LEN, checked above.
         let base = |off| u32_(off).unwrap_or(0);
-        use libc::tcp_info as T;
         Ok(TcpInfo {
             len: bytes.len(),
-            state: u8_(offset_of!(T, tcpi_state)),
-            ca_state: u8_(offset_of!(T, tcpi_ca_state)),
-            retransmits: u8_(offset_of!(T, tcpi_retransmits)),
-            rto_us: base(offset_of!(T, tcpi_rto)),
-            snd_mss: base(offset_of!(T, tcpi_snd_mss)),
-            rcv_mss: base(offset_of!(T, tcpi_rcv_mss)),
-            lost: base(offset_of!(T, tcpi_lost)),
-            retrans: base(offset_of!(T, tcpi_retrans)),
-            rtt_us: base(offset_of!(T, tcpi_rtt)),
-            rttvar_us: base(offset_of!(T, tcpi_rttvar)),
-            snd_cwnd: base(offset_of!(T, tcpi_snd_cwnd)),
-            reordering: base(offset_of!(T, tcpi_reordering)),
-            rcv_rtt_us: base(offset_of!(T, tcpi_rcv_rtt)),
-            rcv_space: base(offset_of!(T, tcpi_rcv_space)),
-            total_retrans: base(offset_of!(T, tcpi_total_retrans)),
-            bytes_acked: u64_(offset_of!(T, tcpi_bytes_acked)),
-            bytes_received: u64_(offset_of!(T, tcpi_bytes_received)),
-            segs_out: u32_(offset_of!(T, tcpi_segs_out)),
-            segs_in: u32_(offset_of!(T, tcpi_segs_in)),
-            min_rtt_us: u32_(offset_of!(T, tcpi_min_rtt)),
-            data_segs_in: u32_(offset_of!(T, tcpi_data_segs_in)),
-            bytes_retrans: u64_(offset_of!(T, tcpi_bytes_retrans)),
-            reord_seen: u32_(offset_of!(T, tcpi_reord_seen)),
-            rcv_ooopack: u32_(offset_of!(T, tcpi_rcv_ooopack)),
-            snd_wnd: u32_(offset_of!(T, tcpi_snd_wnd)),
-            rcv_wnd: u32_(offset_of!(T, tcpi_rcv_wnd)),
-            total_rto: u16_(offset_of!(T, tcpi_total_rto)),
+            state: u8_(tcpi::STATE),
+            ca_state: u8_(tcpi::CA_STATE),
+            retransmits: u8_(tcpi::RETRANSMITS),
+            rto_us: base(tcpi::RTO),
+            snd_mss: base(tcpi::SND_MSS),
+            rcv_mss: base(tcpi::RCV_MSS),
+            lost: base(tcpi::LOST),
+            retrans: base(tcpi::RETRANS),
+            rtt_us: base(tcpi::RTT),
+            rttvar_us: base(tcpi::RTTVAR),
+            snd_cwnd: base(tcpi::SND_CWND),
+            reordering: base(tcpi::REORDERING),
+            rcv_rtt_us: base(tcpi::RCV_RTT),
+            rcv_space: base(tcpi::RCV_SPACE),
+            total_retrans: base(tcpi::TOTAL_RETRANS),
+            bytes_acked: u64_(tcpi::BYTES_ACKED),
+            bytes_received: u64_(tcpi::BYTES_RECEIVED),
+            segs_out: u32_(tcpi::SEGS_OUT),
+            segs_in: u32_(tcpi::SEGS_IN),
+            min_rtt_us: u32_(tcpi::MIN_RTT),
+            data_segs_in: u32_(tcpi::DATA_SEGS_IN),
+            bytes_retrans: u64_(tcpi::BYTES_RETRANS),
+            reord_seen: u32_(tcpi::REORD_SEEN),
+            rcv_ooopack: u32_(tcpi::RCV_OOOPACK),
+            snd_wnd: u32_(tcpi::SND_WND),
+            rcv_wnd: u32_(tcpi::RCV_WND),
+            total_rto: u16_(tcpi::TOTAL_RTO),
         })
     }
 }
 
-/// `getsockopt(IPPROTO_TCP, TCP_INFO)` into a buffer of libc's `struct tcp_info` size,
+/// `getsockopt(IPPROTO_TCP, TCP_INFO)` into a [`TCP_INFO_BUF_LEN`]-byte buffer,
 /// decoded from the bytes the kernel wrote.
 ///
 /// Errors: `Error::Sys` naming the call (`EOPNOTSUPP`/`ENOPROTOOPT` on a socket that is not
 /// TCP); `Error::Decode` for a struct shorter than [`TCP_INFO_BASE_LEN`].
 pub fn tcp_info(fd: BorrowedFd<'_>) -> Result<TcpInfo> {
-    let mut buf = [0u8; size_of::<libc::tcp_info>()];
+    let mut buf = [0u8; TCP_INFO_BUF_LEN];
     let len = getsockopt_buf(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)
         .map_err(|e| Error::sys("getsockopt(TCP_INFO)", e))?;
     TcpInfo::from_bytes(buf.get(..len).unwrap_or(&buf))

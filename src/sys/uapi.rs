@@ -312,8 +312,8 @@ uapi_struct! {
 /// `UDMABUF_FLAGS_CLOEXEC`: the new dma-buf fd gets `O_CLOEXEC`.
 pub const UDMABUF_FLAGS_CLOEXEC: u32 = 0x1;
 /// `UDMABUF_CREATE` = `_IOW('u', 0x42, struct udmabuf_create)`; returns the dma-buf fd.
-pub const UDMABUF_CREATE: libc::c_ulong =
-    nix::request_code_write!(b'u', 0x42, size_of::<udmabuf_create>());
+pub const UDMABUF_CREATE: u32 =
+    nix::request_code_write!(b'u', 0x42, size_of::<udmabuf_create>()) as u32;
 
 // ---- include/uapi/linux/dma-buf.h ----
 
@@ -337,8 +337,8 @@ pub const DMA_BUF_SYNC_START: u64 = 0;
 /// End of CPU access.
 pub const DMA_BUF_SYNC_END: u64 = 4;
 /// `DMA_BUF_IOCTL_SYNC` = `_IOW('b', 0, struct dma_buf_sync)`.
-pub const DMA_BUF_IOCTL_SYNC: libc::c_ulong =
-    nix::request_code_write!(b'b', 0, size_of::<dma_buf_sync>());
+pub const DMA_BUF_IOCTL_SYNC: u32 =
+    nix::request_code_write!(b'b', 0, size_of::<dma_buf_sync>()) as u32;
 
 // ---- include/uapi/linux/memfd.h, fcntl.h ----
 

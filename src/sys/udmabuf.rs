@@ -7,7 +7,7 @@ use std::fs::OpenOptions;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use crate::sys::{last_errno, uapi};
+use crate::sys::{ioctl_request, last_errno, uapi};
 
 /// Opens the udmabuf misc device at `path` `O_RDWR|O_CLOEXEC`.
 pub(crate) fn open_device(path: &Path) -> Result<OwnedFd, i32> {
@@ -35,7 +35,7 @@ pub(crate) fn create(
     // SAFETY: `dev` is a live descriptor; UDMABUF_CREATE is an _IOW ioctl reading exactly
     // size_of::<udmabuf_create>() (24) bytes from the pointer, which points at `arg`, alive
     // across the call. The result is checked before use.
-    let ret = unsafe { libc::ioctl(dev.as_raw_fd(), uapi::UDMABUF_CREATE, &arg) };
+    let ret = unsafe { libc::ioctl(dev.as_raw_fd(), ioctl_request(uapi::UDMABUF_CREATE), &arg) };
     if ret < 0 {
         return Err(last_errno());
     }
@@ -50,7 +50,13 @@ pub(crate) fn dma_buf_sync(fd: BorrowedFd<'_>, flags: u64) -> Result<(), i32> {
     // _IOW ioctl that reads exactly size_of::<dma_buf_sync>() (8) bytes from the pointer,
     // which points at `arg`, alive across the call. On a non-dma-buf fd the kernel answers
     // ENOTTY (or the file's own ioctl refuses the unknown number) without touching memory.
-    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), uapi::DMA_BUF_IOCTL_SYNC, &arg) };
+    let ret = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            ioctl_request(uapi::DMA_BUF_IOCTL_SYNC),
+            &arg,
+        )
+    };
     if ret < 0 {
         return Err(last_errno());
     }
