@@ -700,10 +700,7 @@ pub fn parse(argv: &[String], page_size: usize) -> Result<Command> {
         return Ok(Command::Help(usage()));
     }
     if typed.version {
-        return Ok(Command::Help(format!(
-            "{PROGRAM} {}\n",
-            env!("CARGO_PKG_VERSION")
-        )));
+        return Ok(Command::Help(format!("{PROGRAM} {}\n", crate::VERSION)));
     }
     let mut run = resolve(typed, &given)?;
     run.common.argv = argv.to_vec();

@@ -16,6 +16,13 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+/// This build's version, as `ncdevmem-rs --version` prints it and the JSON summary's `version`
+/// carries it: `CARGO_PKG_VERSION (commit HASH, target TRIPLE)`, e.g. `0.1.0 (commit
+/// 89fd821abc12, target x86_64-unknown-linux-musl)`. HASH is the git commit built (12 hex
+/// digits), `-dirty` after it when the sources differed from it, `unknown` when built outside a
+/// git checkout (a source tarball); TRIPLE is the target built for. Made by build.rs.
+pub const VERSION: &str = env!("NCDEVMEM_VERSION");
+
 /// Writes one line to stderr with a single `write`, ignoring errors: a closed or full stderr
 /// must not turn a log line into a panic (SIGPIPE is ignored so that sockets report `EPIPE`).
 /// One write per line, so lines of processes sharing a terminal never interleave.
@@ -78,3 +85,28 @@ pub mod validate;
 
 pub use error::{Error, Result};
 pub use sys::signals;
+
+#[cfg(test)]
+mod version_tests {
+    #[test]
+    fn version_names_the_package_version_the_commit_and_the_target() {
+        let v = super::VERSION;
+        let rest = v
+            .strip_prefix(concat!(env!("CARGO_PKG_VERSION"), " (commit "))
+            .unwrap_or_else(|| panic!("{v}"));
+        let (commit, target) = rest
+            .strip_suffix(')')
+            .and_then(|r| r.split_once(", target "))
+            .unwrap_or_else(|| panic!("{v}"));
+        let hash = commit.strip_suffix("-dirty").unwrap_or(commit);
+        assert!(
+            commit == "unknown"
+                || (hash.len() == 12 && hash.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{v}"
+        );
+        assert!(
+            target.starts_with(std::env::consts::ARCH) && target.contains("-linux-"),
+            "{v}"
+        );
+    }
+}

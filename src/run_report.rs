@@ -224,7 +224,7 @@ pub(crate) fn summary_json(
         "error".into(),
         result.as_ref().err().map(ToString::to_string).into(),
     );
-    obj.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+    obj.insert("version".into(), crate::VERSION.into());
     obj.insert("argv".into(), argv.into());
     obj.insert(
         "kernel_release".into(),
@@ -363,7 +363,7 @@ mod tests {
                     assert_eq!(j["verdict"], verdict);
                     assert_eq!(j["ok"], result.is_ok());
                     assert_eq!(j["argv"], serde_json::json!(["-f", "eth0"]));
-                    assert_eq!(j["version"], env!("CARGO_PKG_VERSION"));
+                    assert_eq!(j["version"], crate::VERSION);
                     match &result {
                         Ok(()) => assert!(j["error"].is_null()),
                         Err(e) => assert_eq!(j["error"], e.to_string()),

@@ -1017,7 +1017,7 @@ fn help_is_an_outcome() {
         match parse(&argv(line), PAGE) {
             Ok(Command::Help(text)) => assert_eq!(
                 text,
-                format!("ncdevmem-rs {}\n", env!("CARGO_PKG_VERSION")),
+                format!("ncdevmem-rs {}\n", ncdevmem::VERSION),
                 "`{line}`"
             ),
             other => panic!("`{line}`: expected the version, got {other:?}"),

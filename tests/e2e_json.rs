@@ -67,7 +67,7 @@ fn check_envelope(j: &serde_json::Value, mode: &str, args: &[&str], code: i32) {
             "{args:?}: {j}"
         );
     }
-    assert_eq!(j["version"], env!("CARGO_PKG_VERSION"), "{j}");
+    assert_eq!(j["version"], ncdevmem::VERSION, "{j}");
     assert_eq!(j["argv"], serde_json::json!(args), "{j}");
     assert_eq!(j["kernel_release"], kernel_release(), "{j}");
 }
