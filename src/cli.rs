@@ -1116,6 +1116,24 @@ fn resolve_addrs(t: &Typed, role: Role) -> Result<(Option<HostAddr>, Option<Host
     Ok((server, client))
 }
 
+/// `Err(Error::Usage)` naming `flag` when `addr` cannot be reached from a socket bound to
+/// `-s` `server` (the sweep's control connection is made from `-s`, and the peer sends to
+/// where it came from): an IPv4 `-s` (plain or v4-mapped) needs an IPv4 `addr`, an IPv6 one
+/// an IPv6 `addr`; `-s ::` (every address, dual-stack) reaches both. Without this the connect
+/// fails only once the sweep runs (`EAFNOSUPPORT`, `ENETUNREACH`).
+fn same_family_as_server(flag: &str, what: &str, addr: &HostAddr, server: &HostAddr) -> Result<()> {
+    let v4 = |h: &HostAddr| h.flow_ip().is_ipv4();
+    let any6 = matches!(server.ip, IpAddr::V6(v6) if v6.is_unspecified());
+    if any6 || v4(addr) == v4(server) {
+        return Ok(());
+    }
+    Err(usage_err(format!(
+        "{flag}: {what} address '{}' is not of the same family as -s '{}' (the control \
+         connection is made from -s: both IPv4 or both IPv6, or -s ::)",
+        addr.text, server.text
+    )))
+}
+
 /// The arguments of `role`'s mode from what was typed (every rule already checked; a missing
 /// required value would be the usage error its mode selection gives).
 fn mode_args(
@@ -1179,6 +1197,9 @@ fn mode_args(
         if let Some(peer) = &t.peer {
             let peer = HostAddr::parse("--peer", "peer address", peer)?;
             peer.refuse_unscoped_link_local("--peer")?;
+            if let Some(s) = &server {
+                same_family_as_server("--peer", "peer", &peer, s)?;
+            }
             return sweep_args(t, role, server, client, peer);
         }
     }

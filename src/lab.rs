@@ -753,12 +753,33 @@ mod tests {
             ("-l -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --peer-send zerocopy", "--peer-send: invalid way to send 'zerocopy' (expected plain or devmem)"),
             ("--send-pattern 1M -s 2001:db8::1 -p 5201 -v 7 --peer-send devmem", "--peer-send: only applies to receivers (-l)"),
             ("--peer-server --write-size 1K", "--write-size: only applies to --send-pattern and a sweep's peer (-l --peer)"),
+            // The control connection is made from -s: a peer of the other family is refused
+            // before anything starts (before: EAFNOSUPPORT or ENETUNREACH at the connect).
+            ("-l --plain -s 127.0.0.1 -p 5201 --peer ::1", "--peer: peer address '::1' is not of the same family as -s '127.0.0.1' (the control connection is made from -s: both IPv4 or both IPv6, or -s ::)"),
+            ("-l --plain -s ::ffff:127.0.0.1 -p 5201 --peer ::1", "--peer: peer address '::1' is not of the same family as -s '::ffff:127.0.0.1' (the control connection is made from -s: both IPv4 or both IPv6, or -s ::)"),
+            ("-l --plain -s 0.0.0.0 -p 5201 --peer 2001:db8::2", "--peer: peer address '2001:db8::2' is not of the same family as -s '0.0.0.0' (the control connection is made from -s: both IPv4 or both IPv6, or -s ::)"),
+            ("-l -f eth0 -s 2001:db8::1 -p 5201 --peer 198.51.100.2", "--peer: peer address '198.51.100.2' is not of the same family as -s '2001:db8::1' (the control connection is made from -s: both IPv4 or both IPv6, or -s ::)"),
         ] {
             let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
             match crate::cli::parse(&argv, 4096) {
                 Err(Error::Usage(m)) => assert_eq!(m, want, "{line}"),
                 other => panic!("{line}: {other:?}"),
             }
+        }
+    }
+
+    /// `-s ::` reaches a peer of either family; a v4-mapped peer is IPv4.
+    #[test]
+    fn a_peer_of_the_servers_family_is_taken() {
+        for line in [
+            "-l --plain -s :: -p 5201 --peer 198.51.100.2",
+            "-l --plain -s :: -p 5201 --peer 2001:db8::2",
+            "-l --plain -s 198.51.100.1 -p 5201 --peer ::ffff:198.51.100.2",
+            "-l --plain -s ::ffff:198.51.100.1 -p 5201 --peer 198.51.100.2",
+            "-l --plain -s 2001:db8::1 -p 5201 --peer 2001:db8::2",
+        ] {
+            let s = sweep_of(line);
+            assert_eq!(s.peer_port, crate::cli::DEFAULT_PEER_PORT, "{line}");
         }
     }
 

@@ -404,3 +404,39 @@ fn a_peer_without_a_nic_refuses_devmem_runs_and_keeps_serving() {
     assert!(log.contains("run 1 refused: devmem TX asked"), "{log}");
     let _ = std::fs::remove_file(&json);
 }
+
+/// `--peer` of the other family than `-s` is a usage error before anything starts (nothing
+/// listens, nothing connects): before, the sweep ran and its connect failed with a raw
+/// `EAFNOSUPPORT` (exit 1). Needs no root: nothing is opened.
+#[test]
+fn a_peer_of_the_other_family_is_a_usage_error() {
+    for (server, peer) in [("127.0.0.1", "::1"), ("::1", "127.0.0.1")] {
+        let out = Command::new(common::bin::BIN)
+            .args([
+                "-l",
+                "--plain",
+                "-s",
+                server,
+                "-p",
+                "5395",
+                "--peer",
+                peer,
+                "--runs",
+                "1",
+                "--duration",
+                "1",
+            ])
+            .output()
+            .expect("run the sweep");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--peer: peer address '{peer}' is not of the same family as -s '{server}'"
+            )),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("listening"), "{stderr}");
+        assert!(out.stdout.is_empty(), "no table: nothing ran");
+    }
+}
