@@ -331,7 +331,8 @@ pub struct Flows {
     pub duration: Option<Duration>,
     /// `--warmup`: receivers: left out of the figures; `None` = none.
     pub warmup: Option<Duration>,
-    /// `--cpus`: the CPUs the workers are pinned to, round robin (sorted, no repeats).
+    /// `--cpus`: the CPUs the workers are pinned to, flow k to the k-th, round robin, in the
+    /// order written (a CPU may repeat: it then takes a flow each time).
     pub cpus: Option<Vec<usize>>,
     /// `--tcp-cc`: `TCP_CONGESTION` of every flow.
     pub tcp_cc: Option<String>,

@@ -440,3 +440,78 @@ fn a_peer_of_the_other_family_is_a_usage_error() {
         assert!(out.stdout.is_empty(), "no table: nothing ran");
     }
 }
+
+/// `--cpus 1,0` pins flow 0 to CPU 1 and flow 1 to CPU 0 ("the k-th CPU of LIST", as
+/// `--help` says), in every run of a sweep; the app CPUs are the set {0, 1}. Before, the list
+/// was sorted: flow 0 ran on CPU 0. Needs two CPUs this process may run on.
+#[test]
+fn a_sweeps_cpu_list_keeps_its_order() {
+    let Some(p) = pair("a_sweeps_cpu_list_keeps_its_order") else {
+        return;
+    };
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    if !(allowed.is_set(0).unwrap_or(false) && allowed.is_set(1).unwrap_or(false)) {
+        common::print_skip(
+            "a_sweeps_cpu_list_keeps_its_order",
+            "needs CPUs 0 and 1 in the affinity mask",
+        );
+        return;
+    }
+    let peer = Peer::start(&p);
+    let ctrl = CTRL.to_string();
+    let json = tmp("cpus.json");
+    let out = ns_cmd(
+        &p.a,
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            "5396",
+            "--peer",
+            ADDR_B_V4,
+            "--peer-port",
+            &ctrl,
+            "--runs",
+            "1",
+            "--duration",
+            "1",
+            "--flows",
+            "2",
+            "--cpus",
+            "1,0",
+            "--seed",
+            "8",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .expect("run the sweep");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("read --json")).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(
+        doc["environment"]["cpus"],
+        serde_json::json!([1, 0]),
+        "{doc}"
+    );
+    let fig = &doc["runs"][0]["figures"];
+    let pinned: Vec<(u64, u64)> = fig["flows"]
+        .as_array()
+        .expect("flows")
+        .iter()
+        .map(|f| (f["flow"].as_u64().unwrap(), f["cpu"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(pinned, [(0, 1), (1, 0)], "{fig}");
+    assert_eq!(fig["cpu"]["app_cpus"], serde_json::json!([0, 1]), "{fig}");
+    assert!(
+        stderr.contains("flow 0: ") && stderr.contains("; cpu 1;"),
+        "{stderr}"
+    );
+    let (code, log) = peer.stop();
+    assert_eq!(code, 0, "{log}");
+}

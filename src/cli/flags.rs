@@ -824,8 +824,9 @@ pub(super) const FLAGS: &[Flag] = &[
         roles: FLOW_ROLES,
         only: Some("receivers (-l) and --send-pattern"),
         example: "0-1",
-        help: "pin flow k's worker to the k-th CPU of LIST (round robin; e.g. 2-5,8); the\n\
-               figures count these as the app CPUs",
+        help: "pin flow k's worker to the k-th CPU of LIST, in the order written (round\n\
+               robin; e.g. 2-5,8; 1,0 puts flow 0 on CPU 1; a CPU written twice takes a\n\
+               flow each time); the figures count these CPUs, once each, as the app CPUs",
         section: Section::Ours,
     },
     Flag {

@@ -40,10 +40,11 @@ pub const APP_IDLE: &str = "app idle %";
 // ---------------------------------------------------------------------------------------------
 
 /// Parses a CPU list (`"2-5,8"`, `"0"`, `"0-1"`): items separated by `,`, each a CPU number
-/// `N` or an inclusive range `N-M` with `N <= M`, decimal digits only. Returns the CPUs as a
-/// sorted set. Overlaps and repeats are merged (`"2-5,4"` is 2, 3, 4, 5): a CPU list is a mask,
-/// as `taskset -c` and the kernel's cpulist files read it, so the order of the items does not
-/// matter either.
+/// `N` or an inclusive range `N-M` with `N <= M`, decimal digits only. Returns the CPUs in the
+/// order written, a range counting up: `--cpus LIST` pins flow k to the k-th CPU of the list
+/// ([`cpu_for_flow`]), so `"1,0"` puts flow 0 on CPU 1. A CPU written twice takes a flow each
+/// time (`"0,0,1"`: flows 0 and 1 on CPU 0, flow 2 on CPU 1); the set of CPUs (the app CPUs)
+/// counts it once ([`format_cpu_list`]).
 ///
 /// Errors (the text, without a flag name): an empty list or item (`""`, `"1,"`), a range
 /// without an end or start (`"1-"`, `"-1"`), a reversed range (`"5-2"`), anything but digits,
@@ -83,14 +84,16 @@ pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {
         }
         cpus.extend(lo..=hi);
     }
-    cpus.sort_unstable();
-    cpus.dedup();
     Ok(cpus)
 }
 
-/// `cpus` (sorted, without repeats) in the CPU-list syntax [`parse_cpu_list`] reads, ranges
-/// folded: `[0, 1, 2, 5]` → `"0-2,5"`; `""` for none.
+/// The set of `cpus` (in any order, repeats counted once) in the CPU-list syntax
+/// [`parse_cpu_list`] reads, ascending, ranges folded: `[0, 1, 2, 5]` and `[5, 2, 1, 0, 1]` →
+/// `"0-2,5"`; `""` for none.
 pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut cpus = cpus.to_vec();
+    cpus.sort_unstable();
+    cpus.dedup();
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < cpus.len() {
@@ -360,12 +363,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_lists_parse_to_sorted_sets() {
+    fn cpu_lists_parse_in_the_order_written() {
         assert_eq!(parse_cpu_list("2-5,8"), Ok(vec![2, 3, 4, 5, 8]));
         assert_eq!(parse_cpu_list("0"), Ok(vec![0]));
         assert_eq!(parse_cpu_list("0-1"), Ok(vec![0, 1]));
-        assert_eq!(parse_cpu_list("8,2-3"), Ok(vec![2, 3, 8]));
-        assert_eq!(parse_cpu_list("2-5,4,4"), Ok(vec![2, 3, 4, 5]));
+        // The order written is the flows' order (before: sorted and deduplicated, so
+        // "1,0" pinned flow 0 to CPU 0).
+        assert_eq!(parse_cpu_list("8,2-3"), Ok(vec![8, 2, 3]));
+        assert_eq!(parse_cpu_list("1,0"), Ok(vec![1, 0]));
+        assert_eq!(parse_cpu_list("2-5,4,4"), Ok(vec![2, 3, 4, 5, 4, 4]));
+        assert_eq!(parse_cpu_list("0,0,1"), Ok(vec![0, 0, 1]));
         assert_eq!(parse_cpu_list("3-3"), Ok(vec![3]));
         assert_eq!(parse_cpu_list("1023"), Ok(vec![1023]));
     }
@@ -439,6 +446,11 @@ mod tests {
         assert_eq!(format_cpu_list(&[0, 1, 2, 5]), "0-2,5");
         assert_eq!(format_cpu_list(&[3]), "3");
         assert_eq!(format_cpu_list(&[1, 3, 4, 6, 7, 8]), "1,3-4,6-8");
+        assert_eq!(
+            format_cpu_list(&[5, 2, 1, 0, 1]),
+            "0-2,5",
+            "the set, ascending"
+        );
         let cpus = parse_cpu_list("0-3,8,10-11").unwrap();
         assert_eq!(parse_cpu_list(&format_cpu_list(&cpus)), Ok(cpus));
     }
@@ -448,6 +460,15 @@ mod tests {
         let cpus = [2, 3, 8];
         let got: Vec<_> = (0..7).map(|k| cpu_for_flow(&cpus, k).unwrap()).collect();
         assert_eq!(got, [2, 3, 8, 2, 3, 8, 2]);
+        // "the k-th CPU of LIST", as written: --cpus 1,0 puts flow 0 on CPU 1.
+        let cpus = parse_cpu_list("1,0").unwrap();
+        assert_eq!(
+            (cpu_for_flow(&cpus, 0), cpu_for_flow(&cpus, 1)),
+            (Some(1), Some(0))
+        );
+        let cpus = parse_cpu_list("0,0,1").unwrap();
+        let got: Vec<_> = (0..4).map(|k| cpu_for_flow(&cpus, k).unwrap()).collect();
+        assert_eq!(got, [0, 0, 1, 0]);
         assert_eq!(cpu_for_flow(&[], 0), None);
         assert_eq!(check_allowed(&[0, 1], &[0, 1]), Ok(()));
         assert_eq!(
