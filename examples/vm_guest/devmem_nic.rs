@@ -400,18 +400,17 @@ fn flow_steering(ctx: &Ctx) -> CaseResult {
 /// Queues of the `devmem-nic/rss-context` pair, and the span its RSS context covers.
 const CTX_QUEUES: u32 = 8;
 const CTX_SPAN: QueueSpan = QueueSpan { start: 4, count: 4 };
-/// Connections the case sends through the context's rule (8 flows hashed over 4 queues all
-/// land on one with probability 4 × 4⁻⁸ ≈ 6 × 10⁻⁵).
+/// Connections the case sends through the context's rule.
 const CTX_FLOWS: usize = 8;
 
 /// Additional RSS contexts on the software NIC (8 queues): first the ethtool core's answers to
 /// every context and `FLOW_RSS` call, through `RealNic` and through the scripted NIC from the
 /// same start, which must agree; then the tool's own steering (`nic::steer`, as the
 /// multi-queue server runs it): the default table spread over queues 0..4, the ntuple feature,
-/// a context over exactly 4..8 and a 3-tuple rule to it; 8 connections, whose packets (the
-/// module's per-queue counters) must land on at least 2 of queues 4..8 and hardly any on
-/// 0..4; then rule, context, feature and table undone, and the NIC (contexts included) as
-/// before.
+/// a context over exactly 4..8 and a 3-tuple rule to it; 8 connections from source ports whose
+/// RSS hash covers the context's four queues ([`spread_ports`]), whose packets (the module's
+/// per-queue counters) must land on each of queues 4..8 and hardly any on 0..4; then rule,
+/// context, feature and table undone, and the NIC (contexts included) as before.
 fn rss_context(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::with_queues(ctx, 60, CTX_QUEUES, true)?;
     let before = NicState::take(&nic.dut)?;
@@ -438,6 +437,12 @@ fn rss_context(ctx: &Ctx) -> CaseResult {
     drop(real);
 
     let port = 5600;
+    // The 8 connections' source ports: the peer's whole ephemeral range, 8 ports whose RSS hash
+    // covers all four queues of the context (with ephemeral ports, all 8 on one queue is a fair
+    // outcome of the hash, 4 × 4⁻⁸), so each of them must get a flow.
+    let key = rss_key(ctx, &nic.dut)?;
+    let (first_port, want) = spread_ports(&key, port, CTX_SPAN.count, CTX_FLOWS as u16)?;
+    nic.peer_port_range(first_port, first_port + CTX_FLOWS as u16 - 1)?;
     let shared = SharedNic::new(Box::new(RealNic::open(&nic.dut).map_err(err)?));
     let (deltas, context_id, listed) = {
         let rss = match RssGuard::spread_if_table(&shared, CTX_SPAN.start).map_err(err)? {
@@ -484,11 +489,13 @@ fn rss_context(ctx: &Ctx) -> CaseResult {
     let (outside, inside) = deltas.split_at(CTX_SPAN.start as usize);
     let used = inside.iter().filter(|&&p| p >= 4).count();
     let (out_sum, in_sum): (u64, u64) = (outside.iter().sum(), inside.iter().sum());
-    if used < 2 || out_sum * 4 >= in_sum {
+    if used < CTX_SPAN.count as usize || out_sum * 4 >= in_sum {
         return Err(format!(
-            "{CTX_FLOWS} flows through the rule to context {context_id:?} over {CTX_SPAN}: \
-             packets per queue {deltas:?} (want at least 2 of queues 4..8 with >= 4 packets, \
-             and queues 0..4 under a quarter of them)"
+            "{CTX_FLOWS} flows from source ports {first_port}..={} (hashed to the context's \
+             queues {want:?}) through the rule to context {context_id:?} over {CTX_SPAN}: \
+             packets per queue {deltas:?} (want each of queues 4..8 with >= 4 packets, and \
+             queues 0..4 under a quarter of them)",
+            first_port + CTX_FLOWS as u16 - 1
         ));
     }
     Ok(Outcome::Pass(format!(
@@ -2745,7 +2752,7 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
     // no spreading. The peer's ephemeral range is made four source ports whose hash under
     // this boot's key puts each flow on its own queue, so every queue must get one.
     let key = rss_key(ctx, &nic.dut)?;
-    let (first_port, want) = spread_ports(&key, port, MF_FLOWS as u32)?;
+    let (first_port, want) = spread_ports(&key, port, MF_FLOWS as u32, MF_FLOWS as u16)?;
     nic.peer_port_range(first_port, first_port + MF_FLOWS as u16 - 1)?;
     let q0 = nic.queue_stats()?;
     let t = nic.transfer(
@@ -2980,13 +2987,14 @@ fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
     hash
 }
 
-/// The first of `n` consecutive source ports (from 40000 on) whose TCP/IPv4 flows from
-/// `PEER4` to `DUT4`:`dport` the software NIC hashes to `n` different queues of an RSS table
-/// spread evenly over `n` queues (queue = start + hash % n: the module takes the table entry
-/// at hash % 128, and the tool's context table is START + i % n), and those queues offsets
-/// in port order. The module's RSS input for TCP/IPv4: source and destination address, then
-/// source and destination port, in network byte order.
-fn spread_ports(key: &[u8], dport: u16, n: u32) -> Result<(u16, Vec<u32>), String> {
+/// The first of `count` consecutive source ports (from 40000 on) whose TCP/IPv4 flows from
+/// `PEER4` to `DUT4`:`dport` the software NIC hashes onto every one of `n` queues of an RSS
+/// table spread evenly over `n` queues (each queue at least once; with `count == n`, one flow
+/// each), and those queues' offsets in port order (queue = start + hash % n: the module takes
+/// the table entry at hash % 128, and the tool's context table is START + i % n, `n` dividing
+/// 128). The module's RSS input for TCP/IPv4: source and destination address, then source and
+/// destination port, in network byte order.
+fn spread_ports(key: &[u8], dport: u16, n: u32, count: u16) -> Result<(u16, Vec<u32>), String> {
     let (src, dst): (std::net::Ipv4Addr, std::net::Ipv4Addr) = (
         PEER4.parse().map_err(|e| format!("{e}"))?,
         DUT4.parse().map_err(|e| format!("{e}"))?,
@@ -3000,16 +3008,16 @@ fn spread_ports(key: &[u8], dport: u16, n: u32) -> Result<(u16, Vec<u32>), Strin
         toeplitz(key, &input) % n
     };
     (40000u16..60000)
-        .step_by(n as usize)
+        .step_by(usize::from(count.max(1)))
         .find_map(|first| {
-            let q: Vec<u32> = (0..n as u16).map(|i| queue(first + i)).collect();
+            let q: Vec<u32> = (0..count).map(|i| queue(first + i)).collect();
             let mut sorted = q.clone();
             sorted.sort_unstable();
             sorted.dedup();
             (sorted.len() == n as usize).then_some((first, q))
         })
         .ok_or_else(|| {
-            format!("no {n} consecutive source ports in 40000..60000 spread over {n} queues")
+            format!("no {count} consecutive source ports in 40000..60000 hash onto all {n} queues")
         })
 }
 
@@ -5116,10 +5124,13 @@ mod tests {
     #[test]
     fn spread_ports_spread() {
         let key: Vec<u8> = (0u8..40).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
-        let (first, queues) = spread_ports(&key, 5620, 4).unwrap();
+        let (first, queues) = spread_ports(&key, 5620, 4, 4).unwrap();
         assert!(first >= 40000);
         let mut q = queues.clone();
         q.sort_unstable();
         assert_eq!(q, [0, 1, 2, 3]);
+        let (_, queues) = spread_ports(&key, 5600, 4, 8).unwrap();
+        assert_eq!(queues.len(), 8);
+        assert!((0..4).all(|k| queues.contains(&k)), "{queues:?}");
     }
 }
