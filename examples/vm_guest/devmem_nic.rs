@@ -437,12 +437,17 @@ fn rss_context(ctx: &Ctx) -> CaseResult {
     drop(real);
 
     let port = 5600;
-    // The 8 connections' source ports: the peer's whole ephemeral range, 8 ports whose RSS hash
-    // covers all four queues of the context (with ephemeral ports, all 8 on one queue is a fair
-    // outcome of the hash, 4 × 4⁻⁸), so each of them must get a flow.
+    // The 8 connections' source ports, two for each queue of the context by the module's hash
+    // (with ephemeral ports, all 8 on one queue is a fair outcome of the hash, 4 × 4⁻⁸): each
+    // connection's is made the peer namespace's whole ephemeral range before it connects, so
+    // each of the four queues must get two flows.
     let key = rss_key(ctx, &nic.dut)?;
-    let (first_port, want) = spread_ports(&key, port, CTX_SPAN.count, CTX_FLOWS as u16)?;
-    nic.peer_port_range(first_port, first_port + CTX_FLOWS as u16 - 1)?;
+    let sports = ports_per_queue(
+        &key,
+        port,
+        CTX_SPAN.count,
+        CTX_FLOWS / CTX_SPAN.count as usize,
+    );
     let shared = SharedNic::new(Box::new(RealNic::open(&nic.dut).map_err(err)?));
     let (deltas, context_id, listed) = {
         let rss = match RssGuard::spread_if_table(&shared, CTX_SPAN.start).map_err(err)? {
@@ -466,7 +471,8 @@ fn rss_context(ctx: &Ctx) -> CaseResult {
         let id = steering.context().map(|c| c.id());
         let listed = shared.with(|n| n.rss_contexts()).map_err(err)?;
         let q0 = nic.queue_stats()?;
-        for _ in 0..CTX_FLOWS {
+        for &sport in &sports {
+            nic.peer_port_range(sport, sport)?;
             drop(nic.accept_pattern(port, "256K")?);
         }
         let q1 = nic.queue_stats()?;
@@ -491,11 +497,10 @@ fn rss_context(ctx: &Ctx) -> CaseResult {
     let (out_sum, in_sum): (u64, u64) = (outside.iter().sum(), inside.iter().sum());
     if used < CTX_SPAN.count as usize || out_sum * 4 >= in_sum {
         return Err(format!(
-            "{CTX_FLOWS} flows from source ports {first_port}..={} (hashed to the context's \
-             queues {want:?}) through the rule to context {context_id:?} over {CTX_SPAN}: \
-             packets per queue {deltas:?} (want each of queues 4..8 with >= 4 packets, and \
-             queues 0..4 under a quarter of them)",
-            first_port + CTX_FLOWS as u16 - 1
+            "{CTX_FLOWS} flows from source ports {sports:?} (two hashed to each queue of the \
+             context, in queue order) through the rule to context {context_id:?} over \
+             {CTX_SPAN}: packets per queue {deltas:?} (want each of queues 4..8 with >= 4 \
+             packets, and queues 0..4 under a quarter of them)"
         ));
     }
     Ok(Outcome::Pass(format!(
@@ -2752,7 +2757,7 @@ fn multi_flow(ctx: &Ctx) -> CaseResult {
     // no spreading. The peer's ephemeral range is made four source ports whose hash under
     // this boot's key puts each flow on its own queue, so every queue must get one.
     let key = rss_key(ctx, &nic.dut)?;
-    let (first_port, want) = spread_ports(&key, port, MF_FLOWS as u32, MF_FLOWS as u16)?;
+    let (first_port, want) = spread_ports(&key, port, MF_FLOWS as u32)?;
     nic.peer_port_range(first_port, first_port + MF_FLOWS as u16 - 1)?;
     let q0 = nic.queue_stats()?;
     let t = nic.transfer(
@@ -2987,38 +2992,59 @@ fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
     hash
 }
 
-/// The first of `count` consecutive source ports (from 40000 on) whose TCP/IPv4 flows from
-/// `PEER4` to `DUT4`:`dport` the software NIC hashes onto every one of `n` queues of an RSS
-/// table spread evenly over `n` queues (each queue at least once; with `count == n`, one flow
-/// each), and those queues' offsets in port order (queue = start + hash % n: the module takes
-/// the table entry at hash % 128, and the tool's context table is START + i % n, `n` dividing
-/// 128). The module's RSS input for TCP/IPv4: source and destination address, then source and
-/// destination port, in network byte order.
-fn spread_ports(key: &[u8], dport: u16, n: u32, count: u16) -> Result<(u16, Vec<u32>), String> {
-    let (src, dst): (std::net::Ipv4Addr, std::net::Ipv4Addr) = (
-        PEER4.parse().map_err(|e| format!("{e}"))?,
-        DUT4.parse().map_err(|e| format!("{e}"))?,
+/// The queue offset (of `n`) the software NIC gives a TCP/IPv4 flow from `PEER4`:`sport` to
+/// `DUT4`:`dport` in an RSS table spread evenly over `n` queues: the module takes the table
+/// entry at hash % 128 and the tool's context table is START + i % n (`n` dividing 128), so
+/// hash % n. The module's RSS input for TCP/IPv4: source and destination address, then source
+/// and destination port, in network byte order.
+fn flow_queue(key: &[u8], sport: u16, dport: u16, n: u32) -> u32 {
+    let mut input = Vec::with_capacity(12);
+    input.extend_from_slice(
+        &PEER4
+            .parse::<std::net::Ipv4Addr>()
+            .map_or([0; 4], |a| a.octets()),
     );
-    let queue = |sport: u16| {
-        let mut input = Vec::with_capacity(12);
-        input.extend_from_slice(&src.octets());
-        input.extend_from_slice(&dst.octets());
-        input.extend_from_slice(&sport.to_be_bytes());
-        input.extend_from_slice(&dport.to_be_bytes());
-        toeplitz(key, &input) % n
-    };
+    input.extend_from_slice(
+        &DUT4
+            .parse::<std::net::Ipv4Addr>()
+            .map_or([0; 4], |a| a.octets()),
+    );
+    input.extend_from_slice(&sport.to_be_bytes());
+    input.extend_from_slice(&dport.to_be_bytes());
+    toeplitz(key, &input) % n
+}
+
+/// The first of `n` consecutive source ports (from 40000 on) that [`flow_queue`] puts on `n`
+/// different queues, and their queue offsets in port order. Windows at every start, not only
+/// at multiples of `n`: the hash is linear in the input bits, so across the windows aligned to
+/// a power of two the four hashes differ by the same key bits, and a key can make none of
+/// those windows spread.
+fn spread_ports(key: &[u8], dport: u16, n: u32) -> Result<(u16, Vec<u32>), String> {
     (40000u16..60000)
-        .step_by(usize::from(count.max(1)))
         .find_map(|first| {
-            let q: Vec<u32> = (0..count).map(|i| queue(first + i)).collect();
+            let q: Vec<u32> = (0..n as u16)
+                .map(|i| flow_queue(key, first + i, dport, n))
+                .collect();
             let mut sorted = q.clone();
             sorted.sort_unstable();
             sorted.dedup();
             (sorted.len() == n as usize).then_some((first, q))
         })
         .ok_or_else(|| {
-            format!("no {count} consecutive source ports in 40000..60000 hash onto all {n} queues")
+            format!("no {n} consecutive source ports in 40000..60000 spread over {n} queues")
         })
+}
+
+/// `each` source ports (from 40000 on) for each of `n` queues by [`flow_queue`], in queue
+/// order (queue 0's first, then queue 1's, ...).
+fn ports_per_queue(key: &[u8], dport: u16, n: u32, each: usize) -> Vec<u16> {
+    (0..n)
+        .flat_map(|q| {
+            (40000u16..60000)
+                .filter(move |&p| flow_queue(key, p, dport, n) == q)
+                .take(each)
+        })
+        .collect()
 }
 
 /// The devmem server with 2 flows of one seed sharing bound queue 3 (`-t 3 -q 1`, one rule
@@ -5124,13 +5150,49 @@ mod tests {
     #[test]
     fn spread_ports_spread() {
         let key: Vec<u8> = (0u8..40).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
-        let (first, queues) = spread_ports(&key, 5620, 4, 4).unwrap();
+        let (first, queues) = spread_ports(&key, 5620, 4).unwrap();
         assert!(first >= 40000);
         let mut q = queues.clone();
         q.sort_unstable();
         assert_eq!(q, [0, 1, 2, 3]);
-        let (_, queues) = spread_ports(&key, 5600, 4, 8).unwrap();
-        assert_eq!(queues.len(), 8);
-        assert!((0..4).all(|k| queues.contains(&k)), "{queues:?}");
+        let ports = ports_per_queue(&key, 5600, 4, 2);
+        let queues: Vec<u32> = ports
+            .iter()
+            .map(|&p| flow_queue(&key, p, 5600, 4))
+            .collect();
+        assert_eq!(queues, [0, 0, 1, 1, 2, 2, 3, 3]);
+    }
+
+    /// A key whose low hash bits flip alike for the two lowest port bits (the windows of four
+    /// aligned ports never spread): a spread window is still found, across an alignment.
+    #[test]
+    fn spread_ports_spread_with_a_linear_trap() {
+        // Found by search: a key for which no window 4k..4k+3 from 40000 spreads.
+        let trap = (0u64..)
+            .map(|seed| {
+                let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                (0..40)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect::<Vec<u8>>()
+            })
+            .find(|k| {
+                (40000u16..40400).step_by(4).all(|f| {
+                    let mut q: Vec<u32> = (0..4).map(|i| flow_queue(k, f + i, 5620, 4)).collect();
+                    q.sort_unstable();
+                    q.dedup();
+                    q.len() < 4
+                })
+            })
+            .unwrap();
+        let (first, queues) = spread_ports(&trap, 5620, 4).unwrap();
+        assert_ne!(first % 4, 0);
+        let mut q = queues.clone();
+        q.sort_unstable();
+        assert_eq!(q, [0, 1, 2, 3]);
     }
 }
