@@ -192,7 +192,7 @@ fn main() -> ExitCode {
         let runs = ctx.fault_matrix;
         all.push((
             "devmem-nic/fault-matrix".to_string(),
-            Box::new(move |c: &Ctx| devmem_nic::fault_matrix(c, runs)),
+            Box::new(move |c: &Ctx| devmem_nic::faults::fault_matrix(c, runs)),
         ));
     }
     if !ctx.only.is_empty() {

@@ -1,0 +1,1054 @@
+//! The kernel's own harnesses on the software devmem NIC: devmem.py and iou-zcrx.py with
+//! ncdevmem-rs, the kernel's C ncdevmem and C iou-zcrx beside it, the netkit tests and the
+//! drv-net tests (`drv_net.rs`), run from the build chroot.
+
+use super::*;
+
+#[path = "drv_net.rs"]
+pub(super) mod drv_net;
+
+/// Where the runner's chroot (a Debian userland with python3, socat, iproute2, ethtool, the
+/// VM kernel's devmem.py and drv-net library, and its C ncdevmem) is mounted.
+const DEBIAN: &str = "/debian";
+
+/// The harness's `ncdevmem` is a link to this file (in the guest's /run, bound into the
+/// chroot): the binary under test is copied here.
+const UNDER_TEST: &str = "/run/ncdevmem-under-test";
+
+/// The kernel's devmem.py inside the chroot.
+const DEVMEM_PY: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/devmem.py";
+
+/// The kernel's iou-zcrx.py inside the chroot (its `iou-zcrx` links to [`UNDER_TEST`]).
+const IOU_ZCRX_PY: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/iou-zcrx.py";
+
+/// The C ncdevmem built from the VM kernel's source, inside the chroot.
+const C_NCDEVMEM: &str = "/opt/kselftest/c-ncdevmem";
+
+/// The C iou-zcrx built from the VM kernel's source (with liburing), inside the chroot.
+const C_IOU_ZCRX: &str = "/opt/kselftest/c-iou-zcrx";
+
+/// The kernel's harness runs `iou-zcrx` from its own directory: a link to [`UNDER_TEST`].
+const HARNESS_IOU_ZCRX: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/iou-zcrx";
+
+/// Written by the runner for a KERNEL_TREE run: the chroot directory with that tree's harness
+/// and C tools, mounted over [`KSELFTEST_DIR`].
+const KSELFTEST_OVERRIDE: &str = "/etc/vm-kselftest";
+
+/// The chroot's directory of the kernel's harness and C tools (the prefix of the paths above).
+const KSELFTEST_DIR: &str = "/opt/kselftest";
+
+/// How long one devmem.py run may take under TCG.
+const HARNESS_DEADLINE: Duration = Duration::from_secs(420);
+
+/// The runner's chroot mounted read-only at [`DEBIAN`] (virtio-9p tag `debian`), with the
+/// guest's /proc, /sys, /dev and /run (network namespaces included: mount after creating
+/// them) bound into it and a tmpfs /tmp; unmounted on drop.
+struct DebianRoot;
+
+impl DebianRoot {
+    fn mount() -> Result<DebianRoot, String> {
+        let sh = |args: &[&str]| -> Result<(), String> {
+            let out = run(Command::new(args[0]).args(&args[1..]))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!("{}: {}", args.join(" "), output_text(&out).trim()))
+            }
+        };
+        std::fs::create_dir_all(DEBIAN).map_err(|e| format!("mkdir {DEBIAN}: {e}"))?;
+        sh(&[
+            "mount",
+            "-t",
+            "9p",
+            "-o",
+            "trans=virtio,version=9p2000.L,ro,msize=262144",
+            "debian",
+            DEBIAN,
+        ])
+        .map_err(|e| format!("{e} (the runner shares its chroot over virtio-9p)"))?;
+        let root = DebianRoot;
+        for d in ["proc", "sys", "dev", "run"] {
+            sh(&[
+                "mount",
+                "-o",
+                "rbind",
+                &format!("/{d}"),
+                &format!("{DEBIAN}/{d}"),
+            ])?;
+        }
+        sh(&["mount", "-t", "tmpfs", "tmpfs", &format!("{DEBIAN}/tmp")])?;
+        if let Ok(dir) = std::fs::read_to_string(KSELFTEST_OVERRIDE) {
+            sh(&[
+                "mount",
+                "--bind",
+                &format!("{DEBIAN}{}", dir.trim()),
+                &format!("{DEBIAN}{KSELFTEST_DIR}"),
+            ])
+            .map_err(|e| format!("{e} (the KERNEL_TREE's selftests, {KSELFTEST_OVERRIDE})"))?;
+        }
+        Ok(root)
+    }
+
+    /// `chroot /debian env VARS… ARGS…` with Debian's PATH.
+    fn command(&self, env: &[(&str, &str)], args: &[&str]) -> Command {
+        let mut c = Command::new("chroot");
+        c.args([DEBIAN, "env", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]);
+        c.args(env.iter().map(|(k, v)| format!("{k}={v}")));
+        c.args(args);
+        c
+    }
+}
+
+impl Drop for DebianRoot {
+    fn drop(&mut self) {
+        let _ = run(Command::new("umount").args(["-l", DEBIAN]));
+    }
+}
+
+/// One run of the kernel's devmem.py: each test's KTAP result (`ok`, `SKIP`, `not ok`) and
+/// the whole output.
+struct HarnessRun {
+    results: Vec<(String, String)>,
+    output: String,
+}
+
+impl HarnessRun {
+    fn summary(&self) -> String {
+        self.results
+            .iter()
+            .map(|(t, r)| format!("{t} {r}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The output lines explaining failures: each exception's command and what it printed
+    /// (the harness's `# Exception|` lines from `CMD:` on), shortened.
+    fn failure_lines(&self) -> String {
+        let mut lines = Vec::new();
+        let mut in_cmd = false;
+        let mut last_exception = None;
+        for l in self.output.lines() {
+            let Some(rest) = l.strip_prefix("# Exception|") else {
+                in_cmd = false;
+                continue;
+            };
+            let rest = rest.trim();
+            if !rest.is_empty() {
+                last_exception = Some(rest);
+            }
+            in_cmd |= rest.starts_with("CMD:");
+            if in_cmd && !rest.is_empty() && !rest.starts_with("STDERR: using ifindex") {
+                lines.push(rest);
+            }
+        }
+        // An exception raised by the harness itself (no command's output): its last line
+        // ("Exception: Waiting for port listen timed out").
+        if lines.is_empty() {
+            lines.extend(last_exception);
+        }
+        lines.truncate(16);
+        lines.join(" | ")
+    }
+}
+
+/// Runs devmem.py with `binary` (a guest path) as its ncdevmem, on `nic` with its peer
+/// namespace as the netns remote.
+fn devmem_py(root: &DebianRoot, nic: &Dnic, binary: &str) -> Result<HarnessRun, String> {
+    kernel_py(root, nic, DEVMEM_PY, binary)
+}
+
+/// Runs the kernel's drv-net test `script` (a path in the chroot) with `binary` (a guest path)
+/// as the tool it runs (copied to [`UNDER_TEST`], which the chroot's `ncdevmem` and `iou-zcrx`
+/// link to), on `nic` with its peer namespace as the netns remote; each test's KTAP verdict is
+/// named without the script's prefix (`check_rx`, `test_zcrx.single`).
+fn kernel_py(
+    root: &DebianRoot,
+    nic: &Dnic,
+    script: &str,
+    binary: &str,
+) -> Result<HarnessRun, String> {
+    std::fs::copy(binary, UNDER_TEST).map_err(|e| format!("copy {binary} to {UNDER_TEST}: {e}"))?;
+    drv_net_py(root, nic, script, HARNESS_DEADLINE)
+}
+
+/// Runs the kernel's drv-net test `script` (a path in the chroot) on `nic` with its peer
+/// namespace as the netns remote (the drv-net library's NETIF, LOCAL_V4/V6, REMOTE_V4/V6,
+/// REMOTE_TYPE=netns), within `deadline`; each test's KTAP verdict is named without the
+/// script's prefix.
+fn drv_net_py(
+    root: &DebianRoot,
+    nic: &Dnic,
+    script: &str,
+    deadline: Duration,
+) -> Result<HarnessRun, String> {
+    drv_net_command(root, nic, script, &["python3", script], deadline)
+}
+
+/// [`drv_net_py`] with `argv` as the command that runs `script` in the chroot (a wrapper that
+/// bounds or annotates it).
+fn drv_net_command(
+    root: &DebianRoot,
+    nic: &Dnic,
+    script: &str,
+    argv: &[&str],
+    deadline: Duration,
+) -> Result<HarnessRun, String> {
+    let env = [
+        ("NETIF", nic.dut.as_str()),
+        ("LOCAL_V4", DUT4),
+        ("REMOTE_V4", PEER4),
+        ("LOCAL_V6", DUT6),
+        ("REMOTE_V6", PEER6),
+        ("REMOTE_TYPE", "netns"),
+        ("REMOTE_ARGS", nic.peer_ns.as_str()),
+    ];
+    let child = spawn(&mut root.command(&env, argv))?;
+    let out = wait_within(child, deadline)?;
+    let output = output_text(&out);
+    let results = ktap_results(&output);
+    if results.is_empty() {
+        let file = script.rsplit('/').next().unwrap_or(script);
+        return Err(format!("{file} ran no test ({}): {output:?}", out.status));
+    }
+    Ok(HarnessRun { results, output })
+}
+
+/// Each KTAP result line's test (without the script's prefix) and verdict (`ok`, `SKIP`,
+/// `not ok`).
+fn ktap_results(output: &str) -> Vec<(String, String)> {
+    let mut results = Vec::new();
+    for line in output.lines() {
+        let (verdict, rest) = if let Some(r) = line.strip_prefix("not ok ") {
+            ("not ok", r)
+        } else if let Some(r) = line.strip_prefix("ok ") {
+            ("ok", r)
+        } else {
+            continue;
+        };
+        let mut words = rest.split_whitespace().skip(1);
+        let full = words.next().unwrap_or("?");
+        let name = full.split_once('.').map_or(full, |(_, n)| n);
+        let verdict = if line.contains("# SKIP") {
+            "SKIP"
+        } else {
+            verdict
+        };
+        results.push((name.to_string(), verdict.to_string()));
+    }
+    results
+}
+
+/// Whether harness run `r` failed in the kernel's harness itself, inside one of its own fixed
+/// waits or in its own tools, never in the tool under test: its socat binding a port still in
+/// TIME_WAIT (socat's own `Address already in use`), its fixed 5 s wait for a listener (socat
+/// on the remote in the TX tests, the tool after its NIC setup in the RX tests), or its 20 s
+/// limit on a command that does not run the tool under test (its traffic generators: socat,
+/// dd, a shell loop) running out on a loaded host under TCG. A command of the harness that
+/// runs the tool (`ncdevmem`, `iou-zcrx`) and did not end in time is the tool's failure: no
+/// rerun hides a tool that hangs.
+fn harness_own(r: &HarnessRun) -> bool {
+    let runs_the_tool = |l: &str| l.contains("ncdevmem") || l.contains("iou-zcrx");
+    r.output.lines().any(|l| {
+        (l.contains("socat") && l.contains("Address already in use"))
+            || l.contains("Waiting for port listen timed out")
+            || (l.contains("subprocess.TimeoutExpired: Command '") && !runs_the_tool(l))
+    })
+}
+
+/// The kernel's devmem.py, unchanged, with ncdevmem-rs as its ncdevmem, the software NIC as
+/// NETIF and a netns remote: check_rx, check_tx, check_tx_chunks, check_rx_hds and
+/// check_rx_large_niov must all pass (not skip). A failure that is the harness's own (its
+/// socat binds a random port that an earlier connection of the remote still holds in
+/// TIME_WAIT, or one of its fixed waits for a listener or a command runs out on a loaded
+/// host) gets one more run, and says so; the second run must pass.
+pub(super) fn kernel_devmem_py(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 31, true)?;
+    let root = DebianRoot::mount()?;
+    let label = "devmem-py-ncdevmem-rs";
+    let (run1, first) = run_again_if_harness(label, 5, || {
+        devmem_py(&root, &nic, &ctx.bin.to_string_lossy())
+    })?;
+    let note = second_run_note(label, first);
+    record(&format!("{label}.txt"), &run1.output);
+    if !all_passed(&run1, 5) {
+        return Err(format!(
+            "devmem.py with ncdevmem-rs: {}; {}",
+            run1.summary(),
+            run1.failure_lines()
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "the VM kernel's devmem.py, unchanged, with ncdevmem-rs: {}{note}",
+        run1.summary()
+    )))
+}
+
+/// The tests of the kernel's iou-zcrx.py.
+const IOU_ZCRX_TESTS: [&str; 5] = [
+    "test_zcrx.single",
+    "test_zcrx.rss",
+    "test_zcrx_oneshot.single",
+    "test_zcrx_oneshot.rss",
+    "test_zcrx_large_chunks",
+];
+
+/// The kernel's iou-zcrx.py, unchanged, with ncdevmem-rs as its `iou-zcrx` (the chroot's
+/// `iou-zcrx` links to the binary, so it runs under that name: [`ncdevmem::personality`]), the
+/// software NIC as NETIF and a netns remote: every test must pass (not skip), and every frame
+/// with payload must have been split on the harness's target queue (the last one, [`BOUND`]):
+/// zcrx copies what arrives on other queues, so a pass alone would not show the steering
+/// (the rss variants' through an additional RSS context) worked.
+pub(super) fn kernel_iou_zcrx_py(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 33, true)?;
+    let root = DebianRoot::mount()?;
+    let bin = ctx.bin.to_string_lossy();
+    let run1 = kernel_py(&root, &nic, IOU_ZCRX_PY, &bin)?;
+    let all_ok = |r: &HarnessRun| {
+        let names: Vec<&str> = r.results.iter().map(|(t, _)| t.as_str()).collect();
+        names == IOU_ZCRX_TESTS && r.results.iter().all(|(_, v)| v == "ok")
+    };
+    record("iou-zcrx-py-ncdevmem-rs.txt", &run1.output);
+    if !all_ok(&run1) {
+        return Err(format!(
+            "iou-zcrx.py with ncdevmem-rs: {}; {}",
+            run1.summary(),
+            run1.failure_lines()
+        ));
+    }
+    let q = nic.queue_stats()?;
+    only_bound_queue_split(&q)?;
+    Ok(Outcome::Pass(format!(
+        "the VM kernel's iou-zcrx.py, unchanged, with ncdevmem-rs as iou-zcrx: {}; all {} \
+         split frames on queue {BOUND}",
+        run1.summary(),
+        q[BOUND].split
+    )))
+}
+
+/// How a command enters the runner's Debian root ([`DEBIAN`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RootMode {
+    /// `chroot(2)`: the kernel refuses `unshare(CLONE_NEWUSER)` to a chrooted process.
+    Chroot,
+    /// A mount namespace of its own whose root `pivot_root(2)` makes the Debian root.
+    Pivot,
+    /// A mount namespace of its own with the Debian root's `/usr`, `/etc`, `/opt`, `/var` (and
+    /// `/bin`, `/sbin`, `/lib`, `/lib64`, merged into `/usr` on trixie) bound over the guest's.
+    Bind,
+}
+
+/// The Debian root's directories [`RootMode::Bind`] binds over the guest root's (created in
+/// the guest root first when missing).
+const BIND_DIRS: [(&std::ffi::CStr, &std::ffi::CStr); 8] = [
+    (c"/debian/usr", c"/usr"),
+    (c"/debian/usr/bin", c"/bin"),
+    (c"/debian/usr/sbin", c"/sbin"),
+    (c"/debian/usr/lib", c"/lib"),
+    (c"/debian/usr/lib64", c"/lib64"),
+    (c"/debian/etc", c"/etc"),
+    (c"/debian/opt", c"/opt"),
+    (c"/debian/var", c"/var"),
+];
+
+/// `Err(errno)` of a libc call that returned -1.
+fn os_check(rc: libc::c_long) -> std::io::Result<()> {
+    if rc == -1 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// In the child between fork and exec: a mount namespace of its own (nothing propagating back
+/// to the guest's), then the Debian root as its root, by `mode`. Only system calls on static
+/// strings (async-signal-safe).
+fn enter_root(mode: RootMode) -> std::io::Result<()> {
+    // SAFETY: plain system calls on NUL-terminated static strings and null pointers where the
+    // kernel takes none; nothing is allocated or locked between fork and exec.
+    unsafe {
+        os_check(libc::unshare(libc::CLONE_NEWNS).into())?;
+        os_check(
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+            .into(),
+        )?;
+        match mode {
+            RootMode::Chroot => {}
+            RootMode::Pivot => {
+                // pivot_root(".", "."): the old root ends up on top of the new one, and the
+                // lazy unmount of "." takes it away (pivot_root(2), NOTES).
+                os_check(libc::chdir(c"/debian".as_ptr()).into())?;
+                os_check(libc::syscall(
+                    libc::SYS_pivot_root,
+                    c".".as_ptr(),
+                    c".".as_ptr(),
+                ))?;
+                os_check(libc::umount2(c".".as_ptr(), libc::MNT_DETACH).into())?;
+                os_check(libc::chdir(c"/".as_ptr()).into())?;
+            }
+            RootMode::Bind => {
+                for (from, to) in BIND_DIRS {
+                    os_check(
+                        libc::mount(
+                            from.as_ptr(),
+                            to.as_ptr(),
+                            std::ptr::null(),
+                            libc::MS_BIND | libc::MS_REC,
+                            std::ptr::null(),
+                        )
+                        .into(),
+                    )?;
+                }
+                os_check(libc::chdir(c"/".as_ptr()).into())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl DebianRoot {
+    /// `env VARS… ARGS…` (Debian's `env`, with Debian's PATH) in the Debian root entered by
+    /// `mode`.
+    fn command_in(&self, mode: RootMode, env: &[(&str, &str)], args: &[&str]) -> Command {
+        if mode == RootMode::Chroot {
+            return self.command(env, args);
+        }
+        let mut c = Command::new("/usr/bin/env");
+        c.arg("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+        c.args(env.iter().map(|(k, v)| format!("{k}={v}")));
+        c.args(args);
+        // SAFETY: enter_root makes only async-signal-safe system calls.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, move || enter_root(mode));
+        }
+        c
+    }
+
+    /// The first way into the Debian root (pivot_root, then bind mounts) in which the kernel
+    /// lets `unshare --user --net --map-root-user` (what the kernel library's `UserNetNS` runs)
+    /// create a user namespace, and what each way answered before it.
+    fn userns_mode(&self) -> Result<(RootMode, String), String> {
+        for d in ["/opt", "/var", "/sbin", "/lib64"] {
+            std::fs::create_dir_all(d).map_err(|e| format!("mkdir {d}: {e}"))?;
+        }
+        let mut answers = Vec::new();
+        for mode in [RootMode::Chroot, RootMode::Pivot, RootMode::Bind] {
+            let probe = ["unshare", "--user", "--net", "--map-root-user", "true"];
+            match run(&mut self.command_in(mode, &[], &probe)) {
+                Ok(out) if out.status.success() => {
+                    answers.push(format!("{mode:?}: unshare --user works"));
+                    return Ok((mode, answers.join("; ")));
+                }
+                Ok(out) => answers.push(format!(
+                    "{mode:?}: {} ({})",
+                    output_text(&out).trim(),
+                    out.status
+                )),
+                Err(e) => answers.push(format!("{mode:?}: {e}")),
+            }
+        }
+        Err(format!(
+            "no way into the Debian root lets unshare(CLONE_NEWUSER) work: {}",
+            answers.join("; ")
+        ))
+    }
+
+    /// Our py/ scripts (the initramfs's [`GUEST_PY`]) in the harness's tree, in
+    /// `hw/ncdevmem-rs/` (the runner makes that directory; a tmpfs goes over it), where they
+    /// find the kernel library; unmounted with the root.
+    fn add_our_py(&self) -> Result<(), String> {
+        let dir = format!("{DEBIAN}{OUR_PY_DIR}");
+        let out = run(Command::new("mount").args(["-t", "tmpfs", "tmpfs", &dir]))?;
+        if !out.status.success() {
+            return Err(format!(
+                "mount tmpfs on {dir}: {}",
+                output_text(&out).trim()
+            ));
+        }
+        let entries = std::fs::read_dir(GUEST_PY).map_err(|e| format!("{GUEST_PY}: {e}"))?;
+        for e in entries {
+            let e = e.map_err(|e| format!("{GUEST_PY}: {e}"))?;
+            let to = format!("{dir}/{}", e.file_name().to_string_lossy());
+            std::fs::copy(e.path(), &to).map_err(|err| format!("copy to {to}: {err}"))?;
+        }
+        // The kernel library looks for its BPF objects beside the script it runs (and in
+        // hw/ below that): a VM run of our nk_devmem.py there skipped with "BPF prog
+        // nk_forward.bpf.o not found".
+        for obj in ["nk_forward.bpf.o", "nk_primary_rx_redirect.bpf.o"] {
+            let from = format!("{DEBIAN}{HW_DIR}/{obj}");
+            let to = format!("{dir}/{obj}");
+            std::fs::copy(&from, &to).map_err(|err| format!("copy {from} to {to}: {err}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// py/'s scripts in the initramfs (tests/vm/run.sh copies them).
+const GUEST_PY: &str = "/usr/share/ncdevmem-rs/py";
+
+/// Where the harness's tree takes them (inside the Debian root).
+const OUR_PY_DIR: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw/ncdevmem-rs";
+
+/// The kernel's netkit devmem tests and its netkit queue-lease test, inside the Debian root.
+const HW_DIR: &str = "/opt/kselftest/tools/testing/selftests/drivers/net/hw";
+
+/// The environment of the kernel's netkit tests (NetDrvContEnv) on `nic`: IPv6 only, the peer
+/// namespace as a netns remote, the netkit guest's prefix 2001:db8:2::/64.
+fn nk_env<'a>(nic: &'a Dnic<'_>) -> [(&'a str, &'a str); 6] {
+    [
+        ("NETIF", nic.dut.as_str()),
+        ("LOCAL_V6", DUT6),
+        ("REMOTE_V6", PEER6),
+        ("REMOTE_TYPE", "netns"),
+        ("REMOTE_ARGS", nic.peer_ns.as_str()),
+        ("LOCAL_PREFIX_V6", "2001:db8:2::/64"),
+    ]
+}
+
+/// One run of `script` (a path in the Debian root) with python3 in the root entered by
+/// `mode`, `env` set and ncdevmem-rs copied to [`UNDER_TEST`] (the harness's `ncdevmem` and
+/// `iou-zcrx`; py/'s scripts take it from `NCDEVMEM`); the output is recorded as
+/// `<label>.txt`. A run that prints no KTAP result is an error with its output.
+fn nk_run(
+    ctx: &Ctx,
+    root: &DebianRoot,
+    mode: RootMode,
+    env: &[(&str, &str)],
+    script: &str,
+    label: &str,
+) -> Result<HarnessRun, String> {
+    let bin = ctx.bin.to_string_lossy();
+    std::fs::copy(&*bin, UNDER_TEST).map_err(|e| format!("copy {bin} to {UNDER_TEST}: {e}"))?;
+    let mut env = env.to_vec();
+    env.push(("NCDEVMEM", UNDER_TEST));
+    let child = spawn(&mut root.command_in(mode, &env, &["python3", script]))?;
+    let out = wait_within(child, HARNESS_DEADLINE)?;
+    let output = output_text(&out);
+    record(&format!("{label}.txt"), &output);
+    let results = ktap_results(&output);
+    if results.is_empty() {
+        let last = output.lines().rev().find(|l| !l.trim().is_empty());
+        return Err(format!(
+            "{label}: no test ran ({}; last line {last:?})",
+            out.status
+        ));
+    }
+    Ok(HarnessRun { results, output })
+}
+
+/// `run`, and once more when not all of its `tests` passed and the failure was the
+/// harness's own ([`harness_own`]; the first output saved as `<label>-first.txt`): the run
+/// that counts, and the first run's failure lines when there was a second.
+fn run_again_if_harness(
+    label: &str,
+    tests: usize,
+    mut run: impl FnMut() -> Result<HarnessRun, String>,
+) -> Result<(HarnessRun, Option<String>), String> {
+    let first = run()?;
+    if all_passed(&first, tests) || !harness_own(&first) {
+        return Ok((first, None));
+    }
+    record(&format!("{label}-first.txt"), &first.output);
+    let again = run()?;
+    Ok((again, Some(first.failure_lines())))
+}
+
+/// [`run_again_if_harness`] for [`nk_run`].
+fn nk_run_again_if_harness(
+    ctx: &Ctx,
+    root: &DebianRoot,
+    mode: RootMode,
+    env: &[(&str, &str)],
+    script: &str,
+    label: &str,
+    tests: usize,
+) -> Result<(HarnessRun, Option<String>), String> {
+    run_again_if_harness(label, tests, || nk_run(ctx, root, mode, env, script, label))
+}
+
+/// What a case line says of a second run of `label` ([`run_again_if_harness`]).
+fn second_run_note(label: &str, first: Option<String>) -> String {
+    first
+        .map(|f| {
+            format!(
+                " (second run: the first failed in the harness itself: {f}; first output saved \
+                 as {label}-first.txt)"
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The ntuple feature on (off again on drop): the kernel's netkit tests steer the leased
+/// queue's flow with an ntuple rule and never turn the feature on themselves (they expect a
+/// NIC that takes rules as it comes up); the software NIC, as gve, starts with it off.
+fn nk_ntuple_on<'c>(ctx: &'c Ctx, nic: &Dnic<'_>) -> Result<EthtoolUndo<'c>, String> {
+    EthtoolUndo::new(
+        ctx,
+        &nic.dut,
+        &[&["-K", "ntuple", "on"]],
+        &[&["-K", "ntuple", "off"]],
+    )
+}
+
+/// Loads what the kernel's netkit tests need beyond the suite's modules: `sch_ingress` (their
+/// clsact qdiscs) and `cls_bpf` (their tc bpf filters), in the initramfs but not loaded at boot.
+fn nk_modules() -> Result<(), String> {
+    for m in ["sch_ingress", "cls_bpf"] {
+        let out = run(Command::new("modprobe").arg(m))?;
+        if !out.status.success() {
+            return Err(format!("modprobe {m}: {}", output_text(&out).trim()));
+        }
+    }
+    Ok(())
+}
+
+/// Every test of `run` passed (none skipped).
+fn all_passed(run: &HarnessRun, tests: usize) -> bool {
+    run.results.len() == tests && run.results.iter().all(|(_, v)| v == "ok")
+}
+
+/// The kernel's nk_devmem.py, unchanged, with ncdevmem-rs as its ncdevmem: NetDrvContEnv's
+/// netkit pair (two RX queues) with the guest end in a namespace, the selftests' BPF redirects
+/// (nk_forward.bpf.o on the software NIC, nk_primary_rx_redirect.bpf.o on the netkit host
+/// end; tests/vm/build-kselftest.sh builds them), the last queue of the software NIC leased to
+/// the netkit guest; then our py/nk_devmem.py, its mirror, in the same root. All five tests of
+/// each must pass.
+pub(super) fn kernel_nk_devmem_py(ctx: &Ctx) -> CaseResult {
+    nk_devmem_case(ctx, 42, "nk_devmem.py", 5)
+}
+
+/// The kernel's userns_devmem.py, unchanged, as [`kernel_nk_devmem_py`] with the netkit
+/// guest's namespace owned by a user namespace (the library's `UserNetNS`: `unshare --user
+/// --net --map-root-user`), so the harness runs in a root the kernel allows that in (not
+/// `chroot`: [`DebianRoot::userns_mode`]); then our py/userns_devmem.py. All four tests of
+/// each must pass.
+pub(super) fn kernel_userns_devmem_py(ctx: &Ctx) -> CaseResult {
+    nk_devmem_case(ctx, 43, "userns_devmem.py", 4)
+}
+
+fn nk_devmem_case(ctx: &Ctx, pair: u32, script: &str, tests: usize) -> CaseResult {
+    nk_modules()?;
+    let nic = Dnic::new(ctx, pair, true)?;
+    let _ntuple = nk_ntuple_on(ctx, &nic)?;
+    let root = DebianRoot::mount()?;
+    let (mode, answers) = root.userns_mode()?;
+    root.add_our_py()?;
+    let env = nk_env(&nic);
+    // Both scripts run whatever the first one did: each failure is its own finding.
+    let mut lines = Vec::new();
+    let mut failed = false;
+    for (path, label) in [
+        (format!("{HW_DIR}/{script}"), format!("kernel-{script}")),
+        (format!("{OUR_PY_DIR}/{script}"), format!("ours-{script}")),
+    ] {
+        match nk_run_again_if_harness(ctx, &root, mode, &env, &path, &label, tests) {
+            Ok((r, first)) if all_passed(&r, tests) => lines.push(format!(
+                "{label}: {}{}",
+                r.summary(),
+                second_run_note(&label, first)
+            )),
+            Ok((r, first)) => {
+                failed = true;
+                lines.push(format!(
+                    "{label}: {}; {}{}",
+                    r.summary(),
+                    r.failure_lines(),
+                    second_run_note(&label, first)
+                ));
+            }
+            Err(e) => {
+                failed = true;
+                lines.push(e);
+            }
+        }
+    }
+    let text = format!("{} (root {mode:?}: {answers})", lines.join("; "));
+    if failed {
+        return Err(text);
+    }
+    Ok(Outcome::Pass(text))
+}
+
+/// The tests of the kernel's nk_qlease.py.
+const NK_QLEASE_TESTS: usize = 5;
+
+/// The kernel's nk_qlease.py, unchanged, with ncdevmem-rs as its `iou-zcrx`: a queue of the
+/// software NIC leased into netkit, io_uring zero-copy receive on the netkit queue (default and
+/// 8 KiB buffers), the lease's attributes in `queue-get`, XDP refused on NETIF while the
+/// leased queue has a memory provider, and the memory provider gone when the netkit device is
+/// deleted under the receiver. All five tests must pass.
+pub(super) fn kernel_nk_qlease_py(ctx: &Ctx) -> CaseResult {
+    nk_modules()?;
+    let nic = Dnic::new(ctx, 44, true)?;
+    let _ntuple = nk_ntuple_on(ctx, &nic)?;
+    let root = DebianRoot::mount()?;
+    let (mode, answers) = root.userns_mode()?;
+    let env = nk_env(&nic);
+    // The remote reaches the netkit guest's prefix through the DUT, as a lab's remote is
+    // routed: the library adds that route only with primary_rx_redirect, which nk_qlease.py
+    // does not ask for (without it the client's connect was ENETUNREACH). The route goes with
+    // the peer namespace.
+    let route = run(ns_exec(ctx, &nic.peer_ns).args([
+        "ip",
+        "-6",
+        "route",
+        "add",
+        "2001:db8:2::/64",
+        "via",
+        DUT6,
+    ]))?;
+    if !route.status.success() {
+        return Err(format!(
+            "route 2001:db8:2::/64 via {DUT6} in {}: {}",
+            nic.peer_ns,
+            output_text(&route).trim()
+        ));
+    }
+    let path = format!("{HW_DIR}/nk_qlease.py");
+    let label = "kernel-nk_qlease.py";
+    let (run1, first) =
+        nk_run_again_if_harness(ctx, &root, mode, &env, &path, label, NK_QLEASE_TESTS)
+            .map_err(|e| format!("{e} (root: {answers})"))?;
+    if !all_passed(&run1, NK_QLEASE_TESTS) {
+        return Err(format!(
+            "nk_qlease.py ({mode:?}): {}; {}{}",
+            run1.summary(),
+            run1.failure_lines(),
+            second_run_note(label, first)
+        ));
+    }
+    Ok(Outcome::Pass(format!(
+        "the VM kernel's nk_qlease.py, unchanged, with ncdevmem-rs as iou-zcrx: {}{} (root: \
+         {answers})",
+        run1.summary(),
+        second_run_note(label, first)
+    )))
+}
+
+/// The kernel's C ncdevmem, built from the VM kernel's source, under the same devmem.py on
+/// the same NIC: with the ntuple feature as the driver starts (off, as on gve) and with it
+/// turned on first; then the receiver CPU time of a 64 MiB `-v 7` receive by each binary
+/// (user + system seconds, bash's `time` in the chroot). The case passes when everything ran;
+/// the C tool's results are recorded, not required.
+pub(super) fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 32, true)?;
+    let root = DebianRoot::mount()?;
+    let c_bin = format!("{DEBIAN}{C_NCDEVMEM}");
+    let off = devmem_py(&root, &nic, &c_bin)?;
+    let on = {
+        let _ntuple = EthtoolUndo::new(
+            ctx,
+            &nic.dut,
+            &[&["-K", "ntuple", "on"]],
+            &[&["-K", "ntuple", "off"]],
+        )?;
+        devmem_py(&root, &nic, &c_bin)?
+    };
+    record("devmem-py-c-ncdevmem-ntuple-off.txt", &off.output);
+    record("devmem-py-c-ncdevmem-ntuple-on.txt", &on.output);
+    let mut cpu = Vec::new();
+    for (label, bin, port) in [
+        ("ncdevmem-rs", ctx.bin.to_string_lossy().to_string(), "5490"),
+        ("C ncdevmem", c_bin.clone(), "5491"),
+    ] {
+        std::fs::copy(&bin, UNDER_TEST).map_err(|e| format!("copy {bin}: {e}"))?;
+        let _ntuple = EthtoolUndo::new(
+            ctx,
+            &nic.dut,
+            &[&["-K", "ntuple", "on"]],
+            &[&["-K", "ntuple", "off"]],
+        )?;
+        let script = format!(
+            "TIMEFORMAT='cpu %U %S %R'; time {UNDER_TEST} -l -f {} -s {DUT4} -p {port} -c \
+             {PEER4} -v 7 >/dev/null 2>/tmp/receiver.err; echo \"exit $?\"",
+            nic.dut
+        );
+        let rx = spawn(&mut root.command(&[], &["bash", "-c", &script]))?;
+        let tx = run(&mut nic.sender(&[
+            "--send-pattern",
+            "64M",
+            "-s",
+            DUT4,
+            "-p",
+            port,
+            "-c",
+            PEER4,
+            "-v",
+            "7",
+            "--timeout",
+            "60",
+        ]))?;
+        let got = wait_within(rx, HARNESS_DEADLINE)?;
+        let text = output_text(&got);
+        let times = text
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))
+            .map(|t| t.split_whitespace().collect::<Vec<_>>())
+            .filter(|t| t.len() == 3)
+            .ok_or_else(|| format!("{label}: no time: {text:?}"))?;
+        let status = text
+            .lines()
+            .find(|l| l.starts_with("exit "))
+            .unwrap_or("exit ?");
+        cpu.push(format!(
+            "{label}: {status}, user {} s + sys {} s (wall {} s); sender {}",
+            times[0],
+            times[1],
+            times[2],
+            if tx.status.success() { "ok" } else { "failed" }
+        ));
+    }
+    let failures = |label: &str, r: &HarnessRun| {
+        if r.results.iter().any(|(_, v)| v != "ok") {
+            format!(" ({label}: {})", r.failure_lines())
+        } else {
+            String::new()
+        }
+    };
+    Ok(Outcome::Pass(format!(
+        "devmem.py with the C ncdevmem: ntuple off: {}; ntuple on: {}. 64 MiB -v 7 receive: {}\
+         {}{}; whole outputs saved as devmem-py-c-ncdevmem-ntuple-{{off,on}}.txt",
+        off.summary(),
+        on.summary(),
+        cpu.join("; "),
+        failures("ntuple off", &off),
+        failures("ntuple on", &on),
+    )))
+}
+
+/// How many times each receiver takes the timed transfer of [`c_iou_zcrx`].
+const ZCRX_TIMED_RUNS: usize = 3;
+
+/// What the C iou-zcrx's server prints when its receive did not end within 5 s of listening
+/// (its fixed deadline, `tstop`).
+const C_IOU_ZCRX_DEADLINE: &str = "iou-zcrx: test failed";
+
+/// The kernel's C iou-zcrx, built from the VM kernel's source with liburing, under the same
+/// iou-zcrx.py on the same kind of NIC as `devmem-nic/kernel-iou-zcrx-py` (its results are
+/// recorded, not required); then the receiver CPU and wall time (bash's `time` in the chroot)
+/// of the same transfer by each binary run as the harness's `iou-zcrx`: `test_zcrx.single`'s NIC
+/// setup and server command line (`-s -p P -i DUT -q 3`), 2 MiB of the `'a'..'z'` stream (the C
+/// client's whole send buffer) from one sender for both, ncdevmem-rs as `iou-zcrx -c -h DUT6 -p
+/// P -l 12840` in the peer namespace, started once the server's ifq is registered (it retries
+/// the connect until the server listens), [`ZCRX_TIMED_RUNS`] times each, alternating. Every
+/// ncdevmem-rs receive must exit 0; a C receive either exits 0 or ends at its own 5 s deadline
+/// ([`C_IOU_ZCRX_DEADLINE`]), which the line counts. Every frame with payload must have been
+/// split on queue [`BOUND`].
+pub(super) fn c_iou_zcrx(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::new(ctx, 36, true)?;
+    let root = DebianRoot::mount()?;
+    let c_bin = format!("{DEBIAN}{C_IOU_ZCRX}");
+    let harness = kernel_py(&root, &nic, IOU_ZCRX_PY, &c_bin)?;
+    record("iou-zcrx-py-c-iou-zcrx.txt", &harness.output);
+    wait_provider(&nic, BOUND, false)?;
+    let before = nic.queue_stats()?;
+    let port = 5492u16;
+    let _setup = HarnessSetup::apply(ctx, &nic.dut, port)?;
+    let sender_link = "/tmp/iou-zcrx";
+    let _ = std::fs::remove_file(sender_link);
+    std::os::unix::fs::symlink(&ctx.bin, sender_link)
+        .map_err(|e| format!("symlink {sender_link}: {e}"))?;
+    let mut receivers = [
+        TimedReceiver::new("ncdevmem-rs", &ctx.bin.to_string_lossy(), false),
+        TimedReceiver::new("C iou-zcrx", &c_bin, true),
+    ];
+    let mut runs = Vec::new();
+    for round in 1..=ZCRX_TIMED_RUNS {
+        for r in receivers.iter_mut() {
+            std::fs::copy(&r.bin, UNDER_TEST).map_err(|e| format!("copy {}: {e}", r.bin))?;
+            let script = format!(
+                "TIMEFORMAT='cpu %U %S %R'; time {HARNESS_IOU_ZCRX} -s -p {port} -i {} -q {BOUND} \
+                 >/tmp/iou-zcrx-rx.out 2>&1; echo \"exit $?\"; cat /tmp/iou-zcrx-rx.out",
+                nic.dut
+            );
+            let rx = spawn(&mut root.command(&[], &["bash", "-c", &script]))?;
+            let mut rx = KillOnDrop(Some(rx));
+            wait_provider(&nic, BOUND, true)?;
+            let tx = run(ns_exec(ctx, &nic.peer_ns).args([
+                sender_link,
+                "-c",
+                "-h",
+                DUT6,
+                "-p",
+                &port.to_string(),
+                "-l",
+                "12840",
+            ]))?;
+            let got = wait_within(rx.0.take().ok_or("the receiver is gone")?, HARNESS_DEADLINE)?;
+            let text = output_text(&got);
+            runs.push(format!("{} run {round}: {}", r.label, text.trim()));
+            r.add(&text, tx.status.success())
+                .map_err(|e| format!("run {round}: {e}; sender: {}", output_text(&tx).trim()))?;
+            wait_provider(&nic, BOUND, false)?;
+        }
+    }
+    record("iou-zcrx-timed-runs.txt", &(runs.join("\n") + "\n"));
+    let after = nic.queue_stats()?;
+    let elsewhere: u64 = (0..BOUND).map(|n| after[n].split - before[n].split).sum();
+    if elsewhere != 0 || after[BOUND].split == before[BOUND].split {
+        return Err(format!(
+            "split frames per queue before the timed runs {before:?}, after {after:?}"
+        ));
+    }
+    if receivers[0].ok != ZCRX_TIMED_RUNS {
+        return Err(format!("ncdevmem-rs: {}", receivers[0].summary()));
+    }
+    let failures = if harness.results.iter().any(|(_, v)| v != "ok") {
+        format!(" ({})", harness.failure_lines())
+    } else {
+        String::new()
+    };
+    Ok(Outcome::Pass(format!(
+        "iou-zcrx.py with the C iou-zcrx: {}{failures}. Receiver of 2 MiB (test_zcrx.single's \
+         transfer, one sender for both), {ZCRX_TIMED_RUNS} runs each, summed over the runs that \
+         finished: ncdevmem-rs: {}; C iou-zcrx: {}; all split frames on queue {BOUND}; outputs \
+         saved as iou-zcrx-py-c-iou-zcrx.txt, iou-zcrx-timed-runs.txt",
+        harness.summary(),
+        receivers[0].summary(),
+        receivers[1].summary(),
+    )))
+}
+
+/// One receiver of [`c_iou_zcrx`]'s timed transfer and its runs so far.
+struct TimedReceiver {
+    label: &'static str,
+    /// The binary (a guest path), copied to [`UNDER_TEST`] for each run.
+    bin: String,
+    /// The C tool: a run may end at its deadline ([`C_IOU_ZCRX_DEADLINE`]).
+    c_tool: bool,
+    /// Runs that exited 0 with their sender.
+    ok: usize,
+    /// Runs that ended at the C tool's own deadline ([`C_IOU_ZCRX_DEADLINE`]).
+    deadline: usize,
+    /// User, system and wall seconds summed over the runs in `ok`.
+    secs: [f64; 3],
+}
+
+impl TimedReceiver {
+    fn new(label: &'static str, bin: &str, c_tool: bool) -> Self {
+        TimedReceiver {
+            label,
+            bin: bin.to_string(),
+            c_tool,
+            ok: 0,
+            deadline: 0,
+            secs: [0.0; 3],
+        }
+    }
+
+    /// Counts one run from its output (`exit N`, bash's `cpu USER SYS WALL`, what the receiver
+    /// printed) and whether its sender succeeded; an outcome other than success or the C
+    /// tool's deadline is an error.
+    fn add(&mut self, text: &str, sender_ok: bool) -> Result<(), String> {
+        let times: Vec<f64> = text
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))
+            .map(|t| {
+                t.split_whitespace()
+                    .filter_map(|v| v.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let exit0 = text.lines().any(|l| l == "exit 0");
+        match times.as_slice() {
+            [u, s, w] if exit0 && sender_ok => {
+                self.ok += 1;
+                for (acc, v) in self.secs.iter_mut().zip([u, s, w]) {
+                    *acc += v;
+                }
+                Ok(())
+            }
+            _ if self.c_tool && text.contains(C_IOU_ZCRX_DEADLINE) => {
+                self.deadline += 1;
+                Ok(())
+            }
+            _ => Err(format!("{} as iou-zcrx: {text:?}", self.label)),
+        }
+    }
+
+    fn summary(&self) -> String {
+        let [u, s, w] = self.secs;
+        let mut line = format!(
+            "{} of {ZCRX_TIMED_RUNS} runs, user {u:.3} s + sys {s:.3} s = {:.3} s CPU, wall \
+             {w:.3} s",
+            self.ok,
+            u + s
+        );
+        if self.deadline > 0 {
+            line += &format!(
+                " ({} ended at its own 5 s deadline: {C_IOU_ZCRX_DEADLINE:?})",
+                self.deadline
+            );
+        }
+        line
+    }
+}
+
+/// Waits (up to 60 s) until queue `queue` of `nic` has (`want`) or no longer has a memory
+/// provider: an io_uring ifq comes with the registration and goes with its ring, after the
+/// process that held it has exited (the harness's `mp_clear_wait` waits the same way).
+fn wait_provider(nic: &Dnic, queue: usize, want: bool) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let q = nic.queue_stats()?;
+        if q[queue].provider == want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "queue {queue}: memory provider {} after 60 s: {q:?}",
+                if want { "still missing" } else { "still there" }
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_of(output: &str) -> HarnessRun {
+        HarnessRun {
+            results: ktap_results(output),
+            output: output.to_string(),
+        }
+    }
+
+    /// Only the harness's own waits and tools make a second run: a timed-out command that
+    /// runs the tool under test (as the RX listener or the TX client) is the tool's failure.
+    #[test]
+    fn only_the_harness_own_failures_are_rerun() {
+        let own = [
+            "# Exception| Exception: Waiting for port listen timed out",
+            "# 2026/01/01 socat[812] E bind(5, {AF=10 [::]:41234}, 28): Address already in use",
+            "# Exception| subprocess.TimeoutExpired: Command 'dd if=/dev/zero bs=4096 count=1 | \
+             socat -u - TCP6:[2001:db8::1]:5201' timed out after 20 seconds",
+        ];
+        for line in own {
+            assert!(
+                harness_own(&run_of(&format!("not ok 1 devmem.check_rx\n{line}\n"))),
+                "{line}"
+            );
+        }
+        let tools = [
+            "# Exception| subprocess.TimeoutExpired: Command 'bash -c 'echo -e \"hello\\nworld\" | \
+             /opt/kselftest/drivers/net/hw/ncdevmem -f dnic31a -s 2001:db8::2 -p 5201'' timed out \
+             after 20 seconds",
+            "# Exception| subprocess.TimeoutExpired: Command '/opt/kselftest/drivers/net/hw/iou-zcrx \
+             -s -p 9999 -i dnic33a -q 3' timed out after 20 seconds",
+            "# ncdevmem-rs: bind([::ffff:192.0.2.1]:5201): EADDRINUSE (Address already in use)",
+        ];
+        for line in tools {
+            assert!(
+                !harness_own(&run_of(&format!("not ok 1 devmem.check_rx\n{line}\n"))),
+                "{line}"
+            );
+        }
+    }
+}
