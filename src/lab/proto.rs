@@ -3,9 +3,10 @@
 //! peer answering, one message per line.
 //!
 //! Every line is one JSON object whose first member is the protocol version, `"v":1`, and
-//! whose second is the message kind, `"type"`; then the kind's own members, all required
-//! (an absent optional value is `null`), none unknown. At most [`MAX_LINE`] bytes with the
-//! `\n`. The exchange, in this order:
+//! whose second is the message kind, `"type"`; then the kind's own members in any order, all
+//! required (an absent optional value is `null`), none unknown, none twice (at any depth: a
+//! member given twice is refused, never read as its first or last value). At most
+//! [`MAX_LINE`] bytes, not counting the `\n`. The exchange, in this order:
 //!
 //! ```text
 //! sweep -> peer   {"v":1,"type":"hello","tool":"ncdevmem-rs","version":"0.1.0"}
@@ -19,8 +20,9 @@
 //! ```
 //!
 //! Either side answers a message it cannot take — not JSON, not an object, another version,
-//! a kind it does not know or does not expect now, a member missing, of the wrong type or
-//! unknown, a line over [`MAX_LINE`] — with `{"v":1,"type":"error","code":…,"message":…}`
+//! a kind it does not know or does not expect now, `"v"` and `"type"` not the first two
+//! members, a member missing, repeated, of the wrong type or unknown, a line over
+//! [`MAX_LINE`] — with `{"v":1,"type":"error","code":…,"message":…}`
 //! where it can, and closes the connection; the peer then serves the next client. A peer that
 //! cannot start a run (busy with another client, a limit, the send failed) answers `error`
 //! instead of `started` or `done`. Nothing here panics on what a peer sent: every failure is
@@ -32,12 +34,15 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// The protocol version this build speaks (`"v"` of every line).
 pub const VERSION: u32 = 1;
 
-/// Longest accepted line, in bytes, with its `\n` (64 KiB: a `done` of 64 flows is ~10 KiB).
+/// Longest accepted line, in bytes, not counting its `\n` (64 KiB: a `done` of 64 flows is
+/// ~10 KiB): a line of 65,536 bytes and its newline is taken, one of 65,537 is refused as
+/// longer than 65536 bytes.
 pub const MAX_LINE: usize = 64 << 10;
 
 /// An optional member that must still be present (`null` when absent): serde takes a missing
@@ -339,17 +344,18 @@ pub fn encode(msg: &Msg) -> String {
 /// [`ErrorCode::Version`] for a `"v"` other than [`VERSION`], [`ErrorCode::Malformed`] for
 /// anything else that is not a message (naming what).
 pub fn decode(line: &[u8]) -> Result<Msg, ProtoError> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
     if line.len() > MAX_LINE {
         return Err(oversized());
     }
     let bad = |why: String| ProtoError::Bad(ErrorCode::Malformed, why);
     let text = std::str::from_utf8(line).map_err(|e| bad(format!("not UTF-8 ({e})")))?;
-    let value: serde_json::Value = serde_json::from_str(text.trim_end_matches('\n'))
-        .map_err(|e| bad(format!("not JSON ({e})")))?;
-    let serde_json::Value::Object(mut members) = value else {
+    let Top::Object(members) =
+        serde_json::from_str::<Top>(text).map_err(|e| bad(format!("not JSON ({e})")))?
+    else {
         return Err(bad("not a JSON object".into()));
     };
-    match members.remove("v") {
+    match members.iter().find(|(k, _)| k == "v").map(|(_, v)| v) {
         Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(VERSION)) => {}
         Some(other) => {
             return Err(ProtoError::Bad(
@@ -359,14 +365,137 @@ pub fn decode(line: &[u8]) -> Result<Msg, ProtoError> {
         }
         None => return Err(bad(format!("no \"v\" member (protocol version {VERSION})"))),
     }
-    serde_json::from_value(serde_json::Value::Object(members)).map_err(|e| bad(e.to_string()))
+    let keys: Vec<&str> = members.iter().take(2).map(|(k, _)| k.as_str()).collect();
+    if keys != ["v", "type"] {
+        return Err(bad(format!(
+            "the first members are {}, expected \"v\" then \"type\"",
+            keys.iter()
+                .map(|k| format!("\"{}\"", printable(k)))
+                .collect::<Vec<_>>()
+                .join(" then ")
+        )));
+    }
+    let object: serde_json::Map<String, serde_json::Value> = members.into_iter().skip(1).collect();
+    serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| bad(e.to_string()))
 }
 
 fn oversized() -> ProtoError {
     ProtoError::Bad(
         ErrorCode::Oversized,
-        format!("line longer than {MAX_LINE} bytes"),
+        format!("line longer than {MAX_LINE} bytes (its newline not counted)"),
     )
+}
+
+/// A line's JSON as [`decode`] reads it: a top-level object's members in the order written,
+/// or anything else. A member given twice, in the object or in any value inside it, is an
+/// error (serde_json would keep the last).
+enum Top {
+    /// The object's members, in order.
+    Object(Vec<(String, serde_json::Value)>),
+    /// Not an object.
+    Other,
+}
+
+/// A JSON value read like [`serde_json::Value`], but refusing an object with a member twice.
+struct Strict(serde_json::Value);
+
+/// The visitor of [`Top`] (`top`) and [`Strict`] (not `top`).
+struct StrictVisitor {
+    top: bool,
+}
+
+/// What [`StrictVisitor`] makes: the top level's ordered members, or a value.
+enum Visited {
+    Members(Vec<(String, serde_json::Value)>),
+    Value(serde_json::Value),
+}
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Visited;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Visited, E> {
+        Ok(Visited::Value(v.into()))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Visited, E> {
+        Ok(Visited::Value(v.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Visited, E> {
+        Ok(Visited::Value(v.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Visited, E> {
+        Ok(Visited::Value(v.into()))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Visited, E> {
+        Ok(Visited::Value(v.into()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Visited, E> {
+        Ok(Visited::Value(v.into()))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Visited, E> {
+        Ok(Visited::Value(serde_json::Value::Null))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Visited, E> {
+        Ok(Visited::Value(serde_json::Value::Null))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Visited, D::Error> {
+        Strict::deserialize(d).map(|v| Visited::Value(v.0))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Visited, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Visited::Value(items.into()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Visited, A::Error> {
+        let mut members: Vec<(String, serde_json::Value)> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if members.iter().any(|(k, _)| *k == key) {
+                return Err(de::Error::custom(format!(
+                    "member \"{}\" given twice",
+                    printable(&key)
+                )));
+            }
+            let Strict(value) = map.next_value()?;
+            members.push((key, value));
+        }
+        Ok(match self.top {
+            true => Visited::Members(members),
+            false => Visited::Value(serde_json::Value::Object(members.into_iter().collect())),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match d.deserialize_any(StrictVisitor { top: false })? {
+            Visited::Value(v) => Ok(Strict(v)),
+            Visited::Members(m) => Ok(Strict(serde_json::Value::Object(m.into_iter().collect()))),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Top {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match d.deserialize_any(StrictVisitor { top: true })? {
+            Visited::Members(m) => Ok(Top::Object(m)),
+            Visited::Value(_) => Ok(Top::Other),
+        }
+    }
 }
 
 /// One side of a control connection: lines in and out over any byte stream, a line at most
@@ -426,13 +555,14 @@ impl<S: Read + Write> Conn<S> {
         let mut buf = [0u8; 4096];
         loop {
             if let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
-                if at + 1 > MAX_LINE {
+                // `at` bytes before the newline.
+                if at > MAX_LINE {
                     return Err(oversized());
                 }
                 let rest = self.pending.split_off(at + 1);
                 return Ok(std::mem::replace(&mut self.pending, rest));
             }
-            if self.pending.len() >= MAX_LINE {
+            if self.pending.len() > MAX_LINE {
                 return Err(oversized());
             }
             match self.stream.read(&mut buf) {
@@ -675,6 +805,105 @@ pub(crate) mod tests {
         let mut long = encode(&Msg::Bye {}).into_bytes();
         long.splice(1..1, std::iter::repeat_n(b' ', MAX_LINE));
         assert_eq!(code_of(decode(&long)), Oversized);
+    }
+
+    /// A line of MAX_LINE bytes and its newline is taken, one byte more is refused as longer
+    /// than MAX_LINE bytes, by `decode` and by the reader alike (the limit counts what the
+    /// message says it counts). Before: the newline was counted, so a 65,536-byte line was
+    /// refused as "longer than 65536 bytes".
+    #[test]
+    fn the_line_limit_counts_the_line_without_its_newline() {
+        let padded = |len: usize| {
+            let bye = encode(&Msg::Bye {});
+            let body = bye.trim_end_matches('\n');
+            let mut line = format!(
+                "{}{}",
+                &body[..body.len() - 1],
+                " ".repeat(len - body.len())
+            );
+            line.push_str("}\n");
+            assert_eq!(line.len(), len + 1);
+            line
+        };
+        let at_limit = padded(MAX_LINE);
+        assert_eq!(decode(at_limit.as_bytes()), Ok(Msg::Bye {}));
+        let mut c = Conn::new(Pipe::new(at_limit.as_bytes(), 4096));
+        assert_eq!(c.recv(Duration::ZERO), Ok(Msg::Bye {}));
+        let over = padded(MAX_LINE + 1);
+        let want = ProtoError::Bad(
+            ErrorCode::Oversized,
+            "line longer than 65536 bytes (its newline not counted)".into(),
+        );
+        assert_eq!(decode(over.as_bytes()), Err(want.clone()));
+        let mut c = Conn::new(Pipe::new(over.as_bytes(), 4096));
+        assert_eq!(c.recv(Duration::ZERO), Err(want.clone()));
+        // Without a newline yet: refused once a byte more than the limit is pending.
+        let mut c = Conn::new(Pipe::new(&over.as_bytes()[..MAX_LINE + 1], 4096));
+        assert_eq!(c.recv(Duration::ZERO), Err(want));
+    }
+
+    /// What the parser takes is what lab.md says: `"v"` then `"type"` first, the kind's
+    /// members after them in any order; a member given twice, at any depth, is refused
+    /// (before: the order was not checked and serde_json kept the last of two members).
+    #[test]
+    fn members_come_in_the_documented_order_and_once() {
+        let hello = r#"{"v":1,"type":"hello","version":"y","tool":"x"}"#;
+        assert_eq!(
+            decode(hello.as_bytes()),
+            Ok(Msg::Hello {
+                tool: "x".into(),
+                version: "y".into()
+            }),
+            "the kind's own members in any order"
+        );
+        let send_tail = r#""port":7,"flows":1,"duration_s":1.0,"write_size":null,"tcp_cc":null,"devmem_tx":false}"#;
+        for (line, why) in [
+            (
+                r#"{"type":"bye","v":1}"#.to_string(),
+                r#"the first members are "type" then "v", expected "v" then "type""#,
+            ),
+            (
+                r#"{"v":1,"tool":"x","type":"hello","version":"y"}"#.to_string(),
+                r#"the first members are "v" then "tool", expected "v" then "type""#,
+            ),
+            (
+                r#"{"v":1,"type":"bye","type":"bye"}"#.to_string(),
+                r#"member "type" given twice"#,
+            ),
+            (
+                r#"{"v":1,"v":1,"type":"bye"}"#.to_string(),
+                r#"member "v" given twice"#,
+            ),
+            (
+                r#"{"v":1,"type":"hello","tool":"x","tool":"y","version":"z"}"#.to_string(),
+                r#"member "tool" given twice"#,
+            ),
+            (
+                format!(
+                    r#"{{"v":1,"type":"send","run":1,"stream":{{"seed":1,"seed":2}},{send_tail}"#
+                ),
+                r#"member "seed" given twice"#,
+            ),
+            (
+                format!(
+                    r#"{{"v":1,"type":"send","run":1,"run":2,"stream":{{"seed":1}},{send_tail}"#
+                ),
+                r#"member "run" given twice"#,
+            ),
+        ] {
+            match decode(line.as_bytes()) {
+                Err(ProtoError::Bad(ErrorCode::Malformed, m)) => {
+                    assert!(m.contains(why), "{line}: {m}")
+                }
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        // A member name with control characters is named printably.
+        let m = decode(b"{\"v\":1,\"type\":\"bye\",\"\\u001b\":1,\"\\u001b\":2}").unwrap_err();
+        assert!(
+            m.to_string().contains(r#"member "\u{1b}" given twice"#),
+            "{m}"
+        );
     }
 
     /// The reader splits lines however the bytes arrive, keeps what follows a line, and
