@@ -106,13 +106,27 @@ pub fn connect_timeout(
     ifname: Option<&str>,
     timeout: Option<Duration>,
 ) -> Result<OwnedFd> {
+    connect_until(addr, local, ifname, timeout, &crate::signals::STOP)
+}
+
+/// [`connect_timeout`], whose wait ends also once `stop` (a run's own stop flag; 0 = keep
+/// going) is set.
+///
+/// Errors: as [`connect_timeout`]; `Error::Interrupted` with `stop`'s value.
+pub fn connect_until(
+    addr: SocketAddrV6,
+    local: Option<SocketAddrV6>,
+    ifname: Option<&str>,
+    timeout: Option<Duration>,
+    stop: &AtomicI32,
+) -> Result<OwnedFd> {
+    crate::signals::check_flag(stop)?;
     let (fd, pending) = socket::connect_start(addr, local, ifname)?;
     if !pending {
         return Ok(fd);
     }
     // A deadline too far to represent waits forever.
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-    let stop = &crate::signals::STOP;
     if !poll_ready(
         fd.as_fd(),
         libc::POLLOUT,
@@ -138,20 +152,22 @@ pub fn connect_timeout(
 /// Errors: `Error::Timeout` naming how many bytes of `data` went out; `Error::Interrupted`;
 /// `Error::Sys` naming `send` and the offset within `data` (`EPIPE`, `ECONNRESET`, ...).
 pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>) -> Result<()> {
-    send_until(fd, data, stall, None).map(|_| ())
+    send_until(fd, data, stall, None, &crate::signals::STOP).map(|_| ())
 }
 
 /// As [`send_all_timeout`], but sends nothing more once `end` (if any) has come, also in
 /// the middle of `data`: a wait for a peer that reads slowly (accepting a little now and
-/// then, so `stall` never runs out) ends at `end`. Returns how many bytes of `data` went out
-/// (`data.len()` unless `end` came first).
+/// then, so `stall` never runs out) ends at `end`. A wait for a full send buffer also ends
+/// once `stop` is set (the stop signal's flag, or a run's own that mirrors it). Returns how
+/// many bytes of `data` went out (`data.len()` unless `end` came first).
 ///
-/// Errors: as [`send_all_timeout`].
+/// Errors: as [`send_all_timeout`]; `Error::Interrupted` with `stop`'s value.
 pub fn send_until(
     fd: BorrowedFd<'_>,
     data: &[u8],
     stall: Option<Duration>,
     end: Option<Instant>,
+    stop: &AtomicI32,
 ) -> Result<usize> {
     let mut off = 0;
     let mut backoff = Backoff::default();
@@ -177,7 +193,6 @@ pub fn send_until(
                     (Some(s), Some(e)) => Some(s.min(e)),
                     (s, e) => s.or(e),
                 };
-                let stop = &crate::signals::STOP;
                 if !poll_ready(fd, libc::POLLOUT, deadline, stop, "poll(POLLOUT)")? {
                     if end.is_some_and(|e| Instant::now() >= e) {
                         return Ok(off);

@@ -363,11 +363,12 @@ fn connect_retrying_to(
         let tried_at = Instant::now();
         let left = deadline.saturating_duration_since(tried_at);
         tries = tries.saturating_add(1);
-        match crate::conn::connect_timeout(
+        match crate::conn::connect_until(
             peer,
             local,
             ifname,
             Some(left.max(Duration::from_millis(1))),
+            stop,
         ) {
             Err(Error::Sys { call, errno }) if errno == libc::ECONNREFUSED => {
                 let now = Instant::now();
@@ -480,25 +481,53 @@ pub fn send_flows_reporting(
     req: &PatternSend,
     flows: &SendFlows,
     stop: &AtomicI32,
+    progress: Option<SendProgress<'_>>,
+) -> (Vec<SendStats>, Result<()>) {
+    send_flows_within(req, flows, stop, progress, None)
+}
+
+/// [`send_flows`] that is over by `deadline`, its connects included: each flow's connect
+/// window (`req.timeout`) ends there at the latest, and so does the send (at the earlier of
+/// the duration's end and `deadline`; a clean end, as the duration's). The peer server's
+/// runs, which may not outlive its `--max-duration`.
+///
+/// Errors: as [`send_flows`]; a connect still refused at `deadline` is `Error::Timeout`.
+pub fn send_flows_until(
+    req: &PatternSend,
+    flows: &SendFlows,
+    stop: &AtomicI32,
+    deadline: Option<Instant>,
+) -> (Vec<SendStats>, Result<()>) {
+    send_flows_within(req, flows, stop, None, deadline)
+}
+
+/// [`send_flows_reporting`] over by `deadline` ([`send_flows_until`]).
+fn send_flows_within(
+    req: &PatternSend,
+    flows: &SendFlows,
+    stop: &AtomicI32,
     mut progress: Option<SendProgress<'_>>,
+    deadline: Option<Instant>,
 ) -> (Vec<SendStats>, Result<()>) {
     let n = flows.count.max(1);
     let mut socks = Vec::with_capacity(n as usize);
     for k in 0..n {
-        let conn = connect_retrying_to(
-            req.peer,
-            req.local,
-            req.ifname.as_deref(),
-            req.timeout,
-            stop,
-        )
-        .and_then(|fd| {
-            refuse_self_connect(fd.as_fd())?;
-            if let Some(cc) = &flows.tcp_cc {
-                crate::figures::tcp::set_congestion(fd.as_fd(), "--tcp-cc", cc)?;
+        // The connect window, cut at the deadline.
+        let window = match deadline {
+            None => req.timeout,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                Some(req.timeout.map_or(left, |t| t.min(left)))
             }
-            Ok(fd)
-        });
+        };
+        let conn = connect_retrying_to(req.peer, req.local, req.ifname.as_deref(), window, stop)
+            .and_then(|fd| {
+                refuse_self_connect(fd.as_fd())?;
+                if let Some(cc) = &flows.tcp_cc {
+                    crate::figures::tcp::set_congestion(fd.as_fd(), "--tcp-cc", cc)?;
+                }
+                Ok(fd)
+            });
         match conn {
             Ok(fd) => socks.push(fd),
             Err(e) => {
@@ -512,7 +541,13 @@ pub fn send_flows_reporting(
         }
     }
     let run_stop = AtomicI32::new(0);
-    let end = flows.duration.and_then(|d| Instant::now().checked_add(d));
+    let end = match (
+        flows.duration.and_then(|d| Instant::now().checked_add(d)),
+        deadline,
+    ) {
+        (Some(e), Some(d)) => Some(e.min(d)),
+        (e, d) => e.or(d),
+    };
     let sent: Vec<AtomicU64> = socks.iter().map(|_| AtomicU64::new(0)).collect();
     let mut clock = progress.as_ref().map(|p| ProgressClock::new(p.interval));
     let results: Vec<(SendStats, Result<()>)> = std::thread::scope(|scope| {
@@ -649,7 +684,9 @@ fn send_one_flow(
             }
             // The duration ends the send also within a write: a receiver that reads a little
             // now and then never lets the stall timeout run out.
-            match crate::conn::send_until(sock, &chunk, req.timeout, end) {
+            match crate::conn::send_until(sock, &chunk, req.timeout, end, run_stop) {
+                // Another flow failed (its error is the run's): this one just stops.
+                Err(Error::Interrupted(SEND_FLOW_FAILED)) => break Ok(()),
                 // With a duration the receiver may close first: the end of this flow.
                 Err(e)
                     if end.is_some()

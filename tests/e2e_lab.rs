@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::bin::{ns_cmd, pair};
 use common::{NetNsPair, ADDR_A_V4, ADDR_B_V4};
@@ -514,4 +514,398 @@ fn a_sweeps_cpu_list_keeps_its_order() {
     );
     let (code, log) = peer.stop();
     assert_eq!(code, 0, "{log}");
+}
+
+/// The peer server on side B listening on `ctrl` with `--max-duration max` (killed on drop).
+fn peer_on(p: &NetNsPair, ctrl: u16, max: &str) -> Peer {
+    let port = ctrl.to_string();
+    let child = ns_cmd(
+        &p.b,
+        &[
+            "--peer-server",
+            "-s",
+            ADDR_B_V4,
+            "-p",
+            &port,
+            "--max-duration",
+            max,
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn the peer server");
+    common::wait_listening(child.id(), ctrl);
+    Peer(Some(child))
+}
+
+impl Peer {
+    /// SIGINT, then how long it took to exit (failing after `limit` with it killed), its exit
+    /// status and stderr.
+    fn stop_within(mut self, limit: Duration) -> (Duration, i32, String) {
+        let mut child = self.0.take().expect("the peer server");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let sent = Instant::now();
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        loop {
+            if child
+                .try_wait()
+                .expect("wait for the peer server")
+                .is_some()
+            {
+                break;
+            }
+            if sent.elapsed() > limit {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("reap the peer server");
+                panic!(
+                    "the peer server did not end within {limit:?} of SIGINT: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let took = sent.elapsed();
+        let out = child.wait_with_output().expect("the peer server's output");
+        (
+            took,
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+/// A control connection of the test's own (from side A): lines out, messages in.
+struct Client {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    fn connect(p: &NetNsPair, ctrl: u16) -> Client {
+        let _inside = p.a.enter().expect("enter side A");
+        let stream = TcpStream::connect((ADDR_B_V4, ctrl)).expect("connect to the control port");
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        Client { stream, reader }
+    }
+
+    /// A connection the peer serves: one answered `busy` at once (the previous client's
+    /// session still ending) is made again, for at most 5 s.
+    fn taken(p: &NetNsPair, ctrl: u16) -> Client {
+        for _ in 0..50 {
+            let mut c = Client::connect(p, ctrl);
+            c.stream
+                .set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let mut line = String::new();
+            match c.reader.read_line(&mut line) {
+                Ok(n) if n > 0 && line.contains("\"busy\"") => continue,
+                Ok(n) => panic!("unexpected answer before hello ({n} bytes): {line:?}"),
+                Err(_) => return c,
+            }
+        }
+        panic!("the peer stayed busy for 5 s after its client left");
+    }
+
+    fn send(&mut self, bytes: &str) {
+        self.stream
+            .write_all(bytes.as_bytes())
+            .expect("write a control line");
+    }
+
+    /// The next message within `wait`, or `None` when the peer closed the connection.
+    fn next(&mut self, wait: Duration) -> Option<serde_json::Value> {
+        self.stream.set_read_timeout(Some(wait)).unwrap();
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => None,
+            Ok(_) => Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("no control message within {wait:?}: {e}"),
+        }
+    }
+
+    /// `hello`, then the `welcome`.
+    fn hello(&mut self) {
+        self.send(HELLO);
+        let welcome = self.next(Duration::from_secs(10)).expect("a welcome");
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+    }
+
+    /// Asks for run 1: `flows` flow of seed 1 to `port` for `secs`; returns the `started`.
+    fn start_run(&mut self, port: u16, secs: f64) -> serde_json::Value {
+        self.send(&format!(
+            "{{\"v\":1,\"type\":\"send\",\"run\":1,\"port\":{port},\"flows\":1,\"duration_s\":{secs:.1},\"stream\":{{\"seed\":1}},\"write_size\":null,\"tcp_cc\":null,\"devmem_tx\":false}}\n"
+        ));
+        let started = self
+            .next(Duration::from_secs(10))
+            .expect("an answer to send");
+        assert_eq!(started["type"], "started", "{started}");
+        started
+    }
+}
+
+const HELLO: &str = "{\"v\":1,\"type\":\"hello\",\"tool\":\"test\",\"version\":\"0\"}\n";
+
+/// A listening socket of the test on side A at a port the kernel picked (it keeps it), whose
+/// `listen` comes only when [`Receiver::listen`] is called: until then a connect to it is
+/// refused. Accepts one connection and reads it to its end.
+struct Receiver {
+    fd: std::os::fd::OwnedFd,
+    port: u16,
+}
+
+impl Receiver {
+    fn bound(p: &NetNsPair) -> Receiver {
+        use nix::sys::socket::{
+            bind, getsockname, socket, AddressFamily, SockFlag, SockType, SockaddrIn,
+        };
+        use std::os::fd::AsRawFd;
+        let _inside = p.a.enter().expect("enter side A");
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .expect("socket");
+        let addr: std::net::SocketAddrV4 = format!("{ADDR_A_V4}:0").parse().unwrap();
+        bind(fd.as_raw_fd(), &SockaddrIn::from(addr)).expect("bind");
+        let port = getsockname::<SockaddrIn>(fd.as_raw_fd())
+            .expect("getsockname")
+            .port();
+        Receiver { fd, port }
+    }
+
+    /// Listens, accepts the peer's flow on a thread and reads it until it ends; the thread
+    /// returns the bytes read and when the flow ended (EOF or a reset).
+    fn listen(self) -> std::thread::JoinHandle<(u64, Instant)> {
+        nix::sys::socket::listen(&self.fd, nix::sys::socket::Backlog::new(4).unwrap())
+            .expect("listen");
+        let listener = std::net::TcpListener::from(self.fd);
+        std::thread::spawn(move || {
+            let (mut flow, _) = listener.accept().expect("accept the peer's flow");
+            flow.set_read_timeout(Some(Duration::from_secs(60)))
+                .unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut bytes = 0u64;
+            loop {
+                match std::io::Read::read(&mut flow, &mut buf) {
+                    Ok(0) | Err(_) => return (bytes, Instant::now()),
+                    Ok(n) => bytes += n as u64,
+                }
+            }
+        })
+    }
+}
+
+/// SIGINT (or SIGTERM) ends `--peer-server` within 1 s whatever its client is doing: silent
+/// after connecting, in the middle of a line, between runs, in a run. Asserted with 1 s of
+/// margin for a loaded machine: at most 2 s. Before, the server waited for the client's
+/// control connection to close (up to 900 s) in the first three.
+#[test]
+fn a_stop_signal_ends_the_peer_server_within_a_second_whatever_its_client_does() {
+    let Some(p) =
+        pair("a_stop_signal_ends_the_peer_server_within_a_second_whatever_its_client_does")
+    else {
+        return;
+    };
+    for (case, ctrl) in [
+        ("silent", 4401),
+        ("mid-line", 4402),
+        ("between runs", 4403),
+        ("in a run", 4404),
+    ] {
+        let peer = peer_on(&p, ctrl, "30");
+        let mut client = Client::connect(&p, ctrl);
+        let mut flow = None;
+        match case {
+            "silent" => {}
+            "mid-line" => client.send("{\"v\":1,\"type\":\"hel"),
+            "between runs" => client.hello(),
+            _ => {
+                client.hello();
+                let rx = Receiver::bound(&p);
+                let port = rx.port;
+                flow = Some(rx.listen());
+                client.start_run(port, 20.0);
+            }
+        }
+        // The peer has taken the connection and waits in its read (or sends).
+        std::thread::sleep(Duration::from_millis(300));
+        let (took, code, log) = peer.stop_within(Duration::from_secs(10));
+        assert_eq!(code, 0, "{case}: {log}");
+        assert!(
+            took <= Duration::from_secs(2),
+            "{case}: the peer server took {took:?} to end: {log}"
+        );
+        assert!(
+            log.contains("peer server: stopped by a signal"),
+            "{case}: {log}"
+        );
+        drop(client);
+        if let Some(f) = flow {
+            let (bytes, _) = f.join().unwrap();
+            assert!(bytes > 0, "{case}: the run sent nothing");
+        }
+    }
+}
+
+/// A client must send its `hello` within 5 s and finish every line within 10 s of its first
+/// byte: a silent client is dropped after 5 s, one that sends its `hello` a byte every 400 ms
+/// (19 s for the line) after 10 s, and the next client is served each time. Before, a silent
+/// client kept the peer (busy to everyone else) for 900 s, and a dribbling one forever (each
+/// byte restarted the 900 s).
+#[test]
+fn a_silent_or_dribbling_client_is_dropped_and_the_next_one_served() {
+    let Some(p) = pair("a_silent_or_dribbling_client_is_dropped_and_the_next_one_served") else {
+        return;
+    };
+    let peer = peer_on(&p, CTRL, "30");
+    // Silent: the peer is busy with it, then drops it within 5 s (+ 2 s of margin).
+    let mut silent = Client::connect(&p, CTRL);
+    let since = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, busy) = control(&p, &[HELLO], true);
+    assert_eq!(busy["code"], "busy", "{busy}");
+    assert_eq!(
+        silent.next(Duration::from_secs(10)),
+        None,
+        "the silent client is closed"
+    );
+    let dropped = since.elapsed();
+    assert!(
+        dropped >= Duration::from_secs(4) && dropped <= Duration::from_secs(7),
+        "a silent client dropped after {dropped:?} (expected 5 s)"
+    );
+    let (_, welcome) = control(&p, &[HELLO], false);
+    assert_eq!(
+        welcome["type"], "welcome",
+        "the next client is served: {welcome}"
+    );
+
+    // Dribbling: a byte every 400 ms; dropped 10 s (+ 3 s) after its first byte, before
+    // the line is done.
+    let mut dribble = Client::taken(&p, CTRL);
+    let mut writer = dribble.stream.try_clone().unwrap();
+    let first_byte = Instant::now();
+    let dribbling = std::thread::spawn(move || {
+        for b in HELLO.bytes() {
+            if writer.write_all(&[b]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(400));
+        }
+    });
+    let answer = dribble.next(Duration::from_secs(30));
+    let after = first_byte.elapsed();
+    assert_eq!(answer, None, "the dribbling client is closed, not welcomed");
+    assert!(
+        after >= Duration::from_secs(9) && after <= Duration::from_secs(13),
+        "a dribbling client dropped {after:?} after its first byte (expected 10 s)"
+    );
+    drop(dribble);
+    dribbling.join().unwrap();
+    let (_, welcome) = control(&p, &[HELLO], false);
+    assert_eq!(
+        welcome["type"], "welcome",
+        "the next client is served: {welcome}"
+    );
+    let (code, log) = peer.stop();
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("no control message within 5.0 s"), "{log}");
+    assert!(log.contains("not finished within 10.0 s"), "{log}");
+}
+
+/// A run never outlives the peer's `--max-duration` (3 s here), its connect window included:
+/// a receiver that listens only 2.5 s after the request gets its flow ended by 3 s after the
+/// `started` (+ 1.5 s of margin), and so does the `done`; a receiver that never listens gets
+/// the `done` within 3 s (+ 1.5 s), not after the 10 s connect window. Before: the flow ran
+/// 3 s from its connect (5.5 s), the `done` of a refused run came after 10 s.
+#[test]
+fn a_run_never_outlives_the_peers_max_duration_its_connect_included() {
+    let Some(p) = pair("a_run_never_outlives_the_peers_max_duration_its_connect_included") else {
+        return;
+    };
+    let peer = peer_on(&p, CTRL, "3");
+    let limit = Duration::from_secs(3) + Duration::from_millis(1500);
+    // A receiver that listens late.
+    let mut client = Client::taken(&p, CTRL);
+    client.hello();
+    let rx = Receiver::bound(&p);
+    let port = rx.port;
+    let started_at = Instant::now();
+    let started = client.start_run(port, 60.0);
+    assert_eq!(started["duration_s"], 3.0, "{started}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let flow = rx.listen();
+    let done = client.next(Duration::from_secs(20)).expect("done");
+    let done_after = started_at.elapsed();
+    assert_eq!(done["type"], "done", "{done}");
+    let (bytes, ended) = flow.join().unwrap();
+    assert!(bytes > 0, "the late receiver got nothing: {done}");
+    let flow_for = ended.duration_since(started_at);
+    assert!(
+        flow_for <= limit,
+        "the flow ended {flow_for:?} after the request (limit 3 s): {done}"
+    );
+    assert!(
+        done_after <= limit,
+        "done came {done_after:?} after the request: {done}"
+    );
+    assert_eq!(
+        done["figures"]["error"],
+        serde_json::Value::Null,
+        "a clean end at the limit: {done}"
+    );
+    // A receiver that never listens: the connect window ends with the run.
+    client.send("{\"v\":1,\"type\":\"send\",\"run\":2,\"port\":9,\"flows\":1,\"duration_s\":60.0,\"stream\":{\"seed\":1},\"write_size\":null,\"tcp_cc\":null,\"devmem_tx\":false}\n");
+    let asked = Instant::now();
+    let started = client.next(Duration::from_secs(10)).expect("started");
+    assert_eq!(started["type"], "started", "{started}");
+    let done = client.next(Duration::from_secs(20)).expect("done");
+    let done_after = asked.elapsed();
+    assert!(
+        done_after <= limit,
+        "a refused run's done came {done_after:?} after the request: {done}"
+    );
+    assert!(
+        done["figures"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused")),
+        "{done}"
+    );
+    drop(client);
+    let (code, log) = peer.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+/// A run stops within 1 s of its control connection closing (asserted with 1 s of margin):
+/// the client asks for 20 s, the receiver reads, the client hangs up; the flow ends within
+/// 2 s. Before, the peer sent on for the whole 20 s.
+#[test]
+fn a_run_stops_when_its_control_connection_closes() {
+    let Some(p) = pair("a_run_stops_when_its_control_connection_closes") else {
+        return;
+    };
+    let peer = peer_on(&p, CTRL, "30");
+    let mut client = Client::taken(&p, CTRL);
+    client.hello();
+    let rx = Receiver::bound(&p);
+    let port = rx.port;
+    let flow = rx.listen();
+    client.start_run(port, 20.0);
+    std::thread::sleep(Duration::from_millis(500));
+    drop(client);
+    let closed = Instant::now();
+    let (bytes, ended) = flow.join().unwrap();
+    assert!(bytes > 0, "the receiver got nothing");
+    let after = ended.saturating_duration_since(closed);
+    assert!(
+        after <= Duration::from_secs(2),
+        "the flow ended {after:?} after the control connection closed"
+    );
+    let (code, log) = peer.stop();
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("control connection closed"), "{log}");
 }

@@ -8,17 +8,23 @@
 //!   request names); a request cannot name an address;
 //! - every send is bounded by the peer's own limits: `--max-duration` (seconds) and
 //!   `--max-bytes` (over all flows of a run), whatever the request asks;
+//! - every run is over within the peer's `--max-duration` of its `started`, its connects
+//!   included, and stops within a second of its control connection closing;
 //! - one client at a time: a second client is refused with `busy` while a sweep is served;
+//! - a client cannot keep the peer: its `hello` must begin within [`HELLO_WAIT`], every line
+//!   must end within [`LINE_WAIT`] of its first byte, the next message must begin within
+//!   [`CONTROL_IDLE`], and an answer must be taken within [`WRITE_WAIT`]; else it is dropped;
+//! - a stop signal ends the server within a second, whatever its client is doing;
 //! - a bad, oversized or out-of-order message is answered with an `error` and ends that
 //!   client's session (never the server); the server then takes the next client.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddrV6, TcpStream};
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-use super::proto::{Conn, ErrorCode, Msg, PeerCpu, PeerFigures, ProtoError, Stream};
+use super::proto::{Conn, ErrorCode, Msg, Patience, PeerCpu, PeerFigures, ProtoError, Stream};
 use crate::cli::{PeerServerArgs, PROGRAM};
 use crate::error::{Error, Result};
 use crate::figures::cpu::ProcStat;
@@ -27,12 +33,47 @@ use crate::signals::STOP;
 use crate::tx::{self, PatternSend, SendFlows};
 use crate::validate::StreamSpec;
 
-/// How long a session waits for the client's next message (a sweep's receiver may spend
-/// minutes between runs waiting for the kernel to give back a binding's hugepages).
-const CONTROL_IDLE: Duration = Duration::from_secs(900);
+/// How long a session waits for the first byte of the client's next message (a sweep's
+/// receiver may spend minutes between runs waiting for the kernel to give back a binding's
+/// hugepages).
+pub const CONTROL_IDLE: Duration = Duration::from_secs(900);
+/// How long a new client may stay silent before the first byte of its `hello`.
+pub const HELLO_WAIT: Duration = Duration::from_secs(5);
+/// How long any line of a client may take from its first byte to its newline.
+pub const LINE_WAIT: Duration = Duration::from_secs(10);
+/// How long a client may leave an answer untaken (its socket's buffer full) before it is
+/// dropped.
+pub const WRITE_WAIT: Duration = Duration::from_secs(10);
+/// The tick of the control connection's reads and writes: how soon a stop signal is seen.
+const CONTROL_TICK: Duration = Duration::from_millis(100);
+/// How often a run's watcher looks at the control connection and the stop signal.
+const WATCH_TICK: Duration = Duration::from_millis(50);
 /// How long the peer retries connecting to a receiver that refuses (it is listening by the
-/// time it asks, so this only covers a slow accept queue).
+/// time it asks, so this only covers a slow accept queue); never past the run's end.
 const CONNECT_WINDOW: Duration = Duration::from_secs(10);
+/// A run's stop flag once its control connection closed.
+const CONTROL_CLOSED: i32 = -10;
+/// A run's stop flag once it reached its duration, its connects included (devmem TX, whose
+/// sender the deadline reaches only through the flag).
+const RUN_OVER: i32 = -11;
+
+/// What a session's reads wait for ([`session`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waits {
+    /// The first byte of the client's `hello`, from the session's start.
+    pub hello: Duration,
+    /// The first byte of every later message.
+    pub idle: Duration,
+    /// Any line, from its first byte to its newline.
+    pub line: Duration,
+}
+
+/// The peer server's own waits: [`HELLO_WAIT`], [`CONTROL_IDLE`], [`LINE_WAIT`].
+pub const WAITS: Waits = Waits {
+    hello: HELLO_WAIT,
+    idle: CONTROL_IDLE,
+    line: LINE_WAIT,
+};
 
 /// The peer's own bounds on every run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -187,6 +228,51 @@ fn refuse_busy(stream: TcpStream, from: IpAddr, quiet: bool) {
     );
 }
 
+/// A served client's control connection: its reads and writes wait in [`CONTROL_TICK`]s (the
+/// socket's timeouts), so a stop signal is seen within one; a write that cannot go on for
+/// [`WRITE_WAIT`] (a client that takes no answer) fails.
+struct Control(TcpStream);
+
+impl Read for Control {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl Write for Control {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let started = Instant::now();
+        loop {
+            match self.0.write(buf) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if STOP.load(Ordering::SeqCst) != 0 {
+                        return Err(std::io::Error::other("stopped by a signal"));
+                    }
+                    if started.elapsed() >= WRITE_WAIT {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!(
+                                "the client took no answer for {:.0} s",
+                                WRITE_WAIT.as_secs_f64()
+                            ),
+                        ));
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// One client's session over `stream`, logged.
 fn serve_client(
     stream: TcpStream,
@@ -196,22 +282,25 @@ fn serve_client(
     quiet: bool,
 ) {
     log(quiet, format_args!("peer server: client {from} connected"));
-    if let Err(e) = stream.set_read_timeout(Some(CONTROL_IDLE)) {
-        log(quiet, format_args!("peer server: client {from}: {e}"));
-        return;
-    }
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
-    let mut conn = Conn::new(stream);
-    let mut send = |job: &SendJob| match (job.devmem_tx, devmem) {
-        (true, Some(d)) => devmem_send(job, d, quiet),
-        _ => real_send(job),
+    let setup = stream
+        .set_read_timeout(Some(CONTROL_TICK))
+        .and_then(|()| stream.set_write_timeout(Some(CONTROL_TICK)))
+        .and_then(|()| stream.try_clone());
+    let watch = match setup {
+        Ok(w) => w,
+        Err(e) => {
+            log(quiet, format_args!("peer server: client {from}: {e}"));
+            return;
+        }
     };
+    let mut conn = Conn::new(Control(stream));
+    let mut send = |job: &SendJob| run_bounded(job, watch.as_fd(), devmem, quiet);
     let stopping = || STOP.load(Ordering::SeqCst) != 0;
     match session(
         &mut conn,
         from,
         limits,
-        CONTROL_IDLE,
+        &WAITS,
         &mut send,
         &stopping,
         &mut |line| log(quiet, format_args!("peer server: client {from}: {line}")),
@@ -250,15 +339,99 @@ impl SendJob {
     }
 }
 
+/// Carries out `job` (through devmem TX on `devmem` when it asks for it, else the pattern
+/// sender) within its bounds: over by `job.duration` after its start, its connects included,
+/// and stopped within a [`WATCH_TICK`] of the client's control connection (`control`) closing
+/// or a stop signal, by a watcher thread that sets the run's own stop flag.
+fn run_bounded(
+    job: &SendJob,
+    control: BorrowedFd<'_>,
+    devmem: Option<&DevmemPeer>,
+    quiet: bool,
+) -> PeerFigures {
+    let deadline = Instant::now().checked_add(job.duration);
+    let stop = AtomicI32::new(0);
+    let finished = AtomicBool::new(false);
+    let devmem = devmem.filter(|_| job.devmem_tx);
+    let mut figures = std::thread::scope(|scope| {
+        // The pattern sender ends at the deadline by itself (a clean end); devmem TX is told
+        // through the flag.
+        let flag_deadline = deadline.filter(|_| devmem.is_some());
+        let (stop, finished) = (&stop, &finished);
+        scope.spawn(move || watch_run(control, stop, finished, flag_deadline));
+        let figures = match devmem {
+            Some(d) => devmem_send(job, d, deadline, stop, quiet),
+            None => real_send(job, deadline, stop),
+        };
+        finished.store(true, Ordering::SeqCst);
+        figures
+    });
+    match stop.load(Ordering::SeqCst) {
+        CONTROL_CLOSED => {
+            figures.error = Some("stopped: the client's control connection closed".into());
+        }
+        // The run's end, reached by the flag: as clean as the duration's.
+        RUN_OVER => figures.error = None,
+        _ => {}
+    }
+    figures
+}
+
+/// Until `finished`: sets `stop` to the stop signal's number once one came, to
+/// [`CONTROL_CLOSED`] once the control connection `control` is closed or broken (`POLLRDHUP`,
+/// `POLLHUP`, `POLLERR`; a byte the client sends is left for the session), and to
+/// [`RUN_OVER`] at `deadline`.
+fn watch_run(
+    control: BorrowedFd<'_>,
+    stop: &AtomicI32,
+    finished: &AtomicBool,
+    deadline: Option<Instant>,
+) {
+    let set = |v: i32| {
+        let _ = stop.compare_exchange(0, v, Ordering::SeqCst, Ordering::SeqCst);
+    };
+    let mut closed = false;
+    while !finished.load(Ordering::SeqCst) {
+        let sig = STOP.load(Ordering::SeqCst);
+        if sig != 0 {
+            set(sig);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            set(RUN_OVER);
+        }
+        if closed {
+            std::thread::sleep(WATCH_TICK);
+            continue;
+        }
+        match crate::sys::socket::poll_one(control.as_raw_fd(), libc::POLLRDHUP, Some(WATCH_TICK)) {
+            Ok(0) => {}
+            Ok(_) => {
+                closed = true;
+                set(CONTROL_CLOSED);
+            }
+            Err(_) => std::thread::sleep(WATCH_TICK),
+        }
+    }
+}
+
 /// Sends `job` through devmem TX on the peer's own NIC `d` (one dma-buf and binding for the
-/// run, each flow its own window: [`crate::modes::client::send_devmem_flows`]), measuring the
-/// peer's CPUs around it.
-fn devmem_send(job: &SendJob, d: &DevmemPeer, quiet: bool) -> PeerFigures {
+/// run, each flow its own window: [`crate::modes::client::send_devmem_flows`]) until `stop`,
+/// its connects within [`CONNECT_WINDOW`] and `deadline`, measuring the peer's CPUs around it.
+fn devmem_send(
+    job: &SendJob,
+    d: &DevmemPeer,
+    deadline: Option<Instant>,
+    stop: &AtomicI32,
+    quiet: bool,
+) -> PeerFigures {
+    let window = deadline.map_or(CONNECT_WINDOW, |d| {
+        CONNECT_WINDOW.min(d.saturating_duration_since(Instant::now()))
+    });
     let dev = crate::modes::client::DevmemTx {
         ifname: &d.ifname,
         plan: &d.plan,
         chunk: None,
-        timeout: Some(CONNECT_WINDOW),
+        timeout: Some(window),
         verbose: false,
     };
     let pattern = tx::FlowPattern {
@@ -276,7 +449,7 @@ fn devmem_send(job: &SendJob, d: &DevmemPeer, quiet: bool) -> PeerFigures {
         None,
         &pattern,
         &flows,
-        &STOP,
+        stop,
         &mut |line| log(quiet, format_args!("peer server: {line}")),
     );
     let wall = start.elapsed();
@@ -300,8 +473,9 @@ fn devmem_send(job: &SendJob, d: &DevmemPeer, quiet: bool) -> PeerFigures {
     }
 }
 
-/// Sends `job` with the built-in pattern sender, measuring the peer's CPUs around it.
-fn real_send(job: &SendJob) -> PeerFigures {
+/// Sends `job` with the built-in pattern sender until `stop`, over by `deadline` (its
+/// connects included, [`tx::send_flows_until`]), measuring the peer's CPUs around it.
+fn real_send(job: &SendJob, deadline: Option<Instant>, stop: &AtomicI32) -> PeerFigures {
     let req = PatternSend {
         peer: job.to,
         local: None,
@@ -315,7 +489,7 @@ fn real_send(job: &SendJob) -> PeerFigures {
     let flows = job.send_flows();
     let before = ProcStat::read();
     let start = Instant::now();
-    let (stats, result) = tx::send_flows(&req, &flows, &STOP);
+    let (stats, result) = tx::send_flows_until(&req, &flows, stop, deadline);
     let wall = start.elapsed();
     let cpu = cpu_between(before, ProcStat::read());
     let bytes: u64 = stats.iter().map(|s| s.bytes).sum();
@@ -416,15 +590,19 @@ pub fn plan_job(
 /// One client's session over `conn` (the client at `from`): `hello` → `welcome`, then `send`
 /// → `started`, the send, `done` for each run until `bye`. `send` carries out a job (the real
 /// sender, or a test's); `note` logs a line. A bad or unexpected message is answered with an
-/// `error` and ends the session. Once `stopping` says so (a stop signal), a request is
-/// refused and the session ends after the run being sent, so the client's sweep stops.
+/// `error` and ends the session. The reads wait as `waits` says ([`Conn::recv_patiently`];
+/// `conn`'s stream has a short read timeout) and give up once `stopping` says so (a stop
+/// signal); a request that comes then is refused, and the session ends after the run being
+/// sent, so the client's sweep stops.
 ///
-/// Errors: what ended the session other than `bye`; `Ok` has the number of runs served.
+/// Errors: what ended the session other than `bye` (a client silent or too slow is
+/// [`ProtoError::Timeout`] or [`ProtoError::SlowLine`], a stop [`ProtoError::Stopped`]); `Ok`
+/// has the number of runs served.
 pub fn session<S: Read + Write>(
     conn: &mut Conn<S>,
     from: IpAddr,
     limits: &Limits,
-    idle: Duration,
+    waits: &Waits,
     send: &mut dyn FnMut(&SendJob) -> PeerFigures,
     stopping: &dyn Fn() -> bool,
     note: &mut dyn FnMut(&str),
@@ -435,7 +613,15 @@ pub fn session<S: Read + Write>(
         }
         Err(e)
     };
-    match conn.recv(idle) {
+    let first = Patience {
+        idle: waits.hello,
+        line: waits.line,
+    };
+    let next = Patience {
+        idle: waits.idle,
+        line: waits.line,
+    };
+    match conn.recv_patiently(first, stopping) {
         Ok(Msg::Hello { tool, version }) => note(&format!(
             "hello from {} {}",
             super::proto::printable(&tool),
@@ -458,7 +644,7 @@ pub fn session<S: Read + Write>(
     })?;
     let mut runs = 0u32;
     loop {
-        let msg = match conn.recv(idle) {
+        let msg = match conn.recv_patiently(next, stopping) {
             Ok(m) => m,
             Err(e) => return fail(conn, e),
         };
@@ -752,7 +938,7 @@ mod tests {
             &mut conn,
             from(),
             &LIMITS,
-            Duration::ZERO,
+            &WAITS,
             &mut send,
             &|| false,
             &mut |_| {},
@@ -925,7 +1111,7 @@ mod tests {
                 &mut conn,
                 from(),
                 &limits,
-                Duration::ZERO,
+                &WAITS,
                 &mut send,
                 &|| false,
                 &mut |_| {},
@@ -960,35 +1146,46 @@ mod tests {
 
     /// A peer that is stopping refuses the next run and ends the session: the client's sweep
     /// stops instead of getting empty runs.
+    /// (A stop that comes while a request is being read, or before any: the session's reads
+    /// give up at once, answering `refused`.)
     #[test]
     fn a_stopping_peer_refuses_the_next_run() {
         let lines = [hello(), send_line(1, 1.0), proto::encode(&Msg::Bye {})].concat();
-        let mut conn = Conn::new(Pipe::new(lines.as_bytes(), 4096));
-        let mut sent = 0;
-        let mut send = |_: &SendJob| {
-            sent += 1;
-            figures()
-        };
-        let r = session(
-            &mut conn,
-            from(),
-            &LIMITS,
-            Duration::ZERO,
-            &mut send,
-            &|| true,
-            &mut |_| {},
-        );
-        assert_eq!(r, Ok(0));
-        let out = String::from_utf8(conn.stream().out.clone()).unwrap();
-        let last = out
-            .lines()
-            .last()
-            .map(|l| proto::decode(l.as_bytes()).unwrap());
-        assert!(
-            matches!(last, Some(Msg::Error { code, message }) if code == "refused" && message.contains("stopping")),
-            "{out}"
-        );
-        assert_eq!(sent, 0);
+        // The stop from the first look (before hello), or from the second (the request
+        // already read).
+        for (stop_from, want) in [(0, Err(ProtoError::Stopped)), (1, Ok(0))] {
+            let mut conn = Conn::new(Pipe::new(lines.as_bytes(), 4096));
+            let mut sent = 0;
+            let mut send = |_: &SendJob| {
+                sent += 1;
+                figures()
+            };
+            let looks = std::cell::Cell::new(0);
+            let stopping = || {
+                looks.set(looks.get() + 1);
+                looks.get() > stop_from
+            };
+            let r = session(
+                &mut conn,
+                from(),
+                &LIMITS,
+                &WAITS,
+                &mut send,
+                &stopping,
+                &mut |_| {},
+            );
+            assert_eq!(r, want);
+            let out = String::from_utf8(conn.stream().out.clone()).unwrap();
+            let last = out
+                .lines()
+                .last()
+                .map(|l| proto::decode(l.as_bytes()).unwrap());
+            assert!(
+                matches!(last, Some(Msg::Error { code, message }) if code == "refused" && message.contains("stopping")),
+                "{out}"
+            );
+            assert_eq!(sent, 0);
+        }
     }
 
     /// What a client sends reaches the peer's log with its control characters escaped: a
@@ -1008,7 +1205,7 @@ mod tests {
             &mut conn,
             from(),
             &LIMITS,
-            Duration::ZERO,
+            &WAITS,
             &mut |_| figures(),
             &|| false,
             &mut |l| notes.push(l.to_string()),

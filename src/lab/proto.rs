@@ -32,7 +32,7 @@
 //! port `send` names; the request names no address.
 
 use std::io::{Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -234,6 +234,16 @@ pub enum ProtoError {
     Closed(Option<String>),
     /// No line within this long.
     Timeout(Duration),
+    /// A line begun but not finished within `limit` (a client that dribbles): `bytes` came
+    /// without a newline.
+    SlowLine {
+        /// How long a line may take from its first byte.
+        limit: Duration,
+        /// The bytes of the unfinished line.
+        bytes: usize,
+    },
+    /// The wait was given up for a stop signal.
+    Stopped,
 }
 
 /// `text` (from the other side of a control connection) fit for a log line: every control
@@ -277,19 +287,31 @@ impl std::fmt::Display for ProtoError {
             ProtoError::Timeout(d) => {
                 write!(f, "no control message within {:.1} s", d.as_secs_f64())
             }
+            ProtoError::SlowLine { limit, bytes } => write!(
+                f,
+                "a control line not finished within {:.1} s of its first byte ({bytes} bytes \
+                 without a newline)",
+                limit.as_secs_f64()
+            ),
+            ProtoError::Stopped => f.write_str("stopped by a signal"),
         }
     }
 }
 
 impl ProtoError {
     /// The `error` message that answers this failure to the other side, if one does: a bad
-    /// or unexpected message is answered; a refusal, a closed connection or a timeout is not.
+    /// or unexpected message is answered, and a stop (`refused`: the peer server is
+    /// stopping); a refusal, a closed connection, a timeout or a slow line is not.
     pub fn answer(&self) -> Option<Msg> {
         let (code, message) = match self {
             ProtoError::Bad(code, why) => (*code, why.clone()),
             ProtoError::Unexpected { expected, got } => (
                 ErrorCode::Order,
                 format!("expected {expected}, got '{got}'"),
+            ),
+            ProtoError::Stopped => (
+                ErrorCode::Refused,
+                "the peer server is stopping (a stop signal)".to_string(),
             ),
             _ => return None,
         };
@@ -498,6 +520,24 @@ impl<'de> Deserialize<'de> for Top {
     }
 }
 
+/// How long [`Conn::recv_patiently`] waits: for a line to begin, and for a begun line to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patience {
+    /// For the first byte of the next line (the other side's silence between messages).
+    pub idle: Duration,
+    /// For the rest of a line from its first byte (a side that sends a byte now and then
+    /// does not keep the connection for longer).
+    pub line: Duration,
+}
+
+/// How a read waits: once for the stream's own read timeout, or in ticks of it until a
+/// [`Patience`] runs out or a stop is asked for.
+#[derive(Clone, Copy)]
+enum Wait<'a> {
+    Once(Duration),
+    Ticking(Patience, &'a dyn Fn() -> bool),
+}
+
 /// One side of a control connection: lines in and out over any byte stream, a line at most
 /// [`MAX_LINE`] bytes.
 #[derive(Debug)]
@@ -505,6 +545,8 @@ pub struct Conn<S> {
     stream: S,
     /// Bytes read after the last complete line.
     pending: Vec<u8>,
+    /// When the first of `pending` came.
+    pending_since: Option<Instant>,
 }
 
 impl<S: Read + Write> Conn<S> {
@@ -513,6 +555,7 @@ impl<S: Read + Write> Conn<S> {
         Conn {
             stream,
             pending: Vec::new(),
+            pending_since: None,
         }
     }
 
@@ -537,7 +580,23 @@ impl<S: Read + Write> Conn<S> {
     /// Errors: as [`decode`]; [`ProtoError::Closed`] at the end of the stream (with the cut
     /// line, if one was cut) or on a read error; [`ProtoError::Timeout`].
     pub fn recv(&mut self, waited: Duration) -> Result<Msg, ProtoError> {
-        let line = self.read_line(waited)?;
+        let line = self.read_line(Wait::Once(waited))?;
+        decode(&line)
+    }
+
+    /// Reads the next message over a stream whose read timeout is a short tick (the caller
+    /// sets it, e.g. 100 ms): waits up to `patience.idle` for a line's first byte and up to
+    /// `patience.line` from it for its newline, and gives up at the next tick once `stopping`
+    /// says so.
+    ///
+    /// Errors: as [`recv`](Self::recv); [`ProtoError::Timeout`] of `patience.idle`;
+    /// [`ProtoError::SlowLine`]; [`ProtoError::Stopped`].
+    pub fn recv_patiently(
+        &mut self,
+        patience: Patience,
+        stopping: &dyn Fn() -> bool,
+    ) -> Result<Msg, ProtoError> {
+        let line = self.read_line(Wait::Ticking(patience, stopping))?;
         decode(&line)
     }
 
@@ -551,8 +610,9 @@ impl<S: Read + Write> Conn<S> {
         }
     }
 
-    fn read_line(&mut self, waited: Duration) -> Result<Vec<u8>, ProtoError> {
+    fn read_line(&mut self, wait: Wait<'_>) -> Result<Vec<u8>, ProtoError> {
         let mut buf = [0u8; 4096];
+        let started = Instant::now();
         loop {
             if let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
                 // `at` bytes before the newline.
@@ -560,10 +620,25 @@ impl<S: Read + Write> Conn<S> {
                     return Err(oversized());
                 }
                 let rest = self.pending.split_off(at + 1);
+                self.pending_since = (!rest.is_empty()).then(Instant::now);
                 return Ok(std::mem::replace(&mut self.pending, rest));
             }
             if self.pending.len() > MAX_LINE {
                 return Err(oversized());
+            }
+            if let Wait::Ticking(patience, stopping) = wait {
+                if stopping() {
+                    return Err(ProtoError::Stopped);
+                }
+                if self
+                    .pending_since
+                    .is_some_and(|t| t.elapsed() >= patience.line)
+                {
+                    return Err(ProtoError::SlowLine {
+                        limit: patience.line,
+                        bytes: self.pending.len(),
+                    });
+                }
             }
             match self.stream.read(&mut buf) {
                 Ok(0) if self.pending.is_empty() => return Err(ProtoError::Closed(None)),
@@ -573,7 +648,12 @@ impl<S: Read + Write> Conn<S> {
                         self.pending.len()
                     ))))
                 }
-                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    if self.pending.is_empty() {
+                        self.pending_since = Some(Instant::now());
+                    }
+                    self.pending.extend_from_slice(&buf[..n]);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e)
                     if matches!(
@@ -581,7 +661,14 @@ impl<S: Read + Write> Conn<S> {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
                 {
-                    return Err(ProtoError::Timeout(waited))
+                    match wait {
+                        Wait::Once(waited) => return Err(ProtoError::Timeout(waited)),
+                        Wait::Ticking(patience, _) => {
+                            if self.pending.is_empty() && started.elapsed() >= patience.idle {
+                                return Err(ProtoError::Timeout(patience.idle));
+                            }
+                        }
+                    }
                 }
                 Err(e) => return Err(ProtoError::Closed(Some(e.to_string()))),
             }
@@ -805,6 +892,92 @@ pub(crate) mod tests {
         let mut long = encode(&Msg::Bye {}).into_bytes();
         long.splice(1..1, std::iter::repeat_n(b' ', MAX_LINE));
         assert_eq!(code_of(decode(&long)), Oversized);
+    }
+
+    /// A stream that gives one byte of `input` per read every `every`, and `WouldBlock` (a
+    /// read timeout of `every`) once it has none.
+    struct Drip {
+        input: Vec<u8>,
+        at: usize,
+        every: Duration,
+    }
+
+    impl Read for Drip {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            std::thread::sleep(self.every);
+            if self.at == self.input.len() {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            buf[0] = self.input[self.at];
+            self.at += 1;
+            Ok(1)
+        }
+    }
+
+    impl Write for Drip {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A patient read: a silent stream times out after `idle`, a line that keeps coming a
+    /// byte at a time ends with `SlowLine` after `line` (each byte does not restart it), a
+    /// whole line in time is read, and a stop ends the wait at the next tick.
+    #[test]
+    fn a_patient_read_bounds_silence_and_dribbling_and_sees_a_stop() {
+        let tick = Duration::from_millis(2);
+        let patience = Patience {
+            idle: Duration::from_millis(40),
+            line: Duration::from_millis(60),
+        };
+        let drip = |input: &[u8]| {
+            Conn::new(Drip {
+                input: input.to_vec(),
+                at: 0,
+                every: tick,
+            })
+        };
+        let bye = encode(&Msg::Bye {});
+        let started = Instant::now();
+        assert_eq!(
+            drip(b"").recv_patiently(patience, &|| false),
+            Err(ProtoError::Timeout(patience.idle))
+        );
+        assert!(started.elapsed() >= patience.idle);
+        // Over 200 bytes a tick (2 ms) apart: never within the 60 ms line limit.
+        let slow = format!("{}{}", " ".repeat(200), bye);
+        let started = Instant::now();
+        match drip(slow.as_bytes()).recv_patiently(patience, &|| false) {
+            Err(ProtoError::SlowLine { limit, bytes }) => {
+                assert_eq!(limit, patience.line);
+                assert!(bytes > 0 && bytes < slow.len(), "{bytes}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed() >= patience.line);
+        let mut whole = Conn::new(Pipe::new(bye.as_bytes(), 4096));
+        assert_eq!(whole.recv_patiently(patience, &|| false), Ok(Msg::Bye {}));
+        let looks = std::cell::Cell::new(0);
+        let stop_at_third = || {
+            looks.set(looks.get() + 1);
+            looks.get() >= 3
+        };
+        assert_eq!(
+            drip(bye.as_bytes()).recv_patiently(patience, &stop_at_third),
+            Err(ProtoError::Stopped),
+            "mid-line"
+        );
+        assert_eq!(
+            ProtoError::SlowLine {
+                limit: Duration::from_secs(10),
+                bytes: 3
+            }
+            .to_string(),
+            "a control line not finished within 10.0 s of its first byte (3 bytes without a newline)"
+        );
     }
 
     /// A line of MAX_LINE bytes and its newline is taken, one byte more is refused as longer
