@@ -89,12 +89,21 @@ pytest: build test-tools
 demo: build
 	scripts/demo-loopback.sh $(BIN)
 
-# Hot-path benchmarks (criterion: validators, the receive loop, zcrx consumer and TX path over
-# 1 GiB against a plain read), then the end-to-end receive cost over a veth pair (root; said
-# and left out otherwise). Figures and how to read them: docs/benchmarks.md.
+# Benchmarks (docs/benchmarks.md): the validator and the sender's fill against a plain read
+# and memset of the same bytes, side by side per instruction-set build (benches/ratios.rs);
+# the hot-path groups (criterion: validators, the receive loop, zcrx consumer and TX path over
+# 1 GiB against a plain read); then end to end against iperf3 over a veth pair
+# (scripts/bench-e2e.py: root; iperf3 installed with apt when missing; said and left out when
+# not root).
 bench: build
+	$(CARGO) bench --locked --bench ratios
 	$(CARGO) bench --locked --bench hot_path
-	@if [ "$$(id -u)" = 0 ]; then $(PYTHON) scripts/bench-e2e.py --bin $(BIN); \
+	@if [ "$$(id -u)" = 0 ]; then \
+		command -v iperf3 >/dev/null 2>&1 || { echo "bench: installing iperf3" >&2; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				-o DPkg::Lock::Timeout=300 iperf3 >/dev/null; } && \
+		$(PYTHON) scripts/bench-e2e.py --bin $(BIN); \
 	else echo "bench: scripts/bench-e2e.py left out: it needs root (network namespaces)"; fi
 
 install: build

@@ -1,23 +1,35 @@
 #!/usr/bin/env python3
-"""End-to-end receive cost over a veth pair: CPU time per GiB of the plain receiver validating
-the `-v 7` pattern, validating the `--seed` keyed stream, not validating (payload to
-/dev/null), and of a bare sink (socat into /dev/null with the same 819200-byte reads).
+"""End to end against iperf3: ncdevmem-rs' plain-TCP receiver and built-in pattern sender
+beside iperf3's server and client, over a veth pair between two network namespaces.
 
-Two network namespaces joined by a veth pair, created here and always removed. The sender is
-ncdevmem-rs' built-in pattern sender in the other namespace. Each receiver's user and system
-time come from wait4(2) (the whole process, start to exit); the receiver's own `--json` adds its
-syscall counts. Prints a Markdown table; docs/benchmarks.md has the figures of a run.
+Rows: one flow (iperf3 -n BYTES against ncdevmem-rs with --seed 42, with -v 7, and without
+validation, the payload to /dev/null), and four flows (iperf3 -P 4 -n BYTES against
+ncdevmem-rs --flows 4 with --seed 42 and with -v 7, BYTES/4 a flow). Every round runs every row
+once, in that order (interleaved), so a busy neighbour weighs on all of them alike; each
+ncdevmem-rs row is compared with the iperf3 row of its own round.
 
-usage: scripts/bench-e2e.py [--bin PATH] [--bytes 1G] [--runs 3]   (root required)
+Figures of a run: Gbit/s as the receiver reports it (ncdevmem-rs: `gbit_per_s` of its --json,
+first byte to the end; iperf3: the client's end.sum_received); CPU per GiB: the receiver's
+plus the sender's user + system time (wait4(2) of each process, start to exit) per GiB moved;
+the 1-minute load average when the run started. Prints Markdown tables: min / median / max of
+each figure over the rounds, and of the per-round ratios to iperf3.
+
+The two namespaces and the veth pair are created here and always removed.
+docs/benchmarks.md has the figures of a run.
+
+usage: scripts/bench-e2e.py [--bin PATH] [--bytes 4G] [--rounds 5] [--rows NAME,...]
+(root required; iperf3 must be installed: `make bench` installs it when missing)
 """
 
 import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ADDR_RX, ADDR_TX, PORT = "198.51.100.1", "198.51.100.2", 5301
 GIB = 1 << 30
@@ -34,31 +46,160 @@ def parse_bytes(text):
     return int(text)
 
 
-def run_one(ns_rx, ns_tx, binary, receiver, stream, nbytes, json_path):
-    """Starts `receiver` in ns_rx, the sender in ns_tx; returns (user_s, sys_s, json or None)."""
-    rx = subprocess.Popen(
-        ["ip", "netns", "exec", ns_rx] + receiver,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    tx = subprocess.run(
-        ["ip", "netns", "exec", ns_tx, binary, "--send-pattern", str(nbytes), "-s", ADDR_RX,
-         "-p", str(PORT), "--timeout", "30"] + stream,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    _, status, usage = os.wait4(rx.pid, 0)
-    rx.returncode = os.waitstatus_to_exitcode(status)
-    err = rx.stderr.read().decode(errors="replace")
+def load1():
+    with open("/proc/loadavg", encoding="ascii") as f:
+        return float(f.read().split()[0])
+
+
+def wait_listening(ns, port, proc, timeout=10.0):
+    """Until something in `ns` listens on `port` (iperf3's client does not retry)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hltn", f"sport = :{port}"],
+                             capture_output=True, text=True).stdout
+        if out.strip():
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    sys.exit(f"bench-e2e: nothing listens on port {port} in {ns}")
+
+
+def cpu_of(usage):
+    return usage.ru_utime, usage.ru_stime
+
+
+class Run:
+    """One run's figures."""
+
+    def __init__(self, gbit, nbytes, rx_cpu, tx_cpu, load):
+        self.gbit = gbit
+        self.nbytes = nbytes
+        self.rx_user, self.rx_sys = rx_cpu
+        self.tx_user, self.tx_sys = tx_cpu
+        self.load = load
+
+    def cpu_per_gib(self):
+        return (self.rx_user + self.rx_sys + self.tx_user + self.tx_sys) * GIB / self.nbytes
+
+
+def run_measured(a, ns_rx, ns_tx, receiver, sender, wait_port, rx_stdout=False):
+    """Starts `receiver` in ns_rx and then `sender` in ns_tx, waits for both; returns
+    ({"rx"/"tx": (stdout, stderr)}, receiver (user, sys) s, sender (user, sys) s), each
+    process's times from wait4. Output goes through files (a pipe left unread would stall a
+    tool); the receiver's stdout (the payload, when not validated) is dropped unless
+    `rx_stdout`."""
+    files = {n: (open(os.path.join(a.tmp, f"{n}.out"), "w+b"),
+                 open(os.path.join(a.tmp, f"{n}.err"), "w+b")) for n in ("rx", "tx")}
+    rx = subprocess.Popen(["ip", "netns", "exec", ns_rx] + receiver,
+                          stdout=files["rx"][0] if rx_stdout else subprocess.DEVNULL,
+                          stderr=files["rx"][1])
+    if wait_port:
+        wait_listening(ns_rx, PORT, rx)
+    tx = subprocess.Popen(["ip", "netns", "exec", ns_tx] + sender,
+                          stdout=files["tx"][0], stderr=files["tx"][1])
+    _, tx_status, tx_usage = os.wait4(tx.pid, 0)
+    _, rx_status, rx_usage = os.wait4(rx.pid, 0)
+    tx.returncode = os.waitstatus_to_exitcode(tx_status)
+    rx.returncode = os.waitstatus_to_exitcode(rx_status)
+    outs = {}
+    for n, (out, err) in files.items():
+        out.seek(0)
+        err.seek(0)
+        outs[n] = (out.read(), err.read())
+        out.close()
+        err.close()
     if tx.returncode != 0 or rx.returncode != 0:
-        sys.exit(f"bench-e2e: sender exit {tx.returncode}, receiver exit {rx.returncode}: "
-                 f"{err.strip()} {tx.stderr.decode(errors='replace').strip()}")
-    summary = None
-    if json_path and os.path.exists(json_path):
-        with open(json_path) as f:
+        sys.exit(f"bench-e2e: sender {' '.join(sender)} exit {tx.returncode}, receiver "
+                 f"{' '.join(receiver)} exit {rx.returncode}:\n"
+                 f"{outs['rx'][1].decode(errors='replace').strip()}\n"
+                 f"{outs['tx'][1].decode(errors='replace').strip()}")
+    return outs, cpu_of(rx_usage), cpu_of(tx_usage)
+
+
+def iperf3_row(flows):
+    def run(a, ns_rx, ns_tx, nbytes):
+        receiver = ["iperf3", "-s", "-1", "-B", ADDR_RX, "-p", str(PORT)]
+        sender = ["iperf3", "-c", ADDR_RX, "-p", str(PORT), "-n", str(nbytes), "--json"]
+        if flows > 1:
+            sender += ["-P", str(flows)]
+        load = load1()
+        outs, rx_cpu, tx_cpu = run_measured(a, ns_rx, ns_tx, receiver, sender, True)
+        end = json.loads(outs["tx"][0])["end"]["sum_received"]
+        return Run(end["bits_per_second"] / 1e9, end["bytes"], rx_cpu, tx_cpu, load)
+    return run
+
+
+def ours_row(flows, stream, validate=True):
+    def run(a, ns_rx, ns_tx, nbytes):
+        js = os.path.join(a.tmp, "rx.json")
+        per_flow = nbytes // flows
+        receiver = [a.bin, "-l", "--plain", "-s", ADDR_RX, "-p", str(PORT), "--expect-bytes",
+                    str(per_flow), "--timeout", "60", "--json", js]
+        sender = [a.bin, "--send-pattern", str(per_flow), "-s", ADDR_RX, "-p", str(PORT),
+                  "--timeout", "60"] + stream
+        if validate:
+            receiver += stream
+        if flows > 1:
+            receiver += ["--flows", str(flows)]
+            sender += ["--flows", str(flows)]
+        load = load1()
+        _, rx_cpu, tx_cpu = run_measured(a, ns_rx, ns_tx, receiver, sender, False)
+        with open(js, encoding="utf-8") as f:
             summary = json.load(f)
-        os.unlink(json_path)
-    return usage.ru_utime, usage.ru_stime, summary
+        os.unlink(js)
+        return Run(summary["gbit_per_s"], summary["bytes"], rx_cpu, tx_cpu, load)
+    return run
+
+
+# (name, reference row or None, runner)
+ROWS = [
+    ("iperf3", None, iperf3_row(1)),
+    ("ncdevmem-rs --seed 42", "iperf3", ours_row(1, ["--seed", "42"])),
+    ("ncdevmem-rs -v 7", "iperf3", ours_row(1, ["-v", "7"])),
+    ("ncdevmem-rs, not validated (payload to /dev/null)", "iperf3",
+     ours_row(1, ["-v", "7"], validate=False)),
+    ("iperf3 -P 4", None, iperf3_row(4)),
+    ("ncdevmem-rs --flows 4 --seed 42", "iperf3 -P 4", ours_row(4, ["--seed", "42"])),
+    ("ncdevmem-rs --flows 4 -v 7", "iperf3 -P 4", ours_row(4, ["-v", "7"])),
+]
+
+
+def mmm(values, fmt):
+    lo, med, hi = min(values), statistics.median(values), max(values)
+    return f"{lo:{fmt}} / **{med:{fmt}}** / {hi:{fmt}}"
+
+
+def report(results, rounds, nbytes):
+    print(f"\n## End to end against iperf3 (scripts/bench-e2e.py: {nbytes / GIB:g} GiB a run over "
+          f"veth, {rounds} interleaved rounds)\n")
+    print("min / **median** / max over the rounds; ratios are taken within a round.\n")
+    print("| row | Gbit/s | vs iperf3 | CPU s per GiB (receiver + sender) | vs iperf3 "
+          "| receiver user + sys, sender user + sys (median s/GiB) |")
+    print("|---|---|---|---|---|---|")
+    for name, ref, _ in ROWS:
+        runs = results.get(name)
+        if not runs:
+            continue
+        gbit = [r.gbit for r in runs]
+        cpu = [r.cpu_per_gib() for r in runs]
+        if ref and results.get(ref):
+            base = results[ref]
+            vs_gbit = mmm([a.gbit / b.gbit for a, b in zip(runs, base)], ".2f") + "×"
+            vs_cpu = mmm([a.cpu_per_gib() / b.cpu_per_gib() for a, b in zip(runs, base)],
+                         ".2f") + "×"
+        else:
+            vs_gbit = vs_cpu = "—"
+        per = [GIB / r.nbytes for r in runs]
+        parts = [statistics.median(getattr(r, f) * p for r, p in zip(runs, per))
+                 for f in ("rx_user", "rx_sys", "tx_user", "tx_sys")]
+        split = f"{parts[0]:.3f} + {parts[1]:.3f}, {parts[2]:.3f} + {parts[3]:.3f}"
+        print(f"| {name} | {mmm(gbit, '.1f')} | {vs_gbit} | {mmm(cpu, '.3f')} | {vs_cpu} "
+              f"| {split} |")
+    print("\nLoad average (1 min) at the start of each run, round by round:\n")
+    for name, _, _ in ROWS:
+        if results.get(name):
+            print(f"- {name}: " + ", ".join(f"{r.load:.2f}" for r in results[name]))
 
 
 def main():
@@ -67,29 +208,23 @@ def main():
                             text=True).stdout.strip() or "target"
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", default=os.path.join(target, "release", "ncdevmem-rs"))
-    ap.add_argument("--bytes", default="1G")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--bytes", default="4G", help="bytes a run moves (all flows together)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rows", default="",
+                    help="comma-separated row names to run (default: all)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench-e2e: needs root (creates network namespaces)")
     if not os.access(a.bin, os.X_OK):
         sys.exit(f"bench-e2e: {a.bin} not built; run 'make build'")
-    socat = shutil.which("socat")
+    if not shutil.which("iperf3"):
+        sys.exit("bench-e2e: iperf3 not found (make bench installs it: apt-get install iperf3)")
     nbytes = parse_bytes(a.bytes)
+    wanted = [r for r in a.rows.split(",") if r]
+    rows = [r for r in ROWS if not wanted or r[0] in wanted]
     ns_rx, ns_tx = f"ncdevmem-bench-a-{os.getpid()}", f"ncdevmem-bench-b-{os.getpid()}"
-    tmp = tempfile.mkdtemp(prefix="ncdevmem-bench-")
-    js = os.path.join(tmp, "rx.json")
-    base = [a.bin, "-l", "--plain", "-s", ADDR_RX, "-p", str(PORT), "--expect-bytes",
-            str(nbytes), "--timeout", "30", "--json", js]
-    variants = [
-        ("validated, `-v 7`", base + ["-v", "7"], ["-v", "7"], js),
-        ("validated, `--seed 42`", base + ["--seed", "42"], ["--seed", "42"], js),
-        ("not validated (payload to /dev/null)", base, ["-v", "7"], js),
-    ]
-    if socat:
-        variants.append(("bare sink: socat -b 819200 to /dev/null",
-                         [socat, "-u", "-b", "819200", f"TCP-LISTEN:{PORT},reuseaddr",
-                          "OPEN:/dev/null"], ["-v", "7"], None))
+    a.tmp = tempfile.mkdtemp(prefix="ncdevmem-bench-")
+    results = {}
     try:
         sh("ip", "netns", "add", ns_rx)
         sh("ip", "netns", "add", ns_tx)
@@ -100,26 +235,13 @@ def main():
         for ns, dev in ((ns_rx, "va"), (ns_tx, "vb")):
             sh("ip", "-n", ns, "link", "set", "lo", "up")
             sh("ip", "-n", ns, "link", "set", dev, "up")
-        print(f"| receiver ({a.bytes} over veth, best of {a.runs}) | CPU s per GiB (user + sys) "
-              f"| vs not validated | recvmsg / poll per GiB |")
-        print("|---|---|---|---|")
-        rows = []
-        for name, receiver, stream, json_path in variants:
-            best = None
-            for _ in range(a.runs):
-                user, sys_, summary = run_one(ns_rx, ns_tx, a.bin, receiver, stream, nbytes,
-                                              json_path)
-                cpu = (user + sys_) * GIB / nbytes
-                if best is None or cpu < best[0]:
-                    best = (cpu, user * GIB / nbytes, sys_ * GIB / nbytes, summary)
-            rows.append((name, best))
-        plain = next(b for n, b in rows if n.startswith("not validated"))[0]
-        for name, (cpu, user, sys_, summary) in rows:
-            calls = "—"
-            if summary:
-                per = GIB / summary["bytes"]
-                calls = f"{summary['recvmsg_calls'] * per:.0f} / {summary['poll_calls'] * per:.0f}"
-            print(f"| {name} | {cpu:.3f} ({user:.3f} + {sys_:.3f}) | {cpu / plain:.2f}× | {calls} |")
+        for rnd in range(a.rounds):
+            for name, _, run in rows:
+                r = run(a, ns_rx, ns_tx, nbytes)
+                results.setdefault(name, []).append(r)
+                print(f"bench-e2e: round {rnd + 1}/{a.rounds}: {name}: {r.gbit:.1f} Gbit/s, "
+                      f"{r.cpu_per_gib():.3f} CPU s/GiB, load {r.load:.2f}", file=sys.stderr)
+        report(results, a.rounds, nbytes)
     finally:
         for ns in (ns_rx, ns_tx):
             pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
@@ -129,7 +251,7 @@ def main():
                 except (ProcessLookupError, ValueError):
                     pass
             subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(a.tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

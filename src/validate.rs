@@ -29,9 +29,12 @@
 
 use std::collections::VecDeque;
 
-use multiversion::multiversion;
-
 use crate::error::{Error, Result};
+
+mod simd;
+
+use simd::dispatched;
+pub use simd::{active_isa, force_isa, Isa};
 
 /// Smallest accepted period (bytes): `1, 0x0A` repeated.
 pub const MIN_PERIOD: u32 = 2;
@@ -182,13 +185,17 @@ fn keyed_lanes(z0: u64) -> [u64; KEYED_LANES] {
 }
 const KEYED_LANE_STEP: u64 = (KEYED_LANES as u64).wrapping_mul(SPLITMIX64_GAMMA);
 
-/// The OR over every whole 8-byte word of `data` of (word XOR the keyed word of `key`
-/// expected there), the first expected word being that of counter `z0`: 0 when every whole
-/// word matches. Bytes after the last whole word are not looked at. Compiled for AVX-512 and
-/// AVX2 as well, picked at run time; on aarch64 the NEON clone (NEON is aarch64's baseline, so
-/// it is the one every aarch64 CPU runs).
-#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2", "aarch64+neon"))]
-fn keyed_diff(key: u64, z0: u64, data: &[u8]) -> u64 {
+dispatched! {
+    /// The OR over every whole 8-byte word of `data` of (word XOR the keyed word of `key`
+    /// expected there), the first expected word being that of counter `z0`: 0 when every whole
+    /// word matches. Bytes after the last whole word are not looked at. Built for AVX-512 and
+    /// AVX2 as well ([`Isa`]); on aarch64 the baseline build is NEON's (NEON is aarch64's
+    /// baseline, so every aarch64 CPU runs it).
+    fn keyed_diff / keyed_diff_in / keyed_diff_builds = keyed_diff_body(key: u64, z0: u64, data: &[u8]) -> u64
+}
+
+#[inline(always)]
+fn keyed_diff_body(key: u64, z0: u64, data: &[u8]) -> u64 {
     let mut z = keyed_lanes(z0);
     let mut acc = [0u64; KEYED_LANES];
     let mut rows = data.chunks_exact(8 * KEYED_LANES);
@@ -207,10 +214,14 @@ fn keyed_diff(key: u64, z0: u64, data: &[u8]) -> u64 {
     diff
 }
 
-/// Fills every whole 8-byte word of `out` with the keyed stream of `key` from counter `z0`
-/// on (bytes after the last whole word are left alone). Compiled like [`keyed_diff`].
-#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2", "aarch64+neon"))]
-fn keyed_fill(key: u64, z0: u64, out: &mut [u8]) {
+dispatched! {
+    /// Fills every whole 8-byte word of `out` with the keyed stream of `key` from counter `z0`
+    /// on (bytes after the last whole word are left alone). Built like [`keyed_diff`].
+    fn keyed_fill / keyed_fill_in / keyed_fill_builds = keyed_fill_body(key: u64, z0: u64, out: &mut [u8])
+}
+
+#[inline(always)]
+fn keyed_fill_body(key: u64, z0: u64, out: &mut [u8]) {
     let mut z = keyed_lanes(z0);
     let mut rows = out.chunks_exact_mut(8 * KEYED_LANES);
     for row in &mut rows {
@@ -1684,6 +1695,29 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    /// Every instruction-set build this CPU runs fills and checks the same words as the
+    /// baseline's, at every length and start, and finds a flipped bit in any word.
+    #[test]
+    fn every_build_fills_and_checks_the_same_words() {
+        let key = flow_key(42, 3);
+        for &isa in Isa::ALL.iter().filter(|i| i.supported()) {
+            for (len, z0) in [(0usize, 5u64), (8, 0), (8 * 17, 99), (8 * 300 + 5, 1 << 40)] {
+                let z0 = counter(0, z0);
+                let mut want = vec![0u8; len];
+                keyed_fill_in(Isa::Baseline, key, z0, &mut want);
+                let mut got = vec![0u8; len];
+                keyed_fill_in(isa, key, z0, &mut got);
+                assert_eq!(got, want, "{isa} fill, {len} bytes");
+                assert_eq!(keyed_diff_in(isa, key, z0, &want), 0, "{isa}");
+                for bit in (0..len / 8 * 64).step_by(61) {
+                    let mut bad = want.clone();
+                    bad[bit / 8] ^= 1 << (bit % 8);
+                    assert_ne!(keyed_diff_in(isa, key, z0, &bad), 0, "{isa}: bit {bit}");
+                }
+            }
+        }
     }
 
     #[test]
