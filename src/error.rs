@@ -105,7 +105,7 @@ impl fmt::Display for NlError {
 }
 
 /// Every way a run can fail. The variant decides the exit code ([`Error::exit_code`]).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Error {
     /// Bad command line: flag, value or combination. Exit 2.
     Usage(String),

@@ -346,9 +346,11 @@ fn one_run(
     let (listening_tx, listening) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
         let receiver = scope.spawn(move || {
-            let run_report = RunReport::new(mode, common).on_listening(Box::new(move || {
-                let _ = listening_tx.send(());
-            }));
+            let run_report = RunReport::new(mode, common)
+                .for_sweep_run()
+                .on_listening(Box::new(move || {
+                    let _ = listening_tx.send(());
+                }));
             let result = crate::modes::run(args, &run_report);
             let body = run_report.body_json();
             (run_report.finish(result), body)
@@ -384,10 +386,6 @@ fn one_run(
             _ => None,
         };
         let peer = peer.transpose()?;
-        let verdict = verdict.and_then(|()| match short_run(body.as_ref()) {
-            Some(why) => Err(Error::Failure(why)),
-            None => Ok(()),
-        });
         let outcome = match &verdict {
             Ok(()) => Outcome::Ok,
             Err(e @ Error::Skip(_)) => Outcome::Skipped(e.to_string()),
@@ -395,22 +393,6 @@ fn one_run(
         };
         Ok((record(slot, outcome, body, peer, cpu.as_ref()), verdict))
     })
-}
-
-/// Why a run that passed is still no row of the table: its receiver's body (`--json`) says
-/// the peer closed every flow before `--duration` was over (`ended_before_duration`), so its
-/// figures cover a shorter time than the others'. `None` for a full run or no body.
-fn short_run(body: Option<&serde_json::Value>) -> Option<String> {
-    let b = body?;
-    if b["ended_before_duration"] != true {
-        return None;
-    }
-    Some(format!(
-        "the peer closed every flow before --duration {} s was over (the figures cover {:.3} \
-         s; a short run is left out of the table)",
-        b["duration_s"].as_f64().unwrap_or(0.0),
-        b["measured_s"].as_f64().unwrap_or(0.0)
-    ))
 }
 
 /// `flag`'s `path` (`--csv`, `--plot`: written in place after the last run) can be written
@@ -600,28 +582,6 @@ mod tests {
             },
             other => panic!("{line}: {other:?}"),
         }
-    }
-
-    /// A run whose peer closed every flow before its duration is no row of the table (it
-    /// fails, saying why); a full run, or one without a body, is judged as before.
-    #[test]
-    fn a_run_the_peer_ended_early_fails() {
-        let short = serde_json::json!({
-            "ended_before_duration": true, "measured_s": 1.25, "duration_s": 3.0
-        });
-        assert_eq!(
-            short_run(Some(&short)).as_deref(),
-            Some(
-                "the peer closed every flow before --duration 3 s was over (the figures cover \
-                 1.250 s; a short run is left out of the table)"
-            )
-        );
-        let full = serde_json::json!({
-            "ended_before_duration": false, "measured_s": 3.0, "duration_s": 3.0
-        });
-        assert_eq!(short_run(Some(&full)), None);
-        assert_eq!(short_run(Some(&serde_json::json!({}))), None);
-        assert_eq!(short_run(None), None);
     }
 
     /// A failed run's line says what the peer sent on each connection and why it stopped, or

@@ -82,6 +82,7 @@ pub mod tx;
 pub mod udmabuf;
 pub mod uring;
 pub mod validate;
+pub(crate) mod verdict;
 
 pub use error::{Error, Result};
 pub use sys::signals;

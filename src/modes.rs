@@ -42,6 +42,7 @@ use crate::rx::{self, RxConfig, UnbindMode};
 use crate::signals::STOP;
 use crate::stats::{RcvbufReport, RxStats};
 use crate::sys::socket::{self, TcpRxSocket};
+use crate::verdict::{ConnFacts, Ended, ReceiveFacts};
 
 /// `log!(report, "fmt", args..)`: one `ncdevmem-rs: ` line on stderr, unless `--quiet`.
 macro_rules! log {
@@ -447,9 +448,9 @@ pub(crate) fn receive_and_report<M: crate::udmabuf::FragMemory>(
     let (mut stats, result) = match after_first_data {
         Some(hook) => {
             let mut wrapped = rx::AfterFirstData::new(&mut *sock, hook);
-            rx::receive_logged(&mut wrapped, mem, rx_cfg, &STOP, &mut out, &mut log_sink)
+            rx::receive_flow(&mut wrapped, mem, rx_cfg, &STOP, &mut out, &mut log_sink)
         }
-        None => rx::receive_logged(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink),
+        None => rx::receive_flow(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink),
     };
     if rx_cfg.unbind == UnbindMode::BeforeRecv && !stats.binding_gone && result.is_ok() {
         log!(
@@ -465,43 +466,47 @@ pub(crate) fn receive_and_report<M: crate::udmabuf::FragMemory>(
     };
     stats.rcvbuf = conn.rcvbuf.take();
     let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
-    let result = result
-        .and(flushed)
-        .and_then(|()| check_received(rx, stats.bytes, stats.binding_gone));
-    record_receive(&stats, result, report)
+    record_receive(rx, &stats, result.and(flushed), report)
 }
 
-/// A stream that ended cleanly can still be wrong: shorter or longer than `--expect-bytes`,
-/// or empty although `-v` asked for validation (a sender that never sent) — except in a `-U 1`
-/// run that ended at "binding gone" (`binding_gone`: ENODEV before any byte), which had no
-/// stream to measure (an explicit `--expect-bytes` still does).
-pub(crate) fn check_received(rx: &Receive, bytes: u64, binding_gone: bool) -> Result<()> {
-    match rx.expect_bytes {
-        Some(want) if want != bytes => Err(Error::Failure(format!(
-            "the peer sent {bytes} bytes, --expect-bytes wanted {want}"
-        ))),
-        None if bytes == 0 && rx.validate.is_some() && !binding_gone => Err(Error::Failure(
-            "the peer closed without sending any data: nothing was validated".into(),
-        )),
-        _ => Ok(()),
+/// The facts of the one flow of a single-flow receive that left `stats` and ended with its
+/// own result `own` (a stop signal, an error, or `Ok` when the peer closed).
+pub(crate) fn one_flow_facts(rx: &Receive, stats: &RxStats, own: &Result<()>) -> ReceiveFacts {
+    ReceiveFacts {
+        flows: 1,
+        expect_bytes: rx.expect_bytes,
+        ended: match own {
+            Err(Error::Interrupted(sig)) => Ended::Signal(*sig),
+            _ => Ended::PeersClosed,
+        },
+        conns: vec![ConnFacts::of_receive(stats, own)],
+        whole_duration: None,
     }
 }
 
-/// Prints a receive's summary line and records its JSON object with the verdict (`ok`, and
-/// `error` when the receive failed); returns the receive's `result`.
+/// The verdict of a single-flow receive from its facts ([`crate::verdict::judge_receive`]:
+/// an error of its own, mismatches, `--expect-bytes`, a validated stream that carried
+/// nothing); prints its summary line and records its JSON object and its facts in `report`
+/// (also when the run failed, so a failed run is still a measurement).
+///
+/// Errors: the verdict's.
 pub(crate) fn record_receive(
+    rx: &Receive,
     stats: &RxStats,
-    result: Result<()>,
+    own: Result<()>,
     report: &RunReport,
 ) -> Result<()> {
+    let facts = one_flow_facts(rx, stats, &own);
+    let verdict = crate::verdict::judge_receive(&facts);
     report.summary(&stats.summary_line());
     let mut json = stats.to_json();
-    json["ok"] = result.is_ok().into();
-    if let Err(e) = &result {
+    json["ok"] = verdict.result.is_ok().into();
+    if let Err(e) = &verdict.result {
         json["error"] = e.to_string().into();
     }
     report.body(json);
-    result
+    report.receive(facts);
+    verdict.result
 }
 
 #[cfg(test)]
@@ -568,19 +573,23 @@ mod tests {
             ModeArgs::Server(s) => s.rx,
             other => panic!("not the server: {other:?}"),
         };
+        let check_received = |rx: &Receive, stats: &RxStats| {
+            crate::verdict::judge_receive(&one_flow_facts(rx, stats, &Ok(()))).result
+        };
         let mut stats = RxStats::new(crate::stats::RxMode::Devmem);
+        stats.stream = Some(crate::validate::StreamSpec::Periodic(7));
         assert_eq!(
-            check_received(&rx(&server), stats.bytes, stats.binding_gone)
+            check_received(&rx(&server), &stats)
                 .unwrap_err()
                 .to_string(),
             "the peer closed without sending any data: nothing was validated"
         );
         stats.binding_gone = true;
-        check_received(&rx(&server), stats.bytes, stats.binding_gone).unwrap();
+        check_received(&rx(&server), &stats).unwrap();
         // --expect-bytes is a promise about the stream that a gone binding does not excuse.
         let with_expect = [&server[..], &["--expect-bytes", "1000"]].concat();
         assert_eq!(
-            check_received(&rx(&with_expect), stats.bytes, stats.binding_gone)
+            check_received(&rx(&with_expect), &stats)
                 .unwrap_err()
                 .to_string(),
             "the peer sent 0 bytes, --expect-bytes wanted 1000"

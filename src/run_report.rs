@@ -8,6 +8,7 @@
 
 use crate::cli::{Common, JsonTarget, Mode, Verbosity, PROGRAM};
 use crate::error::{Error, Result};
+use crate::verdict::{ReceiveFacts, RunFacts};
 use std::cell::RefCell;
 use std::io::Write;
 
@@ -23,6 +24,11 @@ pub(crate) struct RunReport {
     undo: RefCell<Option<Error>>,
     /// `--verify-restore`'s outcome, when it ran.
     verify: RefCell<Option<Result<()>>>,
+    /// The receive's facts, when the run received: [`finish`](Self::finish) gives them to
+    /// the one verdict ([`crate::verdict::decide`]).
+    receive: RefCell<Option<ReceiveFacts>>,
+    /// A sweep's run: its figures must cover its whole `--duration`.
+    sweep_run: bool,
     /// Called when the mode listens (a sweep then asks its peer to send).
     on_listening: Option<Notify>,
 }
@@ -45,8 +51,27 @@ impl RunReport {
             body: RefCell::new(None),
             undo: RefCell::new(None),
             verify: RefCell::new(None),
+            receive: RefCell::new(None),
+            sweep_run: false,
             on_listening: None,
         }
+    }
+
+    /// This report, of a sweep's run: the verdict fails a run whose peers closed every flow
+    /// before its `--duration` was over (its figures would cover less time than the others').
+    pub(crate) fn for_sweep_run(mut self) -> RunReport {
+        self.sweep_run = true;
+        self
+    }
+
+    /// Whether this is a sweep's run ([`for_sweep_run`](Self::for_sweep_run)).
+    pub(crate) fn sweep_run(&self) -> bool {
+        self.sweep_run
+    }
+
+    /// Records the receive's facts, which the verdict is decided from.
+    pub(crate) fn receive(&self, facts: ReceiveFacts) {
+        *self.receive.borrow_mut() = Some(facts);
     }
 
     /// This report, calling `f` once the mode's receiver listens.
@@ -124,39 +149,26 @@ impl RunReport {
         *self.verify.borrow_mut() = Some(outcome);
     }
 
-    /// The run's verdict from its own `run` result, the NIC undo's and `--verify-restore`'s,
-    /// and `--json FILE` written.
-    ///
-    /// Which error wins:
-    /// 1. the run's own error, else the undo's (an undo failure after another error is
-    ///    logged);
-    /// 2. a NIC that does not match its snapshot fails the run (exit 1), also a run that was
-    ///    a skip — a NIC left changed is worse than a skip; a run that failed otherwise keeps
-    ///    its own error (the verify failure is logged);
-    /// 3. a summary that cannot be written fails a run that succeeded; a run that failed
-    ///    keeps its own error (the write failure is logged).
+    /// The run's verdict, decided in one place ([`crate::verdict::decide`]) from the mode's
+    /// own `run` result, the receive's facts, the NIC undo's and `--verify-restore`'s
+    /// outcomes (the failures that lose to another are logged), and `--json FILE` written.
+    /// A summary that cannot be written fails a run that succeeded; a run that failed keeps
+    /// its own error (the write failure is logged).
     ///
     /// The object is [`summary_json`]'s: the same top-level keys for every mode and outcome;
     /// a run that ended before its summary (no connection within `--timeout`, a skip, a
     /// refused bind) has only those.
     pub(crate) fn finish(self, run: Result<()>) -> Result<()> {
-        let result = match (run, self.undo.into_inner()) {
-            (r, None) => r,
-            (Ok(()), Some(undo)) => Err(undo),
-            (Err(e), Some(undo)) => {
-                crate::nic::guards::log_stderr(&undo.to_string());
-                Err(e)
-            }
-        };
-        let result = match (result, self.verify.into_inner()) {
-            (r, None | Some(Ok(()))) => r,
-            // A NIC left changed is worse than a skip: the verify failure decides.
-            (Ok(()) | Err(Error::Skip(_)), Some(Err(e))) => Err(e),
-            (Err(run), Some(Err(e))) => {
-                crate::elog!("{PROGRAM}: {e}");
-                Err(run)
-            }
-        };
+        let decision = crate::verdict::decide(RunFacts {
+            run,
+            receive: self.receive.into_inner(),
+            undo: self.undo.into_inner(),
+            verify: self.verify.into_inner(),
+        });
+        for e in &decision.also {
+            crate::elog!("{PROGRAM}: {e}");
+        }
+        let result = decision.result;
         let Some(target) = self.common.json.as_ref() else {
             return result;
         };

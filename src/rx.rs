@@ -480,6 +480,10 @@ pub struct RxConfig {
     /// clean end of a [`UnbindMode::BeforeRecv`] run, a failure otherwise. The unbinding
     /// itself is the caller's ([`AfterFirstData`] for [`UnbindMode::AfterRecv`]).
     pub unbind: UnbindMode,
+    /// Log mismatches and diagnoses as they are found (the default); `false` keeps them in
+    /// [`RxStats::validation`] only (several flows log them at the end, under each flow's
+    /// final number).
+    pub live_diagnostics: bool,
 }
 
 impl Default for RxConfig {
@@ -503,6 +507,7 @@ impl RxConfig {
             poll_tick: Duration::from_millis(200),
             token_high_water: 1,
             unbind: UnbindMode::Normal,
+            live_diagnostics: true,
         }
     }
 
@@ -660,6 +665,26 @@ pub fn receive_logged<S: RxSocket, M: FragMemory, W: Write>(
     out: &mut W,
     log: &mut dyn Write,
 ) -> (RxStats, Result<()>) {
+    let (stats, own) = receive_flow(sock, mem, cfg, stop, out, log);
+    let result = own.and_then(|()| stats.validation_result());
+    (stats, result)
+}
+
+/// [`receive_logged`] for a receive whose verdict is decided from its facts
+/// (`crate::verdict`): the result is the connection's own — the loop's error, a stop, or
+/// `Ok` — and mismatches are only in the counters ([`RxStats::mismatches`],
+/// [`RxStats::validation`]).
+///
+/// # Errors
+/// As [`receive_logged`], without the validation mismatches.
+pub fn receive_flow<S: RxSocket, M: FragMemory, W: Write>(
+    sock: &mut S,
+    mem: Option<&M>,
+    cfg: &RxConfig,
+    stop: &AtomicI32,
+    out: &mut W,
+    log: &mut dyn Write,
+) -> (RxStats, Result<()>) {
     let mode = if cfg.devmem.is_some() {
         RxMode::Devmem
     } else {
@@ -767,7 +792,8 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
             cfg,
             stats: RxStats::new(mode),
             batcher: TokenBatcher::new(),
-            sink: PayloadSink::new(cfg.validate, piece, out, log)?,
+            sink: PayloadSink::new(cfg.validate, piece, out, log)?
+                .live_diagnostics(cfg.live_diagnostics),
             offset: 0,
         })
     }

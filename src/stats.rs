@@ -105,6 +105,24 @@ pub struct RxStats {
     pub binding_gone: bool,
     /// Sizes of the dmabuf frags, in power-of-two buckets.
     pub frag_sizes: crate::figures::hist::FragSizeHistogram,
+    /// What the validator found beyond the counts (empty without mismatches).
+    pub validation: ValidationNotes,
+}
+
+/// What a connection's validator found beyond [`RxStats::mismatches`]: its account of the
+/// failure, the first mismatching bytes and diagnoses, and every diagnosed piece's fault
+/// counted — for the verdict (`crate::verdict`) and the lines that explain it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ValidationNotes {
+    /// `validation failed (…): …` ([`crate::validate::Validator::failure_text`]), when a
+    /// byte differed.
+    pub failure: Option<String>,
+    /// The first mismatching bytes (at most [`crate::validate::MAX_REPORTED_MISMATCHES`]).
+    pub mismatches: Vec<crate::validate::Mismatch>,
+    /// The first diagnoses (keyed stream; at most [`crate::validate::MAX_DIAGNOSES`]).
+    pub diagnoses: Vec<crate::validate::Diagnosis>,
+    /// Every diagnosed piece's fault, counted ([`crate::validate::Validator::causes`]).
+    pub causes: Vec<(crate::validate::Fault, u64)>,
 }
 
 /// User and system CPU time (`struct rusage` `ru_utime`/`ru_stime`).
@@ -241,6 +259,20 @@ impl RxStats {
         z.flushes += o.flushes;
         z.waits += o.waits;
         z.rx_buf_len = z.rx_buf_len.max(o.rx_buf_len);
+    }
+
+    /// The verdict of this connection's bytes alone: `Ok` when none mismatched.
+    ///
+    /// # Errors
+    /// [`crate::Error::Failure`] with the validator's account ([`ValidationNotes::failure`]).
+    pub fn validation_result(&self) -> crate::Result<()> {
+        match (&self.validation.failure, self.mismatches) {
+            (_, 0) => Ok(()),
+            (Some(text), _) => Err(crate::Error::Failure(text.clone())),
+            (None, n) => Err(crate::Error::Failure(format!(
+                "validation failed: {n} mismatched byte(s)"
+            ))),
+        }
     }
 
     /// Throughput in Gbit/s (10^9 bits per second) over [`RxStats::elapsed`]; 0 when no time

@@ -582,6 +582,25 @@ impl Zcrx {
         out: &mut W,
         log: &mut dyn Write,
     ) -> (RxStats, Result<()>) {
+        let (stats, own) = self.receive_flow(sock, cfg, stop, out, log);
+        let result = own.and_then(|()| stats.validation_result());
+        (stats, result)
+    }
+
+    /// [`receive_logged`](Self::receive_logged) for a receive whose verdict is decided from
+    /// its facts (`crate::verdict`): the result is the connection's own (the loop's error,
+    /// a stop, or `Ok`); mismatches are only in the counters.
+    ///
+    /// # Errors
+    /// As [`receive_logged`](Self::receive_logged), without the validation mismatches.
+    pub fn receive_flow<W: Write>(
+        &mut self,
+        sock: BorrowedFd<'_>,
+        cfg: &ZcrxRxConfig,
+        stop: &AtomicI32,
+        out: &mut W,
+        log: &mut dyn Write,
+    ) -> (RxStats, Result<()>) {
         let c = match ChunkConsumer::new(cfg, out, log) {
             Ok(c) => c,
             Err(e) => return (RxStats::new(RxMode::Zcrx), Err(e)),
@@ -604,7 +623,8 @@ impl Zcrx {
     /// `Error::Interrupted`). After every batch of completions `observer` gets each flow's
     /// bytes so far. The chunks of a flow that already ended go back unread.
     ///
-    /// Returns each flow's counters and verdict (flow order) and the ifq's own counters: the
+    /// Returns each flow's counters and own result (flow order; mismatches are in the
+    /// counters, `crate::verdict` decides) and the ifq's own counters: the
     /// buffers it returned, its refill publishes, flushes and waits (in the flows' counters
     /// these are 0: they belong to the ifq, not to one flow).
     ///
@@ -630,7 +650,7 @@ impl Zcrx {
         let mut ifq = ZcrxCounters::default();
         if let Some(e) = refused.into_iter().next() {
             let results = (0..n)
-                .map(|_| (RxStats::new(RxMode::Zcrx), Err(clone_error(&e))))
+                .map(|_| (RxStats::new(RxMode::Zcrx), Err(e.clone())))
                 .collect();
             return (results, ifq);
         }
@@ -644,7 +664,7 @@ impl Zcrx {
             .map(|f| {
                 let r = match (f.result, &result) {
                     (Some(r), _) => r,
-                    (None, Err(e)) => Err(clone_error(e)),
+                    (None, Err(e)) => Err(e.clone()),
                     (None, Ok(())) => Ok(()),
                 };
                 let (mut stats, r) = f.c.finish(r, &self.refill);
@@ -864,18 +884,6 @@ fn flow_of(user_data: u64, n: usize) -> Result<usize> {
     })
 }
 
-/// The same error again, for each flow an error of the whole ring ends (errors are not
-/// `Clone`): the kinds the exit code and the callers tell apart are kept.
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::Usage(m) => Error::Usage(m.clone()),
-        Error::Sys { call, errno } => Error::sys(call.clone(), *errno),
-        Error::Timeout(m) => Error::Timeout(m.clone()),
-        Error::Interrupted(s) => Error::Interrupted(*s),
-        other => Error::Failure(other.to_string()),
-    }
-}
-
 /// One flow of [`Zcrx::receive_flows`].
 #[derive(Debug, Clone, Copy)]
 pub struct ZcrxFlow<'a> {
@@ -938,6 +946,9 @@ pub struct ZcrxRxConfig {
     /// [`LimitedRecv::len`] bytes, and its end without data re-arms it, up to
     /// [`LimitedRecv::rearms`] times, before ending the receive (iou-zcrx.c's `-o N`).
     pub limited: Option<LimitedRecv>,
+    /// Log mismatches and diagnoses as they are found (the default); `false` keeps them in
+    /// [`RxStats::validation`] for the end.
+    pub live_diagnostics: bool,
 }
 
 /// `RECV_ZC` requests of bounded length (the kernel's `sqe.len`, 6.16+): the request ends with
@@ -962,6 +973,7 @@ impl Default for ZcrxRxConfig {
             poll_tick: Duration::from_millis(200),
             refill_batch: 64,
             limited: None,
+            live_diagnostics: true,
         }
     }
 }
@@ -1004,7 +1016,8 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
     ) -> Result<ChunkConsumer<'a, W>> {
         Ok(ChunkConsumer {
             cfg,
-            sink: crate::rx::PayloadSink::new(cfg.validate, "chunk", out, log)?,
+            sink: crate::rx::PayloadSink::new(cfg.validate, "chunk", out, log)?
+                .live_diagnostics(cfg.live_diagnostics),
             stats: RxStats::new(RxMode::Zcrx),
             consecutive_retries: 0,
             rearms_left: cfg.limited.map_or(0, |l| l.rearms),
@@ -1087,8 +1100,10 @@ impl<'a, W: Write> ChunkConsumer<'a, W> {
             });
     }
 
-    /// Final counters and verdict: `result` of the loop, then the payload flush, then (for a
-    /// stream that ended cleanly) the validation verdict.
+    /// Final counters (mismatches and the validator's notes among them) and the connection's
+    /// own result: `result` of the loop, then the payload flush. Mismatches are not in it
+    /// ([`RxStats::validation_result`] gives their verdict alone; `crate::verdict` the
+    /// run's).
     pub fn finish(mut self, result: Result<()>, refill: &ZcrxRefill) -> (RxStats, Result<()>) {
         Self::update_refill_stats(&mut self.stats, refill);
         let result = self.sink.finish(&mut self.stats, result);
@@ -1378,7 +1393,9 @@ mod tests {
         let mut c = ChunkConsumer::new(&cfg, &mut out, &mut log).unwrap();
         c.on_completion(data(0, 4096, true), &area, &mut r).unwrap();
         let (stats, result) = c.finish(Ok(()), &r);
-        let e = result.unwrap_err();
+        // The consumer's own result is clean; the mismatch is a fact of its counters.
+        assert!(result.is_ok());
+        let e = stats.validation_result().unwrap_err();
         assert!(e.to_string().contains("stream offset 1000"), "{e}");
         assert_eq!(stats.mismatches, 1);
         let log = String::from_utf8_lossy(&log);

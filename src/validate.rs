@@ -883,6 +883,8 @@ pub struct Validator {
     held: Vec<u8>,
     /// The first 8 bytes named the connection's flow ([`Validator::identified`]).
     identified: bool,
+    /// Every diagnosed piece's fault, counted ([`Validator::causes`]).
+    causes: Vec<(Fault, u64)>,
 }
 
 impl Validator {
@@ -906,6 +908,7 @@ impl Validator {
             piece: "frag",
             held: Vec::new(),
             identified: false,
+            causes: Vec::new(),
         }
     }
 
@@ -998,9 +1001,15 @@ impl Validator {
             }
         });
         if let Kind::Keyed { stream, key } = self.pattern.kind {
-            if let (Some(first), true) = (first, self.diagnoses.len() < MAX_DIAGNOSES) {
+            if let Some(first) = first {
                 let d = self.diagnose(stream, key, data, (first, last), n);
-                self.diagnoses.push(d);
+                match self.causes.iter_mut().find(|(f, _)| *f == d.fault) {
+                    Some((_, count)) => *count += 1,
+                    None => self.causes.push((d.fault, 1)),
+                }
+                if self.diagnoses.len() < MAX_DIAGNOSES {
+                    self.diagnoses.push(d);
+                }
             }
             if self.recent.len() == RECENT_PIECES {
                 self.recent.pop_front();
@@ -1144,26 +1153,40 @@ impl Validator {
         &self.diagnoses
     }
 
+    /// Every piece with mismatches (keyed stream), counted by what its diagnosis found, in
+    /// the order the kinds first appeared: the flow's cause is read from all of them, not
+    /// from its first piece alone.
+    pub fn causes(&self) -> &[(Fault, u64)] {
+        &self.causes
+    }
+
     /// `Ok` if every byte so far matched.
     ///
     /// # Errors
-    /// [`Error::Failure`] naming the stream, the mismatch count, the bytes checked, the first
-    /// mismatch and (keyed stream) the first diagnosis.
+    /// [`Error::Failure`] with [`Validator::failure_text`].
     pub fn finish(&self) -> Result<()> {
-        let Some(first) = self.reported.first() else {
-            return Ok(());
-        };
+        match self.failure_text() {
+            None => Ok(()),
+            Some(text) => Err(Error::Failure(text)),
+        }
+    }
+
+    /// What [`Validator::finish`] says of a stream with mismatches, naming the stream, the
+    /// mismatch count, the bytes checked, the first mismatch and (keyed stream) the first
+    /// diagnosis; `None` while every byte matched.
+    pub fn failure_text(&self) -> Option<String> {
+        let first = self.reported.first()?;
         let why = self
             .diagnoses
             .first()
             .map(|d| format!("; {d}"))
             .unwrap_or_default();
-        Err(Error::Failure(format!(
+        Some(format!(
             "validation failed ({}): {} mismatched byte(s) in {} bytes; first at {first}{why}",
             self.pattern.spec(),
             self.mismatches,
             self.offset,
-        )))
+        ))
     }
 }
 

@@ -266,8 +266,16 @@ fn a_flow_carrying_another_flows_stream_fails_naming_that_flow() {
         // A sender whose flow the receiver stopped may see a reset; it never hangs.
         assert!(t.status.code().is_some(), "sender: {}", text(&t.stderr));
     }
+    // Both flows fail by name: flow 0's stream came twice, flow 1's never.
     assert!(
-        rx_err.contains("flow 1: connection 1 carries flow 0's stream, as connection 0 does"),
+        rx_err.contains("FAILED: its stream came on 2 connections (0, 1), not once"),
+        "{rx_err}"
+    );
+    assert!(
+        rx_err.contains(
+            "FAILED: no connection carried its stream (connection 1, reported as flow 1, \
+             carried flow 0's stream, as connection 0 did)"
+        ),
         "{rx_err}"
     );
     let r = read_json(&rx_json);
@@ -279,9 +287,10 @@ fn a_flow_carrying_another_flows_stream_fails_naming_that_flow() {
         .filter(|fl| fl["ok"] == false)
         .map(|fl| u(&fl["flow"]))
         .collect();
-    assert_eq!(failed, vec![1], "{r}");
-    assert!(
-        r["error"].as_str().unwrap_or("").starts_with("flow 1: "),
+    assert_eq!(failed, vec![0, 1], "{r}");
+    assert_eq!(
+        r["error"],
+        "flow 0: its stream came on 2 connections (0, 1), not once (also failed: flow 1)",
         "{r}"
     );
 }

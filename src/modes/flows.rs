@@ -48,11 +48,7 @@ use crate::sys::tcp::TcpInfo;
 use crate::sys::uapi::dmabuf_token;
 use crate::udmabuf::FragMemory;
 
-/// The run's stop flag value when `--duration` is over: a clean end, not an error.
-const DURATION_OVER: i32 = -1;
-/// The run's stop flag value when another flow failed: this flow stops, its own receive did
-/// not fail.
-const FLOW_FAILED: i32 = -2;
+use crate::verdict::{ConnFacts, Ended, ReceiveFacts, DURATION_OVER, FLOW_FAILED};
 /// How often the main thread looks at the signals, the clock and the workers.
 const TICK: Duration = Duration::from_millis(50);
 
@@ -144,6 +140,7 @@ pub(crate) fn accept(
     report: &RunReport,
 ) -> Result<Vec<Accepted>> {
     let n = rx.flows.count;
+    let keyed = matches!(rx.validate, Some(crate::validate::StreamSpec::Keyed(_)));
     let deadline = rx.timeout.and_then(|t| Instant::now().checked_add(t));
     let mut conns = Vec::with_capacity(n as usize);
     for k in 0..n {
@@ -167,6 +164,8 @@ pub(crate) fn accept(
         };
         match n {
             1 => log!(report, "accepted connection from {}", peer_text(peer)),
+            // Keyed streams: the flow is the one its first bytes name, known later.
+            _ if keyed => log!(report, "connection {k}: accepted from {}", peer_text(peer)),
             _ => log!(
                 report,
                 "flow {k}: accepted connection from {}",
@@ -272,6 +271,24 @@ impl<S: RxSocket> RxSocket for Counted<'_, S> {
 
     fn wait_readable(&mut self, timeout: Duration) -> std::result::Result<bool, i32> {
         self.inner.wait_readable(timeout)
+    }
+}
+
+/// How many diagnoses (or mismatching bytes) of a flow the end of a run of several flows
+/// prints before its count line.
+const DIAGNOSTIC_LINES: usize = 3;
+
+/// What the pieces of a flow that differed were, for its count line: the cause said once.
+fn cause_name(f: crate::validate::Fault) -> String {
+    use crate::validate::Fault;
+    match f {
+        Fault::Stale => "stale".into(),
+        Fault::Duplicate => "duplicate".into(),
+        Fault::Reordered => "reordered".into(),
+        Fault::Shifted => "shifted".into(),
+        Fault::Misdelivered { flow } => format!("bytes of flow {flow} (misdelivered)"),
+        Fault::Foreign => "bytes of no stream of this seed (wrong --seed?)".into(),
+        Fault::Corrupt => "corrupt".into(),
     }
 }
 
@@ -424,16 +441,16 @@ impl Shared {
         }
     }
 
-    /// A flow's verdict as the run sees it: stopped by the run (its duration, another flow's
-    /// failure) is no failure of its own; a failure stops the others.
-    pub(crate) fn verdict(&self, result: Result<()>) -> Result<()> {
+    /// A flow's worker is done with it, its receive having ended with `result` (its own:
+    /// a stop of the run's is none) and `stats`: a failure of its own, or mismatches, stop the
+    /// others (the verdict is the facts', [`crate::verdict`]).
+    pub(crate) fn ended(&self, result: &Result<()>, stats: &RxStats) {
         match result {
-            Err(Error::Interrupted(DURATION_OVER | FLOW_FAILED)) => Ok(()),
-            Err(e) => {
-                self.note_failure(&e);
-                Err(e)
+            Err(e) => self.note_failure(e),
+            Ok(()) if stats.mismatches > 0 => {
+                self.note_failure(&Error::Failure("mismatches".into()))
             }
-            ok => ok,
+            Ok(()) => {}
         }
     }
 }
@@ -530,13 +547,15 @@ impl<'a> Measure<'a> {
         }
     }
 
-    /// The figures of the run from its `flows` (flow k = `flows[k]`) and, when a worker
-    /// served several flows (zcrx: one per ifq), its `workers`; each flow that ended cleanly is
-    /// checked as a single-flow run's stream (`check_flows_received`, unless `shared`'s stop
-    /// cut the flows short); prints the summary and
-    /// records the JSON object (also when the run failed: every flow's figures are kept).
+    /// The figures and the verdict of the run from its `flows` (in accept order) and, when a
+    /// worker served several flows (zcrx: one per ifq), its `workers`: the facts of every
+    /// connection go to the one verdict ([`crate::verdict::judge_receive`]), which names the
+    /// flows (by the streams they carried) and fails what must fail; the flows are reported in
+    /// flow order, with their diagnostics under their final numbers; prints the summary and
+    /// records the JSON object and the facts in `report` (also when the run failed: every
+    /// flow's figures are kept).
     ///
-    /// Errors: the first flow's failure, named `flow k: …`; a stop signal.
+    /// Errors: the verdict's: the failing flows, named `flow k: …`; a stop signal.
     pub(crate) fn finish(
         mut self,
         flows: Vec<Flow>,
@@ -552,10 +571,32 @@ impl<'a> Measure<'a> {
             Some(f) => f,
             None => Snapshot::take(self.device, &mut self.netdev),
         };
-        let mut flows = order_by_stream(flows, report);
         let stop = shared.run_stop.load(Ordering::SeqCst);
-        check_flows_received(self.rx, &mut flows, stop);
+        let facts = ReceiveFacts {
+            flows: self.rx.flows.count.max(1),
+            expect_bytes: self.rx.expect_bytes,
+            ended: Ended::from_stop(stop),
+            conns: flows
+                .iter()
+                .map(|f| ConnFacts {
+                    silence: (f.stats.bytes == 0).then(|| kernel_saw(f.tcp.as_ref(), f.napi_id)),
+                    ..ConnFacts::of_receive(&f.stats, &f.result)
+                })
+                .collect(),
+            whole_duration: match (report.sweep_run(), self.rx.flows.duration) {
+                (true, Some(d)) => Some((
+                    d.as_secs_f64(),
+                    measured_interval(&flows, &first, &last).as_secs_f64(),
+                )),
+                _ => None,
+            },
+        };
+        let verdict = crate::verdict::judge_receive(&facts);
+        let order = verdict.order();
+        let flows = in_flow_order(flows, &order, report);
         let mut figures = RunFigures::new(self.rx, flows, &first, &last, self.device, &self.queues);
+        figures.verdicts = verdict.flows.iter().map(|v| v.error_text()).collect();
+        figures.connections = order;
         // No stop of the run's own (duration, failure, signal): the peers closed every flow.
         figures.ended_before_duration = self.rx.flows.duration.is_some() && stop == 0;
         // A worker's flows by their numbers in the report (stream order).
@@ -570,6 +611,11 @@ impl<'a> Measure<'a> {
                 r
             })
             .collect();
+        if figures.flows.len() > 1 {
+            for line in figures.diagnostic_lines() {
+                report.warn(format_args!("{line}"));
+            }
+        }
         report.summary(&figures.summary());
         for line in figures.flow_lines() {
             report.summary(&line);
@@ -581,14 +627,14 @@ impl<'a> Measure<'a> {
         if let Some(line) = figures.page_pool_line() {
             report.summary(&line);
         }
-        let result = figures.result();
         let mut json = figures.to_json();
-        json["ok"] = result.is_ok().into();
-        if let Err(e) = &result {
+        json["ok"] = verdict.result.is_ok().into();
+        if let Err(e) = &verdict.result {
             json["error"] = e.to_string().into();
         }
         report.body(json);
-        result
+        report.receive(facts);
+        verdict.result
     }
 }
 
@@ -646,6 +692,8 @@ pub(crate) fn receive<M: FragMemory + Sync>(
             validate,
             // Progress is the main thread's, for all flows at once.
             progress_interval: None,
+            // Several flows' diagnostics come at the end, under their final numbers.
+            live_diagnostics: n == 1,
             ..base.clone()
         })
         .collect::<Vec<_>>();
@@ -676,78 +724,44 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     measure.finish(results, Vec::new(), &shared, report)
 }
 
-/// The flows in stream order: with `--seed`, each connection's validator took its flow from
-/// the stream's first word ([`crate::validate::identify_flow`]), so flow k of the report is
-/// the connection that carried flow k's stream, whatever the order it was accepted in (flows
-/// steered to different queues can finish their handshakes out of order). A connection whose
-/// stream another connection also carried fails (`connection c carries flow k's stream, as
-/// connection d does`); without the keyed stream, or unless the connections carry every flow
-/// once, accept order stays.
-fn order_by_stream(mut flows: Vec<Flow>, report: &RunReport) -> Vec<Flow> {
-    // Only a connection whose first bytes named a flow carried that flow's stream: one that
-    // sent fewer than 8 bytes, or bytes of no flow, carried none (and fails on its own).
-    let stream_of = |f: &Flow| match f.stats.stream {
-        Some(crate::validate::StreamSpec::Keyed(k)) if f.stats.stream_identified => {
-            Some(k.flow() as usize)
-        }
-        _ => None,
-    };
-    let ids: Vec<Option<usize>> = flows.iter().map(stream_of).collect();
-    let mut carrier: Vec<Option<usize>> = vec![None; flows.len()];
-    let mut permutation = true;
-    for (c, id) in ids.iter().enumerate() {
-        match *id {
-            Some(k) if k < flows.len() => match carrier[k] {
-                Some(d) => {
-                    permutation = false;
-                    if flows[c].result.is_ok() {
-                        flows[c].result = Err(Error::Failure(format!(
-                            "connection {c} carries flow {k}'s stream, as connection {d} does"
-                        )));
-                    }
-                }
-                None => carrier[k] = Some(c),
-            },
-            _ => permutation = false,
-        }
-    }
-    if !permutation || ids.iter().enumerate().all(|(c, id)| *id == Some(c)) {
+/// `flows` (in accept order) in flow order: flow k's connection is `order[k]` (the
+/// verdict's assignment, [`crate::verdict`]); each connection reported under a number other
+/// than its accept order is logged. Accept order stays when `order` is not a permutation of
+/// the connections (a flow without one).
+fn in_flow_order(flows: Vec<Flow>, order: &[Option<usize>], report: &RunReport) -> Vec<Flow> {
+    let n = flows.len();
+    let mut seen = vec![false; n];
+    let permutation = order.len() == n
+        && order
+            .iter()
+            .all(|c| matches!(c, Some(c) if *c < n && !std::mem::replace(&mut seen[*c], true)));
+    if !permutation {
         return flows;
     }
-    for (c, id) in ids.iter().enumerate() {
-        if let Some(k) = id.filter(|&k| k != c) {
-            log!(
-                report,
-                "accepted connection {c} carries flow {k}'s stream (by its first bytes): \
-                 reported as flow {k}"
-            );
-        }
-    }
-    let mut keyed: Vec<(usize, Flow)> = ids.into_iter().flatten().zip(flows).collect();
-    keyed.sort_by_key(|(k, _)| *k);
-    keyed.into_iter().map(|(_, f)| f).collect()
-}
-
-/// What a single-flow run checks of its stream once it ended cleanly
-/// ([`super::check_received`]), for every flow: `--expect-bytes` is each flow's byte count
-/// (the pattern sender sends that many on every flow), and a validated flow that carried no
-/// byte fails (a connection that sent nothing validated nothing). Not after a stop signal or
-/// another flow's failure (`stop`), which cut the flows short: their own errors say why.
-fn check_flows_received(rx: &Receive, flows: &mut [Flow], stop: i32) {
-    if !matches!(stop, 0 | DURATION_OVER) {
-        return;
-    }
-    for f in flows.iter_mut().filter(|f| f.result.is_ok()) {
-        f.result = match super::check_received(rx, f.stats.bytes, f.stats.binding_gone) {
-            Err(_) if stop == DURATION_OVER && f.stats.bytes == 0 && rx.expect_bytes.is_none() => {
-                Err(Error::Failure(format!(
-                    "no data within --duration: nothing was validated ({})",
-                    kernel_saw(f.tcp.as_ref(), f.napi_id)
-                )))
+    let mut slots: Vec<Option<Flow>> = flows.into_iter().map(Some).collect();
+    order
+        .iter()
+        .enumerate()
+        .filter_map(|(k, c)| {
+            let c = (*c)?;
+            if c != k {
+                let carries = match slots[c]
+                    .as_ref()
+                    .map(|f| ConnFacts::of_receive(&f.stats, &f.result).identity)
+                {
+                    Some(crate::verdict::Identity::Named(j)) if j as usize == k => {
+                        format!("carries flow {k}'s stream (by its first bytes)")
+                    }
+                    _ => "named no flow the run lacked by its first bytes".to_string(),
+                };
+                log!(
+                    report,
+                    "accepted connection {c} {carries}: reported as flow {k}"
+                );
             }
-            r => r,
-        };
-    }
+            slots[c].take()
+        })
+        .collect()
 }
 
 /// What the kernel says of a flow that gave the worker no byte, for its error: whether data
@@ -798,15 +812,16 @@ fn run_flow<M: FragMemory>(
             let mut out = std::io::sink();
             let mut log = std::io::stderr();
             let run_stop = shared.run_stop();
-            rx::receive_logged(&mut counted, mem, cfg, run_stop, &mut out, &mut log)
+            rx::receive_flow(&mut counted, mem, cfg, run_stop, &mut out, &mut log)
         }
     };
+    shared.ended(&result, &stats);
     let mark = counted.mark;
     Flow::ended(
         conn,
         Ran {
             stats,
-            result: shared.verdict(result),
+            result,
             started,
             mark,
             cpu_at_start,
@@ -862,6 +877,18 @@ impl FlowFigures {
     }
 }
 
+/// The measured interval of a run of `flows` between the readings `first` and `last`: it
+/// ends at the last reading or, when every flow ended before it (the peers closed, a stop
+/// signal), when the last flow ended: the readings after that add no bytes.
+fn measured_interval(flows: &[Flow], first: &Snapshot, last: &Snapshot) -> Duration {
+    let end = flows
+        .iter()
+        .map(|f| f.ended)
+        .max()
+        .map_or(last.at, |e| e.min(last.at));
+    end.saturating_duration_since(first.at)
+}
+
 /// The `/proc/stat` shares of the measured interval: the app CPUs together, all CPUs, and
 /// each CPU by number.
 type CpuSplit = (CpuShares, CpuShares, Vec<(usize, CpuShares)>);
@@ -884,6 +911,10 @@ struct RunFigures {
     duration: Option<Duration>,
     /// Workers that served several flows (zcrx); empty when each flow had its own.
     workers: Vec<WorkerRecord>,
+    /// Flow k's failures as the verdict words them (`None`: it passed).
+    verdicts: Vec<Option<String>>,
+    /// Flow k's connection (its accept order), as the verdict assigned it.
+    connections: Vec<Option<usize>>,
 }
 
 impl RunFigures {
@@ -895,14 +926,7 @@ impl RunFigures {
         device: Option<&Device>,
         queues: &[crate::netlink::netdev::QueueInfo],
     ) -> RunFigures {
-        // The interval ends at the last reading or, when every flow ended before it (the peers
-        // closed, a stop signal), when the last flow ended: the readings after that add no bytes.
-        let end = flows
-            .iter()
-            .map(|f| f.ended)
-            .max()
-            .map_or(last.at, |e| e.min(last.at));
-        let interval = end.saturating_duration_since(first.at);
+        let interval = measured_interval(&flows, first, last);
         let flows = flows
             .into_iter()
             .map(|f| {
@@ -973,27 +997,8 @@ impl RunFigures {
             duration: rx.flows.duration,
             ended_before_duration: false,
             workers: Vec::new(),
-        }
-    }
-
-    /// The first flow's failure, named; a stop signal.
-    fn result(&self) -> Result<()> {
-        let mut failed = self
-            .flows
-            .iter()
-            .enumerate()
-            .filter_map(|(k, f)| f.flow.result.as_ref().err().map(|e| (k, e)));
-        match failed.next() {
-            None => Ok(()),
-            Some((_, Error::Interrupted(sig))) => Err(Error::Interrupted(*sig)),
-            Some((k, e)) if self.flows.len() == 1 => {
-                let _ = k;
-                Err(clone_error(e))
-            }
-            Some((k, e)) => Err(match e {
-                Error::Timeout(m) => Error::Timeout(format!("flow {k}: {m}")),
-                other => Error::Failure(format!("flow {k}: {other}")),
-            }),
+            verdicts: Vec::new(),
+            connections: Vec::new(),
         }
     }
 
@@ -1118,12 +1123,54 @@ impl RunFigures {
                         t.rtt_us, t.rttvar_us, t.total_retrans, t.reordering, t.rcv_space
                     ));
                 }
-                if let Err(e) = &f.flow.result {
+                if let Some(Some(e)) = self.verdicts.get(k) {
                     s.push_str(&format!("; FAILED: {e}"));
                 }
                 s
             })
             .collect()
+    }
+
+    /// The diagnostics of every flow with mismatches, under its final number: its first
+    /// diagnoses (keyed stream) or mismatching bytes (`-v N`), at most
+    /// [`DIAGNOSTIC_LINES`], then one line with the counts and the cause, read from every
+    /// piece that differed.
+    fn diagnostic_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (k, f) in self.flows.iter().enumerate() {
+            let st = &f.flow.stats;
+            if st.mismatches == 0 {
+                continue;
+            }
+            let v = &st.validation;
+            if v.diagnoses.is_empty() {
+                for m in v.mismatches.iter().take(DIAGNOSTIC_LINES) {
+                    lines.push(format!("flow {k}: validation mismatch at {m}"));
+                }
+            } else {
+                for d in v.diagnoses.iter().take(DIAGNOSTIC_LINES) {
+                    lines.push(format!("flow {k}: validation: {d}"));
+                }
+            }
+            let pieces: u64 = v.causes.iter().map(|(_, n)| n).sum();
+            let mut causes = v.causes.clone();
+            causes.sort_by_key(|c| std::cmp::Reverse(c.1));
+            let cause = match causes.as_slice() {
+                [] => String::new(),
+                list => format!(
+                    "; {pieces} piece(s) differ: {}",
+                    list.iter()
+                        .map(|(fault, n)| format!("{} in {n}", cause_name(*fault)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            lines.push(format!(
+                "flow {k}: {} mismatched byte(s) in {} validated{cause}",
+                st.mismatches, st.validated_bytes
+            ));
+        }
+        lines
     }
 
     /// One line per worker of several flows: `  worker 1 (zcrx ifq 2 on eth0 rx queue 5):
@@ -1282,6 +1329,9 @@ impl RunFigures {
             .enumerate()
             .map(|(k, f)| {
                 let mut v = flow_json(k, f);
+                v["connection"] = self.connections.get(k).copied().flatten().into();
+                v["ok"] = self.verdicts.get(k).is_none_or(Option::is_none).into();
+                v["error"] = self.verdicts.get(k).cloned().flatten().into();
                 if !self.workers.is_empty() {
                     v["worker"] = f.flow.worker.into();
                 }
@@ -1366,8 +1416,6 @@ fn flow_json(k: usize, f: &FlowFigures) -> Value {
         "rx_queue": f.queue.as_ref().and_then(|q| match q { ArrivalQueue::Queue(q) => Some(*q), _ => None }),
         "arrival": f.queue.as_ref().map(ToString::to_string),
         "frag_sizes": hist_json(&st.frag_sizes),
-        "ok": f.flow.result.is_ok(),
-        "error": f.flow.result.as_ref().err().map(ToString::to_string),
     });
     if st.mode == crate::stats::RxMode::Zcrx {
         v["zcrx_chunks"] = st.zcrx.chunks.into();
@@ -1387,18 +1435,6 @@ fn flow_json(k: usize, f: &FlowFigures) -> Value {
         v["rcvbuf_bytes"] = r.effective.into();
     }
     v
-}
-
-/// The same error again (errors are not `Clone`; the run reports the flow's own).
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::Usage(m) => Error::Usage(m.clone()),
-        Error::Skip(m) => Error::Skip(m.clone()),
-        Error::Sys { call, errno } => Error::sys(call.clone(), *errno),
-        Error::Timeout(m) => Error::Timeout(m.clone()),
-        Error::Interrupted(s) => Error::Interrupted(*s),
-        other => Error::Failure(other.to_string()),
-    }
 }
 
 #[cfg(test)]
@@ -1587,18 +1623,28 @@ mod tests {
         assert!(j["flows"][0].get("worker").is_none(), "{j}");
     }
 
-    /// A flow stopped by the run (its duration, another flow's failure) did not fail; any
-    /// other failure stops the others, once.
+    /// A flow stopped by the run (its duration, another flow's failure) stops nobody; a
+    /// failure of its own, or mismatches, stop the others, once; a signal already in the stop
+    /// flag stays.
     #[test]
-    fn verdicts_and_the_run_stop() {
+    fn the_end_of_a_flow_and_the_run_stop() {
         let shared = Shared::new(2);
-        assert!(shared
-            .verdict(Err(Error::Interrupted(DURATION_OVER)))
-            .is_ok());
+        let clean = RxStats::default();
+        shared.ended(&Err(Error::Interrupted(DURATION_OVER)), &clean);
         assert_eq!(shared.run_stop().load(Ordering::SeqCst), 0);
-        assert!(shared.verdict(Err(Error::Failure("x".into()))).is_err());
+        shared.ended(&Ok(()), &clean);
+        assert_eq!(shared.run_stop().load(Ordering::SeqCst), 0);
+        let mismatched = RxStats {
+            mismatches: 3,
+            ..RxStats::default()
+        };
+        shared.ended(&Ok(()), &mismatched);
         assert_eq!(shared.run_stop().load(Ordering::SeqCst), FLOW_FAILED);
-        assert!(shared.verdict(Err(Error::Interrupted(FLOW_FAILED))).is_ok());
+        let failed = Shared::new(2);
+        failed.ended(&Err(Error::Failure("x".into())), &clean);
+        assert_eq!(failed.run_stop().load(Ordering::SeqCst), FLOW_FAILED);
+        failed.ended(&Err(Error::Interrupted(FLOW_FAILED)), &clean);
+        assert_eq!(failed.run_stop().load(Ordering::SeqCst), FLOW_FAILED);
         let signalled = Shared::new(1);
         signalled.run_stop().store(libc::SIGINT, Ordering::SeqCst);
         signalled.note_failure(&Error::Timeout("idle".into()));

@@ -6,9 +6,9 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use super::{
-    await_hugepages, await_release, check_received, check_tcp_cc, explain_stall, flows, listen,
-    listen_and_accept, log, open_nic, pick_queues, rcvbuf_plan, record_receive, Accepted, NicRun,
-    StallContext, Teardown,
+    await_hugepages, await_release, check_tcp_cc, explain_stall, flows, listen, listen_and_accept,
+    log, open_nic, pick_queues, rcvbuf_plan, record_receive, Accepted, NicRun, StallContext,
+    Teardown,
 };
 use crate::caps::Missing;
 use crate::cli::{IfName, NicArgs, Receive, ZcrxArgs};
@@ -261,8 +261,7 @@ fn accept_and_receive(
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 20, rx::stop_aware_stdout(&STOP)?);
     let mut log_sink = std::io::stderr();
-    let (mut stats, result) =
-        zcrx.receive_logged(sock.fd(), &rx_cfg, &STOP, &mut out, &mut log_sink);
+    let (mut stats, result) = zcrx.receive_flow(sock.fd(), &rx_cfg, &STOP, &mut out, &mut log_sink);
     // Explained while the ifq (and its page pool) still exists.
     let result = match (result, ifname) {
         (Err(e), Some(i)) => {
@@ -280,10 +279,7 @@ fn accept_and_receive(
     drop(zcrx);
     drop(sock);
     let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
-    let result = result
-        .and(flushed)
-        .and_then(|()| check_received(rx, stats.bytes, false));
-    record_receive(&stats, result, report)
+    record_receive(rx, &stats, result.and(flushed), report)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -556,6 +552,8 @@ fn receive_flows(
                     validate: streams[k],
                     idle_timeout: rx.timeout,
                     verbose: report.verbose(),
+                    // Several flows' diagnostics come at the end, under their final numbers.
+                    live_diagnostics: n == 1,
                     ..ZcrxRxConfig::default()
                 };
                 jobs[w].push((k, conn, cfg));
@@ -668,11 +666,12 @@ fn ifq_worker(
         .zip(results)
         .zip(observer.marks)
         .map(|(((k, conn, _), (stats, result)), mark)| {
+            shared.ended(&result, &stats);
             let flow = flows::Flow::ended(
                 conn,
                 flows::Ran {
                     stats,
-                    result: shared.verdict(result),
+                    result,
                     started,
                     mark,
                     cpu_at_start,

@@ -22,6 +22,9 @@ pub(crate) struct PayloadSink<'a, W: Write> {
     cpu_at_first_byte: Option<CpuTime>,
     last_progress: Instant,
     last_progress_bytes: u64,
+    /// Mismatches and diagnoses are logged as they are found (one flow); with several flows
+    /// they are logged at the end under each flow's final number, from [`RxStats::validation`].
+    live: bool,
 }
 
 impl<'a, W: Write> PayloadSink<'a, W> {
@@ -46,7 +49,15 @@ impl<'a, W: Write> PayloadSink<'a, W> {
             cpu_at_first_byte: None,
             last_progress: Instant::now(),
             last_progress_bytes: 0,
+            live: true,
         })
+    }
+
+    /// Whether mismatches and diagnoses are logged as they are found (the default) or only
+    /// kept for the end ([`RxStats::validation`]).
+    pub(crate) fn live_diagnostics(mut self, live: bool) -> Self {
+        self.live = live;
+        self
     }
 
     /// Data arrived; the first call records the first byte's time and the process's CPU time
@@ -76,7 +87,7 @@ impl<'a, W: Write> PayloadSink<'a, W> {
             // A clean piece of the periodic stream is not hashed: its CRC is the stream's.
             self.crc
                 .piece(bytes, mismatched == 0 && v.pattern().crc_without_data());
-            if mismatched > 0 {
+            if mismatched > 0 && self.live {
                 for m in &v.reported()[before.0..] {
                     crate::elog_to!(self.log, "validation mismatch at {m}");
                 }
@@ -132,24 +143,32 @@ impl<'a, W: Write> PayloadSink<'a, W> {
         self.last_progress_bytes = stats.bytes;
     }
 
-    /// The end of the receive: the final counters and CRC-32 into `stats`, the payload output
-    /// flushed, then the verdict: `result` (the loop's), else the flush's error, else, for a
-    /// validated stream, its mismatches.
+    /// The end of the receive: the final counters, the validator's notes
+    /// ([`RxStats::validation`]) and the CRC-32 into `stats`, the payload output flushed.
+    /// Returns the connection's own result: `result` (the loop's), else the flush's error.
+    /// Mismatches are not in it: they are facts of `stats` the verdict reads
+    /// (`crate::verdict`; [`RxStats::validation_result`] for one connection).
     pub(crate) fn finish(&mut self, stats: &mut RxStats, result: Result<()>) -> Result<()> {
         if let Some(v) = &mut self.validator {
-            v.end();
+            let before = (v.reported().len(), v.diagnoses().len());
+            if v.end() > 0 && self.live {
+                for m in &v.reported()[before.0..] {
+                    crate::elog_to!(self.log, "validation mismatch at {m}");
+                }
+            }
+            stats.validation = crate::stats::ValidationNotes {
+                failure: v.failure_text(),
+                mismatches: v.reported().to_vec(),
+                diagnoses: v.diagnoses().to_vec(),
+                causes: v.causes().to_vec(),
+            };
         }
         self.update(stats);
         stats.crc32 = self.crc.value(self.validator.as_ref().map(|v| v.pattern()));
-        let result = result.and_then(|()| {
+        result.and_then(|()| {
             self.out
                 .flush()
                 .map_err(|e| crate::Error::io("write(payload output)", &e))
-        });
-        match (&result, &self.validator) {
-            // Mismatches are the verdict of a stream that otherwise ended cleanly.
-            (Ok(()), Some(v)) => v.finish(),
-            _ => result,
-        }
+        })
     }
 }

@@ -1,0 +1,814 @@
+//! The one verdict of a run: from its facts — per connection what stream it carried, how many
+//! bytes it brought and validated, its mismatches and its own failure; per run how it ended,
+//! the NIC undo and `--verify-restore` — one function decides pass, fail or skip. Every path
+//! that reports a result goes through it: devmem, plain and zcrx receives, one flow and
+//! several, fixed-size and timed, alone, as a sweep run or driven by a peer
+//! ([`crate::run_report::RunReport::finish`] calls [`decide`]; the receive engines call
+//! [`judge_receive`] for their flow lines). Nothing here does I/O.
+//!
+//! A run passes when, and only when, every expected flow's stream was seen exactly once, no
+//! byte mismatched, every validated flow carried data, no flow failed on its own, and nothing
+//! failed in the undo. [`decide`] checks that invariant again, independently, whenever it is
+//! about to say pass.
+//!
+//! **Flow identity.** With the keyed stream of several flows a connection's first 8 bytes name
+//! its flow ([`crate::validate::identify_flow`]): a connection so named is reported as that
+//! flow; connections that named none (fewer than 8 bytes, or bytes of no flow), and a second
+//! connection naming a flow already taken, get the flow numbers left over, in accept order. A
+//! flow whose stream no connection carried, or that two carried, fails by name, and that
+//! failure comes before any other of the flow's. Without the keyed stream of several flows
+//! (one flow, `-v N`, no validation) flow k is the k-th connection accepted.
+
+use crate::error::{Error, Result};
+use crate::stats::RxStats;
+use crate::validate::StreamSpec;
+
+/// The stop flag's value when `--duration` is over (beside a signal number, and 0: go on).
+pub(crate) const DURATION_OVER: i32 = -1;
+/// The stop flag's value when another flow failed: the other flows stop; they did not fail.
+pub(crate) const FLOW_FAILED: i32 = -2;
+
+/// What a connection's first bytes said of the stream it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Identity {
+    /// Keyed stream of several flows: its first 8 bytes were word 0 of flow `k`.
+    Named(u32),
+    /// Keyed stream of several flows: it sent fewer than 8 bytes, or 8 that are no flow's
+    /// word 0.
+    Unnamed,
+    /// Flows are not told apart by their bytes (one flow, `-v N`, no validation): the
+    /// connection is the flow of its accept order.
+    ByOrder,
+}
+
+/// The facts of one connection of a receive, as its receive loop left them.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnFacts {
+    /// What its first bytes said.
+    pub(crate) identity: Identity,
+    /// Stream bytes received.
+    pub(crate) bytes: u64,
+    /// A validator checked its bytes (`-v N` or `--seed`).
+    pub(crate) validated: bool,
+    /// Bytes that differed from the stream.
+    pub(crate) mismatches: u64,
+    /// The validator's account of them (`validation failed (…): …`), when any differed.
+    pub(crate) mismatch: Option<String>,
+    /// Its receive's own failure (a kernel error, a reset, an idle timeout, a frag out of
+    /// bounds); not a stop of the run's ([`Ended`]).
+    pub(crate) error: Option<Error>,
+    /// Devmem `-U 1`: the receive ended at ENODEV after the unbind, as it must.
+    pub(crate) binding_gone: bool,
+    /// What the kernel said of a connection that brought no byte (`TCP_INFO`, its NAPI
+    /// instance), for the message.
+    pub(crate) silence: Option<String>,
+}
+
+#[cfg(test)]
+impl ConnFacts {
+    /// A connection of `bytes` bytes that ended cleanly: nothing failed, nothing mismatched.
+    pub(crate) fn clean(identity: Identity, bytes: u64, validated: bool) -> ConnFacts {
+        ConnFacts {
+            identity,
+            bytes,
+            validated,
+            mismatches: 0,
+            mismatch: None,
+            error: None,
+            binding_gone: false,
+            silence: None,
+        }
+    }
+}
+
+impl ConnFacts {
+    /// The facts of a connection whose receive left `stats` and ended with its own `result`
+    /// (a stop of the run's is no failure of its own): its identity from the stream its
+    /// validator settled on ([`RxStats::stream`], [`RxStats::stream_identified`]).
+    pub(crate) fn of_receive(stats: &RxStats, result: &Result<()>) -> ConnFacts {
+        let identity = match stats.stream {
+            Some(StreamSpec::Keyed(k)) if k.flows() > 1 => match stats.stream_identified {
+                true => Identity::Named(k.flow()),
+                false => Identity::Unnamed,
+            },
+            _ => Identity::ByOrder,
+        };
+        ConnFacts {
+            identity,
+            bytes: stats.bytes,
+            validated: stats.stream.is_some(),
+            mismatches: stats.mismatches,
+            mismatch: stats.validation.failure.clone(),
+            error: match result {
+                Err(e) if !is_stop(result) => Some(e.clone()),
+                _ => None,
+            },
+            binding_gone: stats.binding_gone,
+            silence: None,
+        }
+    }
+}
+
+/// How a receive ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The peers closed every flow (a fixed-size run, or a timed one the peers ended first).
+    PeersClosed,
+    /// `--duration` was over; the receiver closed the flows.
+    Duration,
+    /// A stop signal (its number) ended it.
+    Signal(i32),
+    /// A flow failed and the others were stopped.
+    FlowFailed,
+}
+
+impl Ended {
+    /// How a receive ended from its stop flag's last value (0: nobody stopped it).
+    pub(crate) fn from_stop(stop: i32) -> Ended {
+        match stop {
+            0 => Ended::PeersClosed,
+            DURATION_OVER => Ended::Duration,
+            FLOW_FAILED => Ended::FlowFailed,
+            sig => Ended::Signal(sig),
+        }
+    }
+
+    /// The flows' ends were their own or the clock's: each flow's stream is whole, so each
+    /// must have carried what it should. (A signal or another flow's failure cut them short.)
+    fn clean(self) -> bool {
+        matches!(self, Ended::PeersClosed | Ended::Duration)
+    }
+}
+
+/// Whether a receive loop's `result` is a stop of the run's own (the duration, another flow's
+/// failure, a signal) rather than a failure of the connection; `Ok` is neither.
+pub(crate) fn is_stop(result: &Result<()>) -> bool {
+    matches!(result, Err(Error::Interrupted(_)))
+}
+
+/// The facts of one receive: the flows it expected and what each accepted connection did.
+#[derive(Debug, Clone)]
+pub(crate) struct ReceiveFacts {
+    /// `--flows` (1 for a single-flow run).
+    pub(crate) flows: u32,
+    /// `--expect-bytes`: every flow must carry exactly this many bytes.
+    pub(crate) expect_bytes: Option<u64>,
+    /// How it ended.
+    pub(crate) ended: Ended,
+    /// The accepted connections, in accept order.
+    pub(crate) conns: Vec<ConnFacts>,
+    /// A sweep's run, `(its --duration, the interval its figures cover)` in seconds: its
+    /// figures are a row of the table only when they cover the whole duration, so a run whose
+    /// peers closed every flow before it was over fails. `None` for any other run.
+    pub(crate) whole_duration: Option<(f64, f64)>,
+}
+
+/// One flow's verdict.
+#[derive(Debug, Clone)]
+pub(crate) struct FlowVerdict {
+    /// The connection reported as this flow (its index in accept order), if any.
+    pub(crate) conn: Option<usize>,
+    /// Why it failed, first the failure that decides (empty: it passed).
+    pub(crate) failures: Vec<Error>,
+}
+
+impl FlowVerdict {
+    /// Every failure, `; `-joined (`None` when the flow passed), for its line and its JSON.
+    pub(crate) fn error_text(&self) -> Option<String> {
+        (!self.failures.is_empty()).then(|| {
+            self.failures
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+}
+
+/// A receive's verdict: each flow's, in flow order, and the run's.
+#[derive(Debug)]
+pub(crate) struct ReceiveVerdict {
+    /// Flow k's verdict at index k.
+    pub(crate) flows: Vec<FlowVerdict>,
+    /// The receive's result: `Ok`, the failures named by flow, or the stop signal.
+    pub(crate) result: Result<()>,
+}
+
+impl ReceiveVerdict {
+    /// The connections in flow order: flow k's connection (accept index) at index k, `None`
+    /// for a flow no connection was reported as.
+    pub(crate) fn order(&self) -> Vec<Option<usize>> {
+        self.flows.iter().map(|f| f.conn).collect()
+    }
+}
+
+/// Which connection is reported as which flow (see the module docs): flow k's connection at
+/// index k (`None`: no connection left for it), and for each flow the connections whose
+/// first bytes named it.
+fn assign(conns: &[ConnFacts], n: usize) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
+    let mut of_flow: Vec<Option<usize>> = vec![None; n];
+    let mut carriers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut rest = Vec::new();
+    for (c, f) in conns.iter().enumerate() {
+        match f.identity {
+            Identity::Named(k) if (k as usize) < n => {
+                let k = k as usize;
+                carriers[k].push(c);
+                match of_flow[k] {
+                    None => of_flow[k] = Some(c),
+                    Some(_) => rest.push(c),
+                }
+            }
+            Identity::ByOrder if c < n && of_flow[c].is_none() => of_flow[c] = Some(c),
+            _ => rest.push(c),
+        }
+    }
+    let mut rest = rest.into_iter();
+    for slot in of_flow.iter_mut().filter(|s| s.is_none()) {
+        match rest.next() {
+            Some(c) => *slot = Some(c),
+            None => break,
+        }
+    }
+    (of_flow, carriers)
+}
+
+/// The verdict of a receive from its facts (see the module docs for the rule).
+///
+/// One flow's failures, in the order they decide: its stream carried by no connection or by
+/// two; its own failure; mismatches; then, where the flows ended on their own or at the
+/// duration, `--expect-bytes` and "a validated flow that carried no data". The run's result
+/// for one flow is that flow's first failure as it is; for several it names the flow (`flow
+/// k: …`) and every other flow that failed. A stop signal with no failure is
+/// [`Error::Interrupted`].
+pub(crate) fn judge_receive(facts: &ReceiveFacts) -> ReceiveVerdict {
+    let n = facts.flows.max(1) as usize;
+    let (of_flow, carriers) = assign(&facts.conns, n);
+    let keyed_several = facts.conns.iter().any(|c| c.identity != Identity::ByOrder);
+    let cut_short = !facts.ended.clean();
+    let flows: Vec<FlowVerdict> = (0..n)
+        .map(|k| {
+            let mut failures = Vec::new();
+            let Some(c) = of_flow[k] else {
+                if !cut_short {
+                    failures.push(Error::Failure(
+                        "no connection was accepted for it".to_string(),
+                    ));
+                }
+                return FlowVerdict {
+                    conn: None,
+                    failures,
+                };
+            };
+            let conn = &facts.conns[c];
+            if keyed_several {
+                if let Some(why) = identity_failure(k, c, conn, &carriers, cut_short) {
+                    failures.push(Error::Failure(why));
+                }
+            }
+            if let Some(e) = &conn.error {
+                failures.push(e.clone());
+            }
+            if conn.mismatches > 0 {
+                failures.push(Error::Failure(conn.mismatch.clone().unwrap_or_else(|| {
+                    format!("validation failed: {} mismatched byte(s)", conn.mismatches)
+                })));
+            }
+            if !cut_short && conn.error.is_none() {
+                if let Some(why) = stream_short(facts, conn) {
+                    failures.push(Error::Failure(why));
+                }
+            }
+            FlowVerdict {
+                conn: Some(c),
+                failures,
+            }
+        })
+        .collect();
+    let result = run_result(facts, &flows);
+    ReceiveVerdict { flows, result }
+}
+
+/// Why flow `k`, reported as connection `c` (`conn`), fails its identity, if it does.
+fn identity_failure(
+    k: usize,
+    c: usize,
+    conn: &ConnFacts,
+    carriers: &[Vec<usize>],
+    cut_short: bool,
+) -> Option<String> {
+    let by = &carriers[k];
+    if by.len() > 1 {
+        let list: Vec<String> = by.iter().map(usize::to_string).collect();
+        return Some(format!(
+            "its stream came on {} connections ({}), not once",
+            by.len(),
+            list.join(", ")
+        ));
+    }
+    if by.first() == Some(&c) {
+        return None;
+    }
+    let what = match conn.identity {
+        Identity::Named(j) => format!(
+            "connection {c}, reported as flow {k}, carried flow {j}'s stream, as connection {} \
+             did",
+            carriers
+                .get(j as usize)
+                .and_then(|v| v.first())
+                .map_or("?".to_string(), usize::to_string)
+        ),
+        // A connection cut short by a signal or another flow's failure had no chance to name
+        // its flow: that is no failure of its own. One that sent nothing fails as an empty
+        // stream (`stream_short`), which says more.
+        Identity::Unnamed if conn.bytes < 8 && cut_short => return None,
+        Identity::Unnamed if conn.bytes == 0 && conn.validated => return None,
+        Identity::Unnamed if conn.bytes < 8 => format!(
+            "connection {c}, reported as flow {k}, sent {} byte(s), too few to name a flow \
+             (8)",
+            conn.bytes
+        ),
+        Identity::Unnamed | Identity::ByOrder => format!(
+            "connection {c}, reported as flow {k}, began with bytes that are no flow's first \
+             word"
+        ),
+    };
+    Some(format!("no connection carried its stream ({what})"))
+}
+
+/// Why a whole stream (`conn`'s, ended by its peer or the duration) is still wrong:
+/// `--expect-bytes` not met, or validated and empty.
+fn stream_short(facts: &ReceiveFacts, conn: &ConnFacts) -> Option<String> {
+    match facts.expect_bytes {
+        Some(want) if want != conn.bytes => Some(format!(
+            "the peer sent {} bytes, --expect-bytes wanted {want}",
+            conn.bytes
+        )),
+        None if conn.bytes == 0 && conn.validated && !conn.binding_gone => {
+            Some(match facts.ended {
+                Ended::Duration => format!(
+                    "no data within --duration: nothing was validated{}",
+                    conn.silence
+                        .as_ref()
+                        .map(|s| format!(" ({s})"))
+                        .unwrap_or_default()
+                ),
+                _ => "the peer closed without sending any data: nothing was validated".into(),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The receive's result from its flows' verdicts.
+fn run_result(facts: &ReceiveFacts, flows: &[FlowVerdict]) -> Result<()> {
+    let failed: Vec<usize> = (0..flows.len())
+        .filter(|&k| !flows[k].failures.is_empty())
+        .collect();
+    let Some(&first) = failed.first() else {
+        return match facts.ended {
+            Ended::Signal(sig) => Err(Error::Interrupted(sig)),
+            Ended::PeersClosed => match facts.whole_duration {
+                Some((duration, measured)) => Err(Error::Failure(format!(
+                    "the peer closed every flow before --duration {duration} s was over (the \
+                     figures cover {measured:.3} s; a short run is left out of the table)"
+                ))),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        };
+    };
+    let e = &flows[first].failures[0];
+    if flows.len() == 1 {
+        return Err(e.clone());
+    }
+    let also = match &failed[1..] {
+        [] => String::new(),
+        rest => format!(
+            " (also failed: {})",
+            rest.iter()
+                .map(|k| format!("flow {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    Err(match e {
+        Error::Timeout(m) => Error::Timeout(format!("flow {first}: {m}{also}")),
+        other => Error::Failure(format!("flow {first}: {other}{also}")),
+    })
+}
+
+/// The facts of a whole run, for [`decide`].
+#[derive(Debug)]
+pub(crate) struct RunFacts {
+    /// The mode's own result (its setup, its skips, the receive's result it returned).
+    pub(crate) run: Result<()>,
+    /// The receive's facts, when the run received.
+    pub(crate) receive: Option<ReceiveFacts>,
+    /// The NIC undo's failure, if it failed.
+    pub(crate) undo: Option<Error>,
+    /// `--verify-restore`'s outcome, when it ran.
+    pub(crate) verify: Option<Result<()>>,
+}
+
+/// A run's verdict, and the errors that lost to it (to be logged).
+#[derive(Debug)]
+pub(crate) struct Decision {
+    /// Pass (`Ok`), skip or fail.
+    pub(crate) result: Result<()>,
+    /// Failures that did not decide the verdict but must not go unsaid (an undo failure
+    /// after another failure, a NIC left changed after a failure).
+    pub(crate) also: Vec<Error>,
+}
+
+/// The run's verdict. Which error wins:
+/// 1. the receive's verdict ([`judge_receive`]) when the mode passed although its receive did
+///    not (no path passes a run its facts fail), else the mode's own result;
+/// 2. the NIC undo's failure fails a run that passed; after another failure it is logged;
+/// 3. a NIC that does not match its `--verify-restore` snapshot fails a run that passed or
+///    skipped (a NIC left changed is worse than a skip); after another failure it is logged.
+///
+/// Before it says pass, it checks the pass invariant on the receive's facts
+/// ([`invariant`]): a run that breaks it fails, naming it.
+pub(crate) fn decide(facts: RunFacts) -> Decision {
+    let mut also = Vec::new();
+    let judged = facts.receive.as_ref().map(judge_receive);
+    let mut result = match (facts.run, judged) {
+        (Ok(()), Some(v)) => v.result,
+        (r, _) => r,
+    };
+    if let Some(undo) = facts.undo {
+        match result {
+            Ok(()) => result = Err(undo),
+            Err(_) => also.push(undo),
+        }
+    }
+    if let Some(Err(changed)) = facts.verify {
+        match result {
+            Ok(()) | Err(Error::Skip(_)) => result = Err(changed),
+            Err(_) => also.push(changed),
+        }
+    }
+    if result.is_ok() {
+        if let Some(Err(why)) = facts.receive.as_ref().map(invariant) {
+            debug_assert!(
+                false,
+                "the verdict passed a run that breaks its invariant: {why}"
+            );
+            result = Err(Error::Failure(format!(
+                "internal: the run was about to pass although {why}"
+            )));
+        }
+    }
+    Decision { result, also }
+}
+
+/// The pass invariant, stated on its own: every expected flow's stream seen exactly once (by
+/// its first bytes where flows are told apart so, else one connection per flow), no mismatch,
+/// every validated flow carried data (unless a `-U 1` unbind ended it), no own failure of a
+/// connection.
+///
+/// # Errors
+/// What breaks it, in words.
+pub(crate) fn invariant(f: &ReceiveFacts) -> std::result::Result<(), String> {
+    let n = f.flows.max(1) as usize;
+    if f.conns.len() != n {
+        return Err(format!("{} connections carried {n} flows", f.conns.len()));
+    }
+    let named: Vec<Option<u32>> = f
+        .conns
+        .iter()
+        .map(|c| match c.identity {
+            Identity::Named(k) => Some(k),
+            _ => None,
+        })
+        .collect();
+    if named.iter().any(Option::is_some) || f.conns.iter().any(|c| c.identity == Identity::Unnamed)
+    {
+        let mut seen = vec![0u32; n];
+        for k in named.iter().flatten() {
+            match seen.get_mut(*k as usize) {
+                Some(s) => *s += 1,
+                None => return Err(format!("a connection named flow {k} of {n}")),
+            }
+        }
+        if let Some(k) = seen.iter().position(|&s| s != 1) {
+            return Err(format!("flow {k}'s stream was seen {} times", seen[k]));
+        }
+    }
+    for (c, conn) in f.conns.iter().enumerate() {
+        if conn.mismatches > 0 {
+            return Err(format!("connection {c} had {} mismatches", conn.mismatches));
+        }
+        if conn.validated && conn.bytes == 0 && !conn.binding_gone {
+            return Err(format!("connection {c} was validated and carried no data"));
+        }
+        if let Some(e) = &conn.error {
+            return Err(format!("connection {c} failed: {e}"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn receive(conns: Vec<ConnFacts>, flows: u32, ended: Ended) -> ReceiveFacts {
+        ReceiveFacts {
+            flows,
+            expect_bytes: None,
+            ended,
+            conns,
+            whole_duration: None,
+        }
+    }
+
+    fn named(k: u32, bytes: u64) -> ConnFacts {
+        ConnFacts::clean(Identity::Named(k), bytes, true)
+    }
+
+    fn err(v: &ReceiveVerdict) -> String {
+        v.result.as_ref().unwrap_err().to_string()
+    }
+
+    /// Finding 1 of the one-verdict issue: a timed run's mismatches fail it, one flow or
+    /// several (before, the end of --duration passed whatever was validated).
+    #[test]
+    fn mismatches_fail_a_timed_run() {
+        let mut c = ConnFacts::clean(Identity::ByOrder, 1000, true);
+        c.mismatches = 3;
+        c.mismatch = Some("validation failed (period 7): 3 mismatched byte(s)".into());
+        let v = judge_receive(&receive(vec![c.clone()], 1, Ended::Duration));
+        assert_eq!(
+            err(&v),
+            "validation failed (period 7): 3 mismatched byte(s)"
+        );
+        let ok = ConnFacts::clean(Identity::ByOrder, 1000, true);
+        let v = judge_receive(&receive(vec![ok, c], 2, Ended::Duration));
+        assert_eq!(
+            err(&v),
+            "flow 1: validation failed (period 7): 3 mismatched byte(s)"
+        );
+        // Stopped by another flow's failure: its mismatches still count.
+        let mut stopped = ConnFacts::clean(Identity::ByOrder, 10, true);
+        stopped.mismatches = 1;
+        let mut failed = ConnFacts::clean(Identity::ByOrder, 10, true);
+        failed.error = Some(Error::Failure("reset".into()));
+        let v = judge_receive(&receive(vec![stopped, failed], 2, Ended::FlowFailed));
+        assert!(
+            err(&v).starts_with("flow 0: validation failed"),
+            "{}",
+            err(&v)
+        );
+        assert!(err(&v).ends_with("(also failed: flow 1)"), "{}", err(&v));
+    }
+
+    /// Finding 2: flow 0's stream on no connection fails by name, and the connection that
+    /// took its number says what it carried.
+    #[test]
+    fn a_missing_flow_fails_by_name() {
+        let short = ConnFacts::clean(Identity::Unnamed, 5, true);
+        let v = judge_receive(&receive(vec![named(1, 100), short], 2, Ended::PeersClosed));
+        assert_eq!(v.order(), vec![Some(1), Some(0)]);
+        assert_eq!(
+            err(&v),
+            "flow 0: no connection carried its stream (connection 1, reported as flow 0, sent \
+             5 byte(s), too few to name a flow (8))"
+        );
+        assert!(v.flows[1].failures.is_empty());
+    }
+
+    /// Finding 3: identified connections keep their stream's number whatever else happened;
+    /// the leftover numbers go to the others in accept order; a duplicate fails both flows
+    /// by name, the conflict first.
+    #[test]
+    fn flows_are_named_by_their_streams() {
+        let mut broken = named(2, 100);
+        broken.mismatches = 1;
+        broken.mismatch = Some("validation failed (seed 9 flow 2 of 3): 1".into());
+        let unnamed = ConnFacts::clean(Identity::Unnamed, 3, true);
+        let v = judge_receive(&receive(
+            vec![unnamed, broken, named(1, 100)],
+            3,
+            Ended::Duration,
+        ));
+        assert_eq!(v.order(), vec![Some(0), Some(2), Some(1)]);
+        assert!(
+            err(&v).starts_with("flow 0: no connection carried its stream"),
+            "{}",
+            err(&v)
+        );
+        assert_eq!(
+            v.flows[2].error_text().unwrap(),
+            "validation failed (seed 9 flow 2 of 3): 1"
+        );
+
+        let v = judge_receive(&receive(
+            vec![named(0, 10), named(0, 10)],
+            2,
+            Ended::PeersClosed,
+        ));
+        assert_eq!(
+            err(&v),
+            "flow 0: its stream came on 2 connections (0, 1), not once (also failed: flow 1)"
+        );
+        assert_eq!(
+            v.flows[1].error_text().unwrap(),
+            "no connection carried its stream (connection 1, reported as flow 1, carried flow \
+             0's stream, as connection 0 did)"
+        );
+    }
+
+    /// A signal with nothing wrong is the signal; a connection it cut short before its 8th
+    /// byte is no identity failure; data that was wrong still fails the run by name.
+    #[test]
+    fn a_signal_is_the_verdict_only_when_nothing_failed() {
+        let short = ConnFacts::clean(Identity::Unnamed, 3, true);
+        let v = judge_receive(&receive(
+            vec![named(0, 10), short],
+            2,
+            Ended::Signal(libc::SIGINT),
+        ));
+        assert!(matches!(v.result, Err(Error::Interrupted(libc::SIGINT))));
+        let mut bad = named(1, 10);
+        bad.mismatches = 2;
+        let v = judge_receive(&receive(
+            vec![named(0, 10), bad],
+            2,
+            Ended::Signal(libc::SIGINT),
+        ));
+        assert!(
+            err(&v).starts_with("flow 1: validation failed"),
+            "{}",
+            err(&v)
+        );
+    }
+
+    /// A validated flow must carry data; `--expect-bytes` is every flow's count; a timed flow
+    /// that got nothing says what the kernel saw; a run cut short checks neither.
+    #[test]
+    fn whole_streams_are_checked_only_when_whole() {
+        let empty = ConnFacts {
+            silence: Some("the kernel received 0 bytes".into()),
+            ..ConnFacts::clean(Identity::ByOrder, 0, true)
+        };
+        let v = judge_receive(&receive(vec![empty.clone()], 1, Ended::PeersClosed));
+        assert_eq!(
+            err(&v),
+            "the peer closed without sending any data: nothing was validated"
+        );
+        let v = judge_receive(&receive(vec![empty.clone()], 1, Ended::Duration));
+        assert_eq!(
+            err(&v),
+            "no data within --duration: nothing was validated (the kernel received 0 bytes)"
+        );
+        let v = judge_receive(&receive(vec![empty.clone()], 1, Ended::FlowFailed));
+        assert!(v.result.is_ok());
+        let gone = ConnFacts {
+            binding_gone: true,
+            ..empty.clone()
+        };
+        assert!(
+            judge_receive(&receive(vec![gone.clone()], 1, Ended::PeersClosed))
+                .result
+                .is_ok()
+        );
+        let mut want = receive(vec![gone], 1, Ended::PeersClosed);
+        want.expect_bytes = Some(1000);
+        assert_eq!(
+            err(&judge_receive(&want)),
+            "the peer sent 0 bytes, --expect-bytes wanted 1000"
+        );
+        let unvalidated = ConnFacts::clean(Identity::ByOrder, 0, false);
+        assert!(
+            judge_receive(&receive(vec![unvalidated], 1, Ended::Duration))
+                .result
+                .is_ok()
+        );
+    }
+
+    /// A sweep's run whose peers closed every flow before its duration is no row of the
+    /// table (it fails, saying why); a full run, or any other run, is judged as before.
+    #[test]
+    fn a_sweep_run_the_peers_ended_early_fails() {
+        let mut f = receive(vec![named(0, 10), named(1, 10)], 2, Ended::PeersClosed);
+        f.whole_duration = Some((3.0, 1.25));
+        assert_eq!(
+            err(&judge_receive(&f)),
+            "the peer closed every flow before --duration 3 s was over (the figures cover \
+             1.250 s; a short run is left out of the table)"
+        );
+        f.ended = Ended::Duration;
+        assert!(judge_receive(&f).result.is_ok());
+        f.ended = Ended::PeersClosed;
+        f.whole_duration = None;
+        assert!(judge_receive(&f).result.is_ok());
+    }
+
+    /// The run's verdict: the receive's facts beat a mode that passed; the undo and the
+    /// snapshot as before.
+    #[test]
+    fn decide_combines_the_run_the_receive_and_the_nic() {
+        let mut bad = ConnFacts::clean(Identity::ByOrder, 10, true);
+        bad.mismatches = 1;
+        let d = decide(RunFacts {
+            run: Ok(()),
+            receive: Some(receive(vec![bad], 1, Ended::Duration)),
+            undo: None,
+            verify: None,
+        });
+        assert!(d.result.is_err());
+        let d = decide(RunFacts {
+            run: Err(Error::Failure("mismatch".into())),
+            receive: None,
+            undo: Some(Error::Failure("rule left".into())),
+            verify: Some(Err(Error::Failure("RSS differs".into()))),
+        });
+        assert_eq!(d.result.unwrap_err().to_string(), "mismatch");
+        assert_eq!(d.also.len(), 2);
+        let d = decide(RunFacts {
+            run: Err(Error::Skip(crate::caps::Missing::ChannelConfig)),
+            receive: None,
+            undo: None,
+            verify: Some(Err(Error::Failure("RSS differs".into()))),
+        });
+        assert_eq!(d.result.unwrap_err().to_string(), "RSS differs");
+        let d = decide(RunFacts {
+            run: Ok(()),
+            receive: None,
+            undo: Some(Error::Failure("rule left".into())),
+            verify: None,
+        });
+        assert_eq!(d.result.unwrap_err().to_string(), "rule left");
+    }
+
+    fn conn_strategy(n: u32) -> impl Strategy<Value = ConnFacts> {
+        (
+            prop_oneof![
+                (0..n + 1).prop_map(Identity::Named),
+                Just(Identity::Unnamed),
+            ],
+            prop_oneof![Just(0u64), Just(5), 8..100_000u64],
+            any::<bool>(),
+            prop_oneof![4 => Just(0u64), 1 => 1..50u64],
+            prop_oneof![6 => Just(false), 1 => Just(true)],
+        )
+            .prop_map(
+                |(identity, bytes, validated, mismatches, error)| ConnFacts {
+                    identity,
+                    bytes,
+                    validated,
+                    mismatches,
+                    mismatch: None,
+                    error: error.then(|| Error::Failure("reset".into())),
+                    binding_gone: false,
+                    silence: None,
+                },
+            )
+    }
+
+    fn facts_strategy() -> impl Strategy<Value = ReceiveFacts> {
+        (1u32..5).prop_flat_map(|n| {
+            (
+                proptest::collection::vec(conn_strategy(n), n as usize..=n as usize),
+                prop_oneof![Just(Ended::PeersClosed), Just(Ended::Duration)],
+                any::<bool>(),
+            )
+                .prop_map(move |(mut conns, ended, by_order)| {
+                    if n == 1 || by_order {
+                        for c in &mut conns {
+                            c.identity = Identity::ByOrder;
+                        }
+                    }
+                    ReceiveFacts {
+                        flows: n,
+                        expect_bytes: None,
+                        ended,
+                        conns,
+                        whole_duration: None,
+                    }
+                })
+        })
+    }
+
+    proptest! {
+        /// Random facts of runs that ended on their own or at the duration: the verdict is
+        /// pass exactly when the invariant holds, and a failure names a flow that broke it.
+        #[test]
+        fn pass_exactly_when_the_invariant_holds(f in facts_strategy()) {
+            let v = judge_receive(&f);
+            prop_assert_eq!(v.result.is_ok(), invariant(&f).is_ok(), "{:?} {:?}", f, v.result);
+            let d = decide(RunFacts { run: Ok(()), receive: Some(f.clone()), undo: None, verify: None });
+            prop_assert_eq!(d.result.is_ok(), invariant(&f).is_ok());
+            if f.flows > 1 {
+                if let Err(e) = &v.result {
+                    let text = e.to_string();
+                    let named = (0..f.flows).any(|k| text.contains(&format!("flow {k}:")));
+                    prop_assert!(named, "{}", text);
+                }
+            }
+        }
+    }
+}
