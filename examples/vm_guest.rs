@@ -65,6 +65,14 @@ use ncdevmem::Error;
 
 #[path = "vm_guest/devmem_nic.rs"]
 mod devmem_nic;
+#[path = "../tests/common/fault_cells.rs"]
+#[allow(dead_code)] // shared with the host rows, which use other parts
+mod fault_cells;
+#[path = "../tests/common/fault_sender.rs"]
+#[allow(dead_code)]
+mod fault_sender;
+#[path = "vm_guest/verdict_matrix.rs"]
+mod verdict_matrix;
 
 /// A case passed (with what it saw) or could not run here.
 enum Outcome {
@@ -159,6 +167,10 @@ fn main() -> ExitCode {
         .iter()
         .copied()
         .chain(devmem_nic::cases())
+        .chain([(
+            "devmem-nic/verdict-matrix",
+            verdict_matrix::verdict_matrix as Case,
+        )])
         .map(|(name, case)| (name.to_string(), Box::new(case) as CaseFn))
         .collect();
     // The opt-in cases that only print skip here (marked so by --list).

@@ -608,3 +608,51 @@ fn a_stop_signal_ends_every_flow_promptly_with_the_summary() {
     let tx = tx.wait_with_output().expect("wait sender");
     assert!(tx.status.code().is_some(), "{}", text(&tx.stderr));
 }
+
+/// Finding 6 of the one-verdict issue: the mismatches of several flows are told per flow, under
+/// the flow's final number, a few lines each and one count line with the cause said once
+/// (before: about 40 unnamed lines per flow, printed before the flows were identified, and a
+/// first chunk could name another cause than the rest).
+#[test]
+fn mismatches_of_several_flows_are_told_per_flow_with_the_cause_once() {
+    let Some(p) = pair("mismatches_of_several_flows_are_told_per_flow_with_the_cause_once") else {
+        return;
+    };
+    let (rx, _) = run(
+        &p,
+        "5316",
+        &["--flows", "3", "--seed", "1"],
+        &[vec!["--send-pattern", "2M", "--flows", "3", "--seed", "2"]],
+    );
+    let err = text(&rx.stderr);
+    assert_eq!(rx.status.code(), Some(1), "{err}");
+    let unnamed: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("validation") || l.starts_with("ncdevmem-rs: validation"))
+        .collect();
+    assert!(unnamed.is_empty(), "lines naming no flow: {unnamed:?}");
+    for k in 0..3 {
+        let diagnoses = err
+            .lines()
+            .filter(|l| l.starts_with(&format!("ncdevmem-rs: flow {k}: validation")))
+            .count();
+        assert!(
+            (1..=3).contains(&diagnoses),
+            "flow {k}: {diagnoses} lines: {err}"
+        );
+        let counts: Vec<&str> = err
+            .lines()
+            .filter(|l| {
+                l.starts_with(&format!("ncdevmem-rs: flow {k}: "))
+                    && l.contains(" mismatched byte(s) in ")
+            })
+            .collect();
+        assert_eq!(counts.len(), 1, "flow {k}: {counts:?}");
+        assert!(
+            counts[0]
+                .contains("piece(s) differ: bytes of no stream of this seed (wrong --seed?) in ")
+                && !counts[0].contains(", "),
+            "flow {k}: one cause, the wrong seed: {counts:?}"
+        );
+    }
+}

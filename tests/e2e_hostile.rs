@@ -467,18 +467,27 @@ fn flows_accepted_out_of_order_are_named_on_one_readable_line() {
     assert_eq!(j["flows"][1]["crc32"], crc(&conns[0]), "{j}");
 }
 
-/// A connection that sent too few bytes to name its flow carried no flow's stream: the run
-/// fails on that connection's own bytes, and the connection that carried flow 0's whole
-/// stream is not blamed for carrying "flow 0's stream, as connection 0 does" (before, the
-/// short connection counted as flow 0's carrier because it was accepted first).
+/// A connection that sent too few bytes to name its flow carried no flow's stream: the
+/// connection that carried flow 0's whole stream is flow 0 and passes, and the short one takes
+/// the number left over, flow 1, whose stream then never came (before: the short connection
+/// counted as flow 0's carrier because it was accepted first; then, that it was flow 0 and
+/// failed on its own bytes, which were another flow's).
 #[test]
 fn a_connection_too_short_to_name_its_flow_is_no_flows_carrier() {
     let conns = [keyed(3, 1, 2, 3), keyed(3, 0, 2, 100_000)];
     let (code, err, j) = receive_from(2, &[], &conns);
     assert_eq!(code, Some(1), "{err}");
     assert!(!err.contains("as connection 0 does"), "{err}");
-    assert!(err.contains("flow 0: validation failed"), "{err}");
-    assert_eq!(j["flows"][1]["ok"], true, "{j}");
+    assert!(
+        err.contains(
+            "flow 1: no connection carried its stream (connection 0, reported as flow 1, sent \
+             3 byte(s), too few to name a flow (8))"
+        ),
+        "{err}"
+    );
+    assert_eq!(j["flows"][0]["ok"], true, "{j}");
+    assert_eq!(j["flows"][0]["connection"], 1, "{j}");
+    assert_eq!(j["flows"][1]["ok"], false, "{j}");
 }
 
 /// `--csv` and `--plot` that cannot be written are usage errors before the sweep starts (exit

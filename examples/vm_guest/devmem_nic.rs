@@ -291,6 +291,11 @@ impl<'c> Dnic<'c> {
         Ok(nic)
     }
 
+    /// The network namespace of the peer's netdev (`dnic<ID>peer`).
+    pub fn peer_ns(&self) -> &str {
+        &self.peer_ns
+    }
+
     /// `ncdevmem-rs -l -f DUT ARGS`.
     fn server(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.ctx.bin);

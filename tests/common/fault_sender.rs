@@ -175,21 +175,25 @@ pub struct Plan {
     pub conns: Vec<Conn>,
     /// The longest any connection may live (a bound, so a test never hangs).
     pub limit: Duration,
+    /// How long a refused connect is tried again (the receiver may not listen yet).
+    pub connect_within: Duration,
 }
 
 /// Bytes per write.
 const CHUNK: usize = 64 << 10;
 
 impl Plan {
-    /// Connects every connection to `addr` (retrying refused connects for up to 10 s: the
-    /// receiver may not listen yet), then sends on each from its own thread. Returns what each
+    /// Connects every connection to `addr` (retrying refused connects for up to
+    /// [`Plan::connect_within`]), then sends on each from its own thread. Returns what each
     /// sent, in connect order.
     ///
-    /// # Panics
-    /// When a connection cannot be made within 10 s (a test bug or a receiver that never
-    /// listened).
-    pub fn run(&self, addr: SocketAddr) -> Vec<Sent> {
-        let socks: Vec<TcpStream> = self.conns.iter().map(|_| connect(addr)).collect();
+    /// # Errors
+    /// A connection that could not be made in time (a receiver that never listened, or one
+    /// that ended before all connected), naming it.
+    pub fn run(&self, addr: SocketAddr) -> Result<Vec<Sent>, String> {
+        let socks = (0..self.conns.len())
+            .map(|c| connect(addr, self.connect_within).map_err(|e| format!("connection {c}: {e}")))
+            .collect::<Result<Vec<TcpStream>, String>>()?;
         let limit = self.limit;
         std::thread::scope(|s| {
             let threads: Vec<_> = socks
@@ -197,24 +201,21 @@ impl Plan {
                 .zip(&self.conns)
                 .map(|(sock, conn)| s.spawn(move || send(sock, conn, limit)))
                 .collect();
-            threads
+            Ok(threads
                 .into_iter()
-                .map(|t| t.join().expect("sender thread"))
-                .collect()
+                .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect())
         })
     }
 }
 
-fn connect(addr: SocketAddr) -> TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(10);
+fn connect(addr: SocketAddr, within: Duration) -> Result<TcpStream, String> {
+    let deadline = Instant::now() + within;
     loop {
         match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
-            Ok(s) => return s,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => panic!("connect to {addr}: {e}"),
+            Ok(s) => return Ok(s),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("connect to {addr}: {e}")),
         }
     }
 }

@@ -351,6 +351,7 @@ vm_case_budget() {
     devmem-nic/kernel-nk-qlease-py) echo 600 ;;
     devmem-nic/multi-flow | devmem-nic/tx-multi-flow) echo 120 ;;
     devmem-nic/zcrx-multi-flow) echo 120 ;;
+    devmem-nic/verdict-matrix) echo 600 ;;
     devmem-nic/fault-matrix) echo $((60 + 90 * fault_runs)) ;;
     tests_*) echo 60 ;;
     *) echo 30 ;;
