@@ -163,14 +163,13 @@ fn stand_in_peer(listener: TcpListener, plan: Plan) {
     let secs = start.elapsed().as_secs_f64();
     let flow_bytes: Vec<u64> = sent.iter().map(|s| s.bytes).collect();
     let bytes: u64 = flow_bytes.iter().sum();
-    let done = serde_json::json!({
-        "v": 1, "type": "done", "run": run,
-        "figures": {
-            "bytes": bytes, "elapsed_s": secs,
-            "gbit_per_s": bytes as f64 * 8.0 / secs.max(1e-9) / 1e9,
-            "flow_bytes": flow_bytes, "cpu": null, "error": null,
-        }
+    // docs/lab.md: "v" and "type" are the first members (serde_json's map would sort them).
+    let figures = serde_json::json!({
+        "bytes": bytes, "elapsed_s": secs,
+        "gbit_per_s": bytes as f64 * 8.0 / secs.max(1e-9) / 1e9,
+        "flow_bytes": flow_bytes, "cpu": null, "error": null,
     });
+    let done = format!("{{\"v\":1,\"type\":\"done\",\"run\":{run},\"figures\":{figures}}}");
     let _ = w.write_all(format!("{done}\n").as_bytes());
     let _ = read(&mut line); // bye
 }
