@@ -13,7 +13,7 @@ export NCDEVMEM_REQUIRE_REAL_KERNEL_TESTS ?= $(if $(filter 0,$(shell id -u)),1,0
 TARGET_DIR = $(eval TARGET_DIR := $(or $(shell scripts/target-dir.sh),$(error cannot find cargo's target directory (scripts/target-dir.sh))))$(TARGET_DIR)
 BIN = $(TARGET_DIR)/release/ncdevmem-rs
 
-.PHONY: all build test test-loaded lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo bench install clean
+.PHONY: all build test test-loaded lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo bench install clean dist
 
 all: build
 
@@ -105,6 +105,13 @@ bench: build
 				-o DPkg::Lock::Timeout=300 iperf3 >/dev/null; } && \
 		$(PYTHON) scripts/bench-e2e.py --bin $(BIN); \
 	else echo "bench: scripts/bench-e2e.py left out: it needs root (network namespaces)"; fi
+
+# Static (musl) x86_64 and aarch64 binaries, stripped, each beside its iou-zcrx link, with the
+# py/ harness and a README, one tarball per architecture:
+# <target dir>/dist/ncdevmem-rs-VERSION-ARCH.tar.gz (scripts/dist.sh; adds the rustup targets
+# when missing; README, "Install on a machine under test").
+dist:
+	scripts/dist.sh
 
 install: build
 	install -D -m 0755 $(BIN) $(INSTALL_PATH)/ncdevmem-rs
