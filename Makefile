@@ -12,8 +12,14 @@ export NCDEVMEM_REQUIRE_REAL_KERNEL_TESTS ?= $(if $(filter 0,$(shell id -u)),1,0
 # and only by the targets that need it.
 TARGET_DIR = $(eval TARGET_DIR := $(or $(shell scripts/target-dir.sh),$(error cannot find cargo's target directory (scripts/target-dir.sh))))$(TARGET_DIR)
 BIN = $(TARGET_DIR)/release/ncdevmem-rs
+# make dist's static x86_64 binary (scripts/dist.sh).
+PKG_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+DIST_BIN = $(TARGET_DIR)/dist/ncdevmem-rs-$(PKG_VERSION)-x86_64/ncdevmem-rs
+# The VM suite's core cases that make vm-test-dist runs with that binary.
+VM_DIST_CASES = =devmem-nic/probe,=devmem-nic/rx,=devmem-nic/multi-flow,=devmem-nic/tx,=devmem-nic/zcrx,=devmem-nic/kernel-devmem-py
 
-.PHONY: all build test test-loaded lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo bench install clean dist
+.PHONY: all build test test-loaded lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo bench install clean \
+	dist dist-test vm-test-dist
 
 all: build
 
@@ -25,10 +31,14 @@ build:
 
 # The README's test command: formatting, lints, then every test (unit, scripted-kernel,
 # real-kernel in network namespaces, the shell helpers, the py/ harness; the real-kernel ones
-# need root and say so when skipped), and last the VM suite (run from the recipe so it stays
-# last under make -j). The VM suite reuses what unit and build compiled.
+# need root and say so when skipped), then the VM suite, and last the static binaries of make
+# dist: checked, the aarch64 one under qemu-user, the x86_64 one through the VM suite's core
+# cases (run from the recipe so they stay last under make -j). The VM suite reuses what unit
+# and build compiled.
 test: lint unit scripts-test pytest
 	$(MAKE) vm-test
+	$(MAKE) dist-test
+	$(MAKE) vm-test-dist
 
 # make test on a loaded machine: busy loops beside it (BUSY of them, default the CPUs + 1), the
 # load average recorded at the start, every minute and at the end (scripts/test-loaded.sh).
@@ -112,6 +122,18 @@ bench: build
 # when missing; README, "Install on a machine under test").
 dist:
 	scripts/dist.sh
+
+# make dist's tarballs checked, and its aarch64 binary run under qemu user-mode emulation next
+# to the x86_64 one: --help, bad command lines' exit codes, a 256 MiB keyed-stream transfer
+# over loopback, fault cells, the validator's unit tests (scripts/dist-test.sh; as root it
+# installs qemu-user-static and the aarch64 cross C compiler when missing).
+dist-test: dist
+	scripts/dist-test.sh
+
+# The VM suite's core cases (VM_DIST_CASES) with make dist's static x86_64 binary as the tool
+# under test instead of the release build (tests/vm/run.sh, NCDEVMEM_VM_BIN).
+vm-test-dist: dist
+	NCDEVMEM_VM_BIN=$(DIST_BIN) NCDEVMEM_VM_ONLY=$(VM_DIST_CASES) tests/vm/run.sh
 
 install: build
 	install -D -m 0755 $(BIN) $(INSTALL_PATH)/ncdevmem-rs

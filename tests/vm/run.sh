@@ -72,6 +72,8 @@
 #      byo-kernel, as make vm-test-opt-in runs them; and the final kernel-log check),
 #      NCDEVMEM_VM_KERNEL_TESTS=1 (also the slow opt-in cases, which print skip otherwise
 #      unless NCDEVMEM_VM_ONLY names them: devmem-nic/c-iou-zcrx and byo-kernel),
+#      NCDEVMEM_VM_BIN=PATH (that ncdevmem-rs binary is the tool under test instead of the
+#      release build, e.g. the static one of make dist: make vm-test-dist),
 #      CARGO, CARGO_TARGET_DIR.
 set -euo pipefail
 
@@ -596,9 +598,16 @@ done
 log "building (if not built yet) ncdevmem-rs, examples/vm_guest and $((${#test_args[@]} / 2))" \
     "test binaries in $target_dir"
 in_repo_cargo() { (cd "$repo" && "$cargo" "$@" --locked); }
-in_repo_cargo build -q --release --bin ncdevmem-rs || die "release build failed"
+if [ -n "${NCDEVMEM_VM_BIN:-}" ]; then
+    # Another build as the tool under test (make vm-test-dist: the static binary of make dist).
+    tool=$(realpath -e "$NCDEVMEM_VM_BIN") && [ -x "$tool" ] ||
+        die "NCDEVMEM_VM_BIN=$NCDEVMEM_VM_BIN is no executable file"
+    log "the tool under test: $tool ($("$tool" --version))"
+else
+    in_repo_cargo build -q --release --bin ncdevmem-rs || die "release build failed"
+    tool=$target_dir/release/ncdevmem-rs
+fi
 in_repo_cargo build -q --example vm_guest || die "build of examples/vm_guest failed"
-tool=$target_dir/release/ncdevmem-rs
 guest=$target_dir/debug/examples/vm_guest
 test_bins=()
 if ((${#test_args[@]})); then
