@@ -69,88 +69,311 @@ pub const FIXTURE_DIR: &str = "/tmp/fixtures";
 /// The stream size of the transfer cases.
 const STREAM: u64 = 64 << 20;
 
-/// The devmem-nic cases in the order they run (names as the VM suite prints them).
-pub fn cases() -> Vec<(&'static str, super::Case)> {
+/// The devmem-nic cases in the order they run: name (as the VM suite prints it), time budget
+/// in seconds ([`super::Row`]), one line on what it shows, the case.
+pub fn cases() -> Vec<super::Row> {
     vec![
-        ("devmem-nic/probe", rx::probe),
-        ("devmem-nic/rx", rx::rx),
-        ("devmem-nic/rx-preconfigured", rx::rx_preconfigured),
-        ("devmem-nic/rx-large-niov", rx::rx_large_niov),
-        ("devmem-nic/rx-hds-sweep", rx::rx_hds_sweep),
-        ("devmem-nic/rx-no-hds", rx::rx_no_hds),
-        ("devmem-nic/flow-steering", rx::flow_steering),
-        ("devmem-nic/rss-context", rx::rss_context),
-        ("devmem-nic/multi-flow", rx::multi_flow),
-        ("devmem-nic/multi-flow-fault", faults::multi_flow_fault),
-        ("devmem-nic/token-pressure", rx::token_pressure),
-        ("devmem-nic/signal", rx::signal),
-        ("devmem-nic/small-dmabuf", rx::small_dmabuf),
-        ("devmem-nic/recvmsg-record", rx::recvmsg_record),
-        ("devmem-nic/scripted-nic-parity", rx::scripted_nic_parity),
-        ("devmem-nic/tx", tx::tx),
-        ("devmem-nic/tx-pattern", tx::tx_pattern),
-        ("devmem-nic/tx-multi-flow", tx::tx_multi_flow),
-        ("devmem-nic/zcrx", zcrx::zcrx),
-        ("devmem-nic/zcrx-large-buf", zcrx::zcrx_large_buf),
-        ("devmem-nic/zcrx-multi-flow", zcrx::zcrx_multi_flow),
-        ("devmem-nic/large-niov-sweep", rx::large_niov_sweep),
-        ("devmem-nic/lingering-binding", rx::lingering_binding),
-        ("devmem-nic/unbind-recvmsg", rx::unbind_recvmsg),
-        ("devmem-nic/unbind-modes", rx::unbind_modes),
-        ("devmem-nic/rx-dma-heap", rx::rx_dma_heap),
-        ("devmem-nic/tx-dma-heap", tx::tx_dma_heap),
-        ("devmem-nic/dma-heap-large-niov", rx::dma_heap_large_niov),
-        ("devmem-nic/fault-a", faults::fault_a),
-        ("devmem-nic/fault-b", |c| {
-            faults::fault(c, 'b', "stale", 0, None)
-        }),
-        ("devmem-nic/fault-c", |c| {
-            faults::fault(c, 'c', "swap", 0, Some("reordered"))
-        }),
-        ("devmem-nic/fault-d", |c| {
-            faults::fault(c, 'd', "dup", 0, Some("duplicate"))
-        }),
-        ("devmem-nic/fault-e", |c| {
-            faults::fault(c, 'e', "corrupt", 0, Some("corrupt"))
-        }),
-        ("devmem-nic/fault-f", |c| {
-            faults::fault(c, 'f', "offset", 8, Some("shifted"))
-        }),
-        ("devmem-nic/fault-xflow", faults::fault_xflow),
-        ("devmem-nic/kernel-devmem-py", harness::kernel_devmem_py),
-        ("devmem-nic/kernel-iou-zcrx-py", harness::kernel_iou_zcrx_py),
-        ("devmem-nic/iou-zcrx-threads", zcrx::iou_zcrx_threads),
+        (
+            "devmem-nic/probe",
+            30,
+            "the probe: all four kernel contracts hold, also with -b 16384; NIC unchanged",
+            rx::probe,
+        ),
+        (
+            "devmem-nic/rx",
+            30,
+            "the server's own NIC setup, 64 MiB -v 7 validated in dmabuf frags, NIC restored",
+            rx::rx,
+        ),
+        (
+            "devmem-nic/rx-preconfigured",
+            30,
+            "the NIC set up by ethtool as devmem_lib.py does, then -n over IPv6",
+            rx::rx_preconfigured,
+        ),
+        (
+            "devmem-nic/rx-large-niov",
+            30,
+            "-b 16384 over a hugetlb udmabuf: frags of exactly the 16 KiB niov",
+            rx::rx_large_niov,
+        ),
+        (
+            "devmem-nic/rx-hds-sweep",
+            30,
+            "check_rx_hds's payload sizes with -L: every byte in dmabuf frags",
+            rx::rx_hds_sweep,
+        ),
+        (
+            "devmem-nic/rx-no-hds",
+            30,
+            "no header split: the probe skips naming it; left off: the kernel's extack",
+            rx::rx_no_hds,
+        ),
+        (
+            "devmem-nic/flow-steering",
+            30,
+            "-n without a rule: the flow lands elsewhere, exit 1 flow steering error",
+            rx::flow_steering,
+        ),
+        (
+            "devmem-nic/rss-context",
+            30,
+            "RSS-context calls alike from kernel and scripted NIC; 8 flows on each context queue",
+            rx::rss_context,
+        ),
+        (
+            "devmem-nic/multi-flow",
+            120,
+            "4 flows, 4 bound queues through an RSS context, each flow on its own queue",
+            rx::multi_flow,
+        ),
+        (
+            "devmem-nic/multi-flow-fault",
+            30,
+            "the module's xflow fault: exit 1 naming the spoiled flow and the other",
+            faults::multi_flow_fault,
+        ),
+        (
+            "devmem-nic/token-pressure",
+            30,
+            "a 256 KiB dmabuf carries 64 MiB because tokens are recycled",
+            rx::token_pressure,
+        ),
+        (
+            "devmem-nic/signal",
+            30,
+            "SIGTERM mid-receive: exit 1 interrupted, NIC as before, no binding",
+            rx::signal,
+        ),
+        (
+            "devmem-nic/small-dmabuf",
+            30,
+            "a 128 KiB dmabuf: the tool's receive buffer sizing carries 16 MiB every time",
+            rx::small_dmabuf,
+        ),
+        (
+            "devmem-nic/recvmsg-record",
+            30,
+            "records real recvmsg(MSG_SOCK_DEVMEM) answers for tests_rx_fixture",
+            rx::recvmsg_record,
+        ),
+        (
+            "devmem-nic/scripted-nic-parity",
+            30,
+            "42 NIC operations answered alike by RealNic and the scripted NIC",
+            rx::scripted_nic_parity,
+        ),
+        (
+            "devmem-nic/tx",
+            30,
+            "check_tx_chunks: hello/world through devmem TX, every send zero-copy",
+            tx::tx,
+        ),
+        (
+            "devmem-nic/tx-pattern",
+            30,
+            "32 MiB -v 7 through devmem TX over a 1 MiB dma-buf, validated by the peer",
+            tx::tx_pattern,
+        ),
+        (
+            "devmem-nic/tx-multi-flow",
+            120,
+            "4 flows of devmem TX from one dma-buf, each its own window, validated",
+            tx::tx_multi_flow,
+        ),
+        (
+            "devmem-nic/zcrx",
+            30,
+            "io_uring zcrx on the bound queue: 64 MiB validated, every buffer back",
+            zcrx::zcrx,
+        ),
+        (
+            "devmem-nic/zcrx-large-buf",
+            30,
+            "zcrx with --rx-buf-len 16384 over a hugetlb area: the kernel keeps 16384",
+            zcrx::zcrx_large_buf,
+        ),
+        (
+            "devmem-nic/zcrx-multi-flow",
+            120,
+            "4 zcrx flows over 2 ifqs through an RSS context, each on its worker",
+            zcrx::zcrx_multi_flow,
+        ),
+        (
+            "devmem-nic/large-niov-sweep",
+            30,
+            "check_rx_large_niov: -b 16384 receivers back to back, no binding held",
+            rx::large_niov_sweep,
+        ),
+        (
+            "devmem-nic/lingering-binding",
+            30,
+            "a binding kept alive by unread frags: the next receiver waits for it",
+            rx::lingering_binding,
+        ),
+        (
+            "devmem-nic/unbind-recvmsg",
+            30,
+            "the binding's socket closed under queued frags (-U 1, -U 2)",
+            rx::unbind_recvmsg,
+        ),
+        (
+            "devmem-nic/unbind-modes",
+            30,
+            "-a and -U end to end on a kernel without the autorelease attribute",
+            rx::unbind_modes,
+        ),
+        (
+            "devmem-nic/rx-dma-heap",
+            30,
+            "--memory dma-heap: -v 7 and --seed streams validated in a system-heap dma-buf",
+            rx::rx_dma_heap,
+        ),
+        (
+            "devmem-nic/tx-dma-heap",
+            30,
+            "devmem TX from a system dma-heap buffer, validated by the peer",
+            tx::tx_dma_heap,
+        ),
+        (
+            "devmem-nic/dma-heap-large-niov",
+            30,
+            "large niovs over the system dma-heap: 16 KiB frags, unaligned buffers refused",
+            rx::dma_heap_large_niov,
+        ),
+        (
+            "devmem-nic/fault-a",
+            30,
+            "driver fault: payload left linear, -L exits 1 naming the offset",
+            faults::fault_a,
+        ),
+        (
+            "devmem-nic/fault-b",
+            30,
+            "driver fault: a stale buffer, caught by -v",
+            |c| faults::fault(c, 'b', "stale", 0, None),
+        ),
+        (
+            "devmem-nic/fault-c",
+            30,
+            "driver fault: two frags swapped, caught and diagnosed reordered",
+            |c| faults::fault(c, 'c', "swap", 0, Some("reordered")),
+        ),
+        (
+            "devmem-nic/fault-d",
+            30,
+            "driver fault: a frame's payload delivered twice, diagnosed duplicate",
+            |c| faults::fault(c, 'd', "dup", 0, Some("duplicate")),
+        ),
+        (
+            "devmem-nic/fault-e",
+            30,
+            "driver fault: one byte flipped, diagnosed corrupt",
+            |c| faults::fault(c, 'e', "corrupt", 0, Some("corrupt")),
+        ),
+        (
+            "devmem-nic/fault-f",
+            30,
+            "driver fault: a frag's offset 8 bytes late, diagnosed shifted",
+            |c| faults::fault(c, 'f', "offset", 8, Some("shifted")),
+        ),
+        (
+            "devmem-nic/fault-xflow",
+            30,
+            "the xflow fault on plain sockets: the validator names the other flow",
+            faults::fault_xflow,
+        ),
+        (
+            "devmem-nic/kernel-devmem-py",
+            600,
+            "the kernel's devmem.py, unchanged, with ncdevmem-rs: all five tests ok",
+            harness::kernel_devmem_py,
+        ),
+        (
+            "devmem-nic/kernel-iou-zcrx-py",
+            300,
+            "the kernel's iou-zcrx.py, unchanged, with ncdevmem-rs as iou-zcrx",
+            harness::kernel_iou_zcrx_py,
+        ),
+        (
+            "devmem-nic/iou-zcrx-threads",
+            30,
+            "iou-zcrx -t 2: an ifq per queue, each connection on its NAPI's worker",
+            zcrx::iou_zcrx_threads,
+        ),
         (
             "devmem-nic/iou-zcrx-late-client",
+            30,
+            "iou-zcrx -s waits without deadline for a client started 7 s later",
             zcrx::iou_zcrx_late_client,
         ),
-        ("devmem-nic/c-ncdevmem", harness::c_ncdevmem),
-        ("devmem-nic/sweep-rx-page-size", sweep::sweep_rx_page_size),
-        ("devmem-nic/sweep-rx-buf-len", sweep::sweep_rx_buf_len),
-        ("devmem-nic/sweep-autorelease", sweep::sweep_autorelease),
+        (
+            "devmem-nic/c-ncdevmem",
+            900,
+            "devmem.py with the kernel's C ncdevmem, recorded; receiver CPU of both",
+            harness::c_ncdevmem,
+        ),
+        (
+            "devmem-nic/sweep-rx-page-size",
+            180,
+            "the lab: rx-page-size sweep of 4 flows against the peer server",
+            sweep::sweep_rx_page_size,
+        ),
+        (
+            "devmem-nic/sweep-rx-buf-len",
+            180,
+            "the lab: zcrx rx-buf-len sweep, completions per GiB shrink",
+            sweep::sweep_rx_buf_len,
+        ),
+        (
+            "devmem-nic/sweep-autorelease",
+            180,
+            "the lab: autorelease sweep on 7.3, every run skipped naming the policy",
+            sweep::sweep_autorelease,
+        ),
+        (
+            "devmem-nic/verdict-matrix",
+            600,
+            "the fault matrix's devmem, zcrx and devmem TX rows: each fault cell fails, naming the flow",
+            super::verdict_matrix::verdict_matrix,
+        ),
     ]
 }
 
 /// The slow cases: opt-in (`--kernel-tests`, which tests/vm/run.sh passes with
 /// `NCDEVMEM_VM_KERNEL_TESTS=1`), as each adds minutes under TCG to a suite that must stay
-/// within CI's time on a loaded machine; a case `--only` names runs without it too.
-pub fn kernel_test_cases() -> Vec<(&'static str, super::Case)> {
+/// within CI's time on a loaded machine; a case `--only` names runs without it too. Rows as
+/// [`cases`].
+pub fn kernel_test_cases() -> Vec<super::Row> {
     vec![
-        ("devmem-nic/c-iou-zcrx", harness::c_iou_zcrx),
+        (
+            "devmem-nic/c-iou-zcrx",
+            900,
+            "iou-zcrx.py with the kernel's C iou-zcrx, recorded; CPU and wall time of both",
+            harness::c_iou_zcrx,
+        ),
         (
             "devmem-nic/kernel-nk-devmem-py",
+            900,
+            "the kernel's nk_devmem.py and our mirror through a netkit guest",
             harness::kernel_nk_devmem_py,
         ),
         (
             "devmem-nic/kernel-userns-devmem-py",
+            900,
+            "userns_devmem.py and our mirror, the guest in a user namespace",
             harness::kernel_userns_devmem_py,
         ),
         (
             "devmem-nic/kernel-nk-qlease-py",
+            600,
+            "the kernel's nk_qlease.py: zcrx through a leased queue",
             harness::kernel_nk_qlease_py,
         ),
         (
             "devmem-nic/kernel-drv-net",
+            2400,
+            "the kernel's drv-net tests of what the software NIC emulates, totals as recorded",
             harness::drv_net::kernel_drv_net,
         ),
     ]

@@ -208,22 +208,18 @@ check "bpf: clang's system includes" "-idirafter /usr/lib/llvm-19/lib/clang/19/i
         ' /usr/include/x86_64-linux-gnu' ' /usr/include' 'End of search list.' '# 1 "<stdin>"' |
         "$here/build-kselftest.sh" --sys-includes | tr '\n' ' ' | sed 's/ $//')"
 
-# The guest's time limit: the base plus each selected case's budget; an opt-in case that only
-# prints skip adds nothing; the fault matrix's budget grows with its runs per fault.
+# The guest's time limit: the base plus the budget of each selected case that runs (rows as
+# vm_guest --list prints them); an opt-in case that only prints skip adds nothing; a budget
+# that is no number of seconds is an error, not a guess.
+T=$'\t'
 check "time limit: base alone" "$VM_BASE_BUDGET" "$(vm_time_limit </dev/null)"
-check "time limit: light cases" "$((VM_BASE_BUDGET + 3 * $(vm_case_budget devmem-nic/probe)))" \
-    "$(printf 'devmem-nic/probe\ndevmem-nic/rx\nkernel-log\n' | vm_time_limit)"
-check "time limit: a harness case weighs more" "yes" \
-    "$([ "$(vm_case_budget devmem-nic/kernel-devmem-py)" -ge \
-        $((10 * $(vm_case_budget devmem-nic/probe))) ] && echo yes || echo no)"
+check "time limit: the rows' budgets" "$((VM_BASE_BUDGET + 30 + 600 + 30))" \
+    "$(printf 'devmem-nic/probe\t30\trun\tthe probe\ndevmem-nic/kernel-devmem-py\t600\trun\tdevmem.py\nkernel-log\t30\trun\tthe log\n' | vm_time_limit)"
 check "time limit: skipped opt-in case" \
-    "$(printf 'devmem-nic/probe\n' | vm_time_limit)" \
-    "$(printf 'devmem-nic/probe\ndevmem-nic/c-iou-zcrx skip\n\n' | vm_time_limit)"
-check "time limit: fault matrix runs" "90" \
-    "$(($(vm_case_budget devmem-nic/fault-matrix 3) - $(vm_case_budget devmem-nic/fault-matrix 2)))"
-check "time limit: fault matrix through the list" \
-    "$((VM_BASE_BUDGET + $(vm_case_budget devmem-nic/fault-matrix 30)))" \
-    "$(echo devmem-nic/fault-matrix | vm_time_limit 30)"
+    "$((VM_BASE_BUDGET + 30))" \
+    "$(printf 'devmem-nic/probe\t30\trun\tx\ndevmem-nic/c-iou-zcrx\t900\tskip\ty\n\n' | vm_time_limit)"
+check "time limit: a budget that is no number" "1" \
+    "$(echo "devmem-nic/probe${T}3x${T}run${T}x" | vm_time_limit 2>/dev/null && echo 0 || echo 1)"
 
 # The failure line of a guest stopped at its time limit names the case that was running (a
 # result line ends a case; a recording's "ok" lines are gone from what the runner passes in),

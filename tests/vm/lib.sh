@@ -39,13 +39,11 @@
 #                          build and load the selftests' BPF objects, to bind-mount namespaces),
 #                          one package name a line (clang, libbpf-dev, bpftool, mount); status 1
 #                          when something is missing
-# vm_case_budget NAME [FAULT_RUNS]
-#                          the seconds the guest's time limit grants case NAME (a name
-#                          vm_guest --list prints; FAULT_RUNS: NCDEVMEM_VM_FAULT_MATRIX's N)
-# vm_time_limit [FAULT_RUNS]
-#                          reads case names (vm_guest --list: "NAME" or "NAME skip") and prints
-#                          the guest's time limit for them: VM_BASE_BUDGET plus each case's
-#                          vm_case_budget (a case that only prints skip: none)
+# vm_time_limit            reads the selected cases' rows as `vm_guest --list` prints them
+#                          (NAME, budget in seconds, run or skip, what it shows; tab-separated)
+#                          and prints the guest's time limit for them: VM_BASE_BUDGET plus the
+#                          budget of each case that runs (an opt-in case that only prints skip:
+#                          none). The budgets live in the guest's case table (examples/vm_guest.rs)
 # vm_timeout_failure LIMIT HOW SELECTED
 #                          reads the guest's console (stdin) and prints the failure line of a
 #                          guest stopped at its time limit: LIMIT seconds (HOW: where the limit
@@ -330,39 +328,22 @@ chroot_netkit_tools_missing() {
 
 # The guest's time limit. What the cases take under QEMU/TCG on this project's 2-core machines
 # (the per-case times a run prints, "[N s]" on each case line): on an idle host the suite's
-# guest takes about 290 s for about 57 cases, most cases 1-10 s; the kernel harness cases far
-# more (kernel-devmem-py 41-55 s idle, 500 s at host load 3.5-5.6 with its second run;
-# c-ncdevmem about 108 s idle; c-iou-zcrx 224-435 s at load 7-17; kernel-drv-net 130 s at load
-# 4 with three scripts, about 215 s at load 2 with four, whose budget is the sum of its
-# scripts' own limits with room). A loaded host (load 10-15
-# from parallel builds and other guests) stretches each of them 5-10 times. The budgets below
-# are those loaded-host times with room to spare; the boot, the module loads and the guest's
-# exit get VM_BASE_BUDGET.
+# guest takes about 290 s, most cases 1-10 s; the kernel harness cases far more. A loaded host
+# (load 10-15 from parallel builds and other guests) stretches each of them 5-10 times. Each
+# case's budget, those loaded-host times with room to spare, is in its row of the guest's case
+# table (vm_guest --list); the boot, the module loads and the guest's exit get VM_BASE_BUDGET.
 VM_BASE_BUDGET=300
-vm_case_budget() {
-    local name=$1 fault_runs=${2:-0}
-    case $name in
-    devmem-nic/kernel-drv-net) echo 2400 ;;
-    devmem-nic/c-ncdevmem | devmem-nic/c-iou-zcrx) echo 900 ;;
-    devmem-nic/kernel-devmem-py) echo 600 ;;
-    devmem-nic/kernel-iou-zcrx-py) echo 300 ;;
-    devmem-nic/sweep-*) echo 180 ;;
-    devmem-nic/kernel-nk-devmem-py | devmem-nic/kernel-userns-devmem-py) echo 900 ;;
-    devmem-nic/kernel-nk-qlease-py) echo 600 ;;
-    devmem-nic/multi-flow | devmem-nic/tx-multi-flow) echo 120 ;;
-    devmem-nic/zcrx-multi-flow) echo 120 ;;
-    devmem-nic/verdict-matrix) echo 600 ;;
-    devmem-nic/fault-matrix) echo $((60 + 90 * fault_runs)) ;;
-    tests_*) echo 60 ;;
-    *) echo 30 ;;
-    esac
-}
-
 vm_time_limit() {
-    local name skip total=$VM_BASE_BUDGET
-    while read -r name skip; do
-        [ -n "$name" ] && [ -z "$skip" ] || continue
-        total=$((total + $(vm_case_budget "$name" "${1:-0}")))
+    local name budget state about total=$VM_BASE_BUDGET
+    while IFS=$'\t' read -r name budget state about; do
+        [ -n "$name" ] && [ "$state" = run ] || continue
+        case $budget in
+        '' | *[!0-9]*)
+            echo "vm_time_limit: case $name has no budget in seconds: '$budget'" >&2
+            return 1
+            ;;
+        esac
+        total=$((total + budget))
     done
     echo "$total"
 }

@@ -51,7 +51,7 @@
 #   --no-netdevsim  skip the netdevsim build (netdevsim cases print skip)
 #   --refresh       look up the newest kernel again even when one is cached
 #   --timeout       the guest's time limit in seconds (default: a base plus a budget per case
-#                   that runs, tests/vm/lib.sh vm_case_budget; with --shell CMD 600, an
+#                   that runs, from the guest's case table; with --shell CMD 600, an
 #                   interactive shell none)
 #   --kernel-tree   boot that kernel tree's build (above)
 #   --shell         boot the same guest, with the software devmem NIC loaded and pair 0 made
@@ -792,7 +792,7 @@ else
     case_list=$("$guest" "${list_args[@]}") || die "$guest ${list_args[*]} failed"
     n_cases=$(grep -c . <<<"$case_list" || true)
     if [ -z "$timeout_s" ]; then
-        timeout_s=$(vm_time_limit "${NCDEVMEM_VM_FAULT_MATRIX:-0}" <<<"$case_list")
+        timeout_s=$(vm_time_limit <<<"$case_list") || die "no time limit for the cases: $case_list"
         timeout_how="$VM_BASE_BUDGET s + the budgets of the $n_cases cases that run"
     fi
 fi
