@@ -77,6 +77,7 @@ pub(crate) mod release;
 pub(crate) mod run_report;
 pub mod rx;
 pub mod stats;
+pub mod summary;
 pub mod sys;
 pub mod tx;
 pub mod udmabuf;
