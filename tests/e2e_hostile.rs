@@ -88,8 +88,8 @@ struct Listening {
     port: u16,
     /// Its stderr up to and including that line.
     head: String,
-    /// Reads the rest of its stderr.
-    rest: std::thread::JoinHandle<String>,
+    /// The rest of its stderr.
+    rest: common::bin::Lines,
 }
 
 impl Listening {
@@ -97,36 +97,10 @@ impl Listening {
     /// 20 s; a child that ends or stays silent fails the test with what it printed).
     fn start(args: &[&str]) -> Listening {
         let mut child = spawn(&[args, &["-p", "0"]].concat());
-        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-        let (send, recv) = std::sync::mpsc::channel();
-        std::thread::spawn(move || loop {
-            let mut line = String::new();
-            match err.read_line(&mut line) {
-                Ok(n) if n > 0 => {
-                    if send.send(line).is_err() {
-                        return;
-                    }
-                }
-                _ => return,
-            }
+        let (rest, head) = common::bin::wait_for(&mut child, "listening line", |l| {
+            listening_port(l).is_some()
         });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut head = String::new();
-        let port = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = match recv.recv_timeout(left) {
-                Ok(line) => line,
-                Err(e) => {
-                    let _ = child.kill();
-                    panic!("no listening line from {args:?} ({e}): {head}");
-                }
-            };
-            head.push_str(&line);
-            if let Some(port) = listening_port(&line) {
-                break port;
-            }
-        };
-        let rest = std::thread::spawn(move || recv.iter().collect());
+        let port = head.lines().find_map(listening_port).expect("the port");
         Listening {
             child,
             port,
@@ -138,8 +112,7 @@ impl Listening {
     /// [`wait_bounded`], with the whole stderr in the output.
     fn wait(self, limit: Duration) -> (Output, bool) {
         let (mut out, on_its_own) = wait_bounded(self.child, limit);
-        let rest = self.rest.join().expect("stderr reader");
-        out.stderr = format!("{}{rest}", self.head).into_bytes();
+        out.stderr = format!("{}{}", self.head, self.rest.rest()).into_bytes();
         (out, on_its_own)
     }
 }

@@ -7,11 +7,10 @@
 
 mod common;
 
-use common::bin::{ns_cmd, pair, read_json, spawn, text, tmp_json};
+use common::bin::{ns_cmd, pair, read_json, spawn, text, tmp_json, wait_for_line};
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Output};
-use std::time::{Duration, Instant};
+use std::io::Read;
+use std::process::Output;
 
 use common::{NetNsPair, ADDR_A_V4, VETH_A};
 
@@ -77,51 +76,6 @@ fn with_json<'a>(args: &[&'a str], path: &'a str) -> Vec<&'a str> {
     let mut v = args.to_vec();
     v.extend(["--json", path]);
     v
-}
-
-/// `child`'s stderr, line by line, read by a thread of its own (so a wait can time out).
-struct Lines(std::sync::mpsc::Receiver<String>);
-
-impl Lines {
-    /// The rest of the output, once the child closed its stderr.
-    fn rest(self) -> String {
-        self.0.iter().collect()
-    }
-}
-
-/// Reads `child`'s stderr until a line containing `want`; returns the reader and what came
-/// so far. Kills the child and fails when the output ends first or after 20 s.
-fn wait_for_line(child: &mut Child, want: &str) -> (Lines, String) {
-    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-    let (send, recv) = std::sync::mpsc::channel();
-    std::thread::spawn(move || loop {
-        let mut line = String::new();
-        match err.read_line(&mut line) {
-            Ok(n) if n > 0 => {
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-            _ => return,
-        }
-    });
-    let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match recv.recv_timeout(left) {
-            Ok(line) => {
-                seen.push_str(&line);
-                if line.contains(want) {
-                    return (Lines(recv), seen);
-                }
-            }
-            Err(e) => {
-                let _ = child.kill();
-                panic!("no '{want}' ({e}): {seen}");
-            }
-        }
-    }
 }
 
 /// Runs `rx_args` on side A (waiting until it listens), then `tx_args` on side B; both
