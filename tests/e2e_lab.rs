@@ -26,26 +26,9 @@ const CTRL: u16 = 4393;
 struct Peer(Option<Child>);
 
 impl Peer {
+    /// On [`CTRL`], with `--max-duration 30`.
     fn start(p: &NetNsPair) -> Peer {
-        let port = CTRL.to_string();
-        let child = ns_cmd(
-            &p.b,
-            &[
-                "--peer-server",
-                "-s",
-                ADDR_B_V4,
-                "-p",
-                &port,
-                "--max-duration",
-                "30",
-            ],
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the peer server");
-        common::wait_listening(child.id(), CTRL);
-        Peer(Some(child))
+        peer_on(p, CTRL, "30")
     }
 
     /// SIGINT, then its exit status and stderr.
