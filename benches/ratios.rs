@@ -6,10 +6,13 @@
 //!
 //! Two sizes: one that fits the L2 cache (a quarter of cpu0's L2 as sysfs gives it, the size
 //! printed with it) and 1 GiB (from memory). Buffers are page-aligned, as dma-buf frags, zcrx
-//! buffers and the receive buffer are. Prints Markdown tables: GiB/s min / median / max and
-//! the ratio min / median / max over the rounds, with the load average before and after.
+//! buffers and the receive buffer are. A case's figure in a round is the best of a few
+//! back-to-back timings (a timing the scheduler cut into is slow, never fast). Prints Markdown
+//! tables: GiB/s min / median / max and the ratio min / median / max over the rounds, with the
+//! load average before and after.
 //! Figures and how to read them: docs/benchmarks.md. `make bench` runs it;
-//! `cargo bench --bench ratios -- --quick` runs fewer rounds.
+//! `cargo bench --bench ratios -- --quick` runs fewer rounds; `-- TEXT` only the cases whose
+//! name holds TEXT (with the cases they are compared with).
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::hint::black_box;
@@ -138,33 +141,52 @@ fn stats(v: &[f64]) -> (f64, f64, f64) {
     (s[0], s[s.len() / 2], s[s.len() - 1])
 }
 
-/// Runs `cases` `rounds` times, each case once per round, `passes` times over `bytes` bytes
-/// per measurement; prints the table.
-fn measure(title: &str, cases: &mut [Case<'_>], bytes: usize, passes: usize, rounds: usize) {
+/// Runs `cases` `rounds` times, each case once per round: the best of `tries` back-to-back
+/// timings of `passes` passes over `bytes` bytes (on a shared machine a timing the scheduler
+/// cut into is slow, never fast); prints the table.
+fn measure(
+    title: &str,
+    cases: &mut [Case<'_>],
+    bytes: usize,
+    passes: usize,
+    tries: usize,
+    rounds: usize,
+) {
     let before = loadavg();
     for c in cases.iter_mut() {
         (c.run)(); // warm-up: page faults, the first dispatch
     }
     for _ in 0..rounds {
         for c in cases.iter_mut() {
-            let t = Instant::now();
-            for _ in 0..passes {
-                (c.run)();
+            let mut best = f64::INFINITY;
+            for _ in 0..tries {
+                let t = Instant::now();
+                for _ in 0..passes {
+                    (c.run)();
+                }
+                best = best.min(t.elapsed().as_secs_f64());
             }
-            let s = t.elapsed().as_secs_f64();
-            c.rates.push((bytes * passes) as f64 / s / GIB as f64);
+            c.rates.push((bytes * passes) as f64 / best / GIB as f64);
         }
     }
     let after = loadavg();
     println!("\n### {title}\n");
-    println!("{rounds} interleaved rounds; load average before {before}, after {after}\n");
+    println!(
+        "{rounds} interleaved rounds, each figure the best of {tries} timings of {} MiB; load \
+         average before {before}, after {after}\n",
+        (bytes * passes) >> 20
+    );
     println!("| case | GiB/s min / median / max | ratio min / median / max | against |");
     println!("|---|---|---|---|");
     for c in cases.iter() {
         let (lo, med, hi) = stats(&c.rates);
-        let (ratio, against) = match &c.against {
-            Some(name) => {
-                let base = cases.iter().find(|b| &b.name == name).expect("reference");
+        let base = c
+            .against
+            .as_ref()
+            .and_then(|name| cases.iter().find(|b| &b.name == name));
+        let (ratio, against) = match base {
+            Some(base) => {
+                let name = &base.name;
                 let r: Vec<f64> = c
                     .rates
                     .iter()
@@ -298,6 +320,8 @@ fn main() {
     // debug build): then one round over a small buffer, as a smoke test of every case.
     let benching = std::env::args().any(|a| a == "--bench");
     let quick = !benching || std::env::args().any(|a| a == "--quick");
+    // `cargo bench --bench ratios -- TEXT`: only the cases whose name holds TEXT.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let l2 = l2_size();
     let in_l2 = l2.map_or(256 * KIB, |l| (l / 4).clamp(64 * KIB, 4 << 20));
     println!(
@@ -326,15 +350,29 @@ fn main() {
         Pattern::new(7).expect("-v 7").fill(periodic.bytes_mut(), 0);
         let out = std::cell::RefCell::new(Aligned::new(size.min(4 << 20)));
         let mut cases = cases_for(&keyed, &periodic, &out, fills);
-        // About 256 MiB per measurement in L2, one pass from memory.
-        let passes = if benching { (256 << 20) / size } else { 1 };
-        let rounds = match (quick, size == GIB) {
-            _ if !benching => 1,
-            (true, _) => 3,
-            (false, true) => 7,
-            (false, false) => 21,
+        if let Some(f) = &filter {
+            // The cases whose name holds the filter, and the references they are taken against.
+            let keep: Vec<bool> = cases
+                .iter()
+                .map(|c| {
+                    c.name.contains(f.as_str())
+                        || cases.iter().any(|d| {
+                            d.name.contains(f.as_str()) && d.against.as_ref() == Some(&c.name)
+                        })
+                })
+                .collect();
+            let mut k = keep.into_iter();
+            cases.retain(|_| k.next().unwrap_or(false));
+        }
+        // About 16 MiB a timing in L2 (about 0.2 ms), one pass from memory.
+        let passes = if benching { (16 << 20) / size } else { 1 };
+        let (tries, rounds) = match (quick, size == GIB) {
+            _ if !benching => (1, 1),
+            (true, _) => (3, 3),
+            (false, true) => (3, 7),
+            (false, false) => (9, 21),
         };
-        measure(&label, &mut cases, size, passes.max(1), rounds);
+        measure(&label, &mut cases, size, passes.max(1), tries, rounds);
     }
     force_isa(None).expect("the detected build");
 }

@@ -8,26 +8,25 @@
 //!   `validate_buffer` for `N` in 2..=255; `N = 256` is accepted too (bytes 1..=255 then 0x0A),
 //!   which C's 8-bit counter cannot express. Data moved by a multiple of `N` bytes passes.
 //! * **`--seed SEED`, keyed, one stream per flow** ([`KeyedFlow`]): flow `f` (0-based; a
-//!   single-flow run is flow 0) has the key `K = mix(mix(SEED + G) + (f+1)·G)` ([`flow_key`]),
-//!   and the 8 bytes at stream offsets `8i..8i+7` are, little-endian, `mix_K((i+1)·G)`
-//!   ([`keyed_word`]), all mod 2^64, with `G = 0x9E3779B97F4A7C15`, SplitMix64's output
-//!   function `mix(z)`: `z ^= z>>30; z *= 0xBF58476D1CE4E5B9; z ^= z>>27;
-//!   z *= 0x94D049BB133111EB; z ^= z>>31`, and `mix_K` the same with `z ^= K` right after the
-//!   first multiply. Every 8-byte word names its own position under its
-//!   flow's key (`mix` is a bijection, so [`keyed_word_index`] inverts it), so misplaced data
-//!   never passes and the validator can say where a misplaced frag's bytes came from
-//!   ([`Diagnosis`]). The key is in every word, not in the counter: under another key (a wrong
-//!   seed, another flow) the words decode to unrelated positions, never to a shifted or
-//!   reordered stretch of this stream, and the diagnosis tries every flow's key to tell
-//!   another flow's bytes from bytes of no stream of this seed.
+//!   single-flow run is flow 0) has a key `K` and an odd step `S` ([`flow_key`]: SplitMix64's
+//!   outputs `2f` and `2f+1`, the latter made odd, from the state its first output from `SEED`
+//!   gives), and the 8 bytes at stream offsets `8i..8i+7` are, little-endian, `K + i·S`
+//!   mod 2^64 ([`FlowKey::word`]). `S` is odd, so every 8-byte word names its own position
+//!   under its flow's key and step ([`FlowKey::index_of`] inverts it), misplaced data never
+//!   passes, and the validator can say where a misplaced frag's bytes came from
+//!   ([`Diagnosis`]). Every flow has its own step, so no flow's words are a shifted copy of
+//!   another's: under another flow's key and step (a wrong seed, another flow) consecutive
+//!   words decode to positions `S'·S⁻¹` apart, never to a shifted or reordered stretch of
+//!   this stream, and the diagnosis tries every flow's key to tell another flow's bytes from
+//!   bytes of no stream of this seed.
 //!
 //! Both are checked without per-byte work on the good path: the periodic stream against a
-//! precomputed window of several KiB whose length is a multiple of `N` (a slice comparison),
-//! the keyed stream word by word (one load, one SplitMix64 step, the key and an OR per 8 bytes); only a
-//! failing block is scanned byte by byte. State is one stream offset per connection: linear
-//! (iov) bytes and dmabuf frag bytes advance the same offset, in stream order.
-
-use std::collections::VecDeque;
+//! precomputed window whose length is a multiple of `N`, placed so that its loads are as
+//! aligned as the data's, the keyed stream word by word (a load, an XOR with the expected word,
+//! an OR, and one add to step the expected word: the same few vector instructions per 64 bytes
+//! as a plain read's one add, in [`Isa`]'s builds); only a failing block is scanned byte by
+//! byte. State is one stream offset per connection: linear (iov) bytes and dmabuf frag bytes
+//! advance the same offset, in stream order.
 
 use crate::error::{Error, Result};
 
@@ -55,17 +54,14 @@ pub const DUPLICATE_WINDOW: usize = 32;
 /// (duplicate) or to one that was itself out of place (reordered).
 pub const RECENT_PIECES: usize = 4096;
 
-/// Minimum bytes compared per slice comparison; the window is this plus one period, rounded
-/// up to a multiple of the period.
-/// 4 KiB keeps the window in L1 next to the data streaming through: 16 KiB made the 64 KiB-frag
+/// Bytes compared per window comparison of the periodic stream. 4 KiB keeps the window in L1 next to the data streaming through: 16 KiB made the 64 KiB-frag
 /// comparison 2× slower in cache and the 1 GiB receive loop 15% slower (docs/benchmarks.md).
 const COMPARE_CHUNK: usize = 4 * 1024;
-/// Keyed stream: 8-byte words checked per block before a block with a difference is scanned
-/// byte by byte.
-const KEYED_BLOCK_WORDS: usize = 512;
-/// Keyed stream: independent counters stepped together, so the compiler turns the 64-bit
-/// multiplies into vector ones (AVX-512: two registers of 8).
-const KEYED_LANES: usize = 16;
+/// Keyed stream: bytes checked per block before a block with a difference is scanned byte by
+/// byte.
+const KEYED_BLOCK: usize = 16 * 1024;
+/// The vector width the loops align their data to (a cache line; AVX-512's vector).
+const VECTOR_ALIGN: usize = 64;
 /// Most flows a [`KeyedFlow`] can be one of (each one's key is tried when a piece is not its
 /// own stream's).
 pub const MAX_FLOWS: u32 = 64;
@@ -74,10 +70,9 @@ pub const MAX_FLOWS: u32 = 64;
 /// probability 2^-19.
 const PLAUSIBLE_WORDS: u64 = 1 << 45;
 
-/// SplitMix64's increment (the golden-ratio constant), `G` of the keyed stream.
+/// SplitMix64's increment (the golden-ratio constant), `G` of the keyed stream's key
+/// derivation.
 pub const SPLITMIX64_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-const MIX_MUL1: u64 = 0xBF58_476D_1CE4_E5B9;
-const MIX_MUL2: u64 = 0x94D0_49BB_1331_11EB;
 
 /// The inverse of an odd `a` modulo 2^64 (Newton's iteration; each step doubles the correct
 /// low bits, 3 → 6 → … → 96).
@@ -90,83 +85,69 @@ const fn inverse_mod_2_64(a: u64) -> u64 {
     }
     x
 }
-const GAMMA_INV: u64 = inverse_mod_2_64(SPLITMIX64_GAMMA);
-const MIX_MUL1_INV: u64 = inverse_mod_2_64(MIX_MUL1);
-const MIX_MUL2_INV: u64 = inverse_mod_2_64(MIX_MUL2);
 
 /// SplitMix64's output function.
-#[inline(always)]
-fn mix(z: u64) -> u64 {
-    mix_keyed(z, 0)
-}
-
-/// SplitMix64's output function with `key` XORed in after its first multiply: the keyed
-/// stream's word function. A bijection for every key, and under two keys the outputs of one
-/// counter differ by a value that depends on the counter (the second multiply spreads the
-/// key's difference), not by a constant.
-#[inline(always)]
-fn mix_keyed(mut z: u64, key: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(MIX_MUL1) ^ key;
-    z = (z ^ (z >> 27)).wrapping_mul(MIX_MUL2);
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
 
-/// Undoes `y = x ^ (x >> s)` for `s` ≥ 1.
-fn unxorshift(y: u64, s: u32) -> u64 {
-    let mut x = y;
-    let mut done = s;
-    while done < 64 {
-        x = y ^ (x >> s);
-        done += s;
+/// The key and the step of one flow's keyed stream ([`flow_key`]): word `i` is
+/// `key + i·step` mod 2^64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    /// Word 0 of the stream.
+    pub key: u64,
+    /// What each word adds to the one before it (odd).
+    pub step: u64,
+}
+
+impl FlowKey {
+    /// Word `i` of the stream: the bytes at stream offsets `8i..8i+7`, little-endian.
+    ///
+    /// ```
+    /// use ncdevmem::validate::flow_key;
+    /// let k = flow_key(42, 0);
+    /// assert_eq!(k.word(0), k.key);
+    /// assert_eq!(k.word(3), k.key.wrapping_add(3u64.wrapping_mul(k.step)));
+    /// // Every word names its position ...
+    /// for i in [0, 1, 1 << 20, u64::MAX] {
+    ///     assert_eq!(k.index_of(k.word(i)), i);
+    /// }
+    /// // ... and another flow's consecutive words do not name consecutive positions.
+    /// let other = flow_key(42, 1);
+    /// assert_ne!(
+    ///     k.index_of(other.word(8)).wrapping_sub(k.index_of(other.word(7))),
+    ///     1
+    /// );
+    /// ```
+    #[inline(always)]
+    pub fn word(self, i: u64) -> u64 {
+        self.key.wrapping_add(i.wrapping_mul(self.step))
     }
-    x
+
+    /// The `i` with `self.word(i) == word`: every 64-bit value is some word of every flow's
+    /// stream (for `i` anywhere in 0..2^64), so the caller decides whether `i` is plausible.
+    pub fn index_of(self, word: u64) -> u64 {
+        word.wrapping_sub(self.key)
+            .wrapping_mul(inverse_mod_2_64(self.step))
+    }
 }
 
-/// The inverse of [`mix_keyed`] under `key`.
-fn unmix_keyed(z: u64, key: u64) -> u64 {
-    let z = unxorshift(z, 31).wrapping_mul(MIX_MUL2_INV);
-    let z = (unxorshift(z, 27) ^ key).wrapping_mul(MIX_MUL1_INV);
-    unxorshift(z, 30)
-}
-
-/// The key of flow `flow` of `--seed seed`: `mix(h + (flow+1)·G)` with `h = mix(seed + G)`,
-/// that is SplitMix64's output number `flow` from the state SplitMix64's first output from
-/// `seed` gives. Distinct for every flow of one seed; no family of seeds shares keys the way
-/// SplitMix64 states a multiple of `G` apart share outputs.
-pub fn flow_key(seed: u64, flow: u32) -> u64 {
-    mix(counter(mix(counter(seed, 0)), u64::from(flow)))
-}
-
-/// Word `i` of the keyed stream of the flow with key `key` ([`flow_key`]): the bytes at
-/// stream offsets `8i..8i+7`, little-endian: SplitMix64's output function of `(i+1)·G` with
-/// the key XORed in after its first multiply (with key 0, SplitMix64's output `i` from state
-/// 0).
-///
-/// ```
-/// use ncdevmem::validate::{flow_key, keyed_word, keyed_word_index};
-/// // Key 0 is plain SplitMix64 from state 0 (its published first outputs).
-/// assert_eq!(keyed_word(0, 0), 0xE220_A839_7B1D_CDAF);
-/// assert_eq!(keyed_word(0, 1), 0x6E78_9E6A_A1B9_65F4);
-/// assert_eq!(keyed_word(0, 2), 0x06C4_5D18_8009_454F);
-/// // Every word names its position under its flow's key ...
-/// let key = flow_key(42, 0);
-/// for i in [0, 1, 1 << 20, u64::MAX] {
-///     assert_eq!(keyed_word_index(key, keyed_word(key, i)), i);
-/// }
-/// // ... and another flow's words do not decode to nearby positions.
-/// let other = flow_key(42, 1);
-/// assert_ne!(other, key);
-/// assert!(keyed_word_index(key, keyed_word(other, 7)).abs_diff(7) > 1 << 32);
-/// ```
-#[inline(always)]
-pub fn keyed_word(key: u64, i: u64) -> u64 {
-    mix_keyed(counter(0, i), key)
-}
-
-/// `base + (i+1)·G`: the counter [`mix`] turns into word `i`.
-#[inline(always)]
-fn counter(base: u64, i: u64) -> u64 {
-    base.wrapping_add(i.wrapping_add(1).wrapping_mul(SPLITMIX64_GAMMA))
+/// The key and step of flow `flow` of `--seed seed`: with `h = mix(seed + G)` (SplitMix64's
+/// first output from state `seed`), the key is `mix(h + (2·flow+1)·G)` and the step
+/// `mix(h + (2·flow+2)·G) | 1`: SplitMix64's outputs `2·flow` and `2·flow+1` from state `h`,
+/// the step made odd. Keys of one seed are distinct (`mix` is a bijection of distinct
+/// counters), and so are steps but for a chance of about 2^-63 per pair.
+pub fn flow_key(seed: u64, flow: u32) -> FlowKey {
+    let h = mix(seed.wrapping_add(SPLITMIX64_GAMMA));
+    let out = |n: u64| mix(h.wrapping_add(n.wrapping_mul(SPLITMIX64_GAMMA)));
+    let n = 2 * u64::from(flow);
+    FlowKey {
+        key: out(n + 1),
+        step: out(n + 2) | 1,
+    }
 }
 
 /// Loads the little-endian word at `b[..8]`.
@@ -177,86 +158,99 @@ fn le_word(b: &[u8]) -> u64 {
     u64::from_le_bytes(w)
 }
 
-/// The counters of [`KEYED_LANES`] consecutive words from counter `z0` on; each lane then
-/// moves on by [`KEYED_LANE_STEP`].
+/// Bytes from `ptr` to the next [`VECTOR_ALIGN`]-byte boundary, at most `len` rounded down
+/// to whole words, when `ptr` is word-aligned (0 otherwise: no word boundary of the data is
+/// a vector boundary). The loops check or fill these words one at a time, then the rest in
+/// aligned vectors.
 #[inline(always)]
-fn keyed_lanes(z0: u64) -> [u64; KEYED_LANES] {
-    std::array::from_fn(|l| z0.wrapping_add((l as u64).wrapping_mul(SPLITMIX64_GAMMA)))
+fn lead_to_vector_align(ptr: *const u8, len: usize) -> usize {
+    let mis = ptr as usize % VECTOR_ALIGN;
+    if mis % 8 != 0 {
+        return 0;
+    }
+    ((VECTOR_ALIGN - mis) % VECTOR_ALIGN).min(len / 8 * 8)
 }
-const KEYED_LANE_STEP: u64 = (KEYED_LANES as u64).wrapping_mul(SPLITMIX64_GAMMA);
 
 dispatched! {
-    /// The OR over every whole 8-byte word of `data` of (word XOR the keyed word of `key`
-    /// expected there), the first expected word being that of counter `z0`: 0 when every whole
-    /// word matches. Bytes after the last whole word are not looked at. Built for AVX-512 and
-    /// AVX2 as well ([`Isa`]); on aarch64 the baseline build is NEON's (NEON is aarch64's
-    /// baseline, so every aarch64 CPU runs it).
-    fn keyed_diff / keyed_diff_in / keyed_diff_builds = keyed_diff_body(key: u64, z0: u64, data: &[u8]) -> u64
+    /// The OR over every whole 8-byte word of `data` of (word XOR the word expected there),
+    /// the first expected word being `first` and each next one `step` more: 0 when every
+    /// whole word matches. Bytes after the last whole word are not looked at. Built for
+    /// AVX-512 and AVX2 as well ([`Isa`]); on aarch64 the baseline build is NEON's (NEON is
+    /// aarch64's baseline, so every aarch64 CPU runs it).
+    fn keyed_diff / keyed_diff_in / keyed_diff_builds = keyed_diff_body(first: u64, step: u64, data: &[u8]) -> u64
 }
 
 #[inline(always)]
-fn keyed_diff_body(key: u64, z0: u64, data: &[u8]) -> u64 {
-    let mut z = keyed_lanes(z0);
-    let mut acc = [0u64; KEYED_LANES];
-    let mut rows = data.chunks_exact(8 * KEYED_LANES);
-    for row in &mut rows {
-        for l in 0..KEYED_LANES {
-            acc[l] |= le_word(&row[8 * l..]) ^ mix_keyed(z[l], key);
-            z[l] = z[l].wrapping_add(KEYED_LANE_STEP);
-        }
+fn keyed_diff_body(first: u64, step: u64, data: &[u8]) -> u64 {
+    let (lead, rest) = data.split_at(lead_to_vector_align(data.as_ptr(), data.len()));
+    let mut want = first;
+    let mut diff = 0u64;
+    for w in lead.chunks_exact(8) {
+        diff |= le_word(w) ^ want;
+        want = want.wrapping_add(step);
     }
-    let mut diff = acc.iter().fold(0, |a, b| a | b);
-    let mut state = z[0];
-    for w in rows.remainder().chunks_exact(8) {
-        diff |= le_word(w) ^ mix_keyed(state, key);
-        state = state.wrapping_add(SPLITMIX64_GAMMA);
+    // The compiler vectorizes this: `want` is an induction, `diff` an OR reduction.
+    for w in rest.chunks_exact(8) {
+        diff |= le_word(w) ^ want;
+        want = want.wrapping_add(step);
     }
     diff
 }
 
 dispatched! {
-    /// Fills every whole 8-byte word of `out` with the keyed stream of `key` from counter `z0`
-    /// on (bytes after the last whole word are left alone). Built like [`keyed_diff`].
-    fn keyed_fill / keyed_fill_in / keyed_fill_builds = keyed_fill_body(key: u64, z0: u64, out: &mut [u8])
+    /// Fills every whole 8-byte word of `out` with the words `first`, `first + step`, …
+    /// (bytes after the last whole word are left alone). Built like [`keyed_diff`].
+    fn keyed_fill / keyed_fill_in / keyed_fill_builds = keyed_fill_body(first: u64, step: u64, out: &mut [u8])
 }
 
 #[inline(always)]
-fn keyed_fill_body(key: u64, z0: u64, out: &mut [u8]) {
-    let mut z = keyed_lanes(z0);
-    let mut rows = out.chunks_exact_mut(8 * KEYED_LANES);
-    for row in &mut rows {
-        for l in 0..KEYED_LANES {
-            row[8 * l..8 * l + 8].copy_from_slice(&mix_keyed(z[l], key).to_le_bytes());
-            z[l] = z[l].wrapping_add(KEYED_LANE_STEP);
-        }
+fn keyed_fill_body(first: u64, step: u64, out: &mut [u8]) {
+    let lead = lead_to_vector_align(out.as_ptr(), out.len());
+    let (lead, rest) = out.split_at_mut(lead);
+    let mut word = first;
+    for w in lead.chunks_exact_mut(8) {
+        w.copy_from_slice(&word.to_le_bytes());
+        word = word.wrapping_add(step);
     }
-    let mut state = z[0];
-    for w in rows.into_remainder().chunks_exact_mut(8) {
-        w.copy_from_slice(&mix_keyed(state, key).to_le_bytes());
-        state = state.wrapping_add(SPLITMIX64_GAMMA);
+    for w in rest.chunks_exact_mut(8) {
+        w.copy_from_slice(&word.to_le_bytes());
+        word = word.wrapping_add(step);
     }
 }
 
-/// The `i` with `keyed_word(key, i) == word`: every 64-bit value is some word of every key's
-/// stream (for `i` anywhere in 0..2^64), so the caller decides whether `i` is plausible.
-pub fn keyed_word_index(key: u64, word: u64) -> u64 {
-    unmix_keyed(word, key)
-        .wrapping_mul(GAMMA_INV)
-        .wrapping_sub(1)
+dispatched! {
+    /// The OR over `data` of (byte XOR the byte of `expected` at the same place), word by
+    /// word (`expected` at least as long as `data`): 0 when they are equal. Built like
+    /// [`keyed_diff`].
+    fn window_diff / window_diff_in / window_diff_builds = window_diff_body(expected: &[u8], data: &[u8]) -> u64
+}
+
+#[inline(always)]
+fn window_diff_body(expected: &[u8], data: &[u8]) -> u64 {
+    let expected = &expected[..data.len()];
+    let mut diff = 0u64;
+    let (words, tail) = data.split_at(data.len() / 8 * 8);
+    let (want, want_tail) = expected.split_at(words.len());
+    for (w, e) in words.chunks_exact(8).zip(want.chunks_exact(8)) {
+        diff |= le_word(w) ^ le_word(e);
+    }
+    for (a, b) in tail.iter().zip(want_tail) {
+        diff |= u64::from(a ^ b);
+    }
+    diff
 }
 
 /// Which flow of `stream`'s run (its seed and number of flows) a connection carries, from the
-/// first 8 bytes it received (stream offsets 0..8): the flow `j` whose word 0 they are
-/// (little-endian, [`keyed_word`] of flow `j`'s key at index 0). `None` for a single-flow
-/// run, fewer than 8 bytes, or bytes that are no flow's word 0. Because each flow's key is
-/// mixed into every output word, two flows' word 0 differ, and random bytes match one with
+/// first 8 bytes it received (stream offsets 0..8): the flow `j` whose word 0 (its key,
+/// little-endian) they are. `None` for a single-flow run, fewer than 8 bytes, or bytes that
+/// are no flow's word 0. The keys of one seed's flows differ, and random bytes match one with
 /// probability about `flows` in 2⁶⁴.
 pub fn identify_flow(stream: KeyedFlow, first: &[u8]) -> Option<u32> {
     let word = u64::from_le_bytes(first.get(..8)?.try_into().ok()?);
     if stream.flows < 2 {
         return None;
     }
-    (0..stream.flows).find(|&j| keyed_word(flow_key(stream.seed, j), 0) == word)
+    (0..stream.flows).find(|&j| flow_key(stream.seed, j).key == word)
 }
 
 /// Which test stream a sender writes and a receiver checks.
@@ -365,8 +359,8 @@ impl KeyedFlow {
         self.flows
     }
 
-    /// This flow's key ([`flow_key`]).
-    pub fn key(&self) -> u64 {
+    /// This flow's key and step ([`flow_key`]).
+    pub fn key(&self) -> FlowKey {
         flow_key(self.seed, self.flow)
     }
 }
@@ -395,14 +389,27 @@ enum Kind {
         /// [`StreamSpec::Periodic`] or [`StreamSpec::Alphabet`].
         spec: StreamSpec,
         period: usize,
-        /// `k * period` bytes of the pattern starting at stream offset 0, with
-        /// `(k - 1) * period >= COMPARE_CHUNK`.
+        /// Bytes compared (and filled) per window comparison: [`COMPARE_CHUNK`], a multiple of
+        /// [`VECTOR_ALIGN`], so that every comparison of aligned data starts aligned.
+        chunk: usize,
+        /// `chunk + period · spread` bytes of the pattern starting at stream offset 0: a
+        /// comparison at phase `r` may start at any `r + period·u` for `u < spread`, which
+        /// puts it at the data's alignment ([`Pattern::window_start`]).
         window: Box<[u8]>,
+        /// `VECTOR_ALIGN / gcd(period, VECTOR_ALIGN)`: the window starts a phase has, one
+        /// period apart, are that many alignments apart (mod [`VECTOR_ALIGN`]).
+        spread: usize,
+        /// `gcd(period, VECTOR_ALIGN)`.
+        gcd: usize,
+        /// The inverse of `period / gcd` modulo `spread`.
+        inverse: usize,
+        /// `⌈2^64 / period⌉`, for [`phase_of`] (a multiply, not a division, per piece).
+        reciprocal: u64,
     },
     Keyed {
         stream: KeyedFlow,
         /// `stream.key()`.
-        key: u64,
+        key: FlowKey,
     },
 }
 
@@ -432,13 +439,36 @@ impl Pattern {
     /// A periodic stream of `period` bytes whose byte at phase `r` is `byte(r)`, with its
     /// comparison window.
     fn periodic(spec: StreamSpec, period: usize, byte: impl Fn(usize) -> u8) -> Pattern {
-        let periods = COMPARE_CHUNK.div_ceil(period) + 1;
-        let window: Box<[u8]> = (0..periods * period).map(|i| byte(i % period)).collect();
+        let chunk = COMPARE_CHUNK;
+        let mut gcd = VECTOR_ALIGN;
+        let mut b = period;
+        while b != 0 {
+            (gcd, b) = (b, gcd % b);
+        }
+        let spread = VECTOR_ALIGN / gcd;
+        // `period / gcd` is odd or `spread` is 1, so it has an inverse mod `spread` (a power
+        // of two): found by trying, at most 64 candidates, once per pattern.
+        let n = period / gcd;
+        let inverse = (0..spread)
+            .find(|u| n * u % spread == 1 % spread)
+            .unwrap_or(0);
+        let one: Vec<u8> = (0..period).map(&byte).collect();
+        let window: Box<[u8]> = one
+            .iter()
+            .copied()
+            .cycle()
+            .take(chunk + period * spread)
+            .collect();
         Pattern {
             kind: Kind::Periodic {
                 spec,
                 period,
+                chunk,
                 window,
+                spread,
+                gcd,
+                inverse,
+                reciprocal: u64::MAX / period as u64 + 1,
             },
         }
     }
@@ -481,10 +511,13 @@ impl Pattern {
     /// The expected byte at stream offset `offset` (bytes from the start of the connection).
     pub fn expected(&self, offset: u64) -> u8 {
         match &self.kind {
-            Kind::Periodic { period, window, .. } => window[(offset % *period as u64) as usize],
-            Kind::Keyed { key, .. } => {
-                keyed_word(*key, offset / 8).to_le_bytes()[(offset % 8) as usize]
-            }
+            Kind::Periodic {
+                period,
+                window,
+                reciprocal,
+                ..
+            } => window[phase_of(offset, *period, *reciprocal)],
+            Kind::Keyed { key, .. } => key.word(offset / 8).to_le_bytes()[(offset % 8) as usize],
         }
     }
 
@@ -492,12 +525,18 @@ impl Pattern {
     /// senders to build what they send.
     pub fn fill(&self, buf: &mut [u8], offset: u64) {
         match &self.kind {
-            Kind::Periodic { period, window, .. } => {
-                let phase = (offset % *period as u64) as usize;
-                let chunk = window.len() - period;
-                // Every full chunk is a multiple of the period, so the phase stays the same.
-                for part in buf.chunks_mut(chunk) {
+            Kind::Periodic {
+                period,
+                window,
+                chunk,
+                reciprocal,
+                ..
+            } => {
+                let mut base = offset;
+                for part in buf.chunks_mut(*chunk) {
+                    let phase = phase_of(base, *period, *reciprocal);
                     part.copy_from_slice(&window[phase..phase + part.len()]);
+                    base += part.len() as u64;
                 }
             }
             Kind::Keyed { key, .. } => {
@@ -506,15 +545,14 @@ impl Pattern {
                 let (first, rest) = buf.split_at_mut(head);
                 if head > 0 {
                     let at = (offset % 8) as usize;
-                    first
-                        .copy_from_slice(&keyed_word(key, offset / 8).to_le_bytes()[at..at + head]);
+                    first.copy_from_slice(&key.word(offset / 8).to_le_bytes()[at..at + head]);
                 }
                 let k = (offset + head as u64) / 8;
                 let whole = rest.len() / 8 * 8;
                 let (words, tail) = rest.split_at_mut(whole);
-                keyed_fill(key, counter(0, k), words);
+                keyed_fill(key.word(k), key.step, words);
                 let n = tail.len();
-                let last = keyed_word(key, k + whole as u64 / 8);
+                let last = key.word(k + whole as u64 / 8);
                 tail.copy_from_slice(&last.to_le_bytes()[..n]);
             }
         }
@@ -571,14 +609,20 @@ impl Pattern {
     /// differing byte in stream order and returns how many there were.
     fn compare(&self, offset: u64, data: &[u8], mut on_mismatch: impl FnMut(Mismatch)) -> u64 {
         match &self.kind {
-            Kind::Periodic { period, window, .. } => {
-                let phase = (offset % *period as u64) as usize;
-                let chunk = window.len() - period;
+            Kind::Periodic {
+                period,
+                window,
+                chunk,
+                reciprocal,
+                ..
+            } => {
                 let mut count = 0;
                 let mut base = offset;
-                for part in data.chunks(chunk) {
-                    let expected = &window[phase..phase + part.len()];
-                    if part != expected {
+                for part in data.chunks(*chunk) {
+                    let phase = phase_of(base, *period, *reciprocal);
+                    let start = self.window_start(phase, part.as_ptr());
+                    let expected = &window[start..start + part.len()];
+                    if window_diff(expected, part) != 0 {
                         count += scan(base, part, expected.iter().copied(), &mut on_mismatch);
                     }
                     base += part.len() as u64;
@@ -588,6 +632,78 @@ impl Pattern {
             Kind::Keyed { key, .. } => compare_keyed(*key, offset, data, &mut on_mismatch),
         }
     }
+
+    /// Whether `data` equals the stream at `offset`, compared word by word without looking
+    /// for the differing bytes ([`Pattern::compare`] finds them).
+    #[inline]
+    fn matches(&self, offset: u64, data: &[u8]) -> bool {
+        match &self.kind {
+            Kind::Keyed { key, .. } => {
+                // The common piece: whole words from a word boundary, one block.
+                if offset % 8 == 0 && data.len() % 8 == 0 && data.len() <= KEYED_BLOCK {
+                    return keyed_diff(key.word(offset / 8), key.step, data) == 0;
+                }
+                compare_keyed(*key, offset, data, &mut |_| {}) == 0
+            }
+            Kind::Periodic {
+                period,
+                window,
+                chunk,
+                reciprocal,
+                ..
+            } => {
+                let mut base = offset;
+                for part in data.chunks(*chunk) {
+                    let phase = phase_of(base, *period, *reciprocal);
+                    let start = self.window_start(phase, part.as_ptr());
+                    if window_diff(&window[start..start + part.len()], part) != 0 {
+                        return false;
+                    }
+                    base += part.len() as u64;
+                }
+                true
+            }
+        }
+    }
+
+    /// Periodic stream: where in the window a comparison of data at `data` whose first byte
+    /// has phase `phase` starts: at a position of that phase whose address has the data's
+    /// alignment modulo [`VECTOR_ALIGN`] when there is one (always for an odd period), so that
+    /// aligned data meets an aligned window; else at `phase`.
+    fn window_start(&self, phase: usize, data: *const u8) -> usize {
+        let Kind::Periodic {
+            period,
+            window,
+            spread,
+            gcd,
+            inverse,
+            ..
+        } = &self.kind
+        else {
+            return 0;
+        };
+        // Solve period·u ≡ t (mod VECTOR_ALIGN), t = (data - window - phase) mod VECTOR_ALIGN;
+        // `gcd` and `spread` are powers of two, so no division here (this runs per piece).
+        let t = (data as usize)
+            .wrapping_sub(window.as_ptr() as usize)
+            .wrapping_sub(phase)
+            & (VECTOR_ALIGN - 1);
+        if t & (gcd - 1) != 0 {
+            return phase;
+        }
+        phase + period * (((t >> gcd.trailing_zeros()) * inverse) & (spread - 1))
+    }
+}
+
+/// `offset % period` for a period of at least 2, from `reciprocal = ⌈2^64 / period⌉`: the
+/// quotient from a multiply is exact or one too large, which the sign of the remainder says
+/// (this runs for every piece; a 64-bit division costs 10–40 cycles).
+#[inline(always)]
+fn phase_of(offset: u64, period: usize, reciprocal: u64) -> usize {
+    let d = period as u64;
+    let q = ((u128::from(offset) * u128::from(reciprocal)) >> 64) as u64;
+    let r = offset.wrapping_sub(q.wrapping_mul(d));
+    (if (r as i64) < 0 { r.wrapping_add(d) } else { r }) as usize
 }
 
 /// Bytes before the first 8-byte word boundary of the stream at `offset`, at most `len`.
@@ -617,13 +733,12 @@ fn scan(
 }
 
 /// The expected keyed bytes of `len` stream bytes from `offset`, one at a time.
-fn keyed_bytes(key: u64, offset: u64, len: usize) -> impl Iterator<Item = u8> {
-    (offset..offset + len as u64)
-        .map(move |o| keyed_word(key, o / 8).to_le_bytes()[(o % 8) as usize])
+fn keyed_bytes(key: FlowKey, offset: u64, len: usize) -> impl Iterator<Item = u8> {
+    (offset..offset + len as u64).map(move |o| key.word(o / 8).to_le_bytes()[(o % 8) as usize])
 }
 
 fn compare_keyed(
-    key: u64,
+    key: FlowKey,
     offset: u64,
     data: &[u8],
     on_mismatch: &mut impl FnMut(Mismatch),
@@ -635,12 +750,12 @@ fn compare_keyed(
         count += scan(offset, first, keyed_bytes(key, offset, head), on_mismatch);
     }
     let mut base = offset + head as u64;
-    for block in rest.chunks(KEYED_BLOCK_WORDS * 8) {
+    for block in rest.chunks(KEYED_BLOCK) {
         let k = base / 8;
-        let mut diff = keyed_diff(key, counter(0, k), block);
+        let mut diff = keyed_diff(key.word(k), key.step, block);
         let tail = &block[block.len() / 8 * 8..];
         if !tail.is_empty() {
-            let want = keyed_word(key, k + block.len() as u64 / 8).to_le_bytes();
+            let want = key.word(k + block.len() as u64 / 8).to_le_bytes();
             for (a, e) in tail.iter().zip(want) {
                 diff |= u64::from(a ^ e);
             }
@@ -739,7 +854,14 @@ pub struct Diagnosis {
     pub last: u64,
     /// Bytes of the piece that differ.
     pub differing: u64,
-    /// Where the bytes at `first` belong: a stream offset of this flow's stream, or of the
+    /// With a [`Diagnosis::source`]: the stream offset from which the piece holds the
+    /// source's bytes: `first`, or the start of `first`'s 8-byte word or of the piece,
+    /// whichever is later, when the bytes from there to `first` are the source's as well as
+    /// this place's (the keyed stream's words 2 KiB·n apart have the same lowest byte, so a
+    /// frag moved by 4 KiB agrees with its place in one byte of eight, the first among them;
+    /// and a piece's first bytes may agree by chance). `first` otherwise.
+    pub from: u64,
+    /// Where the bytes at `from` belong: a stream offset of this flow's stream, or of the
     /// stream of the flow [`Fault::Misdelivered`] names.
     pub source: Option<u64>,
     /// What that means.
@@ -762,10 +884,10 @@ impl std::fmt::Display for Diagnosis {
         );
         match self.source {
             Some(src) => {
-                let from = if self.first == self.piece_offset {
+                let from = if self.from == self.piece_offset {
                     what
                 } else {
-                    format!("{what}, from stream offset {},", self.first)
+                    format!("{what}, from stream offset {},", self.from)
                 };
                 if let Fault::Misdelivered { flow } = self.fault {
                     return write!(
@@ -776,7 +898,7 @@ impl std::fmt::Display for Diagnosis {
                         self.differing
                     );
                 }
-                let d = i128::from(src) - i128::from(self.first);
+                let d = i128::from(src) - i128::from(self.from);
                 let why = match self.fault {
                     Fault::Stale => "stale: bytes delivered earlier, a buffer's old contents",
                     Fault::Duplicate => "duplicate: the bytes of a recent piece again",
@@ -819,6 +941,10 @@ struct SeenPiece {
     len: u64,
     ok: bool,
 }
+
+/// In [`Validator`]'s ring of recent pieces: the piece had mismatches (stream offsets stay
+/// below 2^63).
+const BAD_PIECE: u64 = 1 << 63;
 
 /// CRC-32 of what a receiver got, hashing received bytes only where it must: the pieces
 /// before the first one given with `matched` false are the stream's own bytes, so their CRC is
@@ -874,8 +1000,12 @@ pub struct Validator {
     mismatches: u64,
     reported: Vec<Mismatch>,
     diagnoses: Vec<Diagnosis>,
-    /// The latest [`RECENT_PIECES`] pieces (keyed stream only).
-    recent: VecDeque<SeenPiece>,
+    /// The start offsets of the latest [`RECENT_PIECES`] pieces (keyed stream only), with
+    /// [`BAD_PIECE`] set for a piece that had mismatches; a ring once full, its oldest at
+    /// `recent_head`. Pieces follow each other without gaps, so each ends where the next
+    /// starts and the latest at `offset` ([`Validator::recent_piece`]).
+    recent: Vec<u64>,
+    recent_head: usize,
     /// What a piece is called in diagnoses.
     piece: &'static str,
     /// The first bytes (fewer than 8) of a keyed stream of several flows, held unchecked
@@ -904,7 +1034,8 @@ impl Validator {
             mismatches: 0,
             reported: Vec::new(),
             diagnoses: Vec::new(),
-            recent: VecDeque::new(),
+            recent: Vec::new(),
+            recent_head: 0,
             piece: "frag",
             held: Vec::new(),
             identified: false,
@@ -949,10 +1080,18 @@ impl Validator {
     /// flow ([`identify_flow`]): pieces before the 8th byte are held (0 returned) and checked
     /// with the piece that completes them, as the flow they name.
     pub fn check(&mut self, data: &[u8]) -> u64 {
-        let several = matches!(self.pattern.kind, Kind::Keyed { stream, .. } if stream.flows > 1);
-        if self.offset != 0 || !several {
-            return self.check_piece(data);
+        if self.offset == 0
+            && matches!(self.pattern.kind, Kind::Keyed { stream, .. } if stream.flows > 1)
+        {
+            return self.check_first(data);
         }
+        self.check_piece(data)
+    }
+
+    /// [`Validator::check`] at stream offset 0 of a keyed stream of several flows: hold the
+    /// bytes until the 8th names the flow.
+    #[cold]
+    fn check_first(&mut self, data: &[u8]) -> u64 {
         if self.held.len() + data.len() < 8 {
             self.held.extend_from_slice(data);
             return 0;
@@ -989,7 +1128,54 @@ impl Validator {
         }
     }
 
+    /// Checks one piece: the whole-word comparison first, and only when it finds a difference
+    /// the byte-by-byte scan that reports and diagnoses ([`Validator::check_bad_piece`]).
+    #[inline]
     fn check_piece(&mut self, data: &[u8]) -> u64 {
+        if !self.pattern.matches(self.offset, data) {
+            return self.check_bad_piece(data);
+        }
+        if matches!(self.pattern.kind, Kind::Keyed { .. }) {
+            self.note_piece(self.offset);
+        }
+        self.offset += data.len() as u64;
+        0
+    }
+
+    /// Remembers a piece starting at stream offset `start` (with [`BAD_PIECE`] when it had
+    /// mismatches) in the ring of recent pieces.
+    #[inline]
+    fn note_piece(&mut self, start: u64) {
+        if self.recent.len() < RECENT_PIECES {
+            self.recent.push(start);
+        } else {
+            self.recent[self.recent_head] = start;
+            self.recent_head = (self.recent_head + 1) % RECENT_PIECES;
+        }
+    }
+
+    /// Recent piece `i` (0: the oldest still remembered; there are `self.recent.len()`).
+    fn recent_piece(&self, i: usize) -> SeenPiece {
+        let n = self.recent.len();
+        let at = |i: usize| self.recent[(self.recent_head + i) % n];
+        let start = at(i);
+        let end = if i + 1 < n {
+            at(i + 1) & !BAD_PIECE
+        } else {
+            self.offset
+        };
+        let offset = start & !BAD_PIECE;
+        SeenPiece {
+            offset,
+            len: end - offset,
+            ok: start & BAD_PIECE == 0,
+        }
+    }
+
+    /// A piece with mismatches: finds, counts, reports and diagnoses them.
+    #[cold]
+    #[inline(never)]
+    fn check_bad_piece(&mut self, data: &[u8]) -> u64 {
         let reported = &mut self.reported;
         let mut first = None;
         let mut last = 0;
@@ -1011,14 +1197,7 @@ impl Validator {
                     self.diagnoses.push(d);
                 }
             }
-            if self.recent.len() == RECENT_PIECES {
-                self.recent.pop_front();
-            }
-            self.recent.push_back(SeenPiece {
-                offset: self.offset,
-                len: data.len() as u64,
-                ok: n == 0,
-            });
+            self.note_piece(self.offset | if n > 0 { BAD_PIECE } else { 0 });
         }
         self.offset += data.len() as u64;
         self.mismatches += n;
@@ -1048,7 +1227,7 @@ impl Validator {
     fn diagnose(
         &self,
         stream: KeyedFlow,
-        key: u64,
+        key: FlowKey,
         data: &[u8],
         span: (u64, u64),
         differing: u64,
@@ -1064,16 +1243,17 @@ impl Validator {
             first,
             last,
             differing,
+            from: first,
             source: None,
             fault: Fault::Corrupt,
             in_place_around: false,
         };
-        // Under the key of the stream they belong to, two consecutive words decode to
+        // Under the key and step of the stream they belong to, two consecutive words decode to
         // consecutive plausible indexes and name the place the bytes at `p` come from (random
-        // bytes, or another key's words, do that with probability 2^-83 per alignment and
-        // key); try the 8 alignments from the first differing byte on.
-        let source_under = |key: u64| {
-            let word = |p: usize| keyed_word_index(key, le_word(&data[p..]));
+        // bytes do that with probability 2^-83 per alignment and key; another flow's words,
+        // whose step differs, never); try the 8 alignments from the first differing byte on.
+        let source_under = |key: FlowKey| {
+            let word = |p: usize| key.index_of(le_word(&data[p..]));
             (rel..rel + 8)
                 .take_while(|&p| p + 16 <= data.len())
                 .find_map(|p| {
@@ -1087,13 +1267,33 @@ impl Validator {
                     plausible.then(|| 8 * k + rel as u64 - p as u64)
                 })
         };
+        // When the bytes of the piece from the start of `first`'s word (or from the piece's
+        // start, if later) up to `first` are the source's too (under `key`, whose stream has
+        // them just before `src`), the misplaced bytes start there: how many bytes that is (0
+        // when not, or when the source would start before the stream).
+        let back = |key: FlowKey, src: u64| {
+            let b = ((first % 8) as usize).min(rel);
+            let theirs = |j: usize| {
+                let o = src - j as u64;
+                data[rel - j] == key.word(o / 8).to_le_bytes()[(o % 8) as usize]
+            };
+            if b <= rel && b as u64 <= src && (1..=b).all(theirs) {
+                b as u64
+            } else {
+                0
+            }
+        };
         let Some(src) = source_under(key) else {
             // Not this flow's stream: another flow's?
             let other = (0..stream.flows())
                 .filter(|&f| f != stream.flow())
-                .find_map(|f| source_under(flow_key(stream.seed(), f)).map(|src| (f, src)));
-            if let Some((flow, src)) = other {
-                d.source = Some(src);
+                .find_map(|f| {
+                    let k = flow_key(stream.seed(), f);
+                    source_under(k).map(|src| (f, src, back(k, src)))
+                });
+            if let Some((flow, src, b)) = other {
+                d.from = first - b;
+                d.source = Some(src - b);
                 d.fault = Fault::Misdelivered { flow };
             } else if last - first + 1 < 16 && len - differing >= 8 {
                 // Too few differing bytes to identify, with in-place bytes around them (8 or
@@ -1110,17 +1310,19 @@ impl Validator {
             d.in_place_around = true;
             return d;
         }
+        let b = back(key, src);
+        let (from, src) = (first - b, src - b);
+        d.from = from;
         d.source = Some(src);
-        let shift = src.abs_diff(first);
+        let shift = src.abs_diff(from);
         // The recent piece the bytes came from, when they come from earlier in the stream, and
         // whether it is one of the last DUPLICATE_WINDOW pieces and the bytes start at its start.
         let n = self.recent.len();
-        let earlier = (src < first)
+        let earlier = (src < from)
             .then(|| {
-                self.recent
-                    .iter()
-                    .enumerate()
+                (0..n)
                     .rev()
+                    .map(|i| (i, self.recent_piece(i)))
                     .find(|(_, p)| p.offset <= src && src < p.offset + p.len)
             })
             .flatten()
@@ -1130,7 +1332,7 @@ impl Validator {
             // was shorter than this one (the bytes then also look shifted by its length).
             Some((true, true)) => Fault::Duplicate,
             _ if shift < len => Fault::Shifted,
-            _ if src > first => Fault::Reordered,
+            _ if src > from => Fault::Reordered,
             Some((false, _)) => Fault::Reordered,
             _ => Fault::Stale,
         };
@@ -1339,11 +1541,9 @@ mod tests {
         assert_eq!(v.reported()[19].expected, naive(19, 5));
     }
 
-    /// SplitMix64's output function with `key` XORed in after the first multiply, written
-    /// out again from the definition.
-    fn naive_mix(mut z: u64, key: u64) -> u64 {
+    /// SplitMix64's output function, written out again from the definition.
+    fn naive_mix(mut z: u64) -> u64 {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z ^= key;
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
@@ -1352,53 +1552,70 @@ mod tests {
     /// a time.
     fn naive_keyed(seed: u64, flow: u32, offset: u64) -> u8 {
         const G: u64 = 0x9E37_79B9_7F4A_7C15;
-        let h = naive_mix(seed.wrapping_add(G), 0);
-        let key = naive_mix(h.wrapping_add(u64::from(flow + 1).wrapping_mul(G)), 0);
-        let word = naive_mix((offset / 8 + 1).wrapping_mul(G), key);
+        let h = naive_mix(seed.wrapping_add(G));
+        let f = u64::from(flow);
+        let key = naive_mix(h.wrapping_add((2 * f + 1).wrapping_mul(G)));
+        let step = naive_mix(h.wrapping_add((2 * f + 2).wrapping_mul(G))) | 1;
+        let word = key.wrapping_add((offset / 8).wrapping_mul(step));
         word.to_le_bytes()[(offset % 8) as usize]
     }
 
     #[test]
-    fn keyed_stream_is_splitmix64_with_the_flow_key_mixed_into_every_word() {
-        // Key 0: the first three outputs of SplitMix64 from state 0, as published.
-        assert_eq!(keyed_word(0, 0), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(keyed_word(0, 1), 0x6E78_9E6A_A1B9_65F4);
-        assert_eq!(keyed_word(0, 2), 0x06C4_5D18_8009_454F);
-        // The keys: SplitMix64's outputs from the state its first output from the seed gives;
-        // the words of a key (values from an independent Python implementation of the
+    fn keyed_stream_is_a_key_plus_the_word_index_times_an_odd_step() {
+        // Keys and steps: SplitMix64's outputs 2f and 2f+1 from the state its first output
+        // from the seed gives (values from an independent Python implementation of the
         // definition).
-        assert_eq!(flow_key(0, 0), 0xA706_DD2F_4D19_7E6F);
-        assert_eq!(flow_key(0, 1), 0xB382_A305_F441_4F5E);
-        assert_eq!(flow_key(42, 0), 0x57E1_FABA_6510_7204);
-        assert_eq!(flow_key(42, 3), 0x113E_5DEC_6F8F_D8A8);
-        assert_eq!(keyed_word(flow_key(0, 0), 0), 0x2CF1_F28F_E373_A52B);
-        assert_eq!(keyed_word(flow_key(0, 1), 1), 0x09F5_D6DF_B0D4_D43F);
-        assert_eq!(keyed_word(flow_key(42, 3), 2), 0x4ABA_6516_98A6_1899);
+        let fk = |key, step| FlowKey { key, step };
+        assert_eq!(
+            flow_key(0, 0),
+            fk(0xA706_DD2F_4D19_7E6F, 0xB382_A305_F441_4F5F)
+        );
+        assert_eq!(
+            flow_key(0, 1),
+            fk(0x631A_9154_FBAB_F717, 0xA80A_BA8C_8664_0907)
+        );
+        assert_eq!(
+            flow_key(42, 0),
+            fk(0x57E1_FABA_6510_7204, 0xF4AB_D143_FEB2_4055)
+        );
+        assert_eq!(
+            flow_key(42, 3),
+            fk(0x3202_8F50_341E_BD74, 0xBC16_A3D4_CC48_678F)
+        );
+        assert_eq!(flow_key(0, 0).word(2), 0x0E0C_233B_359C_1D2D);
+        assert_eq!(flow_key(42, 3).word(2), 0xAA2F_D6F9_CCAF_8C92);
         let p = Pattern::keyed(0);
         let mut buf = [0u8; 10];
         p.fill(&mut buf, 0);
         assert_eq!(
             buf,
-            [0x2B, 0xA5, 0x73, 0xE3, 0x8F, 0xF2, 0xF1, 0x2C, 0x52, 0xBE]
+            [0x6F, 0x7E, 0x19, 0x4D, 0x2F, 0xDD, 0x06, 0xA7, 0xCE, 0xCD]
         );
-        // Under another key a word is not a constant away: about 1 byte in 256 agrees.
-        let (a, b) = (keyed_stream(0, 1 << 16), keyed_stream(1, 1 << 16));
-        let same = count_equal(&a, &b);
-        assert!((128..=384).contains(&same), "{same} equal bytes in 64 KiB");
+        // Every flow of every seed below has an odd step of its own.
+        let mut steps = std::collections::BTreeSet::new();
+        for seed in [0u64, 1, 42, u64::MAX] {
+            for f in 0..MAX_FLOWS {
+                let k = flow_key(seed, f);
+                assert_eq!(k.step % 2, 1);
+                assert!(steps.insert(k.step), "seed {seed} flow {f}");
+            }
+        }
         assert_eq!(p.spec(), StreamSpec::keyed(0));
         assert_eq!(p.spec().to_string(), "seed 0");
     }
 
     #[test]
-    fn keyed_word_index_inverts_every_word() {
-        assert_eq!(GAMMA_INV.wrapping_mul(SPLITMIX64_GAMMA), 1);
-        for key in [0u64, 42, u64::MAX, flow_key(7, 63)] {
+    fn every_word_names_its_index() {
+        for key in [
+            FlowKey { key: 0, step: 1 },
+            FlowKey {
+                key: u64::MAX,
+                step: u64::MAX,
+            },
+            flow_key(7, 63),
+        ] {
             for i in [0u64, 1, 7, 1 << 20, (1 << 60) - 1, u64::MAX] {
-                assert_eq!(
-                    keyed_word_index(key, keyed_word(key, i)),
-                    i,
-                    "key {key} i {i}"
-                );
+                assert_eq!(key.index_of(key.word(i)), i, "{key:?} i {i}");
             }
         }
     }
@@ -1481,6 +1698,7 @@ mod tests {
         // Every flow of a seed has its own key, and no other seed's flow 0 has one of them.
         let keys: std::collections::BTreeSet<u64> = (0..MAX_FLOWS)
             .flat_map(|f| [flow_key(42, f), flow_key(43, f), flow_key(0, f)])
+            .map(|k| k.key)
             .collect();
         assert_eq!(keys.len(), 3 * MAX_FLOWS as usize);
         let f = KeyedFlow::new(42, 63, 64).unwrap();
@@ -1545,7 +1763,7 @@ mod tests {
         let v = diagnose_frags(42, &frags);
         let d = v.diagnoses()[0];
         assert_eq!(
-            (d.fault, d.source, d.first),
+            (d.fault, d.source, d.from),
             (Fault::Duplicate, Some(5 * F as u64), 6 * F as u64)
         );
         assert_eq!(d.differing, F as u64 - count_equal(frag(5), frag(6)));
@@ -1650,7 +1868,7 @@ mod tests {
             v.check(&piece);
             let d = v.diagnoses()[0];
             assert_eq!(
-                (d.fault, d.source, d.first),
+                (d.fault, d.source, d.from),
                 (
                     Fault::Misdelivered { flow: 3 },
                     Some(src as u64),
@@ -1691,7 +1909,7 @@ mod tests {
         piece.extend_from_slice(&s[..100]);
         let v = diagnose_frags(42, &[&piece]);
         let d = v.diagnoses()[0];
-        assert_eq!((d.first, d.source), (100, Some(0)), "{d}");
+        assert_eq!((d.from, d.source), (100, Some(0)), "{d}");
         // The same a page in: bytes of offset 4096.. at piece position 5000.
         let s = keyed_stream(42, 3 * 4096);
         let mut piece = s[..5000].to_vec();
@@ -1721,23 +1939,93 @@ mod tests {
     }
 
     /// Every instruction-set build this CPU runs fills and checks the same words as the
-    /// baseline's, at every length and start, and finds a flipped bit in any word.
+    /// baseline's, at every length, start and alignment, and finds a flipped bit in any word;
+    /// so does the window comparison.
     #[test]
     fn every_build_fills_and_checks_the_same_words() {
         let key = flow_key(42, 3);
+        let mut space = vec![0u8; 8 * 300 + 5 + 64];
         for &isa in Isa::ALL.iter().filter(|i| i.supported()) {
-            for (len, z0) in [(0usize, 5u64), (8, 0), (8 * 17, 99), (8 * 300 + 5, 1 << 40)] {
-                let z0 = counter(0, z0);
+            for (len, at, k) in [
+                (0usize, 0usize, 5u64),
+                (8, 0, 0),
+                (8 * 17, 8, 99),
+                (8 * 300 + 5, 16, 1 << 40),
+                (8 * 200 + 3, 3, 7),
+            ] {
+                let first = key.word(k);
                 let mut want = vec![0u8; len];
-                keyed_fill_in(Isa::Baseline, key, z0, &mut want);
-                let mut got = vec![0u8; len];
-                keyed_fill_in(isa, key, z0, &mut got);
-                assert_eq!(got, want, "{isa} fill, {len} bytes");
-                assert_eq!(keyed_diff_in(isa, key, z0, &want), 0, "{isa}");
-                for bit in (0..len / 8 * 64).step_by(61) {
-                    let mut bad = want.clone();
-                    bad[bit / 8] ^= 1 << (bit % 8);
-                    assert_ne!(keyed_diff_in(isa, key, z0, &bad), 0, "{isa}: bit {bit}");
+                keyed_fill_in(Isa::Baseline, first, key.step, &mut want);
+                for (i, w) in want.chunks_exact(8).enumerate() {
+                    assert_eq!(le_word(w), key.word(k + i as u64));
+                }
+                let got = &mut space[at..at + len];
+                got.fill(0);
+                keyed_fill_in(isa, first, key.step, got);
+                assert_eq!(got, &want[..], "{isa} fill, {len} bytes at {at}");
+                assert_eq!(keyed_diff_in(isa, first, key.step, got), 0, "{isa}");
+                assert_eq!(window_diff_in(isa, &want, got), 0, "{isa}");
+                for bit in (0..len * 8).step_by(61) {
+                    got[bit / 8] ^= 1 << (bit % 8);
+                    if bit < len / 8 * 64 {
+                        assert_ne!(
+                            keyed_diff_in(isa, first, key.step, got),
+                            0,
+                            "{isa}: bit {bit}"
+                        );
+                    }
+                    assert_ne!(window_diff_in(isa, &want, got), 0, "{isa}: bit {bit}");
+                    got[bit / 8] ^= 1 << (bit % 8);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn phase_of_is_the_remainder() {
+        for period in MIN_PERIOD..=MAX_PERIOD {
+            let p = period as usize;
+            let r = u64::MAX / u64::from(period) + 1;
+            for offset in [0u64, 1, 6, 7, 8, 4095, 1 << 40, u64::MAX - 1, u64::MAX]
+                .into_iter()
+                .chain((0..64).map(|k| (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (k % 7)))
+            {
+                assert_eq!(
+                    phase_of(offset, p, r),
+                    (offset % u64::from(period)) as usize,
+                    "{offset} % {period}"
+                );
+            }
+        }
+    }
+
+    /// A periodic comparison starts in the window at the data's phase, at any alignment of the
+    /// data and for every period (the window start that matches the data's alignment, or the
+    /// phase itself).
+    #[test]
+    fn periodic_window_starts_hold_the_phase() {
+        let data = vec![0u8; 256];
+        for period in MIN_PERIOD..=MAX_PERIOD {
+            let p = Pattern::new(period).unwrap();
+            let Kind::Periodic {
+                period,
+                window,
+                chunk,
+                ..
+            } = &p.kind
+            else {
+                unreachable!()
+            };
+            for phase in (0..*period).step_by(3) {
+                for at in 0..64 {
+                    let s = p.window_start(phase, data[at..].as_ptr());
+                    assert_eq!(s % period, phase, "period {period}");
+                    assert!(s + chunk <= window.len(), "period {period}");
+                    if period % 2 == 1 {
+                        let aligned = (window.as_ptr() as usize + s) % VECTOR_ALIGN
+                            == data[at..].as_ptr() as usize % VECTOR_ALIGN;
+                        assert!(aligned, "period {period} phase {phase} at {at}");
+                    }
                 }
             }
         }

@@ -20,36 +20,33 @@ VALIDATION_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "
 
 class SplitMix64:
     """SplitMix64 as published: the state advances by the golden-ratio increment, each output
-    is the state run through the output function; ``key`` is XORed in after the output
-    function's first multiply (0: SplitMix64 itself)."""
+    is the state run through the output function."""
 
     GAMMA = 0x9E3779B97F4A7C15
 
-    def __init__(self, state, key=0):
+    def __init__(self, state):
         self.state = state
-        self.key = key
 
     def next(self):
         self.state = (self.state + self.GAMMA) & MASK
         z = self.state
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-        z ^= self.key
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
         return z ^ (z >> 31)
 
 
 def keyed_stream(seed, nbytes, flow=0):
-    """The --seed stream of flow ``flow`` from its definition: the flow's key is output
-    ``flow`` of SplitMix64 started at the state its first output from ``seed`` gives; bytes
-    8i..8i+7 are, little-endian, output i of SplitMix64 started at state 0 with that key."""
-    keys = SplitMix64(SplitMix64(seed).next())
-    for _ in range(flow):
-        keys.next()
-    words = SplitMix64(0, keys.next())
-    out = bytearray()
-    while len(out) < nbytes:
-        out += words.next().to_bytes(8, "little")
-    return bytes(out[:nbytes])
+    """The --seed stream of flow ``flow`` from its definition: the flow's key and step are
+    outputs 2·flow and 2·flow+1 of SplitMix64 started at the state its first output from
+    ``seed`` gives, the step with its lowest bit set; bytes 8i..8i+7 are, little-endian,
+    key + i·step mod 2^64."""
+    gen = SplitMix64(SplitMix64(seed).next())
+    for _ in range(2 * flow):
+        gen.next()
+    key = gen.next()
+    step = gen.next() | 1
+    words = range((nbytes + 7) // 8)
+    return b"".join(((key + i * step) & MASK).to_bytes(8, "little") for i in words)[:nbytes]
 
 
 def reference_sender():

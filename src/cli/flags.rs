@@ -418,9 +418,9 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("--send-pattern and to receivers (-l)"),
         example: "42",
         help: "senders (--send-pattern) send, receivers (-l) validate the keyed stream\n\
-               instead of the -v pattern: each flow has its own key, and the 8 bytes at\n\
-               stream offsets 8i..8i+7 are, little-endian, SplitMix64's output i from\n\
-               state 0 with that key mixed in (docs/validation.md). Every 8-byte word\n\
+               instead of the -v pattern: each flow has its own key K and odd step S,\n\
+               and the 8 bytes at stream offsets 8i..8i+7 are, little-endian, K + i*S\n\
+               mod 2^64 (docs/validation.md). Every 8-byte word\n\
                names its position and no other seed or flow passes for this one, so no\n\
                misplaced, stale or duplicated data passes (a -v pattern misses data moved\n\
                by a multiple of its period), and a bad frag is diagnosed: where its bytes\n\

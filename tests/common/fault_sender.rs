@@ -15,17 +15,20 @@ use std::time::{Duration, Instant};
 /// SplitMix64's increment, the `G` of docs/validation.md.
 const G: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// docs/validation.md's `mix(z, K)`.
-fn mix(z: u64, key: u64) -> u64 {
-    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ key;
+/// docs/validation.md's `mix(z)`.
+fn mix(z: u64) -> u64 {
+    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
 
-/// The key of flow `flow` (0-based) of `seed`.
-fn key(seed: u64, flow: u32) -> u64 {
-    let h = mix(seed.wrapping_add(G), 0);
-    mix(h.wrapping_add(u64::from(flow + 1).wrapping_mul(G)), 0)
+/// The key `K` and odd step `S` of flow `flow` (0-based) of `seed`.
+fn key_and_step(seed: u64, flow: u32) -> (u64, u64) {
+    let h = mix(seed.wrapping_add(G));
+    let f = u64::from(flow);
+    let key = mix(h.wrapping_add((2 * f + 1).wrapping_mul(G)));
+    let step = mix(h.wrapping_add((2 * f + 2).wrapping_mul(G))) | 1;
+    (key, step)
 }
 
 /// Which stream a connection's bytes come from.
@@ -48,10 +51,10 @@ impl Source {
     pub fn fill(&self, offset: u64, buf: &mut [u8]) {
         match *self {
             Source::Keyed { seed, flow } => {
-                let k = key(seed, flow);
+                let (key, step) = key_and_step(seed, flow);
                 for (j, b) in buf.iter_mut().enumerate() {
                     let at = offset + j as u64;
-                    let word = mix((at / 8 + 1).wrapping_mul(G), k);
+                    let word = key.wrapping_add((at / 8).wrapping_mul(step));
                     *b = word.to_le_bytes()[(at % 8) as usize];
                 }
             }
