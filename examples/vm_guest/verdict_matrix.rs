@@ -153,9 +153,13 @@ fn run_cell(
 }
 
 /// The devmem TX row: the tool's devmem TX sender on the peer (`-f dnic70b`, two flows from
-/// one dma-buf) against the devmem server on the device under test (`-t 2 -q 2 --flows 2`),
-/// with the faults the sender itself can make and the module's `xflow` fault. Returns its grid
-/// cells (in [`CASES`] order) and what ended wrong.
+/// one dma-buf) against the devmem server on the device under test (`-t 3 -q 1 --flows 2`:
+/// both flows on one queue, so that the module's `xflow` fault, which gives a frame another
+/// flow's payload, has the other flow's frames beside it), with the faults the sender itself
+/// can make and that `xflow` fault, which must fire: it is armed after 4 split frames, since
+/// devmem TX sends a flow's 1 MiB in few large frames (after 50, as the receiver rows arm it,
+/// the run ended before it was due and the cell passed unspoiled data). Returns its grid cells
+/// (in [`CASES`] order) and what ended wrong.
 fn devmem_tx_row(
     ctx: &Ctx,
     nic: &Dnic,
@@ -219,7 +223,7 @@ fn devmem_tx_row(
                 ["--seed", &seed],
                 vec!["--seed", &seed],
                 None,
-                Some("xflow 50"),
+                Some("xflow 4"),
                 Expect::Fail(Vec::new()),
             ),
             Case::Truncated => (
@@ -245,7 +249,7 @@ fn devmem_tx_row(
         let mut server = Command::new(&ctx.bin);
         server
             .args(["-l", "-f", &nic.dut, "-s", DUT4, "-p", &port_s])
-            .args(["-t", "2", "-q", "2", "--flows", "2"])
+            .args(["-t", "3", "-q", "1", "--flows", "2"])
             .args(rx_stream)
             .args(["--timeout", "10", "--json", &json]);
         if let Some(b) = expect_bytes {
@@ -274,9 +278,14 @@ fn devmem_tx_row(
             .args(&tx);
         let tx_out = wait_within(spawn(&mut sender)?, CELL_LIMIT)?;
         let out = wait_within(rx, CELL_LIMIT.saturating_sub(started.elapsed()))?;
-        if fault.is_some() {
-            let _ = std::fs::write(&ctl, "none");
-        }
+        let fired = match fault {
+            Some(_) => {
+                let report = std::fs::read_to_string(&ctl).unwrap_or_default();
+                let _ = std::fs::write(&ctl, "none");
+                Some(report.trim().to_string())
+            }
+            None => None,
+        };
         let ran = Ran {
             code: out.status.code(),
             json: std::fs::read_to_string(&json)
@@ -291,7 +300,13 @@ fn devmem_tx_row(
         };
         // Which flow a fault of every flow (or the module's xflow fault) fails first is a
         // race: those cells want some flow named (`Fail` of no flow in particular).
-        match ran.judge(&expect, &row) {
+        let judged = match &fired {
+            Some(r) if !r.starts_with("fired") => {
+                Some(format!("the module's fault did not fire: {r:?}"))
+            }
+            _ => ran.judge(&expect, &row),
+        };
+        match judged {
             None => cells.push(mark(&expect).to_string()),
             Some(why) => {
                 cells.push("WRONG".to_string());
