@@ -5,7 +5,7 @@ with the binary from before the change, record again with the one after, diff; e
 difference is either a bug or a change to list and justify.
 
   scripts/argv-corpus.py record --bin PATH --out FILE.jsonl [--corpus FILE] [--only REGEX]
-                                [--jobs N]
+                                [--jobs N] [--runner CMD]
   scripts/argv-corpus.py diff A.jsonl B.jsonl [--only REGEX] [--corpus FILE]
   scripts/argv-corpus.py show FILE.jsonl [--only REGEX]     (the normalized entries)
   scripts/argv-corpus.py list [--corpus FILE]              (entries per category)
@@ -261,9 +261,10 @@ def read_text(path):
 
 
 class Recorder:
-    def __init__(self, binary, links):
+    def __init__(self, binary, links, runner):
         self.binary = binary
         self.links = links  # PROG -> path of a link of that name to the binary
+        self.runner = runner  # argv before the link's path (an emulator), or []
 
     def run(self, idx, entry):
         ns = f"argvc{os.getpid()}-{idx}"
@@ -303,7 +304,8 @@ class Recorder:
                                 .encode("latin-1"))
                     stdin = open(stdin_path, "rb")
                 with open(out, "wb") as fo, open(err, "wb") as fe:
-                    p = subprocess.Popen(["ip", "netns", "exec", ns, self.links[argv[0]], *args],
+                    p = subprocess.Popen(["ip", "netns", "exec", ns, *self.runner,
+                                          self.links[argv[0]], *args],
                                          stdin=stdin, stdout=fo, stderr=fe, cwd=tmp,
                                          start_new_session=True)
                 if stdin is not subprocess.DEVNULL:
@@ -384,13 +386,15 @@ def cmd_record(a):
         for prog in PROGS:
             links[prog] = os.path.join(bindir, prog)
             os.symlink(binary, links[prog])
-        version = subprocess.run([links["ncdevmem-rs"], "--version"], capture_output=True,
-                                 text=True).stdout.strip()
+        runner = shlex.split(a.runner or "")
+        version = subprocess.run([*runner, links["ncdevmem-rs"], "--version"],
+                                 capture_output=True, text=True).stdout.strip()
         header = {"type": "header", "bin": binary, "bindir": bindir, "version": version,
+                  "runner": runner,
                   "kernel_release": os.uname().release, "corpus": os.path.abspath(a.corpus),
                   "entries": len(entries), "load_at_start": load1(),
                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        rec = Recorder(binary, links)
+        rec = Recorder(binary, links, runner)
         started = time.monotonic()
         results = [None] * len(entries)
         done = 0
@@ -743,6 +747,9 @@ def main():
     r.add_argument("--only", help="only the entries whose id matches this regex")
     r.add_argument("--jobs", type=int, default=2, help="entries run at once (default 2)")
     r.add_argument("-v", "--verbose", action="store_true", help="a line per entry on stderr")
+    r.add_argument("--runner", help="a command the binary runs under, its path (the link of "
+                   "the entry's PROG name) and arguments appended: an emulator such as "
+                   "qemu-aarch64-static for another architecture's binary (make dist-test)")
     d = sub.add_parser("diff", help="compare two recordings, normalized; exit 1 if any differ")
     d.add_argument("a")
     d.add_argument("b")

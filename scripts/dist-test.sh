@@ -7,7 +7,9 @@
 #   tarball   each tarball's files, links and README; both binaries static and stripped, for
 #             the right machine, and their --version naming their target
 #   aarch64   under qemu: --help and --version; the exit codes (and the usage messages) of a
-#             corpus of bad command lines equal to the x86_64 binary's; a 256 MiB keyed-stream
+#             corpus of bad command lines equal to the x86_64 binary's, and as root those of
+#             the argv corpus's 869 single-process command lines (tests/fixtures/argv-corpus.txt:
+#             every exit code, and every usage error's message); a 256 MiB keyed-stream
 #             (--seed) transfer over loopback from an aarch64 sender to an aarch64 plain
 #             receiver, validated; the same stream between the two architectures (CRC-32
 #             equal); a -v pattern transfer; one byte flipped in flight (a relay on loopback)
@@ -20,7 +22,8 @@
 # What qemu-user cannot run is said, not tested: it has no io_uring (zcrx, iou-zcrx) and
 # refuses generic netlink sockets (socket(AF_NETLINK, NETLINK_GENERIC): EPROTONOSUPPORT), so
 # the probe, --report and the devmem modes end there (a line each shows it); they run on the
-# x86_64 static binary in the VM suite instead (make vm-test-dist).
+# x86_64 static binary in the VM suite instead (make vm-test-dist). qemu 7.2 also passes
+# TCP_CONGESTION's name to the kernel as a 4-byte int, so --tcp-cc fails there (ENOENT).
 #
 # Tools: qemu-user-static, and for the unit tests gcc-aarch64-linux-gnu and
 # libc6-dev-arm64-cross (a dev-dependency, criterion, compiles a C file), installed when
@@ -175,6 +178,11 @@ for arch in x86_64 aarch64; do
     check "$arch README: names the version and the size ($size bytes)" \
         grep -q "$size bytes" "$u/README"
     echo "   $arch: tarball $(stat -c %s "$d.tar.gz") bytes, ncdevmem-rs $size bytes"
+    # The project README's table of sizes, within 10 % of today's (it is not updated per commit).
+    readme_sizes=$(sed -n "s/^| \`ncdevmem-rs-$pkg_version-$arch.tar.gz\` | [^(]*(\([0-9]*\) bytes) | [^(]*(\([0-9]*\) bytes) |$/\1 \2/p" README.md)
+    check "README.md's sizes for $arch ($readme_sizes) within 10 % of the built ones ($size $(stat -c %s "$d.tar.gz"))" \
+        awk -v r="$readme_sizes" -v b="$size" -v t="$(stat -c %s "$d.tar.gz")" \
+        'BEGIN { n = split(r, s, " "); exit !(n == 2 && s[1] > b * 0.9 && s[1] < b * 1.1 && s[2] > t * 0.9 && s[2] < t * 1.1) }'
 done
 x86=$x86_dir/ncdevmem-rs
 arm=$arm_dir/ncdevmem-rs
@@ -252,6 +260,80 @@ done
 check "aarch64 under qemu: $same bad command lines (ncdevmem-rs and iou-zcrx) exit as on x86_64" \
     test "$same" = $((${#corpus[@]} + 5))
 
+# The argv corpus (tests/fixtures/argv-corpus.txt, scripts/argv-corpus.py; root: a network
+# namespace per entry): its single-process categories (cli, role, edge, iou) recorded with
+# each binary, the aarch64 one under qemu. Every entry must exit alike, except where the
+# aarch64 run met one of qemu-user's limits, named by the binary's own message: generic
+# netlink (the probe, --report, devmem modes), io_uring (zcrx, iou-zcrx), and TCP_CONGESTION
+# (qemu 7.2 passes the name as a 4-byte int: "cubic" reaches the kernel as "cubi", ENOENT).
+# The usage errors (exit 2 on x86_64) must match entirely: the same message, normalized.
+if [ "$(id -u)" = 0 ]; then
+    only='^(cli|role|edge|iou)\.'
+    corpus_ok=1
+    for side in x86:"$x86": arm:"$arm":"--runner=$qemu"; do
+        IFS=: read -r name bin runner <<<"$side"
+        # shellcheck disable=SC2086 # runner is one option or none
+        scripts/argv-corpus.py record --bin "$bin" --out "$tmp/corpus-$name.jsonl" \
+            --only "$only" $runner 2>"$tmp/corpus-$name.err" || {
+            not_ok "argv corpus recording ($name): $(tail -3 "$tmp/corpus-$name.err")"
+            corpus_ok=0
+        }
+    done
+    if [ "$corpus_ok" = 1 ]; then
+        verdict=$(python3 - "$tmp/corpus-x86.jsonl" "$tmp/corpus-arm.jsonl" \
+            "$tmp/usage-ids" <<'EOF'
+import collections, json, re, sys
+def load(p):
+    return {e["id"]: e for e in map(json.loads, open(p)) if "id" in e}
+x, a = load(sys.argv[1]), load(sys.argv[2])
+# qemu-user's limits, as the aarch64 binary words them.
+limits = [("generic netlink", "socket(AF_NETLINK): EPROTONOSUPPORT"),
+          ("io_uring", "io_uring_setup(") , ("TCP_CONGESTION", "--tcp-cc: this kernel has no")]
+same, usage, limited, bad = 0, [], collections.Counter(), []
+for eid, xe in x.items():
+    ae = a.get(eid)
+    xs = [p["exit"] for p in xe["procs"]]
+    if ae is None:
+        bad.append(f"{eid}: not recorded on aarch64")
+        continue
+    if xs == [p["exit"] for p in ae["procs"]]:
+        same += 1
+        if all(s == 2 for s in xs):
+            usage.append(eid)
+        continue
+    err = "".join(p["stderr"] if isinstance(p["stderr"], str) else "" for p in ae["procs"])
+    kind = next((k for k, sig in limits if sig in err), None)
+    if kind:
+        limited[kind] += 1
+    else:
+        bad.append(f"{eid}: x86_64 exit {xs}, aarch64 {[p['exit'] for p in ae['procs']]}: "
+                   f"{err.strip()[:160]}")
+with open(sys.argv[3], "w") as f:
+    f.write("^(" + "|".join(re.escape(i) for i in usage) + ")$")
+print(f"{len(x)} {same} {len(usage)} "
+      + (", ".join(f"{n} {k}" for k, n in sorted(limited.items())) or "none"))
+for b in bad:
+    print(b)
+EOF
+        ) || verdict="0 0 0 the comparison failed"
+        read -r total same_exit usage_n limited <<<"$(head -1 <<<"$verdict")"
+        if [ "$(wc -l <<<"$verdict")" = 1 ] && [ "$total" -gt 800 ]; then
+            ok "aarch64 under qemu: the argv corpus's $total single-process command lines (cli, role, edge, iou): $same_exit exit as on x86_64; the rest meet qemu-user's limits ($limited), said by the binary"
+        else
+            not_ok "argv corpus exit codes, x86_64 vs aarch64 under qemu: $(tail -n +2 <<<"$verdict" | head -20)"
+        fi
+        if [ "$usage_n" -gt 400 ] && scripts/argv-corpus.py diff "$tmp/corpus-x86.jsonl" \
+            "$tmp/corpus-arm.jsonl" --only "$(cat "$tmp/usage-ids")" >"$tmp/usage.diff" 2>&1; then
+            ok "aarch64 under qemu: the argv corpus's $usage_n usage errors (exit 2): the same messages as x86_64's"
+        else
+            head -40 "$tmp/usage.diff"
+            not_ok "aarch64 under qemu: usage errors of the argv corpus differ from x86_64's ($(tail -1 "$tmp/usage.diff"))"
+        fi
+    fi
+else
+    note "the argv corpus comparison needs root (a network namespace per entry): not run"
+fi
+
 # listen CMD...: starts a receiver (its whole command line, with -p 0), waits for its listening
 # line; sets rx_pid and rx_port, its stderr in $tmp/rx.err.
 listen() {
@@ -291,6 +373,8 @@ if listen "${ARM[@]}" -l --plain -s 127.0.0.1 -p 0 --seed "$seed" --expect-bytes
         not_ok "aarch64 256 MiB keyed transfer: sender exit $trc, receiver exit $rrc: $(tail -2 "$tmp/rx.err") $(tail -1 "$tmp/tx.err")"
     fi
 fi
+check "aarch64 --json's version: the same as its --version (${arm_version#ncdevmem-rs })" \
+    test "$(json "$tmp/rx.json" "['version']" 2>&1)" = "${arm_version#ncdevmem-rs }"
 
 # The same stream across the architectures: x86_64 sender, aarch64 receiver, and back.
 for dir in "x86_64 aarch64" "aarch64 x86_64"; do
