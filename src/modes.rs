@@ -15,6 +15,7 @@
 //! buffer plan, the receive and its summary, the NIC of a run, and the teardown waits.
 
 pub(crate) mod client;
+pub(crate) mod engine;
 pub(crate) mod flows;
 pub(crate) mod plain;
 pub(crate) mod probe;
@@ -23,7 +24,6 @@ pub(crate) mod sender;
 pub(crate) mod server;
 pub(crate) mod zcrx;
 
-use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 
 use crate::cli::{IfName, ModeArgs, QueueRange, Receive};
@@ -38,8 +38,7 @@ use crate::rcvbuf::RcvbufPlan;
 use crate::release::kernel::KernelEnv;
 use crate::release::{self, Env, Holdings};
 use crate::run_report::RunReport;
-use crate::rx::{self, RxConfig, UnbindMode};
-use crate::signals::STOP;
+use crate::rx::RxConfig;
 use crate::stats::{RcvbufReport, RxStats};
 use crate::sys::socket::{self, TcpRxSocket};
 use crate::verdict::{ConnFacts, Ended, ReceiveFacts};
@@ -293,27 +292,6 @@ pub(crate) fn listen(
     Ok(listener)
 }
 
-/// [`listen`], then accepts one connection within `--timeout`.
-///
-/// Errors: as [`listen`] and [`flows::accept`].
-pub(crate) fn listen_and_accept(
-    rx: &Receive,
-    plan: Option<&RcvbufPlan>,
-    report: &RunReport,
-) -> Result<Accepted> {
-    let listener = listen(rx, plan, report)?;
-    let one = Receive {
-        flows: crate::cli::Flows {
-            count: 1,
-            ..rx.flows.clone()
-        },
-        ..rx.clone()
-    };
-    flows::accept(&listener, &one, plan, report)?
-        .pop()
-        .ok_or_else(|| Error::Failure("accept returned no connection".into()))
-}
-
 /// `--tcp-cc NAME`, asked before anything changes: a throwaway listening socket (port 0)
 /// takes it, or the run is a usage error naming the algorithms this machine has.
 ///
@@ -332,27 +310,6 @@ pub(crate) fn check_tcp_cc_name(cc: &str) -> Result<()> {
     let any = std::net::SocketAddrV6::new(std::net::Ipv6Addr::UNSPECIFIED, 0, 0, 0);
     let probe = socket::tcp_listen(any, None)?;
     crate::figures::tcp::set_congestion(probe.as_fd(), "--tcp-cc", cc)
-}
-
-/// The receive buffer of a devmem or zcrx server whose memory is `buffers` buffers of
-/// `buf_size` bytes on `ifname` ([`crate::rcvbuf::plan`], from the interface's MTU and this
-/// namespace's `tcp_rmem`).
-pub(crate) fn rcvbuf_plan(
-    rx: &Receive,
-    ifname: Option<&IfName>,
-    buffers: u64,
-    buf_size: u32,
-) -> RcvbufPlan {
-    let mtu = ifname
-        .and_then(|i| socket::if_mtu(i.as_str()).ok())
-        .unwrap_or(1500);
-    crate::rcvbuf::plan(
-        rx.rcvbuf,
-        buffers,
-        buf_size,
-        crate::rcvbuf::mss_for_mtu(mtu),
-        socket::tcp_rmem_max().ok(),
-    )
 }
 
 /// Where a receive's buffers come from, to explain a stall: the devmem binding or the zcrx
@@ -428,45 +385,6 @@ pub(crate) fn rx_config(
         verbose: report.verbose(),
         ..base
     }
-}
-
-/// Runs the receive loop with the payload going to stdout (when not validating), prints the
-/// summary and records the JSON object — also when the run failed, so a failed run is still
-/// a measurement.
-pub(crate) fn receive_and_report<M: crate::udmabuf::FragMemory>(
-    rx: &Receive,
-    conn: &mut Accepted,
-    mem: Option<&M>,
-    rx_cfg: &RxConfig,
-    stall: Option<&StallContext>,
-    after_first_data: Option<Box<dyn FnOnce() + '_>>,
-    report: &RunReport,
-) -> Result<()> {
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, rx::stop_aware_stdout(&STOP)?);
-    let mut log_sink = std::io::stderr();
-    let sock = &mut conn.sock;
-    let (mut stats, result) = match after_first_data {
-        Some(hook) => {
-            let mut wrapped = rx::AfterFirstData::new(&mut *sock, hook);
-            rx::receive_flow(&mut wrapped, mem, rx_cfg, &STOP, &mut out, &mut log_sink)
-        }
-        None => rx::receive_flow(sock, mem, rx_cfg, &STOP, &mut out, &mut log_sink),
-    };
-    if rx_cfg.unbind == UnbindMode::BeforeRecv && !stats.binding_gone && result.is_ok() {
-        log!(
-            report,
-            "-U 1: recvmsg went on delivering data after the unbind (no ENODEV): this kernel \
-             keeps a socket's queued devmem data readable after its binding goes (a kernel \
-             without the autorelease series, or one in autorelease 1 mode)",
-        );
-    }
-    let result = match (result, stall) {
-        (Err(e), Some(ctx)) => Err(explain_stall(e, ctx, sock, conn.rcvbuf.as_ref())),
-        (r, _) => r,
-    };
-    stats.rcvbuf = conn.rcvbuf.take();
-    let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
-    record_receive(rx, &stats, result.and(flushed), report)
 }
 
 /// The facts of the one flow of a single-flow receive that left `stats` and ended with its

@@ -633,11 +633,18 @@ impl Zcrx {
     pub fn receive_flows(
         &mut self,
         flows: &[ZcrxFlow<'_>],
+        out0: Option<&mut dyn Write>,
         stop: &AtomicI32,
         observer: &mut dyn FlowsObserver,
     ) -> (Vec<(RxStats, Result<()>)>, ZcrxCounters) {
         let n = flows.len();
-        let mut sinks: Vec<std::io::Sink> = (0..n).map(|_| std::io::sink()).collect();
+        let mut out0 = out0;
+        let mut sinks: Vec<Box<dyn Write + '_>> = (0..n)
+            .map(|j| match (j, out0.take()) {
+                (0, Some(o)) => Box::new(o) as Box<dyn Write + '_>,
+                _ => Box::new(std::io::sink()),
+            })
+            .collect();
         let mut logs: Vec<std::io::Stderr> = (0..n).map(|_| std::io::stderr()).collect();
         let mut rxs = Vec::with_capacity(n);
         let mut refused = Vec::new();

@@ -24,8 +24,9 @@
 //! handshakes on different queues can complete out of order), and bytes of another flow later
 //! in it fail the run naming that flow.
 
+use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -33,7 +34,7 @@ use serde_json::{json, Value};
 use super::{log, peer_text, Accepted};
 use crate::cli::Receive;
 use crate::error::{Error, Result};
-use crate::figures::cpu::{cpu_for_flow, format_cpu_list, CpuShares, ProcStat, APP_IDLE, APP_SYS};
+use crate::figures::cpu::{format_cpu_list, CpuShares, ProcStat, APP_IDLE, APP_SYS};
 use crate::figures::device::{arrival_queue, device_rx, ArrivalQueue, DeviceRx, NoQstats, Qstats};
 use crate::figures::hist::FragSizeHistogram;
 use crate::figures::page_pool::{self, NoPoolStats, PoolReading, QueuePools};
@@ -48,13 +49,13 @@ use crate::sys::tcp::TcpInfo;
 use crate::sys::uapi::dmabuf_token;
 use crate::udmabuf::FragMemory;
 
-use crate::verdict::{ConnFacts, Ended, ReceiveFacts, DURATION_OVER, FLOW_FAILED};
-/// How often the main thread looks at the signals, the clock and the workers.
-const TICK: Duration = Duration::from_millis(50);
-
-/// Whether `rx` asks for the multi-flow receive (several flows, or a measurement's options);
-/// without them a receiver runs as it always has, one flow on the main thread.
-pub(crate) fn wanted(rx: &Receive) -> bool {
+use super::engine::{self, Live, Mark, Shared};
+use crate::verdict::{ConnFacts, Ended, ReceiveFacts, DURATION_OVER};
+/// Whether a receive of `rx` is measured: several flows, or a measurement's options
+/// (`--duration`, `--warmup`, `--cpus`). A measured run reports its flows, the CPUs and the
+/// device and its progress comes from the engine's supervisor; one that is not reports the one
+/// summary line ncdevmem.c does. Both run through the one flow engine.
+pub(crate) fn measured(rx: &Receive) -> bool {
     let f = &rx.flows;
     f.count > 1 || f.duration.is_some() || f.warmup.is_some() || f.cpus.is_some()
 }
@@ -197,46 +198,6 @@ pub(crate) struct Device {
     pub queues: Vec<u32>,
 }
 
-/// The live figures of one flow, written by its worker and read by the main thread (progress
-/// lines, the warm-up mark).
-#[derive(Default)]
-pub(crate) struct Live {
-    bytes: AtomicU64,
-    /// Set by the main thread at the end of the warm-up: the worker then notes its bytes,
-    /// the time and its CPU time at its next `recvmsg`.
-    mark: AtomicBool,
-    done: AtomicBool,
-}
-
-impl Live {
-    /// The worker has received `bytes` of the flow so far: the main thread sees them, and
-    /// the first call after the warm-up mark notes the mark in `mark` (the time, `bytes`, and
-    /// the worker's CPU time from `cpu`).
-    pub(crate) fn observe(
-        &self,
-        bytes: u64,
-        mark: &mut Option<Mark>,
-        cpu: impl FnOnce() -> Option<CpuTime>,
-    ) {
-        if mark.is_none() && self.mark.load(Ordering::Relaxed) {
-            *mark = Some(Mark {
-                at: Instant::now(),
-                bytes,
-                cpu: cpu(),
-            });
-        }
-        self.bytes.store(bytes, Ordering::Relaxed);
-    }
-}
-
-/// What a worker noted at the warm-up mark.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Mark {
-    at: Instant,
-    bytes: u64,
-    cpu: Option<CpuTime>,
-}
-
 /// A flow's socket with the live figures around it: every `recvmsg` adds its bytes, and the
 /// first one after the warm-up mark notes the mark.
 struct Counted<'a, S> {
@@ -253,14 +214,14 @@ impl<S: RxSocket> RxSocket for Counted<'_, S> {
         control: &mut [u8],
         devmem: bool,
     ) -> std::result::Result<RecvOutcome, i32> {
-        if self.mark.is_none() && self.live.mark.load(Ordering::Relaxed) {
+        if self.live.mark_due(&self.mark) {
             self.live
                 .observe(self.bytes, &mut self.mark, crate::sys::cpu::thread_cpu_time);
         }
         let r = self.inner.recvmsg(data, control, devmem);
         if let Ok(o) = &r {
             self.bytes += o.bytes as u64;
-            self.live.bytes.store(self.bytes, Ordering::Relaxed);
+            self.live.set_bytes(self.bytes);
         }
         r
     }
@@ -328,6 +289,14 @@ pub(crate) struct Ran {
 }
 
 impl Flow {
+    /// The flow failed after its receive (its payload could not be flushed): `e` unless it
+    /// had failed already.
+    pub(crate) fn fail_with(&mut self, e: Error) {
+        if self.result.is_ok() {
+            self.result = Err(e);
+        }
+    }
+
     /// The flow `conn` as its worker ran it (`ran`): now, on the worker's thread, reads the
     /// worker's CPU time and what the kernel says of the connection (`TCP_INFO`, its NAPI
     /// id); the connection closes when `conn` is dropped here.
@@ -388,167 +357,76 @@ fn opened(netdev: &mut Option<Netdev>) -> Result<&mut Netdev> {
     }
 }
 
-/// What the workers of a multi-flow receive share with the main thread: each flow's live
-/// figures and the run's stop flag (0: go on; a signal number; [`DURATION_OVER`];
-/// [`FLOW_FAILED`]).
-pub(crate) struct Shared {
-    live: Vec<Live>,
-    run_stop: AtomicI32,
-    /// The thread that made this (the main thread, which supervises the workers): woken as
-    /// each flow is done, so the run's end is read when the last flow ended, not up to a
-    /// tick later.
-    supervisor: std::thread::Thread,
-}
-
-impl Shared {
-    /// For `n` flows, none started; the calling thread is the one that supervises them
-    /// ([`Measure::supervise`]).
-    pub(crate) fn new(n: usize) -> Shared {
-        Shared {
-            live: (0..n).map(|_| Live::default()).collect(),
-            run_stop: AtomicI32::new(0),
-            supervisor: std::thread::current(),
-        }
-    }
-
-    /// Flow `k`'s worker is done with it: marks it and wakes the supervisor.
-    ///
-    /// Panics: `k` is not a flow of this run (a bug of the caller, not input).
-    pub(crate) fn done(&self, k: usize) {
-        self.live[k].done.store(true, Ordering::Release);
-        self.supervisor.unpark();
-    }
-
-    /// Flow `k`'s live figures.
-    ///
-    /// Panics: `k` is not a flow of this run (a bug of the caller, not input).
-    pub(crate) fn live(&self, k: usize) -> &Live {
-        &self.live[k]
-    }
-
-    /// The run's stop flag, which the workers' receive loops watch.
-    pub(crate) fn run_stop(&self) -> &AtomicI32 {
-        &self.run_stop
-    }
-
-    /// A flow ended with `e`: unless that is the run's own stop, the others stop too (one
-    /// failed flow fails the run).
-    pub(crate) fn note_failure(&self, e: &Error) {
-        if !matches!(e, Error::Interrupted(DURATION_OVER | FLOW_FAILED)) {
-            let _ =
-                self.run_stop
-                    .compare_exchange(0, FLOW_FAILED, Ordering::SeqCst, Ordering::SeqCst);
-        }
-    }
-
-    /// A flow's worker is done with it, its receive having ended with `result` (its own:
-    /// a stop of the run's is none) and `stats`: a failure of its own, or mismatches, stop the
-    /// others (the verdict is the facts', [`crate::verdict`]) — but not the mismatches of a
-    /// connection whose first bytes named no flow: the others go on until theirs have named
-    /// theirs, so the verdict can tell which flow's stream never came.
-    pub(crate) fn ended(&self, result: &Result<()>, stats: &RxStats) {
-        match result {
-            Err(e) => self.note_failure(e),
-            Ok(()) if stats.mismatches > 0 => {
-                let facts = ConnFacts::of_receive(stats, result);
-                if facts.identity != crate::verdict::Identity::Unnamed {
-                    self.note_failure(&Error::Failure("mismatches".into()))
-                }
+/// A flow's worker is done with it, its receive having ended with `result` (its own: a stop
+/// of the run's is none) and `stats`: a failure of its own, or mismatches, stop the others
+/// (the verdict is the facts', [`crate::verdict`]) — but not the mismatches of a connection
+/// whose first bytes named no flow: the others go on until theirs have named theirs, so the
+/// verdict can tell which flow's stream never came.
+pub(crate) fn flow_ended(shared: &Shared, result: &Result<()>, stats: &RxStats) {
+    match result {
+        Err(e) => shared.note_failure(e),
+        Ok(()) if stats.mismatches > 0 => {
+            let facts = ConnFacts::of_receive(stats, result);
+            if facts.identity != crate::verdict::Identity::Unnamed {
+                shared.note_failure(&Error::Failure("mismatches".into()))
             }
-            Ok(()) => {}
         }
+        Ok(()) => {}
     }
 }
 
-/// The clock and the readings of a multi-flow receive, kept by the main thread:
-/// [`begin`](Measure::begin) when the flows are about to be received,
-/// [`supervise`](Measure::supervise) while the workers run, [`finish`](Measure::finish) with
-/// their flows for the summary and the JSON object.
+/// The readings of a receive, taken by the engine's supervisor
+/// ([`engine::Clock`]): `/proc/stat`, qstats and the page pools at both ends of the measured
+/// interval, and the progress lines; [`finish`](Measure::finish) turns them and the flows into
+/// the summary, the JSON object and the verdict.
 pub(crate) struct Measure<'a> {
     rx: &'a Receive,
     device: Option<&'a Device>,
     queues: Vec<crate::netlink::netdev::QueueInfo>,
     netdev: Option<Netdev>,
-    start: Instant,
-    warmup_end: Option<Instant>,
-    end: Option<Instant>,
     first: Option<Snapshot>,
     last: Option<Snapshot>,
+    /// `--quiet`: no progress lines.
+    quiet: bool,
+}
+
+impl engine::Clock for Measure<'_> {
+    fn interval_starts(&mut self) {
+        self.first = Some(Snapshot::take(self.device, &mut self.netdev));
+    }
+
+    fn clock_ends(&mut self) {
+        self.last = Some(Snapshot::take(self.device, &mut self.netdev));
+    }
+
+    fn progress(&mut self, elapsed: Duration, since: Duration, before: &[u64], now: &[u64]) {
+        if !self.quiet {
+            crate::elog!(
+                "{}: {}",
+                crate::cli::PROGRAM,
+                progress_line(elapsed, since, before, now)
+            );
+        }
+    }
 }
 
 impl<'a> Measure<'a> {
-    /// Starts the clock of `--warmup` and `--duration`; without a warm-up the measured
-    /// interval starts here (the first reading of `/proc/stat` and qstats).
-    pub(crate) fn begin(rx: &'a Receive, device: Option<&'a Device>) -> Measure<'a> {
+    /// The readings of a receive of `rx` on `device` (its queues read now), none taken yet.
+    pub(crate) fn begin(rx: &'a Receive, device: Option<&'a Device>, quiet: bool) -> Measure<'a> {
         let queues = match device {
             Some(d) => Netdev::open()
                 .and_then(|mut nd| nd.queue_get_dump(d.ifindex))
                 .unwrap_or_default(),
             None => Vec::new(),
         };
-        let start = Instant::now();
-        let mut m = Measure {
+        Measure {
             rx,
             device,
             queues,
             netdev: None,
-            start,
-            warmup_end: rx.flows.warmup.and_then(|w| start.checked_add(w)),
-            end: rx.flows.duration.and_then(|d| start.checked_add(d)),
             first: None,
             last: None,
-        };
-        if m.warmup_end.is_none() {
-            m.first = Some(Snapshot::take(device, &mut m.netdev));
-        }
-        m
-    }
-
-    /// The main thread's part while the workers receive: signals into the run's stop flag,
-    /// the warm-up mark, progress lines, the end of the duration; returns once every flow's
-    /// worker has marked it done.
-    pub(crate) fn supervise(&mut self, shared: &Shared, report: &RunReport) {
-        let (rx, device, start) = (self.rx, self.device, self.start);
-        let (live, run_stop) = (&shared.live, &shared.run_stop);
-        let n = live.len();
-        let mut next_progress = rx.progress.and_then(|p| start.checked_add(p));
-        let mut progress_bytes: Vec<u64> = vec![0; n];
-        let mut progress_at = start;
-        loop {
-            // Woken early by a flow's end (`Shared::done`), else after a tick.
-            std::thread::park_timeout(TICK);
-            let now = Instant::now();
-            let sig = STOP.load(Ordering::SeqCst);
-            if sig != 0 {
-                let _ = run_stop.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-            }
-            if self.warmup_end.is_some_and(|w| now >= w) && self.first.is_none() {
-                for l in live {
-                    l.mark.store(true, Ordering::Relaxed);
-                }
-                self.first = Some(Snapshot::take(device, &mut self.netdev));
-            }
-            if let Some(at) = next_progress.filter(|&at| now >= at) {
-                let bytes: Vec<u64> = live
-                    .iter()
-                    .map(|l| l.bytes.load(Ordering::Relaxed))
-                    .collect();
-                report.log(format_args!(
-                    "{}",
-                    progress_line(now - start, now - progress_at, &progress_bytes, &bytes)
-                ));
-                progress_bytes = bytes;
-                progress_at = now;
-                next_progress = rx.progress.and_then(|p| at.checked_add(p));
-            }
-            if self.end.is_some_and(|e| now >= e) && self.last.is_none() {
-                self.last = Some(Snapshot::take(device, &mut self.netdev));
-                let _ =
-                    run_stop.compare_exchange(0, DURATION_OVER, Ordering::SeqCst, Ordering::SeqCst);
-            }
-            if live.iter().all(|l| l.done.load(Ordering::Acquire)) {
-                break;
-            }
+            quiet,
         }
     }
 
@@ -576,7 +454,7 @@ impl<'a> Measure<'a> {
             Some(f) => f,
             None => Snapshot::take(self.device, &mut self.netdev),
         };
-        let stop = shared.run_stop.load(Ordering::SeqCst);
+        let stop = shared.run_stop().load(Ordering::SeqCst);
         let facts = ReceiveFacts {
             flows: self.rx.flows.count.max(1),
             expect_bytes: self.rx.expect_bytes,
@@ -682,58 +560,157 @@ pub(crate) fn flow_streams(
         .collect()
 }
 
-/// Receives the flows `conns` (flow k = `conns[k]`) on one worker thread each, with the
-/// receive loop configured by `base` (flow k validates flow k's stream), sharing `mem`;
-/// prints the summary and records the JSON object (also when the run failed: every flow's
-/// figures are kept).
+/// What only flow 0 of a receive has, on the calling thread: the payload output when nothing
+/// validates (then it is the only flow), and the hook the devmem server's `-U 2` unbinds
+/// through after the first data.
+#[derive(Default)]
+pub(crate) struct FirstFlow<'a> {
+    /// Called once, after the first `recvmsg` that delivered data (`-U 2`).
+    pub(crate) after_first_data: Option<Box<dyn FnOnce() + 'a>>,
+}
+
+/// Receives the connections `conns` (in accept order) through the one flow engine
+/// ([`engine::run`]: connection 0 on the calling thread, each other on its own), with the
+/// receive loop configured by `base` (connection k validates flow k's stream until its first
+/// bytes name its own), sharing `mem`; a timeout is explained from the kernel's counters when
+/// `stall` says where the buffers come from. Then the one verdict ([`crate::verdict`]) and the
+/// report: a measured run ([`measured`]) prints the summary of its flows, per-CPU and device
+/// figures ([`Measure::finish`]); a plain one-flow run its one summary line, as ncdevmem.c
+/// does. The JSON object is recorded either way (also when the run failed).
 ///
-/// Errors: the first flow's failure, named `flow k: …` (the others are stopped); a stop
-/// signal; the end of `--duration` is no error.
+/// Errors: the verdict's: the failing flows, named `flow k: …` when there are several; a stop
+/// signal; the end of `--duration` is no error; writing the payload to stdout.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn receive<M: FragMemory + Sync>(
     rx: &Receive,
     conns: Vec<Accepted>,
     mem: Option<&M>,
     base: &RxConfig,
     device: Option<&Device>,
+    stall: Option<&super::StallContext>,
+    first: FirstFlow<'_>,
     report: &RunReport,
 ) -> Result<()> {
     let n = conns.len();
+    let measured = measured(rx);
     let cfgs = flow_streams(rx, n)?
         .into_iter()
         .map(|validate| RxConfig {
             validate,
-            // Progress is the main thread's, for all flows at once.
-            progress_interval: None,
+            // A measured run's progress is the supervisor's, for all flows at once.
+            progress_interval: base.progress_interval.filter(|_| !measured),
             // Several flows' diagnostics come at the end, under their final numbers.
             live_diagnostics: n == 1,
             ..base.clone()
         })
         .collect::<Vec<_>>();
+    let plan = engine::Plan {
+        workers: n,
+        duration: rx.flows.duration,
+        warmup: rx.flows.warmup,
+        deadline: None,
+        progress: rx.progress.filter(|_| measured),
+        cpus: rx.flows.cpus.clone(),
+        clock_at_start: true,
+    };
+    // Nothing validates: the payload goes to stdout (one flow only, `check`), written on the
+    // calling thread.
+    let mut stdout = match base.validate {
+        None => Some(std::io::BufWriter::with_capacity(
+            1 << 20,
+            rx::stop_aware_stdout(&STOP)?,
+        )),
+        Some(_) => None,
+    };
     let shared = Shared::new(n);
-    let mut measure = Measure::begin(rx, device);
-    let results: Vec<Flow> = std::thread::scope(|scope| {
-        let workers: Vec<_> = conns
-            .into_iter()
-            .zip(&cfgs)
-            .enumerate()
-            .map(|(k, (conn, cfg))| {
-                let shared = &shared;
-                let cpu = rx.flows.cpus.as_deref().and_then(|c| cpu_for_flow(c, k));
-                scope.spawn(move || {
-                    let flow = run_flow(conn, mem, cfg, k, cpu, shared);
-                    shared.done(k);
-                    flow
-                })
-            })
-            .collect();
-        measure.supervise(&shared, report);
-        workers
-            .into_iter()
-            // A worker's panic (a bug) goes on unwinding here, so the undo guards still run.
-            .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    measure.finish(results, Vec::new(), &shared, report)
+    let mut measure = Measure::begin(rx, device, report.quiet());
+    let mut conns = conns.into_iter();
+    let conn0 = conns
+        .next()
+        .ok_or_else(|| Error::Failure("accept returned no connection".into()))?;
+    let rest: Vec<engine::Worker<'_, Flow>> = conns
+        .zip(cfgs.iter().skip(1))
+        .map(|(conn, cfg)| {
+            Box::new(move |ctx: &engine::Ctx<'_>| {
+                run_flow(conn, mem, cfg, ctx, None, &mut std::io::sink(), stall)
+            }) as engine::Worker<'_, Flow>
+        })
+        .collect();
+    let hook = first.after_first_data;
+    let cfg0 = &cfgs[0];
+    let flows = engine::run(
+        &plan,
+        &shared,
+        &mut measure,
+        |ctx| match stdout.as_mut() {
+            Some(out) => {
+                let mut f = run_flow(conn0, mem, cfg0, ctx, hook, out, stall);
+                let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
+                f.result = std::mem::replace(&mut f.result, Ok(())).and(flushed);
+                f
+            }
+            None => run_flow(conn0, mem, cfg0, ctx, hook, &mut std::io::sink(), stall),
+        },
+        rest,
+    );
+    report_receive(Report {
+        rx,
+        flows,
+        workers: Vec::new(),
+        shared: &shared,
+        measure,
+        unbind: base.unbind,
+        report,
+    })
+}
+
+/// What [`report_receive`] reports.
+pub(crate) struct Report<'a, 'r> {
+    /// The receive's options.
+    pub(crate) rx: &'a Receive,
+    /// Its flows, in accept order.
+    pub(crate) flows: Vec<Flow>,
+    /// The workers that served several flows (zcrx), none when each flow had its own.
+    pub(crate) workers: Vec<WorkerRecord>,
+    /// The run's shared state (its stop flag).
+    pub(crate) shared: &'a Shared,
+    /// The readings of the measured interval.
+    pub(crate) measure: Measure<'a>,
+    /// `-U`: what a binding gone means.
+    pub(crate) unbind: rx::UnbindMode,
+    /// Where it goes.
+    pub(crate) report: &'r RunReport,
+}
+
+/// The verdict and the report of a receive the engine ran: a measured run ([`measured`])
+/// prints the summary of its flows, per-CPU and device figures ([`Measure::finish`]); a
+/// one-flow run its one summary line, as ncdevmem.c does ([`super::record_receive`]).
+///
+/// Errors: the verdict's.
+pub(crate) fn report_receive(r: Report<'_, '_>) -> Result<()> {
+    let Report {
+        rx,
+        mut flows,
+        workers,
+        shared,
+        measure,
+        unbind,
+        report,
+    } = r;
+    if measured(rx) || flows.len() != 1 {
+        return measure.finish(flows, workers, shared, report);
+    }
+    let mut f = flows.remove(0);
+    if unbind == rx::UnbindMode::BeforeRecv && !f.stats.binding_gone && f.result.is_ok() {
+        log!(
+            report,
+            "-U 1: recvmsg went on delivering data after the unbind (no ENODEV): this kernel \
+             keeps a socket's queued devmem data readable after its binding goes (a kernel \
+             without the autorelease series, or one in autorelease 1 mode)",
+        );
+    }
+    f.stats.rcvbuf = f.rcvbuf.take();
+    super::record_receive(rx, &f.stats, f.result, report)
 }
 
 /// `flows` (in accept order) in flow order: flow k's connection is `order[k]` (the
@@ -764,11 +741,15 @@ fn in_flow_order(flows: Vec<Flow>, order: &[Option<usize>], report: &RunReport) 
                     Some(crate::verdict::Identity::Named(j)) if j as usize == k => {
                         format!("carries flow {k}'s stream (by its first bytes)")
                     }
-                    _ => "named no flow the run lacked by its first bytes".to_string(),
+                    _ => "named no flow of its own by its first bytes".to_string(),
+                };
+                let left = match carries.starts_with("carries") {
+                    true => "",
+                    false => ", a number left over",
                 };
                 log!(
                     report,
-                    "accepted connection {c} {carries}: reported as flow {k}"
+                    "accepted connection {c} {carries}: reported as flow {k}{left}"
                 );
             }
             slots[c].take()
@@ -799,36 +780,44 @@ fn kernel_saw(tcp: Option<&TcpInfo>, napi_id: Option<u32>) -> String {
     }
 }
 
-/// One worker: pins itself (`--cpus`), receives its flow until the peer closes or the run
-/// stops, then reads what the kernel says of the flow (`TCP_INFO`, its NAPI id) and closes it.
-fn run_flow<M: FragMemory>(
+/// One connection's worker (pinned by the engine): receives it until the peer closes or the
+/// run stops, the payload going to `out` when nothing validates, `hook` called after its first
+/// data; then reads what the kernel says of it (`TCP_INFO`, its NAPI id) and closes it. A
+/// timeout is explained from the kernel's counters when `stall` says where the buffers come
+/// from; a failure of its own, or mismatches, stop the other flows ([`flow_ended`]).
+fn run_flow<M: FragMemory, W: Write>(
     mut conn: Accepted,
     mem: Option<&M>,
     cfg: &RxConfig,
-    k: usize,
-    cpu: Option<usize>,
-    shared: &Shared,
+    ctx: &engine::Ctx<'_>,
+    hook: Option<Box<dyn FnOnce() + '_>>,
+    out: &mut W,
+    stall: Option<&super::StallContext>,
 ) -> Flow {
-    let pinned = cpu.map(crate::sys::cpu::pin_current_thread).transpose();
+    let k = ctx.worker;
     let started = Instant::now();
     let cpu_at_start = crate::sys::cpu::thread_cpu_time();
     let mut counted = Counted {
         inner: &mut conn.sock,
-        live: shared.live(k),
+        live: ctx.shared.live(k),
         bytes: 0,
         mark: None,
     };
-    let (stats, result) = match pinned {
-        Err(e) => (RxStats::default(), Err(e)),
-        Ok(_) => {
-            let mut out = std::io::sink();
-            let mut log = std::io::stderr();
-            let run_stop = shared.run_stop();
-            rx::receive_flow(&mut counted, mem, cfg, run_stop, &mut out, &mut log)
+    let mut log = std::io::stderr();
+    let run_stop = ctx.run_stop();
+    let (stats, result) = match hook {
+        Some(hook) => {
+            let mut wrapped = rx::AfterFirstData::new(&mut counted, hook);
+            rx::receive_flow(&mut wrapped, mem, cfg, run_stop, out, &mut log)
         }
+        None => rx::receive_flow(&mut counted, mem, cfg, run_stop, out, &mut log),
     };
-    shared.ended(&result, &stats);
     let mark = counted.mark;
+    let result = match (result, stall) {
+        (Err(e), Some(s)) => Err(super::explain_stall(e, s, &conn.sock, conn.rcvbuf.as_ref())),
+        (r, _) => r,
+    };
+    flow_ended(ctx.shared, &result, &stats);
     Flow::ended(
         conn,
         Ran {
@@ -837,7 +826,7 @@ fn run_flow<M: FragMemory>(
             started,
             mark,
             cpu_at_start,
-            cpu,
+            cpu: ctx.cpu,
             worker: k,
         },
     )
@@ -1651,16 +1640,19 @@ mod tests {
     fn the_end_of_a_flow_and_the_run_stop() {
         let shared = Shared::new(2);
         let clean = RxStats::default();
-        shared.ended(&Err(Error::Interrupted(DURATION_OVER)), &clean);
+        flow_ended(&shared, &Err(Error::Interrupted(DURATION_OVER)), &clean);
         assert_eq!(shared.run_stop().load(Ordering::SeqCst), 0);
-        shared.ended(&Ok(()), &clean);
+        flow_ended(&shared, &Ok(()), &clean);
         assert_eq!(shared.run_stop().load(Ordering::SeqCst), 0);
         let mismatched = RxStats {
             mismatches: 3,
             ..RxStats::default()
         };
-        shared.ended(&Ok(()), &mismatched);
-        assert_eq!(shared.run_stop().load(Ordering::SeqCst), FLOW_FAILED);
+        flow_ended(&shared, &Ok(()), &mismatched);
+        assert_eq!(
+            shared.run_stop().load(Ordering::SeqCst),
+            crate::verdict::FLOW_FAILED
+        );
         // A connection that named no flow by its first bytes stops nobody with its mismatches:
         // the others must get to name theirs.
         let unnamed = RxStats {
@@ -1674,30 +1666,26 @@ mod tests {
             ..RxStats::default()
         };
         let quiet = Shared::new(2);
-        quiet.ended(&Ok(()), &unnamed);
+        flow_ended(&quiet, &Ok(()), &unnamed);
         assert_eq!(quiet.run_stop().load(Ordering::SeqCst), 0);
         let failed = Shared::new(2);
-        failed.ended(&Err(Error::Failure("x".into())), &clean);
-        assert_eq!(failed.run_stop().load(Ordering::SeqCst), FLOW_FAILED);
-        failed.ended(&Err(Error::Interrupted(FLOW_FAILED)), &clean);
-        assert_eq!(failed.run_stop().load(Ordering::SeqCst), FLOW_FAILED);
+        flow_ended(&failed, &Err(Error::Failure("x".into())), &clean);
+        assert_eq!(
+            failed.run_stop().load(Ordering::SeqCst),
+            crate::verdict::FLOW_FAILED
+        );
+        flow_ended(
+            &failed,
+            &Err(Error::Interrupted(crate::verdict::FLOW_FAILED)),
+            &clean,
+        );
+        assert_eq!(
+            failed.run_stop().load(Ordering::SeqCst),
+            crate::verdict::FLOW_FAILED
+        );
         let signalled = Shared::new(1);
         signalled.run_stop().store(libc::SIGINT, Ordering::SeqCst);
         signalled.note_failure(&Error::Timeout("idle".into()));
         assert_eq!(signalled.run_stop().load(Ordering::SeqCst), libc::SIGINT);
-    }
-
-    /// The warm-up mark is noted once, at the first observation after the main thread set it.
-    #[test]
-    fn the_mark_is_noted_once() {
-        let live = Live::default();
-        let mut mark = None;
-        live.observe(10, &mut mark, || panic!("no CPU time before the mark"));
-        assert!(mark.is_none());
-        live.mark.store(true, Ordering::Relaxed);
-        live.observe(20, &mut mark, || Some(CpuTime::default()));
-        live.observe(30, &mut mark, || panic!("the mark is already noted"));
-        assert_eq!(mark.map(|m| m.bytes), Some(20));
-        assert_eq!(live.bytes.load(Ordering::Relaxed), 30);
     }
 }

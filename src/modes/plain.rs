@@ -1,6 +1,6 @@
 //! `-l --plain -s ADDR -p PORT`: the plain-TCP receiver.
 
-use super::{check_tcp_cc, flows, listen, listen_and_accept, receive_and_report, rx_config};
+use super::{check_tcp_cc, flows, listen, rx_config};
 use crate::cli::PlainArgs;
 use crate::error::Result;
 use crate::run_report::RunReport;
@@ -13,28 +13,23 @@ use crate::rx::{NoFragMemory, RxConfig};
 /// Errors: socket errors, the accept and idle timeouts, validation failures; usage errors of
 /// the flows' options.
 pub(crate) fn run(a: &PlainArgs, report: &RunReport) -> Result<()> {
-    let several = flows::wanted(&a.rx);
-    if several {
-        flows::check(&a.rx)?;
-    }
+    flows::check(&a.rx)?;
     check_tcp_cc(&a.rx)?;
     let plan =
         a.rx.rcvbuf
             .map(|b| crate::rcvbuf::plan(Some(b), 0, 0, 0, None));
     let rx_cfg = rx_config(&a.rx, a.fail_on_linear, RxConfig::plain(), report);
-    if several {
-        let listener = listen(&a.rx, plan.as_ref(), report)?;
-        let conns = flows::accept(&listener, &a.rx, plan.as_ref(), report)?;
-        return flows::receive(&a.rx, conns, None::<&NoFragMemory>, &rx_cfg, None, report);
-    }
-    let mut conn = listen_and_accept(&a.rx, plan.as_ref(), report)?;
-    receive_and_report(
+    let listener = listen(&a.rx, plan.as_ref(), report)?;
+    let conns = flows::accept(&listener, &a.rx, plan.as_ref(), report)?;
+    drop(listener);
+    flows::receive(
         &a.rx,
-        &mut conn,
+        conns,
         None::<&NoFragMemory>,
         &rx_cfg,
         None,
         None,
+        flows::FirstFlow::default(),
         report,
     )
 }

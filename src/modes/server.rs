@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    await_hugepages, check_tcp_cc, flows, listen, listen_and_accept, log, open_nic, pick_queues,
-    rcvbuf_plan, receive_and_report, rx_config, NicRun, StallContext, Teardown,
+    await_hugepages, check_tcp_cc, flows, listen, log, open_nic, pick_queues, rx_config, NicRun,
+    StallContext, Teardown,
 };
 use crate::caps::{classify, skip_if_family_missing, Missing, Op};
 use crate::cli::ServerArgs;
@@ -54,30 +54,22 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     if let Some(size) = a.rx_page_size {
         require_rx_page_size(size)?;
     }
-    // Several flows: each validates its own stream, --cpus are this process's, the windows
-    // fit in the binding (or the run refuses to start), -U stays a one-flow test.
-    let several = flows::wanted(&a.rx);
-    if several {
-        flows::check(&a.rx)?;
-        if a.unbind != UnbindMode::Normal {
-            return Err(Error::Usage(
-                "-U: unbinding during the receive is a test of one flow (not with --flows, \
-                 --duration, --warmup or --cpus)"
-                    .into(),
-            ));
-        }
+    // Several flows each validate their own stream, --cpus are this process's, the windows
+    // fit in the binding (or the run refuses to start), -U stays a test of one flow.
+    flows::check(&a.rx)?;
+    if flows::measured(&a.rx) && a.unbind != UnbindMode::Normal {
+        return Err(Error::Usage(
+            "-U: unbinding during the receive is a test of one flow (not with --flows, \
+             --duration, --warmup or --cpus)"
+                .into(),
+        ));
     }
     check_tcp_cc(&a.rx)?;
     let niov_size = a.rx_page_size.unwrap_or(crate::sys::page_size() as u32);
     let buffers = memory.size_bytes() / u64::from(niov_size);
-    let plan = match several {
-        true => {
-            let mtu = socket::if_mtu(ifname.as_str()).unwrap_or(1500);
-            let mss = crate::rcvbuf::mss_for_mtu(mtu);
-            flows::rcvbuf_plan(&a.rx, buffers, niov_size, mss, socket::tcp_rmem_max().ok())?
-        }
-        false => rcvbuf_plan(&a.rx, Some(ifname), buffers, niov_size),
-    };
+    let mtu = socket::if_mtu(ifname.as_str()).unwrap_or(1500);
+    let mss = crate::rcvbuf::mss_for_mtu(mtu);
+    let plan = flows::rcvbuf_plan(&a.rx, buffers, niov_size, mss, socket::tcp_rmem_max().ok())?;
     let mut env = KernelEnv::new(Some(ifindex));
     await_hugepages(&mut env, memory.hugepages_needed(), report)?;
     // A stop signal is acted on between the steps (and between the NIC setup steps, see
@@ -138,29 +130,18 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     }
     let base =
         RxConfig::devmem(id, niov_size).holding_tokens_of(buffers / u64::from(a.rx.flows.count));
-    let received = match several {
-        true => {
-            let listener = listen(&a.rx, Some(&plan), report)?;
-            let conns = flows::accept(&listener, &a.rx, Some(&plan), report)?;
-            if let Some(on) = a.so_autorelease {
-                for c in &conns {
-                    socket::set_devmem_autorelease(c.sock.fd(), on).map_err(autorelease_refusal)?;
-                }
-            }
-            let rx_cfg = rx_config(&a.rx, a.fail_on_linear, base, report);
-            let device = flows::Device {
-                ifindex,
-                queues: choice.queues(),
-            };
-            // The memory's type is resolved here, once: the receive loops are compiled per
-            // source.
-            with_memory!(&mem, m => flows::receive(&a.rx, conns, Some(m), &rx_cfg, Some(&device), report))
-        }
-        false => {
-            with_memory!(&mem, m => receive_one(a, &plan, base, m, &mut nic, id, buffers, report))?
-        }
+    let device = flows::Device {
+        ifindex,
+        queues: choice.queues(),
     };
-
+    let stall = StallContext {
+        dmabuf_id: Some(id),
+        io_uring_ifindex: None,
+        buffers,
+    };
+    // The memory's type is resolved here, once: the receive loops are compiled per source.
+    let received =
+        with_memory!(&mem, m => receive(a, &plan, base, m, &mut nic, &device, &stall, report))?;
     // The connections are closed: what other CPUs still hold of their buffers is freed now,
     // so the binding's page pool can go as soon as it is unbound.
     release::return_deferred_buffers(teardown.env());
@@ -170,34 +151,38 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     received
 }
 
-/// The one flow of a classic run: accept, `-A`, the `-U` unbind points, receive, report.
-/// Returns the receive's verdict; `Err` only for what ends the run before the receive.
+/// Accepts the flows, sets `-A` on each, arms `-U`'s unbind point (one flow), and receives
+/// them through the one flow engine ([`flows::receive`]). Returns the receive's verdict;
+/// `Err` only for what ends the run before the receive.
 #[allow(clippy::too_many_arguments)]
-fn receive_one<M: FragMemory>(
+fn receive<M: FragMemory + Sync>(
     a: &ServerArgs,
     plan: &RcvbufPlan,
     base: RxConfig,
     mem: &M,
     nic: &mut NicRun<'_>,
-    id: u32,
-    buffers: u64,
+    device: &flows::Device,
+    stall: &StallContext,
     report: &RunReport,
 ) -> Result<Result<()>> {
-    let mut conn = listen_and_accept(&a.rx, Some(plan), report)?;
-    let autorelease_refusal = |e| {
-        let optname = crate::sys::uapi::SO_DEVMEM_AUTORELEASE;
-        classify(e, Op::DevmemAutorelease { optname })
-    };
+    let listener = listen(&a.rx, Some(plan), report)?;
+    let conns = flows::accept(&listener, &a.rx, Some(plan), report)?;
+    drop(listener);
     if let Some(on) = a.so_autorelease {
-        socket::set_devmem_autorelease(conn.sock.fd(), on).map_err(autorelease_refusal)?;
+        for c in &conns {
+            socket::set_devmem_autorelease(c.sock.fd(), on).map_err(|e| {
+                let optname = crate::sys::uapi::SO_DEVMEM_AUTORELEASE;
+                classify(e, Op::DevmemAutorelease { optname })
+            })?;
+        }
     }
     let mut rx_cfg = rx_config(&a.rx, a.fail_on_linear, base, report);
     rx_cfg.unbind = a.unbind;
-    let mut unbind_after_first_data: Option<Box<dyn FnOnce() + '_>> = None;
+    let mut first = flows::FirstFlow::default();
     match a.unbind {
         UnbindMode::Normal => {}
         UnbindMode::BeforeRecv => {
-            await_first_data(&conn.sock)?;
+            await_first_data(&conns[0].sock)?;
             log!(
                 report,
                 "-U 1: data is queued; unbinding before the first recvmsg",
@@ -207,7 +192,7 @@ fn receive_one<M: FragMemory>(
         UnbindMode::AfterRecv => {
             // As C: the first batch's tokens go back before the unbind.
             rx_cfg.token_high_water = 1;
-            unbind_after_first_data = Some(Box::new(move || {
+            first.after_first_data = Some(Box::new(move || {
                 log!(
                     report,
                     "-U 2: first recvmsg done and its tokens released; unbinding",
@@ -216,18 +201,14 @@ fn receive_one<M: FragMemory>(
             }));
         }
     }
-    let stall = StallContext {
-        dmabuf_id: Some(id),
-        io_uring_ifindex: None,
-        buffers,
-    };
-    Ok(receive_and_report(
+    Ok(flows::receive(
         &a.rx,
-        &mut conn,
+        conns,
         Some(mem),
         &rx_cfg,
-        Some(&stall),
-        unbind_after_first_data,
+        Some(device),
+        Some(stall),
+        first,
         report,
     ))
 }

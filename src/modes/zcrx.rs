@@ -5,17 +5,15 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::time::Instant;
 
+use super::engine::{self, Shared};
 use super::{
-    await_hugepages, await_release, check_tcp_cc, explain_stall, flows, listen, listen_and_accept,
-    log, open_nic, pick_queues, rcvbuf_plan, record_receive, Accepted, NicRun, StallContext,
-    Teardown,
+    await_hugepages, await_release, check_tcp_cc, explain_stall, flows, listen, log, open_nic,
+    pick_queues, Accepted, NicRun, StallContext, Teardown,
 };
 use crate::caps::Missing;
-use crate::cli::{IfName, NicArgs, Receive, ZcrxArgs};
+use crate::cli::{NicArgs, ZcrxArgs};
 use crate::conn::QueueDispatch;
 use crate::error::{Error, Result};
-use crate::figures::cpu::cpu_for_flow;
-use crate::nic::guards::SharedNic;
 use crate::nic::queues::{describe_owned, wait_queues_free, QueuePolicy, QUEUE_FREE_WAIT};
 use crate::nic::setup::{FlowTarget, ServerPlan};
 use crate::release::kernel::KernelEnv;
@@ -30,9 +28,13 @@ use crate::uring::{
 
 /// The zcrx server: the skips first (io_uring disabled, no `RECV_ZC`, hugepages for
 /// `--rx-buf-len`, no `CAP_NET_ADMIN`), then the NIC setup of the devmem server (unless
-/// `-n`), the zcrx ifq on one RX queue, listen, accept, a multishot `RECV_ZC` receive
-/// validated in place, the summary; then the ring is closed (which frees the queue), the
-/// queue is awaited free, and every NIC change is undone.
+/// `-n`) for the bound queues `-t START -q NUM` (one by default: the last; for NUM > 1 an
+/// RSS context over exactly them and one rule to it), one zcrx ifq on each bound queue, each
+/// registered and served by its own worker of the one flow engine (worker 0 on this thread),
+/// listen, accept the flows, each handed to the worker of the queue it arrived on (its NAPI
+/// id, [`crate::conn::QueueDispatch`]), a multishot `RECV_ZC` per flow validated in place, the
+/// summary; then the rings are closed (which frees the queues), the queues are awaited free,
+/// and every NIC change is undone.
 ///
 /// With `--zcrx-nodev` (test aid) the ifq is registered without a device (`ZCRX_REG_NODEV`)
 /// and no NIC is touched: the kernel copies the TCP stream into the area, so the whole
@@ -49,7 +51,6 @@ pub(crate) fn run(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
 }
 
 fn serve(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
-    let several = flows::wanted(&a.rx);
     let page = crate::sys::page_size();
     let hugetlb = a.rx_buf_len.is_some_and(|l| l as usize > page);
     if let Some(len) = a
@@ -67,270 +68,6 @@ fn serve(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
     } else {
         0
     };
-    if several {
-        return serve_flows(a, area_len, hugetlb, buf_len, pages, report);
-    }
-    // Everything that makes this run a skip is checked before anything is changed; hugepages
-    // a previous binding or area still holds are waited for.
-    uring::check_io_uring_enabled()?;
-    let mut env = KernelEnv::new(None);
-    await_hugepages(&mut env, pages, report)?;
-    signals::check()?;
-    let ring = uring::create_ring(&RingParams::default()).map_err(uring::setup_refusal)?;
-    uring::require_recv_zc(&ring)?;
-    uring::require_net_admin(&ring)?;
-    signals::check()?;
-    let mut params = ZcrxParams {
-        target: ZcrxTarget::NoDev,
-        area_len,
-        hugetlb,
-        rq_entries: ZcrxParams::rq_entries_for(area_len, buf_len),
-        rx_buf_len: a.rx_buf_len,
-    };
-    let Some(nic_args) = &a.nic else {
-        let zcrx =
-            Zcrx::register(ring, &params).map_err(|e| uring::register_refusal(e, &params))?;
-        let hugepages = release::hugepage_goal(&mut env, pages);
-        let what = format!("zcrx ifq {} (no device)", zcrx.zcrx_id());
-        log_zcrx(&zcrx, report);
-        let received = accept_and_receive(&a.rx, zcrx, None, &mut env, report);
-        let held = Holdings {
-            what,
-            queues: Vec::new(),
-            pools: PoolOwner::Nothing,
-            hugepages,
-        };
-        await_release(&mut env, &held, report);
-        return received;
-    };
-
-    // From here every exit undoes the NIC (`nic`) and then waits for what the kernel still
-    // holds (`teardown`).
-    let ifname = &nic_args.ifname;
-    let ifindex = ifname.index()?;
-    let shared = open_nic(ifname)?;
-    let mut teardown = Teardown::new(KernelEnv::new(Some(ifindex)), report);
-    let mut nic = NicRun::new(&shared, nic_args.verify_restore, report)?;
-    let queue = zcrx_queue(nic_args, &shared, report)?;
-    signals::check()?;
-    log!(report, "using rx queue {queue}");
-    params.target = ZcrxTarget::Device {
-        ifname: ifname.to_string(),
-        ifindex,
-        rxq: queue,
-    };
-    teardown.hold(Holdings {
-        what: format!("the zcrx area for {ifname}"),
-        queues: vec![queue],
-        pools: PoolOwner::Nothing,
-        hugepages: None,
-    });
-    nic.setup()
-        .configure_server(&server_plan(a, nic_args, queue))?;
-    shared.interrupted()?;
-    // io_uring page pools of the device that are not this run's.
-    let other_pools = teardown
-        .env()
-        .page_pools()
-        .map(|p| release::io_uring_pool_ids(&p, ifindex))
-        .unwrap_or_default();
-    let zcrx = Zcrx::register(ring, &params).map_err(|e| uring::register_refusal(e, &params))?;
-    let hugepages = release::hugepage_goal(teardown.env(), pages);
-    teardown.hold(Holdings {
-        what: format!("zcrx ifq {} on {ifname}", zcrx.zcrx_id()),
-        queues: vec![queue],
-        pools: PoolOwner::IoUring {
-            ifindex,
-            before: other_pools,
-        },
-        hugepages,
-    });
-    log_zcrx(&zcrx, report);
-    let received = accept_and_receive(&a.rx, zcrx, Some(ifname), teardown.env(), report);
-
-    // The ring is closed: wait until the kernel has let go of the queue, so header split can
-    // be restored.
-    match shared.with(|n| wait_queues_free(n, &[queue], QUEUE_FREE_WAIT)) {
-        Ok(still) if still.is_empty() => {}
-        Ok(still) => report.warn(format_args!(
-            "{ifname}: {} still owned {} ms after closing the io_uring ring",
-            describe_owned(&still),
-            QUEUE_FREE_WAIT.as_millis()
-        )),
-        Err(e) => report.warn(format_args!(
-            "{ifname}: could not check that rx queue {queue} is free: {e}"
-        )),
-    }
-    nic.finish();
-    teardown.finish();
-    received
-}
-
-/// The NIC setup of the zcrx server on `queue`: the devmem server's, for one queue.
-fn server_plan(a: &ZcrxArgs, nic: &NicArgs, queue: u32) -> ServerPlan {
-    ServerPlan {
-        start_queue: queue,
-        num_queues: 1,
-        flow: FlowTarget {
-            server: a.rx.addr.ip,
-            client: nic.client.as_ref().map(|c| c.ip),
-            port: a.rx.port,
-        },
-        flows: a.rx.flows.count,
-        skip_nic_config: nic.skip_nic_config,
-    }
-}
-
-/// The zcrx area size in bytes: `--dmabuf-size` or [`uring::DEFAULT_AREA_PAGES`] pages; with
-/// hugepages rounded up to whole 2 MiB pages.
-fn zcrx_area_len(requested: Option<u64>, hugetlb: bool, page: usize) -> Result<usize> {
-    let bytes = requested.unwrap_or((uring::DEFAULT_AREA_PAGES * page) as u64);
-    let unit = if hugetlb {
-        crate::sys::uapi::HUGEPAGE_2M as u64
-    } else {
-        page as u64
-    };
-    crate::sys::align_up(bytes, unit)
-        .and_then(|b| usize::try_from(b).ok())
-        .filter(|&b| b > 0)
-        .ok_or_else(|| Error::Usage(format!("--dmabuf-size: zcrx area of {bytes} bytes")))
-}
-
-/// The RX queue for the zcrx ifq of a one-flow run: `-t` (with `-q 1`), else the last RX queue (as the devmem
-/// server). Queue 0 is accepted only with `-n` (without NIC configuration nothing needs it to
-/// stay in RSS); then the kernel's answer decides.
-fn zcrx_queue(a: &NicArgs, nic: &SharedNic, report: &RunReport) -> Result<u32> {
-    if let Some(n) = a.queues.map(|q| q.count).filter(|&n| n != 1) {
-        return Err(Error::Usage(format!(
-            "-q: one io_uring zcrx ifq serves one RX queue: use -q 1 (got -q {n}), or \
-             --flows N with N >= {n} for one ifq on each of the {n} queues"
-        )));
-    }
-    let policy = QueuePolicy::Server;
-    Ok(pick_queues(nic, a.queues, policy, a.skip_nic_config, report)?.start)
-}
-
-fn log_zcrx(z: &Zcrx, report: &RunReport) {
-    log!(report, "{}", describe_zcrx(z));
-}
-
-/// `registered zcrx ifq 1 on eth0 rx queue 3: area 33554432 bytes, refill ring 8192 entries`.
-fn describe_zcrx(z: &Zcrx) -> String {
-    format!(
-        "registered zcrx ifq {} on {}: area {} bytes{}, refill ring {} entries{}",
-        z.zcrx_id(),
-        z.target(),
-        z.area_len(),
-        if z.area_is_hugetlb() {
-            " (hugetlb)"
-        } else {
-            ""
-        },
-        z.rq_entries(),
-        match z.rx_buf_len() {
-            0 => String::new(),
-            l => format!(", rx_buf_len {l}"),
-        }
-    )
-}
-
-/// Listens on `-s`/`-p`, accepts one connection and receives it through `zcrx`; prints the
-/// summary and records the JSON object (also for a failed run). The ring is closed before the
-/// connection socket; before that, what other CPUs still hold of the received buffers is
-/// freed ([`release::return_deferred_buffers`]), so the ifq's page pool can go with the ring.
-fn accept_and_receive(
-    rx: &Receive,
-    mut zcrx: Zcrx,
-    ifname: Option<&IfName>,
-    env: &mut dyn Env,
-    report: &RunReport,
-) -> Result<()> {
-    let buf_len = match zcrx.rx_buf_len() {
-        0 => crate::sys::page_size() as u32,
-        l => l,
-    };
-    let buffers = zcrx.area_len() as u64 / u64::from(buf_len);
-    let plan = rcvbuf_plan(rx, ifname, buffers, buf_len);
-    let Accepted { sock, rcvbuf } = listen_and_accept(rx, Some(&plan), report)?;
-    let rx_cfg = ZcrxRxConfig {
-        validate: rx.validate,
-        idle_timeout: rx.timeout,
-        progress_interval: rx.progress,
-        verbose: report.verbose(),
-        ..ZcrxRxConfig::default()
-    };
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, rx::stop_aware_stdout(&STOP)?);
-    let mut log_sink = std::io::stderr();
-    let (mut stats, result) = zcrx.receive_flow(sock.fd(), &rx_cfg, &STOP, &mut out, &mut log_sink);
-    // Explained while the ifq (and its page pool) still exists.
-    let result = match (result, ifname) {
-        (Err(e), Some(i)) => {
-            let ctx = StallContext {
-                dmabuf_id: None,
-                io_uring_ifindex: i.index().ok(),
-                buffers,
-            };
-            Err(explain_stall(e, &ctx, &sock, rcvbuf.as_ref()))
-        }
-        (r, _) => r,
-    };
-    stats.rcvbuf = rcvbuf;
-    release::return_deferred_buffers(env);
-    drop(zcrx);
-    drop(sock);
-    let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
-    record_receive(rx, &stats, result.and(flushed), report)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Several flows: one ifq per bound queue, one worker per ifq
-// ---------------------------------------------------------------------------------------------
-
-/// The checks of a multi-flow zcrx run that need no NIC change, on top of
-/// [`flows::check`]: there are at least as many flows as ifqs (`-q NUM`: one ifq per bound
-/// queue, each of which must be able to get a flow), and `--tcp-cc` is known. Returns the
-/// number of ifqs.
-///
-/// Errors: [`Error::Usage`].
-fn check_flows(a: &ZcrxArgs) -> Result<u32> {
-    flows::check(&a.rx)?;
-    let n = a.rx.flows.count;
-    let ifqs = a
-        .nic
-        .as_ref()
-        .and_then(|nic| nic.queues)
-        .map_or(1, |q| q.count);
-    if ifqs > n {
-        return Err(Error::Usage(format!(
-            "--flows {n} over -q {ifqs}: one zcrx ifq per bound queue, and each ifq needs at \
-             least one flow; use --flows {ifqs} or more, or -q {n} or fewer"
-        )));
-    }
-    check_tcp_cc(&a.rx)?;
-    Ok(ifqs)
-}
-
-/// The zcrx server with `--flows`, `--duration`, `--warmup`, `--cpus` (the multi-flow
-/// receive of `crate::modes::flows`): the NIC setup of the devmem server for the bound queues
-/// `-t START -q NUM` (for NUM > 1 an RSS context over exactly them and one rule to it), then
-/// one worker thread per bound queue, which creates its own ring and registers its own ifq
-/// (area of `area_len` bytes, `buf_len`-byte buffers) on its queue; the N connections are
-/// accepted and each handed to the worker of the queue it arrived on (its NAPI id,
-/// [`crate::conn::QueueDispatch`]); each worker receives all its flows at once on its ring
-/// ([`Zcrx::receive_flows`]), flow k validating flow k's stream. The figures are the devmem
-/// multi-flow run's, with one record per worker. Then every ring is closed, the queues are
-/// awaited free, and the NIC is undone. With `--zcrx-nodev`: one ifq without a device, no NIC.
-///
-/// Errors: as [`run`]; a flow that arrived on none of the bound queues (`Error::Failure`,
-/// naming it); the first flow's failure.
-fn serve_flows(
-    a: &ZcrxArgs,
-    area_len: usize,
-    hugetlb: bool,
-    buf_len: usize,
-    pages: u64,
-    report: &RunReport,
-) -> Result<()> {
     let ifqs = check_flows(a)?;
     let buffers = area_len as u64 / buf_len as u64;
     let ifname = a.nic.as_ref().map(|n| &n.ifname);
@@ -346,6 +83,8 @@ fn serve_flows(
         crate::sys::socket::tcp_rmem_max().ok(),
     )?;
     let all_pages = pages * u64::from(ifqs);
+    // Everything that makes this run a skip is checked before anything is changed; hugepages
+    // a previous binding or area still holds are waited for.
     uring::check_io_uring_enabled()?;
     let mut env = KernelEnv::new(None);
     await_hugepages(&mut env, all_pages, report)?;
@@ -389,6 +128,8 @@ fn serve_flows(
         return received;
     };
 
+    // From here every exit undoes the NIC (`nic`) and then waits for what the kernel still
+    // holds (`teardown`).
     let ifname = &nic_args.ifname;
     let ifindex = ifname.index()?;
     let shared = open_nic(ifname)?;
@@ -401,15 +142,25 @@ fn serve_flows(
         nic_args.skip_nic_config,
         report,
     )?;
+    signals::check()?;
     let queues = choice.queues();
-    log!(
-        report,
-        "using rx queues {}..={}: one zcrx ifq on each",
-        choice.start,
-        choice.start + choice.num - 1
-    );
+    let areas = match queues.len() {
+        1 => {
+            log!(report, "using rx queue {}", choice.start);
+            "area"
+        }
+        _ => {
+            log!(
+                report,
+                "using rx queues {}..={}: one zcrx ifq on each",
+                choice.start,
+                choice.start + choice.num - 1
+            );
+            "areas"
+        }
+    };
     teardown.hold(Holdings {
-        what: format!("the zcrx areas for {ifname}"),
+        what: format!("the zcrx {areas} for {ifname}"),
         queues: queues.clone(),
         pools: PoolOwner::Nothing,
         hugepages: None,
@@ -421,6 +172,7 @@ fn serve_flows(
     if let Some(why) = nic.setup().shared_queue() {
         report.log(format_args!("{ifname}: {why}"));
     }
+    // io_uring page pools of the device that are not this run's.
     let other_pools = teardown
         .env()
         .page_pools()
@@ -431,7 +183,7 @@ fn serve_flows(
             .then(|| release::hugepage_goal(teardown.env(), all_pages))
             .flatten();
         teardown.hold(Holdings {
-            what: format!("zcrx ifqs on {ifname} rx queues {queues:?}"),
+            what: format!("the zcrx ifqs on {ifname} rx queues {queues:?}"),
             queues: queues.clone(),
             pools: PoolOwner::IoUring {
                 ifindex,
@@ -461,7 +213,7 @@ fn serve_flows(
     match shared.with(|n| wait_queues_free(n, &queues, QUEUE_FREE_WAIT)) {
         Ok(still) if still.is_empty() => {}
         Ok(still) => report.warn(format_args!(
-            "{ifname}: {} still owned {} ms after closing the io_uring rings",
+            "{ifname}: {} still owned {} ms after closing the io_uring ring",
             describe_owned(&still),
             QUEUE_FREE_WAIT.as_millis()
         )),
@@ -474,16 +226,103 @@ fn serve_flows(
     received
 }
 
-/// One ifq's worker as the main thread sees it before the flows come: what it registered.
+/// The NIC setup of the zcrx server on `queue`: the devmem server's, for one queue.
+fn server_plan(a: &ZcrxArgs, nic: &NicArgs, queue: u32) -> ServerPlan {
+    ServerPlan {
+        start_queue: queue,
+        num_queues: 1,
+        flow: FlowTarget {
+            server: a.rx.addr.ip,
+            client: nic.client.as_ref().map(|c| c.ip),
+            port: a.rx.port,
+        },
+        flows: a.rx.flows.count,
+        skip_nic_config: nic.skip_nic_config,
+    }
+}
+
+/// The zcrx area size in bytes: `--dmabuf-size` or [`uring::DEFAULT_AREA_PAGES`] pages; with
+/// hugepages rounded up to whole 2 MiB pages.
+fn zcrx_area_len(requested: Option<u64>, hugetlb: bool, page: usize) -> Result<usize> {
+    let bytes = requested.unwrap_or((uring::DEFAULT_AREA_PAGES * page) as u64);
+    let unit = if hugetlb {
+        crate::sys::uapi::HUGEPAGE_2M as u64
+    } else {
+        page as u64
+    };
+    crate::sys::align_up(bytes, unit)
+        .and_then(|b| usize::try_from(b).ok())
+        .filter(|&b| b > 0)
+        .ok_or_else(|| Error::Usage(format!("--dmabuf-size: zcrx area of {bytes} bytes")))
+}
+
+/// `registered zcrx ifq 1 on eth0 rx queue 3: area 33554432 bytes, refill ring 8192 entries`.
+fn describe_zcrx(z: &Zcrx) -> String {
+    format!(
+        "registered zcrx ifq {} on {}: area {} bytes{}, refill ring {} entries{}",
+        z.zcrx_id(),
+        z.target(),
+        z.area_len(),
+        if z.area_is_hugetlb() {
+            " (hugetlb)"
+        } else {
+            ""
+        },
+        z.rq_entries(),
+        match z.rx_buf_len() {
+            0 => String::new(),
+            l => format!(", rx_buf_len {l}"),
+        }
+    )
+}
+
+/// The checks of a zcrx run that need no NIC change, on top of [`flows::check`]: there are at
+/// least as many flows as ifqs (`-q NUM`: one ifq per bound queue, each of which must be able
+/// to get a flow), and `--tcp-cc` is known. Returns the number of ifqs.
+///
+/// Errors: [`Error::Usage`].
+fn check_flows(a: &ZcrxArgs) -> Result<u32> {
+    flows::check(&a.rx)?;
+    let n = a.rx.flows.count;
+    let ifqs = a
+        .nic
+        .as_ref()
+        .and_then(|nic| nic.queues)
+        .map_or(1, |q| q.count);
+    if n == 1 && ifqs != 1 {
+        return Err(Error::Usage(format!(
+            "-q: one io_uring zcrx ifq serves one RX queue: use -q 1 (got -q {ifqs}), or \
+             --flows N with N >= {ifqs} for one ifq on each of the {ifqs} queues"
+        )));
+    }
+    if ifqs > n {
+        return Err(Error::Usage(format!(
+            "--flows {n} over -q {ifqs}: one zcrx ifq per bound queue, and each ifq needs at \
+             least one flow; use --flows {ifqs} or more, or -q {n} or fewer"
+        )));
+    }
+    check_tcp_cc(&a.rx)?;
+    Ok(ifqs)
+}
+
+/// One ifq's worker as worker 0 sees it before the flows come: what it registered.
 type Ready = (usize, Result<(String, String)>);
 
-/// The flows of one worker: flow number, connection, receive settings.
+/// The flows of one worker: flow number (accept order), connection, receive settings.
 type Job = Vec<(usize, Accepted, ZcrxRxConfig)>;
 
-/// Runs one worker per ifq of `targets` (worker w registers `targets[w]`; once each has
-/// answered, `registered(all of them did)` notes what the run now holds), accepts the flows, hands each to
-/// the worker of its queue (`device`'s queues, in the order of `targets`), measures the run
-/// ([`flows::Measure`]) and reports it.
+/// What one ifq's worker did: what it received on, its flows (by accept order) and the ifq's
+/// own counters; `Err` when the run did not get to receive (a registration refused, the accept
+/// failed: worker 0's error is the run's).
+type WorkerOut = Result<(String, Vec<(usize, flows::Flow)>, ZcrxCounters)>;
+
+/// Receives the run's flows through the one flow engine ([`engine::run`]), one worker per
+/// ifq of `targets`: worker w registers `targets[w]` on its own thread (a ring is its
+/// creator's), worker 0 — this thread — registers its own, then (once `registered(all of them
+/// did)` noted what the run now holds) listens, accepts the flows, hands each to the worker of
+/// its queue (`device`'s queues, in the order of `targets`) and starts the clock; every worker
+/// then receives all its flows at once on its ring. The figures, the verdict and the report
+/// are the receivers' ([`flows::Measure`], [`super::record_receive`]).
 fn receive_flows(
     a: &ZcrxArgs,
     targets: Vec<ZcrxParams>,
@@ -495,151 +334,244 @@ fn receive_flows(
     let rx = &a.rx;
     let n = rx.flows.count as usize;
     let workers = targets.len();
+    let measured = flows::measured(rx);
     let streams = flows::flow_streams(rx, n)?;
-    let shared = flows::Shared::new(n);
-    std::thread::scope(|scope| {
-        let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
-        let mut job_txs = Vec::with_capacity(workers);
-        let mut handles = Vec::with_capacity(workers);
-        for (w, params) in targets.into_iter().enumerate() {
-            let (job_tx, job_rx) = mpsc::channel::<Job>();
-            job_txs.push(job_tx);
-            let ready = ready_tx.clone();
-            let shared = &shared;
-            let cpu = rx.flows.cpus.as_deref().and_then(|c| cpu_for_flow(c, w));
-            handles.push(scope.spawn(move || ifq_worker(w, params, cpu, ready, job_rx, shared)));
-        }
-        drop(ready_tx);
-        let mut setup = Ok(());
-        let mut whats = vec![String::new(); workers];
-        for _ in 0..workers {
+    let eplan = engine::Plan {
+        workers,
+        duration: rx.flows.duration,
+        warmup: rx.flows.warmup,
+        deadline: None,
+        progress: rx.progress.filter(|_| measured),
+        cpus: rx.flows.cpus.clone(),
+        clock_at_start: false,
+    };
+    // Nothing validates: the payload of the one flow goes to stdout.
+    let mut stdout = match rx.validate {
+        None => Some(std::io::BufWriter::with_capacity(
+            1 << 20,
+            rx::stop_aware_stdout(&STOP)?,
+        )),
+        Some(_) => None,
+    };
+    let buffers = targets.first().map_or(0, |t| {
+        t.area_len as u64 / u64::from(t.rx_buf_len.unwrap_or(crate::sys::page_size() as u32))
+    });
+    let stall = StallContext {
+        dmabuf_id: None,
+        io_uring_ifindex: device.map(|d| d.ifindex),
+        buffers,
+    };
+    let shared = Shared::new(n);
+    let mut measure = flows::Measure::begin(rx, device, report.quiet());
+    let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
+    let mut job_txs = Vec::with_capacity(workers);
+    let mut rest: Vec<engine::Worker<'_, WorkerOut>> = Vec::with_capacity(workers);
+    let mut targets = targets.into_iter();
+    let first_target = targets
+        .next()
+        .ok_or_else(|| Error::Failure("no zcrx ifq to register".into()))?;
+    for params in targets {
+        let (job_tx, job_rx) = mpsc::channel::<Job>();
+        job_txs.push(job_tx);
+        let ready = ready_tx.clone();
+        let (shared, stall) = (&shared, &stall);
+        rest.push(Box::new(move |ctx: &engine::Ctx<'_>| {
+            let zcrx = register(&params);
+            let described = zcrx.as_ref().map(describe).map_err(Clone::clone);
+            let what = described.as_ref().map(|d| d.0.clone()).unwrap_or_default();
+            let _ = ready.send((ctx.worker, described));
+            let zcrx = zcrx?;
+            drop(ready);
+            let Ok(job) = job_rx.recv() else {
+                return Ok((what, Vec::new(), ZcrxCounters::default()));
+            };
+            let (done, counters) = serve_job(zcrx, &params, job, ctx, None, stall, shared);
+            Ok((what, done, counters))
+        }));
+    }
+    drop(ready_tx);
+    let first = |ctx: &engine::Ctx<'_>| -> WorkerOut {
+        let zcrx = register(&first_target);
+        let mut lines = vec![(0, zcrx.as_ref().map(describe).map_err(Clone::clone))];
+        for _ in 1..workers {
             match ready_rx.recv() {
-                Ok((w, Ok((what, line)))) => {
-                    log!(report, "worker {w}: {line}");
-                    whats[w] = what;
-                }
-                Ok((_, Err(e))) if setup.is_ok() => setup = Err(e),
-                Ok(_) => {}
+                Ok(r) => lines.push(r),
                 Err(_) => break,
             }
         }
-        registered(setup.is_ok());
-        let started = setup.and_then(|()| {
-            signals::check()?;
-            let dispatch = match device {
-                Some(d) if d.queues.len() > 1 => Some(QueueDispatch::read(
-                    &mut crate::netlink::netdev::Netdev::open()?,
-                    d.ifindex,
-                    &d.queues,
-                )?),
-                _ => None,
-            };
-            let listener = listen(rx, Some(plan), report)?;
-            let conns = flows::accept(&listener, rx, Some(plan), report)?;
-            let mut jobs: Vec<Job> = (0..workers).map(|_| Vec::new()).collect();
-            for (k, conn) in conns.into_iter().enumerate() {
-                let w = match &dispatch {
-                    None => 0,
-                    Some(d) => d.worker_of(conn.sock.fd())?.map_err(|id| {
-                        Error::Failure(format!(
-                            "flow {k} arrived through NAPI {id}, which serves none of the \
-                             bound rx queues {:?}: it cannot be received on their ifqs",
-                            device.map(|d| d.queues.clone()).unwrap_or_default()
-                        ))
-                    })?,
-                };
-                let cfg = ZcrxRxConfig {
-                    validate: streams[k],
-                    idle_timeout: rx.timeout,
-                    verbose: report.verbose(),
-                    // Several flows' diagnostics come at the end, under their final numbers.
-                    live_diagnostics: n == 1,
-                    ..ZcrxRxConfig::default()
-                };
-                jobs[w].push((k, conn, cfg));
-            }
-            let measure = flows::Measure::begin(rx, device);
-            for (tx, job) in job_txs.iter().zip(jobs) {
-                // A worker that already ended says why when joined.
-                let _ = tx.send(job);
-            }
-            Ok(measure)
-        });
-        // Workers without flows (or all of them, when the run did not start) end now.
-        drop(job_txs);
-        let mut measure = match started {
-            Ok(m) => m,
-            Err(e) => {
-                for h in handles {
-                    let _ = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        lines.sort_by_key(|(w, _)| *w);
+        let mut setup = Ok(());
+        let mut what = String::new();
+        for (w, r) in lines {
+            match r {
+                Ok((w_what, line)) => {
+                    match measured {
+                        true => log!(report, "worker {w}: {line}"),
+                        false => log!(report, "{line}"),
+                    }
+                    if w == 0 {
+                        what = w_what;
+                    }
                 }
-                return Err(e);
+                Err(e) if setup.is_ok() => setup = Err(e),
+                Err(_) => {}
             }
-        };
-        measure.supervise(&shared, report);
-        let mut by_flow: Vec<Option<flows::Flow>> = (0..n).map(|_| None).collect();
-        let mut records = Vec::with_capacity(workers);
-        for (w, h) in handles.into_iter().enumerate() {
-            // A worker's panic (a bug) goes on unwinding here, so the undo guards still run.
-            let (done, zcrx) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            let mut ks = Vec::new();
-            for (k, flow) in done {
-                ks.push(k);
-                by_flow[k] = Some(flow);
+        }
+        registered(setup.is_ok());
+        let (zcrx, mut jobs) = setup
+            .and(zcrx)
+            .and_then(|z| {
+                signals::check()?;
+                let jobs =
+                    accept_and_dispatch(rx, &streams, plan, device, workers, measured, report)?;
+                Ok((z, jobs))
+            })
+            .inspect_err(|e| ctx.shared.note_failure(e))?;
+        ctx.start_clock();
+        for (tx, job) in job_txs.iter().zip(jobs.drain(1..)) {
+            // A worker that already ended says why when joined.
+            let _ = tx.send(job);
+        }
+        drop(job_txs);
+        let job = jobs.pop().unwrap_or_default();
+        let out0 = stdout.as_mut().map(|o| o as &mut dyn Write);
+        let (mut done, counters) =
+            serve_job(zcrx, &first_target, job, ctx, out0, &stall, ctx.shared);
+        if let Some(out) = stdout.as_mut() {
+            let flushed = out.flush().map_err(|e| Error::io("write(stdout)", &e));
+            if let (Some((_, f)), Err(e)) = (done.first_mut(), flushed) {
+                f.fail_with(e);
             }
-            records.push(flows::WorkerRecord {
-                what: std::mem::take(&mut whats[w]),
-                queue: device.and_then(|d| d.queues.get(w).copied()),
-                flows: ks,
-                cpu: rx.flows.cpus.as_deref().and_then(|c| cpu_for_flow(c, w)),
-                zcrx,
-            });
         }
-        let flows: Vec<flows::Flow> = by_flow.into_iter().flatten().collect();
-        if flows.len() != n {
-            return Err(Error::Failure(format!(
-                "{} of {n} flows came back from the workers",
-                flows.len()
-            )));
+        Ok((what, done, counters))
+    };
+    let outs = engine::run(&eplan, &shared, &mut measure, first, rest);
+    let mut by_flow: Vec<Option<flows::Flow>> = (0..n).map(|_| None).collect();
+    let mut records = Vec::with_capacity(workers);
+    let mut failed = None;
+    for (w, out) in outs.into_iter().enumerate() {
+        match out {
+            Ok((what, done, zcrx)) => {
+                let mut ks = Vec::new();
+                for (k, flow) in done {
+                    ks.push(k);
+                    by_flow[k] = Some(flow);
+                }
+                records.push(flows::WorkerRecord {
+                    what,
+                    queue: device.and_then(|d| d.queues.get(w).copied()),
+                    flows: ks,
+                    cpu: eplan.cpu_of(w),
+                    zcrx,
+                });
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
         }
-        measure.finish(flows, records, &shared, report)
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let flows: Vec<flows::Flow> = by_flow.into_iter().flatten().collect();
+    if flows.len() != n {
+        return Err(Error::Failure(format!(
+            "{} of {n} flows came back from the workers",
+            flows.len()
+        )));
+    }
+    flows::report_receive(flows::Report {
+        rx,
+        flows,
+        workers: records,
+        shared: &shared,
+        measure,
+        unbind: rx::UnbindMode::Normal,
+        report,
     })
 }
 
-/// One ifq's worker: pins itself (`--cpus`), creates its ring and registers its ifq
-/// (reported on `ready` as what it is and its log line), then receives the flows it is
-/// handed, all at once, until they end or the run stops. Before its ring closes, what other
-/// CPUs still hold of its buffers goes back; then its connections close.
-fn ifq_worker(
-    w: usize,
-    params: ZcrxParams,
-    cpu: Option<usize>,
-    ready: mpsc::Sender<Ready>,
-    jobs: mpsc::Receiver<Job>,
-    shared: &flows::Shared,
+/// A ring of this thread with `params`' zcrx ifq registered on it.
+///
+/// Errors: the ring's and the registration's refusals, as skips where they mean one.
+fn register(params: &ZcrxParams) -> Result<Zcrx> {
+    let ring = uring::create_ring(&RingParams::default()).map_err(uring::setup_refusal)?;
+    Zcrx::register(ring, params).map_err(|e| uring::register_refusal(e, params))
+}
+
+/// What a registered ifq is, for its worker's record, and its log line.
+fn describe(z: &Zcrx) -> (String, String) {
+    (
+        format!("zcrx ifq {} on {}", z.zcrx_id(), z.target()),
+        describe_zcrx(z),
+    )
+}
+
+/// Listens, accepts the run's flows and sorts them into one job per worker: by the queue each
+/// arrived on when there are several (its NAPI id against `device`'s queues), else all to
+/// worker 0; flow k validates flow k's stream (`streams[k]`).
+///
+/// Errors: listen and accept errors; a flow that arrived on none of the bound queues.
+fn accept_and_dispatch(
+    rx: &crate::cli::Receive,
+    streams: &[Option<crate::validate::StreamSpec>],
+    plan: &crate::rcvbuf::RcvbufPlan,
+    device: Option<&flows::Device>,
+    workers: usize,
+    measured: bool,
+    report: &RunReport,
+) -> Result<Vec<Job>> {
+    let dispatch = match device {
+        Some(d) if d.queues.len() > 1 => Some(QueueDispatch::read(
+            &mut crate::netlink::netdev::Netdev::open()?,
+            d.ifindex,
+            &d.queues,
+        )?),
+        _ => None,
+    };
+    let listener = listen(rx, Some(plan), report)?;
+    let conns = flows::accept(&listener, rx, Some(plan), report)?;
+    drop(listener);
+    let mut jobs: Vec<Job> = (0..workers).map(|_| Vec::new()).collect();
+    for (k, conn) in conns.into_iter().enumerate() {
+        let w = match &dispatch {
+            None => 0,
+            Some(d) => d.worker_of(conn.sock.fd())?.map_err(|id| {
+                Error::Failure(format!(
+                    "flow {k} arrived through NAPI {id}, which serves none of the bound rx \
+                     queues {:?}: it cannot be received on their ifqs",
+                    device.map(|d| d.queues.clone()).unwrap_or_default()
+                ))
+            })?,
+        };
+        let cfg = ZcrxRxConfig {
+            validate: streams[k],
+            idle_timeout: rx.timeout,
+            progress_interval: rx.progress.filter(|_| !measured),
+            verbose: report.verbose(),
+            // Several flows' diagnostics come at the end, under their final numbers.
+            live_diagnostics: streams.len() == 1,
+            ..ZcrxRxConfig::default()
+        };
+        jobs[w].push((k, conn, cfg));
+    }
+    Ok(jobs)
+}
+
+/// One ifq's worker with its job: receives all its flows at once on its ring until they end
+/// or the run stops (flow 0's payload to `out0` when nothing validates); a timeout is
+/// explained from the kernel's counters (`stall`); before the ring closes, what other CPUs
+/// still hold of its buffers goes back; then its connections close. Returns its flows (by
+/// accept order) and the ifq's own counters.
+fn serve_job(
+    mut zcrx: Zcrx,
+    params: &ZcrxParams,
+    job: Job,
+    ctx: &engine::Ctx<'_>,
+    out0: Option<&mut dyn Write>,
+    stall: &StallContext,
+    shared: &Shared,
 ) -> (Vec<(usize, flows::Flow)>, ZcrxCounters) {
-    let zcrx = cpu
-        .map(crate::sys::cpu::pin_current_thread)
-        .transpose()
-        .and_then(|_| uring::create_ring(&RingParams::default()).map_err(uring::setup_refusal))
-        .and_then(|ring| {
-            Zcrx::register(ring, &params).map_err(|e| uring::register_refusal(e, &params))
-        });
-    let mut zcrx = match zcrx {
-        Ok(z) => {
-            let what = format!("zcrx ifq {} on {}", z.zcrx_id(), z.target());
-            let _ = ready.send((w, Ok((what, describe_zcrx(&z)))));
-            z
-        }
-        Err(e) => {
-            let _ = ready.send((w, Err(e)));
-            return (Vec::new(), ZcrxCounters::default());
-        }
-    };
-    drop(ready);
-    let Ok(job) = jobs.recv() else {
-        return (Vec::new(), ZcrxCounters::default());
-    };
     let started = Instant::now();
     let cpu_at_start = crate::sys::cpu::thread_cpu_time();
     let zflows: Vec<ZcrxFlow<'_>> = job
@@ -654,8 +586,17 @@ fn ifq_worker(
         flows: job.iter().map(|(k, _, _)| *k).collect(),
         marks: vec![None; job.len()],
     };
-    let (results, counters) = zcrx.receive_flows(&zflows, shared.run_stop(), &mut observer);
+    let (results, counters) = zcrx.receive_flows(&zflows, out0, shared.run_stop(), &mut observer);
     drop(zflows);
+    let results: Vec<_> = results
+        .into_iter()
+        .zip(&job)
+        .map(|((stats, r), (_, conn, _))| {
+            // Explained while the ifq (and its page pool) still exists.
+            let r = r.map_err(|e| explain_stall(e, stall, &conn.sock, conn.rcvbuf.as_ref()));
+            (stats, r)
+        })
+        .collect();
     release::return_deferred_buffers(&mut KernelEnv::new(match &params.target {
         ZcrxTarget::Device { ifindex, .. } => Some(*ifindex),
         ZcrxTarget::NoDev => None,
@@ -666,7 +607,7 @@ fn ifq_worker(
         .zip(results)
         .zip(observer.marks)
         .map(|(((k, conn, _), (stats, result)), mark)| {
-            shared.ended(&result, &stats);
+            flows::flow_ended(shared, &result, &stats);
             let flow = flows::Flow::ended(
                 conn,
                 flows::Ran {
@@ -675,11 +616,10 @@ fn ifq_worker(
                     started,
                     mark,
                     cpu_at_start,
-                    cpu,
-                    worker: w,
+                    cpu: ctx.cpu,
+                    worker: ctx.worker,
                 },
             );
-            shared.done(k);
             (k, flow)
         })
         .collect();
@@ -688,10 +628,10 @@ fn ifq_worker(
 
 /// The live figures of one worker's flows, fed by its receive loop.
 struct Observer<'a> {
-    shared: &'a flows::Shared,
+    shared: &'a Shared,
     /// The run's flow number of each of the worker's flows.
     flows: Vec<usize>,
-    marks: Vec<Option<flows::Mark>>,
+    marks: Vec<Option<engine::Mark>>,
 }
 
 impl FlowsObserver for Observer<'_> {
