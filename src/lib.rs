@@ -64,6 +64,7 @@ pub(crate) mod backoff;
 pub mod caps;
 pub mod cli;
 pub mod conn;
+pub(crate) mod engine;
 pub mod error;
 pub mod figures;
 pub mod lab;

@@ -15,7 +15,6 @@
 //! buffer plan, the receive and its summary, the NIC of a run, and the teardown waits.
 
 pub(crate) mod client;
-pub(crate) mod engine;
 pub(crate) mod flows;
 pub(crate) mod plain;
 pub(crate) mod probe;

@@ -12,9 +12,10 @@
 
 use std::net::SocketAddrV6;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
+use crate::engine::{Clock, Ctx, NoClock, Plan, Shared, Worker, DURATION_OVER, FLOW_FAILED};
 use crate::error::{Error, Result};
 use crate::netlink::netdev::{DmabufBinding, Netdev};
 use crate::stats::CpuTime;
@@ -156,8 +157,8 @@ pub fn cpu_text(cpu: Option<CpuTime>, wall: Duration) -> String {
 pub struct SendProgress<'a> {
     /// Between two lines.
     pub interval: Duration,
-    /// Takes each line (the sender logs it).
-    pub line: &'a mut dyn FnMut(String),
+    /// Takes each line (the sender logs it), on the engine's supervisor thread.
+    pub line: LineSink<'a>,
 }
 
 impl std::fmt::Debug for SendProgress<'_> {
@@ -237,7 +238,8 @@ pub fn send_pattern(req: &PatternSend, stop: &AtomicI32) -> Result<SendStats> {
 }
 
 /// [`send_pattern`], with a progress line every `progress.interval`, and the figures of what
-/// was sent also when the send failed or was stopped once connected (a partial summary).
+/// was sent also when the send failed or was stopped once connected (a partial summary): the
+/// one flow of [`send_flows`] (`--flows 1`).
 ///
 /// Errors (in [`SendOutcome::result`]): as [`send_pattern`].
 pub fn send_pattern_reporting(
@@ -245,42 +247,13 @@ pub fn send_pattern_reporting(
     stop: &AtomicI32,
     progress: Option<SendProgress<'_>>,
 ) -> SendOutcome {
-    let failed = |e| SendOutcome {
-        stats: None,
-        result: Err(e),
+    let one = SendFlows {
+        count: 1,
+        ..SendFlows::default()
     };
-    let write_size = req.write_size.map_or(DEFAULT_WRITE_SIZE, |n| n.max(1));
-    let source =
-        match PatternSource::new(req.stream, req.total_bytes, write_size, req.corrupt_offset) {
-            Ok(s) => s,
-            Err(e) => return failed(e),
-        };
-    let fd = match connect_retrying_to(
-        req.peer,
-        req.local,
-        req.ifname.as_deref(),
-        req.timeout,
-        stop,
-    ) {
-        Ok(fd) => fd,
-        Err(e) => return failed(e),
-    };
-    let sock = fd.as_fd();
-    if let Err(e) = refuse_self_connect(sock) {
-        return failed(e);
-    }
-    let mut stats = SendStats {
-        stream: Some(req.stream),
-        ..SendStats::default()
-    };
-    let result = send_pattern_on(req, source, sock, stop, &mut stats, progress);
-    if result.is_err() {
-        // Stopped early (signal, timeout, error): reset the connection so the receiver sees
-        // ECONNRESET instead of a clean end of a truncated stream.
-        let _ = socket::abort_on_close(sock);
-    }
+    let (stats, result) = send_flows_within(req, &one, stop, progress, None);
     SendOutcome {
-        stats: Some(stats),
+        stats: stats.into_iter().next(),
         result,
     }
 }
@@ -296,48 +269,6 @@ fn refuse_self_connect(sock: std::os::fd::BorrowedFd<'_>) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Sends what `source` (pieces of the write size) produces, one `send` each, counting into
-/// `stats` (bytes, writes, CRC-32, time and CPU so far, also when it fails).
-fn send_pattern_on(
-    req: &PatternSend,
-    mut source: PatternSource,
-    sock: std::os::fd::BorrowedFd<'_>,
-    stop: &AtomicI32,
-    stats: &mut SendStats,
-    mut progress: Option<SendProgress<'_>>,
-) -> Result<()> {
-    if req.write_size.is_some() {
-        socket::set_nodelay(sock, true)?;
-    }
-    let mut crc = crc32fast::Hasher::new();
-    let cpu_at_start = crate::sys::cpu_time();
-    let mut clock = progress.as_ref().map(|p| ProgressClock::new(p.interval));
-    let start = Instant::now();
-    let sent: Result<()> = (|| {
-        let mut chunk = Vec::new();
-        while source.next_piece(usize::MAX, &mut chunk)? {
-            crate::signals::check_flag(stop)?;
-            crate::conn::send_all_timeout(sock, &chunk, req.timeout)?;
-            crc.update(&chunk);
-            stats.bytes += chunk.len() as u64;
-            stats.writes += 1;
-            if let (Some(c), Some(p)) = (clock.as_mut(), progress.as_mut()) {
-                if let Some(line) = c.line(Instant::now(), stats.bytes, 1) {
-                    (p.line)(line);
-                }
-            }
-        }
-        Ok(())
-    })();
-    stats.elapsed = start.elapsed();
-    stats.crc32 = crc.finalize();
-    stats.cpu = cpu_at_start
-        .zip(crate::sys::cpu_time())
-        .map(|(a, b)| b.since(a));
-    sent?;
-    socket::shutdown_write(sock)
 }
 
 /// [`crate::conn::connect_timeout`], retrying a refused connect every 100 ms within `timeout`
@@ -506,7 +437,7 @@ fn send_flows_within(
     req: &PatternSend,
     flows: &SendFlows,
     stop: &AtomicI32,
-    mut progress: Option<SendProgress<'_>>,
+    progress: Option<SendProgress<'_>>,
     deadline: Option<Instant>,
 ) -> (Vec<SendStats>, Result<()>) {
     let n = flows.count.max(1);
@@ -532,6 +463,8 @@ fn send_flows_within(
             Ok(fd) => socks.push(fd),
             Err(e) => {
                 let e = match e {
+                    // One flow's error is the run's, as it is.
+                    e if n == 1 => e,
                     Error::Timeout(m) => Error::Timeout(format!("flow {k}: {m}")),
                     Error::Interrupted(s) => Error::Interrupted(s),
                     other => Error::Failure(format!("flow {k}: {other}")),
@@ -540,54 +473,37 @@ fn send_flows_within(
             }
         }
     }
-    let run_stop = AtomicI32::new(0);
-    let end = match (
-        flows.duration.and_then(|d| Instant::now().checked_add(d)),
+    let plan = Plan {
+        workers: n as usize,
+        duration: flows.duration,
+        warmup: None,
         deadline,
-    ) {
-        (Some(e), Some(d)) => Some(e.min(d)),
-        (e, d) => e.or(d),
+        progress: progress.as_ref().map(|p| p.interval),
+        cpus: flows.cpus.clone(),
+        clock_at_start: true,
     };
-    let sent: Vec<AtomicU64> = socks.iter().map(|_| AtomicU64::new(0)).collect();
-    let mut clock = progress.as_ref().map(|p| ProgressClock::new(p.interval));
-    let results: Vec<(SendStats, Result<()>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = socks
-            .iter()
-            .zip(&sent)
-            .enumerate()
-            .map(|(k, (fd, sent))| {
-                let run_stop = &run_stop;
-                scope.spawn(move || {
-                    send_one_flow(req, flows, k as u32, n, fd.as_fd(), end, run_stop, sent)
-                })
-            })
-            .collect();
-        loop {
-            std::thread::sleep(Duration::from_millis(50));
-            if let (Some(c), Some(p)) = (clock.as_mut(), progress.as_mut()) {
-                let bytes = sent.iter().map(|b| b.load(Ordering::Relaxed)).sum();
-                if let Some(line) = c.line(Instant::now(), bytes, n) {
-                    (p.line)(line);
-                }
-            }
-            let sig = stop.load(std::sync::atomic::Ordering::SeqCst);
-            if sig != 0 {
-                let _ = run_stop.compare_exchange(
-                    0,
-                    sig,
-                    std::sync::atomic::Ordering::SeqCst,
-                    std::sync::atomic::Ordering::SeqCst,
-                );
-            }
-            if workers.iter().all(|w| w.is_finished()) {
-                break;
-            }
-        }
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
+    let shared = Shared::new(n as usize);
+    let mut clock = SendClock {
+        progress: progress.map(|p| (ProgressClock::new(p.interval), p.line)),
+        flows: n,
+    };
+    let mut socks = socks.iter();
+    let Some(first) = socks.next() else {
+        return (Vec::new(), Ok(()));
+    };
+    let rest: Vec<Worker<'_, (SendStats, Result<()>)>> = socks
+        .map(|fd| {
+            Box::new(move |ctx: &Ctx<'_>| send_one_flow(req, n, fd.as_fd(), ctx)) as Worker<'_, _>
+        })
+        .collect();
+    let results = crate::engine::run(
+        &plan,
+        &shared,
+        stop,
+        &mut clock,
+        |ctx| send_one_flow(req, n, first.as_fd(), ctx),
+        rest,
+    );
     let mut first_err = None;
     let mut stats = Vec::with_capacity(results.len());
     for (k, (s, r)) in results.into_iter().enumerate() {
@@ -595,6 +511,8 @@ fn send_flows_within(
             if first_err.is_none() {
                 first_err = Some(match e {
                     Error::Interrupted(sig) if sig > 0 => Error::Interrupted(sig),
+                    // One flow's error is the run's, as it is.
+                    other if n == 1 => other,
                     other => Error::Failure(format!("flow {k}: {other}")),
                 });
             }
@@ -604,31 +522,36 @@ fn send_flows_within(
     (stats, first_err.map_or(Ok(()), Err))
 }
 
-/// The run's stop flag when another flow of [`send_flows`] failed.
-const SEND_FLOW_FAILED: i32 = -2;
+/// Takes each progress line of a send.
+type LineSink<'a> = Box<dyn FnMut(String) + Send + 'a>;
 
-/// The start of flow `k` of `n` (`flow` = `(k, n)`) on its own thread, for both senders:
-/// pinned to its CPU of `flows.cpus` (noted in `pinned`), its keyed stream (or the run's `-v`
-/// pattern), and how many bytes it sends: `total_bytes`, or no end of its own when that is 0
-/// and the run has a duration (`end`).
+/// The supervisor's side of a send: the progress lines of all flows together.
+struct SendClock<'a> {
+    progress: Option<(ProgressClock, LineSink<'a>)>,
+    flows: u32,
+}
+
+impl Clock for SendClock<'_> {
+    fn progress(&mut self, _elapsed: Duration, _since: Duration, _before: &[u64], now: &[u64]) {
+        if let Some((clock, line)) = self.progress.as_mut() {
+            if let Some(l) = clock.line(Instant::now(), now.iter().sum(), self.flows) {
+                line(l);
+            }
+        }
+    }
+}
+
+/// The start of flow `k` of `n` (`flow` = `(k, n)`), for both senders: its keyed stream (or
+/// the run's `-v` pattern), and how many bytes it sends: `total_bytes`, or no end of its own
+/// when that is 0 and the run has an end (`end`: its duration or deadline).
 ///
-/// Errors: pinning (`sched_setaffinity`); `Error::Usage` for a flow out of range.
+/// Errors: `Error::Usage` for a flow out of range.
 fn start_flow(
-    flows: &SendFlows,
     (k, n): (u32, u32),
     stream: StreamSpec,
     total_bytes: u64,
     end: Option<Instant>,
-    pinned: &mut Option<usize>,
 ) -> Result<(StreamSpec, u64)> {
-    if let Some(cpu) = flows
-        .cpus
-        .as_deref()
-        .and_then(|c| crate::figures::cpu::cpu_for_flow(c, k as usize))
-    {
-        crate::sys::cpu::pin_current_thread(cpu)?;
-        *pinned = Some(cpu);
-    }
     let stream = stream.for_flow(k, n)?;
     let total = match (total_bytes, end) {
         (0, Some(_)) => u64::MAX,
@@ -637,30 +560,25 @@ fn start_flow(
     Ok((stream, total))
 }
 
-/// One flow of [`send_flows`] on `sock`; `sent` follows its byte count (for the progress
-/// lines).
-#[allow(clippy::too_many_arguments)]
+/// One flow of [`send_flows`] on `sock`, the engine's worker `ctx.worker` of `n` (pinned by
+/// the engine): its byte count is the flow's live figure (the progress lines).
 fn send_one_flow(
     req: &PatternSend,
-    flows: &SendFlows,
-    k: u32,
     n: u32,
     sock: BorrowedFd<'_>,
-    end: Option<Instant>,
-    run_stop: &AtomicI32,
-    sent: &AtomicU64,
+    ctx: &Ctx<'_>,
 ) -> (SendStats, Result<()>) {
-    let mut stats = SendStats::default();
+    let k = ctx.worker as u32;
+    let end = ctx.shared.end();
+    let run_stop = ctx.run_stop();
+    let sent = ctx.shared.live(ctx.worker);
+    let mut stats = SendStats {
+        pinned: ctx.cpu,
+        ..SendStats::default()
+    };
     let cpu_at_start = crate::sys::cpu::thread_cpu_time();
     let result = (|| {
-        let (stream, total) = start_flow(
-            flows,
-            (k, n),
-            req.stream,
-            req.total_bytes,
-            end,
-            &mut stats.pinned,
-        )?;
+        let (stream, total) = start_flow((k, n), req.stream, req.total_bytes, end)?;
         stats.stream = Some(stream);
         let write_size = req.write_size.map_or(DEFAULT_WRITE_SIZE, |w| w.max(1));
         let mut source = PatternSource::new(stream, total, write_size, req.corrupt_offset)?;
@@ -675,7 +593,9 @@ fn send_one_flow(
                 break Ok(());
             }
             match crate::signals::check_flag(run_stop) {
-                Err(Error::Interrupted(SEND_FLOW_FAILED)) => break Ok(()),
+                // Another flow failed (its error is the run's), or the run's end: this one
+                // just stops.
+                Err(Error::Interrupted(FLOW_FAILED | DURATION_OVER)) => break Ok(()),
                 Err(e) => break Err(e),
                 Ok(()) => {}
             }
@@ -685,8 +605,8 @@ fn send_one_flow(
             // The duration ends the send also within a write: a receiver that reads a little
             // now and then never lets the stall timeout run out.
             match crate::conn::send_until(sock, &chunk, req.timeout, end, run_stop) {
-                // Another flow failed (its error is the run's): this one just stops.
-                Err(Error::Interrupted(SEND_FLOW_FAILED)) => break Ok(()),
+                // Another flow failed (its error is the run's), or the run's end.
+                Err(Error::Interrupted(FLOW_FAILED | DURATION_OVER)) => break Ok(()),
                 // With a duration the receiver may close first: the end of this flow.
                 Err(e)
                     if end.is_some()
@@ -699,7 +619,7 @@ fn send_one_flow(
                     crc.update(&chunk[..n]);
                     stats.bytes += n as u64;
                     stats.writes += 1;
-                    sent.store(stats.bytes, Ordering::Relaxed);
+                    sent.set_bytes(stats.bytes);
                     if n < chunk.len() {
                         break Ok(());
                     }
@@ -719,13 +639,10 @@ fn send_one_flow(
     stats.cpu = cpu_at_start
         .zip(crate::sys::cpu::thread_cpu_time())
         .map(|(a, b)| b.since(a));
-    if result.is_err() {
-        let _ = run_stop.compare_exchange(
-            0,
-            SEND_FLOW_FAILED,
-            std::sync::atomic::Ordering::SeqCst,
-            std::sync::atomic::Ordering::SeqCst,
-        );
+    if let Err(e) = &result {
+        ctx.shared.note_failure(e);
+        // Stopped early (signal, timeout, error): reset the connection so the receiver sees
+        // ECONNRESET instead of a clean end of a truncated stream.
         let _ = socket::abort_on_close(sock);
     }
     (stats, result)
@@ -765,22 +682,34 @@ pub struct DevmemFlow {
     pub result: Result<()>,
 }
 
-/// Devmem TX of several flows at once from one dma-buf and one binding: the dma-buf is split
-/// into one window per flow ([`DmabufWindow::split`], equal page multiples) and flow k sends
-/// flow k's stream of `pattern` on `socks[k]` from its window, through its own worker thread
-/// with its own zerocopy completion handling ([`transmit`] with `cfg`), pinned to the k-th CPU
-/// of `flows.cpus` (round robin). With `flows.duration` each flow sends until then (a clean
-/// end; every send still completes) and a receiver that closes first (`EPIPE`,
-/// `ECONNRESET`) ends that flow cleanly too. `flows.count` and `flows.tcp_cc` are the
-/// caller's (the sockets are made). Returns each flow's figures, also when the run failed.
+/// What the flows of [`transmit_flows`] send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxStreams {
+    /// Flow k sends flow k's stream of the pattern.
+    Pattern(FlowPattern),
+    /// The one flow sends stdin, line by line (the client without `--send-pattern`; `stop` is
+    /// the stop flag the reads watch).
+    StdinLines,
+}
+
+/// Devmem TX of one flow or several at once from one dma-buf and one binding, through the one
+/// flow engine (flow 0 on the calling thread): the dma-buf is split into one window per flow
+/// ([`DmabufWindow::split`], equal page multiples; one flow has the whole dma-buf) and flow k
+/// sends on `socks[k]` from its window — flow k's stream of the pattern, or stdin's lines for
+/// the one flow of [`TxStreams::StdinLines`] — with its own zerocopy completion handling
+/// ([`transmit`] with `cfg`), pinned to the k-th CPU of `flows.cpus` (round robin). With
+/// `flows.duration` each flow sends until then (a clean end; every send still completes) and
+/// a receiver that closes first (`EPIPE`, `ECONNRESET`) ends that flow cleanly too.
+/// `flows.count` and `flows.tcp_cc` are the caller's (the sockets are made). Returns each
+/// flow's figures, also when the run failed.
 ///
 /// Errors: a window under a page (`Error::Usage`, before any send); the first flow's failure,
-/// named `flow k: …` (the other flows stop at their next piece or wait); `Error::Interrupted`
-/// on `stop`.
+/// named `flow k: …` when there are several (the other flows stop at their next piece or
+/// wait); `Error::Interrupted` on `stop`.
 pub fn transmit_flows<S, M>(
     socks: &mut [S],
     mem: &mut M,
-    pattern: &FlowPattern,
+    streams: TxStreams,
     cfg: &TxConfig,
     flows: &SendFlows,
     stop: &AtomicI32,
@@ -789,49 +718,49 @@ where
     S: TxSocket + Send,
     M: TxMemory + Send + ?Sized,
 {
-    use std::sync::atomic::Ordering::SeqCst;
     let n = socks.len() as u32;
-    let shared = std::sync::Mutex::new(mem);
-    let windows = match DmabufWindow::split(&shared, n) {
+    let shared_mem = std::sync::Mutex::new(mem);
+    let windows = match DmabufWindow::split(&shared_mem, n) {
         Ok(w) => w,
         Err(e) => return (Vec::new(), Err(e)),
     };
-    let run_stop = AtomicI32::new(0);
-    let end = flows.duration.and_then(|d| Instant::now().checked_add(d));
-    let results: Vec<DevmemFlow> = std::thread::scope(|scope| {
-        let workers: Vec<_> = socks
-            .iter_mut()
-            .zip(windows)
-            .enumerate()
-            .map(|(k, (sock, window))| {
-                let run_stop = &run_stop;
-                scope.spawn(move || {
-                    transmit_one_flow(
-                        sock, window, pattern, cfg, flows, k as u32, n, end, run_stop,
-                    )
-                })
-            })
-            .collect();
-        loop {
-            std::thread::sleep(Duration::from_millis(20));
-            let sig = stop.load(SeqCst);
-            if sig != 0 {
-                let _ = run_stop.compare_exchange(0, sig, SeqCst, SeqCst);
-            }
-            if workers.iter().all(|w| w.is_finished()) {
-                break;
-            }
-        }
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
+    let plan = Plan {
+        workers: n as usize,
+        duration: flows.duration,
+        cpus: flows.cpus.clone(),
+        clock_at_start: true,
+        ..Plan::default()
+    };
+    let shared = Shared::new(n as usize);
+    let mut work = socks.iter_mut().zip(windows);
+    let Some((sock0, window0)) = work.next() else {
+        return (Vec::new(), Ok(()));
+    };
+    let pattern = match streams {
+        TxStreams::Pattern(p) => Some(p),
+        TxStreams::StdinLines => None,
+    };
+    let rest: Vec<Worker<'_, DevmemFlow>> = work
+        .map(|(sock, window)| {
+            Box::new(move |ctx: &Ctx<'_>| {
+                transmit_one_flow(sock, window, pattern.as_ref(), cfg, n, ctx, stop)
+            }) as Worker<'_, _>
+        })
+        .collect();
+    let results = crate::engine::run(
+        &plan,
+        &shared,
+        stop,
+        &mut NoClock,
+        |ctx| transmit_one_flow(sock0, window0, pattern.as_ref(), cfg, n, ctx, stop),
+        rest,
+    );
     let mut first_err = None;
     for (k, f) in results.iter().enumerate() {
         if let Err(e) = &f.result {
             first_err.get_or_insert_with(|| match e {
                 Error::Interrupted(sig) => Error::Interrupted(*sig),
+                other if n == 1 => other.clone(),
                 Error::Usage(m) => Error::Usage(format!("flow {k}: {m}")),
                 Error::Timeout(m) => Error::Timeout(format!("flow {k}: {m}")),
                 other => Error::Failure(format!("flow {k}: {other}")),
@@ -841,56 +770,55 @@ where
     (results, first_err.map_or(Ok(()), Err))
 }
 
-/// One flow of [`transmit_flows`] on `sock` from `window`.
-#[allow(clippy::too_many_arguments)] // the flow's share of the run, one each
+/// One flow of [`transmit_flows`] on `sock` from `window`, the engine's worker `ctx.worker` of
+/// `n`: flow k's stream of `pattern`, or (no pattern) stdin's lines read with `stop` watched.
 fn transmit_one_flow<S: TxSocket, M: TxMemory + ?Sized>(
     sock: &mut S,
     mut window: DmabufWindow<'_, '_, M>,
-    pattern: &FlowPattern,
+    pattern: Option<&FlowPattern>,
     cfg: &TxConfig,
-    flows: &SendFlows,
-    k: u32,
     n: u32,
-    end: Option<Instant>,
-    run_stop: &AtomicI32,
+    ctx: &Ctx<'_>,
+    stop: &AtomicI32,
 ) -> DevmemFlow {
-    use std::sync::atomic::Ordering::SeqCst;
+    let k = ctx.worker as u32;
+    let end = ctx.shared.end();
+    let run_stop = ctx.run_stop();
     let cpu_at_start = crate::sys::cpu::thread_cpu_time();
     let mut flow = DevmemFlow {
         stats: TxStats {
-            source: "pattern",
+            source: if pattern.is_some() {
+                "pattern"
+            } else {
+                "stdin"
+            },
             dmabuf_id: cfg.dmabuf_id,
             ..TxStats::default()
         },
         stream: None,
-        pinned: None,
+        pinned: ctx.cpu,
         cpu: None,
         window: (window.dmabuf_offset(), window.size()),
         result: Ok(()),
     };
-    let prepared = (|| {
-        let (stream, total) = start_flow(
-            flows,
-            (k, n),
-            pattern.stream,
-            pattern.total_bytes,
-            end,
-            &mut flow.pinned,
-        )?;
-        flow.stream = Some(stream);
-        let piece = pattern.write_size.unwrap_or(0);
-        PatternSource::new(stream, total, piece, pattern.corrupt_offset)
-    })();
-    let result = match prepared {
+    let source: Result<Box<dyn TxSource + '_>> = match pattern {
+        Some(p) => start_flow((k, n), p.stream, p.total_bytes, end).and_then(|(stream, total)| {
+            flow.stream = Some(stream);
+            let piece = p.write_size.unwrap_or(0);
+            let source = PatternSource::new(stream, total, piece, p.corrupt_offset)?;
+            Ok(Box::new(Until { inner: source, end }) as Box<dyn TxSource>)
+        }),
+        None => Ok(Box::new(LineSource::new(std::io::stdin().lock(), stop))),
+    };
+    let result = match source {
         Err(e) => Err(e),
-        Ok(source) => {
-            let mut source = Until { inner: source, end };
+        Ok(mut source) => {
             let mut log = std::io::stderr();
-            let (stats, r) = transmit(sock, &mut window, &mut source, cfg, run_stop, &mut log);
+            let (stats, r) = transmit(sock, &mut window, source.as_mut(), cfg, run_stop, &mut log);
             flow.stats = stats;
             match r {
-                // Another flow failed: this one stopped, the run reports that flow's error.
-                Err(Error::Interrupted(SEND_FLOW_FAILED)) => Ok(()),
+                // Another flow failed (the run reports that flow's error), or the run's end.
+                Err(Error::Interrupted(FLOW_FAILED | DURATION_OVER)) => Ok(()),
                 // With a duration the receiver may close first: the end of this flow.
                 Err(e)
                     if end.is_some()
@@ -902,8 +830,8 @@ fn transmit_one_flow<S: TxSocket, M: TxMemory + ?Sized>(
             }
         }
     };
-    if result.is_err() {
-        let _ = run_stop.compare_exchange(0, SEND_FLOW_FAILED, SeqCst, SeqCst);
+    if let Err(e) = &result {
+        ctx.shared.note_failure(e);
     }
     flow.cpu = cpu_at_start
         .zip(crate::sys::cpu::thread_cpu_time())

@@ -19,7 +19,7 @@ use ncdevmem::tx::devmem::{
 use ncdevmem::tx::testing::{
     CompletionPolicy, ErrqEntry, ScriptedTxMemory, ScriptedTxSocket, SendReply,
 };
-use ncdevmem::tx::{transmit_flows, FlowPattern, SendFlows};
+use ncdevmem::tx::{transmit_flows, FlowPattern, SendFlows, TxStreams};
 use ncdevmem::validate::{Pattern, StreamSpec};
 use proptest::prelude::*;
 
@@ -956,8 +956,14 @@ fn four_flows_send_their_own_streams_from_disjoint_windows() {
     };
     let stop = AtomicI32::new(0);
     let mut m = mem.clone();
-    let (per_flow, result) =
-        transmit_flows(&mut socks, &mut m, &pattern, &c, &flows(n, None), &stop);
+    let (per_flow, result) = transmit_flows(
+        &mut socks,
+        &mut m,
+        TxStreams::Pattern(pattern),
+        &c,
+        &flows(n, None),
+        &stop,
+    );
     result.unwrap();
     assert_eq!(per_flow.len(), 4);
     for (k, (sock, f)) in socks.iter().zip(&per_flow).enumerate() {
@@ -1022,7 +1028,7 @@ fn flows_with_a_duration_end_cleanly() {
     let (per_flow, result) = transmit_flows(
         &mut socks,
         &mut mem,
-        &pattern,
+        TxStreams::Pattern(pattern),
         &cfg(),
         &flows(2, Some(d)),
         &stop,
@@ -1061,7 +1067,7 @@ fn a_reset_flow_ends_cleanly_only_under_a_duration() {
         let (per_flow, result) = transmit_flows(
             &mut socks,
             &mut mem,
-            &pattern,
+            TxStreams::Pattern(pattern),
             &cfg(),
             &flows(2, duration),
             &stop,
@@ -1100,7 +1106,7 @@ fn a_dmabuf_too_small_for_the_flows_is_refused() {
     let (per_flow, result) = transmit_flows(
         &mut socks,
         &mut mem,
-        &pattern,
+        TxStreams::Pattern(pattern),
         &cfg(),
         &flows(4, None),
         &stop,
@@ -1140,7 +1146,14 @@ fn a_stop_signal_stops_every_flow() {
             stop.store(libc::SIGTERM, std::sync::atomic::Ordering::SeqCst);
         });
         let f = flows(3, Some(Duration::from_secs(120)));
-        transmit_flows(&mut socks, &mut mem, &pattern, &cfg(), &f, &stop)
+        transmit_flows(
+            &mut socks,
+            &mut mem,
+            TxStreams::Pattern(pattern),
+            &cfg(),
+            &f,
+            &stop,
+        )
     });
     let ended = Instant::now();
     let (e, _) = err_text(result);

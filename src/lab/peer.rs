@@ -433,6 +433,7 @@ fn devmem_send(
         chunk: None,
         timeout: Some(window),
         verbose: false,
+        max_piece: job.write_size,
     };
     let pattern = tx::FlowPattern {
         stream: job.stream,
@@ -447,7 +448,7 @@ fn devmem_send(
         &dev,
         job.to,
         None,
-        &pattern,
+        tx::TxStreams::Pattern(pattern),
         &flows,
         stop,
         &mut |line| log(quiet, format_args!("peer server: {line}")),

@@ -3,146 +3,107 @@
 use super::log;
 use super::sender::sender_stream;
 use crate::caps::skip_if_family_missing;
-use crate::cli::{ClientArgs, PatternArgs, TxSource as Source};
+use crate::cli::{ClientArgs, TxSource as Source};
 use crate::error::Error;
 use crate::error::Result;
 use crate::memory::MemoryPlan;
 use crate::netlink::netdev::Netdev;
 use crate::run_report::RunReport;
-use crate::signals::{self, STOP};
-use crate::tx::{self, LineSource, PatternSource, TxConfig, TxSource};
+use crate::signals::STOP;
+use crate::tx::{self, TxConfig};
 use crate::with_memory;
 
-/// The devmem TX client: the skips first (the memory source's), then the dma-buf (`--memory`:
-/// udmabuf or a dma-buf heap), bind-tx (its netlink socket stays open for the whole run), a socket bound to IF (and `-c` with the same port)
-/// with `SO_ZEROCOPY`, then stdin line by line — or, with `--send-pattern`, the `-v` pattern
-/// — through the dma-buf, and every zerocopy completion awaited before "tx ok".
+/// The devmem TX client: the skips first (the memory source's), then the dma-buf
+/// (`--memory`: udmabuf or a dma-buf heap), bind-tx (its netlink socket stays open for the
+/// whole run), one socket bound to IF per flow (one by default; with `-c`, the one flow binds
+/// its address and the same port, as C does) with `SO_ZEROCOPY`, then stdin line by line — or,
+/// with `--send-pattern`, the pattern — through the dma-buf, every flow its own window of it
+/// ([`send_devmem_flows`]), and every zerocopy completion awaited before "tx ok".
 ///
 /// Errors: the skips, kernel refusals, connect and completion timeouts, send errors.
 pub(crate) fn run(a: &ClientArgs, report: &RunReport) -> Result<()> {
-    let ifname = &a.ifname;
-    let ifindex = ifname.index()?;
     let plan = MemoryPlan::new(&a.memory, None, a.dmabuf_size)?;
-    if let Source::Pattern(p) = &a.source {
-        let f = &p.flows;
-        if f.count > 1 || f.duration.is_some() || f.cpus.is_some() || f.tcp_cc.is_some() {
-            return run_flows(a, p, &plan, report);
-        }
-    }
-    // Everything that makes this run a skip is checked before anything is created (no
-    // hugepages: TX memory is never hugetlb).
-    plan.preflight()?;
-    let (stream, mut source): (_, Box<dyn TxSource>) = match &a.source {
+    let (streams, stream, flows) = match &a.source {
         Source::Pattern(p) => {
             let stream = sender_stream(p.stream);
-            let write_size = p.write_size.unwrap_or(0);
-            let source = PatternSource::new(stream, p.bytes, write_size, p.corrupt_offset)?;
-            (Some(stream), Box::new(source))
+            let f = &p.flows;
+            let pattern = tx::FlowPattern {
+                stream,
+                total_bytes: p.bytes,
+                write_size: p.write_size,
+                corrupt_offset: p.corrupt_offset,
+            };
+            let flows = tx::SendFlows {
+                count: f.count,
+                duration: f.duration,
+                cpus: f.cpus.clone(),
+                tcp_cc: f.tcp_cc.clone(),
+            };
+            (tx::TxStreams::Pattern(pattern), Some(stream), flows)
         }
         Source::Stdin => (
+            tx::TxStreams::StdinLines,
             None,
-            Box::new(LineSource::new(std::io::stdin().lock(), &STOP)),
+            tx::SendFlows {
+                count: 1,
+                ..tx::SendFlows::default()
+            },
         ),
     };
-    let netdev = skip_if_family_missing(Netdev::open(), "netdev")?;
-    signals::check()?;
-
-    let mut mem = plan.allocate()?;
-    signals::check()?;
-    let binding = tx::bind_tx(&netdev, ifindex, ifname.as_str(), mem.fd())?;
-    signals::check()?;
-    log!(
-        report,
-        "bound {ifname} for TX to dmabuf id {} ({} bytes, {})",
-        binding.id(),
-        plan.size_bytes(),
-        plan.describe()
-    );
-    let peer = &a.peer;
-    let mut sock = tx::connect_devmem(
-        peer.remote(),
-        peer.local(),
-        ifname.as_str(),
-        a.timeout,
-        &STOP,
-    )?;
-    log!(report, "connected to [{}]:{}", peer.addr.ip, peer.port);
-
+    let measured = flows.count > 1
+        || flows.duration.is_some()
+        || flows.cpus.is_some()
+        || flows.tcp_cc.is_some();
     let write_size = match &a.source {
         Source::Pattern(p) => p.write_size,
         Source::Stdin => None,
     };
-    let tx_cfg = TxConfig {
-        chunk: a.chunk,
-        max_piece: write_size.unwrap_or(tx::devmem::DEFAULT_MAX_PIECE),
-        completion_timeout: a.timeout.unwrap_or(tx::devmem::DEFAULT_COMPLETION_TIMEOUT),
-        verbose: report.verbose(),
-        ..TxConfig::new(binding.id())
-    };
-    let mut log_sink = std::io::stderr();
-    // The memory's type is resolved here, once: the send loop is compiled per source.
-    let (stats, result) = with_memory!(&mut mem, m => tx::transmit(
-        &mut sock,
-        m,
-        source.as_mut(),
-        &tx_cfg,
-        &STOP,
-        &mut log_sink,
-    ));
-    let ok = result.is_ok();
-    log!(report, "{}", stats.summary_line(ok));
-    drop(sock);
-    drop(binding);
-    drop(mem);
-    let mut json = stats.to_json(ok);
-    json["stream"] = stream.map(|t| t.to_string()).into();
-    report.body(json);
-    result
-}
-
-/// `--flows N` (or `--duration`, `--cpus`, `--tcp-cc`) with `--send-pattern`: every flow at
-/// once through [`send_devmem_flows`]; one summary line for the run and one per flow, and the
-/// JSON object with each flow's figures.
-///
-/// Errors: as [`send_devmem_flows`].
-fn run_flows(a: &ClientArgs, p: &PatternArgs, plan: &MemoryPlan, report: &RunReport) -> Result<()> {
-    let f = &p.flows;
-    let stream = sender_stream(p.stream);
-    let pattern = tx::FlowPattern {
-        stream,
-        total_bytes: p.bytes,
-        write_size: p.write_size,
-        corrupt_offset: p.corrupt_offset,
-    };
-    let flows = tx::SendFlows {
-        count: f.count,
-        duration: f.duration,
-        cpus: f.cpus.clone(),
-        tcp_cc: f.tcp_cc.clone(),
-    };
     let dev = DevmemTx {
         ifname: &a.ifname,
-        plan,
+        plan: &plan,
         chunk: a.chunk,
         timeout: a.timeout,
         verbose: report.verbose(),
+        max_piece: write_size,
     };
     let peer = &a.peer;
-    let local = peer.local.as_ref().map(|l| l.with_port(0));
+    // Several connections cannot share one port: the measured run's bind port 0.
+    let local = match measured {
+        true => peer.local.as_ref().map(|l| l.with_port(0)),
+        false => peer.local(),
+    };
     let (per_flow, result) = send_devmem_flows(
         &dev,
         peer.remote(),
         local,
-        &pattern,
+        streams,
         &flows,
         &STOP,
         &mut |line| log!(report, "{line}"),
     );
-    if per_flow.is_empty() {
-        // Nothing was sent: the set-up failed, and the report says why.
-        return result;
-    }
     let ok = result.is_ok();
+    match per_flow.as_slice() {
+        // Nothing was sent: the set-up failed, and the report says why.
+        [] => {}
+        [one] if !measured => {
+            log!(report, "{}", one.stats.summary_line(ok));
+            let mut json = one.stats.to_json(ok);
+            json["stream"] = stream.map(|t| t.to_string()).into();
+            report.body(json);
+        }
+        all => report_flows(all, stream, ok, report),
+    }
+    result
+}
+
+/// The report of a measured devmem TX send: one summary line for the run and one per flow,
+/// and the JSON object with each flow's figures.
+fn report_flows(
+    per_flow: &[tx::DevmemFlow],
+    stream: Option<crate::validate::StreamSpec>,
+    ok: bool,
+    report: &RunReport,
+) {
     let bytes: u64 = per_flow.iter().map(|f| f.stats.bytes).sum();
     let elapsed = per_flow
         .iter()
@@ -171,7 +132,7 @@ fn run_flows(a: &ClientArgs, p: &PatternArgs, plan: &MemoryPlan, report: &RunRep
         "ok": ok,
         "source": "pattern",
         "dmabuf_id": per_flow.first().map(|f| f.stats.dmabuf_id),
-        "stream": stream.to_string(),
+        "stream": stream.map(|s| s.to_string()),
         "bytes": bytes,
         // Each flow has its own CRC-32, as a multi-flow receiver's.
         "crc32": null,
@@ -196,7 +157,6 @@ fn run_flows(a: &ClientArgs, p: &PatternArgs, plan: &MemoryPlan, report: &RunRep
             v
         }).collect::<Vec<_>>(),
     }));
-    result
 }
 
 /// The NIC and dma-buf side of a multi-flow devmem TX send ([`send_devmem_flows`]).
@@ -212,14 +172,15 @@ pub(crate) struct DevmemTx<'a> {
     pub timeout: Option<std::time::Duration>,
     /// Log every send and completion.
     pub verbose: bool,
+    /// `--write-size`: the largest piece copied into the dma-buf (`None`: the default).
+    pub max_piece: Option<usize>,
 }
 
-/// Devmem TX of `flows.count` flows of `pattern` to `to` (from `local` when given, port 0:
-/// N connections cannot share one port): the cpus checked, one dma-buf allocated and bound
-/// for TX on `dev.ifname`, the connections made one after another (so the receiver numbers
-/// them in this order), each its own `SO_ZEROCOPY` socket with `flows.tcp_cc`, then every flow
-/// at once ([`tx::transmit_flows`]: its own window of the dma-buf, worker thread and
-/// completions). A flow that failed, or every flow of a failed run, is reset on close so the
+/// Devmem TX of `flows.count` flows of `streams` to `to` (from `local` when given): the cpus
+/// checked, one dma-buf allocated and bound for TX on `dev.ifname`, the connections made one
+/// after another (so the receiver numbers them in this order), each its own `SO_ZEROCOPY`
+/// socket with `flows.tcp_cc`, then every flow at once through the one flow engine
+/// ([`tx::transmit_flows`]: its own window of the dma-buf and completions). A flow that failed, or every flow of a failed run, is reset on close so the
 /// receiver sees `ECONNRESET` rather than a clean end of a truncated stream. `log` gets the
 /// progress lines. Returns each flow's figures (none when the set-up failed) and the outcome.
 ///
@@ -230,7 +191,7 @@ pub(crate) fn send_devmem_flows(
     dev: &DevmemTx<'_>,
     to: std::net::SocketAddrV6,
     local: Option<std::net::SocketAddrV6>,
-    pattern: &tx::FlowPattern,
+    streams: tx::TxStreams,
     flows: &tx::SendFlows,
     stop: &std::sync::atomic::AtomicI32,
     log: &mut dyn FnMut(std::fmt::Arguments<'_>),
@@ -247,12 +208,15 @@ pub(crate) fn send_devmem_flows(
         crate::signals::check_flag(stop)?;
         let binding = tx::bind_tx(&netdev, ifindex, ifname.as_str(), mem.fd())?;
         crate::signals::check_flag(stop)?;
+        let how_many = match flows.count {
+            1 => String::new(),
+            n => format!(", {n} flows"),
+        };
         log(format_args!(
-            "bound {ifname} for TX to dmabuf id {} ({} bytes, {}), {} flows",
+            "bound {ifname} for TX to dmabuf id {} ({} bytes, {}){how_many}",
             binding.id(),
             dev.plan.size_bytes(),
             dev.plan.describe(),
-            flows.count
         ));
         let mut socks = Vec::with_capacity(flows.count as usize);
         for k in 0..flows.count {
@@ -264,6 +228,8 @@ pub(crate) fn send_devmem_flows(
                     Ok(s)
                 })
                 .map_err(|e| match e {
+                    // One flow's error is the run's, as it is.
+                    e if flows.count == 1 => e,
                     Error::Timeout(m) => Error::Timeout(format!("flow {k}: {m}")),
                     Error::Interrupted(s) => Error::Interrupted(s),
                     Error::Usage(m) => Error::Usage(m),
@@ -271,12 +237,18 @@ pub(crate) fn send_devmem_flows(
                 })?;
             socks.push(sock);
         }
-        log(format_args!(
-            "connected {} flows to [{}]:{}",
-            flows.count,
-            to.ip().to_canonical(),
-            to.port()
-        ));
+        match flows.count {
+            1 => log(format_args!(
+                "connected to [{}]:{}",
+                to.ip().to_canonical(),
+                to.port()
+            )),
+            n => log(format_args!(
+                "connected {n} flows to [{}]:{}",
+                to.ip().to_canonical(),
+                to.port()
+            )),
+        }
         Ok((mem, binding, socks))
     })();
     let (mut mem, binding, mut socks) = match setup {
@@ -285,7 +257,7 @@ pub(crate) fn send_devmem_flows(
     };
     let tx_cfg = TxConfig {
         chunk: dev.chunk,
-        max_piece: pattern.write_size.unwrap_or(tx::devmem::DEFAULT_MAX_PIECE),
+        max_piece: dev.max_piece.unwrap_or(tx::devmem::DEFAULT_MAX_PIECE),
         completion_timeout: dev
             .timeout
             .unwrap_or(tx::devmem::DEFAULT_COMPLETION_TIMEOUT),
@@ -295,7 +267,7 @@ pub(crate) fn send_devmem_flows(
     let (per_flow, result) = with_memory!(&mut mem, m => tx::transmit_flows(
         &mut socks,
         m,
-        pattern,
+        streams,
         &tx_cfg,
         flows,
         stop,

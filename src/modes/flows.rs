@@ -49,7 +49,7 @@ use crate::sys::tcp::TcpInfo;
 use crate::sys::uapi::dmabuf_token;
 use crate::udmabuf::FragMemory;
 
-use super::engine::{self, Live, Mark, Shared};
+use crate::engine::{self, Live, Mark, Shared};
 use crate::verdict::{ConnFacts, Ended, ReceiveFacts, DURATION_OVER};
 /// Whether a receive of `rx` is measured: several flows, or a measurement's options
 /// (`--duration`, `--warmup`, `--cpus`). A measured run reports its flows, the CPUs and the
@@ -641,6 +641,7 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     let flows = engine::run(
         &plan,
         &shared,
+        &STOP,
         &mut measure,
         |ctx| match stdout.as_mut() {
             Some(out) => {

@@ -25,35 +25,6 @@ pub(crate) fn run(a: &SenderArgs, report: &RunReport) -> Result<()> {
         corrupt_offset: a.pattern.corrupt_offset,
     };
     let f = &a.pattern.flows;
-    if f.count > 1 || f.duration.is_some() || f.cpus.is_some() || f.tcp_cc.is_some() {
-        return send_flows(&req, f, a.progress, report);
-    }
-    let mut log_progress = |line: String| report.log(format_args!("{line}"));
-    let progress = a.progress.map(|interval| tx::SendProgress {
-        interval,
-        line: &mut log_progress,
-    });
-    // A send that never connected has no summary of its own: the report says why it ended.
-    let outcome = tx::send_pattern_reporting(&req, &STOP, progress);
-    if let Some(stats) = &outcome.stats {
-        report.summary(&stats.summary_line());
-        report.body(stats.to_json());
-    }
-    outcome.result
-}
-
-/// `--flows N` (or `--duration`, `--cpus`): every flow at once ([`tx::send_flows`]); one line
-/// per flow and one for the total (with the process's CPU time; each flow's line has its
-/// thread's), and the JSON object with each flow's figures; a progress line of all flows
-/// every `progress`.
-///
-/// Errors: as [`tx::send_flows`].
-fn send_flows(
-    req: &PatternSend,
-    f: &crate::cli::Flows,
-    progress: Option<std::time::Duration>,
-    report: &RunReport,
-) -> Result<()> {
     super::flows::check_cpus(f.cpus.as_deref())?;
     let flows = tx::SendFlows {
         count: f.count,
@@ -61,20 +32,47 @@ fn send_flows(
         cpus: f.cpus.clone(),
         tcp_cc: f.tcp_cc.clone(),
     };
-    let mut log_progress = |line: String| report.log(format_args!("{line}"));
-    let progress = progress.map(|interval| tx::SendProgress {
+    let quiet = report.quiet();
+    let progress = a.progress.map(|interval| tx::SendProgress {
         interval,
-        line: &mut log_progress,
+        line: Box::new(move |line: String| {
+            if !quiet {
+                crate::elog!("{PROGRAM}: {line}");
+            }
+        }),
     });
     let cpu_at_start = crate::sys::cpu_time();
-    let (stats, result) = tx::send_flows_reporting(req, &flows, &STOP, progress);
+    let (stats, result) = tx::send_flows_reporting(&req, &flows, &STOP, progress);
     let cpu = cpu_at_start
         .zip(crate::sys::cpu_time())
         .map(|(a, b)| b.since(a));
-    if stats.is_empty() {
-        // No flow connected: no summary, as for one connection; the report says why.
-        return result;
+    match stats.as_slice() {
+        // No flow connected: no summary; the report says why.
+        [] => {}
+        [one] if !measured(f) => {
+            report.summary(&one.summary_line());
+            report.body(one.to_json());
+        }
+        all => report_flows(all, cpu, &result, report),
     }
+    result
+}
+
+/// Whether a send of `f` is measured (several flows, or `--duration`, `--cpus`, `--tcp-cc`):
+/// it reports each flow and the total; one that is not, its one summary line.
+fn measured(f: &crate::cli::Flows) -> bool {
+    f.count > 1 || f.duration.is_some() || f.cpus.is_some() || f.tcp_cc.is_some()
+}
+
+/// The report of a measured send: one line per flow and one for the total (with the
+/// process's CPU time `cpu`; each flow's line has its thread's), and the JSON object with each
+/// flow's figures.
+fn report_flows(
+    stats: &[tx::SendStats],
+    cpu: Option<crate::stats::CpuTime>,
+    result: &Result<()>,
+    report: &RunReport,
+) {
     let bytes: u64 = stats.iter().map(|s| s.bytes).sum();
     let elapsed = stats.iter().map(|s| s.elapsed).max().unwrap_or_default();
     let gbps = crate::stats::gbit_per_s(bytes, elapsed);
@@ -104,7 +102,6 @@ fn send_flows(
         }).collect::<Vec<_>>(),
         "ok": result.is_ok(),
     }));
-    result
 }
 
 /// The stream a sender sends: `--seed SEED`, `--seed random` (drawn here and printed, so a

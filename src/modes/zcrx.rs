@@ -5,7 +5,6 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::time::Instant;
 
-use super::engine::{self, Shared};
 use super::{
     await_hugepages, await_release, check_tcp_cc, explain_stall, flows, listen, log, open_nic,
     pick_queues, Accepted, NicRun, StallContext, Teardown,
@@ -13,6 +12,7 @@ use super::{
 use crate::caps::Missing;
 use crate::cli::{NicArgs, ZcrxArgs};
 use crate::conn::QueueDispatch;
+use crate::engine::{self, Shared};
 use crate::error::{Error, Result};
 use crate::nic::queues::{describe_owned, wait_queues_free, QueuePolicy, QUEUE_FREE_WAIT};
 use crate::nic::setup::{FlowTarget, ServerPlan};
@@ -445,7 +445,7 @@ fn receive_flows(
         }
         Ok((what, done, counters))
     };
-    let outs = engine::run(&eplan, &shared, &mut measure, first, rest);
+    let outs = engine::run(&eplan, &shared, &STOP, &mut measure, first, rest);
     let mut by_flow: Vec<Option<flows::Flow>> = (0..n).map(|_| None).collect();
     let mut records = Vec::with_capacity(workers);
     let mut failed = None;

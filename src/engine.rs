@@ -18,7 +18,6 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::signals::STOP;
 use crate::stats::CpuTime;
 pub(crate) use crate::verdict::{DURATION_OVER, FLOW_FAILED};
 
@@ -174,16 +173,43 @@ impl Shared {
         }
     }
 
-    fn start_clock(&self, plan: &Plan) {
+    /// Starts the clock, once: `true` the first time.
+    fn start_clock(&self, plan: &Plan) -> bool {
         let now = Instant::now();
-        if self.started.set(now).is_ok() {
-            let by_duration = plan.duration.and_then(|d| now.checked_add(d));
-            let end = match (by_duration, plan.deadline) {
-                (Some(e), Some(d)) => Some(e.min(d)),
-                (e, d) => e.or(d),
-            };
-            let _ = self.end.set(end);
-            self.wake();
+        if self.started.set(now).is_err() {
+            return false;
+        }
+        let by_duration = plan.duration.and_then(|d| now.checked_add(d));
+        let end = match (by_duration, plan.deadline) {
+            (Some(e), Some(d)) => Some(e.min(d)),
+            (e, d) => e.or(d),
+        };
+        let _ = self.end.set(end);
+        self.wake();
+        true
+    }
+}
+
+/// The clock of a run: the mode's callbacks, and whether the measured interval started.
+struct Timing<'c> {
+    clock: std::sync::Mutex<&'c mut (dyn Clock + 'c)>,
+    interval_started: AtomicBool,
+}
+
+impl Timing<'_> {
+    /// Starts the clock now, once; without a warm-up the measured interval starts with it,
+    /// its first reading taken here, before any worker goes on.
+    fn start(&self, plan: &Plan, shared: &Shared) {
+        if shared.start_clock(plan) && plan.warmup.is_none() {
+            self.interval_starts();
+        }
+    }
+
+    fn interval_starts(&self) {
+        if !self.interval_started.swap(true, Ordering::SeqCst) {
+            if let Ok(mut c) = self.clock.lock() {
+                c.interval_starts();
+            }
         }
     }
 }
@@ -197,12 +223,14 @@ pub(crate) struct Ctx<'a> {
     /// The run's shared state.
     pub(crate) shared: &'a Shared,
     plan: &'a Plan,
+    timing: &'a Timing<'a>,
 }
 
 impl Ctx<'_> {
-    /// Starts the clock now (a run whose plan does not start it with the run).
+    /// Starts the clock now (a run whose plan does not start it with the run); without a
+    /// warm-up the measured interval's first reading is taken before this returns.
     pub(crate) fn start_clock(&self) {
-        self.shared.start_clock(self.plan);
+        self.timing.start(self.plan, self.shared);
     }
 
     /// The run's stop flag.
@@ -246,24 +274,31 @@ impl Drop for Done<'_> {
 }
 
 /// Runs `first` (worker 0) on the calling thread and each of `rest` (workers 1, 2, …) on a
-/// thread of its own, supervised as the module docs say, and returns their outputs in worker
-/// order. `plan.workers` must be `1 + rest.len()`.
+/// thread of its own, supervised as the module docs say (`stop`: the stop signals' flag, a
+/// signal number or 0), and returns their outputs in worker order. `plan.workers` must be
+/// `1 + rest.len()`.
 ///
 /// Errors: none of its own; a worker's panic resumes here.
 pub(crate) fn run<'env, T: Send + 'env>(
     plan: &Plan,
     shared: &Shared,
+    stop: &AtomicI32,
     clock: &mut (dyn Clock + 'env),
     first: impl FnOnce(&Ctx<'_>) -> T,
     rest: Vec<Worker<'env, T>>,
 ) -> Vec<T> {
     debug_assert_eq!(plan.workers, rest.len() + 1);
+    let timing = Timing {
+        clock: std::sync::Mutex::new(clock),
+        interval_started: AtomicBool::new(false),
+    };
+    let timing = &timing;
+    if plan.clock_at_start {
+        timing.start(plan, shared);
+    }
     std::thread::scope(|scope| {
-        let supervisor = scope.spawn(|| supervise(plan, shared, clock));
+        let supervisor = scope.spawn(|| supervise(plan, shared, stop, timing));
         let _ = shared.supervisor.set(supervisor.thread().clone());
-        if plan.clock_at_start {
-            shared.start_clock(plan);
-        }
         let handles: Vec<_> = rest
             .into_iter()
             .enumerate()
@@ -277,6 +312,7 @@ pub(crate) fn run<'env, T: Send + 'env>(
                         cpu,
                         shared,
                         plan,
+                        timing,
                     };
                     if let Err(e) = pin(cpu) {
                         shared.note_failure(&e);
@@ -300,6 +336,7 @@ pub(crate) fn run<'env, T: Send + 'env>(
                 cpu,
                 shared,
                 plan,
+                timing,
             });
             if let Some(mask) = restore {
                 let _ = crate::sys::cpu::set_affinity(&mask);
@@ -334,16 +371,16 @@ fn pin(cpu: Option<usize>) -> Result<()> {
 
 /// The supervisor: signals into the run's stop flag, the warm-up mark, progress lines, the
 /// clock's end; returns once every worker is done.
-fn supervise(plan: &Plan, shared: &Shared, clock: &mut (dyn Clock + '_)) {
+fn supervise(plan: &Plan, shared: &Shared, stop: &AtomicI32, timing: &Timing<'_>) {
     let n = shared.live.len();
-    let mut interval_started = false;
     let mut ended = false;
+    let clock = || timing.clock.lock().ok();
     let mut last_progress: Option<(Instant, Vec<u64>)> = None;
     let mut next_progress: Option<Instant> = None;
     loop {
         // A stop signal is passed on even before the clock starts (a zcrx worker waiting for
         // its connections).
-        let sig = STOP.load(Ordering::SeqCst);
+        let sig = stop.load(Ordering::SeqCst);
         if sig != 0 {
             let _ = shared
                 .run_stop
@@ -351,7 +388,7 @@ fn supervise(plan: &Plan, shared: &Shared, clock: &mut (dyn Clock + '_)) {
         }
         if let Some(start) = shared.started() {
             let now = Instant::now();
-            if !interval_started {
+            if !timing.interval_started.load(Ordering::SeqCst) {
                 let due = plan.warmup.and_then(|w| start.checked_add(w));
                 if due.is_none_or(|at| now >= at) {
                     if due.is_some() {
@@ -359,8 +396,7 @@ fn supervise(plan: &Plan, shared: &Shared, clock: &mut (dyn Clock + '_)) {
                             l.mark.store(true, Ordering::Relaxed);
                         }
                     }
-                    clock.interval_starts();
-                    interval_started = true;
+                    timing.interval_starts();
                 }
             }
             if next_progress.is_none() {
@@ -374,15 +410,17 @@ fn supervise(plan: &Plan, shared: &Shared, clock: &mut (dyn Clock + '_)) {
                         .iter()
                         .map(|l| l.bytes.load(Ordering::Relaxed))
                         .collect();
-                    if let Some((prev_at, prev)) = &last_progress {
-                        clock.progress(now - start, now - *prev_at, prev, &bytes);
+                    if let (Some((prev_at, prev)), Some(mut c)) = (&last_progress, clock()) {
+                        c.progress(now - start, now - *prev_at, prev, &bytes);
                     }
                     last_progress = Some((now, bytes));
                     next_progress = at.checked_add(p);
                 }
             }
             if !ended && shared.end().is_some_and(|e| now >= e) {
-                clock.clock_ends();
+                if let Some(mut c) = clock() {
+                    c.clock_ends();
+                }
                 ended = true;
                 let _ = shared.run_stop.compare_exchange(
                     0,
@@ -427,6 +465,7 @@ mod tests {
         let outs = run(
             &p,
             &shared,
+            &AtomicI32::new(0),
             &mut NoClock,
             |c| (c.worker, std::thread::current().id() == me),
             rest,
@@ -449,6 +488,7 @@ mod tests {
         let outs = run(
             &p,
             &shared,
+            &AtomicI32::new(0),
             &mut NoClock,
             |c| {
                 c.shared.note_failure(&Error::Failure("x".into()));
@@ -463,7 +503,7 @@ mod tests {
         };
         let shared = Shared::new(2);
         let rest: Vec<Worker<'_, i32>> = vec![Box::new(wait)];
-        let outs = run(&p, &shared, &mut NoClock, wait, rest);
+        let outs = run(&p, &shared, &AtomicI32::new(0), &mut NoClock, wait, rest);
         assert_eq!(outs, vec![DURATION_OVER, DURATION_OVER]);
     }
 
@@ -479,6 +519,7 @@ mod tests {
             run(
                 &p,
                 &shared,
+                &AtomicI32::new(0),
                 &mut NoClock,
                 |c| {
                     while c.run_stop().load(Ordering::SeqCst) == 0 {
@@ -516,6 +557,7 @@ mod tests {
         let marked = run(
             &p,
             &shared,
+            &AtomicI32::new(0),
             &mut seen,
             |c| {
                 let mut mark = None;
