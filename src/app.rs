@@ -27,7 +27,7 @@ pub fn run(run: &Run) -> Result<()> {
     let report = RunReport::new(run.mode.mode(), run.common.clone());
     let result = crate::modes::run(&run.mode, &report);
     let quiet = report.quiet();
-    let body = report.body_json();
+    let body = report.body_typed();
     let result = report.finish(result);
     // `--quiet`'s verdict: a failure is the error main prints; a pass is this line.
     if quiet && result.is_ok() {

@@ -492,7 +492,7 @@ fn output(
                 .and_then(|t| write_file("--plot", path, &t)),
         );
     }
-    report.body(sweep_json(plan, a, rx, records, stopped));
+    report.body_object(sweep_json(plan, a, rx, records, stopped));
     first_err.map_or(Ok(()), Err)
 }
 

@@ -416,12 +416,12 @@ pub(crate) fn record_receive(
     let facts = one_flow_facts(rx, stats, &own);
     let verdict = crate::verdict::judge_receive(&facts);
     report.summary(&stats.summary_line());
-    let mut json = stats.to_json();
-    json["ok"] = verdict.result.is_ok().into();
-    if let Err(e) = &verdict.result {
-        json["error"] = e.to_string().into();
-    }
-    report.body(json);
+    report.body(crate::summary::Body::Receive(Box::new(
+        crate::summary::ReceiveBody {
+            totals: stats.totals(),
+            measured: None,
+        },
+    )));
     report.receive(facts);
     verdict.result
 }

@@ -8,6 +8,7 @@
 
 use crate::cli::{Common, JsonTarget, Mode, Verbosity, PROGRAM};
 use crate::error::{Error, Result};
+use crate::summary::Body;
 use crate::verdict::{ReceiveFacts, RunFacts};
 use std::cell::RefCell;
 use std::io::Write;
@@ -18,8 +19,8 @@ use std::io::Write;
 pub(crate) struct RunReport {
     mode: Mode,
     common: Common,
-    /// The mode's JSON object, once it has one.
-    body: RefCell<Option<serde_json::Value>>,
+    /// The mode's summary body, once it has one.
+    body: RefCell<Option<Body>>,
     /// The NIC undo's failure, if it failed.
     undo: RefCell<Option<Error>>,
     /// `--verify-restore`'s outcome, when it ran.
@@ -87,9 +88,17 @@ impl RunReport {
         }
     }
 
-    /// A copy of the mode's JSON object, once it has one.
-    pub(crate) fn body_json(&self) -> Option<serde_json::Value> {
+    /// A copy of the mode's summary body, once it has one.
+    pub(crate) fn body_typed(&self) -> Option<Body> {
         self.body.borrow().clone()
+    }
+
+    /// The mode's summary body as a JSON object (without the envelope), once it has one.
+    pub(crate) fn body_json(&self) -> Option<serde_json::Value> {
+        self.body
+            .borrow()
+            .as_ref()
+            .and_then(|b| serde_json::to_value(b).ok())
     }
 
     /// `--quiet`: only errors and the verdict are logged.
@@ -127,9 +136,15 @@ impl RunReport {
         }
     }
 
-    /// Sets the mode's JSON object (written by [`finish`](Self::finish) to `--json FILE`).
-    pub(crate) fn body(&self, json: serde_json::Value) {
-        *self.body.borrow_mut() = Some(json);
+    /// Sets the mode's summary body (written by [`finish`](Self::finish) to `--json FILE`).
+    pub(crate) fn body(&self, body: Body) {
+        *self.body.borrow_mut() = Some(body);
+    }
+
+    /// Sets the mode's body from a JSON object (the modes not typed yet); its envelope
+    /// members are left out.
+    pub(crate) fn body_object(&self, json: serde_json::Value) {
+        *self.body.borrow_mut() = Body::other(json);
     }
 
     /// Records the NIC undo's outcome (a failure names what was left behind).
@@ -206,68 +221,75 @@ impl RunReport {
 /// The top-level keys every `--json` object carries (`docs/json.md`), in this order before
 /// the mode's own.
 #[cfg(test)]
-pub(crate) const ENVELOPE_KEYS: [&str; 7] = [
-    "mode",
-    "ok",
-    "verdict",
-    "error",
-    "version",
-    "argv",
-    "kernel_release",
-];
+pub(crate) const ENVELOPE_KEYS: [&str; 7] = crate::summary::ENVELOPE_MEMBERS;
 
-/// The `--json` object of a run of `mode` typed as `argv` that ended with `result`: the
-/// envelope ([`ENVELOPE_KEYS`]: `mode`, `ok`, `verdict` `"pass"`|`"fail"`|`"skip"`, `error`
-/// null or the message the run ended with, `version`, `argv`, `kernel_release` or null), then
-/// the keys of the mode's `body` (none when the run ended before its summary). The envelope's
-/// keys win over the body's: `ok` and `error` are the run's final verdict, after the NIC undo
-/// and `--verify-restore`.
+/// The summary of a run of `mode` typed as `argv` that ended with `result`: the envelope
+/// (`mode`, `ok`, `verdict` `"pass"`|`"fail"`|`"skip"`, `error` null or the message the run
+/// ended with, `version`, `argv`, `kernel_release` or null), then the mode's `body` (none when
+/// the run ended before its summary). `ok` and `error` are the run's final verdict, after the
+/// NIC undo and `--verify-restore`.
+pub(crate) fn summary(
+    mode: Mode,
+    argv: &[String],
+    body: Option<Body>,
+    result: &Result<()>,
+) -> crate::summary::Summary {
+    crate::summary::Summary {
+        envelope: crate::summary::Envelope {
+            mode: summary_mode(mode),
+            ok: result.is_ok(),
+            verdict: match result {
+                Ok(()) => crate::summary::VerdictName::Pass,
+                Err(Error::Skip(_)) => crate::summary::VerdictName::Skip,
+                Err(_) => crate::summary::VerdictName::Fail,
+            },
+            error: result.as_ref().err().map(ToString::to_string),
+            version: crate::VERSION.to_string(),
+            argv: argv.to_vec(),
+            kernel_release: crate::sys::kernel_release().ok(),
+        },
+        body,
+    }
+}
+
+/// [`summary`] as a JSON value.
 pub(crate) fn summary_json(
     mode: Mode,
     argv: &[String],
-    body: Option<serde_json::Value>,
+    body: Option<Body>,
     result: &Result<()>,
 ) -> serde_json::Value {
-    let mut obj = serde_json::Map::new();
-    obj.insert("mode".into(), json_mode_name(mode).into());
-    obj.insert("ok".into(), result.is_ok().into());
-    obj.insert("verdict".into(), verdict_name(result).into());
-    obj.insert(
-        "error".into(),
-        result.as_ref().err().map(ToString::to_string).into(),
-    );
-    obj.insert("version".into(), crate::VERSION.into());
-    obj.insert("argv".into(), argv.into());
-    obj.insert(
-        "kernel_release".into(),
-        crate::sys::kernel_release().ok().into(),
-    );
-    if let Some(serde_json::Value::Object(body)) = body {
-        for (k, v) in body {
-            obj.entry(k).or_insert(v);
-        }
-    }
-    serde_json::Value::Object(obj)
+    serde_json::to_value(summary(mode, argv, body, result)).unwrap_or_default()
 }
 
 /// The one line `--quiet` prints for a run that passed: `pass (MODE)`, with the bytes, the
 /// rate and the CRC-32 of a summary that has them (`pass (plain TCP): 1048576 bytes, 0.84
 /// Gbit/s, crc32 0x1c5d4b0a`).
-pub(crate) fn pass_line(mode: Mode, body: Option<&serde_json::Value>) -> String {
+pub(crate) fn pass_line(mode: Mode, body: Option<&Body>) -> String {
     let mut line = format!("pass ({})", json_mode_name(mode));
-    let Some(b) = body else {
-        return line;
-    };
-    if let Some(bytes) = b.get("bytes").and_then(serde_json::Value::as_u64) {
-        line.push_str(&format!(": {bytes} bytes"));
-        if let Some(g) = b.get("gbit_per_s").and_then(serde_json::Value::as_f64) {
-            line.push_str(&format!(", {g:.2} Gbit/s"));
-        }
-        if let Some(crc) = b.get("crc32").and_then(serde_json::Value::as_u64) {
+    if let Some((bytes, gbps, crc)) = body.and_then(Body::stream_figures) {
+        line.push_str(&format!(": {bytes} bytes, {gbps:.2} Gbit/s"));
+        if let Some(crc) = crc {
             line.push_str(&format!(", crc32 0x{crc:08x}"));
         }
     }
     line
+}
+
+/// The summary's `"mode"` of `mode`.
+fn summary_mode(mode: Mode) -> crate::summary::ModeName {
+    use crate::summary::ModeName as M;
+    match mode {
+        Mode::PlainServer => M::PlainTcp,
+        Mode::Server => M::Devmem,
+        Mode::ZcrxServer => M::Zcrx,
+        Mode::Client => M::DevmemTx,
+        Mode::PatternSender => M::PatternSender,
+        Mode::Probe => M::Probe,
+        Mode::Report => M::Report,
+        Mode::PeerServer => M::PeerServer,
+        Mode::Sweep => M::Sweep,
+    }
 }
 
 /// The `"mode"` the JSON summary of `mode` carries.
@@ -282,15 +304,6 @@ pub(crate) fn json_mode_name(mode: Mode) -> &'static str {
         Mode::Report => "report",
         Mode::PeerServer => "peer-server",
         Mode::Sweep => "sweep",
-    }
-}
-
-/// `pass`, `skip` or `fail`: the verdict of a run's result, as the JSON summaries name it.
-pub(crate) fn verdict_name(result: &Result<()>) -> &'static str {
-    match result {
-        Ok(()) => "pass",
-        Err(Error::Skip(_)) => "skip",
-        Err(_) => "fail",
     }
 }
 
@@ -366,7 +379,7 @@ mod tests {
                 (Err(Error::Skip(Missing::ChannelConfig)), "skip"),
                 (Err(Error::Failure("rule left".into())), "fail"),
             ] {
-                for b in [None, Some(body.clone())] {
+                for b in [None, Body::other(body.clone())] {
                     let j = summary_json(mode, &argv, b.clone(), &result);
                     for k in ENVELOPE_KEYS {
                         assert!(j.get(k).is_some(), "{mode:?} {verdict}: no {k}: {j}");
@@ -390,14 +403,28 @@ mod tests {
     /// has them.
     #[test]
     fn the_pass_line_names_the_mode_and_the_figures() {
+        use crate::summary::{ReceiveBody, RxTotals};
         assert_eq!(pass_line(Mode::Report, None), "pass (report)");
-        let body =
-            serde_json::json!({"bytes": 1048576, "gbit_per_s": 2.314, "crc32": 0x0faf8379u32});
+        let receive = |crc32| {
+            Body::Receive(Box::new(ReceiveBody {
+                totals: RxTotals {
+                    bytes: 1048576,
+                    gbit_per_s: 2.314,
+                    crc32,
+                    ..RxTotals::default()
+                },
+                measured: None,
+            }))
+        };
         assert_eq!(
-            pass_line(Mode::PlainServer, Some(&body)),
+            pass_line(Mode::PlainServer, Some(&receive(Some(0x0faf8379)))),
             "pass (plain TCP): 1048576 bytes, 2.31 Gbit/s, crc32 0x0faf8379"
         );
-        let flows = serde_json::json!({"bytes": 5, "gbit_per_s": 0.0, "crc32": null});
+        let mut flows = receive(None);
+        if let Body::Receive(b) = &mut flows {
+            b.totals.bytes = 5;
+            b.totals.gbit_per_s = 0.0;
+        }
         assert_eq!(
             pass_line(Mode::Server, Some(&flows)),
             "pass (devmem): 5 bytes, 0.00 Gbit/s"

@@ -11,8 +11,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::error::{Error, Result};
 
 /// Which receive path produced the numbers.
@@ -422,52 +420,55 @@ impl RxStats {
     /// given its receive buffer: `rcvbuf_set` (`SO_RCVBUF` bytes or null), `rcvbuf_bytes` (what
     /// the kernel keeps) and `rcvbuf_reason`.
     pub fn to_json(&self) -> serde_json::Value {
-        let mut v = json!({
-            "mode": self.mode.label(),
-            "bytes": self.bytes,
-            "dmabuf_frags": self.dmabuf_frags,
-            "dmabuf_bytes": self.dmabuf_bytes,
-            "max_dmabuf_frag": self.max_dmabuf_frag,
-            "linear_frags": self.linear_frags,
-            "linear_bytes": self.linear_bytes,
-            "plain_bytes": self.plain_bytes,
-            "tokens_released": self.tokens_released,
-            "dontneed_calls": self.dontneed_calls,
-            "recvmsg_calls": self.recvmsg_calls,
-            "eagain_retries": self.eagain_retries,
-            "eintr_retries": self.eintr_retries,
-            "control_only_recvmsgs": self.control_only_recvmsgs,
-            "poll_calls": self.poll_calls,
-            "cpu_user_s": self.cpu.map(|c| c.user.as_secs_f64()),
-            "cpu_sys_s": self.cpu.map(|c| c.sys.as_secs_f64()),
-            "cpu_utilisation": self.cpu_utilisation(),
-            "validated_bytes": self.validated_bytes,
-            "mismatches": self.mismatches,
-            "stream": self.stream.map(|t| t.to_string()),
-            "crc32": self.crc32,
-            "elapsed_s": self.elapsed.as_secs_f64(),
-            "gbit_per_s": self.gbit_per_s(),
-        });
-        if self.mode == RxMode::Zcrx {
-            let z = &self.zcrx;
-            v["zcrx_chunks"] = z.chunks.into();
-            v["zcrx_buffers_returned"] = z.buffers_returned.into();
-            v["zcrx_refill_publishes"] = z.refill_publishes.into();
-            v["zcrx_arms"] = z.arms.into();
-            v["zcrx_retried_errors"] = z.retried_errors.into();
-            v["zcrx_flushes"] = z.flushes.into();
-            v["zcrx_waits"] = z.waits.into();
-            v["zcrx_rx_buf_len"] = z.rx_buf_len.into();
+        serde_json::to_value(self.totals()).unwrap_or_default()
+    }
+
+    /// These counters as the summary's types ([`crate::summary::RxTotals`]): the zcrx
+    /// counters only for a zcrx receive, `binding_gone` only for devmem, the receive buffer
+    /// when one was planned.
+    pub fn totals(&self) -> crate::summary::RxTotals {
+        let z = &self.zcrx;
+        crate::summary::RxTotals {
+            bytes: self.bytes,
+            dmabuf_frags: self.dmabuf_frags,
+            dmabuf_bytes: self.dmabuf_bytes,
+            max_dmabuf_frag: self.max_dmabuf_frag,
+            linear_frags: self.linear_frags,
+            linear_bytes: self.linear_bytes,
+            plain_bytes: self.plain_bytes,
+            tokens_released: self.tokens_released,
+            dontneed_calls: self.dontneed_calls,
+            recvmsg_calls: self.recvmsg_calls,
+            eagain_retries: self.eagain_retries,
+            eintr_retries: self.eintr_retries,
+            control_only_recvmsgs: self.control_only_recvmsgs,
+            poll_calls: self.poll_calls,
+            cpu_user_s: self.cpu.map(|c| c.user.as_secs_f64()),
+            cpu_sys_s: self.cpu.map(|c| c.sys.as_secs_f64()),
+            cpu_utilisation: self.cpu_utilisation(),
+            validated_bytes: self.validated_bytes,
+            mismatches: self.mismatches,
+            stream: self.stream.map(|t| t.to_string()),
+            crc32: Some(self.crc32),
+            elapsed_s: self.elapsed.as_secs_f64(),
+            gbit_per_s: self.gbit_per_s(),
+            zcrx: (self.mode == RxMode::Zcrx).then_some(crate::summary::ZcrxTotals {
+                zcrx_chunks: z.chunks,
+                zcrx_buffers_returned: z.buffers_returned,
+                zcrx_refill_publishes: z.refill_publishes,
+                zcrx_arms: z.arms,
+                zcrx_retried_errors: z.retried_errors,
+                zcrx_flushes: z.flushes,
+                zcrx_waits: z.waits,
+                zcrx_rx_buf_len: z.rx_buf_len,
+            }),
+            binding_gone: (self.mode == RxMode::Devmem).then_some(self.binding_gone),
+            rcvbuf: self.rcvbuf.as_ref().map(|r| crate::summary::RcvbufFigures {
+                rcvbuf_set: r.set.map(u64::from),
+                rcvbuf_bytes: u64::from(r.effective),
+                rcvbuf_reason: r.reason.clone(),
+            }),
         }
-        if self.mode == RxMode::Devmem {
-            v["binding_gone"] = self.binding_gone.into();
-        }
-        if let Some(r) = &self.rcvbuf {
-            v["rcvbuf_set"] = r.set.into();
-            v["rcvbuf_bytes"] = r.effective.into();
-            v["rcvbuf_reason"] = r.reason.clone().into();
-        }
-        v
     }
 }
 
@@ -806,7 +807,9 @@ mod tests {
             .progress_line(0, Duration::from_secs(1))
             .ends_with("2 chunks, 2 buffers returned"));
         let j = s.to_json();
-        assert_eq!(j["mode"], "io_uring zcrx");
+        // The mode is the summary's envelope's (`run_report::summary_json`), not the body's.
+        assert_eq!(s.mode.label(), "io_uring zcrx");
+        assert!(j.get("mode").is_none(), "{j}");
         assert_eq!(j["zcrx_chunks"], 2);
         assert_eq!(j["zcrx_buffers_returned"], 2);
         assert_eq!(j["zcrx_rx_buf_len"], 16384);
@@ -953,7 +956,7 @@ mod tests {
             line.contains("validates the TCP path, not devmem"),
             "{line}"
         );
-        assert_eq!(s.to_json()["mode"], "plain TCP");
+        assert_eq!(s.mode.label(), "plain TCP");
     }
 
     #[test]
@@ -973,7 +976,7 @@ mod tests {
         write_json_atomic(&path, &sample().to_json()).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["mode"], "devmem");
+        assert_eq!(sample().mode.label(), "devmem");
         assert_eq!(v["bytes"], 1_250_000_000u64);
         assert_eq!(v["dmabuf_frags"], 300);
         assert_eq!(v["max_dmabuf_frag"], 4096);
@@ -989,7 +992,8 @@ mod tests {
         assert_eq!(v["stream"], "period 7");
         assert_eq!(v["binding_gone"], false);
         assert_eq!(v["control_only_recvmsgs"], 0);
-        assert_eq!(v.as_object().unwrap().len(), 25);
+        // 25 members before, without `mode` (the summary's envelope carries it).
+        assert_eq!(v.as_object().unwrap().len(), 24);
         // Only the final file is left behind.
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

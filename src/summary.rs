@@ -649,6 +649,98 @@ pub struct DevmemTxFlow {
     pub error: Option<String>,
 }
 
+impl std::ops::AddAssign for DevmemTxCounters {
+    /// Another flow's counters: the counts and bytes summed, the longest time, the CRC-32 of
+    /// no one stream (`None`); the rate is the caller's (over the run's time).
+    fn add_assign(&mut self, o: DevmemTxCounters) {
+        self.bytes += o.bytes;
+        self.completed_sends += o.completed_sends;
+        self.sends += o.sends;
+        self.completions += o.completions;
+        self.copied_completions += o.copied_completions;
+        self.crc32 = None;
+        self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
+    }
+}
+
+impl std::ops::AddAssign for DevmemTxDetail {
+    /// Another flow's counters, summed.
+    fn add_assign(&mut self, o: DevmemTxDetail) {
+        self.pieces += o.pieces;
+        self.short_sends += o.short_sends;
+        self.iovs += o.iovs;
+        self.buffer_full_waits += o.buffer_full_waits;
+        self.enobufs_retries += o.enobufs_retries;
+        self.eintr_retries += o.eintr_retries;
+    }
+}
+
+/// A mode's body: what follows the envelope.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Body {
+    /// A receiver's (`devmem`, `io_uring zcrx`, `plain TCP`).
+    Receive(Box<ReceiveBody>),
+    /// The pattern sender's.
+    Send(SendBody),
+    /// The devmem TX client's.
+    DevmemTx(Box<DevmemTxBody>),
+    /// Another mode's object (the probe, the capability report, the peer server, a sweep),
+    /// without the envelope's members ([`Body::other`]).
+    Other(serde_json::Map<String, serde_json::Value>),
+}
+
+/// The members of [`Envelope`], which a body never repeats.
+pub const ENVELOPE_MEMBERS: [&str; 7] = [
+    "mode",
+    "ok",
+    "verdict",
+    "error",
+    "version",
+    "argv",
+    "kernel_release",
+];
+
+impl Body {
+    /// The body of an object `v` (members of the envelope left out: the envelope's win); a
+    /// value that is no object has none.
+    pub fn other(v: serde_json::Value) -> Option<Body> {
+        match v {
+            serde_json::Value::Object(mut m) => {
+                for k in ENVELOPE_MEMBERS {
+                    m.remove(k);
+                }
+                Some(Body::Other(m))
+            }
+            _ => None,
+        }
+    }
+
+    /// Bytes, Gbit/s and CRC-32 of a body that moved a stream, for the `--quiet` pass line
+    /// (the CRC-32 of one stream only).
+    pub fn stream_figures(&self) -> Option<(u64, f64, Option<u32>)> {
+        match self {
+            Body::Receive(b) => Some((b.totals.bytes, b.totals.gbit_per_s, b.totals.crc32)),
+            Body::Send(SendBody::One(f)) => Some((f.bytes, f.gbit_per_s, Some(f.crc32))),
+            Body::Send(SendBody::Flows(f)) => Some((f.bytes, f.gbit_per_s, None)),
+            Body::DevmemTx(b) => Some((b.counters.bytes, b.counters.gbit_per_s, b.counters.crc32)),
+            Body::Other(_) => None,
+        }
+    }
+}
+
+/// A whole `--json` object: the envelope, then the mode's body (none for a run that ended
+/// before its summary: no connection, a skip, a refused bind).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// The envelope.
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    /// The body.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Body>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,23 +111,21 @@ impl SendStats {
         )
     }
 
-    /// The same facts as one JSON object: `mode` (`"pattern-sender"`), `bytes`, `writes`,
-    /// `crc32` (number), `stream`, `elapsed_s`, `gbit_per_s`, `cpu_user_s` and `cpu_sys_s`
-    /// (seconds over the send, null when unknown), `cpu_utilisation` (fraction of one CPU,
-    /// null when unknown).
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "mode": "pattern-sender",
-            "bytes": self.bytes,
-            "writes": self.writes,
-            "crc32": self.crc32,
-            "stream": self.stream.map(|t| t.to_string()),
-            "elapsed_s": self.elapsed.as_secs_f64(),
-            "gbit_per_s": self.gbps(),
-            "cpu_user_s": self.cpu.map(|c| c.user.as_secs_f64()),
-            "cpu_sys_s": self.cpu.map(|c| c.sys.as_secs_f64()),
-            "cpu_utilisation": self.cpu_utilisation(),
-        })
+    /// The same facts as the summary's type: `bytes`, `writes`, `crc32`, `stream`,
+    /// `elapsed_s`, `gbit_per_s`, `cpu_user_s` and `cpu_sys_s` (seconds over the send, null
+    /// when unknown), `cpu_utilisation` (fraction of one CPU, null when unknown).
+    pub fn figures(&self) -> crate::summary::SendFlowFigures {
+        crate::summary::SendFlowFigures {
+            bytes: self.bytes,
+            writes: self.writes,
+            crc32: self.crc32,
+            stream: self.stream.map(|t| t.to_string()),
+            elapsed_s: self.elapsed.as_secs_f64(),
+            gbit_per_s: self.gbps(),
+            cpu_user_s: self.cpu.map(|c| c.user.as_secs_f64()),
+            cpu_sys_s: self.cpu.map(|c| c.sys.as_secs_f64()),
+            cpu_utilisation: self.cpu_utilisation(),
+        }
     }
 }
 

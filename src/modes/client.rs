@@ -10,6 +10,7 @@ use crate::memory::MemoryPlan;
 use crate::netlink::netdev::Netdev;
 use crate::run_report::RunReport;
 use crate::signals::STOP;
+use crate::summary::{Body, DevmemTxBody, DevmemTxCounters, DevmemTxDetail, DevmemTxFlow};
 use crate::tx::{self, TxConfig};
 use crate::with_memory;
 
@@ -87,9 +88,14 @@ pub(crate) fn run(a: &ClientArgs, report: &RunReport) -> Result<()> {
         [] => {}
         [one] if !measured => {
             log!(report, "{}", one.stats.summary_line(ok));
-            let mut json = one.stats.to_json(ok);
-            json["stream"] = stream.map(|t| t.to_string()).into();
-            report.body(json);
+            report.body(Body::DevmemTx(Box::new(DevmemTxBody {
+                source: one.stats.source.to_string(),
+                stream: stream.map(|t| t.to_string()),
+                counters: one.stats.counters(),
+                detail: Some(one.stats.detail()),
+                flow_count: None,
+                flows: None,
+            })));
         }
         all => report_flows(all, stream, ok, report),
     }
@@ -126,37 +132,46 @@ fn report_flows(
             fl.stats.summary_line(fl.result.is_ok() && ok)
         );
     }
-    let sum = |get: fn(&tx::TxStats) -> u64| per_flow.iter().map(|f| get(&f.stats)).sum::<u64>();
-    report.body(serde_json::json!({
-        "mode": "devmem-tx",
-        "ok": ok,
-        "source": "pattern",
-        "dmabuf_id": per_flow.first().map(|f| f.stats.dmabuf_id),
-        "stream": stream.map(|s| s.to_string()),
-        "bytes": bytes,
-        // Each flow has its own CRC-32, as a multi-flow receiver's.
-        "crc32": null,
-        "sends": sum(|s| s.sends),
-        "completions": sum(|s| s.completions),
-        "completed_sends": sum(|s| s.completed_sends),
-        "copied_completions": sum(|s| s.copied_completions),
-        "elapsed_s": elapsed.as_secs_f64(),
-        "gbit_per_s": gbps,
-        "flow_count": per_flow.len(),
-        "flows": per_flow.iter().enumerate().map(|(k, fl)| {
-            let mut v = fl.stats.to_json(fl.result.is_ok() && ok);
-            v["flow"] = k.into();
-            v["stream"] = fl.stream.map(|s| s.to_string()).into();
-            v["dmabuf_window_offset"] = fl.window.0.into();
-            v["dmabuf_window_bytes"] = fl.window.1.into();
-            v["cpu"] = fl.pinned.into();
-            v["cpu_user_s"] = fl.cpu.map(|c| c.user.as_secs_f64()).into();
-            v["cpu_sys_s"] = fl.cpu.map(|c| c.sys.as_secs_f64()).into();
-            v["cpu_utilisation"] = tx::cpu_share(fl.cpu, fl.stats.elapsed).into();
-            v["error"] = fl.result.as_ref().err().map(ToString::to_string).into();
-            v
-        }).collect::<Vec<_>>(),
-    }));
+    let mut counters = DevmemTxCounters::default();
+    let mut detail = DevmemTxDetail::default();
+    for f in per_flow {
+        counters += f.stats.counters();
+        detail += f.stats.detail();
+    }
+    counters.dmabuf_id = per_flow.first().map_or(0, |f| f.stats.dmabuf_id);
+    counters.bytes = bytes;
+    counters.elapsed_s = elapsed.as_secs_f64();
+    counters.gbit_per_s = gbps;
+    // Each flow has its own CRC-32, as a multi-flow receiver's.
+    counters.crc32 = None;
+    report.body(Body::DevmemTx(Box::new(DevmemTxBody {
+        source: "pattern".into(),
+        stream: stream.map(|s| s.to_string()),
+        counters,
+        detail: Some(detail),
+        flow_count: Some(per_flow.len()),
+        flows: Some(
+            per_flow
+                .iter()
+                .enumerate()
+                .map(|(k, fl)| DevmemTxFlow {
+                    flow: k,
+                    stream: fl.stream.map(|s| s.to_string()),
+                    counters: fl.stats.counters(),
+                    detail: fl.stats.detail(),
+                    source: fl.stats.source.to_string(),
+                    dmabuf_window_offset: fl.window.0,
+                    dmabuf_window_bytes: fl.window.1,
+                    cpu: fl.pinned,
+                    cpu_user_s: fl.cpu.map(|c| c.user.as_secs_f64()),
+                    cpu_sys_s: fl.cpu.map(|c| c.sys.as_secs_f64()),
+                    cpu_utilisation: tx::cpu_share(fl.cpu, fl.stats.elapsed),
+                    ok: fl.result.is_ok() && ok,
+                    error: fl.result.as_ref().err().map(ToString::to_string),
+                })
+                .collect(),
+        ),
+    })));
 }
 
 /// The NIC and dma-buf side of a multi-flow devmem TX send ([`send_devmem_flows`]).

@@ -29,7 +29,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use crate::summary;
 
 use super::{log, peer_text, Accepted};
 use crate::cli::Receive;
@@ -517,12 +517,7 @@ impl<'a> Measure<'a> {
                  receiver never read, so its CRC-32 covers more and differs",
             );
         }
-        let mut json = figures.to_json();
-        json["ok"] = verdict.result.is_ok().into();
-        if let Err(e) = &verdict.result {
-            json["error"] = e.to_string().into();
-        }
-        report.body(json);
+        report.body(summary::Body::Receive(Box::new(figures.body())));
         report.receive(facts);
         verdict.result
     }
@@ -702,6 +697,11 @@ pub(crate) fn report_receive(r: Report<'_, '_>) -> Result<()> {
         return measure.finish(flows, workers, shared, report);
     }
     let mut f = flows.remove(0);
+    if let [w] = workers.as_slice() {
+        // One flow on one ifq: the ifq's buffer returns are that flow's too.
+        f.stats.zcrx.buffers_returned = w.zcrx.buffers_returned;
+        f.stats.zcrx.refill_publishes = w.zcrx.refill_publishes;
+    }
     if unbind == rx::UnbindMode::BeforeRecv && !f.stats.binding_gone && f.result.is_ok() {
         log!(
             report,
@@ -1264,7 +1264,14 @@ impl RunFigures {
         })
     }
 
-    fn to_json(&self) -> Value {
+    #[cfg(test)]
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.body()).unwrap_or_default()
+    }
+
+    /// The run's summary body: the flows' counters summed (the measured interval's bytes and
+    /// rate, no CRC-32: each flow has its own), the measured figures and every flow.
+    fn body(&self) -> summary::ReceiveBody {
         let mut merged = RxStats::new(
             self.flows
                 .first()
@@ -1276,182 +1283,218 @@ impl RunFigures {
             hist.merge(&f.flow.stats.frag_sizes);
         }
         merged.elapsed = self.interval;
-        let mut json = merged.to_json();
-        json["bytes"] = self.total_bytes().into();
-        json["gbit_per_s"] = self.total_gbps().into();
-        json["crc32"] = Value::Null;
-        json["frag_sizes"] = hist_json(&hist);
-        let (avg, sd) = self.flow_spread();
-        json["flow_count"] = self.flows.len().into();
-        json["flow_avg_gbit_per_s"] = avg.into();
-        json["flow_sd_gbit_per_s"] = sd.into();
-        json["measured_s"] = self.interval.as_secs_f64().into();
-        json["warmup_s"] = self.warmup.map(|w| w.as_secs_f64()).into();
-        json["duration_s"] = self.duration.map(|d| d.as_secs_f64()).into();
-        json["ended_before_duration"] = self.ended_before_duration.into();
-        json["device_rx"] = match &self.device {
-            Some(Ok(d)) => json!({
-                "bytes": d.bytes,
-                "packets": d.packets,
-                "gbit_per_s": d.gbps(),
-                "source": "qstats-get rx-bytes of the bound queues (headers included)",
-            }),
-            Some(Err(why)) => json!({"unavailable": why.to_string()}),
-            None => Value::Null,
-        };
-        json["page_pools"] = match &self.page_pools {
-            Some(Ok(groups)) => groups
-                .iter()
-                .map(|g| {
-                    let mut v = json!({
-                        "queues": g.queues,
-                        "napi_id": g.napi_id,
-                        "pools": g.pools,
-                    });
-                    for (name, n) in g.counters.fields() {
-                        v[name] = n.into();
-                    }
-                    v
-                })
-                .collect::<Vec<_>>()
-                .into(),
-            Some(Err(why)) => json!({"unavailable": why.to_string()}),
-            None => Value::Null,
-        };
-        json["cpu"] = match &self.cpu {
-            Ok((app, all, per_cpu)) => json!({
-                "app_cpus": self.app_cpus,
-                APP_SYS: app.sys,
-                APP_IDLE: app.idle,
-                "app": shares_json(app),
-                "all": shares_json(all),
-                "per_cpu": per_cpu.iter().map(|(c, s)| {
-                    let mut v = shares_json(s);
-                    v["cpu"] = (*c).into();
-                    v
-                }).collect::<Vec<_>>(),
-                "tool_user_pct_of_app_busy": self.tool_user_share(),
-            }),
-            Err(why) => json!({"unavailable": why}),
-        };
-        json["flows"] = self
-            .flows
-            .iter()
-            .enumerate()
-            .map(|(k, f)| {
-                let mut v = flow_json(k, f);
-                v["connection"] = self.connections.get(k).copied().flatten().into();
-                v["ok"] = self.verdicts.get(k).is_none_or(Option::is_none).into();
-                v["error"] = self.verdicts.get(k).cloned().flatten().into();
-                if !self.workers.is_empty() {
-                    v["worker"] = f.flow.worker.into();
-                }
-                v
-            })
-            .collect::<Vec<_>>()
-            .into();
-        if !self.workers.is_empty() {
+        let mut totals = merged.totals();
+        totals.bytes = self.total_bytes();
+        totals.gbit_per_s = self.total_gbps();
+        totals.crc32 = None;
+        if let (Some(z), false) = (totals.zcrx.as_mut(), self.workers.is_empty()) {
             // The ifq-wide counters are the workers' (the flows' own are 0).
             let sum = |g: fn(&crate::stats::ZcrxCounters) -> u64| -> u64 {
                 self.workers.iter().map(|w| g(&w.zcrx)).sum()
             };
-            json["zcrx_buffers_returned"] = sum(|z| z.buffers_returned).into();
-            json["zcrx_refill_publishes"] = sum(|z| z.refill_publishes).into();
-            json["zcrx_flushes"] = sum(|z| z.flushes).into();
-            json["zcrx_waits"] = sum(|z| z.waits).into();
-            json["workers"] = self
-                .workers
+            z.zcrx_buffers_returned = sum(|z| z.buffers_returned);
+            z.zcrx_refill_publishes = sum(|z| z.refill_publishes);
+            z.zcrx_flushes = sum(|z| z.flushes);
+            z.zcrx_waits = sum(|z| z.waits);
+        }
+        let (avg, sd) = self.flow_spread();
+        let unavailable = |why: String| summary::Unavailable { unavailable: why };
+        let measured = summary::Measured {
+            frag_sizes: buckets(&hist),
+            flow_count: self.flows.len(),
+            flow_avg_gbit_per_s: avg,
+            flow_sd_gbit_per_s: sd,
+            measured_s: self.interval.as_secs_f64(),
+            warmup_s: self.warmup.map(|w| w.as_secs_f64()),
+            duration_s: self.duration.map(|d| d.as_secs_f64()),
+            ended_before_duration: self.ended_before_duration,
+            device_rx: self.device.as_ref().map(|d| match d {
+                Ok(d) => summary::DeviceRxFigure::Measured(summary::DeviceRxMeasured {
+                    bytes: d.bytes,
+                    packets: d.packets,
+                    gbit_per_s: d.gbps(),
+                    source: "qstats-get rx-bytes of the bound queues (headers included)".into(),
+                }),
+                Err(why) => summary::DeviceRxFigure::Unavailable(unavailable(why.to_string())),
+            }),
+            page_pools: self.page_pools.as_ref().map(|p| match p {
+                Ok(groups) => {
+                    summary::PagePoolsFigure::Groups(groups.iter().map(pool_group).collect())
+                }
+                Err(why) => summary::PagePoolsFigure::Unavailable(unavailable(why.to_string())),
+            }),
+            cpu: match &self.cpu {
+                Ok((app, all, per_cpu)) => summary::CpuFigure::Split(Box::new(summary::CpuSplit {
+                    app_cpus: self.app_cpus.clone(),
+                    app_sys: app.sys,
+                    app_idle: app.idle,
+                    app: shares(app),
+                    all: shares(all),
+                    per_cpu: per_cpu
+                        .iter()
+                        .map(|(c, s)| summary::CpuShareFigure {
+                            cpu: *c,
+                            shares: shares(s),
+                        })
+                        .collect(),
+                    tool_user_pct_of_app_busy: self.tool_user_share(),
+                })),
+                Err(why) => summary::CpuFigure::Unavailable(unavailable(why.clone())),
+            },
+            flows: self
+                .flows
                 .iter()
                 .enumerate()
-                .map(|(w, r)| {
-                    json!({
-                        "worker": w,
-                        "what": r.what,
-                        "rx_queue": r.queue,
-                        "flows": r.flows,
-                        "cpu": r.cpu,
-                        "zcrx_chunks": r.flows.iter()
+                .map(|(k, f)| {
+                    let mut v = flow_figures(k, f);
+                    v.connection = self.connections.get(k).copied().flatten();
+                    v.ok = self.verdicts.get(k).is_none_or(Option::is_none);
+                    v.error = self.verdicts.get(k).cloned().flatten();
+                    if !self.workers.is_empty() {
+                        v.worker = Some(f.flow.worker);
+                    }
+                    v
+                })
+                .collect(),
+            workers: (!self.workers.is_empty()).then(|| {
+                self.workers
+                    .iter()
+                    .enumerate()
+                    .map(|(w, r)| summary::WorkerFigure {
+                        worker: w,
+                        what: r.what.clone(),
+                        rx_queue: r.queue,
+                        flows: r.flows.clone(),
+                        cpu: r.cpu,
+                        zcrx_chunks: r
+                            .flows
+                            .iter()
                             .filter_map(|&k| self.flows.get(k))
                             .map(|f| f.flow.stats.zcrx.chunks)
-                            .sum::<u64>(),
-                        "zcrx_buffers_returned": r.zcrx.buffers_returned,
-                        "zcrx_refill_publishes": r.zcrx.refill_publishes,
-                        "zcrx_flushes": r.zcrx.flushes,
-                        "zcrx_waits": r.zcrx.waits,
-                        "zcrx_rx_buf_len": r.zcrx.rx_buf_len,
+                            .sum(),
+                        zcrx_buffers_returned: r.zcrx.buffers_returned,
+                        zcrx_refill_publishes: r.zcrx.refill_publishes,
+                        zcrx_flushes: r.zcrx.flushes,
+                        zcrx_waits: r.zcrx.waits,
+                        zcrx_rx_buf_len: r.zcrx.rx_buf_len,
                     })
-                })
-                .collect::<Vec<_>>()
-                .into();
+                    .collect()
+            }),
+        };
+        summary::ReceiveBody {
+            totals,
+            measured: Some(measured),
         }
-        json
     }
 }
 
-fn shares_json(s: &CpuShares) -> Value {
-    json!({
-        "usr": s.usr, "sys": s.sys, "irq": s.irq, "softirq": s.softirq,
-        "iowait": s.iowait, "idle": s.idle, "steal": s.steal, "ticks": s.ticks,
-    })
+/// CPU shares as the summary's type.
+fn shares(s: &CpuShares) -> summary::SharesFigure {
+    summary::SharesFigure {
+        usr: s.usr,
+        sys: s.sys,
+        irq: s.irq,
+        softirq: s.softirq,
+        iowait: s.iowait,
+        idle: s.idle,
+        steal: s.steal,
+        ticks: s.ticks,
+    }
 }
 
-fn hist_json(h: &FragSizeHistogram) -> Value {
+/// A frag-size histogram's non-empty buckets.
+fn buckets(h: &FragSizeHistogram) -> Vec<summary::FragBucket> {
     h.buckets()
-        .map(|b| json!({"min": b.min, "max": b.max, "frags": b.frags}))
-        .collect::<Vec<_>>()
-        .into()
+        .map(|b| summary::FragBucket {
+            min: b.min,
+            max: b.max,
+            frags: b.frags,
+        })
+        .collect()
 }
 
-fn flow_json(k: usize, f: &FlowFigures) -> Value {
+/// One NAPI instance's page pools as the summary's type.
+fn pool_group(g: &QueuePools) -> summary::PoolGroupFigure {
+    let c = &g.counters;
+    summary::PoolGroupFigure {
+        queues: g.queues.clone(),
+        napi_id: g.napi_id,
+        pools: g.pools.clone(),
+        alloc_fast: c.alloc_fast,
+        alloc_slow: c.alloc_slow,
+        alloc_slow_high_order: c.alloc_slow_high_order,
+        alloc_empty: c.alloc_empty,
+        alloc_refill: c.alloc_refill,
+        alloc_waive: c.alloc_waive,
+        recycle_cached: c.recycle_cached,
+        recycle_cache_full: c.recycle_cache_full,
+        recycle_ring: c.recycle_ring,
+        recycle_ring_full: c.recycle_ring_full,
+        recycle_released_refcnt: c.recycle_released_refcnt,
+    }
+}
+
+/// Flow `k`'s figures (its verdict, connection and worker filled in by the caller).
+fn flow_figures(k: usize, f: &FlowFigures) -> summary::ReceiveFlow {
     let st = &f.flow.stats;
     let cpu = f.cpu();
-    let mut v = json!({
-        "flow": k,
-        "bytes": st.bytes,
-        "measured_bytes": f.bytes,
-        "measured_s": f.secs,
-        "gbit_per_s": f.gbps(),
-        "dmabuf_frags": st.dmabuf_frags,
-        "linear_frags": st.linear_frags,
-        "tokens_released": st.tokens_released,
-        "dontneed_calls": st.dontneed_calls,
-        "recvmsg_calls": st.recvmsg_calls,
-        "validated_bytes": st.validated_bytes,
-        "mismatches": st.mismatches,
-        "stream": st.stream.map(|s| s.to_string()),
-        "crc32": st.crc32,
-        "cpu": f.flow.cpu,
-        "worker_user_s": cpu.map(|c| c.user.as_secs_f64()),
-        "worker_sys_s": cpu.map(|c| c.sys.as_secs_f64()),
-        "napi_id": f.flow.napi_id,
-        "rx_queue": f.queue.as_ref().and_then(|q| match q { ArrivalQueue::Queue(q) => Some(*q), _ => None }),
-        "arrival": f.queue.as_ref().map(ToString::to_string),
-        "frag_sizes": hist_json(&st.frag_sizes),
-    });
-    if st.mode == crate::stats::RxMode::Zcrx {
-        v["zcrx_chunks"] = st.zcrx.chunks.into();
-        v["zcrx_arms"] = st.zcrx.arms.into();
-        v["zcrx_retried_errors"] = st.zcrx.retried_errors.into();
+    summary::ReceiveFlow {
+        flow: k,
+        connection: None,
+        bytes: st.bytes,
+        measured_bytes: f.bytes,
+        measured_s: f.secs,
+        gbit_per_s: f.gbps(),
+        dmabuf_frags: st.dmabuf_frags,
+        linear_frags: st.linear_frags,
+        tokens_released: st.tokens_released,
+        dontneed_calls: st.dontneed_calls,
+        recvmsg_calls: st.recvmsg_calls,
+        validated_bytes: st.validated_bytes,
+        mismatches: st.mismatches,
+        stream: st.stream.map(|s| s.to_string()),
+        crc32: st.crc32,
+        cpu: f.flow.cpu,
+        worker_user_s: cpu.map(|c| c.user.as_secs_f64()),
+        worker_sys_s: cpu.map(|c| c.sys.as_secs_f64()),
+        napi_id: f.flow.napi_id,
+        rx_queue: f.queue.as_ref().and_then(|q| match q {
+            ArrivalQueue::Queue(q) => Some(*q),
+            _ => None,
+        }),
+        arrival: f.queue.as_ref().map(ToString::to_string),
+        frag_sizes: buckets(&st.frag_sizes),
+        ok: true,
+        error: None,
+        zcrx: (st.mode == crate::stats::RxMode::Zcrx).then_some(summary::ZcrxFlowCounters {
+            zcrx_chunks: st.zcrx.chunks,
+            zcrx_arms: st.zcrx.arms,
+            zcrx_retried_errors: st.zcrx.retried_errors,
+        }),
+        tcp_info: f.flow.tcp.as_ref().map(|t| summary::TcpInfoFigures {
+            rtt_us: t.rtt_us,
+            rttvar_us: t.rttvar_us,
+            retransmits: t.retransmits,
+            total_retrans: t.total_retrans,
+            reordering: t.reordering,
+            rcv_space: t.rcv_space,
+            rcv_wnd: t.rcv_wnd,
+            rcv_mss: t.rcv_mss,
+            rcv_ooopack: t.rcv_ooopack,
+            bytes_received: t.bytes_received,
+            segs_in: t.segs_in,
+            data_segs_in: t.data_segs_in,
+        }),
+        rcvbuf_bytes: f.flow.rcvbuf.as_ref().map(|r| u64::from(r.effective)),
+        worker: None,
     }
-    if let Some(t) = &f.flow.tcp {
-        v["tcp_info"] = json!({
-            "rtt_us": t.rtt_us, "rttvar_us": t.rttvar_us, "retransmits": t.retransmits,
-            "total_retrans": t.total_retrans, "reordering": t.reordering,
-            "rcv_space": t.rcv_space, "rcv_wnd": t.rcv_wnd, "rcv_mss": t.rcv_mss,
-            "rcv_ooopack": t.rcv_ooopack, "bytes_received": t.bytes_received,
-            "segs_in": t.segs_in, "data_segs_in": t.data_segs_in,
-        });
-    }
-    if let Some(r) = &f.flow.rcvbuf {
-        v["rcvbuf_bytes"] = r.effective.into();
-    }
-    v
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::stats::{RxMode, ZcrxCounters};
+    use serde_json::{json, Value};
 
     /// Flow `k` of worker `worker` (zcrx): `bytes` in `chunks` chunks, its worker's user CPU
     /// `user_ms` over the run.

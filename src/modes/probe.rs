@@ -64,7 +64,7 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
             (json, Err(e))
         }
     };
-    report.body(serde_json::json!({
+    report.body_object(serde_json::json!({
         "report": caps.as_ref().map(NicReport::to_json),
         "probe": probe,
     }));

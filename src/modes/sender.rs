@@ -4,6 +4,7 @@ use crate::cli::{Seed, SendStream, SenderArgs, PROGRAM};
 use crate::error::Result;
 use crate::run_report::RunReport;
 use crate::signals::STOP;
+use crate::summary::{Body, SendBody, SendFlow, SendFlows};
 use crate::tx::{self, PatternSend};
 use crate::validate::StreamSpec;
 
@@ -51,9 +52,9 @@ pub(crate) fn run(a: &SenderArgs, report: &RunReport) -> Result<()> {
         [] => {}
         [one] if !measured(f) => {
             report.summary(&one.summary_line());
-            report.body(one.to_json());
+            report.body(Body::Send(SendBody::One(one.figures())));
         }
-        all => report_flows(all, cpu, &result, report),
+        all => report_flows(all, cpu, report),
     }
     result
 }
@@ -67,12 +68,7 @@ fn measured(f: &crate::cli::Flows) -> bool {
 /// The report of a measured send: one line per flow and one for the total (with the
 /// process's CPU time `cpu`; each flow's line has its thread's), and the JSON object with each
 /// flow's figures.
-fn report_flows(
-    stats: &[tx::SendStats],
-    cpu: Option<crate::stats::CpuTime>,
-    result: &Result<()>,
-    report: &RunReport,
-) {
+fn report_flows(stats: &[tx::SendStats], cpu: Option<crate::stats::CpuTime>, report: &RunReport) {
     let bytes: u64 = stats.iter().map(|s| s.bytes).sum();
     let elapsed = stats.iter().map(|s| s.elapsed).max().unwrap_or_default();
     let gbps = crate::stats::gbit_per_s(bytes, elapsed);
@@ -85,23 +81,24 @@ fn report_flows(
     for (k, s) in stats.iter().enumerate() {
         report.summary(&format!("  flow {k}: {}", s.summary_line()));
     }
-    report.body(serde_json::json!({
-        "mode": "pattern-sender",
-        "bytes": bytes,
-        "elapsed_s": elapsed.as_secs_f64(),
-        "gbit_per_s": gbps,
-        "flow_count": stats.len(),
-        "cpu_user_s": cpu.map(|c| c.user.as_secs_f64()),
-        "cpu_sys_s": cpu.map(|c| c.sys.as_secs_f64()),
-        "cpu_utilisation": tx::cpu_share(cpu, elapsed),
-        "flows": stats.iter().enumerate().map(|(k, s)| {
-            let mut v = s.to_json();
-            v["flow"] = k.into();
-            v["cpu"] = s.pinned.into();
-            v
-        }).collect::<Vec<_>>(),
-        "ok": result.is_ok(),
-    }));
+    report.body(Body::Send(SendBody::Flows(SendFlows {
+        bytes,
+        elapsed_s: elapsed.as_secs_f64(),
+        gbit_per_s: gbps,
+        flow_count: stats.len(),
+        cpu_user_s: cpu.map(|c| c.user.as_secs_f64()),
+        cpu_sys_s: cpu.map(|c| c.sys.as_secs_f64()),
+        cpu_utilisation: tx::cpu_share(cpu, elapsed),
+        flows: stats
+            .iter()
+            .enumerate()
+            .map(|(k, s)| SendFlow {
+                flow: k,
+                cpu: s.pinned,
+                figures: s.figures(),
+            })
+            .collect(),
+    })));
 }
 
 /// The stream a sender sends: `--seed SEED`, `--seed random` (drawn here and printed, so a

@@ -819,32 +819,31 @@ impl TxStats {
         )
     }
 
-    /// The counters as one JSON object (the `--json FILE` content): `mode` (`"devmem-tx"`),
-    /// `ok`, `source`, `dmabuf_id`, `bytes`, `pieces`, `sends`, `short_sends`, `iovs`,
-    /// `completions`, `completed_sends`, `copied_completions`, `buffer_full_waits`,
-    /// `enobufs_retries`, `eintr_retries`, `crc32` (number), `elapsed_s` (float), `gbit_per_s`
-    /// (float).
-    pub fn to_json(&self, ok: bool) -> serde_json::Value {
-        serde_json::json!({
-            "mode": "devmem-tx",
-            "ok": ok,
-            "source": self.source,
-            "dmabuf_id": self.dmabuf_id,
-            "bytes": self.bytes,
-            "pieces": self.pieces,
-            "sends": self.sends,
-            "short_sends": self.short_sends,
-            "iovs": self.iovs,
-            "completions": self.completions,
-            "completed_sends": self.completed_sends,
-            "copied_completions": self.copied_completions,
-            "buffer_full_waits": self.buffer_full_waits,
-            "enobufs_retries": self.enobufs_retries,
-            "eintr_retries": self.eintr_retries,
-            "crc32": self.crc32,
-            "elapsed_s": self.elapsed.as_secs_f64(),
-            "gbit_per_s": self.gbit_per_s(),
-        })
+    /// The counters every devmem TX summary has ([`crate::summary::DevmemTxCounters`]).
+    pub fn counters(&self) -> crate::summary::DevmemTxCounters {
+        crate::summary::DevmemTxCounters {
+            dmabuf_id: self.dmabuf_id,
+            bytes: self.bytes,
+            completed_sends: self.completed_sends,
+            sends: self.sends,
+            completions: self.completions,
+            copied_completions: self.copied_completions,
+            crc32: Some(self.crc32),
+            elapsed_s: self.elapsed.as_secs_f64(),
+            gbit_per_s: self.gbit_per_s(),
+        }
+    }
+
+    /// The counters of one sender beyond [`TxStats::counters`] ([`crate::summary::DevmemTxDetail`]).
+    pub fn detail(&self) -> crate::summary::DevmemTxDetail {
+        crate::summary::DevmemTxDetail {
+            pieces: self.pieces,
+            short_sends: self.short_sends,
+            iovs: self.iovs,
+            buffer_full_waits: self.buffer_full_waits,
+            enobufs_retries: self.enobufs_retries,
+            eintr_retries: self.eintr_retries,
+        }
     }
 }
 
