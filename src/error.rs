@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+pub use crate::errno::{errno_display, errno_name};
+
 /// Process exit code for success.
 pub const EXIT_OK: u8 = 0;
 /// Process exit code for a test failure (validation error, kernel refused what must work,
@@ -110,8 +112,8 @@ pub enum Error {
     /// Bad command line: flag, value or combination. Exit 2.
     Usage(String),
     /// The environment lacks a capability (no udmabuf, no hugepages, not root, driver without
-    /// queue management): what is missing ([`crate::caps`]). Exit 4.
-    Skip(crate::caps::Missing),
+    /// queue management): what is missing (`crate::missing`). Exit 4.
+    Skip(crate::missing::Missing),
     /// A system call failed. `call` names it, e.g. `"setsockopt(SO_DEVMEM_DONTNEED)"`.
     Sys {
         /// The call and its object, e.g. `"open(/dev/udmabuf)"`.
@@ -258,7 +260,7 @@ pub fn errno_of(e: &std::io::Error) -> i32 {
     e.raw_os_error().filter(|&n| n > 0).unwrap_or(libc::EIO)
 }
 
-/// The error a stop-aware writer (`crate::rx::StopAwareWriter`) returns, inside a
+/// The error a stop-aware writer (the receive loop's `StopAwareWriter`) returns, inside a
 /// `std::io::Error`, once a stop signal has arrived: the signal number. [`Error::io`] turns it
 /// into [`Error::Interrupted`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,31 +273,6 @@ impl fmt::Display for Stopped {
 }
 
 impl std::error::Error for Stopped {}
-
-/// Renders an errno as `"EINVAL (Invalid argument)"`; unknown numbers as `"errno 4095 (...)"`.
-pub fn errno_display(errno: i32) -> String {
-    let text = std::io::Error::from_raw_os_error(errno).to_string();
-    // std renders "Invalid argument (os error 22)"; keep only the description.
-    let desc = text
-        .rsplit_once(" (os error")
-        .map(|(d, _)| d.to_string())
-        .unwrap_or(text);
-    match errno_name(errno) {
-        Some(n) => format!("{n} ({desc})"),
-        None => format!("errno {errno} ({desc})"),
-    }
-}
-
-/// Symbolic name of a Linux errno, e.g. `"EINVAL"`: `nix::errno::Errno`'s (its Debug text is
-/// the constant's name), plus the kernel-internal `ETOOSMALL` (525), which can leak from
-/// `put_cmsg_notrunc`; `None` for a number Linux does not define.
-pub fn errno_name(errno: i32) -> Option<String> {
-    match nix::errno::Errno::from_raw(errno) {
-        _ if errno == 525 => Some("ETOOSMALL".into()),
-        nix::errno::Errno::UnknownErrno => None,
-        e => Some(format!("{e:?}")),
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -375,7 +352,7 @@ mod tests {
     fn exit_codes_follow_design() {
         assert_eq!(Error::Usage("x".into()).exit_code(), 2);
         assert_eq!(
-            Error::Skip(crate::caps::Missing::ChannelConfig).exit_code(),
+            Error::Skip(crate::missing::Missing::ChannelConfig).exit_code(),
             4
         );
         assert_eq!(Error::Failure("x".into()).exit_code(), 1);

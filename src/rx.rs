@@ -40,17 +40,7 @@ use crate::sys::uapi::{
 use crate::udmabuf::FragMemory;
 use crate::validate::StreamSpec;
 
-/// What one `recvmsg` returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RecvOutcome {
-    /// Return value of `recvmsg`: bytes of stream consumed (linear bytes copied to the iov
-    /// plus dmabuf frag bytes, which are *not* copied). 0 means the peer closed.
-    pub bytes: usize,
-    /// `msghdr.msg_flags` after the call (`MSG_CTRUNC`, ...).
-    pub msg_flags: i32,
-    /// `msghdr.msg_controllen` after the call: bytes of cmsgs written to the control buffer.
-    pub control_len: usize,
-}
+pub use crate::sys::socket::RecvOutcome;
 
 /// The socket operations the receive loop needs. The real implementation is
 /// [`crate::sys::socket::TcpRxSocket`]; tests use a scripted double that produces exactly the
@@ -73,6 +63,26 @@ pub trait RxSocket {
 
     /// `poll(POLLIN)` for up to `timeout`; `Ok(true)` when readable (or closed/errored).
     fn wait_readable(&mut self, timeout: Duration) -> Result<bool, i32>;
+}
+
+/// The real socket: each call is one system call of `crate::sys::socket`.
+impl RxSocket for crate::sys::socket::TcpRxSocket {
+    fn recvmsg(
+        &mut self,
+        data: &mut [u8],
+        control: &mut [u8],
+        devmem: bool,
+    ) -> Result<RecvOutcome, i32> {
+        self.recvmsg_nonblocking(data, control, devmem)
+    }
+
+    fn dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
+        self.devmem_dontneed(tokens)
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
+        self.poll_readable(timeout)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -123,24 +123,7 @@ pub struct ValidationNotes {
     pub causes: Vec<(crate::validate::Fault, u64)>,
 }
 
-/// User and system CPU time (`struct rusage` `ru_utime`/`ru_stime`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CpuTime {
-    /// User time.
-    pub user: Duration,
-    /// System (kernel) time.
-    pub sys: Duration,
-}
-
-impl CpuTime {
-    /// `self - earlier`, saturating at zero.
-    pub fn since(self, earlier: CpuTime) -> CpuTime {
-        CpuTime {
-            user: self.user.saturating_sub(earlier.user),
-            sys: self.sys.saturating_sub(earlier.sys),
-        }
-    }
-}
+pub use crate::sys::cpu::CpuTime;
 
 /// Shortest wall time a CPU share ([`cpu_share_capped`]) is computed over. The kernel
 /// advances a process's user and system times in scheduler ticks (up to 10 ms apart, at

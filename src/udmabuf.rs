@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use crate::caps::{classify, Missing, Op};
 use crate::error::{Error, Result};
 use crate::memory::MappedDmaBuf;
+pub use crate::missing::HugepageStatus;
 use crate::sys::mmap::MappedRegion;
 use crate::sys::{self, uapi};
 
@@ -228,17 +229,6 @@ impl Default for HostPaths {
             resv_hugepages: RESV_HUGEPAGES_PATH.into(),
         }
     }
-}
-
-/// The 2 MiB hugepage pool, in pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HugepageStatus {
-    /// `vm.nr_hugepages` (persistent pages of the default hugepage size, 2 MiB on x86_64).
-    pub nr: u64,
-    /// `free_hugepages` of the 2 MiB pool (includes reserved pages).
-    pub free: u64,
-    /// `resv_hugepages` of the 2 MiB pool: free but promised to existing mappings.
-    pub resv: u64,
 }
 
 impl HugepageStatus {

@@ -1,6 +1,6 @@
 //! CPU time and placement of the calling thread: `getrusage(RUSAGE_SELF | RUSAGE_THREAD)`,
 //! `sched_getaffinity` / `sched_setaffinity` (through `nix`), and the read of `/proc/stat`.
-//! The parsing and the percentages are [`crate::figures::cpu`]'s; which CPUs a run may use is
+//! The parsing and the percentages are the figures' (`figures::cpu`); which CPUs a run may use is
 //! decided there too (docs/kernel-interface.md#cpu-time-and-placement).
 
 use std::time::Duration;
@@ -10,7 +10,6 @@ use nix::sys::resource::{getrusage, UsageWho};
 use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
-use crate::stats::CpuTime;
 
 /// `/proc/stat`: per-CPU time in `USER_HZ` ticks since boot (fs/proc/stat.c).
 pub const PROC_STAT: &str = "/proc/stat";
@@ -18,6 +17,25 @@ pub const PROC_STAT: &str = "/proc/stat";
 /// The number of CPUs a `cpu_set_t` holds (`CPU_SETSIZE`, 1024 with glibc): the largest CPU
 /// number [`pin_current_thread`] and [`allowed_cpus`] can name is one less.
 pub const CPU_SETSIZE: usize = CpuSet::count();
+
+/// User and system CPU time (`struct rusage` `ru_utime`/`ru_stime`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    /// User time.
+    pub user: Duration,
+    /// System (kernel) time.
+    pub sys: Duration,
+}
+
+impl CpuTime {
+    /// `self - earlier`, saturating at zero.
+    pub fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(earlier.user),
+            sys: self.sys.saturating_sub(earlier.sys),
+        }
+    }
+}
 
 /// `getrusage(who)` as user and system time; `None` when the call fails (it cannot with a
 /// valid `who`).

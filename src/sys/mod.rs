@@ -82,7 +82,7 @@ pub fn page_size() -> usize {
 /// CPU time this process has used so far (`getrusage(RUSAGE_SELF)`): user and system time,
 /// all threads. `None` when the call fails (it cannot with a valid `who`). One thread's own
 /// time: [`cpu::thread_cpu_time`].
-pub fn cpu_time() -> Option<crate::stats::CpuTime> {
+pub fn cpu_time() -> Option<cpu::CpuTime> {
     cpu::rusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
 }
 

@@ -14,7 +14,6 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::rx::{RecvOutcome, RxSocket};
 use crate::sys::uapi::{self, dmabuf_token};
 use crate::sys::{cvt, last_errno, poll_timeout_ms};
 
@@ -493,6 +492,18 @@ pub fn connect_finish(fd: BorrowedFd<'_>, addr: SocketAddrV6) -> Result<()> {
 // Devmem RX socket
 // ---------------------------------------------------------------------------------------------
 
+/// What one `recvmsg` returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecvOutcome {
+    /// Return value of `recvmsg`: bytes of stream consumed (linear bytes copied to the iov
+    /// plus dmabuf frag bytes, which are *not* copied). 0 means the peer closed.
+    pub bytes: usize,
+    /// `msghdr.msg_flags` after the call (`MSG_CTRUNC`, ...).
+    pub msg_flags: i32,
+    /// `msghdr.msg_controllen` after the call: bytes of cmsgs written to the control buffer.
+    pub control_len: usize,
+}
+
 /// One `recvmsg(fd, {one iov = data, control}, flags)` (no iov when `data` is empty, no control
 /// buffer when `control` is): what it returned, or the errno.
 pub(crate) fn recvmsg_raw(
@@ -530,7 +541,7 @@ pub(crate) fn recvmsg_raw(
     })
 }
 
-/// An accepted TCP connection, the real [`RxSocket`]: `recvmsg(MSG_SOCK_DEVMEM)`,
+/// An accepted TCP connection, behind the receive loop's `RxSocket` seam: `recvmsg(MSG_SOCK_DEVMEM)`,
 /// `SO_DEVMEM_DONTNEED` and `poll(POLLIN)`. Closing it (drop) releases any tokens still held.
 #[derive(Debug)]
 pub struct TcpRxSocket {
@@ -549,12 +560,12 @@ impl TcpRxSocket {
     }
 }
 
-impl RxSocket for TcpRxSocket {
+impl TcpRxSocket {
     /// `recvmsg(fd, {one iov = data, control}, MSG_DONTWAIT | (devmem ? MSG_SOCK_DEVMEM : 0))`
     /// (no `MSG_WAITALL`): `Err(EAGAIN)` when nothing is queued. On a socket whose data is
     /// ordinary memory the kernel ignores `MSG_SOCK_DEVMEM` and copies normally with
     /// `control_len` 0 (measured on 6.18).
-    fn recvmsg(
+    pub fn recvmsg_nonblocking(
         &mut self,
         data: &mut [u8],
         control: &mut [u8],
@@ -568,7 +579,7 @@ impl RxSocket for TcpRxSocket {
     /// of frags freed (≥ 0), returned as is. An empty slice returns `Ok(0)` without a call (the
     /// kernel refuses optlen 0). More than [`uapi::MAX_DONTNEED_TOKENS`] entries get `EINVAL`
     /// from the kernel.
-    fn dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
+    pub fn devmem_dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
         if tokens.is_empty() {
             return Ok(0);
         }
@@ -585,7 +596,7 @@ impl RxSocket for TcpRxSocket {
     /// `poll(POLLIN)` for up to `timeout`. `POLLHUP`/`POLLERR`/`POLLRDHUP` count as readable
     /// (the next `recvmsg` reports EOF or the error). `Err(EINTR)` is returned so the caller
     /// can look at its stop flag; `POLLNVAL` is `Err(EBADF)`.
-    fn wait_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
+    pub fn poll_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
         let revents = poll_one(
             self.fd.as_raw_fd(),
             libc::POLLIN | libc::POLLRDHUP,

@@ -15,9 +15,49 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::sys::last_errno;
 use crate::sys::socket::{getsockopt_raw, poll_one, recvmsg_raw, setsockopt_int};
-use crate::tx::devmem::{
-    encode_dmabuf_id_cmsg, DmabufIov, ErrqueueRead, TxSocket, DMABUF_ID_CMSG_SPACE, MAX_IOV,
-};
+use crate::sys::uapi::{cmsg_len, cmsg_space, encode_cmsghdr, SCM_DEVMEM_DMABUF};
+
+/// Most iovs one `sendmsg` takes (`UIO_MAXIOV`, include/uapi/linux/uio.h; ncdevmem.c's
+/// `MAX_IOV`). A piece that needs more is sent with several calls.
+pub const MAX_IOV: usize = 1024;
+
+/// Bytes of the control buffer that carries the binding id: `CMSG_SPACE(sizeof(u32))` = 24.
+pub const DMABUF_ID_CMSG_SPACE: usize = cmsg_space(4);
+
+/// `cmsg_len` of that cmsg: `CMSG_LEN(sizeof(u32))` = 20. The kernel refuses any other length
+/// with `EINVAL`.
+pub const DMABUF_ID_CMSG_LEN: usize = cmsg_len(4);
+
+const _: () = assert!(DMABUF_ID_CMSG_SPACE == 24 && DMABUF_ID_CMSG_LEN == 20);
+
+/// One iov of a devmem send: `len` bytes at byte `offset` of the dma-buf. Passed to the kernel
+/// as `struct iovec { iov_base = offset, iov_len = len }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmabufIov {
+    /// Byte offset into the dma-buf.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// What one `recvmsg(MSG_ERRQUEUE)` returned (besides the control bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ErrqueueRead {
+    /// `msghdr.msg_flags` after the call (`MSG_ERRQUEUE`, `MSG_CTRUNC`, ...).
+    pub msg_flags: i32,
+    /// `msghdr.msg_controllen` after the call: bytes of cmsgs written.
+    pub control_len: usize,
+}
+
+/// The bytes of the `SOL_SOCKET`/`SCM_DEVMEM_DMABUF` cmsg that names the TX binding (x86_64):
+/// `cmsg_len` u64 = 20 (`CMSG_LEN(4)`), `cmsg_level` i32 = 1 (`SOL_SOCKET`), `cmsg_type` i32 =
+/// 79, the u32 id, then 4 bytes of zero padding up to `CMSG_SPACE(4)` = 24.
+pub fn encode_dmabuf_id_cmsg(dmabuf_id: u32) -> [u8; DMABUF_ID_CMSG_SPACE] {
+    let mut b = [0u8; DMABUF_ID_CMSG_SPACE];
+    b[..16].copy_from_slice(&encode_cmsghdr(4, libc::SOL_SOCKET, SCM_DEVMEM_DMABUF));
+    b[16..20].copy_from_slice(&dmabuf_id.to_ne_bytes());
+    b
+}
 
 /// `setsockopt(SOL_SOCKET, SO_ZEROCOPY, on)`: allows `MSG_ZEROCOPY` sends (and is required
 /// for any `SCM_DEVMEM_DMABUF` cmsg: without it the kernel answers `EINVAL`). Accepted on a
@@ -97,18 +137,18 @@ fn sendmsg_zerocopy(fd: i32, iovs: &[libc::iovec], dmabuf_id: Option<u32>) -> Re
     // borrowed for the call (with MSG_ZEROCOPY the kernel pins their pages and may still
     // *read* them after the call returns; it never writes them, so no memory of this process
     // changes), or dma-buf offsets that the kernel resolves against the binding named in the
-    // cmsg and never dereferences as user memory (TxSocket::send_dmabuf refuses id 0, the case
+    // cmsg and never dereferences as user memory (send_dmabuf_iovs refuses id 0, the case
     // where it would). The result is checked.
     let ret = unsafe { libc::sendmsg(fd, &msg, libc::MSG_ZEROCOPY | libc::MSG_NOSIGNAL) };
     usize::try_from(ret).map_err(|_| last_errno())
 }
 
-impl TxSocket for ZerocopySocket {
+impl ZerocopySocket {
     /// `sendmsg` with each iov's `iov_base` set to its dma-buf offset. `dmabuf_id` 0 is
     /// refused with `EINVAL` without a call: the kernel would then read the offsets as
     /// addresses of this process. More than [`MAX_IOV`] iovs: `EMSGSIZE` without a call (the
     /// kernel's answer too). An offset beyond the address space: `EINVAL`.
-    fn send_dmabuf(&mut self, iovs: &[DmabufIov], dmabuf_id: u32) -> Result<usize, i32> {
+    pub fn send_dmabuf_iovs(&mut self, iovs: &[DmabufIov], dmabuf_id: u32) -> Result<usize, i32> {
         if dmabuf_id == 0 {
             return Err(libc::EINVAL);
         }
@@ -128,7 +168,7 @@ impl TxSocket for ZerocopySocket {
 
     /// `recvmsg(MSG_ERRQUEUE | MSG_DONTWAIT)` with no data iov and `control` as the control
     /// buffer. `Err(EAGAIN)` when the error queue is empty.
-    fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
+    pub fn read_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
         let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
         let o = recvmsg_raw(self.fd(), &mut [], control, flags)?;
         Ok(ErrqueueRead {
@@ -139,7 +179,7 @@ impl TxSocket for ZerocopySocket {
 
     /// `poll(POLLERR)` (reported whether asked or not) for up to `timeout`. `POLLNVAL` is
     /// `Err(EBADF)`; `Err(EINTR)` is passed on.
-    fn wait_errqueue(&mut self, timeout: Duration) -> Result<bool, i32> {
+    pub fn poll_errqueue(&mut self, timeout: Duration) -> Result<bool, i32> {
         let revents = poll_one(self.fd.as_raw_fd(), libc::POLLERR, Some(timeout))?;
         if revents & libc::POLLNVAL != 0 {
             return Err(libc::EBADF);
@@ -148,7 +188,7 @@ impl TxSocket for ZerocopySocket {
     }
 
     /// `getsockopt(SOL_SOCKET, SO_ERROR)`.
-    fn socket_error(&mut self) -> Result<i32, i32> {
+    pub fn so_error(&mut self) -> Result<i32, i32> {
         getsockopt_raw(self.fd(), libc::SOL_SOCKET, libc::SO_ERROR)
     }
 }

@@ -42,16 +42,13 @@ use crate::backoff::Backoff;
 use crate::error::{errno_display, Error, Result};
 use crate::stats::gbit_per_s;
 use crate::sys::mmap::MappedRegion;
-use crate::sys::uapi::{
-    cmsg_len, cmsg_space, encode_cmsghdr, walk_cmsgs, RawCmsg, SCM_DEVMEM_DMABUF,
-    SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY,
+use crate::sys::uapi::{walk_cmsgs, RawCmsg, SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY};
+pub use crate::sys::zerocopy::{
+    encode_dmabuf_id_cmsg, DmabufIov, ErrqueueRead, DMABUF_ID_CMSG_LEN, DMABUF_ID_CMSG_SPACE,
+    MAX_IOV,
 };
 use crate::udmabuf::Udmabuf;
 use crate::validate::{Pattern, StreamSpec};
-
-/// Most iovs one `sendmsg` takes (`UIO_MAXIOV`, include/uapi/linux/uio.h; ncdevmem.c's
-/// `MAX_IOV`). A piece that needs more is sent with several calls.
-pub const MAX_IOV: usize = 1024;
 
 /// How long the sender waits for a zerocopy completion when no `--timeout` is given. It is
 /// the longest gap without any completion arriving, not a bound on the whole run.
@@ -72,37 +69,9 @@ pub const ERRQUEUE_CONTROL_LEN: usize = 256;
 /// `sizeof(struct sock_extended_err)` (include/uapi/linux/errqueue.h): 16.
 pub const SOCK_EXTENDED_ERR_LEN: usize = std::mem::size_of::<SockExtendedErr>();
 
-/// Bytes of the control buffer that carries the binding id: `CMSG_SPACE(sizeof(u32))` = 24.
-pub const DMABUF_ID_CMSG_SPACE: usize = cmsg_space(4);
-
-/// `cmsg_len` of that cmsg: `CMSG_LEN(sizeof(u32))` = 20. The kernel refuses any other length
-/// with `EINVAL`.
-pub const DMABUF_ID_CMSG_LEN: usize = cmsg_len(4);
-
-const _: () = assert!(DMABUF_ID_CMSG_SPACE == 24 && DMABUF_ID_CMSG_LEN == 20);
-
 // ---------------------------------------------------------------------------------------------
 // Seams
 // ---------------------------------------------------------------------------------------------
-
-/// One iov of a devmem send: `len` bytes at byte `offset` of the dma-buf. Passed to the kernel
-/// as `struct iovec { iov_base = offset, iov_len = len }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DmabufIov {
-    /// Byte offset into the dma-buf.
-    pub offset: u64,
-    /// Length in bytes.
-    pub len: usize,
-}
-
-/// What one `recvmsg(MSG_ERRQUEUE)` returned (besides the control bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ErrqueueRead {
-    /// `msghdr.msg_flags` after the call (`MSG_ERRQUEUE`, `MSG_CTRUNC`, ...).
-    pub msg_flags: i32,
-    /// `msghdr.msg_controllen` after the call: bytes of cmsgs written.
-    pub control_len: usize,
-}
 
 /// The socket operations the devmem sender needs. The real implementation is
 /// [`crate::sys::zerocopy::ZerocopySocket`]; tests use `crate::tx::testing::ScriptedTxSocket`
@@ -124,6 +93,25 @@ pub trait TxSocket {
 
     /// `getsockopt(SO_ERROR)`: the pending socket error (0 = none), cleared by reading.
     fn socket_error(&mut self) -> Result<i32, i32>;
+}
+
+/// The real socket: each call is one system call of `crate::sys::zerocopy`.
+impl TxSocket for crate::sys::zerocopy::ZerocopySocket {
+    fn send_dmabuf(&mut self, iovs: &[DmabufIov], dmabuf_id: u32) -> Result<usize, i32> {
+        self.send_dmabuf_iovs(iovs, dmabuf_id)
+    }
+
+    fn recv_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
+        self.read_errqueue(control)
+    }
+
+    fn wait_errqueue(&mut self, timeout: Duration) -> Result<bool, i32> {
+        self.poll_errqueue(timeout)
+    }
+
+    fn socket_error(&mut self) -> Result<i32, i32> {
+        self.so_error()
+    }
 }
 
 /// The dma-buf as the sender writes it.
@@ -236,16 +224,6 @@ impl TxMemory for MappedRegion {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         MappedRegion::write_at(self, offset, data)
     }
-}
-
-/// The bytes of the `SOL_SOCKET`/`SCM_DEVMEM_DMABUF` cmsg that names the TX binding (x86_64):
-/// `cmsg_len` u64 = 20 (`CMSG_LEN(4)`), `cmsg_level` i32 = 1 (`SOL_SOCKET`), `cmsg_type` i32 =
-/// 79, the u32 id, then 4 bytes of zero padding up to `CMSG_SPACE(4)` = 24.
-pub fn encode_dmabuf_id_cmsg(dmabuf_id: u32) -> [u8; DMABUF_ID_CMSG_SPACE] {
-    let mut b = [0u8; DMABUF_ID_CMSG_SPACE];
-    b[..16].copy_from_slice(&encode_cmsghdr(4, libc::SOL_SOCKET, SCM_DEVMEM_DMABUF));
-    b[16..20].copy_from_slice(&dmabuf_id.to_ne_bytes());
-    b
 }
 
 // ---------------------------------------------------------------------------------------------
