@@ -303,6 +303,22 @@ pub fn bind_autorelease(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// nlctrl's ENOENT for an unknown family name is a skip; any other error passes.
+    #[test]
+    fn missing_family_becomes_skip() {
+        let req = crate::netlink::ctrl::getfamily_request("nosuchfam");
+        let e: Error = req
+            .error(&crate::netlink::socket::ErrorMsg {
+                errno: libc::ENOENT,
+                ..Default::default()
+            })
+            .into();
+        let s = skip_if_family_missing::<()>(Err(e), "nosuchfam").unwrap_err();
+        assert_eq!(s.exit_code(), crate::error::EXIT_SKIP);
+        let other = skip_if_family_missing::<()>(Err(Error::Usage("x".into())), "x");
+        assert!(matches!(other, Err(Error::Usage(_))));
+    }
     use crate::error::NlError;
 
     /// Scripted bind-rx policies: this kernel's (6.18, 7.3: no autorelease), the unmerged

@@ -21,7 +21,7 @@
 //!   table (`attr_struct!`) giving its constants and a struct whose `from_attrs` skips unknown
 //!   attributes; nlctrl's nests, read by hand, take their constants from `kernel_names!`.
 //! * [`resolve_family`]: `CTRL_CMD_GETFAMILY` (family id, version, multicast groups). A missing
-//!   family is `ENOENT`, which [`crate::caps::skip_if_family_missing`] (policy, above this
+//!   family is `ENOENT`, which `caps::skip_if_family_missing` (policy, above this
 //!   layer) turns into a skip.
 //!
 //! # Example

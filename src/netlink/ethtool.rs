@@ -274,7 +274,7 @@ impl Ethtool {
     /// Opens a socket and resolves `"ethtool"`.
     ///
     /// Errors: `Error::Netlink` ENOENT when the kernel lacks ethtool netlink
-    /// (`CONFIG_ETHTOOL_NETLINK` off; see [`crate::caps::skip_if_family_missing`]).
+    /// (`CONFIG_ETHTOOL_NETLINK` off; see `caps::skip_if_family_missing`).
     pub fn open() -> Result<Self> {
         let mut sock = NlSocket::open()?;
         let family = resolve_family(&mut sock, "ethtool")?;

@@ -194,7 +194,7 @@ impl Netdev {
     /// Opens a socket and resolves `"netdev"`.
     ///
     /// Errors: `Error::Netlink` ENOENT if the kernel lacks the family (before 6.3; use
-    /// [`crate::caps::skip_if_family_missing`] to turn that into a skip), `Error::Sys` for socket
+    /// `caps::skip_if_family_missing` to turn that into a skip), `Error::Sys` for socket
     /// failures.
     pub fn open() -> Result<Self> {
         let mut sock = NlSocket::open()?;

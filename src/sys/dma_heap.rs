@@ -1,7 +1,7 @@
 //! The dma-buf heap calls (include/uapi/linux/dma-heap.h, drivers/dma-buf/dma-heap.c): open a
 //! heap's character device (`/dev/dma_heap/NAME`) and allocate a dma-buf from it with
 //! `DMA_HEAP_IOCTL_ALLOC`. Each call returns the positive errno of a failure; what an errno
-//! means for the run (a skip, a failure) is decided by [`crate::memory::dma_heap`].
+//! means for the run (a skip, a failure) is decided by `memory::dma_heap`.
 //!
 //! Layout (x86_64, LP64; the same on every architecture: fixed-width fields only): `struct
 //! dma_heap_allocation_data` is 24 bytes, `len` u64 at 0, `fd` u32 at 8 (written by the

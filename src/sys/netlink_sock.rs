@@ -1,4 +1,4 @@
-//! Raw `AF_NETLINK` socket calls for the generic-netlink client ([`crate::netlink`]):
+//! Raw `AF_NETLINK` socket calls for the generic-netlink client (`netlink`):
 //! [`socket(7)`](https://man7.org/linux/man-pages/man7/netlink.7.html) creation, socket options,
 //! `bind`/`getsockname` for the port id, `sendto` the kernel and `recvfrom` with `MSG_TRUNC`.
 //!

@@ -1,7 +1,7 @@
 //! TCP sockets for the devmem receiver and the plain pattern sender, one call per function:
 //! AF_INET6 listen, accept, connect, send, `recvmsg(MSG_SOCK_DEVMEM)`, `SO_DEVMEM_DONTNEED`,
 //! the proposed `SO_DEVMEM_AUTORELEASE`. Waiting with timeouts and stop signals is
-//! [`crate::conn`]'s.
+//! `conn`'s.
 //!
 //! Every socket is `AF_INET6` with `IPV6_V6ONLY = 0`, as ncdevmem.c: an IPv4 address is used in
 //! its v4-mapped form `::ffff:a.b.c.d`. Numbers follow `include/uapi/asm-generic/socket.h`
@@ -351,8 +351,8 @@ fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 
 /// The server socket: `socket(AF_INET6, SOCK_STREAM)`, `IPV6_V6ONLY = 0`, `SO_REUSEADDR`,
-/// `SO_RCVBUF` when given (bytes; see [`crate::rcvbuf`]), `bind(addr)`, `listen(1)`. The listener
-/// is `O_NONBLOCK` (used with [`crate::conn::accept_timeout`]);
+/// `SO_RCVBUF` when given (bytes; see `rcvbuf`), `bind(addr)`, `listen(1)`. The listener
+/// is `O_NONBLOCK` (used with `conn::accept_timeout`);
 /// port 0 picks a free port (see [`local_addr`]).
 ///
 /// Unlike ncdevmem.c there is no `SO_REUSEPORT`: with it a second receiver on the same address
@@ -399,7 +399,7 @@ pub fn tcp_listen_backlog(
 }
 
 /// One `accept4(listener, SOCK_CLOEXEC)`: the new (blocking) socket and the peer's address.
-/// Waiting, retries and timeouts are [`crate::conn::accept_timeout`]'s.
+/// Waiting, retries and timeouts are `conn::accept_timeout`'s.
 ///
 /// Errors: `Error::Sys` naming `accept4` (`EAGAIN` when nothing is pending on the
 /// non-blocking listener); `Error::Decode` for a peer address of an unknown family.
@@ -427,7 +427,7 @@ pub fn accept(listener: BorrowedFd<'_>) -> Result<(OwnedFd, SocketAddr)> {
 /// (length strlen+1) and `bind(local)` (address and source port), then a non-blocking
 /// `connect`. Returns the socket and whether the connect is still in progress (then wait for
 /// `POLLOUT` and call [`connect_finish`]); waiting and timeouts are
-/// [`crate::conn::connect_timeout`]'s.
+/// `conn::connect_timeout`'s.
 ///
 /// Errors: `Error::Sys` naming the call: `EINVAL` for an interface name that is empty, has a
 /// NUL or is ≥ IFNAMSIZ (16) bytes (refused before `SO_BINDTODEVICE`), `ECONNREFUSED` from
@@ -640,7 +640,7 @@ pub fn set_devmem_autorelease(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
 
 /// One `send(fd, data, MSG_NOSIGNAL|MSG_DONTWAIT)`: the bytes taken. `Err` carries the
 /// positive errno (`EAGAIN` for a full send buffer; `EPIPE`/`ECONNRESET` for a closed peer,
-/// never `SIGPIPE`). Waiting and retries are [`crate::conn::send_all_timeout`]'s.
+/// never `SIGPIPE`). Waiting and retries are `conn::send_all_timeout`'s.
 pub fn send_once(fd: BorrowedFd<'_>, data: &[u8]) -> Result<usize, i32> {
     // SAFETY: the pointer and length describe `data`, alive across the call; the kernel
     // only reads it.

@@ -2,7 +2,7 @@
 //! `struct tcp_info`) and `TCP_CONGESTION`, plus the sysctl files listing the congestion
 //! control algorithms (`net.ipv4.tcp_available_congestion_control`,
 //! `tcp_allowed_congestion_control`). Which refusal is a usage error is
-//! [`crate::figures::tcp`]'s (docs/kernel-interface.md#tcp_info-and-tcp_congestion).
+//! `figures::tcp`'s (docs/kernel-interface.md#tcp_info-and-tcp_congestion).
 
 use std::os::fd::BorrowedFd;
 

@@ -1,7 +1,7 @@
 //! The udmabuf and dma-buf calls, one thin wrapper each (include/uapi/linux/udmabuf.h,
 //! include/uapi/linux/dma-buf.h). Each returns the positive errno of a failed
 //! call; what an errno means for the run (a skip, a retry, a failure) is decided by
-//! [`crate::udmabuf`].
+//! `udmabuf`.
 
 use std::fs::OpenOptions;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};

@@ -95,7 +95,7 @@ impl RefillLayout {
 }
 
 /// The refill ring over its region: raw head/tail/entry access, with the layout checked once.
-/// Policy (free space, batching, the local tail) is `crate::uring::ZcrxRefill`'s.
+/// Policy (free space, batching, the local tail) is `uring::ZcrxRefill`'s.
 ///
 /// Ordering: the kernel loads the tail with acquire semantics and stores the head with release
 /// semantics (io_uring/zcrx.c refill path); [`store_tail`](Self::store_tail) is the matching
