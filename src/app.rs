@@ -1,10 +1,10 @@
 //! One run from its parsed command line to its verdict: install the stop-signal handlers,
-//! check that `--json FILE` can be written, run the mode (`crate::modes`), and finish its
+//! check that `--json FILE` can be written, run the mode (`crate::modes`, or `crate::lab` for a sweep or a peer server), and finish its
 //! `RunReport` (which decides the verdict among the run's, the NIC undo's and
 //! `--verify-restore`'s errors, and writes `--json`). `main` maps the verdict to the exit code
 //! ([`crate::error::Error::exit_code`]).
 
-use crate::cli::{JsonTarget, Run, PROGRAM};
+use crate::cli::{JsonTarget, ModeArgs, Run, PROGRAM};
 use crate::error::Result;
 use crate::run_report::RunReport;
 use crate::signals;
@@ -25,7 +25,12 @@ pub fn run(run: &Run) -> Result<()> {
         crate::stats::check_json_path(path)?;
     }
     let report = RunReport::new(run.mode.mode(), run.common.clone());
-    let result = crate::modes::run(&run.mode, &report);
+    // The lab composes single runs: it sits above the modes, so it is dispatched here.
+    let result = match &run.mode {
+        ModeArgs::Sweep(a) => crate::lab::run(a, &report),
+        ModeArgs::PeerServer(a) => crate::lab::peer::run(a, &report),
+        mode => crate::modes::run(mode, &report),
+    };
     let quiet = report.quiet();
     let body = report.body_typed();
     let result = report.finish(result);

@@ -12,8 +12,8 @@
 //!   [`preflight`](MemoryPlan::preflight) finds every skip before anything is created, and
 //!   [`allocate`](MemoryPlan::allocate) makes the buffer;
 //! * [`Memory`]: the allocated buffer. [`Memory::fd`] is what bind-rx and bind-tx take; the
-//!   receive loop ([`crate::rx::receive`], generic over [`FragMemory`]) and the devmem sender
-//!   ([`crate::tx::transmit`], generic over [`TxMemory`]) get the concrete buffer through
+//!   receive loop (`rx::receive`, generic over [`FragMemory`]) and the devmem sender
+//!   (`tx::transmit`, generic over [`TxMemory`]) get the concrete buffer through
 //!   [`with_memory!`](crate::with_memory), which matches the variant once, outside the loop, so the per-frag path
 //!   is monomorphised for each source and never branches on it.
 //!
@@ -31,7 +31,6 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::error::{Error, Result};
 use crate::sys::mmap::{checked_range, MappedRegion};
-use crate::tx::devmem::TxMemory;
 use crate::udmabuf::{
     self, dma_buf_sync, FragMemory, HostPaths, Udmabuf, UdmabufParams, SYNC_END_READ,
     SYNC_END_WRITE, SYNC_START_READ, SYNC_START_WRITE,
@@ -206,6 +205,24 @@ impl MemoryPlan {
 // ---------------------------------------------------------------------------------------------
 // The allocated buffer
 // ---------------------------------------------------------------------------------------------
+
+/// The dma-buf as the sender writes it.
+pub trait TxMemory {
+    /// Size in bytes.
+    fn size(&self) -> usize;
+
+    /// Copies `data` to byte `offset`, inside CPU-write access (`DMA_BUF_IOCTL_SYNC`
+    /// `START|WRITE` before, `END|WRITE` after, for a dma-buf). `Error::Bounds` when it does
+    /// not fit.
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Where byte 0 of this memory sits in the bound dma-buf, in bytes: what the sender adds
+    /// to its offsets in the iovs it hands the kernel. 0 for a whole dma-buf; the start of
+    /// the window for a devmem TX flow's window (`tx::devmem::DmabufWindow`).
+    fn dmabuf_offset(&self) -> u64 {
+        0
+    }
+}
 
 /// What every memory source's buffer gives the devmem paths: the dma-buf fd the kernel binds,
 /// the frag views the receive loop validates ([`FragMemory`]) and the writes the devmem

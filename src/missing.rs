@@ -13,6 +13,10 @@ use std::path::PathBuf;
 
 use crate::errno::errno_display;
 
+/// udmabuf module parameter: the largest single udmabuf in MiB (default 64; the kernel refuses
+/// `size > size_limit_mb << 20` with `EINVAL`, so exactly the limit is allowed).
+pub const SIZE_LIMIT_MB_PATH: &str = "/sys/module/udmabuf/parameters/size_limit_mb";
+
 /// The 2 MiB hugepage pool, in pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HugepageStatus {
@@ -356,7 +360,7 @@ impl fmt::Display for Missing {
                  {limit_mb} MiB ({} bytes, {}); choose a smaller size or raise \
                  udmabuf.size_limit_mb",
                 limit_mb.saturating_mul(1 << 20),
-                crate::udmabuf::SIZE_LIMIT_MB_PATH
+                SIZE_LIMIT_MB_PATH
             ),
             HugepagePool { path } => write!(
                 f,

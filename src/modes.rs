@@ -50,7 +50,8 @@ macro_rules! log {
 }
 pub(crate) use log;
 
-/// Runs the mode `args` selects, recording into `report`.
+/// Runs the single-run mode `args` selects, recording into `report` (the lab's modes,
+/// `--sweep` and `--peer-server`, are run by `app::run` through `crate::lab`).
 ///
 /// Errors: whatever the mode returns ([`RunReport::finish`] combines it with the undo's).
 pub(crate) fn run(args: &ModeArgs, report: &RunReport) -> Result<()> {
@@ -62,8 +63,10 @@ pub(crate) fn run(args: &ModeArgs, report: &RunReport) -> Result<()> {
         ModeArgs::Client(a) => client::run(a, report),
         ModeArgs::Plain(a) => plain::run(a, report),
         ModeArgs::Sender(a) => sender::run(a, report),
-        ModeArgs::PeerServer(a) => crate::lab::peer::run(a, report),
-        ModeArgs::Sweep(a) => crate::lab::run(a, report),
+        // The lab's modes compose runs of these ones and sit above them: `app::run` runs them.
+        ModeArgs::PeerServer(_) | ModeArgs::Sweep(_) => Err(Error::Failure(
+            "a sweep or a peer server is run by the lab, not as a single run".into(),
+        )),
     }
 }
 

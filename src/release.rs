@@ -47,10 +47,10 @@ pub(crate) mod kernel;
 /// binding's hugepages back within 0.06 s of the exit and a zcrx area's within 1.05 s (one
 /// page-pool release retry; docs/kernel-7.3-devmem-nic.md); 5 s leaves room for a slower
 /// machine without making a real shortage wait long.
-pub(crate) const WAIT: Duration = Duration::from_secs(5);
+pub(crate) const WAIT: Duration = crate::nic::queues::QUEUE_FREE_WAIT;
 
 /// Interval between readings while waiting: 50 ms.
-pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const POLL_INTERVAL: Duration = crate::nic::queues::QUEUE_POLL_INTERVAL;
 
 /// How often a wait asks the CPUs again to free deferred buffers while page pools of the run
 /// (on start: of a binding being torn down) are listed: 1 s, the kernel's own page-pool release

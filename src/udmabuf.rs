@@ -67,9 +67,7 @@ pub const DEFAULT_NUM_PAGES: u64 = 16000;
 
 /// The udmabuf misc device (`drivers/dma-buf/udmabuf.c`), present with `CONFIG_UDMABUF`.
 pub const UDMABUF_DEV: &str = "/dev/udmabuf";
-/// udmabuf module parameter: the largest single udmabuf in MiB (default 64; the kernel refuses
-/// `size > size_limit_mb << 20` with `EINVAL`, so exactly the limit is allowed).
-pub const SIZE_LIMIT_MB_PATH: &str = "/sys/module/udmabuf/parameters/size_limit_mb";
+pub use crate::missing::SIZE_LIMIT_MB_PATH;
 /// Persistent hugepages of the default size (`vm.nr_hugepages`).
 pub const NR_HUGEPAGES_PATH: &str = "/proc/sys/vm/nr_hugepages";
 /// Free pages in the 2 MiB hugepage pool (includes reserved ones).

@@ -15,11 +15,11 @@ use crate::netlink::netdev::{QueueInfo, QueueType};
 
 /// How long [`choose_queues`] waits for a wanted queue to become free, and how long
 /// teardown waits for unbound queues to show free: the release policy's bound
-/// (`crate::release::WAIT`, 5 s).
-pub const QUEUE_FREE_WAIT: Duration = crate::release::WAIT;
+/// (5 s, as long as the teardown's other waits).
+pub const QUEUE_FREE_WAIT: Duration = Duration::from_secs(5);
 
-/// Interval between `queue-get` polls while waiting (`crate::release::POLL_INTERVAL`, 50 ms).
-pub const QUEUE_POLL_INTERVAL: Duration = crate::release::POLL_INTERVAL;
+/// Interval between `queue-get` polls while waiting (50 ms, as the teardown's other polls).
+pub const QUEUE_POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Who owns an RX queue, from `queue-get` (`NETDEV_A_QUEUE_DMABUF` / `IO_URING` / `XSK`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -26,9 +26,51 @@
 use super::guards::{
     describe_rule_to, log_stderr, span_table, FlowRuleGuard, RssContextGuard, SharedNic,
 };
-use super::setup::{flow_rules_for, FlowTarget};
-use super::{FlowRule, NicOps, QueueSpan, RssContextId};
+use std::net::IpAddr;
+
+use super::{FlowRule, FlowType, NicOps, QueueSpan, RssContextId};
 use crate::error::{Error, Result};
+
+/// The flow the server steers to its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowTarget {
+    /// `-s`: the server (local, destination) address.
+    pub server: IpAddr,
+    /// `-c`: the client (source) address, for a 5-tuple rule.
+    pub client: Option<IpAddr>,
+    /// `-p`: destination port, and source port of the 5-tuple rule (C uses the same port).
+    pub port: u16,
+}
+
+/// The rules to try, in order: with a client address of the server's family, the 5-tuple
+/// rule (src-ip, dst-ip, src-port, dst-port), then the 3-tuple rule (dst-ip, dst-port). IPv4
+/// and IPv4-mapped addresses give `tcp4` rules with the plain IPv4 address, others `tcp6`.
+pub fn flow_rules_for(t: &FlowTarget, queue: u32) -> Vec<FlowRule> {
+    let server = t.server.to_canonical();
+    let flow_type = if server.is_ipv4() {
+        FlowType::Tcp4
+    } else {
+        FlowType::Tcp6
+    };
+    let mut rules = Vec::new();
+    if let Some(c) = t.client.map(|c| c.to_canonical()) {
+        if c.is_ipv4() == server.is_ipv4() {
+            rules.push(FlowRule {
+                flow_type,
+                src: Some((c, t.port)),
+                dst: (server, t.port),
+                queue,
+            });
+        }
+    }
+    rules.push(FlowRule {
+        flow_type,
+        src: None,
+        dst: (server, t.port),
+        queue,
+    });
+    rules
+}
 
 /// What is to be steered: the bound queues, how many flows, and the flow's addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,6 +345,34 @@ fn insert_first(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_follow_the_address_family() {
+        let t = FlowTarget {
+            server: "::ffff:192.0.2.1".parse().unwrap(),
+            client: Some("192.0.2.2".parse().unwrap()),
+            port: 5201,
+        };
+        let r = flow_rules_for(&t, 7);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].flow_type, FlowType::Tcp4);
+        assert_eq!(r[0].src, Some(("192.0.2.2".parse().unwrap(), 5201)));
+        assert_eq!(r[0].dst, ("192.0.2.1".parse().unwrap(), 5201));
+        assert_eq!(r[1].src, None);
+        assert_eq!(r[1].queue, 7);
+
+        let t6 = FlowTarget {
+            server: "2001:db8::1".parse().unwrap(),
+            client: Some("192.0.2.2".parse().unwrap()),
+            port: 9,
+        };
+        let r = flow_rules_for(&t6, 3);
+        assert_eq!(r.len(), 1, "a v4 client cannot go into a tcp6 rule");
+        assert_eq!(r[0].flow_type, FlowType::Tcp6);
+        let t6 = FlowTarget { client: None, ..t6 };
+        assert_eq!(flow_rules_for(&t6, 3).len(), 1);
+    }
+
     use crate::nic::FlowType;
 
     fn target(client: Option<&str>) -> FlowTarget {

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 use crate::error::{errno_display, Error, Result};
+pub use crate::memory::TxMemory;
 use crate::stats::gbit_per_s;
 use crate::sys::mmap::MappedRegion;
 use crate::sys::uapi::{walk_cmsgs, RawCmsg, SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY};
@@ -111,24 +112,6 @@ impl TxSocket for crate::sys::zerocopy::ZerocopySocket {
 
     fn socket_error(&mut self) -> Result<i32, i32> {
         self.so_error()
-    }
-}
-
-/// The dma-buf as the sender writes it.
-pub trait TxMemory {
-    /// Size in bytes.
-    fn size(&self) -> usize;
-
-    /// Copies `data` to byte `offset`, inside CPU-write access (`DMA_BUF_IOCTL_SYNC`
-    /// `START|WRITE` before, `END|WRITE` after, for a dma-buf). `Error::Bounds` when it does
-    /// not fit.
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()>;
-
-    /// Where byte 0 of this memory sits in the bound dma-buf, in bytes: what the sender adds
-    /// to its offsets in the iovs it hands the kernel. 0 for a whole dma-buf; the start of
-    /// the window for a [`DmabufWindow`].
-    fn dmabuf_offset(&self) -> u64 {
-        0
     }
 }
 
