@@ -19,6 +19,7 @@
 //! (net-next, 2026-08) as summarised in `docs/kernel-interface.md#ncdevmem-options`.
 
 mod flags;
+pub mod limits;
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddrV6};
 use std::path::PathBuf;
@@ -28,12 +29,9 @@ use crate::error::{Error, Result};
 use crate::memory::MemorySource;
 pub use crate::rx::UnbindMode;
 use crate::validate::StreamSpec;
-pub(crate) use flags::{dec_u64, size as parse_size};
 use flags::{invalid, Flag, Section, Typed, EXPECT_ADDR};
-pub use flags::{
-    IFNAME_MAX_LEN, MAX_FLOWS, MAX_NUM_QUEUES, MAX_RX_BUF_LEN, MAX_RX_PAGE_SIZE, MAX_SECONDS,
-    MAX_WRITE_SIZE, VALIDATE_MAX,
-};
+pub use flags::{IFNAME_MAX_LEN, MAX_NUM_QUEUES, MAX_SECONDS, MAX_WRITE_SIZE, VALIDATE_MAX};
+pub use limits::{MAX_FLOWS, MAX_RX_BUF_LEN, MAX_RX_PAGE_SIZE};
 
 /// The binary's name, as used in messages and in the usage text.
 pub const PROGRAM: &str = "ncdevmem-rs";

@@ -36,9 +36,8 @@ use std::path::{Path, PathBuf};
 
 use crate::caps::{classify, Missing, Op};
 use crate::error::{Error, Result};
-use crate::memory::MappedDmaBuf;
 pub use crate::missing::HugepageStatus;
-use crate::sys::mmap::MappedRegion;
+use crate::sys::mmap::{checked_range, MappedRegion};
 use crate::sys::{self, uapi};
 
 /// Memory that dmabuf frags point into, read only through bounds-checked views.
@@ -581,6 +580,76 @@ fn udmabuf_create(dev: BorrowedFd<'_>, memfd: &Memfd) -> Result<OwnedFd> {
         );
         hugepage_enomem(Error::sys(call, errno), memfd.hugepages_needed())
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// A dma-buf the CPU maps (udmabuf and dma-heap buffers alike)
+// ---------------------------------------------------------------------------------------------
+
+/// A dma-buf mapped `MAP_SHARED` over its whole size, read and written by the CPU only
+/// inside `DMA_BUF_IOCTL_SYNC` (START before, END after, with the direction): what udmabuf and
+/// dma-heap buffers share. When a view is sound is in this module's docs.
+///
+/// Field order is drop order: the mapping goes first, then the dma-buf fd.
+#[derive(Debug)]
+pub struct MappedDmaBuf {
+    map: MappedRegion,
+    dmabuf: OwnedFd,
+}
+
+impl MappedDmaBuf {
+    /// `mmap(len, PROT_READ|PROT_WRITE, MAP_SHARED)` of `dmabuf` (`len` bytes, its size).
+    ///
+    /// Errors: `Error::Usage` for `len == 0`; `Error::Sys` naming the mmap (the caller says
+    /// what a refusal means for its source). On error `dmabuf` is closed.
+    pub fn map(dmabuf: OwnedFd, len: usize) -> Result<Self> {
+        let map = MappedRegion::map_shared(dmabuf.as_fd(), len)?;
+        Ok(MappedDmaBuf { map, dmabuf })
+    }
+
+    /// The dma-buf fd.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.dmabuf.as_fd()
+    }
+
+    /// Copies `data` into the dma-buf at `offset` (bytes), between
+    /// `DMA_BUF_IOCTL_SYNC(START|WRITE)` and `(END|WRITE)` (the TX side). Errors:
+    /// `Error::Bounds` before anything is done; `Error::Sys` from either sync.
+    pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        checked_range("dma-buf write", offset, data.len() as u64, self.map.len())?;
+        dma_buf_sync(self.dmabuf.as_fd(), SYNC_START_WRITE)?;
+        let written = self.map.write_at(offset, data);
+        let ended = dma_buf_sync(self.dmabuf.as_fd(), SYNC_END_WRITE);
+        written.and(ended)
+    }
+}
+
+impl FragMemory for MappedDmaBuf {
+    #[inline]
+    fn size(&self) -> usize {
+        self.map.len()
+    }
+
+    #[inline]
+    fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
+        match self.map.bytes(offset, len) {
+            Err(Error::Bounds { .. }) => Err(Error::Bounds {
+                what: "dma-buf frag".into(),
+                offset,
+                len,
+                region_len: self.map.len() as u64,
+            }),
+            other => other,
+        }
+    }
+
+    fn begin_cpu_read(&self) -> Result<()> {
+        dma_buf_sync(self.dmabuf.as_fd(), SYNC_START_READ)
+    }
+
+    fn end_cpu_read(&self) -> Result<()> {
+        dma_buf_sync(self.dmabuf.as_fd(), SYNC_END_READ)
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::limits::{dec_u64, size, MAX_FLOWS, MAX_RX_BUF_LEN, MAX_RX_PAGE_SIZE};
 use super::{JsonTarget, Role, Seed, UnbindMode, PROGRAM};
 use crate::error::{Error, Result};
 use crate::memory::MemorySource;
@@ -28,15 +29,6 @@ pub const MAX_NUM_QUEUES: u32 = 4096;
 
 /// Largest accepted `--write-size`, bytes (64 MiB): one buffer of that size is allocated.
 pub const MAX_WRITE_SIZE: u64 = 64 << 20;
-
-/// Largest `-b` (rx-page-size): the largest power of two that fits in 32 bits.
-pub const MAX_RX_PAGE_SIZE: u32 = 1 << 31;
-
-/// Largest `--rx-buf-len`: 2 MiB, the hugepages that back the zcrx area then.
-pub const MAX_RX_BUF_LEN: u32 = 2 << 20;
-
-/// Most flows one run receives or sends (`--flows`).
-pub const MAX_FLOWS: u32 = 64;
 
 /// Longest accepted `--timeout`/`--progress`: one year, in seconds.
 pub const MAX_SECONDS: f64 = 31_536_000.0;
@@ -1269,33 +1261,12 @@ pub(super) fn invalid(flag: &str, what: &str, text: &str, expect: &str) -> Error
 // Value parsers (pure; each names the flag in its error).
 // ---------------------------------------------------------------------------------------------
 
-/// Parses a decimal number: ASCII digits only (no sign, no spaces, no `0x`; leading zeros are
-/// read as decimal, not octal). `None` for anything else, including overflow of `u64`.
-pub(crate) fn dec_u64(text: &str) -> Option<u64> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse::<u64>().ok()
-}
-
 /// A decimal number in `min..=max`.
 fn ranged(flag: &str, what: &str, text: &str, min: u64, max: u64, expect: &str) -> Result<u64> {
     match dec_u64(text) {
         Some(v) if (min..=max).contains(&v) => Ok(v),
         _ => Err(invalid(flag, what, text, expect)),
     }
-}
-
-/// A byte count: decimal digits with an optional binary suffix `K`/`M`/`G` (either case) for
-/// KiB/MiB/GiB. `None` for garbage or overflow of `u64`.
-pub(crate) fn size(text: &str) -> Option<u64> {
-    let (digits, mult) = match text.as_bytes().last()? {
-        b'K' | b'k' => (&text[..text.len() - 1], 1u64 << 10),
-        b'M' | b'm' => (&text[..text.len() - 1], 1u64 << 20),
-        b'G' | b'g' => (&text[..text.len() - 1], 1u64 << 30),
-        _ => (text, 1),
-    };
-    dec_u64(digits)?.checked_mul(mult)
 }
 
 /// Seconds: `DIGITS` or `DIGITS.DIGITS` (no sign, exponent, `inf` or `nan`). `Some(ZERO)` for 0.

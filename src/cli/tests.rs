@@ -1,7 +1,8 @@
 //! Unit tests of the command line (the option table, its value parsers, addresses).
 
 use super::flags::Flag;
-use super::flags::{dec_u64, pow2_u32, seconds, size as size_bytes, Typed, FLAGS};
+use super::flags::{pow2_u32, seconds, Typed, FLAGS};
+use super::limits::{dec_u64, size as size_bytes};
 use super::*;
 
 fn argv(s: &str) -> Vec<String> {

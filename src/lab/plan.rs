@@ -69,8 +69,8 @@ impl SweepKey {
     /// `--rx-buf-len`); `None` for the other keys.
     fn max_size(self) -> Option<u64> {
         match self {
-            SweepKey::RxPageSize => Some(u64::from(crate::cli::MAX_RX_PAGE_SIZE)),
-            SweepKey::RxBufLen => Some(u64::from(crate::cli::MAX_RX_BUF_LEN)),
+            SweepKey::RxPageSize => Some(u64::from(crate::cli::limits::MAX_RX_PAGE_SIZE)),
+            SweepKey::RxBufLen => Some(u64::from(crate::cli::limits::MAX_RX_BUF_LEN)),
             SweepKey::Autorelease | SweepKey::Flows => None,
         }
     }
@@ -79,13 +79,15 @@ impl SweepKey {
     /// options' byte sizes are (a suffix K, M or G allowed), the other keys as decimals.
     fn parse_value(self, text: &str, page_size: usize) -> Result<u64, String> {
         let n = match self.max_size() {
-            Some(_) => crate::cli::parse_size(text),
-            None => crate::cli::dec_u64(text),
+            Some(_) => crate::cli::limits::size(text),
+            None => crate::cli::limits::dec_u64(text),
         };
         let ok = match (self, self.max_size(), n) {
             (_, Some(max), Some(v)) => v.is_power_of_two() && v >= page_size as u64 && v <= max,
             (SweepKey::Autorelease, _, Some(v)) => v <= 1,
-            (SweepKey::Flows, _, Some(v)) => (1..=u64::from(crate::cli::MAX_FLOWS)).contains(&v),
+            (SweepKey::Flows, _, Some(v)) => {
+                (1..=u64::from(crate::cli::limits::MAX_FLOWS)).contains(&v)
+            }
             (_, _, _) => false,
         };
         match (ok, n) {
@@ -105,7 +107,7 @@ impl SweepKey {
                 self.max_size().unwrap_or_default()
             ),
             SweepKey::Autorelease => "0 or 1".into(),
-            SweepKey::Flows => format!("1..={}", crate::cli::MAX_FLOWS),
+            SweepKey::Flows => format!("1..={}", crate::cli::limits::MAX_FLOWS),
         }
     }
 }

@@ -18,6 +18,11 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 
+/// `NLMSG_HDRLEN`: size of `struct nlmsghdr` in bytes.
+pub const NLMSG_HDRLEN: usize = 16;
+/// `GENL_HDRLEN`: size of `struct genlmsghdr` in bytes.
+pub const GENL_HDRLEN: usize = 4;
+
 /// `NLA_HDRLEN`: size of `struct nlattr` in bytes.
 pub(crate) const NLA_HDRLEN: usize = 4;
 /// `NLA_ALIGNTO`: attributes start on 4-byte boundaries.
@@ -237,7 +242,7 @@ impl Default for AttrWriter {
 impl AttrWriter {
     /// A writer whose attributes follow a generic-netlink header (base offset 20 bytes).
     pub fn new() -> Self {
-        Self::with_base(super::socket::NLMSG_HDRLEN + super::socket::GENL_HDRLEN)
+        Self::with_base(NLMSG_HDRLEN + GENL_HDRLEN)
     }
 
     /// A writer whose first attribute sits `base` bytes after the start of the `nlmsghdr`.

@@ -25,10 +25,7 @@ use crate::sys::uapi::{
     NLMSGERR_ATTR_MISS_NEST, NLMSGERR_ATTR_MISS_TYPE, NLMSGERR_ATTR_MSG, NLMSGERR_ATTR_OFFS,
 };
 
-/// `NLMSG_HDRLEN`: size of `struct nlmsghdr` in bytes.
-pub const NLMSG_HDRLEN: usize = 16;
-/// `GENL_HDRLEN`: size of `struct genlmsghdr` in bytes.
-pub const GENL_HDRLEN: usize = 4;
+pub use super::attr::{GENL_HDRLEN, NLMSG_HDRLEN};
 
 /// `nlmsghdr` fields.
 const NLMSG_LEN: Range<usize> = 0..4;
