@@ -1,7 +1,7 @@
 //! The run summary as types: the `--json` object of every run (`docs/json.md`), its envelope
 //! and each mode's body, serialized with serde (and read back the same way, by the lab and the
-//! tests), with its schema derived by `schemars` (`docs/summary.schema.json` is generated from
-//! these types and checked against them). The summary lines, the `--quiet` pass line, the
+//! tests), with its schema derived by `schemars`: `docs/summary.schema.json` (hand-written,
+//! for its constraints) is checked against these types, so it names no member they lack. The summary lines, the `--quiet` pass line, the
 //! lab's tables and the one verdict read these fields, not JSON keys.
 //!
 //! Units: bytes, seconds (`_s`), Gbit/s (10⁹ bit/s, `gbit_per_s`), CPU shares in percent of
@@ -744,6 +744,86 @@ pub struct Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every member name a type's derived schema gives an object of it: its properties,
+    /// those of the structs it flattens and those of every variant of an enum.
+    fn member_names(root: &serde_json::Value) -> std::collections::BTreeSet<String> {
+        fn walk(
+            v: &serde_json::Value,
+            defs: &serde_json::Value,
+            seen: &mut Vec<String>,
+            out: &mut std::collections::BTreeSet<String>,
+        ) {
+            if let Some(props) = v.get("properties").and_then(|p| p.as_object()) {
+                out.extend(props.keys().cloned());
+            }
+            if let Some(r) = v.get("$ref").and_then(|r| r.as_str()) {
+                let name = r.trim_start_matches("#/$defs/").to_string();
+                if !seen.contains(&name) {
+                    seen.push(name.clone());
+                    walk(&defs[name.as_str()], defs, seen, out);
+                }
+            }
+            for key in ["allOf", "anyOf", "oneOf"] {
+                for sub in v.get(key).and_then(|a| a.as_array()).into_iter().flatten() {
+                    walk(sub, defs, seen, out);
+                }
+            }
+        }
+        let mut out = std::collections::BTreeSet::new();
+        walk(root, &root["$defs"], &mut Vec::new(), &mut out);
+        out
+    }
+
+    /// docs/summary.schema.json describes no member the types do not have: each of its
+    /// bodies' and flows' properties and required members is a field of the type that writes
+    /// it (the schema's constraints stay hand-written; the members come from these types).
+    #[test]
+    fn the_documented_schema_names_only_members_of_the_types() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON");
+        let derived = |s: schemars::Schema| member_names(&serde_json::to_value(s).expect("schema"));
+        let pairs = [
+            ("receiver", derived(schemars::schema_for!(ReceiveBody))),
+            ("receiver_flow", derived(schemars::schema_for!(ReceiveFlow))),
+            ("sender", derived(schemars::schema_for!(SendBody))),
+            ("sender_flow", derived(schemars::schema_for!(SendFlow))),
+            ("devmem_tx", derived(schemars::schema_for!(DevmemTxBody))),
+            (
+                "devmem_tx_flow",
+                derived(schemars::schema_for!(DevmemTxFlow)),
+            ),
+        ];
+        let envelope = derived(schemars::schema_for!(Envelope));
+        let mut wrong = Vec::new();
+        for name in doc["required"].as_array().expect("required") {
+            let name = name.as_str().expect("a name");
+            if !envelope.contains(name) {
+                wrong.push(format!("envelope: {name}"));
+            }
+        }
+        for (def, members) in &pairs {
+            assert!(!members.is_empty(), "{def}: no members derived");
+            let d = &doc["$defs"][*def];
+            let props = d["properties"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k);
+            let required = d["required"].as_array().into_iter().flatten();
+            let required = required.map(|k| k.as_str().expect("a name"));
+            for k in props.map(String::as_str).chain(required) {
+                if !members.contains(k) {
+                    wrong.push(format!("{def}: {k}"));
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "docs/summary.schema.json names members no type has: {wrong:?}"
+        );
+    }
 
     /// The bodies the tool writes today parse into these types and come back the same:
     /// every member is a field, none is lost or added.
