@@ -599,24 +599,10 @@ pub(crate) fn receive<M: FragMemory + Sync>(
             ..base.clone()
         })
         .collect::<Vec<_>>();
-    let plan = engine::Plan {
-        workers: n,
-        duration: rx.flows.duration,
-        warmup: rx.flows.warmup,
-        deadline: None,
-        progress: rx.progress.filter(|_| measured),
-        cpus: rx.flows.cpus.clone(),
-        clock_at_start: true,
-    };
+    let plan = receive_plan(rx, n, true);
     // Nothing validates: the payload goes to stdout (one flow only, `check`), written on the
     // calling thread.
-    let mut stdout = match base.validate {
-        None => Some(std::io::BufWriter::with_capacity(
-            1 << 20,
-            rx::stop_aware_stdout(&STOP)?,
-        )),
-        Some(_) => None,
-    };
+    let mut stdout = payload_stdout(base.validate.is_none())?;
     let shared = Shared::new(n);
     let mut measure = Measure::begin(rx, device, report.quiet());
     let mut conns = conns.into_iter();
@@ -658,6 +644,37 @@ pub(crate) fn receive<M: FragMemory + Sync>(
         unbind: base.unbind,
         report,
     })
+}
+
+/// The engine's plan of a receive with `workers` workers: the receive's `--duration`,
+/// `--warmup`, `--cpus` and (for a measured run) `--progress`; the clock starts with the run
+/// (`clock_at_start`) or when a worker starts it (zcrx, once its connections are in).
+pub(crate) fn receive_plan(rx: &Receive, workers: usize, clock_at_start: bool) -> engine::Plan {
+    engine::Plan {
+        workers,
+        duration: rx.flows.duration,
+        warmup: rx.flows.warmup,
+        deadline: None,
+        progress: rx.progress.filter(|_| measured(rx)),
+        cpus: rx.flows.cpus.clone(),
+        clock_at_start,
+    }
+}
+
+/// Where the payload goes when nothing validates it (`to_stdout`): stdout, buffered, a write
+/// that a stop signal ends; `None` otherwise.
+///
+/// Errors: from setting up the stop-aware stdout.
+pub(crate) fn payload_stdout(
+    to_stdout: bool,
+) -> Result<Option<std::io::BufWriter<rx::StopAwareWriter<'static, std::fs::File>>>> {
+    if !to_stdout {
+        return Ok(None);
+    }
+    Ok(Some(std::io::BufWriter::with_capacity(
+        1 << 20,
+        rx::stop_aware_stdout(&STOP)?,
+    )))
 }
 
 /// What [`report_receive`] reports.

@@ -336,23 +336,9 @@ fn receive_flows(
     let workers = targets.len();
     let measured = flows::measured(rx);
     let streams = flows::flow_streams(rx, n)?;
-    let eplan = engine::Plan {
-        workers,
-        duration: rx.flows.duration,
-        warmup: rx.flows.warmup,
-        deadline: None,
-        progress: rx.progress.filter(|_| measured),
-        cpus: rx.flows.cpus.clone(),
-        clock_at_start: false,
-    };
+    let eplan = flows::receive_plan(rx, workers, false);
     // Nothing validates: the payload of the one flow goes to stdout.
-    let mut stdout = match rx.validate {
-        None => Some(std::io::BufWriter::with_capacity(
-            1 << 20,
-            rx::stop_aware_stdout(&STOP)?,
-        )),
-        Some(_) => None,
-    };
+    let mut stdout = flows::payload_stdout(rx.validate.is_none())?;
     let buffers = targets.first().map_or(0, |t| {
         t.area_len as u64 / u64::from(t.rx_buf_len.unwrap_or(crate::sys::page_size() as u32))
     });
