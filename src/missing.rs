@@ -206,7 +206,7 @@ pub enum Missing {
     NoQueueOps {
         /// The interface.
         ifname: String,
-        /// The kernel's answer ([`Error::kernel_answer`]).
+        /// The kernel's answer (`Error::kernel_answer`).
         answer: String,
     },
     /// bind-rx refused with `EOPNOTSUPP`: no queue management ops, no DMA device, or no

@@ -1,7 +1,7 @@
 //! Zerocopy sends for devmem TX: `SO_ZEROCOPY`, `sendmsg(MSG_ZEROCOPY)` with an
 //! `SCM_DEVMEM_DMABUF` cmsg, error-queue reads of the completions, `poll(POLLERR)`.
 //!
-//! [`ZerocopySocket`] is the real [`TxSocket`]. Its normal send path takes iovs as **dma-buf
+//! [`ZerocopySocket`] is the real devmem TX socket (behind `tx::devmem::TxSocket`). Its normal send path takes iovs as **dma-buf
 //! offsets** ([`DmabufIov`]), as the kernel wants them when the cmsg names a TX binding.
 //! `ZerocopySocket::send_user` (tests only) takes real buffers instead: for plain `MSG_ZEROCOPY` sends,
 //! and for exercising the cmsg path with dmabuf id 0, which the kernel treats as "no dma-buf"
@@ -74,7 +74,7 @@ pub fn set_zerocopy(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
     )
 }
 
-/// A connected TCP socket for zerocopy sends; the real [`TxSocket`].
+/// A connected TCP socket for zerocopy sends; the real one behind `tx::devmem::TxSocket`.
 #[derive(Debug)]
 pub struct ZerocopySocket {
     fd: OwnedFd,
