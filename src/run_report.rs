@@ -141,10 +141,18 @@ impl RunReport {
         *self.body.borrow_mut() = Some(body);
     }
 
-    /// Sets the mode's body from a JSON object (the modes not typed yet); its envelope
-    /// members are left out.
+    /// Sets the mode's body from a JSON object; its envelope members are left out.
     pub(crate) fn body_object(&self, json: serde_json::Value) {
         *self.body.borrow_mut() = Body::other(json);
+    }
+
+    /// Sets the mode's body from one of the summary's types without a [`Body`] variant of its
+    /// own (the probe's, the capability report's: `crate::summary::report`).
+    pub(crate) fn body_from<T: serde::Serialize>(&self, body: &T) {
+        match serde_json::to_value(body) {
+            Ok(v) => self.body_object(v),
+            Err(e) => self.warn(format_args!("the summary's body could not be written: {e}")),
+        }
     }
 
     /// Records the NIC undo's outcome (a failure names what was left behind).

@@ -10,6 +10,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod report;
+
 /// The `"mode"` of a summary: which mode ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ModeName {
@@ -794,6 +796,8 @@ mod tests {
                 "devmem_tx_flow",
                 derived(schemars::schema_for!(DevmemTxFlow)),
             ),
+            ("report", derived(schemars::schema_for!(report::ReportBody))),
+            ("probe", derived(schemars::schema_for!(report::ProbeBody))),
         ];
         let envelope = derived(schemars::schema_for!(Envelope));
         let mut wrong = Vec::new();

@@ -177,7 +177,7 @@ fn report_parses_real_netdev_and_ethtool_answers() {
         text.contains(&format!("\n  kernel:    {release}\n")),
         "{text}"
     );
-    let json = report.to_json();
+    let json = serde_json::to_value(report.figure()).expect("the report serializes");
     assert!(json.is_object(), "{json}");
     assert_eq!(json["driver"]["name"], "veth", "{json}");
     assert_eq!(json["host"]["kernel_release"], release, "{json}");

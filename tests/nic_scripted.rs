@@ -647,7 +647,7 @@ fn probe_on_a_good_nic_passes_every_check() {
         "{out}"
     );
     assert_eq!(nic.state(), before);
-    assert_eq!(o.to_json()["verdict"], "pass");
+    assert_eq!(json_of(o.figure())["verdict"], "pass");
     // The one binding the kernel returned, for the exit wait on its page pools.
     assert_eq!(o.bindings.len(), 1, "{:?}", o.bindings);
     assert!(
@@ -726,7 +726,7 @@ fn probe_on_a_nic_without_devmem_skips_with_the_reason() {
     );
     assert!(out.contains("skip bind-rx of queues 4..=7 with header split on succeeds: not run (device does not support devmem RX"), "{out}");
     assert_eq!(nic.state(), before);
-    assert_eq!(o.to_json()["verdict"], "skip");
+    assert_eq!(json_of(o.figure())["verdict"], "skip");
 }
 
 #[test]
@@ -941,7 +941,7 @@ fn report_for_veth_says_why_a_bind_would_fail() {
         "{}",
         caps[1].detail
     );
-    let j = r.to_json();
+    let j = json_of(r.figure());
     assert_eq!(j["ifname"], "va");
     assert_eq!(j["driver"]["name"], "veth");
     assert_eq!(j["driver"]["bus_info"], "");
@@ -976,7 +976,7 @@ fn report_json_for_a_bound_nic() {
     let s = shared(&nic);
     let binding = s.with(|n| n.bind_rx(&bind_req(&[3]))).expect("bind");
     let mut ops = nic.clone();
-    let j = NicReport::gather(&mut ops, host(), false).to_json();
+    let j = json_of(NicReport::gather(&mut ops, host(), false).figure());
     assert_eq!(j["queues"][3]["owners"][0]["dmabuf"], binding.id());
     assert_eq!(j["queues"][3]["napi_id"], 103);
     assert_eq!(j["rings"]["tcp_data_split"], "on");
@@ -1217,7 +1217,7 @@ fn probe_without_rss_table_notes_it_and_goes_on_to_the_binds() {
             .starts_with("skip: device does not support devmem RX: netdev bind-rx on eni0"),
         "{e}"
     );
-    assert_eq!(o.to_json()["checks"][1]["status"], "note");
+    assert_eq!(json_of(o.figure())["checks"][1]["status"], "note");
     assert_eq!(nic.state(), before);
 
     // With devmem, every contract check runs and passes.
@@ -1411,8 +1411,8 @@ fn a_signal_during_the_probe_stops_it_and_unwinds() {
         );
         assert_eq!(o.checks.last().unwrap().name, "NIC restored", "{out}");
         assert_eq!(o.checks.last().unwrap().status, Status::Ok, "{out}");
-        assert_eq!(o.to_json()["verdict"], "fail");
-        assert!(o.to_json()["reason"]
+        assert_eq!(json_of(o.figure())["verdict"], "fail");
+        assert!(json_of(o.figure())["reason"]
             .as_str()
             .unwrap()
             .starts_with("interrupted by signal 2"));
@@ -1611,7 +1611,7 @@ fn report_on_a_series_kernel_shows_autorelease_not_rx_page_size() {
         state("rx-page-size (bind-rx attribute 5)"),
         Some(CapState::No)
     );
-    let j = r.to_json();
+    let j = json_of(r.figure());
     assert_eq!(j["host"]["bind_rx_autorelease_attr"], 5, "{j}");
     assert_eq!(
         j["host"]["bind_rx_policy_attrs"],
@@ -1631,4 +1631,9 @@ fn report_on_a_series_kernel_shows_autorelease_not_rx_page_size() {
             .map(|c| c.state);
         assert_eq!(got, Some(want), "attribute 5 of type {t}");
     }
+}
+
+/// A summary type as the JSON it writes.
+fn json_of<T: serde::Serialize>(t: T) -> serde_json::Value {
+    serde_json::to_value(t).expect("a summary type serializes")
 }

@@ -17,6 +17,7 @@ use crate::release::kernel::KernelEnv;
 use crate::release::{self, Holdings, PoolOwner};
 use crate::run_report::RunReport;
 use crate::signals;
+use crate::summary::report::{ProbeBody, ProbeFigure};
 
 /// The probe: prints the capability report first (read-only, so a host that cannot run the
 /// checks still shows why; not with `--quiet`), checks what makes the probe a skip before
@@ -51,23 +52,24 @@ pub(crate) fn run(a: &ProbeArgs, report: &RunReport) -> Result<()> {
     };
     let no_queue_ops = caps.as_ref().and_then(|c| c.no_queue_ops.clone());
     let (probe, result) = match checks(a, nic, ifindex, &plan, no_queue_ops, report) {
-        Ok(outcome) => (outcome.to_json(), outcome.verdict()),
+        Ok(outcome) => (outcome.figure(), outcome.verdict()),
         Err(e) => {
-            let json = serde_json::json!({
-                "checks": [],
-                "verdict": match &e {
+            let figure = ProbeFigure {
+                checks: Vec::new(),
+                verdict: match &e {
                     Error::Skip(_) => "skip",
                     _ => "fail",
-                },
-                "reason": reason_of(&e),
-            });
-            (json, Err(e))
+                }
+                .to_string(),
+                reason: Some(reason_of(&e)),
+            };
+            (figure, Err(e))
         }
     };
-    report.body_object(serde_json::json!({
-        "report": caps.as_ref().map(NicReport::to_json),
-        "probe": probe,
-    }));
+    report.body_from(&ProbeBody {
+        report: caps.as_ref().map(NicReport::figure),
+        probe,
+    });
     result
 }
 

@@ -20,6 +20,6 @@ pub(crate) fn run(a: &ReportArgs, report: &RunReport) -> Result<()> {
         true => Ok(()),
         false => report.print(&caps.render_text()),
     };
-    report.body_object(caps.to_json());
+    report.body_from(&caps.figure());
     printed
 }

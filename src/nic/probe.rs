@@ -33,8 +33,6 @@ use std::fmt;
 use std::io::Write;
 use std::time::Duration;
 
-use serde_json::json;
-
 use super::guards::{channels_for, describe_channels_set, ChannelsGuard, SharedNic};
 use super::queues::{describe_owned, owned_rx, wait_queues_free};
 use super::setup::{bind_refusal, NicSetup};
@@ -43,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::memory::MemoryPlan;
 use crate::netlink::ethtool::TcpDataSplit;
 use crate::netlink::netdev::{BindRxRequest, QueueNest};
+use crate::summary::report::{CheckFigure, ProbeFigure};
 
 /// What the probe binds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,21 +146,29 @@ impl ProbeOutcome {
         Ok(())
     }
 
-    /// The checks and the verdict as JSON: `{"checks": [{"status", "name", "detail"}],
-    /// "verdict": "pass"|"skip"|"fail", "reason": …}` (a skip's reason names what is missing,
-    /// without `skip: `).
-    pub fn to_json(&self) -> serde_json::Value {
-        let checks: Vec<serde_json::Value> = self
+    /// The checks and the verdict as the summary's type: `{"checks": [{"status", "name",
+    /// "detail"}], "verdict": "pass"|"skip"|"fail", "reason": …}` (a skip's reason names what
+    /// is missing, without `skip: `).
+    pub fn figure(&self) -> ProbeFigure {
+        let checks = self
             .checks
             .iter()
-            .map(|c| json!({"status": c.status.to_string(), "name": c.name, "detail": c.detail}))
+            .map(|c| CheckFigure {
+                status: c.status.to_string(),
+                name: c.name.to_string(),
+                detail: c.detail.clone(),
+            })
             .collect();
         let (verdict, reason) = match self.verdict() {
             Ok(()) => ("pass", None),
             Err(Error::Skip(m)) => ("skip", Some(m.to_string())),
             Err(e) => ("fail", Some(e.to_string())),
         };
-        json!({"checks": checks, "verdict": verdict, "reason": reason})
+        ProbeFigure {
+            checks,
+            verdict: verdict.to_string(),
+            reason,
+        }
     }
 }
 

@@ -11,8 +11,6 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde_json::{json, Value};
-
 use super::guards::{describe_hds, describe_rss, equal_spread_of, split_cli};
 use super::queues::{describe_owners, no_channel_counts, owned_rx, owners, QueueOwner};
 use super::snapshot::Fact;
@@ -24,6 +22,11 @@ use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, has_rx_page_size, P
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{
     BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
+};
+use crate::summary::report::{
+    CapabilityFigure, ChannelsFigure, DeviceFigure, DriverFigure, FactFigure, HostFigure,
+    HugepagesFigure, OwnerFigure, PagePoolFigure, QueueFigure, ReportBody, RingsFigure, RssFigure,
+    RulesFigure, UdmabufFigure,
 };
 use crate::sys::ethtool_ioctl::DrvInfo;
 use crate::udmabuf::{self, HugepageStatus};
@@ -558,84 +561,94 @@ impl NicReport {
         s
     }
 
-    /// The report as one JSON object: every fact (a value, `{"unsupported": reason}` or
-    /// `{"error": text}`) and the capability lines.
-    pub fn to_json(&self) -> Value {
-        let caps: Vec<Value> = self
-            .capabilities()
-            .iter()
-            .map(|c| json!({"name": c.name, "state": c.state.word(), "detail": c.detail}))
-            .collect();
+    /// The report as its summary type ([`ReportBody`]): every fact (a value,
+    /// `{"unsupported": reason}` or `{"error": text}`) and the capability lines.
+    pub fn figure(&self) -> ReportBody {
         let h = &self.host;
-        json!({
-            "ifname": self.ifname,
-            "ifindex": self.ifindex,
-            "driver": fact_json(&self.driver, |d| json!({
-                "name": d.driver,
-                "version": d.version,
-                "fw_version": d.fw_version,
-                "bus_info": d.bus_info,
-            })),
-            "device": fact_json(&self.dev, |d| json!({
-                "xdp_features": d.xdp_features,
-                "xdp_features_names": xdp_feature_names(d.xdp_features),
-                "xdp_zc_max_segs": d.xdp_zc_max_segs,
-                "xdp_rx_metadata_features": d.xdp_rx_metadata_features,
-                "xsk_features": d.xsk_features,
-            })),
-            "channels": fact_json(&self.channels, |c| json!({
-                "rx_count": c.rx_count, "rx_max": c.rx_max,
-                "tx_count": c.tx_count, "tx_max": c.tx_max,
-                "other_count": c.other_count, "other_max": c.other_max,
-                "combined_count": c.combined_count, "combined_max": c.combined_max,
-                "rx_queues": c.rx_queues(),
-            })),
-            "rings": fact_json(&self.hds, |h| json!({
-                "tcp_data_split": h.tcp_data_split.map(|s| split_cli(Some(s))),
-                "hds_thresh": h.hds_thresh,
-            })),
-            "rss": fact_json(&self.rss, |t| json!({
-                "size": t.indir.len(),
-                "equal_spread": equal_spread_of(t),
-                "indir": t.indir,
-            })),
-            "ntuple": fact_json(&self.ntuple, |on| json!(on)),
-            "ntuple_rules": fact_json(&self.rules, |(locs, size)| json!({
-                "locations": locs, "table_size": size,
-            })),
-            "queues": fact_json(&self.queues, |qs| json!(qs.iter().map(|q| json!({
-                "id": q.id,
-                "type": match q.queue_type { QueueType::Rx => "rx", QueueType::Tx => "tx", QueueType::Other(_) => "other" },
-                "napi_id": q.napi_id,
-                "owners": owners(q).iter().map(owner_json).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>())),
-            "page_pools": fact_json(&self.page_pools, |ps| json!(ps.iter().map(|p| json!({
-                "id": p.id,
-                "napi_id": p.napi_id,
-                "inflight": p.inflight,
-                "inflight_mem": p.inflight_mem,
-                "detach_time": p.detach_time,
-                "dmabuf": p.dmabuf,
-                "io_uring": p.io_uring,
-            })).collect::<Vec<_>>())),
-            "devmem_driver": match &self.devmem_driver {
-                None => Value::Null,
-                Some(f) => fact_json(f, |s| json!(s)),
+        ReportBody {
+            ifname: self.ifname.clone(),
+            ifindex: self.ifindex,
+            driver: fact_figure(&self.driver, |d| DriverFigure {
+                name: d.driver.clone(),
+                version: d.version.clone(),
+                fw_version: d.fw_version.clone(),
+                bus_info: d.bus_info.clone(),
+            }),
+            device: fact_figure(&self.dev, |d| DeviceFigure {
+                xdp_features: d.xdp_features,
+                xdp_features_names: xdp_feature_names(d.xdp_features),
+                xdp_zc_max_segs: d.xdp_zc_max_segs,
+                xdp_rx_metadata_features: d.xdp_rx_metadata_features,
+                xsk_features: d.xsk_features,
+            }),
+            channels: fact_figure(&self.channels, |c| ChannelsFigure {
+                rx_count: c.rx_count,
+                rx_max: c.rx_max,
+                tx_count: c.tx_count,
+                tx_max: c.tx_max,
+                other_count: c.other_count,
+                other_max: c.other_max,
+                combined_count: c.combined_count,
+                combined_max: c.combined_max,
+                rx_queues: c.rx_queues(),
+            }),
+            rings: fact_figure(&self.hds, |h| RingsFigure {
+                tcp_data_split: h.tcp_data_split.map(|s| split_cli(Some(s)).to_string()),
+                hds_thresh: h.hds_thresh,
+            }),
+            rss: fact_figure(&self.rss, |t| RssFigure {
+                size: t.indir.len(),
+                equal_spread: equal_spread_of(t),
+                indir: t.indir.clone(),
+            }),
+            ntuple: fact_figure(&self.ntuple, |on| *on),
+            ntuple_rules: fact_figure(&self.rules, |(locs, size)| RulesFigure {
+                locations: locs.clone(),
+                table_size: *size,
+            }),
+            queues: fact_figure(&self.queues, |qs| qs.iter().map(queue_figure).collect()),
+            page_pools: fact_figure(&self.page_pools, |ps| {
+                ps.iter()
+                    .map(|p| PagePoolFigure {
+                        id: p.id,
+                        napi_id: p.napi_id,
+                        inflight: p.inflight,
+                        inflight_mem: p.inflight_mem,
+                        detach_time: p.detach_time,
+                        dmabuf: p.dmabuf,
+                        io_uring: p.io_uring,
+                    })
+                    .collect()
+            }),
+            devmem_driver: self
+                .devmem_driver
+                .as_ref()
+                .map(|f| fact_figure(f, String::clone)),
+            host: HostFigure {
+                kernel_release: fact_figure(&h.kernel_release, String::clone),
+                udmabuf: fact_figure(&h.udmabuf, |l| UdmabufFigure { size_limit_mb: *l }),
+                dma_heaps: fact_figure(&h.dma_heaps, Vec::clone),
+                hugepages: fact_figure(&h.hugepages, |s| HugepagesFigure {
+                    nr: s.nr,
+                    free: s.free,
+                    resv: s.resv,
+                    available: s.available(),
+                }),
+                hugepages_needed: h.hugepages_needed,
+                bind_rx_policy_attrs: fact_figure(&h.bind_rx_policy, |p| kinds(p)),
+                bind_rx_autorelease_attr: fact_figure(&h.bind_rx_policy, |p| autorelease_attr(p)),
+                so_devmem_autorelease: fact_figure(&h.autorelease, |b| *b),
             },
-            "host": {
-                "kernel_release": fact_json(&h.kernel_release, |r| json!(r)),
-                "udmabuf": fact_json(&h.udmabuf, |l| json!({"size_limit_mb": l})),
-                "dma_heaps": fact_json(&h.dma_heaps, |names| json!(names)),
-                "hugepages": fact_json(&h.hugepages, |s| json!({
-                    "nr": s.nr, "free": s.free, "resv": s.resv, "available": s.available(),
-                })),
-                "hugepages_needed": h.hugepages_needed,
-                "bind_rx_policy_attrs": fact_json(&h.bind_rx_policy, |p| json!(kinds(p))),
-                "bind_rx_autorelease_attr": fact_json(&h.bind_rx_policy, |p| json!(autorelease_attr(p))),
-                "so_devmem_autorelease": fact_json(&h.autorelease, |b| json!(b)),
-            },
-            "capabilities": caps,
-        })
+            capabilities: self
+                .capabilities()
+                .into_iter()
+                .map(|c| CapabilityFigure {
+                    name: c.name.to_string(),
+                    state: c.state.word().to_string(),
+                    detail: c.detail,
+                })
+                .collect(),
+        }
     }
 }
 
@@ -788,11 +801,25 @@ fn cap_autorelease(h: &HostCaps) -> Cap {
     }
 }
 
-fn owner_json(o: &QueueOwner) -> Value {
-    match o {
-        QueueOwner::Dmabuf(id) => json!({"dmabuf": id}),
-        QueueOwner::IoUring => json!("io_uring"),
-        QueueOwner::Xsk => json!("xsk"),
+/// One queue of the queue-get dump, as the report writes it.
+fn queue_figure(q: &QueueInfo) -> QueueFigure {
+    QueueFigure {
+        id: q.id,
+        queue_type: match q.queue_type {
+            QueueType::Rx => "rx",
+            QueueType::Tx => "tx",
+            QueueType::Other(_) => "other",
+        }
+        .to_string(),
+        napi_id: q.napi_id,
+        owners: owners(q)
+            .iter()
+            .map(|o| match o {
+                QueueOwner::Dmabuf(id) => OwnerFigure::Dmabuf { dmabuf: *id },
+                QueueOwner::IoUring => OwnerFigure::Named("io_uring".into()),
+                QueueOwner::Xsk => OwnerFigure::Named("xsk".into()),
+            })
+            .collect(),
     }
 }
 
@@ -836,11 +863,13 @@ fn fact_text<T>(f: &Fact<T>, known: impl FnOnce(&T) -> String) -> String {
     }
 }
 
-fn fact_json<T>(f: &Fact<T>, known: impl FnOnce(&T) -> Value) -> Value {
+fn fact_figure<T, F>(f: &Fact<T>, known: impl FnOnce(&T) -> F) -> FactFigure<F> {
     match f {
-        Fact::Known(v) => known(v),
-        Fact::Unsupported(e) => json!({"unsupported": e}),
-        Fact::Failed(e) => json!({"error": e}),
+        Fact::Known(v) => FactFigure::Known(known(v)),
+        Fact::Unsupported(e) => FactFigure::Unsupported {
+            unsupported: e.clone(),
+        },
+        Fact::Failed(e) => FactFigure::Failed { error: e.clone() },
     }
 }
 
