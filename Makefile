@@ -52,6 +52,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --locked
+	$(CARGO) test --locked --test layers
 
 unit:
 	$(CARGO) test --locked --all-targets
