@@ -18,6 +18,7 @@ The two namespaces and the veth pair are created here and always removed.
 docs/benchmarks.md has the figures of a run.
 
 usage: scripts/bench-e2e.py [--bin PATH] [--bytes 4G] [--rounds 5] [--rows NAME,...]
+                           [--also LABEL=PATH]...   (every ncdevmem-rs row with another build)
 (root required; iperf3 must be installed: `make bench` installs it when missing)
 """
 
@@ -130,13 +131,14 @@ def iperf3_row(flows):
     return run
 
 
-def ours_row(flows, stream, validate=True):
+def ours_row(flows, stream, validate=True, binary=None):
     def run(a, ns_rx, ns_tx, nbytes):
+        bin_ = binary or a.bin
         js = os.path.join(a.tmp, "rx.json")
         per_flow = nbytes // flows
-        receiver = [a.bin, "-l", "--plain", "-s", ADDR_RX, "-p", str(PORT), "--expect-bytes",
+        receiver = [bin_, "-l", "--plain", "-s", ADDR_RX, "-p", str(PORT), "--expect-bytes",
                     str(per_flow), "--timeout", "60", "--json", js]
-        sender = [a.bin, "--send-pattern", str(per_flow), "-s", ADDR_RX, "-p", str(PORT),
+        sender = [bin_, "--send-pattern", str(per_flow), "-s", ADDR_RX, "-p", str(PORT),
                   "--timeout", "60"] + stream
         if validate:
             receiver += stream
@@ -152,17 +154,29 @@ def ours_row(flows, stream, validate=True):
     return run
 
 
-# (name, reference row or None, runner)
-ROWS = [
-    ("iperf3", None, iperf3_row(1)),
-    ("ncdevmem-rs --seed 42", "iperf3", ours_row(1, ["--seed", "42"])),
-    ("ncdevmem-rs -v 7", "iperf3", ours_row(1, ["-v", "7"])),
-    ("ncdevmem-rs, not validated (payload to /dev/null)", "iperf3",
-     ours_row(1, ["-v", "7"], validate=False)),
-    ("iperf3 -P 4", None, iperf3_row(4)),
-    ("ncdevmem-rs --flows 4 --seed 42", "iperf3 -P 4", ours_row(4, ["--seed", "42"])),
-    ("ncdevmem-rs --flows 4 -v 7", "iperf3 -P 4", ours_row(4, ["-v", "7"])),
-]
+def rows_for(also):
+    """[(name, reference row or None, runner)]; `also` = [(label, binary)]: every ncdevmem-rs
+    row once more with that binary, named "row [label]" (two builds side by side)."""
+    ours = [
+        ("ncdevmem-rs --seed 42", "iperf3", (1, ["--seed", "42"], True)),
+        ("ncdevmem-rs -v 7", "iperf3", (1, ["-v", "7"], True)),
+        ("ncdevmem-rs, not validated (payload to /dev/null)", "iperf3", (1, ["-v", "7"], False)),
+        ("ncdevmem-rs --flows 4 --seed 42", "iperf3 -P 4", (4, ["--seed", "42"], True)),
+        ("ncdevmem-rs --flows 4 -v 7", "iperf3 -P 4", (4, ["-v", "7"], True)),
+    ]
+    rows = []
+    for i, (name, ref, (flows, stream, validate)) in enumerate(ours):
+        if i == 0:
+            rows.append(("iperf3", None, iperf3_row(1)))
+        if i == 3:
+            rows.append(("iperf3 -P 4", None, iperf3_row(4)))
+        rows.append((name, ref, ours_row(flows, stream, validate)))
+        for label, binary in also:
+            rows.append((f"{name} [{label}]", ref, ours_row(flows, stream, validate, binary)))
+    return rows
+
+
+ROWS = rows_for([])
 
 
 def mmm(values, fmt):
@@ -212,7 +226,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--rows", default="",
                     help="comma-separated row names to run (default: all)")
+    ap.add_argument("--also", action="append", default=[], metavar="LABEL=PATH",
+                    help="run every ncdevmem-rs row with this binary too (another build)")
     a = ap.parse_args()
+    global ROWS
+    ROWS = rows_for([tuple(x.split("=", 1)) for x in a.also])
     if os.geteuid() != 0:
         sys.exit("bench-e2e: needs root (creates network namespaces)")
     if not os.access(a.bin, os.X_OK):
