@@ -1364,7 +1364,8 @@ Values:
   Numbers are decimal digits only (no sign, no 0x except --seed; leading zeros are decimal).
 {sizes}
   Every receiver and sender prints the CRC-32 (as zlib.crc32) of the stream in its summary
-  and --json, validated or not, so any two tools can be compared end to end. A repeated
+  and --json, validated or not, so any two tools can be compared end to end (a --seed
+  stream checked byte by byte is not hashed; the summary says which bytes it covers). A repeated
   option keeps its last value. Short options bundle (-ls ::1) and take values attached or
   separate (-q4, -q 4). A separate value spelled like one of the options (--json
   --verify-restore) is refused as a forgotten value, and -f and --json values never start

@@ -6,7 +6,7 @@
 //! released, `SO_DEVMEM_DONTNEED` calls) and the syscalls (`recvmsg` calls, `EAGAIN`/`EINTR`
 //! retries).
 
-use crate::validate::StreamSpec;
+use crate::validate::{StreamCrc32, StreamSpec};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -85,9 +85,11 @@ pub struct RxStats {
     /// flow's (too few bytes, or bytes of no flow), the stream then being the one the
     /// connection was received as.
     pub stream_identified: bool,
-    /// CRC-32 (IEEE 802.3, as zlib's `crc32`) of every stream byte received, in stream order,
-    /// validated or not; equal to the sender's when the stream arrived intact.
-    pub crc32: u32,
+    /// CRC-32 (IEEE 802.3, as zlib's `crc32`) of the stream bytes received, in stream order:
+    /// of every byte, validated or not, except where a keyed stream was checked: its bytes
+    /// before the first piece with a mismatch are not hashed ([`StreamCrc32`]). Equal to the
+    /// sender's when the stream arrived intact and both hashed every byte.
+    pub crc32: StreamCrc32,
     /// Time from the first byte received to the end of the run (zero if nothing arrived).
     pub elapsed: Duration,
     /// CPU time the process used over [`RxStats::elapsed`] (`getrusage(RUSAGE_SELF)`, all
@@ -347,7 +349,7 @@ impl RxStats {
             });
             s.push_str(&format!("; receive buffer {} B ({how})", r.effective));
         }
-        s.push_str(&format!("; crc32 0x{:08x}", self.crc32));
+        s.push_str(&format!("; {}", self.crc32.describe()));
         if self.validated_bytes > 0 || self.mismatches > 0 {
             let stream = self.stream.map(|t| format!(" ({t})")).unwrap_or_default();
             s.push_str(&format!(
@@ -396,7 +398,9 @@ impl RxStats {
     /// `eagain_retries`, `eintr_retries`, `control_only_recvmsgs`, `poll_calls`, `cpu_user_s`, `cpu_sys_s` (seconds over
     /// the receive, null when unknown), `cpu_utilisation` (fraction of one CPU, null when
     /// unknown), `validated_bytes`, `mismatches`, `stream` (`"period
-    /// 7"`, `"seed 42"` or null), `crc32` (number), `elapsed_s` (seconds, float), `gbit_per_s`
+    /// 7"`, `"seed 42"` or null), `crc32` (number; null when no byte was hashed) and
+    /// `crc32_from` (the stream offset the CRC covers from: [`StreamCrc32`]), `elapsed_s`
+    /// (seconds, float), `gbit_per_s`
     /// (float). In [`RxMode::Zcrx`] also `zcrx_chunks`,
     /// `zcrx_buffers_returned`, `zcrx_refill_publishes`, `zcrx_arms`, `zcrx_retried_errors`,
     /// `zcrx_flushes`, `zcrx_waits`, `zcrx_rx_buf_len` (bytes). When the server sized or was
@@ -432,7 +436,8 @@ impl RxStats {
             validated_bytes: self.validated_bytes,
             mismatches: self.mismatches,
             stream: self.stream.map(|t| t.to_string()),
-            crc32: Some(self.crc32),
+            crc32: self.crc32.value,
+            crc32_from: Some(self.crc32.from),
             elapsed_s: self.elapsed.as_secs_f64(),
             gbit_per_s: self.gbit_per_s(),
             zcrx: (self.mode == RxMode::Zcrx).then_some(crate::summary::ZcrxTotals {
@@ -643,7 +648,7 @@ mod tests {
             poll_calls: 4,
             validated_bytes: 1_250_000_000,
             stream: Some(StreamSpec::Periodic(7)),
-            crc32: 0xCBF4_3926,
+            crc32: StreamCrc32::of_all(0xCBF4_3926),
             elapsed: Duration::from_secs(1),
             cpu: Some(CpuTime {
                 user: Duration::from_millis(250),
@@ -972,11 +977,13 @@ mod tests {
         assert_eq!(v["elapsed_s"], 1.0);
         assert_eq!(v["gbit_per_s"], 10.0);
         assert_eq!(v["crc32"], 0xCBF4_3926u32);
+        assert_eq!(v["crc32_from"], 0);
         assert_eq!(v["stream"], "period 7");
         assert_eq!(v["binding_gone"], false);
         assert_eq!(v["control_only_recvmsgs"], 0);
-        // 25 members before, without `mode` (the summary's envelope carries it).
-        assert_eq!(v.as_object().unwrap().len(), 24);
+        // 25 members before, without `mode` (the summary's envelope carries it), with
+        // `crc32_from`.
+        assert_eq!(v.as_object().unwrap().len(), 25);
         // Only the final file is left behind.
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

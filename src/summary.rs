@@ -162,8 +162,12 @@ pub struct RxTotals {
     pub mismatches: u64,
     /// The stream checked (`"period 7"`, `"seed 42"`), `null` without validation.
     pub stream: Option<String>,
-    /// CRC-32 of every byte received (`null` for several flows: each has its own).
+    /// CRC-32 of the bytes received from stream offset `crc32_from` on: every byte but a
+    /// checked keyed stream's clean start (`null` when no byte was hashed, and for several
+    /// flows: each has its own).
     pub crc32: Option<u32>,
+    /// The stream offset `crc32` covers from (`null` for several flows).
+    pub crc32_from: Option<u64>,
     /// From the first byte to the end (the measured interval, with several flows).
     pub elapsed_s: f64,
     /// `bytes` over `elapsed_s`.
@@ -250,8 +254,11 @@ pub struct ReceiveFlow {
     pub mismatches: u64,
     /// The stream its validator checked (`"seed 42 flow 1 of 4"`).
     pub stream: Option<String>,
-    /// CRC-32 of its bytes.
-    pub crc32: u32,
+    /// CRC-32 of its bytes from stream offset `crc32_from` on (`null`: none hashed, every
+    /// byte matched a keyed stream).
+    pub crc32: Option<u32>,
+    /// The stream offset `crc32` covers from.
+    pub crc32_from: u64,
     /// The CPU its worker was pinned to (`--cpus`).
     pub cpu: Option<usize>,
     /// Its worker's user CPU seconds over the measured interval.
@@ -497,8 +504,8 @@ pub struct SendFlowFigures {
     pub bytes: u64,
     /// `send` calls.
     pub writes: u64,
-    /// CRC-32 of the bytes sent.
-    pub crc32: u32,
+    /// CRC-32 of the bytes sent (`null` for the keyed stream, which is not hashed).
+    pub crc32: Option<u32>,
     /// The stream sent.
     pub stream: Option<String>,
     /// From connect to the end of the send, seconds.
@@ -723,7 +730,7 @@ impl Body {
     pub fn stream_figures(&self) -> Option<(u64, f64, Option<u32>)> {
         match self {
             Body::Receive(b) => Some((b.totals.bytes, b.totals.gbit_per_s, b.totals.crc32)),
-            Body::Send(SendBody::One(f)) => Some((f.bytes, f.gbit_per_s, Some(f.crc32))),
+            Body::Send(SendBody::One(f)) => Some((f.bytes, f.gbit_per_s, f.crc32)),
             Body::Send(SendBody::Flows(f)) => Some((f.bytes, f.gbit_per_s, None)),
             Body::DevmemTx(b) => Some((b.counters.bytes, b.counters.gbit_per_s, b.counters.crc32)),
             Body::Other(_) => None,

@@ -21,7 +21,7 @@ use crate::netlink::netdev::{DmabufBinding, Netdev};
 use crate::stats::CpuTime;
 use crate::sys::socket;
 use crate::sys::zerocopy::{self, ZerocopySocket};
-use crate::validate::StreamSpec;
+use crate::validate::{StreamCrc32, StreamSpec};
 
 pub mod devmem;
 #[cfg(any(test, feature = "testing"))]
@@ -68,8 +68,9 @@ pub struct SendStats {
     pub bytes: u64,
     /// `send` calls that completed (each one a full buffer, retried on short writes).
     pub writes: u64,
-    /// CRC-32 (IEEE) of the bytes sent, to compare with a receiver's.
-    pub crc32: u32,
+    /// CRC-32 (IEEE) of the bytes sent, to compare with a receiver's (none for the keyed
+    /// stream, whose receiver checks every byte: [`StreamCrc32`]).
+    pub crc32: StreamCrc32,
     /// Wall time from connect to the end of the last send.
     pub elapsed: Duration,
     /// The stream sent (`-v N` or `--seed SEED`).
@@ -100,13 +101,13 @@ impl SendStats {
     /// send)`.
     pub fn summary_line(&self) -> String {
         format!(
-            "sent {} bytes{} in {} writes, {:.3} s, {:.2} Gbit/s, crc32 0x{:08x}{}",
+            "sent {} bytes{} in {} writes, {:.3} s, {:.2} Gbit/s, {}{}",
             self.bytes,
             self.stream.map(|t| format!(" ({t})")).unwrap_or_default(),
             self.writes,
             self.elapsed.as_secs_f64(),
             self.gbps(),
-            self.crc32,
+            self.crc32.describe(),
             cpu_text(self.cpu, self.elapsed),
         )
     }
@@ -118,7 +119,7 @@ impl SendStats {
         crate::summary::SendFlowFigures {
             bytes: self.bytes,
             writes: self.writes,
-            crc32: self.crc32,
+            crc32: self.crc32.value,
             stream: self.stream.map(|t| t.to_string()),
             elapsed_s: self.elapsed.as_secs_f64(),
             gbit_per_s: self.gbps(),
@@ -558,6 +559,14 @@ fn start_flow(
     Ok((stream, total))
 }
 
+/// The CRC-32 of the first `sent` bytes of `source`: the source's own when it knows it
+/// ([`TxSource::sent_crc`]), else the hash of what was sent (`hashed`).
+fn sent_crc(source: &PatternSource, sent: u64, hashed: Option<crc32fast::Hasher>) -> StreamCrc32 {
+    source
+        .sent_crc(sent)
+        .unwrap_or_else(|| StreamCrc32::of_all(hashed.map_or(0, |h| h.finalize())))
+}
+
 /// One flow of [`send_flows`] on `sock`, the engine's worker `ctx.worker` of `n` (pinned by
 /// the engine): its byte count is the flow's live figure (the progress lines).
 fn send_one_flow(
@@ -584,7 +593,7 @@ fn send_one_flow(
             socket::set_nodelay(sock, true)?;
         }
         let mut chunk = Vec::new();
-        let mut crc = crc32fast::Hasher::new();
+        let mut crc = source.sent_crc(0).is_none().then(crc32fast::Hasher::new);
         let start = Instant::now();
         let done = loop {
             if end.is_some_and(|e| Instant::now() >= e) {
@@ -614,7 +623,9 @@ fn send_one_flow(
                 }
                 Err(e) => break Err(e),
                 Ok(n) => {
-                    crc.update(&chunk[..n]);
+                    if let Some(h) = &mut crc {
+                        h.update(&chunk[..n]);
+                    }
                     stats.bytes += n as u64;
                     stats.writes += 1;
                     sent.set_bytes(stats.bytes);
@@ -625,7 +636,7 @@ fn send_one_flow(
             }
         };
         stats.elapsed = start.elapsed();
-        stats.crc32 = crc.finalize();
+        stats.crc32 = sent_crc(&source, stats.bytes, crc);
         done?;
         match socket::shutdown_write(sock) {
             Err(e) if end.is_some() && matches!(e.errno(), Some(libc::ENOTCONN | libc::EPIPE)) => {
@@ -855,5 +866,9 @@ impl<S: TxSource> TxSource for Until<S> {
 
     fn label(&self) -> &'static str {
         self.inner.label()
+    }
+
+    fn sent_crc(&self, sent: u64) -> Option<StreamCrc32> {
+        self.inner.sent_crc(sent)
     }
 }

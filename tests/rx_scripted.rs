@@ -15,7 +15,7 @@ use ncdevmem::rx::{
 };
 use ncdevmem::stats::{RxMode, RxStats};
 use ncdevmem::sys::uapi::{dmabuf_cmsg, dmabuf_token};
-use ncdevmem::validate::StreamSpec;
+use ncdevmem::validate::{StreamCrc32, StreamSpec};
 
 /// Binding id the tests bind to.
 const ID: u32 = 3;
@@ -76,7 +76,7 @@ fn devmem_stats() -> RxStats {
 fn validated_stats(s: &PatternStream) -> RxStats {
     RxStats {
         stream: Some(StreamSpec::Periodic(7)),
-        crc32: s.crc32(),
+        crc32: StreamCrc32::of_all(s.crc32()),
         ..devmem_stats()
     }
 }
@@ -359,7 +359,7 @@ fn linear_frags_interleaved_are_validated_in_stream_order() {
             recvmsg_calls: 3,
             validated_bytes: stream.len() as u64,
             stream: Some(StreamSpec::Periodic(7)),
-            crc32: crc32fast::hash(&stream),
+            crc32: StreamCrc32::of_all(crc32fast::hash(&stream)),
             frag_sizes: hist(&[(4096, 2), (1000, 1), (4000, 1)]),
             ..devmem_stats()
         }
@@ -819,7 +819,7 @@ fn plain_mode_validates_the_iov_and_is_labelled_plain_tcp() {
             recvmsg_calls: 4, // 819200 + 180800 + 10 + EOF
             validated_bytes: 1_000_010,
             stream: Some(StreamSpec::Periodic(7)),
-            crc32: s.crc32(),
+            crc32: StreamCrc32::of_all(s.crc32()),
             ..RxStats::new(RxMode::PlainTcp)
         }
     );
@@ -1344,7 +1344,7 @@ fn enodev_after_a_before_recv_unbind_ends_the_run_cleanly() {
             recvmsg_calls: 1,
             binding_gone: true,
             stream: Some(StreamSpec::Periodic(7)),
-            crc32: PatternStream::new(7).crc32(),
+            crc32: StreamCrc32::of_all(PatternStream::new(7).crc32()),
             ..devmem_stats()
         }
     );
@@ -1370,7 +1370,7 @@ fn before_recv_unbind_without_the_series_receives_everything() {
     assert_eq!(r.stats.validated_bytes, 8 * 4096);
     assert_eq!(r.stats.tokens_released, 8);
     assert!(sock.outstanding_tokens().is_empty());
-    assert_eq!(r.stats.crc32, s.crc32());
+    assert_eq!(r.stats.crc32, StreamCrc32::of_all(s.crc32()));
 }
 
 /// ENODEV anywhere else is a failure named "binding gone", after the tokens already
@@ -1488,7 +1488,7 @@ fn after_first_data_unbinds_between_the_first_batch_and_the_next_recvmsg() {
         let r = run_with(&mut wrapped, &mem, &c, &AtomicI32::new(0));
         r.result.as_ref().unwrap();
         assert_eq!(r.stats.validated_bytes, 8 * 4096);
-        assert_eq!(r.stats.crc32, s.crc32());
+        assert_eq!(r.stats.crc32, StreamCrc32::of_all(s.crc32()));
         wrapped.fired()
     };
     assert!(fired);

@@ -1127,8 +1127,9 @@ impl RunFigures {
                     ));
                 }
                 s.push_str(&format!(
-                    ", {} recvmsg calls, crc32 0x{:08x}",
-                    st.recvmsg_calls, st.crc32
+                    ", {} recvmsg calls, {}",
+                    st.recvmsg_calls,
+                    st.crc32.describe()
                 ));
                 if let Some(q) = &f.queue {
                     s.push_str(&format!("; {q}"));
@@ -1304,6 +1305,7 @@ impl RunFigures {
         totals.bytes = self.total_bytes();
         totals.gbit_per_s = self.total_gbps();
         totals.crc32 = None;
+        totals.crc32_from = None;
         if let (Some(z), false) = (totals.zcrx.as_mut(), self.workers.is_empty()) {
             // The ifq-wide counters are the workers' (the flows' own are 0).
             let sum = |g: fn(&crate::stats::ZcrxCounters) -> u64| -> u64 {
@@ -1470,7 +1472,8 @@ fn flow_figures(k: usize, f: &FlowFigures) -> summary::ReceiveFlow {
         validated_bytes: st.validated_bytes,
         mismatches: st.mismatches,
         stream: st.stream.map(|s| s.to_string()),
-        crc32: st.crc32,
+        crc32: st.crc32.value,
+        crc32_from: st.crc32.from,
         cpu: f.flow.cpu,
         worker_user_s: cpu.map(|c| c.user.as_secs_f64()),
         worker_sys_s: cpu.map(|c| c.sys.as_secs_f64()),

@@ -76,7 +76,8 @@ impl<'a, W: Write> PayloadSink<'a, W> {
     }
 
     /// Validates the next piece of the stream (logging its mismatches and diagnosis), or
-    /// writes it to the payload output; adds it to the CRC-32 either way.
+    /// writes it to the payload output; adds it to the CRC-32 (a clean validated piece only by its
+    /// length).
     ///
     /// Errors: a failed payload write ([`crate::Error::io`]: `Error::Interrupted` when a
     /// stop signal ended it).
@@ -84,9 +85,9 @@ impl<'a, W: Write> PayloadSink<'a, W> {
         if let Some(v) = &mut self.validator {
             let before = (v.reported().len(), v.diagnoses().len());
             let mismatched = v.check(bytes);
-            // A clean piece of the periodic stream is not hashed: its CRC is the stream's.
-            self.crc
-                .piece(bytes, mismatched == 0 && v.pattern().crc_without_data());
+            // A clean piece is not hashed: the periodic stream's CRC is computed from one
+            // period at the end, a checked keyed stream's is not needed (StreamCrc32).
+            self.crc.piece(bytes, mismatched == 0);
             if mismatched > 0 && self.live {
                 for m in &v.reported()[before.0..] {
                     crate::elog_to!(self.log, "validation mismatch at {m}");

@@ -49,7 +49,7 @@ pub use crate::sys::zerocopy::{
     MAX_IOV,
 };
 use crate::udmabuf::Udmabuf;
-use crate::validate::{Pattern, StreamSpec};
+use crate::validate::{Pattern, StreamCrc32, StreamSpec};
 
 /// How long the sender waits for a zerocopy completion when no `--timeout` is given. It is
 /// the longest gap without any completion arriving, not a bound on the whole run.
@@ -601,6 +601,14 @@ pub trait TxSource {
 
     /// What the source is, for the summary (`"stdin"`, `"pattern"`).
     fn label(&self) -> &'static str;
+
+    /// The CRC-32 of the first `sent` bytes this source produced when it is known without
+    /// hashing them (a test stream: [`StreamCrc32`]); `None` (the default) when the sender
+    /// must hash what it sends. Whether it is `None` does not depend on `sent`.
+    fn sent_crc(&self, sent: u64) -> Option<StreamCrc32> {
+        let _ = sent;
+        None
+    }
 }
 
 /// Lines of a reader, as ncdevmem.c reads stdin with `getline`: each piece is one line
@@ -708,6 +716,23 @@ impl TxSource for PatternSource {
     fn label(&self) -> &'static str {
         "pattern"
     }
+
+    /// The periodic stream's CRC from one period; none for the keyed stream, whose receiver
+    /// checks every byte (hashing them would cost twice what filling them does); hashed when a
+    /// byte is flipped (`corrupt_offset`).
+    fn sent_crc(&self, sent: u64) -> Option<StreamCrc32> {
+        if self.corrupt_offset.is_some() {
+            return None;
+        }
+        Some(if self.pattern.crc_without_data() {
+            StreamCrc32::of_all(self.pattern.crc32(sent))
+        } else {
+            StreamCrc32 {
+                value: None,
+                from: sent,
+            }
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -746,8 +771,9 @@ pub struct TxStats {
     /// From the first send to the last completion.
     pub elapsed: Duration,
     /// CRC-32 (IEEE 802.3, as zlib's `crc32`) of the payload bytes the kernel accepted, in
-    /// stream order; equal to the receiver's when the stream arrived intact.
-    pub crc32: u32,
+    /// stream order (none for the keyed stream: [`StreamCrc32`], [`TxSource::sent_crc`]);
+    /// equal to the receiver's when the stream arrived intact.
+    pub crc32: StreamCrc32,
 }
 
 impl TxStats {
@@ -762,7 +788,7 @@ impl TxStats {
         format!(
             "{}: {} bytes from {} in {} sendmsg calls ({} iovs, {} pieces, {} short), \
              {} completions for {} sends ({} copied by the kernel), dmabuf id {}, \
-             {:.3} s = {:.3} Gbit/s, crc32 0x{:08x}",
+             {:.3} s = {:.3} Gbit/s, {}",
             if ok { "tx ok" } else { "tx failed after" },
             self.bytes,
             self.source,
@@ -776,7 +802,7 @@ impl TxStats {
             self.dmabuf_id,
             self.elapsed.as_secs_f64(),
             self.gbit_per_s(),
-            self.crc32
+            self.crc32.describe()
         )
     }
 
@@ -789,7 +815,7 @@ impl TxStats {
             sends: self.sends,
             completions: self.completions,
             copied_completions: self.copied_completions,
-            crc32: Some(self.crc32),
+            crc32: self.crc32.value,
             elapsed_s: self.elapsed.as_secs_f64(),
             gbit_per_s: self.gbit_per_s(),
         }
@@ -883,11 +909,13 @@ where
         iovs: Vec::with_capacity(MAX_IOV),
         control: vec![0; ERRQUEUE_CONTROL_LEN],
         started: None,
-        crc: crc32fast::Hasher::new(),
+        crc: source.sent_crc(0).is_none().then(crc32fast::Hasher::new),
     };
     let result = tx.run(source);
     tx.stats.elapsed = tx.started.map(|t| t.elapsed()).unwrap_or_default();
-    tx.stats.crc32 = tx.crc.clone().finalize();
+    tx.stats.crc32 = source.sent_crc(tx.stats.bytes).unwrap_or_else(|| {
+        StreamCrc32::of_all(tx.crc.as_ref().map_or(0, |h| h.clone().finalize()))
+    });
     (tx.stats, result)
 }
 
@@ -903,8 +931,9 @@ struct Sender<'a, S: ?Sized, M: ?Sized> {
     iovs: Vec<DmabufIov>,
     control: Vec<u8>,
     started: Option<Instant>,
-    /// CRC-32 of the bytes accepted so far.
-    crc: crc32fast::Hasher,
+    /// CRC-32 of the bytes accepted so far, when the source does not know it
+    /// ([`TxSource::sent_crc`]).
+    crc: Option<crc32fast::Hasher>,
 }
 
 impl<S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'_, S, M> {
@@ -976,7 +1005,9 @@ impl<S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'_, S, M> {
                         );
                     }
                     let at = (cur.pos - offset) as usize;
-                    self.crc.update(&data[at..at + n]);
+                    if let Some(h) = &mut self.crc {
+                        h.update(&data[at..at + n]);
+                    }
                     cur.advance(n as u64);
                     backoff.reset();
                 }
