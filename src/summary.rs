@@ -341,6 +341,9 @@ pub struct CpuSplit {
     pub per_cpu: Vec<CpuShareFigure>,
     /// The workers' user CPU as a percent of the app CPUs' busy time.
     pub tool_user_pct_of_app_busy: Option<f64>,
+    /// Other tasks' share of the app CPUs' busy time, percent: the busy time less the
+    /// workers' user and system time, interrupts and steal (docs/flows.md).
+    pub foreign_pct_of_app_busy: Option<f64>,
 }
 
 /// A figure that could not be taken, and why.

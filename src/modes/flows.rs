@@ -239,6 +239,10 @@ impl<S: RxSocket> RxSocket for Counted<'_, S> {
 /// prints before its count line.
 const DIAGNOSTIC_LINES: usize = 3;
 
+/// Above this share (percent) of the app CPUs' busy time taken by other tasks, the receiver
+/// warns that its CPU figures are not its own ([`RunFigures::foreign_share`]).
+const FOREIGN_WARN_PCT: f64 = 10.0;
+
 /// What the pieces of a flow that differed were, for its count line: the cause said once.
 fn cause_name(f: crate::validate::Fault) -> String {
     use crate::validate::Fault;
@@ -507,6 +511,9 @@ impl<'a> Measure<'a> {
             report.summary(&line);
         }
         report.summary(&figures.cpu_line());
+        if let Some(line) = figures.foreign_warning() {
+            report.log(format_args!("{line}"));
+        }
         if let Some(line) = figures.page_pool_line() {
             report.summary(&line);
         }
@@ -1040,18 +1047,34 @@ impl RunFigures {
         crate::stats::mean_sd(&rates)
     }
 
-    /// The tool's own user CPU time (all workers) as a share of the app CPUs' busy time.
-    fn tool_user_share(&self) -> Option<f64> {
-        let user = self.workers_user_secs();
-        let (app, _, _) = self.cpu.as_ref().ok()?;
-        let busy_pct = 100.0 - app.idle - app.iowait;
-        let app_secs = self.interval.as_secs_f64() * self.app_cpus.len() as f64 * busy_pct / 100.0;
-        (app_secs > 0.0).then(|| 100.0 * user / app_secs)
+    /// The app CPUs' seconds over the measured interval at `pct` percent of their time.
+    fn app_secs(&self, pct: f64) -> f64 {
+        self.interval.as_secs_f64() * self.app_cpus.len() as f64 * pct / 100.0
     }
 
-    /// The workers' own user CPU seconds over the measured interval: a worker of several
-    /// flows counts once (each of its flows carries the worker's CPU time).
-    fn workers_user_secs(&self) -> f64 {
+    /// The tool's own user CPU time (all workers) as a share of the app CPUs' busy time.
+    fn tool_user_share(&self) -> Option<f64> {
+        let (user, _) = self.workers_secs();
+        let (app, _, _) = self.cpu.as_ref().ok()?;
+        let busy = self.app_secs(100.0 - app.idle - app.iowait);
+        (busy > 0.0).then(|| 100.0 * user / busy)
+    }
+
+    /// Percent of the app CPUs' busy time that other tasks took: the busy time less the
+    /// workers' own user and system time and less interrupts (hard and soft) and steal, over
+    /// the busy time (at least 0). It is what dilutes [`RunFigures::tool_user_share`]: a
+    /// sender on the same CPUs, a build, a VM.
+    fn foreign_share(&self) -> Option<f64> {
+        let (user, sys) = self.workers_secs();
+        let (app, _, _) = self.cpu.as_ref().ok()?;
+        let busy = self.app_secs(100.0 - app.idle - app.iowait);
+        let kernel = self.app_secs(app.irq + app.softirq + app.steal);
+        (busy > 0.0).then(|| (100.0 * (busy - kernel - user - sys) / busy).max(0.0))
+    }
+
+    /// The workers' own user and system CPU seconds over the measured interval: a worker of
+    /// several flows counts once (each of its flows carries the worker's CPU time).
+    fn workers_secs(&self) -> (f64, f64) {
         let mut seen = Vec::new();
         self.flows
             .iter()
@@ -1061,8 +1084,9 @@ impl RunFigures {
                 new
             })
             .filter_map(FlowFigures::cpu)
-            .map(|c| c.user.as_secs_f64())
-            .sum()
+            .fold((0.0, 0.0), |(u, s), c| {
+                (u + c.user.as_secs_f64(), s + c.sys.as_secs_f64())
+            })
     }
 
     /// `4 flows: 1073741824 bytes in 5.0 s (measured after 1.0 s of warm-up) = 1.72 Gbit/s;
@@ -1264,10 +1288,27 @@ impl RunFigures {
                         "; the tool's user CPU is {u:.1}% of the app CPUs' busy time"
                     ));
                 }
+                if let Some(o) = self.foreign_share() {
+                    s.push_str(&format!(", other tasks' {o:.1}%"));
+                }
                 s
             }
             Err(why) => format!("cpu: no /proc/stat figures ({why})"),
         }
+    }
+
+    /// A warning (not with `--quiet`) when other tasks took more than [`FOREIGN_WARN_PCT`] of
+    /// the app CPUs' busy time: the CPU split and the tool's share are then not the tool's
+    /// alone.
+    fn foreign_warning(&self) -> Option<String> {
+        let o = self.foreign_share()?;
+        (o > FOREIGN_WARN_PCT).then(|| {
+            format!(
+                "warning: other tasks took {o:.1}% of the app CPUs' busy time (over \
+                 {FOREIGN_WARN_PCT:.0}%): the CPU split is not this tool's alone, and the \
+                 tool's share of it reads low"
+            )
+        })
     }
 
     /// `page pools: q2: 812 alloc (800 fast, 12 slow), 790 recycled (700 cache, 90 ring), 0
@@ -1362,6 +1403,7 @@ impl RunFigures {
                         })
                         .collect(),
                     tool_user_pct_of_app_busy: self.tool_user_share(),
+                    foreign_pct_of_app_busy: self.foreign_share(),
                 })),
                 Err(why) => summary::CpuFigure::Unavailable(unavailable(why.clone())),
             },
@@ -1598,26 +1640,78 @@ mod tests {
         assert_eq!(f.flows[0].secs, 1.5);
     }
 
-    /// Three flows over two zcrx workers: each flow names its worker, the workers' records
-    /// carry the ifq-wide counters (the top-level figures are their sums), the chunks are
-    /// summed per worker, and a worker's CPU time counts once.
+    /// The tool's share and other tasks' share of the app CPUs' busy time: the workers' user
+    /// time (each worker once) over the busy time, and the busy time less the workers' user
+    /// and system time, interrupts and steal; the warning only above 10 %.
     #[test]
-    fn workers_of_several_flows_are_reported_once_each() {
+    fn other_tasks_share_of_the_app_cpus_is_the_busy_time_the_tool_did_not_take() {
+        // Two workers: user 0.040 + 0.060 s, system 0.120 + 0.180 s (3 x user), over 2 s.
+        let mut f = three_flows_on_two_workers();
+        assert_eq!(f.foreign_share(), None, "no /proc/stat figures: no share");
+        let app = |idle: f64, softirq: f64| CpuShares {
+            usr: 0.0,
+            sys: 100.0 - idle - softirq - 1.0,
+            irq: 0.0,
+            softirq,
+            iowait: 0.0,
+            idle,
+            steal: 1.0,
+            ticks: 400,
+        };
+        f.app_cpus = vec![0, 1];
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+        // 2 s on 2 CPUs, half of it busy: 2.0 s busy, 0.1 s softirq and 0.04 s steal;
+        // 0.1 s user and 0.3 s system of the workers: the rest, 1.46 s, is other tasks'.
+        f.cpu = Ok((app(50.0, 2.5), app(50.0, 2.5), Vec::new()));
+        assert!(close(f.tool_user_share(), 5.0), "{:?}", f.tool_user_share());
+        assert!(close(f.foreign_share(), 73.0), "{:?}", f.foreign_share());
+        let warning = f.foreign_warning().expect("over 10 %");
+        assert!(
+            warning.starts_with("warning: other tasks took 73.0% of the app CPUs' busy time"),
+            "{warning}"
+        );
+        assert!(
+            f.cpu_line().ends_with("busy time, other tasks' 73.0%"),
+            "{}",
+            f.cpu_line()
+        );
+        match f.body().measured.expect("measured").cpu {
+            summary::CpuFigure::Split(s) => {
+                assert!(close(s.foreign_pct_of_app_busy, 73.0), "{s:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // 11 % busy (0.44 s), all of it the tool's, interrupts and steal: no warning.
+        f.cpu = Ok((app(89.0, 0.0), app(89.0, 0.0), Vec::new()));
+        assert!(close(f.foreign_share(), 0.0), "{:?}", f.foreign_share());
+        assert_eq!(f.foreign_warning(), None);
+    }
+
+    /// Three zcrx flows over 2 s, flows 0 and 2 on worker 0 (user 0.040 s, system 0.120 s),
+    /// flow 1 on worker 1 (0.060 s, 0.180 s), without `/proc/stat` figures.
+    fn three_flows_on_two_workers() -> RunFigures {
         let at = Instant::now();
         let flows = vec![
             zcrx_flow(0, 1000, 10, 40, at),
             zcrx_flow(1, 2000, 20, 60, at),
             zcrx_flow(0, 3000, 30, 40, at),
         ];
-        let rx = rx();
-        let mut f = RunFigures::new(
-            &rx,
+        RunFigures::new(
+            &rx(),
             flows,
             &snap(at),
             &snap(at + Duration::from_secs(2)),
             None,
             &[],
-        );
+        )
+    }
+
+    /// Three flows over two zcrx workers: each flow names its worker, the workers' records
+    /// carry the ifq-wide counters (the top-level figures are their sums), the chunks are
+    /// summed per worker, and a worker's CPU time counts once.
+    #[test]
+    fn workers_of_several_flows_are_reported_once_each() {
+        let mut f = three_flows_on_two_workers();
         let ifq = |returned, publishes| ZcrxCounters {
             buffers_returned: returned,
             refill_publishes: publishes,
@@ -1643,9 +1737,9 @@ mod tests {
             },
         ];
         assert!(
-            (f.workers_user_secs() - 0.100).abs() < 1e-9,
-            "{}",
-            f.workers_user_secs()
+            (f.workers_secs().0 - 0.100).abs() < 1e-9,
+            "{:?}",
+            f.workers_secs()
         );
         let j = f.to_json();
         assert_eq!(j["flow_count"], 3);
@@ -1696,7 +1790,7 @@ mod tests {
             None,
             &[],
         );
-        assert!((f.workers_user_secs() - 0.030).abs() < 1e-9);
+        assert!((f.workers_secs().0 - 0.030).abs() < 1e-9);
         let j = f.to_json();
         assert!(j.get("workers").is_none(), "{j}");
         assert!(j["flows"][0].get("worker").is_none(), "{j}");
