@@ -1093,9 +1093,14 @@ impl RunFigures {
     /// flow avg 0.43 ± 0.01 Gbit/s; device RX 1.75 Gbit/s (qstats, headers included)`.
     fn summary(&self) -> String {
         let (avg, sd) = self.flow_spread();
+        // A sample sd over one flow does not exist: `-`, as the lab prints one run's.
+        let sd = match self.flows.len() {
+            1 => "-".to_string(),
+            _ => format!("{sd:.3}"),
+        };
         let mut s = format!(
             "rx flows: {} flows, {} bytes in {:.3} s{} = {:.3} Gbit/s; flow avg {avg:.3} +/- \
-             {sd:.3} Gbit/s",
+             {sd} Gbit/s",
             self.flows.len(),
             self.total_bytes(),
             self.interval.as_secs_f64(),

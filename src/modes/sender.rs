@@ -27,6 +27,11 @@ pub(crate) fn run(a: &SenderArgs, report: &RunReport) -> Result<()> {
     };
     let f = &a.pattern.flows;
     super::flows::check_cpus(f.cpus.as_deref())?;
+    // A congestion control this kernel lacks is known before any connect, as the receivers
+    // know it (exit 2), whatever the number of flows.
+    if let Some(cc) = &f.tcp_cc {
+        super::check_tcp_cc_name(cc)?;
+    }
     let flows = tx::SendFlows {
         count: f.count,
         duration: f.duration,
