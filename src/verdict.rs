@@ -463,6 +463,21 @@ pub(crate) fn decide(facts: RunFacts) -> Decision {
     Decision { result, also }
 }
 
+/// A peer-driven run (a sweep's): the receiver's own verdict `run`, then what the peer
+/// reported of its send (`peer_error`: the error in its `done`). A run whose peer says its
+/// send failed fails, even when every byte that arrived validated (a devmem TX that failed
+/// after its data was out); a receiver's own failure or skip stays first.
+///
+/// Errors: `run`'s error; else `Error::Failure` naming the peer's.
+pub(crate) fn with_peer(run: Result<()>, peer_error: Option<&str>) -> Result<()> {
+    match (run, peer_error) {
+        (Ok(()), Some(e)) => Err(Error::Failure(format!(
+            "the peer reported that its send failed: {e}"
+        ))),
+        (run, _) => run,
+    }
+}
+
 /// The pass invariant, stated on its own: every expected flow's stream seen exactly once (by
 /// its first bytes where flows are told apart so, else one connection per flow), no mismatch,
 /// every validated flow carried data (unless a `-U 1` unbind ended it), no own failure of a
@@ -513,6 +528,22 @@ pub(crate) fn invariant(f: &ReceiveFacts) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A peer's reported failure fails a run that passed; a receiver's own end stays first.
+    #[test]
+    fn a_peers_reported_failure_fails_the_run() {
+        assert!(with_peer(Ok(()), None).is_ok());
+        let e = with_peer(Ok(()), Some("bind-tx: EINVAL")).unwrap_err();
+        assert_eq!(e.exit_code(), 1);
+        assert!(e.to_string().contains("bind-tx: EINVAL"), "{e}");
+        let own = with_peer(Err(Error::Failure("flow 0: x".into())), Some("y")).unwrap_err();
+        assert_eq!(own.to_string(), "flow 0: x");
+        let skip = with_peer(
+            Err(Error::Skip(crate::missing::Missing::ChannelConfig)),
+            Some("y"),
+        );
+        assert_eq!(skip.unwrap_err().exit_code(), 4);
+    }
     use proptest::prelude::*;
 
     fn receive(conns: Vec<ConnFacts>, flows: u32, ended: Ended) -> ReceiveFacts {
