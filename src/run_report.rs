@@ -325,6 +325,9 @@ fn write_summary(target: &JsonTarget, json: &serde_json::Value, result: Result<(
     };
     match (written, result) {
         (Ok(()), r) => r,
+        // After the run, a summary that cannot be written is the run's failure (exit 1), not a
+        // usage error: the path was checked before the run (docs/json.md).
+        (Err(Error::Usage(m)), Ok(())) => Err(Error::Failure(m)),
         (Err(e), Ok(())) => Err(e),
         (Err(e), Err(run)) => {
             crate::elog!("{PROGRAM}: {e}");
