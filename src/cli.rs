@@ -622,6 +622,11 @@ pub struct SweepArgs {
     pub csv: Option<PathBuf>,
     /// `--plot`.
     pub plot: Option<PathBuf>,
+    /// `--columns`: the table's columns by name (checked when the sweep starts); `None`: the
+    /// default table.
+    pub columns: Option<Vec<String>>,
+    /// `--format`.
+    pub format: crate::lab::table::Format,
     /// The command line as typed (for the JSON file).
     pub command_line: Vec<String>,
 }
@@ -1026,6 +1031,8 @@ fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
             (t.runs.is_some(), "--runs"),
             (t.csv.is_some(), "--csv"),
             (t.plot.is_some(), "--plot"),
+            (t.columns.is_some(), "--columns"),
+            (t.format.is_some(), "--format"),
             (t.peer_port.is_some(), "--peer-port"),
             (t.peer_send.is_some(), "--peer-send"),
             (role.receives() && t.write_size.is_some(), "--write-size"),
@@ -1306,6 +1313,7 @@ fn sweep_args(
     let peer_send = t.peer_send.take().unwrap_or_default();
     let peer_write_size = t.write_size.take().map(|w| w as u64);
     let (csv, plot) = (t.csv.take(), t.plot.take());
+    let (columns, format) = (t.columns.take(), t.format.take().unwrap_or_default());
     t.peer = None;
     let base = mode_args(t, role, server, client)?;
     Ok(ModeArgs::Sweep(SweepArgs {
@@ -1319,6 +1327,8 @@ fn sweep_args(
         peer_write_size,
         csv,
         plot,
+        columns,
+        format,
         command_line: Vec::new(),
     }))
 }

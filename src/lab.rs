@@ -22,24 +22,28 @@ pub mod peer;
 pub mod plan;
 pub mod plot;
 pub mod proto;
+pub mod provenance;
 pub mod results;
+pub mod table;
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-use serde_json::{json, Value};
 
 use crate::cli::{Common, ModeArgs, Receive, SweepArgs, PROGRAM};
 use crate::error::{Error, Result};
 use crate::figures::cpu::ProcStat;
 use crate::run_report::RunReport;
 use crate::signals::STOP;
+use crate::summary::sweep::{
+    PlanFigure, QueueRangeFigure, RunFigure, RunOutcomeName, SweepBody, SweepEnvironment,
+};
+use crate::summary::{ModeName, ReceiveBody};
 use crate::validate::StreamSpec;
 use peer::PeerClient;
 use plan::{Plan, Slot, SweepKey};
 use proto::Stream;
-use results::{Numbers, Outcome, RunRecord, SweepVerdict};
+use results::{Outcome, RunRecord, SweepVerdict};
 
 /// How much longer than the receiver's duration the peer is asked to send: the receiver
 /// closes first (a clean end for both), the peer's own duration is only its bound.
@@ -99,6 +103,10 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
             check_output(flag, path)?;
         }
     }
+    check_columns(a, &plan)?;
+    if let Some(path) = &a.plot {
+        plot::PlotFormat::of(path).map_err(|e| Error::Usage(format!("--plot: {e}")))?;
+    }
     let duration = a.duration;
     report.summary(&format!("{PROGRAM}: {}", describe(&plan, a, rx)));
     let local = rx.addr.with_port(0);
@@ -141,12 +149,10 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                     plan.runs
                 );
                 if let Some(why) = &skipped[slot.point] {
-                    records.push(record(
+                    records.push(RunRecord::new(
                         slot,
                         Outcome::Skipped(why.clone()),
-                        None,
-                        None,
-                        None,
+                        Default::default(),
                     ));
                     continue;
                 }
@@ -282,23 +288,35 @@ fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
     )
 }
 
+/// The summary name of the receive mode `args` runs.
+fn mode_name(args: &ModeArgs) -> ModeName {
+    match args {
+        ModeArgs::Server(_) => ModeName::Devmem,
+        ModeArgs::Zcrx(_) => ModeName::Zcrx,
+        _ => ModeName::PlainTcp,
+    }
+}
+
+/// The record of a run of `mode` at `slot`: its outcome, its summary `body` (the receiver's
+/// JSON object, read as a [`ReceiveBody`]), the peer's figures and the CPU shares measured
+/// around it.
 fn record(
+    mode: ModeName,
     slot: Slot,
     outcome: Outcome,
-    body: Option<Value>,
+    body: Option<serde_json::Value>,
     peer: Option<proto::PeerFigures>,
     cpu: Option<&crate::figures::cpu::CpuShares>,
 ) -> RunRecord {
+    let body: Option<ReceiveBody> = body.and_then(|b| serde_json::from_value(b).ok());
     let numbers = body
         .as_ref()
-        .map(|b| Numbers::of_run(b, peer.as_ref(), cpu))
+        .map(|b| results::of_run(mode, b, peer.as_ref(), cpu))
         .unwrap_or_default();
     RunRecord {
-        slot,
-        outcome,
-        numbers,
         body,
         peer,
+        ..RunRecord::new(slot, outcome, numbers)
     }
 }
 
@@ -393,7 +411,10 @@ fn one_run(
             Err(e @ Error::Skip(_)) => Outcome::Skipped(e.to_string()),
             Err(e) => Outcome::Failed(e.to_string()),
         };
-        Ok((record(slot, outcome, body, peer, cpu.as_ref()), verdict))
+        Ok((
+            record(mode_name(args), slot, outcome, body, peer, cpu.as_ref()),
+            verdict,
+        ))
     })
 }
 
@@ -451,7 +472,11 @@ fn output(
     verdict: SweepVerdict,
     report: &RunReport,
 ) -> Result<()> {
-    let mut text = results::table(plan, records);
+    let provenance = provenance::collect(
+        nic_of(a).map(|n| n.ifname.as_str()),
+        &bound_queues(a, records),
+    );
+    let mut text = results::render(plan, records, a.columns.as_deref(), a.format);
     text.push_str(&format!(
         "mean +/- sample sd over the runs that passed (n: the runs column; no sd, '-', for one \
          run); {} runs of {:.1} s per point, interleaved (run 1 of every point, then run 2, \
@@ -459,6 +484,8 @@ fn output(
         plan.runs,
         a.duration.as_secs_f64()
     ));
+    text.push_str(&format!("command: {}\n", command_text(&a.command_line)));
+    text.push_str(&format!("env: {}\n", provenance::one_line(&provenance)));
     if let Some(e) = stopped {
         text.push_str(&format!(
             "stopped after {} of {} runs: {e}\n",
@@ -488,81 +515,189 @@ fn output(
         );
     }
     if let Some(path) = &a.plot {
+        let caption = plot::Caption {
+            runs: plan.runs,
+            duration_s: a.duration.as_secs_f64(),
+            kernel: provenance.kernel_release.clone(),
+            stopped: stopped
+                .map(|e| format!("after {} of {} runs: {e}", records.len(), plan.total())),
+        };
         keep(
-            plot::svg(plan, records)
+            plot::PlotFormat::of(path)
+                .and_then(|f| plot::sweep(plan, records, &caption, f))
                 .map_err(|e| Error::Failure(format!("--plot: {e}")))
-                .and_then(|t| write_file("--plot", path, &t)),
+                .and_then(|bytes| write_file("--plot", path, &bytes)),
         );
     }
-    report.body_object(sweep_json(plan, a, rx, records, stopped));
+    report.body(crate::summary::Body::Sweep(Box::new(sweep_body(
+        plan, a, rx, records, stopped, provenance,
+    ))));
     first_err.map_or(Ok(()), Err)
 }
 
-fn write_file(flag: &str, path: &Path, text: &str) -> Result<()> {
+/// `--columns`: every name is a column of this sweep (a queue's `rx_qN_bytes` always is).
+///
+/// Errors: [`Error::Usage`] naming the first that is not, and the names there are.
+fn check_columns(a: &SweepArgs, plan: &Plan) -> Result<()> {
+    for name in a.columns.iter().flatten() {
+        if name != "runs" && results::column_named(name, plan.key, &[]).is_none() {
+            return Err(Error::Usage(unknown_column(name, plan, &[])));
+        }
+    }
+    Ok(())
+}
+
+/// `--columns: no column 'x' (expected one of ...)`.
+fn unknown_column(name: &str, plan: &Plan, queues: &[u32]) -> String {
+    let mut keys: Vec<String> = results::all_columns(queues)
+        .iter()
+        .map(|c| c.key.to_string())
+        .collect();
+    keys.push("runs".into());
+    format!(
+        "--columns: no column '{name}' for this sweep (expected a name of {}: {})",
+        plan.key
+            .map_or("one configuration".to_string(), |k| format!(
+                "a {} sweep",
+                k.name()
+            )),
+        keys.join(", ")
+    )
+}
+
+/// The command line as a shell would take it back: `ncdevmem-rs` and each argument, quoted
+/// where it has a character outside `A-Za-z0-9_./=,:@+%-`.
+pub fn command_text(argv: &[String]) -> String {
+    let quote = |a: &String| {
+        let plain = !a.is_empty()
+            && a.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_./=,:@+%-".contains(c));
+        match plain {
+            true => a.clone(),
+            false => format!("'{}'", a.replace('\'', "'\\''")),
+        }
+    };
+    std::iter::once(PROGRAM.to_string())
+        .chain(argv.iter().map(quote))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn write_file(flag: &str, path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
     std::fs::write(path, text)
         .map_err(|e| Error::io(format!("{flag}: write({})", path.display()), &e))
 }
 
-/// The sweep's JSON object: the plan, the environment, every point's statistics and every
-/// run's full figures.
-fn sweep_json(
+/// The sweep's JSON body: the plan, the environment, the provenance, every point's
+/// statistics and every run's full figures.
+fn sweep_body(
     plan: &Plan,
     a: &SweepArgs,
     rx: &Receive,
     records: &[RunRecord],
     stopped: Option<&Error>,
-) -> Value {
-    let runs: Vec<Value> = records
+    provenance: crate::summary::sweep::Provenance,
+) -> SweepBody {
+    let runs = records
         .iter()
-        .map(|r| {
-            json!({
-                "index": r.slot.index + 1,
-                "point": r.slot.point,
-                "value": plan.points[r.slot.point],
-                "run": r.slot.run + 1,
-                "outcome": r.outcome.name(),
-                "error": r.outcome.why(),
-                "numbers": results::numbers_json(&r.numbers),
-                "peer": r.peer.as_ref().and_then(|p| serde_json::to_value(p).ok()),
-                "figures": r.body,
-            })
+        .map(|r| RunFigure {
+            index: r.slot.index + 1,
+            point: r.slot.point,
+            value: plan.points[r.slot.point],
+            run: r.slot.run + 1,
+            outcome: match r.outcome {
+                Outcome::Ok => RunOutcomeName::Ok,
+                Outcome::Failed(_) => RunOutcomeName::Fail,
+                Outcome::Skipped(_) => RunOutcomeName::Skip,
+            },
+            error: r.outcome.why().map(str::to_string),
+            numbers: r.numbers.clone(),
+            peer: r.peer.clone(),
+            figures: r.body.clone(),
+            net_rx: r.net_rx.clone(),
+            steering: r.steering.clone(),
+            hooks: r.hooks.clone(),
         })
         .collect();
-    let nic = match a.base.as_ref() {
+    SweepBody {
+        stopped: stopped.map(ToString::to_string),
+        tool: PROGRAM.to_string(),
+        command_line: a.command_line.clone(),
+        environment: environment(plan, a, rx),
+        provenance,
+        peer_provenance: None,
+        plan: PlanFigure {
+            key: plan.key.map(|k| k.name().to_string()),
+            values: plan.points.clone(),
+            runs: plan.runs,
+            order: "interleaved: run 1 of every point, then run 2, ...".into(),
+        },
+        points: results::points(plan, records),
+        runs,
+        comparison: None,
+    }
+}
+
+/// The NIC of a sweep's receive mode, if it has one.
+fn nic_of(a: &SweepArgs) -> Option<&crate::cli::NicArgs> {
+    match a.base.as_ref() {
         ModeArgs::Server(s) => Some(&s.nic),
         ModeArgs::Zcrx(z) => z.nic.as_ref(),
         _ => None,
+    }
+}
+
+/// What every run of the sweep shares.
+fn environment(plan: &Plan, a: &SweepArgs, rx: &Receive) -> SweepEnvironment {
+    let nic = nic_of(a);
+    let swept = |k: SweepKey| plan.key == Some(k);
+    let (dmabuf_size, rx_page_size, rx_buf_len) = match a.base.as_ref() {
+        ModeArgs::Server(s) => (
+            s.dmabuf_size,
+            s.rx_page_size.filter(|_| !swept(SweepKey::RxPageSize)),
+            None,
+        ),
+        ModeArgs::Zcrx(z) => (
+            z.area_size,
+            None,
+            z.rx_buf_len.filter(|_| !swept(SweepKey::RxBufLen)),
+        ),
+        _ => (None, None, None),
     };
-    json!({
-        "mode": "sweep",
-        "stopped": stopped.map(ToString::to_string),
-        "tool": PROGRAM,
-        "version": env!("CARGO_PKG_VERSION"),
-        "command_line": a.command_line,
-        "environment": {
-            "kernel_release": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
-            "receive_mode": crate::run_report::json_mode_name(a.base.mode()),
-            "interface": nic.map(|n| n.ifname.to_string()),
-            "driver": nic.and_then(|n| driver_of(n.ifname.as_str())),
-            "queues": nic.and_then(|n| n.queues).map(|q| json!({"start": q.start, "count": q.count})),
-            "cpus": rx.flows.cpus.clone().or_else(|| crate::sys::cpu::allowed_cpus().ok()),
-            "flows": rx.flows.count,
-            "duration_s": a.duration.as_secs_f64(),
-            "warmup_s": rx.flows.warmup.map(|d| d.as_secs_f64()),
-            "tcp_cc": rx.flows.tcp_cc,
-            "peer": peer_endpoint(a),
-            "peer_send": a.peer_send.name(),
-            "peer_write_size": a.peer_write_size,
-        },
-        "plan": {
-            "key": plan.key.map(SweepKey::name),
-            "values": plan.points,
-            "runs": plan.runs,
-            "order": "interleaved: run 1 of every point, then run 2, ...",
-        },
-        "points": results::points_json(plan, records),
-        "runs": runs,
-    })
+    SweepEnvironment {
+        kernel_release: crate::sys::kernel_release().ok(),
+        receive_mode: crate::run_report::json_mode_name(a.base.mode()).to_string(),
+        interface: nic.map(|n| n.ifname.to_string()),
+        driver: nic.and_then(|n| driver_of(n.ifname.as_str())),
+        queues: nic.and_then(|n| n.queues).map(|q| QueueRangeFigure {
+            start: q.start,
+            count: q.count,
+        }),
+        cpus: rx
+            .flows
+            .cpus
+            .clone()
+            .or_else(|| crate::sys::cpu::allowed_cpus().ok()),
+        flows: (!swept(SweepKey::Flows)).then_some(rx.flows.count),
+        duration_s: a.duration.as_secs_f64(),
+        warmup_s: rx.flows.warmup.map(|d| d.as_secs_f64()),
+        tcp_cc: rx.flows.tcp_cc.clone(),
+        peer: peer_endpoint(a),
+        peer_send: a.peer_send.name().to_string(),
+        peer_write_size: a.peer_write_size,
+        dmabuf_size,
+        rx_page_size,
+        rx_buf_len,
+        hds_thresh: None,
+    }
+}
+
+/// The bound queues of the sweep: `-t`/`-q`, else those the runs reported bytes of.
+fn bound_queues(a: &SweepArgs, records: &[RunRecord]) -> Vec<u32> {
+    match nic_of(a).and_then(|n| n.queues) {
+        Some(q) => (q.start..q.start.saturating_add(q.count)).collect(),
+        None => results::queues_of(records),
+    }
 }
 
 /// The driver of `ifname` as sysfs names it (the `device/driver` link), if it has one.

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod report;
+pub mod sweep;
 
 /// The `"mode"` of a summary: which mode ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -374,6 +375,20 @@ pub struct DeviceRxMeasured {
     pub gbit_per_s: Option<f64>,
     /// Where the figure comes from, in words.
     pub source: String,
+    /// Each bound queue's growth, in the order the queues were bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<Vec<QueueRxFigure>>,
+}
+
+/// One bound RX queue's growth over the measured interval (`qstats-get`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct QueueRxFigure {
+    /// The queue id.
+    pub queue: u32,
+    /// Its `rx-bytes` growth (headers included).
+    pub bytes: u64,
+    /// Its `rx-packets` growth (`null`: the queue does not report it).
+    pub packets: Option<u64>,
 }
 
 /// Device RX, or why there is none.
@@ -697,7 +712,9 @@ pub enum Body {
     Send(SendBody),
     /// The devmem TX client's.
     DevmemTx(Box<DevmemTxBody>),
-    /// Another mode's object (the probe, the capability report, the peer server, a sweep),
+    /// A sweep's (`--sweep`, `--runs`: [`sweep::SweepBody`]).
+    Sweep(Box<sweep::SweepBody>),
+    /// Another mode's object (the probe, the capability report, the peer server),
     /// without the envelope's members ([`Body::other`]).
     Other(serde_json::Map<String, serde_json::Value>),
 }
@@ -736,7 +753,7 @@ impl Body {
             Body::Send(SendBody::One(f)) => Some((f.bytes, f.gbit_per_s, f.crc32)),
             Body::Send(SendBody::Flows(f)) => Some((f.bytes, f.gbit_per_s, None)),
             Body::DevmemTx(b) => Some((b.counters.bytes, b.counters.gbit_per_s, b.counters.crc32)),
-            Body::Other(_) => None,
+            Body::Sweep(_) | Body::Other(_) => None,
         }
     }
 }

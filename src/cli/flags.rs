@@ -76,6 +76,9 @@ const EXPECT_SWEEP: &str =
 const EXPECT_RUNS: &str = "1..=1000";
 const EXPECT_PEER_SEND: &str = "plain or devmem";
 const EXPECT_MAX_BYTES: &str = "decimal bytes, optional suffix K, M or G; at least 1";
+const EXPECT_COLUMNS: &str =
+    "column names, comma-separated, such as rx_dev_gbps,app_sys_pct,runs (the CSV's names)";
+const EXPECT_FORMAT: &str = "text, markdown or csv";
 
 /// The roles where an option has an effect: its value reaches the mode's arguments.
 type Roles = &'static [Role];
@@ -279,6 +282,8 @@ pub(super) struct Typed {
     pub runs: Option<u32>,
     pub csv: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    pub columns: Option<Vec<String>>,
+    pub format: Option<crate::lab::table::Format>,
 }
 
 /// Every option we accept, one row each. Values are parsed in this order (so of two bad
@@ -1116,7 +1121,45 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("receivers (-l)"),
         example: "sweep.svg",
         help: "with --peer: also draw the swept value against RX Gbit/s and app sys %\n\
-               (mean +/- sd error bars) as an SVG picture",
+               (mean +/- sd error bars); FILE.svg or FILE.png (the name says which)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "columns",
+        hint: "LIST",
+        expect: EXPECT_COLUMNS,
+        set: |t, v, _| {
+            let names: Vec<String> = v.split(',').map(|n| n.trim().to_string()).collect();
+            if names.iter().any(String::is_empty) {
+                return Err(invalid("--columns", "column list", v, EXPECT_COLUMNS));
+            }
+            set(&mut t.columns, Some(names))
+        },
+        roles: RECEIVERS,
+        only: Some("a sweep's table (-l --peer) and --compare"),
+        example: "rx_dev_gbps,app_sys_pct,runs",
+        help: "with --peer or --compare: the table's columns, in this order, by their CSV\n\
+               names (rx_dev_gbps, rx_flow_avg_gbps, app_sys_pct, frags_per_gib,\n\
+               rx_q4_bytes, runs, ...; the headers as printed work too)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "format",
+        hint: "FMT",
+        expect: EXPECT_FORMAT,
+        set: |t, v, _| {
+            let f = crate::lab::table::Format::parse(v)
+                .ok_or_else(|| invalid("--format", "table format", v, EXPECT_FORMAT))?;
+            set(&mut t.format, Some(f))
+        },
+        roles: RECEIVERS,
+        only: Some("a sweep's table (-l --peer) and --compare"),
+        example: "markdown",
+        help: "with --peer or --compare: the table on stdout as text (the default: the\n\
+               series' columns within 72 characters, the tool's own in blocks after\n\
+               them), markdown or csv",
         section: Section::Ours,
     },
     Flag {

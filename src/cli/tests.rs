@@ -643,9 +643,11 @@ fn with_example(f: &Flag) -> String {
         ("t", _) => " -q 1",
         ("q", _) => " -t 1",
         // A sweep's options need the peer that sends its runs.
-        (_, "sweep" | "runs" | "csv" | "plot" | "peer-port" | "peer-send" | "write-size") => {
-            " --peer 2001:db8::2"
-        }
+        (
+            _,
+            "sweep" | "runs" | "csv" | "plot" | "peer-port" | "peer-send" | "write-size"
+            | "columns" | "format",
+        ) => " --peer 2001:db8::2",
         _ => "",
     };
     format!("{}{value}{pair}", f.display())

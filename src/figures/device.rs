@@ -46,8 +46,19 @@ impl fmt::Display for NoQstats {
     }
 }
 
-/// What the bound RX queues received over the measured interval, by the driver's count.
+/// One bound RX queue's growth over the measured interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueRx {
+    /// The queue id.
+    pub queue: u32,
+    /// Its `rx-bytes` growth (headers included).
+    pub bytes: u64,
+    /// Its `rx-packets` growth, when it reports it.
+    pub packets: Option<u64>,
+}
+
+/// What the bound RX queues received over the measured interval, by the driver's count.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceRx {
     /// Growth of the queues' `rx-bytes`, summed: frame bytes as the driver counts them, so
     /// the Ethernet, IP and TCP headers of every packet are included (a flow's payload is
@@ -57,6 +68,8 @@ pub struct DeviceRx {
     pub packets: Option<u64>,
     /// The measured interval.
     pub interval: Duration,
+    /// Each bound queue's growth, in the order the queues were bound.
+    pub per_queue: Vec<QueueRx>,
 }
 
 impl DeviceRx {
@@ -96,6 +109,7 @@ pub fn device_rx(
             .ok_or_else(|| NoQstats(format!("rx queue {q} of ifindex {ifindex} has no row")))
     };
     let (mut bytes, mut packets) = (0u64, Some(0u64));
+    let mut per_queue = Vec::with_capacity(queues.len());
     for &q in queues {
         let (b, a) = (row(&before, q)?, row(&after, q)?);
         let (Some(b_bytes), Some(a_bytes)) = (b.rx_bytes, a.rx_bytes) else {
@@ -107,15 +121,22 @@ pub fn device_rx(
             ))
         })?;
         bytes = bytes.saturating_add(grew);
-        packets = match (packets, b.rx_packets, a.rx_packets) {
-            (Some(sum), Some(b), Some(a)) => a.checked_sub(b).map(|d| sum.saturating_add(d)),
+        let own = match (b.rx_packets, a.rx_packets) {
+            (Some(b), Some(a)) => a.checked_sub(b),
             _ => None,
         };
+        packets = packets.zip(own).map(|(sum, d)| sum.saturating_add(d));
+        per_queue.push(QueueRx {
+            queue: q,
+            bytes: grew,
+            packets: own,
+        });
     }
     Ok(DeviceRx {
         bytes,
         packets,
         interval,
+        per_queue,
     })
 }
 
@@ -168,6 +189,66 @@ pub fn arrival_queue(queues: &[QueueInfo], napi_id: u32) -> ArrivalQueue {
     }
 }
 
+/// Which of the `bound` RX queues the run's traffic did not reach, and how that is known:
+/// from the queues' own RX bytes over the measured interval (`per_queue`, qstats: a queue
+/// without a byte was not reached), else from the queues the flows arrived on (`arrivals`,
+/// each flow's [`ArrivalQueue`]; a NAPI instance of several queues reaches them all).
+/// `None` when neither tells (no queue stats and no flow's arrival known), or no queue is
+/// bound.
+pub fn unreached_queues(
+    bound: &[u32],
+    per_queue: Option<&[QueueRx]>,
+    arrivals: &[ArrivalQueue],
+) -> Option<(Vec<u32>, &'static str)> {
+    if bound.is_empty() {
+        return None;
+    }
+    if let Some(rows) = per_queue {
+        let reached = |q: &u32| rows.iter().any(|r| r.queue == *q && r.bytes > 0);
+        return Some((
+            bound.iter().copied().filter(|q| !reached(q)).collect(),
+            "qstats",
+        ));
+    }
+    let mut reached: Vec<u32> = Vec::new();
+    for a in arrivals {
+        match a {
+            ArrivalQueue::Queue(q) => reached.push(*q),
+            ArrivalQueue::Shared(qs) => reached.extend(qs),
+            ArrivalQueue::NoNapi | ArrivalQueue::Unknown(_) => {}
+        }
+    }
+    if reached.is_empty() {
+        return None;
+    }
+    Some((
+        bound
+            .iter()
+            .copied()
+            .filter(|q| !reached.contains(q))
+            .collect(),
+        "arrival",
+    ))
+}
+
+/// The sentence of a run whose traffic did not reach every bound queue: `the flows reached 1
+/// of 2 bound queues (2,3): no bytes on queue 2 (qstats)`.
+pub fn unreached_words(bound: &[u32], unreached: &[u32], source: &str) -> String {
+    let list = |qs: &[u32]| qs.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let how = match source {
+        "qstats" => "no bytes on",
+        _ => "no flow arrived on",
+    };
+    format!(
+        "the flows reached {} of {} bound queues ({}): {how} queue{} {} ({source})",
+        bound.len() - unreached.len(),
+        bound.len(),
+        list(bound),
+        if unreached.len() == 1 { "" } else { "s" },
+        list(unreached)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,6 +293,21 @@ mod tests {
         let d = device_rx(&before, &after, 4, &[2, 3], SEC2).unwrap();
         assert_eq!((d.bytes, d.packets), (2_500_000_000, Some(1_700_000)));
         assert_eq!(d.gbps(), Some(10.0));
+        assert_eq!(
+            d.per_queue,
+            vec![
+                QueueRx {
+                    queue: 2,
+                    bytes: 1_000_000_000,
+                    packets: Some(700_000)
+                },
+                QueueRx {
+                    queue: 3,
+                    bytes: 1_500_000_000,
+                    packets: Some(1_000_000)
+                }
+            ]
+        );
         let zero = DeviceRx {
             interval: Duration::ZERO,
             ..d
@@ -336,6 +432,49 @@ mod tests {
                 "no NAPI id",
                 "NAPI 258 (no queue of the device)"
             ]
+        );
+    }
+
+    /// The finding: both flows on queue 3 of the context's 2..3; qstats first, the flows'
+    /// arrival queues without them, nothing to say without either.
+    #[test]
+    fn unreached_queues_are_named() {
+        let q = |queue, bytes| QueueRx {
+            queue,
+            bytes,
+            packets: None,
+        };
+        let rows = [q(2, 0), q(3, 9_000)];
+        let (un, src) = unreached_queues(&[2, 3], Some(&rows), &[]).unwrap();
+        assert_eq!((un.clone(), src), (vec![2], "qstats"));
+        assert_eq!(
+            unreached_words(&[2, 3], &un, src),
+            "the flows reached 1 of 2 bound queues (2,3): no bytes on queue 2 (qstats)"
+        );
+        let both = [q(2, 1), q(3, 1)];
+        assert_eq!(
+            unreached_queues(&[2, 3], Some(&both), &[]),
+            Some((vec![], "qstats"))
+        );
+        let arrivals = [ArrivalQueue::Queue(3), ArrivalQueue::Queue(3)];
+        assert_eq!(
+            unreached_queues(&[2, 3], None, &arrivals),
+            Some((vec![2], "arrival"))
+        );
+        let shared = [ArrivalQueue::Shared(vec![2, 3])];
+        assert_eq!(
+            unreached_queues(&[2, 3], None, &shared),
+            Some((vec![], "arrival"))
+        );
+        assert_eq!(
+            unreached_queues(&[2, 3], None, &[ArrivalQueue::NoNapi]),
+            None
+        );
+        assert_eq!(unreached_queues(&[], Some(&rows), &[]), None);
+        assert_eq!(
+            unreached_words(&[4, 5, 6, 7], &[5, 6, 7], "arrival"),
+            "the flows reached 1 of 4 bound queues (4,5,6,7): no flow arrived on queues 5,6,7 \
+             (arrival)"
         );
     }
 }

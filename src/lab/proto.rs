@@ -67,7 +67,7 @@ pub enum Stream {
 }
 
 /// What the peer measured of one run's send.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PeerFigures {
     /// Payload bytes sent over all flows.
@@ -89,7 +89,7 @@ pub struct PeerFigures {
 }
 
 /// The peer's CPU shares over a send, percent of all CPUs' time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PeerCpu {
     /// User time.

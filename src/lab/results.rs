@@ -1,5 +1,5 @@
-//! The results of a sweep: each run's numbers (taken from the run's own JSON summary and the
-//! peer's `done` figures), their mean and sample standard deviation per point, and the three
+//! The results of a sweep: each run's numbers (taken from the run's own summary, read as
+//! [`ReceiveBody`], and the peer's `done` figures), their mean and sample standard deviation per point, and the three
 //! renderings — the table on stdout, one CSV row per run, and the numbers the JSON file and the
 //! plot take. Pure: no syscalls.
 //!
@@ -13,11 +13,15 @@
 //! count (` (n=K)`); `-` where no run has the figure (a plain receiver has no device counters:
 //! the socket's figure is never copied into `RX dev Gbps`).
 
-use serde_json::Value;
+use std::borrow::Cow;
 
 use super::plan::{Plan, Slot, SweepKey};
 use super::proto::PeerFigures;
+pub use super::table::Grid;
+use super::table::{render_blocks, Format, MAIL_WIDTH};
 use crate::figures::cpu::CpuShares;
+use crate::summary::sweep::{HookFigure, NetRxFigure, PointFigure, QueueBytes, SteeringFigure};
+use crate::summary::{CpuFigure, DeviceRxFigure, ModeName, ReceiveBody, SharesFigure};
 
 /// Bytes in a GiB, for the per-GiB columns.
 const GIB: f64 = (1u64 << 30) as f64;
@@ -165,100 +169,70 @@ pub fn sweep_verdict<'a>(
     }
 }
 
-/// The numbers of one run that the table, the CSV and the plot show; `None` where the run
-/// has no such figure.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Numbers {
-    /// Device RX Gbit/s: the bound queues' qstats rx-bytes over the measured interval.
-    pub rx_dev_gbps: Option<f64>,
-    /// The flows' mean Gbit/s (payload) over the measured interval.
-    pub rx_flow_avg_gbps: Option<f64>,
-    /// All flows' payload Gbit/s over the measured interval.
-    pub rx_gbps: Option<f64>,
-    /// All flows' payload in MB/s (10^6 bytes), as the zcrx series reports it.
-    pub rx_mb_per_s: Option<f64>,
-    /// The app CPUs' user %.
-    pub app_usr: Option<f64>,
-    /// The app CPUs' system % ("app sys %").
-    pub app_sys: Option<f64>,
-    /// The app CPUs' softirq %.
-    pub app_soft: Option<f64>,
-    /// The app CPUs' idle % ("app idle %"; the RX worker idle % of the token series).
-    pub app_idle: Option<f64>,
-    /// Frags (dmabuf and linear) per GiB received.
-    pub frags_per_gib: Option<f64>,
-    /// `SO_DEVMEM_DONTNEED` calls per GiB received.
-    pub dontneed_per_gib: Option<f64>,
-    /// zcrx completions (`RECV_ZC` CQEs with data) per GiB received.
-    pub completions_per_gib: Option<f64>,
-    /// The peer's send Gbit/s.
-    pub peer_tx_gbps: Option<f64>,
-    /// Payload bytes received in the measured interval.
-    pub bytes: Option<u64>,
-}
+/// The numbers of one run that the table, the CSV, the plot and the comparison show
+/// ([`of_run`]); `None` where the run has no such figure.
+pub use crate::summary::sweep::RunNumbers as Numbers;
 
-fn f(v: &Value, path: &[&str]) -> Option<f64> {
-    path.iter()
-        .try_fold(v, |v, k| v.get(k))
-        .and_then(Value::as_f64)
-        .filter(|x| x.is_finite())
-}
-
-impl Numbers {
-    /// The numbers of a run from its JSON summary `body` (the receive mode's object), the
-    /// peer's figures, and `cpu`: the CPU shares over the whole run measured around it, used
-    /// only where the mode's summary has no CPU table of its own.
-    pub fn of_run(body: &Value, peer: Option<&PeerFigures>, cpu: Option<&CpuShares>) -> Numbers {
-        let bytes = body.get("bytes").and_then(Value::as_u64);
-        // Frag and call counters cover the whole receive, warm-up included; so do the flows'
-        // own byte counts (the summary's "bytes" is the measured interval's).
-        let all_bytes = match body.get("flows").and_then(Value::as_array) {
-            Some(flows) if !flows.is_empty() => Some(
-                flows
-                    .iter()
-                    .filter_map(|fl| fl.get("bytes")?.as_u64())
-                    .sum(),
-            ),
-            _ => bytes,
-        };
-        let per_gib = |count: Option<f64>| {
-            let b = all_bytes? as f64;
-            let c = count?;
-            (b > 0.0).then(|| c * GIB / b)
-        };
-        let frags = match (f(body, &["dmabuf_frags"]), f(body, &["linear_frags"])) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-        };
-        let devmem = body.get("mode").and_then(Value::as_str) == Some("devmem");
-        let zcrx = body.get("zcrx_chunks").is_some();
-        let rx_gbps = f(body, &["gbit_per_s"]);
-        let app = |k: &str| {
-            f(body, &["cpu", "app", k]).or_else(|| {
-                let c = cpu?;
-                Some(match k {
-                    "usr" => c.usr,
-                    "sys" => c.sys,
-                    "softirq" => c.softirq,
-                    _ => c.idle,
-                })
+/// The numbers of a run from its summary `body` (the receive mode `mode`'s), the peer's
+/// figures, and `cpu`: the CPU shares over the whole run measured around it, used only where
+/// the mode's summary has no CPU table of its own.
+pub fn of_run(
+    mode: ModeName,
+    body: &ReceiveBody,
+    peer: Option<&PeerFigures>,
+    cpu: Option<&CpuShares>,
+) -> Numbers {
+    let t = &body.totals;
+    let m = body.measured.as_ref();
+    let finite = |x: f64| Some(x).filter(|x| x.is_finite());
+    // Frag and call counters cover the whole receive, warm-up included; so do the flows' own
+    // byte counts (the summary's `bytes` is the measured interval's).
+    let all_bytes = match m.map(|m| &m.flows) {
+        Some(flows) if !flows.is_empty() => flows.iter().map(|f| f.bytes).sum(),
+        _ => t.bytes,
+    };
+    let per_gib = |count: u64| (all_bytes > 0).then(|| count as f64 * GIB / all_bytes as f64);
+    let devmem = mode == ModeName::Devmem;
+    let rx_gbps = finite(t.gbit_per_s);
+    let split = m.and_then(|m| match &m.cpu {
+        CpuFigure::Split(s) => Some(s.app),
+        CpuFigure::Unavailable(_) => None,
+    });
+    let app = |pick: fn(&SharesFigure) -> f64, whole: fn(&CpuShares) -> f64| match split {
+        Some(s) => finite(pick(&s)),
+        None => cpu.map(whole).and_then(finite),
+    };
+    let device = m.and_then(|m| match &m.device_rx {
+        Some(DeviceRxFigure::Measured(d)) => Some(d),
+        _ => None,
+    });
+    Numbers {
+        rx_dev_gbps: device.and_then(|d| d.gbit_per_s).and_then(finite),
+        rx_flow_avg_gbps: m.and_then(|m| finite(m.flow_avg_gbit_per_s)).or(rx_gbps),
+        rx_gbps,
+        rx_mb_per_s: rx_gbps.map(|g| g * 1e9 / 8.0 / 1e6),
+        app_usr_pct: app(|s| s.usr, |c| c.usr),
+        app_sys_pct: app(|s| s.sys, |c| c.sys),
+        app_softirq_pct: app(|s| s.softirq, |c| c.softirq),
+        app_idle_pct: app(|s| s.idle, |c| c.idle),
+        frags_per_gib: devmem
+            .then(|| per_gib(t.dmabuf_frags + t.linear_frags))
+            .flatten(),
+        dontneed_per_gib: devmem.then(|| per_gib(t.dontneed_calls)).flatten(),
+        completions_per_gib: t.zcrx.and_then(|z| per_gib(z.zcrx_chunks)),
+        peer_send_gbps: peer.and_then(|p| finite(p.gbit_per_s)),
+        bytes: Some(t.bytes),
+        queue_rx_bytes: device
+            .and_then(|d| d.queues.as_ref())
+            .map(|qs| {
+                qs.iter()
+                    .map(|q| QueueBytes {
+                        queue: q.queue,
+                        bytes: q.bytes,
+                    })
+                    .collect()
             })
-        };
-        Numbers {
-            rx_dev_gbps: f(body, &["device_rx", "gbit_per_s"]),
-            rx_flow_avg_gbps: f(body, &["flow_avg_gbit_per_s"]).or(rx_gbps),
-            rx_gbps,
-            rx_mb_per_s: rx_gbps.map(|g| g * 1e9 / 8.0 / 1e6),
-            app_usr: app("usr"),
-            app_sys: app("sys"),
-            app_soft: app("softirq"),
-            app_idle: app("idle"),
-            frags_per_gib: per_gib(frags.filter(|_| devmem)),
-            dontneed_per_gib: per_gib(f(body, &["dontneed_calls"]).filter(|_| devmem)),
-            completions_per_gib: per_gib(f(body, &["zcrx_chunks"]).filter(|_| zcrx)),
-            peer_tx_gbps: peer.map(|p| p.gbit_per_s).filter(|g| g.is_finite()),
-            bytes,
-        }
+            .unwrap_or_default(),
     }
 }
 
@@ -271,170 +245,170 @@ pub struct RunRecord {
     pub outcome: Outcome,
     /// Its numbers.
     pub numbers: Numbers,
-    /// The run's full JSON summary, when it has one.
-    pub body: Option<Value>,
+    /// The run's full summary body, when it has one.
+    pub body: Option<ReceiveBody>,
     /// The peer's figures, when it sent.
     pub peer: Option<PeerFigures>,
+    /// Where its NET_RX softirqs ran.
+    pub net_rx: Option<NetRxFigure>,
+    /// Whether its flows reached every bound queue.
+    pub steering: Option<SteeringFigure>,
+    /// Its `--pre-run` and `--post-run` hooks.
+    pub hooks: Vec<HookFigure>,
+}
+
+impl RunRecord {
+    /// A run at `slot` that ended as `outcome` with `numbers`, nothing else known.
+    pub fn new(slot: Slot, outcome: Outcome, numbers: Numbers) -> RunRecord {
+        RunRecord {
+            slot,
+            outcome,
+            numbers,
+            body: None,
+            peer: None,
+            net_rx: None,
+            steering: None,
+            hooks: Vec::new(),
+        }
+    }
+}
+
+/// How a column reads its figure from a run's [`Numbers`].
+#[derive(Clone, Copy)]
+pub enum Get {
+    /// A member of [`Numbers`].
+    Field(fn(&Numbers) -> Option<f64>),
+    /// The bytes of this bound RX queue.
+    Queue(u32),
 }
 
 /// A column of the table: its header and the figure it shows.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Column {
     /// The header, exactly as the table prints it.
-    pub name: &'static str,
-    /// The CSV and JSON name.
-    pub key: &'static str,
+    pub name: Cow<'static, str>,
+    /// The CSV and JSON name (what `--columns` takes).
+    pub key: Cow<'static, str>,
     /// The figure.
-    pub get: fn(&Numbers) -> Option<f64>,
+    pub get: Get,
     /// Decimals shown in the table.
     pub decimals: usize,
+    /// The table shows the figure times this (1e-6 for bytes shown as MB).
+    pub scale: f64,
+}
+
+impl Column {
+    /// The column's figure of a run.
+    pub fn value(&self, n: &Numbers) -> Option<f64> {
+        match self.get {
+            Get::Field(f) => f(n),
+            Get::Queue(q) => n
+                .queue_rx_bytes
+                .iter()
+                .find(|b| b.queue == q)
+                .map(|b| b.bytes as f64),
+        }
+    }
+
+    /// The column of bound RX queue `q`'s bytes, shown in MB (10⁶ bytes): `q4 MB`,
+    /// `rx_q4_bytes`.
+    pub fn queue(q: u32) -> Column {
+        Column {
+            name: Cow::Owned(format!("q{q} MB")),
+            key: Cow::Owned(format!("rx_q{q}_bytes")),
+            get: Get::Queue(q),
+            decimals: 1,
+            scale: 1e-6,
+        }
+    }
 }
 
 impl std::fmt::Debug for Column {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.key)
+        f.write_str(&self.key)
     }
 }
 
-const RX_DEV: Column = Column {
-    name: "RX dev Gbps",
-    key: "rx_dev_gbps",
-    get: |n| n.rx_dev_gbps,
-    decimals: 2,
-};
-const RX_FLOW_AVG: Column = Column {
-    name: "RX flow avg Gbps",
-    key: "rx_flow_avg_gbps",
-    get: |n| n.rx_flow_avg_gbps,
-    decimals: 2,
-};
-const APP_SYS: Column = Column {
-    name: "app sys %",
-    key: "app_sys_pct",
-    get: |n| n.app_sys,
-    decimals: 1,
-};
-const APP_IDLE: Column = Column {
-    name: "app idle %",
-    key: "app_idle_pct",
-    get: |n| n.app_idle,
-    decimals: 1,
-};
-const WORKER_IDLE: Column = Column {
-    name: "RX worker idle %",
-    key: "app_idle_pct",
-    get: |n| n.app_idle,
-    decimals: 2,
-};
-const SOFTIRQ: Column = Column {
-    name: "softirq %",
-    key: "app_softirq_pct",
-    get: |n| n.app_soft,
-    decimals: 1,
-};
-const RX_TOTAL: Column = Column {
-    name: "RX Gbps",
-    key: "rx_gbps",
-    get: |n| n.rx_gbps,
-    decimals: 2,
-};
-const FRAGS: Column = Column {
-    name: "frags/GiB",
-    key: "frags_per_gib",
-    get: |n| n.frags_per_gib,
-    decimals: 0,
-};
-const DONTNEED: Column = Column {
-    name: "DONTNEED/GiB",
-    key: "dontneed_per_gib",
-    get: |n| n.dontneed_per_gib,
-    decimals: 0,
-};
-const PEER_TX: Column = Column {
-    name: "peer TX Gbps",
-    key: "peer_tx_gbps",
-    get: |n| n.peer_tx_gbps,
-    decimals: 2,
-};
-const MB_S: Column = Column {
-    name: "MB/s",
-    key: "rx_mb_per_s",
-    get: |n| n.rx_mb_per_s,
-    decimals: 1,
-};
-const USR: Column = Column {
-    name: "%usr",
-    key: "app_usr_pct",
-    get: |n| n.app_usr,
-    decimals: 2,
-};
-const SYS: Column = Column {
-    name: "%sys",
-    key: "app_sys_pct",
-    get: |n| n.app_sys,
-    decimals: 2,
-};
-const SOFT: Column = Column {
-    name: "%soft",
-    key: "app_softirq_pct",
-    get: |n| n.app_soft,
-    decimals: 2,
-};
-const IDLE: Column = Column {
-    name: "%idle",
-    key: "app_idle_pct",
-    get: |n| n.app_idle,
-    decimals: 2,
-};
-const COMPLETIONS: Column = Column {
-    name: "completions/GiB",
-    key: "completions_per_gib",
-    get: |n| n.completions_per_gib,
-    decimals: 0,
-};
+const fn field(
+    name: &'static str,
+    key: &'static str,
+    get: fn(&Numbers) -> Option<f64>,
+    decimals: usize,
+) -> Column {
+    Column {
+        name: Cow::Borrowed(name),
+        key: Cow::Borrowed(key),
+        get: Get::Field(get),
+        decimals,
+        scale: 1.0,
+    }
+}
 
-/// The table's value columns for a sweep over `key` (`None`: one configuration), the seeds'
-/// first.
-pub fn columns(key: Option<SweepKey>) -> Vec<Column> {
+const RX_DEV: Column = field("RX dev Gbps", "rx_dev_gbps", |n| n.rx_dev_gbps, 2);
+const RX_FLOW_AVG: Column = field(
+    "RX flow avg Gbps",
+    "rx_flow_avg_gbps",
+    |n| n.rx_flow_avg_gbps,
+    2,
+);
+const APP_SYS: Column = field("app sys %", "app_sys_pct", |n| n.app_sys_pct, 1);
+const APP_IDLE: Column = field("app idle %", "app_idle_pct", |n| n.app_idle_pct, 1);
+const WORKER_IDLE: Column = field("RX worker idle %", "app_idle_pct", |n| n.app_idle_pct, 2);
+const SOFTIRQ: Column = field("softirq %", "app_softirq_pct", |n| n.app_softirq_pct, 1);
+const RX_TOTAL: Column = field("RX Gbps", "rx_gbps", |n| n.rx_gbps, 2);
+const FRAGS: Column = field("frags/GiB", "frags_per_gib", |n| n.frags_per_gib, 0);
+const DONTNEED: Column = field(
+    "DONTNEED/GiB",
+    "dontneed_per_gib",
+    |n| n.dontneed_per_gib,
+    0,
+);
+const PEER_SEND: Column = field("peer send Gbps", "peer_send_gbps", |n| n.peer_send_gbps, 2);
+const MB_S: Column = field("MB/s", "rx_mb_per_s", |n| n.rx_mb_per_s, 1);
+const USR: Column = field("%usr", "app_usr_pct", |n| n.app_usr_pct, 2);
+const SYS: Column = field("%sys", "app_sys_pct", |n| n.app_sys_pct, 2);
+const SOFT: Column = field("%soft", "app_softirq_pct", |n| n.app_softirq_pct, 2);
+const IDLE: Column = field("%idle", "app_idle_pct", |n| n.app_idle_pct, 2);
+const COMPLETIONS: Column = field(
+    "completions/GiB",
+    "completions_per_gib",
+    |n| n.completions_per_gib,
+    0,
+);
+
+/// The seeds' columns of a sweep over `key` (`None`: one configuration): the series' own
+/// table, which the default text table keeps within 72 characters.
+pub fn seed_columns(key: Option<SweepKey>) -> Vec<Column> {
     match key {
-        Some(SweepKey::RxBufLen) => vec![
-            MB_S,
-            USR,
-            SYS,
-            SOFT,
-            IDLE,
-            RX_FLOW_AVG,
-            COMPLETIONS,
-            PEER_TX,
-        ],
-        Some(SweepKey::Autorelease) => vec![
-            WORKER_IDLE,
-            RX_DEV,
-            RX_FLOW_AVG,
-            APP_SYS,
-            SOFTIRQ,
-            RX_TOTAL,
-            FRAGS,
-            DONTNEED,
-            PEER_TX,
-        ],
-        _ => vec![
-            RX_DEV,
-            RX_FLOW_AVG,
-            APP_SYS,
-            APP_IDLE,
-            SOFTIRQ,
-            RX_TOTAL,
-            FRAGS,
-            DONTNEED,
-            PEER_TX,
-        ],
+        Some(SweepKey::RxBufLen) => vec![MB_S, USR, SYS, SOFT, IDLE],
+        Some(SweepKey::Autorelease) => vec![WORKER_IDLE, RX_DEV, RX_FLOW_AVG, APP_SYS],
+        _ => vec![RX_DEV, RX_FLOW_AVG, APP_SYS],
     }
 }
 
-/// Every figure of [`Numbers`] by its CSV/JSON name, in CSV order.
-pub fn all_columns() -> Vec<Column> {
-    vec![
+/// This tool's own columns after the seeds' for a sweep over `key`, the bound queues' bytes
+/// (`queues`) last.
+pub fn own_columns(key: Option<SweepKey>, queues: &[u32]) -> Vec<Column> {
+    let mut cols = match key {
+        Some(SweepKey::RxBufLen) => vec![RX_FLOW_AVG, COMPLETIONS, PEER_SEND],
+        Some(SweepKey::Autorelease) => vec![SOFTIRQ, RX_TOTAL, FRAGS, DONTNEED, PEER_SEND],
+        _ => vec![APP_IDLE, SOFTIRQ, RX_TOTAL, FRAGS, DONTNEED, PEER_SEND],
+    };
+    cols.extend(queues.iter().map(|&q| Column::queue(q)));
+    cols
+}
+
+/// The table's value columns for a sweep over `key`: the seeds' then the tool's own.
+pub fn columns(key: Option<SweepKey>, queues: &[u32]) -> Vec<Column> {
+    let mut cols = seed_columns(key);
+    cols.extend(own_columns(key, queues));
+    cols
+}
+
+/// Every figure of [`Numbers`] by its CSV/JSON name, in CSV order, then the bound queues'
+/// bytes (`queues`).
+pub fn all_columns(queues: &[u32]) -> Vec<Column> {
+    let mut cols = vec![
         RX_DEV,
         RX_FLOW_AVG,
         RX_TOTAL,
@@ -446,28 +420,53 @@ pub fn all_columns() -> Vec<Column> {
         FRAGS,
         DONTNEED,
         COMPLETIONS,
-        PEER_TX,
-    ]
+        PEER_SEND,
+    ];
+    cols.extend(queues.iter().map(|&q| Column::queue(q)));
+    cols
+}
+
+/// The bound queues any run reported bytes of, in order.
+pub fn queues_of(records: &[RunRecord]) -> Vec<u32> {
+    let mut qs: Vec<u32> = records
+        .iter()
+        .flat_map(|r| r.numbers.queue_rx_bytes.iter().map(|b| b.queue))
+        .collect();
+    qs.sort_unstable();
+    qs.dedup();
+    qs
+}
+
+/// The column a `--columns` name picks, for a sweep over `key` with bound queues `queues`:
+/// a CSV name (`app_sys_pct`, `rx_q4_bytes`) or a header as printed (`app sys %`). Where a
+/// key has two headers (`app_idle_pct`: `app idle %`, and `RX worker idle %` for the
+/// autorelease series) the series' own is taken.
+pub fn column_named(name: &str, key: Option<SweepKey>, queues: &[u32]) -> Option<Column> {
+    let ours = columns(key, queues);
+    let every = all_columns(queues);
+    ours.iter()
+        .chain(every.iter())
+        .find(|c| c.key == name || c.name == name)
+        .cloned()
+        .or_else(|| {
+            let q = name
+                .strip_prefix("rx_q")?
+                .strip_suffix("_bytes")?
+                .parse()
+                .ok()?;
+            Some(Column::queue(q))
+        })
 }
 
 /// Mean, sample standard deviation and count of one column at one point.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Stat {
-    /// Mean.
-    pub mean: f64,
-    /// Sample standard deviation (n − 1 in the denominator); `None` for one run, which has
-    /// none (the table shows `-`, the JSON `null`, the plot no error bar).
-    pub sd: Option<f64>,
-    /// Runs counted (1 or more).
-    pub n: usize,
-}
+pub use crate::summary::sweep::StatFigure as Stat;
 
 /// The statistic of `column` over the passed runs of `point`; `None` when none has it.
 pub fn stat(records: &[RunRecord], point: usize, column: &Column) -> Option<Stat> {
     let values: Vec<f64> = records
         .iter()
         .filter(|r| r.slot.point == point && r.outcome == Outcome::Ok)
-        .filter_map(|r| (column.get)(&r.numbers))
+        .filter_map(|r| column.value(&r.numbers))
         .collect();
     if values.is_empty() {
         return None;
@@ -481,7 +480,7 @@ pub fn stat(records: &[RunRecord], point: usize, column: &Column) -> Option<Stat
 }
 
 /// How many runs of `point` passed.
-fn passed(records: &[RunRecord], point: usize) -> usize {
+pub fn passed(records: &[RunRecord], point: usize) -> usize {
     records
         .iter()
         .filter(|r| r.slot.point == point && r.outcome == Outcome::Ok)
@@ -501,8 +500,17 @@ pub fn stat_cell(s: &Stat, decimals: usize, passed: usize) -> String {
     cell
 }
 
+/// `s` scaled for display by `column`'s scale.
+pub fn scaled(s: &Stat, column: &Column) -> Stat {
+    Stat {
+        mean: s.mean * column.scale,
+        sd: s.sd.map(|sd| sd * column.scale),
+        n: s.n,
+    }
+}
+
 /// What happened to the runs of one point: passed, failed, skipped of how many planned.
-fn runs_cell(records: &[RunRecord], point: usize, planned: u32) -> String {
+pub fn runs_cell(records: &[RunRecord], point: usize, planned: u32) -> String {
     let of = |name: &str| {
         records
             .iter()
@@ -520,41 +528,10 @@ fn runs_cell(records: &[RunRecord], point: usize, planned: u32) -> String {
     s
 }
 
-/// The table: a header row, one row per point, the columns two spaces apart, then one line
-/// per run that failed or skipped. `records` may cover only part of the plan (a sweep that
-/// stopped early prints what it has).
-pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
-    let cols = columns(plan.key);
-    let first = plan.key.map_or("niov", SweepKey::column);
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut header = vec![first.to_string()];
-    header.extend(cols.iter().map(|c| c.name.to_string()));
-    header.push("runs".into());
-    rows.push(header);
-    for point in 0..plan.points.len() {
-        let mut row = vec![plan.show(point)];
-        for c in &cols {
-            row.push(match stat(records, point, c) {
-                Some(s) => stat_cell(&s, c.decimals, passed(records, point)),
-                None => "-".into(),
-            });
-        }
-        row.push(runs_cell(records, point, plan.runs));
-        rows.push(row);
-    }
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
+/// The lines after the table naming every run that failed or was skipped, and every run
+/// whose flows did not reach every bound queue.
+pub fn run_notes(plan: &Plan, records: &[RunRecord]) -> String {
     let mut out = String::new();
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
     for r in records {
         if let Some(why) = r.outcome.why() {
             out.push_str(&format!(
@@ -569,7 +546,99 @@ pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
             ));
         }
     }
+    for r in records {
+        if let Some(s) = r.steering.as_ref().filter(|s| !s.unreached.is_empty()) {
+            out.push_str(&format!(
+                "steering: {} run {}/{}: {}\n",
+                plan.label(r.slot.point),
+                r.slot.run + 1,
+                plan.runs,
+                crate::figures::device::unreached_words(&s.bound, &s.unreached, &s.source)
+            ));
+        }
+    }
     out
+}
+
+/// The table as one grid: the key column, `cols` and (with `runs`) the runs column; one row
+/// per point.
+pub fn grid(plan: &Plan, records: &[RunRecord], cols: &[Column], runs: bool) -> Grid {
+    let first = plan.key.map_or("niov", SweepKey::column);
+    let mut header = vec![first.to_string()];
+    header.extend(cols.iter().map(|c| c.name.to_string()));
+    if runs {
+        header.push("runs".into());
+    }
+    let mut rows = Vec::new();
+    for point in 0..plan.points.len() {
+        let mut row = vec![plan.show(point)];
+        for c in cols {
+            row.push(match stat(records, point, c) {
+                Some(s) => stat_cell(&scaled(&s, c), c.decimals, passed(records, point)),
+                None => "-".into(),
+            });
+        }
+        if runs {
+            row.push(runs_cell(records, point, plan.runs));
+        }
+        rows.push(row);
+    }
+    Grid { header, rows }
+}
+
+/// The table as `--format` and `--columns` say, then (text and markdown) the notes: failed
+/// and skipped runs, unreached queues. The default text table is the seeds' columns and
+/// `runs` in one block (within 72 characters for the seeds' own values), then the tool's own
+/// columns in blocks of at most 72 characters; with `columns`, those columns (CSV names or
+/// headers, `runs` for the runs column) in that order in one block; markdown and CSV are one
+/// table. A name that is no column is left out (the sweep checks them before it runs).
+/// `records` may cover only part of the plan (a sweep that stopped early prints what it has).
+pub fn render(
+    plan: &Plan,
+    records: &[RunRecord],
+    columns_named: Option<&[String]>,
+    format: Format,
+) -> String {
+    let queues = queues_of(records);
+    let blocks = match columns_named {
+        Some(names) => {
+            // The grid's columns are the key, `cols`, then runs: `order` picks them in the
+            // order named.
+            let (mut cols, mut order) = (Vec::new(), vec![0]);
+            let mut runs_at = None;
+            for name in names {
+                if name == "runs" {
+                    runs_at = Some(order.len());
+                    order.push(usize::MAX);
+                } else if let Some(c) = column_named(name, plan.key, &queues) {
+                    cols.push(c);
+                    order.push(cols.len());
+                }
+            }
+            if let Some(at) = runs_at {
+                order[at] = cols.len() + 1;
+            }
+            vec![grid(plan, records, &cols, runs_at.is_some()).select(&order)]
+        }
+        None if format == Format::Text => {
+            let mut b = vec![grid(plan, records, &seed_columns(plan.key), true)];
+            let own = own_columns(plan.key, &queues);
+            b.extend(grid(plan, records, &own, false).blocks(1, MAIL_WIDTH));
+            b
+        }
+        None => vec![grid(plan, records, &columns(plan.key, &queues), true)],
+    };
+    // Rendering a grid cannot fail (the CSV writer writes to memory).
+    let mut text = render_blocks(&blocks, format).unwrap_or_else(|e| format!("{e}\n"));
+    if format != Format::Csv {
+        text.push_str(&run_notes(plan, records));
+    }
+    text
+}
+
+/// The default text table ([`render`]).
+pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
+    render(plan, records, None, Format::Text)
 }
 
 /// One CSV row per run (kperf's convention: a header row first): where the run sits, how it
@@ -578,11 +647,13 @@ pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
 /// Errors: the CSV writer's (only from the underlying buffer, which cannot fail).
 pub fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let cols = all_columns();
-    let mut header = vec![
+    let cols = all_columns(&queues_of(records));
+    let mut header: Vec<String> = [
         "index", "key", "value", "point", "run", "outcome", "error", "bytes",
-    ];
-    header.extend(cols.iter().map(|c| c.key));
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(cols.iter().map(|c| c.key.to_string()));
     w.write_record(&header).map_err(|e| e.to_string())?;
     for r in records {
         let value = plan.points.get(r.slot.point).copied().flatten();
@@ -597,7 +668,7 @@ pub fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
             r.numbers.bytes.map(|b| b.to_string()).unwrap_or_default(),
         ];
         row.extend(cols.iter().map(|c| {
-            (c.get)(&r.numbers)
+            c.value(&r.numbers)
                 .map(|v| v.to_string())
                 .unwrap_or_default()
         }));
@@ -607,41 +678,21 @@ pub fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|e| e.to_string())
 }
 
-/// A run's numbers as a JSON object, every figure of [`all_columns`] by its key.
-pub fn numbers_json(n: &Numbers) -> Value {
-    let mut m = serde_json::Map::new();
-    for c in all_columns() {
-        m.insert(c.key.into(), (c.get)(n).into());
-    }
-    m.insert("bytes".into(), n.bytes.into());
-    Value::Object(m)
-}
-
-/// Every point's statistics as JSON: `[{"value", "label", "runs_ok", "columns": {key:
-/// {"mean", "sd", "n"}}}]`, `sd` `null` for one run and a column `null` where no passed run
-/// has the figure.
-pub fn points_json(plan: &Plan, records: &[RunRecord]) -> Value {
+/// Every point's statistics: value, label, runs passed and every figure of [`all_columns`]
+/// by its key (`None` where no passed run has it; `sd` `None` for one run).
+pub fn points(plan: &Plan, records: &[RunRecord]) -> Vec<PointFigure> {
+    let cols = all_columns(&queues_of(records));
     (0..plan.points.len())
-        .map(|p| {
-            let mut cols = serde_json::Map::new();
-            for c in all_columns() {
-                cols.insert(
-                    c.key.into(),
-                    match stat(records, p, &c) {
-                        Some(s) => serde_json::json!({"mean": s.mean, "sd": s.sd, "n": s.n}),
-                        None => Value::Null,
-                    },
-                );
-            }
-            serde_json::json!({
-                "value": plan.points[p],
-                "label": plan.show(p),
-                "runs_ok": passed(records, p),
-                "columns": cols,
-            })
+        .map(|p| PointFigure {
+            value: plan.points[p],
+            label: plan.show(p),
+            runs_ok: passed(records, p),
+            columns: cols
+                .iter()
+                .map(|c| (c.key.to_string(), stat(records, p, c)))
+                .collect(),
         })
-        .collect::<Vec<_>>()
-        .into()
+        .collect()
 }
 
 #[cfg(test)]
@@ -650,13 +701,7 @@ mod tests {
     use crate::lab::plan::Sweep;
 
     fn record(plan: &Plan, index: usize, outcome: Outcome, n: Numbers) -> RunRecord {
-        RunRecord {
-            slot: plan.order()[index],
-            outcome,
-            numbers: n,
-            body: None,
-            peer: None,
-        }
+        RunRecord::new(plan.order()[index], outcome, n)
     }
 
     fn nums(dev: f64, flow: f64, sys: f64) -> Numbers {
@@ -664,12 +709,12 @@ mod tests {
             rx_dev_gbps: Some(dev),
             rx_flow_avg_gbps: Some(flow),
             rx_gbps: Some(flow * 4.0),
-            app_sys: Some(sys),
-            app_idle: Some(100.0 - sys),
-            app_soft: Some(1.0),
+            app_sys_pct: Some(sys),
+            app_idle_pct: Some(100.0 - sys),
+            app_softirq_pct: Some(1.0),
             frags_per_gib: Some(262144.0),
             dontneed_per_gib: Some(1024.0),
-            peer_tx_gbps: Some(dev),
+            peer_send_gbps: Some(dev),
             ..Numbers::default()
         }
     }
@@ -815,16 +860,98 @@ mod tests {
         assert_eq!(runs_cell(&recs, 0, 3), "2/3 FAILED 1");
     }
 
-    /// The layout, golden: the seed's first columns exactly, then the tool's own, then the
-    /// runs and the failures.
+    /// The default layout, golden: the seed's columns exactly and the runs in a first block
+    /// within 72 characters, the tool's own in blocks of at most 72 after it, then the
+    /// failures and the unreached queues. Before: one block of about 150 characters.
     #[test]
     fn the_table_layout_is_golden() {
+        let (plan, recs) = golden_runs();
+        let want = "\
+niov  RX dev Gbps     RX flow avg Gbps  app sys %     runs
+4K    10.00 +/- 1.41  2.50 +/- 0.35     41.0 +/- 1.4  2/2
+64K   9.50 +/- -      2.38 +/- -        30.0 +/- -    1/2 FAILED 1
+
+niov  app idle %    softirq %    RX Gbps         frags/GiB
+4K    59.0 +/- 1.4  1.0 +/- 0.0  10.00 +/- 1.41  262144 +/- 0
+64K   70.0 +/- -    1.0 +/- -    9.50 +/- -      262144 +/- -
+
+niov  DONTNEED/GiB  peer send Gbps  q2 MB        q3 MB
+4K    1024 +/- 0    10.00 +/- 1.41  2.0 +/- 1.4  0.0 +/- 0.0
+64K   1024 +/- -    9.50 +/- -      3.0 +/- -    0.0 +/- -
+FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
+steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3): no bytes on queue 3 (qstats)
+";
+        let got = table(&plan, &recs);
+        assert_eq!(got, want);
+        for line in got
+            .lines()
+            .filter(|l| !l.starts_with("FAILED") && !l.starts_with("steering"))
+        {
+            assert!(line.len() <= 72, "{line:?} is {} characters", line.len());
+        }
+    }
+
+    /// Markdown and CSV are one table of every default column; `--columns` picks and orders
+    /// columns by CSV name or header, `runs` included.
+    #[test]
+    fn formats_and_column_selection_are_golden() {
+        let (plan, recs) = golden_runs();
+        let md = render(&plan, &recs, None, Format::Markdown);
+        assert!(md.starts_with(
+            "| niov | RX dev Gbps | RX flow avg Gbps | app sys % | app idle % | softirq % | RX Gbps | frags/GiB | DONTNEED/GiB | peer send Gbps | q2 MB | q3 MB | runs |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n| 4K | 10.00 +/- 1.41 | 2.50 +/- 0.35 | 41.0 +/- 1.4 |"
+        ), "{md}");
+        assert!(md.contains("\nFAILED: rx-page-size=65536 run 2/2"), "{md}");
+        let names: Vec<String> = ["frags_per_gib", "app sys %", "runs", "rx_q2_bytes"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            render(&plan, &recs, Some(&names), Format::Text),
+            "\
+niov  frags/GiB     app sys %     runs          q2 MB
+4K    262144 +/- 0  41.0 +/- 1.4  2/2           2.0 +/- 1.4
+64K   262144 +/- -  30.0 +/- -    1/2 FAILED 1  3.0 +/- -
+FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
+steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3): no bytes on queue 3 (qstats)
+"
+        );
+        assert_eq!(
+            render(&plan, &recs, Some(&names[..3]), Format::Csv),
+            "niov,frags/GiB,app sys %,runs\n4K,262144 +/- 0,41.0 +/- 1.4,2/2\n64K,262144 +/- -,30.0 +/- -,1/2 FAILED 1\n"
+        );
+        assert!(column_named("rx_q9_bytes", plan.key, &[]).is_some());
+        assert!(column_named("nosuch", plan.key, &[]).is_none());
+        assert_eq!(
+            column_named("app_idle_pct", Some(SweepKey::Autorelease), &[])
+                .unwrap()
+                .name,
+            "RX worker idle %"
+        );
+    }
+
+    fn golden_runs() -> (Plan, Vec<RunRecord>) {
         let s = Sweep::parse("rx-page-size=4096,65536", 4096).unwrap();
         let plan = Plan::new(Some(&s), 2);
+        let q = |a: u64, b: u64| {
+            vec![
+                QueueBytes { queue: 2, bytes: a },
+                QueueBytes { queue: 3, bytes: b },
+            ]
+        };
+        let mut first = record(&plan, 0, Outcome::Ok, nums(9.0, 2.25, 40.0));
+        first.numbers.queue_rx_bytes = q(1_000_000, 0);
+        first.steering = Some(SteeringFigure {
+            bound: vec![2, 3],
+            unreached: vec![3],
+            source: "qstats".into(),
+        });
+        let mut second = record(&plan, 1, Outcome::Ok, nums(9.5, 2.375, 30.0));
+        second.numbers.queue_rx_bytes = q(3_000_000, 1);
+        let mut third = record(&plan, 2, Outcome::Ok, nums(11.0, 2.75, 42.0));
+        third.numbers.queue_rx_bytes = q(3_000_000, 2);
         let recs = vec![
-            record(&plan, 0, Outcome::Ok, nums(9.0, 2.25, 40.0)),
-            record(&plan, 1, Outcome::Ok, nums(9.5, 2.375, 30.0)),
-            record(&plan, 2, Outcome::Ok, nums(11.0, 2.75, 42.0)),
+            first,
+            second,
+            third,
             record(
                 &plan,
                 3,
@@ -832,14 +959,7 @@ mod tests {
                 Numbers::default(),
             ),
         ];
-        let want = "\
-niov  RX dev Gbps     RX flow avg Gbps  app sys %     app idle %    softirq %    RX Gbps         frags/GiB     DONTNEED/GiB  peer TX Gbps    runs
-4K    10.00 +/- 1.41  2.50 +/- 0.35     41.0 +/- 1.4  59.0 +/- 1.4  1.0 +/- 0.0  10.00 +/- 1.41  262144 +/- 0  1024 +/- 0    10.00 +/- 1.41  2/2
-64K   9.50 +/- -      2.38 +/- -        30.0 +/- -    70.0 +/- -    1.0 +/- -    9.50 +/- -      262144 +/- -  1024 +/- -    9.50 +/- -      1/2 FAILED 1
-FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
-";
-        assert_eq!(table(&plan, &recs), want);
-        assert!(want.starts_with("niov  RX dev Gbps     RX flow avg Gbps  app sys %"));
+        (plan, recs)
     }
 
     /// A point left with one passed run: no sd anywhere (`-` in the table, `null` in the
@@ -857,7 +977,7 @@ FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
             record(&plan, 3, Outcome::Failed("x".into()), Numbers::default()),
             record(&plan, 4, Outcome::Ok, partial),
         ];
-        let points = points_json(&plan, &recs);
+        let points = serde_json::to_value(points(&plan, &recs)).unwrap();
         let one = &points[1]["columns"]["rx_dev_gbps"];
         assert_eq!(one, &serde_json::json!({"mean": 3.0, "sd": null, "n": 1}));
         assert_eq!(points[1]["runs_ok"], 1);
@@ -903,12 +1023,12 @@ FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
 
     #[test]
     fn the_zcrx_and_token_series_have_their_own_columns() {
-        let zc: Vec<&str> = columns(Some(SweepKey::RxBufLen))
+        let zc: Vec<String> = columns(Some(SweepKey::RxBufLen), &[])
             .iter()
-            .map(|c| c.name)
+            .map(|c| c.name.to_string())
             .collect();
         assert_eq!(&zc[..5], &["MB/s", "%usr", "%sys", "%soft", "%idle"]);
-        let ar = columns(Some(SweepKey::Autorelease));
+        let ar = columns(Some(SweepKey::Autorelease), &[]);
         assert_eq!(ar[0].name, "RX worker idle %");
         let plan = Plan::new(
             Some(&Sweep::parse("rx-buf-len=4096,32768", 4096).unwrap()),
@@ -940,7 +1060,7 @@ FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
         assert_eq!(lines.len(), 3);
         assert_eq!(
             lines[0],
-            "index,key,value,point,run,outcome,error,bytes,rx_dev_gbps,rx_flow_avg_gbps,rx_gbps,rx_mb_per_s,app_usr_pct,app_sys_pct,app_softirq_pct,app_idle_pct,frags_per_gib,dontneed_per_gib,completions_per_gib,peer_tx_gbps"
+            "index,key,value,point,run,outcome,error,bytes,rx_dev_gbps,rx_flow_avg_gbps,rx_gbps,rx_mb_per_s,app_usr_pct,app_sys_pct,app_softirq_pct,app_idle_pct,frags_per_gib,dontneed_per_gib,completions_per_gib,peer_send_gbps"
         );
         assert_eq!(
             lines[1],
@@ -956,14 +1076,38 @@ FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
     /// over the whole receive's bytes, the peer's rate from its figures.
     #[test]
     fn numbers_are_taken_from_the_runs_summary() {
-        let body = serde_json::json!({
-            "mode": "devmem", "bytes": 1u64 << 30, "gbit_per_s": 8.0,
-            "flow_avg_gbit_per_s": 2.0, "dmabuf_frags": 1000, "linear_frags": 24,
-            "dontneed_calls": 512,
-            "device_rx": {"gbit_per_s": 8.5},
-            "cpu": {"app": {"usr": 1.0, "sys": 30.0, "softirq": 5.0, "idle": 60.0}},
-            "flows": [{"bytes": 1u64 << 30}, {"bytes": 1u64 << 30}],
-        });
+        use crate::summary::{DeviceRxMeasured, QueueRxFigure};
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/summary/plain-2-flows-timed.json"
+        );
+        let text = std::fs::read_to_string(fixture).unwrap();
+        let mut body: ReceiveBody = serde_json::from_str(&text).unwrap();
+        body.totals.bytes = 1 << 30;
+        body.totals.gbit_per_s = 8.0;
+        body.totals.dmabuf_frags = 1000;
+        body.totals.linear_frags = 24;
+        body.totals.dontneed_calls = 512;
+        let m = body.measured.as_mut().unwrap();
+        m.flow_avg_gbit_per_s = 2.0;
+        for f in &mut m.flows {
+            f.bytes = 1 << 30;
+        }
+        m.device_rx = Some(DeviceRxFigure::Measured(DeviceRxMeasured {
+            bytes: 1,
+            packets: None,
+            gbit_per_s: Some(8.5),
+            source: "qstats".into(),
+            queues: Some(vec![QueueRxFigure {
+                queue: 4,
+                bytes: 7,
+                packets: None,
+            }]),
+        }));
+        let CpuFigure::Split(split) = &mut m.cpu else {
+            panic!("the fixture has CPU figures");
+        };
+        split.app.sys = 30.0;
         let peer = PeerFigures {
             bytes: 1,
             elapsed_s: 1.0,
@@ -972,16 +1116,22 @@ FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
             cpu: None,
             error: None,
         };
-        let n = Numbers::of_run(&body, Some(&peer), None);
+        let n = of_run(ModeName::Devmem, &body, Some(&peer), None);
         assert_eq!(n.rx_dev_gbps, Some(8.5));
         assert_eq!(n.rx_flow_avg_gbps, Some(2.0));
         assert_eq!(n.frags_per_gib, Some(512.0));
         assert_eq!(n.dontneed_per_gib, Some(256.0));
-        assert_eq!(n.app_sys, Some(30.0));
-        assert_eq!(n.peer_tx_gbps, Some(7.5));
+        assert_eq!(n.app_sys_pct, Some(30.0));
+        assert_eq!(n.peer_send_gbps, Some(7.5));
         assert_eq!(n.rx_mb_per_s, Some(1000.0));
         assert_eq!(n.completions_per_gib, None);
-        let plain = serde_json::json!({"mode": "plain TCP", "bytes": 100, "gbit_per_s": 1.0, "dontneed_calls": 0});
+        assert_eq!(n.queue_rx_bytes, vec![QueueBytes { queue: 4, bytes: 7 }]);
+        assert_eq!(Column::queue(4).value(&n), Some(7.0));
+        // One flow without the measured figures: the CPU measured around the run.
+        let mut plain = body.clone();
+        plain.measured = None;
+        plain.totals.bytes = 100;
+        plain.totals.gbit_per_s = 1.0;
         let cpu = CpuShares {
             usr: 2.0,
             sys: 3.0,
@@ -992,11 +1142,12 @@ FAILED: rx-page-size=65536 run 2/2: flow 1: mismatch at 8192
             steal: 0.0,
             ticks: 100,
         };
-        let n = Numbers::of_run(&plain, None, Some(&cpu));
+        let n = of_run(ModeName::PlainTcp, &plain, None, Some(&cpu));
         assert_eq!(n.rx_dev_gbps, None, "never the socket figure");
         assert_eq!(n.frags_per_gib, None, "plain TCP has no frags");
         assert_eq!(n.dontneed_per_gib, None);
-        assert_eq!(n.app_idle, Some(91.0));
+        assert_eq!(n.app_idle_pct, Some(91.0));
         assert_eq!(n.rx_flow_avg_gbps, Some(1.0));
+        assert!(n.queue_rx_bytes.is_empty());
     }
 }
