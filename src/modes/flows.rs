@@ -1384,6 +1384,16 @@ impl RunFigures {
                     packets: d.packets,
                     gbit_per_s: d.gbps(),
                     source: "qstats-get rx-bytes of the bound queues (headers included)".into(),
+                    queues: Some(
+                        d.per_queue
+                            .iter()
+                            .map(|q| summary::QueueRxFigure {
+                                queue: q.queue,
+                                bytes: q.bytes,
+                                packets: q.packets,
+                            })
+                            .collect(),
+                    ),
                 }),
                 Err(why) => summary::DeviceRxFigure::Unavailable(unavailable(why.to_string())),
             }),
