@@ -29,6 +29,7 @@ pub fn run(run: &Run) -> Result<()> {
     let result = match &run.mode {
         ModeArgs::Sweep(a) => crate::lab::run(a, &report),
         ModeArgs::PeerServer(a) => crate::lab::peer::run(a, &report),
+        ModeArgs::Compare(a) => crate::lab::compare::run(a, &report),
         mode => crate::modes::run(mode, &report),
     };
     let quiet = report.quiet();

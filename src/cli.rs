@@ -209,6 +209,9 @@ pub enum Mode {
     /// `-l ... --peer ADDR`: a sweep of one of the receive modes, driven through the peer
     /// ([`crate::lab`]).
     Sweep,
+    /// `--compare BASE.json NEW.json`: two sweeps' JSON files compared
+    /// ([`crate::lab::compare`]).
+    Compare,
 }
 
 /// The mode as the option table sees it: [`Mode`], with the devmem TX client split by what
@@ -233,6 +236,8 @@ pub(crate) enum Role {
     Sender,
     /// [`Mode::PeerServer`].
     PeerServer,
+    /// [`Mode::Compare`].
+    Compare,
 }
 
 impl Role {
@@ -595,6 +600,23 @@ pub struct PeerServerArgs {
     pub max_bytes: u64,
 }
 
+/// `--compare BASE.json NEW.json`: two sweeps compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompareArgs {
+    /// The base file (`--compare`'s value).
+    pub base: PathBuf,
+    /// The new file (the argument after it).
+    pub new: PathBuf,
+    /// `--any-shape`: compare files of different shape (the differences are listed).
+    pub any_shape: bool,
+    /// `--columns`: the figures compared, by name.
+    pub columns: Option<Vec<String>>,
+    /// `--format`.
+    pub format: crate::lab::table::Format,
+    /// `--plot`: the two-series picture.
+    pub plot: Option<PathBuf>,
+}
+
 /// `-l ... --peer ADDR`: a sweep of the receive mode `base`, one run at a time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SweepArgs {
@@ -627,6 +649,10 @@ pub struct SweepArgs {
     pub columns: Option<Vec<String>>,
     /// `--format`.
     pub format: crate::lab::table::Format,
+    /// `--baseline`: a sweep's JSON file this sweep is compared with at its end.
+    pub baseline: Option<PathBuf>,
+    /// `--any-shape`: compare with a baseline of another shape.
+    pub any_shape: bool,
     /// The command line as typed (for the JSON file).
     pub command_line: Vec<String>,
 }
@@ -652,6 +678,8 @@ pub enum ModeArgs {
     PeerServer(PeerServerArgs),
     /// [`Mode::Sweep`].
     Sweep(SweepArgs),
+    /// [`Mode::Compare`].
+    Compare(CompareArgs),
 }
 
 impl ModeArgs {
@@ -667,6 +695,7 @@ impl ModeArgs {
             ModeArgs::Sender(_) => Mode::PatternSender,
             ModeArgs::PeerServer(_) => Mode::PeerServer,
             ModeArgs::Sweep(_) => Mode::Sweep,
+            ModeArgs::Compare(_) => Mode::Compare,
         }
     }
 }
@@ -796,6 +825,7 @@ fn select_role(t: &Typed) -> Result<Role> {
         (t.zcrx, "--zcrx"),
         (t.report, "--report"),
         (t.peer_server, "--peer-server"),
+        (t.compare.is_some(), "--compare"),
     ]
     .iter()
     .filter(|(on, _)| *on)
@@ -815,6 +845,14 @@ fn select_role(t: &Typed) -> Result<Role> {
         zcrx_server_role(t)
     } else if t.report {
         report_role(t)
+    } else if t.compare.is_some() {
+        if t.listen || t.server.is_some() || t.ifname.is_some() {
+            return Err(usage_err(
+                "--compare: compares two sweeps' JSON files and runs nothing; not with -l, -s \
+                 or -f",
+            ));
+        }
+        Ok(Role::Compare)
     } else if t.peer_server {
         if t.listen {
             return Err(usage_err(
@@ -934,7 +972,7 @@ fn devmem_role(t: &Typed) -> Result<Role> {
 fn check_queue_range(t: &Typed, role: Role) -> Result<()> {
     if matches!(
         role,
-        Role::Report | Role::Plain | Role::Sender | Role::PeerServer
+        Role::Report | Role::Plain | Role::Sender | Role::PeerServer | Role::Compare
     ) {
         return Ok(());
     }
@@ -1030,9 +1068,11 @@ fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
             (t.sweep.is_some(), "--sweep"),
             (t.runs.is_some(), "--runs"),
             (t.csv.is_some(), "--csv"),
-            (t.plot.is_some(), "--plot"),
-            (t.columns.is_some(), "--columns"),
-            (t.format.is_some(), "--format"),
+            (t.columns.is_some() && role != Role::Compare, "--columns"),
+            (t.format.is_some() && role != Role::Compare, "--format"),
+            (t.plot.is_some() && role != Role::Compare, "--plot"),
+            (t.baseline.is_some(), "--baseline"),
+            (t.any_shape && role != Role::Compare, "--any-shape"),
             (t.peer_port.is_some(), "--peer-port"),
             (t.peer_send.is_some(), "--peer-send"),
             (role.receives() && t.write_size.is_some(), "--write-size"),
@@ -1210,6 +1250,20 @@ fn mode_args(
         }
     }
     Ok(match role {
+        Role::Compare => {
+            let (base, new) = t
+                .compare
+                .clone()
+                .ok_or_else(|| usage_err("--compare: missing BASE.json NEW.json"))?;
+            ModeArgs::Compare(CompareArgs {
+                base,
+                new,
+                any_shape: t.any_shape,
+                columns: t.columns.clone(),
+                format: t.format.unwrap_or_default(),
+                plot: t.plot.clone(),
+            })
+        }
         Role::PeerServer => ModeArgs::PeerServer(PeerServerArgs {
             addr: match server {
                 Some(s) => s,
@@ -1314,6 +1368,7 @@ fn sweep_args(
     let peer_write_size = t.write_size.take().map(|w| w as u64);
     let (csv, plot) = (t.csv.take(), t.plot.take());
     let (columns, format) = (t.columns.take(), t.format.take().unwrap_or_default());
+    let (baseline, any_shape) = (t.baseline.take(), t.any_shape);
     t.peer = None;
     let base = mode_args(t, role, server, client)?;
     Ok(ModeArgs::Sweep(SweepArgs {
@@ -1329,6 +1384,8 @@ fn sweep_args(
         plot,
         columns,
         format,
+        baseline,
+        any_shape,
         command_line: Vec::new(),
     }))
 }

@@ -18,6 +18,7 @@
 //! unreachable, refusing or answering garbage, or a stop signal, stops the sweep: the table of
 //! the runs so far is still printed and written, and the NIC is undone by the run itself.
 
+pub mod compare;
 pub mod peer;
 pub mod plan;
 pub mod plot;
@@ -104,6 +105,7 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
         }
     }
     check_columns(a, &plan)?;
+    let baseline = read_baseline(a, &plan, rx)?;
     if let Some(path) = &a.plot {
         plot::PlotFormat::of(path).map_err(|e| Error::Usage(format!("--plot: {e}")))?;
     }
@@ -115,9 +117,11 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
     let mut records: Vec<RunRecord> = Vec::new();
     let mut first_skip: Option<Error> = None;
     let mut stopped: Option<Error> = None;
-    match PeerClient::connect(peer_addr, Some(local)) {
+    let mut peer_provenance = None;
+    match connect_and_ask(peer_addr, local, report) {
         Err(e) => stopped = Some(e),
-        Ok(mut client) => {
+        Ok((mut client, host)) => {
+            peer_provenance = host;
             if client.limits.max_duration < duration + SEND_MARGIN {
                 report.warn(format_args!(
                     "--peer {}: it sends at most {:.0} s per run (its --max-duration); runs \
@@ -198,7 +202,20 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
         plan.total(),
         stopped.is_some(),
     );
-    let written = output(&plan, a, rx, &records, stopped.as_ref(), verdict, report);
+    let extras = Extras {
+        peer_provenance,
+        baseline,
+    };
+    let written = output(
+        &plan,
+        a,
+        rx,
+        &records,
+        stopped.as_ref(),
+        verdict,
+        extras,
+        report,
+    );
     let verdict = match (verdict, stopped) {
         (_, Some(e)) => Err(e),
         (SweepVerdict::Pass { .. }, None) => Ok(()),
@@ -221,6 +238,28 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
         }
         (Ok(()), Err(w)) => Err(w),
         (v, Ok(())) => v,
+    }
+}
+
+/// Connects to the peer and asks it to describe its host: the client and the peer's
+/// provenance. A peer that predates `about` ends that session (its `error` is logged): the
+/// connection is made again and the sweep goes on without the peer's provenance.
+///
+/// Errors: as [`PeerClient::connect`].
+fn connect_and_ask(
+    peer: std::net::SocketAddrV6,
+    local: std::net::SocketAddrV6,
+    report: &RunReport,
+) -> Result<(PeerClient, Option<crate::summary::sweep::Provenance>)> {
+    let mut client = PeerClient::connect(peer, Some(local))?;
+    match client.about() {
+        Ok(host) => Ok((client, Some(host))),
+        Err(e) => {
+            report.log(format_args!(
+                "the peer does not describe its host ({e}); going on without its provenance"
+            ));
+            Ok((PeerClient::connect(peer, Some(local))?, None))
+        }
     }
 }
 
@@ -298,17 +337,20 @@ fn mode_name(args: &ModeArgs) -> ModeName {
 }
 
 /// The record of a run of `mode` at `slot`: its outcome, its summary `body` (the receiver's
-/// JSON object, read as a [`ReceiveBody`]), the peer's figures and the CPU shares measured
-/// around it.
+/// typed body; a run that ended before its summary, or any other body, has no figures), the
+/// peer's figures and the CPU shares measured around it.
 fn record(
     mode: ModeName,
     slot: Slot,
     outcome: Outcome,
-    body: Option<serde_json::Value>,
+    body: Option<crate::summary::Body>,
     peer: Option<proto::PeerFigures>,
     cpu: Option<&crate::figures::cpu::CpuShares>,
 ) -> RunRecord {
-    let body: Option<ReceiveBody> = body.and_then(|b| serde_json::from_value(b).ok());
+    let body: Option<ReceiveBody> = match body {
+        Some(crate::summary::Body::Receive(b)) => Some(*b),
+        _ => None,
+    };
     let numbers = body
         .as_ref()
         .map(|b| results::of_run(mode, b, peer.as_ref(), cpu))
@@ -370,7 +412,7 @@ fn one_run(
                     let _ = listening_tx.send(());
                 }));
             let result = crate::modes::run(args, &run_report);
-            let body = run_report.body_json();
+            let body = run_report.body_typed();
             (run_report.finish(result), body)
         });
         // Ok once the receiver listens; Err when it ended without listening (the sender
@@ -460,9 +502,19 @@ fn check_output(flag: &str, path: &Path) -> Result<()> {
     }
 }
 
-/// The table on stdout, `--csv`, `--plot`, and the JSON object of the sweep.
+/// What the sweep knows beside its runs when it writes its outputs: the peer's provenance
+/// and the baseline it is compared with.
+#[derive(Default)]
+struct Extras {
+    peer_provenance: Option<crate::summary::sweep::Provenance>,
+    baseline: Option<crate::summary::sweep::SweepFile>,
+}
+
+/// The table on stdout (and the comparison with `--baseline`), `--csv`, `--plot`, and the
+/// JSON object of the sweep.
 ///
 /// Errors: writing stdout or a file (every output is still tried).
+#[allow(clippy::too_many_arguments)] // the sweep's pieces, each used once
 fn output(
     plan: &Plan,
     a: &SweepArgs,
@@ -470,6 +522,7 @@ fn output(
     records: &[RunRecord],
     stopped: Option<&Error>,
     verdict: SweepVerdict,
+    extras: Extras,
     report: &RunReport,
 ) -> Result<()> {
     let provenance = provenance::collect(
@@ -486,6 +539,9 @@ fn output(
     ));
     text.push_str(&format!("command: {}\n", command_text(&a.command_line)));
     text.push_str(&format!("env: {}\n", provenance::one_line(&provenance)));
+    if let Some(p) = &extras.peer_provenance {
+        text.push_str(&format!("peer env: {}\n", provenance::one_line(p)));
+    }
     if let Some(e) = stopped {
         text.push_str(&format!(
             "stopped after {} of {} runs: {e}\n",
@@ -495,6 +551,8 @@ fn output(
     } else {
         text.push_str(&format!("{verdict}\n"));
     }
+    let mut body = sweep_body(plan, a, rx, records, stopped, provenance);
+    body.peer_provenance = extras.peer_provenance;
     let mut first_err: Option<Error> = None;
     // The first error is the sweep's own (printed once, by the caller); later ones are
     // logged here.
@@ -506,6 +564,42 @@ fn output(
             }
         }
     };
+    if let (Some(base), Some(path)) = (&extras.baseline, &a.baseline) {
+        let name = path.display().to_string();
+        match compare::compare(
+            compare::Side {
+                name: &name,
+                body: &base.body,
+            },
+            compare::Side {
+                name: "this sweep",
+                body: &body,
+            },
+            a.any_shape,
+            a.columns.as_deref(),
+        ) {
+            Ok(mut c) => {
+                c.new = None;
+                text.push_str(&format!("\ncompared with --baseline {name}:\n"));
+                text.push_str(&compare::render(
+                    &c,
+                    plan.key.map_or("point", SweepKey::column),
+                    a.format,
+                ));
+                if let Some(plot_path) = &a.plot {
+                    let to = baseline_plot_path(plot_path);
+                    keep(
+                        plot::PlotFormat::of(&to)
+                            .and_then(|f| plot::comparison(&c, f))
+                            .map_err(|e| Error::Failure(format!("--plot (baseline): {e}")))
+                            .and_then(|bytes| write_file("--plot", &to, &bytes)),
+                    );
+                }
+                body.comparison = Some(c);
+            }
+            Err(why) => report.warn(format_args!("--baseline: not compared: {why}")),
+        }
+    }
     keep(report.print(&text));
     if let Some(path) = &a.csv {
         keep(
@@ -518,7 +612,7 @@ fn output(
         let caption = plot::Caption {
             runs: plan.runs,
             duration_s: a.duration.as_secs_f64(),
-            kernel: provenance.kernel_release.clone(),
+            kernel: body.provenance.kernel_release.clone(),
             stopped: stopped
                 .map(|e| format!("after {} of {} runs: {e}", records.len(), plan.total())),
         };
@@ -529,10 +623,48 @@ fn output(
                 .and_then(|bytes| write_file("--plot", path, &bytes)),
         );
     }
-    report.body(crate::summary::Body::Sweep(Box::new(sweep_body(
-        plan, a, rx, records, stopped, provenance,
-    ))));
+    report.body(crate::summary::Body::Sweep(Box::new(body)));
     first_err.map_or(Ok(()), Err)
+}
+
+/// Where `--plot FILE` puts the comparison with `--baseline`: `FILE`'s name with
+/// `-vs-baseline` before its extension (`sweep.png` → `sweep-vs-baseline.png`).
+fn baseline_plot_path(plot: &Path) -> std::path::PathBuf {
+    let stem = plot
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = plot
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    plot.with_file_name(format!("{stem}-vs-baseline{ext}"))
+}
+
+/// `--baseline`: the file, read and checked against this sweep's shape before the first run.
+///
+/// Errors: [`Error::Usage`]: the file cannot be read or is no sweep's JSON; its shape differs
+/// (naming every difference) and `--any-shape` is not given.
+fn read_baseline(
+    a: &SweepArgs,
+    plan: &Plan,
+    rx: &Receive,
+) -> Result<Option<crate::summary::sweep::SweepFile>> {
+    let Some(path) = &a.baseline else {
+        return Ok(None);
+    };
+    let base = compare::read_file("--baseline", path)?;
+    let planned = sweep_body(plan, a, rx, &[], None, provenance::collect(None, &[]));
+    let shape = compare::shape_differences(&base.body, &planned);
+    if !shape.is_empty() && !a.any_shape {
+        return Err(Error::Usage(format!(
+            "--baseline: '{}' measured another shape than this sweep: {}; give --any-shape to \
+             compare them anyway",
+            path.display(),
+            shape.join("; ")
+        )));
+    }
+    Ok(Some(base))
 }
 
 /// `--columns`: every name is a column of this sweep (a queue's `rx_qN_bytes` always is).
@@ -819,6 +951,46 @@ mod tests {
         }
     }
 
+    /// The footer's command line reads back in a shell; the baseline's plot sits beside the
+    /// sweep's; a `--columns` name that is no column is refused before any run.
+    #[test]
+    fn footer_command_baseline_plot_and_column_names() {
+        let argv: Vec<String> = [
+            "-l",
+            "-s",
+            "::1",
+            "--sweep",
+            "flows=1,2",
+            "--cpus",
+            "0 1",
+            "it's",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            command_text(&argv),
+            "ncdevmem-rs -l -s ::1 --sweep flows=1,2 --cpus '0 1' 'it'\\''s'"
+        );
+        assert_eq!(
+            baseline_plot_path(Path::new("out/sweep.png")),
+            Path::new("out/sweep-vs-baseline.png")
+        );
+        let s = sweep_of("-l --plain -s 198.51.100.1 -p 5201 --peer 198.51.100.2 --sweep flows=1,2 --columns rx_gbps,nosuch");
+        let plan = Plan::new(s.sweep.as_ref(), s.runs);
+        match check_columns(&s, &plan) {
+            Err(Error::Usage(m)) => assert!(
+                m.starts_with("--columns: no column 'nosuch' for this sweep (expected a name of a flows sweep: rx_dev_gbps, "),
+                "{m}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let s = sweep_of(
+            "-l --plain -s 198.51.100.1 -p 5201 --peer 198.51.100.2 --columns rx_q4_bytes,runs,RX",
+        );
+        let plan = Plan::new(s.sweep.as_ref(), s.runs);
+        assert!(check_columns(&s, &plan).is_err(), "RX is no header");
+    }
+
     /// The usage errors of a sweep, before anything runs.
     #[test]
     fn bad_sweeps_are_usage_errors() {
@@ -850,6 +1022,13 @@ mod tests {
             ("-l -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --peer-send zerocopy", "--peer-send: invalid way to send 'zerocopy' (expected plain or devmem)"),
             ("--send-pattern 1M -s 2001:db8::1 -p 5201 -v 7 --peer-send devmem", "--peer-send: only applies to receivers (-l)"),
             ("--peer-server --write-size 1K", "--write-size: only applies to --send-pattern and a sweep's peer (-l --peer)"),
+            ("--compare a.json", "--compare: missing NEW.json (expected --compare BASE.json NEW.json)"),
+            ("--compare a.json b.json c.json", "--compare: unexpected argument 'c.json' (expected --compare BASE.json NEW.json)"),
+            ("--compare a.json b.json -l", "--compare: compares two sweeps' JSON files and runs nothing; not with -l, -s or -f"),
+            ("--compare a.json b.json --format html", "--format: invalid table format 'html' (expected text, markdown or csv)"),
+            ("-l --plain -s 2001:db8::1 -p 5201 --baseline b.json", "--baseline: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
+            ("-l --plain -s 2001:db8::1 -p 5201 --any-shape", "--any-shape: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
+            ("-l --plain -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --columns a,,b", "--columns: invalid column list 'a,,b' (expected column names, comma-separated, such as rx_dev_gbps,app_sys_pct,runs (the CSV's names))"),
             // The control connection is made from -s: a peer of the other family is refused
             // before anything starts (before: EAFNOSUPPORT or ENETUNREACH at the connect).
             ("-l --plain -s 127.0.0.1 -p 5201 --peer ::1", "--peer: peer address '::1' is not of the same family as -s '127.0.0.1' (the control connection is made from -s: both IPv4 or both IPv6, or -s ::)"),

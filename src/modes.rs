@@ -64,8 +64,8 @@ pub(crate) fn run(args: &ModeArgs, report: &RunReport) -> Result<()> {
         ModeArgs::Plain(a) => plain::run(a, report),
         ModeArgs::Sender(a) => sender::run(a, report),
         // The lab's modes compose runs of these ones and sit above them: `app::run` runs them.
-        ModeArgs::PeerServer(_) | ModeArgs::Sweep(_) => Err(Error::Failure(
-            "a sweep or a peer server is run by the lab, not as a single run".into(),
+        ModeArgs::PeerServer(_) | ModeArgs::Sweep(_) | ModeArgs::Compare(_) => Err(Error::Failure(
+            "a sweep, a comparison or a peer server is run by the lab, not as a single run".into(),
         )),
     }
 }

@@ -93,14 +93,6 @@ impl RunReport {
         self.body.borrow().clone()
     }
 
-    /// The mode's summary body as a JSON object (without the envelope), once it has one.
-    pub(crate) fn body_json(&self) -> Option<serde_json::Value> {
-        self.body
-            .borrow()
-            .as_ref()
-            .and_then(|b| serde_json::to_value(b).ok())
-    }
-
     /// `--quiet`: only errors and the verdict are logged.
     pub(crate) fn quiet(&self) -> bool {
         self.common.verbosity == Verbosity::Quiet
@@ -297,6 +289,7 @@ fn summary_mode(mode: Mode) -> crate::summary::ModeName {
         Mode::Report => M::Report,
         Mode::PeerServer => M::PeerServer,
         Mode::Sweep => M::Sweep,
+        Mode::Compare => M::Compare,
     }
 }
 
@@ -312,6 +305,7 @@ pub(crate) fn json_mode_name(mode: Mode) -> &'static str {
         Mode::Report => "report",
         Mode::PeerServer => "peer-server",
         Mode::Sweep => "sweep",
+        Mode::Compare => "compare",
     }
 }
 
@@ -384,6 +378,7 @@ mod tests {
             Mode::Report,
             Mode::PeerServer,
             Mode::Sweep,
+            Mode::Compare,
         ] {
             for (result, verdict) in [
                 (Ok(()), "pass"),

@@ -43,6 +43,9 @@ pub enum ModeName {
     /// A sweep.
     #[serde(rename = "sweep")]
     Sweep,
+    /// Two sweeps' files compared (`--compare`).
+    #[serde(rename = "compare")]
+    Compare,
 }
 
 /// A run's verdict as the summary names it.
@@ -714,6 +717,8 @@ pub enum Body {
     DevmemTx(Box<DevmemTxBody>),
     /// A sweep's (`--sweep`, `--runs`: [`sweep::SweepBody`]).
     Sweep(Box<sweep::SweepBody>),
+    /// `--compare`'s ([`sweep::CompareBody`]).
+    Compare(Box<sweep::CompareBody>),
     /// Another mode's object (the probe, the capability report, the peer server),
     /// without the envelope's members ([`Body::other`]).
     Other(serde_json::Map<String, serde_json::Value>),
@@ -753,7 +758,7 @@ impl Body {
             Body::Send(SendBody::One(f)) => Some((f.bytes, f.gbit_per_s, f.crc32)),
             Body::Send(SendBody::Flows(f)) => Some((f.bytes, f.gbit_per_s, None)),
             Body::DevmemTx(b) => Some((b.counters.bytes, b.counters.gbit_per_s, b.counters.crc32)),
-            Body::Sweep(_) | Body::Other(_) => None,
+            Body::Sweep(_) | Body::Compare(_) | Body::Other(_) => None,
         }
     }
 }

@@ -892,3 +892,159 @@ fn a_run_stops_when_its_control_connection_closes() {
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("control connection closed"), "{log}");
 }
+
+/// The reviewer's question on the real kernel: a `--plain` sweep (3 runs of 1 s) compared
+/// with itself — nothing significant, nothing differs — and with a sweep whose peer wrote
+/// 1448 bytes at a time, which `--compare` refuses naming `--write-size` as a shape
+/// difference (exit 2) and compares with `--any-shape`, listing it. Every sweep's JSON
+/// carries the provenance (this host's and the peer's); the comparison's plot is a PNG that
+/// decodes; `--format markdown` and `--columns` shape the table.
+#[test]
+fn a_plain_sweep_compared_with_itself_and_with_another_write_size() {
+    let Some(p) = pair("a_plain_sweep_compared_with_itself_and_with_another_write_size") else {
+        return;
+    };
+    let peer = Peer::start(&p);
+    let ctrl = CTRL.to_string();
+    let sweep = |tag: &str, extra: &[&str]| -> PathBuf {
+        let json = tmp(&format!("{tag}.json"));
+        let mut args = vec![
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            "5397",
+            "--peer",
+            ADDR_B_V4,
+            "--peer-port",
+            &ctrl,
+            "--runs",
+            "3",
+            "--duration",
+            "1",
+            "--seed",
+            "5",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let out = ns_cmd(&p.a, &args).output().expect("run the sweep");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The footer: the command and the one-line environment.
+        assert!(
+            stdout.contains("\ncommand: ncdevmem-rs -l --plain"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("\nenv: ncdevmem-rs "), "{stdout}");
+        assert!(stdout.contains("\npeer env: ncdevmem-rs "), "{stdout}");
+        for line in stdout.lines().take(4) {
+            assert!(line.len() <= 72, "{line:?}: {stdout}");
+        }
+        json
+    };
+    let a = sweep("a", &[]);
+    let b = sweep("b", &["--write-size", "1448"]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    for k in [
+        "version",
+        "host_name",
+        "kernel_release",
+        "kernel_cmdline",
+        "cpu_model",
+        "online_cpus",
+        "governor",
+        "nic",
+        "queue_irqs",
+        "sysctls",
+    ] {
+        assert!(
+            doc["provenance"].get(k).is_some(),
+            "no provenance.{k}: {doc}"
+        );
+        assert!(
+            doc["peer_provenance"].get(k).is_some(),
+            "no peer_provenance.{k}"
+        );
+    }
+    assert_eq!(doc["provenance"]["version"], ncdevmem::VERSION);
+    let compare = |args: &[&str]| {
+        let out = Command::new(common::bin::BIN)
+            .args(args)
+            .output()
+            .expect("run --compare");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let png = tmp("compare.png");
+    let cjson = tmp("compare.json");
+    let (code, out, err) = compare(&[
+        "--compare",
+        a_s,
+        a_s,
+        "--plot",
+        png.to_str().unwrap(),
+        "--json",
+        cjson.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.starts_with("point  figure "), "{out}");
+    assert!(out.contains(": 0 significant\n"), "{out}");
+    assert!(!out.contains("differs"), "{out}");
+    let c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cjson).unwrap()).unwrap();
+    assert_eq!(c["mode"], "compare");
+    assert_eq!(c["verdict"], "pass");
+    for cell in c["comparison"]["rows"][0]["cells"].as_array().unwrap() {
+        assert_eq!(cell["significant"], false, "{cell}");
+    }
+    let bytes = std::fs::read(&png).expect("the comparison's plot");
+    let mut reader = png::Decoder::new(std::io::Cursor::new(&bytes))
+        .read_info()
+        .expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    assert!(info.width > 100 && info.height > 100);
+    assert!(buf.chunks(3).any(|px| px != [255, 255, 255]), "not blank");
+
+    let (code, out, err) = compare(&["--compare", a_s, b_s]);
+    assert_eq!(code, Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("measured different shapes: --write-size: default (base) against 1448 (new)"),
+        "{err}"
+    );
+    let (code, out, err) = compare(&[
+        "--compare",
+        a_s,
+        b_s,
+        "--any-shape",
+        "--format",
+        "markdown",
+        "--columns",
+        "rx_gbps,app_sys_pct",
+    ]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.starts_with("| point | figure | base | new |"), "{out}");
+    assert_eq!(out.matches("| - | RX Gbps |").count(), 1, "{out}");
+    assert!(
+        out.contains(
+            "shape differs (--any-shape): --write-size: default (base) against 1448 (new)"
+        ),
+        "{out}"
+    );
+    drop(peer);
+    for f in [&a, &b, &png, &cjson] {
+        std::fs::remove_file(f).ok();
+    }
+}

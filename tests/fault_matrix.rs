@@ -115,8 +115,8 @@ fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16) -> Ran {
     }
 }
 
-/// A peer server as docs/lab.md defines it, for one sweep of one run: it answers `hello`,
-/// takes the `send`, and sends `plan` (not what the sweep asked for) to the sweep's address
+/// A peer server as docs/lab.md defines it, for one sweep of one run: it answers `hello`
+/// (and `about`, with a host it knows nothing of), takes the `send`, and sends `plan` (not what the sweep asked for) to the sweep's address
 /// at the port the `send` names, then reports `done`.
 fn stand_in_peer(listener: TcpListener, plan: Plan) {
     let _ = listener.set_nonblocking(false);
@@ -140,9 +140,22 @@ fn stand_in_peer(listener: TcpListener, plan: Plan) {
         b"{\"v\":1,\"type\":\"welcome\",\"tool\":\"ncdevmem-rs\",\"version\":\"0.1.0\",\
           \"max_duration_s\":60.0,\"max_bytes\":274877906944}\n",
     );
-    let Some(send) = read(&mut line) else {
+    let Some(mut send) = read(&mut line) else {
         return;
     };
+    // A sweep asks the peer to describe its host (`about`) before its first run.
+    if send["type"] == "about" {
+        let _ = w.write_all(
+            b"{\"v\":1,\"type\":\"host\",\"host\":{\"version\":\"0.1.0\",\"host_name\":null,\
+              \"kernel_release\":null,\"kernel_cmdline\":null,\"cpu_model\":null,\
+              \"online_cpus\":null,\"governor\":null,\"nic\":null,\"queue_irqs\":[],\
+              \"sysctls\":{}}}\n",
+        );
+        send = match read(&mut line) {
+            Some(s) => s,
+            None => return,
+        };
+    }
     if send["type"] != "send" {
         return;
     }

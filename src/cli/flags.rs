@@ -93,7 +93,10 @@ const ALL: Roles = &[
     Role::Plain,
     Role::Sender,
     Role::PeerServer,
+    Role::Compare,
 ];
+/// A sweep's table options: the receivers (with `--peer`) and `--compare`.
+const TABLES: Roles = &[Role::Server, Role::Zcrx, Role::Plain, Role::Compare];
 const RECEIVERS: Roles = &[Role::Server, Role::Zcrx, Role::Plain];
 const SENDERS: Roles = &[Role::TxPattern, Role::Sender];
 const PROGRESS_ROLES: Roles = &[Role::Server, Role::Zcrx, Role::Plain, Role::Sender];
@@ -284,6 +287,9 @@ pub(super) struct Typed {
     pub plot: Option<PathBuf>,
     pub columns: Option<Vec<String>>,
     pub format: Option<crate::lab::table::Format>,
+    pub compare: Option<(PathBuf, PathBuf)>,
+    pub any_shape: bool,
+    pub baseline: Option<PathBuf>,
 }
 
 /// Every option we accept, one row each. Values are parsed in this order (so of two bad
@@ -1117,11 +1123,12 @@ pub(super) const FLAGS: &[Flag] = &[
         hint: "FILE",
         expect: EXPECT_PATH,
         set: |t, v, _| set(&mut t.plot, Some(file_path("--plot", v)?)),
-        roles: RECEIVERS,
-        only: Some("receivers (-l)"),
+        roles: TABLES,
+        only: Some("a sweep (-l --peer) and --compare"),
         example: "sweep.svg",
         help: "with --peer: also draw the swept value against RX Gbit/s and app sys %\n\
-               (mean +/- sd error bars); FILE.svg or FILE.png (the name says which)",
+               (mean +/- sd error bars); with --compare: base and new as two series;\n\
+               FILE.svg or FILE.png (the name says which)",
         section: Section::Ours,
     },
     Flag {
@@ -1136,7 +1143,7 @@ pub(super) const FLAGS: &[Flag] = &[
             }
             set(&mut t.columns, Some(names))
         },
-        roles: RECEIVERS,
+        roles: TABLES,
         only: Some("a sweep's table (-l --peer) and --compare"),
         example: "rx_dev_gbps,app_sys_pct,runs",
         help: "with --peer or --compare: the table's columns, in this order, by their CSV\n\
@@ -1154,12 +1161,58 @@ pub(super) const FLAGS: &[Flag] = &[
                 .ok_or_else(|| invalid("--format", "table format", v, EXPECT_FORMAT))?;
             set(&mut t.format, Some(f))
         },
-        roles: RECEIVERS,
+        roles: TABLES,
         only: Some("a sweep's table (-l --peer) and --compare"),
         example: "markdown",
         help: "with --peer or --compare: the table on stdout as text (the default: the\n\
                series' columns within 72 characters, the tool's own in blocks after\n\
                them), markdown or csv",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "compare",
+        hint: "BASE.json",
+        expect: EXPECT_PATH,
+        set: |t, v, _| {
+            let base = file_path("--compare", v)?;
+            let new = t.compare.take().map(|(_, n)| n).unwrap_or_default();
+            set(&mut t.compare, Some((base, new)))
+        },
+        roles: &[Role::Compare],
+        only: None,
+        example: "base.json",
+        help: "--compare BASE.json NEW.json: compare two sweeps' (or repeated runs') --json\n\
+               files point by point: mean +/- sd (n) of each, the change in %, the 95% CI\n\
+               of the difference and Welch's t-test p, * where p < 0.05; files of another\n\
+               shape (mode, flows, duration, queues, write size, ...) are refused naming\n\
+               the difference; environment differences (kernel, CPU, ...) are listed",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "any-shape",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.any_shape, true),
+        roles: TABLES,
+        only: Some("--compare and a sweep's --baseline"),
+        example: "",
+        help: "with --compare or --baseline: compare files of different shape (the\n\
+               differences are listed)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "baseline",
+        hint: "FILE",
+        expect: EXPECT_PATH,
+        set: |t, v, _| set(&mut t.baseline, Some(file_path("--baseline", v)?)),
+        roles: RECEIVERS,
+        only: Some("a sweep (-l --peer)"),
+        example: "base.json",
+        help: "with --peer: after the table, compare this sweep with the sweep's --json\n\
+               FILE (as --compare FILE this-sweep.json does)",
         section: Section::Ours,
     },
     Flag {
@@ -1521,13 +1574,32 @@ impl Typed {
             }
         }
         let m = opts.parse(argv).map_err(map_getopts_fail)?;
-        if let Some(free) = m.free.first() {
+        // `--compare BASE.json NEW.json`: NEW is the one positional argument there is.
+        let compare_new = match (m.opt_present("compare"), &m.free[..]) {
+            (true, [new]) => Some(file_path("--compare", new)?),
+            (true, []) => {
+                return Err(usage_err(
+                    "--compare: missing NEW.json (expected --compare BASE.json NEW.json)",
+                ))
+            }
+            (true, [_, extra, ..]) => {
+                return Err(usage_err(format!(
+                    "--compare: unexpected argument '{extra}' (expected --compare BASE.json \
+                     NEW.json)"
+                )))
+            }
+            _ => None,
+        };
+        if let (Some(free), None) = (m.free.first(), &compare_new) {
             return Err(usage_err(format!(
                 "unexpected argument '{free}' (positional arguments are not accepted; see {PROGRAM} --help)"
             )));
         }
         let given: Vec<&'static Flag> = FLAGS.iter().filter(|f| m.opt_present(f.key())).collect();
         let mut t = Typed::default();
+        if let Some(new) = compare_new {
+            t.compare = Some((PathBuf::new(), new));
+        }
         for f in given.iter().filter(|f| !f.takes_value()) {
             (f.set)(&mut t, "", page_size)?;
         }

@@ -615,6 +615,7 @@ const BASES: &[(Role, &str)] = &[
         "--send-pattern 1K -s 2001:db8::2 -p 5201 -v 7",
     ),
     (Role::PeerServer, "--peer-server -p 4343"),
+    (Role::Compare, "--compare base.json new.json"),
 ];
 
 /// The options that choose the mode (adding one to a base changes its role) and the help.
@@ -628,6 +629,7 @@ const SELECTORS: &[&str] = &[
     "report",
     "send-pattern",
     "peer-server",
+    "compare",
     "h",
     "version",
 ];
@@ -646,7 +648,7 @@ fn with_example(f: &Flag) -> String {
         (
             _,
             "sweep" | "runs" | "csv" | "plot" | "peer-port" | "peer-send" | "write-size"
-            | "columns" | "format",
+            | "columns" | "format" | "baseline" | "any-shape",
         ) => " --peer 2001:db8::2",
         _ => "",
     };

@@ -119,10 +119,21 @@ pub struct DevmemPeer {
     pub plan: crate::memory::MemoryPlan,
 }
 
+/// The peer server's `-f IF`, for the `host` it describes (set once when it starts).
+static PEER_NIC: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// The peer's provenance, as `about` asks it: this host, and the NIC of its `-f` (no bound
+/// queues: it binds for TX only).
+fn describe() -> crate::summary::sweep::Provenance {
+    let nic = PEER_NIC.get().cloned().flatten();
+    crate::lab::provenance::collect(nic.as_deref(), &[])
+}
+
 /// Serves `--peer-server` until a stop signal (see the module docs).
 ///
 /// Errors: the listening socket's; a stop signal ends the server cleanly (`Ok`).
 pub(crate) fn run(a: &PeerServerArgs, report: &RunReport) -> Result<()> {
+    let _ = PEER_NIC.set(a.tx_ifname.as_ref().map(|i| i.to_string()));
     let devmem = match &a.tx_ifname {
         Some(ifname) => {
             // The interface must exist now; what it can do is the kernel's answer to each
@@ -651,6 +662,12 @@ pub fn session<S: Read + Write>(
         };
         let (run, job) = match msg {
             Msg::Bye {} => return Ok(runs),
+            Msg::About {} => {
+                conn.send(&Msg::Host {
+                    host: Box::new(describe()),
+                })?;
+                continue;
+            }
             Msg::Send {
                 run,
                 port,
@@ -873,6 +890,21 @@ impl PeerClient {
         }
     }
 
+    /// Asks the peer to describe its host (`about`, answered by `host`).
+    ///
+    /// Errors: [`Error::Failure`] naming the peer: a peer that predates `about` answers an
+    /// `error` (malformed: an unknown kind) and ends the session, which the caller then opens
+    /// again.
+    pub fn about(&mut self) -> Result<crate::summary::sweep::Provenance> {
+        self.conn
+            .send(&Msg::About {})
+            .map_err(|e| Error::Failure(format!("--peer {}: {e}", self.name)))?;
+        match self.answer(ANSWER_WAIT, "host")? {
+            Msg::Host { host } => Ok(*host),
+            other => Err(self.unexpected("host", &other)),
+        }
+    }
+
     /// Says `bye` (the peer then takes its next client).
     pub fn bye(mut self) {
         let _ = self.conn.send(&Msg::Bye {});
@@ -990,6 +1022,28 @@ mod tests {
 
     /// Out-of-order, malformed and oversized messages get an error answer of their code
     /// and end the session; nothing is sent.
+    /// `about` between runs is answered with the peer's `host` and the session goes on.
+    #[test]
+    fn about_is_answered_with_the_host() {
+        let lines = [
+            hello(),
+            proto::encode(&Msg::About {}),
+            send_line(1, 1.0),
+            proto::encode(&Msg::About {}),
+            proto::encode(&Msg::Bye {}),
+        ];
+        let (r, answers, jobs) = serve(&lines);
+        assert_eq!(r, Ok(1));
+        assert_eq!(jobs.len(), 1);
+        let kinds: Vec<&str> = answers.iter().map(Msg::kind).collect();
+        assert_eq!(kinds, ["welcome", "host", "started", "done", "host"]);
+        let Msg::Host { host } = &answers[1] else {
+            panic!("{answers:?}");
+        };
+        assert_eq!(host.version, crate::VERSION);
+        assert!(host.kernel_release.is_some());
+    }
+
     #[test]
     fn bad_messages_end_the_session_with_an_error_answer() {
         let cases: Vec<(Vec<String>, &str)> = vec![

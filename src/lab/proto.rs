@@ -15,6 +15,9 @@
 //! sweep -> peer   {"v":1,"type":"send","run":1,"port":4242,"flows":4,"duration_s":7.0,"stream":{"seed":7},"write_size":null,"tcp_cc":"dctcp","devmem_tx":false}
 //! peer  -> sweep  {"v":1,"type":"started","run":1,"duration_s":7.0,"bytes_per_flow":68719476736}
 //! peer  -> sweep  {"v":1,"type":"done","run":1,"figures":{...}}
+//!   between runs, any number of times (a sweep asks once, after the welcome):
+//! sweep -> peer   {"v":1,"type":"about"}
+//! peer  -> sweep  {"v":1,"type":"host","host":{"version":…,"host_name":…,…}}
 //!   at the end:
 //! sweep -> peer   {"v":1,"type":"bye"}
 //! ```
@@ -168,6 +171,15 @@ pub enum Msg {
         code: String,
         /// Why, for a person.
         message: String,
+    },
+    /// Sweep → peer, between runs: describe your host (`host` answers).
+    About {},
+    /// Peer → sweep, the answer to `about`: the peer's provenance
+    /// ([`crate::summary::sweep::Provenance`]: its version, host, kernel, CPUs, governor, the
+    /// NIC of its `-f`, its sysctls).
+    Host {
+        /// The peer's provenance.
+        host: Box<crate::summary::sweep::Provenance>,
     },
     /// Sweep → peer: the sweep is over. (A struct variant without members, so that a
     /// member that does not belong is refused as for every other kind.)
@@ -332,6 +344,8 @@ impl Msg {
             Msg::Started { .. } => "started",
             Msg::Done { .. } => "done",
             Msg::Error { .. } => "error",
+            Msg::About {} => "about",
+            Msg::Host { .. } => "host",
             Msg::Bye {} => "bye",
         }
     }
@@ -788,8 +802,41 @@ pub(crate) mod tests {
                 Msg::error(ErrorCode::Busy, "another sweep"),
                 r#"{"v":1,"type":"error","code":"busy","message":"another sweep"}"#,
             ),
+            (Msg::About {}, r#"{"v":1,"type":"about"}"#),
+            (
+                Msg::Host {
+                    host: Box::new(crate::summary::sweep::Provenance {
+                        version: "0.1.0".into(),
+                        host_name: Some("peer1".into()),
+                        kernel_release: Some("6.18.0".into()),
+                        kernel_cmdline: None,
+                        cpu_model: None,
+                        online_cpus: Some("0-1".into()),
+                        governor: None,
+                        nic: None,
+                        queue_irqs: vec![],
+                        sysctls: [("vm.nr_hugepages".to_string(), Some("0".to_string()))]
+                            .into_iter()
+                            .collect(),
+                    }),
+                },
+                r#"{"v":1,"type":"host","host":{"version":"0.1.0","host_name":"peer1","kernel_release":"6.18.0","kernel_cmdline":null,"cpu_model":null,"online_cpus":"0-1","governor":null,"nic":null,"queue_irqs":[],"sysctls":{"vm.nr_hugepages":"0"}}}"#,
+            ),
             (Msg::Bye {}, r#"{"v":1,"type":"bye"}"#),
         ];
+        // A host without one of its members, or with one more, is malformed.
+        for bad in [
+            r#"{"v":1,"type":"host","host":{"version":"0.1.0","kernel_release":"6.18.0","kernel_cmdline":null,"cpu_model":null,"online_cpus":"0-1","governor":null,"nic":null,"queue_irqs":[],"sysctls":{}}}"#,
+            r#"{"v":1,"type":"host","host":{"version":"0.1.0","host_name":null,"kernel_release":"6.18.0","kernel_cmdline":null,"cpu_model":null,"online_cpus":"0-1","governor":null,"nic":null,"queue_irqs":[],"sysctls":{},"extra":1}}"#,
+        ] {
+            assert!(
+                matches!(
+                    decode(bad.as_bytes()),
+                    Err(ProtoError::Bad(ErrorCode::Malformed, _))
+                ),
+                "{bad}"
+            );
+        }
         for (msg, wire) in cases {
             let line = encode(&msg);
             assert_eq!(line, format!("{wire}\n"), "{}", msg.kind());

@@ -11,6 +11,16 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Envelope, ReceiveBody};
+
+/// An optional member that must still be present (`null` when absent): serde takes a missing
+/// `Option` as `None`, which would let an object without it pass.
+fn required<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d)
+}
 use crate::lab::proto::PeerFigures;
 
 /// The numbers of one run that the table, the CSV, the plot and the comparison show, by the
@@ -242,6 +252,7 @@ pub struct SweepEnvironment {
 
 /// The NIC under test as `SIOCETHTOOL` drvinfo names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NicProvenance {
     /// The interface.
     pub ifname: String,
@@ -258,6 +269,7 @@ pub struct NicProvenance {
 /// One bound RX queue's interrupt: its NAPI instance's IRQ (netdev `napi-get`) and that IRQ's
 /// affinity (`/proc/irq/N/smp_affinity_list`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct QueueIrq {
     /// The RX queue.
     pub queue: u32,
@@ -270,32 +282,42 @@ pub struct QueueIrq {
 }
 
 /// Where a table's numbers came from: the tool, the host, the kernel, the CPUs, the NIC and
-/// the settings that shape a run. Every member is `null` (or empty) where it could not be read.
+/// the settings that shape a run. Every member is `null` (or empty) where it could not be read,
+/// and present: a member missing or unknown is refused when it is read (the peer sends it over
+/// the control protocol, whose members are all required).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Provenance {
     /// The tool's version, commit and target (`ncdevmem-rs --version`).
     pub version: String,
     /// The host name.
     #[schemars(required)]
+    #[serde(deserialize_with = "required")]
     pub host_name: Option<String>,
     /// `uname -r`.
     #[schemars(required)]
+    #[serde(deserialize_with = "required")]
     pub kernel_release: Option<String>,
     /// `/proc/cmdline`.
     #[schemars(required)]
+    #[serde(deserialize_with = "required")]
     pub kernel_cmdline: Option<String>,
     /// The CPU model (`/proc/cpuinfo`).
     #[schemars(required)]
+    #[serde(deserialize_with = "required")]
     pub cpu_model: Option<String>,
     /// The online CPUs, a CPU list.
     #[schemars(required)]
+    #[serde(deserialize_with = "required")]
     pub online_cpus: Option<String>,
     /// The frequency governor of the online CPUs (`performance`; `cpu0-1 performance, cpu2
     /// powersave` where they differ; `null` without cpufreq).
     #[schemars(required)]
+    #[serde(deserialize_with = "required")]
     pub governor: Option<String>,
     /// The NIC (`null`: no `-f`, or drvinfo refused).
     #[schemars(required)]
+    #[serde(deserialize_with = "required")]
     pub nic: Option<NicProvenance>,
     /// The bound queues' IRQs and their affinity (empty: none known).
     pub queue_irqs: Vec<QueueIrq>,
