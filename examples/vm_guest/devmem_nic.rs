@@ -332,6 +332,12 @@ pub fn cases() -> Vec<super::Row> {
             sweep::sweep_autorelease,
         ),
         (
+            "devmem-nic/compare",
+            240,
+            "the lab: --compare of a 4K and a 64K rx-page-size sweep, frags/GiB significant",
+            sweep::compare_sweeps,
+        ),
+        (
             "devmem-nic/verdict-matrix",
             600,
             "the fault matrix's devmem, zcrx and devmem TX rows: each fault cell fails, naming the flow",

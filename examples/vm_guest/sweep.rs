@@ -90,7 +90,7 @@ fn listening(pid: u32, port: u16, within: Duration) -> Result<(), String> {
 /// Runs the sweep `-l -f DUT -s DUT4 -p PORT --peer PEER4 ARGS --json FILE`; its output and
 /// JSON object.
 fn sweep(nic: &Dnic, port: u16, args: &[&str]) -> Result<(Output, Value), String> {
-    let json = format!("/tmp/sweep-{port}.json");
+    let json = sweep_json(port);
     let _ = std::fs::remove_file(&json);
     let port = port.to_string();
     let out = wait_within(
@@ -114,6 +114,11 @@ fn sweep(nic: &Dnic, port: u16, args: &[&str]) -> Result<(Output, Value), String
         .map_err(|e| format!("{json}: {e}; {}", output_text(&out)))
         .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{json}: {e}")))?;
     Ok((out, doc))
+}
+
+/// Where [`sweep`] on `port` writes its `--json`.
+fn sweep_json(port: u16) -> String {
+    format!("/tmp/sweep-{port}.json")
 }
 
 /// The mean of `key` at the point whose value is `value`.
@@ -415,4 +420,150 @@ pub(super) fn peer_devmem_run(
         fig["gbit_per_s"].as_f64().unwrap_or(0.0),
         tx1.saturating_sub(tx0)
     ))
+}
+
+/// `ncdevmem-rs --compare BASE NEW ARGS` (no NIC, no namespace): its exit code, stdout and
+/// the comparison's JSON object (`--json`).
+fn compare(
+    ctx: &Ctx,
+    base: &str,
+    new: &str,
+    args: &[&str],
+) -> Result<(i32, String, Value), String> {
+    let json = "/tmp/compare.json";
+    let _ = std::fs::remove_file(json);
+    let out = wait_within(
+        spawn(
+            std::process::Command::new(&ctx.bin)
+                .args(["--compare", base, new])
+                .args(args)
+                .args(["--json", json]),
+        )?,
+        Duration::from_secs(60),
+    )?;
+    let doc = std::fs::read_to_string(json)
+        .map_err(|e| format!("{json}: {e}; {}", output_text(&out)))
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{json}: {e}")))?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        doc,
+    ))
+}
+
+/// The comparison's cell of figure `key` in its first row.
+fn cell<'a>(doc: &'a Value, key: &str) -> Result<&'a Value, String> {
+    doc["comparison"]["rows"][0]["cells"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["key"] == key))
+        .ok_or_else(|| format!("no {key} in the comparison: {}", doc["comparison"]))
+}
+
+/// The width and height of a PNG file's image (its IHDR), or why it is none.
+fn png_size(path: &str) -> Result<(u32, u32), String> {
+    let b = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    if b.len() < 24 || &b[..8] != b"\x89PNG\r\n\x1a\n" || &b[12..16] != b"IHDR" {
+        return Err(format!("{path}: no PNG ({} bytes)", b.len()));
+    }
+    let be = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    Ok((be(16), be(20)))
+}
+
+/// The reviewer's question (`--compare`): two sweeps of one point each, 4 flows on queues
+/// 4..7, 3 runs of 3 s, the base at `rx-page-size=4096` and the new one at 65536 (the points
+/// matched by position: same key, other values). Frags per GiB must differ significantly
+/// (Welch p < 0.05, marked `*`) and be smaller at 64K; the two-series plot is written as a
+/// PNG. The base compared with itself: exit 0 and nothing significant. Both comparisons are
+/// recorded (`compare-4k-64k`, `compare-self`); TCG figures: the shape, not the speed.
+pub(super) fn compare_sweeps(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::with_queues(ctx, 66, 8, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let _pages = NrHugepages::set(128)?;
+    let shape = [
+        "--runs",
+        "3",
+        "--duration",
+        "3",
+        "--flows",
+        "4",
+        "-t",
+        "4",
+        "-q",
+        "4",
+        "--seed",
+        "6666",
+        "--dmabuf-size",
+        "128M",
+    ];
+    let mut runs = Vec::new();
+    for (name, port, point) in [
+        ("compare-base-4k", 5760, "rx-page-size=4096"),
+        ("compare-new-64k", 5761, "rx-page-size=65536"),
+    ] {
+        let args: Vec<&str> = ["--sweep", point].iter().chain(&shape).copied().collect();
+        let (text, doc) = sweep_passing(name, &nic, port, &args)?;
+        let ok = doc["runs"]
+            .as_array()
+            .map_or(0, |r| r.iter().filter(|r| r["outcome"] == "ok").count());
+        if ok != 3 {
+            return Err(format!("{name}: {ok} of 3 runs passed:\n{text}"));
+        }
+        runs.push(sweep_json(port));
+    }
+    let png = "/tmp/compare.png";
+    let _ = std::fs::remove_file(png);
+    let (code, text, doc) = compare(ctx, &runs[0], &runs[1], &["--plot", png])?;
+    record("compare-4k-64k", &text);
+    let frags = cell(&doc, "frags_per_gib")?;
+    let (b, n) = (
+        frags["base"]["mean"].as_f64().unwrap_or(f64::NAN),
+        frags["new"]["mean"].as_f64().unwrap_or(f64::NAN),
+    );
+    if code != 0
+        || doc["verdict"] != "pass"
+        || doc["comparison"]["matched_by"] != "position"
+        || frags["significant"] != true
+        || n >= b
+    {
+        return Err(format!(
+            "--compare 4K 64K: exit {code}, frags/GiB {b:.0} -> {n:.0} (p {}, significant {}), \
+             expected exit 0, significant and smaller:\n{text}",
+            frags["p"], frags["significant"]
+        ));
+    }
+    let (w, h) = png_size(png)?;
+    if w < 100 || h < 100 {
+        return Err(format!("{png}: a {w}x{h} image"));
+    }
+    let significant = text
+        .lines()
+        .last()
+        .and_then(|l| l.rsplit(": ").next())
+        .unwrap_or_default()
+        .to_string();
+    let (code_self, text_self, doc_self) = compare(ctx, &runs[0], &runs[0], &[])?;
+    record("compare-self", &text_self);
+    let any = doc_self["comparison"]["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["cells"].as_array().into_iter().flatten())
+        .filter(|c| c["significant"] == true)
+        .count();
+    if code_self != 0 || any != 0 || !text_self.contains(": 0 significant") {
+        return Err(format!(
+            "--compare of a sweep with itself: exit {code_self}, {any} significant:\n{text_self}"
+        ));
+    }
+    let after = NicState::take(&nic.dut)?;
+    before.same_as(&after, "after the sweeps")?;
+    no_binding(&after)?;
+    Ok(Outcome::Pass(format!(
+        "4K against 64K, 3 runs each: frags/GiB {b:.0} -> {n:.0} ({:+.0} %, p {:.2e}, \
+         significant), {significant}; plot {png} {w}x{h}; the 4K sweep with itself: 0 \
+         significant; NIC as before, no binding left (software NIC under TCG: shape, not \
+         speed)",
+        frags["delta_pct"].as_f64().unwrap_or(f64::NAN),
+        frags["p"].as_f64().unwrap_or(f64::NAN),
+    )))
 }
