@@ -18,7 +18,7 @@ DIST_BIN = $(TARGET_DIR)/dist/ncdevmem-rs-$(PKG_VERSION)-x86_64/ncdevmem-rs
 # The VM suite's core cases that make vm-test-dist runs with that binary.
 VM_DIST_CASES = =devmem-nic/probe,=devmem-nic/rx,=devmem-nic/multi-flow,=devmem-nic/tx,=devmem-nic/zcrx,=devmem-nic/kernel-devmem-py
 
-.PHONY: all build test test-loaded lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo bench install clean \
+.PHONY: all build test test-loaded lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo demo-sweep bench install clean \
 	dist dist-test vm-test-dist
 
 all: build
@@ -99,6 +99,12 @@ pytest: build test-tools
 # stream (--seed) validated byte for byte by the plain-TCP receiver; namespaces removed afterwards.
 demo: build
 	scripts/demo-loopback.sh $(BIN)
+
+# Sweep demo: the lab over two network namespaces joined by a veth pair: the peer server, a
+# plain-TCP sweep (flows=1,2, 3 runs of 2 s) twice, each table with its JSON and PNG, and
+# --compare of the two (scripts/demo-sweep.sh; files in <target dir>/demo-sweep).
+demo-sweep: build
+	scripts/demo-sweep.sh $(BIN)
 
 # Benchmarks (docs/benchmarks.md): the validator and the sender's fill against a plain read
 # and memset of the same bytes, side by side per instruction-set build (benches/ratios.rs);

@@ -653,6 +653,10 @@ pub struct SweepArgs {
     pub baseline: Option<PathBuf>,
     /// `--any-shape`: compare with a baseline of another shape.
     pub any_shape: bool,
+    /// `--pre-run`: a shell command run before every run (`crate::lab::hooks`).
+    pub pre_run: Option<String>,
+    /// `--post-run`: a shell command run after every run that was made.
+    pub post_run: Option<String>,
     /// The command line as typed (for the JSON file).
     pub command_line: Vec<String>,
 }
@@ -1072,6 +1076,8 @@ fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
             (t.format.is_some() && role != Role::Compare, "--format"),
             (t.plot.is_some() && role != Role::Compare, "--plot"),
             (t.baseline.is_some(), "--baseline"),
+            (t.pre_run.is_some(), "--pre-run"),
+            (t.post_run.is_some(), "--post-run"),
             (t.any_shape && role != Role::Compare, "--any-shape"),
             (t.peer_port.is_some(), "--peer-port"),
             (t.peer_send.is_some(), "--peer-send"),
@@ -1369,6 +1375,7 @@ fn sweep_args(
     let (csv, plot) = (t.csv.take(), t.plot.take());
     let (columns, format) = (t.columns.take(), t.format.take().unwrap_or_default());
     let (baseline, any_shape) = (t.baseline.take(), t.any_shape);
+    let (pre_run, post_run) = (t.pre_run.take(), t.post_run.take());
     t.peer = None;
     let base = mode_args(t, role, server, client)?;
     Ok(ModeArgs::Sweep(SweepArgs {
@@ -1386,6 +1393,8 @@ fn sweep_args(
         format,
         baseline,
         any_shape,
+        pre_run,
+        post_run,
         command_line: Vec::new(),
     }))
 }

@@ -17,4 +17,5 @@ pub mod cpu;
 pub mod device;
 pub mod hist;
 pub mod page_pool;
+pub mod softirq;
 pub mod tcp;

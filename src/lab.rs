@@ -19,6 +19,7 @@
 //! the runs so far is still printed and written, and the NIC is undone by the run itself.
 
 pub mod compare;
+pub mod hooks;
 pub mod peer;
 pub mod plan;
 pub mod plot;
@@ -27,7 +28,7 @@ pub mod provenance;
 pub mod results;
 pub mod table;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,20 @@ fn receive_of(args: &ModeArgs) -> Option<&Receive> {
         ModeArgs::Plain(a) => Some(&a.rx),
         _ => None,
     }
+}
+
+/// The folder a hook is given for its files (`NCDEVMEM_OUT_DIR`): that of the sweep's
+/// `--json` file, else of `--csv`, else of `--plot`, else the current folder.
+fn out_dir(a: &SweepArgs, report: &RunReport) -> PathBuf {
+    let file = report
+        .json_file()
+        .or(a.csv.as_deref())
+        .or(a.plot.as_deref());
+    let dir = file
+        .and_then(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
 /// `base` with the value of a point of `key` applied.
@@ -164,8 +179,55 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                     "{name}{}",
                     eta(started, slot.index, plan.total())
                 ));
+                let mut env = hooks::HookEnv {
+                    run: slot.index + 1,
+                    runs: plan.total(),
+                    point: plan.label(slot.point),
+                    key: plan.key.map(SweepKey::name).unwrap_or_default().into(),
+                    value: plan.points[slot.point]
+                        .map(|v| v.to_string())
+                        .unwrap_or_default(),
+                    point_run: slot.run + 1,
+                    out_dir: out_dir(a, report),
+                    outcome: None,
+                };
+                let mut hook_figures = Vec::new();
+                if let Some(cmd) = &a.pre_run {
+                    let h = hooks::run("pre-run", cmd, &env, hooks::HOOK_LIMIT);
+                    let failed = h.error.clone();
+                    hook_figures.push(h);
+                    if let Some(why) = failed {
+                        let why = format!("--pre-run: {why} (the run was not made)");
+                        report.warn(format_args!("{name}: FAILED: {why}"));
+                        let mut rec =
+                            RunRecord::new(slot, Outcome::Failed(why), Default::default());
+                        rec.hooks = hook_figures;
+                        records.push(rec);
+                        continue;
+                    }
+                }
                 let args = point_args(&a.base, plan.key, plan.points[slot.point]);
-                match one_run(&mut client, &args, a, slot, report) {
+                let ran = one_run(&mut client, &args, a, slot, report).map(|(mut rec, verdict)| {
+                    let mut verdict = verdict;
+                    if let Some(cmd) = &a.post_run {
+                        env.outcome = Some(rec.outcome.name());
+                        let h = hooks::run("post-run", cmd, &env, hooks::HOOK_LIMIT);
+                        if let Some(why) = &h.error {
+                            let why = match &rec.outcome {
+                                Outcome::Failed(e) => format!("{e}; --post-run: {why}"),
+                                _ => format!("--post-run: {why}"),
+                            };
+                            rec.outcome = Outcome::Failed(why.clone());
+                            if !matches!(verdict, Err(Error::Interrupted(_) | Error::Usage(_))) {
+                                verdict = Err(Error::Failure(why));
+                            }
+                        }
+                        hook_figures.push(h);
+                    }
+                    rec.hooks = hook_figures;
+                    (rec, verdict)
+                });
+                match ran {
                     Err(peer_failed) => {
                         stopped = Some(Error::Failure(format!("{name}: {peer_failed}")));
                         break;
@@ -338,7 +400,8 @@ fn mode_name(args: &ModeArgs) -> ModeName {
 
 /// The record of a run of `mode` at `slot`: its outcome, its summary `body` (the receiver's
 /// typed body; a run that ended before its summary, or any other body, has no figures), the
-/// peer's figures and the CPU shares measured around it.
+/// peer's figures, the CPU shares measured around it and each CPU's NET_RX softirqs over it;
+/// whether its traffic reached every bound queue, from the body.
 fn record(
     mode: ModeName,
     slot: Slot,
@@ -346,6 +409,7 @@ fn record(
     body: Option<crate::summary::Body>,
     peer: Option<proto::PeerFigures>,
     cpu: Option<&crate::figures::cpu::CpuShares>,
+    net_rx: Option<&[(usize, u64)]>,
 ) -> RunRecord {
     let body: Option<ReceiveBody> = match body {
         Some(crate::summary::Body::Receive(b)) => Some(*b),
@@ -356,6 +420,8 @@ fn record(
         .map(|b| results::of_run(mode, b, peer.as_ref(), cpu))
         .unwrap_or_default();
     RunRecord {
+        net_rx: net_rx.map(|g| results::net_rx_of(g, body.as_ref())),
+        steering: body.as_ref().and_then(results::steering_of),
         body,
         peer,
         ..RunRecord::new(slot, outcome, numbers)
@@ -403,6 +469,9 @@ fn one_run(
     };
     let mode = args.mode();
     let before = ProcStat::read().ok();
+    let softirqs =
+        || crate::figures::softirq::read_net_rx(Path::new(crate::figures::softirq::PROC_SOFTIRQS));
+    let net_rx_before = softirqs().ok();
     let (listening_tx, listening) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
         let receiver = scope.spawn(move || {
@@ -445,6 +514,10 @@ fn one_run(
             (Some(a), Some(b)) => b.since(&a).all.shares(),
             _ => None,
         };
+        let net_rx = match (net_rx_before, softirqs().ok()) {
+            (Some(b), Some(a)) => Some(crate::figures::softirq::growth(&b, &a)),
+            _ => None,
+        };
         let peer = peer.transpose()?;
         let verdict =
             crate::verdict::with_peer(verdict, peer.as_ref().and_then(|p| p.error.as_deref()));
@@ -454,7 +527,15 @@ fn one_run(
             Err(e) => Outcome::Failed(e.to_string()),
         };
         Ok((
-            record(mode_name(args), slot, outcome, body, peer, cpu.as_ref()),
+            record(
+                mode_name(args),
+                slot,
+                outcome,
+                body,
+                peer,
+                cpu.as_ref(),
+                net_rx.as_deref(),
+            ),
             verdict,
         ))
     })

@@ -88,6 +88,14 @@ impl RunReport {
         }
     }
 
+    /// The `--json FILE` this run writes (`None`: none, or stdout).
+    pub(crate) fn json_file(&self) -> Option<&std::path::Path> {
+        match &self.common.json {
+            Some(crate::cli::JsonTarget::File(p)) => Some(p),
+            _ => None,
+        }
+    }
+
     /// A copy of the mode's summary body, once it has one.
     pub(crate) fn body_typed(&self) -> Option<Body> {
         self.body.borrow().clone()

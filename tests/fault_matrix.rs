@@ -49,7 +49,7 @@ fn wait_bounded(mut child: Child, limit: Duration) -> (Output, bool) {
 
 /// Runs one cell: the receiver in `ns`, the test sender (or, for a sweep, the stand-in peer)
 /// from this process into `ns`.
-fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16) -> Ran {
+fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16, extra: &[&str]) -> Ran {
     let json = tmp_json(&format!("matrix-{port}"));
     let port_s = port.to_string();
     let ctrl_port = port + 1000;
@@ -75,6 +75,7 @@ fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16) -> Ran {
             ["--peer", "127.0.0.1", "--peer-port", &ctrl_s, "--runs", "1"].map(String::from),
         );
     }
+    args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let plan = Plan {
         conns: cell.conns.clone(),
@@ -189,6 +190,11 @@ fn stand_in_peer(listener: TcpListener, plan: Plan) {
 
 /// Runs every cell of `path`, prints its row, and fails naming every cell that ended wrong.
 fn row(test: &str, path: Path, base_port: u16) {
+    row_with(test, path, base_port, &[]);
+}
+
+/// [`row`] with `extra` options given to the receiver of every cell.
+fn row_with(test: &str, path: Path, base_port: u16, extra: &[&str]) {
     if let Some(reason) = common::skip_reason() {
         common::print_skip(test, &reason);
         return;
@@ -201,7 +207,7 @@ fn row(test: &str, path: Path, base_port: u16) {
             cells.push("n/a".to_string());
             continue;
         };
-        let ran = run_cell(&ns, &path, &c, base_port + i as u16);
+        let ran = run_cell(&ns, &path, &c, base_port + i as u16, extra);
         match ran.judge(&c.expect, &path) {
             None => cells.push(mark(&c.expect).to_string()),
             Some(why) => {
@@ -280,6 +286,64 @@ fn a_sweep_run_through_the_peer_protocol() {
         flow_bytes: 4 << 20,
     };
     row("a_sweep_run_through_the_peer_protocol", path, 7500);
+}
+
+/// The sweep row with per-run hooks that pass (`--pre-run true --post-run true`): the hooks
+/// run around the run and every fault still fails it.
+#[test]
+fn a_sweep_run_with_passing_hooks() {
+    let path = Path {
+        name: "sweep run with --pre-run/--post-run",
+        flows: 2,
+        timed: true,
+        warmup: false,
+        sweep: true,
+        flow_bytes: 4 << 20,
+    };
+    row_with(
+        "a_sweep_run_with_passing_hooks",
+        path,
+        7600,
+        &["--pre-run", "true", "--post-run", "true"],
+    );
+}
+
+/// A hook that fails fails its run, named, on clean data: `--post-run false` after the run
+/// (its figure in the run's `hooks`), `--pre-run false` before it (the run is not made).
+#[test]
+fn a_failing_hook_fails_its_sweep_run_named() {
+    let test = "a_failing_hook_fails_its_sweep_run_named";
+    if let Some(reason) = common::skip_reason() {
+        common::print_skip(test, &reason);
+        return;
+    }
+    let path = Path {
+        name: "sweep run, failing hook",
+        flows: 2,
+        timed: true,
+        warmup: false,
+        sweep: true,
+        flow_bytes: 4 << 20,
+    };
+    let ns = NetNs::new().expect("create the namespace");
+    let clean = cell(&path, fault_cells::Case::Clean).expect("the clean cell");
+    for (port, extra, named, made) in [
+        (7690, ["--post-run", "false"], "--post-run: exit 1", true),
+        (7692, ["--pre-run", "false"], "--pre-run: exit 1", false),
+    ] {
+        let ran = run_cell(&ns, &path, &clean, port, &extra);
+        let j = ran.json.clone().unwrap_or_default();
+        assert_eq!(ran.code, Some(1), "{extra:?}: {}", ran.stderr);
+        assert_eq!(j["verdict"], "fail", "{extra:?}: {j}");
+        let run = &j["runs"][0];
+        assert_eq!(run["outcome"], "fail", "{extra:?}: {run}");
+        assert!(
+            run["error"].as_str().unwrap_or_default().contains(named),
+            "{extra:?}: {run}"
+        );
+        assert_eq!(run["hooks"][0]["exit_code"], 1, "{extra:?}: {run}");
+        assert_eq!(run["figures"].is_null(), !made, "{extra:?}: {run}");
+    }
 }
 
 /// The test sender's keyed stream is docs/validation.md's: its Python reference printed

@@ -71,6 +71,7 @@ const EXPECT_RX_BUF_LEN: &str =
 pub(super) const EXPECT_ADDR: &str = "an IPv4, IPv6 or IPv4-mapped IPv6 address";
 const EXPECT_IFNAME: &str = "an interface name of 1..=15 bytes";
 const EXPECT_PATH: &str = "a file path";
+const EXPECT_HOOK: &str = "a shell command (sh -c), non-empty, at most 4096 bytes";
 const EXPECT_SWEEP: &str =
     "KEY=V1,V2,... with KEY one of rx-page-size, rx-buf-len, autorelease, flows";
 const EXPECT_RUNS: &str = "1..=1000";
@@ -290,6 +291,8 @@ pub(super) struct Typed {
     pub compare: Option<(PathBuf, PathBuf)>,
     pub any_shape: bool,
     pub baseline: Option<PathBuf>,
+    pub pre_run: Option<String>,
+    pub post_run: Option<String>,
 }
 
 /// Every option we accept, one row each. Values are parsed in this order (so of two bad
@@ -1217,6 +1220,34 @@ pub(super) const FLAGS: &[Flag] = &[
     },
     Flag {
         short: "",
+        long: "pre-run",
+        hint: "CMD",
+        expect: EXPECT_HOOK,
+        set: |t, v, _| set(&mut t.pre_run, Some(hook("--pre-run", v)?)),
+        roles: RECEIVERS,
+        only: Some("a sweep (-l --peer)"),
+        example: "true",
+        help: "with --peer: run CMD (sh -c) before every run; NCDEVMEM_RUN, _RUNS,\n\
+               _POINT, _KEY, _VALUE, _POINT_RUN and _OUT_DIR in its environment; a\n\
+               non-zero exit fails the run (named) and the run is not made",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "post-run",
+        hint: "CMD",
+        expect: EXPECT_HOOK,
+        set: |t, v, _| set(&mut t.post_run, Some(hook("--post-run", v)?)),
+        roles: RECEIVERS,
+        only: Some("a sweep (-l --peer)"),
+        example: "true",
+        help: "with --peer: run CMD (sh -c) after every run that was made, the same\n\
+               environment with NCDEVMEM_OUTCOME (ok, fail, skip); a non-zero exit fails\n\
+               the run (named)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
         long: "peer-port",
         hint: "PORT",
         expect: EXPECT_PORT,
@@ -1299,6 +1330,14 @@ fn set<T>(field: &mut T, value: T) -> Result<()> {
 /// A file path as `--json`, `--csv` and `--plot` take it: not empty, not starting with `-`.
 ///
 /// Errors: [`Error::Usage`] naming `flag`.
+/// A hook's command (`--pre-run`, `--post-run`): non-empty, at most 4096 bytes.
+fn hook(flag: &str, v: &str) -> Result<String> {
+    if v.trim().is_empty() || v.len() > 4096 || v.contains('\0') {
+        return Err(invalid(flag, "command", v, EXPECT_HOOK));
+    }
+    Ok(v.to_string())
+}
+
 fn file_path(flag: &str, v: &str) -> Result<PathBuf> {
     if v.is_empty() {
         return Err(invalid(flag, "file name", v, "a non-empty path"));

@@ -648,7 +648,7 @@ fn with_example(f: &Flag) -> String {
         (
             _,
             "sweep" | "runs" | "csv" | "plot" | "peer-port" | "peer-send" | "write-size"
-            | "columns" | "format" | "baseline" | "any-shape",
+            | "columns" | "format" | "baseline" | "any-shape" | "pre-run" | "post-run",
         ) => " --peer 2001:db8::2",
         _ => "",
     };

@@ -17,7 +17,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::plan::SweepKey;
 use super::results::{column_named, Column, Stat};
-use super::table::{render_blocks, Format, Grid};
+use super::table::{render_blocks, Format, Grid, MAIL_WIDTH};
 use crate::cli::CompareArgs;
 use crate::error::{Error, Result};
 use crate::run_report::RunReport;
@@ -455,9 +455,16 @@ pub fn fmt_p(p: f64) -> String {
 /// The comparison as text, markdown or CSV, with its notes (text and markdown): how the
 /// points were matched, points without a match, the shape differences it was told to
 /// accept, the environment differences, and how to read the marks.
+///
+/// A text table wider than [`MAIL_WIDTH`] is printed as two blocks, so that it fits a mail:
+/// the two sides (`base`, `new`), then the difference (`delta %`, its CI, `p`, the mark).
 pub fn render(c: &Comparison, key_column: &str, format: Format) -> String {
-    let mut out =
-        render_blocks(&[grid(c, key_column)], format).unwrap_or_else(|e| format!("{e}\n"));
+    let g = grid(c, key_column);
+    let blocks = match format == Format::Text && g.width() > MAIL_WIDTH {
+        true => vec![g.select(&[0, 1, 2, 3]), g.select(&[0, 1, 4, 5, 6, 7])],
+        false => vec![g],
+    };
+    let mut out = render_blocks(&blocks, format).unwrap_or_else(|e| format!("{e}\n"));
     if format == Format::Csv {
         return out;
     }
@@ -702,10 +709,17 @@ mod tests {
         // The CIs and p are scipy's (welch_matches_scipy; the second row's by the same
         // commands: [-250068.98, -204033.02], p 2.3e-09).
         let want = "\
-niov  figure       base                   new                    delta %  95% CI of delta     p
-4K    RX dev Gbps  300.63 +/- 53.21 (10)  321.35 +/- 28.20 (10)  +6.9     [-20.21, 61.65]     0.295
-4K    frags/GiB    286083 +/- 4047 (10)   59032 +/- 32074 (10)   -79.4    [-250069, -204033]  <0.001  *
+niov  figure       base                   new
+4K    RX dev Gbps  300.63 +/- 53.21 (10)  321.35 +/- 28.20 (10)
+4K    frags/GiB    286083 +/- 4047 (10)   59032 +/- 32074 (10)
+
+niov  figure       delta %  95% CI of delta     p
+4K    RX dev Gbps  +6.9     [-20.21, 61.65]     0.295
+4K    frags/GiB    -79.4    [-250069, -204033]  <0.001  *
 ";
+        for line in text.lines().take(7) {
+            assert!(line.len() <= 72, "{line:?}");
+        }
         assert!(text.starts_with(want), "{text}");
         assert!(
             text.contains("base: base.json; new: new.json; points matched by value\n"),
@@ -807,7 +821,9 @@ niov  figure       base                   new                    delta %  95% CI
         );
         let text = render(&c, "niov", Format::Text);
         assert!(
-            text.starts_with("niov     figure   base               new                delta %  95% CI of delta  p\n4K->64K  RX Gbps "),
+            text.starts_with(
+                "niov     figure   base               new\n4K->64K  RX Gbps  9.00 +/- 0.50 (3)  "
+            ),
             "{text}"
         );
         // Two points against one of another value: nothing in common.

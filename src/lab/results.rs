@@ -236,6 +236,99 @@ pub fn of_run(
     }
 }
 
+/// Whether a run's traffic reached every bound queue, from its summary `body`: the bound
+/// queues' own RX bytes over the measured interval (`device_rx.queues`, qstats; a queue
+/// without a byte was not reached). `None` without those figures (no device, the plain
+/// receiver; a kernel without queue stats).
+pub fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
+    let m = body.measured.as_ref()?;
+    let Some(DeviceRxFigure::Measured(d)) = &m.device_rx else {
+        return None;
+    };
+    let queues = d.queues.as_ref().filter(|q| !q.is_empty())?;
+    Some(SteeringFigure {
+        bound: queues.iter().map(|q| q.queue).collect(),
+        unreached: queues
+            .iter()
+            .filter(|q| q.bytes == 0)
+            .map(|q| q.queue)
+            .collect(),
+        source: "qstats".into(),
+    })
+}
+
+/// Where a run's NET_RX softirqs ran: `growth` (each CPU's `/proc/softirqs` NET_RX growth
+/// over the run, [`crate::figures::softirq::growth`]) with its net CPUs, beside the app CPUs
+/// of the run's summary `body` (none known: empty).
+pub fn net_rx_of(growth: &[(usize, u64)], body: Option<&ReceiveBody>) -> NetRxFigure {
+    let app_cpus = body
+        .and_then(|b| b.measured.as_ref())
+        .and_then(|m| match &m.cpu {
+            CpuFigure::Split(s) => Some(s.app_cpus.clone()),
+            CpuFigure::Unavailable(_) => None,
+        })
+        .unwrap_or_default();
+    NetRxFigure {
+        per_cpu: growth
+            .iter()
+            .map(|&(cpu, net_rx)| crate::summary::sweep::CpuNetRx { cpu, net_rx })
+            .collect(),
+        net_cpus: crate::figures::softirq::net_cpus(growth),
+        app_cpus,
+    }
+}
+
+/// `0-3,6`: a CPU list as `--cpus` takes it (`-`: none).
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut v: Vec<usize> = cpus.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        parts.push(match j - i {
+            0 => v[i].to_string(),
+            1 => format!("{},{}", v[i], v[j]),
+            _ => format!("{}-{}", v[i], v[j]),
+        });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// The table's line naming where receive processing ran (`None`: no run measured it): the
+/// net CPUs (NET_RX softirqs, at least a tenth of a run's, in any run) beside the app CPUs
+/// (where the workers ran), and which CPUs were both.
+pub fn net_cpus_line(records: &[RunRecord]) -> Option<String> {
+    let figs: Vec<&NetRxFigure> = records.iter().filter_map(|r| r.net_rx.as_ref()).collect();
+    if figs.is_empty() {
+        return None;
+    }
+    let net: Vec<usize> = figs
+        .iter()
+        .flat_map(|f| f.net_cpus.iter().copied())
+        .collect();
+    let app: Vec<usize> = figs
+        .iter()
+        .flat_map(|f| f.app_cpus.iter().copied())
+        .collect();
+    let both: Vec<usize> = net.iter().copied().filter(|c| app.contains(c)).collect();
+    Some(format!(
+        "net CPUs (NET_RX softirqs, /proc/softirqs): {}; app CPUs: {}; both: {}\n",
+        cpu_list(&net),
+        cpu_list(&app),
+        cpu_list(&both)
+    ))
+}
+
 /// One run of a sweep, as it ended.
 #[derive(Debug, Clone)]
 pub struct RunRecord {
@@ -556,6 +649,9 @@ pub fn run_notes(plan: &Plan, records: &[RunRecord]) -> String {
                 crate::figures::device::unreached_words(&s.bound, &s.unreached, &s.source)
             ));
         }
+    }
+    if let Some(line) = net_cpus_line(records) {
+        out.push_str(&line);
     }
     out
 }
