@@ -471,7 +471,8 @@ fn png_size(path: &str) -> Result<(u32, u32), String> {
 
 /// The reviewer's question (`--compare`): two sweeps of one point each, 4 flows on queues
 /// 4..7, 3 runs of 3 s, the base at `rx-page-size=4096` and the new one at 65536 (the points
-/// matched by position: same key, other values). Frags per GiB must differ significantly
+/// matched by position: same key, other values), `--columns` the seeds' columns and frags per
+/// GiB. Frags per GiB must differ significantly
 /// (Welch p < 0.05, marked `*`) and be smaller at 64K; the two-series plot is written as a
 /// PNG. The base compared with itself: exit 0 and nothing significant. Both comparisons are
 /// recorded (`compare-4k-64k`, `compare-self`); TCG figures: the shape, not the speed.
@@ -512,7 +513,14 @@ pub(super) fn compare_sweeps(ctx: &Ctx) -> CaseResult {
     }
     let png = "/tmp/compare.png";
     let _ = std::fs::remove_file(png);
-    let (code, text, doc) = compare(ctx, &runs[0], &runs[1], &["--plot", png])?;
+    // The seeds' columns and frags/GiB: the table a reviewer pastes (README, "Sweeps").
+    let columns = "rx_dev_gbps,rx_flow_avg_gbps,app_sys_pct,frags_per_gib";
+    let (code, text, doc) = compare(
+        ctx,
+        &runs[0],
+        &runs[1],
+        &["--plot", png, "--columns", columns],
+    )?;
     record("compare-4k-64k", &text);
     let frags = cell(&doc, "frags_per_gib")?;
     let (b, n) = (
