@@ -238,10 +238,16 @@ pub fn comparison(c: &Comparison, format: PlotFormat) -> Result<Vec<u8>, String>
             format!("{l}{}", if sig { " *" } else { "" })
         })
         .collect();
+    // The files' names, not their paths: a title wider than the picture is cut off.
+    let name = |p: &str| {
+        std::path::Path::new(p)
+            .file_name()
+            .map_or(p.to_string(), |n| n.to_string_lossy().into_owned())
+    };
     let title = format!(
         "{} (base) against {}",
-        c.base,
-        c.new.as_deref().unwrap_or("this sweep")
+        name(&c.base),
+        c.new.as_deref().map_or("this sweep".into(), name)
     );
     render(format, &title, None, &labels, "point", &panels)
 }
