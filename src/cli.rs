@@ -1104,11 +1104,17 @@ fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
         SweepKey::Autorelease => (role == Role::Server, t.bind_autorelease.map(|_| "-a")),
         SweepKey::RxBufLen => (role == Role::Zcrx, t.rx_buf_len.map(|_| "--rx-buf-len")),
         SweepKey::Flows => (role != Role::Zcrx, t.flows.map(|_| "--flows")),
+        SweepKey::DmabufSize => (
+            role == Role::Server || role == Role::Zcrx,
+            t.dmabuf_size.map(|_| "--dmabuf-size"),
+        ),
+        SweepKey::WriteSize => (true, t.write_size.map(|_| "--write-size")),
     };
     let name = sweep.key.name();
     if !applies {
         let to = match sweep.key {
             SweepKey::RxBufLen => "the zcrx server (-l --zcrx)",
+            SweepKey::DmabufSize => "the devmem and zcrx servers",
             SweepKey::Flows => {
                 "the devmem server and the plain receiver (a zcrx point's flows \
                                 must cover its -q ifqs)"

@@ -90,6 +90,10 @@ fn point_args(base: &ModeArgs, key: Option<SweepKey>, value: Option<u64>) -> Mod
         (ModeArgs::Server(a), SweepKey::Flows) => a.rx.flows.count = v as u32,
         (ModeArgs::Zcrx(a), SweepKey::Flows) => a.rx.flows.count = v as u32,
         (ModeArgs::Plain(a), SweepKey::Flows) => a.rx.flows.count = v as u32,
+        (ModeArgs::Server(a), SweepKey::DmabufSize) => a.dmabuf_size = Some(v),
+        (ModeArgs::Zcrx(a), SweepKey::DmabufSize) => a.area_size = Some(v),
+        // The peer's: applied by the run ([`one_run`]'s `peer_write_size`).
+        (_, SweepKey::WriteSize) => {}
         // The command line refuses a key its mode does not take.
         _ => {}
     }
@@ -207,26 +211,33 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                     }
                 }
                 let args = point_args(&a.base, plan.key, plan.points[slot.point]);
-                let ran = one_run(&mut client, &args, a, slot, report).map(|(mut rec, verdict)| {
-                    let mut verdict = verdict;
-                    if let Some(cmd) = &a.post_run {
-                        env.outcome = Some(rec.outcome.name());
-                        let h = hooks::run("post-run", cmd, &env, hooks::HOOK_LIMIT);
-                        if let Some(why) = &h.error {
-                            let why = match &rec.outcome {
-                                Outcome::Failed(e) => format!("{e}; --post-run: {why}"),
-                                _ => format!("--post-run: {why}"),
-                            };
-                            rec.outcome = Outcome::Failed(why.clone());
-                            if !matches!(verdict, Err(Error::Interrupted(_) | Error::Usage(_))) {
-                                verdict = Err(Error::Failure(why));
+                let write_size = match plan.key {
+                    Some(SweepKey::WriteSize) => plan.points[slot.point],
+                    _ => a.peer_write_size,
+                };
+                let ran = one_run(&mut client, &args, a, write_size, slot, report).map(
+                    |(mut rec, verdict)| {
+                        let mut verdict = verdict;
+                        if let Some(cmd) = &a.post_run {
+                            env.outcome = Some(rec.outcome.name());
+                            let h = hooks::run("post-run", cmd, &env, hooks::HOOK_LIMIT);
+                            if let Some(why) = &h.error {
+                                let why = match &rec.outcome {
+                                    Outcome::Failed(e) => format!("{e}; --post-run: {why}"),
+                                    _ => format!("--post-run: {why}"),
+                                };
+                                rec.outcome = Outcome::Failed(why.clone());
+                                if !matches!(verdict, Err(Error::Interrupted(_) | Error::Usage(_)))
+                                {
+                                    verdict = Err(Error::Failure(why));
+                                }
                             }
+                            hook_figures.push(h);
                         }
-                        hook_figures.push(h);
-                    }
-                    rec.hooks = hook_figures;
-                    (rec, verdict)
-                });
+                        rec.hooks = hook_figures;
+                        (rec, verdict)
+                    },
+                );
                 match ran {
                     Err(peer_failed) => {
                         stopped = Some(Error::Failure(format!("{name}: {peer_failed}")));
@@ -457,6 +468,7 @@ fn one_run(
     client: &mut PeerClient,
     args: &ModeArgs,
     a: &SweepArgs,
+    peer_write_size: Option<u64>,
     slot: Slot,
     report: &RunReport,
 ) -> Result<(RunRecord, Result<()>)> {
@@ -499,7 +511,7 @@ fn one_run(
                     rx.flows.count,
                     send,
                     peer_stream(rx.validate),
-                    a.peer_write_size,
+                    peer_write_size,
                     rx.flows.tcp_cc.clone(),
                     a.peer_send == crate::cli::PeerSend::Devmem,
                 )?;
@@ -866,12 +878,12 @@ fn environment(plan: &Plan, a: &SweepArgs, rx: &Receive) -> SweepEnvironment {
     let swept = |k: SweepKey| plan.key == Some(k);
     let (dmabuf_size, rx_page_size, rx_buf_len) = match a.base.as_ref() {
         ModeArgs::Server(s) => (
-            s.dmabuf_size,
+            s.dmabuf_size.filter(|_| !swept(SweepKey::DmabufSize)),
             s.rx_page_size.filter(|_| !swept(SweepKey::RxPageSize)),
             None,
         ),
         ModeArgs::Zcrx(z) => (
-            z.area_size,
+            z.area_size.filter(|_| !swept(SweepKey::DmabufSize)),
             None,
             z.rx_buf_len.filter(|_| !swept(SweepKey::RxBufLen)),
         ),
@@ -897,7 +909,7 @@ fn environment(plan: &Plan, a: &SweepArgs, rx: &Receive) -> SweepEnvironment {
         tcp_cc: rx.flows.tcp_cc.clone(),
         peer: peer_endpoint(a),
         peer_send: a.peer_send.name().to_string(),
-        peer_write_size: a.peer_write_size,
+        peer_write_size: a.peer_write_size.filter(|_| !swept(SweepKey::WriteSize)),
         dmabuf_size,
         rx_page_size,
         rx_buf_len,
@@ -986,6 +998,21 @@ mod tests {
             panic!("not zcrx");
         };
         assert_eq!(c.rx_buf_len, Some(32768));
+        let ModeArgs::Zcrx(d) = point_args(&z.base, Some(SweepKey::DmabufSize), Some(64 << 20))
+        else {
+            panic!("not zcrx");
+        };
+        assert_eq!(d.area_size, Some(64 << 20));
+        let ModeArgs::Server(e) = point_args(&s.base, Some(SweepKey::DmabufSize), Some(32 << 20))
+        else {
+            panic!("not a server");
+        };
+        assert_eq!(e.dmabuf_size, Some(32 << 20));
+        // The peer's write size is the run's, not the receiver's.
+        assert_eq!(
+            point_args(&p.base, Some(SweepKey::WriteSize), Some(1448)),
+            *p.base
+        );
         assert_eq!(
             c.rx.flows.duration,
             Some(crate::cli::DEFAULT_SWEEP_DURATION),
@@ -1078,7 +1105,11 @@ mod tests {
         let base = "-l -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2";
         for (tail, want) in [
             ("--sweep rx-page-size=12288", "--sweep: invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
-            ("--sweep nosuchkey=1", "--sweep: unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows)"),
+            ("--sweep nosuchkey=1", "--sweep: unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size)"),
+            ("--sweep dmabuf-size=64M,100", "--sweep: invalid dmabuf-size value '100' (expected a non-zero multiple of the page size (4096 bytes), optional suffix K, M or G)"),
+            ("--sweep write-size=1448,128M", "--sweep: invalid write-size value '128M' (expected 1..=64M bytes, optional suffix K, M or G)"),
+            ("--sweep dmabuf-size=64M --dmabuf-size 32M", "--sweep dmabuf-size: sets --dmabuf-size for each point; do not give --dmabuf-size too"),
+            ("--sweep write-size=1448 --write-size 64K", "--sweep write-size: sets --write-size for each point; do not give --write-size too"),
             ("--sweep rx-page-size=", "--sweep: rx-page-size= has no values (expected rx-page-size=V1,V2,...)"),
             ("--runs 0", "--runs: invalid number of runs '0' (expected 1..=1000)"),
             ("--sweep rx-buf-len=4096", "--sweep rx-buf-len: only applies to the zcrx server (-l --zcrx)"),
@@ -1094,6 +1125,7 @@ mod tests {
         }
         for (line, want) in [
             ("-l --plain -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --sweep rx-page-size=4096", "--sweep rx-page-size: only applies to the devmem server (-l -f IF without --plain or --zcrx)"),
+            ("-l --plain -s 2001:db8::1 -p 5201 --peer 2001:db8::2 --sweep dmabuf-size=64M", "--sweep dmabuf-size: only applies to the devmem and zcrx servers"),
             ("-l --plain -s 2001:db8::1 -p 5201 --sweep flows=1", "--sweep: a sweep needs --peer ADDR (the host running --peer-server that sends each run)"),
             ("--send-pattern 1M -s 2001:db8::1 -p 5201 -v 7 --sweep flows=1", "--sweep: only applies to receivers (-l)"),
             ("--peer-server -l", "--peer-server: serves the sender side of sweeps; not with -l"),

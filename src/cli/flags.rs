@@ -28,7 +28,7 @@ pub const VALIDATE_MAX: u32 = 256;
 pub const MAX_NUM_QUEUES: u32 = 4096;
 
 /// Largest accepted `--write-size`, bytes (64 MiB): one buffer of that size is allocated.
-pub const MAX_WRITE_SIZE: u64 = 64 << 20;
+pub use super::limits::MAX_WRITE_SIZE;
 
 /// Longest accepted `--timeout`/`--progress`: one year, in seconds.
 pub const MAX_SECONDS: f64 = 31_536_000.0;
@@ -1088,7 +1088,8 @@ pub(super) const FLAGS: &[Flag] = &[
         example: "flows=1,2",
         help: "with --peer: run the receive once per value (and --runs times each), KEY\n\
                one of rx-page-size (devmem -b: each run binds afresh), rx-buf-len (--zcrx),\n\
-               autorelease (devmem -a; a kernel without it skips that point), flows; then\n\
+               autorelease (devmem -a; a kernel without it skips that point), flows,\n\
+               dmabuf-size (devmem, zcrx), write-size (the peer's --write-size); then\n\
                print the table (mean +/- sample sd per value) on stdout",
         section: Section::Ours,
     },

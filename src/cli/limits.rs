@@ -11,6 +11,10 @@ pub const MAX_RX_BUF_LEN: u32 = 2 << 20;
 /// Most flows one run receives or sends (`--flows`).
 pub const MAX_FLOWS: u32 = 64;
 
+/// Largest accepted `--write-size` (also a `write-size` sweep point), bytes (64 MiB): one
+/// buffer of that size is allocated.
+pub const MAX_WRITE_SIZE: u64 = 64 << 20;
+
 /// Parses a decimal number: ASCII digits only (no sign, no spaces, no `0x`; leading zeros are
 /// read as decimal, not octal). `None` for anything else, including overflow of `u64`.
 pub fn dec_u64(text: &str) -> Option<u64> {

@@ -14,14 +14,22 @@ pub enum SweepKey {
     Autorelease,
     /// `flows`: `--flows`, 1..=64.
     Flows,
+    /// `dmabuf-size`: `--dmabuf-size` (the devmem server's udmabuf, the zcrx server's
+    /// area), bytes, a non-zero multiple of the page size.
+    DmabufSize,
+    /// `write-size`: the peer's `--write-size` (its write, or devmem TX piece, size), bytes,
+    /// 1..=64 MiB.
+    WriteSize,
 }
 
 /// The keys, in the order the help text names them.
-pub const KEYS: [SweepKey; 4] = [
+pub const KEYS: [SweepKey; 6] = [
     SweepKey::RxPageSize,
     SweepKey::RxBufLen,
     SweepKey::Autorelease,
     SweepKey::Flows,
+    SweepKey::DmabufSize,
+    SweepKey::WriteSize,
 ];
 
 /// Most values one `--sweep` takes.
@@ -35,6 +43,8 @@ impl SweepKey {
             SweepKey::RxBufLen => "rx-buf-len",
             SweepKey::Autorelease => "autorelease",
             SweepKey::Flows => "flows",
+            SweepKey::DmabufSize => "dmabuf-size",
+            SweepKey::WriteSize => "write-size",
         }
     }
 
@@ -45,6 +55,8 @@ impl SweepKey {
             SweepKey::RxBufLen => "rx-buf-len",
             SweepKey::Autorelease => "autorelease",
             SweepKey::Flows => "flows",
+            SweepKey::DmabufSize => "dmabuf-size",
+            SweepKey::WriteSize => "write-size",
         }
     }
 
@@ -52,7 +64,10 @@ impl SweepKey {
     /// autorelease as `off`/`on`, flows as the number.
     pub fn show(self, value: u64) -> String {
         match self {
-            SweepKey::RxPageSize | SweepKey::RxBufLen => show_size(value),
+            SweepKey::RxPageSize
+            | SweepKey::RxBufLen
+            | SweepKey::DmabufSize
+            | SweepKey::WriteSize => show_size(value),
             SweepKey::Autorelease => match value {
                 0 => "off".into(),
                 _ => "on".into(),
@@ -71,18 +86,21 @@ impl SweepKey {
         match self {
             SweepKey::RxPageSize => Some(u64::from(crate::cli::limits::MAX_RX_PAGE_SIZE)),
             SweepKey::RxBufLen => Some(u64::from(crate::cli::limits::MAX_RX_BUF_LEN)),
-            SweepKey::Autorelease | SweepKey::Flows => None,
+            SweepKey::WriteSize => Some(crate::cli::limits::MAX_WRITE_SIZE),
+            SweepKey::DmabufSize | SweepKey::Autorelease | SweepKey::Flows => None,
         }
     }
 
     /// One value of this key, checked; `page_size` bounds the sizes. Sizes are read as the
     /// options' byte sizes are (a suffix K, M or G allowed), the other keys as decimals.
     fn parse_value(self, text: &str, page_size: usize) -> Result<u64, String> {
-        let n = match self.max_size() {
-            Some(_) => crate::cli::limits::size(text),
-            None => crate::cli::limits::dec_u64(text),
+        let n = match self {
+            SweepKey::Autorelease | SweepKey::Flows => crate::cli::limits::dec_u64(text),
+            _ => crate::cli::limits::size(text),
         };
         let ok = match (self, self.max_size(), n) {
+            (SweepKey::DmabufSize, _, Some(v)) => v > 0 && v % page_size.max(1) as u64 == 0,
+            (SweepKey::WriteSize, Some(max), Some(v)) => (1..=max).contains(&v),
             (_, Some(max), Some(v)) => v.is_power_of_two() && v >= page_size as u64 && v <= max,
             (SweepKey::Autorelease, _, Some(v)) => v <= 1,
             (SweepKey::Flows, _, Some(v)) => {
@@ -108,6 +126,11 @@ impl SweepKey {
             ),
             SweepKey::Autorelease => "0 or 1".into(),
             SweepKey::Flows => format!("1..={}", crate::cli::limits::MAX_FLOWS),
+            SweepKey::DmabufSize => format!(
+                "a non-zero multiple of the page size ({page_size} bytes), optional suffix K, \
+                 M or G"
+            ),
+            SweepKey::WriteSize => "1..=64M bytes, optional suffix K, M or G".into(),
         }
     }
 }
@@ -260,8 +283,8 @@ mod tests {
             ("rx-page-size=2048", "invalid rx-page-size value '2048' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
             ("rx-page-size=", "rx-page-size= has no values (expected rx-page-size=V1,V2,...)"),
             ("rx-page-size=4096,", "invalid rx-page-size value '' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
-            ("nosuchkey=1", "unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows)"),
-            ("flows", "'flows' is not KEY=V1,V2,... (KEY one of rx-page-size, rx-buf-len, autorelease, flows)"),
+            ("nosuchkey=1", "unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size)"),
+            ("flows", "'flows' is not KEY=V1,V2,... (KEY one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size)"),
             ("flows=0", "invalid flows value '0' (expected 1..=64)"),
             ("flows=65", "invalid flows value '65' (expected 1..=64)"),
             ("flows=+1", "invalid flows value '+1' (expected 1..=64)"),
@@ -319,6 +342,8 @@ mod tests {
     fn values_show_as_the_seeds_write_them() {
         assert_eq!(SweepKey::RxPageSize.show(4096), "4K");
         assert_eq!(SweepKey::RxPageSize.show(2 << 20), "2M");
+        assert_eq!(SweepKey::WriteSize.show(1448), "1448");
+        assert_eq!(SweepKey::DmabufSize.show(64 << 20), "64M");
         assert_eq!(SweepKey::RxBufLen.show(32768), "32K");
         assert_eq!(SweepKey::Autorelease.show(0), "off");
         assert_eq!(SweepKey::Autorelease.show(1), "on");
