@@ -86,9 +86,11 @@ vm-test-opt-in:
 # The VM suite's guest without its cases: the software devmem NIC loaded, pair 0 made (dnic0a,
 # dnic0b in netns dnic0peer), an interactive shell on the console; or, with CMD, that command
 # run there (make vm-shell CMD='ip link; ncdevmem-rs -f dnic0a'), its exit status the target's.
-# tests/vm/run.sh --shell; KERNEL_TREE as for vm-test.
+# CMD is passed verbatim ($(value CMD): make expands nothing in it, so '$$?' and '$$HOME' reach
+# the guest's shell as typed). KERNEL_TREE=DIR boots your own kernel tree as vm-test does.
+# tests/vm/run.sh --shell (it builds only ncdevmem-rs and the guest program, no test binary).
 vm-shell:
-	tests/vm/run.sh $(if $(KERNEL_TREE),--kernel-tree "$(KERNEL_TREE)") --shell $(if $(CMD),'$(CMD)')
+	tests/vm/run.sh $(if $(KERNEL_TREE),--kernel-tree "$(KERNEL_TREE)") --shell $(if $(value CMD),'$(subst ','\'',$(value CMD))')
 
 # The py/ harness tests: devmem.py run stand-alone against a namespace + veth "remote" (needs
 # root; skipped with the reason otherwise).

@@ -845,6 +845,9 @@ fn host() -> HostCaps {
         autorelease: Fact::Unsupported("kernel has no SO_DEVMEM_AUTORELEASE".into()),
         // A 256 KiB dmabuf next to the default tcp_rmem.
         rcvbuf: ncdevmem::rcvbuf::plan(None, 64, 4096, 1428, Some(6 << 20)),
+        zcrx: Fact::Known(()),
+        // 7.3's bind-tx policy: ifindex u32, fd u32.
+        bind_tx_policy: Fact::Known(policy(&[(1, NL_ATTR_TYPE_U32), (3, NL_ATTR_TYPE_U32)])),
     }
 }
 
@@ -885,6 +888,8 @@ capabilities:
   no   rx-page-size (bind-rx attribute 5): the kernel's bind-rx policy has attributes [1, 2, 3] only; a bind with -b fails with EINVAL \"Unknown attribute type\"
   no   bind-rx autorelease (-a): the kernel's bind-rx policy has no u8 autorelease attribute (unmerged series v7-v10); -a 1 skips, -a 0 binds without it
   no   SO_DEVMEM_AUTORELEASE: kernel has no SO_DEVMEM_AUTORELEASE; -A is a skip (exit 4) here
+  yes  io_uring zcrx: io_uring has RECV_ZC and would register a zcrx ifq for this process; the driver's side (header split, a queue with a memory provider) shows when -l --zcrx registers
+  yes  devmem TX (bind-tx): the kernel's netdev family has bind-tx (attributes [1, 3]); whether the driver sends from netmem shows when the devmem TX client (-f IF without -l) binds
 ";
     assert_eq!(text, want, "\n{text}");
     assert_eq!(r.no_queue_ops, None, "the driver got past the device check");

@@ -333,7 +333,7 @@ pub fn cases() -> Vec<super::Row> {
         ),
         (
             "devmem-nic/compare",
-            240,
+            150,
             "the lab: --compare of a 4K and a 64K rx-page-size sweep, frags/GiB significant",
             sweep::compare_sweeps,
         ),

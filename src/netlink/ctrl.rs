@@ -395,6 +395,23 @@ pub fn bind_rx_policy() -> Result<Vec<PolicyAttr>> {
     parse_op_policy(&replies, NETDEV_CMD_BIND_RX)
 }
 
+/// The running kernel's netdev `bind-tx` `do` policy with attribute types (devmem TX, 6.16+;
+/// a `CTRL_CMD_GETPOLICY` dump on a fresh socket). Needs no privilege.
+///
+/// Errors: `Error::Netlink` ENOENT from nlctrl when the kernel has no netdev family or the
+/// family no bind-tx op; socket and decode errors.
+pub fn bind_tx_policy() -> Result<Vec<PolicyAttr>> {
+    let mut sock = NlSocket::open()?;
+    let replies = sock.request(&getpolicy_request(
+        "netdev",
+        u32::from(crate::netlink::netdev::NETDEV_CMD_BIND_TX),
+    ))?;
+    parse_op_policy(
+        &replies,
+        u32::from(crate::netlink::netdev::NETDEV_CMD_BIND_TX),
+    )
+}
+
 /// Asks the kernel which attributes netdev `bind-rx` accepts (its `do` policy, through a
 /// `CTRL_CMD_GETPOLICY` dump on a fresh socket), ascending. 6.18 answers `[1, 2, 3]`
 /// (ifindex, queues, fd); kernels with large niovs add 5 (`rx-page-size`, see

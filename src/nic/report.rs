@@ -18,7 +18,9 @@ use super::{HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::caps::{classify, Missing, Op};
 use crate::error::{errno_display, Error};
 use crate::memory::dma_heap;
-use crate::netlink::ctrl::{autorelease_attr, bind_rx_policy, has_rx_page_size, PolicyAttr};
+use crate::netlink::ctrl::{
+    autorelease_attr, bind_rx_policy, bind_tx_policy, has_rx_page_size, PolicyAttr,
+};
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 use crate::netlink::netdev::{
     BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
@@ -96,6 +98,13 @@ pub struct HostCaps {
     /// What a devmem server with this `--dmabuf-size` and `-b` does with its receive buffer
     /// ([`crate::rcvbuf`], for a 1500-byte MTU and this namespace's `tcp_rmem`).
     pub rcvbuf: crate::rcvbuf::RcvbufPlan,
+    /// io_uring zcrx: `Known(())` when a ring can be made here, the kernel has
+    /// `IORING_OP_RECV_ZC` and would register a zcrx ifq for this process (`CAP_NET_ADMIN`);
+    /// `Unsupported` with the reason a zcrx run would skip.
+    pub zcrx: Fact<()>,
+    /// The kernel's netdev `bind-tx` `do` policy (devmem TX, 6.16+): `Unsupported` when the
+    /// netdev family has no such op.
+    pub bind_tx_policy: Fact<Vec<PolicyAttr>>,
 }
 
 impl HostCaps {
@@ -137,7 +146,21 @@ impl HostCaps {
             Err(Error::Skip(m)) => Fact::Unsupported(m.to_string()),
             Err(e) => Fact::Failed(e.to_string()),
         };
+        let zcrx = match zcrx_here() {
+            Ok(()) => Fact::Known(()),
+            Err(Error::Skip(m)) => Fact::Unsupported(m.to_string()),
+            Err(e) => Fact::Failed(e.to_string()),
+        };
+        let bind_tx_policy = match bind_tx_policy() {
+            Ok(p) => Fact::Known(p),
+            Err(e) if is_op_missing(&e) => Fact::Unsupported(
+                "the kernel's netdev family has no bind-tx (devmem TX is 6.16+)".into(),
+            ),
+            Err(e) => Fact::Failed(e.to_string()),
+        };
         HostCaps {
+            zcrx,
+            bind_tx_policy,
             kernel_release: Fact::from_result(crate::sys::kernel_release()),
             udmabuf,
             dma_heaps,
@@ -149,6 +172,25 @@ impl HostCaps {
             rcvbuf,
         }
     }
+}
+
+/// Whether a zcrx receive could start here: io_uring enabled, a zcrx ring made, the kernel
+/// knows `IORING_OP_RECV_ZC`, and a registration would not be refused for lack of
+/// `CAP_NET_ADMIN` (the checks a zcrx run makes before it changes anything).
+///
+/// Errors: `Error::Skip` naming what is missing; others as the checks give them.
+fn zcrx_here() -> crate::error::Result<()> {
+    crate::uring::check_io_uring_enabled()?;
+    let ring = crate::uring::create_ring(&crate::uring::RingParams::default())
+        .map_err(crate::uring::setup_refusal)?;
+    crate::uring::require_recv_zc(&ring)?;
+    crate::uring::require_net_admin(&ring)
+}
+
+/// Whether `e` is nlctrl's answer to a getpolicy for an op the family does not have (or no
+/// netdev family at all).
+fn is_op_missing(e: &Error) -> bool {
+    matches!(e, Error::Netlink(n) if n.family == "nlctrl" && n.errno == libc::ENOENT)
 }
 
 /// Yes / warn / no / could not tell.
@@ -304,6 +346,8 @@ impl NicReport {
             ("rx-page-size (bind-rx attribute 5)", cap_rx_page_size(h)),
             ("bind-rx autorelease (-a)", cap_bind_autorelease(h)),
             ("SO_DEVMEM_AUTORELEASE", cap_autorelease(h)),
+            ("io_uring zcrx", cap_zcrx(h)),
+            ("devmem TX (bind-tx)", cap_bind_tx(h)),
         ]);
         v.into_iter()
             .map(|(name, (state, detail))| Capability {
@@ -790,6 +834,43 @@ fn cap_bind_autorelease(h: &HostCaps) -> Cap {
 /// The attribute numbers of a bind-rx policy, as the report lists them.
 fn kinds(policy: &[PolicyAttr]) -> Vec<u16> {
     policy.iter().map(|a| a.kind).collect()
+}
+
+/// io_uring zcrx on this host (the device's side shows at registration).
+fn cap_zcrx(h: &HostCaps) -> Cap {
+    match &h.zcrx {
+        Fact::Known(()) => (
+            CapState::Yes,
+            "io_uring has RECV_ZC and would register a zcrx ifq for this process; the \
+             driver's side (header split, a queue with a memory provider) shows when -l \
+             --zcrx registers"
+                .into(),
+        ),
+        Fact::Unsupported(e) => (
+            CapState::No,
+            format!("{e}; -l --zcrx is a skip (exit 4) here"),
+        ),
+        Fact::Failed(e) => (CapState::Unknown, e.clone()),
+    }
+}
+
+/// devmem TX: the kernel's bind-tx op (the driver's netmem TX support shows at the bind).
+fn cap_bind_tx(h: &HostCaps) -> Cap {
+    match &h.bind_tx_policy {
+        Fact::Known(p) => (
+            CapState::Yes,
+            format!(
+                "the kernel's netdev family has bind-tx (attributes {:?}); whether the driver \
+                 sends from netmem shows when the devmem TX client (-f IF without -l) binds",
+                kinds(p)
+            ),
+        ),
+        Fact::Unsupported(e) => (
+            CapState::No,
+            format!("{e}; the devmem TX client skips here"),
+        ),
+        Fact::Failed(e) => (CapState::Unknown, e.clone()),
+    }
 }
 
 /// The proposed `SO_DEVMEM_AUTORELEASE` socket option.
