@@ -69,41 +69,9 @@ pub enum Stream {
     Period(u32),
 }
 
-/// What the peer measured of one run's send.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PeerFigures {
-    /// Payload bytes sent over all flows.
-    pub bytes: u64,
-    /// Wall time of the send, seconds (the longest flow's).
-    pub elapsed_s: f64,
-    /// `bytes` over `elapsed_s`, Gbit/s.
-    pub gbit_per_s: f64,
-    /// Payload bytes of each flow, flow k at index k.
-    pub flow_bytes: Vec<u64>,
-    /// The peer's CPUs over the send (all CPUs, `/proc/stat`), percent; `None` when
-    /// `/proc/stat` could not be read.
-    #[serde(deserialize_with = "required")]
-    pub cpu: Option<PeerCpu>,
-    /// Why the send ended early, if it failed (a connect refused, a reset): the run's
-    /// receiver decides what that means for the run.
-    #[serde(deserialize_with = "required")]
-    pub error: Option<String>,
-}
-
-/// The peer's CPU shares over a send, percent of all CPUs' time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PeerCpu {
-    /// User time.
-    pub usr: f64,
-    /// System time.
-    pub sys: f64,
-    /// Softirq time.
-    pub softirq: f64,
-    /// Idle time.
-    pub idle: f64,
-}
+/// What the peer measured of one run's send, and its CPU shares: typed with the sweep's
+/// JSON, whose runs carry them (`crate::summary::sweep`).
+pub use crate::summary::sweep::{PeerCpu, PeerFigures};
 
 /// One control message (the `"type"` names the kind; `"v"` is added and checked by
 /// [`encode`] and [`decode`]).
