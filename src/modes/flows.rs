@@ -466,7 +466,13 @@ impl<'a> Measure<'a> {
             conns: flows
                 .iter()
                 .map(|f| ConnFacts {
-                    silence: (f.stats.bytes == 0).then(|| kernel_saw(f.tcp.as_ref(), f.napi_id)),
+                    silence: (f.stats.bytes == 0).then(|| {
+                        format!(
+                            "{}; {}",
+                            kernel_saw(f.tcp.as_ref(), f.napi_id),
+                            worker_saw(f, shared.started().unwrap_or(f.started))
+                        )
+                    }),
                     ..ConnFacts::of_receive(&f.stats, &f.result)
                 })
                 .collect(),
@@ -785,6 +791,27 @@ fn in_flow_order(flows: Vec<Flow>, order: &[Option<usize>], report: &RunReport) 
             slots[c].take()
         })
         .collect()
+}
+
+/// What the worker of a flow that gave it no byte did, for its error: when it began (after
+/// the run's `start`, the last accept), its `recvmsg` calls and its CPU time. A worker that
+/// began late or used no CPU was not run (a starved machine); one that ran and called
+/// `recvmsg` found nothing to read.
+fn worker_saw(f: &Flow, start: Instant) -> String {
+    let cpu = match (f.cpu_at_start, f.cpu_at_end) {
+        (Some(a), Some(b)) => {
+            let c = b.since(a);
+            format!("{:.3} s of CPU", (c.user + c.sys).as_secs_f64())
+        }
+        _ => "CPU time unknown".to_string(),
+    };
+    format!(
+        "its worker began {:.2} s after the run started and ended at {:.2} s, {} recvmsg \
+         calls, {cpu}",
+        f.started.saturating_duration_since(start).as_secs_f64(),
+        f.ended.saturating_duration_since(start).as_secs_f64(),
+        f.stats.recvmsg_calls,
+    )
 }
 
 /// What the kernel says of a flow that gave the worker no byte, for its error: whether data
