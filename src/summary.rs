@@ -281,6 +281,13 @@ pub struct ReceiveFlow {
     pub ok: bool,
     /// Its failures, `; `-joined (`null` when it passed).
     pub error: Option<String>,
+    /// When its worker began on it, seconds after the run's clock started (the last accept):
+    /// a worker that began late was not run by a starved machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_began_s: Option<f64>,
+    /// When its worker was done with it, seconds after the run's clock started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_ended_s: Option<f64>,
     /// io_uring zcrx only.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub zcrx: Option<ZcrxFlowCounters>,

@@ -130,6 +130,12 @@ fn four_flows_for_a_fixed_time_add_up_and_validate_their_own_streams() {
             "flow {k}: {fl}"
         );
         measured += u(&fl["measured_bytes"]);
+        // When its worker began and ended, after the clock started (the last accept).
+        let (began, ended) = (&fl["worker_began_s"], &fl["worker_ended_s"]);
+        assert!(
+            began.as_f64().is_some_and(|b| b >= 0.0) && ended.as_f64() >= began.as_f64(),
+            "flow {k}: {fl}"
+        );
     }
     assert_eq!(
         u(&r["bytes"]),

@@ -490,6 +490,7 @@ impl<'a> Measure<'a> {
         let mut figures = RunFigures::new(self.rx, flows, &first, &last, self.device, &self.queues);
         figures.verdicts = verdict.flows.iter().map(|v| v.error_text()).collect();
         figures.connections = order;
+        figures.clock_start = shared.started();
         // No stop of the run's own (duration, failure, signal): the peers closed every flow.
         figures.ended_before_duration = self.rx.flows.duration.is_some() && stop == 0;
         // A worker's flows by their numbers in the report (stream order).
@@ -973,6 +974,8 @@ struct RunFigures {
     verdicts: Vec<Option<String>>,
     /// Flow k's connection (its accept order), as the verdict assigned it.
     connections: Vec<Option<usize>>,
+    /// When the run's clock started (the last accept), for when each worker began and ended.
+    clock_start: Option<Instant>,
 }
 
 impl RunFigures {
@@ -1057,6 +1060,7 @@ impl RunFigures {
             workers: Vec::new(),
             verdicts: Vec::new(),
             connections: Vec::new(),
+            clock_start: None,
         }
     }
 
@@ -1461,6 +1465,11 @@ impl RunFigures {
                     if !self.workers.is_empty() {
                         v.worker = Some(f.flow.worker);
                     }
+                    if let Some(start) = self.clock_start {
+                        let since = |t: Instant| t.saturating_duration_since(start).as_secs_f64();
+                        v.worker_began_s = Some(since(f.flow.started));
+                        v.worker_ended_s = Some(since(f.flow.ended));
+                    }
                     v
                 })
                 .collect(),
@@ -1575,6 +1584,8 @@ fn flow_figures(k: usize, f: &FlowFigures) -> summary::ReceiveFlow {
         frag_sizes: buckets(&st.frag_sizes),
         ok: true,
         error: None,
+        worker_began_s: None,
+        worker_ended_s: None,
         zcrx: (st.mode == crate::stats::RxMode::Zcrx).then_some(summary::ZcrxFlowCounters {
             zcrx_chunks: st.zcrx.chunks,
             zcrx_arms: st.zcrx.arms,
