@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::stats::{RxMode, RxStats};
+use crate::sys::mmap::MappedRegion;
 use crate::sys::uapi::{
     cmsg_len, cmsg_space, dmabuf_cmsg, dmabuf_token, walk_cmsgs, CmsgWalk, DMABUF_CMSG_LEN,
     MAX_DONTNEED_FRAGS, MAX_DONTNEED_TOKENS, SCM_DEVMEM_DMABUF, SCM_DEVMEM_LINEAR,
@@ -819,7 +820,14 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
     /// The loop proper; returns at EOF or at the first error.
     fn run(&mut self, stop: &AtomicI32) -> Result<()> {
         let devmem = self.cfg.devmem.is_some();
-        let mut data = vec![0u8; self.cfg.data_buf_len];
+        // The iov is an anonymous mapping of its own, not a heap allocation: the kernel maps
+        // its pages only when something writes them (a devmem receive writes only its linear
+        // bytes, a few pages). A zeroed heap allocation of this size is zeroed by the
+        // allocator in a worker thread's arena, every page faulted in: under TCG on a loaded
+        // host that took a worker the whole of a 3 s run before its first recvmsg
+        // (tests/vm/FLAKES.md, the rx-page-size sweep).
+        let mut iov = MappedRegion::map_anon(self.cfg.data_buf_len, false)?;
+        let data = iov.as_mut_slice();
         let mut control = vec![0u8; self.cfg.control_buf_len];
         let tick = self.cfg.poll_tick.max(Duration::from_millis(1));
         let mut last_data = Instant::now();
@@ -834,7 +842,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
             check_stop_and_idle(stop, self.cfg.idle_timeout, last_data, self.stats.bytes)?;
             self.maybe_progress();
             self.stats.recvmsg_calls += 1;
-            let o = match self.sock.recvmsg(&mut data, &mut control, devmem) {
+            let o = match self.sock.recvmsg(data, &mut control, devmem) {
                 Ok(o) => o,
                 Err(e) if e == libc::EAGAIN || e == libc::EWOULDBLOCK => {
                     if polled_readable {
@@ -872,14 +880,14 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 // data. Its cmsgs are handled (tokens queued), but a run of such calls is idle
                 // for the timeout and backs off like a transient error instead of spinning.
                 self.stats.control_only_recvmsgs += 1;
-                self.batch(&data, &control, o)?;
+                self.batch(data, &control, o)?;
                 backoff.pause();
                 continue;
             }
             backoff.reset();
             last_data = Instant::now();
             self.sink.data_arrived();
-            self.batch(&data, &control, o)?;
+            self.batch(data, &control, o)?;
             if self.batcher.pending_tokens() >= self.cfg.token_high_water.max(1) {
                 self.batcher.flush(&mut *self.sock)?;
             }

@@ -233,6 +233,14 @@ impl MappedRegion {
         Ok(())
     }
 
+    /// The whole region as one writable slice (e.g. a `recvmsg` iov the kernel writes).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: ptr/len describe live, readable and writable memory owned by this value
+        // (freed only in Drop); `&mut self` guarantees no other view into it is alive for the
+        // slice's lifetime.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
     /// Pointer to byte `offset`, which the caller has checked to be inside the region.
     pub(crate) fn at(&self, offset: usize) -> *mut u8 {
         debug_assert!(offset < self.len);
