@@ -604,7 +604,30 @@ impl MappedDmaBuf {
     /// what a refusal means for its source). On error `dmabuf` is closed.
     pub fn map(dmabuf: OwnedFd, len: usize) -> Result<Self> {
         let map = MappedRegion::map_shared(dmabuf.as_fd(), len)?;
-        Ok(MappedDmaBuf { map, dmabuf })
+        let buf = MappedDmaBuf { map, dmabuf };
+        buf.first_touch()?;
+        Ok(buf)
+    }
+
+    /// The CPU's first access to the mapping, made here, at setup, and not by the first frag
+    /// read of a receive worker: one byte read between `DMA_BUF_IOCTL_SYNC(START|READ)` and
+    /// `(END|READ)`. What the exporter does once, at the first access, happens now: udmabuf
+    /// maps every page of the buffer at a page fault on a mapping with no pages yet (a PAT
+    /// lookup per 4 KiB page), under the process's mmap lock, so another thread's `mmap`
+    /// (a thread's stack, a large allocation) waits as long. Under TCG on a loaded host the
+    /// rx-page-size sweep's workers spent seconds of a 3 s run there, several at once
+    /// (`tests/vm/FLAKES.md`).
+    ///
+    /// Errors: `Error::Sys` from either sync (which the receive's own would meet too).
+    fn first_touch(&self) -> Result<()> {
+        dma_buf_sync(self.dmabuf.as_fd(), SYNC_START_READ)?;
+        // The view is opaque to the optimizer, so its byte is read.
+        let read = self
+            .map
+            .bytes(0, 1)
+            .map(|b| std::hint::black_box(std::hint::black_box(b)[0]));
+        let ended = dma_buf_sync(self.dmabuf.as_fd(), SYNC_END_READ);
+        read.and(ended).map(drop)
     }
 
     /// The dma-buf fd.
