@@ -156,9 +156,11 @@ fn passed(name: &str, out: &Output, peer: PeerServer, nic: &Dnic) -> Result<Stri
 
 /// [`sweep`] against a fresh [`PeerServer`], checked by [`passed`] (recorded under `name`): its
 /// table and JSON object. Every failure fails the case, a run in which a flow received
-/// nothing too (seen once in CI, never reproduced: `tests/vm/FLAKES.md`); its line then says
-/// what the kernel received on that flow (`TCP_INFO`), what the peer sent per connection and
-/// the module's queue counters and TX queue states of both ends.
+/// nothing too (it was the tool's own start-up work in each worker, measured and fixed:
+/// `tests/vm/FLAKES.md`); its line then says what the kernel received on that flow
+/// (`TCP_INFO`), what its worker did (when it began and ended, its recvmsg calls and CPU time),
+/// what the peer sent per connection and the module's queue counters and TX queue states of
+/// both ends.
 fn sweep_passing(
     name: &str,
     nic: &Dnic,
