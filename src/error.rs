@@ -146,7 +146,8 @@ pub enum Error {
     /// The test failed: validation mismatch, flow steering error, leaked tokens, a kernel
     /// contract broken. Exit 1.
     Failure(String),
-    /// The run was stopped by SIGINT, SIGTERM or SIGHUP. Exit 1 (after unwinding every NIC change).
+    /// The run was stopped by a stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+    /// SIGUSR2: [`crate::sys::signals`]). Exit 1 (after unwinding every NIC change).
     Interrupted(i32),
 }
 
@@ -238,6 +239,9 @@ impl fmt::Display for Error {
                     libc::SIGINT => " (SIGINT)",
                     libc::SIGTERM => " (SIGTERM)",
                     libc::SIGHUP => " (SIGHUP)",
+                    libc::SIGQUIT => " (SIGQUIT)",
+                    libc::SIGUSR1 => " (SIGUSR1)",
+                    libc::SIGUSR2 => " (SIGUSR2)",
                     _ => "",
                 };
                 write!(f, "interrupted by signal {sig}{name}; everything set up was undone")

@@ -531,8 +531,7 @@ fn one_run(
             _ => None,
         };
         let peer = peer.transpose()?;
-        let verdict =
-            crate::verdict::with_peer(verdict, peer.as_ref().and_then(|p| p.error.as_deref()));
+        let verdict = crate::verdict::with_peer(verdict, peer.as_ref(), rx.flows.count);
         let outcome = match &verdict {
             Ok(()) => Outcome::Ok,
             Err(e @ Error::Skip(_)) => Outcome::Skipped(e.to_string()),

@@ -21,6 +21,7 @@
 
 use crate::error::{Error, Result};
 use crate::stats::RxStats;
+use crate::summary::sweep::PeerFigures;
 use crate::validate::StreamSpec;
 
 /// The stop flag's value when `--duration` is over (beside a signal number, and 0: go on).
@@ -464,17 +465,23 @@ pub(crate) fn decide(facts: RunFacts) -> Decision {
 }
 
 /// A peer-driven run (a sweep's): the receiver's own verdict `run`, then what the peer
-/// reported of its send (`peer_error`: the error in its `done`). A run whose peer says its
-/// send failed fails, even when every byte that arrived validated (a devmem TX that failed
-/// after its data was out); a receiver's own failure or skip stays first.
+/// reported of its send (`peer`: its `done`, for a send of `flows` flows). A run whose peer
+/// says its send failed fails, even when every byte that arrived validated (a devmem TX that
+/// failed after its data was out); so does one whose peer's figures cannot be true
+/// ([`PeerFigures::implausible`]: the table would carry them); a receiver's own failure or
+/// skip stays first.
 ///
-/// Errors: `run`'s error; else `Error::Failure` naming the peer's.
-pub(crate) fn with_peer(run: Result<()>, peer_error: Option<&str>) -> Result<()> {
-    match (run, peer_error) {
-        (Ok(()), Some(e)) => Err(Error::Failure(format!(
+/// Errors: `run`'s error; else `Error::Failure` naming the peer's error or its figures.
+pub(crate) fn with_peer(run: Result<()>, peer: Option<&PeerFigures>, flows: u32) -> Result<()> {
+    let Some(p) = peer else { return run };
+    match (run, &p.error, p.implausible(flows)) {
+        (Ok(()), Some(e), _) => Err(Error::Failure(format!(
             "the peer reported that its send failed: {e}"
         ))),
-        (run, _) => run,
+        (Ok(()), None, Some(why)) => Err(Error::Failure(format!(
+            "the peer's figures of its send cannot be true: {why}"
+        ))),
+        (run, _, _) => run,
     }
 }
 
@@ -529,21 +536,94 @@ pub(crate) fn invariant(f: &ReceiveFacts) -> std::result::Result<(), String> {
 mod tests {
     use super::*;
 
+    fn peer(error: Option<&str>) -> PeerFigures {
+        PeerFigures {
+            bytes: 3_000_000_000,
+            elapsed_s: 2.0,
+            gbit_per_s: 12.0,
+            flow_bytes: vec![1_000_000_000, 2_000_000_000],
+            cpu: Some(crate::summary::sweep::PeerCpu {
+                usr: 10.0,
+                sys: 30.0,
+                softirq: 20.0,
+                idle: 40.0,
+            }),
+            error: error.map(str::to_string),
+        }
+    }
+
     /// A peer's reported failure fails a run that passed; a receiver's own end stays first.
     #[test]
     fn a_peers_reported_failure_fails_the_run() {
-        assert!(with_peer(Ok(()), None).is_ok());
-        let e = with_peer(Ok(()), Some("bind-tx: EINVAL")).unwrap_err();
+        assert!(with_peer(Ok(()), None, 2).is_ok());
+        assert!(with_peer(Ok(()), Some(&peer(None)), 2).is_ok());
+        let e = with_peer(Ok(()), Some(&peer(Some("bind-tx: EINVAL"))), 2).unwrap_err();
         assert_eq!(e.exit_code(), 1);
         assert!(e.to_string().contains("bind-tx: EINVAL"), "{e}");
-        let own = with_peer(Err(Error::Failure("flow 0: x".into())), Some("y")).unwrap_err();
+        let own = with_peer(
+            Err(Error::Failure("flow 0: x".into())),
+            Some(&peer(Some("y"))),
+            2,
+        )
+        .unwrap_err();
         assert_eq!(own.to_string(), "flow 0: x");
         let skip = with_peer(
             Err(Error::Skip(crate::missing::Missing::ChannelConfig)),
-            Some("y"),
+            Some(&peer(Some("y"))),
+            2,
         );
         assert_eq!(skip.unwrap_err().exit_code(), 4);
     }
+
+    /// Figures a peer cannot have measured fail the run, each named: the table would carry
+    /// them (a hostile peer once put `inf` in a sweep's table).
+    #[test]
+    fn a_peers_impossible_figures_fail_the_run() {
+        let cases: Vec<(&str, Box<dyn Fn(&mut PeerFigures)>)> = vec![
+            ("finite", Box::new(|p| p.gbit_per_s = f64::INFINITY)),
+            ("finite", Box::new(|p| p.elapsed_s = f64::NAN)),
+            ("finite", Box::new(|p| p.elapsed_s = -1.0)),
+            ("is not its", Box::new(|p| p.gbit_per_s = 1e300)),
+            ("is not its", Box::new(|p| p.elapsed_s = 0.001)),
+            ("flow_bytes", Box::new(|p| p.flow_bytes = vec![1, 2])),
+            ("flow_bytes", Box::new(|p| p.flow_bytes = vec![u64::MAX, 2])),
+            ("flow_bytes", Box::new(|p| p.flow_bytes.push(0))),
+            (
+                "CPU shares",
+                Box::new(|p| p.cpu.as_mut().unwrap().idle = 400.0),
+            ),
+            (
+                "CPU shares",
+                Box::new(|p| p.cpu.as_mut().unwrap().usr = -3.0),
+            ),
+            (
+                "CPU shares",
+                Box::new(|p| p.cpu.as_mut().unwrap().sys = f64::NAN),
+            ),
+        ];
+        for (want, spoil) in cases {
+            let mut p = peer(None);
+            spoil(&mut p);
+            let e = with_peer(Ok(()), Some(&p), 2).unwrap_err();
+            assert_eq!(e.exit_code(), 1, "{p:?}");
+            assert!(
+                e.to_string().contains("cannot be true") && e.to_string().contains(want),
+                "{e}"
+            );
+        }
+        // A failed send may have fewer flows; its error is what the run reports.
+        let mut p = peer(Some("connect: refused"));
+        p.flow_bytes = vec![3_000_000_000];
+        assert!(with_peer(Ok(()), Some(&p), 2)
+            .unwrap_err()
+            .to_string()
+            .contains("refused"));
+        // No bytes in no time is a rate of 0.
+        let mut p = peer(None);
+        (p.bytes, p.elapsed_s, p.gbit_per_s, p.flow_bytes) = (0, 0.0, 0.0, vec![0, 0]);
+        assert!(with_peer(Ok(()), Some(&p), 2).is_ok());
+    }
+
     use proptest::prelude::*;
 
     fn receive(conns: Vec<ConnFacts>, flows: u32, ended: Ended) -> ReceiveFacts {

@@ -219,9 +219,10 @@ fn no_client_times_out_within_bound() {
     );
 }
 
-/// SIGTERM, SIGINT and SIGHUP (a closed terminal or ssh session) are all stop signals: the run
-/// unwinds and exits 1 naming the signal, never dies of it (a SIGHUP used to kill the process
-/// before any NIC change could be undone). A SIGHUP ignored at start (`nohup`) stays ignored.
+/// SIGTERM, SIGINT, SIGHUP (a closed terminal or ssh session), SIGQUIT (Ctrl-\\), SIGUSR1 and
+/// SIGUSR2 are all stop signals: the run unwinds and exits 1 naming the signal, never dies of
+/// it (a SIGHUP, and later a SIGQUIT or SIGUSR1, used to kill the process before any NIC
+/// change could be undone). A SIGHUP ignored at start (`nohup`) stays ignored.
 #[test]
 fn sigterm_while_waiting_unwinds_and_fails() {
     let Some(p) = pair("sigterm_while_waiting_unwinds_and_fails") else {
@@ -232,6 +233,9 @@ fn sigterm_while_waiting_unwinds_and_fails() {
         (Signal::SIGTERM, "interrupted by signal 15 (SIGTERM)"),
         (Signal::SIGINT, "interrupted by signal 2 (SIGINT)"),
         (Signal::SIGHUP, "interrupted by signal 1 (SIGHUP)"),
+        (Signal::SIGQUIT, "interrupted by signal 3 (SIGQUIT)"),
+        (Signal::SIGUSR1, "interrupted by signal 10 (SIGUSR1)"),
+        (Signal::SIGUSR2, "interrupted by signal 12 (SIGUSR2)"),
     ] {
         let mut c = ns_cmd(
             &p.a,

@@ -50,6 +50,19 @@ fn wait_bounded(mut child: Child, limit: Duration) -> (Output, bool) {
 /// Runs one cell: the receiver in `ns`, the test sender (or, for a sweep, the stand-in peer)
 /// from this process into `ns`.
 fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16, extra: &[&str]) -> Ran {
+    run_cell_with(ns, path, cell, port, extra, None)
+}
+
+/// [`run_cell`], with the stand-in peer's `done` figures changed by `spoil` before it sends
+/// them (a peer that reports what it cannot have measured).
+fn run_cell_with(
+    ns: &NetNs,
+    path: &Path,
+    cell: &Cell,
+    port: u16,
+    extra: &[&str],
+    spoil: Option<fn(&mut serde_json::Value)>,
+) -> Ran {
     let json = tmp_json(&format!("matrix-{port}"));
     let port_s = port.to_string();
     let ctrl_port = port + 1000;
@@ -87,7 +100,7 @@ fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16, extra: &[&str]) -> 
     let peer = path.sweep.then(|| {
         let l = TcpListener::bind(("127.0.0.1", ctrl_port)).expect("bind the stand-in peer");
         let plan = plan.clone();
-        std::thread::spawn(move || stand_in_peer(l, plan))
+        std::thread::spawn(move || stand_in_peer(l, plan, spoil))
     });
     let rx = spawn(ns_cmd(ns, &args));
     if !path.sweep {
@@ -118,8 +131,8 @@ fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16, extra: &[&str]) -> 
 
 /// A peer server as docs/lab.md defines it, for one sweep of one run: it answers `hello`
 /// (and `about`, with a host it knows nothing of), takes the `send`, and sends `plan` (not what the sweep asked for) to the sweep's address
-/// at the port the `send` names, then reports `done`.
-fn stand_in_peer(listener: TcpListener, plan: Plan) {
+/// at the port the `send` names, then reports `done` (its figures changed by `spoil`, if any).
+fn stand_in_peer(listener: TcpListener, plan: Plan, spoil: Option<fn(&mut serde_json::Value)>) {
     let _ = listener.set_nonblocking(false);
     let (ctrl, from) = match listener.accept() {
         Ok(c) => c,
@@ -178,11 +191,14 @@ fn stand_in_peer(listener: TcpListener, plan: Plan) {
     let flow_bytes: Vec<u64> = sent.iter().map(|s| s.bytes).collect();
     let bytes: u64 = flow_bytes.iter().sum();
     // docs/lab.md: "v" and "type" are the first members (serde_json's map would sort them).
-    let figures = serde_json::json!({
+    let mut figures = serde_json::json!({
         "bytes": bytes, "elapsed_s": secs,
         "gbit_per_s": bytes as f64 * 8.0 / secs.max(1e-9) / 1e9,
         "flow_bytes": flow_bytes, "cpu": null, "error": null,
     });
+    if let Some(spoil) = spoil {
+        spoil(&mut figures);
+    }
     let done = format!("{{\"v\":1,\"type\":\"done\",\"run\":{run},\"figures\":{figures}}}");
     let _ = w.write_all(format!("{done}\n").as_bytes());
     let _ = read(&mut line); // bye
@@ -343,6 +359,55 @@ fn a_failing_hook_fails_its_sweep_run_named() {
         );
         assert_eq!(run["hooks"][0]["exit_code"], 1, "{extra:?}: {run}");
         assert_eq!(run["figures"].is_null(), !made, "{extra:?}: {run}");
+    }
+}
+
+/// A peer whose `done` figures cannot be true (a rate that is not its bytes over its time,
+/// flows that do not add up, a CPU share of 400 %) fails its sweep run on clean data, named:
+/// the table, the means and a comparison would otherwise carry them.
+#[test]
+fn a_peers_impossible_figures_fail_its_sweep_run() {
+    let test = "a_peers_impossible_figures_fail_its_sweep_run";
+    if let Some(reason) = common::skip_reason() {
+        common::print_skip(test, &reason);
+        return;
+    }
+    let path = Path {
+        name: "sweep run, lying peer",
+        flows: 2,
+        timed: true,
+        warmup: false,
+        sweep: true,
+        flow_bytes: 4 << 20,
+    };
+    let ns = NetNs::new().expect("create the namespace");
+    let clean = cell(&path, fault_cells::Case::Clean).expect("the clean cell");
+    let spoils: [(u16, fn(&mut serde_json::Value), &str); 3] = [
+        (7694, |f| f["gbit_per_s"] = 1e300.into(), "gbit_per_s"),
+        (7696, |f| f["flow_bytes"][0] = 1.into(), "flow_bytes"),
+        (
+            7698,
+            |f| {
+                f["cpu"] =
+                    serde_json::json!({"usr": 400.0, "sys": 0.0, "softirq": 0.0, "idle": 0.0})
+            },
+            "CPU shares",
+        ),
+    ];
+    for (port, spoil, named) in spoils {
+        let ran = run_cell_with(&ns, &path, &clean, port, &[], Some(spoil));
+        let j = ran.json.clone().unwrap_or_default();
+        assert_eq!(ran.code, Some(1), "{named}: {}", ran.stderr);
+        assert_eq!(j["verdict"], "fail", "{named}: {j}");
+        let err = j["runs"][0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            err.contains("cannot be true") && err.contains(named),
+            "{named}: {}",
+            j["runs"][0]
+        );
     }
 }
 

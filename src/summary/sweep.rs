@@ -44,6 +44,61 @@ pub struct PeerFigures {
     pub error: Option<String>,
 }
 
+impl PeerFigures {
+    /// What makes these figures impossible for a send of `flows` flows, in words; `None` when
+    /// they hold together. A peer is another host's process: its `done` is input, and a table,
+    /// a mean or a comparison built on a non-finite or self-contradicting figure (a rate that
+    /// is not `bytes` over `elapsed_s`, flows that do not add up to `bytes`, a CPU share
+    /// outside 0..=100 %) would be wrong without saying so. A failed send (`error` set) may
+    /// have fewer flow entries than `flows`.
+    pub fn implausible(&self, flows: u32) -> Option<String> {
+        let finite = |x: f64| x.is_finite() && x >= 0.0;
+        if !finite(self.elapsed_s) || !finite(self.gbit_per_s) {
+            return Some(format!(
+                "elapsed_s {} and gbit_per_s {} must be finite and not negative",
+                self.elapsed_s, self.gbit_per_s
+            ));
+        }
+        let rate = if self.elapsed_s > 0.0 {
+            self.bytes as f64 * 8.0 / self.elapsed_s / 1e9
+        } else {
+            0.0
+        };
+        if (self.gbit_per_s - rate).abs() > rate * 0.01 + 1e-6 {
+            return Some(format!(
+                "gbit_per_s {} is not its {} bytes over {} s ({rate:.6})",
+                self.gbit_per_s, self.bytes, self.elapsed_s
+            ));
+        }
+        let sum = self
+            .flow_bytes
+            .iter()
+            .try_fold(0u64, |a, &b| a.checked_add(b));
+        if sum != Some(self.bytes)
+            || (self.error.is_none() && self.flow_bytes.len() != flows as usize)
+            || self.flow_bytes.len() > flows as usize
+        {
+            return Some(format!(
+                "flow_bytes {:?} are not {} bytes over {flows} flow(s)",
+                self.flow_bytes, self.bytes
+            ));
+        }
+        if let Some(c) = &self.cpu {
+            let shares = [c.usr, c.sys, c.softirq, c.idle];
+            if shares.iter().any(|&x| !(0.0..=100.5).contains(&x))
+                || shares.iter().sum::<f64>() > 100.5
+            {
+                return Some(format!(
+                    "CPU shares usr {} sys {} softirq {} idle {} are not percentages of one \
+                     whole",
+                    c.usr, c.sys, c.softirq, c.idle
+                ));
+            }
+        }
+        None
+    }
+}
+
 /// The peer's CPU shares over a send, percent of all CPUs' time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -1,5 +1,9 @@
-//! SIGINT/SIGTERM/SIGHUP handling that lets every NIC change unwind.
+//! SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 handling that lets every NIC change unwind.
 //!
+//! Every signal whose default action ends the process and that a user or a harness sends on
+//! purpose is a stop signal: Ctrl-\\ (SIGQUIT) or a stray `kill -USR1` would otherwise end the
+//! run with header split, the RSS table and the flow rule still changed. SIGQUIT's core dump
+//! is given up for that; SIGKILL cannot be caught, and SIGSEGV-like faults are not requests.
 //! SIGHUP is a stop signal too: a run in a terminal or an ssh session that goes away gets it,
 //! and its default action (terminate at once) would leave header split, the RSS table and the
 //! flow rule changed. A SIGHUP that was ignored when the process started (`nohup`) stays
@@ -59,8 +63,8 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
     }
 }
 
-/// Installs the SIGINT/SIGTERM/SIGHUP handlers (without `SA_RESTART`, so blocking calls
-/// return `EINTR`) and ignores `SIGPIPE`. SIGHUP keeps an inherited `SIG_IGN` (`nohup`).
+/// Installs the stop-signal handlers (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2;
+/// without `SA_RESTART`, so blocking calls return `EINTR`) and ignores `SIGPIPE`. SIGHUP keeps an inherited `SIG_IGN` (`nohup`).
 ///
 /// Errors: [`crate::Error::Sys`] naming the signal when `sigaction` fails.
 pub fn install() -> crate::Result<()> {
@@ -74,6 +78,9 @@ pub fn install() -> crate::Result<()> {
         (Signal::SIGINT, &stop),
         (Signal::SIGTERM, &stop),
         (Signal::SIGHUP, &stop),
+        (Signal::SIGQUIT, &stop),
+        (Signal::SIGUSR1, &stop),
+        (Signal::SIGUSR2, &stop),
         (Signal::SIGPIPE, &ignore),
     ] {
         // SAFETY: the handler only performs an atomic swap and, on a second signal, _exit;
@@ -121,7 +128,13 @@ mod tests {
         assert!(exits_at_once(libc::SIGINT, later));
         assert!(exits_at_once(libc::SIGINT, Duration::from_secs(60)));
         assert!(!exits_at_once(libc::SIGINT, Duration::from_micros(20)));
-        for sig in [libc::SIGTERM, libc::SIGHUP] {
+        for sig in [
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+        ] {
             assert!(!exits_at_once(sig, Duration::ZERO));
             assert!(!exits_at_once(sig, Duration::from_secs(60)));
         }
