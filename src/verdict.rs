@@ -579,27 +579,19 @@ mod tests {
     /// them (a hostile peer once put `inf` in a sweep's table).
     #[test]
     fn a_peers_impossible_figures_fail_the_run() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut PeerFigures)>)> = vec![
-            ("finite", Box::new(|p| p.gbit_per_s = f64::INFINITY)),
-            ("finite", Box::new(|p| p.elapsed_s = f64::NAN)),
-            ("finite", Box::new(|p| p.elapsed_s = -1.0)),
-            ("is not its", Box::new(|p| p.gbit_per_s = 1e300)),
-            ("is not its", Box::new(|p| p.elapsed_s = 0.001)),
-            ("flow_bytes", Box::new(|p| p.flow_bytes = vec![1, 2])),
-            ("flow_bytes", Box::new(|p| p.flow_bytes = vec![u64::MAX, 2])),
-            ("flow_bytes", Box::new(|p| p.flow_bytes.push(0))),
-            (
-                "CPU shares",
-                Box::new(|p| p.cpu.as_mut().unwrap().idle = 400.0),
-            ),
-            (
-                "CPU shares",
-                Box::new(|p| p.cpu.as_mut().unwrap().usr = -3.0),
-            ),
-            (
-                "CPU shares",
-                Box::new(|p| p.cpu.as_mut().unwrap().sys = f64::NAN),
-            ),
+        type Spoil = fn(&mut PeerFigures);
+        let cases: [(&str, Spoil); 11] = [
+            ("finite", |p| p.gbit_per_s = f64::INFINITY),
+            ("finite", |p| p.elapsed_s = f64::NAN),
+            ("finite", |p| p.elapsed_s = -1.0),
+            ("is not its", |p| p.gbit_per_s = 1e300),
+            ("is not its", |p| p.elapsed_s = 0.001),
+            ("flow_bytes", |p| p.flow_bytes = vec![1, 2]),
+            ("flow_bytes", |p| p.flow_bytes = vec![u64::MAX, 2]),
+            ("flow_bytes", |p| p.flow_bytes.push(0)),
+            ("CPU shares", |p| p.cpu.as_mut().unwrap().idle = 400.0),
+            ("CPU shares", |p| p.cpu.as_mut().unwrap().usr = -3.0),
+            ("CPU shares", |p| p.cpu.as_mut().unwrap().sys = f64::NAN),
         ];
         for (want, spoil) in cases {
             let mut p = peer(None);

@@ -53,6 +53,9 @@ fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16, extra: &[&str]) -> 
     run_cell_with(ns, path, cell, port, extra, None)
 }
 
+/// A change to the stand-in peer's `done` figures.
+type Spoil = fn(&mut serde_json::Value);
+
 /// [`run_cell`], with the stand-in peer's `done` figures changed by `spoil` before it sends
 /// them (a peer that reports what it cannot have measured).
 fn run_cell_with(
@@ -61,7 +64,7 @@ fn run_cell_with(
     cell: &Cell,
     port: u16,
     extra: &[&str],
-    spoil: Option<fn(&mut serde_json::Value)>,
+    spoil: Option<Spoil>,
 ) -> Ran {
     let json = tmp_json(&format!("matrix-{port}"));
     let port_s = port.to_string();
@@ -132,7 +135,7 @@ fn run_cell_with(
 /// A peer server as docs/lab.md defines it, for one sweep of one run: it answers `hello`
 /// (and `about`, with a host it knows nothing of), takes the `send`, and sends `plan` (not what the sweep asked for) to the sweep's address
 /// at the port the `send` names, then reports `done` (its figures changed by `spoil`, if any).
-fn stand_in_peer(listener: TcpListener, plan: Plan, spoil: Option<fn(&mut serde_json::Value)>) {
+fn stand_in_peer(listener: TcpListener, plan: Plan, spoil: Option<Spoil>) {
     let _ = listener.set_nonblocking(false);
     let (ctrl, from) = match listener.accept() {
         Ok(c) => c,
@@ -382,7 +385,7 @@ fn a_peers_impossible_figures_fail_its_sweep_run() {
     };
     let ns = NetNs::new().expect("create the namespace");
     let clean = cell(&path, fault_cells::Case::Clean).expect("the clean cell");
-    let spoils: [(u16, fn(&mut serde_json::Value), &str); 3] = [
+    let spoils: [(u16, Spoil, &str); 3] = [
         (7694, |f| f["gbit_per_s"] = 1e300.into(), "gbit_per_s"),
         (7696, |f| f["flow_bytes"][0] = 1.into(), "flow_bytes"),
         (
