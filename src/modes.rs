@@ -401,6 +401,7 @@ pub(crate) fn one_flow_facts(rx: &Receive, stats: &RxStats, own: &Result<()>) ->
         },
         conns: vec![ConnFacts::of_receive(stats, own)],
         whole_duration: None,
+        ended_in_warmup: None,
     }
 }
 

@@ -162,6 +162,10 @@ pub(crate) struct ReceiveFacts {
     /// figures are a row of the table only when they cover the whole duration, so a run whose
     /// peers closed every flow before it was over fails. `None` for any other run.
     pub(crate) whole_duration: Option<(f64, f64)>,
+    /// `--warmup`, in seconds, when the peers closed every flow before it was over: the
+    /// measured interval never began, so the run measured nothing (its figures are empty).
+    /// `None` otherwise.
+    pub(crate) ended_in_warmup: Option<f64>,
 }
 
 /// One flow's verdict.
@@ -369,6 +373,10 @@ fn run_result(facts: &ReceiveFacts, flows: &[FlowVerdict]) -> Result<()> {
     let Some(&first) = failed.first() else {
         return match facts.ended {
             Ended::Signal(sig) => Err(Error::Interrupted(sig)),
+            Ended::PeersClosed if facts.ended_in_warmup.is_some() => Err(Error::Failure(format!(
+                "the peers closed every flow within the --warmup of {} s: nothing was measured",
+                facts.ended_in_warmup.unwrap_or_default()
+            ))),
             Ended::PeersClosed => match facts.whole_duration {
                 Some((duration, measured)) => Err(Error::Failure(format!(
                     "the peer closed every flow before --duration {duration} s was over (the \
@@ -625,6 +633,7 @@ mod tests {
             ended,
             conns,
             whole_duration: None,
+            ended_in_warmup: None,
         }
     }
 
@@ -810,6 +819,27 @@ mod tests {
         assert!(judge_receive(&f).result.is_ok());
     }
 
+    /// A timed run whose peers closed every flow within its `--warmup` measured nothing: it
+    /// fails, saying so (it used to pass with empty figures); a signal still wins, and a run
+    /// whose measured interval began is judged as before.
+    #[test]
+    fn a_run_that_ended_in_its_warmup_fails() {
+        let mut f = receive(vec![named(0, 10), named(1, 10)], 2, Ended::PeersClosed);
+        f.ended_in_warmup = Some(0.5);
+        assert_eq!(
+            err(&judge_receive(&f)),
+            "the peers closed every flow within the --warmup of 0.5 s: nothing was measured"
+        );
+        f.ended = Ended::Signal(libc::SIGTERM);
+        assert!(matches!(
+            judge_receive(&f).result,
+            Err(Error::Interrupted(libc::SIGTERM))
+        ));
+        f.ended = Ended::PeersClosed;
+        f.ended_in_warmup = None;
+        assert!(judge_receive(&f).result.is_ok());
+    }
+
     /// The run's verdict: the receive's facts beat a mode that passed; the undo and the
     /// snapshot as before.
     #[test]
@@ -891,6 +921,7 @@ mod tests {
                         ended,
                         conns,
                         whole_duration: None,
+                        ended_in_warmup: None,
                     }
                 })
         })

@@ -454,6 +454,8 @@ impl<'a> Measure<'a> {
             Some(l) => l,
             None => Snapshot::take(self.device, &mut self.netdev),
         };
+        // No reading at the interval's start: the flows all ended before it began.
+        let began = self.first.is_some();
         let first = match self.first.take() {
             Some(f) => f,
             None => Snapshot::take(self.device, &mut self.netdev),
@@ -481,6 +483,10 @@ impl<'a> Measure<'a> {
                     d.as_secs_f64(),
                     measured_interval(&flows, &first, &last).as_secs_f64(),
                 )),
+                _ => None,
+            },
+            ended_in_warmup: match (self.rx.flows.warmup, began) {
+                (Some(w), false) => Some(w.as_secs_f64()),
                 _ => None,
             },
         };
