@@ -279,7 +279,7 @@ pub fn skip_if_family_missing<T>(
 }
 
 /// What `-a WANT` (bind-rx autorelease) sends to a kernel whose bind-rx `do` policy is
-/// `policy` (its attribute numbers and types, [`crate::netlink::ctrl::bind_rx_policy`]): with
+/// `policy` (its attribute numbers and types, [`crate::netlink::netdev::policy::bind_rx_policy`]): with
 /// the attribute, `Some((its number, want))`; without it, `-a 0` binds without the attribute
 /// (`None`: such a kernel's only mode releases tokens still held at close), and `-a 1` cannot
 /// run. The one place that decides it, for the devmem server and for a sweep over
@@ -291,7 +291,7 @@ pub fn bind_autorelease(
     want: bool,
     policy: &[crate::netlink::ctrl::PolicyAttr],
 ) -> Result<Option<(u16, bool)>, Missing> {
-    match crate::netlink::ctrl::autorelease_attr(policy) {
+    match crate::netlink::netdev::policy::autorelease_attr(policy) {
         Some(attr) => Ok(Some((attr, want))),
         None if !want => Ok(None),
         None => Err(Missing::AutoreleaseAttr {

@@ -340,7 +340,7 @@ fn connect_and_ask(
 /// autorelease attribute (neither point then measures what it names); `None` when it has
 /// it, or when the policy cannot be read (each run then finds out for itself).
 fn autorelease_missing() -> Option<Error> {
-    let policy = crate::netlink::ctrl::bind_rx_policy().ok()?;
+    let policy = crate::netlink::netdev::policy::bind_rx_policy().ok()?;
     crate::caps::bind_autorelease(true, &policy)
         .err()
         .map(Error::Skip)

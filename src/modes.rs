@@ -434,7 +434,7 @@ pub(crate) fn record_receive(
 mod tests {
     use super::*;
     use crate::cli::{Command, Mode, Run};
-    use crate::netlink::{ctrl::bind_rx_policy_attrs, netdev::NETDEV_A_DMABUF_RX_PAGE_SIZE};
+    use crate::netlink::netdev::{policy::bind_rx_policy_attrs, NETDEV_A_DMABUF_RX_PAGE_SIZE};
 
     #[test]
     fn peers_are_named_in_their_own_family() {

@@ -379,8 +379,8 @@ fn bind_autorelease_follows_the_kernel_policy() {
     let Some(p) = pair("bind_autorelease_follows_the_kernel_policy") else {
         return;
     };
-    let policy = ncdevmem::netlink::ctrl::bind_rx_policy().expect("bind-rx policy");
-    let attr = ncdevmem::netlink::ctrl::autorelease_attr(&policy);
+    let policy = ncdevmem::netlink::netdev::policy::bind_rx_policy().expect("bind-rx policy");
+    let attr = ncdevmem::netlink::netdev::policy::autorelease_attr(&policy);
     let kinds: Vec<u16> = policy.iter().map(|a| a.kind).collect();
     let server = ["-l", "-f", VETH_A, "-s", ADDR_A_V4, "-p", PORT, "-v", "7"];
     let baseline = ns_cmd(&p.a, &server).output().expect("run");

@@ -258,7 +258,8 @@ fn await_first_data(sock: &TcpRxSocket) -> Result<()> {
 ///
 /// Errors: `Error::Skip` as said and when the netdev family is missing; policy dump errors.
 fn bind_autorelease_attr(want: bool, report: &RunReport) -> Result<Option<(u16, bool)>> {
-    let policy = skip_if_family_missing(crate::netlink::ctrl::bind_rx_policy(), "netdev")?;
+    let policy =
+        skip_if_family_missing(crate::netlink::netdev::policy::bind_rx_policy(), "netdev")?;
     let attr = crate::caps::bind_autorelease(want, &policy).map_err(Error::Skip)?;
     match attr {
         Some((number, _)) => log!(
@@ -279,8 +280,9 @@ fn bind_autorelease_attr(want: bool, report: &RunReport) -> Result<Option<(u16, 
 /// `-b` needs a kernel whose bind-rx knows `rx-page-size` (attribute 5): ask the kernel's
 /// bind-rx policy before the NIC is touched, so an older kernel is a skip with the reason.
 pub(crate) fn require_rx_page_size(size: u32) -> Result<()> {
-    let policy = skip_if_family_missing(crate::netlink::ctrl::bind_rx_policy(), "netdev")?;
-    if crate::netlink::ctrl::has_rx_page_size(&policy) {
+    let policy =
+        skip_if_family_missing(crate::netlink::netdev::policy::bind_rx_policy(), "netdev")?;
+    if crate::netlink::netdev::policy::has_rx_page_size(&policy) {
         return Ok(());
     }
     let policy = policy.iter().map(|a| a.kind).collect();

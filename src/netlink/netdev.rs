@@ -14,6 +14,7 @@ use super::socket::{GenlRequest, NlSocket};
 use crate::error::{Error, Result};
 
 mod bind;
+pub mod policy;
 mod stats;
 pub use bind::{BindRxRequest, BindingDirection, DmabufBinding, QueueNest};
 pub(crate) use bind::{NETDEV_A_DMABUF_ID, NETDEV_A_DMABUF_RX_PAGE_SIZE};

@@ -18,10 +18,11 @@ use super::{HdsConfig, NicOps, RssTable, RuleLocation};
 use crate::caps::{classify, Missing, Op};
 use crate::error::{errno_display, Error};
 use crate::memory::dma_heap;
-use crate::netlink::ctrl::{
-    autorelease_attr, bind_rx_policy, bind_tx_policy, has_rx_page_size, PolicyAttr,
-};
+use crate::netlink::ctrl::PolicyAttr;
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
+use crate::netlink::netdev::policy::{
+    autorelease_attr, bind_rx_policy, bind_tx_policy, has_rx_page_size,
+};
 use crate::netlink::netdev::{
     BindRxRequest, DevInfo, PagePoolInfo, QueueInfo, QueueNest, QueueType,
 };
