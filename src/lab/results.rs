@@ -1230,6 +1230,7 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
         plain.totals.gbit_per_s = 1.0;
         let cpu = CpuShares {
             usr: 2.0,
+            nice: 0.0,
             sys: 3.0,
             irq: 0.0,
             softirq: 4.0,
