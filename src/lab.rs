@@ -46,6 +46,7 @@ use peer::PeerClient;
 use plan::{Plan, Slot, SweepKey};
 use proto::Stream;
 use results::{Outcome, RunRecord, SweepVerdict};
+use table::{wrap, wrap_units, MAIL_WIDTH};
 
 /// How much longer than the receiver's duration the peer is asked to send: the receiver
 /// closes first (a clean end for both), the peer's own duration is only its bound.
@@ -622,24 +623,35 @@ fn output(
         &bound_queues(a, records),
     );
     let mut text = results::render(plan, records, a.columns.as_deref(), a.format);
-    text.push_str(&format!(
+    // The footer's lines wrap at a mail's 72 characters; the command's continuation lines
+    // end in ` \` so that it still pastes into a shell.
+    text.push_str(&wrap(&format!(
         "mean +/- sample sd over the runs that passed (n: the runs column; no sd, '-', for one \
          run); {} runs of {:.1} s per point, interleaved (run 1 of every point, then run 2, \
-         ...)\n",
+         ...)",
         plan.runs,
         a.duration.as_secs_f64()
+    )));
+    text.push_str(&wrap_units(
+        "command: ",
+        &command_units(&a.command_line),
+        "    ",
+        " \\",
+        MAIL_WIDTH,
     ));
-    text.push_str(&format!("command: {}\n", command_text(&a.command_line)));
-    text.push_str(&format!("env: {}\n", provenance::one_line(&provenance)));
+    text.push_str(&wrap(&format!(
+        "env: {}",
+        provenance::one_line(&provenance)
+    )));
     if let Some(p) = &extras.peer_provenance {
-        text.push_str(&format!("peer env: {}\n", provenance::one_line(p)));
+        text.push_str(&wrap(&format!("peer env: {}", provenance::one_line(p))));
     }
     if let Some(e) = stopped {
-        text.push_str(&format!(
-            "stopped after {} of {} runs: {e}\n",
+        text.push_str(&wrap(&format!(
+            "stopped after {} of {} runs: {e}",
             records.len(),
             plan.total()
-        ));
+        )));
     } else {
         text.push_str(&format!("{verdict}\n"));
     }
@@ -672,7 +684,8 @@ fn output(
         ) {
             Ok(mut c) => {
                 c.new = None;
-                text.push_str(&format!("\ncompared with --baseline {name}:\n"));
+                text.push('\n');
+                text.push_str(&wrap(&format!("compared with --baseline {name}:")));
                 text.push_str(&compare::render(
                     &c,
                     plan.key.map_or("point", SweepKey::column),
@@ -790,8 +803,15 @@ fn unknown_column(name: &str, plan: &Plan, queues: &[u32]) -> String {
 }
 
 /// The command line as a shell would take it back: `ncdevmem-rs` and each argument, quoted
-/// where it has a character outside `A-Za-z0-9_./=,:@+%-`.
+/// where it has a character outside `A-Za-z0-9_./=,:@+%-` ([`command_units`] joined by
+/// spaces).
 pub fn command_text(argv: &[String]) -> String {
+    command_units(argv).join(" ")
+}
+
+/// `ncdevmem-rs` and each argument of `argv`, quoted as [`command_text`] quotes them: the
+/// pieces a wrapped command line breaks between.
+pub fn command_units(argv: &[String]) -> Vec<String> {
     let quote = |a: &String| {
         let plain = !a.is_empty()
             && a.chars()
@@ -803,8 +823,7 @@ pub fn command_text(argv: &[String]) -> String {
     };
     std::iter::once(PROGRAM.to_string())
         .chain(argv.iter().map(quote))
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect()
 }
 
 fn write_file(flag: &str, path: &Path, text: impl AsRef<[u8]>) -> Result<()> {

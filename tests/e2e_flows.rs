@@ -360,7 +360,11 @@ fn flows_pinned_with_cpus_name_their_cpu_and_count_it_as_the_app_cpu() {
     let r = read_json(&rx_json);
     assert_eq!(r["cpu"]["app_cpus"], serde_json::json!([0]), "{r}");
     // Not a timed run: no per-CPU table.
-    assert!(!text(&rx.stderr).contains("%iowait"), "{}", text(&rx.stderr));
+    assert!(
+        !text(&rx.stderr).contains("%iowait"),
+        "{}",
+        text(&rx.stderr)
+    );
     for fl in r["flows"].as_array().expect("flows") {
         assert_eq!(fl["cpu"], 0, "{fl}");
         assert_eq!(

@@ -947,6 +947,29 @@ fn a_plain_sweep_compared_with_itself_and_with_another_write_size() {
         for line in stdout.lines().take(4) {
             assert!(line.len() <= 72, "{line:?}: {stdout}");
         }
+        // The footer wraps at 72 characters too, from the "mean +/-" line to the verdict;
+        // the command's continuation lines end in ` \`, so that it pastes into a shell.
+        let footer: Vec<&str> = stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("mean +/- sample sd"))
+            .collect();
+        assert!(
+            footer.last().is_some_and(|l| l.starts_with("sweep: ")),
+            "{stdout}"
+        );
+        for line in &footer {
+            assert!(line.len() <= 72, "{line:?}: {stdout}");
+        }
+        let command: Vec<&str> = footer
+            .iter()
+            .skip_while(|l| !l.starts_with("command: "))
+            .take_while(|l| !l.starts_with("env: "))
+            .copied()
+            .collect();
+        assert!(command.len() > 1, "{stdout}");
+        let (last, rest) = command.split_last().unwrap();
+        assert!(rest.iter().all(|l| l.ends_with(" \\")), "{stdout}");
+        assert!(!last.ends_with('\\'), "{stdout}");
         json
     };
     let a = sweep("a", &[]);
@@ -1037,9 +1060,10 @@ fn a_plain_sweep_compared_with_itself_and_with_another_write_size() {
     assert_eq!(code, Some(0), "{out}\n{err}");
     assert!(out.starts_with("| point | figure | base | new |"), "{out}");
     assert_eq!(out.matches("| - | RX Gbps |").count(), 1, "{out}");
+    // The note wraps at 72 characters (markdown's notes too).
     assert!(
         out.contains(
-            "shape differs (--any-shape): --write-size: default (base) against 1448 (new)"
+            "shape differs (--any-shape): --write-size: default (base) against 1448\n  (new)\n"
         ),
         "{out}"
     );

@@ -57,9 +57,7 @@ pub fn table(split: &CpuSplit) -> Vec<String> {
         lines.push(row(&c.cpu.to_string(), &c.shares, role(c.cpu, app, net)));
     }
     lines.push(match split.net_cpus {
-        Some(_) => {
-            "role: net ran >= 10 % of the NET_RX softirqs, app ran a worker".to_string()
-        }
+        Some(_) => "role: net ran >= 10 % of the NET_RX softirqs, app ran a worker".to_string(),
         None => "role: app ran a worker; net CPUs unknown (no /proc/softirqs)".to_string(),
     });
     let steal: Vec<String> = std::iter::once(("all".to_string(), &split.all))

@@ -17,7 +17,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::plan::SweepKey;
 use super::results::{column_named, Column, Stat};
-use super::table::{render_blocks, Format, Grid, MAIL_WIDTH};
+use super::table::{render_blocks, wrap, wrap_units, Format, Grid, MAIL_WIDTH};
 use crate::cli::CompareArgs;
 use crate::error::{Error, Result};
 use crate::run_report::RunReport;
@@ -468,21 +468,22 @@ pub fn render(c: &Comparison, key_column: &str, format: Format) -> String {
     if format == Format::Csv {
         return out;
     }
-    out.push_str(&format!(
-        "base: {}; new: {}; points matched by {}\n",
+    // The notes wrap at a mail's 72 characters, continuation lines indented.
+    out.push_str(&wrap(&format!(
+        "base: {}; new: {}; points matched by {}",
         c.base,
         c.new.as_deref().unwrap_or("this sweep"),
         c.matched_by
-    ));
+    )));
     if !c.unmatched.is_empty() {
-        out.push_str(&format!("no match: {}\n", c.unmatched.join(", ")));
+        out.push_str(&wrap(&format!("no match: {}", c.unmatched.join(", "))));
     }
     for d in &c.shape_differences {
-        out.push_str(&format!("shape differs (--any-shape): {d}\n"));
+        out.push_str(&wrap(&format!("shape differs (--any-shape): {d}")));
     }
     for d in &c.environment_differences {
-        out.push_str(&format!(
-            "{}: {} differs: {} (base) against {} (new)\n",
+        out.push_str(&wrap(&format!(
+            "{}: {} differs: {} (base) against {} (new)",
             if d.level == "warning" {
                 "WARNING"
             } else {
@@ -491,7 +492,7 @@ pub fn render(c: &Comparison, key_column: &str, format: Format) -> String {
             d.what,
             d.base,
             d.new
-        ));
+        )));
     }
     let sig = c
         .rows
@@ -499,12 +500,12 @@ pub fn render(c: &Comparison, key_column: &str, format: Format) -> String {
         .flat_map(|r| &r.cells)
         .filter(|x| x.significant)
         .count();
-    out.push_str(&format!(
-        "mean +/- sample sd (n runs); delta = new - base; 95% CI of new - base and p from \
-         Welch's t-test (two-sided; '-' with fewer than 2 runs on a side); * p < {}: {sig} \
-         significant\n",
-        c.alpha
-    ));
+    // The count stays whole at the end of the last line (`…: N significant`).
+    let legend = "mean +/- sample sd (n runs); delta = new - base; 95% CI of new - base and p \
+                  from Welch's t-test (two-sided; '-' with fewer than 2 runs on a side);";
+    let mut units: Vec<String> = legend.split(' ').map(String::from).collect();
+    units.push(format!("* p < {}: {sig} significant", c.alpha));
+    out.push_str(&wrap_units("", &units, "  ", "", MAIL_WIDTH));
     out
 }
 
@@ -717,7 +718,8 @@ niov  figure       delta %  95% CI of delta     p
 4K    RX dev Gbps  +6.9     [-20.21, 61.65]     0.295
 4K    frags/GiB    -79.4    [-250069, -204033]  <0.001  *
 ";
-        for line in text.lines().take(7) {
+        // Every line fits a mail, the notes too (before: only the table's seven did).
+        for line in text.lines() {
             assert!(line.len() <= 72, "{line:?}");
         }
         assert!(text.starts_with(want), "{text}");
@@ -732,7 +734,14 @@ niov  figure       delta %  95% CI of delta     p
             "{text}"
         );
         assert!(text.contains("WARNING: CPU model differs:"), "{text}");
-        assert!(text.ends_with("* p < 0.05: 1 significant\n"), "{text}");
+        assert!(
+            text.ends_with(
+                "mean +/- sample sd (n runs); delta = new - base; 95% CI of new - base\n  \
+                 and p from Welch's t-test (two-sided; '-' with fewer than 2 runs on a\n  \
+                 side); * p < 0.05: 1 significant\n"
+            ),
+            "{text}"
+        );
         let md = render(&c, "niov", Format::Markdown);
         assert!(
             md.starts_with(
@@ -806,8 +815,9 @@ niov  figure       delta %  95% CI of delta     p
         );
         let c = compare(side("b.json", &b), side("n.json", &n), true, None).unwrap();
         assert_eq!(c.shape_differences.len(), 2);
+        // Wrapped at 72 characters (before: one line of 76).
         assert!(render(&c, "niov", Format::Text).contains(
-            "shape differs (--any-shape): --write-size: default (base) against 1448 (new)\n"
+            "shape differs (--any-shape): --write-size: default (base) against 1448\n  (new)\n"
         ));
         // 4K against 64K, one point each: by position.
         let big = body(

@@ -26,8 +26,8 @@
 
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::Ordering;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::summary;
@@ -1468,9 +1468,10 @@ impl RunFigures {
                         .map(|(c, s)| summary::CpuShareFigure {
                             cpu: *c,
                             shares: shares(s),
-                            net_rx: self.net_rx.as_ref().and_then(|g| {
-                                g.iter().find(|(cpu, _)| cpu == c).map(|&(_, n)| n)
-                            }),
+                            net_rx: self
+                                .net_rx
+                                .as_ref()
+                                .and_then(|g| g.iter().find(|(cpu, _)| cpu == c).map(|&(_, n)| n)),
                         })
                         .collect(),
                     net_cpus: self.net_rx.as_deref().map(softirq::net_cpus),
