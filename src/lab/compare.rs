@@ -262,10 +262,19 @@ pub fn compare(
         ));
     }
     let (bp, np) = (&base.body.points, &new.body.points);
+    // A named key's points (tcp-cc) match by name: their values are positions in each
+    // sweep's own list.
+    let named = [&base.body.plan.key, &new.body.plan.key]
+        .iter()
+        .any(|k| k.as_deref() == Some(SweepKey::TcpCc.name()));
+    let same = |p: &PointFigure, q: &PointFigure| match named {
+        true => p.label == q.label,
+        false => p.value == q.value,
+    };
     let by_value: Vec<(usize, usize)> = bp
         .iter()
         .enumerate()
-        .filter_map(|(i, p)| Some((i, np.iter().position(|q| q.value == p.value)?)))
+        .filter_map(|(i, p)| Some((i, np.iter().position(|q| same(p, q))?)))
         .collect();
     let (pairs, matched_by) = if by_value.is_empty() && bp.len() == np.len() {
         ((0..bp.len()).map(|i| (i, i)).collect(), "position")
@@ -767,6 +776,34 @@ niov  figure       delta %  95% CI of delta     p
         .unwrap();
         assert_eq!(only.rows[0].cells.len(), 1);
         assert_eq!(only.rows[0].cells[0].key, "frags_per_gib");
+    }
+
+    /// tcp-cc's points match by name: each sweep numbers its names in its own order.
+    #[test]
+    fn tcp_cc_points_match_by_name() {
+        let b = body(
+            "tcp-cc",
+            &[
+                (0, "cubic", &[("rx_gbps", st(9.0, 0.5, 3))]),
+                (1, "reno", &[("rx_gbps", st(8.0, 0.5, 3))]),
+            ],
+        );
+        let n = body(
+            "tcp-cc",
+            &[
+                (0, "reno", &[("rx_gbps", st(8.5, 0.5, 3))]),
+                (1, "dctcp", &[("rx_gbps", st(7.0, 0.5, 3))]),
+            ],
+        );
+        let side = |name, body| Side { name, body };
+        let c = compare(side("b.json", &b), side("n.json", &n), false, None).unwrap();
+        assert_eq!(c.matched_by, "value");
+        assert_eq!(c.rows.len(), 1, "{c:?}");
+        assert_eq!(
+            (c.rows[0].base_point.as_str(), c.rows[0].new_point.as_str()),
+            ("reno", "reno")
+        );
+        assert_eq!(c.unmatched, ["cubic (base)", "dctcp (new)"]);
     }
 
     /// A sweep compared with itself: nothing differs, nothing is significant.
