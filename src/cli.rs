@@ -1109,6 +1109,7 @@ fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
             t.dmabuf_size.map(|_| "--dmabuf-size"),
         ),
         SweepKey::WriteSize => (true, t.write_size.map(|_| "--write-size")),
+        SweepKey::TcpCc => (true, t.tcp_cc.as_ref().map(|_| "--tcp-cc")),
     };
     let name = sweep.key.name();
     if !applies {

@@ -4,6 +4,8 @@
 //! - [`cpu`]: CPU lists (`--cpus 2-5,8`), the flow → CPU assignment, and per-CPU usr / sys /
 //!   irq / softirq / iowait / idle / steal percentages from two `/proc/stat` snapshots
 //!   (read by [`crate::sys::cpu`]), summarised as "app sys %" and "app idle %";
+//! - [`cpu_table`]: those shares per CPU as the table a timed receive prints (mpstat's
+//!   columns, net and app CPUs named);
 //! - [`hist`]: the per-flow histogram of frag sizes (powers of two), updated per frag;
 //! - [`device`]: device RX Gbit/s from two netdev `qstats-get` dumps of the bound queues, and
 //!   the RX queue a flow arrived on from its `SO_INCOMING_NAPI_ID` and the `queue-get` dump;
@@ -14,6 +16,7 @@
 //! source: docs/kernel-interface.md#cpu-time-and-placement, #tcp_info, #netdev-statistics.
 
 pub mod cpu;
+pub mod cpu_table;
 pub mod device;
 pub mod hist;
 pub mod page_pool;

@@ -46,6 +46,7 @@ use peer::PeerClient;
 use plan::{Plan, Slot, SweepKey};
 use proto::Stream;
 use results::{Outcome, RunRecord, SweepVerdict};
+use table::{wrap, wrap_units, MAIL_WIDTH};
 
 /// How much longer than the receiver's duration the peer is asked to send: the receiver
 /// closes first (a clean end for both), the peer's own duration is only its bound.
@@ -94,8 +95,24 @@ fn point_args(base: &ModeArgs, key: Option<SweepKey>, value: Option<u64>) -> Mod
         (ModeArgs::Zcrx(a), SweepKey::DmabufSize) => a.area_size = Some(v),
         // The peer's: applied by the run ([`one_run`]'s `peer_write_size`).
         (_, SweepKey::WriteSize) => {}
+        // Named: [`named_point_args`].
+        (_, SweepKey::TcpCc) => {}
         // The command line refuses a key its mode does not take.
         _ => {}
+    }
+    args
+}
+
+/// `args` with the name of a named key's point applied: tcp-cc's is every flow's
+/// `--tcp-cc` (the peer sends with the receiver's: [`one_run`]).
+fn named_point_args(mut args: ModeArgs, key: Option<SweepKey>, name: Option<&str>) -> ModeArgs {
+    if let (Some(SweepKey::TcpCc), Some(name)) = (key, name) {
+        match &mut args {
+            ModeArgs::Server(a) => a.rx.flows.tcp_cc = Some(name.to_string()),
+            ModeArgs::Zcrx(a) => a.rx.flows.tcp_cc = Some(name.to_string()),
+            ModeArgs::Plain(a) => a.rx.flows.tcp_cc = Some(name.to_string()),
+            _ => {}
+        }
     }
     args
 }
@@ -124,6 +141,13 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
         }
     }
     check_columns(a, &plan)?;
+    // Every congestion control a tcp-cc sweep names must be one this kernel has, before the
+    // first run (the peer checks its own at each run).
+    if plan.key == Some(SweepKey::TcpCc) {
+        for name in &plan.names {
+            crate::modes::check_tcp_cc_name_of("--sweep tcp-cc", name)?;
+        }
+    }
     let baseline = read_baseline(a, &plan, rx)?;
     if let Some(path) = &a.plot {
         plot::PlotFormat::of(path).map_err(|e| Error::Usage(format!("--plot: {e}")))?;
@@ -188,9 +212,7 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                     runs: plan.total(),
                     point: plan.label(slot.point),
                     key: plan.key.map(SweepKey::name).unwrap_or_default().into(),
-                    value: plan.points[slot.point]
-                        .map(|v| v.to_string())
-                        .unwrap_or_default(),
+                    value: plan.value(slot.point).unwrap_or_default(),
                     point_run: slot.run + 1,
                     out_dir: out_dir(a, report),
                     outcome: None,
@@ -210,7 +232,11 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                         continue;
                     }
                 }
-                let args = point_args(&a.base, plan.key, plan.points[slot.point]);
+                let args = named_point_args(
+                    point_args(&a.base, plan.key, plan.points[slot.point]),
+                    plan.key,
+                    plan.name(slot.point),
+                );
                 let write_size = match plan.key {
                     Some(SweepKey::WriteSize) => plan.points[slot.point],
                     _ => a.peer_write_size,
@@ -365,12 +391,11 @@ fn peer_endpoint(a: &SweepArgs) -> String {
 /// The sweep's first line: what runs, how often, in which order.
 fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
     let what = match (&a.sweep, plan.key) {
-        (Some(s), Some(k)) => format!(
+        (Some(_), Some(k)) => format!(
             "sweep of {} over {}",
             k.name(),
-            s.values
-                .iter()
-                .map(|v| k.show(*v))
+            (0..plan.points.len())
+                .map(|p| plan.show(p))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -622,24 +647,35 @@ fn output(
         &bound_queues(a, records),
     );
     let mut text = results::render(plan, records, a.columns.as_deref(), a.format);
-    text.push_str(&format!(
+    // The footer's lines wrap at a mail's 72 characters; the command's continuation lines
+    // end in ` \` so that it still pastes into a shell.
+    text.push_str(&wrap(&format!(
         "mean +/- sample sd over the runs that passed (n: the runs column; no sd, '-', for one \
          run); {} runs of {:.1} s per point, interleaved (run 1 of every point, then run 2, \
-         ...)\n",
+         ...)",
         plan.runs,
         a.duration.as_secs_f64()
+    )));
+    text.push_str(&wrap_units(
+        "command: ",
+        &command_units(&a.command_line),
+        "    ",
+        " \\",
+        MAIL_WIDTH,
     ));
-    text.push_str(&format!("command: {}\n", command_text(&a.command_line)));
-    text.push_str(&format!("env: {}\n", provenance::one_line(&provenance)));
+    text.push_str(&wrap(&format!(
+        "env: {}",
+        provenance::one_line(&provenance)
+    )));
     if let Some(p) = &extras.peer_provenance {
-        text.push_str(&format!("peer env: {}\n", provenance::one_line(p)));
+        text.push_str(&wrap(&format!("peer env: {}", provenance::one_line(p))));
     }
     if let Some(e) = stopped {
-        text.push_str(&format!(
-            "stopped after {} of {} runs: {e}\n",
+        text.push_str(&wrap(&format!(
+            "stopped after {} of {} runs: {e}",
             records.len(),
             plan.total()
-        ));
+        )));
     } else {
         text.push_str(&format!("{verdict}\n"));
     }
@@ -672,7 +708,8 @@ fn output(
         ) {
             Ok(mut c) => {
                 c.new = None;
-                text.push_str(&format!("\ncompared with --baseline {name}:\n"));
+                text.push('\n');
+                text.push_str(&wrap(&format!("compared with --baseline {name}:")));
                 text.push_str(&compare::render(
                     &c,
                     plan.key.map_or("point", SweepKey::column),
@@ -790,8 +827,15 @@ fn unknown_column(name: &str, plan: &Plan, queues: &[u32]) -> String {
 }
 
 /// The command line as a shell would take it back: `ncdevmem-rs` and each argument, quoted
-/// where it has a character outside `A-Za-z0-9_./=,:@+%-`.
+/// where it has a character outside `A-Za-z0-9_./=,:@+%-` ([`command_units`] joined by
+/// spaces).
 pub fn command_text(argv: &[String]) -> String {
+    command_units(argv).join(" ")
+}
+
+/// `ncdevmem-rs` and each argument of `argv`, quoted as [`command_text`] quotes them: the
+/// pieces a wrapped command line breaks between.
+pub fn command_units(argv: &[String]) -> Vec<String> {
     let quote = |a: &String| {
         let plain = !a.is_empty()
             && a.chars()
@@ -803,8 +847,7 @@ pub fn command_text(argv: &[String]) -> String {
     };
     std::iter::once(PROGRAM.to_string())
         .chain(argv.iter().map(quote))
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect()
 }
 
 fn write_file(flag: &str, path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
@@ -853,6 +896,7 @@ fn sweep_body(
         plan: PlanFigure {
             key: plan.key.map(|k| k.name().to_string()),
             values: plan.points.clone(),
+            names: plan.names.clone(),
             runs: plan.runs,
             order: "interleaved: run 1 of every point, then run 2, ...".into(),
         },
@@ -905,7 +949,7 @@ fn environment(plan: &Plan, a: &SweepArgs, rx: &Receive) -> SweepEnvironment {
         flows: (!swept(SweepKey::Flows)).then_some(rx.flows.count),
         duration_s: a.duration.as_secs_f64(),
         warmup_s: rx.flows.warmup.map(|d| d.as_secs_f64()),
-        tcp_cc: rx.flows.tcp_cc.clone(),
+        tcp_cc: rx.flows.tcp_cc.clone().filter(|_| !swept(SweepKey::TcpCc)),
         peer: peer_endpoint(a),
         peer_send: a.peer_send.name().to_string(),
         peer_write_size: a.peer_write_size.filter(|_| !swept(SweepKey::WriteSize)),
@@ -1022,6 +1066,37 @@ mod tests {
             peer_stream(c.rx.validate),
             Stream::Seed(crate::cli::DEFAULT_SWEEP_SEED)
         );
+        // A tcp-cc point names every flow's congestion control, in each receive mode; the
+        // number keys' points leave it alone.
+        let t = sweep_of(
+            "-l --plain -s 198.51.100.1 -p 5201 --peer 198.51.100.2 --sweep tcp-cc=dctcp,reno -v 7",
+        );
+        let plan = Plan::new(t.sweep.as_ref(), 1);
+        let args = |base: &ModeArgs, point| {
+            named_point_args(
+                point_args(base, plan.key, plan.points[point]),
+                plan.key,
+                plan.name(point),
+            )
+        };
+        let ModeArgs::Plain(q) = args(&t.base, 1) else {
+            panic!("not plain");
+        };
+        assert_eq!(q.rx.flows.tcp_cc.as_deref(), Some("reno"));
+        assert_eq!(q.rx.flows.count, 1);
+        for base in [&s.base, &z.base] {
+            let rx = receive_of(&named_point_args(
+                (**base).clone(),
+                Some(SweepKey::TcpCc),
+                Some("dctcp"),
+            ))
+            .map(|r| r.flows.tcp_cc.clone());
+            assert_eq!(rx, Some(Some("dctcp".to_string())));
+        }
+        assert_eq!(
+            named_point_args((*s.base).clone(), Some(SweepKey::Flows), None),
+            *s.base
+        );
     }
 
     /// The first line names the peer as a socket address: IPv6 in brackets, as every other
@@ -1104,7 +1179,9 @@ mod tests {
         let base = "-l -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2";
         for (tail, want) in [
             ("--sweep rx-page-size=12288", "--sweep: invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
-            ("--sweep nosuchkey=1", "--sweep: unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size)"),
+            ("--sweep nosuchkey=1", "--sweep: unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size, tcp-cc)"),
+            ("--sweep tcp-cc=cubic --tcp-cc reno", "--sweep tcp-cc: sets --tcp-cc for each point; do not give --tcp-cc too"),
+            ("--sweep tcp-cc=cubic,cubic", "--sweep: tcp-cc: value cubic is given twice"),
             ("--sweep dmabuf-size=64M,100", "--sweep: invalid dmabuf-size value '100' (expected a non-zero multiple of the page size (4096 bytes), optional suffix K, M or G)"),
             ("--sweep write-size=1448,128M", "--sweep: invalid write-size value '128M' (expected 1..=64M bytes, optional suffix K, M or G)"),
             ("--sweep dmabuf-size=64M --dmabuf-size 32M", "--sweep dmabuf-size: sets --dmabuf-size for each point; do not give --dmabuf-size too"),

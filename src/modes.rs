@@ -309,9 +309,16 @@ pub(crate) fn check_tcp_cc(rx: &Receive) -> Result<()> {
 ///
 /// Errors: as [`check_tcp_cc`].
 pub(crate) fn check_tcp_cc_name(cc: &str) -> Result<()> {
+    check_tcp_cc_name_of("--tcp-cc", cc)
+}
+
+/// [`check_tcp_cc_name`] with the errors naming `flag` (a sweep's `--sweep tcp-cc`).
+///
+/// Errors: as [`check_tcp_cc`].
+pub(crate) fn check_tcp_cc_name_of(flag: &str, cc: &str) -> Result<()> {
     let any = std::net::SocketAddrV6::new(std::net::Ipv6Addr::UNSPECIFIED, 0, 0, 0);
     let probe = socket::tcp_listen(any, None)?;
-    crate::figures::tcp::set_congestion(probe.as_fd(), "--tcp-cc", cc)
+    crate::figures::tcp::set_congestion(probe.as_fd(), flag, cc)
 }
 
 /// Where a receive's buffers come from, to explain a stall: the devmem binding or the zcrx

@@ -307,6 +307,10 @@ pub struct ReceiveFlow {
 pub struct SharesFigure {
     /// user + nice.
     pub usr: f64,
+    /// nice alone, the part of `usr` mpstat shows as %nice (`null`/absent: a summary
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nice: Option<f64>,
     /// system.
     pub sys: f64,
     /// hard interrupts.
@@ -331,6 +335,10 @@ pub struct CpuShareFigure {
     /// Its shares.
     #[serde(flatten)]
     pub shares: SharesFigure,
+    /// The NET_RX softirqs it ran over the measured interval (`/proc/softirqs`; absent when
+    /// the file could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_rx: Option<u64>,
 }
 
 /// The CPU figures of a measured receive (`/proc/stat` over the measured interval).
@@ -350,6 +358,11 @@ pub struct CpuSplit {
     pub all: SharesFigure,
     /// Each CPU.
     pub per_cpu: Vec<CpuShareFigure>,
+    /// The net CPUs: those that ran at least a tenth of the NET_RX softirqs of the measured
+    /// interval (where the bound queues' NAPI ran), ascending; absent when `/proc/softirqs`
+    /// could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_cpus: Option<Vec<usize>>,
     /// The workers' user CPU as a percent of the app CPUs' busy time.
     pub tool_user_pct_of_app_busy: Option<f64>,
     /// Other tasks' share of the app CPUs' busy time, percent: the busy time less the

@@ -185,6 +185,34 @@ fn four_flows_for_a_fixed_time_add_up_and_validate_their_own_streams() {
         assert!(rx_err.contains(&format!("  flow {k}: ")), "{rx_err}");
     }
     assert!(rx_err.contains("cpu: app sys %"), "{rx_err}");
+    // A timed run prints the per-CPU table in mpstat's shape: the header, the all row, one
+    // row per app CPU (every allowed CPU here) or net CPU, each naming its role.
+    let header = "CPU     %usr   %nice    %sys %iowait    %irq   %soft   %idle  role";
+    let lines: Vec<&str> = rx_err.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == header)
+        .unwrap_or_else(|| panic!("no per-CPU table header: {rx_err}"));
+    assert!(lines[at + 1].starts_with("all "), "{rx_err}");
+    let app = cpu["app_cpus"].as_array().expect("app_cpus");
+    let rows: Vec<&str> = lines[at + 2..]
+        .iter()
+        .take_while(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .copied()
+        .collect();
+    assert!(rows.len() >= app.len(), "{rx_err}");
+    for c in app {
+        let row = rows
+            .iter()
+            .find(|r| r.split_whitespace().next() == Some(&c.to_string()))
+            .unwrap_or_else(|| panic!("no row for app CPU {c}: {rx_err}"));
+        assert!(row.ends_with("app"), "{row}");
+    }
+    // The figures it prints are the JSON's: nice per CPU, the net CPUs from /proc/softirqs.
+    assert!(cpu["net_cpus"].is_array(), "{cpu}");
+    for c in per_cpu {
+        assert!(c["nice"].is_number() && c["net_rx"].is_number(), "{c}");
+    }
 }
 
 /// A fixed-time run whose peers close every flow before the duration is over still passes
@@ -331,6 +359,12 @@ fn flows_pinned_with_cpus_name_their_cpu_and_count_it_as_the_app_cpu() {
     );
     let r = read_json(&rx_json);
     assert_eq!(r["cpu"]["app_cpus"], serde_json::json!([0]), "{r}");
+    // Not a timed run: no per-CPU table.
+    assert!(
+        !text(&rx.stderr).contains("%iowait"),
+        "{}",
+        text(&rx.stderr)
+    );
     for fl in r["flows"].as_array().expect("flows") {
         assert_eq!(fl["cpu"], 0, "{fl}");
         assert_eq!(

@@ -947,6 +947,29 @@ fn a_plain_sweep_compared_with_itself_and_with_another_write_size() {
         for line in stdout.lines().take(4) {
             assert!(line.len() <= 72, "{line:?}: {stdout}");
         }
+        // The footer wraps at 72 characters too, from the "mean +/-" line to the verdict;
+        // the command's continuation lines end in ` \`, so that it pastes into a shell.
+        let footer: Vec<&str> = stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("mean +/- sample sd"))
+            .collect();
+        assert!(
+            footer.last().is_some_and(|l| l.starts_with("sweep: ")),
+            "{stdout}"
+        );
+        for line in &footer {
+            assert!(line.len() <= 72, "{line:?}: {stdout}");
+        }
+        let command: Vec<&str> = footer
+            .iter()
+            .skip_while(|l| !l.starts_with("command: "))
+            .take_while(|l| !l.starts_with("env: "))
+            .copied()
+            .collect();
+        assert!(command.len() > 1, "{stdout}");
+        let (last, rest) = command.split_last().unwrap();
+        assert!(rest.iter().all(|l| l.ends_with(" \\")), "{stdout}");
+        assert!(!last.ends_with('\\'), "{stdout}");
         json
     };
     let a = sweep("a", &[]);
@@ -1037,9 +1060,10 @@ fn a_plain_sweep_compared_with_itself_and_with_another_write_size() {
     assert_eq!(code, Some(0), "{out}\n{err}");
     assert!(out.starts_with("| point | figure | base | new |"), "{out}");
     assert_eq!(out.matches("| - | RX Gbps |").count(), 1, "{out}");
+    // The note wraps at 72 characters (markdown's notes too).
     assert!(
         out.contains(
-            "shape differs (--any-shape): --write-size: default (base) against 1448 (new)"
+            "shape differs (--any-shape): --write-size: default (base) against 1448\n  (new)\n"
         ),
         "{out}"
     );
@@ -1047,4 +1071,77 @@ fn a_plain_sweep_compared_with_itself_and_with_another_write_size() {
     for f in [&a, &b, &png, &cjson] {
         std::fs::remove_file(f).ok();
     }
+}
+
+/// A `tcp-cc` sweep on the real kernel: each point's receiver (and the peer's send) runs with
+/// that congestion control, the table's first column names it, the JSON keeps the names;
+/// a name this kernel does not have is a usage error before the first run, naming the ones
+/// it has.
+#[test]
+fn a_tcp_cc_sweep_runs_each_congestion_control_by_name() {
+    let Some(p) = pair("a_tcp_cc_sweep_runs_each_congestion_control_by_name") else {
+        return;
+    };
+    let peer = Peer::start(&p);
+    let ctrl = CTRL.to_string();
+    let json = tmp("tcp-cc.json");
+    let sweep = |cc: &str| {
+        let spec = format!("tcp-cc={cc}");
+        let args = [
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            "5398",
+            "--peer",
+            ADDR_B_V4,
+            "--peer-port",
+            &ctrl,
+            "--sweep",
+            &spec,
+            "--runs",
+            "1",
+            "--duration",
+            "1",
+            "--seed",
+            "5",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        ns_cmd(&p.a, &args).output().expect("run the sweep")
+    };
+    // reno is built into every kernel; cubic is 6.18's default.
+    let out = sweep("reno,cubic");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("tcp-cc "), "{stdout}");
+    let first: Vec<&str> = stdout
+        .lines()
+        .skip(1)
+        .take(2)
+        .map(|l| l.split_whitespace().next().unwrap_or_default())
+        .collect();
+    assert_eq!(first, ["reno", "cubic"], "{stdout}");
+    assert!(stderr.contains("tcp-cc=cubic run 1/1"), "{stderr}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["plan"]["key"], "tcp-cc", "{doc}");
+    assert_eq!(doc["plan"]["names"], serde_json::json!(["reno", "cubic"]));
+    assert_eq!(doc["points"][1]["label"], "cubic");
+    assert_eq!(doc["environment"]["tcp_cc"], serde_json::Value::Null);
+
+    let out = sweep("reno,nosuchcc");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--sweep tcp-cc"), "{stderr}");
+    assert!(stderr.contains("nosuchcc"), "{stderr}");
+    assert!(
+        stderr.contains("reno"),
+        "names the available ones: {stderr}"
+    );
+    assert!(!stderr.contains("run 1/"), "no run was made: {stderr}");
+    drop(peer);
+    std::fs::remove_file(&json).ok();
 }

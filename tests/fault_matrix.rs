@@ -327,6 +327,26 @@ fn a_sweep_run_with_passing_hooks() {
     );
 }
 
+/// The sweep row through a named point (`--sweep tcp-cc=reno`: every flow's congestion
+/// control set from the point's name): every fault still fails the run.
+#[test]
+fn a_tcp_cc_sweep_point_still_fails_every_fault() {
+    let path = Path {
+        name: "sweep run, tcp-cc=reno point",
+        flows: 2,
+        timed: true,
+        warmup: false,
+        sweep: true,
+        flow_bytes: 4 << 20,
+    };
+    row_with(
+        "a_tcp_cc_sweep_point_still_fails_every_fault",
+        path,
+        7800,
+        &["--sweep", "tcp-cc=reno"],
+    );
+}
+
 /// A hook that fails fails its run, named, on clean data: `--post-run false` after the run
 /// (its figure in the run's `hooks`), `--pre-run false` before it (the run is not made).
 #[test]

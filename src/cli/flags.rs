@@ -1089,7 +1089,8 @@ pub(super) const FLAGS: &[Flag] = &[
         help: "with --peer: run the receive once per value (and --runs times each), KEY\n\
                one of rx-page-size (devmem -b: each run binds afresh), rx-buf-len (--zcrx),\n\
                autorelease (devmem -a; a kernel without it skips that point), flows,\n\
-               dmabuf-size (devmem, zcrx), write-size (the peer's --write-size); then\n\
+               dmabuf-size (devmem, zcrx), write-size (the peer's --write-size),\n\
+               tcp-cc (names: each run's --tcp-cc, e.g. tcp-cc=cubic,dctcp); then\n\
                print the table (mean +/- sample sd per value) on stdout",
         section: Section::Ours,
     },

@@ -214,6 +214,7 @@ impl CpuTicks {
         let pct = |v: u64| v as f64 * 100.0 / total as f64;
         Some(CpuShares {
             usr: pct(self.user.saturating_add(self.nice)),
+            nice: pct(self.nice),
             sys: pct(self.system),
             irq: pct(self.irq),
             softirq: pct(self.softirq),
@@ -238,11 +239,14 @@ impl std::ops::Add for CpuTicks {
 }
 
 /// Where one or more CPUs spent an interval, in percent of its ticks (the module doc gives
-/// each definition); the seven shares sum to 100.
+/// each definition); the seven shares (all but `nice`, which is inside `usr`) sum to 100.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CpuShares {
     /// user + nice (guest time included).
     pub usr: f64,
+    /// nice alone (niced guest time included): the part of [`usr`](Self::usr) that
+    /// mpstat shows as %nice.
+    pub nice: f64,
     /// system: the kernel outside interrupts; for the app CPUs, [`APP_SYS`].
     pub sys: f64,
     /// Hard interrupts.
@@ -583,6 +587,8 @@ softirq 415510 0 49888 406 60615 97501 0 62 53603 15058 138377
         // 100 + 10 + 30 + 700 + 5 + 2 + 12 + 2
         assert_eq!(all.ticks, 861);
         assert!(close(all.usr, 11000.0 / 861.0), "{all:?}");
+        // nice (10 of which 5 niced guest) is inside usr and shown apart as mpstat's %nice.
+        assert!(close(all.nice, 1000.0 / 861.0), "{all:?}");
         assert!(close(all.idle, 70000.0 / 861.0) && close(all.iowait, 500.0 / 861.0));
         let sum = all.usr + all.sys + all.irq + all.softirq + all.iowait + all.idle + all.steal;
         assert!(close(sum, 100.0), "{sum}");

@@ -17,7 +17,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::plan::SweepKey;
 use super::results::{column_named, Column, Stat};
-use super::table::{render_blocks, Format, Grid, MAIL_WIDTH};
+use super::table::{render_blocks, wrap, wrap_units, Format, Grid, MAIL_WIDTH};
 use crate::cli::CompareArgs;
 use crate::error::{Error, Result};
 use crate::run_report::RunReport;
@@ -262,10 +262,19 @@ pub fn compare(
         ));
     }
     let (bp, np) = (&base.body.points, &new.body.points);
+    // A named key's points (tcp-cc) match by name: their values are positions in each
+    // sweep's own list.
+    let named = [&base.body.plan.key, &new.body.plan.key]
+        .iter()
+        .any(|k| k.as_deref() == Some(SweepKey::TcpCc.name()));
+    let same = |p: &PointFigure, q: &PointFigure| match named {
+        true => p.label == q.label,
+        false => p.value == q.value,
+    };
     let by_value: Vec<(usize, usize)> = bp
         .iter()
         .enumerate()
-        .filter_map(|(i, p)| Some((i, np.iter().position(|q| q.value == p.value)?)))
+        .filter_map(|(i, p)| Some((i, np.iter().position(|q| same(p, q))?)))
         .collect();
     let (pairs, matched_by) = if by_value.is_empty() && bp.len() == np.len() {
         ((0..bp.len()).map(|i| (i, i)).collect(), "position")
@@ -468,21 +477,22 @@ pub fn render(c: &Comparison, key_column: &str, format: Format) -> String {
     if format == Format::Csv {
         return out;
     }
-    out.push_str(&format!(
-        "base: {}; new: {}; points matched by {}\n",
+    // The notes wrap at a mail's 72 characters, continuation lines indented.
+    out.push_str(&wrap(&format!(
+        "base: {}; new: {}; points matched by {}",
         c.base,
         c.new.as_deref().unwrap_or("this sweep"),
         c.matched_by
-    ));
+    )));
     if !c.unmatched.is_empty() {
-        out.push_str(&format!("no match: {}\n", c.unmatched.join(", ")));
+        out.push_str(&wrap(&format!("no match: {}", c.unmatched.join(", "))));
     }
     for d in &c.shape_differences {
-        out.push_str(&format!("shape differs (--any-shape): {d}\n"));
+        out.push_str(&wrap(&format!("shape differs (--any-shape): {d}")));
     }
     for d in &c.environment_differences {
-        out.push_str(&format!(
-            "{}: {} differs: {} (base) against {} (new)\n",
+        out.push_str(&wrap(&format!(
+            "{}: {} differs: {} (base) against {} (new)",
             if d.level == "warning" {
                 "WARNING"
             } else {
@@ -491,7 +501,7 @@ pub fn render(c: &Comparison, key_column: &str, format: Format) -> String {
             d.what,
             d.base,
             d.new
-        ));
+        )));
     }
     let sig = c
         .rows
@@ -499,12 +509,12 @@ pub fn render(c: &Comparison, key_column: &str, format: Format) -> String {
         .flat_map(|r| &r.cells)
         .filter(|x| x.significant)
         .count();
-    out.push_str(&format!(
-        "mean +/- sample sd (n runs); delta = new - base; 95% CI of new - base and p from \
-         Welch's t-test (two-sided; '-' with fewer than 2 runs on a side); * p < {}: {sig} \
-         significant\n",
-        c.alpha
-    ));
+    // The count stays whole at the end of the last line (`…: N significant`).
+    let legend = "mean +/- sample sd (n runs); delta = new - base; 95% CI of new - base and p \
+                  from Welch's t-test (two-sided; '-' with fewer than 2 runs on a side);";
+    let mut units: Vec<String> = legend.split(' ').map(String::from).collect();
+    units.push(format!("* p < {}: {sig} significant", c.alpha));
+    out.push_str(&wrap_units("", &units, "  ", "", MAIL_WIDTH));
     out
 }
 
@@ -717,7 +727,8 @@ niov  figure       delta %  95% CI of delta     p
 4K    RX dev Gbps  +6.9     [-20.21, 61.65]     0.295
 4K    frags/GiB    -79.4    [-250069, -204033]  <0.001  *
 ";
-        for line in text.lines().take(7) {
+        // Every line fits a mail, the notes too (before: only the table's seven did).
+        for line in text.lines() {
             assert!(line.len() <= 72, "{line:?}");
         }
         assert!(text.starts_with(want), "{text}");
@@ -732,7 +743,14 @@ niov  figure       delta %  95% CI of delta     p
             "{text}"
         );
         assert!(text.contains("WARNING: CPU model differs:"), "{text}");
-        assert!(text.ends_with("* p < 0.05: 1 significant\n"), "{text}");
+        assert!(
+            text.ends_with(
+                "mean +/- sample sd (n runs); delta = new - base; 95% CI of new - base\n  \
+                 and p from Welch's t-test (two-sided; '-' with fewer than 2 runs on a\n  \
+                 side); * p < 0.05: 1 significant\n"
+            ),
+            "{text}"
+        );
         let md = render(&c, "niov", Format::Markdown);
         assert!(
             md.starts_with(
@@ -758,6 +776,34 @@ niov  figure       delta %  95% CI of delta     p
         .unwrap();
         assert_eq!(only.rows[0].cells.len(), 1);
         assert_eq!(only.rows[0].cells[0].key, "frags_per_gib");
+    }
+
+    /// tcp-cc's points match by name: each sweep numbers its names in its own order.
+    #[test]
+    fn tcp_cc_points_match_by_name() {
+        let b = body(
+            "tcp-cc",
+            &[
+                (0, "cubic", &[("rx_gbps", st(9.0, 0.5, 3))]),
+                (1, "reno", &[("rx_gbps", st(8.0, 0.5, 3))]),
+            ],
+        );
+        let n = body(
+            "tcp-cc",
+            &[
+                (0, "reno", &[("rx_gbps", st(8.5, 0.5, 3))]),
+                (1, "dctcp", &[("rx_gbps", st(7.0, 0.5, 3))]),
+            ],
+        );
+        let side = |name, body| Side { name, body };
+        let c = compare(side("b.json", &b), side("n.json", &n), false, None).unwrap();
+        assert_eq!(c.matched_by, "value");
+        assert_eq!(c.rows.len(), 1, "{c:?}");
+        assert_eq!(
+            (c.rows[0].base_point.as_str(), c.rows[0].new_point.as_str()),
+            ("reno", "reno")
+        );
+        assert_eq!(c.unmatched, ["cubic (base)", "dctcp (new)"]);
     }
 
     /// A sweep compared with itself: nothing differs, nothing is significant.
@@ -806,8 +852,9 @@ niov  figure       delta %  95% CI of delta     p
         );
         let c = compare(side("b.json", &b), side("n.json", &n), true, None).unwrap();
         assert_eq!(c.shape_differences.len(), 2);
+        // Wrapped at 72 characters (before: one line of 76).
         assert!(render(&c, "niov", Format::Text).contains(
-            "shape differs (--any-shape): --write-size: default (base) against 1448 (new)\n"
+            "shape differs (--any-shape): --write-size: default (base) against 1448\n  (new)\n"
         ));
         // 4K against 64K, one point each: by position.
         let big = body(

@@ -20,16 +20,21 @@ pub enum SweepKey {
     /// `write-size`: the peer's `--write-size` (its write, or devmem TX piece, size), bytes,
     /// 1..=64 MiB.
     WriteSize,
+    /// `tcp-cc`: the receiver's `--tcp-cc` (`TCP_CONGESTION` of every flow; the peer sends
+    /// with the same), a congestion control's name per point. Its values are the names'
+    /// positions in [`Sweep::names`] (0, 1, ...), the names the points' labels.
+    TcpCc,
 }
 
 /// The keys, in the order the help text names them.
-pub const KEYS: [SweepKey; 6] = [
+pub const KEYS: [SweepKey; 7] = [
     SweepKey::RxPageSize,
     SweepKey::RxBufLen,
     SweepKey::Autorelease,
     SweepKey::Flows,
     SweepKey::DmabufSize,
     SweepKey::WriteSize,
+    SweepKey::TcpCc,
 ];
 
 /// Most values one `--sweep` takes.
@@ -45,6 +50,7 @@ impl SweepKey {
             SweepKey::Flows => "flows",
             SweepKey::DmabufSize => "dmabuf-size",
             SweepKey::WriteSize => "write-size",
+            SweepKey::TcpCc => "tcp-cc",
         }
     }
 
@@ -57,11 +63,13 @@ impl SweepKey {
             SweepKey::Flows => "flows",
             SweepKey::DmabufSize => "dmabuf-size",
             SweepKey::WriteSize => "write-size",
+            SweepKey::TcpCc => "tcp-cc",
         }
     }
 
     /// A value as the table shows it: sizes as `4K`, `64K`, `2M` (binary units) where exact,
-    /// autorelease as `off`/`on`, flows as the number.
+    /// autorelease as `off`/`on`, flows as the number; a tcp-cc value (a name's position)
+    /// as the number, its name being the plan's ([`Plan::show`]).
     pub fn show(self, value: u64) -> String {
         match self {
             SweepKey::RxPageSize
@@ -72,7 +80,7 @@ impl SweepKey {
                 0 => "off".into(),
                 _ => "on".into(),
             },
-            SweepKey::Flows => value.to_string(),
+            SweepKey::Flows | SweepKey::TcpCc => value.to_string(),
         }
     }
 
@@ -87,7 +95,9 @@ impl SweepKey {
             SweepKey::RxPageSize => Some(u64::from(crate::cli::limits::MAX_RX_PAGE_SIZE)),
             SweepKey::RxBufLen => Some(u64::from(crate::cli::limits::MAX_RX_BUF_LEN)),
             SweepKey::WriteSize => Some(crate::cli::limits::MAX_WRITE_SIZE),
-            SweepKey::DmabufSize | SweepKey::Autorelease | SweepKey::Flows => None,
+            SweepKey::DmabufSize | SweepKey::Autorelease | SweepKey::Flows | SweepKey::TcpCc => {
+                None
+            }
         }
     }
 
@@ -131,8 +141,26 @@ impl SweepKey {
                  M or G"
             ),
             SweepKey::WriteSize => "1..=64M bytes, optional suffix K, M or G".into(),
+            SweepKey::TcpCc => "a congestion control name such as dctcp, cubic or reno: 1 to \
+                                15 of A-Z a-z 0-9 _ -"
+                .into(),
         }
     }
+
+    /// Whether this key's points are names ([`Sweep::names`]) rather than numbers.
+    pub fn named(self) -> bool {
+        self == SweepKey::TcpCc
+    }
+}
+
+/// A congestion control's name as `--tcp-cc` takes it: 1 to 15 (`TCP_CA_NAME_MAX` less its
+/// NUL) of `A-Z a-z 0-9 _ -`.
+pub fn tcp_cc_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 16
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// `4096` → `4K`, `65536` → `64K`, `2097152` → `2M`; other values in bytes.
@@ -150,8 +178,11 @@ fn show_size(v: u64) -> String {
 pub struct Sweep {
     /// The key.
     pub key: SweepKey,
-    /// Its values, in the order given (no repeats, 1..=[`MAX_POINTS`] of them).
+    /// Its values, in the order given (no repeats, 1..=[`MAX_POINTS`] of them); a named
+    /// key's are its names' positions, 0, 1, ...
     pub values: Vec<u64>,
+    /// A named key's ([`SweepKey::named`]) names, in the order given; empty for the others.
+    pub names: Vec<String>,
 }
 
 impl Sweep {
@@ -171,6 +202,32 @@ impl Sweep {
         if list.is_empty() {
             return Err(format!("{name}= has no values (expected {name}=V1,V2,...)"));
         }
+        if key.named() {
+            let mut names: Vec<String> = Vec::new();
+            for v in list.split(',') {
+                if !tcp_cc_name_ok(v) {
+                    return Err(format!(
+                        "invalid {name} value '{v}' (expected {})",
+                        key.expect(page_size)
+                    ));
+                }
+                if names.iter().any(|n| n == v) {
+                    return Err(format!("{name}: value {v} is given twice"));
+                }
+                names.push(v.to_string());
+            }
+            if names.len() > MAX_POINTS {
+                return Err(format!(
+                    "{name}: {} values (at most {MAX_POINTS})",
+                    names.len()
+                ));
+            }
+            return Ok(Sweep {
+                key,
+                values: (0..names.len() as u64).collect(),
+                names,
+            });
+        }
         let mut values = Vec::new();
         for v in list.split(',') {
             let v = key.parse_value(v, page_size)?;
@@ -185,7 +242,11 @@ impl Sweep {
                 values.len()
             ));
         }
-        Ok(Sweep { key, values })
+        Ok(Sweep {
+            key,
+            values,
+            names: Vec::new(),
+        })
     }
 }
 
@@ -210,6 +271,8 @@ pub struct Plan {
     pub points: Vec<Option<u64>>,
     /// Runs of every point (≥ 1).
     pub runs: u32,
+    /// A named key's names, by value ([`Sweep::names`]); empty for the others.
+    pub names: Vec<String>,
 }
 
 impl Plan {
@@ -220,11 +283,13 @@ impl Plan {
                 key: Some(s.key),
                 points: s.values.iter().copied().map(Some).collect(),
                 runs: runs.max(1),
+                names: s.names.clone(),
             },
             None => Plan {
                 key: None,
                 points: vec![None],
                 runs: runs.max(1),
+                names: Vec::new(),
             },
         }
     }
@@ -243,20 +308,45 @@ impl Plan {
         self.points.len() * self.runs as usize
     }
 
-    /// A point as the progress lines name it: `rx-page-size=16384`, or `one configuration`.
+    /// A point as the progress lines name it: `rx-page-size=16384`, `tcp-cc=dctcp`, or `one
+    /// configuration`.
     pub fn label(&self, point: usize) -> String {
         match (self.key, self.points.get(point).copied().flatten()) {
-            (Some(k), Some(v)) => format!("{}={v}", k.name()),
+            (Some(k), Some(v)) => format!("{}={}", k.name(), self.value_text(point, v)),
             _ => "one configuration".into(),
         }
     }
 
-    /// A point's first-column text in the table: the value as the key shows it.
+    /// A point's first-column text in the table: the value as the key shows it (a named
+    /// key's: the name).
     pub fn show(&self, point: usize) -> String {
         match (self.key, self.points.get(point).copied().flatten()) {
+            (Some(k), Some(v)) if k.named() => self.value_text(point, v),
             (Some(k), Some(v)) => k.show(v),
             _ => "-".into(),
         }
+    }
+
+    /// A named key's name at `point` (`None`: no named key, or no such point).
+    pub fn name(&self, point: usize) -> Option<&str> {
+        let k = self.key?;
+        let v = self.points.get(point).copied().flatten()?;
+        k.named()
+            .then(|| self.names.get(usize::try_from(v).ok()?).map(String::as_str))
+            .flatten()
+    }
+
+    /// Value `v` of `point` as the option takes it: the name of a named key, else the number.
+    fn value_text(&self, point: usize, v: u64) -> String {
+        self.name(point)
+            .map_or_else(|| v.to_string(), str::to_string)
+    }
+
+    /// The point's value as the option takes it (`None`: one configuration): what the
+    /// hooks are told.
+    pub fn value(&self, point: usize) -> Option<String> {
+        let v = self.points.get(point).copied().flatten()?;
+        Some(self.value_text(point, v))
     }
 }
 
@@ -283,8 +373,13 @@ mod tests {
             ("rx-page-size=2048", "invalid rx-page-size value '2048' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
             ("rx-page-size=", "rx-page-size= has no values (expected rx-page-size=V1,V2,...)"),
             ("rx-page-size=4096,", "invalid rx-page-size value '' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
-            ("nosuchkey=1", "unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size)"),
-            ("flows", "'flows' is not KEY=V1,V2,... (KEY one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size)"),
+            ("nosuchkey=1", "unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size, tcp-cc)"),
+            ("flows", "'flows' is not KEY=V1,V2,... (KEY one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size, tcp-cc)"),
+            ("tcp-cc=cubic,", "invalid tcp-cc value '' (expected a congestion control name such as dctcp, cubic or reno: 1 to 15 of A-Z a-z 0-9 _ -)"),
+            ("tcp-cc=a b", "invalid tcp-cc value 'a b' (expected a congestion control name such as dctcp, cubic or reno: 1 to 15 of A-Z a-z 0-9 _ -)"),
+            ("tcp-cc=abcdefghijklmnop", "invalid tcp-cc value 'abcdefghijklmnop' (expected a congestion control name such as dctcp, cubic or reno: 1 to 15 of A-Z a-z 0-9 _ -)"),
+            ("tcp-cc=reno,cubic,reno", "tcp-cc: value reno is given twice"),
+            ("tcp-cc=", "tcp-cc= has no values (expected tcp-cc=V1,V2,...)"),
             ("flows=0", "invalid flows value '0' (expected 1..=64)"),
             ("flows=65", "invalid flows value '65' (expected 1..=64)"),
             ("flows=+1", "invalid flows value '+1' (expected 1..=64)"),
@@ -319,6 +414,36 @@ mod tests {
         assert_eq!(e.map(|s| s.values.len()), Ok(64));
         let e = Sweep::parse(&format!("flows={},1", many[1..65].join(",")), 4096);
         assert!(e.is_err());
+    }
+
+    /// tcp-cc's points are names: values are their positions, the plan shows and labels
+    /// them by name.
+    #[test]
+    fn tcp_cc_points_are_names() {
+        let s = Sweep::parse("tcp-cc=dctcp,cubic,reno", 4096).unwrap();
+        assert_eq!(s.key, SweepKey::TcpCc);
+        assert_eq!(s.values, vec![0, 1, 2]);
+        assert_eq!(s.names, ["dctcp", "cubic", "reno"]);
+        let plan = Plan::new(Some(&s), 2);
+        assert_eq!(plan.show(1), "cubic");
+        assert_eq!(plan.label(2), "tcp-cc=reno");
+        assert_eq!(plan.name(0), Some("dctcp"));
+        assert_eq!(plan.value(0).as_deref(), Some("dctcp"));
+        assert_eq!(plan.name(3), None);
+        assert_eq!(SweepKey::TcpCc.column(), "tcp-cc");
+        // Numbers stay numbers.
+        let f = Plan::new(Some(&Sweep::parse("flows=1,2", 4096).unwrap()), 1);
+        assert_eq!(
+            (f.name(0), f.value(1).as_deref(), f.label(1)),
+            (None, Some("2"), "flows=2".into())
+        );
+        assert_eq!(Plan::new(None, 1).value(0), None);
+        let many: Vec<String> = (0..65).map(|v| format!("c{v}")).collect();
+        assert!(Sweep::parse(&format!("tcp-cc={}", many[..64].join(",")), 4096).is_ok());
+        assert_eq!(
+            Sweep::parse(&format!("tcp-cc={}", many.join(",")), 4096),
+            Err("tcp-cc: 65 values (at most 64)".to_string())
+        );
     }
 
     /// Run 1 of every point, then run 2 of every point.

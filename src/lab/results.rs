@@ -737,8 +737,8 @@ pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
     render(plan, records, None, Format::Text)
 }
 
-/// One CSV row per run (kperf's convention: a header row first): where the run sits, how it
-/// ended, and every figure of [`all_columns`] (empty where the run has none).
+/// One CSV row per run (kperf's convention: a header row first): where the run sits (its
+/// value as the option takes it: a tcp-cc point's name), how it ended, and every figure of [`all_columns`] (empty where the run has none).
 ///
 /// Errors: the CSV writer's (only from the underlying buffer, which cannot fail).
 pub fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
@@ -752,11 +752,11 @@ pub fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
     header.extend(cols.iter().map(|c| c.key.to_string()));
     w.write_record(&header).map_err(|e| e.to_string())?;
     for r in records {
-        let value = plan.points.get(r.slot.point).copied().flatten();
         let mut row = vec![
             (r.slot.index + 1).to_string(),
             plan.key.map(|k| k.name().to_string()).unwrap_or_default(),
-            value.map(|v| v.to_string()).unwrap_or_default(),
+            // The number as the option takes it; a tcp-cc point's name.
+            plan.value(r.slot.point).unwrap_or_default(),
             r.slot.point.to_string(),
             (r.slot.run + 1).to_string(),
             r.outcome.name().to_string(),
@@ -1230,6 +1230,7 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
         plain.totals.gbit_per_s = 1.0;
         let cpu = CpuShares {
             usr: 2.0,
+            nice: 0.0,
             sys: 3.0,
             irq: 0.0,
             softirq: 4.0,

@@ -161,6 +161,50 @@ impl Grid {
     }
 }
 
+/// `units` (pieces that are never split: words, or a command's quoted arguments) joined by
+/// single spaces into lines of at most `width` characters, greedily: the first line starts
+/// with `first`, every later one with `indent`, and every line but the last ends with `end`
+/// (counted in the width: ` \` continues a shell command). A unit too wide for a line of its
+/// own gets a line of its own, whole: nothing is cut or dropped. Every line ends in `\n`;
+/// no units: `first` alone.
+pub fn wrap_units<S: AsRef<str>>(
+    first: &str,
+    units: &[S],
+    indent: &str,
+    end: &str,
+    width: usize,
+) -> String {
+    let len = |s: &str| s.chars().count();
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for u in units {
+        let u = u.as_ref();
+        if empty {
+            line.push_str(u);
+            empty = false;
+        } else if len(&line) + 1 + len(u) + len(end) <= width {
+            line.push(' ');
+            line.push_str(u);
+        } else {
+            out.push_str(&line);
+            out.push_str(end);
+            out.push('\n');
+            line = format!("{indent}{u}");
+        }
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
+}
+
+/// One line of prose wrapped at [`MAIL_WIDTH`] between its words (single spaces), the
+/// continuation lines indented by two spaces ([`wrap_units`]).
+pub fn wrap(line: &str) -> String {
+    let words: Vec<&str> = line.split(' ').filter(|w| !w.is_empty()).collect();
+    wrap_units("", &words, "  ", "", MAIL_WIDTH)
+}
+
 /// `blocks` rendered in `format`, one after the other, a blank line between them.
 ///
 /// Errors: as [`Grid::csv`].
@@ -233,5 +277,43 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    /// Wrapping keeps every unit whole and in order, fits the width, indents the
+    /// continuation lines and ends each but the last with `end`; a unit wider than a line
+    /// gets one of its own.
+    #[test]
+    fn wrapping_keeps_every_unit_and_fits_the_width() {
+        let units = [
+            "ncdevmem-rs",
+            "-l",
+            "--pre-run",
+            "'perf record -a'",
+            "--runs",
+            "3",
+        ];
+        assert_eq!(
+            wrap_units("command: ", &units, "    ", " \\", 34),
+            "command: ncdevmem-rs -l \\\n    --pre-run 'perf record -a' \\\n    --runs 3\n"
+        );
+        assert_eq!(wrap_units("x: ", &[] as &[&str], "  ", "", 10), "x:\n");
+        let long = "a".repeat(20);
+        assert_eq!(
+            wrap_units("", &["b", &long, "c"], "  ", "", 10),
+            format!("b\n  {long}\n  c\n")
+        );
+        let line =
+            "env: ncdevmem-rs 0.1.0 (commit d956a01c28b7, target x86_64-unknown-linux-gnu), \
+                    host vm, kernel 6.18.44-fc-v1272, AMD EPYC, CPUs 0-1";
+        let w = wrap(line);
+        assert_eq!(
+            w,
+            "env: ncdevmem-rs 0.1.0 (commit d956a01c28b7, target\n  \
+             x86_64-unknown-linux-gnu), host vm, kernel 6.18.44-fc-v1272, AMD EPYC,\n  \
+             CPUs 0-1\n"
+        );
+        assert!(w.lines().all(|l| l.chars().count() <= MAIL_WIDTH), "{w}");
+        let joined: Vec<&str> = w.split_whitespace().collect();
+        assert_eq!(joined, line.split_whitespace().collect::<Vec<_>>());
     }
 }

@@ -26,6 +26,7 @@
 
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,7 @@ use crate::figures::cpu::{format_cpu_list, CpuShares, ProcStat, APP_IDLE, APP_SY
 use crate::figures::device::{arrival_queue, device_rx, ArrivalQueue, DeviceRx, NoQstats, Qstats};
 use crate::figures::hist::FragSizeHistogram;
 use crate::figures::page_pool::{self, NoPoolStats, PoolReading, QueuePools};
+use crate::figures::softirq;
 use crate::netlink::netdev::{Netdev, QstatsScope};
 use crate::rcvbuf::RcvbufPlan;
 use crate::run_report::RunReport;
@@ -327,6 +329,8 @@ impl Flow {
 struct Snapshot {
     at: Instant,
     proc_stat: Result<ProcStat>,
+    /// Each CPU's NET_RX softirq count (`/proc/softirqs`), or why it could not be read.
+    net_rx: std::result::Result<Vec<(usize, u64)>, String>,
     qstats: Option<Result<Qstats>>,
     /// The page pools and their counters (`page-pool-get`, `page-pool-stats-get`).
     pools: Option<Result<PoolReading>>,
@@ -345,6 +349,7 @@ impl Snapshot {
         Snapshot {
             at: Instant::now(),
             proc_stat: ProcStat::read(),
+            net_rx: softirq::read_net_rx(Path::new(softirq::PROC_SOFTIRQS)),
             qstats,
             pools,
         }
@@ -524,6 +529,16 @@ impl<'a> Measure<'a> {
             report.summary(&line);
         }
         report.summary(&figures.cpu_line());
+        let body = figures.body();
+        // A timed run: the per-CPU table, from the figures the JSON carries.
+        if let (Some(_), Some(summary::CpuFigure::Split(split))) = (
+            self.rx.flows.duration,
+            body.measured.as_ref().map(|m| &m.cpu),
+        ) {
+            for line in crate::figures::cpu_table::table(split) {
+                report.summary(&line);
+            }
+        }
         if let Some(line) = figures.foreign_warning() {
             report.log(format_args!("{line}"));
         }
@@ -542,7 +557,7 @@ impl<'a> Measure<'a> {
                  receiver never read, so its CRC-32 covers more and differs",
             );
         }
-        report.body(summary::Body::Receive(Box::new(figures.body())));
+        report.body(summary::Body::Receive(Box::new(body)));
         report.receive(facts);
         verdict.result
     }
@@ -969,6 +984,9 @@ struct RunFigures {
     ended_before_duration: bool,
     cpu: std::result::Result<CpuSplit, String>,
     app_cpus: Vec<usize>,
+    /// Each CPU's NET_RX softirqs over the measured interval, in CPU order (`None`:
+    /// `/proc/softirqs` could not be read at both ends).
+    net_rx: Option<Vec<(usize, u64)>>,
     device: Option<std::result::Result<DeviceRx, NoQstats>>,
     /// Per NAPI instance of the bound queues, their page pools' counter growth.
     page_pools: Option<std::result::Result<Vec<QueuePools>, NoPoolStats>>,
@@ -1058,6 +1076,10 @@ impl RunFigures {
             interval,
             cpu,
             app_cpus,
+            net_rx: match (&first.net_rx, &last.net_rx) {
+                (Ok(a), Ok(b)) => Some(softirq::growth(a, b)),
+                _ => None,
+            },
             device: device_figure,
             page_pools,
             warmup: rx.flows.warmup,
@@ -1452,8 +1474,13 @@ impl RunFigures {
                         .map(|(c, s)| summary::CpuShareFigure {
                             cpu: *c,
                             shares: shares(s),
+                            net_rx: self
+                                .net_rx
+                                .as_ref()
+                                .and_then(|g| g.iter().find(|(cpu, _)| cpu == c).map(|&(_, n)| n)),
                         })
                         .collect(),
+                    net_cpus: self.net_rx.as_deref().map(softirq::net_cpus),
                     tool_user_pct_of_app_busy: self.tool_user_share(),
                     foreign_pct_of_app_busy: self.foreign_share(),
                 })),
@@ -1515,6 +1542,7 @@ impl RunFigures {
 fn shares(s: &CpuShares) -> summary::SharesFigure {
     summary::SharesFigure {
         usr: s.usr,
+        nice: Some(s.nice),
         sys: s.sys,
         irq: s.irq,
         softirq: s.softirq,
@@ -1655,6 +1683,7 @@ mod tests {
         Snapshot {
             at,
             proc_stat: Err(Error::Failure("not read in this test".into())),
+            net_rx: Err("not read in this test".into()),
             qstats: None,
             pools: None,
         }
@@ -1709,6 +1738,7 @@ mod tests {
         assert_eq!(f.foreign_share(), None, "no /proc/stat figures: no share");
         let app = |idle: f64, softirq: f64| CpuShares {
             usr: 0.0,
+            nice: 0.0,
             sys: 100.0 - idle - softirq - 1.0,
             irq: 0.0,
             softirq,

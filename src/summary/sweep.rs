@@ -176,9 +176,10 @@ pub struct StatFigure {
 /// One point of a sweep: its value and every figure's statistics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PointFigure {
-    /// The swept value (`null`: one configuration).
+    /// The swept value (`null`: one configuration; a named key's: the position of its name
+    /// in the plan's `names`).
     pub value: Option<u64>,
-    /// The value as the table shows it (`4K`, `on`).
+    /// The value as the table shows it (`4K`, `on`, a tcp-cc point's name).
     pub label: String,
     /// Runs of the point that passed.
     pub runs_ok: usize,
@@ -279,8 +280,13 @@ pub struct RunFigure {
 pub struct PlanFigure {
     /// The swept key (`null`: one configuration).
     pub key: Option<String>,
-    /// Its values, in the order given.
+    /// Its values, in the order given; a named key's (`tcp-cc`) are its names' positions
+    /// in `names`.
     pub values: Vec<Option<u64>>,
+    /// A named key's names (`tcp-cc`: the congestion controls), by value; absent for the
+    /// others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
     /// Runs of every point.
     pub runs: u32,
     /// In words: run 1 of every point, then run 2, ...
