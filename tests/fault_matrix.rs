@@ -347,17 +347,16 @@ fn a_tcp_cc_sweep_point_still_fails_every_fault() {
     );
 }
 
-/// A hook that fails fails its run, named, on clean data: `--post-run false` after the run
-/// (its figure in the run's `hooks`), `--pre-run false` before it (the run is not made).
-#[test]
-fn a_failing_hook_fails_its_sweep_run_named() {
-    let test = "a_failing_hook_fails_its_sweep_run_named";
+/// The namespace, the sweep row's path (2 timed flows, named `name`) and its clean cell, for
+/// a test of one sweep-run fault outside the grid; `None` (printed as `test`'s skip) where
+/// the suite cannot run network tests.
+fn clean_sweep_cell(test: &str, name: &'static str) -> Option<(NetNs, Path, Cell)> {
     if let Some(reason) = common::skip_reason() {
         common::print_skip(test, &reason);
-        return;
+        return None;
     }
     let path = Path {
-        name: "sweep run, failing hook",
+        name,
         flows: 2,
         timed: true,
         warmup: false,
@@ -366,6 +365,19 @@ fn a_failing_hook_fails_its_sweep_run_named() {
     };
     let ns = NetNs::new().expect("create the namespace");
     let clean = cell(&path, fault_cells::Case::Clean).expect("the clean cell");
+    Some((ns, path, clean))
+}
+
+/// A hook that fails fails its run, named, on clean data: `--post-run false` after the run
+/// (its figure in the run's `hooks`), `--pre-run false` before it (the run is not made).
+#[test]
+fn a_failing_hook_fails_its_sweep_run_named() {
+    let Some((ns, path, clean)) = clean_sweep_cell(
+        "a_failing_hook_fails_its_sweep_run_named",
+        "sweep run, failing hook",
+    ) else {
+        return;
+    };
     for (port, extra, named, made) in [
         (7690, ["--post-run", "false"], "--post-run: exit 1", true),
         (7692, ["--pre-run", "false"], "--pre-run: exit 1", false),
@@ -390,21 +402,12 @@ fn a_failing_hook_fails_its_sweep_run_named() {
 /// the table, the means and a comparison would otherwise carry them.
 #[test]
 fn a_peers_impossible_figures_fail_its_sweep_run() {
-    let test = "a_peers_impossible_figures_fail_its_sweep_run";
-    if let Some(reason) = common::skip_reason() {
-        common::print_skip(test, &reason);
+    let Some((ns, path, clean)) = clean_sweep_cell(
+        "a_peers_impossible_figures_fail_its_sweep_run",
+        "sweep run, lying peer",
+    ) else {
         return;
-    }
-    let path = Path {
-        name: "sweep run, lying peer",
-        flows: 2,
-        timed: true,
-        warmup: false,
-        sweep: true,
-        flow_bytes: 4 << 20,
     };
-    let ns = NetNs::new().expect("create the namespace");
-    let clean = cell(&path, fault_cells::Case::Clean).expect("the clean cell");
     let spoils: [(u16, Spoil, &str); 3] = [
         (7694, |f| f["gbit_per_s"] = 1e300.into(), "gbit_per_s"),
         (7696, |f| f["flow_bytes"][0] = 1.into(), "flow_bytes"),
