@@ -544,7 +544,7 @@ impl<'a> Measure<'a> {
         }
         if let (Some(line), false) = (figures.unreached_line(), self.rx.require_spread) {
             // With --require-spread the verdict says it.
-            report.warn(format_args!("{line}"));
+            report.warn(format_args!("warning: {line}"));
         }
         for line in figures.flow_lines() {
             report.summary(&line);
