@@ -322,6 +322,9 @@ pub struct Receive {
     /// The flows: how many connections, for how long, on which CPUs, with which congestion
     /// control.
     pub flows: Flows,
+    /// `--require-spread`: the run fails unless its flows reached every bound queue (the one
+    /// verdict, `src/verdict.rs`); only where queues are bound (the devmem and zcrx servers).
+    pub require_spread: bool,
 }
 
 /// `--flows`, `--duration`, `--warmup`, `--cpus`, `--tcp-cc`: the shape of a measurement.
@@ -1028,6 +1031,11 @@ fn check_rules(t: &Typed, role: Role) -> Result<()> {
              sender printed",
         ));
     }
+    if t.zcrx_nodev && t.require_spread {
+        return Err(usage_err(
+            "--require-spread: --zcrx-nodev binds no queue, so there is no spread to require",
+        ));
+    }
     if t.zcrx_nodev && t.verify_restore {
         return Err(usage_err(
             "--verify-restore: --zcrx-nodev changes no NIC, so there is nothing to verify",
@@ -1229,6 +1237,7 @@ fn mode_args(
             expect_bytes: t.expect_bytes,
             rcvbuf: t.rcvbuf,
             flows: flows(t),
+            require_spread: t.require_spread,
         })
     };
     let peer = |server: Option<HostAddr>, client: Option<HostAddr>| -> Result<Peer> {

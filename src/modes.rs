@@ -409,6 +409,11 @@ pub(crate) fn one_flow_facts(rx: &Receive, stats: &RxStats, own: &Result<()>) ->
         conns: vec![ConnFacts::of_receive(stats, own)],
         whole_duration: None,
         ended_in_warmup: None,
+        // `--require-spread` makes a run measured (`flows::measured`): one that is not has no
+        // figure of its queues, so the requirement cannot be met.
+        require_spread: rx
+            .require_spread
+            .then(|| crate::verdict::Spread::Unknown("the run was not measured".into())),
     }
 }
 

@@ -494,6 +494,17 @@ pub struct WorkerFigure {
     pub zcrx_rx_buf_len: u32,
 }
 
+/// Whether the run's flows reached every bound queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SteeringFigure {
+    /// The bound queues.
+    pub bound: Vec<u32>,
+    /// Those that received no byte in the measured interval.
+    pub unreached: Vec<u32>,
+    /// `qstats` (the queues' rx-bytes) or `arrival` (the flows' `SO_INCOMING_NAPI_ID`).
+    pub source: String,
+}
+
 /// The figures of a measured receive (several flows, or `--duration`, `--warmup`, `--cpus`):
 /// the measured interval, every flow, the CPUs, the device and its page pools.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -518,6 +529,10 @@ pub struct Measured {
     pub device_rx: Option<DeviceRxFigure>,
     /// The bound queues' page pools (`null`: no device).
     pub page_pools: Option<PagePoolsFigure>,
+    /// Whether the flows reached every bound queue, from `device_rx`'s queues (else from the
+    /// flows' arrival queues); absent without a device or when neither tells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steering: Option<SteeringFigure>,
     /// The CPU figures.
     pub cpu: CpuFigure,
     /// Every flow, in flow order.

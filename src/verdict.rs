@@ -18,6 +18,13 @@
 //! flow whose stream no connection carried, or that two carried, fails by name, and that
 //! failure comes before any other of the flow's. Without the keyed stream of several flows
 //! (one flow, `-v N`, no validation) flow k is the k-th connection accepted.
+//!
+//! **Spread.** With `--require-spread` a run whose flows did not reach every bound queue
+//! fails, after every flow passed: a bound queue whose `rx-bytes` (qstats) did not grow over
+//! the measured interval, or without queue stats one no flow arrived on
+//! ([`crate::figures::device::unreached_queues`]), was not reached; a run where neither tells
+//! fails too (a requirement that cannot be checked is not met). Without the option the run
+//! only says so ([`Spread`] is then no fact of the verdict).
 
 use crate::error::{Error, Result};
 use crate::stats::RxStats;
@@ -147,6 +154,42 @@ pub(crate) fn is_stop(result: &Result<()>) -> bool {
     matches!(result, Err(Error::Interrupted(_)))
 }
 
+/// Which bound queues a receive's flows reached, for `--require-spread`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Spread {
+    /// The bound queues, those the flows did not reach, and how that is known (`qstats`: the
+    /// queues' rx-bytes over the measured interval; `arrival`: the flows' arrival queues).
+    Known {
+        /// The bound queues, in the order they were bound.
+        bound: Vec<u32>,
+        /// Those not reached (empty: every one was).
+        unreached: Vec<u32>,
+        /// `qstats` or `arrival`.
+        source: &'static str,
+    },
+    /// Nothing tells (no queue stats and no flow's arrival queue known): why.
+    Unknown(String),
+}
+
+impl Spread {
+    /// Why the flows are not known to have reached every bound queue (`None`: they are).
+    fn shortfall(&self) -> Option<String> {
+        match self {
+            Spread::Known {
+                bound,
+                unreached,
+                source,
+            } if !unreached.is_empty() => Some(crate::figures::device::unreached_words(
+                bound, unreached, source,
+            )),
+            Spread::Known { .. } => None,
+            Spread::Unknown(why) => Some(format!(
+                "which bound queues the flows reached is not known ({why})"
+            )),
+        }
+    }
+}
+
 /// The facts of one receive: the flows it expected and what each accepted connection did.
 #[derive(Debug, Clone)]
 pub(crate) struct ReceiveFacts {
@@ -166,6 +209,8 @@ pub(crate) struct ReceiveFacts {
     /// measured interval never began, so the run measured nothing (its figures are empty).
     /// `None` otherwise.
     pub(crate) ended_in_warmup: Option<f64>,
+    /// `--require-spread`: which bound queues the flows reached. `None` without the option.
+    pub(crate) require_spread: Option<Spread>,
 }
 
 /// One flow's verdict.
@@ -371,20 +416,27 @@ fn run_result(facts: &ReceiveFacts, flows: &[FlowVerdict]) -> Result<()> {
         .filter(|&k| !flows[k].failures.is_empty())
         .collect();
     let Some(&first) = failed.first() else {
-        return match facts.ended {
-            Ended::Signal(sig) => Err(Error::Interrupted(sig)),
-            Ended::PeersClosed if facts.ended_in_warmup.is_some() => Err(Error::Failure(format!(
-                "the peers closed every flow within the --warmup of {} s: nothing was measured",
-                facts.ended_in_warmup.unwrap_or_default()
-            ))),
-            Ended::PeersClosed => match facts.whole_duration {
-                Some((duration, measured)) => Err(Error::Failure(format!(
+        match (facts.ended, facts.whole_duration) {
+            (Ended::Signal(sig), _) => return Err(Error::Interrupted(sig)),
+            (Ended::PeersClosed, _) if facts.ended_in_warmup.is_some() => {
+                return Err(Error::Failure(format!(
+                    "the peers closed every flow within the --warmup of {} s: nothing was \
+                     measured",
+                    facts.ended_in_warmup.unwrap_or_default()
+                )))
+            }
+            (Ended::PeersClosed, Some((duration, measured))) => {
+                return Err(Error::Failure(format!(
                     "the peer closed every flow before --duration {duration} s was over (the \
                      figures cover {measured:.3} s; a short run is left out of the table)"
-                ))),
-                None => Ok(()),
-            },
-            _ => Ok(()),
+                )))
+            }
+            _ => {}
+        }
+        // Every flow passed: the one rule of the run as a whole.
+        return match facts.require_spread.as_ref().and_then(Spread::shortfall) {
+            Some(why) => Err(Error::Failure(format!("--require-spread: {why}"))),
+            None => Ok(()),
         };
     };
     let e = &flows[first].failures[0];
@@ -496,7 +548,7 @@ pub(crate) fn with_peer(run: Result<()>, peer: Option<&PeerFigures>, flows: u32)
 /// The pass invariant, stated on its own: every expected flow's stream seen exactly once (by
 /// its first bytes where flows are told apart so, else one connection per flow), no mismatch,
 /// every validated flow carried data (unless a `-U 1` unbind ended it), no own failure of a
-/// connection.
+/// connection; with `--require-spread`, every bound queue known to be reached.
 ///
 /// # Errors
 /// What breaks it, in words.
@@ -537,7 +589,13 @@ pub(crate) fn invariant(f: &ReceiveFacts) -> std::result::Result<(), String> {
             return Err(format!("connection {c} failed: {e}"));
         }
     }
-    Ok(())
+    match &f.require_spread {
+        Some(Spread::Unknown(_)) => Err("--require-spread could not be checked".into()),
+        Some(Spread::Known { unreached, .. }) if !unreached.is_empty() => Err(format!(
+            "--require-spread: bound queues {unreached:?} got no bytes"
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -634,6 +692,7 @@ mod tests {
             conns,
             whole_duration: None,
             ended_in_warmup: None,
+            require_spread: None,
         }
     }
 
@@ -840,6 +899,89 @@ mod tests {
         assert!(judge_receive(&f).result.is_ok());
     }
 
+    /// `--require-spread`: a run whose flows all passed fails when a bound queue got no
+    /// bytes (naming it), or when nothing tells which queues they reached; one that reached
+    /// every bound queue passes; without the option the same facts pass (the run only says
+    /// so). A flow's own failure, and a signal, still come first.
+    #[test]
+    fn require_spread_fails_a_run_that_missed_a_bound_queue() {
+        let two = || vec![named(0, 100), named(1, 100)];
+        let on_one = Spread::Known {
+            bound: vec![2, 3],
+            unreached: vec![3],
+            source: "qstats",
+        };
+        let mut f = receive(two(), 2, Ended::Duration);
+        assert!(judge_receive(&f).result.is_ok());
+        f.require_spread = Some(on_one.clone());
+        let v = judge_receive(&f);
+        let e = v.result.as_ref().unwrap_err();
+        assert_eq!(e.exit_code(), 1);
+        assert_eq!(
+            e.to_string(),
+            "--require-spread: the flows reached 1 of 2 bound queues (2,3): no bytes on queue 3 \
+             (qstats)"
+        );
+        // The flows themselves passed: no flow carries the failure.
+        assert!(v.flows.iter().all(|fl| fl.failures.is_empty()));
+        assert!(invariant(&f).is_err());
+        assert!(decide(RunFacts {
+            run: Ok(()),
+            receive: Some(f.clone()),
+            undo: None,
+            verify: None
+        })
+        .result
+        .is_err());
+        // Every bound queue reached: pass, by qstats or by the flows' arrival queues.
+        for source in ["qstats", "arrival"] {
+            f.require_spread = Some(Spread::Known {
+                bound: vec![2, 3],
+                unreached: vec![],
+                source,
+            });
+            assert!(judge_receive(&f).result.is_ok(), "{source}");
+            assert!(invariant(&f).is_ok());
+        }
+        // One flow on one bound queue is spread.
+        let mut one = receive(
+            vec![ConnFacts::clean(Identity::ByOrder, 9, true)],
+            1,
+            Ended::PeersClosed,
+        );
+        one.require_spread = Some(Spread::Known {
+            bound: vec![5],
+            unreached: vec![],
+            source: "qstats",
+        });
+        assert!(judge_receive(&one).result.is_ok());
+        // Nothing tells: a requirement that cannot be checked is not met.
+        f.require_spread = Some(Spread::Unknown(
+            "no qstats: the driver keeps none; no flow's arrival queue is known".into(),
+        ));
+        assert_eq!(
+            err(&judge_receive(&f)),
+            "--require-spread: which bound queues the flows reached is not known (no qstats: \
+             the driver keeps none; no flow's arrival queue is known)"
+        );
+        // A flow's own failure decides first; a signal stays the verdict.
+        f.require_spread = Some(on_one.clone());
+        let mut bad = named(1, 100);
+        bad.mismatches = 2;
+        f.conns = vec![named(0, 100), bad];
+        assert!(err(&judge_receive(&f)).starts_with("flow 1: validation failed"));
+        f.conns = two();
+        f.ended = Ended::Signal(libc::SIGINT);
+        assert!(matches!(
+            judge_receive(&f).result,
+            Err(Error::Interrupted(s)) if s == libc::SIGINT
+        ));
+        // A sweep's short run keeps its own reason.
+        f.ended = Ended::PeersClosed;
+        f.whole_duration = Some((3.0, 1.0));
+        assert!(err(&judge_receive(&f)).starts_with("the peer closed every flow"));
+    }
+
     /// The run's verdict: the receive's facts beat a mode that passed; the undo and the
     /// snapshot as before.
     #[test]
@@ -908,8 +1050,14 @@ mod tests {
                 proptest::collection::vec(conn_strategy(n), n as usize..=n as usize),
                 prop_oneof![Just(Ended::PeersClosed), Just(Ended::Duration)],
                 any::<bool>(),
+                prop_oneof![
+                    4 => Just(None),
+                    1 => Just(Some(Spread::Known { bound: vec![2, 3], unreached: vec![], source: "qstats" })),
+                    1 => Just(Some(Spread::Known { bound: vec![2, 3], unreached: vec![3], source: "qstats" })),
+                    1 => Just(Some(Spread::Unknown("no qstats".into()))),
+                ],
             )
-                .prop_map(move |(mut conns, ended, by_order)| {
+                .prop_map(move |(mut conns, ended, by_order, require_spread)| {
                     if n == 1 || by_order {
                         for c in &mut conns {
                             c.identity = Identity::ByOrder;
@@ -922,6 +1070,7 @@ mod tests {
                         conns,
                         whole_duration: None,
                         ended_in_warmup: None,
+                        require_spread,
                     }
                 })
         })
@@ -936,7 +1085,8 @@ mod tests {
             prop_assert_eq!(v.result.is_ok(), invariant(&f).is_ok(), "{:?} {:?}", f, v.result);
             let d = decide(RunFacts { run: Ok(()), receive: Some(f.clone()), undo: None, verify: None });
             prop_assert_eq!(d.result.is_ok(), invariant(&f).is_ok());
-            if f.flows > 1 {
+            let spread_short = f.require_spread.as_ref().and_then(Spread::shortfall).is_some();
+            if f.flows > 1 && !(spread_short && v.flows.iter().all(|fl| fl.failures.is_empty())) {
                 if let Err(e) = &v.result {
                     let text = e.to_string();
                     let named = (0..f.flows).any(|k| text.contains(&format!("flow {k}:")));

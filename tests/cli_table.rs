@@ -68,6 +68,7 @@ fn receive(server: &str, port: u16) -> Receive {
         expect_bytes: None,
         rcvbuf: None,
         flows: Flows::default(),
+        require_spread: false,
     }
 }
 
@@ -265,6 +266,9 @@ fn every_flag_has_its_meaning() {
         }),
         (SERVER, "--verify-restore", |r| {
             srv(r).nic.verify_restore = true
+        }),
+        (SERVER, "--require-spread", |r| {
+            srv(r).rx.require_spread = true
         }),
         (SERVER, "--rcvbuf 64K", |r| {
             srv(r).rx.rcvbuf = Some(64 << 10)
@@ -622,6 +626,19 @@ fn mode_selection_table() {
         (
             "-l -f eth0 -s ::1 -p 1 -n --verify-restore",
             "--verify-restore: -n skips",
+        ),
+        // No bound queue: nothing to spread over.
+        (
+            "-l --plain -s ::1 -p 1 --require-spread",
+            "--require-spread: only applies to receivers with bound queues",
+        ),
+        (
+            "-f eth0 -s ::1 -p 1 --require-spread",
+            "--require-spread: only applies",
+        ),
+        (
+            "-l --zcrx --zcrx-nodev -s ::1 -p 1 --require-spread",
+            "--require-spread: --zcrx-nodev binds no queue",
         ),
         (
             "-f eth0 -V --quiet",

@@ -128,6 +128,12 @@ pub fn cases() -> Vec<super::Row> {
             rx::multi_flow,
         ),
         (
+            "devmem-nic/require-spread",
+            120,
+            "2 flows hashed to one of 2 bound queues: --require-spread exit 1, else a warning",
+            rx::require_spread,
+        ),
+        (
             "devmem-nic/multi-flow-fault",
             30,
             "the module's xflow fault: exit 1 naming the spoiled flow and the other",

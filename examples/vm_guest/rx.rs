@@ -1951,6 +1951,173 @@ pub(super) fn multi_flow(ctx: &Ctx) -> CaseResult {
     )))
 }
 
+/// Bound queues of `devmem-nic/require-spread` (the context over 4..6 of the pair's 8), and
+/// its flows and their bytes.
+const RS_QUEUES: u32 = 2;
+
+const RS_FLOWS: u16 = 2;
+
+const RS_BYTES: &str = "4M";
+
+/// The first of two consecutive source ports (from 40000 on) whose flows to `dport` the
+/// module's hash puts on one queue (`same`) or on both queues (`!same`) of a context of
+/// [`RS_QUEUES`], and their queue offsets.
+fn rs_ports(key: &[u8], dport: u16, same: bool) -> Result<(u16, Vec<u32>), String> {
+    (40000u16..60000)
+        .find_map(|first| {
+            let q: Vec<u32> = (0..RS_FLOWS)
+                .map(|i| flow_queue(key, first + i, dport, RS_QUEUES))
+                .collect();
+            (q.windows(2).all(|w| w[0] == w[1]) == same).then_some((first, q))
+        })
+        .ok_or_else(|| format!("no two consecutive source ports to {dport} with same={same}"))
+}
+
+/// `--require-spread` on the software NIC: the devmem server with `--flows 2 -t 4 -q 2` (an
+/// RSS context over exactly queues 4..6) and two flows from source ports whose Toeplitz
+/// hash under the fixed key puts BOTH on one queue of the context (the peer namespace's whole
+/// ephemeral range): with `--require-spread` exit 1 after every byte validated, the message
+/// naming the other queue as the one without bytes (qstats) and the JSON's `steering`;
+/// without it exit 0 with the `steering:` warning and the same `steering`; then two ports
+/// that hash to both queues with `--require-spread`: exit 0, nothing unreached. Every run's
+/// `rx queues:` line names both queues; the NIC (contexts included) as before, no binding.
+pub(super) fn require_spread(ctx: &Ctx) -> CaseResult {
+    let nic = Dnic::with_queues(ctx, 67, CTX_QUEUES, true)?;
+    let hkey: Vec<String> = FIXED_RSS_KEY.iter().map(|b| format!("{b:02x}")).collect();
+    ethtool(ctx, &["-X", &nic.dut, "hkey", &hkey.join(":")])?;
+    let key = rss_key(ctx, &nic.dut)?;
+    if key != FIXED_RSS_KEY {
+        return Err(format!("ethtool -X {} hkey: read back {key:02x?}", nic.dut));
+    }
+    let before = NicState::take(&nic.dut)?;
+    let (port, seed) = (5630u16, "67");
+    let flows = RS_FLOWS.to_string();
+    let run = |dport: u16, same: bool, require: bool| -> Result<(Transfer, Vec<u32>), String> {
+        let (first, queues) = rs_ports(&key, dport, same)?;
+        nic.peer_port_range(first, first + RS_FLOWS - 1)?;
+        let mut server = vec![
+            "-s",
+            DUT4,
+            "-t",
+            "4",
+            "-q",
+            "2",
+            "--flows",
+            &flows,
+            "--seed",
+            seed,
+            "--verify-restore",
+        ];
+        if require {
+            server.push("--require-spread");
+        }
+        let t = nic.transfer(
+            dport,
+            &server,
+            &[
+                "--send-pattern",
+                RS_BYTES,
+                "-s",
+                DUT4,
+                "--flows",
+                &flows,
+                "--seed",
+                seed,
+            ],
+        )?;
+        let after = NicState::take(&nic.dut)?;
+        before.same_as(&after, &format!("after the run on port {dport}"))?;
+        no_binding(&after)?;
+        Ok((t, queues.iter().map(|q| 4 + q).collect()))
+    };
+    let steering = |t: &Transfer| -> Value {
+        t.json
+            .as_ref()
+            .map_or(Value::Null, |j| j["steering"].clone())
+    };
+    let validated = |t: &Transfer| -> bool {
+        t.json.as_ref().is_some_and(|j| {
+            let fl = j["flows"].as_array().cloned().unwrap_or_default();
+            fl.len() == RS_FLOWS as usize
+                && fl.iter().all(|f| {
+                    f["mismatches"] == 0 && f["validated_bytes"] == 4 << 20 && f["ok"] == true
+                })
+        })
+    };
+
+    // Both flows on one queue, --require-spread: exit 1 naming the other queue.
+    let (t, on) = run(port, true, true)?;
+    let (hit, miss) = (on[0], if on[0] == 4 { 5 } else { 4 });
+    let text = output_text(&t.server);
+    let want = format!(
+        "--require-spread: the flows reached 1 of 2 bound queues (4,5): no bytes on queue \
+         {miss} (qstats)"
+    );
+    let unreached = serde_json::json!({"bound": [4, 5], "unreached": [miss], "source": "qstats"});
+    if t.server.status.code() != Some(1)
+        || !text.contains(&want)
+        || text.contains("warning: steering:")
+        || !text.contains(&format!("queue {miss} 0 bytes"))
+        || steering(&t) != unreached
+        || !validated(&t)
+    {
+        return Err(format!(
+            "both flows hashed to queue {hit}, --require-spread: want exit 1 with {want:?}, \
+             every flow validated, steering {unreached}: server {} {text:?}; {}",
+            t.server.status,
+            nic.stats_text()
+        ));
+    }
+    let fail_line = text
+        .lines()
+        .find(|l| l.contains(&want))
+        .unwrap_or_default()
+        .to_string();
+
+    // The same without the option: a pass with the warning.
+    let (t, on2) = run(port + 1, true, false)?;
+    let miss2 = if on2[0] == 4 { 5 } else { 4 };
+    let text = output_text(&t.server);
+    let warn = format!(
+        "warning: steering: the flows reached 1 of 2 bound queues (4,5): no bytes on queue \
+         {miss2} (qstats)"
+    );
+    if !t.server.status.success() || !text.contains(&warn) || !validated(&t) {
+        return Err(format!(
+            "both flows hashed to queue {}, no --require-spread: want exit 0 with {warn:?}: \
+             server {} {text:?}",
+            on2[0], t.server.status
+        ));
+    }
+
+    // Spread over both queues, --require-spread: a pass, nothing unreached.
+    let (t, on3) = run(port + 2, false, true)?;
+    let text = output_text(&t.server);
+    let spread = serde_json::json!({"bound": [4, 5], "unreached": [], "source": "qstats"});
+    if !t.server.status.success()
+        || steering(&t) != spread
+        || text.contains("steering:")
+        || !validated(&t)
+    {
+        return Err(format!(
+            "flows hashed to queues {on3:?}, --require-spread: want exit 0, steering \
+             {spread}: server {} {text:?}; {}",
+            t.server.status,
+            nic.stats_text()
+        ));
+    }
+    let queues_line = text
+        .lines()
+        .find(|l| l.starts_with("rx queues:"))
+        .unwrap_or_default()
+        .to_string();
+    Ok(Outcome::Pass(format!(
+        "both flows on queue {hit} with --require-spread: exit 1, {fail_line:?}; without it: \
+         exit 0 with the steering warning (queue {miss2} empty); flows on queues {on3:?} with \
+         --require-spread: exit 0, {queues_line:?}"
+    )))
+}
+
 /// The device's RSS key as `ethtool -x DEV` prints it (`RSS hash key:`, then `xx:xx:...`).
 fn rss_key(ctx: &Ctx, dev: &str) -> Result<Vec<u8>, String> {
     let text = ethtool(ctx, &["-x", dev])?;
@@ -2074,6 +2241,19 @@ mod tests {
         tcp.extend_from_slice(&2794u16.to_be_bytes());
         tcp.extend_from_slice(&1766u16.to_be_bytes());
         assert_eq!(toeplitz(&key, &tcp), 0x51cc_c178);
+    }
+
+    /// `devmem-nic/require-spread`'s ports: two flows on one queue of the context, or on both.
+    #[test]
+    fn require_spread_ports_land_as_asked() {
+        for dport in [5630, 5631, 5632] {
+            let (first, same) = rs_ports(&FIXED_RSS_KEY, dport, true).unwrap();
+            assert_eq!(same.len(), 2);
+            assert_eq!(same[0], same[1], "{first}");
+            assert_eq!(flow_queue(&FIXED_RSS_KEY, first + 1, dport, 2), same[0]);
+            let (first, both) = rs_ports(&FIXED_RSS_KEY, dport, false).unwrap();
+            assert_ne!(both[0], both[1], "{first}");
+        }
     }
 
     /// The ports found hash to as many different queues as asked, in port order.

@@ -276,6 +276,7 @@ pub(super) struct Typed {
     pub zcrx_nodev: bool,
     pub rx_buf_len: Option<u32>,
     pub verify_restore: bool,
+    pub require_spread: bool,
     pub peer_server: bool,
     pub max_duration: Option<Duration>,
     pub max_bytes: Option<u64>,
@@ -1019,6 +1020,21 @@ pub(super) const FLAGS: &[Flag] = &[
         help: "after undoing NIC changes, compare the NIC with its state before the run\n\
                (rings, channels, RSS table and contexts, ntuple feature and rules); a\n\
                difference is exit 1",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "require-spread",
+        hint: "",
+        expect: "",
+        set: |t, _, _| set(&mut t.require_spread, true),
+        roles: &[Role::Server, Role::Zcrx],
+        only: Some("receivers with bound queues (-l, --zcrx)"),
+        example: "",
+        help: "fail the run (exit 1) when its flows did not reach every bound queue: a\n\
+               bound queue whose rx-bytes (qstats) did not grow over the measured\n\
+               interval (without queue stats: no flow arrived on it); the run is then\n\
+               measured as with --flows",
         section: Section::Ours,
     },
     Flag {

@@ -236,12 +236,16 @@ pub fn of_run(
     }
 }
 
-/// Whether a run's traffic reached every bound queue, from its summary `body`: the bound
-/// queues' own RX bytes over the measured interval (`device_rx.queues`, qstats; a queue
-/// without a byte was not reached). `None` without those figures (no device, the plain
+/// Whether a run's traffic reached every bound queue, from its summary `body`: the run's own
+/// `steering`, else the bound queues' own RX bytes over the measured interval
+/// (`device_rx.queues`, qstats; a queue without a byte was not reached). `None` without those figures (no device, the plain
 /// receiver; a kernel without queue stats).
 pub fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
     let m = body.measured.as_ref()?;
+    if let Some(s) = &m.steering {
+        // The run's own (qstats, else the flows' arrival queues).
+        return Some(s.clone());
+    }
     let Some(DeviceRxFigure::Measured(d)) = &m.device_rx else {
         return None;
     };

@@ -36,7 +36,10 @@ use super::{log, peer_text, Accepted};
 use crate::cli::Receive;
 use crate::error::{Error, Result};
 use crate::figures::cpu::{format_cpu_list, CpuShares, ProcStat, APP_IDLE, APP_SYS};
-use crate::figures::device::{arrival_queue, device_rx, ArrivalQueue, DeviceRx, NoQstats, Qstats};
+use crate::figures::device::{
+    arrival_queue, device_rx, unreached_queues, unreached_words, ArrivalQueue, DeviceRx, NoQstats,
+    Qstats,
+};
 use crate::figures::hist::FragSizeHistogram;
 use crate::figures::page_pool::{self, NoPoolStats, PoolReading, QueuePools};
 use crate::figures::softirq;
@@ -52,14 +55,18 @@ use crate::sys::uapi::dmabuf_token;
 use crate::udmabuf::FragMemory;
 
 use crate::engine::{self, Live, Mark, Shared};
-use crate::verdict::{ConnFacts, Ended, ReceiveFacts, DURATION_OVER};
+use crate::verdict::{ConnFacts, Ended, ReceiveFacts, Spread, DURATION_OVER};
 /// Whether a receive of `rx` is measured: several flows, or a measurement's options
-/// (`--duration`, `--warmup`, `--cpus`). A measured run reports its flows, the CPUs and the
+/// (`--duration`, `--warmup`, `--cpus`, `--require-spread`). A measured run reports its flows, the CPUs and the
 /// device and its progress comes from the engine's supervisor; one that is not reports the one
 /// summary line ncdevmem.c does. Both run through the one flow engine.
 pub(crate) fn measured(rx: &Receive) -> bool {
     let f = &rx.flows;
-    f.count > 1 || f.duration.is_some() || f.warmup.is_some() || f.cpus.is_some()
+    f.count > 1
+        || f.duration.is_some()
+        || f.warmup.is_some()
+        || f.cpus.is_some()
+        || rx.require_spread
 }
 
 /// The checks of a multi-flow receive that need no NIC change: several flows validate (their
@@ -494,6 +501,26 @@ impl<'a> Measure<'a> {
                 (Some(w), false) => Some(w.as_secs_f64()),
                 _ => None,
             },
+            require_spread: None,
+        };
+        // Which bound queues the flows reached: the bound queues' rx-bytes over the measured
+        // interval, else the flows' arrival queues.
+        let steering = self.device.map(|d| {
+            let interval = measured_interval(&flows, &first, &last);
+            let arrivals: Vec<ArrivalQueue> = flows
+                .iter()
+                .filter_map(|f| f.napi_id)
+                .map(|id| arrival_queue(&self.queues, id))
+                .collect();
+            spread(d, &device_figure(d, &first, &last, interval), &arrivals)
+        });
+        let facts = ReceiveFacts {
+            require_spread: self.rx.require_spread.then(|| {
+                steering
+                    .clone()
+                    .unwrap_or_else(|| Spread::Unknown("no RX queue is bound".into()))
+            }),
+            ..facts
         };
         let verdict = crate::verdict::judge_receive(&facts);
         let order = verdict.order();
@@ -502,6 +529,7 @@ impl<'a> Measure<'a> {
         figures.verdicts = verdict.flows.iter().map(|v| v.error_text()).collect();
         figures.connections = order;
         figures.clock_start = shared.started();
+        figures.steering = steering;
         // No stop of the run's own (duration, failure, signal): the peers closed every flow.
         figures.ended_before_duration = self.rx.flows.duration.is_some() && stop == 0;
         // A worker's flows by their numbers in the report (stream order).
@@ -522,6 +550,13 @@ impl<'a> Measure<'a> {
             }
         }
         report.summary(&figures.summary());
+        if let Some(line) = figures.queue_line() {
+            report.summary(&line);
+        }
+        if let (Some(line), false) = (figures.unreached_line(), self.rx.require_spread) {
+            // With --require-spread the verdict says it.
+            report.warn(format_args!("warning: {line}"));
+        }
         for line in figures.flow_lines() {
             report.summary(&line);
         }
@@ -969,6 +1004,45 @@ fn measured_interval(flows: &[Flow], first: &Snapshot, last: &Snapshot) -> Durat
     end.saturating_duration_since(first.at)
 }
 
+/// The bound queues' RX growth between the readings `first` and `last` (`interval` apart), or
+/// why there is none.
+fn device_figure(
+    d: &Device,
+    first: &Snapshot,
+    last: &Snapshot,
+    interval: Duration,
+) -> std::result::Result<DeviceRx, NoQstats> {
+    match (&first.qstats, &last.qstats) {
+        (Some(Ok(a)), Some(Ok(b))) => device_rx(a, b, d.ifindex, &d.queues, interval),
+        (Some(Err(e)), _) | (_, Some(Err(e))) => Err(NoQstats(format!("qstats-get: {e}"))),
+        _ => Err(NoQstats("no reading".into())),
+    }
+}
+
+/// Which of `d`'s bound queues the flows reached: by the queues' own RX bytes (`rx`, qstats)
+/// where the device has them, else by the flows' `arrivals`
+/// ([`crate::figures::device::unreached_queues`]); [`Spread::Unknown`] when neither tells.
+fn spread(
+    d: &Device,
+    rx: &std::result::Result<DeviceRx, NoQstats>,
+    arrivals: &[ArrivalQueue],
+) -> Spread {
+    let per_queue = rx.as_ref().ok().map(|r| r.per_queue.as_slice());
+    match unreached_queues(&d.queues, per_queue, arrivals) {
+        Some((unreached, source)) => Spread::Known {
+            bound: d.queues.clone(),
+            unreached,
+            source,
+        },
+        None => Spread::Unknown(match rx {
+            Err(why) if !d.queues.is_empty() => {
+                format!("{why}; no flow's arrival queue is known")
+            }
+            _ => "no RX queue is bound".into(),
+        }),
+    }
+}
+
 /// The `/proc/stat` shares of the measured interval: the app CPUs together, all CPUs, and
 /// each CPU by number.
 type CpuSplit = (CpuShares, CpuShares, Vec<(usize, CpuShares)>);
@@ -1000,6 +1074,8 @@ struct RunFigures {
     connections: Vec<Option<usize>>,
     /// When the run's clock started (the last accept), for when each worker began and ended.
     clock_start: Option<Instant>,
+    /// Which bound queues the flows reached (`None`: no device).
+    steering: Option<Spread>,
 }
 
 impl RunFigures {
@@ -1061,11 +1137,7 @@ impl RunFigures {
             }
             (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
         };
-        let device_figure = device.map(|d| match (&first.qstats, &last.qstats) {
-            (Some(Ok(a)), Some(Ok(b))) => device_rx(a, b, d.ifindex, &d.queues, interval),
-            (Some(Err(e)), _) | (_, Some(Err(e))) => Err(NoQstats(format!("qstats-get: {e}"))),
-            _ => Err(NoQstats("no reading".into())),
-        });
+        let device_figure = device.map(|d| device_figure(d, first, last, interval));
         let page_pools = device.map(|d| match (&first.pools, &last.pools) {
             (Some(Ok(a)), Some(Ok(b))) => page_pool::per_queue(a, b, d.ifindex, &d.queues, queues),
             (Some(Err(e)), _) | (_, Some(Err(e))) => Err(NoPoolStats(e.to_string())),
@@ -1089,6 +1161,7 @@ impl RunFigures {
             verdicts: Vec::new(),
             connections: Vec::new(),
             clock_start: None,
+            steering: None,
         }
     }
 
@@ -1188,6 +1261,38 @@ impl RunFigures {
             None => {}
         }
         s
+    }
+
+    /// `rx queues: queue 4 8388608 bytes, queue 5 0 bytes (qstats rx-bytes over the
+    /// measured interval, headers included)`: each bound queue's share of device RX (`None`
+    /// without the figure).
+    fn queue_line(&self) -> Option<String> {
+        let d = self.device.as_ref()?.as_ref().ok()?;
+        let qs: Vec<String> = d
+            .per_queue
+            .iter()
+            .map(|q| format!("queue {} {} bytes", q.queue, q.bytes))
+            .collect();
+        Some(format!(
+            "rx queues: {} (qstats rx-bytes over the measured interval, headers included)",
+            qs.join(", ")
+        ))
+    }
+
+    /// `steering: the flows reached 1 of 2 bound queues (2,3): no bytes on queue 3 (qstats)`
+    /// when some bound queue was not reached; `None` otherwise.
+    fn unreached_line(&self) -> Option<String> {
+        match self.steering.as_ref()? {
+            Spread::Known {
+                bound,
+                unreached,
+                source,
+            } if !unreached.is_empty() => Some(format!(
+                "steering: {}",
+                unreached_words(bound, unreached, source)
+            )),
+            _ => None,
+        }
     }
 
     /// One line per flow.
@@ -1462,6 +1567,18 @@ impl RunFigures {
                 }
                 Err(why) => summary::PagePoolsFigure::Unavailable(unavailable(why.to_string())),
             }),
+            steering: match &self.steering {
+                Some(Spread::Known {
+                    bound,
+                    unreached,
+                    source,
+                }) => Some(summary::SteeringFigure {
+                    bound: bound.clone(),
+                    unreached: unreached.clone(),
+                    source: (*source).into(),
+                }),
+                _ => None,
+            },
             cpu: match &self.cpu {
                 Ok((app, all, per_cpu)) => summary::CpuFigure::Split(Box::new(summary::CpuSplit {
                     app_cpus: self.app_cpus.clone(),
@@ -1883,6 +2000,86 @@ mod tests {
         let j = f.to_json();
         assert!(j.get("workers").is_none(), "{j}");
         assert!(j["flows"][0].get("worker").is_none(), "{j}");
+    }
+
+    /// Two flows on bound queues 2 and 3 that all landed on queue 2: the run's steering
+    /// names queue 3 (qstats first; the flows' arrival queues without them; nothing without
+    /// either), the per-queue line gives each queue's bytes, and the JSON carries both.
+    #[test]
+    fn a_bound_queue_without_bytes_is_named() {
+        use crate::figures::device::QueueRx;
+        let d = Device {
+            ifindex: 4,
+            queues: vec![2, 3],
+        };
+        let q = |queue, bytes| QueueRx {
+            queue,
+            bytes,
+            packets: None,
+        };
+        let rx_of = |per_queue: Vec<QueueRx>| DeviceRx {
+            bytes: per_queue.iter().map(|q| q.bytes).sum(),
+            packets: None,
+            interval: Duration::from_secs(2),
+            per_queue,
+        };
+        let both_on_2 = Ok(rx_of(vec![q(2, 9000), q(3, 0)]));
+        let s = spread(&d, &both_on_2, &[]);
+        assert_eq!(
+            s,
+            Spread::Known {
+                bound: vec![2, 3],
+                unreached: vec![3],
+                source: "qstats"
+            }
+        );
+        let no_qstats = Err(NoQstats("the driver keeps none".into()));
+        assert_eq!(
+            spread(
+                &d,
+                &no_qstats,
+                &[ArrivalQueue::Queue(2), ArrivalQueue::Queue(3)]
+            ),
+            Spread::Known {
+                bound: vec![2, 3],
+                unreached: vec![],
+                source: "arrival"
+            }
+        );
+        assert_eq!(
+            spread(&d, &no_qstats, &[ArrivalQueue::NoNapi]),
+            Spread::Unknown(
+                "no qstats: the driver keeps none; no flow's arrival queue is known".into()
+            )
+        );
+        let mut f = three_flows_on_two_workers();
+        f.device = Some(both_on_2);
+        f.steering = Some(s);
+        assert_eq!(
+            f.queue_line().unwrap(),
+            "rx queues: queue 2 9000 bytes, queue 3 0 bytes (qstats rx-bytes over the measured \
+             interval, headers included)"
+        );
+        assert_eq!(
+            f.unreached_line().unwrap(),
+            "steering: the flows reached 1 of 2 bound queues (2,3): no bytes on queue 3 (qstats)"
+        );
+        let j = f.to_json();
+        assert_eq!(
+            j["steering"],
+            serde_json::json!({"bound": [2, 3], "unreached": [3], "source": "qstats"})
+        );
+        assert_eq!(j["device_rx"]["queues"][1]["bytes"], 0);
+        // Every queue reached: no warning; no device: neither line nor key.
+        f.steering = Some(Spread::Known {
+            bound: vec![2, 3],
+            unreached: vec![],
+            source: "qstats",
+        });
+        assert_eq!(f.unreached_line(), None);
+        let plain = three_flows_on_two_workers();
+        assert_eq!((plain.queue_line(), plain.unreached_line()), (None, None));
+        assert!(plain.to_json().get("steering").is_none());
     }
 
     /// A flow stopped by the run (its duration, another flow's failure) stops nobody; a

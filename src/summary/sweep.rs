@@ -221,16 +221,8 @@ pub struct NetRxFigure {
     pub app_cpus: Vec<usize>,
 }
 
-/// Whether the run's flows reached every bound queue.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct SteeringFigure {
-    /// The bound queues.
-    pub bound: Vec<u32>,
-    /// Those that received no byte in the measured interval.
-    pub unreached: Vec<u32>,
-    /// `qstats` (the queues' rx-bytes) or `arrival` (the flows' `SO_INCOMING_NAPI_ID`).
-    pub source: String,
-}
+/// Whether the run's flows reached every bound queue (the run summary's own type).
+pub use super::SteeringFigure;
 
 /// A `--pre-run` or `--post-run` hook of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
