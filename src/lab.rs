@@ -540,7 +540,8 @@ fn one_run(
                     rx.flows.tcp_cc.clone(),
                     a.peer_send == crate::cli::PeerSend::Devmem,
                 )?;
-                client.done(run, send_for + DONE_WAIT)
+                let wait = send_for + DONE_WAIT;
+                client.done(run, wait).map(|f| (f, wait))
             })()),
             Err(_) => None,
         };
@@ -555,8 +556,21 @@ fn one_run(
             (Some(b), Some(a)) => Some(crate::figures::softirq::growth(&b, &a)),
             _ => None,
         };
-        let peer = peer.transpose()?;
-        let verdict = crate::verdict::with_peer(verdict, peer.as_ref(), rx.flows.count);
+        let (peer, waited) = match peer.transpose()? {
+            Some((figures, wait)) => (Some(figures), Some(wait)),
+            None => (None, None),
+        };
+        let bounds = crate::verdict::PeerBounds {
+            received: match &body {
+                Some(crate::summary::Body::Receive(b)) => Some(results::received_bytes(b)),
+                _ => None,
+            },
+            max_bytes: Some(client.limits.max_bytes),
+            // The sweep waited this long for the `done`, from the `started` on; 1 s more for
+            // the `started`'s own way.
+            longest_s: waited.map(|w| w.as_secs_f64() + 1.0),
+        };
+        let verdict = crate::verdict::with_peer(verdict, peer.as_ref(), rx.flows.count, bounds);
         let outcome = match &verdict {
             Ok(()) => Outcome::Ok,
             Err(e @ Error::Skip(_)) => Outcome::Skipped(e.to_string()),

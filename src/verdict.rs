@@ -205,8 +205,9 @@ pub(crate) struct ReceiveFacts {
     /// figures are a row of the table only when they cover the whole duration, so a run whose
     /// peers closed every flow before it was over fails. `None` for any other run.
     pub(crate) whole_duration: Option<(f64, f64)>,
-    /// `--warmup`, in seconds, when the peers closed every flow before it was over: the
-    /// measured interval never began, so the run measured nothing (its figures are empty).
+    /// `--warmup`, in seconds, when the run measured nothing after it: the peers closed every
+    /// flow before it was over (the measured interval never began), or no flow carried a byte
+    /// after its mark (drained and closing as the warm-up ended). The figures would be empty.
     /// `None` otherwise.
     pub(crate) ended_in_warmup: Option<f64>,
     /// `--require-spread`: which bound queues the flows reached. `None` without the option.
@@ -418,10 +419,10 @@ fn run_result(facts: &ReceiveFacts, flows: &[FlowVerdict]) -> Result<()> {
     let Some(&first) = failed.first() else {
         match (facts.ended, facts.whole_duration) {
             (Ended::Signal(sig), _) => return Err(Error::Interrupted(sig)),
-            (Ended::PeersClosed, _) if facts.ended_in_warmup.is_some() => {
+            (Ended::PeersClosed | Ended::Duration, _) if facts.ended_in_warmup.is_some() => {
                 return Err(Error::Failure(format!(
-                    "the peers closed every flow within the --warmup of {} s: nothing was \
-                     measured",
+                    "nothing was measured: no flow carried a byte after the --warmup of {} s \
+                     (the peers closed or went quiet within it)",
                     facts.ended_in_warmup.unwrap_or_default()
                 )))
             }
@@ -524,17 +525,63 @@ pub(crate) fn decide(facts: RunFacts) -> Decision {
     Decision { result, also }
 }
 
+/// What a peer's `done` is held against besides itself: what the run's receiver got and what
+/// the peer announced. `None` where it is not known.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PeerBounds {
+    /// Stream bytes the receiver got over all flows, warm-up included.
+    pub(crate) received: Option<u64>,
+    /// The most the peer sends in one run (its `welcome`'s `max_bytes`).
+    pub(crate) max_bytes: Option<u64>,
+    /// The longest its send of this run can have taken, seconds (the send's duration and
+    /// the wait for its `done`).
+    pub(crate) longest_s: Option<f64>,
+}
+
+impl PeerBounds {
+    /// Why `p` cannot be this run's send, if it cannot: a receiver never gets more stream
+    /// bytes than were sent, a peer never sends more than its own limit, and a send does not
+    /// outlast the wait for its `done`.
+    fn contradiction(&self, p: &PeerFigures) -> Option<String> {
+        if let Some(r) = self.received.filter(|&r| r > p.bytes) {
+            return Some(format!(
+                "bytes {} is less than the {r} stream bytes the receiver got",
+                p.bytes
+            ));
+        }
+        if let Some(m) = self.max_bytes.filter(|&m| p.bytes > m) {
+            return Some(format!(
+                "bytes {} is more than its own max_bytes {m}",
+                p.bytes
+            ));
+        }
+        if let Some(l) = self.longest_s.filter(|&l| p.elapsed_s > l) {
+            return Some(format!(
+                "elapsed_s {} is longer than its send can have taken ({l:.1} s)",
+                p.elapsed_s
+            ));
+        }
+        None
+    }
+}
+
 /// A peer-driven run (a sweep's): the receiver's own verdict `run`, then what the peer
-/// reported of its send (`peer`: its `done`, for a send of `flows` flows). A run whose peer
-/// says its send failed fails, even when every byte that arrived validated (a devmem TX that
-/// failed after its data was out); so does one whose peer's figures cannot be true
-/// ([`PeerFigures::implausible`]: the table would carry them); a receiver's own failure or
-/// skip stays first.
+/// reported of its send (`peer`: its `done`, for a send of `flows` flows, held against
+/// `bounds`). A run whose peer says its send failed fails, even when every byte that arrived
+/// validated (a devmem TX that failed after its data was out); so does one whose peer's
+/// figures cannot be true ([`PeerFigures::implausible`], [`PeerBounds`]: the table would
+/// carry them); a receiver's own failure or skip stays first.
 ///
 /// Errors: `run`'s error; else `Error::Failure` naming the peer's error or its figures.
-pub(crate) fn with_peer(run: Result<()>, peer: Option<&PeerFigures>, flows: u32) -> Result<()> {
+pub(crate) fn with_peer(
+    run: Result<()>,
+    peer: Option<&PeerFigures>,
+    flows: u32,
+    bounds: PeerBounds,
+) -> Result<()> {
     let Some(p) = peer else { return run };
-    match (run, &p.error, p.implausible(flows)) {
+    let why = p.implausible(flows).or_else(|| bounds.contradiction(p));
+    match (run, &p.error, why) {
         (Ok(()), Some(e), _) => Err(Error::Failure(format!(
             "the peer reported that its send failed: {e}"
         ))),
@@ -621,15 +668,22 @@ mod tests {
     /// A peer's reported failure fails a run that passed; a receiver's own end stays first.
     #[test]
     fn a_peers_reported_failure_fails_the_run() {
-        assert!(with_peer(Ok(()), None, 2).is_ok());
-        assert!(with_peer(Ok(()), Some(&peer(None)), 2).is_ok());
-        let e = with_peer(Ok(()), Some(&peer(Some("bind-tx: EINVAL"))), 2).unwrap_err();
+        assert!(with_peer(Ok(()), None, 2, PeerBounds::default()).is_ok());
+        assert!(with_peer(Ok(()), Some(&peer(None)), 2, PeerBounds::default()).is_ok());
+        let e = with_peer(
+            Ok(()),
+            Some(&peer(Some("bind-tx: EINVAL"))),
+            2,
+            PeerBounds::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.exit_code(), 1);
         assert!(e.to_string().contains("bind-tx: EINVAL"), "{e}");
         let own = with_peer(
             Err(Error::Failure("flow 0: x".into())),
             Some(&peer(Some("y"))),
             2,
+            PeerBounds::default(),
         )
         .unwrap_err();
         assert_eq!(own.to_string(), "flow 0: x");
@@ -637,6 +691,7 @@ mod tests {
             Err(Error::Skip(crate::missing::Missing::ChannelConfig)),
             Some(&peer(Some("y"))),
             2,
+            PeerBounds::default(),
         );
         assert_eq!(skip.unwrap_err().exit_code(), 4);
     }
@@ -646,8 +701,14 @@ mod tests {
     #[test]
     fn a_peers_impossible_figures_fail_the_run() {
         type Spoil = fn(&mut PeerFigures);
-        let cases: [(&str, Spoil); 11] = [
+        let cases: [(&str, Spoil); 14] = [
             ("finite", |p| p.gbit_per_s = f64::INFINITY),
+            ("finite", |p| {
+                (p.elapsed_s, p.gbit_per_s) = (-0.0, -0.0);
+            }),
+            ("in 0 s", |p| {
+                (p.elapsed_s, p.gbit_per_s) = (0.0, 0.0);
+            }),
             ("finite", |p| p.elapsed_s = f64::NAN),
             ("finite", |p| p.elapsed_s = -1.0),
             ("is not its", |p| p.gbit_per_s = 1e300),
@@ -658,11 +719,12 @@ mod tests {
             ("CPU shares", |p| p.cpu.as_mut().unwrap().idle = 400.0),
             ("CPU shares", |p| p.cpu.as_mut().unwrap().usr = -3.0),
             ("CPU shares", |p| p.cpu.as_mut().unwrap().sys = f64::NAN),
+            ("CPU shares", |p| p.cpu.as_mut().unwrap().usr = 100.6),
         ];
         for (want, spoil) in cases {
             let mut p = peer(None);
             spoil(&mut p);
-            let e = with_peer(Ok(()), Some(&p), 2).unwrap_err();
+            let e = with_peer(Ok(()), Some(&p), 2, PeerBounds::default()).unwrap_err();
             assert_eq!(e.exit_code(), 1, "{p:?}");
             assert!(
                 e.to_string().contains("cannot be true") && e.to_string().contains(want),
@@ -672,14 +734,56 @@ mod tests {
         // A failed send may have fewer flows; its error is what the run reports.
         let mut p = peer(Some("connect: refused"));
         p.flow_bytes = vec![3_000_000_000];
-        assert!(with_peer(Ok(()), Some(&p), 2)
+        assert!(with_peer(Ok(()), Some(&p), 2, PeerBounds::default())
             .unwrap_err()
             .to_string()
             .contains("refused"));
         // No bytes in no time is a rate of 0.
         let mut p = peer(None);
         (p.bytes, p.elapsed_s, p.gbit_per_s, p.flow_bytes) = (0, 0.0, 0.0, vec![0, 0]);
-        assert!(with_peer(Ok(()), Some(&p), 2).is_ok());
+        assert!(with_peer(Ok(()), Some(&p), 2, PeerBounds::default()).is_ok());
+    }
+
+    /// A `done` held against the run: fewer bytes than the receiver got, more than the peer's
+    /// own limit, or a send longer than the run's wait for it, each fails the run, named; the
+    /// same figures within the bounds pass.
+    #[test]
+    fn a_peers_figures_that_contradict_the_run_fail_it() {
+        let p = peer(None); // 3 GB in 2 s
+        let within = PeerBounds {
+            received: Some(3_000_000_000),
+            max_bytes: Some(3_000_000_000),
+            longest_s: Some(2.0),
+        };
+        assert!(with_peer(Ok(()), Some(&p), 2, within).is_ok());
+        for (bounds, want) in [
+            (
+                PeerBounds {
+                    received: Some(3_000_000_001),
+                    ..within
+                },
+                "less than the 3000000001 stream bytes the receiver got",
+            ),
+            (
+                PeerBounds {
+                    max_bytes: Some(1 << 30),
+                    ..within
+                },
+                "more than its own max_bytes",
+            ),
+            (
+                PeerBounds {
+                    longest_s: Some(1.5),
+                    ..within
+                },
+                "longer than its send can have taken",
+            ),
+        ] {
+            let e = with_peer(Ok(()), Some(&p), 2, bounds)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("cannot be true") && e.contains(want), "{e}");
+        }
     }
 
     use proptest::prelude::*;
@@ -878,7 +982,7 @@ mod tests {
         assert!(judge_receive(&f).result.is_ok());
     }
 
-    /// A timed run whose peers closed every flow within its `--warmup` measured nothing: it
+    /// A run whose flows carried nothing after its `--warmup` measured nothing: it
     /// fails, saying so (it used to pass with empty figures); a signal still wins, and a run
     /// whose measured interval began is judged as before.
     #[test]
@@ -887,8 +991,12 @@ mod tests {
         f.ended_in_warmup = Some(0.5);
         assert_eq!(
             err(&judge_receive(&f)),
-            "the peers closed every flow within the --warmup of 0.5 s: nothing was measured"
+            "nothing was measured: no flow carried a byte after the --warmup of 0.5 s (the \
+             peers closed or went quiet within it)"
         );
+        // Flows that went quiet and stayed open until the duration ended: the same.
+        f.ended = Ended::Duration;
+        assert!(err(&judge_receive(&f)).starts_with("nothing was measured"));
         f.ended = Ended::Signal(libc::SIGTERM);
         assert!(matches!(
             judge_receive(&f).result,

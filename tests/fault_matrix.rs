@@ -50,8 +50,11 @@ fn wait_bounded(mut child: Child, limit: Duration) -> (Output, bool) {
 /// Runs one cell: the receiver in `ns`, the test sender (or, for a sweep, the stand-in peer)
 /// from this process into `ns`.
 fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16, extra: &[&str]) -> Ran {
-    run_cell_with(ns, path, cell, port, extra, None)
+    run_cell_with(ns, path, cell, port, extra, None, CELL_DURATION)
 }
+
+/// A timed cell's `--duration` (its `--warmup` a third of it).
+const CELL_DURATION: Duration = Duration::from_millis(1500);
 
 /// A change to the stand-in peer's `done` figures.
 type Spoil = fn(&mut serde_json::Value);
@@ -65,6 +68,7 @@ fn run_cell_with(
     port: u16,
     extra: &[&str],
     spoil: Option<Spoil>,
+    duration: Duration,
 ) -> Ran {
     let json = tmp_json(&format!("matrix-{port}"));
     let port_s = port.to_string();
@@ -85,7 +89,7 @@ fn run_cell_with(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    args.extend(receiver_args(path, cell, Duration::from_millis(1500)));
+    args.extend(receiver_args(path, cell, duration));
     if path.sweep {
         args.extend(
             ["--peer", "127.0.0.1", "--peer-port", &ctrl_s, "--runs", "1"].map(String::from),
@@ -421,7 +425,7 @@ fn a_peers_impossible_figures_fail_its_sweep_run() {
         ),
     ];
     for (port, spoil, named) in spoils {
-        let ran = run_cell_with(&ns, &path, &clean, port, &[], Some(spoil));
+        let ran = run_cell_with(&ns, &path, &clean, port, &[], Some(spoil), CELL_DURATION);
         let j = ran.json.clone().unwrap_or_default();
         assert_eq!(ran.code, Some(1), "{named}: {}", ran.stderr);
         assert_eq!(j["verdict"], "fail", "{named}: {j}");
@@ -435,6 +439,51 @@ fn a_peers_impossible_figures_fail_its_sweep_run() {
             j["runs"][0]
         );
     }
+}
+
+/// Flows that carry data in the warm-up and then go quiet, staying open until the duration
+/// ends, measured nothing: the run fails, saying so (it passed with 0 bytes measured: a
+/// breaker's finding). The warm-up is 1 s, long past the flows' 8 KiB.
+#[test]
+fn flows_that_go_quiet_within_the_warmup_fail_the_run() {
+    let test = "flows_that_go_quiet_within_the_warmup_fail_the_run";
+    if let Some(reason) = common::skip_reason() {
+        common::print_skip(test, &reason);
+        return;
+    }
+    let path = Path {
+        name: "plain, 3 flows, quiet after the warm-up",
+        flows: 3,
+        timed: true,
+        warmup: true,
+        sweep: false,
+        flow_bytes: 4 << 20,
+    };
+    let ns = NetNs::new().expect("create the namespace");
+    let mut quiet = cell(&path, fault_cells::Case::Clean).expect("the clean cell");
+    for c in &mut quiet.conns {
+        *c = c.clone().with(fault_sender::Fault::QuietAfter(8 << 10));
+    }
+    // The idle timeout past the duration: quiet flows are the point here.
+    let ran = run_cell_with(
+        &ns,
+        &path,
+        &quiet,
+        7702,
+        &["--timeout", "20"],
+        None,
+        Duration::from_secs(3),
+    );
+    let j = ran.json.clone().unwrap_or_default();
+    assert_eq!(ran.code, Some(1), "{}", ran.stderr);
+    assert_eq!(j["verdict"], "fail", "{j}");
+    assert!(
+        j["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("nothing was measured: no flow carried a byte after the --warmup of 1 s"),
+        "{j}"
+    );
 }
 
 /// The test sender's keyed stream is docs/validation.md's: its Python reference printed

@@ -173,6 +173,16 @@ pub fn sweep_verdict<'a>(
 /// ([`of_run`]); `None` where the run has no such figure.
 pub use crate::summary::sweep::RunNumbers as Numbers;
 
+/// The stream bytes a receiver got over all its flows, warm-up included: its flows' own
+/// counts where it reports flows, else its total (a summary's `bytes` is the measured
+/// interval's).
+pub fn received_bytes(body: &ReceiveBody) -> u64 {
+    match body.measured.as_ref().map(|m| &m.flows) {
+        Some(flows) if !flows.is_empty() => flows.iter().map(|f| f.bytes).sum(),
+        _ => body.totals.bytes,
+    }
+}
+
 /// The numbers of a run from its summary `body` (the receive mode `mode`'s), the peer's
 /// figures, and `cpu`: the CPU shares over the whole run measured around it, used only where
 /// the mode's summary has no CPU table of its own.
@@ -187,10 +197,7 @@ pub fn of_run(
     let finite = |x: f64| Some(x).filter(|x| x.is_finite());
     // Frag and call counters cover the whole receive, warm-up included; so do the flows' own
     // byte counts (the summary's `bytes` is the measured interval's).
-    let all_bytes = match m.map(|m| &m.flows) {
-        Some(flows) if !flows.is_empty() => flows.iter().map(|f| f.bytes).sum(),
-        _ => t.bytes,
-    };
+    let all_bytes = received_bytes(body);
     let per_gib = |count: u64| (all_bytes > 0).then(|| count as f64 * GIB / all_bytes as f64);
     let devmem = mode == ModeName::Devmem;
     let rx_gbps = finite(t.gbit_per_s);

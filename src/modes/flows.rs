@@ -468,6 +468,16 @@ impl<'a> Measure<'a> {
         };
         // No reading at the interval's start: the flows all ended before it began.
         let began = self.first.is_some();
+        // The bytes after the warm-up mark, all flows (a flow that ended before the mark
+        // brought none; without a warm-up every byte is measured).
+        let measured_bytes: u64 = flows
+            .iter()
+            .map(|f| match f.mark {
+                Some(m) => f.stats.bytes.saturating_sub(m.bytes),
+                None if self.rx.flows.warmup.is_some() => 0,
+                None => f.stats.bytes,
+            })
+            .sum();
         let first = match self.first.take() {
             Some(f) => f,
             None => Snapshot::take(self.device, &mut self.netdev),
@@ -497,8 +507,8 @@ impl<'a> Measure<'a> {
                 )),
                 _ => None,
             },
-            ended_in_warmup: match (self.rx.flows.warmup, began) {
-                (Some(w), false) => Some(w.as_secs_f64()),
+            ended_in_warmup: match (self.rx.flows.warmup, began, measured_bytes) {
+                (Some(w), false, _) | (Some(w), _, 0) => Some(w.as_secs_f64()),
                 _ => None,
             },
             require_spread: None,

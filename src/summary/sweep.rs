@@ -52,12 +52,16 @@ impl PeerFigures {
     /// outside 0..=100 %) would be wrong without saying so. A failed send (`error` set) may
     /// have fewer flow entries than `flows`.
     pub fn implausible(&self, flows: u32) -> Option<String> {
-        let finite = |x: f64| x.is_finite() && x >= 0.0;
+        // `-0.0` is no time a clock measures (and would print as `-0.00`).
+        let finite = |x: f64| x.is_finite() && x.is_sign_positive();
         if !finite(self.elapsed_s) || !finite(self.gbit_per_s) {
             return Some(format!(
                 "elapsed_s {} and gbit_per_s {} must be finite and not negative",
                 self.elapsed_s, self.gbit_per_s
             ));
+        }
+        if self.bytes > 0 && self.elapsed_s == 0.0 {
+            return Some(format!("{} bytes sent in 0 s", self.bytes));
         }
         let rate = if self.elapsed_s > 0.0 {
             self.bytes as f64 * 8.0 / self.elapsed_s / 1e9
@@ -509,8 +513,9 @@ pub struct Comparison {
     pub shape_differences: Vec<String>,
     /// Differences of environment.
     pub environment_differences: Vec<EnvDifference>,
-    /// `value` (points of the same swept value) or `position` (the swept values differ: the
-    /// k-th point of each).
+    /// `value` (points of the same swept value), `name` (a `tcp-cc` sweep's points, of the
+    /// same congestion control) or `position` (the swept values differ: the k-th point of
+    /// each).
     pub matched_by: String,
     /// Points of either side without a match, by label.
     pub unmatched: Vec<String>,

@@ -98,6 +98,9 @@ pub enum Fault {
     /// The connection sends nothing and stays open until the receiver closes it (or the
     /// plan's limit).
     Silent,
+    /// After this many bytes, the connection goes quiet: it stays open, sending nothing more,
+    /// until the receiver closes it (or the plan's limit).
+    QuietAfter(u64),
 }
 
 /// What one connection sends.
@@ -151,6 +154,13 @@ impl Conn {
     fn reset_after(&self) -> Option<u64> {
         self.faults.iter().find_map(|f| match f {
             Fault::ResetAfter(n) => Some(*n),
+            _ => None,
+        })
+    }
+
+    fn quiet_after(&self) -> Option<u64> {
+        self.faults.iter().find_map(|f| match f {
+            Fault::QuietAfter(n) => Some(*n),
             _ => None,
         })
     }
@@ -223,24 +233,29 @@ fn connect(addr: SocketAddr, within: Duration) -> Result<TcpStream, String> {
     }
 }
 
+/// Waits for the receiver's close of `sock` (EOF or a reset), until `limit` after `start`,
+/// sending nothing.
+fn wait_for_close(sock: &mut TcpStream, start: Instant, limit: Duration) {
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut b = [0u8; 64];
+    while start.elapsed() < limit {
+        match sock.read(&mut b) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+}
+
 fn send(mut sock: TcpStream, conn: &Conn, limit: Duration) -> Sent {
     let start = Instant::now();
     if conn.silent() {
-        // Wait for the receiver's close (EOF or a reset), bounded.
-        let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
-        let mut b = [0u8; 64];
-        while start.elapsed() < limit {
-            match sock.read(&mut b) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => break,
-            }
-        }
+        wait_for_close(&mut sock, start, limit);
         return Sent {
             bytes: 0,
             ended_by_peer: None,
@@ -250,6 +265,7 @@ fn send(mut sock: TcpStream, conn: &Conn, limit: Duration) -> Sent {
         Length::Bytes(n) => n,
         Length::UntilClosed => u64::MAX,
     };
+    let total = total.min(conn.quiet_after().unwrap_or(u64::MAX));
     let cut = conn.reset_after().unwrap_or(u64::MAX);
     let _ = sock.set_write_timeout(Some(Duration::from_millis(200)));
     let mut buf = vec![0u8; CHUNK];
@@ -279,6 +295,13 @@ fn send(mut sock: TcpStream, conn: &Conn, limit: Duration) -> Sent {
         if ended_by_peer.is_some() || done < n {
             break;
         }
+    }
+    if conn.quiet_after().is_some_and(|q| off >= q) && ended_by_peer.is_none() {
+        wait_for_close(&mut sock, start, limit);
+        return Sent {
+            bytes: off,
+            ended_by_peer,
+        };
     }
     if off >= cut && cut != u64::MAX {
         // An RST instead of a FIN.
