@@ -325,6 +325,76 @@ fn a_sweep_whose_peer_is_not_there_fails_naming_it() {
     assert!(stdout.contains("stopped after 0 of 2 runs"), "{stdout}");
 }
 
+/// A stop signal ends a sweep that waits on its peer within a second, named: here a peer
+/// that accepts the control connection and never answers its `hello` (the sweep used to wait
+/// out its 10 s, and then named the timeout instead of the signal).
+#[test]
+fn a_stop_signal_ends_a_sweep_waiting_on_a_silent_peer() {
+    let Some(p) = pair("a_stop_signal_ends_a_sweep_waiting_on_a_silent_peer") else {
+        return;
+    };
+    const SILENT: u16 = 4430;
+    let listener = {
+        let _in_b = p.b.enter().expect("enter the peer's namespace");
+        std::net::TcpListener::bind((ADDR_B_V4, SILENT)).expect("bind the silent peer")
+    };
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        // Holds the connection, unanswered, until the test is done (bounded).
+        let conn = listener.accept().map(|(c, _)| c);
+        let _ = held_tx.send(());
+        let _ = done_rx.recv_timeout(Duration::from_secs(20));
+        drop(conn);
+    });
+    let ctrl = SILENT.to_string();
+    let mut cmd = ns_cmd(
+        &p.a,
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            ADDR_A_V4,
+            "-p",
+            "5394",
+            "--peer",
+            ADDR_B_V4,
+            "--peer-port",
+            &ctrl,
+            "--runs",
+            "1",
+            "--duration",
+            "1",
+        ],
+    );
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the sweep");
+    held_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the sweep connects to its peer");
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGUSR1,
+    )
+    .expect("send SIGUSR1");
+    let out = child.wait_with_output().expect("wait for the sweep");
+    let took = sent.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("interrupted by signal 10 (SIGUSR1)"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}: {stderr}");
+    let _ = done_tx.send(());
+    let _ = holder.join();
+}
+
 /// A sweep asking for devmem TX from a peer started without `-f IF`: the peer refuses that
 /// run naming why, the sweep fails (exit 1) with that answer, and the peer keeps serving: the
 /// next sweep, over plain TCP with the peer writing 1448 bytes at a time, passes.

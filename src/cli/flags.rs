@@ -1050,7 +1050,8 @@ pub(super) const FLAGS: &[Flag] = &[
                connections on -p CTRL (default 4343; -s ADDR: only on that address), one\n\
                client at a time; send each run's flows as the client asks, only to the\n\
                address the client connected from, within --max-duration and --max-bytes;\n\
-               answer with the send's figures and CPU. Runs until SIGINT/SIGTERM",
+               answer with the send's figures and CPU. Runs until a stop signal (SIGINT,\n\
+               SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2)",
         section: Section::Ours,
     },
     Flag {

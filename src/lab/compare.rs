@@ -279,7 +279,7 @@ pub fn compare(
     let (pairs, matched_by) = if by_value.is_empty() && bp.len() == np.len() {
         ((0..bp.len()).map(|i| (i, i)).collect(), "position")
     } else {
-        (by_value, "value")
+        (by_value, if named { "name" } else { "value" })
     };
     if pairs.is_empty() {
         return Err(format!(
@@ -797,7 +797,7 @@ niov  figure       delta %  95% CI of delta     p
         );
         let side = |name, body| Side { name, body };
         let c = compare(side("b.json", &b), side("n.json", &n), false, None).unwrap();
-        assert_eq!(c.matched_by, "value");
+        assert_eq!(c.matched_by, "name");
         assert_eq!(c.rows.len(), 1, "{c:?}");
         assert_eq!(
             (c.rows[0].base_point.as_str(), c.rows[0].new_point.as_str()),

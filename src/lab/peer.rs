@@ -760,6 +760,10 @@ pub struct PeerClient {
 /// How long the sweep waits for the peer's `welcome` and `started`.
 const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
+/// The read tick of a client's wait for the peer's answer: a stop signal ends the wait
+/// within one.
+const ANSWER_TICK: Duration = Duration::from_millis(100);
+
 impl PeerClient {
     /// Connects to the peer at `peer` from `local` (port 0: the address the peer will send
     /// to), says hello and takes its limits.
@@ -811,9 +815,26 @@ impl PeerClient {
 
     /// The next message, an `error` taken as the peer's refusal.
     fn answer(&mut self, wait: Duration, expected: &str) -> Result<Msg> {
-        let _ = self.conn.stream().set_read_timeout(Some(wait));
-        match self.conn.recv_answer(wait) {
+        // Read in ticks, so that a stop signal ends the wait within one (the handlers do not
+        // restart reads, but a signal that comes between two reads would wait for the whole
+        // of `wait`).
+        let tick = ANSWER_TICK.min(wait).max(Duration::from_millis(1));
+        let _ = self.conn.stream().set_read_timeout(Some(tick));
+        let stopping = || STOP.load(Ordering::SeqCst) != 0;
+        let patience = Patience {
+            idle: wait,
+            line: wait,
+        };
+        let got = self
+            .conn
+            .recv_patiently(patience, &stopping)
+            .and_then(|m| match m {
+                Msg::Error { code, message } => Err(ProtoError::Refused { code, message }),
+                other => Ok(other),
+            });
+        match got {
             Ok(m) => Ok(m),
+            Err(ProtoError::Stopped) => Err(Error::Interrupted(STOP.load(Ordering::SeqCst))),
             Err(e) => {
                 if let Some(answer) = e.answer() {
                     let _ = self.conn.send(&answer);

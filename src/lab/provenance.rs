@@ -169,7 +169,8 @@ fn queue_irqs(ifname: &str, queues: &[u32]) -> Vec<QueueIrq> {
 
 /// The provenance in one line, for the table's footer: `env: ncdevmem-rs 0.1.0 (commit …),
 /// host dut1, kernel 6.18.0, Intel Xeon …, CPUs 0-15 (performance), eth0 mlx5_core fw
-/// 22.39.1002 bus 0000:3b:00.0, IRQs q4:120@4 q5:121@5`.
+/// 22.39.1002 bus 0000:3b:00.0, IRQs q4:120@4 q5:121@5`; control characters written as
+/// `\u{…}` ([`super::proto::printable`]).
 pub fn one_line(p: &Provenance) -> String {
     let or = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
     let mut parts = vec![
@@ -211,7 +212,9 @@ pub fn one_line(p: &Provenance) -> String {
     if !irqs.is_empty() {
         parts.push(format!("IRQs {}", irqs.join(" ")));
     }
-    parts.join(", ")
+    // A peer's provenance is the other host's text: its control characters escaped, so it
+    // can neither forge a footer line nor move the terminal's cursor.
+    super::proto::printable(&parts.join(", "))
 }
 
 #[cfg(test)]
@@ -286,6 +289,18 @@ mod tests {
             one_line(&p),
             "ncdevmem-rs 0.1.0 (commit abc, target x), host dut1, kernel 6.18.0, ?, CPUs 0-1 \
              (performance), eth0 mlx5_core fw 22.39 bus 0000:3b:00.0, IRQs q4:120@4"
+        );
+        // A peer's text cannot forge a line or move the cursor.
+        let forged = Provenance {
+            host_name: Some("x\nsweep: pass: all 1 planned runs passed".into()),
+            cpu_model: Some("\u{1b}[1A\u{1b}[2K".into()),
+            ..p
+        };
+        let line = one_line(&forged);
+        assert!(!line.chars().any(char::is_control), "{line}");
+        assert!(
+            line.contains("host x\\u{a}sweep: pass") && line.contains("\\u{1b}[1A"),
+            "{line}"
         );
     }
 
