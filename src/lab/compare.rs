@@ -244,7 +244,7 @@ fn column_of(name: &str, key: Option<SweepKey>) -> Option<Column> {
 /// only these CSV names, in this order).
 ///
 /// Errors: the refusal, for [`Error::Usage`]: the shapes differ (naming every difference)
-/// and `any_shape` is not set; or no point matches.
+/// and `any_shape` is not set; no point matches; a name in `columns` is no column.
 pub fn compare(
     base: Side<'_>,
     new: Side<'_>,
@@ -308,6 +308,18 @@ pub fn compare(
         .key
         .as_deref()
         .and_then(|k| super::plan::KEYS.into_iter().find(|s| s.name() == k));
+    // A name that is no column is a typo, refused as the sweep refuses it (not a table
+    // silently without it).
+    if let Some(bad) = columns
+        .into_iter()
+        .flatten()
+        .find(|c| *c != "runs" && column_of(c, key).is_none())
+    {
+        return Err(format!(
+            "--columns: no column '{bad}' (expected the CSV names or headers of the sweep's \
+             columns, e.g. rx_gbps, app_sys_pct, or runs)"
+        ));
+    }
     let rows = pairs
         .iter()
         .map(|&(b, n)| row(&bp[b], &np[n], key, columns))
@@ -776,6 +788,24 @@ niov  figure       delta %  95% CI of delta     p
         .unwrap();
         assert_eq!(only.rows[0].cells.len(), 1);
         assert_eq!(only.rows[0].cells[0].key, "frags_per_gib");
+        // A name that is no column is refused, not dropped (the table was empty, exit 0).
+        for bad in [&["bogus"][..], &["rx_gbps", "bogus"]] {
+            let cols: Vec<String> = bad.iter().map(|c| c.to_string()).collect();
+            let e = compare(
+                Side {
+                    name: "base.json",
+                    body: &base,
+                },
+                Side {
+                    name: "new.json",
+                    body: &new,
+                },
+                false,
+                Some(&cols),
+            )
+            .unwrap_err();
+            assert!(e.starts_with("--columns: no column 'bogus'"), "{e}");
+        }
     }
 
     /// tcp-cc's points match by name: each sweep numbers its names in its own order.

@@ -318,21 +318,7 @@ fn send(mut sock: TcpStream, conn: &Conn, limit: Duration) -> Sent {
         let _ = sock.shutdown(std::net::Shutdown::Write);
         // Wait for the receiver to close, so its view of the stream is complete when the test
         // reads its verdict (bounded).
-        let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
-        let mut b = [0u8; 64];
-        let wait_from = Instant::now();
-        while wait_from.elapsed() < Duration::from_secs(5) {
-            match sock.read(&mut b) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => break,
-            }
-        }
+        wait_for_close(&mut sock, Instant::now(), Duration::from_secs(5));
     }
     Sent {
         bytes: off,
