@@ -302,6 +302,17 @@ pub(crate) struct Ran {
 }
 
 impl Flow {
+    /// Where the flow's measured part begins: the warm-up's mark (when and at how many
+    /// bytes); with a warm-up and no mark (the flow ended before it), its end with all its
+    /// bytes (it measured nothing); without a warm-up, its start.
+    fn measured_from(&self, warmup: bool) -> (Instant, u64) {
+        match self.mark {
+            Some(m) => (m.at, m.bytes),
+            None if warmup => (self.ended, self.stats.bytes),
+            None => (self.started, 0),
+        }
+    }
+
     /// The flow failed after its receive (its payload could not be flushed): `e` unless it
     /// had failed already.
     pub(crate) fn fail_with(&mut self, e: Error) {
@@ -472,10 +483,9 @@ impl<'a> Measure<'a> {
         // brought none; without a warm-up every byte is measured).
         let measured_bytes: u64 = flows
             .iter()
-            .map(|f| match f.mark {
-                Some(m) => f.stats.bytes.saturating_sub(m.bytes),
-                None if self.rx.flows.warmup.is_some() => 0,
-                None => f.stats.bytes,
+            .map(|f| {
+                let (_, from) = f.measured_from(self.rx.flows.warmup.is_some());
+                f.stats.bytes.saturating_sub(from)
             })
             .sum();
         let first = match self.first.take() {
@@ -1101,11 +1111,7 @@ impl RunFigures {
         let flows = flows
             .into_iter()
             .map(|f| {
-                let (from_at, from_bytes) = match f.mark {
-                    Some(m) => (m.at, m.bytes),
-                    None if rx.flows.warmup.is_some() => (f.ended, f.stats.bytes),
-                    None => (f.started, 0),
-                };
+                let (from_at, from_bytes) = f.measured_from(rx.flows.warmup.is_some());
                 let until = f.ended.min(last.at.max(from_at));
                 let bytes = f.stats.bytes.saturating_sub(from_bytes);
                 FlowFigures {
