@@ -43,7 +43,7 @@ test: lint unit scripts-test pytest
 # make test on a loaded machine: busy loops beside it (BUSY of them, default the CPUs + 1), the
 # load average recorded at the start, every minute and at the end (scripts/test-loaded.sh).
 # TEST_LOADED=TARGETS runs those instead of test (e.g. TEST_LOADED='test vm-test-opt-in', what
-# .ci/run runs). Intermittent failures and their fixes: tests/vm/FLAKES.md.
+# .ci/run runs); TEST_LOADED=--ci runs .ci/run itself. Intermittent failures and their fixes: tests/vm/FLAKES.md.
 TEST_LOADED ?= test
 test-loaded:
 	MAKE="$(MAKE)" scripts/test-loaded.sh $(TEST_LOADED)

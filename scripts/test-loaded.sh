@@ -12,13 +12,24 @@
 #   test-loaded: make test beside 3 busy loops: exit 0 in 1834 s; load average at the start
 #   0.52 (1 min), at the end 4.61; 1-minute load over the run min 3.02 median 4.88 max 6.40
 #
-# usage: scripts/test-loaded.sh [TARGET...]       env: BUSY (number of busy loops), MAKE
+# With --ci it runs .ci/run itself (CI's entry point: make test, then make vm-test-opt-in)
+# instead of make.
+#
+# usage: scripts/test-loaded.sh [--ci | TARGET...]       env: BUSY (number of busy loops), MAKE
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 busy=${BUSY:-$(($(getconf _NPROCESSORS_ONLN) + 1))}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(test)
+if [ "${targets[0]}" = --ci ]; then
+    [ ${#targets[@]} -eq 1 ] || { echo "test-loaded: --ci takes no targets" >&2; exit 2; }
+    cmd=(.ci/run)
+    what=.ci/run
+else
+    cmd=("${MAKE:-make}" "${targets[@]}")
+    what="make ${targets[*]}"
+fi
 case $busy in '' | *[!0-9]*) echo "test-loaded: BUSY=$busy is not a number" >&2; exit 2 ;; esac
 
 loops=()
@@ -59,11 +70,11 @@ done
     done
 ) &
 sampler=$!
-echo "test-loaded: make ${targets[*]} beside $busy busy loops (pids ${loops[*]}); load average" \
+echo "test-loaded: $what beside $busy busy loops (pids ${loops[*]}); load average" \
     "at the start $start_load (1, 5, 15 min)"
 
 rc=0
-"${MAKE:-make}" "${targets[@]}" || rc=$?
+"${cmd[@]}" || rc=$?
 end_load=$(cut -d' ' -f1-3 /proc/loadavg)
 load1 >>"$samples"
 stop_all
@@ -71,7 +82,7 @@ took=$((SECONDS - start))
 stats=$(sort -g "$samples" | awk '{ v[NR] = $1 } END {
     if (NR == 0) { print "no samples"; exit }
     printf "min %s median %s max %s (%d samples)", v[1], v[int((NR + 1) / 2)], v[NR], NR }')
-echo "test-loaded: make ${targets[*]} beside $busy busy loops: exit $rc in $took s; load" \
+echo "test-loaded: $what beside $busy busy loops: exit $rc in $took s; load" \
     "average at the start ${start_load%% *} (1 min), at the end ${end_load%% *};" \
     "1-minute load over the run $stats"
 exit "$rc"

@@ -200,9 +200,18 @@ fn tcp_info_of_a_loopback_receiver() {
         data >= 16 && segs >= data,
         "1 MiB over lo's 64 KiB MTU: {i:?}"
     );
-    assert_eq!(i.rcv_ooopack, Some(0), "{i:?}");
 
     let ci = tcp::tcp_info(c.as_fd()).expect("TCP_INFO");
+    // Loopback delivers in order unless it drops a packet: a CPU's backlog full
+    // (net.core.netdev_max_backlog) while the softirq waits for a loaded machine's CPU. The
+    // sender then retransmits what was dropped, and what came after it arrived out of order.
+    // (Reproduced with the backlog at 2: rcv_ooopack > 0 in 6 of 6 runs, each with the
+    // sender's retransmissions.) So out-of-order packets come only with retransmissions.
+    let ooo = i.rcv_ooopack.expect("tcpi_rcv_ooopack (5.4+)");
+    assert!(
+        ooo == 0 || ci.total_retrans > 0,
+        "{ooo} out-of-order packets without a retransmission: receiver {i:?}\nsender {ci:?}"
+    );
     // The SYN counts: N + 1 once the last ACK is in (6.18 here: 1048577).
     assert!(ci.bytes_acked.unwrap() <= N as u64 + 1, "{ci:?}");
     assert_eq!(ci.bytes_received, Some(0), "{ci:?}");
