@@ -16,6 +16,23 @@
 //! source: docs/kernel-interface.md#cpu-time-and-placement, #tcp_info, #netdev-statistics.
 
 pub mod cpu;
+
+/// `n` and its noun, the noun plural unless `n` is 1: `count(1, "flow")` is `"1 flow"`,
+/// `count(4, "run")` is `"4 runs"` (nouns of this tool take an `s`).
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    match n.into() {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn a_count_names_one_in_the_singular() {
+    assert_eq!(count(1u32, "flow"), "1 flow");
+    assert_eq!(count(0u32, "run"), "0 runs");
+    assert_eq!(count(4u64, "run"), "4 runs");
+}
 pub mod cpu_table;
 pub mod device;
 pub mod hist;

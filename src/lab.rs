@@ -167,7 +167,7 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
             peer_provenance = host;
             if client.limits.max_duration < duration + SEND_MARGIN {
                 report.warn(format_args!(
-                    "--peer {}: it sends at most {:.0} s per run (its --max-duration); runs \
+                    "--peer {}: it sends at most {} s per run (its --max-duration); runs \
                      of {:.1} s may end early",
                     client.name,
                     client.limits.max_duration.as_secs_f64(),
@@ -402,10 +402,10 @@ fn describe(plan: &Plan, a: &SweepArgs, rx: &Receive) -> String {
         _ => "one configuration".to_string(),
     };
     format!(
-        "{what}, {} runs each of {:.1} s{}, flows {}, against the peer {} ({}); runs interleaved \
+        "{what}, {} each of {:.1} s{}, flows {}, against the peer {} ({}); runs interleaved \
          (run 1 of every point, then run 2, ...) so drift of the machine spreads over all \
          points; values are mean +/- sample sd over the runs that passed",
-        plan.runs,
+        crate::figures::count(plan.runs, "run"),
         a.duration.as_secs_f64(),
         rx.flows
             .warmup
@@ -663,11 +663,15 @@ fn output(
     let mut text = results::render(plan, records, a.columns.as_deref(), a.format);
     // The footer's lines wrap at a mail's 72 characters; the command's continuation lines
     // end in ` \` so that it still pastes into a shell.
+    // n is the runs column, unless --columns left it out.
+    let n = match &a.columns {
+        Some(c) if !c.iter().any(|c| c == "runs") => "n: the runs column, not chosen",
+        _ => "n: the runs column",
+    };
     text.push_str(&wrap(&format!(
-        "mean +/- sample sd over the runs that passed (n: the runs column; no sd, '-', for one \
-         run); {} runs of {:.1} s per point, interleaved (run 1 of every point, then run 2, \
-         ...)",
-        plan.runs,
+        "mean +/- sample sd over the runs that passed ({n}; no sd, '-', for one run); {} of \
+         {:.1} s per point, interleaved (run 1 of every point, then run 2, ...)",
+        crate::figures::count(plan.runs, "run"),
         a.duration.as_secs_f64()
     )));
     text.push_str(&wrap_units(
@@ -848,15 +852,34 @@ pub fn command_text(argv: &[String]) -> String {
 }
 
 /// `ncdevmem-rs` and each argument of `argv`, quoted as [`command_text`] quotes them: the
-/// pieces a wrapped command line breaks between.
+/// pieces a wrapped command line breaks between. An argument with a control character
+/// (newline, tab, ESC, ...) is written in bash's `$'...'` quoting with escapes, so that the
+/// footer holds no raw control character and still pastes into bash.
 pub fn command_units(argv: &[String]) -> Vec<String> {
     let quote = |a: &String| {
         let plain = !a.is_empty()
             && a.chars()
                 .all(|c| c.is_ascii_alphanumeric() || "_./=,:@+%-".contains(c));
-        match plain {
-            true => a.clone(),
-            false => format!("'{}'", a.replace('\'', "'\\''")),
+        if plain {
+            a.clone()
+        } else if a.chars().any(char::is_control) {
+            let mut q = String::from("$'");
+            for c in a.chars() {
+                match c {
+                    '\\' | '\'' => {
+                        q.push('\\');
+                        q.push(c);
+                    }
+                    '\n' => q.push_str("\\n"),
+                    '\t' => q.push_str("\\t"),
+                    c if c.is_control() => q.push_str(&format!("\\u{:04x}", u32::from(c))),
+                    c => q.push(c),
+                }
+            }
+            q.push('\'');
+            q
+        } else {
+            format!("'{}'", a.replace('\'', "'\\''"))
         }
     };
     std::iter::once(PROGRAM.to_string())
@@ -1005,6 +1028,37 @@ mod tests {
 
     /// A failed run's line says what the peer sent on each connection and why it stopped, or
     /// that it reported nothing.
+    /// A control character in an argument (a newline, a tab, ESC) is escaped in bash's
+    /// `$'...'`: the footer holds no raw one, and bash takes each argument back as it was.
+    #[test]
+    fn the_command_escapes_control_characters() {
+        let argv: Vec<String> = ["a\nb", "x\u{1b}[2J", "it's\tx", "back\\slash\r", "plain"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let units = command_units(&argv);
+        assert_eq!(
+            units[1..],
+            [
+                r"$'a\nb'",
+                r"$'x\u001b[2J'",
+                r"$'it\'s\tx'",
+                r"$'back\\slash\u000d'",
+                "plain"
+            ]
+        );
+        assert!(!command_text(&argv).chars().any(char::is_control));
+        // bash takes them back: printf each argument between brackets.
+        let script = format!("printf '[%s]' {}", units[1..].join(" "));
+        if let Ok(out) = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .output()
+        {
+            let want: String = argv.iter().map(|a| format!("[{a}]")).collect();
+            assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+        }
+    }
+
     #[test]
     fn a_failed_runs_line_carries_the_peers_side() {
         let p = proto::PeerFigures {

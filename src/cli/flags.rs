@@ -611,7 +611,8 @@ pub(super) const FLAGS: &[Flag] = &[
         example: "",
         help: "with -l: receive over plain TCP (no devmem, no NIC changes, -f not needed);\n\
                checks the TCP path and the pattern. Devmem-only options are accepted and\n\
-               ignored, so a devmem command line can be rerun by adding --plain",
+               ignored, so a devmem command line can be rerun by adding --plain; those\n\
+               that would change the verdict (--require-spread) are refused",
         section: Section::Ours,
     },
     Flag {
@@ -800,8 +801,9 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("receivers (-l) and --send-pattern"),
         example: "5",
         help: "receivers: receive for SECS seconds, then close every flow and report (the\n\
-               peers see a clean close); senders: send until then or until the receiver\n\
-               closes. 0 = until the peer closes (the default)",
+               peers see a clean close); the seconds include --warmup's. Senders: send\n\
+               until then or until the receiver closes. 0 = until the peer closes (the\n\
+               default)",
         section: Section::Ours,
     },
     Flag {
@@ -814,7 +816,8 @@ pub(super) const FLAGS: &[Flag] = &[
         only: Some("receivers (-l)"),
         example: "1",
         help: "receivers: the first SECS seconds are received and validated but left out of\n\
-               the figures (Gbit/s, CPU %), as iperf3 -O; shorter than --duration",
+               the figures (Gbit/s, CPU %), as iperf3 -O; part of --duration, and shorter\n\
+               than it",
         section: Section::Ours,
     },
     Flag {
@@ -1029,7 +1032,7 @@ pub(super) const FLAGS: &[Flag] = &[
         expect: "",
         set: |t, _, _| set(&mut t.require_spread, true),
         roles: &[Role::Server, Role::Zcrx],
-        only: Some("receivers with bound queues (-l, --zcrx)"),
+        only: Some("receivers with bound queues (-l with devmem, --zcrx; --plain binds none)"),
         example: "",
         help: "fail the run (exit 1) when its flows did not reach every bound queue: a\n\
                bound queue whose rx-bytes (qstats) did not grow over the measured\n\

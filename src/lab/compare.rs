@@ -434,7 +434,8 @@ pub fn grid(c: &Comparison, key_column: &str) -> Grid {
         "delta %",
         "95% CI of delta",
         "p",
-        "",
+        // The mark's column: `*` where the difference is significant.
+        "sig",
     ]
     .map(String::from)
     .to_vec();
@@ -735,7 +736,7 @@ niov  figure       base                   new
 4K    RX dev Gbps  300.63 +/- 53.21 (10)  321.35 +/- 28.20 (10)
 4K    frags/GiB    286083 +/- 4047 (10)   59032 +/- 32074 (10)
 
-niov  figure       delta %  95% CI of delta     p
+niov  figure       delta %  95% CI of delta     p       sig
 4K    RX dev Gbps  +6.9     [-20.21, 61.65]     0.295
 4K    frags/GiB    -79.4    [-250069, -204033]  <0.001  *
 ";
@@ -766,7 +767,7 @@ niov  figure       delta %  95% CI of delta     p
         let md = render(&c, "niov", Format::Markdown);
         assert!(
             md.starts_with(
-                "| niov | figure | base | new | delta % | 95% CI of delta | p |  |\n|---|"
+                "| niov | figure | base | new | delta % | 95% CI of delta | p | sig |\n|---|"
             ),
             "{md}"
         );

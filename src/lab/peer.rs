@@ -168,7 +168,7 @@ pub(crate) fn run(a: &PeerServerArgs, report: &RunReport) -> Result<()> {
     // with --quiet).
     let port = crate::sys::socket::local_addr(listener.as_fd()).map_or(a.port, |s| s.port());
     let line = format!(
-        "peer server: control on [{}]:{}; each run at most {:.0} s and {} bytes, sent only to \
+        "peer server: control on [{}]:{}; each run at most {} s and {} bytes, sent only to \
          the address of the client that asks; {}",
         a.addr.ip,
         port,
@@ -318,7 +318,10 @@ fn serve_client(
     ) {
         Ok(runs) => log(
             quiet,
-            format_args!("peer server: client {from} done after {runs} runs"),
+            format_args!(
+                "peer server: client {from} done after {}",
+                crate::figures::count(runs, "run")
+            ),
         ),
         Err(e) => log(quiet, format_args!("peer server: client {from}: {e}")),
     }
@@ -721,8 +724,8 @@ pub fn session<S: Read + Write>(
             bytes_per_flow: job.bytes_per_flow,
         })?;
         note(&format!(
-            "run {run}: sending {} flows to {} for at most {:.1} s",
-            job.flows,
+            "run {run}: sending {} to {} for at most {:.1} s",
+            crate::figures::count(job.flows, "flow"),
             job.to,
             job.duration.as_secs_f64()
         ));
@@ -801,9 +804,19 @@ impl PeerClient {
                 max_bytes,
                 ..
             } => {
+                // Limits a peer cannot have: its runs would send nothing, or for no time the
+                // sweep could wait for.
+                let max_duration = Duration::try_from_secs_f64(max_duration_s)
+                    .ok()
+                    .filter(|d| !d.is_zero());
+                let (Some(max_duration), 1..) = (max_duration, max_bytes) else {
+                    return Err(failed(format!(
+                        "its welcome's limits are not possible: max_duration_s \
+                         {max_duration_s}, max_bytes {max_bytes} (expected more than 0 of each)"
+                    )));
+                };
                 client.limits = Limits {
-                    max_duration: Duration::try_from_secs_f64(max_duration_s)
-                        .unwrap_or(Duration::ZERO),
+                    max_duration,
                     max_bytes,
                     devmem_tx: false,
                 };
@@ -937,6 +950,54 @@ mod tests {
     use super::*;
     use crate::lab::proto;
     use crate::lab::proto::tests::Pipe;
+
+    /// A `welcome` whose limits no peer can have (no time, or no byte, to send in) ends the
+    /// connect, naming them; a fractional limit is kept as it came.
+    #[test]
+    fn a_welcome_with_impossible_limits_is_refused() {
+        use std::io::BufRead;
+        let welcome = |limits: &'static str| {
+            let listener = std::net::TcpListener::bind("[::1]:0").expect("bind [::1]:0");
+            let std::net::SocketAddr::V6(addr) = listener.local_addr().expect("its address") else {
+                unreachable!("bound to ::1")
+            };
+            let peer = std::thread::spawn(move || {
+                let (c, _) = listener.accept().expect("accept");
+                let mut hello = String::new();
+                let _ =
+                    std::io::BufReader::new(c.try_clone().expect("clone")).read_line(&mut hello);
+                let line = format!(
+                    "{{\"v\":1,\"type\":\"welcome\",\"tool\":\"ncdevmem-rs\",\
+                     \"version\":\"0.1.0\",{limits}}}\n"
+                );
+                let _ = (&c).write_all(line.as_bytes());
+                c
+            });
+            let got = PeerClient::connect(addr, None);
+            drop(peer.join());
+            got
+        };
+        for (limits, named) in [
+            (
+                r#""max_duration_s":-1.0,"max_bytes":1000"#,
+                "max_duration_s -1,",
+            ),
+            (
+                r#""max_duration_s":0.0,"max_bytes":1000"#,
+                "max_duration_s 0,",
+            ),
+            (r#""max_duration_s":600.0,"max_bytes":0"#, "max_bytes 0 "),
+        ] {
+            let e = welcome(limits).expect_err(limits).to_string();
+            assert!(
+                e.contains("its welcome's limits are not possible") && e.contains(named),
+                "{limits}: {e}"
+            );
+        }
+        let c = welcome(r#""max_duration_s":0.5,"max_bytes":1000"#).expect("a possible welcome");
+        assert_eq!(c.limits.max_duration, Duration::from_millis(500));
+        assert_eq!(c.limits.max_bytes, 1000);
+    }
 
     /// What the test sender reports of every job.
     fn figures() -> PeerFigures {

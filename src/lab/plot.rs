@@ -86,8 +86,8 @@ pub struct Caption {
 impl Caption {
     fn text(&self) -> String {
         format!(
-            "{} runs per point of {:.1} s; kernel {}",
-            self.runs,
+            "{} per point of {:.1} s; kernel {}",
+            crate::figures::count(self.runs, "run"),
             self.duration_s,
             self.kernel.as_deref().unwrap_or("?")
         )

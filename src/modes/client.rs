@@ -119,9 +119,9 @@ fn report_flows(
     let gbps = crate::stats::gbit_per_s(bytes, elapsed);
     log!(
         report,
-        "{}: {} flows, {bytes} bytes in {:.3} s, {gbps:.3} Gbit/s",
+        "{}: {}, {bytes} bytes in {:.3} s, {gbps:.3} Gbit/s",
         if ok { "tx ok" } else { "tx failed after" },
-        per_flow.len(),
+        crate::figures::count(per_flow.len() as u64, "flow"),
         elapsed.as_secs_f64()
     );
     for (k, fl) in per_flow.iter().enumerate() {

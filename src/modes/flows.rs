@@ -1247,9 +1247,9 @@ impl RunFigures {
             _ => format!("{sd:.3}"),
         };
         let mut s = format!(
-            "rx flows: {} flows, {} bytes in {:.3} s{} = {:.3} Gbit/s; flow avg {avg:.3} +/- \
+            "rx flows: {}, {} bytes in {:.3} s{} = {:.3} Gbit/s; flow avg {avg:.3} +/- \
              {sd} Gbit/s",
-            self.flows.len(),
+            crate::figures::count(self.flows.len() as u64, "flow"),
             self.total_bytes(),
             self.interval.as_secs_f64(),
             match self.warmup {

@@ -78,8 +78,8 @@ fn report_flows(stats: &[tx::SendStats], cpu: Option<crate::stats::CpuTime>, rep
     let elapsed = stats.iter().map(|s| s.elapsed).max().unwrap_or_default();
     let gbps = crate::stats::gbit_per_s(bytes, elapsed);
     report.summary(&format!(
-        "sent {} flows: {bytes} bytes in {:.3} s, {gbps:.2} Gbit/s{}",
-        stats.len(),
+        "sent {}: {bytes} bytes in {:.3} s, {gbps:.2} Gbit/s{}",
+        crate::figures::count(stats.len() as u64, "flow"),
         elapsed.as_secs_f64(),
         tx::cpu_text(cpu, elapsed),
     ));
