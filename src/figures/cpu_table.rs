@@ -38,8 +38,8 @@ fn row(label: &str, s: &SharesFigure, role: &str) -> String {
 /// app CPU or a net CPU (ascending; a CPU without a `/proc/stat` row is left out), a line
 /// that names the roles, and, when any row had steal time, a line with each row's `%steal`
 /// (mpstat's column, left out of the table so that it fits a 72-character mail line; each
-/// row's columns and its steal sum to 100). Every line is at most 72 characters but the
-/// steal line, which lists every row.
+/// row's columns and its steal sum to 100), wrapped like the rest: every line is at most 72
+/// characters.
 pub fn table(split: &CpuSplit) -> Vec<String> {
     let app = &split.app_cpus;
     let net: &[usize] = split.net_cpus.as_deref().unwrap_or(&[]);
@@ -68,7 +68,18 @@ pub fn table(split: &CpuSplit) -> Vec<String> {
         .chain(shown.iter().map(|c| &c.shares))
         .any(|s| s.steal > 0.0)
     {
-        lines.push(format!("%steal: {}", steal.join(", ")));
+        // Wrapped at 72 characters like the rows; continuation lines indented.
+        let mut line = String::from("%steal:");
+        let n = steal.len();
+        for (k, item) in steal.into_iter().enumerate() {
+            let piece = if k + 1 < n { format!("{item},") } else { item };
+            if line.len() + 1 + piece.len() > 72 && line.trim() != "%steal:" {
+                lines.push(std::mem::replace(&mut line, String::from("       ")));
+            }
+            line.push(' ');
+            line.push_str(&piece);
+        }
+        lines.push(line);
     }
     lines
 }
@@ -154,5 +165,38 @@ all    18.75    1.25   25.00    0.00    0.50   12.00   40.50
 role: app ran a worker; net CPUs unknown (no /proc/softirqs)
 %steal: all 2.00, 2 0.00, 3 0.00";
         assert_eq!(got, want);
+    }
+
+    /// With many CPUs the steal line wraps at 72 characters like the rows.
+    #[test]
+    fn the_steal_line_of_many_cpus_wraps() {
+        let mut s = split();
+        s.all.steal = 1.0;
+        let row = s.per_cpu[0];
+        s.per_cpu = (0..40)
+            .map(|cpu| {
+                let mut r = row;
+                r.cpu = cpu;
+                r
+            })
+            .collect();
+        s.app_cpus = (0..40).collect();
+        let lines = table(&s);
+        let steal: Vec<&String> = lines
+            .iter()
+            .skip_while(|l| !l.starts_with("%steal:"))
+            .collect();
+        assert!(steal.len() > 1, "{lines:#?}");
+        for line in &lines {
+            assert!(line.chars().count() <= 72, "{line:?}");
+        }
+        let items: Vec<&str> = steal
+            .iter()
+            .flat_map(|l| l.trim_start_matches("%steal:").split(','))
+            .map(str::trim)
+            .filter(|i| !i.is_empty()) // a line ends in the comma before the next
+            .collect();
+        assert_eq!(items.len(), 41, "all and every CPU: {items:?}");
+        assert_eq!(items[0], "all 1.00");
     }
 }
