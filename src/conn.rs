@@ -152,33 +152,47 @@ pub fn connect_until(
 /// Errors: `Error::Timeout` naming how many bytes of `data` went out; `Error::Interrupted`;
 /// `Error::Sys` naming `send` and the offset within `data` (`EPIPE`, `ECONNRESET`, ...).
 pub fn send_all_timeout(fd: BorrowedFd<'_>, data: &[u8], stall: Option<Duration>) -> Result<()> {
-    send_until(fd, data, stall, None, &crate::signals::STOP).map(|_| ())
+    send_until(fd, data, stall, None, &crate::signals::STOP).1
 }
 
 /// As [`send_all_timeout`], but sends nothing more once `end` (if any) has come, also in
 /// the middle of `data`: a wait for a peer that reads slowly (accepting a little now and
 /// then, so `stall` never runs out) ends at `end`. A wait for a full send buffer also ends
 /// once `stop` is set (the stop signal's flag, or a run's own that mirrors it). Returns how
-/// many bytes of `data` went out (`data.len()` unless `end` came first).
+/// many bytes of `data` went out (the kernel took them: `data.len()` unless `end` came
+/// first), also when an error ended the write after a part of it, with the write's result.
 ///
-/// Errors: as [`send_all_timeout`]; `Error::Interrupted` with `stop`'s value.
+/// Errors (the result): as [`send_all_timeout`]; `Error::Interrupted` with `stop`'s value.
 pub fn send_until(
     fd: BorrowedFd<'_>,
     data: &[u8],
     stall: Option<Duration>,
     end: Option<Instant>,
     stop: &AtomicI32,
-) -> Result<usize> {
+) -> (usize, Result<()>) {
     let mut off = 0;
+    let r = send_from(fd, data, stall, end, stop, &mut off);
+    (off, r)
+}
+
+/// [`send_until`]'s loop: `off` counts the bytes of `data` the kernel took, whatever ends it.
+fn send_from(
+    fd: BorrowedFd<'_>,
+    data: &[u8],
+    stall: Option<Duration>,
+    end: Option<Instant>,
+    stop: &AtomicI32,
+    off: &mut usize,
+) -> Result<()> {
     let mut backoff = Backoff::default();
-    while off < data.len() {
+    while *off < data.len() {
         if end.is_some_and(|e| Instant::now() >= e) {
-            return Ok(off);
+            return Ok(());
         }
-        let rest = &data[off..];
+        let rest = &data[*off..];
         match socket::send_once(fd, rest) {
             Ok(n) => {
-                off += n;
+                *off += n;
                 backoff.reset();
             }
             Err(libc::EINTR) => {
@@ -195,12 +209,13 @@ pub fn send_until(
                 };
                 if !poll_ready(fd, libc::POLLOUT, deadline, stop, "poll(POLLOUT)")? {
                     if end.is_some_and(|e| Instant::now() >= e) {
-                        return Ok(off);
+                        return Ok(());
                     }
                     return Err(Error::Timeout(format!(
-                        "send: the peer accepted no data for {:.3} s ({off} of {} bytes of \
+                        "send: the peer accepted no data for {:.3} s ({} of {} bytes of \
                          this write sent)",
                         stall.unwrap_or_default().as_secs_f64(),
+                        *off,
                         data.len()
                     )));
                 }
@@ -209,13 +224,17 @@ pub fn send_until(
             }
             Err(errno) => {
                 return Err(Error::sys(
-                    format!("send({} bytes at offset {off} of this write)", rest.len()),
+                    format!(
+                        "send({} bytes at offset {} of this write)",
+                        rest.len(),
+                        *off
+                    ),
                     errno,
                 ))
             }
         }
     }
-    Ok(off)
+    Ok(())
 }
 /// Which worker an accepted connection goes to when each worker serves one RX queue: the
 /// worker of the queue whose NAPI instance the connection's packets arrived through

@@ -611,7 +611,19 @@ fn send_one_flow(
             }
             // The duration ends the send also within a write: a receiver that reads a little
             // now and then never lets the stall timeout run out.
-            match crate::conn::send_until(sock, &chunk, req.timeout, end, run_stop) {
+            // The bytes the kernel took count also when the write ended early: a stop
+            // within a write (the run's end while the send buffer was full) still leaves
+            // them on their way to the receiver, which may read every one of them.
+            let (n, written) = crate::conn::send_until(sock, &chunk, req.timeout, end, run_stop);
+            if n > 0 {
+                if let Some(h) = &mut crc {
+                    h.update(&chunk[..n]);
+                }
+                stats.bytes += n as u64;
+                stats.writes += 1;
+                sent.set_bytes(stats.bytes);
+            }
+            match written {
                 // Another flow failed (its error is the run's), or the run's end.
                 Err(Error::Interrupted(FLOW_FAILED | DURATION_OVER)) => break Ok(()),
                 // With a duration the receiver may close first: the end of this flow.
@@ -622,17 +634,8 @@ fn send_one_flow(
                     break Ok(());
                 }
                 Err(e) => break Err(e),
-                Ok(n) => {
-                    if let Some(h) = &mut crc {
-                        h.update(&chunk[..n]);
-                    }
-                    stats.bytes += n as u64;
-                    stats.writes += 1;
-                    sent.set_bytes(stats.bytes);
-                    if n < chunk.len() {
-                        break Ok(());
-                    }
-                }
+                Ok(()) if n < chunk.len() => break Ok(()),
+                Ok(()) => {}
             }
         };
         stats.elapsed = start.elapsed();

@@ -794,3 +794,44 @@ fn refused_until_the_deadline_says_when_it_last_tried() {
         .unwrap_or_else(|| panic!("no time of the last try in: {m}"));
     assert!(last_at >= 500, "{m}");
 }
+
+/// A write stopped in its middle (the run's end while the send buffer is full) still says
+/// how many of its bytes the kernel took, and the receiver reads exactly that many: a timed
+/// sender's count is what the receiver can get (a sweep's peer bound rests on it; a peer once
+/// reported 160 KiB fewer bytes than its receiver got, the part of the last write it lost).
+#[test]
+fn a_write_stopped_midway_counts_what_the_kernel_took() {
+    use std::io::Read;
+    use std::sync::atomic::Ordering;
+    let a = v6("127.0.0.1");
+    let listener = tcp_listen(sa(a, 0), None).expect("listen");
+    let port = local_addr(listener.as_fd()).expect("getsockname").port();
+    let client =
+        connect_timeout(sa(a, port), None, None, Some(Duration::from_secs(5))).expect("connect");
+    let (server, _) =
+        accept_timeout(listener.as_fd(), Some(Duration::from_secs(5)), &no_stop()).expect("accept");
+    // Far more than loopback's buffers hold while nobody reads.
+    let data = vec![0x5au8; 256 << 20];
+    let stop = AtomicI32::new(0);
+    let (sent, result) = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(7, Ordering::SeqCst);
+        });
+        ncdevmem::conn::send_until(client.as_fd(), &data, None, None, &stop)
+    });
+    assert!(
+        matches!(result, Err(Error::Interrupted(7))),
+        "stopped by the flag: {result:?}"
+    );
+    assert!(
+        sent > 0 && sent < data.len(),
+        "part of the write went out: {sent}"
+    );
+    shutdown_write(client.as_fd()).expect("shutdown");
+    let mut got = Vec::new();
+    std::net::TcpStream::from(server)
+        .read_to_end(&mut got)
+        .expect("read");
+    assert_eq!(got.len(), sent, "the receiver reads what the count says");
+}

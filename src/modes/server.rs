@@ -38,21 +38,33 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     // Everything that makes this run a skip is checked before anything is created or changed;
     // hugepages a previous binding still holds are waited for. `-a` first: it only asks the
     // kernel's bind-rx policy.
-    let autorelease = a
-        .bind_autorelease
-        .map(|want| bind_autorelease_attr(want, report))
-        .transpose()?
-        .flatten();
-    memory.preflight()?;
+    // The checks below are independent: every skip among them is named at once (a user
+    // missing udmabuf and rx-page-size learns of both in one run); any other error ends here.
+    let mut skips = Vec::new();
+    let mut skip = |r: Result<()>| match r {
+        Err(Error::Skip(m)) => {
+            skips.push(m);
+            Ok(())
+        }
+        r => r,
+    };
+    let mut autorelease = None;
+    if let Some(want) = a.bind_autorelease {
+        skip(bind_autorelease_attr(want, report).map(|attr| autorelease = attr))?;
+    }
+    skip(memory.preflight())?;
     let autorelease_refusal = |e| {
         let optname = crate::sys::uapi::SO_DEVMEM_AUTORELEASE;
         classify(e, Op::DevmemAutorelease { optname })
     };
     if a.so_autorelease.is_some() {
-        socket::probe_devmem_autorelease().map_err(autorelease_refusal)?;
+        skip(socket::probe_devmem_autorelease().map_err(autorelease_refusal))?;
     }
     if let Some(size) = a.rx_page_size {
-        require_rx_page_size(size)?;
+        skip(require_rx_page_size(size))?;
+    }
+    if let Some(m) = Missing::all(skips) {
+        return Err(Error::Skip(m));
     }
     // Several flows each validate their own stream, --cpus are this process's, the windows
     // fit in the binding (or the run refuses to start), -U stays a test of one flow.
