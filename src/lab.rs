@@ -502,6 +502,7 @@ fn one_run(
     let common = Common {
         verbosity: report.verbosity(),
         json: None,
+        pid_file: None,
         argv: Vec::new(),
     };
     let mode = args.mode();
@@ -525,6 +526,8 @@ fn one_run(
         // went with its report).
         let peer = match listening.recv() {
             Ok(()) => Some((|| {
+                // The sweep's `--pid-file`: written when its first run listens.
+                report.listening()?;
                 // A receiver with a duration (every sweep's run has one) closes first; one
                 // without would receive until the peer's send of the run's duration ends.
                 let send = match rx.flows.duration {

@@ -267,7 +267,10 @@ pub(crate) struct Accepted {
 /// control of `--tcp-cc` (accepted connections inherit both), and prints where it listens
 /// (`listening on [ADDR]:PORT`, PORT the bound one, so `-p 0` names the port it got).
 ///
-/// Errors: socket errors; `Error::Usage` for a congestion control the kernel does not have.
+/// Then `--pid-file` is written ([`RunReport::listening`]).
+///
+/// Errors: socket errors; `Error::Usage` for a congestion control the kernel does not have;
+/// the `--pid-file` write's.
 pub(crate) fn listen(
     rx: &Receive,
     plan: Option<&RcvbufPlan>,
@@ -290,7 +293,7 @@ pub(crate) fn listen(
         0 => report.warn(line),
         _ => report.log(line),
     }
-    report.listening();
+    report.listening()?;
     Ok(listener)
 }
 
