@@ -447,6 +447,8 @@ mod tests {
                     ..RxTotals::default()
                 },
                 measured: None,
+                device_rx: None,
+                steering: None,
             }))
         };
         assert_eq!(

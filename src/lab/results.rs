@@ -209,10 +209,10 @@ pub fn of_run(
         Some(s) => finite(pick(&s)),
         None => cpu.map(whole).and_then(finite),
     };
-    let device = m.and_then(|m| match &m.device_rx {
-        Some(DeviceRxFigure::Measured(d)) => Some(d),
+    let device = match &body.device_rx {
+        Some(Some(DeviceRxFigure::Measured(d))) => Some(d),
         _ => None,
-    });
+    };
     Numbers {
         rx_dev_gbps: device.and_then(|d| d.gbit_per_s).and_then(finite),
         rx_flow_avg_gbps: m.and_then(|m| finite(m.flow_avg_gbit_per_s)).or(rx_gbps),
@@ -248,12 +248,11 @@ pub fn of_run(
 /// (`device_rx.queues`, qstats; a queue without a byte was not reached). `None` without those figures (no device, the plain
 /// receiver; a kernel without queue stats).
 pub fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
-    let m = body.measured.as_ref()?;
-    if let Some(s) = &m.steering {
+    if let Some(s) = &body.steering {
         // The run's own (qstats, else the flows' arrival queues).
         return Some(s.clone());
     }
-    let Some(DeviceRxFigure::Measured(d)) = &m.device_rx else {
+    let Some(Some(DeviceRxFigure::Measured(d))) = &body.device_rx else {
         return None;
     };
     let queues = d.queues.as_ref().filter(|q| !q.is_empty())?;
@@ -1200,7 +1199,7 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
         for f in &mut m.flows {
             f.bytes = 1 << 30;
         }
-        m.device_rx = Some(DeviceRxFigure::Measured(DeviceRxMeasured {
+        body.device_rx = Some(Some(DeviceRxFigure::Measured(DeviceRxMeasured {
             bytes: 1,
             packets: None,
             gbit_per_s: Some(8.5),
@@ -1210,7 +1209,8 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
                 bytes: 7,
                 packets: None,
             }]),
-        }));
+        })));
+        let m = body.measured.as_mut().unwrap();
         let CpuFigure::Split(split) = &mut m.cpu else {
             panic!("the fixture has CPU figures");
         };
@@ -1237,6 +1237,8 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
         // One flow without the measured figures: the CPU measured around the run.
         let mut plain = body.clone();
         plain.measured = None;
+        // The plain receiver's: no bound queues, no device figure.
+        plain.device_rx = None;
         plain.totals.bytes = 100;
         plain.totals.gbit_per_s = 1.0;
         let cpu = CpuShares {
