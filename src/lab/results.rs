@@ -267,25 +267,27 @@ pub fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
     })
 }
 
-/// Where a run's NET_RX softirqs ran: `growth` (each CPU's `/proc/softirqs` NET_RX growth
-/// over the run, [`crate::figures::softirq::growth`]) with its net CPUs, beside the app CPUs
-/// of the run's summary `body` (none known: empty).
-pub fn net_rx_of(growth: &[(usize, u64)], body: Option<&ReceiveBody>) -> NetRxFigure {
-    let app_cpus = body
-        .and_then(|b| b.measured.as_ref())
-        .and_then(|m| match &m.cpu {
-            CpuFigure::Split(s) => Some(s.app_cpus.clone()),
-            CpuFigure::Unavailable(_) => None,
-        })
-        .unwrap_or_default();
-    NetRxFigure {
-        per_cpu: growth
+/// Where a run's NET_RX softirqs ran, from its summary `body`: each CPU's NET_RX softirqs
+/// over the run's measured interval (the per-CPU table's, `cpu.per_cpu[k].net_rx`), the net
+/// CPUs among them (`cpu.net_cpus`) and the app CPUs. `None` when the run has no such
+/// reading: no measured figures (it ended before its summary), no `/proc/stat` or
+/// `/proc/softirqs` reading.
+pub fn net_rx_of(body: &ReceiveBody) -> Option<NetRxFigure> {
+    let CpuFigure::Split(split) = &body.measured.as_ref()?.cpu else {
+        return None;
+    };
+    Some(NetRxFigure {
+        per_cpu: split
+            .per_cpu
             .iter()
-            .map(|&(cpu, net_rx)| crate::summary::sweep::CpuNetRx { cpu, net_rx })
+            .filter_map(|c| {
+                c.net_rx
+                    .map(|net_rx| crate::summary::sweep::CpuNetRx { cpu: c.cpu, net_rx })
+            })
             .collect(),
-        net_cpus: crate::figures::softirq::net_cpus(growth),
-        app_cpus,
-    }
+        net_cpus: split.net_cpus.clone()?,
+        app_cpus: split.app_cpus.clone(),
+    })
 }
 
 /// `0-3,6`: a CPU list as `--cpus` takes it (`-`: none).
@@ -1176,6 +1178,47 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
             lines[2],
             "2,flows,2,1,1,fail,\"a, \"\"quoted\"\" error\",,,,,,,,,,,,,"
         );
+    }
+
+    /// A run's `net_rx` is its own reading over its measured interval, copied from its
+    /// body's per-CPU figures (the sweep takes no second reading around the run): the CPUs'
+    /// NET_RX counts, the net CPUs and the app CPUs; none without `/proc/softirqs`'s reading
+    /// (`net_cpus` absent) or without measured CPU figures.
+    #[test]
+    fn net_rx_is_the_runs_own_reading() {
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/summary/plain-2-flows-timed.json"
+        );
+        let text = std::fs::read_to_string(fixture).unwrap();
+        let mut body: ReceiveBody = serde_json::from_str(&text).unwrap();
+        // The fixture's machine had no readable /proc/softirqs.
+        assert_eq!(net_rx_of(&body), None);
+        let CpuFigure::Split(split) = &mut body.measured.as_mut().unwrap().cpu else {
+            panic!("the fixture has CPU figures");
+        };
+        for (k, c) in split.per_cpu.iter_mut().enumerate() {
+            c.net_rx = Some(if k == 0 { 900 } else { 100 });
+        }
+        split.net_cpus = Some(vec![0, 1]);
+        let app = split.app_cpus.clone();
+        let n = net_rx_of(&body).expect("a reading");
+        assert_eq!(
+            n.per_cpu,
+            vec![
+                crate::summary::sweep::CpuNetRx {
+                    cpu: 0,
+                    net_rx: 900
+                },
+                crate::summary::sweep::CpuNetRx {
+                    cpu: 1,
+                    net_rx: 100
+                }
+            ]
+        );
+        assert_eq!((n.net_cpus, n.app_cpus), (vec![0, 1], app));
+        body.measured = None;
+        assert_eq!(net_rx_of(&body), None);
     }
 
     /// The numbers come from the flows engine's summary: device RX from qstats, frags per GiB
