@@ -708,46 +708,15 @@ fn an_unwritable_pid_file_is_refused_before_listening() {
     std::fs::create_dir_all(&blocked).unwrap();
     let no_dir = "/nonexistent-ncdevmem-dir/x.pid";
     let dir_arg = blocked.to_str().unwrap();
-    for args in [
-        &[
-            "--peer-server",
-            "-s",
-            "127.0.0.1",
-            "-p",
-            "0",
-            "--pid-file",
-            no_dir,
-        ][..],
-        &[
-            "--peer-server",
-            "-s",
-            "127.0.0.1",
-            "-p",
-            "0",
-            "--pid-file",
-            dir_arg,
-        ][..],
-        &[
-            "-l",
-            "--plain",
-            "-s",
-            "127.0.0.1",
-            "-p",
-            "0",
-            "--pid-file",
-            no_dir,
-        ][..],
-        &[
-            "-l",
-            "--plain",
-            "-s",
-            "127.0.0.1",
-            "-p",
-            "0",
-            "--pid-file",
-            "/proc/x.pid",
-        ][..],
+    let peer: &[&str] = &["--peer-server", "-s", "127.0.0.1", "-p", "0"];
+    let receiver: &[&str] = &["-l", "--plain", "-s", "127.0.0.1", "-p", "0"];
+    for (mode, path) in [
+        (peer, no_dir),
+        (peer, dir_arg),
+        (receiver, no_dir),
+        (receiver, "/proc/x.pid"),
     ] {
+        let args = &[mode, &["--pid-file", path]].concat();
         let (out, on_its_own) = wait_bounded(spawn(args), Duration::from_secs(20));
         let err = text(&out.stderr);
         assert!(on_its_own, "{args:?}: {err}");

@@ -369,9 +369,7 @@ impl Snapshot {
             pools,
         }
     }
-}
 
-impl Snapshot {
     /// A reading of `device`'s queue stats only, the others left unread: the end of a
     /// one-flow run without a measurement's options, whose summary has no CPU or page-pool
     /// figures (only its steering, [`Measure::queue_figures`]).
