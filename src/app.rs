@@ -24,7 +24,17 @@ pub fn run(run: &Run) -> Result<()> {
     if let Some(path) = run.common.json.as_ref().and_then(JsonTarget::file) {
         crate::stats::check_json_path(path)?;
     }
-    let report = RunReport::new(run.mode.mode(), run.common.clone());
+    // So is a `--pid-file` that cannot be (it is written once the mode listens).
+    let pid_file = run
+        .common
+        .pid_file
+        .as_deref()
+        .map(crate::pid_file::PidFile::check)
+        .transpose()?;
+    let mut report = RunReport::new(run.mode.mode(), run.common.clone());
+    if let Some(p) = pid_file {
+        report = report.with_pid_file(p);
+    }
     // The lab composes single runs: it sits above the modes, so it is dispatched here.
     let result = match &run.mode {
         ModeArgs::Sweep(a) => crate::lab::run(a, &report),

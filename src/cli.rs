@@ -276,6 +276,9 @@ pub struct Common {
     pub verbosity: Verbosity,
     /// `--json`: where to write the summary as one JSON object.
     pub json: Option<JsonTarget>,
+    /// `--pid-file`: where a listening receiver or the peer server writes its process id
+    /// once it listens (removed when it ends; `crate::pid_file`).
+    pub pid_file: Option<PathBuf>,
     /// The command line as typed, without `argv[0]` (the summary's `argv`).
     pub argv: Vec<String>,
 }
@@ -804,6 +807,7 @@ fn resolve(t: Typed, given: &[&'static Flag]) -> Result<Run> {
     let common = Common {
         verbosity,
         json: t.json.clone(),
+        pid_file: t.pid_file.clone(),
         argv: Vec::new(),
     };
     Ok(Run {

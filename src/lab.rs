@@ -436,8 +436,8 @@ fn mode_name(args: &ModeArgs) -> ModeName {
 
 /// The record of a run of `mode` at `slot`: its outcome, its summary `body` (the receiver's
 /// typed body; a run that ended before its summary, or any other body, has no figures), the
-/// peer's figures, the CPU shares measured around it and each CPU's NET_RX softirqs over it;
-/// whether its traffic reached every bound queue, from the body.
+/// peer's figures and the CPU shares measured around it; from the body, where its NET_RX
+/// softirqs ran over its measured interval and whether its traffic reached every bound queue.
 fn record(
     mode: ModeName,
     slot: Slot,
@@ -445,7 +445,6 @@ fn record(
     body: Option<crate::summary::Body>,
     peer: Option<proto::PeerFigures>,
     cpu: Option<&crate::figures::cpu::CpuShares>,
-    net_rx: Option<&[(usize, u64)]>,
 ) -> RunRecord {
     let body: Option<ReceiveBody> = match body {
         Some(crate::summary::Body::Receive(b)) => Some(*b),
@@ -456,7 +455,7 @@ fn record(
         .map(|b| results::of_run(mode, b, peer.as_ref(), cpu))
         .unwrap_or_default();
     RunRecord {
-        net_rx: net_rx.map(|g| results::net_rx_of(g, body.as_ref())),
+        net_rx: body.as_ref().and_then(results::net_rx_of),
         steering: body.as_ref().and_then(results::steering_of),
         body,
         peer,
@@ -502,13 +501,11 @@ fn one_run(
     let common = Common {
         verbosity: report.verbosity(),
         json: None,
+        pid_file: None,
         argv: Vec::new(),
     };
     let mode = args.mode();
     let before = ProcStat::read().ok();
-    let softirqs =
-        || crate::figures::softirq::read_net_rx(Path::new(crate::figures::softirq::PROC_SOFTIRQS));
-    let net_rx_before = softirqs().ok();
     let (listening_tx, listening) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
         let receiver = scope.spawn(move || {
@@ -525,6 +522,8 @@ fn one_run(
         // went with its report).
         let peer = match listening.recv() {
             Ok(()) => Some((|| {
+                // The sweep's `--pid-file`: written when its first run listens.
+                report.listening()?;
                 // A receiver with a duration (every sweep's run has one) closes first; one
                 // without would receive until the peer's send of the run's duration ends.
                 let send = match rx.flows.duration {
@@ -552,10 +551,6 @@ fn one_run(
             (Some(a), Some(b)) => b.since(&a).all.shares(),
             _ => None,
         };
-        let net_rx = match (net_rx_before, softirqs().ok()) {
-            (Some(b), Some(a)) => Some(crate::figures::softirq::growth(&b, &a)),
-            _ => None,
-        };
         let (peer, waited) = match peer.transpose()? {
             Some((figures, wait)) => (Some(figures), Some(wait)),
             None => (None, None),
@@ -577,15 +572,7 @@ fn one_run(
             Err(e) => Outcome::Failed(e.to_string()),
         };
         Ok((
-            record(
-                mode_name(args),
-                slot,
-                outcome,
-                body,
-                peer,
-                cpu.as_ref(),
-                net_rx.as_deref(),
-            ),
+            record(mode_name(args), slot, outcome, body, peer, cpu.as_ref()),
             verdict,
         ))
     })

@@ -75,6 +75,7 @@ pub(crate) mod modes;
 pub mod netlink;
 pub mod nic;
 pub mod personality;
+pub(crate) mod pid_file;
 pub mod rcvbuf;
 pub(crate) mod release;
 pub(crate) mod run_report;

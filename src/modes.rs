@@ -267,7 +267,10 @@ pub(crate) struct Accepted {
 /// control of `--tcp-cc` (accepted connections inherit both), and prints where it listens
 /// (`listening on [ADDR]:PORT`, PORT the bound one, so `-p 0` names the port it got).
 ///
-/// Errors: socket errors; `Error::Usage` for a congestion control the kernel does not have.
+/// Then `--pid-file` is written ([`RunReport::listening`]).
+///
+/// Errors: socket errors; `Error::Usage` for a congestion control the kernel does not have;
+/// the `--pid-file` write's.
 pub(crate) fn listen(
     rx: &Receive,
     plan: Option<&RcvbufPlan>,
@@ -290,7 +293,7 @@ pub(crate) fn listen(
         0 => report.warn(line),
         _ => report.log(line),
     }
-    report.listening();
+    report.listening()?;
     Ok(listener)
 }
 
@@ -417,9 +420,20 @@ pub(crate) fn one_flow_facts(rx: &Receive, stats: &RxStats, own: &Result<()>) ->
     }
 }
 
+/// The steering figures a one-flow run without a measurement's options records in its JSON
+/// ([`flows::Measure::queue_figures`]); both `None` without bound queues.
+pub(crate) struct QueueFigures {
+    /// The bound queues' RX growth over the receive, each queue's included (`Some(None)`
+    /// never: a run with bound queues has the figure or why there is none).
+    pub device_rx: Option<Option<crate::summary::DeviceRxFigure>>,
+    /// Which bound queues the flow reached, when that is known.
+    pub steering: Option<crate::summary::SteeringFigure>,
+}
+
 /// The verdict of a single-flow receive from its facts ([`crate::verdict::judge_receive`]:
 /// an error of its own, mismatches, `--expect-bytes`, a validated stream that carried
-/// nothing); prints its summary line and records its JSON object and its facts in `report`
+/// nothing); prints its summary line and records its JSON object (with `queues`, the
+/// steering figures) and its facts in `report`
 /// (also when the run failed, so a failed run is still a measurement).
 ///
 /// Errors: the verdict's.
@@ -427,6 +441,7 @@ pub(crate) fn record_receive(
     rx: &Receive,
     stats: &RxStats,
     own: Result<()>,
+    queues: QueueFigures,
     report: &RunReport,
 ) -> Result<()> {
     let facts = one_flow_facts(rx, stats, &own);
@@ -436,6 +451,8 @@ pub(crate) fn record_receive(
         crate::summary::ReceiveBody {
             totals: stats.totals(),
             measured: None,
+            device_rx: queues.device_rx,
+            steering: queues.steering,
         },
     )));
     report.receive(facts);

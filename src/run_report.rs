@@ -32,6 +32,9 @@ pub(crate) struct RunReport {
     sweep_run: bool,
     /// Called when the mode listens (a sweep then asks its peer to send).
     on_listening: Option<Notify>,
+    /// `--pid-file`: written when the mode listens, removed when the report is dropped (at
+    /// the end of [`finish`](Self::finish), or on a panic's unwind).
+    pid_file: Option<crate::pid_file::PidFile>,
 }
 
 /// A callback of a [`RunReport`].
@@ -55,6 +58,7 @@ impl RunReport {
             receive: RefCell::new(None),
             sweep_run: false,
             on_listening: None,
+            pid_file: None,
         }
     }
 
@@ -81,11 +85,26 @@ impl RunReport {
         self
     }
 
-    /// The mode's receiver listens now (see [`on_listening`](Self::on_listening)).
-    pub(crate) fn listening(&self) {
+    /// This report, writing `pid_file` when the mode listens ([`listening`](Self::listening))
+    /// and removing it when the report is dropped.
+    pub(crate) fn with_pid_file(mut self, pid_file: crate::pid_file::PidFile) -> RunReport {
+        self.pid_file = Some(pid_file);
+        self
+    }
+
+    /// The mode's receiver (or the peer server) listens now, its listening line logged:
+    /// writes `--pid-file` (the first time), then calls
+    /// [`on_listening`](Self::on_listening)'s callback.
+    ///
+    /// Errors: the `--pid-file` write's ([`crate::pid_file::PidFile::write`]).
+    pub(crate) fn listening(&self) -> Result<()> {
+        if let Some(p) = &self.pid_file {
+            p.write()?;
+        }
         if let Some(f) = &self.on_listening {
             (f.0)();
         }
+        Ok(())
     }
 
     /// The `--json FILE` this run writes (`None`: none, or stdout).
@@ -428,6 +447,8 @@ mod tests {
                     ..RxTotals::default()
                 },
                 measured: None,
+                device_rx: None,
+                steering: None,
             }))
         };
         assert_eq!(

@@ -468,14 +468,24 @@ impl RxStats {
 /// [`Error::Usage`] as [`check_json_path`] for a path that cannot be the target; [`Error::Sys`]
 /// naming the failing step and file (`create`, `write`, `fsync`, `rename`).
 pub fn write_json_atomic(path: &Path, value: &serde_json::Value) -> Result<()> {
-    check_json_target(path)?;
+    write_file_atomic("--json", path, format!("{value}\n").as_bytes())
+}
+
+/// Writes `bytes` to the file `path` of option `flag` atomically, as [`write_json_atomic`]
+/// does (a temporary file beside it, `fsync`, `rename`): a reader sees the old file or the
+/// whole new one.
+///
+/// # Errors
+/// [`Error::Usage`] as [`check_file_path`]; [`Error::Sys`] naming `flag`, the failing step and
+/// file (`create`, `write`, `fsync`, `rename`).
+pub(crate) fn write_file_atomic(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
+    check_file_target(flag, path)?;
     let io_err = |step: &str, p: &Path, e: std::io::Error| {
-        Error::io(format!("--json: {step}({})", p.display()), &e)
+        Error::io(format!("{flag}: {step}({})", p.display()), &e)
     };
     let (tmp, mut f) = create_temp(path).map_err(|(tmp, e)| io_err("create", &tmp, e))?;
     let result = (|| {
-        f.write_all(format!("{value}\n").as_bytes())
-            .map_err(|e| io_err("write", &tmp, e))?;
+        f.write_all(bytes).map_err(|e| io_err("write", &tmp, e))?;
         f.sync_all().map_err(|e| io_err("fsync", &tmp, e))?;
         std::fs::rename(&tmp, path).map_err(|e| io_err("rename", path, e))
     })();
@@ -532,10 +542,19 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// # Errors
 /// [`Error::Usage`] naming `--json` and what is wrong.
 pub fn check_json_path(path: &Path) -> Result<()> {
-    check_json_target(path)?;
+    check_file_path("--json", path)
+}
+
+/// [`check_json_path`]'s checks for the output file `path` of option `flag` (`--json`,
+/// `--pid-file`).
+///
+/// # Errors
+/// [`Error::Usage`] naming `flag` and what is wrong.
+pub(crate) fn check_file_path(flag: &str, path: &Path) -> Result<()> {
+    check_file_target(flag, path)?;
     let (tmp, _file) = create_temp(path).map_err(|(tmp, e)| {
         Error::Usage(format!(
-            "--json: cannot create a file next to '{}' ({}: {})",
+            "{flag}: cannot create a file next to '{}' ({}: {})",
             path.display(),
             tmp.display(),
             crate::error::errno_display(crate::error::errno_of(&e))
@@ -556,11 +575,11 @@ pub(crate) fn check_can_create_beside(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The checks of [`check_json_path`] that need no write: the path's shape, its directory and
+/// The checks of [`check_file_path`] that need no write: the path's shape, its directory and
 /// what is at `path` now.
-fn check_json_target(path: &Path) -> Result<()> {
+fn check_file_target(flag: &str, path: &Path) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
-    let bad = |why: &str| Error::Usage(format!("--json: '{}' {why}", path.display()));
+    let bad = |why: &str| Error::Usage(format!("{flag}: '{}' {why}", path.display()));
     // `Path` drops a trailing `/` or `.` ("out/" has the file name "out"), but the kernel
     // does not: the last component as typed must be the file name.
     let typed_last = path.as_os_str().as_bytes().rsplit(|&b| b == b'/').next();

@@ -525,14 +525,8 @@ pub struct Measured {
     pub duration_s: Option<f64>,
     /// With `--duration`: the peers closed every flow before it was over.
     pub ended_before_duration: bool,
-    /// Device RX of the bound queues (`null`: no device, the plain receiver).
-    pub device_rx: Option<DeviceRxFigure>,
     /// The bound queues' page pools (`null`: no device).
     pub page_pools: Option<PagePoolsFigure>,
-    /// Whether the flows reached every bound queue, from `device_rx`'s queues (else from the
-    /// flows' arrival queues); absent without a device or when neither tells.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steering: Option<SteeringFigure>,
     /// The CPU figures.
     pub cpu: CpuFigure,
     /// Every flow, in flow order.
@@ -551,6 +545,33 @@ pub struct ReceiveBody {
     /// The figures of a measured run.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<Measured>,
+    /// Device RX of the bound queues over the measured interval (a one-flow run without a
+    /// measurement's options: over its receive), each bound queue's own growth included
+    /// (`qstats-get`). A measured run always has the member (`null`: no device, the plain
+    /// receiver); a one-flow run without a measurement's options has it only where queues
+    /// are bound (the devmem and zcrx servers), `{"unavailable": why}` without qstats.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[schemars(with = "Option<DeviceRxFigure>")]
+    pub device_rx: Option<Option<DeviceRxFigure>>,
+    /// Whether the flows reached every bound queue, from `device_rx`'s queues (else from the
+    /// flows' arrival queues); absent without a device or when neither tells. Every receive
+    /// with bound queues has it, measured or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steering: Option<SteeringFigure>,
+}
+
+/// A member that may be `null`, as present (`Some`): with `default`, an absent member is
+/// `None` and a `null` one `Some(None)` (serde alone reads both as `None`).
+fn present<'de, D, T>(d: D) -> std::result::Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// One flow of a pattern sender (or of its only flow, for the totals).

@@ -609,3 +609,141 @@ fn port_0_names_the_port_it_got() {
         );
     }
 }
+
+/// A `--pid-file` path of this test process for `tag`.
+fn pid_path(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("ncdevmem-hostile-{}-{tag}.pid", std::process::id()))
+}
+
+/// The process id in `path`, once the file is there (at most 10 s after the listening line:
+/// the file is written right after it).
+fn read_pid(path: &std::path::Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            assert!(s.ends_with('\n'), "{path:?}: {s:?}");
+            return s.trim_end().parse().expect("a process id and a newline");
+        }
+        assert!(Instant::now() < deadline, "{path:?} was not written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `--pid-file` of the peer server (issue 35: in a guest, `ip netns exec` forks and `$!` is
+/// not the tool): once it listens the file holds its own process id; SIGTERM to that id ends
+/// it within 2 s with exit 0, and the file is gone. SIGINT and SIGUSR1 the same.
+#[test]
+fn the_peer_servers_pid_file_names_it_and_goes_when_it_stops() {
+    for signal in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGUSR1,
+    ] {
+        let path = pid_path(&format!("peer-{signal}"));
+        let _ = std::fs::remove_file(&path);
+        let server = Listening::start(&[
+            "--peer-server",
+            "-s",
+            "127.0.0.1",
+            "--pid-file",
+            path.to_str().unwrap(),
+        ]);
+        let pid = read_pid(&path);
+        assert_eq!(pid, server.child.id() as i32, "{signal}");
+        let sent = Instant::now();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("kill");
+        let (out, on_its_own) = server.wait(Duration::from_secs(10));
+        let took = sent.elapsed();
+        let err = text(&out.stderr);
+        assert!(on_its_own, "{signal}: the peer server kept running: {err}");
+        assert!(
+            took < Duration::from_secs(2),
+            "{signal}: took {took:?}: {err}"
+        );
+        assert_eq!(out.status.code(), Some(0), "{signal}: {err}");
+        assert!(!path.exists(), "{signal}: {path:?} left behind: {err}");
+    }
+}
+
+/// A listening receiver's `--pid-file` is written once it listens and removed on every way
+/// out: a pass (exit 0), a failure (exit 1, a stream that does not match) and a stop signal
+/// (SIGTERM to the id in the file, while it waits for its connection).
+#[test]
+fn a_receivers_pid_file_goes_on_pass_fail_and_signal() {
+    for (case, want) in [("pass", 0), ("fail", 1), ("signal", 1)] {
+        let path = pid_path(&format!("rx-{case}"));
+        let _ = std::fs::remove_file(&path);
+        let rx = plain_receiver(1, &["--pid-file", path.to_str().unwrap()]);
+        let pid = read_pid(&path);
+        assert_eq!(pid, rx.child.id() as i32, "{case}");
+        match case {
+            "signal" => nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .expect("kill"),
+            _ => {
+                let mut data = keyed(3, 0, 1, 100_000);
+                if case == "fail" {
+                    data[5000] ^= 1;
+                }
+                let mut s = TcpStream::connect(("127.0.0.1", rx.port)).expect("connect");
+                s.write_all(&data).expect("write");
+            }
+        }
+        let (out, on_its_own) = rx.wait(Duration::from_secs(20));
+        let err = text(&out.stderr);
+        assert!(on_its_own, "{case}: the receiver hung: {err}");
+        assert_eq!(out.status.code(), Some(want), "{case}: {err}");
+        assert!(!path.exists(), "{case}: {path:?} left behind: {err}");
+    }
+}
+
+/// A `--pid-file` that cannot be written is a usage error (exit 2) before anything starts
+/// (no listening line), for the peer server and a receiver; an old file at the path is left
+/// as it was. Outside the modes that listen the option is refused.
+#[test]
+fn an_unwritable_pid_file_is_refused_before_listening() {
+    let blocked = pid_path("a-directory");
+    std::fs::create_dir_all(&blocked).unwrap();
+    let no_dir = "/nonexistent-ncdevmem-dir/x.pid";
+    let dir_arg = blocked.to_str().unwrap();
+    let peer: &[&str] = &["--peer-server", "-s", "127.0.0.1", "-p", "0"];
+    let receiver: &[&str] = &["-l", "--plain", "-s", "127.0.0.1", "-p", "0"];
+    for (mode, path) in [
+        (peer, no_dir),
+        (peer, dir_arg),
+        (receiver, no_dir),
+        (receiver, "/proc/x.pid"),
+    ] {
+        let args = &[mode, &["--pid-file", path]].concat();
+        let (out, on_its_own) = wait_bounded(spawn(args), Duration::from_secs(20));
+        let err = text(&out.stderr);
+        assert!(on_its_own, "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("ncdevmem-rs: --pid-file: "), "{args:?}: {err}");
+        assert!(!err.contains(" on ["), "{args:?} listened: {err}");
+    }
+    assert!(blocked.is_dir());
+    let _ = std::fs::remove_dir(&blocked);
+    let out = Command::new(BIN)
+        .args([
+            "--send-pattern",
+            "1",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            "9",
+            "-v",
+            "7",
+        ])
+        .args(["--pid-file", "x.pid"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--pid-file: only applies to receivers (-l) and --peer-server"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -12,6 +12,12 @@
 //!
 //! The devmem, zcrx and devmem TX rows run in the VM suite on the software devmem NIC
 //! (`devmem-nic/verdict-matrix`), with the same sender and the same cells.
+//!
+//! Options with no row of their own, because they cannot pass bad data: `--pid-file` (it
+//! writes the process id once the receiver listens and removes it at the end; no byte of the
+//! stream or of a verdict goes through it), and the steering figures (`device_rx`,
+//! `steering`) of a one-flow run without a measurement's options, which only its JSON carries
+//! and no verdict reads (`--require-spread`, which does, makes a run measured).
 
 #![allow(dead_code)] // the shared cells serve the VM rows too
 

@@ -49,9 +49,28 @@ pub(super) fn rx(ctx: &Ctx) -> CaseResult {
     no_binding(&after)?;
     let q = nic.queue_stats()?;
     only_bound_queue_split(&q)?;
+    // One flow without a measurement's options: its JSON carries the measured runs'
+    // steering figures, the bound queue's qstats rx-bytes over the receive and the queues it
+    // reached. The bytes are the payload and a header per frame, less what arrived before
+    // the reading at the clock's start (the sender starts at its connect): at least half the
+    // payload, at most 5 % above it.
+    let reached = serde_json::json!({"bound": [BOUND], "unreached": [], "source": "qstats"});
+    let queue_bytes = j["device_rx"]["queues"][0]["bytes"].as_u64().unwrap_or(0);
+    if j["steering"] != reached
+        || j["device_rx"]["queues"].as_array().map_or(0, Vec::len) != 1
+        || queue_bytes < STREAM / 2
+        || queue_bytes as f64 > STREAM as f64 * 1.05
+    {
+        return Err(format!(
+            "the one-flow run's steering figures: steering {} (want {reached}), device_rx {} \
+             (want queue {BOUND} alone, with half to 105 % of the {STREAM} payload bytes)",
+            j["steering"], j["device_rx"]
+        ));
+    }
     Ok(Outcome::Pass(format!(
-        "{}; all frames with payload on queue {BOUND} ({} split); --verify-restore and the \
-         guest's own snapshot agree, no binding left",
+        "{}; all frames with payload on queue {BOUND} ({} split; qstats {queue_bytes} bytes, \
+         steering in the JSON); --verify-restore and the guest's own snapshot agree, no \
+         binding left",
         summary(j),
         q[BOUND].split
     )))

@@ -108,6 +108,8 @@ const FLOW_ROLES: Roles = &[
     Role::TxPattern,
     Role::Sender,
 ];
+/// `--pid-file`: the modes that listen.
+const PID_FILE_ROLES: Roles = &[Role::Server, Role::Zcrx, Role::Plain, Role::PeerServer];
 const NIC_QUEUES: Roles = &[Role::Probe, Role::Server, Role::Zcrx];
 const DMABUF: Roles = &[
     Role::Probe,
@@ -271,6 +273,7 @@ pub(super) struct Typed {
     pub cpus: Option<Vec<usize>>,
     pub tcp_cc: Option<String>,
     pub json: Option<JsonTarget>,
+    pub pid_file: Option<PathBuf>,
     pub dmabuf_size: Option<u64>,
     pub memory: MemorySource,
     pub zcrx_nodev: bool,
@@ -1091,6 +1094,22 @@ pub(super) const FLAGS: &[Flag] = &[
         example: "1G",
         help: "with --peer-server: the most bytes one run sends over all its flows\n\
                (default 1099511627776, 1 TiB)",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "pid-file",
+        hint: "FILE",
+        expect: EXPECT_PATH,
+        set: |t, v, _| set(&mut t.pid_file, Some(file_path("--pid-file", v)?)),
+        roles: PID_FILE_ROLES,
+        only: Some("receivers (-l) and --peer-server"),
+        example: "ncdevmem.pid",
+        help: "write this process's id to FILE once it listens (after the 'listening on'\n\
+               or 'control on' line; a sweep: when its first run listens), and remove it\n\
+               when it ends, also on a stop signal (as iperf3 --pidfile): to stop a tool\n\
+               started in the background where $! is not its id (ip netns exec, sudo).\n\
+               A FILE that cannot be written is refused before anything starts",
         section: Section::Ours,
     },
     Flag {

@@ -131,7 +131,8 @@ fn describe() -> crate::summary::sweep::Provenance {
 
 /// Serves `--peer-server` until a stop signal (see the module docs).
 ///
-/// Errors: the listening socket's; a stop signal ends the server cleanly (`Ok`).
+/// Errors: the listening socket's; the `--pid-file` write's; a stop signal ends the server
+/// cleanly (`Ok`).
 pub(crate) fn run(a: &PeerServerArgs, report: &RunReport) -> Result<()> {
     let _ = PEER_NIC.set(a.tx_ifname.as_ref().map(|i| i.to_string()));
     let devmem = match &a.tx_ifname {
@@ -188,6 +189,8 @@ pub(crate) fn run(a: &PeerServerArgs, report: &RunReport) -> Result<()> {
         0 => report.warn(format_args!("{line}")),
         _ => report.log(format_args!("{line}")),
     }
+    // `--pid-file`, now that the control port listens.
+    report.listening()?;
     let quiet = report.quiet();
     let busy = AtomicBool::new(false);
     std::thread::scope(|scope| loop {

@@ -209,10 +209,10 @@ pub fn of_run(
         Some(s) => finite(pick(&s)),
         None => cpu.map(whole).and_then(finite),
     };
-    let device = m.and_then(|m| match &m.device_rx {
-        Some(DeviceRxFigure::Measured(d)) => Some(d),
+    let device = match &body.device_rx {
+        Some(Some(DeviceRxFigure::Measured(d))) => Some(d),
         _ => None,
-    });
+    };
     Numbers {
         rx_dev_gbps: device.and_then(|d| d.gbit_per_s).and_then(finite),
         rx_flow_avg_gbps: m.and_then(|m| finite(m.flow_avg_gbit_per_s)).or(rx_gbps),
@@ -248,12 +248,11 @@ pub fn of_run(
 /// (`device_rx.queues`, qstats; a queue without a byte was not reached). `None` without those figures (no device, the plain
 /// receiver; a kernel without queue stats).
 pub fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
-    let m = body.measured.as_ref()?;
-    if let Some(s) = &m.steering {
+    if let Some(s) = &body.steering {
         // The run's own (qstats, else the flows' arrival queues).
         return Some(s.clone());
     }
-    let Some(DeviceRxFigure::Measured(d)) = &m.device_rx else {
+    let Some(Some(DeviceRxFigure::Measured(d))) = &body.device_rx else {
         return None;
     };
     let queues = d.queues.as_ref().filter(|q| !q.is_empty())?;
@@ -268,25 +267,27 @@ pub fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
     })
 }
 
-/// Where a run's NET_RX softirqs ran: `growth` (each CPU's `/proc/softirqs` NET_RX growth
-/// over the run, [`crate::figures::softirq::growth`]) with its net CPUs, beside the app CPUs
-/// of the run's summary `body` (none known: empty).
-pub fn net_rx_of(growth: &[(usize, u64)], body: Option<&ReceiveBody>) -> NetRxFigure {
-    let app_cpus = body
-        .and_then(|b| b.measured.as_ref())
-        .and_then(|m| match &m.cpu {
-            CpuFigure::Split(s) => Some(s.app_cpus.clone()),
-            CpuFigure::Unavailable(_) => None,
-        })
-        .unwrap_or_default();
-    NetRxFigure {
-        per_cpu: growth
+/// Where a run's NET_RX softirqs ran, from its summary `body`: each CPU's NET_RX softirqs
+/// over the run's measured interval (the per-CPU table's, `cpu.per_cpu[k].net_rx`), the net
+/// CPUs among them (`cpu.net_cpus`) and the app CPUs. `None` when the run has no such
+/// reading: no measured figures (it ended before its summary), no `/proc/stat` or
+/// `/proc/softirqs` reading.
+pub fn net_rx_of(body: &ReceiveBody) -> Option<NetRxFigure> {
+    let CpuFigure::Split(split) = &body.measured.as_ref()?.cpu else {
+        return None;
+    };
+    Some(NetRxFigure {
+        per_cpu: split
+            .per_cpu
             .iter()
-            .map(|&(cpu, net_rx)| crate::summary::sweep::CpuNetRx { cpu, net_rx })
+            .filter_map(|c| {
+                c.net_rx
+                    .map(|net_rx| crate::summary::sweep::CpuNetRx { cpu: c.cpu, net_rx })
+            })
             .collect(),
-        net_cpus: crate::figures::softirq::net_cpus(growth),
-        app_cpus,
-    }
+        net_cpus: split.net_cpus.clone()?,
+        app_cpus: split.app_cpus.clone(),
+    })
 }
 
 /// `0-3,6`: a CPU list as `--cpus` takes it (`-`: none).
@@ -1179,6 +1180,47 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
         );
     }
 
+    /// A run's `net_rx` is its own reading over its measured interval, copied from its
+    /// body's per-CPU figures (the sweep takes no second reading around the run): the CPUs'
+    /// NET_RX counts, the net CPUs and the app CPUs; none without `/proc/softirqs`'s reading
+    /// (`net_cpus` absent) or without measured CPU figures.
+    #[test]
+    fn net_rx_is_the_runs_own_reading() {
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/summary/plain-2-flows-timed.json"
+        );
+        let text = std::fs::read_to_string(fixture).unwrap();
+        let mut body: ReceiveBody = serde_json::from_str(&text).unwrap();
+        // The fixture's machine had no readable /proc/softirqs.
+        assert_eq!(net_rx_of(&body), None);
+        let CpuFigure::Split(split) = &mut body.measured.as_mut().unwrap().cpu else {
+            panic!("the fixture has CPU figures");
+        };
+        for (k, c) in split.per_cpu.iter_mut().enumerate() {
+            c.net_rx = Some(if k == 0 { 900 } else { 100 });
+        }
+        split.net_cpus = Some(vec![0, 1]);
+        let app = split.app_cpus.clone();
+        let n = net_rx_of(&body).expect("a reading");
+        assert_eq!(
+            n.per_cpu,
+            vec![
+                crate::summary::sweep::CpuNetRx {
+                    cpu: 0,
+                    net_rx: 900
+                },
+                crate::summary::sweep::CpuNetRx {
+                    cpu: 1,
+                    net_rx: 100
+                }
+            ]
+        );
+        assert_eq!((n.net_cpus, n.app_cpus), (vec![0, 1], app));
+        body.measured = None;
+        assert_eq!(net_rx_of(&body), None);
+    }
+
     /// The numbers come from the flows engine's summary: device RX from qstats, frags per GiB
     /// over the whole receive's bytes, the peer's rate from its figures.
     #[test]
@@ -1200,7 +1242,7 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
         for f in &mut m.flows {
             f.bytes = 1 << 30;
         }
-        m.device_rx = Some(DeviceRxFigure::Measured(DeviceRxMeasured {
+        body.device_rx = Some(Some(DeviceRxFigure::Measured(DeviceRxMeasured {
             bytes: 1,
             packets: None,
             gbit_per_s: Some(8.5),
@@ -1210,7 +1252,8 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
                 bytes: 7,
                 packets: None,
             }]),
-        }));
+        })));
+        let m = body.measured.as_mut().unwrap();
         let CpuFigure::Split(split) = &mut m.cpu else {
             panic!("the fixture has CPU figures");
         };
@@ -1237,6 +1280,8 @@ steering: rx-page-size=4096 run 1/2: the flows reached 1 of 2 bound queues (2,3)
         // One flow without the measured figures: the CPU measured around the run.
         let mut plain = body.clone();
         plain.measured = None;
+        // The plain receiver's: no bound queues, no device figure.
+        plain.device_rx = None;
         plain.totals.bytes = 100;
         plain.totals.gbit_per_s = 1.0;
         let cpu = CpuShares {

@@ -356,10 +356,7 @@ struct Snapshot {
 
 impl Snapshot {
     fn take(device: Option<&Device>, netdev: &mut Option<Netdev>) -> Snapshot {
-        let qstats = device.map(|d| {
-            let nd = opened(netdev)?;
-            Qstats::from_dump(nd.qstats_get_dump(d.ifindex, QstatsScope::Queue))
-        });
+        let qstats = device.map(|d| read_qstats(d, netdev));
         let pools = device.map(|_| {
             let nd = opened(netdev)?;
             PoolReading::from_dumps(nd.page_pool_get_dump(), nd.page_pool_stats_get_dump())
@@ -372,6 +369,27 @@ impl Snapshot {
             pools,
         }
     }
+
+    /// A reading of `device`'s queue stats only, the others left unread: the end of a
+    /// one-flow run without a measurement's options, whose summary has no CPU or page-pool
+    /// figures (only its steering, [`Measure::queue_figures`]).
+    fn queues_only(device: &Device, netdev: &mut Option<Netdev>) -> Snapshot {
+        let unread = "not read: a one-flow run without a measurement's options";
+        Snapshot {
+            at: Instant::now(),
+            proc_stat: Err(Error::Failure(unread.into())),
+            net_rx: Err(unread.into()),
+            qstats: Some(read_qstats(device, netdev)),
+            pools: None,
+        }
+    }
+}
+
+/// `device`'s per-queue stats (`qstats-get`), or why there are none (a driver without them,
+/// no netdev family): a value, never the run's error.
+fn read_qstats(device: &Device, netdev: &mut Option<Netdev>) -> Result<Qstats> {
+    let nd = opened(netdev)?;
+    Qstats::from_dump(nd.qstats_get_dump(device.ifindex, QstatsScope::Queue))
 }
 
 /// The run's netdev socket, opened at its first use.
@@ -525,15 +543,9 @@ impl<'a> Measure<'a> {
         };
         // Which bound queues the flows reached: the bound queues' rx-bytes over the measured
         // interval, else the flows' arrival queues.
-        let steering = self.device.map(|d| {
-            let interval = measured_interval(&flows, &first, &last);
-            let arrivals: Vec<ArrivalQueue> = flows
-                .iter()
-                .filter_map(|f| f.napi_id)
-                .map(|id| arrival_queue(&self.queues, id))
-                .collect();
-            spread(d, &device_figure(d, &first, &last, interval), &arrivals)
-        });
+        let steering = self
+            .device
+            .map(|d| self.queues_reached(d, &flows, &first, &last).1);
         let facts = ReceiveFacts {
             require_spread: self.rx.require_spread.then(|| {
                 steering
@@ -615,6 +627,61 @@ impl<'a> Measure<'a> {
         report.body(summary::Body::Receive(Box::new(body)));
         report.receive(facts);
         verdict.result
+    }
+}
+
+impl Measure<'_> {
+    /// The bound queues' RX growth between the readings `first` and `last` (over the
+    /// interval [`measured_interval`] gives), or why there is none, and which of them the
+    /// `flows` reached ([`spread`]: by that growth, else by the flows' arrival queues).
+    fn queues_reached(
+        &self,
+        d: &Device,
+        flows: &[Flow],
+        first: &Snapshot,
+        last: &Snapshot,
+    ) -> (std::result::Result<DeviceRx, NoQstats>, Spread) {
+        let interval = measured_interval(flows, first, last);
+        let arrivals: Vec<ArrivalQueue> = flows
+            .iter()
+            .filter_map(|f| f.napi_id)
+            .map(|id| arrival_queue(&self.queues, id))
+            .collect();
+        let rx = device_figure(d, first, last, interval);
+        let reached = spread(d, &rx, &arrivals);
+        (rx, reached)
+    }
+
+    /// The steering figures of a one-flow run without a measurement's options, which
+    /// reports ncdevmem.c's one summary line and no measured figures: the bound queues' RX
+    /// growth over its receive (`device_rx`, each queue's included; from the reading at the
+    /// clock's start to one of the queue stats taken now) and which of them the flow reached
+    /// (`steering`), as a measured run's JSON carries them. Both `None` without bound queues
+    /// (the plain receiver). A driver without qstats gives `device_rx`'s `unavailable` and the
+    /// flow's arrival queue (or no `steering`): figures, never an error, and nothing printed.
+    pub(crate) fn queue_figures(
+        mut self,
+        flows: &[Flow],
+    ) -> (
+        Option<Option<summary::DeviceRxFigure>>,
+        Option<summary::SteeringFigure>,
+    ) {
+        let Some(d) = self.device else {
+            return (None, None);
+        };
+        let first = match self.first.take() {
+            Some(f) => f,
+            None => Snapshot::queues_only(d, &mut self.netdev),
+        };
+        let last = match self.last.take() {
+            Some(l) => l,
+            None => Snapshot::queues_only(d, &mut self.netdev),
+        };
+        let (rx, reached) = self.queues_reached(d, flows, &first, &last);
+        (
+            Some(Some(device_rx_figure(&rx))),
+            steering_figure(Some(&reached)),
+        )
     }
 }
 
@@ -808,6 +875,9 @@ pub(crate) fn report_receive(r: Report<'_, '_>) -> Result<()> {
     if measured(rx) || flows.len() != 1 {
         return measure.finish(flows, workers, shared, report);
     }
+    // The JSON's steering figures, as a measured run's (nothing printed: the output stays
+    // ncdevmem.c's one summary line).
+    let (device_rx, steering) = measure.queue_figures(&flows);
     let mut f = flows.remove(0);
     if let [w] = workers.as_slice() {
         // One flow on one ifq: the ifq's buffer returns are that flow's too.
@@ -823,7 +893,11 @@ pub(crate) fn report_receive(r: Report<'_, '_>) -> Result<()> {
         );
     }
     f.stats.rcvbuf = f.rcvbuf.take();
-    super::record_receive(rx, &f.stats, f.result, report)
+    let queues = super::QueueFigures {
+        device_rx,
+        steering,
+    };
+    super::record_receive(rx, &f.stats, f.result, queues, report)
 }
 
 /// `flows` (in accept order) in flow order: flow k's connection is `order[k]` (the
@@ -1558,43 +1632,12 @@ impl RunFigures {
             warmup_s: self.warmup.map(|w| w.as_secs_f64()),
             duration_s: self.duration.map(|d| d.as_secs_f64()),
             ended_before_duration: self.ended_before_duration,
-            device_rx: self.device.as_ref().map(|d| match d {
-                Ok(d) => summary::DeviceRxFigure::Measured(summary::DeviceRxMeasured {
-                    bytes: d.bytes,
-                    packets: d.packets,
-                    gbit_per_s: d.gbps(),
-                    source: "qstats-get rx-bytes of the bound queues (headers included)".into(),
-                    queues: Some(
-                        d.per_queue
-                            .iter()
-                            .map(|q| summary::QueueRxFigure {
-                                queue: q.queue,
-                                bytes: q.bytes,
-                                packets: q.packets,
-                            })
-                            .collect(),
-                    ),
-                }),
-                Err(why) => summary::DeviceRxFigure::Unavailable(unavailable(why.to_string())),
-            }),
             page_pools: self.page_pools.as_ref().map(|p| match p {
                 Ok(groups) => {
                     summary::PagePoolsFigure::Groups(groups.iter().map(pool_group).collect())
                 }
                 Err(why) => summary::PagePoolsFigure::Unavailable(unavailable(why.to_string())),
             }),
-            steering: match &self.steering {
-                Some(Spread::Known {
-                    bound,
-                    unreached,
-                    source,
-                }) => Some(summary::SteeringFigure {
-                    bound: bound.clone(),
-                    unreached: unreached.clone(),
-                    source: (*source).into(),
-                }),
-                _ => None,
-            },
             cpu: match &self.cpu {
                 Ok((app, all, per_cpu)) => summary::CpuFigure::Split(Box::new(summary::CpuSplit {
                     app_cpus: self.app_cpus.clone(),
@@ -1667,7 +1710,50 @@ impl RunFigures {
         summary::ReceiveBody {
             totals,
             measured: Some(measured),
+            device_rx: Some(self.device.as_ref().map(device_rx_figure)),
+            steering: steering_figure(self.steering.as_ref()),
         }
+    }
+}
+
+/// The JSON figure of the bound queues' RX growth `rx`, or of why there is none.
+fn device_rx_figure(rx: &std::result::Result<DeviceRx, NoQstats>) -> summary::DeviceRxFigure {
+    match rx {
+        Ok(d) => summary::DeviceRxFigure::Measured(summary::DeviceRxMeasured {
+            bytes: d.bytes,
+            packets: d.packets,
+            gbit_per_s: d.gbps(),
+            source: "qstats-get rx-bytes of the bound queues (headers included)".into(),
+            queues: Some(
+                d.per_queue
+                    .iter()
+                    .map(|q| summary::QueueRxFigure {
+                        queue: q.queue,
+                        bytes: q.bytes,
+                        packets: q.packets,
+                    })
+                    .collect(),
+            ),
+        }),
+        Err(why) => summary::DeviceRxFigure::Unavailable(summary::Unavailable {
+            unavailable: why.to_string(),
+        }),
+    }
+}
+
+/// The JSON figure of which bound queues the flows reached, when that is known.
+fn steering_figure(spread: Option<&Spread>) -> Option<summary::SteeringFigure> {
+    match spread? {
+        Spread::Known {
+            bound,
+            unreached,
+            source,
+        } => Some(summary::SteeringFigure {
+            bound: bound.clone(),
+            unreached: unreached.clone(),
+            source: (*source).into(),
+        }),
+        Spread::Unknown(_) => None,
     }
 }
 
@@ -2101,6 +2187,92 @@ mod tests {
     /// A flow stopped by the run (its duration, another flow's failure) stops nobody; a
     /// failure of its own, or mismatches, stop the others, once; a signal already in the stop
     /// flag stays.
+    /// A one-flow run without a measurement's options carries the measured runs' steering
+    /// figures in its JSON: the bound queues' rx-bytes growth over its receive, per queue,
+    /// and which queues it reached; a driver without qstats (or a failing qstats-get) gives
+    /// `device_rx`'s `unavailable` and no `steering`, never an error; no bound queues (the
+    /// plain receiver), neither.
+    #[test]
+    fn the_plainest_run_carries_the_steering_figures() {
+        use crate::netlink::netdev::{QstatsInfo, QueueType};
+        let d = Device {
+            ifindex: 4,
+            queues: vec![2, 3],
+        };
+        let rows = |b2: u64, b3: u64| {
+            let q = |queue_id, rx_bytes| QstatsInfo {
+                ifindex: 4,
+                queue_type: Some(QueueType::Rx),
+                queue_id: Some(queue_id),
+                rx_bytes: Some(rx_bytes),
+                ..QstatsInfo::default()
+            };
+            Qstats::Rows(vec![q(2, b2), q(3, b3)])
+        };
+        let at = Instant::now();
+        let rx = rx();
+        let with = |first: Result<Qstats>, last: Result<Qstats>, device| Measure {
+            rx: &rx,
+            device,
+            queues: Vec::new(),
+            netdev: None,
+            first: Some(Snapshot {
+                qstats: Some(first),
+                ..snap(at)
+            }),
+            last: Some(Snapshot {
+                qstats: Some(last),
+                ..snap(at + Duration::from_secs(2))
+            }),
+            quiet: true,
+        };
+        let flows = [zcrx_flow(0, 9000, 1, 1, at)];
+        let (device_rx, steering) =
+            with(Ok(rows(100, 5)), Ok(rows(9100, 5)), Some(&d)).queue_figures(&flows);
+        let body = summary::ReceiveBody {
+            totals: summary::RxTotals::default(),
+            measured: None,
+            device_rx,
+            steering,
+        };
+        let j = serde_json::to_value(&body).unwrap();
+        assert_eq!(j["device_rx"]["bytes"], 9000, "{j}");
+        assert_eq!(
+            j["device_rx"]["queues"],
+            json!([{"queue": 2, "bytes": 9000, "packets": null},
+                   {"queue": 3, "bytes": 0, "packets": null}])
+        );
+        assert_eq!(
+            j["steering"],
+            json!({"bound": [2, 3], "unreached": [3], "source": "qstats"})
+        );
+        let unsupported = || Ok(Qstats::Unsupported("Operation not supported".into()));
+        let failed = || Err(Error::Failure("qstats-get: EIO".into()));
+        for (first, last) in [(unsupported(), unsupported()), (Ok(rows(1, 1)), failed())] {
+            let (device_rx, steering) = with(first, last, Some(&d)).queue_figures(&flows);
+            match device_rx {
+                Some(Some(summary::DeviceRxFigure::Unavailable(u))) => {
+                    assert!(u.unavailable.starts_with("no qstats: "), "{u:?}")
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(steering, None);
+        }
+        let none = with(Ok(rows(0, 0)), Ok(rows(0, 0)), None).queue_figures(&flows);
+        assert_eq!(none, (None, None));
+        let j = serde_json::to_value(summary::ReceiveBody {
+            totals: summary::RxTotals::default(),
+            measured: None,
+            device_rx: None,
+            steering: None,
+        })
+        .unwrap();
+        assert!(
+            j.get("device_rx").is_none() && j.get("steering").is_none(),
+            "{j}"
+        );
+    }
+
     #[test]
     fn the_end_of_a_flow_and_the_run_stop() {
         let shared = Shared::new(2);

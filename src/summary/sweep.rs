@@ -204,7 +204,7 @@ pub enum RunOutcomeName {
     Skip,
 }
 
-/// NET_RX softirqs of one CPU over a run (`/proc/softirqs`).
+/// NET_RX softirqs of one CPU over a run's measured interval (`/proc/softirqs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CpuNetRx {
     /// The CPU.
@@ -213,11 +213,13 @@ pub struct CpuNetRx {
     pub net_rx: u64,
 }
 
-/// Where the run's receive processing ran: the NET_RX softirqs per CPU over the run, and
+/// Where the run's receive processing ran: the NET_RX softirqs per CPU over its measured
+/// interval (the run's own reading, its body's `cpu`), and
 /// the net CPUs (those that ran at least a tenth of them) beside the app CPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NetRxFigure {
-    /// Every CPU's NET_RX softirqs over the run, in CPU order.
+    /// Each CPU's NET_RX softirqs over the measured interval, in CPU order (the CPUs of the
+    /// run's per-CPU table).
     pub per_cpu: Vec<CpuNetRx>,
     /// The CPUs that ran at least 10 % of them: where the bound queues' NAPI ran.
     pub net_cpus: Vec<usize>,

@@ -12,13 +12,14 @@
 //! undo guards run their `Drop` on the normal return path.
 //!
 //! A second Ctrl-C (a SIGINT at least [`ESCALATE_AFTER`] after the first stop signal) exits at
-//! once (status 128 + signal), for a user who really wants out. A repeated SIGTERM or SIGHUP
+//! once (status 128 + signal), for a user who really wants out; it removes the `--pid-file`
+//! first ([`unlink_at_exit`]). A repeated SIGTERM or SIGHUP
 //! never does: programs send those, and some send them twice — GNU `timeout` signals the
 //! child and then its whole process group, a terminal hangup reaches a job from the kernel and
 //! again from the shell — and that second copy must not cut the unwind short. `SIGPIPE` is
 //! ignored so a peer that goes away surfaces as `EPIPE` instead of killing the process.
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
@@ -29,6 +30,23 @@ pub static STOP: AtomicI32 = AtomicI32::new(0);
 
 /// `CLOCK_MONOTONIC` time of the first stop signal, in nanoseconds.
 static FIRST_AT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The file the immediate exit of a second Ctrl-C removes first (a `--pid-file` this process
+/// wrote), as a NUL-terminated path; null for none. Set by [`unlink_at_exit`].
+static UNLINK_AT_EXIT: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Names the file (`Some`) that the immediate exit of a second Ctrl-C removes before it
+/// exits, or none (`None`): the unwind that exit cuts short would have removed it. A path with
+/// a NUL byte (which no file can have) names none. The path's copy is kept for the life of
+/// the process (a few bytes, once per `--pid-file`).
+pub fn unlink_at_exit(path: Option<&std::path::Path>) {
+    use std::os::unix::ffi::OsStrExt;
+    let ptr = path
+        .and_then(|p| std::ffi::CString::new(p.as_os_str().as_bytes()).ok())
+        .map_or(std::ptr::null_mut(), |c| c.into_raw());
+    // The old copy is not freed: the handler may be reading it now.
+    UNLINK_AT_EXIT.store(ptr, Ordering::SeqCst);
+}
 
 /// A SIGINT at least this long after the first stop signal exits at once (a second Ctrl-C);
 /// one sooner is taken for a duplicate of the first.
@@ -58,6 +76,12 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
     }
     let since_first = Duration::from_nanos(now.saturating_sub(FIRST_AT_NS.load(Ordering::SeqCst)));
     if exits_at_once(sig, since_first) {
+        let unlink = UNLINK_AT_EXIT.load(Ordering::SeqCst);
+        if !unlink.is_null() {
+            // SAFETY: unlink is async-signal-safe; the pointer is a NUL-terminated path that
+            // unlink_at_exit leaked, so it stays valid for the life of the process.
+            unsafe { libc::unlink(unlink) };
+        }
         // SAFETY: _exit is async-signal-safe and takes no pointers.
         unsafe { libc::_exit(128 + sig) };
     }
@@ -83,8 +107,8 @@ pub fn install() -> crate::Result<()> {
         (Signal::SIGUSR2, &stop),
         (Signal::SIGPIPE, &ignore),
     ] {
-        // SAFETY: the handler only performs an atomic swap and, on a second signal, _exit;
-        // both are async-signal-safe.
+        // SAFETY: the handler only performs atomic loads and a swap and, on a second signal,
+        // unlink and _exit; all are async-signal-safe.
         let old = unsafe { sigaction(sig, act) }
             .map_err(|e| crate::Error::sys(format!("sigaction({sig})"), e as i32))?;
         if sig == Signal::SIGHUP && matches!(old.handler(), SigHandler::SigIgn) {
