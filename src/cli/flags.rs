@@ -66,6 +66,7 @@ const EXPECT_RCVBUF: &str =
 const EXPECT_OFFSET: &str = "decimal byte offset, optional suffix K, M or G (KiB, MiB, GiB)";
 const EXPECT_POW2: &str =
     "a power of two >= the page size that fits in 32 bits, in bytes, optional suffix K, M or G";
+const EXPECT_HDS_THRESH: &str = "0..=4294967295 bytes, optional suffix K, M or G";
 const EXPECT_RX_BUF_LEN: &str =
     "a power of two >= the page size and at most 2 MiB, in bytes, optional suffix K or M";
 pub(super) const EXPECT_ADDR: &str = "an IPv4, IPv6 or IPv4-mapped IPv6 address";
@@ -275,6 +276,7 @@ pub(super) struct Typed {
     pub memory: MemorySource,
     pub zcrx_nodev: bool,
     pub rx_buf_len: Option<u32>,
+    pub hds_thresh: Option<u32>,
     pub verify_restore: bool,
     pub require_spread: bool,
     pub peer_server: bool,
@@ -926,6 +928,29 @@ pub(super) const FLAGS: &[Flag] = &[
         help: "udmabuf size: a multiple of the page size (default 16000 pages); with\n\
                --zcrx the zcrx area size (default 8192 pages); with --peer-server -f the\n\
                dma-buf of each devmem TX run",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "hds-thresh",
+        hint: "BYTES",
+        expect: EXPECT_HDS_THRESH,
+        set: |t, v, _| {
+            let n = size(v)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| invalid("--hds-thresh", "hds-thresh", v, EXPECT_HDS_THRESH))?;
+            set(&mut t.hds_thresh, Some(n))
+        },
+        // Its value reaches only the plain receiver's arguments: a devmem or zcrx server
+        // takes 0 (what it sets anyway) and refuses any other value.
+        roles: &[Role::Plain],
+        only: None,
+        example: "0",
+        help: "the NIC's hds-thresh (header split threshold) for the run. With --plain -f\n\
+               IF: header split is turned on with this hds-thresh and both are restored at\n\
+               the end; a driver without hds-thresh, or a value over its hds-thresh-max,\n\
+               is a skip. Devmem and zcrx servers take only 0: the kernel installs no\n\
+               memory provider while hds-thresh is not 0",
         section: Section::Ours,
     },
     Flag {
