@@ -225,6 +225,120 @@ pub(super) fn rx_no_hds(ctx: &Ctx) -> CaseResult {
     )))
 }
 
+/// `--plain -f IF --hds-thresh 256` (issue 35): the plain receiver turns header split on with
+/// hds-thresh 256 for its run — the ring reads 256 while 64 MiB of `-v 7` arrive, the
+/// module splits the bulk frames (payloads of 1448 bytes, above 256) — and puts the ring back
+/// after. `--hds-thresh 2048`, over the module's hds-thresh-max of 1024, is a skip (exit 4)
+/// that changes nothing; the devmem server's `--hds-thresh 256` is refused (exit 2) naming the
+/// kernel's rule, before anything is changed.
+pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
+    use ncdevmem::nic::NicOps;
+    let nic = Dnic::new(ctx, 68, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let rings = |dut: &str| {
+        RealNic::open(dut)
+            .and_then(|mut n| n.hds_get())
+            .map_err(err)
+    };
+    let old = rings(&nic.dut)?;
+    let split_before: u64 = nic.queue_stats()?.iter().map(|q| q.split).sum();
+    let done = AtomicBool::new(false);
+    let (t, seen) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut seen = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                if let Ok(h) = rings(&nic.dut) {
+                    if seen.last() != Some(&h) {
+                        seen.push(h);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen
+        });
+        let t = nic.transfer(
+            5770,
+            &["--plain", "-s", DUT4, "-v", "7", "--hds-thresh", "256"],
+            &["--send-pattern", "64M", "-s", DUT4, "-v", "7"],
+        );
+        done.store(true, Ordering::Relaxed);
+        let seen = sampler
+            .join()
+            .map_err(|_| "the ring sampler panicked".to_string())?;
+        Ok::<_, String>((t?, seen))
+    })?;
+    let j = t.expect_ok()?;
+    if j["bytes"].as_u64() != Some(STREAM) {
+        return Err(format!("plain receiver: not {STREAM} bytes: {j}"));
+    }
+    t.expect_log(&["header split on, hds-thresh 256 (was: "])?;
+    let during = seen
+        .iter()
+        .find(|h| h.hds_thresh == Some(256))
+        .ok_or_else(|| format!("no ring sample read hds-thresh 256 during the run: {seen:?}"))?;
+    if during.tcp_data_split != Some(TcpDataSplit::Enabled) {
+        return Err(format!(
+            "header split not on with hds-thresh 256: {during:?}"
+        ));
+    }
+    let split: u64 = nic.queue_stats()?.iter().map(|q| q.split).sum::<u64>() - split_before;
+    if split == 0 {
+        return Err(format!(
+            "no split frame during the run with hds-thresh 256: {}",
+            nic.stats_text()
+        ));
+    }
+    let after = rings(&nic.dut)?;
+    if after != old {
+        return Err(format!(
+            "ring not restored: before {old:?}, after {after:?}"
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after the plain receiver")?;
+
+    let over = run(&mut nic.server(&[
+        "--plain",
+        "-s",
+        DUT4,
+        "-p",
+        "5771",
+        "-v",
+        "7",
+        "--timeout",
+        "5",
+        "--hds-thresh",
+        "2048",
+    ]))?;
+    let over_text = output_text(&over);
+    if over.status.code() != Some(4) || !over_text.contains("hds-thresh-max 1024") {
+        return Err(format!(
+            "--hds-thresh 2048: {} (expected exit 4 naming hds-thresh-max 1024): {over_text:?}",
+            over.status
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after the skipped run")?;
+    let devmem =
+        run(&mut nic.server(&["-s", DUT4, "-p", "5772", "-v", "7", "--hds-thresh", "256"]))?;
+    let devmem_text = output_text(&devmem);
+    if devmem.status.code() != Some(2) || !devmem_text.contains("hds-thresh is not zero") {
+        return Err(format!(
+            "devmem --hds-thresh 256: {} (expected exit 2 naming the kernel's rule): \
+             {devmem_text:?}",
+            devmem.status
+        ));
+    }
+    before.same_as(
+        &NicState::take(&nic.dut)?,
+        "after the refused devmem server",
+    )?;
+    Ok(Outcome::Pass(format!(
+        "--plain --hds-thresh 256: {STREAM} bytes, ring {during:?} during the run ({} samples), \
+         {split} split frames, restored to {old:?}; --hds-thresh 2048: exit 4 (hds-thresh-max \
+         1024), NIC unchanged; devmem --hds-thresh 256: exit 2",
+        seen.len()
+    )))
+}
+
 /// `-n` with header split on and RSS away from the bound queue but no ntuple rule: the flow
 /// lands on an RSS queue and the run fails naming a flow steering error.
 pub(super) fn flow_steering(ctx: &Ctx) -> CaseResult {
