@@ -232,6 +232,7 @@ pub(super) fn rx_no_hds(ctx: &Ctx) -> CaseResult {
 /// that changes nothing; the devmem server's `--hds-thresh 256` is refused (exit 2) naming the
 /// kernel's rule, before anything is changed.
 pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
+    use ncdevmem::nic::guards::describe_hds;
     use ncdevmem::nic::NicOps;
     let nic = Dnic::new(ctx, 68, true)?;
     let before = NicState::take(&nic.dut)?;
@@ -332,10 +333,12 @@ pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
         "after the refused devmem server",
     )?;
     Ok(Outcome::Pass(format!(
-        "--plain --hds-thresh 256: {STREAM} bytes, ring {during:?} during the run ({} samples), \
-         {split} split frames, restored to {old:?}; --hds-thresh 2048: exit 4 (hds-thresh-max \
+        "--plain --hds-thresh 256: {STREAM} bytes, ring {} during the run ({} samples), \
+         {split} split frames, restored to {}; --hds-thresh 2048: exit 4 (hds-thresh-max \
          1024), NIC unchanged; devmem --hds-thresh 256: exit 2",
-        seen.len()
+        describe_hds(during),
+        seen.len(),
+        describe_hds(&old)
     )))
 }
 

@@ -1132,7 +1132,8 @@ pub(super) const FLAGS: &[Flag] = &[
                one of rx-page-size (devmem -b: each run binds afresh), rx-buf-len (--zcrx),\n\
                autorelease (devmem -a; a kernel without it skips that point), flows,\n\
                dmabuf-size (devmem, zcrx), write-size (the peer's --write-size),\n\
-               tcp-cc (names: each run's --tcp-cc, e.g. tcp-cc=cubic,dctcp); then\n\
+               tcp-cc (names: each run's --tcp-cc, e.g. tcp-cc=cubic,dctcp),\n\
+               hds-thresh (--plain -f IF; devmem and zcrx: 0 only); then\n\
                print the table (mean +/- sample sd per value) on stdout",
         section: Section::Ours,
     },
