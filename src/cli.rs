@@ -194,7 +194,8 @@ pub enum Mode {
     /// devmem TX client sending stdin, or with `--send-pattern BYTES` that many bytes of the
     /// pattern.
     Client,
-    /// `-l --plain -s ADDR -p PORT`: plain-TCP receive (no devmem, no NIC changes).
+    /// `-l --plain -s ADDR -p PORT`: plain-TCP receive (no devmem; no NIC changes but
+    /// `--hds-thresh` with `-f IF`).
     PlainServer,
     /// `--send-pattern BYTES -s ADDR -p PORT -v N` without `-f`: plain-TCP sender of the `-v`
     /// pattern.

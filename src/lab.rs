@@ -936,6 +936,11 @@ fn nic_of(a: &SweepArgs) -> Option<&crate::cli::NicArgs> {
 /// What every run of the sweep shares.
 fn environment(plan: &Plan, a: &SweepArgs, rx: &Receive) -> SweepEnvironment {
     let nic = nic_of(a);
+    // The NIC of the runs: the server's, or the one a plain receiver's --hds-thresh sets.
+    let ifname = nic.map(|n| &n.ifname).or(match a.base.as_ref() {
+        ModeArgs::Plain(p) => p.ifname.as_ref(),
+        _ => None,
+    });
     let swept = |k: SweepKey| plan.key == Some(k);
     let (dmabuf_size, rx_page_size, rx_buf_len) = match a.base.as_ref() {
         ModeArgs::Server(s) => (
@@ -953,8 +958,8 @@ fn environment(plan: &Plan, a: &SweepArgs, rx: &Receive) -> SweepEnvironment {
     SweepEnvironment {
         kernel_release: crate::sys::kernel_release().ok(),
         receive_mode: crate::run_report::json_mode_name(a.base.mode()).to_string(),
-        interface: nic.map(|n| n.ifname.to_string()),
-        driver: nic.and_then(|n| driver_of(n.ifname.as_str())),
+        interface: ifname.map(ToString::to_string),
+        driver: ifname.and_then(|i| driver_of(i.as_str())),
         queues: nic.and_then(|n| n.queues).map(|q| QueueRangeFigure {
             start: q.start,
             count: q.count,
@@ -1088,7 +1093,11 @@ mod tests {
             ("hds-thresh=256".into(), "256".into())
         );
         let rx = receive_of(&h.base).unwrap();
-        assert_eq!(environment(&plan, &h, rx).hds_thresh, None);
+        let env = environment(&plan, &h, rx);
+        assert_eq!(
+            (env.hds_thresh, env.interface.as_deref()),
+            (None, Some("eth0"))
+        );
         let one = sweep_of(
             "-l --plain -f eth0 -s 198.51.100.1 -p 5201 --peer 198.51.100.2 --hds-thresh 128",
         );

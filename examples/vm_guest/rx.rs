@@ -226,11 +226,12 @@ pub(super) fn rx_no_hds(ctx: &Ctx) -> CaseResult {
 }
 
 /// `--plain -f IF --hds-thresh 256` (issue 35): the plain receiver turns header split on with
-/// hds-thresh 256 for its run — the ring reads 256 while 64 MiB of `-v 7` arrive, the
-/// module splits the bulk frames (payloads of 1448 bytes, above 256) — and puts the ring back
-/// after. `--hds-thresh 2048`, over the module's hds-thresh-max of 1024, is a skip (exit 4)
-/// that changes nothing; the devmem server's `--hds-thresh 256` is refused (exit 2) naming the
-/// kernel's rule, before anything is changed.
+/// hds-thresh 256 for its run — the ring reads 256 while 64 MiB of `-v 7` arrive, the module
+/// splits the bulk frames (GSO frames, payloads far above 256) — and puts the ring back after.
+/// At MTU 1000 with the peer's TSO and GSO off (payloads of at most 948 bytes) no frame is
+/// split under hds-thresh 1024, and some are under 256. `--hds-thresh 2048`, over the module's
+/// hds-thresh-max of 1024, is a skip (exit 4) that changes nothing; the devmem server's
+/// `--hds-thresh 256` is refused (exit 2) naming the kernel's rule, before anything changes.
 pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
     use ncdevmem::nic::guards::describe_hds;
     use ncdevmem::nic::NicOps;
@@ -297,6 +298,64 @@ pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
     }
     before.same_as(&NicState::take(&nic.dut)?, "after the plain receiver")?;
 
+    // Only payloads above hds-thresh are split: at MTU 1000 with the peer's TSO and GSO off
+    // (so every frame on the wire is one segment, payloads of at most 948 bytes) the module
+    // splits nothing under hds-thresh 1024 (its max).
+    let peer_dev = format!("dnic{}b", 68);
+    let wire = |mtu: &str, offload: &str| -> Result<(), String> {
+        ip(ctx, &["link", "set", "dev", &nic.dut, "mtu", mtu])?;
+        let peer = [
+            "-n",
+            nic.peer_ns(),
+            "link",
+            "set",
+            "dev",
+            &peer_dev,
+            "mtu",
+            mtu,
+        ];
+        ip(ctx, &peer)?;
+        let out = run(ns_exec(ctx, nic.peer_ns())
+            .arg(&ctx.ethtool)
+            .args(["-K", &peer_dev, "tso", offload, "gso", offload]))?;
+        match out.status.success() {
+            true => Ok(()),
+            false => Err(format!(
+                "ethtool -K {peer_dev} tso {offload} gso {offload}: {}",
+                output_text(&out)
+            )),
+        }
+    };
+    wire("1000", "off")?;
+    // hds-thresh 1024 splits none of these frames; 256, the control, splits them.
+    let mut small_splits = Vec::new();
+    for (port, thresh) in [(5773u16, "1024"), (5774, "256")] {
+        let split_before: u64 = nic.queue_stats()?.iter().map(|q| q.split).sum();
+        let t = nic.transfer(
+            port,
+            &["--plain", "-s", DUT4, "-v", "7", "--hds-thresh", thresh],
+            &["--send-pattern", "8M", "-s", DUT4, "-v", "7"],
+        )?;
+        let j = t.expect_ok()?;
+        if j["bytes"].as_u64() != Some(8 << 20) {
+            return Err(format!("hds-thresh {thresh} at MTU 1000: not 8 MiB: {j}"));
+        }
+        t.expect_log(&[&format!("header split on, hds-thresh {thresh} (was: ")])?;
+        let split: u64 = nic.queue_stats()?.iter().map(|q| q.split).sum::<u64>() - split_before;
+        small_splits.push(split);
+    }
+    if small_splits[0] != 0 || small_splits[1] == 0 {
+        return Err(format!(
+            "at MTU 1000 (payloads of at most 948 bytes): {} split frames under hds-thresh \
+             1024 (expected none), {} under 256 (expected some): {}",
+            small_splits[0],
+            small_splits[1],
+            nic.stats_text()
+        ));
+    }
+    wire("1500", "on")?;
+    before.same_as(&NicState::take(&nic.dut)?, "after the MTU 1000 run")?;
+
     let over = run(&mut nic.server(&[
         "--plain",
         "-s",
@@ -333,12 +392,14 @@ pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
         "after the refused devmem server",
     )?;
     Ok(Outcome::Pass(format!(
-        "--plain --hds-thresh 256: {STREAM} bytes, ring {} during the run ({} samples), \
-         {split} split frames, restored to {}; --hds-thresh 2048: exit 4 (hds-thresh-max \
-         1024), NIC unchanged; devmem --hds-thresh 256: exit 2",
+        "--plain --hds-thresh 256: {STREAM} bytes, ring {} during the run ({} distinct \
+         readings), {split} split frames, restored to {}; at MTU 1000 (peer TSO/GSO off), 8 MiB \
+         each: 0 split frames under hds-thresh 1024, {} under 256; --hds-thresh 2048: exit 4 (hds-thresh-max 1024), NIC \
+         unchanged; devmem --hds-thresh 256: exit 2",
         describe_hds(during),
         seen.len(),
-        describe_hds(&old)
+        describe_hds(&old),
+        small_splits[1]
     )))
 }
 

@@ -611,9 +611,10 @@ pub(super) const FLAGS: &[Flag] = &[
         roles: &[Role::Plain],
         only: None,
         example: "",
-        help: "with -l: receive over plain TCP (no devmem, no NIC changes, -f not needed);\n\
-               checks the TCP path and the pattern. Devmem-only options are accepted and\n\
-               ignored, so a devmem command line can be rerun by adding --plain",
+        help: "with -l: receive over plain TCP (no devmem; no NIC changes and -f not\n\
+               needed, but for --hds-thresh); checks the TCP path and the pattern.\n\
+               Devmem-only options are accepted and ignored, so a devmem command line can\n\
+               be rerun by adding --plain",
         section: Section::Ours,
     },
     Flag {
