@@ -229,9 +229,11 @@ pub(super) fn rx_no_hds(ctx: &Ctx) -> CaseResult {
 /// hds-thresh 256 for its run — the ring reads 256 while 64 MiB of `-v 7` arrive, the module
 /// splits the bulk frames (GSO frames, payloads far above 256) — and puts the ring back after.
 /// At MTU 1000 with the peer's TSO and GSO off (payloads of at most 948 bytes) no frame is
-/// split under hds-thresh 1024, and some are under 256. `--hds-thresh 2048`, over the module's
-/// hds-thresh-max of 1024, is a skip (exit 4) that changes nothing; the devmem server's
-/// `--hds-thresh 256` is refused (exit 2) naming the kernel's rule, before anything changes.
+/// split under hds-thresh 1024, and some are under 256. SIGTERM while it waits for its
+/// connection with hds-thresh 512: exit 1, the ring restored. `--hds-thresh 2048`, over the
+/// module's hds-thresh-max of 1024, is a skip (exit 4) that changes nothing; the devmem
+/// server's `--hds-thresh 256` is refused (exit 2) naming the kernel's rule, before anything
+/// changes.
 pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
     use ncdevmem::nic::guards::describe_hds;
     use ncdevmem::nic::NicOps;
@@ -356,6 +358,48 @@ pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
     wire("1500", "on")?;
     before.same_as(&NicState::take(&nic.dut)?, "after the MTU 1000 run")?;
 
+    // A stop signal while it waits for its connection: exit 1 "interrupted", ring restored.
+    let waiting = spawn(&mut nic.server(&[
+        "--plain",
+        "-s",
+        DUT4,
+        "-p",
+        "5775",
+        "-v",
+        "7",
+        "--timeout",
+        "60",
+        "--hds-thresh",
+        "512",
+    ]))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rings(&nic.dut)?.hds_thresh != Some(512) {
+        if Instant::now() >= deadline {
+            let out = wait(terminate(waiting)?)?;
+            return Err(format!(
+                "--hds-thresh 512: the ring never read 512 within 30 s: {}",
+                output_text(&out)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = wait(terminate(waiting)?)?;
+    let text = output_text(&out);
+    if out.status.code() != Some(1) || !text.contains("interrupted by signal 15") {
+        return Err(format!(
+            "SIGTERM while waiting with --hds-thresh 512: {} (expected exit 1, interrupted by \
+             signal 15): {text:?}",
+            out.status
+        ));
+    }
+    let after = rings(&nic.dut)?;
+    if after != old {
+        return Err(format!(
+            "ring not restored after SIGTERM: before {old:?}, after {after:?}"
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after SIGTERM")?;
+
     let over = run(&mut nic.server(&[
         "--plain",
         "-s",
@@ -394,7 +438,8 @@ pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
     Ok(Outcome::Pass(format!(
         "--plain --hds-thresh 256: {STREAM} bytes, ring {} during the run ({} distinct \
          readings), {split} split frames, restored to {}; at MTU 1000 (peer TSO/GSO off), 8 MiB \
-         each: 0 split frames under hds-thresh 1024, {} under 256; --hds-thresh 2048: exit 4 (hds-thresh-max 1024), NIC \
+         each: 0 split frames under hds-thresh 1024, {} under 256; SIGTERM while waiting \
+         with hds-thresh 512: exit 1, ring restored; --hds-thresh 2048: exit 4 (hds-thresh-max 1024), NIC \
          unchanged; devmem --hds-thresh 256: exit 2",
         describe_hds(during),
         seen.len(),
