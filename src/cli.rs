@@ -194,7 +194,8 @@ pub enum Mode {
     /// devmem TX client sending stdin, or with `--send-pattern BYTES` that many bytes of the
     /// pattern.
     Client,
-    /// `-l --plain -s ADDR -p PORT`: plain-TCP receive (no devmem, no NIC changes).
+    /// `-l --plain -s ADDR -p PORT`: plain-TCP receive (no devmem; no NIC changes but
+    /// `--hds-thresh` with `-f IF`).
     PlainServer,
     /// `--send-pattern BYTES -s ADDR -p PORT -v N` without `-f`: plain-TCP sender of the `-v`
     /// pattern.
@@ -422,6 +423,12 @@ pub struct PlainArgs {
     pub rx: Receive,
     /// `-L` (no cmsgs arrive over plain TCP; kept so a devmem command line reruns as-is).
     pub fail_on_linear: bool,
+    /// `-f`: the NIC whose hds-thresh `--hds-thresh` (or an `hds-thresh` sweep) sets; `None`
+    /// otherwise (then `-f` is accepted and ignored, and no NIC is touched).
+    pub ifname: Option<IfName>,
+    /// `--hds-thresh`: the NIC's hds-thresh in bytes for the run (header split turned on with
+    /// it, both restored at the end); `None`: the NIC is not touched.
+    pub hds_thresh: Option<u32>,
 }
 
 /// `-f IF`: the devmem probe (self-test).
@@ -1066,11 +1073,68 @@ fn check_rules(t: &Typed, role: Role) -> Result<()> {
              -v N or --seed SEED, or --json FILE",
         ));
     }
+    check_hds_thresh(t, role)?;
     check_sweep_rules(t, role)?;
     if t.verify_restore && t.skip_nic_config && role != Role::Probe {
         return Err(usage_err(
             "--verify-restore: -n skips NIC configuration, so there is nothing to verify",
         ));
+    }
+    Ok(())
+}
+
+/// Why a devmem or zcrx server runs with hds-thresh 0 only: the kernel's rule, for the usage
+/// errors of `--hds-thresh` and of an `hds-thresh` sweep.
+const HDS_THRESH_RULE: &str = "a memory provider (the devmem binding, the zcrx ifq) cannot be \
+    installed on a queue while the NIC's hds-thresh is not 0 (the kernel refuses: \
+    \"hds-thresh is not zero\"; and refuses a non-zero hds-thresh while one is bound), so \
+    devmem and zcrx servers run with hds-thresh 0 only; receive over plain TCP (--plain -f IF) \
+    for another hds-thresh";
+
+/// Whether a `--plain` receiver changes the NIC's hds-thresh: `--hds-thresh` or an
+/// `hds-thresh` sweep.
+fn plain_sets_hds(t: &Typed) -> bool {
+    use crate::lab::plan::SweepKey;
+    t.hds_thresh.is_some()
+        || t.sweep
+            .as_ref()
+            .is_some_and(|s| s.key == SweepKey::HdsThresh)
+}
+
+/// `--hds-thresh` (and an `hds-thresh` sweep's points): only 0 for the devmem and zcrx
+/// servers ([`HDS_THRESH_RULE`]); the plain receiver needs `-f IF` (the NIC it sets) and no
+/// `-n`.
+fn check_hds_thresh(t: &Typed, role: Role) -> Result<()> {
+    use crate::lab::plan::SweepKey;
+    let swept = t.sweep.as_ref().filter(|s| s.key == SweepKey::HdsThresh);
+    match role {
+        Role::Server | Role::Zcrx => {
+            if let Some(n) = t.hds_thresh.filter(|n| *n != 0) {
+                return Err(usage_err(format!("--hds-thresh {n}: {HDS_THRESH_RULE}")));
+            }
+            if let Some(v) = swept.and_then(|s| s.values.iter().find(|v| **v != 0)) {
+                return Err(usage_err(format!(
+                    "--sweep hds-thresh: point {v}: {HDS_THRESH_RULE}"
+                )));
+            }
+        }
+        Role::Plain if plain_sets_hds(t) => {
+            let flag = match swept {
+                Some(_) => "--sweep hds-thresh",
+                None => "--hds-thresh",
+            };
+            if t.ifname.is_none() {
+                return Err(usage_err(format!(
+                    "{flag}: --plain sets the hds-thresh of the NIC -f IF names; give -f IF"
+                )));
+            }
+            if t.skip_nic_config {
+                return Err(usage_err(format!(
+                    "{flag}: -n skips NIC configuration, and {flag} is one; not both"
+                )));
+            }
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -1122,6 +1186,7 @@ fn check_sweep_rules(t: &Typed, role: Role) -> Result<()> {
         ),
         SweepKey::WriteSize => (true, t.write_size.map(|_| "--write-size")),
         SweepKey::TcpCc => (true, t.tcp_cc.as_ref().map(|_| "--tcp-cc")),
+        SweepKey::HdsThresh => (true, t.hds_thresh.map(|_| "--hds-thresh")),
     };
     let name = sweep.key.name();
     if !applies {
@@ -1350,6 +1415,8 @@ fn mode_args(
         Role::Plain => ModeArgs::Plain(PlainArgs {
             rx: receive(&t, server)?,
             fail_on_linear: t.fail_on_linear,
+            ifname: t.ifname.clone().filter(|_| plain_sets_hds(&t)),
+            hds_thresh: t.hds_thresh,
         }),
         Role::TxStdin | Role::TxPattern => ModeArgs::Client(ClientArgs {
             ifname: ifname(&t)?,
@@ -1387,6 +1454,8 @@ fn sweep_args(
     if t.validate.is_none() && t.seed.is_none() {
         t.seed = Some(Seed::Value(DEFAULT_SWEEP_SEED));
     }
+    // The NIC an hds-thresh sweep of the plain receiver sets at each point.
+    let hds_ifname = t.ifname.clone().filter(|_| plain_sets_hds(&t));
     let sweep = t.sweep.take();
     let runs = t.runs.take().unwrap_or(DEFAULT_RUNS);
     let peer_port = t.peer_port.take().unwrap_or(DEFAULT_PEER_PORT);
@@ -1397,7 +1466,10 @@ fn sweep_args(
     let (baseline, any_shape) = (t.baseline.take(), t.any_shape);
     let (pre_run, post_run) = (t.pre_run.take(), t.post_run.take());
     t.peer = None;
-    let base = mode_args(t, role, server, client)?;
+    let mut base = mode_args(t, role, server, client)?;
+    if let ModeArgs::Plain(p) = &mut base {
+        p.ifname = p.ifname.take().or(hds_ifname);
+    }
     Ok(ModeArgs::Sweep(SweepArgs {
         base: Box::new(base),
         duration,

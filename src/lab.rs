@@ -93,6 +93,10 @@ fn point_args(base: &ModeArgs, key: Option<SweepKey>, value: Option<u64>) -> Mod
         (ModeArgs::Plain(a), SweepKey::Flows) => a.rx.flows.count = v as u32,
         (ModeArgs::Server(a), SweepKey::DmabufSize) => a.dmabuf_size = Some(v),
         (ModeArgs::Zcrx(a), SweepKey::DmabufSize) => a.area_size = Some(v),
+        (ModeArgs::Plain(a), SweepKey::HdsThresh) => a.hds_thresh = u32::try_from(v).ok(),
+        // A devmem or zcrx server sets hds-thresh 0 itself; the command line refuses any
+        // other point for them.
+        (ModeArgs::Server(_) | ModeArgs::Zcrx(_), SweepKey::HdsThresh) => {}
         // The peer's: applied by the run ([`one_run`]'s `peer_write_size`).
         (_, SweepKey::WriteSize) => {}
         // Named: [`named_point_args`].
@@ -942,6 +946,11 @@ fn nic_of(a: &SweepArgs) -> Option<&crate::cli::NicArgs> {
 /// What every run of the sweep shares.
 fn environment(plan: &Plan, a: &SweepArgs, rx: &Receive) -> SweepEnvironment {
     let nic = nic_of(a);
+    // The NIC of the runs: the server's, or the one a plain receiver's --hds-thresh sets.
+    let ifname = nic.map(|n| &n.ifname).or(match a.base.as_ref() {
+        ModeArgs::Plain(p) => p.ifname.as_ref(),
+        _ => None,
+    });
     let swept = |k: SweepKey| plan.key == Some(k);
     let (dmabuf_size, rx_page_size, rx_buf_len) = match a.base.as_ref() {
         ModeArgs::Server(s) => (
@@ -959,8 +968,8 @@ fn environment(plan: &Plan, a: &SweepArgs, rx: &Receive) -> SweepEnvironment {
     SweepEnvironment {
         kernel_release: crate::sys::kernel_release().ok(),
         receive_mode: crate::run_report::json_mode_name(a.base.mode()).to_string(),
-        interface: nic.map(|n| n.ifname.to_string()),
-        driver: nic.and_then(|n| driver_of(n.ifname.as_str())),
+        interface: ifname.map(ToString::to_string),
+        driver: ifname.and_then(|i| driver_of(i.as_str())),
         queues: nic.and_then(|n| n.queues).map(|q| QueueRangeFigure {
             start: q.start,
             count: q.count,
@@ -980,7 +989,10 @@ fn environment(plan: &Plan, a: &SweepArgs, rx: &Receive) -> SweepEnvironment {
         dmabuf_size,
         rx_page_size,
         rx_buf_len,
-        hds_thresh: None,
+        hds_thresh: match a.base.as_ref() {
+            ModeArgs::Plain(p) => p.hds_thresh.filter(|_| !swept(SweepKey::HdsThresh)),
+            _ => None,
+        },
     }
 }
 
@@ -1106,6 +1118,33 @@ mod tests {
             panic!("not a server");
         };
         assert_eq!(e.dmabuf_size, Some(32 << 20));
+        // An hds-thresh point is the plain receiver's --hds-thresh on its -f NIC; the
+        // environment leaves the swept value out (so --compare matches points by value).
+        let h = sweep_of("-l --plain -f eth0 -s 198.51.100.1 -p 5201 --peer 198.51.100.2 --sweep hds-thresh=0,256");
+        let ModeArgs::Plain(f) = point_args(&h.base, Some(SweepKey::HdsThresh), Some(256)) else {
+            panic!("not plain");
+        };
+        assert_eq!(
+            (f.ifname.map(|i| i.to_string()), f.hds_thresh),
+            (Some("eth0".into()), Some(256))
+        );
+        let plan = Plan::new(h.sweep.as_ref(), 1);
+        assert_eq!(
+            (plan.label(1), plan.show(1)),
+            ("hds-thresh=256".into(), "256".into())
+        );
+        let rx = receive_of(&h.base).unwrap();
+        let env = environment(&plan, &h, rx);
+        assert_eq!(
+            (env.hds_thresh, env.interface.as_deref()),
+            (None, Some("eth0"))
+        );
+        let one = sweep_of(
+            "-l --plain -f eth0 -s 198.51.100.1 -p 5201 --peer 198.51.100.2 --hds-thresh 128",
+        );
+        let rx = receive_of(&one.base).unwrap();
+        let plan = Plan::new(None, 1);
+        assert_eq!(environment(&plan, &one, rx).hds_thresh, Some(128));
         // The peer's write size is the run's, not the receiver's.
         assert_eq!(
             point_args(&p.base, Some(SweepKey::WriteSize), Some(1448)),
@@ -1234,7 +1273,7 @@ mod tests {
         let base = "-l -f eth0 -s 2001:db8::1 -p 5201 --peer 2001:db8::2";
         for (tail, want) in [
             ("--sweep rx-page-size=12288", "--sweep: invalid rx-page-size value '12288' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
-            ("--sweep nosuchkey=1", "--sweep: unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size, tcp-cc)"),
+            ("--sweep nosuchkey=1", "--sweep: unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size, tcp-cc, hds-thresh)"),
             ("--sweep tcp-cc=cubic --tcp-cc reno", "--sweep tcp-cc: sets --tcp-cc for each point; do not give --tcp-cc too"),
             ("--sweep tcp-cc=cubic,cubic", "--sweep: tcp-cc: value cubic is given twice"),
             ("--sweep dmabuf-size=64M,100", "--sweep: invalid dmabuf-size value '100' (expected a non-zero multiple of the page size (4096 bytes), optional suffix K, M or G)"),

@@ -22,6 +22,9 @@ pub struct HdsConfig {
     /// `ETHTOOL_A_RINGS_HDS_THRESH` in bytes; `None` when the driver does not report it
     /// (then it must not be set).
     pub hds_thresh: Option<u32>,
+    /// `ETHTOOL_A_RINGS_HDS_THRESH_MAX` in bytes: the largest hds-thresh the driver takes;
+    /// `None` when the driver does not report it.
+    pub hds_thresh_max: Option<u32>,
 }
 
 /// Channel counts to set (ethtool CHANNELS_SET, attrs 6/7/9); `None` leaves a count unchanged.

@@ -387,6 +387,8 @@ fn new_modes_carry_their_options() {
             ..receive("::ffff:127.0.0.1", 5201)
         },
         fail_on_linear: false,
+        ifname: None,
+        hds_thresh: None,
     }));
     assert_eq!(c, want);
 

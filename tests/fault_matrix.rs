@@ -511,3 +511,109 @@ fn the_test_sender_sends_the_documented_streams() {
     );
     assert_eq!(hex(Source::Period(4), 5), "0102030a01");
 }
+
+/// `--hds-thresh` (issue 35) on the host: its runs cannot be crossed with the faults here
+/// (veth has no header split (HDS), so no run receives), so its cells are the ends the tool
+/// must reach. A `--plain -f IF --hds-thresh` run on a NIC without header split is a skip
+/// (exit 4, JSON verdict `skip`, naming the driver's answer) before it listens, with the NIC
+/// untouched; an `hds-thresh` sweep point there is a skipped run and the sweep exits 4; a
+/// devmem server with a non-zero `--hds-thresh`, or an `hds-thresh` sweep of it with a point
+/// other than 0, is refused before anything runs (exit 2) naming the kernel's rule.
+#[test]
+fn hds_thresh_on_a_nic_without_header_split_skips_or_is_refused() {
+    let test = "hds_thresh_on_a_nic_without_header_split_skips_or_is_refused";
+    if let Some(reason) = common::skip_reason() {
+        common::print_skip(test, &reason);
+        return;
+    }
+    let ns = NetNs::with_veth("hdsa", "hdsb").expect("create the namespace and veth");
+    let json = tmp_json("hds-thresh-plain");
+    let json_s = json.to_str().expect("utf-8 temp path");
+    let out = ns_cmd(
+        &ns,
+        &[
+            "-l",
+            "--plain",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            "7950",
+            "-v",
+            "7",
+            "--timeout",
+            "3",
+            "-f",
+            "hdsa",
+            "--hds-thresh",
+            "256",
+            "--json",
+            json_s,
+        ],
+    )
+    .output()
+    .expect("run the receiver");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("skip: hdsa: driver does not support header split with hds-thresh 256"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "it listened: {stderr}");
+    let j = common::bin::read_json(&json);
+    assert_eq!(j["verdict"], "skip", "{j}");
+
+    // The sweep passes the point to its run: a skipped run, the sweep exit 4.
+    let path = Path {
+        name: "sweep run, hds-thresh=256 point on veth",
+        flows: 2,
+        timed: true,
+        warmup: false,
+        sweep: true,
+        flow_bytes: 4 << 20,
+    };
+    let clean = cell(&path, fault_cells::Case::Clean).expect("the clean cell");
+    let ran = run_cell(
+        &ns,
+        &path,
+        &clean,
+        7952,
+        &["-f", "hdsa", "--sweep", "hds-thresh=256"],
+    );
+    let j = ran.json.clone().unwrap_or_default();
+    assert_eq!(ran.code, Some(4), "{}", ran.stderr);
+    assert_eq!(j["verdict"], "skip", "{j}");
+    assert_eq!(j["runs"][0]["outcome"], "skip", "{j}");
+    assert!(
+        j["runs"][0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hds-thresh 256"),
+        "{j}"
+    );
+
+    // Devmem: refused before anything runs, naming the rule.
+    for extra in [
+        &["--hds-thresh", "256"][..],
+        &["--peer", "127.0.0.1", "--sweep", "hds-thresh=0,256"][..],
+    ] {
+        let mut args = vec![
+            "-l",
+            "-f",
+            "hdsa",
+            "-s",
+            "127.0.0.1",
+            "-p",
+            "7954",
+            "-v",
+            "7",
+        ];
+        args.extend_from_slice(extra);
+        let out = ns_cmd(&ns, &args).output().expect("run the devmem server");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot be installed on a queue while the NIC's hds-thresh is not 0"),
+            "{extra:?}: {stderr}"
+        );
+    }
+}

@@ -110,6 +110,12 @@ pub fn cases() -> Vec<super::Row> {
             rx::rx_no_hds,
         ),
         (
+            "devmem-nic/plain-hds-thresh",
+            60,
+            "--plain --hds-thresh 256: ring 256 during the run, frames split, restored; 2048 skips",
+            rx::plain_hds_thresh,
+        ),
+        (
             "devmem-nic/flow-steering",
             30,
             "-n without a rule: the flow lands elsewhere, exit 1 flow steering error",

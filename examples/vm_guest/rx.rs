@@ -244,6 +244,229 @@ pub(super) fn rx_no_hds(ctx: &Ctx) -> CaseResult {
     )))
 }
 
+/// `--plain -f IF --hds-thresh 256` (issue 35): the plain receiver turns header split on with
+/// hds-thresh 256 for its run — the ring reads 256 while 64 MiB of `-v 7` arrive, the module
+/// splits the bulk frames (GSO frames, payloads far above 256) — and puts the ring back after.
+/// At MTU 1000 with the peer's TSO and GSO off (payloads of at most 948 bytes) no frame is
+/// split under hds-thresh 1024, and some are under 256. SIGTERM while it waits for its
+/// connection with hds-thresh 512: exit 1, the ring restored. `--hds-thresh 2048`, over the
+/// module's hds-thresh-max of 1024, is a skip (exit 4) that changes nothing; the devmem
+/// server's `--hds-thresh 256` is refused (exit 2) naming the kernel's rule, before anything
+/// changes.
+pub(super) fn plain_hds_thresh(ctx: &Ctx) -> CaseResult {
+    use ncdevmem::nic::guards::describe_hds;
+    use ncdevmem::nic::NicOps;
+    let nic = Dnic::new(ctx, 68, true)?;
+    let before = NicState::take(&nic.dut)?;
+    let rings = |dut: &str| {
+        RealNic::open(dut)
+            .and_then(|mut n| n.hds_get())
+            .map_err(err)
+    };
+    let old = rings(&nic.dut)?;
+    let split_before: u64 = nic.queue_stats()?.iter().map(|q| q.split).sum();
+    let done = AtomicBool::new(false);
+    let (t, seen) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut seen = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                if let Ok(h) = rings(&nic.dut) {
+                    if seen.last() != Some(&h) {
+                        seen.push(h);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen
+        });
+        let t = nic.transfer(
+            5770,
+            &["--plain", "-s", DUT4, "-v", "7", "--hds-thresh", "256"],
+            &["--send-pattern", "64M", "-s", DUT4, "-v", "7"],
+        );
+        done.store(true, Ordering::Relaxed);
+        let seen = sampler
+            .join()
+            .map_err(|_| "the ring sampler panicked".to_string())?;
+        Ok::<_, String>((t?, seen))
+    })?;
+    let j = t.expect_ok()?;
+    if j["bytes"].as_u64() != Some(STREAM) {
+        return Err(format!("plain receiver: not {STREAM} bytes: {j}"));
+    }
+    t.expect_log(&["header split on, hds-thresh 256 (was: "])?;
+    let during = seen
+        .iter()
+        .find(|h| h.hds_thresh == Some(256))
+        .ok_or_else(|| format!("no ring sample read hds-thresh 256 during the run: {seen:?}"))?;
+    if during.tcp_data_split != Some(TcpDataSplit::Enabled) {
+        return Err(format!(
+            "header split not on with hds-thresh 256: {during:?}"
+        ));
+    }
+    let split: u64 = nic.queue_stats()?.iter().map(|q| q.split).sum::<u64>() - split_before;
+    if split == 0 {
+        return Err(format!(
+            "no split frame during the run with hds-thresh 256: {}",
+            nic.stats_text()
+        ));
+    }
+    let after = rings(&nic.dut)?;
+    if after != old {
+        return Err(format!(
+            "ring not restored: before {old:?}, after {after:?}"
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after the plain receiver")?;
+
+    // Only payloads above hds-thresh are split: at MTU 1000 with the peer's TSO and GSO off
+    // (so every frame on the wire is one segment, payloads of at most 948 bytes) the module
+    // splits nothing under hds-thresh 1024 (its max).
+    let peer_dev = format!("dnic{}b", 68);
+    let wire = |mtu: &str, offload: &str| -> Result<(), String> {
+        ip(ctx, &["link", "set", "dev", &nic.dut, "mtu", mtu])?;
+        let peer = [
+            "-n",
+            nic.peer_ns(),
+            "link",
+            "set",
+            "dev",
+            &peer_dev,
+            "mtu",
+            mtu,
+        ];
+        ip(ctx, &peer)?;
+        let out = run(ns_exec(ctx, nic.peer_ns())
+            .arg(&ctx.ethtool)
+            .args(["-K", &peer_dev, "tso", offload, "gso", offload]))?;
+        match out.status.success() {
+            true => Ok(()),
+            false => Err(format!(
+                "ethtool -K {peer_dev} tso {offload} gso {offload}: {}",
+                output_text(&out)
+            )),
+        }
+    };
+    wire("1000", "off")?;
+    // hds-thresh 1024 splits none of these frames; 256, the control, splits them.
+    let mut small_splits = Vec::new();
+    for (port, thresh) in [(5773u16, "1024"), (5774, "256")] {
+        let split_before: u64 = nic.queue_stats()?.iter().map(|q| q.split).sum();
+        let t = nic.transfer(
+            port,
+            &["--plain", "-s", DUT4, "-v", "7", "--hds-thresh", thresh],
+            &["--send-pattern", "8M", "-s", DUT4, "-v", "7"],
+        )?;
+        let j = t.expect_ok()?;
+        if j["bytes"].as_u64() != Some(8 << 20) {
+            return Err(format!("hds-thresh {thresh} at MTU 1000: not 8 MiB: {j}"));
+        }
+        t.expect_log(&[&format!("header split on, hds-thresh {thresh} (was: ")])?;
+        let split: u64 = nic.queue_stats()?.iter().map(|q| q.split).sum::<u64>() - split_before;
+        small_splits.push(split);
+    }
+    if small_splits[0] != 0 || small_splits[1] == 0 {
+        return Err(format!(
+            "at MTU 1000 (payloads of at most 948 bytes): {} split frames under hds-thresh \
+             1024 (expected none), {} under 256 (expected some): {}",
+            small_splits[0],
+            small_splits[1],
+            nic.stats_text()
+        ));
+    }
+    wire("1500", "on")?;
+    before.same_as(&NicState::take(&nic.dut)?, "after the MTU 1000 run")?;
+
+    // A stop signal while it waits for its connection: exit 1 "interrupted", ring restored.
+    let waiting = spawn(&mut nic.server(&[
+        "--plain",
+        "-s",
+        DUT4,
+        "-p",
+        "5775",
+        "-v",
+        "7",
+        "--timeout",
+        "60",
+        "--hds-thresh",
+        "512",
+    ]))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rings(&nic.dut)?.hds_thresh != Some(512) {
+        if Instant::now() >= deadline {
+            let out = wait(terminate(waiting)?)?;
+            return Err(format!(
+                "--hds-thresh 512: the ring never read 512 within 30 s: {}",
+                output_text(&out)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = wait(terminate(waiting)?)?;
+    let text = output_text(&out);
+    if out.status.code() != Some(1) || !text.contains("interrupted by signal 15") {
+        return Err(format!(
+            "SIGTERM while waiting with --hds-thresh 512: {} (expected exit 1, interrupted by \
+             signal 15): {text:?}",
+            out.status
+        ));
+    }
+    let after = rings(&nic.dut)?;
+    if after != old {
+        return Err(format!(
+            "ring not restored after SIGTERM: before {old:?}, after {after:?}"
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after SIGTERM")?;
+
+    let over = run(&mut nic.server(&[
+        "--plain",
+        "-s",
+        DUT4,
+        "-p",
+        "5771",
+        "-v",
+        "7",
+        "--timeout",
+        "5",
+        "--hds-thresh",
+        "2048",
+    ]))?;
+    let over_text = output_text(&over);
+    if over.status.code() != Some(4) || !over_text.contains("hds-thresh-max 1024") {
+        return Err(format!(
+            "--hds-thresh 2048: {} (expected exit 4 naming hds-thresh-max 1024): {over_text:?}",
+            over.status
+        ));
+    }
+    before.same_as(&NicState::take(&nic.dut)?, "after the skipped run")?;
+    let devmem =
+        run(&mut nic.server(&["-s", DUT4, "-p", "5772", "-v", "7", "--hds-thresh", "256"]))?;
+    let devmem_text = output_text(&devmem);
+    if devmem.status.code() != Some(2) || !devmem_text.contains("hds-thresh is not zero") {
+        return Err(format!(
+            "devmem --hds-thresh 256: {} (expected exit 2 naming the kernel's rule): \
+             {devmem_text:?}",
+            devmem.status
+        ));
+    }
+    before.same_as(
+        &NicState::take(&nic.dut)?,
+        "after the refused devmem server",
+    )?;
+    Ok(Outcome::Pass(format!(
+        "--plain --hds-thresh 256: {STREAM} bytes, ring {} during the run ({} distinct \
+         readings), {split} split frames, restored to {}; at MTU 1000 (peer TSO/GSO off), 8 MiB \
+         each: 0 split frames under hds-thresh 1024, {} under 256; SIGTERM while waiting \
+         with hds-thresh 512: exit 1, ring restored; --hds-thresh 2048: exit 4 (hds-thresh-max 1024), NIC \
+         unchanged; devmem --hds-thresh 256: exit 2",
+        describe_hds(during),
+        seen.len(),
+        describe_hds(&old),
+        small_splits[1]
+    )))
+}
+
 /// `-n` with header split on and RSS away from the bound queue but no ntuple rule: the flow
 /// lands on an RSS queue and the run fails naming a flow steering error.
 pub(super) fn flow_steering(ctx: &Ctx) -> CaseResult {

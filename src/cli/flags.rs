@@ -66,6 +66,7 @@ const EXPECT_RCVBUF: &str =
 const EXPECT_OFFSET: &str = "decimal byte offset, optional suffix K, M or G (KiB, MiB, GiB)";
 const EXPECT_POW2: &str =
     "a power of two >= the page size that fits in 32 bits, in bytes, optional suffix K, M or G";
+const EXPECT_HDS_THRESH: &str = "0..=4294967295 bytes, optional suffix K, M or G";
 const EXPECT_RX_BUF_LEN: &str =
     "a power of two >= the page size and at most 2 MiB, in bytes, optional suffix K or M";
 pub(super) const EXPECT_ADDR: &str = "an IPv4, IPv6 or IPv4-mapped IPv6 address";
@@ -278,6 +279,7 @@ pub(super) struct Typed {
     pub memory: MemorySource,
     pub zcrx_nodev: bool,
     pub rx_buf_len: Option<u32>,
+    pub hds_thresh: Option<u32>,
     pub verify_restore: bool,
     pub require_spread: bool,
     pub peer_server: bool,
@@ -612,10 +614,11 @@ pub(super) const FLAGS: &[Flag] = &[
         roles: &[Role::Plain],
         only: None,
         example: "",
-        help: "with -l: receive over plain TCP (no devmem, no NIC changes, -f not needed);\n\
-               checks the TCP path and the pattern. Devmem-only options are accepted and\n\
-               ignored, so a devmem command line can be rerun by adding --plain; those\n\
-               that would change the verdict (--require-spread) are refused",
+        help: "with -l: receive over plain TCP (no devmem; no NIC changes and -f not\n\
+               needed, but for --hds-thresh); checks the TCP path and the pattern.\n\
+               Devmem-only options are accepted and ignored, so a devmem command line can\n\
+               be rerun by adding --plain; those that would change the verdict\n\
+               (--require-spread) are refused",
         section: Section::Ours,
     },
     Flag {
@@ -936,6 +939,29 @@ pub(super) const FLAGS: &[Flag] = &[
     },
     Flag {
         short: "",
+        long: "hds-thresh",
+        hint: "BYTES",
+        expect: EXPECT_HDS_THRESH,
+        set: |t, v, _| {
+            let n = size(v)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| invalid("--hds-thresh", "hds-thresh", v, EXPECT_HDS_THRESH))?;
+            set(&mut t.hds_thresh, Some(n))
+        },
+        // Its value reaches only the plain receiver's arguments: a devmem or zcrx server
+        // takes 0 (what it sets anyway) and refuses any other value.
+        roles: &[Role::Plain],
+        only: None,
+        example: "0",
+        help: "the NIC's hds-thresh (header split threshold) for the run. With --plain -f\n\
+               IF: header split is turned on with this hds-thresh and both are restored at\n\
+               the end; a driver without hds-thresh, or a value over its hds-thresh-max,\n\
+               is a skip. Devmem and zcrx servers take only 0: the kernel installs no\n\
+               memory provider while hds-thresh is not 0",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
         long: "memory",
         hint: "SRC",
         expect: MemorySource::EXPECTED,
@@ -1129,7 +1155,8 @@ pub(super) const FLAGS: &[Flag] = &[
                one of rx-page-size (devmem -b: each run binds afresh), rx-buf-len (--zcrx),\n\
                autorelease (devmem -a; a kernel without it skips that point), flows,\n\
                dmabuf-size (devmem, zcrx), write-size (the peer's --write-size),\n\
-               tcp-cc (names: each run's --tcp-cc, e.g. tcp-cc=cubic,dctcp); then\n\
+               tcp-cc (names: each run's --tcp-cc, e.g. tcp-cc=cubic,dctcp),\n\
+               hds-thresh (--plain -f IF; devmem and zcrx: 0 only); then\n\
                print the table (mean +/- sample sd per value) on stdout",
         section: Section::Ours,
     },

@@ -15,6 +15,10 @@ pub const MAX_FLOWS: u32 = 64;
 /// buffer of that size is allocated.
 pub const MAX_WRITE_SIZE: u64 = 64 << 20;
 
+/// Largest `--hds-thresh` (also an `hds-thresh` sweep point), bytes: the kernel's attribute
+/// (`ETHTOOL_A_RINGS_HDS_THRESH`) is a u32; the driver's hds-thresh-max is checked at the run.
+pub const MAX_HDS_THRESH: u64 = u32::MAX as u64;
+
 /// Parses a decimal number: ASCII digits only (no sign, no spaces, no `0x`; leading zeros are
 /// read as decimal, not octal). `None` for anything else, including overflow of `u64`.
 pub fn dec_u64(text: &str) -> Option<u64> {

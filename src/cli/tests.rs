@@ -159,6 +159,7 @@ fn every_size_option_takes_suffixes_and_help_lists_them() {
             "rcvbuf",
             "corrupt-offset",
             "dmabuf-size",
+            "hds-thresh",
             "rx-buf-len",
             "max-bytes"
         ]
@@ -186,7 +187,8 @@ fn every_size_option_takes_suffixes_and_help_lists_them() {
     assert!(
         help.contains(
             "Byte sizes (-z, -b, --send-pattern, --write-size, --expect-bytes, --rcvbuf, \
-             --corrupt-offset, --dmabuf-size, --rx-buf-len, --max-bytes) are decimal bytes \
+             --corrupt-offset, --dmabuf-size, --hds-thresh, --rx-buf-len, --max-bytes) are \
+             decimal bytes \
              with an optional suffix K, M or G (KiB, MiB, GiB), e.g. 64K or 1G."
         ),
         "{help}"
@@ -636,7 +638,7 @@ const SELECTORS: &[&str] = &[
 
 /// The option as typed with its example value (`-t` and `-q` come as a pair: one alone is a
 /// usage error in the modes that take queues; a sweep's options come with `--peer`).
-fn with_example(f: &Flag) -> String {
+fn with_example(f: &Flag, role: Role) -> String {
     let value = match f.example {
         "" => String::new(),
         v => format!(" {v}"),
@@ -650,6 +652,9 @@ fn with_example(f: &Flag) -> String {
             "sweep" | "runs" | "csv" | "plot" | "peer-port" | "peer-send" | "write-size"
             | "columns" | "format" | "baseline" | "any-shape" | "pre-run" | "post-run",
         ) => " --peer 2001:db8::2",
+        // The plain receiver sets the hds-thresh of the NIC -f names (-f elsewhere would
+        // change the role: a sender with -f sends through devmem TX).
+        (_, "hds-thresh") if role == Role::Plain => " -f eth0",
         _ => "",
     };
     format!("{}{value}{pair}", f.display())
@@ -667,7 +672,7 @@ fn the_roles_column_is_what_the_parse_does() {
             continue;
         }
         for (role, base) in BASES {
-            let line = format!("{base} {}", with_example(f));
+            let line = format!("{base} {}", with_example(f, *role));
             let got = parse(&argv(&line), 4096);
             let refusal = f
                 .only
@@ -707,11 +712,11 @@ fn the_roles_column_is_what_the_parse_does() {
 #[test]
 fn every_value_row_names_itself_when_refused() {
     for f in FLAGS.iter().filter(|f| f.takes_value()) {
-        let (_, base) = BASES
+        let (role, base) = BASES
             .iter()
             .find(|(r, _)| f.roles.contains(r))
             .unwrap_or_else(|| panic!("{} applies nowhere", f.display()));
-        let example = format!("{base} {}", with_example(f));
+        let example = format!("{base} {}", with_example(f, *role));
         assert!(parse(&argv(&example), 4096).is_ok(), "`{example}`");
         let mut line = argv(base);
         line.extend([f.display(), String::new()]);
@@ -742,5 +747,62 @@ fn every_value_row_names_itself_when_refused() {
                 Err(e) => panic!("{line:?}: {e}"),
             }
         }
+    }
+}
+
+/// `--hds-thresh` (issue 35): the plain receiver takes any u32 with `-f IF` (the NIC it
+/// sets); a devmem or zcrx server takes only 0 (the kernel installs no memory provider while
+/// hds-thresh is not 0), and so does an `hds-thresh` sweep of them, before the first run.
+#[test]
+fn hds_thresh_is_plain_only_unless_zero() {
+    let plain = "-l --plain -s 2001:db8::1 -p 5201";
+    let Ok(Command::Run(run)) = parse(&argv(&format!("{plain} -f eth0 --hds-thresh 1K")), 4096)
+    else {
+        panic!("plain --hds-thresh does not parse");
+    };
+    let ModeArgs::Plain(p) = run.mode else {
+        panic!("not plain: {:?}", run.mode);
+    };
+    assert_eq!(
+        (p.ifname.map(|i| i.to_string()), p.hds_thresh),
+        (Some("eth0".into()), Some(1024))
+    );
+    // Without --hds-thresh, -f is ignored as before (no NIC is touched).
+    let Ok(Command::Run(run)) = parse(&argv(&format!("{plain} -f eth0")), 4096) else {
+        panic!("plain -f does not parse");
+    };
+    let ModeArgs::Plain(p) = run.mode else {
+        panic!("not plain");
+    };
+    assert_eq!((p.ifname, p.hds_thresh), (None, None));
+    let rule = "a memory provider (the devmem binding, the zcrx ifq) cannot be installed on a \
+                queue while the NIC's hds-thresh is not 0 (the kernel refuses: \"hds-thresh is \
+                not zero\"; and refuses a non-zero hds-thresh while one is bound), so devmem \
+                and zcrx servers run with hds-thresh 0 only; receive over plain TCP (--plain \
+                -f IF) for another hds-thresh";
+    let peer = "--peer 2001:db8::2";
+    let refused = [
+        (format!("{plain} --hds-thresh 256"), "--hds-thresh: --plain sets the hds-thresh of the NIC -f IF names; give -f IF".to_string()),
+        (format!("{plain} -f eth0 -n --hds-thresh 256"), "--hds-thresh: -n skips NIC configuration, and --hds-thresh is one; not both".into()),
+        (format!("{plain} {peer} --sweep hds-thresh=0,256"), "--sweep hds-thresh: --plain sets the hds-thresh of the NIC -f IF names; give -f IF".into()),
+        (format!("{plain} -f eth0 {peer} --sweep hds-thresh=0,256 --hds-thresh 0"), "--sweep hds-thresh: sets --hds-thresh for each point; do not give --hds-thresh too".into()),
+        ("-l -f eth0 -s 2001:db8::1 -p 5201 --hds-thresh 256".into(), format!("--hds-thresh 256: {rule}")),
+        ("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --hds-thresh 1".into(), format!("--hds-thresh 1: {rule}")),
+        (format!("-l -f eth0 -s 2001:db8::1 -p 5201 {peer} --sweep hds-thresh=0,256,1024"), format!("--sweep hds-thresh: point 256: {rule}")),
+        (format!("-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 {peer} --sweep hds-thresh=128"), format!("--sweep hds-thresh: point 128: {rule}")),
+        (format!("{plain} -f eth0 --hds-thresh 4G"), "--hds-thresh: invalid hds-thresh '4G' (expected 0..=4294967295 bytes, optional suffix K, M or G)".into()),
+        (format!("{plain} -f eth0 {peer} --sweep hds-thresh=4G"), "--sweep: invalid hds-thresh value '4G' (expected 0..=4294967295 bytes, optional suffix K, M or G)".into()),
+    ];
+    for (line, want) in refused {
+        assert_eq!(usage_msg(parse(&argv(&line), 4096)), want, "{line}");
+    }
+    // 0 is what a devmem or zcrx server sets anyway: accepted, alone or as every point.
+    for line in [
+        "-l -f eth0 -s 2001:db8::1 -p 5201 --hds-thresh 0".to_string(),
+        "-l --zcrx -f eth0 -s 2001:db8::1 -p 5201 --hds-thresh 0".into(),
+        format!("-l -f eth0 -s 2001:db8::1 -p 5201 {peer} --sweep hds-thresh=0"),
+        format!("{plain} -f eth0 {peer} --sweep hds-thresh=0,256,64K"),
+    ] {
+        assert!(parse(&argv(&line), 4096).is_ok(), "{line}");
     }
 }

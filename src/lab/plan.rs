@@ -24,10 +24,14 @@ pub enum SweepKey {
     /// with the same), a congestion control's name per point. Its values are the names'
     /// positions in [`Sweep::names`] (0, 1, ...), the names the points' labels.
     TcpCc,
+    /// `hds-thresh`: the receiver's `--hds-thresh` (the NIC's header split threshold),
+    /// bytes. Only the plain receiver (`--plain -f IF`) takes a non-zero point: a devmem or
+    /// zcrx server's memory provider needs hds-thresh 0 (the command line refuses others).
+    HdsThresh,
 }
 
 /// The keys, in the order the help text names them.
-pub const KEYS: [SweepKey; 7] = [
+pub const KEYS: [SweepKey; 8] = [
     SweepKey::RxPageSize,
     SweepKey::RxBufLen,
     SweepKey::Autorelease,
@@ -35,6 +39,7 @@ pub const KEYS: [SweepKey; 7] = [
     SweepKey::DmabufSize,
     SweepKey::WriteSize,
     SweepKey::TcpCc,
+    SweepKey::HdsThresh,
 ];
 
 /// Most values one `--sweep` takes.
@@ -51,6 +56,7 @@ impl SweepKey {
             SweepKey::DmabufSize => "dmabuf-size",
             SweepKey::WriteSize => "write-size",
             SweepKey::TcpCc => "tcp-cc",
+            SweepKey::HdsThresh => "hds-thresh",
         }
     }
 
@@ -64,11 +70,12 @@ impl SweepKey {
             SweepKey::DmabufSize => "dmabuf-size",
             SweepKey::WriteSize => "write-size",
             SweepKey::TcpCc => "tcp-cc",
+            SweepKey::HdsThresh => "hds-thresh",
         }
     }
 
     /// A value as the table shows it: sizes as `4K`, `64K`, `2M` (binary units) where exact,
-    /// autorelease as `off`/`on`, flows as the number; a tcp-cc value (a name's position)
+    /// autorelease as `off`/`on`, flows and hds-thresh as the number; a tcp-cc value (a name's position)
     /// as the number, its name being the plan's ([`Plan::show`]).
     pub fn show(self, value: u64) -> String {
         match self {
@@ -80,7 +87,7 @@ impl SweepKey {
                 0 => "off".into(),
                 _ => "on".into(),
             },
-            SweepKey::Flows | SweepKey::TcpCc => value.to_string(),
+            SweepKey::Flows | SweepKey::TcpCc | SweepKey::HdsThresh => value.to_string(),
         }
     }
 
@@ -95,6 +102,7 @@ impl SweepKey {
             SweepKey::RxPageSize => Some(u64::from(crate::cli::limits::MAX_RX_PAGE_SIZE)),
             SweepKey::RxBufLen => Some(u64::from(crate::cli::limits::MAX_RX_BUF_LEN)),
             SweepKey::WriteSize => Some(crate::cli::limits::MAX_WRITE_SIZE),
+            SweepKey::HdsThresh => Some(crate::cli::limits::MAX_HDS_THRESH),
             SweepKey::DmabufSize | SweepKey::Autorelease | SweepKey::Flows | SweepKey::TcpCc => {
                 None
             }
@@ -111,6 +119,7 @@ impl SweepKey {
         let ok = match (self, self.max_size(), n) {
             (SweepKey::DmabufSize, _, Some(v)) => v > 0 && v % page_size.max(1) as u64 == 0,
             (SweepKey::WriteSize, Some(max), Some(v)) => (1..=max).contains(&v),
+            (SweepKey::HdsThresh, Some(max), Some(v)) => v <= max,
             (_, Some(max), Some(v)) => v.is_power_of_two() && v >= page_size as u64 && v <= max,
             (SweepKey::Autorelease, _, Some(v)) => v <= 1,
             (SweepKey::Flows, _, Some(v)) => {
@@ -141,6 +150,7 @@ impl SweepKey {
                  M or G"
             ),
             SweepKey::WriteSize => "1..=64M bytes, optional suffix K, M or G".into(),
+            SweepKey::HdsThresh => "0..=4294967295 bytes, optional suffix K, M or G".into(),
             SweepKey::TcpCc => "a congestion control name such as dctcp, cubic or reno: 1 to \
                                 15 of A-Z a-z 0-9 _ -"
                 .into(),
@@ -373,8 +383,8 @@ mod tests {
             ("rx-page-size=2048", "invalid rx-page-size value '2048' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
             ("rx-page-size=", "rx-page-size= has no values (expected rx-page-size=V1,V2,...)"),
             ("rx-page-size=4096,", "invalid rx-page-size value '' (expected a power of two in 4096..=2147483648 bytes, optional suffix K, M or G)"),
-            ("nosuchkey=1", "unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size, tcp-cc)"),
-            ("flows", "'flows' is not KEY=V1,V2,... (KEY one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size, tcp-cc)"),
+            ("nosuchkey=1", "unknown key 'nosuchkey' (expected one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size, tcp-cc, hds-thresh)"),
+            ("flows", "'flows' is not KEY=V1,V2,... (KEY one of rx-page-size, rx-buf-len, autorelease, flows, dmabuf-size, write-size, tcp-cc, hds-thresh)"),
             ("tcp-cc=cubic,", "invalid tcp-cc value '' (expected a congestion control name such as dctcp, cubic or reno: 1 to 15 of A-Z a-z 0-9 _ -)"),
             ("tcp-cc=a b", "invalid tcp-cc value 'a b' (expected a congestion control name such as dctcp, cubic or reno: 1 to 15 of A-Z a-z 0-9 _ -)"),
             ("tcp-cc=abcdefghijklmnop", "invalid tcp-cc value 'abcdefghijklmnop' (expected a congestion control name such as dctcp, cubic or reno: 1 to 15 of A-Z a-z 0-9 _ -)"),

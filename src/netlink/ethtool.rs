@@ -782,6 +782,21 @@ mod tests {
         expect[0] = 40; // nlmsg_len 40
         expect[36] = 0; // tcp-data-split 0 (unknown)
         assert_eq!(req.encode(3, 0).unwrap(), expect);
+        // The plain receiver's --hds-thresh 256 (and its undo to an old non-zero value):
+        // tcp-data-split enabled with hds-thresh 256, the u32 little-endian.
+        let req =
+            rings_set_hds_request(&family(), 2, Some("eth0"), TcpDataSplit::Enabled, Some(256));
+        let mut expect = RINGS_SET_HDS_ON.to_vec();
+        expect[45] = 0x01; // hds-thresh 0x0100 = 256
+        assert_eq!(req.encode(3, 0).unwrap(), expect);
+        assert_eq!(
+            Rings::from_attrs(&expect[20..]).unwrap().hds_thresh,
+            Some(256)
+        );
+        assert_eq!(
+            req.writer().path_at(40).as_deref(),
+            Some("ETHTOOL_A_RINGS_HDS_THRESH")
+        );
     }
 
     /// The answer 6.18 gives on veth to the request above, rebuilt from the measured facts

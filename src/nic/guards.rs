@@ -23,6 +23,7 @@ use super::{
     RuleLocation,
 };
 use crate::error::{Error, Result};
+use crate::missing::Missing;
 use crate::netlink::ethtool::{Channels, TcpDataSplit};
 
 /// One NIC shared by the guards, the setup and the probe: a reference-counted handle to a
@@ -157,7 +158,39 @@ impl HdsGuard {
     /// [`crate::caps::classify`].
     pub fn enable(nic: &SharedNic) -> Result<HdsGuard> {
         let old = nic.with(|n| n.hds_get())?;
-        let want_thresh = old.hds_thresh.map(|_| 0);
+        HdsGuard::write(nic, old, old.hds_thresh.map(|_| 0))
+    }
+
+    /// Reads the ring config and turns header split on with hds-thresh `thresh` bytes (the
+    /// plain receiver's `--hds-thresh`): payloads of at most `thresh` bytes stay in the
+    /// header buffer, larger ones are split. The same undo as [`enable`](Self::enable).
+    ///
+    /// Errors: `Error::Skip` ([`Missing::Driver`]) when the driver reports no hds-thresh in
+    /// RINGS_GET (it cannot take one) or when `thresh` is over its hds-thresh-max; otherwise
+    /// as [`enable`](Self::enable).
+    pub fn enable_with_thresh(nic: &SharedNic, thresh: u32) -> Result<HdsGuard> {
+        let old = nic.with(|n| n.hds_get())?;
+        let missing = |answer: String| {
+            Error::Skip(Missing::Driver {
+                ifname: nic.ifname().to_string(),
+                what: format!("hds-thresh {thresh}"),
+                answer,
+                hint: None,
+            })
+        };
+        if old.hds_thresh.is_none() {
+            return Err(missing("ethtool rings-get reports no hds-thresh".into()));
+        }
+        if let Some(max) = old.hds_thresh_max.filter(|max| thresh > *max) {
+            return Err(missing(format!(
+                "it is over the driver's hds-thresh-max {max} (ethtool rings-get)"
+            )));
+        }
+        HdsGuard::write(nic, old, Some(thresh))
+    }
+
+    /// Writes tcp-data-split ENABLED with `want_thresh`; `old` is what the undo restores.
+    fn write(nic: &SharedNic, old: HdsConfig, want_thresh: Option<u32>) -> Result<HdsGuard> {
         // Always written, even when RINGS_GET already reports "enabled": drivers report the
         // effective mode (netdevsim, bnxt report "enabled" while configured "unknown"), but
         // the memory-provider check at bind time reads the *configured* value, which only an
@@ -1084,6 +1117,44 @@ mod tests {
             nic.changes()
         );
         g.restore().unwrap();
+        assert_eq!(nic.state(), before);
+    }
+
+    /// `--plain --hds-thresh N`: header split on with hds-thresh N, the old values back
+    /// after; a driver without hds-thresh, or N over its hds-thresh-max, is a skip that
+    /// changes nothing.
+    #[test]
+    fn hds_guard_sets_a_threshold_within_the_drivers_max() {
+        let nic = ScriptedNic::good("eth0", 8);
+        let before = nic.state();
+        let g = HdsGuard::enable_with_thresh(&shared(&nic), 256).unwrap();
+        let h = nic.state().hds.unwrap();
+        assert_eq!((h.configured, h.thresh), (TcpDataSplit::Enabled, Some(256)));
+        g.restore().unwrap();
+        assert_eq!(nic.state(), before);
+
+        let e = HdsGuard::enable_with_thresh(&shared(&nic), 1025).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_SKIP);
+        assert_eq!(
+            e.to_string(),
+            "skip: eth0: driver does not support hds-thresh 1025: it is over the driver's \
+             hds-thresh-max 1024 (ethtool rings-get)"
+        );
+        // Exactly the max is taken.
+        HdsGuard::enable_with_thresh(&shared(&nic), 1024)
+            .unwrap()
+            .restore()
+            .unwrap();
+        assert_eq!(nic.state(), before);
+
+        nic.edit(|s| s.hds.as_mut().unwrap().thresh = None);
+        let before = nic.state();
+        let e = HdsGuard::enable_with_thresh(&shared(&nic), 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "skip: eth0: driver does not support hds-thresh 0: ethtool rings-get reports no \
+             hds-thresh"
+        );
         assert_eq!(nic.state(), before);
     }
 

@@ -214,6 +214,7 @@ impl NicOps for RealNic {
         Ok(HdsConfig {
             tcp_data_split: r.tcp_data_split,
             hds_thresh: r.hds_thresh,
+            hds_thresh_max: r.hds_thresh_max,
         })
     }
 

@@ -677,6 +677,7 @@ impl NicOps for ScriptedNic {
             Ok(HdsConfig {
                 tcp_data_split: h.split_supported.then_some(effective),
                 hds_thresh: h.thresh,
+                hds_thresh_max: h.thresh.map(|_| h.thresh_max),
             })
         })
     }

@@ -153,6 +153,30 @@ impl NicSetup {
         Ok(())
     }
 
+    /// Turns header split on with hds-thresh `thresh` bytes (the plain receiver's
+    /// `--hds-thresh`), restored at teardown like [`enable_hds`](Self::enable_hds)'s.
+    ///
+    /// Errors: `Error::Skip` when the driver has no header split, reports no hds-thresh or
+    /// `thresh` is over its hds-thresh-max; `Error::Interrupted` on a stop signal; kernel
+    /// errors otherwise.
+    pub fn enable_hds_thresh(&mut self, thresh: u32) -> Result<()> {
+        self.nic.interrupted()?;
+        let ifname = self.nic.ifname().to_string();
+        let g = HdsGuard::enable_with_thresh(&self.nic, thresh).map_err(|e| {
+            step_refusal(
+                e,
+                &ifname,
+                &format!("header split with hds-thresh {thresh}"),
+            )
+        })?;
+        self.log(&format!(
+            "{ifname}: header split on, hds-thresh {thresh} (was: {})",
+            describe_hds(&g.old())
+        ));
+        self.hds = Some(g);
+        self.nic.interrupted()
+    }
+
     /// Spreads the RSS indirection table over queues `[0, start)`.
     ///
     /// Errors: `Error::Skip` when the driver has no RSS table; `Error::Usage` for start 0.
