@@ -223,7 +223,7 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                 };
                 let mut hook_figures = Vec::new();
                 if let Some(cmd) = &a.pre_run {
-                    let h = hooks::run("pre-run", cmd, &env, hooks::HOOK_LIMIT);
+                    let h = hooks::run("pre-run", cmd, &env, hooks::HOOK_LIMIT, &STOP);
                     let failed = h.error.clone();
                     hook_figures.push(h);
                     if let Some(why) = failed {
@@ -250,7 +250,7 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                         let mut verdict = verdict;
                         if let Some(cmd) = &a.post_run {
                             env.outcome = Some(rec.outcome.name());
-                            let h = hooks::run("post-run", cmd, &env, hooks::HOOK_LIMIT);
+                            let h = hooks::run("post-run", cmd, &env, hooks::HOOK_LIMIT, &STOP);
                             if let Some(why) = &h.error {
                                 let why = match &rec.outcome {
                                     Outcome::Failed(e) => format!("{e}; --post-run: {why}"),
@@ -702,7 +702,9 @@ fn output(
         }
     };
     if let (Some(base), Some(path)) = (&extras.baseline, &a.baseline) {
-        let name = path.display().to_string();
+        // A file name's control characters escaped, as the footer's: nothing raw on a
+        // terminal (an ESC sequence in a name cleared it).
+        let name = proto::printable(&path.display().to_string());
         match compare::compare(
             compare::Side {
                 name: &name,
@@ -853,7 +855,7 @@ pub fn command_units(argv: &[String]) -> Vec<String> {
                 .all(|c| c.is_ascii_alphanumeric() || "_./=,:@+%-".contains(c));
         if plain {
             a.clone()
-        } else if a.chars().any(char::is_control) {
+        } else if a.chars().any(proto::hidden) {
             let mut q = String::from("$'");
             for c in a.chars() {
                 match c {
@@ -863,7 +865,7 @@ pub fn command_units(argv: &[String]) -> Vec<String> {
                     }
                     '\n' => q.push_str("\\n"),
                     '\t' => q.push_str("\\t"),
-                    c if c.is_control() => q.push_str(&format!("\\u{:04x}", u32::from(c))),
+                    c if proto::hidden(c) => q.push_str(&format!("\\u{:04x}", u32::from(c))),
                     c => q.push(c),
                 }
             }
@@ -1031,10 +1033,17 @@ mod tests {
     /// `$'...'`: the footer holds no raw one, and bash takes each argument back as it was.
     #[test]
     fn the_command_escapes_control_characters() {
-        let argv: Vec<String> = ["a\nb", "x\u{1b}[2J", "it's\tx", "back\\slash\r", "plain"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let argv: Vec<String> = [
+            "a\nb",
+            "x\u{1b}[2J",
+            "it's\tx",
+            "back\\slash\r",
+            "plain",
+            "rtl\u{202e}ls",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let units = command_units(&argv);
         assert_eq!(
             units[1..],
@@ -1043,10 +1052,11 @@ mod tests {
                 r"$'x\u001b[2J'",
                 r"$'it\'s\tx'",
                 r"$'back\\slash\u000d'",
-                "plain"
+                "plain",
+                r"$'rtl\u202els'"
             ]
         );
-        assert!(!command_text(&argv).chars().any(char::is_control));
+        assert!(!command_text(&argv).chars().any(proto::hidden));
         // bash takes them back: printf each argument between brackets.
         let script = format!("printf '[%s]' {}", units[1..].join(" "));
         if let Ok(out) = std::process::Command::new("bash")

@@ -949,9 +949,10 @@ pub(super) const FLAGS: &[Flag] = &[
             set(&mut t.hds_thresh, Some(n))
         },
         // Its value reaches only the plain receiver's arguments: a devmem or zcrx server
-        // takes 0 (what it sets anyway) and refuses any other value.
-        roles: &[Role::Plain],
-        only: None,
+        // takes 0 (what it sets anyway) and refuses any other value; the modes that set no
+        // NIC's receive (senders, the probe, --report, the peer server) refuse it.
+        roles: &[Role::Plain, Role::Server, Role::Zcrx],
+        only: Some("receivers (-l)"),
         example: "0",
         help: "the NIC's hds-thresh (header split threshold) for the run. With --plain -f\n\
                IF: header split is turned on with this hds-thresh and both are restored at\n\

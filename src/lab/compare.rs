@@ -539,7 +539,11 @@ pub fn render(c: &Comparison, key_column: &str, format: Format) -> String {
 pub(crate) fn run(a: &CompareArgs, report: &RunReport) -> Result<()> {
     let base = read_file("--compare", &a.base)?;
     let new = read_file("--compare", &a.new)?;
-    let (bn, nn) = (a.base.display().to_string(), a.new.display().to_string());
+    // The names as the tables and notes print them: control characters escaped.
+    let (bn, nn) = (
+        super::proto::printable(&a.base.display().to_string()),
+        super::proto::printable(&a.new.display().to_string()),
+    );
     let c = compare(
         Side {
             name: &bn,

@@ -226,8 +226,9 @@ pub enum ProtoError {
     Stopped,
 }
 
-/// `text` (from the other side of a control connection) fit for a log line: every control
-/// character (a newline, an escape sequence's ESC, NUL) written as `\u{…}`, so a peer can
+/// `text` (from the other side of a control connection, or a file name) fit for a log line:
+/// every control character (a newline, an escape sequence's ESC, NUL) and every [`hidden`]
+/// one written as `\u{…}`, so a peer can
 /// neither forge log lines nor send the terminal commands.
 ///
 /// ```
@@ -238,13 +239,23 @@ pub enum ProtoError {
 pub fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        if hidden(c) {
             out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Whether `c` would not show as itself on a terminal or in a mail: a control character, or a
+/// line or paragraph separator, zero-width or direction-changing format character (U+2028,
+/// U+2029, U+200B..U+200F, U+202A..U+202E, U+2066..U+2069, U+FEFF), which [`printable`] and
+/// the sweep's `command:` footer escape.
+pub fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
 impl std::fmt::Display for ProtoError {

@@ -35,6 +35,12 @@ static FIRST_AT_NS: AtomicU64 = AtomicU64::new(0);
 /// wrote), as a NUL-terminated path; null for none. Set by [`unlink_at_exit`].
 static UNLINK_AT_EXIT: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
 
+/// Sends `sig` to the process group `pgid` (a hook started in a group of its own, with its
+/// children). Returns whether the kernel took it.
+pub fn signal_group(pgid: u32, sig: nix::sys::signal::Signal) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), sig).is_ok()
+}
+
 /// Names the file (`Some`) that the immediate exit of a second Ctrl-C removes before it
 /// exits, or none (`None`): the unwind that exit cuts short would have removed it. A path with
 /// a NUL byte (which no file can have) names none. The path's copy is kept for the life of
@@ -65,6 +71,47 @@ fn monotonic_ns() -> u64 {
         .map_or(0, |t| t.num_nanoseconds() as u64)
 }
 
+/// `pid` as the pid file writes it (decimal digits and a newline) into `buf`; its length.
+/// No allocation (async-signal-safe).
+fn pid_line(pid: u32, buf: &mut [u8; 12]) -> usize {
+    let mut digits = [0u8; 10];
+    let (mut n, mut len) = (pid, 0);
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        buf[i] = digits[len - 1 - i];
+    }
+    buf[len] = b'\n';
+    len + 1
+}
+
+/// Whether the file at `path` holds this process's id as the pid file writes it (another
+/// process that wrote its own id over it keeps its file). Only async-signal-safe calls:
+/// getpid, open, read, close.
+fn holds_own_pid(path: *const libc::c_char) -> bool {
+    let mut want = [0u8; 12];
+    // SAFETY: getpid takes no arguments and is async-signal-safe.
+    let len = pid_line(unsafe { libc::getpid() } as u32, &mut want);
+    // SAFETY: `path` is the NUL-terminated path unlink_at_exit leaked (valid for the life of
+    // the process); open is async-signal-safe.
+    let fd = unsafe { libc::open(path, libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let mut got = [0u8; 13];
+    // SAFETY: read into a stack buffer of the length given; fd is the one just opened.
+    let n = unsafe { libc::read(fd, got.as_mut_ptr().cast(), got.len()) };
+    // SAFETY: closes the fd just opened, once.
+    unsafe { libc::close(fd) };
+    n == len as isize && got[..len] == want[..len]
+}
+
 extern "C" fn on_stop_signal(sig: libc::c_int) {
     let now = monotonic_ns();
     if STOP
@@ -77,7 +124,7 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
     let since_first = Duration::from_nanos(now.saturating_sub(FIRST_AT_NS.load(Ordering::SeqCst)));
     if exits_at_once(sig, since_first) {
         let unlink = UNLINK_AT_EXIT.load(Ordering::SeqCst);
-        if !unlink.is_null() {
+        if !unlink.is_null() && holds_own_pid(unlink) {
             // SAFETY: unlink is async-signal-safe; the pointer is a NUL-terminated path that
             // unlink_at_exit leaked, so it stays valid for the life of the process.
             unsafe { libc::unlink(unlink) };
@@ -142,6 +189,27 @@ pub fn check_flag(flag: &AtomicI32) -> crate::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The handler's own formatting of the pid file's line, and its check of the file: a
+    /// file with this process's id is its own, one another process wrote over it is not.
+    #[test]
+    fn the_handler_removes_only_a_file_with_its_own_id() {
+        let mut b = [0u8; 12];
+        let n = pid_line(0, &mut b);
+        assert_eq!(&b[..n], b"0\n");
+        let n = pid_line(4_294_967_295, &mut b);
+        assert_eq!(&b[..n], b"4294967295\n");
+        let path = std::env::temp_dir().join(format!("ncdevmem-own-{}.pid", std::process::id()));
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        std::fs::write(&path, format!("{}\n", std::process::id())).unwrap();
+        assert!(holds_own_pid(c.as_ptr()));
+        std::fs::write(&path, "999999\n").unwrap();
+        assert!(!holds_own_pid(c.as_ptr()));
+        std::fs::write(&path, format!("{}\nmore", std::process::id())).unwrap();
+        assert!(!holds_own_pid(c.as_ptr()));
+        std::fs::remove_file(&path).unwrap();
+        assert!(!holds_own_pid(c.as_ptr()), "no file");
+    }
 
     /// Only a later SIGINT cuts the unwind short; repeated SIGTERM and SIGHUP (GNU `timeout`
     /// sends SIGTERM to the child and to its process group) and a SIGINT right on the heels of
