@@ -243,10 +243,7 @@ pub(crate) fn describe_pool(p: &PagePoolInfo) -> String {
         facts.push("io_uring zcrx".into());
     }
     if let Some(n) = p.inflight {
-        facts.push(format!(
-            "{n} buffer{} in flight",
-            if n == 1 { "" } else { "s" }
-        ));
+        facts.push(format!("{} in flight", crate::figures::count(n, "buffer")));
     }
     if p.detach_time.is_some() {
         facts.push("detached".into());

@@ -96,18 +96,14 @@ pub fn run(
                 // A stop signal ends the hook at once (the sweep then stops); so does its
                 // limit.
                 let why = match stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    0 => None,
-                    sig => Some(sig),
-                };
-                let why = match why {
-                    Some(sig) => format!("stopped by signal {sig}: killed"),
-                    None if Instant::now() >= deadline => {
+                    0 if Instant::now() >= deadline => {
                         format!("still running after {limit:?}: killed")
                     }
-                    None => {
+                    0 => {
                         std::thread::sleep(Duration::from_millis(10));
                         continue;
                     }
+                    sig => format!("stopped by signal {sig}: killed"),
                 };
                 end_group(&mut child);
                 return fail(None, why);
