@@ -19,7 +19,7 @@
 //! (net-next, 2026-08) as summarised in `docs/kernel-interface.md#ncdevmem-options`.
 
 mod flags;
-pub mod limits;
+pub(crate) mod limits;
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddrV6};
 use std::path::PathBuf;
@@ -205,13 +205,13 @@ pub enum Mode {
     ZcrxServer,
     /// `--report -f IF`: read-only capability report (text; JSON with `--json`).
     Report,
-    /// `--peer-server -p CTRL`: the sender side of sweeps ([`crate::lab`]).
+    /// `--peer-server -p CTRL`: the sender side of sweeps (`crate::lab`).
     PeerServer,
     /// `-l ... --peer ADDR`: a sweep of one of the receive modes, driven through the peer
-    /// ([`crate::lab`]).
+    /// (`crate::lab`).
     Sweep,
     /// `--compare BASE.json NEW.json`: two sweeps' JSON files compared
-    /// ([`crate::lab::compare`]).
+    /// (`crate::lab::compare`).
     Compare,
 }
 

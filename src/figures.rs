@@ -4,7 +4,7 @@
 //! - [`cpu`]: CPU lists (`--cpus 2-5,8`), the flow → CPU assignment, and per-CPU usr / sys /
 //!   irq / softirq / iowait / idle / steal percentages from two `/proc/stat` snapshots
 //!   (read by [`crate::sys::cpu`]), summarised as "app sys %" and "app idle %";
-//! - [`cpu_table`]: those shares per CPU as the table a timed receive prints (mpstat's
+//! - `cpu_table`: those shares per CPU as the table a timed receive prints (mpstat's
 //!   columns, net and app CPUs named);
 //! - [`hist`]: the per-flow histogram of frag sizes (powers of two), updated per frag;
 //! - [`device`]: device RX Gbit/s from two netdev `qstats-get` dumps of the bound queues, and
@@ -33,9 +33,9 @@ fn a_count_names_one_in_the_singular() {
     assert_eq!(count(0u32, "run"), "0 runs");
     assert_eq!(count(4u64, "run"), "4 runs");
 }
-pub mod cpu_table;
+pub(crate) mod cpu_table;
 pub mod device;
 pub mod hist;
-pub mod page_pool;
-pub mod softirq;
+pub(crate) mod page_pool;
+pub(crate) mod softirq;
 pub mod tcp;

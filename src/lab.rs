@@ -18,15 +18,15 @@
 //! unreachable, refusing or answering garbage, or a stop signal, stops the sweep: the table of
 //! the runs so far is still printed and written, and the NIC is undone by the run itself.
 
-pub mod compare;
-pub mod hooks;
-pub mod peer;
-pub mod plan;
-pub mod plot;
-pub mod proto;
-pub mod provenance;
-pub mod results;
-pub mod table;
+pub(crate) mod compare;
+pub(crate) mod hooks;
+pub(crate) mod peer;
+pub(crate) mod plan;
+pub(crate) mod plot;
+pub(crate) mod proto;
+pub(crate) mod provenance;
+pub(crate) mod results;
+pub(crate) mod table;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -840,7 +840,8 @@ fn unknown_column(name: &str, plan: &Plan, queues: &[u32]) -> String {
 /// The command line as a shell would take it back: `ncdevmem-rs` and each argument, quoted
 /// where it has a character outside `A-Za-z0-9_./=,:@+%-` ([`command_units`] joined by
 /// spaces).
-pub fn command_text(argv: &[String]) -> String {
+#[cfg(test)]
+pub(crate) fn command_text(argv: &[String]) -> String {
     command_units(argv).join(" ")
 }
 
@@ -848,7 +849,7 @@ pub fn command_text(argv: &[String]) -> String {
 /// pieces a wrapped command line breaks between. An argument with a control character
 /// (newline, tab, ESC, ...) is written in bash's `$'...'` quoting with escapes, so that the
 /// footer holds no raw control character and still pastes into bash.
-pub fn command_units(argv: &[String]) -> Vec<String> {
+pub(crate) fn command_units(argv: &[String]) -> Vec<String> {
     let quote = |a: &String| {
         let plain = !a.is_empty()
             && a.chars()

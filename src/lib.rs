@@ -8,7 +8,7 @@
 //! io_uring zero-copy receive ([`uring`]), send helpers ([`tx`]), waiting for the kernel to
 //! give back what a run held (`release`), the command line ([`cli`]) and the run
 //! orchestration ([`app`]); sweeps over many runs with a peer that sends them, and their
-//! table ([`lab`]); other command lines of the same binary ([`personality`]:
+//! table (`lab`); other command lines of the same binary ([`personality`]:
 //! `iou-zcrx`). All `unsafe` lives in [`sys`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -68,7 +68,7 @@ pub(crate) mod engine;
 pub(crate) mod errno;
 pub mod error;
 pub mod figures;
-pub mod lab;
+pub(crate) mod lab;
 pub mod memory;
 pub(crate) mod missing;
 pub(crate) mod modes;

@@ -48,7 +48,7 @@ pub(crate) mod attr;
 pub mod ctrl;
 pub mod ethtool;
 pub mod netdev;
-pub mod socket;
+pub(crate) mod socket;
 
 pub use attr::{Attr, AttrIter, AttrWriter};
 pub use ctrl::{is_family_missing, resolve_family, Family, McastGroup};

@@ -17,11 +17,11 @@ pub const MAX_WRITE_SIZE: u64 = 64 << 20;
 
 /// Largest `--hds-thresh` (also an `hds-thresh` sweep point), bytes: the kernel's attribute
 /// (`ETHTOOL_A_RINGS_HDS_THRESH`) is a u32; the driver's hds-thresh-max is checked at the run.
-pub const MAX_HDS_THRESH: u64 = u32::MAX as u64;
+pub(crate) const MAX_HDS_THRESH: u64 = u32::MAX as u64;
 
 /// Parses a decimal number: ASCII digits only (no sign, no spaces, no `0x`; leading zeros are
 /// read as decimal, not octal). `None` for anything else, including overflow of `u64`.
-pub fn dec_u64(text: &str) -> Option<u64> {
+pub(crate) fn dec_u64(text: &str) -> Option<u64> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -30,7 +30,7 @@ pub fn dec_u64(text: &str) -> Option<u64> {
 
 /// A byte count: decimal digits with an optional binary suffix `K`/`M`/`G` (either case) for
 /// KiB/MiB/GiB. `None` for garbage or overflow of `u64`.
-pub fn size(text: &str) -> Option<u64> {
+pub(crate) fn size(text: &str) -> Option<u64> {
     let (digits, mult) = match text.as_bytes().last()? {
         b'K' | b'k' => (&text[..text.len() - 1], 1u64 << 10),
         b'M' | b'm' => (&text[..text.len() - 1], 1u64 << 20),

@@ -7,7 +7,8 @@
 use crate::summary::{CpuSplit, SharesFigure};
 
 /// The table's header line (no trailing blank).
-pub const HEADER: &str = "CPU     %usr   %nice    %sys %iowait    %irq   %soft   %idle  role";
+pub(crate) const HEADER: &str =
+    "CPU     %usr   %nice    %sys %iowait    %irq   %soft   %idle  role";
 
 /// A CPU's role in the run.
 fn role(cpu: usize, app: &[usize], net: &[usize]) -> &'static str {
@@ -40,7 +41,7 @@ fn row(label: &str, s: &SharesFigure, role: &str) -> String {
 /// (mpstat's column, left out of the table so that it fits a 72-character mail line; each
 /// row's columns and its steal sum to 100), wrapped like the rest: every line is at most 72
 /// characters.
-pub fn table(split: &CpuSplit) -> Vec<String> {
+pub(crate) fn table(split: &CpuSplit) -> Vec<String> {
     let app = &split.app_cpus;
     let net: &[usize] = split.net_cpus.as_deref().unwrap_or(&[]);
     let shown: Vec<_> = split

@@ -13,7 +13,7 @@ use crate::netlink::netdev::{PagePoolInfo, PagePoolStats, QueueInfo, QueueType};
 /// One reading of the page pools: the `page-pool-get` dump (which pool serves which NAPI) and
 /// the `page-pool-stats-get` dump (their counters), or why the kernel keeps no counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PoolReading {
+pub(crate) enum PoolReading {
     /// Both dumps as the kernel answered them.
     Rows {
         /// `page-pool-get` rows (every pool of the network namespace).
@@ -30,7 +30,7 @@ impl PoolReading {
     /// registered) is [`PoolReading::Unsupported`].
     ///
     /// Errors: any other error of either dump, unchanged.
-    pub fn from_dumps(
+    pub(crate) fn from_dumps(
         pools: Result<Vec<PagePoolInfo>>,
         stats: Result<Vec<PagePoolStats>>,
     ) -> Result<PoolReading> {
@@ -49,7 +49,7 @@ impl PoolReading {
 
 /// Why a run has no page-pool figures. Displays as `no page-pool stats: <reason>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoPoolStats(pub String);
+pub(crate) struct NoPoolStats(pub String);
 
 impl fmt::Display for NoPoolStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -59,7 +59,7 @@ impl fmt::Display for NoPoolStats {
 
 /// Growth of one group of pools' counters over the interval, in buffers (pages or niovs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PoolCounters {
+pub(crate) struct PoolCounters {
     /// Allocations served from the pool's lockless cache.
     pub alloc_fast: u64,
     /// Allocations from the slow path (the memory provider, or the page allocator).
@@ -104,7 +104,7 @@ impl PoolCounters {
 
     /// The counters as `(name, value)` pairs, in the kernel's attribute order; the names are
     /// the netlink spec's (`alloc-fast` …) with underscores.
-    pub fn fields(&self) -> [(&'static str, u64); 11] {
+    pub(crate) fn fields(&self) -> [(&'static str, u64); 11] {
         [
             ("alloc_fast", self.alloc_fast),
             ("alloc_slow", self.alloc_slow),
@@ -164,7 +164,7 @@ impl PoolCounters {
 
 /// The pools that serve one NAPI instance of the bound queues, and their counters' growth.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueuePools {
+pub(crate) struct QueuePools {
     /// The bound RX queues this NAPI instance serves (usually one).
     pub queues: Vec<u32>,
     /// The NAPI id.
@@ -182,7 +182,7 @@ pub struct QueuePools {
 /// Errors: [`NoPoolStats`] with the reason when there is no honest figure: the kernel keeps no
 /// page-pool stats, no queue is bound, a bound queue has no NAPI id, no pool serves it, or a
 /// pool that served it at the start went away or counted backwards.
-pub fn per_queue(
+pub(crate) fn per_queue(
     before: &PoolReading,
     after: &PoolReading,
     ifindex: u32,
@@ -272,7 +272,7 @@ fn join(qs: &[u32]) -> String {
 
 /// `q2: 812 alloc (800 fast, 12 slow), 790 recycled (700 cache, 90 ring)`: one group, for
 /// the human summary.
-pub fn describe(g: &QueuePools) -> String {
+pub(crate) fn describe(g: &QueuePools) -> String {
     let c = &g.counters;
     format!(
         "q{}: {} alloc ({} fast, {} slow), {} recycled ({} cache, {} ring), {} released",

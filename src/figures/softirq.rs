@@ -7,17 +7,17 @@
 use std::path::Path;
 
 /// `/proc/softirqs`.
-pub const PROC_SOFTIRQS: &str = "/proc/softirqs";
+pub(crate) const PROC_SOFTIRQS: &str = "/proc/softirqs";
 
 /// The share of the whole `NET_RX` growth a CPU must have to be a net CPU.
-pub const NET_CPU_SHARE: f64 = 0.10;
+pub(crate) const NET_CPU_SHARE: f64 = 0.10;
 
 /// The `NET_RX` counts of `/proc/softirqs` text `text`, one per CPU column (CPU order of the
 /// header; `CPU0 CPU1 ...`), as `(cpu, count)`.
 ///
 /// Errors: why, in words (no header, no `NET_RX:` row, a count that is no number, more
 /// counts than CPUs).
-pub fn parse_net_rx(text: &str) -> Result<Vec<(usize, u64)>, String> {
+pub(crate) fn parse_net_rx(text: &str) -> Result<Vec<(usize, u64)>, String> {
     let mut lines = text.lines();
     let header = lines.next().ok_or("empty")?;
     let cpus = header
@@ -51,7 +51,7 @@ pub fn parse_net_rx(text: &str) -> Result<Vec<(usize, u64)>, String> {
 /// [`parse_net_rx`] of the file at `path` ([`PROC_SOFTIRQS`]).
 ///
 /// Errors: reading the file, or why it does not parse, naming the file.
-pub fn read_net_rx(path: &Path) -> Result<Vec<(usize, u64)>, String> {
+pub(crate) fn read_net_rx(path: &Path) -> Result<Vec<(usize, u64)>, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
     parse_net_rx(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -59,7 +59,7 @@ pub fn read_net_rx(path: &Path) -> Result<Vec<(usize, u64)>, String> {
 
 /// The growth of every CPU's count from `before` to `after` (CPUs of both; a count that went
 /// backwards, a CPU brought online in between, grew by 0), in CPU order.
-pub fn growth(before: &[(usize, u64)], after: &[(usize, u64)]) -> Vec<(usize, u64)> {
+pub(crate) fn growth(before: &[(usize, u64)], after: &[(usize, u64)]) -> Vec<(usize, u64)> {
     after
         .iter()
         .filter_map(|&(cpu, a)| {
@@ -71,7 +71,7 @@ pub fn growth(before: &[(usize, u64)], after: &[(usize, u64)]) -> Vec<(usize, u6
 
 /// The net CPUs of `growth` ([`growth`]): those with at least [`NET_CPU_SHARE`] of the whole,
 /// in CPU order; none when nothing grew.
-pub fn net_cpus(growth: &[(usize, u64)]) -> Vec<usize> {
+pub(crate) fn net_cpus(growth: &[(usize, u64)]) -> Vec<usize> {
     let total: u64 = growth.iter().map(|(_, n)| n).sum();
     if total == 0 {
         return Vec::new();

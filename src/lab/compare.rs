@@ -27,11 +27,11 @@ use crate::summary::sweep::{
 };
 
 /// The significance level of the marks.
-pub const ALPHA: f64 = 0.05;
+pub(crate) const ALPHA: f64 = 0.05;
 
 /// Welch's t-test of two samples given by their statistics.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Welch {
+pub(crate) struct Welch {
     /// The t statistic of new − base.
     pub t: f64,
     /// The Welch–Satterthwaite degrees of freedom.
@@ -44,7 +44,7 @@ pub struct Welch {
 
 /// Welch's t-test of `new` against `base` (means, sample sds, counts): `None` when a side
 /// has fewer than 2 values (no sd) or neither has any spread (the standard error is 0).
-pub fn welch(base: &Stat, new: &Stat) -> Option<Welch> {
+pub(crate) fn welch(base: &Stat, new: &Stat) -> Option<Welch> {
     let (s1, s2) = (base.sd?, new.sd?);
     let (n1, n2) = (base.n as f64, new.n as f64);
     if base.n < 2 || new.n < 2 {
@@ -72,7 +72,7 @@ pub fn welch(base: &Stat, new: &Stat) -> Option<Welch> {
 
 /// One side of a comparison: a file's name and its body.
 #[derive(Debug, Clone, Copy)]
-pub struct Side<'a> {
+pub(crate) struct Side<'a> {
     /// As the comparison names it (the path given).
     pub name: &'a str,
     /// The sweep.
@@ -82,7 +82,7 @@ pub struct Side<'a> {
 /// Reads a sweep's (or repeated run's) JSON file.
 ///
 /// Errors: [`Error::Usage`] naming the file and what is wrong with it.
-pub fn read_file(flag: &str, path: &Path) -> Result<SweepFile> {
+pub(crate) fn read_file(flag: &str, path: &Path) -> Result<SweepFile> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Error::Usage(format!(
             "{flag}: cannot read '{}' ({})",
@@ -131,7 +131,7 @@ fn shape(b: &SweepBody) -> Vec<(&'static str, String)> {
 
 /// The differences of shape between `base` and `new`: `--write-size: 1448 (base) against
 /// 65536 (new)`.
-pub fn shape_differences(base: &SweepBody, new: &SweepBody) -> Vec<String> {
+pub(crate) fn shape_differences(base: &SweepBody, new: &SweepBody) -> Vec<String> {
     shape(base)
         .into_iter()
         .zip(shape(new))
@@ -227,7 +227,7 @@ fn irqs(p: &Provenance) -> String {
 
 /// The environment differences of `base` and `new`: this host's, then the peer's where both
 /// reported theirs.
-pub fn environment_differences(base: &SweepBody, new: &SweepBody) -> Vec<EnvDifference> {
+pub(crate) fn environment_differences(base: &SweepBody, new: &SweepBody) -> Vec<EnvDifference> {
     let mut d = provenance_differences("", &base.provenance, &new.provenance);
     if let (Some(a), Some(b)) = (&base.peer_provenance, &new.peer_provenance) {
         d.extend(provenance_differences("peer ", a, b));
@@ -245,7 +245,7 @@ fn column_of(name: &str, key: Option<SweepKey>) -> Option<Column> {
 ///
 /// Errors: the refusal, for [`Error::Usage`]: the shapes differ (naming every difference)
 /// and `any_shape` is not set; no point matches; a name in `columns` is no column.
-pub fn compare(
+pub(crate) fn compare(
     base: Side<'_>,
     new: Side<'_>,
     any_shape: bool,
@@ -425,7 +425,7 @@ fn side_cell(s: Option<Stat>, decimals: usize, scale: f64) -> String {
 /// The comparison's table: one row per matched point and figure: the point, the figure,
 /// base and new `mean +/- sd (n)`, the change in percent, the 95 % CI of new − base, p, and
 /// `*` where p < 0.05.
-pub fn grid(c: &Comparison, key_column: &str) -> Grid {
+pub(crate) fn grid(c: &Comparison, key_column: &str) -> Grid {
     let header = [
         key_column,
         "figure",
@@ -466,7 +466,7 @@ pub fn grid(c: &Comparison, key_column: &str) -> Grid {
 }
 
 /// p as the table shows it: 3 significant digits, `<0.001` below that.
-pub fn fmt_p(p: f64) -> String {
+pub(crate) fn fmt_p(p: f64) -> String {
     if p < 0.001 {
         "<0.001".into()
     } else {
@@ -480,7 +480,7 @@ pub fn fmt_p(p: f64) -> String {
 ///
 /// A text table wider than [`MAIL_WIDTH`] is printed as two blocks, so that it fits a mail:
 /// the two sides (`base`, `new`), then the difference (`delta %`, its CI, `p`, the mark).
-pub fn render(c: &Comparison, key_column: &str, format: Format) -> String {
+pub(crate) fn render(c: &Comparison, key_column: &str, format: Format) -> String {
     let g = grid(c, key_column);
     let blocks = match format == Format::Text && g.width() > MAIL_WIDTH {
         true => vec![g.select(&[0, 1, 2, 3]), g.select(&[0, 1, 4, 5, 6, 7])],

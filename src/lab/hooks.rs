@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use crate::summary::sweep::HookFigure;
 
 /// The longest a hook may run before it is killed and its run failed.
-pub const HOOK_LIMIT: Duration = Duration::from_secs(300);
+pub(crate) const HOOK_LIMIT: Duration = Duration::from_secs(300);
 
 /// What a hook is told about its run, as environment variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HookEnv {
+pub(crate) struct HookEnv {
     /// `NCDEVMEM_RUN`: the run's position among all runs, 1-based.
     pub run: usize,
     /// `NCDEVMEM_RUNS`: all planned runs.
@@ -40,7 +40,7 @@ pub struct HookEnv {
 
 impl HookEnv {
     /// The variables, as `(name, value)`.
-    pub fn vars(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn vars(&self) -> Vec<(&'static str, String)> {
         let mut v = vec![
             ("NCDEVMEM_RUN", self.run.to_string()),
             ("NCDEVMEM_RUNS", self.runs.to_string()),
@@ -61,7 +61,7 @@ impl HookEnv {
 /// and stderr on this process's stderr, at most `limit`, and only until `stop` (the stop
 /// signal's flag) is set: then it is killed, with all it started. Its figure: the exit code,
 /// and why it failed (`None`: it exited 0).
-pub fn run(
+pub(crate) fn run(
     which: &str,
     cmd: &str,
     env: &HookEnv,

@@ -36,14 +36,14 @@ use crate::validate::StreamSpec;
 /// How long a session waits for the first byte of the client's next message (a sweep's
 /// receiver may spend minutes between runs waiting for the kernel to give back a binding's
 /// hugepages).
-pub const CONTROL_IDLE: Duration = Duration::from_secs(900);
+pub(crate) const CONTROL_IDLE: Duration = Duration::from_secs(900);
 /// How long a new client may stay silent before the first byte of its `hello`.
-pub const HELLO_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(5);
 /// How long any line of a client may take from its first byte to its newline.
-pub const LINE_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const LINE_WAIT: Duration = Duration::from_secs(10);
 /// How long a client may leave an answer untaken (its socket's buffer full) before it is
 /// dropped.
-pub const WRITE_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WRITE_WAIT: Duration = Duration::from_secs(10);
 /// The tick of the control connection's reads and writes: how soon a stop signal is seen.
 const CONTROL_TICK: Duration = Duration::from_millis(100);
 /// How often a run's watcher looks at the control connection and the stop signal.
@@ -59,7 +59,7 @@ const RUN_OVER: i32 = -11;
 
 /// What a session's reads wait for ([`session`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Waits {
+pub(crate) struct Waits {
     /// The first byte of the client's `hello`, from the session's start.
     pub hello: Duration,
     /// The first byte of every later message.
@@ -69,7 +69,7 @@ pub struct Waits {
 }
 
 /// The peer server's own waits: [`HELLO_WAIT`], [`CONTROL_IDLE`], [`LINE_WAIT`].
-pub const WAITS: Waits = Waits {
+pub(crate) const WAITS: Waits = Waits {
     hello: HELLO_WAIT,
     idle: CONTROL_IDLE,
     line: LINE_WAIT,
@@ -77,7 +77,7 @@ pub const WAITS: Waits = Waits {
 
 /// The peer's own bounds on every run.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// The longest send of one run.
     pub max_duration: Duration,
     /// The most bytes of one run over all its flows.
@@ -91,7 +91,7 @@ pub struct Limits {
 /// One run's send as the peer carries it out: where, how many flows, for how long, at most how
 /// many bytes per flow.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SendJob {
+pub(crate) struct SendJob {
     /// The receiver: the control connection's address and the requested port.
     pub to: SocketAddrV6,
     /// Flows.
@@ -112,7 +112,7 @@ pub struct SendJob {
 
 /// The peer's devmem TX: the NIC it was started with and the dma-buf of each run.
 #[derive(Debug, Clone)]
-pub struct DevmemPeer {
+pub(crate) struct DevmemPeer {
     /// `-f IF`.
     pub ifname: crate::cli::IfName,
     /// The dma-buf each run allocates and binds for TX (`--dmabuf-size`).
@@ -531,7 +531,7 @@ fn real_send(job: &SendJob, deadline: Option<Instant>, stop: &AtomicI32) -> Peer
 ///
 /// Errors: the `refused` message's text.
 #[allow(clippy::too_many_arguments)] // the members of a `send` message, one each
-pub fn plan_job(
+pub(crate) fn plan_job(
     from: IpAddr,
     limits: &Limits,
     port: u16,
@@ -616,7 +616,7 @@ pub fn plan_job(
 /// Errors: what ended the session other than `bye` (a client silent or too slow is
 /// [`ProtoError::Timeout`] or [`ProtoError::SlowLine`], a stop [`ProtoError::Stopped`]); `Ok`
 /// has the number of runs served.
-pub fn session<S: Read + Write>(
+pub(crate) fn session<S: Read + Write>(
     conn: &mut Conn<S>,
     from: IpAddr,
     limits: &Limits,
@@ -754,7 +754,7 @@ pub fn session<S: Read + Write>(
 
 /// How a sweep talks to its peer: the client side of [`session`].
 #[derive(Debug)]
-pub struct PeerClient {
+pub(crate) struct PeerClient {
     conn: Conn<TcpStream>,
     /// The peer as messages name it, `[addr]:port`.
     pub name: String,
@@ -776,7 +776,7 @@ impl PeerClient {
     ///
     /// Errors: [`Error::Failure`] naming the peer: connect, a refusal (busy), an answer that
     /// is not a `welcome`.
-    pub fn connect(peer: SocketAddrV6, local: Option<SocketAddrV6>) -> Result<PeerClient> {
+    pub(crate) fn connect(peer: SocketAddrV6, local: Option<SocketAddrV6>) -> Result<PeerClient> {
         let name = format!("[{}]:{}", peer.ip().to_canonical(), peer.port());
         let failed = |what: String| Error::Failure(format!("--peer {name}: {what}"));
         let fd = crate::conn::connect_timeout(peer, local, None, Some(ANSWER_WAIT))
@@ -881,7 +881,7 @@ impl PeerClient {
     ///
     /// Errors: [`Error::Failure`] naming the peer: a refusal, another answer, the connection.
     #[allow(clippy::too_many_arguments)] // the members of a `send` message, one each
-    pub fn start(
+    pub(crate) fn start(
         &mut self,
         port: u16,
         flows: u32,
@@ -920,7 +920,7 @@ impl PeerClient {
     /// Waits up to `wait` for run `run`'s `done`.
     ///
     /// Errors: [`Error::Failure`] naming the peer.
-    pub fn done(&mut self, run: u32, wait: Duration) -> Result<PeerFigures> {
+    pub(crate) fn done(&mut self, run: u32, wait: Duration) -> Result<PeerFigures> {
         match self.answer(wait, "done")? {
             Msg::Done { run: r, figures } if r == run => Ok(figures),
             other => Err(self.unexpected(&format!("done for run {run}"), &other)),
@@ -932,7 +932,7 @@ impl PeerClient {
     /// Errors: [`Error::Failure`] naming the peer: a peer that predates `about` answers an
     /// `error` (malformed: an unknown kind) and ends the session, which the caller then opens
     /// again.
-    pub fn about(&mut self) -> Result<crate::summary::sweep::Provenance> {
+    pub(crate) fn about(&mut self) -> Result<crate::summary::sweep::Provenance> {
         self.conn
             .send(&Msg::About {})
             .map_err(|e| Error::Failure(format!("--peer {}: {e}", self.name)))?;
@@ -943,7 +943,7 @@ impl PeerClient {
     }
 
     /// Says `bye` (the peer then takes its next client).
-    pub fn bye(mut self) {
+    pub(crate) fn bye(mut self) {
         let _ = self.conn.send(&Msg::Bye {});
     }
 }

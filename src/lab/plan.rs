@@ -31,7 +31,7 @@ pub enum SweepKey {
 }
 
 /// The keys, in the order the help text names them.
-pub const KEYS: [SweepKey; 8] = [
+pub(crate) const KEYS: [SweepKey; 8] = [
     SweepKey::RxPageSize,
     SweepKey::RxBufLen,
     SweepKey::Autorelease,
@@ -43,7 +43,7 @@ pub const KEYS: [SweepKey; 8] = [
 ];
 
 /// Most values one `--sweep` takes.
-pub const MAX_POINTS: usize = 64;
+pub(crate) const MAX_POINTS: usize = 64;
 
 impl SweepKey {
     /// The key as `--sweep` takes it.
@@ -165,7 +165,7 @@ impl SweepKey {
 
 /// A congestion control's name as `--tcp-cc` takes it: 1 to 15 (`TCP_CA_NAME_MAX` less its
 /// NUL) of `A-Z a-z 0-9 _ -`.
-pub fn tcp_cc_name_ok(name: &str) -> bool {
+pub(crate) fn tcp_cc_name_ok(name: &str) -> bool {
     !name.is_empty()
         && name.len() < 16
         && name
@@ -263,7 +263,7 @@ impl Sweep {
 /// One run of the plan: the `index`-th (0-based) of all runs, run `run` (0-based) of point
 /// `point`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
+pub(crate) struct Slot {
     /// Position among all runs.
     pub index: usize,
     /// The point (index into [`Plan::points`]).
@@ -274,7 +274,7 @@ pub struct Slot {
 
 /// The points of a sweep and how often each runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The swept key; `None`: one configuration, repeated.
     pub key: Option<SweepKey>,
     /// The points: the key's values, or one `None` point.
@@ -287,7 +287,7 @@ pub struct Plan {
 
 impl Plan {
     /// The plan of `sweep` (or of one configuration) with `runs` runs per point.
-    pub fn new(sweep: Option<&Sweep>, runs: u32) -> Plan {
+    pub(crate) fn new(sweep: Option<&Sweep>, runs: u32) -> Plan {
         match sweep {
             Some(s) => Plan {
                 key: Some(s.key),
@@ -305,7 +305,7 @@ impl Plan {
     }
 
     /// Every run, interleaved: run 0 of every point in order, then run 1, ….
-    pub fn order(&self) -> Vec<Slot> {
+    pub(crate) fn order(&self) -> Vec<Slot> {
         (0..self.runs)
             .flat_map(|run| (0..self.points.len()).map(move |point| (run, point)))
             .enumerate()
@@ -314,13 +314,13 @@ impl Plan {
     }
 
     /// How many runs in all.
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.points.len() * self.runs as usize
     }
 
     /// A point as the progress lines name it: `rx-page-size=16384`, `tcp-cc=dctcp`, or `one
     /// configuration`.
-    pub fn label(&self, point: usize) -> String {
+    pub(crate) fn label(&self, point: usize) -> String {
         match (self.key, self.points.get(point).copied().flatten()) {
             (Some(k), Some(v)) => format!("{}={}", k.name(), self.value_text(point, v)),
             _ => "one configuration".into(),
@@ -329,7 +329,7 @@ impl Plan {
 
     /// A point's first-column text in the table: the value as the key shows it (a named
     /// key's: the name).
-    pub fn show(&self, point: usize) -> String {
+    pub(crate) fn show(&self, point: usize) -> String {
         match (self.key, self.points.get(point).copied().flatten()) {
             (Some(k), Some(v)) if k.named() => self.value_text(point, v),
             (Some(k), Some(v)) => k.show(v),
@@ -338,7 +338,7 @@ impl Plan {
     }
 
     /// A named key's name at `point` (`None`: no named key, or no such point).
-    pub fn name(&self, point: usize) -> Option<&str> {
+    pub(crate) fn name(&self, point: usize) -> Option<&str> {
         let k = self.key?;
         let v = self.points.get(point).copied().flatten()?;
         k.named()
@@ -354,7 +354,7 @@ impl Plan {
 
     /// The point's value as the option takes it (`None`: one configuration): what the
     /// hooks are told.
-    pub fn value(&self, point: usize) -> Option<String> {
+    pub(crate) fn value(&self, point: usize) -> Option<String> {
         let v = self.points.get(point).copied().flatten()?;
         Some(self.value_text(point, v))
     }

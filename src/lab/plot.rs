@@ -41,7 +41,7 @@ fn register_font() {
 
 /// The picture's format, from its file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlotFormat {
+pub(crate) enum PlotFormat {
     /// `.svg`.
     Svg,
     /// `.png`.
@@ -52,7 +52,7 @@ impl PlotFormat {
     /// The format `path` names by its extension (`.svg` or `.png`, any case).
     ///
     /// Errors: why not, for the `--plot` refusal.
-    pub fn of(path: &std::path::Path) -> Result<PlotFormat, String> {
+    pub(crate) fn of(path: &std::path::Path) -> Result<PlotFormat, String> {
         match path
             .extension()
             .and_then(|e| e.to_str())
@@ -72,7 +72,7 @@ impl PlotFormat {
 
 /// What the caption of a sweep's plot says.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Caption {
+pub(crate) struct Caption {
     /// Runs planned per point.
     pub runs: u32,
     /// Each run's duration, seconds.
@@ -104,7 +104,7 @@ struct Series {
 /// The picture of a sweep in `format`: the bytes of the file.
 ///
 /// Errors: the drawing library's or the encoder's, as text.
-pub fn sweep(
+pub(crate) fn sweep(
     plan: &Plan,
     records: &[RunRecord],
     caption: &Caption,
@@ -161,7 +161,7 @@ pub fn sweep(
 /// matched points; a point whose difference is significant at 5 % is marked `*` in its label.
 ///
 /// Errors: the drawing library's or the encoder's, as text.
-pub fn comparison(c: &Comparison, format: PlotFormat) -> Result<Vec<u8>, String> {
+pub(crate) fn comparison(c: &Comparison, format: PlotFormat) -> Result<Vec<u8>, String> {
     let labels: Vec<String> = c
         .rows
         .iter()

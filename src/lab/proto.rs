@@ -41,12 +41,12 @@ use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The protocol version this build speaks (`"v"` of every line).
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// Longest accepted line, in bytes, not counting its `\n` (64 KiB: a `done` of 64 flows is
 /// ~10 KiB): a line of 65,536 bytes and its newline is taken, one of 65,537 is refused as
 /// longer than 65536 bytes.
-pub const MAX_LINE: usize = 64 << 10;
+pub(crate) const MAX_LINE: usize = 64 << 10;
 
 /// An optional member that must still be present (`null` when absent): serde takes a missing
 /// `Option` as `None`, which would let a line without it pass.
@@ -62,7 +62,7 @@ where
 /// `{"period":N}` (the `-v N` pattern on every flow).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Stream {
+pub(crate) enum Stream {
     /// `--seed N`.
     Seed(u64),
     /// `-v N`.
@@ -71,13 +71,13 @@ pub enum Stream {
 
 /// What the peer measured of one run's send, and its CPU shares: typed with the sweep's
 /// JSON, whose runs carry them (`crate::summary::sweep`).
-pub use crate::summary::sweep::{PeerCpu, PeerFigures};
+pub(crate) use crate::summary::sweep::{PeerCpu, PeerFigures};
 
 /// One control message (the `"type"` names the kind; `"v"` is added and checked by
 /// [`encode`] and [`decode`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Msg {
+pub(crate) enum Msg {
     /// Sweep → peer, first: who asks.
     Hello {
         /// The asking tool (`ncdevmem-rs`).
@@ -156,7 +156,7 @@ pub enum Msg {
 
 /// The refusals an `error` message names (its `"code"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
+pub(crate) enum ErrorCode {
     /// Not JSON, not an object, a member missing, unknown or of the wrong type.
     Malformed,
     /// A line over [`MAX_LINE`].
@@ -170,13 +170,11 @@ pub enum ErrorCode {
     Busy,
     /// A request outside the peer's limits or abilities.
     Refused,
-    /// The send of a run failed.
-    Send,
 }
 
 impl ErrorCode {
     /// The name in `"code"`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ErrorCode::Malformed => "malformed",
             ErrorCode::Oversized => "oversized",
@@ -184,14 +182,13 @@ impl ErrorCode {
             ErrorCode::Order => "order",
             ErrorCode::Busy => "busy",
             ErrorCode::Refused => "refused",
-            ErrorCode::Send => "send",
         }
     }
 }
 
 /// Why a control exchange failed.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ProtoError {
+pub(crate) enum ProtoError {
     /// What was read is not a message of this protocol: [`ErrorCode::Malformed`],
     /// [`ErrorCode::Oversized`] or [`ErrorCode::Version`], and why.
     Bad(ErrorCode, String),
@@ -236,7 +233,7 @@ pub enum ProtoError {
 /// assert_eq!(printable("a\u{1b}[2J\nb"), "a\\u{1b}[2J\\u{a}b");
 /// assert_eq!(printable("ncdevmem-rs 0.1.0"), "ncdevmem-rs 0.1.0");
 /// ```
-pub fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if hidden(c) {
@@ -252,7 +249,7 @@ pub fn printable(text: &str) -> String {
 /// line or paragraph separator, zero-width or direction-changing format character (U+2028,
 /// U+2029, U+200B..U+200F, U+202A..U+202E, U+2066..U+2069, U+FEFF), which [`printable`] and
 /// the sweep's `command:` footer escape.
-pub fn hidden(c: char) -> bool {
+pub(crate) fn hidden(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
             | '\u{2066}'..='\u{2069}' | '\u{feff}')
@@ -293,7 +290,7 @@ impl ProtoError {
     /// The `error` message that answers this failure to the other side, if one does: a bad
     /// or unexpected message is answered, and a stop (`refused`: the peer server is
     /// stopping); a refusal, a closed connection, a timeout or a slow line is not.
-    pub fn answer(&self) -> Option<Msg> {
+    pub(crate) fn answer(&self) -> Option<Msg> {
         let (code, message) = match self {
             ProtoError::Bad(code, why) => (*code, why.clone()),
             ProtoError::Unexpected { expected, got } => (
@@ -315,7 +312,7 @@ impl ProtoError {
 
 impl Msg {
     /// The `"type"` of this message.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Msg::Hello { .. } => "hello",
             Msg::Welcome { .. } => "welcome",
@@ -330,7 +327,7 @@ impl Msg {
     }
 
     /// An `error` message.
-    pub fn error(code: ErrorCode, message: impl Into<String>) -> Msg {
+    pub(crate) fn error(code: ErrorCode, message: impl Into<String>) -> Msg {
         Msg::Error {
             code: code.name().to_string(),
             message: message.into(),
@@ -339,7 +336,7 @@ impl Msg {
 }
 
 /// The line of `msg`: `{"v":1,"type":…,…}` and `\n`, members in declaration order.
-pub fn encode(msg: &Msg) -> String {
+pub(crate) fn encode(msg: &Msg) -> String {
     // Serializing these types cannot fail (string keys, finite or null numbers: serde_json
     // writes a non-finite f64 as null); a failure would still give a valid `error` line.
     let body = serde_json::to_string(msg).unwrap_or_else(|e| {
@@ -358,7 +355,7 @@ pub fn encode(msg: &Msg) -> String {
 /// Errors: [`ProtoError::Bad`]: [`ErrorCode::Oversized`] over [`MAX_LINE`],
 /// [`ErrorCode::Version`] for a `"v"` other than [`VERSION`], [`ErrorCode::Malformed`] for
 /// anything else that is not a message (naming what).
-pub fn decode(line: &[u8]) -> Result<Msg, ProtoError> {
+pub(crate) fn decode(line: &[u8]) -> Result<Msg, ProtoError> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     if line.len() > MAX_LINE {
         return Err(oversized());
@@ -515,7 +512,7 @@ impl<'de> Deserialize<'de> for Top {
 
 /// How long [`Conn::recv_patiently`] waits: for a line to begin, and for a begun line to end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Patience {
+pub(crate) struct Patience {
     /// For the first byte of the next line (the other side's silence between messages).
     pub idle: Duration,
     /// For the rest of a line from its first byte (a side that sends a byte now and then
@@ -527,6 +524,7 @@ pub struct Patience {
 /// [`Patience`] runs out or a stop is asked for.
 #[derive(Clone, Copy)]
 enum Wait<'a> {
+    #[cfg(test)]
     Once(Duration),
     Ticking(Patience, &'a dyn Fn() -> bool),
 }
@@ -534,7 +532,7 @@ enum Wait<'a> {
 /// One side of a control connection: lines in and out over any byte stream, a line at most
 /// [`MAX_LINE`] bytes.
 #[derive(Debug)]
-pub struct Conn<S> {
+pub(crate) struct Conn<S> {
     stream: S,
     /// Bytes read after the last complete line.
     pending: Vec<u8>,
@@ -544,7 +542,7 @@ pub struct Conn<S> {
 
 impl<S: Read + Write> Conn<S> {
     /// A connection over `stream` (its read timeout, if any, is the caller's).
-    pub fn new(stream: S) -> Self {
+    pub(crate) fn new(stream: S) -> Self {
         Conn {
             stream,
             pending: Vec::new(),
@@ -553,14 +551,14 @@ impl<S: Read + Write> Conn<S> {
     }
 
     /// The stream (to set timeouts).
-    pub fn stream(&self) -> &S {
+    pub(crate) fn stream(&self) -> &S {
         &self.stream
     }
 
     /// Writes `msg`'s line.
     ///
     /// Errors: [`ProtoError::Closed`] with the write's error.
-    pub fn send(&mut self, msg: &Msg) -> Result<(), ProtoError> {
+    pub(crate) fn send(&mut self, msg: &Msg) -> Result<(), ProtoError> {
         self.stream
             .write_all(encode(msg).as_bytes())
             .and_then(|()| self.stream.flush())
@@ -572,7 +570,8 @@ impl<S: Read + Write> Conn<S> {
     ///
     /// Errors: as [`decode`]; [`ProtoError::Closed`] at the end of the stream (with the cut
     /// line, if one was cut) or on a read error; [`ProtoError::Timeout`].
-    pub fn recv(&mut self, waited: Duration) -> Result<Msg, ProtoError> {
+    #[cfg(test)]
+    pub(crate) fn recv(&mut self, waited: Duration) -> Result<Msg, ProtoError> {
         let line = self.read_line(Wait::Once(waited))?;
         decode(&line)
     }
@@ -584,7 +583,7 @@ impl<S: Read + Write> Conn<S> {
     ///
     /// Errors: as [`recv`](Self::recv); [`ProtoError::Timeout`] of `patience.idle`;
     /// [`ProtoError::SlowLine`]; [`ProtoError::Stopped`].
-    pub fn recv_patiently(
+    pub(crate) fn recv_patiently(
         &mut self,
         patience: Patience,
         stopping: &dyn Fn() -> bool,
@@ -596,13 +595,16 @@ impl<S: Read + Write> Conn<S> {
     /// Reads the next message and takes an `error` message as [`ProtoError::Refused`].
     ///
     /// Errors: as [`recv`](Self::recv), and [`ProtoError::Refused`].
-    pub fn recv_answer(&mut self, waited: Duration) -> Result<Msg, ProtoError> {
+    #[cfg(test)]
+    pub(crate) fn recv_answer(&mut self, waited: Duration) -> Result<Msg, ProtoError> {
         match self.recv(waited)? {
             Msg::Error { code, message } => Err(ProtoError::Refused { code, message }),
             other => Ok(other),
         }
     }
 
+    // Outside the tests a wait only ticks.
+    #[cfg_attr(not(test), allow(irrefutable_let_patterns))]
     fn read_line(&mut self, wait: Wait<'_>) -> Result<Vec<u8>, ProtoError> {
         let mut buf = [0u8; 4096];
         let started = Instant::now();
@@ -655,6 +657,7 @@ impl<S: Read + Write> Conn<S> {
                     ) =>
                 {
                     match wait {
+                        #[cfg(test)]
                         Wait::Once(waited) => return Err(ProtoError::Timeout(waited)),
                         Wait::Ticking(patience, _) => {
                             if self.pending.is_empty() && started.elapsed() >= patience.idle {

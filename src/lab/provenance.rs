@@ -12,7 +12,7 @@ use crate::summary::sweep::{NicProvenance, Provenance, QueueIrq};
 
 /// The sysctls recorded with every sweep: the socket buffer limits and defaults, the
 /// congestion control, busy polling, the backlog and the hugepages a binding takes.
-pub const SYSCTLS: [&str; 12] = [
+pub(crate) const SYSCTLS: [&str; 12] = [
     "net.ipv4.tcp_rmem",
     "net.ipv4.tcp_wmem",
     "net.core.rmem_max",
@@ -35,7 +35,7 @@ fn read_trimmed(path: &str) -> Option<String> {
 
 /// The CPU model from the text of `/proc/cpuinfo`: x86's `model name`, else the `Model`,
 /// `cpu model` or `Hardware` line other architectures have (the first CPU's).
-pub fn cpu_model(cpuinfo: &str) -> Option<String> {
+pub(crate) fn cpu_model(cpuinfo: &str) -> Option<String> {
     for key in ["model name", "Model", "cpu model", "Hardware"] {
         for line in cpuinfo.lines() {
             let Some((k, v)) = line.split_once(':') else {
@@ -52,7 +52,7 @@ pub fn cpu_model(cpuinfo: &str) -> Option<String> {
 /// The governors of the CPUs in one phrase: `performance` when they agree, else each
 /// governor with its CPUs (`cpu0-1 performance, cpu2 powersave`); CPUs without one are left
 /// out; `None` when none has one.
-pub fn governors(per_cpu: &[(usize, Option<String>)]) -> Option<String> {
+pub(crate) fn governors(per_cpu: &[(usize, Option<String>)]) -> Option<String> {
     let mut by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (cpu, g) in per_cpu {
         if let Some(g) = g {
@@ -80,7 +80,7 @@ pub fn governors(per_cpu: &[(usize, Option<String>)]) -> Option<String> {
 }
 
 /// This host's provenance, for a run on `ifname` (`None`: no NIC) binding `queues`.
-pub fn collect(ifname: Option<&str>, queues: &[u32]) -> Provenance {
+pub(crate) fn collect(ifname: Option<&str>, queues: &[u32]) -> Provenance {
     let online = read_trimmed("/sys/devices/system/cpu/online");
     let cpus = online
         .as_deref()
@@ -171,7 +171,7 @@ fn queue_irqs(ifname: &str, queues: &[u32]) -> Vec<QueueIrq> {
 /// host dut1, kernel 6.18.0, Intel Xeon …, CPUs 0-15 (performance), eth0 mlx5_core fw
 /// 22.39.1002 bus 0000:3b:00.0, IRQs q4:120@4 q5:121@5`; control characters written as
 /// `\u{…}` ([`super::proto::printable`]).
-pub fn one_line(p: &Provenance) -> String {
+pub(crate) fn one_line(p: &Provenance) -> String {
     let or = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
     let mut parts = vec![
         format!("{} {}", crate::cli::PROGRAM, p.version),

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 
 use super::plan::{Plan, Slot, SweepKey};
 use super::proto::PeerFigures;
-pub use super::table::Grid;
+pub(crate) use super::table::Grid;
 use super::table::{render_blocks, Format, MAIL_WIDTH};
 use crate::figures::cpu::CpuShares;
 use crate::summary::sweep::{HookFigure, NetRxFigure, PointFigure, QueueBytes, SteeringFigure};
@@ -28,7 +28,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 
 /// How one run ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Passed.
     Ok,
     /// Failed (validation, a flow, the NIC undo): the error.
@@ -39,7 +39,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// `ok`, `fail` or `skip`, as the JSON summaries name verdicts.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
             Outcome::Failed(_) => "fail",
@@ -48,7 +48,7 @@ impl Outcome {
     }
 
     /// The error or skip reason.
-    pub fn why(&self) -> Option<&str> {
+    pub(crate) fn why(&self) -> Option<&str> {
         match self {
             Outcome::Ok => None,
             Outcome::Failed(w) | Outcome::Skipped(w) => Some(w),
@@ -58,7 +58,7 @@ impl Outcome {
 
 /// A whole sweep's verdict, from the outcomes of its runs ([`sweep_verdict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepVerdict {
+pub(crate) enum SweepVerdict {
     /// Every planned run ran and passed: exit 0.
     Pass {
         /// The planned runs (all passed).
@@ -93,7 +93,8 @@ pub enum SweepVerdict {
 impl SweepVerdict {
     /// `pass`, `fail`, `skip` (a stopped sweep is `fail`), as the JSON summaries name
     /// verdicts.
-    pub fn name(&self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             SweepVerdict::Pass { .. } => "pass",
             SweepVerdict::Skip { .. } => "skip",
@@ -102,7 +103,8 @@ impl SweepVerdict {
     }
 
     /// The exit code of the verdict (a stopped sweep: 1, unless its stop says otherwise).
-    pub fn exit_code(&self) -> u8 {
+    #[cfg(test)]
+    pub(crate) fn exit_code(&self) -> u8 {
         match self {
             SweepVerdict::Pass { .. } => crate::error::EXIT_OK,
             SweepVerdict::Skip { .. } => crate::error::EXIT_SKIP,
@@ -144,7 +146,7 @@ impl std::fmt::Display for SweepVerdict {
 /// [`SweepVerdict::Fail`]; else any skipped run [`SweepVerdict::Skip`]; else every planned
 /// run passed: [`SweepVerdict::Pass`]. (A sweep of no planned runs cannot pass: the command
 /// line refuses `--runs 0`, and such a sweep is `Stopped`.)
-pub fn sweep_verdict<'a>(
+pub(crate) fn sweep_verdict<'a>(
     outcomes: impl IntoIterator<Item = &'a Outcome>,
     planned: usize,
     stopped: bool,
@@ -171,12 +173,12 @@ pub fn sweep_verdict<'a>(
 
 /// The numbers of one run that the table, the CSV, the plot and the comparison show
 /// ([`of_run`]); `None` where the run has no such figure.
-pub use crate::summary::sweep::RunNumbers as Numbers;
+pub(crate) use crate::summary::sweep::RunNumbers as Numbers;
 
 /// The stream bytes a receiver got over all its flows, warm-up included: its flows' own
 /// counts where it reports flows, else its total (a summary's `bytes` is the measured
 /// interval's).
-pub fn received_bytes(body: &ReceiveBody) -> u64 {
+pub(crate) fn received_bytes(body: &ReceiveBody) -> u64 {
     match body.measured.as_ref().map(|m| &m.flows) {
         Some(flows) if !flows.is_empty() => flows.iter().map(|f| f.bytes).sum(),
         _ => body.totals.bytes,
@@ -186,7 +188,7 @@ pub fn received_bytes(body: &ReceiveBody) -> u64 {
 /// The numbers of a run from its summary `body` (the receive mode `mode`'s), the peer's
 /// figures, and `cpu`: the CPU shares over the whole run measured around it, used only where
 /// the mode's summary has no CPU table of its own.
-pub fn of_run(
+pub(crate) fn of_run(
     mode: ModeName,
     body: &ReceiveBody,
     peer: Option<&PeerFigures>,
@@ -247,7 +249,7 @@ pub fn of_run(
 /// `steering`, else the bound queues' own RX bytes over the measured interval
 /// (`device_rx.queues`, qstats; a queue without a byte was not reached). `None` without those figures (no device, the plain
 /// receiver; a kernel without queue stats).
-pub fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
+pub(crate) fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
     if let Some(s) = &body.steering {
         // The run's own (qstats, else the flows' arrival queues).
         return Some(s.clone());
@@ -272,7 +274,7 @@ pub fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
 /// CPUs among them (`cpu.net_cpus`) and the app CPUs. `None` when the run has no such
 /// reading: no measured figures (it ended before its summary), no `/proc/stat` or
 /// `/proc/softirqs` reading.
-pub fn net_rx_of(body: &ReceiveBody) -> Option<NetRxFigure> {
+pub(crate) fn net_rx_of(body: &ReceiveBody) -> Option<NetRxFigure> {
     let CpuFigure::Split(split) = &body.measured.as_ref()?.cpu else {
         return None;
     };
@@ -319,7 +321,7 @@ fn cpu_list(cpus: &[usize]) -> String {
 /// The table's line naming where receive processing ran (`None`: no run measured it): the
 /// net CPUs (NET_RX softirqs, at least a tenth of a run's, in any run) beside the app CPUs
 /// (where the workers ran), and which CPUs were both.
-pub fn net_cpus_line(records: &[RunRecord]) -> Option<String> {
+pub(crate) fn net_cpus_line(records: &[RunRecord]) -> Option<String> {
     let figs: Vec<&NetRxFigure> = records.iter().filter_map(|r| r.net_rx.as_ref()).collect();
     if figs.is_empty() {
         return None;
@@ -343,7 +345,7 @@ pub fn net_cpus_line(records: &[RunRecord]) -> Option<String> {
 
 /// One run of a sweep, as it ended.
 #[derive(Debug, Clone)]
-pub struct RunRecord {
+pub(crate) struct RunRecord {
     /// Where it sits in the plan.
     pub slot: Slot,
     /// How it ended.
@@ -364,7 +366,7 @@ pub struct RunRecord {
 
 impl RunRecord {
     /// A run at `slot` that ended as `outcome` with `numbers`, nothing else known.
-    pub fn new(slot: Slot, outcome: Outcome, numbers: Numbers) -> RunRecord {
+    pub(crate) fn new(slot: Slot, outcome: Outcome, numbers: Numbers) -> RunRecord {
         RunRecord {
             slot,
             outcome,
@@ -380,7 +382,7 @@ impl RunRecord {
 
 /// How a column reads its figure from a run's [`Numbers`].
 #[derive(Clone, Copy)]
-pub enum Get {
+pub(crate) enum Get {
     /// A member of [`Numbers`].
     Field(fn(&Numbers) -> Option<f64>),
     /// The bytes of this bound RX queue.
@@ -389,7 +391,7 @@ pub enum Get {
 
 /// A column of the table: its header and the figure it shows.
 #[derive(Clone)]
-pub struct Column {
+pub(crate) struct Column {
     /// The header, exactly as the table prints it.
     pub name: Cow<'static, str>,
     /// The CSV and JSON name (what `--columns` takes).
@@ -404,7 +406,7 @@ pub struct Column {
 
 impl Column {
     /// The column's figure of a run.
-    pub fn value(&self, n: &Numbers) -> Option<f64> {
+    pub(crate) fn value(&self, n: &Numbers) -> Option<f64> {
         match self.get {
             Get::Field(f) => f(n),
             Get::Queue(q) => n
@@ -417,7 +419,7 @@ impl Column {
 
     /// The column of bound RX queue `q`'s bytes, shown in MB (10⁶ bytes): `q4 MB`,
     /// `rx_q4_bytes`.
-    pub fn queue(q: u32) -> Column {
+    pub(crate) fn queue(q: u32) -> Column {
         Column {
             name: Cow::Owned(format!("q{q} MB")),
             key: Cow::Owned(format!("rx_q{q}_bytes")),
@@ -483,7 +485,7 @@ const COMPLETIONS: Column = field(
 
 /// The seeds' columns of a sweep over `key` (`None`: one configuration): the series' own
 /// table, which the default text table keeps within 72 characters.
-pub fn seed_columns(key: Option<SweepKey>) -> Vec<Column> {
+pub(crate) fn seed_columns(key: Option<SweepKey>) -> Vec<Column> {
     match key {
         Some(SweepKey::RxBufLen) => vec![MB_S, USR, SYS, SOFT, IDLE],
         Some(SweepKey::Autorelease) => vec![WORKER_IDLE, RX_DEV, RX_FLOW_AVG, APP_SYS],
@@ -493,7 +495,7 @@ pub fn seed_columns(key: Option<SweepKey>) -> Vec<Column> {
 
 /// This tool's own columns after the seeds' for a sweep over `key`, the bound queues' bytes
 /// (`queues`) last.
-pub fn own_columns(key: Option<SweepKey>, queues: &[u32]) -> Vec<Column> {
+pub(crate) fn own_columns(key: Option<SweepKey>, queues: &[u32]) -> Vec<Column> {
     let mut cols = match key {
         Some(SweepKey::RxBufLen) => vec![RX_FLOW_AVG, COMPLETIONS, PEER_SEND],
         Some(SweepKey::Autorelease) => vec![SOFTIRQ, RX_TOTAL, FRAGS, DONTNEED, PEER_SEND],
@@ -504,7 +506,7 @@ pub fn own_columns(key: Option<SweepKey>, queues: &[u32]) -> Vec<Column> {
 }
 
 /// The table's value columns for a sweep over `key`: the seeds' then the tool's own.
-pub fn columns(key: Option<SweepKey>, queues: &[u32]) -> Vec<Column> {
+pub(crate) fn columns(key: Option<SweepKey>, queues: &[u32]) -> Vec<Column> {
     let mut cols = seed_columns(key);
     cols.extend(own_columns(key, queues));
     cols
@@ -512,7 +514,7 @@ pub fn columns(key: Option<SweepKey>, queues: &[u32]) -> Vec<Column> {
 
 /// Every figure of [`Numbers`] by its CSV/JSON name, in CSV order, then the bound queues'
 /// bytes (`queues`).
-pub fn all_columns(queues: &[u32]) -> Vec<Column> {
+pub(crate) fn all_columns(queues: &[u32]) -> Vec<Column> {
     let mut cols = vec![
         RX_DEV,
         RX_FLOW_AVG,
@@ -532,7 +534,7 @@ pub fn all_columns(queues: &[u32]) -> Vec<Column> {
 }
 
 /// The bound queues any run reported bytes of, in order.
-pub fn queues_of(records: &[RunRecord]) -> Vec<u32> {
+pub(crate) fn queues_of(records: &[RunRecord]) -> Vec<u32> {
     let mut qs: Vec<u32> = records
         .iter()
         .flat_map(|r| r.numbers.queue_rx_bytes.iter().map(|b| b.queue))
@@ -546,7 +548,7 @@ pub fn queues_of(records: &[RunRecord]) -> Vec<u32> {
 /// a CSV name (`app_sys_pct`, `rx_q4_bytes`) or a header as printed (`app sys %`). Where a
 /// key has two headers (`app_idle_pct`: `app idle %`, and `RX worker idle %` for the
 /// autorelease series) the series' own is taken.
-pub fn column_named(name: &str, key: Option<SweepKey>, queues: &[u32]) -> Option<Column> {
+pub(crate) fn column_named(name: &str, key: Option<SweepKey>, queues: &[u32]) -> Option<Column> {
     let ours = columns(key, queues);
     let every = all_columns(queues);
     ours.iter()
@@ -564,10 +566,10 @@ pub fn column_named(name: &str, key: Option<SweepKey>, queues: &[u32]) -> Option
 }
 
 /// Mean, sample standard deviation and count of one column at one point.
-pub use crate::summary::sweep::StatFigure as Stat;
+pub(crate) use crate::summary::sweep::StatFigure as Stat;
 
 /// The statistic of `column` over the passed runs of `point`; `None` when none has it.
-pub fn stat(records: &[RunRecord], point: usize, column: &Column) -> Option<Stat> {
+pub(crate) fn stat(records: &[RunRecord], point: usize, column: &Column) -> Option<Stat> {
     let values: Vec<f64> = records
         .iter()
         .filter(|r| r.slot.point == point && r.outcome == Outcome::Ok)
@@ -585,7 +587,7 @@ pub fn stat(records: &[RunRecord], point: usize, column: &Column) -> Option<Stat
 }
 
 /// How many runs of `point` passed.
-pub fn passed(records: &[RunRecord], point: usize) -> usize {
+pub(crate) fn passed(records: &[RunRecord], point: usize) -> usize {
     records
         .iter()
         .filter(|r| r.slot.point == point && r.outcome == Outcome::Ok)
@@ -595,7 +597,7 @@ pub fn passed(records: &[RunRecord], point: usize) -> usize {
 /// A statistic as the table shows it: `mean +/- sd` with `decimals` decimals, `-` for the sd
 /// of one run, and ` (n=K)` after it when K differs from `passed` (the runs column's count:
 /// a figure some of the passed runs do not have).
-pub fn stat_cell(s: &Stat, decimals: usize, passed: usize) -> String {
+pub(crate) fn stat_cell(s: &Stat, decimals: usize, passed: usize) -> String {
     let sd =
         s.sd.map_or_else(|| "-".to_string(), |sd| format!("{sd:.decimals$}"));
     let mut cell = format!("{:.decimals$} +/- {sd}", s.mean);
@@ -606,7 +608,7 @@ pub fn stat_cell(s: &Stat, decimals: usize, passed: usize) -> String {
 }
 
 /// `s` scaled for display by `column`'s scale.
-pub fn scaled(s: &Stat, column: &Column) -> Stat {
+pub(crate) fn scaled(s: &Stat, column: &Column) -> Stat {
     Stat {
         mean: s.mean * column.scale,
         sd: s.sd.map(|sd| sd * column.scale),
@@ -615,7 +617,7 @@ pub fn scaled(s: &Stat, column: &Column) -> Stat {
 }
 
 /// What happened to the runs of one point: passed, failed, skipped of how many planned.
-pub fn runs_cell(records: &[RunRecord], point: usize, planned: u32) -> String {
+pub(crate) fn runs_cell(records: &[RunRecord], point: usize, planned: u32) -> String {
     let of = |name: &str| {
         records
             .iter()
@@ -635,7 +637,7 @@ pub fn runs_cell(records: &[RunRecord], point: usize, planned: u32) -> String {
 
 /// The lines after the table naming every run that failed or was skipped, and every run
 /// whose flows did not reach every bound queue.
-pub fn run_notes(plan: &Plan, records: &[RunRecord]) -> String {
+pub(crate) fn run_notes(plan: &Plan, records: &[RunRecord]) -> String {
     let mut out = String::new();
     for r in records {
         if let Some(why) = r.outcome.why() {
@@ -670,7 +672,7 @@ pub fn run_notes(plan: &Plan, records: &[RunRecord]) -> String {
 
 /// The table as one grid: the key column, `cols` and (with `runs`) the runs column; one row
 /// per point.
-pub fn grid(plan: &Plan, records: &[RunRecord], cols: &[Column], runs: bool) -> Grid {
+pub(crate) fn grid(plan: &Plan, records: &[RunRecord], cols: &[Column], runs: bool) -> Grid {
     let first = plan.key.map_or("niov", SweepKey::column);
     let mut header = vec![first.to_string()];
     header.extend(cols.iter().map(|c| c.name.to_string()));
@@ -701,7 +703,7 @@ pub fn grid(plan: &Plan, records: &[RunRecord], cols: &[Column], runs: bool) -> 
 /// headers, `runs` for the runs column) in that order in one block; markdown and CSV are one
 /// table. A name that is no column is left out (the sweep checks them before it runs).
 /// `records` may cover only part of the plan (a sweep that stopped early prints what it has).
-pub fn render(
+pub(crate) fn render(
     plan: &Plan,
     records: &[RunRecord],
     columns_named: Option<&[String]>,
@@ -745,7 +747,8 @@ pub fn render(
 }
 
 /// The default text table ([`render`]).
-pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
+#[cfg(test)]
+pub(crate) fn table(plan: &Plan, records: &[RunRecord]) -> String {
     render(plan, records, None, Format::Text)
 }
 
@@ -753,7 +756,7 @@ pub fn table(plan: &Plan, records: &[RunRecord]) -> String {
 /// value as the option takes it: a tcp-cc point's name), how it ended, and every figure of [`all_columns`] (empty where the run has none).
 ///
 /// Errors: the CSV writer's (only from the underlying buffer, which cannot fail).
-pub fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
+pub(crate) fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let cols = all_columns(&queues_of(records));
     let mut header: Vec<String> = [
@@ -788,7 +791,7 @@ pub fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {
 
 /// Every point's statistics: value, label, runs passed and every figure of [`all_columns`]
 /// by its key (`None` where no passed run has it; `sd` `None` for one run).
-pub fn points(plan: &Plan, records: &[RunRecord]) -> Vec<PointFigure> {
+pub(crate) fn points(plan: &Plan, records: &[RunRecord]) -> Vec<PointFigure> {
     let cols = all_columns(&queues_of(records));
     (0..plan.points.len())
         .map(|p| PointFigure {

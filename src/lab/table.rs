@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 
 /// The widest line a mail takes without wrapping (RFC 5322's recommendation is 78; 72 leaves
 /// room for a quote's `> `).
-pub const MAIL_WIDTH: usize = 72;
+pub(crate) const MAIL_WIDTH: usize = 72;
 
 /// How the sweep's table and the comparison print (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,7 +34,7 @@ impl Format {
 
 /// A table of text cells: a header row and rows of the same length.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grid {
+pub(crate) struct Grid {
     /// The header.
     pub header: Vec<String>,
     /// The rows.
@@ -55,13 +55,13 @@ impl Grid {
     }
 
     /// The width of the widest line of [`Grid::text`].
-    pub fn width(&self) -> usize {
+    pub(crate) fn width(&self) -> usize {
         let w = self.widths();
         w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1)
     }
 
     /// Aligned columns two spaces apart, one line per row, no trailing blanks.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let widths = self.widths();
         let mut out = String::new();
         for row in std::iter::once(&self.header).chain(&self.rows) {
@@ -77,7 +77,7 @@ impl Grid {
     }
 
     /// A markdown table (`|` in a cell escaped).
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let row = |cells: &[String]| {
             let cells: Vec<String> = cells.iter().map(|c| c.replace('|', "\\|")).collect();
             format!("| {} |\n", cells.join(" | "))
@@ -96,7 +96,7 @@ impl Grid {
     /// CSV, the header row first.
     ///
     /// Errors: the CSV writer's (only from its buffer, which cannot fail).
-    pub fn csv(&self) -> Result<String> {
+    pub(crate) fn csv(&self) -> Result<String> {
         let fail = |e: String| Error::Failure(format!("csv: {e}"));
         let mut w = csv::Writer::from_writer(Vec::new());
         for r in std::iter::once(&self.header).chain(&self.rows) {
@@ -107,7 +107,7 @@ impl Grid {
     }
 
     /// Columns `cols` (indices) of this grid.
-    pub fn select(&self, cols: &[usize]) -> Grid {
+    pub(crate) fn select(&self, cols: &[usize]) -> Grid {
         let pick = |r: &Vec<String>| {
             cols.iter()
                 .map(|&i| r.get(i).cloned().unwrap_or_default())
@@ -122,7 +122,7 @@ impl Grid {
     /// This grid's columns after the first `keep` ones, split into blocks that each repeat
     /// the first `keep` columns and are at most `width` characters wide (a column wider than
     /// that on its own gets a block of its own).
-    pub fn blocks(&self, keep: usize, width: usize) -> Vec<Grid> {
+    pub(crate) fn blocks(&self, keep: usize, width: usize) -> Vec<Grid> {
         let widths = self.widths();
         let head: usize = widths[..keep.min(widths.len())].iter().map(|w| w + 2).sum();
         let mut blocks: Vec<Vec<usize>> = Vec::new();
@@ -152,7 +152,7 @@ impl Grid {
     /// This grid in `format`.
     ///
     /// Errors: as [`Grid::csv`].
-    pub fn render(&self, format: Format) -> Result<String> {
+    pub(crate) fn render(&self, format: Format) -> Result<String> {
         match format {
             Format::Text => Ok(self.text()),
             Format::Markdown => Ok(self.markdown()),
@@ -167,7 +167,7 @@ impl Grid {
 /// (counted in the width: ` \` continues a shell command). A unit too wide for a line of its
 /// own gets a line of its own, whole: nothing is cut or dropped. Every line ends in `\n`;
 /// no units: `first` alone.
-pub fn wrap_units<S: AsRef<str>>(
+pub(crate) fn wrap_units<S: AsRef<str>>(
     first: &str,
     units: &[S],
     indent: &str,
@@ -200,7 +200,7 @@ pub fn wrap_units<S: AsRef<str>>(
 
 /// One line of prose wrapped at [`MAIL_WIDTH`] between its words (single spaces), the
 /// continuation lines indented by two spaces ([`wrap_units`]).
-pub fn wrap(line: &str) -> String {
+pub(crate) fn wrap(line: &str) -> String {
     let words: Vec<&str> = line.split(' ').filter(|w| !w.is_empty()).collect();
     wrap_units("", &words, "  ", "", MAIL_WIDTH)
 }
@@ -208,7 +208,7 @@ pub fn wrap(line: &str) -> String {
 /// `blocks` rendered in `format`, one after the other, a blank line between them.
 ///
 /// Errors: as [`Grid::csv`].
-pub fn render_blocks(blocks: &[Grid], format: Format) -> Result<String> {
+pub(crate) fn render_blocks(blocks: &[Grid], format: Format) -> Result<String> {
     let mut parts = Vec::new();
     for b in blocks {
         parts.push(b.render(format)?);

@@ -19,9 +19,9 @@ use std::ops::Range;
 use crate::error::{Error, Result};
 
 /// `NLMSG_HDRLEN`: size of `struct nlmsghdr` in bytes.
-pub const NLMSG_HDRLEN: usize = 16;
+pub(crate) const NLMSG_HDRLEN: usize = 16;
 /// `GENL_HDRLEN`: size of `struct genlmsghdr` in bytes.
-pub const GENL_HDRLEN: usize = 4;
+pub(crate) const GENL_HDRLEN: usize = 4;
 
 /// `NLA_HDRLEN`: size of `struct nlattr` in bytes.
 pub(crate) const NLA_HDRLEN: usize = 4;

@@ -25,7 +25,7 @@ use crate::sys::uapi::{
     NLMSGERR_ATTR_MISS_NEST, NLMSGERR_ATTR_MISS_TYPE, NLMSGERR_ATTR_MSG, NLMSGERR_ATTR_OFFS,
 };
 
-pub use super::attr::{GENL_HDRLEN, NLMSG_HDRLEN};
+pub(crate) use super::attr::{GENL_HDRLEN, NLMSG_HDRLEN};
 
 /// `nlmsghdr` fields.
 const NLMSG_LEN: Range<usize> = 0..4;
@@ -49,19 +49,20 @@ const NLMSG_DONE: u16 = libc::NLMSG_DONE as u16;
 const NLMSG_OVERRUN: u16 = libc::NLMSG_OVERRUN as u16;
 
 /// `NLM_F_REQUEST`.
-pub const NLM_F_REQUEST: u16 = libc::NLM_F_REQUEST as u16;
-/// `NLM_F_MULTI`: part of a multipart (dump) reply.
-pub const NLM_F_MULTI: u16 = libc::NLM_F_MULTI as u16;
+pub(crate) const NLM_F_REQUEST: u16 = libc::NLM_F_REQUEST as u16;
+/// `NLM_F_MULTI`: part of a multipart (dump) reply (the tests build such replies).
+#[cfg(test)]
+pub(crate) const NLM_F_MULTI: u16 = libc::NLM_F_MULTI as u16;
 /// `NLM_F_ACK`: ask for an `NLMSG_ERROR` with error 0 on success.
-pub const NLM_F_ACK: u16 = libc::NLM_F_ACK as u16;
+pub(crate) const NLM_F_ACK: u16 = libc::NLM_F_ACK as u16;
 /// `NLM_F_DUMP_INTR`: the dump was interrupted by a change; its content is inconsistent.
-pub const NLM_F_DUMP_INTR: u16 = libc::NLM_F_DUMP_INTR as u16;
+pub(crate) const NLM_F_DUMP_INTR: u16 = libc::NLM_F_DUMP_INTR as u16;
 /// `NLM_F_DUMP` (`NLM_F_ROOT | NLM_F_MATCH`).
-pub const NLM_F_DUMP: u16 = libc::NLM_F_DUMP as u16;
+pub(crate) const NLM_F_DUMP: u16 = libc::NLM_F_DUMP as u16;
 /// `NLM_F_CAPPED` (on `NLMSG_ERROR`): only the request's header is echoed, not its payload.
-pub const NLM_F_CAPPED: u16 = libc::NLM_F_CAPPED as u16;
+pub(crate) const NLM_F_CAPPED: u16 = libc::NLM_F_CAPPED as u16;
 /// `NLM_F_ACK_TLVS` (on `NLMSG_ERROR`/`NLMSG_DONE`): extended-ack attributes follow.
-pub const NLM_F_ACK_TLVS: u16 = libc::NLM_F_ACK_TLVS as u16;
+pub(crate) const NLM_F_ACK_TLVS: u16 = libc::NLM_F_ACK_TLVS as u16;
 
 /// Receive buffer size in bytes; the kernel sizes dump datagrams at most 32 KiB, and the
 /// buffer grows when a peeked datagram is longer.
@@ -86,7 +87,7 @@ fn ne_u32(b: &[u8], r: Range<usize>) -> u32 {
 
 /// One netlink message inside a received datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NlMsg<'a> {
+pub(crate) struct NlMsg<'a> {
     /// `nlmsg_type`: a family id, `NLMSG_ERROR` (2) or `NLMSG_DONE` (3).
     pub ty: u16,
     /// `nlmsg_flags`.
@@ -102,14 +103,14 @@ pub struct NlMsg<'a> {
 /// Walks the messages in one datagram. Yields `Err(Error::Decode)` once for a malformed
 /// `nlmsg_len` and then stops; never panics.
 #[derive(Debug, Clone)]
-pub struct NlMsgIter<'a> {
+pub(crate) struct NlMsgIter<'a> {
     rest: &'a [u8],
     failed: bool,
 }
 
 impl<'a> NlMsgIter<'a> {
     /// Iterates over the messages in `datagram`.
-    pub fn new(datagram: &'a [u8]) -> Self {
+    pub(crate) fn new(datagram: &'a [u8]) -> Self {
         NlMsgIter {
             rest: datagram,
             failed: false,
@@ -224,7 +225,7 @@ fn errno_of(raw: i32) -> i32 {
 /// Errors: `Error::Decode` when the payload cannot hold the error and the echoed header. An
 /// extended ack that cannot be read is no error here: it is [`ExtAck::problem`], beside the
 /// errno.
-pub fn parse_error(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
+pub(crate) fn parse_error(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
     if payload.len() < NLMSGERR_ERROR.end + NLMSG_HDRLEN {
         return Err(Error::decode(
             "nlmsgerr",
@@ -260,7 +261,7 @@ pub fn parse_error(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
 ///
 /// Errors: `Error::Decode` for a payload of 1 to 3 bytes (a status cut short: the dump's
 /// outcome is unknown). An unreadable extended ack is [`ExtAck::problem`].
-pub fn parse_done(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
+pub(crate) fn parse_done(flags: u16, payload: &[u8]) -> Result<ErrorMsg> {
     if payload.is_empty() {
         return Ok(ErrorMsg::default());
     }
@@ -421,7 +422,7 @@ impl GenlRequest {
 /// The answer-collecting state of one request: feed it datagrams until it says "finished".
 /// Pure (no I/O), so tests can drive it with fixture bytes.
 #[derive(Debug)]
-pub struct Exchange<'r> {
+pub(crate) struct Exchange<'r> {
     req: &'r GenlRequest,
     seq: u32,
     port_id: u32,
@@ -432,7 +433,7 @@ pub struct Exchange<'r> {
 impl<'r> Exchange<'r> {
     /// Starts collecting the answer to `req`, sent with sequence number `seq` from port
     /// `port_id`.
-    pub fn new(req: &'r GenlRequest, seq: u32, port_id: u32) -> Self {
+    pub(crate) fn new(req: &'r GenlRequest, seq: u32, port_id: u32) -> Self {
         Exchange {
             req,
             seq,
@@ -443,14 +444,15 @@ impl<'r> Exchange<'r> {
     }
 
     /// Messages skipped because they answered an earlier, abandoned request.
-    pub fn stale(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn stale(&self) -> usize {
         self.stale
     }
 
     /// Takes one received datagram. `Ok(true)` when the answer is complete (ACK for `do`,
     /// `NLMSG_DONE` for dumps); `Err(Error::Netlink)` for a kernel error (an interrupted
     /// dump is `EINTR`); `Err(Error::Decode)` for malformed or unexpected messages.
-    pub fn feed(&mut self, datagram: &[u8]) -> Result<bool> {
+    pub(crate) fn feed(&mut self, datagram: &[u8]) -> Result<bool> {
         let req = self.req;
         for msg in NlMsgIter::new(datagram) {
             let msg = msg?;
@@ -517,7 +519,7 @@ impl<'r> Exchange<'r> {
     }
 
     /// The replies collected so far.
-    pub fn into_replies(self) -> Vec<GenlReply> {
+    pub(crate) fn into_replies(self) -> Vec<GenlReply> {
         self.replies
     }
 }

@@ -261,7 +261,7 @@ pub struct ProbeFigure {
 
 /// The probe's body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ProbeBody {
+pub(crate) struct ProbeBody {
     /// The capability report, when the NIC could be opened.
     pub report: Option<ReportBody>,
     /// The checks.

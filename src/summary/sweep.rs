@@ -228,7 +228,7 @@ pub struct NetRxFigure {
 }
 
 /// Whether the run's flows reached every bound queue (the run summary's own type).
-pub use super::SteeringFigure;
+pub(crate) use super::SteeringFigure;
 
 /// A `--pre-run` or `--post-run` hook of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -449,7 +449,7 @@ pub struct SweepBody {
 
 /// A sweep's whole JSON file: the envelope and the body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SweepFile {
+pub(crate) struct SweepFile {
     /// The members every summary opens with.
     #[serde(flatten)]
     pub envelope: Envelope,
