@@ -8,7 +8,8 @@
 //! kernel or driver cannot", everything else staying a failure.
 
 use crate::error::Error;
-pub use crate::missing::{open_failure, Missing};
+pub(crate) use crate::missing::open_failure;
+pub use crate::missing::Missing;
 
 /// A kernel operation whose refusal [`classify`] sorts.
 #[derive(Debug, Clone, Copy)]

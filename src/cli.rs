@@ -141,20 +141,20 @@ impl HostAddr {
     }
 
     /// The socket address of this address and `port`.
-    pub fn with_port(&self, port: u16) -> SocketAddrV6 {
+    pub(crate) fn with_port(&self, port: u16) -> SocketAddrV6 {
         SocketAddrV6::new(self.socket_ip(), port, 0, 0)
     }
 
     /// The address for an ntuple flow rule: IPv4 (plain or v4-mapped) gives an
     /// [`IpAddr::V4`] (rule `flow-type tcp4`), anything else [`IpAddr::V6`] (`tcp6`).
-    pub fn flow_ip(&self) -> IpAddr {
+    pub(crate) fn flow_ip(&self) -> IpAddr {
         self.ip.to_canonical()
     }
 
     /// `Err(Error::Usage)` when a socket is to use this address and it is link-local IPv6
     /// (`fe80::/10`): a socket needs its zone, which no flag takes, and the kernel refuses it
     /// without one (`EINVAL`).
-    pub fn refuse_unscoped_link_local(&self, flag: &str) -> Result<()> {
+    pub(crate) fn refuse_unscoped_link_local(&self, flag: &str) -> Result<()> {
         if !matches!(self.ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80) {
             return Ok(());
         }

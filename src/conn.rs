@@ -22,7 +22,7 @@ pub const STOP_POLL_TICK: Duration = Duration::from_millis(50);
 ///
 /// Errors: `Error::Interrupted(sig)` once `stop` is non-zero; `Error::Sys` naming `call` for
 /// a `poll` failure other than `EINTR`.
-pub fn poll_ready(
+pub(crate) fn poll_ready(
     fd: BorrowedFd<'_>,
     events: i16,
     deadline: Option<Instant>,
@@ -113,7 +113,7 @@ pub fn connect_timeout(
 /// going) is set.
 ///
 /// Errors: as [`connect_timeout`]; `Error::Interrupted` with `stop`'s value.
-pub fn connect_until(
+pub(crate) fn connect_until(
     addr: SocketAddrV6,
     local: Option<SocketAddrV6>,
     ifname: Option<&str>,
@@ -270,7 +270,7 @@ impl QueueDispatch {
     }
 
     /// The dispatch of worker `i` on `queues[i]`, whose NAPI id is `napi_ids[i]`.
-    pub fn from_ids(queues: &[u32], napi_ids: Vec<u32>) -> QueueDispatch {
+    pub(crate) fn from_ids(queues: &[u32], napi_ids: Vec<u32>) -> QueueDispatch {
         QueueDispatch {
             queues: queues.to_vec(),
             napi_ids,
@@ -278,7 +278,7 @@ impl QueueDispatch {
     }
 
     /// The worker whose queue NAPI `napi_id` serves (the first, should two share one).
-    pub fn worker_of_napi(&self, napi_id: u32) -> Option<usize> {
+    pub(crate) fn worker_of_napi(&self, napi_id: u32) -> Option<usize> {
         self.napi_ids.iter().position(|&n| n == napi_id)
     }
 
@@ -291,7 +291,7 @@ impl QueueDispatch {
     /// through a NAPI instance of none of the queues.
     ///
     /// Errors: `getsockopt(SO_INCOMING_NAPI_ID)`'s.
-    pub fn worker_of(&self, fd: BorrowedFd<'_>) -> Result<std::result::Result<usize, u32>> {
+    pub(crate) fn worker_of(&self, fd: BorrowedFd<'_>) -> Result<std::result::Result<usize, u32>> {
         let id = socket::incoming_napi_id(fd)?;
         Ok(self.worker_of_napi(id).ok_or(id))
     }

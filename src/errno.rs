@@ -18,7 +18,7 @@ pub fn errno_display(errno: i32) -> String {
 /// Symbolic name of a Linux errno, e.g. `"EINVAL"`: `nix::errno::Errno`'s (its Debug text is
 /// the constant's name), plus the kernel-internal `ETOOSMALL` (525), which can leak from
 /// `put_cmsg_notrunc`; `None` for a number Linux does not define.
-pub fn errno_name(errno: i32) -> Option<String> {
+pub(crate) fn errno_name(errno: i32) -> Option<String> {
     match nix::errno::Errno::from_raw(errno) {
         _ if errno == 525 => Some("ETOOSMALL".into()),
         nix::errno::Errno::UnknownErrno => None,

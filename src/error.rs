@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-pub use crate::errno::{errno_display, errno_name};
+pub use crate::errno::errno_display;
 
 /// Process exit code for success.
 pub const EXIT_OK: u8 = 0;
@@ -154,7 +154,7 @@ pub enum Error {
 impl Error {
     /// Builds [`Error::Sys`] from `call` and the calling thread's current `errno` (`EIO` when
     /// it is 0: the call failed without saying why).
-    pub fn last_os(call: impl Into<String>) -> Self {
+    pub(crate) fn last_os(call: impl Into<String>) -> Self {
         Error::io(call, &std::io::Error::last_os_error())
     }
 
@@ -281,6 +281,7 @@ impl std::error::Error for Stopped {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errno::errno_name;
 
     #[test]
     fn io_errors_keep_their_errno_and_never_say_errno_0() {

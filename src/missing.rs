@@ -637,7 +637,7 @@ impl fmt::Display for Missing {
 
 /// What a failed `open` of the udmabuf device at `dev` with `errno` means, as one sentence:
 /// `cannot open /dev/udmabuf (ENOENT (...)); the kernel needs CONFIG_UDMABUF ...`.
-pub fn open_failure(dev: &std::path::Path, errno: i32) -> String {
+pub(crate) fn open_failure(dev: &std::path::Path, errno: i32) -> String {
     let why = match errno {
         libc::ENOENT | libc::ENODEV | libc::ENXIO => {
             "; the kernel needs CONFIG_UDMABUF (built in, or the udmabuf module loaded)"

@@ -57,7 +57,7 @@ pub use socket::{GenlReply, GenlRequest, NlSocket};
 /// `"eth0 (ifindex 4)"`, or `"ifindex 4"` when the name is unknown; used in error targets.
 /// Without `ifname`, the name is looked up (`if_indextoname`) in the calling thread's network
 /// namespace.
-pub fn dev_label(ifindex: u32, ifname: Option<&str>) -> String {
+pub(crate) fn dev_label(ifindex: u32, ifname: Option<&str>) -> String {
     match ifname {
         Some(n) => format!("{n} (ifindex {ifindex})"),
         // nix 0.32 answers an unknown index with Ok(""), not an error.

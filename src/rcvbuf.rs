@@ -37,7 +37,7 @@ pub const MIN_RCVBUF: u64 = 16 * 1024;
 /// TCP payload of one full segment at `mtu` bytes: the MTU less IPv6 (40) and TCP with
 /// timestamps (32) headers, the larger of the two families, so the estimate stays on the
 /// small side. At least 536 (the IPv4 minimum MSS).
-pub fn mss_for_mtu(mtu: u32) -> u32 {
+pub(crate) fn mss_for_mtu(mtu: u32) -> u32 {
     mtu.saturating_sub(72).max(536)
 }
 

@@ -333,7 +333,8 @@ impl TokenBatcher {
     /// The queued ranges (coalesced), in push order; for tests (test builds and the `testing`
     /// feature only).
     #[cfg(any(test, feature = "testing"))]
-    pub fn pending_ranges(&self) -> &[dmabuf_token] {
+    #[cfg(test)]
+    pub(crate) fn pending_ranges(&self) -> &[dmabuf_token] {
         &self.ranges
     }
 
@@ -688,7 +689,7 @@ pub fn receive_logged<S: RxSocket, M: FragMemory, W: Write>(
 ///
 /// # Errors
 /// As [`receive_logged`], without the validation mismatches.
-pub fn receive_flow<S: RxSocket, M: FragMemory, W: Write>(
+pub(crate) fn receive_flow<S: RxSocket, M: FragMemory, W: Write>(
     sock: &mut S,
     mem: Option<&M>,
     cfg: &RxConfig,
@@ -1244,7 +1245,7 @@ impl<W: Write> Write for StopAwareWriter<'_, W> {
 /// nothing of std's stdout buffer sits in between), for the receivers' payload output.
 ///
 /// Errors: [`Error::Sys`] when fd 1 cannot be duplicated.
-pub fn stop_aware_stdout(stop: &AtomicI32) -> Result<StopAwareWriter<'_, std::fs::File>> {
+pub(crate) fn stop_aware_stdout(stop: &AtomicI32) -> Result<StopAwareWriter<'_, std::fs::File>> {
     use std::os::fd::AsFd;
     let fd = std::io::stdout()
         .as_fd()

@@ -153,7 +153,7 @@ pub fn cpu_share(cpu: Option<CpuTime>, wall: Duration) -> Option<f64> {
 
 /// `"(P% of one CPU over the {what})"`, or, for an interval too short to measure
 /// ([`MIN_CPU_SHARE_WALL`]), `"(CPU share not measured: the {what} took under 10 ms)"`.
-pub fn cpu_share_text(cpu: Option<CpuTime>, wall: Duration, what: &str) -> String {
+pub(crate) fn cpu_share_text(cpu: Option<CpuTime>, wall: Duration, what: &str) -> String {
     match cpu_share(cpu, wall) {
         Some(share) => format!("({:.0}% of one CPU over the {what})", share * 100.0),
         None => format!(
@@ -214,7 +214,7 @@ impl RxStats {
     /// calls, validated bytes, mismatches and the zcrx counters are summed, the largest frag
     /// (and zcrx buffer size) is the larger one, `binding_gone` is either's. The CRC-32, the stream, the times and the receive buffer are
     /// per flow and stay as they are.
-    pub fn merge(&mut self, other: &RxStats) {
+    pub(crate) fn merge(&mut self, other: &RxStats) {
         self.bytes += other.bytes;
         self.dmabuf_frags += other.dmabuf_frags;
         self.dmabuf_bytes += other.dmabuf_bytes;
@@ -369,7 +369,7 @@ impl RxStats {
 
     /// The progress line printed at an interval on long runs: totals so far plus the rate
     /// since the previous progress line (`prev_bytes` bytes `since` ago).
-    pub fn progress_line(&self, prev_bytes: u64, since: Duration) -> String {
+    pub(crate) fn progress_line(&self, prev_bytes: u64, since: Duration) -> String {
         let tail = match self.mode {
             RxMode::Zcrx => format!(
                 "{} chunks, {} buffers returned",
@@ -406,7 +406,8 @@ impl RxStats {
     /// `zcrx_flushes`, `zcrx_waits`, `zcrx_rx_buf_len` (bytes). When the server sized or was
     /// given its receive buffer: `rcvbuf_set` (`SO_RCVBUF` bytes or null), `rcvbuf_bytes` (what
     /// the kernel keeps) and `rcvbuf_reason`.
-    pub fn to_json(&self) -> serde_json::Value {
+    #[cfg(test)]
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self.totals()).unwrap_or_default()
     }
 

@@ -808,7 +808,7 @@ impl Body {
 
     /// Bytes, Gbit/s and CRC-32 of a body that moved a stream, for the `--quiet` pass line
     /// (the CRC-32 of one stream only).
-    pub fn stream_figures(&self) -> Option<(u64, f64, Option<u32>)> {
+    pub(crate) fn stream_figures(&self) -> Option<(u64, f64, Option<u32>)> {
         match self {
             Body::Receive(b) => Some((b.totals.bytes, b.totals.gbit_per_s, b.totals.crc32)),
             Body::Send(SendBody::One(f)) => Some((f.bytes, f.gbit_per_s, f.crc32)),

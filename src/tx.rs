@@ -85,7 +85,7 @@ pub struct SendStats {
 
 impl SendStats {
     /// Throughput in Gbit/s (10^9 bits per second); 0 for an empty run.
-    pub fn gbps(&self) -> f64 {
+    pub(crate) fn gbps(&self) -> f64 {
         crate::stats::gbit_per_s(self.bytes, self.elapsed)
     }
 
@@ -140,7 +140,7 @@ pub fn cpu_share(cpu: Option<CpuTime>, wall: Duration) -> Option<f64> {
 /// `"; CPU user U s, sys S s (P% of one CPU over the send)"` (or, for a send too short to
 /// measure, `"(CPU share not measured: the send took under 10 ms)"`), or nothing without
 /// figures.
-pub fn cpu_text(cpu: Option<CpuTime>, wall: Duration) -> String {
+pub(crate) fn cpu_text(cpu: Option<CpuTime>, wall: Duration) -> String {
     match cpu {
         None => String::new(),
         Some(c) => format!(
@@ -241,7 +241,7 @@ pub fn send_pattern(req: &PatternSend, stop: &AtomicI32) -> Result<SendStats> {
 /// one flow of [`send_flows`] (`--flows 1`).
 ///
 /// Errors (in [`SendOutcome::result`]): as [`send_pattern`].
-pub fn send_pattern_reporting(
+pub(crate) fn send_pattern_reporting(
     req: &PatternSend,
     stop: &AtomicI32,
     progress: Option<SendProgress<'_>>,

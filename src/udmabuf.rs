@@ -174,7 +174,7 @@ pub fn parse_size_limit_mb(contents: &str) -> Result<u64> {
 /// Reads the udmabuf module's `size_limit_mb` at `path` (normally [`SIZE_LIMIT_MB_PATH`]):
 /// `Ok(None)` when the file does not exist (no limit known). Garbage is `Error::Decode`, an
 /// unreadable file `Error::Sys`.
-pub fn read_size_limit_mb(path: &Path) -> Result<Option<u64>> {
+pub(crate) fn read_size_limit_mb(path: &Path) -> Result<Option<u64>> {
     match std::fs::read_to_string(path) {
         Ok(s) => parse_size_limit_mb(&s).map(Some),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -300,7 +300,7 @@ fn read_u64_file(path: &Path) -> Result<Option<u64>> {
 /// `ENODEV`, `ENXIO`) is `Error::Skip` ("no udmabuf: ...", naming `CONFIG_UDMABUF`), `EACCES`
 /// or `EPERM` is `Error::Skip` (needs root) — [`classify`] with [`Op::UdmabufOpen`] —
 /// anything else `Error::Sys`.
-pub fn open_device(dev: &Path) -> Result<OwnedFd> {
+pub(crate) fn open_device(dev: &Path) -> Result<OwnedFd> {
     sys::udmabuf::open_device(dev).map_err(|errno| {
         let e = Error::sys(format!("open({}, O_RDWR)", dev.display()), errno);
         classify(e, Op::UdmabufOpen { dev })
@@ -340,7 +340,7 @@ pub fn preflight_device(params: &UdmabufParams, paths: &HostPaths) -> Result<()>
 // ---------------------------------------------------------------------------------------------
 
 /// Renders `DMA_BUF_SYNC_*` flags as `"START|READ"`, for error messages.
-pub fn sync_flags_name(flags: u64) -> String {
+pub(crate) fn sync_flags_name(flags: u64) -> String {
     let phase = if flags & uapi::DMA_BUF_SYNC_END != 0 {
         "END"
     } else {

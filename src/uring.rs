@@ -41,9 +41,8 @@ use crate::sys::uring_mem::{
 use crate::validate::StreamSpec;
 
 mod policy;
-pub use policy::{
-    check_io_uring_enabled, register_refusal, require_net_admin, require_recv_zc, setup_refusal,
-};
+pub(crate) use policy::check_io_uring_enabled;
+pub use policy::{register_refusal, require_net_admin, require_recv_zc, setup_refusal};
 
 /// The ring type zcrx needs: 64-byte SQEs, 32-byte CQEs (`IORING_SETUP_CQE32`; the zcrx part
 /// of a completion, `struct io_uring_zcrx_cqe`, is its second half).
@@ -247,7 +246,8 @@ impl ZcrxRefill {
     /// Entries waiting in the backlog for ring space; for tests (test builds and the `testing`
     /// feature only).
     #[cfg(any(test, feature = "testing"))]
-    pub fn backlog_len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn backlog_len(&self) -> usize {
         self.backlog.len()
     }
 
@@ -534,7 +534,7 @@ impl Zcrx {
     }
 
     /// Whether the area uses 2 MiB hugepages.
-    pub fn area_is_hugetlb(&self) -> bool {
+    pub(crate) fn area_is_hugetlb(&self) -> bool {
         self.area.is_hugetlb()
     }
 
@@ -593,7 +593,7 @@ impl Zcrx {
     ///
     /// # Errors
     /// As [`receive_logged`](Self::receive_logged), without the validation mismatches.
-    pub fn receive_flow<W: Write>(
+    pub(crate) fn receive_flow<W: Write>(
         &mut self,
         sock: BorrowedFd<'_>,
         cfg: &ZcrxRxConfig,

@@ -561,7 +561,7 @@ impl Pattern {
     /// Whether [`Pattern::crc32`] costs nothing per byte: true for the periodic stream
     /// (O(log len)); false for the keyed stream, whose CRC costs hashing every byte (so a
     /// checked keyed stream is not hashed: [`StreamCrc32`]).
-    pub fn crc_without_data(&self) -> bool {
+    pub(crate) fn crc_without_data(&self) -> bool {
         matches!(self.kind, Kind::Periodic { .. })
     }
 
@@ -1107,7 +1107,7 @@ impl Validator {
     ///
     /// # Errors
     /// As [`Pattern::from_spec`].
-    pub fn for_spec(spec: StreamSpec) -> Result<Validator> {
+    pub(crate) fn for_spec(spec: StreamSpec) -> Result<Validator> {
         Ok(Validator::with_pattern(Pattern::from_spec(spec)?))
     }
 

@@ -74,7 +74,7 @@ pub struct DeviceRx {
 
 impl DeviceRx {
     /// `bytes` as Gbit/s (10⁹ bit/s) over the interval; `None` for an empty interval.
-    pub fn gbps(&self) -> Option<f64> {
+    pub(crate) fn gbps(&self) -> Option<f64> {
         let secs = self.interval.as_secs_f64();
         (secs > 0.0).then(|| self.bytes as f64 * 8.0 / secs / 1e9)
     }
@@ -233,7 +233,7 @@ pub fn unreached_queues(
 
 /// The sentence of a run whose traffic did not reach every bound queue: `the flows reached 1
 /// of 2 bound queues (2,3): no bytes on queue 2 (qstats)`.
-pub fn unreached_words(bound: &[u32], unreached: &[u32], source: &str) -> String {
+pub(crate) fn unreached_words(bound: &[u32], unreached: &[u32], source: &str) -> String {
     let list = |qs: &[u32]| qs.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     let how = match source {
         "qstats" => "no bytes on",

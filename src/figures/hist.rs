@@ -50,7 +50,7 @@ impl FragSizeHistogram {
     }
 
     /// Adds every count of `other` (another flow's frags) to this one.
-    pub fn merge(&mut self, other: &FragSizeHistogram) {
+    pub(crate) fn merge(&mut self, other: &FragSizeHistogram) {
         for (a, b) in self.counts.iter_mut().zip(other.counts) {
             *a = a.saturating_add(b);
         }

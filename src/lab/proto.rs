@@ -226,13 +226,8 @@ pub(crate) enum ProtoError {
 /// `text` (from the other side of a control connection, or a file name) fit for a log line:
 /// every control character (a newline, an escape sequence's ESC, NUL) and every [`hidden`]
 /// one written as `\u{…}`, so a peer can
-/// neither forge log lines nor send the terminal commands.
-///
-/// ```
-/// use ncdevmem::lab::proto::printable;
-/// assert_eq!(printable("a\u{1b}[2J\nb"), "a\\u{1b}[2J\\u{a}b");
-/// assert_eq!(printable("ncdevmem-rs 0.1.0"), "ncdevmem-rs 0.1.0");
-/// ```
+/// neither forge log lines nor send the terminal commands: `"a\u{1b}[2J\nb"` is written
+/// `a\u{1b}[2J\u{a}b` (the test `printable_escapes_what_a_terminal_would_act_on`).
 pub(crate) fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -675,6 +670,12 @@ impl<S: Read + Write> Conn<S> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn printable_escapes_what_a_terminal_would_act_on() {
+        assert_eq!(printable("a\u{1b}[2J\nb"), "a\\u{1b}[2J\\u{a}b");
+        assert_eq!(printable("ncdevmem-rs 0.1.0"), "ncdevmem-rs 0.1.0");
+    }
 
     /// A byte stream that yields `input` in pieces of `chunk` bytes and records what is
     /// written (one side of a control connection, for the tests of both sides).

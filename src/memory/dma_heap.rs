@@ -168,7 +168,7 @@ pub fn check_rx_page_size(params: &HeapParams, page_size: u64) -> Result<()> {
 
 /// `MemAvailable` of `/proc/meminfo`'s text, in bytes (the file says kB); `None` when the
 /// line is missing or garbled.
-pub fn mem_available(meminfo: &str) -> Option<u64> {
+pub(crate) fn mem_available(meminfo: &str) -> Option<u64> {
     let line = meminfo
         .lines()
         .find_map(|l| l.strip_prefix("MemAvailable:"))?;

@@ -246,7 +246,7 @@ impl AttrWriter {
     }
 
     /// A writer whose first attribute sits `base` bytes after the start of the `nlmsghdr`.
-    pub fn with_base(base: usize) -> Self {
+    pub(crate) fn with_base(base: usize) -> Self {
         AttrWriter {
             buf: Vec::new(),
             base,
@@ -324,12 +324,13 @@ impl AttrWriter {
     }
 
     /// Writes a `u8` attribute (`NLA_U8`; 1 byte + 3 bytes padding).
-    pub fn put_u8(&mut self, kind: u16, name: &'static str, value: u8) {
+    pub(crate) fn put_u8(&mut self, kind: u16, name: &'static str, value: u8) {
         self.put(kind, name, &[value]);
     }
 
     /// Writes a `u16` attribute (`NLA_U16`, host byte order).
-    pub fn put_u16(&mut self, kind: u16, name: &'static str, value: u16) {
+    #[cfg(test)]
+    pub(crate) fn put_u16(&mut self, kind: u16, name: &'static str, value: u16) {
         self.put(kind, name, &value.to_ne_bytes());
     }
 
@@ -339,13 +340,13 @@ impl AttrWriter {
     }
 
     /// Writes a `u64` attribute (`NLA_U64`, host byte order).
-    pub fn put_u64(&mut self, kind: u16, name: &'static str, value: u64) {
+    pub(crate) fn put_u64(&mut self, kind: u16, name: &'static str, value: u64) {
         self.put(kind, name, &value.to_ne_bytes());
     }
 
     /// Writes a variable-width unsigned attribute (`NLA_UINT`) the way the kernel does: 4 bytes
     /// when the value fits in `u32`, otherwise 8.
-    pub fn put_uint(&mut self, kind: u16, name: &'static str, value: u64) {
+    pub(crate) fn put_uint(&mut self, kind: u16, name: &'static str, value: u64) {
         match u32::try_from(value) {
             Ok(v) => self.put_u32(kind, name, v),
             Err(_) => self.put_u64(kind, name, value),
@@ -353,7 +354,7 @@ impl AttrWriter {
     }
 
     /// Writes a NUL-terminated string attribute (`NLA_NUL_STRING` / `NLA_STRING`).
-    pub fn put_str(&mut self, kind: u16, name: &'static str, value: &str) {
+    pub(crate) fn put_str(&mut self, kind: u16, name: &'static str, value: &str) {
         self.put(kind, name, &[value.as_bytes(), &[0]].concat());
     }
 
@@ -374,14 +375,20 @@ impl AttrWriter {
     /// Opens one element of a multi-attr nest (the same `kind` repeated, e.g. one
     /// `NETDEV_A_DMABUF_QUEUES` per queue). Its path carries the element's position among
     /// same-kind siblings: `NETDEV_A_DMABUF_QUEUES[1]`.
-    pub fn begin_nest_indexed(&mut self, kind: u16, name: &'static str) -> Nest {
+    pub(crate) fn begin_nest_indexed(&mut self, kind: u16, name: &'static str) -> Nest {
         self.open_nest(kind | NLA_F_NESTED, name.into(), true)
     }
 
     /// Opens a nest *without* `NLA_F_NESTED`, the way older families (nlctrl) encode their
     /// replies. Never use it in requests: strict families reject such nests with EINVAL
     /// "NLA_F_NESTED is missing".
-    pub fn begin_nest_unflagged(&mut self, kind: u16, name: &'static str, indexed: bool) -> Nest {
+    #[cfg(test)]
+    pub(crate) fn begin_nest_unflagged(
+        &mut self,
+        kind: u16,
+        name: &'static str,
+        indexed: bool,
+    ) -> Nest {
         self.open_nest(kind & !NLA_F_NESTED, name.into(), indexed)
     }
 
@@ -423,7 +430,7 @@ impl AttrWriter {
     /// [`path_at`](Self::path_at), or a description of where `offset` points when no
     /// attribute starts there: `"offset 2 (message header)"`, `"offset 50 (inside
     /// NETDEV_A_DMABUF_QUEUES[0])"`, `"offset 400 (past the request)"`.
-    pub fn describe_offset(&self, offset: u32) -> String {
+    pub(crate) fn describe_offset(&self, offset: u32) -> String {
         if let Some(p) = self.path_at(offset) {
             return p;
         }
@@ -464,12 +471,14 @@ impl<'a> Attr<'a> {
     }
 
     /// The `nla_type` field as received, flags included.
-    pub fn raw_type(&self) -> u16 {
+    #[cfg(test)]
+    pub(crate) fn raw_type(&self) -> u16 {
         self.raw_type
     }
 
     /// Whether `NLA_F_NESTED` is set.
-    pub fn is_nested(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_nested(&self) -> bool {
         self.raw_type & NLA_F_NESTED != 0
     }
 

@@ -146,7 +146,7 @@ fn parse_mcast_groups(a: &Attr<'_>) -> Result<Vec<McastGroup>> {
 }
 
 /// The `CTRL_CMD_GETFAMILY` request for family `name` (one `CTRL_ATTR_FAMILY_NAME`).
-pub fn getfamily_request(name: &str) -> GenlRequest {
+pub(crate) fn getfamily_request(name: &str) -> GenlRequest {
     let mut req = GenlRequest::new(
         "nlctrl",
         GENL_ID_CTRL,
@@ -162,7 +162,7 @@ pub fn getfamily_request(name: &str) -> GenlRequest {
 /// Builds a [`Family`] from the attributes of a `CTRL_CMD_NEWFAMILY` reply.
 ///
 /// Errors: `Error::Decode` when the id, name or version is missing or malformed.
-pub fn parse_family(attrs: &[u8]) -> Result<Family> {
+pub(crate) fn parse_family(attrs: &[u8]) -> Result<Family> {
     let (mut id, mut name, mut version, mut mcast_groups) = (None, None, None, Vec::new());
     for a in AttrIter::new(attrs) {
         let a = a?;
@@ -229,7 +229,7 @@ pub fn resolve_family(sock: &mut NlSocket, name: &str) -> Result<Family> {
 /// CTRL_ATTR_FAMILY_NAME  string   e.g. "netdev"
 /// CTRL_ATTR_OP           u32      e.g. 13 (bind-rx)
 /// ```
-pub fn getpolicy_request(family: &str, op: u32) -> GenlRequest {
+pub(crate) fn getpolicy_request(family: &str, op: u32) -> GenlRequest {
     let mut req = GenlRequest::new(
         "nlctrl",
         GENL_ID_CTRL,
@@ -259,7 +259,7 @@ pub struct PolicyAttr {
 ///
 /// Errors: as [`parse_op_policy`].
 #[cfg(test)]
-pub fn parse_op_policy_attrs(replies: &[GenlReply], op: u32) -> Result<Vec<u16>> {
+pub(crate) fn parse_op_policy_attrs(replies: &[GenlReply], op: u32) -> Result<Vec<u16>> {
     Ok(parse_op_policy(replies, op)?
         .iter()
         .map(|a| a.kind)

@@ -314,7 +314,7 @@ impl GenlReply {
     }
 
     /// Iterates over [`attrs`](Self::attrs).
-    pub fn attr_iter(&self) -> AttrIter<'_> {
+    pub(crate) fn attr_iter(&self) -> AttrIter<'_> {
         AttrIter::new(&self.attrs)
     }
 }

@@ -95,7 +95,7 @@ impl SharedNic {
 
 /// `ethtool -G … tcp-data-split` spelling of a header-split mode: `auto` (unknown / not
 /// reported), `off`, `on`.
-pub fn split_cli(split: Option<TcpDataSplit>) -> &'static str {
+pub(crate) fn split_cli(split: Option<TcpDataSplit>) -> &'static str {
     match split {
         None | Some(TcpDataSplit::Unknown) => "auto",
         Some(TcpDataSplit::Disabled) => "off",
@@ -168,7 +168,7 @@ impl HdsGuard {
     /// Errors: `Error::Skip` ([`Missing::Driver`]) when the driver reports no hds-thresh in
     /// RINGS_GET (it cannot take one) or when `thresh` is over its hds-thresh-max; otherwise
     /// as [`enable`](Self::enable).
-    pub fn enable_with_thresh(nic: &SharedNic, thresh: u32) -> Result<HdsGuard> {
+    pub(crate) fn enable_with_thresh(nic: &SharedNic, thresh: u32) -> Result<HdsGuard> {
         let old = nic.with(|n| n.hds_get())?;
         let missing = |answer: String| {
             Error::Skip(Missing::Driver {
@@ -279,7 +279,7 @@ pub fn channels_for(old: &Channels, rx: u32, tx: u32) -> Result<ChannelsSet> {
 }
 
 /// `"rx 0 tx 0 combined 4"`: the counts a [`ChannelsSet`] sets (unset ones left out).
-pub fn describe_channels_set(set: &ChannelsSet) -> String {
+pub(crate) fn describe_channels_set(set: &ChannelsSet) -> String {
     let parts: Vec<String> = [("rx", set.rx), ("tx", set.tx), ("combined", set.combined)]
         .into_iter()
         .filter_map(|(n, v)| v.map(|v| format!("{n} {v}")))
@@ -318,7 +318,7 @@ impl ChannelsGuard {
     }
 
     /// The CHANNELS_SET that undoes the change: the old count of every field `set` touched.
-    pub fn restore_set(&self) -> ChannelsSet {
+    pub(crate) fn restore_set(&self) -> ChannelsSet {
         let back = |touched: Option<u32>, old: Option<u32>| touched.map(|_| old.unwrap_or(0));
         ChannelsSet {
             rx: back(self.set.rx, self.old.rx_count),
@@ -367,7 +367,7 @@ pub fn span_table(len: usize, span: QueueSpan) -> RssTable {
 
 /// `Some(span)` when `table` is exactly [`span_table`] of its length over `span` (the span
 /// from its lowest to its highest queue).
-pub fn span_of(table: &RssTable) -> Option<QueueSpan> {
+pub(crate) fn span_of(table: &RssTable) -> Option<QueueSpan> {
     let start = table.indir.iter().copied().min()?;
     let count = table
         .indir
@@ -381,7 +381,7 @@ pub fn span_of(table: &RssTable) -> Option<QueueSpan> {
 }
 
 /// `Some(n)` when `table` is exactly what `ethtool -X IF equal n` writes.
-pub fn equal_spread_of(table: &RssTable) -> Option<u32> {
+pub(crate) fn equal_spread_of(table: &RssTable) -> Option<u32> {
     span_of(table).filter(|s| s.start == 0).map(|s| s.count)
 }
 
@@ -389,7 +389,7 @@ pub fn equal_spread_of(table: &RssTable) -> Option<u32> {
 /// `"128 entries spread over queues 0..8"` (or `4..8`, for a context's table), `"custom table [3, 3, 1, 0]"` (up to 16 entries),
 /// or `"custom table of 512 entries using queues 0 (256), 1 (128), 3 (128)"` (queue and how
 /// many entries point to it; at most 16 queues named).
-pub fn describe_rss(table: &RssTable) -> String {
+pub(crate) fn describe_rss(table: &RssTable) -> String {
     const SHOW: usize = 16;
     let len = table.indir.len();
     if len == 0 {
@@ -559,7 +559,8 @@ impl RssGuard {
     /// and the table is an even spread (the restore then resets and compares). For tests (test
     /// builds and the `testing` feature only).
     #[cfg(any(test, feature = "testing"))]
-    pub fn was_default(&self) -> Option<bool> {
+    #[cfg(test)]
+    pub(crate) fn was_default(&self) -> Option<bool> {
         match self.default {
             RssDefault::Yes(_) => Some(true),
             RssDefault::No => Some(false),
@@ -750,7 +751,7 @@ impl FlowRuleGuard {
     ///
     /// Errors: as [`NicOps::flow_rules`] and [`NicOps::flow_rule_insert_rss`];
     /// `Error::Failure` when the location cannot be trusted.
-    pub fn insert_to_context(
+    pub(crate) fn insert_to_context(
         nic: &SharedNic,
         rule: &FlowRule,
         ctx: RssContextId,

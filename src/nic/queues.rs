@@ -67,7 +67,7 @@ pub fn owners(q: &QueueInfo) -> Vec<QueueOwner> {
 }
 
 /// `(queue index, owners)` of every owned RX queue in `queues`, ascending.
-pub fn owned_rx(queues: &[QueueInfo]) -> Vec<(u32, Vec<QueueOwner>)> {
+pub(crate) fn owned_rx(queues: &[QueueInfo]) -> Vec<(u32, Vec<QueueOwner>)> {
     let mut v: Vec<(u32, Vec<QueueOwner>)> = queues
         .iter()
         .filter(|q| q.queue_type == QueueType::Rx)
@@ -79,7 +79,7 @@ pub fn owned_rx(queues: &[QueueInfo]) -> Vec<(u32, Vec<QueueOwner>)> {
 }
 
 /// `"dmabuf 7, AF_XDP"`: the owners of one queue.
-pub fn describe_owners(owners: &[QueueOwner]) -> String {
+pub(crate) fn describe_owners(owners: &[QueueOwner]) -> String {
     owners
         .iter()
         .map(ToString::to_string)
@@ -88,7 +88,7 @@ pub fn describe_owners(owners: &[QueueOwner]) -> String {
 }
 
 /// `"queue 3 (dmabuf 7), queue 5 (AF_XDP)"`.
-pub fn describe_owned(owned: &[(u32, Vec<QueueOwner>)]) -> String {
+pub(crate) fn describe_owned(owned: &[(u32, Vec<QueueOwner>)]) -> String {
     let q = owned
         .iter()
         .map(|(q, o)| format!("queue {q} ({})", describe_owners(o)));

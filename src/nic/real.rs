@@ -155,7 +155,7 @@ fn as_v6(ip: IpAddr) -> Option<Ipv6Addr> {
 ///
 /// Errors: `Error::Failure` when an address does not fit the flow type (IPv6 in a tcp4
 /// rule, IPv4 in a tcp6 rule).
-pub fn flow_spec_for(rule: &FlowRule, location: u32) -> Result<ethtool_rx_flow_spec> {
+pub(crate) fn flow_spec_for(rule: &FlowRule, location: u32) -> Result<ethtool_rx_flow_spec> {
     /// `(src, dst)` of `rule` in the family `conv` gives (dst checked first).
     type Ends<A> = (Option<(A, u16)>, (A, u16));
     fn ends<A>(rule: &FlowRule, conv: fn(IpAddr) -> Option<A>, want: &str) -> Result<Ends<A>> {

@@ -55,7 +55,7 @@ const XDP_ACT_NAMES: [&str; 7] = [
 ];
 
 /// `"basic,redirect,rx-sg"` for an `xdp-features` bitmask (unknown bits as `bit N`).
-pub fn xdp_feature_names(bits: u64) -> String {
+pub(crate) fn xdp_feature_names(bits: u64) -> String {
     let names: Vec<String> = (0..64)
         .filter(|b| bits & (1u64 << b) != 0)
         .map(|b| {

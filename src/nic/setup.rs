@@ -159,7 +159,7 @@ impl NicSetup {
     /// Errors: `Error::Skip` when the driver has no header split, reports no hds-thresh or
     /// `thresh` is over its hds-thresh-max; `Error::Interrupted` on a stop signal; kernel
     /// errors otherwise.
-    pub fn enable_hds_thresh(&mut self, thresh: u32) -> Result<()> {
+    pub(crate) fn enable_hds_thresh(&mut self, thresh: u32) -> Result<()> {
         self.nic.interrupted()?;
         let ifname = self.nic.ifname().to_string();
         let g = HdsGuard::enable_with_thresh(&self.nic, thresh).map_err(|e| {
@@ -219,7 +219,7 @@ impl NicSetup {
     /// Turns the ntuple feature on if it is off.
     ///
     /// Errors: `Error::Skip` when the driver has no ntuple filters.
-    pub fn enable_ntuple(&mut self) -> Result<()> {
+    pub(crate) fn enable_ntuple(&mut self) -> Result<()> {
         let ifname = self.nic.ifname().to_string();
         let g = NtupleFeatureGuard::enable(&self.nic)
             .map_err(|e| step_refusal(e, &ifname, "ntuple filters (rx-ntuple-filter)"))?;
@@ -288,7 +288,7 @@ impl NicSetup {
     /// Errors: the first step's error (see the module docs), or `Error::Interrupted` when a
     /// stop signal arrived; steps already done stay recorded and are undone by
     /// [`finish`](Self::finish) or `Drop`.
-    pub fn configure_server(&mut self, plan: &ServerPlan) -> Result<()> {
+    pub(crate) fn configure_server(&mut self, plan: &ServerPlan) -> Result<()> {
         self.nic.interrupted()?;
         if plan.skip_nic_config {
             self.log(&format!(

@@ -29,7 +29,7 @@ pub enum Fact<T> {
 
 impl<T> Fact<T> {
     /// Files a kernel answer: `Ok` → `Known`, EOPNOTSUPP → `Unsupported`, else `Failed`.
-    pub fn from_result(r: Result<T>) -> Fact<T> {
+    pub(crate) fn from_result(r: Result<T>) -> Fact<T> {
         match r {
             Ok(v) => Fact::Known(v),
             Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => Fact::Unsupported(e.to_string()),

@@ -45,7 +45,7 @@ pub struct FlowTarget {
 /// The rules to try, in order: with a client address of the server's family, the 5-tuple
 /// rule (src-ip, dst-ip, src-port, dst-port), then the 3-tuple rule (dst-ip, dst-port). IPv4
 /// and IPv4-mapped addresses give `tcp4` rules with the plain IPv4 address, others `tcp6`.
-pub fn flow_rules_for(t: &FlowTarget, queue: u32) -> Vec<FlowRule> {
+pub(crate) fn flow_rules_for(t: &FlowTarget, queue: u32) -> Vec<FlowRule> {
     let server = t.server.to_canonical();
     let flow_type = if server.is_ipv4() {
         FlowType::Tcp4

@@ -267,7 +267,7 @@ pub fn tcp4_flow_spec(
 }
 
 /// A tcp6 ntuple rule (`TCP_V6_FLOW`); otherwise as [`tcp4_flow_spec`].
-pub fn tcp6_flow_spec(
+pub(crate) fn tcp6_flow_spec(
     src: Option<(Ipv6Addr, u16)>,
     dst: (Ipv6Addr, u16),
     queue: u32,
@@ -378,7 +378,7 @@ uapi_struct! {
 /// GRSSH request for RSS context `rss_context` (0 = the default context): header with
 /// `indir_size` (0 = ask for the sizes) and `key_size` 0 (no key), followed by room for
 /// `indir_size` entries.
-pub fn rxfh_get_request(rss_context: u32, indir_size: u32) -> Result<Vec<u8>> {
+pub(crate) fn rxfh_get_request(rss_context: u32, indir_size: u32) -> Result<Vec<u8>> {
     let n = bounded("ethtool_rxfh.indir_size", indir_size)?;
     let mut b = ethtool_rxfh {
         cmd: ETHTOOL_GRSSH,
@@ -437,7 +437,7 @@ fn rxfh_table_request(rss_context: u32, indir: &[u32]) -> Result<Vec<u8>> {
 ///
 /// Errors: `Error::Failure` for an empty table (that would mean "reset to the driver
 /// default", which is not what restoring a saved table asks for).
-pub fn rxfh_set_request(indir: &[u32]) -> Result<Vec<u8>> {
+pub(crate) fn rxfh_set_request(indir: &[u32]) -> Result<Vec<u8>> {
     rxfh_table_request(0, indir)
 }
 
@@ -488,7 +488,7 @@ pub fn rxfh_reset_request() -> [u8; 24] {
 ///
 /// Errors: `Error::Decode` for a short buffer, or when the kernel left 0 or
 /// `ETH_RXFH_CONTEXT_ALLOC` there (no id that can be deleted later).
-pub fn parse_rxfh_created(b: &[u8]) -> Result<u32> {
+pub(crate) fn parse_rxfh_created(b: &[u8]) -> Result<u32> {
     let id = ethtool_rxfh::from_bytes(b)?.rss_context;
     if id == 0 || id == ETH_RXFH_CONTEXT_ALLOC {
         return Err(Error::decode(
@@ -502,7 +502,7 @@ pub fn parse_rxfh_created(b: &[u8]) -> Result<u32> {
 /// Splits a GRSSH answer into the header and the `indir_size` table entries that follow it.
 ///
 /// Errors: `Error::Decode` when the buffer is shorter than the header says.
-pub fn parse_rxfh_reply(b: &[u8]) -> Result<(ethtool_rxfh, Vec<u32>)> {
+pub(crate) fn parse_rxfh_reply(b: &[u8]) -> Result<(ethtool_rxfh, Vec<u32>)> {
     let h = ethtool_rxfh::from_bytes(b)?;
     let n = bounded("ethtool_rxfh.indir_size", h.indir_size)?;
     let start = size_of::<ethtool_rxfh>();
@@ -596,7 +596,7 @@ pub fn feature_words(count: u32) -> u32 {
 /// Splits `len` nul-padded 32-byte strings (the data after an `ethtool_gstrings` header).
 ///
 /// Errors: `Error::Decode` when `data` is shorter than `len` strings.
-pub fn parse_gstrings(data: &[u8], len: u32) -> Result<Vec<String>> {
+pub(crate) fn parse_gstrings(data: &[u8], len: u32) -> Result<Vec<String>> {
     let n = bounded("ethtool_gstrings.len", len)?;
     need("ethtool_gstrings.data", data, n * ETH_GSTRING_LEN)?;
     Ok(data[..n * ETH_GSTRING_LEN]
@@ -609,7 +609,7 @@ pub fn parse_gstrings(data: &[u8], len: u32) -> Result<Vec<String>> {
 }
 
 /// GFEATURES request with room for `words` blocks.
-pub fn gfeatures_request(words: u32) -> Result<Vec<u8>> {
+pub(crate) fn gfeatures_request(words: u32) -> Result<Vec<u8>> {
     let n = bounded("ethtool_gfeatures.size", words)?;
     let header = ethtool_gfeatures {
         cmd: ETHTOOL_GFEATURES,
@@ -624,7 +624,7 @@ pub fn gfeatures_request(words: u32) -> Result<Vec<u8>> {
 /// kernel's `size` allow.
 ///
 /// Errors: `Error::Decode` for a short buffer.
-pub fn parse_gfeatures(b: &[u8], words: u32) -> Result<Vec<ethtool_get_features_block>> {
+pub(crate) fn parse_gfeatures(b: &[u8], words: u32) -> Result<Vec<ethtool_get_features_block>> {
     let size = ethtool_gfeatures::from_bytes(b)?.size.min(words);
     let n = bounded("ethtool_gfeatures.size", size)?;
     need("ethtool_gfeatures.features", b, 8 + 16 * n)?;
@@ -637,7 +637,7 @@ pub fn parse_gfeatures(b: &[u8], words: u32) -> Result<Vec<ethtool_get_features_
 /// strings) to `on`, with `words` blocks (⌈feature count / 32⌉).
 ///
 /// Errors: `Error::Failure` when `bit` does not fit in `words` blocks.
-pub fn sfeatures_request(words: u32, bit: u32, on: bool) -> Result<Vec<u8>> {
+pub(crate) fn sfeatures_request(words: u32, bit: u32, on: bool) -> Result<Vec<u8>> {
     let n = bounded("ethtool_sfeatures.size", words)?;
     let block = (bit / 32) as usize;
     if block >= n {
@@ -730,7 +730,7 @@ pub struct RuleCount {
 
 impl RuleCount {
     /// From GRXCLSRLCNT's `rule_cnt` and `data`.
-    pub fn from_rxnfc(r: &ethtool_rxnfc) -> Self {
+    pub(crate) fn from_rxnfc(r: &ethtool_rxnfc) -> Self {
         let data = r.data as u32;
         RuleCount {
             rule_cnt: r.rule_cnt,
@@ -742,7 +742,7 @@ impl RuleCount {
 
 /// The location ethtool(8) picks for `RX_CLS_LOC_ANY` when the driver cannot: the highest
 /// index below `table_size` not in `used`. `None` when the table is full (or has no entries).
-pub fn pick_free_location(table_size: u32, used: &[u32]) -> Option<u32> {
+pub(crate) fn pick_free_location(table_size: u32, used: &[u32]) -> Option<u32> {
     (0..table_size).rev().find(|loc| !used.contains(loc))
 }
 
@@ -884,7 +884,7 @@ impl EthtoolIoctl {
     ///
     /// Errors: `Error::Sys` (a driver answers EMSGSIZE when more rules exist than
     /// `capacity`); `Error::Decode` for a capacity above [`MAX_KERNEL_COUNT`].
-    pub fn rule_locations(&self, capacity: u32) -> Result<(Vec<u32>, u32)> {
+    pub(crate) fn rule_locations(&self, capacity: u32) -> Result<(Vec<u32>, u32)> {
         let n = bounded("ethtool_rxnfc.rule_cnt", capacity)?;
         if n == 0 {
             return Ok((Vec::new(), 0));

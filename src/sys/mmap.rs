@@ -18,7 +18,7 @@ use crate::sys::uapi::HUGEPAGE_2M;
 /// arithmetic and returns it as a `usize` range. `what` names the access in the
 /// `Error::Bounds` (e.g. `"dma-buf frag"`). The exact end (`offset + len == region_len`) is in
 /// bounds; so is an empty range at the end.
-pub fn checked_range(
+pub(crate) fn checked_range(
     what: &str,
     offset: u64,
     len: u64,

@@ -44,7 +44,7 @@ pub(crate) fn ioctl_request(cmd: u32) -> nix::sys::ioctl::ioctl_num_type {
 
 /// The calling thread's current `errno` (positive; `EIO` when it is 0, see
 /// [`crate::error::errno_of`]).
-pub fn last_errno() -> i32 {
+pub(crate) fn last_errno() -> i32 {
     crate::error::errno_of(&std::io::Error::last_os_error())
 }
 
@@ -53,7 +53,7 @@ pub fn last_errno() -> i32 {
 ///
 /// Errors: the errno: `ENODEV` for no such interface (also when the lookup fails without
 /// one, so no caller prints "errno 0"), `EINVAL` for a name with a NUL byte.
-pub fn if_index(name: &str) -> std::result::Result<u32, i32> {
+pub(crate) fn if_index(name: &str) -> std::result::Result<u32, i32> {
     // nix turns an index of 0 into `Err(Errno::last())`.
     nix::net::if_::if_nametoindex(name).map_err(|e| match e as i32 {
         n if n > 0 => n,
@@ -88,13 +88,13 @@ pub fn cpu_time() -> Option<cpu::CpuTime> {
 
 /// Rounds `value` up to the next multiple of `align` (any non-zero `align`, not only powers of
 /// two). `None` when `align` is 0 or the result does not fit in `u64`.
-pub fn align_up(value: u64, align: u64) -> Option<u64> {
+pub(crate) fn align_up(value: u64, align: u64) -> Option<u64> {
     value.checked_next_multiple_of(align)
 }
 
 /// A `poll(2)` timeout in milliseconds: `None` waits forever (`-1`); a duration is rounded *up*
 /// to whole milliseconds (so 1 µs does not become a busy 0) and clamped to `c_int::MAX`.
-pub fn poll_timeout_ms(timeout: Option<std::time::Duration>) -> libc::c_int {
+pub(crate) fn poll_timeout_ms(timeout: Option<std::time::Duration>) -> libc::c_int {
     timeout.map_or(-1, |d| {
         libc::c_int::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(libc::c_int::MAX)
     })

@@ -37,7 +37,7 @@ static UNLINK_AT_EXIT: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_m
 
 /// Sends `sig` to the process group `pgid` (a hook started in a group of its own, with its
 /// children). Returns whether the kernel took it.
-pub fn signal_group(pgid: u32, sig: nix::sys::signal::Signal) -> bool {
+pub(crate) fn signal_group(pgid: u32, sig: nix::sys::signal::Signal) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), sig).is_ok()
 }
 
@@ -61,7 +61,7 @@ pub const ESCALATE_AFTER: Duration = Duration::from_millis(100);
 /// Whether stop signal `sig`, arriving `since_first` after the first stop signal, ends the
 /// process at once instead of leaving the unwind to finish: only a SIGINT, and only
 /// [`ESCALATE_AFTER`] or later.
-pub fn exits_at_once(sig: i32, since_first: Duration) -> bool {
+pub(crate) fn exits_at_once(sig: i32, since_first: Duration) -> bool {
     sig == libc::SIGINT && since_first >= ESCALATE_AFTER
 }
 
@@ -179,7 +179,7 @@ pub fn check() -> crate::Result<()> {
 
 /// `Err(Error::Interrupted)` once `flag` holds a signal number (non-zero). For code that takes
 /// the stop flag as a parameter (tests pass their own).
-pub fn check_flag(flag: &AtomicI32) -> crate::Result<()> {
+pub(crate) fn check_flag(flag: &AtomicI32) -> crate::Result<()> {
     match flag.load(Ordering::SeqCst) {
         0 => Ok(()),
         sig => Err(crate::Error::Interrupted(sig)),

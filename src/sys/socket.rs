@@ -73,7 +73,7 @@ pub fn local_addr(fd: BorrowedFd<'_>) -> Result<SocketAddr> {
 }
 
 /// The peer address of a connected socket (`getpeername`).
-pub fn peer_addr(fd: BorrowedFd<'_>) -> Result<SocketAddr> {
+pub(crate) fn peer_addr(fd: BorrowedFd<'_>) -> Result<SocketAddr> {
     socket_name(fd, "getpeername", libc::getpeername)
 }
 
@@ -225,7 +225,7 @@ pub fn incoming_napi_id(fd: BorrowedFd<'_>) -> Result<u32> {
 
 /// Bytes queued for reading on a TCP socket (`ioctl(SIOCINQ)`): the receive queue not yet
 /// returned by `recvmsg`, dmabuf frags included.
-pub fn inq(fd: BorrowedFd<'_>) -> Result<u32> {
+pub(crate) fn inq(fd: BorrowedFd<'_>) -> Result<u32> {
     let mut n: libc::c_int = 0;
     // SAFETY: SIOCINQ (FIONREAD) writes one int through the pointer, which points at `n`,
     // alive across the call.
@@ -236,7 +236,7 @@ pub fn inq(fd: BorrowedFd<'_>) -> Result<u32> {
 
 /// `tcp_rmem[2]` of this network namespace (`/proc/sys/net/ipv4/tcp_rmem`, third field):
 /// the largest receive buffer TCP autotuning grows to, in bytes.
-pub fn tcp_rmem_max() -> Result<u64> {
+pub(crate) fn tcp_rmem_max() -> Result<u64> {
     const PATH: &str = "/proc/sys/net/ipv4/tcp_rmem";
     let text = std::fs::read_to_string(PATH).map_err(|e| Error::io(format!("read {PATH}"), &e))?;
     text.split_whitespace()
@@ -246,7 +246,7 @@ pub fn tcp_rmem_max() -> Result<u64> {
 }
 
 /// The MTU of interface `ifname` in bytes (`/sys/class/net/IF/mtu`).
-pub fn if_mtu(ifname: &str) -> Result<u32> {
+pub(crate) fn if_mtu(ifname: &str) -> Result<u32> {
     let path = format!("/sys/class/net/{ifname}/mtu");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("read {path}"), &e))?;
     text.trim()
@@ -565,7 +565,7 @@ impl TcpRxSocket {
     /// (no `MSG_WAITALL`): `Err(EAGAIN)` when nothing is queued. On a socket whose data is
     /// ordinary memory the kernel ignores `MSG_SOCK_DEVMEM` and copies normally with
     /// `control_len` 0 (measured on 6.18).
-    pub fn recvmsg_nonblocking(
+    pub(crate) fn recvmsg_nonblocking(
         &mut self,
         data: &mut [u8],
         control: &mut [u8],
@@ -579,7 +579,7 @@ impl TcpRxSocket {
     /// of frags freed (≥ 0), returned as is. An empty slice returns `Ok(0)` without a call (the
     /// kernel refuses optlen 0). More than [`uapi::MAX_DONTNEED_TOKENS`] entries get `EINVAL`
     /// from the kernel.
-    pub fn devmem_dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
+    pub(crate) fn devmem_dontneed(&mut self, tokens: &[dmabuf_token]) -> Result<usize, i32> {
         if tokens.is_empty() {
             return Ok(0);
         }
@@ -596,7 +596,7 @@ impl TcpRxSocket {
     /// `poll(POLLIN)` for up to `timeout`. `POLLHUP`/`POLLERR`/`POLLRDHUP` count as readable
     /// (the next `recvmsg` reports EOF or the error). `Err(EINTR)` is returned so the caller
     /// can look at its stop flag; `POLLNVAL` is `Err(EBADF)`.
-    pub fn poll_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
+    pub(crate) fn poll_readable(&mut self, timeout: Duration) -> Result<bool, i32> {
         let revents = poll_one(
             self.fd.as_raw_fd(),
             libc::POLLIN | libc::POLLRDHUP,
@@ -615,7 +615,7 @@ impl TcpRxSocket {
 ///
 /// # Errors
 /// `Error::Sys` (`ENOPROTOOPT` from a kernel without the option).
-pub fn probe_devmem_autorelease() -> Result<()> {
+pub(crate) fn probe_devmem_autorelease() -> Result<()> {
     let fd = tcp6_socket(false, PortSharing::Exclusive)?;
     set_devmem_autorelease(fd_borrow(&fd), true)
 }
@@ -660,7 +660,7 @@ pub fn send_once(fd: BorrowedFd<'_>, data: &[u8]) -> Result<usize, i32> {
 
 /// Sets `SO_LINGER {on, 0 s}` so that closing the socket sends a RST instead of a FIN: a
 /// sender that stops early makes its peer see `ECONNRESET`, not a clean (truncated) end.
-pub fn abort_on_close(fd: BorrowedFd<'_>) -> Result<()> {
+pub(crate) fn abort_on_close(fd: BorrowedFd<'_>) -> Result<()> {
     let lg = libc::linger {
         l_onoff: 1,
         l_linger: 0,

@@ -139,7 +139,7 @@ impl RefillRing {
     }
 
     /// The published tail as it is in memory (`Relaxed`: only user space writes it).
-    pub fn load_tail(&self) -> u32 {
+    pub(crate) fn load_tail(&self) -> u32 {
         self.word(self.layout.tail).load(Ordering::Relaxed)
     }
 
@@ -171,7 +171,8 @@ impl RefillRing {
     /// The kernel's side, for tests and benchmarks (test builds and the
     /// `testing` feature only): reads entry `index & (entries - 1)`.
     #[cfg(any(test, feature = "testing"))]
-    pub fn kernel_read_rqe(&self, index: u32) -> io_uring_zcrx_rqe {
+    #[cfg(test)]
+    pub(crate) fn kernel_read_rqe(&self, index: u32) -> io_uring_zcrx_rqe {
         // SAFETY: inside the checked, aligned entry array (see write_rqe); a volatile read of
         // plain old data.
         unsafe { std::ptr::read_volatile(self.rqe(index)) }

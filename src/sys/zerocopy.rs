@@ -52,7 +52,7 @@ pub struct ErrqueueRead {
 /// The bytes of the `SOL_SOCKET`/`SCM_DEVMEM_DMABUF` cmsg that names the TX binding (x86_64):
 /// `cmsg_len` u64 = 20 (`CMSG_LEN(4)`), `cmsg_level` i32 = 1 (`SOL_SOCKET`), `cmsg_type` i32 =
 /// 79, the u32 id, then 4 bytes of zero padding up to `CMSG_SPACE(4)` = 24.
-pub fn encode_dmabuf_id_cmsg(dmabuf_id: u32) -> [u8; DMABUF_ID_CMSG_SPACE] {
+pub(crate) fn encode_dmabuf_id_cmsg(dmabuf_id: u32) -> [u8; DMABUF_ID_CMSG_SPACE] {
     let mut b = [0u8; DMABUF_ID_CMSG_SPACE];
     b[..16].copy_from_slice(&encode_cmsghdr(4, libc::SOL_SOCKET, SCM_DEVMEM_DMABUF));
     b[16..20].copy_from_slice(&dmabuf_id.to_ne_bytes());
@@ -148,7 +148,11 @@ impl ZerocopySocket {
     /// refused with `EINVAL` without a call: the kernel would then read the offsets as
     /// addresses of this process. More than [`MAX_IOV`] iovs: `EMSGSIZE` without a call (the
     /// kernel's answer too). An offset beyond the address space: `EINVAL`.
-    pub fn send_dmabuf_iovs(&mut self, iovs: &[DmabufIov], dmabuf_id: u32) -> Result<usize, i32> {
+    pub(crate) fn send_dmabuf_iovs(
+        &mut self,
+        iovs: &[DmabufIov],
+        dmabuf_id: u32,
+    ) -> Result<usize, i32> {
         if dmabuf_id == 0 {
             return Err(libc::EINVAL);
         }
@@ -168,7 +172,7 @@ impl ZerocopySocket {
 
     /// `recvmsg(MSG_ERRQUEUE | MSG_DONTWAIT)` with no data iov and `control` as the control
     /// buffer. `Err(EAGAIN)` when the error queue is empty.
-    pub fn read_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
+    pub(crate) fn read_errqueue(&mut self, control: &mut [u8]) -> Result<ErrqueueRead, i32> {
         let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
         let o = recvmsg_raw(self.fd(), &mut [], control, flags)?;
         Ok(ErrqueueRead {
@@ -179,7 +183,7 @@ impl ZerocopySocket {
 
     /// `poll(POLLERR)` (reported whether asked or not) for up to `timeout`. `POLLNVAL` is
     /// `Err(EBADF)`; `Err(EINTR)` is passed on.
-    pub fn poll_errqueue(&mut self, timeout: Duration) -> Result<bool, i32> {
+    pub(crate) fn poll_errqueue(&mut self, timeout: Duration) -> Result<bool, i32> {
         let revents = poll_one(self.fd.as_raw_fd(), libc::POLLERR, Some(timeout))?;
         if revents & libc::POLLNVAL != 0 {
             return Err(libc::EBADF);
@@ -188,7 +192,7 @@ impl ZerocopySocket {
     }
 
     /// `getsockopt(SOL_SOCKET, SO_ERROR)`.
-    pub fn so_error(&mut self) -> Result<i32, i32> {
+    pub(crate) fn so_error(&mut self) -> Result<i32, i32> {
         getsockopt_raw(self.fd(), libc::SOL_SOCKET, libc::SO_ERROR)
     }
 }

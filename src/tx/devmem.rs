@@ -45,8 +45,7 @@ use crate::stats::gbit_per_s;
 use crate::sys::mmap::MappedRegion;
 use crate::sys::uapi::{walk_cmsgs, RawCmsg, SO_EE_CODE_ZEROCOPY_COPIED, SO_EE_ORIGIN_ZEROCOPY};
 pub use crate::sys::zerocopy::{
-    encode_dmabuf_id_cmsg, DmabufIov, ErrqueueRead, DMABUF_ID_CMSG_LEN, DMABUF_ID_CMSG_SPACE,
-    MAX_IOV,
+    DmabufIov, ErrqueueRead, DMABUF_ID_CMSG_LEN, DMABUF_ID_CMSG_SPACE, MAX_IOV,
 };
 use crate::udmabuf::Udmabuf;
 use crate::validate::{Pattern, StreamCrc32, StreamSpec};
@@ -152,7 +151,7 @@ pub const WINDOW_ALIGN: usize = 4096;
 /// The size of each of `count` windows over a dma-buf of `total` bytes ([`DmabufWindow::split`]).
 ///
 /// Errors: `Error::Usage` when `count` is 0 or a window would be under [`WINDOW_ALIGN`].
-pub fn window_size(total: usize, count: u32) -> Result<usize> {
+pub(crate) fn window_size(total: usize, count: u32) -> Result<usize> {
     let each = match count {
         0 => 0,
         n => total / n as usize / WINDOW_ALIGN * WINDOW_ALIGN,
@@ -312,7 +311,7 @@ pub struct ZerocopyCompletion {
 }
 
 /// Name of an `SO_EE_ORIGIN_*` value, for messages.
-pub fn ee_origin_name(origin: u8) -> &'static str {
+pub(crate) fn ee_origin_name(origin: u8) -> &'static str {
     match origin {
         0 => "SO_EE_ORIGIN_NONE",
         1 => "SO_EE_ORIGIN_LOCAL",
@@ -451,7 +450,7 @@ impl CompletionTracker {
     }
 
     /// The oldest incomplete send and the newest send, when any is pending.
-    pub fn outstanding_range(&self) -> Option<(u64, u64)> {
+    pub(crate) fn outstanding_range(&self) -> Option<(u64, u64)> {
         (self.pending > 0).then(|| (self.base, self.next - 1))
     }
 
@@ -533,7 +532,7 @@ impl RegionRing {
     /// Places a region of `len` bytes; `None` when no free space fits it now (or `len` is 0
     /// or larger than the buffer). The new region is in use until [`RegionRing::seal`] names
     /// its last send and that send completed.
-    pub fn try_alloc(&mut self, len: u64) -> Option<u64> {
+    pub(crate) fn try_alloc(&mut self, len: u64) -> Option<u64> {
         if len == 0 || len > self.size {
             return None;
         }
@@ -1164,6 +1163,7 @@ impl<S: TxSocket + ?Sized, M: TxMemory + ?Sized> Sender<'_, S, M> {
 #[cfg(all(test, target_endian = "little"))]
 mod tests {
     use super::*;
+    use crate::sys::zerocopy::encode_dmabuf_id_cmsg;
 
     /// The cmsg ncdevmem.c builds for binding id 7 (x86_64; synthetic from the uapi layout).
     #[rustfmt::skip]

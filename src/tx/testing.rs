@@ -432,7 +432,7 @@ fn first_of_run(sorted: &[u32]) -> u32 {
 /// `cmsg_level` i32, `cmsg_type` i32, `struct sock_extended_err` (16 bytes), the offender
 /// address zeroed (`sockaddr_in`, 16 bytes, for `SOL_IP`/`IP_RECVERR`; `sockaddr_in6`, 28
 /// bytes, for `SOL_IPV6`/`IPV6_RECVERR`), then padding to `CMSG_SPACE`.
-pub fn encode_recverr_cmsg(ee: &SockExtendedErr, ipv6: bool) -> Vec<u8> {
+pub(crate) fn encode_recverr_cmsg(ee: &SockExtendedErr, ipv6: bool) -> Vec<u8> {
     let (level, ty, addr_len) = if ipv6 {
         (libc::SOL_IPV6, libc::IPV6_RECVERR, SOCKADDR_IN6_LEN)
     } else {

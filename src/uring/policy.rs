@@ -17,7 +17,7 @@ use crate::sys::uring_mem::probe_zcrx_register;
 /// file (kernels before 6.6) or 0/1 pass; 1 surfaces later as `EPERM` from `io_uring_setup`.
 ///
 /// Errors: `Error::Skip` naming the sysctl.
-pub fn check_io_uring_enabled() -> Result<()> {
+pub(crate) fn check_io_uring_enabled() -> Result<()> {
     match read_io_uring_disabled() {
         Some(2) => Err(Error::Skip(Missing::IoUringDisabled {
             path: IO_URING_DISABLED_PATH,
@@ -73,7 +73,7 @@ pub fn require_net_admin(ring: &ZcrxRing) -> Result<()> {
 impl ZcrxParams {
     /// Refill entries for an area of `area_len` bytes in buffers of `buf_len` bytes: one per
     /// buffer, rounded up to a power of two, clamped to 64..=[`ZCRX_RQ_MAX_ENTRIES`].
-    pub fn rq_entries_for(area_len: usize, buf_len: usize) -> u32 {
+    pub(crate) fn rq_entries_for(area_len: usize, buf_len: usize) -> u32 {
         let bufs = (area_len / buf_len.max(1)).max(1);
         let n = u32::try_from(bufs)
             .unwrap_or(ZCRX_RQ_MAX_ENTRIES)
