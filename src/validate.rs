@@ -279,15 +279,19 @@ impl StreamSpec {
     /// flow, so a receiver of one of those cannot see another flow's bytes.
     ///
     /// # Errors
-    /// [`Error::Usage`] unless `flow < flows <= MAX_FLOWS`.
+    /// [`Error::Usage`] for a keyed stream unless `flow < flows <= MAX_FLOWS` (the other
+    /// streams have no flow number to check: the `iou-zcrx` personality's client runs up to
+    /// 256 connections of the alphabet).
     pub fn for_flow(self, flow: u32, flows: u32) -> Result<StreamSpec> {
-        let k = KeyedFlow::check(flow, flows)?;
         Ok(match self {
-            StreamSpec::Keyed(s) => StreamSpec::Keyed(KeyedFlow {
-                seed: s.seed,
-                flow: k.0,
-                flows: k.1,
-            }),
+            StreamSpec::Keyed(s) => {
+                let k = KeyedFlow::check(flow, flows)?;
+                StreamSpec::Keyed(KeyedFlow {
+                    seed: s.seed,
+                    flow: k.0,
+                    flows: k.1,
+                })
+            }
             other => other,
         })
     }

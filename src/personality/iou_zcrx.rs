@@ -43,11 +43,12 @@ use std::time::Duration;
 use crate::caps::Missing;
 use crate::cli::HostAddr;
 use crate::conn::QueueDispatch;
+use crate::engine::{self, FLOW_FAILED};
 use crate::error::{Error, Result};
 use crate::netlink::netdev::Netdev;
 use crate::signals::{self, STOP};
 use crate::sys::socket;
-use crate::tx::{self, PatternSend};
+use crate::tx::{self, PatternSend, SendFlows};
 use crate::uring::{self, LimitedRecv, RingParams, Zcrx, ZcrxParams, ZcrxRxConfig, ZcrxTarget};
 use crate::validate::StreamSpec;
 
@@ -292,10 +293,12 @@ pub fn run(o: &Options) -> Result<()> {
 // Client
 // ---------------------------------------------------------------------------------------------
 
-/// `-c`: N×N connections at once (N = `-t`), each sending `-z` bytes of the `'a'..'z'` stream
-/// in `-l`-byte writes, through [`tx::send_pattern`].
+/// `-c`: N×N connections (N = `-t`), each a flow of [`tx::send_flows`] (the one flow engine:
+/// connected one after another, then sending together) of `-z` bytes of the `'a'..'z'`
+/// stream in `-l`-byte writes.
 ///
-/// Errors: the first connection's error (`Error::Sys` for connect or send, `Error::Timeout`).
+/// Errors: as [`tx::send_flows`]: the first failing connection's error, named `flow k: …` when
+/// there are several (the others stop); `Error::Sys` for connect or send; `Error::Interrupted`.
 pub fn run_client(o: &Options) -> Result<()> {
     let peer = SocketAddrV6::new(
         o.host
@@ -315,28 +318,11 @@ pub fn run_client(o: &Options) -> Result<()> {
         timeout: None,
         corrupt_offset: None,
     };
-    let conns = o.threads * o.threads;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..conns)
-            .map(|_| s.spawn(|| tx::send_pattern(&req, &STOP)))
-            .collect();
-        let mut first = Ok(());
-        for (i, h) in handles.into_iter().enumerate() {
-            let r = h
-                .join()
-                .unwrap_or_else(|_| Err(Error::Failure(format!("sender {i} panicked"))));
-            if first.is_ok() {
-                first = r.map(|_| ()).map_err(|e| {
-                    if conns > 1 {
-                        Error::Failure(format!("connection {i}: {e}"))
-                    } else {
-                        e
-                    }
-                });
-            }
-        }
-        first
-    })
+    let flows = SendFlows {
+        count: o.threads * o.threads,
+        ..SendFlows::default()
+    };
+    tx::send_flows(&req, &flows, &STOP).1
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -430,18 +416,32 @@ pub fn run_server(o: &Options) -> Result<()> {
         },
         expect: o.oneshot_recvs.is_none().then_some(o.send_size),
     };
-    std::thread::scope(|s| {
-        let (ready_tx, ready_rx) = mpsc::channel::<(u32, Result<()>)>();
-        let mut conn_txs = Vec::new();
-        let mut workers = Vec::new();
-        for i in 0..o.threads {
-            let (conn_tx, conn_rx) = mpsc::channel::<Vec<OwnedFd>>();
-            conn_txs.push(conn_tx);
-            let ready = ready_tx.clone();
-            let p = plan(i);
-            workers.push(s.spawn(move || worker(i, p, ready, conn_rx)));
-        }
-        drop(ready_tx);
+    // The one flow engine runs the workers: worker 0 (this thread) waits for every ifq, then
+    // accepts and dispatches; workers 1..=N are the ifqs' receivers.
+    let workers = o.threads as usize;
+    let eplan = engine::Plan {
+        workers: workers + 1,
+        ..engine::Plan::default()
+    };
+    let shared = engine::Shared::new(workers + 1);
+    let (ready_tx, ready_rx) = mpsc::channel::<(u32, Result<()>)>();
+    let mut conn_txs = Vec::with_capacity(workers);
+    let mut rest: Vec<engine::Worker<'_, Result<()>>> = Vec::with_capacity(workers);
+    for i in 0..o.threads {
+        let (conn_tx, conn_rx) = mpsc::channel::<Vec<OwnedFd>>();
+        conn_txs.push(conn_tx);
+        let ready = ready_tx.clone();
+        let p = plan(i);
+        rest.push(Box::new(move |ctx: &engine::Ctx<'_>| {
+            let r = worker(i, p, ready, conn_rx, ctx.run_stop());
+            if let Err(e) = &r {
+                ctx.shared.note_failure(e);
+            }
+            r
+        }));
+    }
+    drop(ready_tx);
+    let first = move |_: &engine::Ctx<'_>| -> Result<()> {
         let mut setup = Ok(());
         for _ in 0..o.threads {
             match ready_rx.recv() {
@@ -465,17 +465,29 @@ pub fn run_server(o: &Options) -> Result<()> {
         });
         // Workers that got nothing (dry run, or a failure here) end when their sender goes.
         drop(conn_txs);
-        let mut result = dispatched;
-        for (i, w) in workers.into_iter().enumerate() {
-            let r = w
-                .join()
-                .unwrap_or_else(|_| Err(Error::Failure(format!("worker {i} panicked"))));
-            if result.is_ok() {
-                result = r;
-            }
-        }
-        result
-    })
+        dispatched
+    };
+    first_failure(engine::run(
+        &eplan,
+        &shared,
+        &STOP,
+        &mut engine::NoClock,
+        first,
+        rest,
+    ))
+}
+
+/// The run's result from its workers' (in worker order): the first failure, passing over a
+/// worker that only stopped because another failed (`Error::Interrupted(FLOW_FAILED)`).
+fn first_failure(outs: Vec<Result<()>>) -> Result<()> {
+    let mut errors: Vec<Error> = outs.into_iter().filter_map(|r| r.err()).collect();
+    match errors
+        .iter()
+        .position(|e| !matches!(e, Error::Interrupted(FLOW_FAILED)))
+    {
+        Some(k) => Err(errors.swap_remove(k)),
+        None => errors.into_iter().next().map_or(Ok(()), Err),
+    }
 }
 
 fn prefix_worker(i: u32, e: Error) -> Error {
@@ -549,12 +561,14 @@ fn accept_conns(
 }
 
 /// One worker: its ring and ifq (reported on `ready`), then the connections it is handed, in
-/// turn. Returns the first failure.
+/// turn (`stop`: the run's stop flag, which the engine sets on a signal or when another worker
+/// failed). Returns the first failure; `Error::Interrupted(FLOW_FAILED)` when it only stopped.
 fn worker(
     i: u32,
     plan: WorkerPlan,
     ready: mpsc::Sender<(u32, Result<()>)>,
     conns: mpsc::Receiver<Vec<OwnedFd>>,
+    stop: &AtomicI32,
 ) -> Result<()> {
     let zcrx = uring::create_ring(&RingParams::default())
         .and_then(|ring| Zcrx::register(ring, &plan.params));
@@ -575,7 +589,7 @@ fn worker(
     let mut bytes = 0u64;
     for (c, fd) in fds.iter().enumerate() {
         let (stats, r) =
-            zcrx.receive_logged(fd.as_fd(), &plan.rx, &STOP, &mut std::io::sink(), &mut log);
+            zcrx.receive_logged(fd.as_fd(), &plan.rx, stop, &mut std::io::sink(), &mut log);
         let r = r.and_then(|()| match plan.expect {
             Some(want) if stats.bytes != want => Err(Error::Failure(format!(
                 "connection {c} received {} of {want} bytes",
@@ -586,9 +600,17 @@ fn worker(
             }
             _ => Ok(()),
         });
-        if let Err(e) = r {
-            result = Err(Error::Failure(format!("worker {i}, connection {c}: {e}")));
-            break;
+        match r {
+            Ok(()) => {}
+            // Another worker failed; this one only stopped.
+            Err(e @ Error::Interrupted(FLOW_FAILED)) => {
+                result = Err(e);
+                break;
+            }
+            Err(e) => {
+                result = Err(Error::Failure(format!("worker {i}, connection {c}: {e}")));
+                break;
+            }
         }
         bytes += stats.bytes;
     }
@@ -631,6 +653,22 @@ mod tests {
             Err(Error::Usage(m)) => m,
             other => panic!("{s}: expected a usage error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_worker_that_only_stopped_does_not_name_the_failure() {
+        let stopped = || Err(Error::Interrupted(FLOW_FAILED));
+        let failed = || Err(Error::Failure("worker 1, connection 0: short".into()));
+        let r = first_failure(vec![Ok(()), stopped(), failed()]);
+        assert!(
+            matches!(&r, Err(Error::Failure(m)) if m.starts_with("worker 1")),
+            "{r:?}"
+        );
+        assert!(first_failure(vec![Ok(()), Ok(())]).is_ok());
+        let r = first_failure(vec![Ok(()), stopped()]);
+        assert!(matches!(r, Err(Error::Interrupted(FLOW_FAILED))), "{r:?}");
+        let r = first_failure(vec![Err(Error::Interrupted(libc::SIGINT)), failed()]);
+        assert!(matches!(r, Err(Error::Interrupted(libc::SIGINT))), "{r:?}");
     }
 
     #[test]
