@@ -69,7 +69,9 @@ fn f(v: &serde_json::Value) -> f64 {
 /// answer is retried (at most 5 s) unless `busy_ok`.
 fn control(p: &NetNsPair, lines: &[&str], busy_ok: bool) -> (TcpStream, serde_json::Value) {
     let _inside = p.a.enter().expect("enter side A");
-    for _ in 0..250 {
+    // A deadline, not a number of tries (as `Client::taken`).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
         let s = TcpStream::connect((ADDR_B_V4, CTRL)).expect("connect to the peer's control port");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut w = s.try_clone().unwrap();
@@ -645,14 +647,20 @@ impl Client {
     /// A connection the peer serves: one answered `busy` at once (the previous client's
     /// session still ending) is made again, for at most 5 s.
     fn taken(p: &NetNsPair, ctrl: u16) -> Client {
-        for _ in 0..50 {
+        // A deadline, not a number of tries: a `busy` answer comes back in a few ms, so 50
+        // tries were over in well under a second, and a loaded machine's peer took longer than
+        // that to end the previous session (tests/vm/FLAKES.md).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
             let mut c = Client::connect(p, ctrl);
             c.stream
                 .set_read_timeout(Some(Duration::from_millis(100)))
                 .unwrap();
             let mut line = String::new();
             match c.reader.read_line(&mut line) {
-                Ok(n) if n > 0 && line.contains("\"busy\"") => continue,
+                Ok(n) if n > 0 && line.contains("\"busy\"") => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
                 Ok(n) => panic!("unexpected answer before hello ({n} bytes): {line:?}"),
                 Err(_) => return c,
             }
