@@ -227,6 +227,12 @@ dispatched! {
 
 #[inline(always)]
 fn window_diff_body(expected: &[u8], data: &[u8]) -> u64 {
+    words_diff(expected, data)
+}
+
+/// [`window_diff`]'s body, word by word.
+#[inline(always)]
+fn words_diff(expected: &[u8], data: &[u8]) -> u64 {
     let expected = &expected[..data.len()];
     let mut diff = 0u64;
     let (words, tail) = data.split_at(data.len() / 8 * 8);
@@ -238,6 +244,67 @@ fn window_diff_body(expected: &[u8], data: &[u8]) -> u64 {
         diff |= u64::from(a ^ b);
     }
     diff
+}
+
+/// The window comparison of a period whose window repeats every 448 bytes (`-v 7`, and 14,
+/// 28, 56, 112, 224: the least common multiple of the period and 64 is 448): the first 448
+/// bytes the stream has from `data`'s first byte on (`block`) are held in fourteen 32-byte
+/// registers and each 448-byte block of `data` is compared against them, the last part
+/// block against the block's start, so the check reads only the data (the window from
+/// memory doubles the loads) and a piece of any length is one call. `None` where this CPU has
+/// no AVX2 or `data` is under 448 bytes; else as [`window_diff`] (0 when equal).
+#[inline]
+fn window_diff_448(block: &[u8; 448], data: &[u8]) -> Option<u64> {
+    #[cfg(target_arch = "x86_64")]
+    if matches!(simd::active_isa(), simd::Isa::Avx2 | simd::Isa::Avx512) && data.len() >= 448 {
+        // SAFETY: the active build is AVX2's or AVX-512's, which the CPU has (`active_isa`).
+        return Some(unsafe { repeat_diff_448_avx2(block, data) });
+    }
+    let _ = (block, data);
+    None
+}
+
+/// [`window_diff_448`] with AVX2.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+// The register intrinsics are safe calls in an AVX2 function from Rust 1.87; the crate's
+// rust-version (1.85) still needs them in `unsafe`.
+#[allow(unused_unsafe)]
+unsafe fn repeat_diff_448_avx2(block: &[u8; 448], data: &[u8]) -> u64 {
+    use std::arch::x86_64::{
+        __m256i, _mm256_loadu_si256, _mm256_or_si256, _mm256_setzero_si256, _mm256_testz_si256,
+        _mm256_xor_si256,
+    };
+    const V: usize = 448 / 32;
+    let load = |b: &[u8], i: usize| -> __m256i {
+        let v = &b[i * 32..i * 32 + 32];
+        // SAFETY: `v` is 32 readable bytes; the load takes any alignment; AVX2 is enabled.
+        unsafe { _mm256_loadu_si256(v.as_ptr().cast()) }
+    };
+    let pattern: [__m256i; V] = std::array::from_fn(|i| load(block, i));
+    let whole = data.len() / 448 * 448;
+    // SAFETY: AVX2 is enabled (this function's target feature).
+    let (mut even, mut odd) = unsafe { (_mm256_setzero_si256(), _mm256_setzero_si256()) };
+    for piece in data[..whole].chunks_exact(448) {
+        for i in (0..V).step_by(2) {
+            // SAFETY: AVX2 is enabled.
+            unsafe {
+                even = _mm256_or_si256(even, _mm256_xor_si256(load(piece, i), pattern[i]));
+                odd = _mm256_or_si256(odd, _mm256_xor_si256(load(piece, i + 1), pattern[i + 1]));
+            }
+        }
+    }
+    // SAFETY: AVX2 is enabled.
+    let equal = unsafe {
+        let all = _mm256_or_si256(even, odd);
+        _mm256_testz_si256(all, all) == 1
+    };
+    // The stream repeats every 448 bytes, so the rest (under 448) is the block's start again.
+    let rest = &data[whole..];
+    u64::from(!equal) | words_diff(&block[..rest.len()], rest)
 }
 
 /// Which flow of `stream`'s run (its seed and number of flows) a connection carries, from the
@@ -612,6 +679,9 @@ impl Pattern {
     /// Compares `data` against the stream at `offset`; calls `on_mismatch` for every
     /// differing byte in stream order and returns how many there were.
     fn compare(&self, offset: u64, data: &[u8], mut on_mismatch: impl FnMut(Mismatch)) -> u64 {
+        if self.matches_448(offset, data) == Some(true) {
+            return 0;
+        }
         match &self.kind {
             Kind::Periodic {
                 period,
@@ -641,6 +711,9 @@ impl Pattern {
     /// for the differing bytes ([`Pattern::compare`] finds them).
     #[inline]
     fn matches(&self, offset: u64, data: &[u8]) -> bool {
+        if let Some(equal) = self.matches_448(offset, data) {
+            return equal;
+        }
         match &self.kind {
             Kind::Keyed { key, .. } => {
                 // The common piece: whole words from a word boundary, one block.
@@ -668,6 +741,30 @@ impl Pattern {
                 true
             }
         }
+    }
+
+    /// Periodic stream whose window repeats every 448 bytes (`-v 7`): whether `data` equals
+    /// the stream at `offset`, the whole piece compared against one 448-byte block held in
+    /// registers ([`window_diff_448`]). `None` for another stream, a piece under 448 bytes or
+    /// a CPU without AVX2 (the window comparison then decides).
+    #[inline]
+    fn matches_448(&self, offset: u64, data: &[u8]) -> Option<bool> {
+        let Kind::Periodic {
+            period,
+            window,
+            spread,
+            reciprocal,
+            ..
+        } = &self.kind
+        else {
+            return None;
+        };
+        if period * spread != 448 {
+            return None;
+        }
+        let start = self.window_start(phase_of(offset, *period, *reciprocal), data.as_ptr());
+        let block: &[u8; 448] = window.get(start..start + 448)?.try_into().ok()?;
+        window_diff_448(block, data).map(|d| d == 0)
     }
 
     /// Periodic stream: where in the window a comparison of data at `data` whose first byte
@@ -1998,6 +2095,37 @@ mod tests {
     /// Every instruction-set build this CPU runs fills and checks the same words as the
     /// baseline's, at every length, start and alignment, and finds a flipped bit in any word;
     /// so does the window comparison.
+    /// The 448-byte register block of `-v 7` (and its multiples of 7 up to 224): 0 for the
+    /// stream from any phase and piece length, not 0 for a flipped bit anywhere in the piece,
+    /// in the last part block too.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_register_block_of_v7_finds_every_flipped_bit() {
+        if !Isa::Avx2.supported() {
+            return;
+        }
+        for period in [7u32, 14, 28, 56, 112, 224] {
+            let p = Pattern::new(period).unwrap();
+            for phase in [0u64, 1, 6, 100, 447] {
+                let mut block = [0u8; 448];
+                p.fill(&mut block, phase);
+                for len in [448usize, 449, 895, 896, 4096, 65536 + 3] {
+                    let mut data = vec![0u8; len];
+                    p.fill(&mut data, phase);
+                    // SAFETY: the CPU has AVX2 (checked above).
+                    let diff = |d: &[u8]| unsafe { repeat_diff_448_avx2(&block, d) };
+                    assert_eq!(diff(&data), 0, "period {period} phase {phase} len {len}");
+                    let step = if len > 4096 { 4093 } else { 61 };
+                    for bit in (0..len * 8).step_by(step).chain([len * 8 - 1]) {
+                        data[bit / 8] ^= 1 << (bit % 8);
+                        assert_ne!(diff(&data), 0, "period {period} len {len} bit {bit}");
+                        data[bit / 8] ^= 1 << (bit % 8);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn every_build_fills_and_checks_the_same_words() {
         let key = flow_key(42, 3);
