@@ -11,8 +11,9 @@
 Usage: scripts/code-figures.py [SRC_DIR]   (default: src beside this script)
        scripts/code-figures.py --rev REV   (the tree of a git revision, read with git show)
 
-A scanner of text, not a parser: braces inside strings or chars can shift a function's end
-by a line or two; the same scanner on both sides keeps a comparison fair.
+A scanner of text, not a parser: braces in a string or char literal on one line are not
+counted (`"{{\"v\":{}}}"`, `'{'`); a brace in a string that spans lines still is. The same
+scanner on both sides keeps a comparison fair.
 """
 
 import os
@@ -46,6 +47,15 @@ def files_from_rev(rev):
             yield p[len("src/"):], text
 
 
+LITERAL_RE = re.compile(r'r#*"[^"]*"#*|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])\'')
+
+
+def braces(line):
+    """Opening minus closing braces of a line, outside its one-line string and char literals."""
+    code = LITERAL_RE.sub("", line.split("//")[0] if '"' not in line else line)
+    return code.count("{") - code.count("}")
+
+
 def production_lines(text):
     """The lines of code outside comments and #[cfg(test)] modules."""
     out = []
@@ -70,20 +80,20 @@ def production_lines(text):
             i += 1
             continue
         if pending_test and re.match(r"(pub(\([^)]*\))?\s+)?mod\s+\w+\s*\{", t):
-            depth = t.count("{") - t.count("}")
+            depth = braces(t)
             i += 1
             while i < len(lines) and depth > 0:
-                depth += lines[i].count("{") - lines[i].count("}")
+                depth += braces(lines[i])
                 i += 1
             pending_test = False
             continue
         if pending_test and not t.startswith("#["):
             # A #[cfg(test)] item other than a module: skip it to its end.
-            depth = t.count("{") - t.count("}")
+            depth = braces(t)
             i += 1
             while i < len(lines) and (depth > 0 or (depth == 0 and not t.endswith((";", "}")))):
                 t = lines[i].strip()
-                depth += t.count("{") - t.count("}")
+                depth += braces(t)
                 i += 1
                 if depth == 0 and t.endswith(("}", ";")):
                     break
@@ -107,7 +117,7 @@ def long_functions(lines, path, limit=100):
             started = False
             j = i
             while j < len(lines):
-                depth += lines[j].count("{") - lines[j].count("}")
+                depth += braces(lines[j])
                 if "{" in lines[j]:
                     started = True
                 if started and depth <= 0:
