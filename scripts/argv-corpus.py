@@ -435,12 +435,13 @@ VOLATILE_KEYS = {
     "cpu", "cpu_sys_s", "cpu_user_s", "cpu_utilisation", "worker_sys_s", "worker_user_s",
     "recvmsg_calls", "poll_calls", "eagain_retries", "eintr_retries", "control_only_recvmsgs",
     "napi_id", "kernel_release", "mean", "sd", "mb_per_s", "tries", "connect_tries",
-    "pid", "tcp_info", "cpus", "app_cpus", "per_cpu",
+    "pid", "tcp_info", "cpus", "app_cpus", "net_cpus", "per_cpu", "worker_began_s",
+    "worker_ended_s",
 }
 # Also volatile in a `timed` entry (how much a timed transfer moved).
 TIMED_KEYS = {
     "bytes", "measured_bytes", "validated_bytes", "plain_bytes", "crc32", "writes",
-    "linear_bytes", "dmabuf_bytes", "flow_bytes", "mismatches",
+    "linear_bytes", "dmabuf_bytes", "flow_bytes", "mismatches", "crc32_from",
 }
 # Keys that name a figure by their unit (the sweep's columns and runs).
 VOLATILE_KEY_RE = re.compile(r"(_pct|_gbps|gbit_per_s|_per_s|_per_gib)$")
@@ -498,6 +499,13 @@ def text_rules(ctx):
          r"\d+\.\.=\d+", "chunk at stream offset <n> (<n> bytes): <n> byte(s) differ in stream "
          "offsets <n>..=<n>"),
         (r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)?", "<timestamp>"),
+        # The per-CPU table (mpstat's columns) and its %steal line: the machine's figures.
+        (r"^(\s*\|?\s*)(all|\d+)((\s+\d+\.\d+){7})", r"\1<cpu> <cpu figures>"),
+        (r"%steal: .*", "%steal: <figures>"),
+        (r"<cpu figures>\s+(net,app|net|app)\b", "<cpu figures>  <role>"),
+        # Which CPUs ran NET_RX follows the scheduler.
+        (r"net CPUs \(NET_RX softirqs, /proc/softirqs\): [\d,]+|app CPUs: [\d,]+|both: [\d,]+",
+         "<cpus>"),
     ]
     if ctx.get("timed"):
         rules += [
@@ -543,6 +551,9 @@ def norm_text(text, rules):
         n = norm_line(line, rules)
         # Progress lines: how many depends on the machine; keep one of each shape in a row.
         if n == prev and ("progress" in n or "validation: chunk" in n):
+            continue
+        # Printed only when the machine had them: steal time, other tasks on the app CPUs.
+        if "%steal: <figures>" in n or "other tasks took <pct>% of the app CPUs" in n:
             continue
         out.append(n)
         prev = n
