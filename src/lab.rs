@@ -161,12 +161,13 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
     let local = rx.addr.with_port(0);
     let peer_addr = a.peer.with_port(a.peer_port);
     let started = Instant::now();
-    let mut records: Vec<RunRecord> = Vec::new();
-    let mut first_skip: Option<Error> = None;
-    let mut stopped: Option<Error> = None;
     let mut peer_provenance = None;
-    match connect_and_ask(peer_addr, local, report) {
-        Err(e) => stopped = Some(e),
+    let ended = match connect_and_ask(peer_addr, local, report) {
+        Err(e) => Ended {
+            records: Vec::new(),
+            first_skip: None,
+            stopped: Some(e),
+        },
         Ok((mut client, host)) => {
             peer_provenance = host;
             if client.limits.max_duration < duration + SEND_MARGIN {
@@ -178,128 +179,16 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
                     duration.as_secs_f64()
                 ));
             }
-            let mut skipped: Vec<Option<String>> = vec![None; plan.points.len()];
-            if plan.key == Some(SweepKey::Autorelease) {
-                if let Some(e) = autorelease_missing() {
-                    skipped = vec![Some(format!("--sweep autorelease: {e}")); plan.points.len()];
-                    first_skip = Some(e);
-                }
-            }
-            for slot in plan.order() {
-                let sig = STOP.load(Ordering::SeqCst);
-                if sig != 0 {
-                    stopped = Some(Error::Interrupted(sig));
-                    break;
-                }
-                let name = format!(
-                    "run {}/{}: {} run {}/{}",
-                    slot.index + 1,
-                    plan.total(),
-                    plan.label(slot.point),
-                    slot.run + 1,
-                    plan.runs
-                );
-                if let Some(why) = &skipped[slot.point] {
-                    records.push(RunRecord::new(
-                        slot,
-                        Outcome::Skipped(why.clone()),
-                        Default::default(),
-                    ));
-                    continue;
-                }
-                report.log(format_args!(
-                    "{name}{}",
-                    eta(started, slot.index, plan.total())
-                ));
-                let mut env = hooks::HookEnv {
-                    run: slot.index + 1,
-                    runs: plan.total(),
-                    point: plan.label(slot.point),
-                    key: plan.key.map(SweepKey::name).unwrap_or_default().into(),
-                    value: plan.value(slot.point).unwrap_or_default(),
-                    point_run: slot.run + 1,
-                    out_dir: out_dir(a, report),
-                    outcome: None,
-                };
-                let mut hook_figures = Vec::new();
-                if let Some(cmd) = &a.pre_run {
-                    let h = hooks::run("pre-run", cmd, &env, hooks::HOOK_LIMIT, &STOP);
-                    let failed = h.error.clone();
-                    hook_figures.push(h);
-                    if let Some(why) = failed {
-                        let why = format!("--pre-run: {why} (the run was not made)");
-                        report.warn(format_args!("{name}: FAILED: {why}"));
-                        let mut rec =
-                            RunRecord::new(slot, Outcome::Failed(why), Default::default());
-                        rec.hooks = hook_figures;
-                        records.push(rec);
-                        continue;
-                    }
-                }
-                let args = named_point_args(
-                    point_args(&a.base, plan.key, plan.points[slot.point]),
-                    plan.key,
-                    plan.name(slot.point),
-                );
-                let write_size = match plan.key {
-                    Some(SweepKey::WriteSize) => plan.points[slot.point],
-                    _ => a.peer_write_size,
-                };
-                let ran = one_run(&mut client, &args, a, write_size, slot, report).map(
-                    |(mut rec, verdict)| {
-                        let mut verdict = verdict;
-                        if let Some(cmd) = &a.post_run {
-                            env.outcome = Some(rec.outcome.name());
-                            let h = hooks::run("post-run", cmd, &env, hooks::HOOK_LIMIT, &STOP);
-                            if let Some(why) = &h.error {
-                                let why = match &rec.outcome {
-                                    Outcome::Failed(e) => format!("{e}; --post-run: {why}"),
-                                    _ => format!("--post-run: {why}"),
-                                };
-                                rec.outcome = Outcome::Failed(why.clone());
-                                if !matches!(verdict, Err(Error::Interrupted(_) | Error::Usage(_)))
-                                {
-                                    verdict = Err(Error::Failure(why));
-                                }
-                            }
-                            hook_figures.push(h);
-                        }
-                        rec.hooks = hook_figures;
-                        (rec, verdict)
-                    },
-                );
-                match ran {
-                    Err(peer_failed) => {
-                        stopped = Some(Error::Failure(format!("{name}: {peer_failed}")));
-                        break;
-                    }
-                    Ok((_, Err(Error::Usage(why)))) => {
-                        // The same for every run: the sweep stops (exit 2).
-                        stopped = Some(Error::Usage(format!("{name}: {why}")));
-                        break;
-                    }
-                    Ok((rec, verdict)) => {
-                        let interrupted = matches!(verdict, Err(Error::Interrupted(_)));
-                        if let Err(e @ Error::Skip(_)) = verdict {
-                            skipped[slot.point] = rec.outcome.why().map(str::to_string);
-                            first_skip.get_or_insert(e);
-                        } else if let Err(e) = &verdict {
-                            report.warn(format_args!(
-                                "{name}: FAILED: {e}{}",
-                                peer_side(rec.peer.as_ref())
-                            ));
-                        }
-                        records.push(rec);
-                        if interrupted {
-                            stopped = Some(Error::Interrupted(STOP.load(Ordering::SeqCst)));
-                            break;
-                        }
-                    }
-                }
-            }
+            let ended = run_points(&mut client, &plan, a, report, started);
             client.bye();
+            ended
         }
-    }
+    };
+    let Ended {
+        records,
+        first_skip,
+        stopped,
+    } = ended;
     let verdict = results::sweep_verdict(
         records.iter().map(|r| &r.outcome),
         plan.total(),
@@ -342,6 +231,181 @@ pub(crate) fn run(a: &SweepArgs, report: &RunReport) -> Result<()> {
         (Ok(()), Err(w)) => Err(w),
         (v, Ok(())) => v,
     }
+}
+
+/// What the runs of a sweep left: each run's record, the first skip (a point's skip is the
+/// sweep's reason when every run skipped), and what stopped the sweep early, if anything.
+struct Ended {
+    records: Vec<RunRecord>,
+    first_skip: Option<Error>,
+    stopped: Option<Error>,
+}
+
+/// Runs every slot of `plan` in its order through the peer `client`: the hooks around each
+/// run, the run, and its record. Stops at a stop signal, at a usage error (the same for every
+/// run) or when the peer fails; a skip skips the rest of its point.
+fn run_points(
+    client: &mut PeerClient,
+    plan: &Plan,
+    a: &SweepArgs,
+    report: &RunReport,
+    started: Instant,
+) -> Ended {
+    let mut records: Vec<RunRecord> = Vec::new();
+    let mut first_skip: Option<Error> = None;
+    let mut stopped: Option<Error> = None;
+    let mut skipped: Vec<Option<String>> = vec![None; plan.points.len()];
+    if plan.key == Some(SweepKey::Autorelease) {
+        if let Some(e) = autorelease_missing() {
+            skipped = vec![Some(format!("--sweep autorelease: {e}")); plan.points.len()];
+            first_skip = Some(e);
+        }
+    }
+    for slot in plan.order() {
+        let sig = STOP.load(Ordering::SeqCst);
+        if sig != 0 {
+            stopped = Some(Error::Interrupted(sig));
+            break;
+        }
+        let name = format!(
+            "run {}/{}: {} run {}/{}",
+            slot.index + 1,
+            plan.total(),
+            plan.label(slot.point),
+            slot.run + 1,
+            plan.runs
+        );
+        if let Some(why) = &skipped[slot.point] {
+            records.push(RunRecord::new(
+                slot,
+                Outcome::Skipped(why.clone()),
+                Default::default(),
+            ));
+            continue;
+        }
+        report.log(format_args!(
+            "{name}{}",
+            eta(started, slot.index, plan.total())
+        ));
+        let mut env = hook_env(plan, slot, out_dir(a, report));
+        let hook_figures = match pre_run(a, &env, slot, &name, report) {
+            Ok(figures) => figures,
+            Err(not_made) => {
+                records.push(*not_made);
+                continue;
+            }
+        };
+        let args = named_point_args(
+            point_args(&a.base, plan.key, plan.points[slot.point]),
+            plan.key,
+            plan.name(slot.point),
+        );
+        let write_size = match plan.key {
+            Some(SweepKey::WriteSize) => plan.points[slot.point],
+            _ => a.peer_write_size,
+        };
+        let ran = one_run(client, &args, a, write_size, slot, report)
+            .map(|(rec, verdict)| post_run(a, &mut env, hook_figures, rec, verdict));
+        match ran {
+            Err(peer_failed) => {
+                stopped = Some(Error::Failure(format!("{name}: {peer_failed}")));
+                break;
+            }
+            Ok((_, Err(Error::Usage(why)))) => {
+                // The same for every run: the sweep stops (exit 2).
+                stopped = Some(Error::Usage(format!("{name}: {why}")));
+                break;
+            }
+            Ok((rec, verdict)) => {
+                let interrupted = matches!(verdict, Err(Error::Interrupted(_)));
+                if let Err(e @ Error::Skip(_)) = verdict {
+                    skipped[slot.point] = rec.outcome.why().map(str::to_string);
+                    first_skip.get_or_insert(e);
+                } else if let Err(e) = &verdict {
+                    report.warn(format_args!(
+                        "{name}: FAILED: {e}{}",
+                        peer_side(rec.peer.as_ref())
+                    ));
+                }
+                records.push(rec);
+                if interrupted {
+                    stopped = Some(Error::Interrupted(STOP.load(Ordering::SeqCst)));
+                    break;
+                }
+            }
+        }
+    }
+    Ended {
+        records,
+        first_skip,
+        stopped,
+    }
+}
+
+/// What the hooks of the run in `slot` see of it (its outcome once it ran).
+fn hook_env(plan: &Plan, slot: Slot, out_dir: PathBuf) -> hooks::HookEnv {
+    hooks::HookEnv {
+        run: slot.index + 1,
+        runs: plan.total(),
+        point: plan.label(slot.point),
+        key: plan.key.map(SweepKey::name).unwrap_or_default().into(),
+        value: plan.value(slot.point).unwrap_or_default(),
+        point_run: slot.run + 1,
+        out_dir,
+        outcome: None,
+    }
+}
+
+/// Before a run: its `--pre-run` hook, if any. Returns the hook's figure, or the record of a
+/// run that was not made because the hook failed (logged as the run `name`'s failure).
+fn pre_run(
+    a: &SweepArgs,
+    env: &hooks::HookEnv,
+    slot: Slot,
+    name: &str,
+    report: &RunReport,
+) -> std::result::Result<Vec<crate::summary::sweep::HookFigure>, Box<RunRecord>> {
+    let Some(cmd) = &a.pre_run else {
+        return Ok(Vec::new());
+    };
+    let h = hooks::run("pre-run", cmd, env, hooks::HOOK_LIMIT, &STOP);
+    let Some(why) = h.error.clone() else {
+        return Ok(vec![h]);
+    };
+    let why = format!("--pre-run: {why} (the run was not made)");
+    report.warn(format_args!("{name}: FAILED: {why}"));
+    let mut rec = RunRecord::new(slot, Outcome::Failed(why), Default::default());
+    rec.hooks = vec![h];
+    Err(Box::new(rec))
+}
+
+/// After a run: its `--post-run` hook, if any (a failing hook fails the run, naming both
+/// failures when the run had failed too; a stop or usage verdict stays as it is), and the
+/// figures of its hooks into its record.
+fn post_run(
+    a: &SweepArgs,
+    env: &mut hooks::HookEnv,
+    mut hook_figures: Vec<crate::summary::sweep::HookFigure>,
+    mut rec: RunRecord,
+    mut verdict: Result<()>,
+) -> (RunRecord, Result<()>) {
+    if let Some(cmd) = &a.post_run {
+        env.outcome = Some(rec.outcome.name());
+        let h = hooks::run("post-run", cmd, env, hooks::HOOK_LIMIT, &STOP);
+        if let Some(why) = &h.error {
+            let why = match &rec.outcome {
+                Outcome::Failed(e) => format!("{e}; --post-run: {why}"),
+                _ => format!("--post-run: {why}"),
+            };
+            rec.outcome = Outcome::Failed(why.clone());
+            if !matches!(verdict, Err(Error::Interrupted(_) | Error::Usage(_))) {
+                verdict = Err(Error::Failure(why));
+            }
+        }
+        hook_figures.push(h);
+    }
+    rec.hooks = hook_figures;
+    (rec, verdict)
 }
 
 /// Connects to the peer and asks it to describe its host: the client and the peer's
