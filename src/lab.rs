@@ -696,6 +696,55 @@ struct Extras {
     baseline: Option<crate::summary::sweep::SweepFile>,
 }
 
+/// The table's footer: what the figures are, the command (wrapped so that it still pastes
+/// into a shell), this host's and the peer's environment, and the verdict or what stopped the
+/// sweep after `ran` runs. Its lines wrap at a mail's 72 characters.
+fn footer(
+    plan: &Plan,
+    a: &SweepArgs,
+    ran: usize,
+    stopped: Option<&Error>,
+    verdict: SweepVerdict,
+    provenance: &crate::summary::sweep::Provenance,
+    peer: Option<&crate::summary::sweep::Provenance>,
+) -> String {
+    let mut out = String::new();
+    // The footer's lines wrap at a mail's 72 characters; the command's continuation lines
+    // end in ` \` so that it still pastes into a shell.
+    // n is the runs column, unless --columns left it out.
+    let n = match &a.columns {
+        Some(c) if !c.iter().any(|c| c == "runs") => "n: the runs column, not chosen",
+        _ => "n: the runs column",
+    };
+    out.push_str(&wrap(&format!(
+        "mean +/- sample sd over the runs that passed ({n}; no sd, '-', for one run); {} of \
+         {:.1} s per point, interleaved (run 1 of every point, then run 2, ...)",
+        crate::figures::count(plan.runs, "run"),
+        a.duration.as_secs_f64()
+    )));
+    out.push_str(&wrap_units(
+        "command: ",
+        &command_units(&a.command_line),
+        "    ",
+        " \\",
+        MAIL_WIDTH,
+    ));
+    out.push_str(&wrap(&format!("env: {}", provenance::one_line(provenance))));
+    if let Some(p) = peer {
+        out.push_str(&wrap(&format!("peer env: {}", provenance::one_line(p))));
+    }
+    if let Some(e) = stopped {
+        out.push_str(&wrap(&format!(
+            "stopped after {} of {} runs: {e}",
+            ran,
+            plan.total()
+        )));
+    } else {
+        out.push_str(&format!("{verdict}\n"));
+    }
+    out
+}
+
 /// The table on stdout (and the comparison with `--baseline`), `--csv`, `--plot`, and the
 /// JSON object of the sweep.
 ///
@@ -716,42 +765,15 @@ fn output(
         &bound_queues(a, records),
     );
     let mut text = results::render(plan, records, a.columns.as_deref(), a.format);
-    // The footer's lines wrap at a mail's 72 characters; the command's continuation lines
-    // end in ` \` so that it still pastes into a shell.
-    // n is the runs column, unless --columns left it out.
-    let n = match &a.columns {
-        Some(c) if !c.iter().any(|c| c == "runs") => "n: the runs column, not chosen",
-        _ => "n: the runs column",
-    };
-    text.push_str(&wrap(&format!(
-        "mean +/- sample sd over the runs that passed ({n}; no sd, '-', for one run); {} of \
-         {:.1} s per point, interleaved (run 1 of every point, then run 2, ...)",
-        crate::figures::count(plan.runs, "run"),
-        a.duration.as_secs_f64()
-    )));
-    text.push_str(&wrap_units(
-        "command: ",
-        &command_units(&a.command_line),
-        "    ",
-        " \\",
-        MAIL_WIDTH,
+    text.push_str(&footer(
+        plan,
+        a,
+        records.len(),
+        stopped,
+        verdict,
+        &provenance,
+        extras.peer_provenance.as_ref(),
     ));
-    text.push_str(&wrap(&format!(
-        "env: {}",
-        provenance::one_line(&provenance)
-    )));
-    if let Some(p) = &extras.peer_provenance {
-        text.push_str(&wrap(&format!("peer env: {}", provenance::one_line(p))));
-    }
-    if let Some(e) = stopped {
-        text.push_str(&wrap(&format!(
-            "stopped after {} of {} runs: {e}",
-            records.len(),
-            plan.total()
-        )));
-    } else {
-        text.push_str(&format!("{verdict}\n"));
-    }
     let mut body = sweep_body(plan, a, rx, records, stopped, provenance);
     body.peer_provenance = extras.peer_provenance;
     let mut first_err: Option<Error> = None;
