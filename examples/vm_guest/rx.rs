@@ -51,19 +51,19 @@ pub(super) fn rx(ctx: &Ctx) -> CaseResult {
     only_bound_queue_split(&q)?;
     // One flow without a measurement's options: its JSON carries the measured runs'
     // steering figures, the bound queue's qstats rx-bytes over the receive and the queues it
-    // reached. The bytes are the payload and a header per frame, less what arrived before
-    // the reading at the clock's start (the sender starts at its connect): at least half the
-    // payload, at most 5 % above it.
+    // reached. The bytes are the payload and a header per frame, read from before the accept
+    // (a run without a warm-up measures every byte): at least the payload, at most 5 % above
+    // it.
     let reached = serde_json::json!({"bound": [BOUND], "unreached": [], "source": "qstats"});
     let queue_bytes = j["device_rx"]["queues"][0]["bytes"].as_u64().unwrap_or(0);
     if j["steering"] != reached
         || j["device_rx"]["queues"].as_array().map_or(0, Vec::len) != 1
-        || queue_bytes < STREAM / 2
+        || queue_bytes < STREAM
         || queue_bytes as f64 > STREAM as f64 * 1.05
     {
         return Err(format!(
             "the one-flow run's steering figures: steering {} (want {reached}), device_rx {} \
-             (want queue {BOUND} alone, with half to 105 % of the {STREAM} payload bytes)",
+             (want queue {BOUND} alone, with 100 to 105 % of the {STREAM} payload bytes)",
             j["steering"], j["device_rx"]
         ));
     }
@@ -2065,17 +2065,17 @@ pub(super) fn multi_flow(ctx: &Ctx) -> CaseResult {
             nic.stats_text()
         ));
     }
-    // qstats rx-bytes count whole frames (headers included) on the bound queues over the
-    // measured interval: the payload plus a header per frame (+0.13-0.16 % here), less what
-    // reached the receiver before its first reading, after the last accept (a flow that
-    // connected first may send before the others are accepted; once 67085804 bytes for
-    // 67108864 of payload), so within 1 % below and 5 % above the payload.
+    // qstats rx-bytes count whole frames (headers included) on the bound queues from before
+    // the first accept (a run without a warm-up: every byte of the flows is measured, and a
+    // flow sends from its connect on), so the payload plus a header per frame (+0.13-0.16 %
+    // here): at least the payload, at most 5 % above it. (Read at the interval's start, after
+    // the accepts, it once fell 5 % short under load: tests/vm/FLAKES.md.)
     let payload = MF_BYTES * MF_FLOWS as u64;
     let device = j["device_rx"]["bytes"].as_u64().unwrap_or(0);
-    if (device as f64) < payload as f64 * 0.99 || device as f64 > payload as f64 * 1.05 {
+    if device < payload || device as f64 > payload as f64 * 1.05 {
         return Err(format!(
             "device RX (qstats of the bound queues) {device} bytes, the flows' payload \
-             {payload}: want within [payload - 1 %, payload + 5 %]: {}",
+             {payload}: want within [payload, payload + 5 %]: {}",
             j["device_rx"]
         ));
     }

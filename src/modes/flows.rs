@@ -392,6 +392,20 @@ fn read_qstats(device: &Device, netdev: &mut Option<Netdev>) -> Result<Qstats> {
     Qstats::from_dump(nd.qstats_get_dump(device.ifindex, QstatsScope::Queue))
 }
 
+/// The device's queue stats read before the first accept of a run without a warm-up, for the
+/// interval's first reading: without a warm-up every byte the flows receive is measured, and
+/// a flow's bytes reach the device from its connect on, before the last accept and the
+/// workers' start (the built-in sender connects every flow, then sends on all at once), so
+/// device RX starts here too. `None` with a warm-up (both start at its mark) or no device.
+/// Read after the binding (a queue restart may reset a driver's counters).
+pub(crate) fn device_before_accept(
+    rx: &Receive,
+    device: Option<&Device>,
+) -> Option<Result<Qstats>> {
+    let d = device.filter(|_| rx.flows.warmup.is_none())?;
+    Some(read_qstats(d, &mut None))
+}
+
 /// The run's netdev socket, opened at its first use.
 ///
 /// Errors: as [`Netdev::open`] (tried again at the next use).
@@ -431,13 +445,20 @@ pub(crate) struct Measure<'a> {
     netdev: Option<Netdev>,
     first: Option<Snapshot>,
     last: Option<Snapshot>,
+    /// The device's queue stats read before the first accept ([`device_before_accept`]),
+    /// which the interval's first reading takes instead of its own.
+    early: Option<Result<Qstats>>,
     /// `--quiet`: no progress lines.
     quiet: bool,
 }
 
 impl engine::Clock for Measure<'_> {
     fn interval_starts(&mut self) {
-        self.first = Some(Snapshot::take(self.device, &mut self.netdev));
+        let mut first = Snapshot::take(self.device, &mut self.netdev);
+        if let Some(q) = self.early.take() {
+            first.qstats = Some(q);
+        }
+        self.first = Some(first);
     }
 
     fn clock_ends(&mut self) {
@@ -456,8 +477,15 @@ impl engine::Clock for Measure<'_> {
 }
 
 impl<'a> Measure<'a> {
-    /// The readings of a receive of `rx` on `device` (its queues read now), none taken yet.
-    pub(crate) fn begin(rx: &'a Receive, device: Option<&'a Device>, quiet: bool) -> Measure<'a> {
+    /// The readings of a receive of `rx` on `device` (its queues read now), none taken yet but
+    /// `early`, the device's queue stats from before the first accept
+    /// ([`device_before_accept`]), which the interval's first reading then uses.
+    pub(crate) fn begin(
+        rx: &'a Receive,
+        device: Option<&'a Device>,
+        quiet: bool,
+        early: Option<Result<Qstats>>,
+    ) -> Measure<'a> {
         let queues = match device {
             Some(d) => Netdev::open()
                 .and_then(|mut nd| nd.queue_get_dump(d.ifindex))
@@ -471,6 +499,7 @@ impl<'a> Measure<'a> {
             netdev: None,
             first: None,
             last: None,
+            early,
             quiet,
         }
     }
@@ -746,6 +775,7 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     device: Option<&Device>,
     stall: Option<&super::StallContext>,
     first: FirstFlow<'_>,
+    early: Option<Result<Qstats>>,
     report: &RunReport,
 ) -> Result<()> {
     let n = conns.len();
@@ -766,7 +796,7 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     // calling thread.
     let mut stdout = payload_stdout(base.validate.is_none())?;
     let shared = Shared::new(n);
-    let mut measure = Measure::begin(rx, device, report.quiet());
+    let mut measure = Measure::begin(rx, device, report.quiet(), early);
     let mut conns = conns.into_iter();
     let conn0 = conns
         .next()
@@ -2224,6 +2254,7 @@ mod tests {
                 qstats: Some(last),
                 ..snap(at + Duration::from_secs(2))
             }),
+            early: None,
             quiet: true,
         };
         let flows = [zcrx_flow(0, 9000, 1, 1, at)];

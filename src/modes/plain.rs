@@ -62,6 +62,7 @@ fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
         None,
         None,
         flows::FirstFlow::default(),
+        None,
         report,
     )
 }

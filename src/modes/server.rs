@@ -178,6 +178,7 @@ fn receive<M: FragMemory + Sync>(
     report: &RunReport,
 ) -> Result<Result<()>> {
     let listener = listen(&a.rx, Some(plan), report)?;
+    let early = flows::device_before_accept(&a.rx, Some(device));
     let conns = flows::accept(&listener, &a.rx, Some(plan), report)?;
     drop(listener);
     if let Some(on) = a.so_autorelease {
@@ -221,6 +222,7 @@ fn receive<M: FragMemory + Sync>(
         Some(device),
         Some(stall),
         first,
+        early,
         report,
     ))
 }

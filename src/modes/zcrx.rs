@@ -348,7 +348,9 @@ fn receive_flows(
         buffers,
     };
     let shared = Shared::new(n);
-    let mut measure = flows::Measure::begin(rx, device, report.quiet());
+    // No reading before the accepts here: the ifqs are registered after this, and their queue
+    // restarts may reset a driver's counters.
+    let mut measure = flows::Measure::begin(rx, device, report.quiet(), None);
     let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
     let mut job_txs = Vec::with_capacity(workers);
     let mut rest: Vec<engine::Worker<'_, WorkerOut>> = Vec::with_capacity(workers);
