@@ -227,12 +227,6 @@ dispatched! {
 
 #[inline(always)]
 fn window_diff_body(expected: &[u8], data: &[u8]) -> u64 {
-    words_diff(expected, data)
-}
-
-/// [`window_diff`]'s body, word by word.
-#[inline(always)]
-fn words_diff(expected: &[u8], data: &[u8]) -> u64 {
     let expected = &expected[..data.len()];
     let mut diff = 0u64;
     let (words, tail) = data.split_at(data.len() / 8 * 8);
@@ -304,7 +298,7 @@ unsafe fn repeat_diff_448_avx2(block: &[u8; 448], data: &[u8]) -> u64 {
     };
     // The stream repeats every 448 bytes, so the rest (under 448) is the block's start again.
     let rest = &data[whole..];
-    u64::from(!equal) | words_diff(&block[..rest.len()], rest)
+    u64::from(!equal) | window_diff_body(&block[..rest.len()], rest)
 }
 
 /// Which flow of `stream`'s run (its seed and number of flows) a connection carries, from the
@@ -677,11 +671,9 @@ impl Pattern {
     }
 
     /// Compares `data` against the stream at `offset`; calls `on_mismatch` for every
-    /// differing byte in stream order and returns how many there were.
+    /// differing byte in stream order and returns how many there were. The bad-piece path:
+    /// [`Pattern::matches`] already found a difference, so no fast whole-piece check here.
     fn compare(&self, offset: u64, data: &[u8], mut on_mismatch: impl FnMut(Mismatch)) -> u64 {
-        if self.matches_448(offset, data) == Some(true) {
-            return 0;
-        }
         match &self.kind {
             Kind::Periodic {
                 period,
@@ -2092,9 +2084,6 @@ mod tests {
         );
     }
 
-    /// Every instruction-set build this CPU runs fills and checks the same words as the
-    /// baseline's, at every length, start and alignment, and finds a flipped bit in any word;
-    /// so does the window comparison.
     /// The 448-byte register block of `-v 7` (and its multiples of 7 up to 224): 0 for the
     /// stream from any phase and piece length, not 0 for a flipped bit anywhere in the piece,
     /// in the last part block too.
@@ -2126,6 +2115,9 @@ mod tests {
         }
     }
 
+    /// Every instruction-set build this CPU runs fills and checks the same words as the
+    /// baseline's, at every length, start and alignment, and finds a flipped bit in any word;
+    /// so does the window comparison.
     #[test]
     fn every_build_fills_and_checks_the_same_words() {
         let key = flow_key(42, 3);
