@@ -184,8 +184,8 @@ pub(super) fn fault_xflow(ctx: &Ctx) -> CaseResult {
         .trim()
         .to_string();
     let _ = std::fs::write(&ctl, "none");
-    // "fired xflow on queue Q (flow A > B got the payload of flow C > D): a frame of L payload
-    // bytes, N of them differ from the stream"
+    // "fired xflow on queue Q (flow A > B got the payload of flow C > D, a frame of K bytes): a
+    // frame of L payload bytes, N of them differ from the stream"
     let ports = |s: &str| -> Option<u16> { s.split(' ').next()?.parse().ok() };
     let (into, from) = report
         .split_once("(flow ")

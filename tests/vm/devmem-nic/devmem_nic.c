@@ -176,6 +176,7 @@ struct dnic_rxq {
 	 * the flow whose payload it got (host order, for the report).
 	 */
 	u16 xflow_into[2], xflow_from[2];
+	unsigned int xflow_from_len;	/* payload bytes of that flow's frame */
 	unsigned int fault_differ;	/* bytes the last fault changed */
 	struct dnic_rxq_stats stats;
 };
@@ -209,11 +210,15 @@ struct dnic_priv {
 	int fault_kind;
 	u32 fault_after;	/* split frames to let through first */
 	u32 fault_arg;
-	char fault_report[192];
+	char fault_report[256];
 	/* While xflow is armed: the latest split frame's payload and flow. */
 	u8 *xflow_buf;
 	unsigned int xflow_cap, xflow_len;
 	struct dnic_flow xflow_fl;
+	/* Since the countdown ended: split frames seen (all of one flow while
+	 * it waits), and those whose payload could not be recorded.
+	 */
+	u32 xflow_seen, xflow_unrecorded;
 	struct dentry *ddir;
 };
 
@@ -769,10 +774,17 @@ static bool dnic_same_flow(const struct dnic_flow *a, const struct dnic_flow *b)
 }
 
 /* The armed xflow fault (under fault_lock) for the split frame @wire, whose
- * @len payload bytes start at @off: it fires when the latest split frame
- * recorded is of another flow and at least as long, handing that frame's
- * payload to the queue (rq->last) for this one. Otherwise (still counting
- * down, the same flow, a shorter frame) this frame becomes the latest.
+ * @len payload bytes start at @off: once the countdown has ended, it fires
+ * on the first frame whose flow differs from the latest split frame recorded,
+ * handing that frame's payload to the queue (rq->last) for this one, which
+ * gets its first min(@len, recorded) bytes. A frame of the same flow (or one
+ * still counted down) becomes the latest instead.
+ *
+ * The recorded frame may be the shorter one: a flow's last frame is often
+ * its tail, and when flows arrive one after another (devmem TX's few large
+ * frames per flow, on a loaded host) that tail is the only frame before
+ * another flow's; asking for a frame at least as long let such a run end
+ * with the fault still armed.
  */
 static int dnic_xflow_take(struct dnic_rxq *rq, const struct sk_buff *wire,
 			   unsigned int off, unsigned int len)
@@ -781,11 +793,11 @@ static int dnic_xflow_take(struct dnic_rxq *rq, const struct sk_buff *wire,
 	struct dnic_flow fl;
 
 	dnic_parse(wire, &fl);
-	if (!priv->fault_after && priv->xflow_len >= len &&
+	if (!priv->fault_after && priv->xflow_len &&
 	    !dnic_same_flow(&fl, &priv->xflow_fl)) {
 		kfree(rq->last);
 		rq->last = priv->xflow_buf;
-		rq->last_len = len;
+		rq->last_len = priv->xflow_len;
 		priv->xflow_buf = NULL;
 		priv->xflow_cap = 0;
 		priv->xflow_len = 0;
@@ -793,11 +805,14 @@ static int dnic_xflow_take(struct dnic_rxq *rq, const struct sk_buff *wire,
 		rq->xflow_into[1] = ntohs(fl.dport);
 		rq->xflow_from[0] = ntohs(priv->xflow_fl.sport);
 		rq->xflow_from[1] = ntohs(priv->xflow_fl.dport);
+		rq->xflow_from_len = rq->last_len;
 		WRITE_ONCE(priv->fault_kind, DNIC_FAULT_NONE);
 		return DNIC_FAULT_XFLOW;
 	}
 	if (priv->fault_after)
 		priv->fault_after--;
+	else
+		priv->xflow_seen++;
 	if (priv->xflow_cap < len) {
 		kfree(priv->xflow_buf);
 		priv->xflow_buf = kmalloc(len, GFP_ATOMIC | __GFP_NOWARN);
@@ -808,6 +823,8 @@ static int dnic_xflow_take(struct dnic_rxq *rq, const struct sk_buff *wire,
 	    !dnic_copy_frame(&priv->pdev->dev, wire, off, priv->xflow_buf, len)) {
 		priv->xflow_len = len;
 		priv->xflow_fl = fl;
+	} else if (!priv->fault_after) {
+		priv->xflow_unrecorded++;
 	}
 	return DNIC_FAULT_NONE;
 }
@@ -906,13 +923,14 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 		if (err)
 			goto alloc_fail_free;
 		if (fault > DNIC_FAULT_NONE) {
-			char from[64] = "";
+			char from[112] = "";
 
 			if (fault == DNIC_FAULT_XFLOW)
 				snprintf(from, sizeof(from),
-					 " (flow %hu > %hu got the payload of flow %hu > %hu)",
+					 " (flow %hu > %hu got the payload of flow %hu > %hu, a frame of %u bytes)",
 					 rq->xflow_into[0], rq->xflow_into[1],
-					 rq->xflow_from[0], rq->xflow_from[1]);
+					 rq->xflow_from[0], rq->xflow_from[1],
+					 rq->xflow_from_len);
 			spin_lock(&priv->fault_lock);
 			snprintf(priv->fault_report, sizeof(priv->fault_report),
 				 "fired %s on queue %u%s: a frame of %u payload bytes, %u of them differ from the stream\n",
@@ -2005,13 +2023,14 @@ static ssize_t dnic_fault_read(struct file *file, char __user *ubuf,
 			       size_t count, loff_t *ppos)
 {
 	struct dnic_priv *priv = file->private_data;
-	char buf[192];
+	char buf[256];
 	int n;
 
 	spin_lock_bh(&priv->fault_lock);
 	if (priv->fault_kind == DNIC_FAULT_XFLOW && !priv->fault_after)
 		n = scnprintf(buf, sizeof(buf),
-			      "armed xflow, waiting for a split frame of another flow\n");
+			      "armed xflow, waiting for a split frame of another flow (%u split frames since the countdown, %u of them not recorded)\n",
+			      priv->xflow_seen, priv->xflow_unrecorded);
 	else if (priv->fault_kind)
 		n = scnprintf(buf, sizeof(buf), "armed %s, %u split frames to go (arg %u)\n",
 			      dnic_fault_names[priv->fault_kind], priv->fault_after,
@@ -2053,6 +2072,8 @@ static ssize_t dnic_fault_write(struct file *file, const char __user *ubuf,
 	priv->fault_arg = arg;
 	priv->fault_report[0] = '\0';
 	priv->xflow_len = 0;
+	priv->xflow_seen = 0;
+	priv->xflow_unrecorded = 0;
 	WRITE_ONCE(priv->fault_kind, kind);
 	spin_unlock_bh(&priv->fault_lock);
 	return count;
