@@ -861,8 +861,11 @@ pub(super) fn c_iou_zcrx(ctx: &Ctx) -> CaseResult {
     for round in 1..=ZCRX_TIMED_RUNS {
         for r in receivers.iter_mut() {
             std::fs::copy(&r.bin, UNDER_TEST).map_err(|e| format!("copy {}: {e}", r.bin))?;
+            // The receiver's own rusage (RUSAGE_CHILDREN of a python3 that only waits for it):
+            // CPU seconds, minor page faults and context switches, which say what it asked of
+            // the kernel where the guest has no strace or perf.
             let script = format!(
-                "TIMEFORMAT='cpu %U %S %R'; time {HARNESS_IOU_ZCRX} -s -p {port} -i {} -q {BOUND} \
+                "python3 -c '{RUSAGE_PY}' {HARNESS_IOU_ZCRX} -s -p {port} -i {} -q {BOUND} \
                  >/tmp/iou-zcrx-rx.out 2>&1; echo \"exit $?\"; cat /tmp/iou-zcrx-rx.out",
                 nic.dut
             );
@@ -914,6 +917,17 @@ pub(super) fn c_iou_zcrx(ctx: &Ctx) -> CaseResult {
     )))
 }
 
+/// Runs its arguments as a command and prints, on stdout after the command's own output,
+/// `cpu USER SYS WALL MINFLT NVCSW NIVCSW` for it (seconds; minor faults, voluntary and
+/// involuntary context switches), exiting with its status.
+const RUSAGE_PY: &str = "import resource, subprocess, sys, time\n\
+    t = time.monotonic()\n\
+    rc = subprocess.run(sys.argv[1:]).returncode\n\
+    w = time.monotonic() - t\n\
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)\n\
+    print(\"cpu\", u.ru_utime, u.ru_stime, w, u.ru_minflt, u.ru_nvcsw, u.ru_nivcsw, flush=True)\n\
+    sys.exit(rc if rc >= 0 else 128 - rc)";
+
 /// One receiver of [`c_iou_zcrx`]'s timed transfer and its runs so far.
 struct TimedReceiver {
     label: &'static str,
@@ -927,6 +941,8 @@ struct TimedReceiver {
     deadline: usize,
     /// User, system and wall seconds summed over the runs in `ok`.
     secs: [f64; 3],
+    /// Minor page faults, voluntary and involuntary context switches summed over those runs.
+    counts: [u64; 3],
 }
 
 impl TimedReceiver {
@@ -938,12 +954,13 @@ impl TimedReceiver {
             ok: 0,
             deadline: 0,
             secs: [0.0; 3],
+            counts: [0; 3],
         }
     }
 
-    /// Counts one run from its output (`exit N`, bash's `cpu USER SYS WALL`, what the receiver
-    /// printed) and whether its sender succeeded; an outcome other than success or the C
-    /// tool's deadline is an error.
+    /// Counts one run from its output (`exit N`, [`RUSAGE_PY`]'s `cpu USER SYS WALL MINFLT
+    /// NVCSW NIVCSW`, what the receiver printed) and whether its sender succeeded; an outcome
+    /// other than success or the C tool's deadline is an error.
     fn add(&mut self, text: &str, sender_ok: bool) -> Result<(), String> {
         let times: Vec<f64> = text
             .lines()
@@ -956,10 +973,13 @@ impl TimedReceiver {
             .unwrap_or_default();
         let exit0 = text.lines().any(|l| l == "exit 0");
         match times.as_slice() {
-            [u, s, w] if exit0 && sender_ok => {
+            [u, s, w, counts @ ..] if counts.len() == 3 && exit0 && sender_ok => {
                 self.ok += 1;
                 for (acc, v) in self.secs.iter_mut().zip([u, s, w]) {
                     *acc += v;
+                }
+                for (acc, v) in self.counts.iter_mut().zip(counts) {
+                    *acc += *v as u64;
                 }
                 Ok(())
             }
@@ -973,9 +993,11 @@ impl TimedReceiver {
 
     fn summary(&self) -> String {
         let [u, s, w] = self.secs;
+        let [minflt, nvcsw, nivcsw] = self.counts;
         let mut line = format!(
             "{} of {ZCRX_TIMED_RUNS} runs, user {u:.3} s + sys {s:.3} s = {:.3} s CPU, wall \
-             {w:.3} s",
+             {w:.3} s, {minflt} minor faults, {nvcsw} voluntary and {nivcsw} involuntary context \
+             switches",
             self.ok,
             u + s
         );
