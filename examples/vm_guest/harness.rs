@@ -822,7 +822,7 @@ pub(super) fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
 }
 
 /// How many times each receiver takes the timed transfer of [`c_iou_zcrx`].
-const ZCRX_TIMED_RUNS: usize = 3;
+const ZCRX_TIMED_RUNS: usize = 7;
 
 /// What the C iou-zcrx's server prints when its receive did not end within 5 s of listening
 /// (its fixed deadline, `tstop`).
@@ -830,7 +830,7 @@ const C_IOU_ZCRX_DEADLINE: &str = "iou-zcrx: test failed";
 
 /// The kernel's C iou-zcrx, built from the VM kernel's source with liburing, under the same
 /// iou-zcrx.py on the same kind of NIC as `devmem-nic/kernel-iou-zcrx-py` (its results are
-/// recorded, not required); then the receiver CPU and wall time (bash's `time` in the chroot)
+/// recorded, not required); then the receiver CPU, wall time, faults and switches ([`RUSAGE_PY`])
 /// of the same transfer by each binary run as the harness's `iou-zcrx`: `test_zcrx.single`'s NIC
 /// setup and server command line (`-s -p P -i DUT -q 3`), 2 MiB of the `'a'..'z'` stream (the C
 /// client's whole send buffer) from one sender for both, ncdevmem-rs as `iou-zcrx -c -h DUT6 -p
@@ -898,7 +898,7 @@ pub(super) fn c_iou_zcrx(ctx: &Ctx) -> CaseResult {
             "split frames per queue before the timed runs {before:?}, after {after:?}"
         ));
     }
-    if receivers[0].ok != ZCRX_TIMED_RUNS {
+    if receivers[0].runs.len() != ZCRX_TIMED_RUNS {
         return Err(format!("ncdevmem-rs: {}", receivers[0].summary()));
     }
     let failures = if harness.results.iter().any(|(_, v)| v != "ok") {
@@ -908,13 +908,26 @@ pub(super) fn c_iou_zcrx(ctx: &Ctx) -> CaseResult {
     };
     Ok(Outcome::Pass(format!(
         "iou-zcrx.py with the C iou-zcrx: {}{failures}. Receiver of 2 MiB (test_zcrx.single's \
-         transfer, one sender for both), {ZCRX_TIMED_RUNS} runs each, summed over the runs that \
-         finished: ncdevmem-rs: {}; C iou-zcrx: {}; all split frames on queue {BOUND}; outputs \
-         saved as iou-zcrx-py-c-iou-zcrx.txt, iou-zcrx-timed-runs.txt",
+         transfer, one sender for both), {ZCRX_TIMED_RUNS} runs each, interleaved: ncdevmem-rs: \
+         {}; C iou-zcrx: {}; ncdevmem-rs / C, medians: CPU {}, minor faults {}, voluntary \
+         switches {} (TCG: counts and ratios, not speed); all split frames on queue {BOUND}; \
+         outputs saved as iou-zcrx-py-c-iou-zcrx.txt, iou-zcrx-timed-runs.txt",
         harness.summary(),
         receivers[0].summary(),
         receivers[1].summary(),
+        ratio(receivers[0].median_of(6), receivers[1].median_of(6)),
+        ratio(receivers[0].median_of(3), receivers[1].median_of(3)),
+        ratio(receivers[0].median_of(4), receivers[1].median_of(4)),
     )))
+}
+
+/// `a / b` as `1.17x`, or `-` when `b` is 0 (no C run was timed).
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}x", a / b)
+    } else {
+        "-".to_string()
+    }
 }
 
 /// Runs its arguments as a command and prints, on stdout after the command's own output,
@@ -935,14 +948,21 @@ struct TimedReceiver {
     bin: String,
     /// The C tool: a run may end at its deadline ([`C_IOU_ZCRX_DEADLINE`]).
     c_tool: bool,
-    /// Runs that exited 0 with their sender.
-    ok: usize,
+    /// Each run that exited 0 with its sender: [`RUSAGE_PY`]'s user, system and wall seconds,
+    /// minor page faults, voluntary and involuntary context switches.
+    runs: Vec<[f64; 6]>,
     /// Runs that ended at the C tool's own deadline ([`C_IOU_ZCRX_DEADLINE`]).
     deadline: usize,
-    /// User, system and wall seconds summed over the runs in `ok`.
-    secs: [f64; 3],
-    /// Minor page faults, voluntary and involuntary context switches summed over those runs.
-    counts: [u64; 3],
+}
+
+/// The median of `v` (the mean of the middle two for an even count; 0 for none).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 impl TimedReceiver {
@@ -951,10 +971,8 @@ impl TimedReceiver {
             label,
             bin: bin.to_string(),
             c_tool,
-            ok: 0,
+            runs: Vec::new(),
             deadline: 0,
-            secs: [0.0; 3],
-            counts: [0; 3],
         }
     }
 
@@ -962,7 +980,7 @@ impl TimedReceiver {
     /// NVCSW NIVCSW`, what the receiver printed) and whether its sender succeeded; an outcome
     /// other than success or the C tool's deadline is an error.
     fn add(&mut self, text: &str, sender_ok: bool) -> Result<(), String> {
-        let times: Vec<f64> = text
+        let figures: Vec<f64> = text
             .lines()
             .find_map(|l| l.strip_prefix("cpu "))
             .map(|t| {
@@ -972,15 +990,9 @@ impl TimedReceiver {
             })
             .unwrap_or_default();
         let exit0 = text.lines().any(|l| l == "exit 0");
-        match times.as_slice() {
-            [u, s, w, counts @ ..] if counts.len() == 3 && exit0 && sender_ok => {
-                self.ok += 1;
-                for (acc, v) in self.secs.iter_mut().zip([u, s, w]) {
-                    *acc += v;
-                }
-                for (acc, v) in self.counts.iter_mut().zip(counts) {
-                    *acc += *v as u64;
-                }
+        match <[f64; 6]>::try_from(figures.as_slice()) {
+            Ok(run) if exit0 && sender_ok => {
+                self.runs.push(run);
                 Ok(())
             }
             _ if self.c_tool && text.contains(C_IOU_ZCRX_DEADLINE) => {
@@ -991,15 +1003,42 @@ impl TimedReceiver {
         }
     }
 
+    /// The median over the timed runs of figure `i` of [`TimedReceiver::runs`]; `i` = 6 is
+    /// user + system seconds.
+    fn median_of(&self, i: usize) -> f64 {
+        median(
+            self.runs
+                .iter()
+                .map(|r| if i == 6 { r[0] + r[1] } else { r[i] })
+                .collect(),
+        )
+    }
+
+    /// `N of M runs, per run (median, min-max): CPU …`.
     fn summary(&self) -> String {
-        let [u, s, w] = self.secs;
-        let [minflt, nvcsw, nivcsw] = self.counts;
+        let range = |i: usize| {
+            let v: Vec<f64> = self
+                .runs
+                .iter()
+                .map(|r| if i == 6 { r[0] + r[1] } else { r[i] })
+                .collect();
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (lo, hi)
+        };
+        let ((clo, chi), (flo, fhi)) = (range(6), range(3));
         let mut line = format!(
-            "{} of {ZCRX_TIMED_RUNS} runs, user {u:.3} s + sys {s:.3} s = {:.3} s CPU, wall \
-             {w:.3} s, {minflt} minor faults, {nvcsw} voluntary and {nivcsw} involuntary context \
-             switches",
-            self.ok,
-            u + s
+            "{} of {ZCRX_TIMED_RUNS} runs, per run (median, min-max): CPU {:.3} s ({clo:.3}-{chi:.3}; \
+             user {:.3} + sys {:.3}), wall {:.3} s, {:.0} minor faults ({flo:.0}-{fhi:.0}), {:.0} \
+             voluntary and {:.0} involuntary context switches",
+            self.runs.len(),
+            self.median_of(6),
+            self.median_of(0),
+            self.median_of(1),
+            self.median_of(2),
+            self.median_of(3),
+            self.median_of(4),
+            self.median_of(5),
         );
         if self.deadline > 0 {
             line += &format!(
