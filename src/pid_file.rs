@@ -4,8 +4,9 @@
 //!
 //! Lifecycle:
 //! * before anything is set up, [`PidFile::check`] checks that `PATH` can be written (the
-//!   checks of `--json FILE`): a path that cannot is a usage error (exit 2), and nothing
-//!   changed;
+//!   checks of `--json FILE`) and that it does not hold the id of a process that is running
+//!   (another instance, as iperf3 refuses): either is a usage error (exit 2), and nothing
+//!   changed. A file whose process is gone (a SIGKILLed run's) is stale and is overwritten;
 //! * once the tool listens (after its `listening on` or `control on` line),
 //!   [`PidFile::write`] writes `PID\n` atomically (a temporary file beside it, renamed over
 //!   it: a reader sees the whole line or no file); a sweep (`-l --peer`) writes it when its
@@ -40,12 +41,19 @@ pub(crate) struct PidFile {
 
 impl PidFile {
     /// Checks that `path` can be written (as `--json FILE`: a file path in an existing
-    /// directory this process can create files in, nothing or a regular file there now).
-    /// Writes nothing.
+    /// directory this process can create files in, nothing or a regular file there now) and
+    /// does not hold the id of another running process. Writes nothing.
     ///
     /// Errors: [`crate::Error::Usage`] naming `--pid-file` and what is wrong.
     pub(crate) fn check(path: &Path) -> Result<PidFile> {
         crate::stats::check_file_path(FLAG, path)?;
+        if let Some(pid) = running_owner(path) {
+            return Err(crate::Error::Usage(format!(
+                "{FLAG}: {} holds the id of process {pid}, which is running (another \
+                 instance?); stop it, or remove the file if that process is not one",
+                path.display()
+            )));
+        }
         Ok(PidFile {
             path: path.to_path_buf(),
             line: format!("{}\n", std::process::id()),
@@ -68,6 +76,14 @@ impl PidFile {
         crate::sys::signals::unlink_at_exit(Some(&self.path));
         Ok(())
     }
+}
+
+/// The process id in the file at `path` (`PID` and optional white space, as [`PidFile::write`]
+/// writes it) when that process exists and is not this one; `None` for no file, another
+/// content or a process that is gone.
+fn running_owner(path: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+    (pid != std::process::id() as i32 && crate::sys::signals::process_exists(pid)).then_some(pid)
 }
 
 impl Drop for PidFile {
@@ -110,13 +126,46 @@ mod tests {
         assert!(!path.exists());
     }
 
+    /// The id of a process that has exited and been reaped.
+    fn gone_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
     #[test]
     fn not_written_leaves_an_old_file_alone() {
         let path = dir().join("old.pid");
-        std::fs::write(&path, "1\n").unwrap();
+        let old = format!("{}\n", gone_pid());
+        std::fs::write(&path, &old).unwrap();
         drop(PidFile::check(&path).unwrap());
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), old);
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// A file naming a running process (pid 1 always runs) is refused before anything is
+    /// written; a stale one (its process gone), another content or this process's own id is
+    /// taken over.
+    #[test]
+    fn a_running_processs_file_is_refused_a_stale_one_taken_over() {
+        let path = dir().join("live.pid");
+        std::fs::write(&path, "1\n").unwrap();
+        let e = PidFile::check(&path).unwrap_err();
+        assert!(
+            matches!(&e, crate::Error::Usage(m) if m.starts_with("--pid-file: ")
+                && m.contains("process 1, which is running")),
+            "{e:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n");
+        let own = format!("{}\n", std::process::id());
+        for content in [format!("{}\n", gone_pid()), "not a pid\n".to_string(), own] {
+            std::fs::write(&path, &content).unwrap();
+            let p = PidFile::check(&path).unwrap();
+            p.write().unwrap();
+            drop(p);
+            assert!(!path.exists(), "{content:?}");
+        }
     }
 
     #[test]

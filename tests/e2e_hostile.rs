@@ -699,22 +699,30 @@ fn a_receivers_pid_file_goes_on_pass_fail_and_signal() {
     }
 }
 
-/// A `--pid-file` that cannot be written is a usage error (exit 2) before anything starts
-/// (no listening line), for the peer server and a receiver; an old file at the path is left
-/// as it was. Outside the modes that listen the option is refused.
+/// A `--pid-file` that cannot be written, or that holds the id of a running process
+/// (another instance), is a usage error (exit 2) before anything starts (no listening line),
+/// for the peer server and a receiver; an old file at the path is left as it was. Outside the
+/// modes that listen the option is refused.
 #[test]
 fn an_unwritable_pid_file_is_refused_before_listening() {
     let blocked = pid_path("a-directory");
     std::fs::create_dir_all(&blocked).unwrap();
     let no_dir = "/nonexistent-ncdevmem-dir/x.pid";
     let dir_arg = blocked.to_str().unwrap();
+    // This test process is running: its id in the file stands for another instance.
+    let running = pid_path("running");
+    let running_line = format!("{}\n", std::process::id());
+    std::fs::write(&running, &running_line).unwrap();
+    let running_arg = running.to_str().unwrap();
     let peer: &[&str] = &["--peer-server", "-s", "127.0.0.1", "-p", "0"];
     let receiver: &[&str] = &["-l", "--plain", "-s", "127.0.0.1", "-p", "0"];
     for (mode, path) in [
         (peer, no_dir),
         (peer, dir_arg),
+        (peer, running_arg),
         (receiver, no_dir),
         (receiver, "/proc/x.pid"),
+        (receiver, running_arg),
     ] {
         let args = &[mode, &["--pid-file", path]].concat();
         let (out, on_its_own) = wait_bounded(spawn(args), Duration::from_secs(20));
@@ -726,6 +734,8 @@ fn an_unwritable_pid_file_is_refused_before_listening() {
     }
     assert!(blocked.is_dir());
     let _ = std::fs::remove_dir(&blocked);
+    assert_eq!(std::fs::read_to_string(&running).unwrap(), running_line);
+    let _ = std::fs::remove_file(&running);
     let out = Command::new(BIN)
         .args([
             "--send-pattern",

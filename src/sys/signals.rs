@@ -41,6 +41,17 @@ pub(crate) fn signal_group(pgid: u32, sig: nix::sys::signal::Signal) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), sig).is_ok()
 }
 
+/// Whether a process with id `pid` (> 0) exists: `kill(pid, 0)` succeeds, or answers `EPERM`
+/// (it exists, owned by another user). `false` for `ESRCH` and for ids that name no single
+/// process (0 and below).
+pub(crate) fn process_exists(pid: i32) -> bool {
+    pid > 0
+        && matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Ok(()) | Err(nix::errno::Errno::EPERM)
+        )
+}
+
 /// Names the file (`Some`) that the immediate exit of a second Ctrl-C removes before it
 /// exits, or none (`None`): the unwind that exit cuts short would have removed it. A path with
 /// a NUL byte (which no file can have) names none. The path's copy is kept for the life of
