@@ -176,7 +176,6 @@ struct dnic_rxq {
 	 * the flow whose payload it got (host order, for the report).
 	 */
 	u16 xflow_into[2], xflow_from[2];
-	unsigned int xflow_from_len;	/* payload bytes of that flow's frame */
 	unsigned int fault_differ;	/* bytes the last fault changed */
 	struct dnic_rxq_stats stats;
 };
@@ -805,7 +804,6 @@ static int dnic_xflow_take(struct dnic_rxq *rq, const struct sk_buff *wire,
 		rq->xflow_into[1] = ntohs(fl.dport);
 		rq->xflow_from[0] = ntohs(priv->xflow_fl.sport);
 		rq->xflow_from[1] = ntohs(priv->xflow_fl.dport);
-		rq->xflow_from_len = rq->last_len;
 		WRITE_ONCE(priv->fault_kind, DNIC_FAULT_NONE);
 		return DNIC_FAULT_XFLOW;
 	}
@@ -930,7 +928,7 @@ static void dnic_rx_one(struct dnic_rxq *rq, struct sk_buff *wire)
 					 " (flow %hu > %hu got the payload of flow %hu > %hu, a frame of %u bytes)",
 					 rq->xflow_into[0], rq->xflow_into[1],
 					 rq->xflow_from[0], rq->xflow_from[1],
-					 rq->xflow_from_len);
+					 rq->last_len);
 			spin_lock(&priv->fault_lock);
 			snprintf(priv->fault_report, sizeof(priv->fault_report),
 				 "fired %s on queue %u%s: a frame of %u payload bytes, %u of them differ from the stream\n",
