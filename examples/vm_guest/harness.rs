@@ -3,6 +3,7 @@
 //! drv-net tests (`drv_net.rs`), run from the build chroot.
 
 use super::*;
+use statrs::statistics::{Data, Max, Median, Min};
 
 #[path = "drv_net.rs"]
 pub(super) mod drv_net;
@@ -921,7 +922,7 @@ pub(super) fn c_iou_zcrx(ctx: &Ctx) -> CaseResult {
     )))
 }
 
-/// `a / b` as `1.17x`, or `-` when `b` is 0 (no C run was timed).
+/// `a / b` as `1.17x`, or `-` when `b` is not above 0 (NaN: no C run was timed).
 fn ratio(a: f64, b: f64) -> String {
     if b > 0.0 {
         format!("{:.2}x", a / b)
@@ -953,16 +954,6 @@ struct TimedReceiver {
     runs: Vec<[f64; 6]>,
     /// Runs that ended at the C tool's own deadline ([`C_IOU_ZCRX_DEADLINE`]).
     deadline: usize,
-}
-
-/// The median of `v` (the mean of the middle two for an even count; 0 for none).
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 impl TimedReceiver {
@@ -1003,10 +994,10 @@ impl TimedReceiver {
         }
     }
 
-    /// The median over the timed runs of figure `i` of [`TimedReceiver::runs`]; `i` = 6 is
-    /// user + system seconds.
-    fn median_of(&self, i: usize) -> f64 {
-        median(
+    /// Figure `i` of [`TimedReceiver::runs`] over the timed runs; `i` = 6 is user + system
+    /// seconds.
+    fn figure(&self, i: usize) -> Data<Vec<f64>> {
+        Data::new(
             self.runs
                 .iter()
                 .map(|r| if i == 6 { r[0] + r[1] } else { r[i] })
@@ -1014,19 +1005,15 @@ impl TimedReceiver {
         )
     }
 
+    /// The median of figure `i` over the timed runs (NaN for none).
+    fn median_of(&self, i: usize) -> f64 {
+        self.figure(i).median()
+    }
+
     /// `N of M runs, per run (median, min-max): CPU …`.
     fn summary(&self) -> String {
-        let range = |i: usize| {
-            let v: Vec<f64> = self
-                .runs
-                .iter()
-                .map(|r| if i == 6 { r[0] + r[1] } else { r[i] })
-                .collect();
-            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            (lo, hi)
-        };
-        let ((clo, chi), (flo, fhi)) = (range(6), range(3));
+        let (cpu, faults) = (self.figure(6), self.figure(3));
+        let ((clo, chi), (flo, fhi)) = ((cpu.min(), cpu.max()), (faults.min(), faults.max()));
         let mut line = format!(
             "{} of {ZCRX_TIMED_RUNS} runs, per run (median, min-max): CPU {:.3} s ({clo:.3}-{chi:.3}; \
              user {:.3} + sys {:.3}), wall {:.3} s, {:.0} minor faults ({flo:.0}-{fhi:.0}), {:.0} \
