@@ -298,13 +298,13 @@ fn devmem_tx_row(
                 String::from_utf8_lossy(&tx_out.stderr)
             ),
         };
-        // Which flow a fault of every flow (or the module's xflow fault) fails first is a
-        // race: those cells want some flow named (`Fail` of no flow in particular).
         // The module's report of a fault that fired (which frame, how many bytes of whose),
         // kept in the log beside the grid.
         if let Some(r) = fired.as_deref().filter(|r| r.starts_with("fired")) {
             println!("verdict-matrix: {} × {}: {r}", row.name, case.name());
         }
+        // Which flow a fault of every flow (or the module's xflow fault) fails first is a
+        // race: those cells want some flow named (`Fail` of no flow in particular).
         let judged = match &fired {
             Some(r) if !r.starts_with("fired") => {
                 Some(format!("the module's fault did not fire: {r:?}"))
