@@ -40,8 +40,8 @@ test: lint unit scripts-test pytest
 	$(MAKE) dist-test
 	$(MAKE) vm-test-dist
 
-# make test on a loaded machine: busy loops beside it (BUSY of them, default the CPUs + 1), the
-# load average recorded at the start, every minute and at the end (scripts/test-loaded.sh).
+# make test on a loaded machine: busy loops beside it (BUSY of them, default the CPUs + 1; or
+# LOAD=N: as many as hold the load average at N or more, BUSY the fewest), the load average recorded at the start, every minute and at the end (scripts/test-loaded.sh).
 # TEST_LOADED=TARGETS runs those instead of test (e.g. TEST_LOADED='test vm-test-opt-in', what
 # .ci/run runs); TEST_LOADED=--ci runs .ci/run itself. Intermittent failures and their fixes: tests/vm/FLAKES.md.
 TEST_LOADED ?= test

@@ -15,11 +15,22 @@
 # With --ci it runs .ci/run itself (CI's entry point: make test, then make vm-test-opt-in)
 # instead of make.
 #
-# usage: scripts/test-loaded.sh [--ci | TARGET...]       env: BUSY (number of busy loops), MAKE
+# With LOAD=N it holds the load average at N or more instead of running a fixed number of
+# loops: BUSY loops (default 1 with LOAD) always run, and once a second it counts the tasks
+# the load average counts (/proc/stat: procs_running + procs_blocked, less its own loops and
+# itself), smooths that count over a few seconds and starts or stops loops so that the
+# total stays at N + 0.5, with at most N + 1 loops. A fixed number of loops leaves the load
+# under N in the suite's quiet phases (the VM cases under TCG keep about 1.5 CPUs busy) and
+# slows its busy ones more than needed. The summary line then gives the fewest and most
+# loops that ran.
+#
+# usage: scripts/test-loaded.sh [--ci | TARGET...]     env: BUSY (busy loops), LOAD, MAKE
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-busy=${BUSY:-$(($(getconf _NPROCESSORS_ONLN) + 1))}
+hold=${LOAD:-}
+case $hold in *[!0-9]*) echo "test-loaded: LOAD=$hold is not a whole number" >&2; exit 2 ;; esac
+if [ -n "$hold" ]; then busy=${BUSY:-1}; else busy=${BUSY:-$(($(getconf _NPROCESSORS_ONLN) + 1))}; fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(test)
 if [ "${targets[0]}" = --ci ]; then
@@ -34,17 +45,21 @@ case $busy in '' | *[!0-9]*) echo "test-loaded: BUSY=$busy is not a number" >&2;
 
 loops=()
 sampler=
+keeper=
 samples=$(mktemp)
+counts=$(mktemp)
 stop_all() {
     set +e
+    [ -n "$keeper" ] && kill "$keeper" 2>/dev/null && wait "$keeper" 2>/dev/null
     [ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null
     for pid in "${loops[@]}"; do kill "$pid" 2>/dev/null; done
     for pid in "${loops[@]}"; do wait "$pid" 2>/dev/null; done
     loops=()
     sampler=
+    keeper=
     return 0
 }
-trap 'stop_all; rm -f "$samples"' EXIT
+trap 'stop_all; rm -f "$samples" "$counts"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -56,6 +71,40 @@ for ((i = 0; i < busy; i++)); do
     sh -c 'while :; do :; done' &
     loops+=($!)
 done
+if [ -n "$hold" ]; then
+    (
+        # The loops it adds are its own children: it stops them when it is stopped.
+        extra=()
+        trap 'for p in "${extra[@]}"; do kill "$p" 2>/dev/null; done; exit 0' TERM
+        most=$((hold + 1))
+        smooth=$((busy * 100)) # the other tasks' count, in hundredths
+        while :; do
+            running=0 blocked=0
+            while read -r key value _; do
+                case $key in procs_running) running=$value ;; procs_blocked) blocked=$value ;; esac
+            done </proc/stat
+            have=$((busy + ${#extra[@]}))
+            others=$((running + blocked - 1 - have))
+            ((others >= 0)) || others=0
+            smooth=$(((smooth * 6 + others * 100 * 4) / 10))
+            want=$(((hold * 100 + 50 - smooth + 99) / 100))
+            ((want >= busy)) || want=$busy
+            ((want <= most)) || want=$most
+            while ((busy + ${#extra[@]} < want)); do
+                sh -c 'while :; do :; done' &
+                extra+=($!)
+            done
+            while ((busy + ${#extra[@]} > want)); do
+                kill "${extra[-1]}" 2>/dev/null
+                wait "${extra[-1]}" 2>/dev/null
+                unset 'extra[-1]'
+            done
+            echo "$want" >>"$counts"
+            sleep 1
+        done
+    ) &
+    keeper=$!
+fi
 (
     # Its sleep is killed with it, so nothing holds the output open after the end.
     nap=
@@ -66,11 +115,13 @@ done
         wait "$nap"
         l=$(cut -d' ' -f1-3 /proc/loadavg)
         echo "${l%% *}" >>"$samples"
-        echo "test-loaded: [$((SECONDS - start)) s] load $l"
+        echo "test-loaded: [$((SECONDS - start)) s] load $l${hold:+, $(tail -n 1 "$counts" 2>/dev/null) busy loops}"
     done
 ) &
 sampler=$!
-echo "test-loaded: $what beside $busy busy loops (pids ${loops[*]}); load average" \
+beside="$busy busy loops"
+[ -z "$hold" ] || beside="$busy or more busy loops holding the load at $hold or more"
+echo "test-loaded: $what beside $beside (pids ${loops[*]}); load average" \
     "at the start $start_load (1, 5, 15 min)"
 
 rc=0
@@ -79,10 +130,13 @@ end_load=$(cut -d' ' -f1-3 /proc/loadavg)
 load1 >>"$samples"
 stop_all
 took=$((SECONDS - start))
+if [ -n "$hold" ]; then
+    beside="$(sort -n "$counts" | sed -n '1p;$p' | paste -sd- -) busy loops holding the load at $hold or more"
+fi
 stats=$(sort -g "$samples" | awk '{ v[NR] = $1 } END {
     if (NR == 0) { print "no samples"; exit }
     printf "min %s median %s max %s (%d samples)", v[1], v[int((NR + 1) / 2)], v[NR], NR }')
-echo "test-loaded: $what beside $busy busy loops: exit $rc in $took s; load" \
+echo "test-loaded: $what beside $beside: exit $rc in $took s; load" \
     "average at the start ${start_load%% *} (1 min), at the end ${end_load%% *};" \
     "1-minute load over the run $stats"
 exit "$rc"
