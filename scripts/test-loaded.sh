@@ -73,7 +73,9 @@ for ((i = 0; i < busy; i++)); do
 done
 if [ -n "$hold" ]; then
     (
-        # The loops it adds are its own children: it stops them when it is stopped.
+        # The loops it adds are its own children: it stops them when it is stopped. No errexit
+        # here: `wait` for a loop it stopped returns the loop's 143.
+        set +e
         extra=()
         trap 'for p in "${extra[@]}"; do kill "$p" 2>/dev/null; done; exit 0' TERM
         most=$((hold + 1))
