@@ -1183,8 +1183,14 @@ pub(super) fn small_dmabuf(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 29, true)?;
     let mut stall = None;
     let mut unstalled = Vec::new();
+    // Frames the NIC had no free niov for, per default-buffer run (every queue of the DUT).
+    let mut no_niov = Vec::new();
+    let alloc_fail = || -> Result<u64, String> {
+        Ok(nic.queue_stats()?.iter().map(|q| q.alloc_fail).sum())
+    };
     for i in 0..4u16 {
         let port = (5470 + i).to_string();
+        let before = alloc_fail()?;
         let rx = spawn(&mut nic.server(&[
             "-s",
             DUT4,
@@ -1213,6 +1219,7 @@ pub(super) fn small_dmabuf(ctx: &Ctx) -> CaseResult {
         ]));
         let out = wait(rx)?;
         drop(tx);
+        no_niov.push(alloc_fail()? - before);
         let text = output_text(&out);
         match text.lines().find(|l| l.contains("stalled with")) {
             Some(l) if out.status.code() == Some(1) => {
@@ -1239,6 +1246,7 @@ pub(super) fn small_dmabuf(ctx: &Ctx) -> CaseResult {
     }
     let mut sized = Vec::new();
     for (i, size) in ["128K", "256K"].into_iter().enumerate() {
+        let before = alloc_fail()?;
         let t = nic.transfer(
             5480 + i as u16,
             &["-s", DUT4, "-v", "7", "--dmabuf-size", size],
@@ -1249,22 +1257,23 @@ pub(super) fn small_dmabuf(ctx: &Ctx) -> CaseResult {
             .as_u64()
             .ok_or_else(|| format!("no rcvbuf_set: {j}"))?;
         sized.push(format!(
-            "{size}: SO_RCVBUF {set} ({} B in effect), {:.2} s",
+            "{size}: SO_RCVBUF {set} ({} B in effect), {:.2} s, {} frame(s) with no free niov",
             j["rcvbuf_bytes"],
-            j["elapsed_s"].as_f64().unwrap_or(0.0)
+            j["elapsed_s"].as_f64().unwrap_or(0.0),
+            alloc_fail()? - before
         ));
     }
     let sized = sized.join("; ");
     match stall {
         Some(line) => Ok(Outcome::Pass(format!(
             "kernel-default receive buffer, 128 KiB dmabuf: {} run(s) completed ({}), then the \
-             stall: {line:?}; sized: {sized}",
+             stall: {line:?}; frames with no free niov per run: {no_niov:?}; sized: {sized}",
             unstalled.len(),
             unstalled.join(", ")
         ))),
         None => Ok(Outcome::ExpectedMiss(format!(
             "the stall did not happen in 4 runs with the kernel-default receive buffer (they \
-             took {}); sized: {sized}",
+             took {}; frames with no free niov per run: {no_niov:?}); sized: {sized}",
             unstalled.join(", ")
         ))),
     }
