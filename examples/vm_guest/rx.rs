@@ -1175,10 +1175,14 @@ fn bound_queues(n: &mut dyn NicOps) -> String {
 
 /// A small dmabuf next to the default `tcp_rmem` (issue: a devmem receive must not deadlock
 /// on its own buffers). With the receive buffer left at the kernel's default (`--rcvbuf 0`),
-/// a 128 KiB dmabuf stalls on some runs (the NIC drops for want of a niov, the out-of-order
-/// queue pins the rest): the server's idle timeout ends it with the diagnosis from the page
-/// pools; up to four runs are tried. With the tool's sizing (the default), 128 KiB and
-/// 256 KiB dmabufs carry 16 MiB every time.
+/// the window outgrows a 128 KiB dmabuf (32 niovs): every such run must make the NIC drop
+/// frames for want of a free niov (the module's `alloc_fail`), the hazard itself, which
+/// happens whatever the host's speed. Whether a run then stalls (the out-of-order queue pins
+/// the rest, the server's idle timeout ends it with the diagnosis from the page pools) is a
+/// race whose odds follow the host's speed (tests/vm/FLAKES.md): up to four runs are tried,
+/// and a stall is recorded, its diagnosis checked, not required. With the tool's sizing (the
+/// default), 128 KiB and 256 KiB dmabufs carry 16 MiB every time; their frames with no free
+/// niov are printed.
 pub(super) fn small_dmabuf(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 29, true)?;
     let mut stall = None;
@@ -1237,6 +1241,13 @@ pub(super) fn small_dmabuf(ctx: &Ctx) -> CaseResult {
             _ => return Err(format!("--rcvbuf 0: server {} {text:?}", out.status)),
         }
     }
+    if let Some(run) = no_niov.iter().position(|&n| n == 0) {
+        return Err(format!(
+            "--rcvbuf 0, run {}: the NIC never lacked a free niov (frames with no free niov per \
+             run: {no_niov:?}): the kernel-default window did not outgrow the 128 KiB dmabuf",
+            run + 1
+        ));
+    }
     if let Some(line) = &stall {
         if !line.contains("of 32 buffers in flight")
             || !line.contains("too small for the TCP window")
@@ -1266,14 +1277,15 @@ pub(super) fn small_dmabuf(ctx: &Ctx) -> CaseResult {
     let sized = sized.join("; ");
     match stall {
         Some(line) => Ok(Outcome::Pass(format!(
-            "kernel-default receive buffer, 128 KiB dmabuf: {} run(s) completed ({}), then the \
-             stall: {line:?}; frames with no free niov per run: {no_niov:?}; sized: {sized}",
+            "kernel-default receive buffer, 128 KiB dmabuf: frames with no free niov in every \
+             run ({no_niov:?}); {} run(s) completed ({}), then the stall: {line:?}; sized: \
+             {sized}",
             unstalled.len(),
             unstalled.join(", ")
         ))),
-        None => Ok(Outcome::ExpectedMiss(format!(
-            "the stall did not happen in 4 runs with the kernel-default receive buffer (they \
-             took {}; frames with no free niov per run: {no_niov:?}); sized: {sized}",
+        None => Ok(Outcome::Pass(format!(
+            "kernel-default receive buffer, 128 KiB dmabuf: frames with no free niov in every \
+             run ({no_niov:?}), no stall in 4 runs (they took {}); sized: {sized}",
             unstalled.join(", ")
         ))),
     }
