@@ -1189,9 +1189,8 @@ pub(super) fn small_dmabuf(ctx: &Ctx) -> CaseResult {
     let mut unstalled = Vec::new();
     // Frames the NIC had no free niov for, per default-buffer run (every queue of the DUT).
     let mut no_niov = Vec::new();
-    let alloc_fail = || -> Result<u64, String> {
-        Ok(nic.queue_stats()?.iter().map(|q| q.alloc_fail).sum())
-    };
+    let alloc_fail =
+        || -> Result<u64, String> { Ok(nic.queue_stats()?.iter().map(|q| q.alloc_fail).sum()) };
     for i in 0..4u16 {
         let port = (5470 + i).to_string();
         let before = alloc_fail()?;
