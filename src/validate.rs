@@ -240,55 +240,115 @@ fn window_diff_body(expected: &[u8], data: &[u8]) -> u64 {
     diff
 }
 
-/// The window comparison of a period whose window repeats every 448 bytes (`-v 7`, and 14,
-/// 28, 56, 112, 224: the least common multiple of the period and 64 is 448): the first 448
-/// bytes the stream has from `data`'s first byte on (`block`) are held in fourteen 32-byte
-/// registers and each 448-byte block of `data` is compared against them, the last part
-/// block against the block's start, so the check reads only the data (the window from
-/// memory doubles the loads) and a piece of any length is one call. `None` where this CPU has
-/// no AVX2 or `data` is under 448 bytes; else as [`window_diff`] (0 when equal).
+/// Bytes of the stream held in registers by [`window_diff_224`]: seven 32-byte vectors.
+const REGISTER_BLOCK: usize = 224;
+
+/// The window comparison of a period that divides 224 (`-v 7`, and 14, 28, 56, 112, 224; 2,
+/// 4, 8, 16, 32): the stream from `data`'s first byte on repeats every 224 bytes, seven 32-byte
+/// vectors, so those seven (`block[..224]`, the stream's 256 bytes from `data`'s phase on) are
+/// held in registers and the data is compared against them 224 bytes at a time, a last part
+/// block against the block's start and a last part vector by an overlapping load of the
+/// data's last 32 bytes: the check reads only the data (the window from memory doubles the
+/// loads) and a piece of any length is one call. `None` where this CPU has no AVX2 or `data`
+/// is under 32 bytes; else as [`window_diff`] (0 when equal).
 #[inline]
-fn window_diff_448(block: &[u8; 448], data: &[u8]) -> Option<u64> {
+fn window_diff_224(block: &[u8; 256], data: &[u8]) -> Option<u64> {
     #[cfg(target_arch = "x86_64")]
-    if matches!(simd::active_isa(), simd::Isa::Avx2 | simd::Isa::Avx512) && data.len() >= 448 {
-        // SAFETY: the active build is AVX2's or AVX-512's, which the CPU has (`active_isa`).
-        return Some(unsafe { repeat_diff_448_avx2(block, data) });
+    if data.len() >= 32 {
+        match simd::active_isa() {
+            // SAFETY: the active build is AVX-512's, which the CPU has (`active_isa`).
+            simd::Isa::Avx512 => return Some(unsafe { repeat_diff_224_avx512(block, data) }),
+            // SAFETY: the active build is AVX2's, which the CPU has (`active_isa`).
+            simd::Isa::Avx2 => return Some(unsafe { repeat_diff_224_avx2(block, data) }),
+            simd::Isa::Baseline => {}
+        }
     }
     let _ = (block, data);
     None
 }
 
-/// [`window_diff_448`] with AVX2.
+/// [`window_diff_224`] with AVX2: sixteen 32-byte registers, seven of them the block.
 ///
 /// # Safety
-/// The CPU has AVX2.
+/// The CPU has AVX2; `data` is at least 32 bytes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+unsafe fn repeat_diff_224_avx2(block: &[u8; 256], data: &[u8]) -> u64 {
+    // SAFETY: the caller's contract is this function's.
+    unsafe { repeat_diff_224_body(block, data) }
+}
+
+/// [`window_diff_224`] in the AVX-512 build: the same AVX2 instructions with thirty-two
+/// registers, and the XOR and the OR of each vector made one `vpternlogq`.
+///
+/// # Safety
+/// The CPU has AVX-512 (F, VL) and AVX2; `data` is at least 32 bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2")]
+unsafe fn repeat_diff_224_avx512(block: &[u8; 256], data: &[u8]) -> u64 {
+    // SAFETY: the caller's contract is this function's.
+    unsafe { repeat_diff_224_body(block, data) }
+}
+
+/// The body of [`window_diff_224`]'s builds.
+///
+/// # Safety
+/// The CPU has AVX2 (the caller is an AVX2 function); `data` is at least 32 bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
 // The register intrinsics are safe calls in an AVX2 function from Rust 1.87; the crate's
 // rust-version (1.85) still needs them in `unsafe`.
 #[allow(unused_unsafe)]
-unsafe fn repeat_diff_448_avx2(block: &[u8; 448], data: &[u8]) -> u64 {
+unsafe fn repeat_diff_224_body(block: &[u8; 256], data: &[u8]) -> u64 {
     use std::arch::x86_64::{
         __m256i, _mm256_loadu_si256, _mm256_or_si256, _mm256_setzero_si256, _mm256_testz_si256,
         _mm256_xor_si256,
     };
-    const V: usize = 448 / 32;
-    let load = |b: &[u8], i: usize| -> __m256i {
-        let v = &b[i * 32..i * 32 + 32];
+    const V: usize = REGISTER_BLOCK / 32;
+    let load = |b: &[u8], at: usize| -> __m256i {
+        let v = &b[at..at + 32];
         // SAFETY: `v` is 32 readable bytes; the load takes any alignment; AVX2 is enabled.
         unsafe { _mm256_loadu_si256(v.as_ptr().cast()) }
     };
-    let pattern: [__m256i; V] = std::array::from_fn(|i| load(block, i));
-    let whole = data.len() / 448 * 448;
-    // SAFETY: AVX2 is enabled (this function's target feature).
+    let pattern: [__m256i; V] = std::array::from_fn(|i| load(block, 32 * i));
+    let whole = data.len() / REGISTER_BLOCK * REGISTER_BLOCK;
+    let (blocks, rest) = data.split_at(whole);
+    // SAFETY: AVX2 is enabled (this function's callers' target feature).
     let (mut even, mut odd) = unsafe { (_mm256_setzero_si256(), _mm256_setzero_si256()) };
-    for piece in data[..whole].chunks_exact(448) {
-        for i in (0..V).step_by(2) {
+    for piece in blocks.chunks_exact(REGISTER_BLOCK) {
+        for i in 0..V {
+            // SAFETY: AVX2 is enabled.
+            let d = unsafe { _mm256_xor_si256(load(piece, 32 * i), pattern[i]) };
             // SAFETY: AVX2 is enabled.
             unsafe {
-                even = _mm256_or_si256(even, _mm256_xor_si256(load(piece, i), pattern[i]));
-                odd = _mm256_or_si256(odd, _mm256_xor_si256(load(piece, i + 1), pattern[i + 1]));
+                if i % 2 == 0 {
+                    even = _mm256_or_si256(even, d);
+                } else {
+                    odd = _mm256_or_si256(odd, d);
+                }
             }
+        }
+    }
+    // The stream repeats every 224 bytes: the rest's whole vectors are the block's first ones.
+    let vectors = rest.len() / 32;
+    for i in 0..V - 1 {
+        if i < vectors {
+            // SAFETY: AVX2 is enabled.
+            unsafe {
+                even = _mm256_or_si256(even, _mm256_xor_si256(load(rest, 32 * i), pattern[i]))
+            };
+        }
+    }
+    // A last part vector: the data's last 32 bytes (overlapping the vector before them),
+    // against the block from their phase on; `at % 224 + 32` is at most 255.
+    if rest.len() % 32 != 0 {
+        let at = data.len() - 32;
+        // SAFETY: AVX2 is enabled.
+        unsafe {
+            odd = _mm256_or_si256(
+                odd,
+                _mm256_xor_si256(load(data, at), load(block, at % REGISTER_BLOCK)),
+            );
         }
     }
     // SAFETY: AVX2 is enabled.
@@ -296,9 +356,7 @@ unsafe fn repeat_diff_448_avx2(block: &[u8; 448], data: &[u8]) -> u64 {
         let all = _mm256_or_si256(even, odd);
         _mm256_testz_si256(all, all) == 1
     };
-    // The stream repeats every 448 bytes, so the rest (under 448) is the block's start again.
-    let rest = &data[whole..];
-    u64::from(!equal) | window_diff_body(&block[..rest.len()], rest)
+    u64::from(!equal)
 }
 
 /// Which flow of `stream`'s run (its seed and number of flows) a connection carries, from the
@@ -703,7 +761,7 @@ impl Pattern {
     /// for the differing bytes ([`Pattern::compare`] finds them).
     #[inline]
     fn matches(&self, offset: u64, data: &[u8]) -> bool {
-        if let Some(equal) = self.matches_448(offset, data) {
+        if let Some(equal) = self.matches_224(offset, data) {
             return equal;
         }
         match &self.kind {
@@ -735,28 +793,27 @@ impl Pattern {
         }
     }
 
-    /// Periodic stream whose window repeats every 448 bytes (`-v 7`): whether `data` equals
-    /// the stream at `offset`, the whole piece compared against one 448-byte block held in
-    /// registers ([`window_diff_448`]). `None` for another stream, a piece under 448 bytes or
-    /// a CPU without AVX2 (the window comparison then decides).
+    /// Periodic stream whose period divides 224 (`-v 7`): whether `data` equals the stream at
+    /// `offset`, the whole piece compared against one 224-byte block held in registers
+    /// ([`window_diff_224`]). `None` for another stream, a piece under 32 bytes or a CPU
+    /// without AVX2 (the window comparison then decides).
     #[inline]
-    fn matches_448(&self, offset: u64, data: &[u8]) -> Option<bool> {
+    fn matches_224(&self, offset: u64, data: &[u8]) -> Option<bool> {
         let Kind::Periodic {
             period,
             window,
-            spread,
             reciprocal,
             ..
         } = &self.kind
         else {
             return None;
         };
-        if period * spread != 448 {
+        if REGISTER_BLOCK % period != 0 {
             return None;
         }
-        let start = self.window_start(phase_of(offset, *period, *reciprocal), data.as_ptr());
-        let block: &[u8; 448] = window.get(start..start + 448)?.try_into().ok()?;
-        window_diff_448(block, data).map(|d| d == 0)
+        let phase = phase_of(offset, *period, *reciprocal);
+        let block: &[u8; 256] = window.get(phase..phase + 256)?.try_into().ok()?;
+        window_diff_224(block, data).map(|d| d == 0)
     }
 
     /// Periodic stream: where in the window a comparison of data at `data` whose first byte
@@ -2084,31 +2141,65 @@ mod tests {
         );
     }
 
-    /// The 448-byte register block of `-v 7` (and its multiples of 7 up to 224): 0 for the
-    /// stream from any phase and piece length, not 0 for a flipped bit anywhere in the piece,
-    /// in the last part block too.
+    /// The 224-byte register block of `-v 7` (and of every period that divides 224), in each
+    /// build this CPU runs: 0 for the stream from any phase and piece length, not 0 for a
+    /// flipped bit anywhere in the piece, in the last part block and the last part vector too.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_register_block_of_v7_finds_every_flipped_bit() {
-        if !Isa::Avx2.supported() {
-            return;
+        type Build = unsafe fn(&[u8; 256], &[u8]) -> u64;
+        let mut builds: Vec<(&str, Build)> = Vec::new();
+        if Isa::Avx2.supported() {
+            builds.push(("avx2", repeat_diff_224_avx2));
         }
-        for period in [7u32, 14, 28, 56, 112, 224] {
-            let p = Pattern::new(period).unwrap();
-            for phase in [0u64, 1, 6, 100, 447] {
-                let mut block = [0u8; 448];
-                p.fill(&mut block, phase);
-                for len in [448usize, 449, 895, 896, 4096, 65536 + 3] {
-                    let mut data = vec![0u8; len];
-                    p.fill(&mut data, phase);
-                    // SAFETY: the CPU has AVX2 (checked above).
-                    let diff = |d: &[u8]| unsafe { repeat_diff_448_avx2(&block, d) };
-                    assert_eq!(diff(&data), 0, "period {period} phase {phase} len {len}");
-                    let step = if len > 4096 { 4093 } else { 61 };
-                    for bit in (0..len * 8).step_by(step).chain([len * 8 - 1]) {
-                        data[bit / 8] ^= 1 << (bit % 8);
-                        assert_ne!(diff(&data), 0, "period {period} len {len} bit {bit}");
-                        data[bit / 8] ^= 1 << (bit % 8);
+        if Isa::Avx512.supported() {
+            builds.push(("avx512", repeat_diff_224_avx512));
+        }
+        for (name, build) in builds {
+            for period in [2u32, 4, 7, 8, 14, 16, 28, 32, 56, 112, 224] {
+                let p = Pattern::new(period).unwrap();
+                for phase in [0u64, 1, 6, 100, 223, 447] {
+                    let mut block = [0u8; 256];
+                    p.fill(&mut block, phase);
+                    for len in [
+                        32usize,
+                        33,
+                        63,
+                        64,
+                        223,
+                        224,
+                        225,
+                        255,
+                        448,
+                        449,
+                        895,
+                        896,
+                        4096,
+                        65536 + 3,
+                    ] {
+                        let mut data = vec![0u8; len];
+                        p.fill(&mut data, phase);
+                        // SAFETY: the CPU has the build's features (checked above); `len` >= 32.
+                        let diff = |d: &[u8]| unsafe { build(&block, d) };
+                        assert_eq!(
+                            diff(&data),
+                            0,
+                            "{name} period {period} phase {phase} len {len}"
+                        );
+                        let step = match len {
+                            ..=256 => 7,
+                            ..=4096 => 61,
+                            _ => 4093,
+                        };
+                        for bit in (0..len * 8).step_by(step).chain([len * 8 - 1]) {
+                            data[bit / 8] ^= 1 << (bit % 8);
+                            assert_ne!(
+                                diff(&data),
+                                0,
+                                "{name} period {period} len {len} bit {bit}"
+                            );
+                            data[bit / 8] ^= 1 << (bit % 8);
+                        }
                     }
                 }
             }
