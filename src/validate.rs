@@ -517,8 +517,9 @@ enum Kind {
         chunk: usize,
         /// `chunk + period · spread` bytes of the pattern starting at stream offset 0: a
         /// comparison at phase `r` may start at any `r + period·u` for `u < spread`, which
-        /// puts it at the data's alignment ([`Pattern::window_start`]).
-        window: Box<[u8]>,
+        /// puts it at the data's alignment ([`Pattern::window_start`]). Shared by the
+        /// pattern's clones (a clone copies no window).
+        window: std::sync::Arc<[u8]>,
         /// `VECTOR_ALIGN / gcd(period, VECTOR_ALIGN)`: the window starts a phase has, one
         /// period apart, are that many alignments apart (mod [`VECTOR_ALIGN`]).
         spread: usize,
@@ -576,7 +577,7 @@ impl Pattern {
             .find(|u| n * u % spread == 1 % spread)
             .unwrap_or(0);
         let one: Vec<u8> = (0..period).map(&byte).collect();
-        let window: Box<[u8]> = one
+        let window: std::sync::Arc<[u8]> = one
             .iter()
             .copied()
             .cycle()
