@@ -316,9 +316,9 @@ unsafe fn repeat_diff_224_body(block: &[u8; 256], data: &[u8]) -> u64 {
     // SAFETY: AVX2 is enabled (this function's callers' target feature).
     let (mut even, mut odd) = unsafe { (_mm256_setzero_si256(), _mm256_setzero_si256()) };
     for piece in blocks.chunks_exact(REGISTER_BLOCK) {
-        for i in 0..V {
+        for (i, p) in pattern.iter().enumerate() {
             // SAFETY: AVX2 is enabled.
-            let d = unsafe { _mm256_xor_si256(load(piece, 32 * i), pattern[i]) };
+            let d = unsafe { _mm256_xor_si256(load(piece, 32 * i), *p) };
             // SAFETY: AVX2 is enabled.
             unsafe {
                 if i % 2 == 0 {
@@ -331,12 +331,10 @@ unsafe fn repeat_diff_224_body(block: &[u8; 256], data: &[u8]) -> u64 {
     }
     // The stream repeats every 224 bytes: the rest's whole vectors are the block's first ones.
     let vectors = rest.len() / 32;
-    for i in 0..V - 1 {
+    for (i, p) in pattern.iter().enumerate().take(V - 1) {
         if i < vectors {
             // SAFETY: AVX2 is enabled.
-            unsafe {
-                even = _mm256_or_si256(even, _mm256_xor_si256(load(rest, 32 * i), pattern[i]))
-            };
+            unsafe { even = _mm256_or_si256(even, _mm256_xor_si256(load(rest, 32 * i), *p)) };
         }
     }
     // A last part vector: the data's last 32 bytes (overlapping the vector before them),
@@ -2189,7 +2187,7 @@ mod tests {
                         );
                         let step = match len {
                             ..=256 => 7,
-                            ..=4096 => 61,
+                            257..=4096 => 61,
                             _ => 4093,
                         };
                         for bit in (0..len * 8).step_by(step).chain([len * 8 - 1]) {
