@@ -839,13 +839,21 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
         // recvmsg first, poll only when it would block: a busy socket costs one syscall per
         // batch. After a poll that said readable, another EAGAIN is spurious and pauses.
         let mut polled_readable = false;
+        // The idle timeout is judged only after a call that returned no data: a thread the
+        // host did not run for longer than the timeout finds what was queued meanwhile
+        // instead of timing out on the clock alone.
+        let idle_timeout = self.cfg.idle_timeout;
+        let idle = |last_data: Instant, bytes: u64| {
+            check_stop_and_idle(stop, idle_timeout, last_data, bytes)
+        };
         loop {
-            check_stop_and_idle(stop, self.cfg.idle_timeout, last_data, self.stats.bytes)?;
+            crate::signals::check_flag(stop)?;
             self.maybe_progress();
             self.stats.recvmsg_calls += 1;
             let o = match self.sock.recvmsg(data, &mut control, devmem) {
                 Ok(o) => o,
                 Err(e) if e == libc::EAGAIN || e == libc::EWOULDBLOCK => {
+                    idle(last_data, self.stats.bytes)?;
                     if polled_readable {
                         self.stats.eagain_retries += 1;
                         backoff.pause();
@@ -865,6 +873,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                     continue;
                 }
                 Err(libc::EINTR) => {
+                    idle(last_data, self.stats.bytes)?;
                     self.stats.eintr_retries += 1;
                     backoff.pause();
                     continue;
@@ -882,6 +891,7 @@ impl<'a, S: RxSocket, M: FragMemory, W: Write> Receiver<'a, S, M, W> {
                 // for the timeout and backs off like a transient error instead of spinning.
                 self.stats.control_only_recvmsgs += 1;
                 self.batch(data, &control, o)?;
+                idle(last_data, self.stats.bytes)?;
                 backoff.pause();
                 continue;
             }

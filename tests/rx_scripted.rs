@@ -849,6 +849,59 @@ fn plain_mode_outputs_payload_and_rejects_devmem_data() {
     assert_eq!(e.to_string(), "recvmsg: EFAULT (Bad address)");
 }
 
+/// An output that holds its first write for `hold` (a pipe nobody reads for a while, or a
+/// receive thread the host did not run).
+struct SlowOut {
+    hold: Duration,
+    held: bool,
+    bytes: Vec<u8>,
+}
+
+impl std::io::Write for SlowOut {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if !self.held {
+            self.held = true;
+            std::thread::sleep(self.hold);
+        }
+        self.bytes.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The idle timeout is judged after a call that found nothing, not from the clock alone: a
+/// receive held longer than the timeout between two reads (here by its output) reads what was
+/// queued meanwhile instead of timing out with data waiting (the old loop checked the clock
+/// first and timed out here).
+#[test]
+fn a_receive_held_past_the_idle_timeout_reads_what_was_queued() {
+    let mut s = PatternStream::new(9);
+    let first = s.bytes(5000);
+    let second = s.bytes(3000);
+    let mut sock = ScriptedSocket::new(vec![
+        Step::Plain(first.clone()),
+        Step::Plain(second.clone()),
+        Step::Eof,
+    ]);
+    let cfg = RxConfig {
+        poll_tick: Duration::from_millis(5),
+        idle_timeout: Some(Duration::from_millis(50)),
+        ..RxConfig::plain()
+    };
+    let mut out = SlowOut {
+        hold: Duration::from_millis(200),
+        held: false,
+        bytes: Vec::new(),
+    };
+    let stats = receive::<_, NoFragMemory, _>(&mut sock, None, &cfg, &AtomicI32::new(0), &mut out)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stats.bytes, 8000);
+    assert_eq!(out.bytes, [first, second].concat());
+}
+
 #[test]
 fn idle_timeout_names_how_long() {
     let mut mem = VecMemory::new(1 << 20);
