@@ -116,11 +116,13 @@ fn run_cell_with(
         std::thread::spawn(move || stand_in_peer(l, plan, spoil))
     });
     let rx = spawn(ns_cmd(ns, &args));
+    let mut sender = None;
     if !path.sweep {
         common::wait_listening(rx.id(), port);
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        if let Err(e) = plan.run(addr) {
-            eprintln!("the test sender: {e}");
+        match plan.run(addr) {
+            Ok(sent) => sender = Some(sent),
+            Err(e) => eprintln!("the test sender: {e}"),
         }
     }
     drop(entered);
@@ -131,6 +133,26 @@ fn run_cell_with(
     let mut stderr = text(&out.stderr);
     if !own {
         stderr.push_str(" | (killed after 60 s)");
+    }
+    if let Some(sent) = sender {
+        // What the test sender saw, for a failure's message (the last lines of stderr).
+        let each: Vec<String> = sent
+            .iter()
+            .enumerate()
+            .map(|(c, s)| {
+                format!(
+                    "connection {c}: {} B in {:.3} s, longest gap between writes {:.3} s{}",
+                    s.bytes,
+                    s.took.as_secs_f64(),
+                    s.longest_gap.as_secs_f64(),
+                    s.ended_by_peer
+                        .as_ref()
+                        .map(|e| format!(", ended by the receiver: {e}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        stderr.push_str(&format!("\nthe test sender: {}", each.join("; ")));
     }
     let json = std::fs::read_to_string(&json)
         .ok()

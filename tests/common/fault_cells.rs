@@ -312,15 +312,22 @@ impl Ran {
                 }
                 let error = self.error_text(path);
                 if path.flows > 1 && flows.is_empty() && !error.contains("flow ") {
-                    return Some(format!("failed without naming a flow: error {error:?}"));
+                    return Some(format!(
+                        "failed without naming a flow: error {error:?}: {}",
+                        last_lines(&self.stderr)
+                    ));
                 }
                 let unnamed: Vec<u32> = flows
                     .iter()
                     .copied()
                     .filter(|k| path.flows > 1 && !error.contains(&format!("flow {k}")))
                     .collect();
-                (!unnamed.is_empty())
-                    .then(|| format!("failed without naming flow(s) {unnamed:?}: error {error:?}"))
+                (!unnamed.is_empty()).then(|| {
+                    format!(
+                        "failed without naming flow(s) {unnamed:?}: error {error:?}: {}",
+                        last_lines(&self.stderr)
+                    )
+                })
             }
         }
     }

@@ -178,6 +178,12 @@ pub struct Sent {
     /// Why the connection ended, when not by plan (the receiver closed it: reset, broken
     /// pipe).
     pub ended_by_peer: Option<String>,
+    /// From the first write to the end of the sending (a failure's message: a sender that
+    /// was not scheduled shows here).
+    pub took: Duration,
+    /// The longest time between two writes that each took bytes (the fill of a chunk, a
+    /// full send buffer, or a thread that did not run).
+    pub longest_gap: Duration,
 }
 
 /// A set of connections to one receiver, made in order (connection 0 is connected, and so
@@ -259,6 +265,8 @@ fn send(mut sock: TcpStream, conn: &Conn, limit: Duration) -> Sent {
         return Sent {
             bytes: 0,
             ended_by_peer: None,
+            took: start.elapsed(),
+            longest_gap: Duration::ZERO,
         };
     }
     let total = match conn.length {
@@ -271,13 +279,21 @@ fn send(mut sock: TcpStream, conn: &Conn, limit: Duration) -> Sent {
     let mut buf = vec![0u8; CHUNK];
     let mut off = 0u64;
     let mut ended_by_peer = None;
+    let mut last_write = Instant::now();
+    let mut longest_gap = Duration::ZERO;
     while off < total.min(cut) && start.elapsed() < limit {
         let n = (total.min(cut) - off).min(CHUNK as u64) as usize;
         conn.fill(off, &mut buf[..n]);
         let mut done = 0;
         while done < n && start.elapsed() < limit {
             match sock.write(&buf[done..n]) {
-                Ok(w) => done += w,
+                Ok(w) => {
+                    done += w;
+                    if w > 0 {
+                        longest_gap = longest_gap.max(last_write.elapsed());
+                        last_write = Instant::now();
+                    }
+                }
                 Err(e)
                     if matches!(
                         e.kind(),
@@ -297,12 +313,16 @@ fn send(mut sock: TcpStream, conn: &Conn, limit: Duration) -> Sent {
         }
     }
     if conn.quiet_after().is_some_and(|q| off >= q) && ended_by_peer.is_none() {
+        let took = start.elapsed();
         wait_for_close(&mut sock, start, limit);
         return Sent {
             bytes: off,
             ended_by_peer,
+            took,
+            longest_gap,
         };
     }
+    let took = start.elapsed();
     if off >= cut && cut != u64::MAX {
         // An RST instead of a FIN.
         let _ = nix::sys::socket::setsockopt(
@@ -323,5 +343,7 @@ fn send(mut sock: TcpStream, conn: &Conn, limit: Duration) -> Sent {
     Sent {
         bytes: off,
         ended_by_peer,
+        took,
+        longest_gap,
     }
 }
