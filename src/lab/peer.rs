@@ -761,7 +761,14 @@ pub(crate) struct PeerClient {
     /// The peer's limits from its `welcome`.
     pub limits: Limits,
     next_run: u32,
+    /// The last answer [`PeerClient::answer`] took as a refusal was `busy`.
+    refused_busy: bool,
 }
+
+/// How long a sweep keeps asking a peer that answers `busy` before it gives up: the client
+/// before it may have just left, and the peer ends that session within a control tick of the
+/// close, later on a loaded host (back-to-back sweeps met it; tests/vm/FLAKES.md).
+const BUSY_WAIT: Duration = Duration::from_secs(5);
 
 /// How long the sweep waits for the peer's `welcome` and `started`.
 const ANSWER_WAIT: Duration = Duration::from_secs(10);
@@ -774,23 +781,46 @@ impl PeerClient {
     /// Connects to the peer at `peer` from `local` (port 0: the address the peer will send
     /// to), says hello and takes its limits.
     ///
-    /// Errors: [`Error::Failure`] naming the peer: connect, a refusal (busy), an answer that
-    /// is not a `welcome`.
+    /// A peer that answers `busy` is asked again every 50 ms for [`BUSY_WAIT`].
+    ///
+    /// Errors: [`Error::Failure`] naming the peer: connect, a refusal (busy for
+    /// [`BUSY_WAIT`], or another), an answer that is not a `welcome`;
+    /// [`Error::Interrupted`] on a stop signal.
     pub(crate) fn connect(peer: SocketAddrV6, local: Option<SocketAddrV6>) -> Result<PeerClient> {
+        let deadline = Instant::now() + BUSY_WAIT;
+        loop {
+            match Self::connect_once(peer, local) {
+                Err((true, _)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    crate::signals::check_flag(&STOP)?;
+                }
+                Err((_, e)) => return Err(e),
+                Ok(c) => return Ok(c),
+            }
+        }
+    }
+
+    /// One try of [`PeerClient::connect`]; the error says whether it was a `busy` refusal.
+    fn connect_once(
+        peer: SocketAddrV6,
+        local: Option<SocketAddrV6>,
+    ) -> std::result::Result<PeerClient, (bool, Error)> {
         let name = format!("[{}]:{}", peer.ip().to_canonical(), peer.port());
         let failed = |what: String| Error::Failure(format!("--peer {name}: {what}"));
+        let other = |e: Error| (false, e);
         let fd = crate::conn::connect_timeout(peer, local, None, Some(ANSWER_WAIT))
-            .map_err(|e| failed(format!("connect: {e}")))?;
+            .map_err(|e| other(failed(format!("connect: {e}"))))?;
         let stream = TcpStream::from(fd);
         stream
             .set_write_timeout(Some(Duration::from_secs(30)))
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| other(failed(e.to_string())))?;
         let mut conn = Conn::new(stream);
         let hello = Msg::Hello {
             tool: PROGRAM.into(),
             version: env!("CARGO_PKG_VERSION").into(),
         };
-        conn.send(&hello).map_err(|e| failed(e.to_string()))?;
+        conn.send(&hello)
+            .map_err(|e| other(failed(e.to_string())))?;
         let mut client = PeerClient {
             conn,
             name: name.clone(),
@@ -800,8 +830,12 @@ impl PeerClient {
                 devmem_tx: false,
             },
             next_run: 1,
+            refused_busy: false,
         };
-        match client.answer(ANSWER_WAIT, "welcome")? {
+        let welcome = client
+            .answer(ANSWER_WAIT, "welcome")
+            .map_err(|e| (client.refused_busy, e))?;
+        match welcome {
             Msg::Welcome {
                 max_duration_s,
                 max_bytes,
@@ -813,10 +847,10 @@ impl PeerClient {
                     .ok()
                     .filter(|d| !d.is_zero());
                 let (Some(max_duration), 1..) = (max_duration, max_bytes) else {
-                    return Err(failed(format!(
+                    return Err(other(failed(format!(
                         "its welcome's limits are not possible: max_duration_s \
                          {max_duration_s}, max_bytes {max_bytes} (expected more than 0 of each)"
-                    )));
+                    ))));
                 };
                 client.limits = Limits {
                     max_duration,
@@ -825,7 +859,7 @@ impl PeerClient {
                 };
                 Ok(client)
             }
-            other => Err(client.unexpected("welcome", &other)),
+            got => Err((false, client.unexpected("welcome", &got))),
         }
     }
 
@@ -845,7 +879,10 @@ impl PeerClient {
             .conn
             .recv_patiently(patience, &stopping)
             .and_then(|m| match m {
-                Msg::Error { code, message } => Err(ProtoError::Refused { code, message }),
+                Msg::Error { code, message } => {
+                    self.refused_busy = code == ErrorCode::Busy.name();
+                    Err(ProtoError::Refused { code, message })
+                }
                 other => Ok(other),
             });
         match got {
@@ -1000,6 +1037,48 @@ mod tests {
         let c = welcome(r#""max_duration_s":0.5,"max_bytes":1000"#).expect("a possible welcome");
         assert_eq!(c.limits.max_duration, Duration::from_millis(500));
         assert_eq!(c.limits.max_bytes, 1000);
+    }
+
+    /// A peer still ending the session of the client before (back to back sweeps) answers
+    /// `busy`: the sweep asks again, and is welcomed once that session is over; another
+    /// refusal is not asked again.
+    #[test]
+    fn a_busy_peer_is_asked_again_until_it_is_free() {
+        use std::io::BufRead;
+        let peer = |answers: Vec<&'static str>| {
+            let listener = std::net::TcpListener::bind("[::1]:0").expect("bind [::1]:0");
+            let std::net::SocketAddr::V6(addr) = listener.local_addr().expect("its address") else {
+                unreachable!("bound to ::1")
+            };
+            let served = std::thread::spawn(move || {
+                let mut n = 0;
+                for line in answers {
+                    let (c, _) = listener.accept().expect("accept");
+                    let mut hello = String::new();
+                    let _ = std::io::BufReader::new(c.try_clone().expect("clone"))
+                        .read_line(&mut hello);
+                    let _ = (&c).write_all(line.as_bytes());
+                    n += 1;
+                }
+                n
+            });
+            (addr, served)
+        };
+        let busy = r#"{"v":1,"type":"error","code":"busy","message":"another sweep"}
+"#;
+        let welcome = r#"{"v":1,"type":"welcome","tool":"ncdevmem-rs","version":"0.1.0","max_duration_s":5.0,"max_bytes":1000}
+"#;
+        let (addr, served) = peer(vec![busy, busy, welcome]);
+        let c = PeerClient::connect(addr, None).expect("welcomed after two busy answers");
+        assert_eq!(c.limits.max_bytes, 1000);
+        assert_eq!(served.join().expect("the peer"), 3);
+
+        let limit = r#"{"v":1,"type":"error","code":"version","message":"v2 only"}
+"#;
+        let (addr, served) = peer(vec![limit]);
+        let e = PeerClient::connect(addr, None).expect_err("another refusal is final");
+        assert!(e.to_string().contains("refused (version)"), "{e}");
+        assert_eq!(served.join().expect("the peer"), 1);
     }
 
     /// What the test sender reports of every job.
