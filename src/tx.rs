@@ -273,7 +273,15 @@ fn refuse_self_connect(sock: std::os::fd::BorrowedFd<'_>) -> Result<()> {
 /// [`crate::conn::connect_timeout`], retrying a refused connect every 100 ms within `timeout`
 /// (default [`DEFAULT_CONNECT_RETRY`]). The last try is made at the end of the window (the
 /// pause before it is shortened), so a receiver that starts listening just before the
-/// deadline is still reached, and the message states when the last try was refused.
+/// deadline is still reached, and the message states when the last try was refused. Each
+/// try waits at least [`CONNECT_TRY_WAIT`] for its answer, so a loaded host's late answer
+/// to the last try is still read as a refusal; a last try with no answer after refused ones
+/// still says they were refused.
+/// The least time a try of [`connect_retrying_to`] waits for its answer, also past the window
+/// (a refusal comes back in microseconds on an idle host; a 1 ms wait on a loaded one ended
+/// the last try of a refused run as "no answer within 1 ms").
+const CONNECT_TRY_WAIT: Duration = Duration::from_millis(200);
+
 fn connect_retrying_to(
     peer: SocketAddrV6,
     local: Option<SocketAddrV6>,
@@ -297,7 +305,7 @@ fn connect_retrying_to(
             peer,
             local,
             ifname,
-            Some(left.max(Duration::from_millis(1))),
+            Some(left.max(CONNECT_TRY_WAIT)),
             stop,
         ) {
             Err(Error::Sys { call, errno }) if errno == libc::ECONNREFUSED => {
@@ -318,6 +326,15 @@ fn connect_retrying_to(
                 // The next try 100 ms later, or right at the deadline.
                 let pause = Duration::from_millis(100);
                 std::thread::sleep(pause.min(deadline.saturating_duration_since(now)));
+            }
+            Err(Error::Timeout(what)) if tries > 1 => {
+                return Err(Error::Timeout(format!(
+                    "connect to [{}]:{}: refused {} times in the {} ms window, then {what}",
+                    peer.ip(),
+                    peer.port(),
+                    tries - 1,
+                    window.as_millis()
+                )))
             }
             other => return other,
         }
