@@ -270,6 +270,11 @@ fn refuse_self_connect(sock: std::os::fd::BorrowedFd<'_>) -> Result<()> {
     Ok(())
 }
 
+/// The least time a try of [`connect_retrying_to`] waits for its answer, also past the window
+/// (a refusal comes back in microseconds on an idle host; a 1 ms wait on a loaded one ended
+/// the last try of a refused run as "no answer within 1 ms").
+const CONNECT_TRY_WAIT: Duration = Duration::from_millis(200);
+
 /// [`crate::conn::connect_timeout`], retrying a refused connect every 100 ms within `timeout`
 /// (default [`DEFAULT_CONNECT_RETRY`]). The last try is made at the end of the window (the
 /// pause before it is shortened), so a receiver that starts listening just before the
@@ -277,11 +282,6 @@ fn refuse_self_connect(sock: std::os::fd::BorrowedFd<'_>) -> Result<()> {
 /// try waits at least [`CONNECT_TRY_WAIT`] for its answer, so a loaded host's late answer
 /// to the last try is still read as a refusal; a last try with no answer after refused ones
 /// still says they were refused.
-/// The least time a try of [`connect_retrying_to`] waits for its answer, also past the window
-/// (a refusal comes back in microseconds on an idle host; a 1 ms wait on a loaded one ended
-/// the last try of a refused run as "no answer within 1 ms").
-const CONNECT_TRY_WAIT: Duration = Duration::from_millis(200);
-
 fn connect_retrying_to(
     peer: SocketAddrV6,
     local: Option<SocketAddrV6>,
