@@ -243,27 +243,35 @@ fn window_diff_body(expected: &[u8], data: &[u8]) -> u64 {
 /// Bytes of the stream held in registers by [`window_diff_224`]: seven 32-byte vectors.
 const REGISTER_BLOCK: usize = 224;
 
+/// Bytes of the stream [`window_diff_224`] is given, from the data's phase on: the 256 it
+/// compares against from the data's first 32-byte boundary on (at most 31 bytes in) and
+/// that boundary's 31.
+const REGISTER_SPAN: usize = 288;
+
 /// The window comparison of a period that divides 224 (`-v 7`, and 14, 28, 56, 112, 224; 2,
-/// 4, 8, 16, 32): the stream from `data`'s first byte on repeats every 224 bytes, seven 32-byte
-/// vectors, so those seven (`block[..224]`, the stream's 256 bytes from `data`'s phase on) are
-/// held in registers and the data is compared against them 224 bytes at a time, a last part
-/// block against the block's start and a last part vector by an overlapping load of the
-/// data's last 32 bytes: the check reads only the data (the window from memory doubles the
-/// loads) and a piece of any length is one call. `None` where this CPU has no AVX2 or `data`
-/// is under 32 bytes; else as [`window_diff`] (0 when equal).
+/// 4, 8, 16, 32): the stream from any byte on repeats every 224 bytes, seven 32-byte vectors,
+/// so the seven from `data`'s first 32-byte boundary on (`stream[lead..lead + 224]`, `stream`
+/// being the stream's [`REGISTER_SPAN`] bytes from `data`'s phase on and `lead` the bytes
+/// before that boundary) are held in registers and the data from that boundary on is compared
+/// against them 224 bytes at a time with aligned loads, a last part block against the block's
+/// start; the data's first 32 bytes (when it does not start on a boundary) and last 32 bytes
+/// (when its end is not one) by one overlapping unaligned load each. The check reads only the
+/// data (the window from memory doubles the loads), a load never straddles two cache lines
+/// but at the piece's ends, and a piece of any length is one call. `None` where this CPU has
+/// no AVX2 or `data` is under 32 bytes; else as [`window_diff`] (0 when equal).
 #[inline]
-fn window_diff_224(block: &[u8; 256], data: &[u8]) -> Option<u64> {
+fn window_diff_224(stream: &[u8; REGISTER_SPAN], data: &[u8]) -> Option<u64> {
     #[cfg(target_arch = "x86_64")]
     if data.len() >= 32 {
         match simd::active_isa() {
             // SAFETY: the active build is AVX-512's, which the CPU has (`active_isa`).
-            simd::Isa::Avx512 => return Some(unsafe { repeat_diff_224_avx512(block, data) }),
+            simd::Isa::Avx512 => return Some(unsafe { repeat_diff_224_avx512(stream, data) }),
             // SAFETY: the active build is AVX2's, which the CPU has (`active_isa`).
-            simd::Isa::Avx2 => return Some(unsafe { repeat_diff_224_avx2(block, data) }),
+            simd::Isa::Avx2 => return Some(unsafe { repeat_diff_224_avx2(stream, data) }),
             simd::Isa::Baseline => {}
         }
     }
-    let _ = (block, data);
+    let _ = (stream, data);
     None
 }
 
@@ -273,9 +281,9 @@ fn window_diff_224(block: &[u8; 256], data: &[u8]) -> Option<u64> {
 /// The CPU has AVX2; `data` is at least 32 bytes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn repeat_diff_224_avx2(block: &[u8; 256], data: &[u8]) -> u64 {
+unsafe fn repeat_diff_224_avx2(stream: &[u8; REGISTER_SPAN], data: &[u8]) -> u64 {
     // SAFETY: the caller's contract is this function's.
-    unsafe { repeat_diff_224_body(block, data) }
+    unsafe { repeat_diff_224_body(stream, data) }
 }
 
 /// [`window_diff_224`] in the AVX-512 build: the same AVX2 instructions with thirty-two
@@ -285,9 +293,9 @@ unsafe fn repeat_diff_224_avx2(block: &[u8; 256], data: &[u8]) -> u64 {
 /// The CPU has AVX-512 (F, VL) and AVX2; `data` is at least 32 bytes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,avx2")]
-unsafe fn repeat_diff_224_avx512(block: &[u8; 256], data: &[u8]) -> u64 {
+unsafe fn repeat_diff_224_avx512(stream: &[u8; REGISTER_SPAN], data: &[u8]) -> u64 {
     // SAFETY: the caller's contract is this function's.
-    unsafe { repeat_diff_224_body(block, data) }
+    unsafe { repeat_diff_224_body(stream, data) }
 }
 
 /// The body of [`window_diff_224`]'s builds.
@@ -299,7 +307,7 @@ unsafe fn repeat_diff_224_avx512(block: &[u8; 256], data: &[u8]) -> u64 {
 // The register intrinsics are safe calls in an AVX2 function from Rust 1.87; the crate's
 // rust-version (1.85) still needs them in `unsafe`.
 #[allow(unused_unsafe)]
-unsafe fn repeat_diff_224_body(block: &[u8; 256], data: &[u8]) -> u64 {
+unsafe fn repeat_diff_224_body(stream: &[u8; REGISTER_SPAN], data: &[u8]) -> u64 {
     use std::arch::x86_64::{
         __m256i, _mm256_loadu_si256, _mm256_or_si256, _mm256_setzero_si256, _mm256_testz_si256,
         _mm256_xor_si256,
@@ -310,11 +318,21 @@ unsafe fn repeat_diff_224_body(block: &[u8; 256], data: &[u8]) -> u64 {
         // SAFETY: `v` is 32 readable bytes; the load takes any alignment; AVX2 is enabled.
         unsafe { _mm256_loadu_si256(v.as_ptr().cast()) }
     };
+    // Bytes before the data's first 32-byte boundary: at most 31, and `data` has at least 32.
+    let lead = (32 - data.as_ptr() as usize % 32) % 32;
+    let block = &stream[lead..lead + 256];
     let pattern: [__m256i; V] = std::array::from_fn(|i| load(block, 32 * i));
-    let whole = data.len() / REGISTER_BLOCK * REGISTER_BLOCK;
-    let (blocks, rest) = data.split_at(whole);
     // SAFETY: AVX2 is enabled (this function's callers' target feature).
     let (mut even, mut odd) = unsafe { (_mm256_setzero_si256(), _mm256_setzero_si256()) };
+    // A first part vector: the data's first 32 bytes (overlapping the first aligned vector)
+    // against the stream from their phase on.
+    if lead != 0 {
+        // SAFETY: AVX2 is enabled.
+        unsafe { odd = _mm256_xor_si256(load(data, 0), load(stream, 0)) };
+    }
+    let aligned = &data[lead..];
+    let whole = aligned.len() / REGISTER_BLOCK * REGISTER_BLOCK;
+    let (blocks, rest) = aligned.split_at(whole);
     for piece in blocks.chunks_exact(REGISTER_BLOCK) {
         for (i, p) in pattern.iter().enumerate() {
             // SAFETY: AVX2 is enabled.
@@ -338,15 +356,18 @@ unsafe fn repeat_diff_224_body(block: &[u8; 256], data: &[u8]) -> u64 {
         }
     }
     // A last part vector: the data's last 32 bytes (overlapping the vector before them),
-    // against the block from their phase on; `at % 224 + 32` is at most 255.
+    // against the stream from their phase on: `stream[at..]` before the boundary, else the
+    // block's; `want + 32` is at most 31 + 223 + 32 = 286.
     if rest.len() % 32 != 0 {
         let at = data.len() - 32;
+        let want = if at < lead {
+            at
+        } else {
+            lead + (at - lead) % REGISTER_BLOCK
+        };
         // SAFETY: AVX2 is enabled.
         unsafe {
-            odd = _mm256_or_si256(
-                odd,
-                _mm256_xor_si256(load(data, at), load(block, at % REGISTER_BLOCK)),
-            );
+            odd = _mm256_or_si256(odd, _mm256_xor_si256(load(data, at), load(stream, want)));
         }
     }
     // SAFETY: AVX2 is enabled.
@@ -527,6 +548,9 @@ enum Kind {
         inverse: usize,
         /// `⌈2^64 / period⌉`, for [`phase_of`] (a multiply, not a division, per piece).
         reciprocal: u64,
+        /// The period divides [`REGISTER_BLOCK`], so pieces are compared against the stream
+        /// in registers ([`Pattern::matches_224`]); asked once, not per piece.
+        in_registers: bool,
     },
     Keyed {
         stream: KeyedFlow,
@@ -591,6 +615,7 @@ impl Pattern {
                 gcd,
                 inverse,
                 reciprocal: u64::MAX / period as u64 + 1,
+                in_registers: REGISTER_BLOCK % period == 0,
             },
         }
     }
@@ -802,17 +827,16 @@ impl Pattern {
             period,
             window,
             reciprocal,
+            in_registers: true,
             ..
         } = &self.kind
         else {
             return None;
         };
-        if REGISTER_BLOCK % period != 0 {
-            return None;
-        }
         let phase = phase_of(offset, *period, *reciprocal);
-        let block: &[u8; 256] = window.get(phase..phase + 256)?.try_into().ok()?;
-        window_diff_224(block, data).map(|d| d == 0)
+        let stream: &[u8; REGISTER_SPAN] =
+            window.get(phase..phase + REGISTER_SPAN)?.try_into().ok()?;
+        window_diff_224(stream, data).map(|d| d == 0)
     }
 
     /// Periodic stream: where in the window a comparison of data at `data` whose first byte
@@ -1281,7 +1305,26 @@ impl Validator {
     /// With the keyed stream of several flows the first 8 bytes of the connection name its
     /// flow ([`identify_flow`]): pieces before the 8th byte are held (0 returned) and checked
     /// with the piece that completes them, as the flow they name.
+    #[inline]
     pub fn check(&mut self, data: &[u8]) -> u64 {
+        // A period that divides 224 (`-v 7`) first, in the caller: the register block's
+        // dispatch and call, without `check_piece`'s frame (its keyed and window paths save six
+        // registers), which in 1448-byte pieces cost as much as a tenth of the comparison.
+        if let Some(equal) = self.pattern.matches_224(self.offset, data) {
+            if !equal {
+                return self.check_bad_piece(data);
+            }
+            self.offset += data.len() as u64;
+            return 0;
+        }
+        self.check_other(data)
+    }
+
+    /// [`Validator::check`] of every stream but a period that divides 224 (and of that one
+    /// where the register block does not run): out of line, so that `check` stays small
+    /// enough to be inlined.
+    #[inline(never)]
+    fn check_other(&mut self, data: &[u8]) -> u64 {
         if self.offset == 0
             && matches!(self.pattern.kind, Kind::Keyed { stream, .. } if stream.flows > 1)
         {
@@ -2146,7 +2189,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_register_block_of_v7_finds_every_flipped_bit() {
-        type Build = unsafe fn(&[u8; 256], &[u8]) -> u64;
+        type Build = unsafe fn(&[u8; REGISTER_SPAN], &[u8]) -> u64;
         let mut builds: Vec<(&str, Build)> = Vec::new();
         if Isa::Avx2.supported() {
             builds.push(("avx2", repeat_diff_224_avx2));
@@ -2158,7 +2201,7 @@ mod tests {
             for period in [2u32, 4, 7, 8, 14, 16, 28, 32, 56, 112, 224] {
                 let p = Pattern::new(period).unwrap();
                 for phase in [0u64, 1, 6, 100, 223, 447] {
-                    let mut block = [0u8; 256];
+                    let mut block = [0u8; REGISTER_SPAN];
                     p.fill(&mut block, phase);
                     for len in [
                         32usize,
@@ -2203,6 +2246,97 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The register block at every alignment of the data (it compares from the data's first
+    /// 32-byte boundary on, the bytes before it and after the last boundary by one overlapping
+    /// load each): 0 for the stream, not 0 for a changed byte anywhere, the first and last 40
+    /// bytes of a piece byte by byte, in each build this CPU runs.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_register_block_finds_a_changed_byte_at_every_alignment() {
+        type Build = unsafe fn(&[u8; REGISTER_SPAN], &[u8]) -> u64;
+        let mut builds: Vec<(&str, Build)> = Vec::new();
+        if Isa::Avx2.supported() {
+            builds.push(("avx2", repeat_diff_224_avx2));
+        }
+        if Isa::Avx512.supported() {
+            builds.push(("avx512", repeat_diff_224_avx512));
+        }
+        // 32-byte aligned storage, so `at` is the data's alignment.
+        let mut space = vec![[0u8; 32]; 4096 / 32 + 2];
+        let space = space.as_flattened_mut();
+        for (name, build) in builds {
+            for period in [2u32, 7, 14, 32, 224] {
+                let p = Pattern::new(period).unwrap();
+                for phase in [0u64, 5, 104, 223] {
+                    let mut stream = [0u8; REGISTER_SPAN];
+                    p.fill(&mut stream, phase);
+                    for len in [32usize, 33, 40, 63, 64, 65, 95, 257, 1448, 1448 + 31, 4096] {
+                        for at in 0..32 {
+                            let data = &mut space[at..at + len];
+                            p.fill(data, phase);
+                            // SAFETY: the CPU has the build's features (checked above);
+                            // `len` >= 32.
+                            let diff = |d: &[u8]| unsafe { build(&stream, d) };
+                            let what = format!("{name} period {period} phase {phase} len {len}");
+                            assert_eq!(diff(data), 0, "{what} at {at}");
+                            let ends = (0..40.min(len)).chain(len.saturating_sub(40)..len);
+                            for i in ends.chain((0..len).step_by(37)) {
+                                data[i] ^= 0x80;
+                                assert_ne!(diff(data), 0, "{what} at {at}: byte {i}");
+                                data[i] ^= 0x80;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `-v 7` pieces of a devmem receiver without hardware GRO (1448 bytes, one frame's
+    /// payload) at every alignment, with pieces of 1 to 31 bytes (no register block) and pieces
+    /// that straddle the period between them: a clean stream has no mismatch; a changed last
+    /// byte of a 1448-byte piece, or a changed 1-byte piece, is reported at its stream offset
+    /// with the byte expected there, in each build this CPU runs.
+    #[test]
+    fn v7_frame_sized_pieces_report_their_last_byte_at_every_alignment() {
+        let p = Pattern::new(7).unwrap();
+        let lens = [1448usize, 1, 1448, 3, 31, 32, 1448, 6, 1448, 1, 1, 1448];
+        let total: usize = lens.iter().sum();
+        let mut stream = vec![0u8; total];
+        p.fill(&mut stream, 0);
+        let mut space = vec![[0u8; 64]; total / 64 + 2];
+        let space = space.as_flattened_mut();
+        for &isa in Isa::ALL.iter().filter(|i| i.supported()) {
+            force_isa(Some(isa)).unwrap();
+            for at in 0..64 {
+                for bad in [None, Some(0usize), Some(1), Some(11)] {
+                    let mut v = Validator::new(7).unwrap();
+                    let mut want = Vec::new();
+                    let mut start = 0;
+                    for (k, &len) in lens.iter().enumerate() {
+                        let piece = &mut space[at..at + len];
+                        piece.copy_from_slice(&stream[start..start + len]);
+                        let mut expect = 0;
+                        if bad == Some(k) {
+                            piece[len - 1] ^= 0x5a;
+                            expect = 1;
+                            want.push(Mismatch {
+                                offset: (start + len - 1) as u64,
+                                expected: stream[start + len - 1],
+                                actual: stream[start + len - 1] ^ 0x5a,
+                            });
+                        }
+                        assert_eq!(v.check(piece), expect, "{isa} at {at} piece {k}");
+                        start += len;
+                    }
+                    assert_eq!(v.offset(), total as u64);
+                    assert_eq!(v.reported(), &want[..], "{isa} at {at}");
+                }
+            }
+        }
+        force_isa(None).unwrap();
     }
 
     /// Every instruction-set build this CPU runs fills and checks the same words as the
