@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use common::bin::{ns_cmd, spawn, text, tmp_json};
 use common::NetNs;
-use fault_cells::{cell, grid, mark, receiver_args, Case, Cell, Path, Ran, CASES};
+use fault_cells::{cell, grid, mark, receiver_args, Cell, Path, Ran, CASES};
 use fault_sender::{Plan, Source};
 
 /// Waits for `child` at most `limit`, then kills it; its output and whether it ended on its own.
@@ -55,12 +55,10 @@ fn wait_bounded(mut child: Child, limit: Duration) -> (Output, bool) {
 
 /// Runs one cell: the receiver in `ns`, the test sender (or, for a sweep, the stand-in peer)
 /// from this process into `ns`.
-fn run_cell(ns: &NetNs, path: &Path, case: Case, cell: &Cell, port: u16, extra: &[&str]) -> Ran {
-    // A clean cell, and a silent flow's (it fails for what never comes), need no byte by a
-    // time; every other fault must reach the receiver within the run.
-    let duration = match (&cell.expect, case) {
-        (fault_cells::Expect::Pass, _) | (_, Case::Silent) => CELL_DURATION,
-        (fault_cells::Expect::Fail(_), _) => FAULT_CELL_DURATION,
+fn run_cell(ns: &NetNs, path: &Path, cell: &Cell, port: u16, extra: &[&str]) -> Ran {
+    let duration = match cell.fault_in_run {
+        true => FAULT_CELL_DURATION,
+        false => CELL_DURATION,
     };
     run_cell_with(ns, path, cell, port, extra, None, duration)
 }
@@ -274,7 +272,7 @@ fn row_with(test: &str, path: Path, base_port: u16, extra: &[&str]) {
             cells.push("n/a".to_string());
             continue;
         };
-        let ran = run_cell(&ns, &path, *case, &c, base_port + i as u16, extra);
+        let ran = run_cell(&ns, &path, &c, base_port + i as u16, extra);
         match ran.judge(&c.expect, &path) {
             None => cells.push(mark(&c.expect).to_string()),
             Some(why) => {
@@ -430,7 +428,7 @@ fn a_failing_hook_fails_its_sweep_run_named() {
         (7690, ["--post-run", "false"], "--post-run: exit 1", true),
         (7692, ["--pre-run", "false"], "--pre-run: exit 1", false),
     ] {
-        let ran = run_cell(&ns, &path, Case::Clean, &clean, port, &extra);
+        let ran = run_cell(&ns, &path, &clean, port, &extra);
         let j = ran.json.clone().unwrap_or_default();
         assert_eq!(ran.code, Some(1), "{extra:?}: {}", ran.stderr);
         assert_eq!(j["verdict"], "fail", "{extra:?}: {j}");
@@ -613,7 +611,6 @@ fn hds_thresh_on_a_nic_without_header_split_skips_or_is_refused() {
     let ran = run_cell(
         &ns,
         &path,
-        Case::Clean,
         &clean,
         7952,
         &["-f", "hdsa", "--sweep", "hds-thresh=256"],

@@ -27,8 +27,13 @@ const PAIR: u32 = 70;
 const DUT4: &str = "192.0.2.1";
 /// Bytes per flow of a fixed-size cell: a fraction of a second under TCG.
 const FLOW_BYTES: u64 = 1 << 20;
-/// A timed cell's `--duration` (its warm-up a third of it).
+/// A timed clean cell's `--duration`, and a silent flow's (its warm-up a third of it).
 const DURATION: Duration = Duration::from_secs(2);
+/// A timed fault cell's `--duration` (its warm-up a third of it): its fault must reach the
+/// server within the run (`Cell::fault_in_run`), on a loaded host under TCG too. The run ends
+/// at the fault, so only a missed fault runs this long (the host rows' premise,
+/// tests/fault_matrix.rs, tests/vm/FLAKES.md).
+const FAULT_DURATION: Duration = Duration::from_secs(6);
 /// The longest one cell may take before it fails.
 const CELL_LIMIT: Duration = Duration::from_secs(90);
 
@@ -119,7 +124,14 @@ fn run_cell(
     cmd.args(["-l", "-f", &nic.dut, "-s", DUT4, "-p", &port_s])
         .args(["--timeout", "10", "--json", &json])
         .args(server)
-        .args(receiver_args(path, cell, DURATION));
+        .args(receiver_args(
+            path,
+            cell,
+            match cell.fault_in_run {
+                true => FAULT_DURATION,
+                false => DURATION,
+            },
+        ));
     let rx = spawn(&mut cmd)?;
     let plan = Plan {
         conns: cell.conns.clone(),

@@ -122,6 +122,11 @@ pub struct Cell {
     pub conns: Vec<Conn>,
     /// How the cell must end.
     pub expect: Expect,
+    /// The cell's fault must reach the receiver within the run: a fault cell, except a silent
+    /// flow's (it fails for what never comes). A timed run of such a cell needs a `--duration`
+    /// long enough for the fault's bytes to be sent on a loaded machine; a clean cell or a
+    /// silent flow's needs no byte by a time.
+    pub fault_in_run: bool,
 }
 
 fn keyed(flow: u32) -> Source {
@@ -240,11 +245,13 @@ pub fn cell(path: &Path, case: Case) -> Option<Cell> {
             fail_last,
         ),
     };
+    let fault_in_run = matches!(expect, Expect::Fail(_)) && case != Case::Silent;
     Some(Cell {
         period,
         expect_bytes,
         conns,
         expect,
+        fault_in_run,
     })
 }
 
