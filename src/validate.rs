@@ -782,12 +782,11 @@ impl Pattern {
     }
 
     /// Whether `data` equals the stream at `offset`, compared word by word without looking
-    /// for the differing bytes ([`Pattern::compare`] finds them).
+    /// for the differing bytes ([`Pattern::compare`] finds them). The register block
+    /// ([`Pattern::matches_224`]) is not tried here: [`Validator::check`] tries it before a
+    /// piece gets here, and the other ways here carry only the keyed stream.
     #[inline]
     fn matches(&self, offset: u64, data: &[u8]) -> bool {
-        if let Some(equal) = self.matches_224(offset, data) {
-            return equal;
-        }
         match &self.kind {
             Kind::Keyed { key, .. } => {
                 // The common piece: whole words from a word boundary, one block.
@@ -2183,21 +2182,39 @@ mod tests {
         );
     }
 
-    /// The 224-byte register block of `-v 7` (and of every period that divides 224), in each
-    /// build this CPU runs: 0 for the stream from any phase and piece length, not 0 for a
-    /// flipped bit anywhere in the piece, in the last part block and the last part vector too.
+    /// One build of the register block's comparison ([`repeat_diff_224_avx2`],
+    /// [`repeat_diff_224_avx512`]).
     #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn the_register_block_of_v7_finds_every_flipped_bit() {
-        type Build = unsafe fn(&[u8; REGISTER_SPAN], &[u8]) -> u64;
-        let mut builds: Vec<(&str, Build)> = Vec::new();
+    type RegisterDiff = unsafe fn(&[u8; REGISTER_SPAN], &[u8]) -> u64;
+
+    /// The register block's builds this CPU runs, for the tests that compare every one.
+    #[cfg(target_arch = "x86_64")]
+    struct RegisterBuild {
+        /// Each build's name (`avx2`, `avx512`) and comparison: the CPU has the build's
+        /// features (asked by [`register_block_builds`]); a piece must be 32 bytes or more.
+        builds: Vec<(&'static str, RegisterDiff)>,
+    }
+
+    /// The builds of the register block ([`window_diff_224`]) this CPU runs.
+    #[cfg(target_arch = "x86_64")]
+    fn register_block_builds() -> RegisterBuild {
+        let mut builds: Vec<(&'static str, RegisterDiff)> = Vec::new();
         if Isa::Avx2.supported() {
             builds.push(("avx2", repeat_diff_224_avx2));
         }
         if Isa::Avx512.supported() {
             builds.push(("avx512", repeat_diff_224_avx512));
         }
-        for (name, build) in builds {
+        RegisterBuild { builds }
+    }
+
+    /// The 224-byte register block of `-v 7` (and of every period that divides 224), in each
+    /// build this CPU runs: 0 for the stream from any phase and piece length, not 0 for a
+    /// flipped bit anywhere in the piece, in the last part block and the last part vector too.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_register_block_of_v7_finds_every_flipped_bit() {
+        for (name, build) in register_block_builds().builds {
             for period in [2u32, 4, 7, 8, 14, 16, 28, 32, 56, 112, 224] {
                 let p = Pattern::new(period).unwrap();
                 for phase in [0u64, 1, 6, 100, 223, 447] {
@@ -2221,7 +2238,8 @@ mod tests {
                     ] {
                         let mut data = vec![0u8; len];
                         p.fill(&mut data, phase);
-                        // SAFETY: the CPU has the build's features (checked above); `len` >= 32.
+                        // SAFETY: the CPU has the build's features (register_block_builds);
+                        // `len` >= 32.
                         let diff = |d: &[u8]| unsafe { build(&block, d) };
                         assert_eq!(
                             diff(&data),
@@ -2275,18 +2293,10 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_register_block_finds_a_changed_byte_at_every_alignment() {
-        type Build = unsafe fn(&[u8; REGISTER_SPAN], &[u8]) -> u64;
-        let mut builds: Vec<(&str, Build)> = Vec::new();
-        if Isa::Avx2.supported() {
-            builds.push(("avx2", repeat_diff_224_avx2));
-        }
-        if Isa::Avx512.supported() {
-            builds.push(("avx512", repeat_diff_224_avx512));
-        }
         // 32-byte aligned storage, so `at` is the data's alignment.
         let mut space = vec![[0u8; 32]; 4096 / 32 + 2];
         let space = space.as_flattened_mut();
-        for (name, build) in builds {
+        for (name, build) in register_block_builds().builds {
             for period in [2u32, 7, 14, 32, 224] {
                 let p = Pattern::new(period).unwrap();
                 for phase in [0u64, 5, 104, 223] {
@@ -2296,8 +2306,8 @@ mod tests {
                         for at in 0..32 {
                             let data = &mut space[at..at + len];
                             p.fill(data, phase);
-                            // SAFETY: the CPU has the build's features (checked above);
-                            // `len` >= 32.
+                            // SAFETY: the CPU has the build's features
+                            // (register_block_builds); `len` >= 32.
                             let diff = |d: &[u8]| unsafe { build(&stream, d) };
                             let what = format!("{name} period {period} phase {phase} len {len}");
                             assert_eq!(diff(data), 0, "{what} at {at}");
