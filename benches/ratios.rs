@@ -260,6 +260,23 @@ fn cases_for<'a>(
             }),
         ));
         let read_in = |piece: usize| format!("{isa}: plain read, {} pieces", piece_name(piece));
+        // A validator (`--seed`, `-v 7`) checking its stream in pieces, against the plain
+        // read in those pieces; each pass checks with a clone of `v`.
+        let check_in = |what: &str, v: &Validator, data: &'a Aligned, piece: usize| {
+            let v = v.clone();
+            case(
+                format!("{isa}: `{what}` check, {} pieces", piece_name(piece)),
+                Some(read_in(piece)),
+                Box::new(move || {
+                    force_isa(Some(isa)).expect("supported");
+                    let mut v = v.clone();
+                    for p in data.bytes().chunks(piece) {
+                        v.check(black_box(p));
+                    }
+                    assert_eq!(v.mismatches(), 0);
+                }),
+            )
+        };
         for piece in [FRAME_PAYLOAD, 4 * KIB, 64 * KIB] {
             cases.push(case(
                 read_in(piece),
@@ -271,33 +288,9 @@ fn cases_for<'a>(
                 }),
             ));
             if piece != FRAME_PAYLOAD {
-                let v = seed_v.clone();
-                cases.push(case(
-                    format!("{isa}: `--seed` check, {} pieces", piece_name(piece)),
-                    Some(read_in(piece)),
-                    Box::new(move || {
-                        force_isa(Some(isa)).expect("supported");
-                        let mut v = v.clone();
-                        for p in keyed.bytes().chunks(piece) {
-                            v.check(black_box(p));
-                        }
-                        assert_eq!(v.mismatches(), 0);
-                    }),
-                ));
+                cases.push(check_in("--seed", &seed_v, keyed, piece));
             }
-            let v = v7.clone();
-            cases.push(case(
-                format!("{isa}: `-v 7` check, {} pieces", piece_name(piece)),
-                Some(read_in(piece)),
-                Box::new(move || {
-                    force_isa(Some(isa)).expect("supported");
-                    let mut v = v.clone();
-                    for p in periodic.bytes().chunks(piece) {
-                        v.check(black_box(p));
-                    }
-                    assert_eq!(v.mismatches(), 0);
-                }),
-            ));
+            cases.push(check_in("-v 7", &v7, periodic, piece));
         }
         if isa == Isa::detected() {
             // crc32fast picks its own build (PCLMULQDQ here), whatever the validator's.
