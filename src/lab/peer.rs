@@ -761,8 +761,6 @@ pub(crate) struct PeerClient {
     /// The peer's limits from its `welcome`.
     pub limits: Limits,
     next_run: u32,
-    /// The last answer [`PeerClient::answer`] took as a refusal was `busy`.
-    refused_busy: bool,
 }
 
 /// How long a sweep keeps asking a peer that answers `busy` before it gives up: the client
@@ -830,11 +828,17 @@ impl PeerClient {
                 devmem_tx: false,
             },
             next_run: 1,
-            refused_busy: false,
         };
-        let welcome = client
-            .answer(ANSWER_WAIT, "welcome")
-            .map_err(|e| (client.refused_busy, e))?;
+        let welcome = match client.recv_answer(ANSWER_WAIT) {
+            Ok(m) => m,
+            Err(e) => {
+                let busy = match &e {
+                    ProtoError::Refused { code, .. } => code == ErrorCode::Busy.name(),
+                    _ => false,
+                };
+                return Err((busy, client.failed_answer("welcome", e)));
+            }
+        };
         match welcome {
             Msg::Welcome {
                 max_duration_s,
@@ -863,8 +867,18 @@ impl PeerClient {
         }
     }
 
-    /// The next message, an `error` taken as the peer's refusal.
+    /// The next message, an `error` taken as the peer's refusal; errors as
+    /// [`PeerClient::failed_answer`] makes them.
     fn answer(&mut self, wait: Duration, expected: &str) -> Result<Msg> {
+        self.recv_answer(wait)
+            .map_err(|e| self.failed_answer(expected, e))
+    }
+
+    /// The next message within `wait` (a stop signal ends the wait within [`ANSWER_TICK`]).
+    ///
+    /// Errors: an `error` message as [`ProtoError::Refused`] with its code; as
+    /// [`Conn::recv_patiently`].
+    fn recv_answer(&mut self, wait: Duration) -> std::result::Result<Msg, ProtoError> {
         // Read in ticks, so that a stop signal ends the wait within one (the handlers do not
         // restart reads, but a signal that comes between two reads would wait for the whole
         // of `wait`).
@@ -875,29 +889,23 @@ impl PeerClient {
             idle: wait,
             line: wait,
         };
-        let got = self
-            .conn
-            .recv_patiently(patience, &stopping)
-            .and_then(|m| match m {
-                Msg::Error { code, message } => {
-                    self.refused_busy = code == ErrorCode::Busy.name();
-                    Err(ProtoError::Refused { code, message })
-                }
-                other => Ok(other),
-            });
-        match got {
-            Ok(m) => Ok(m),
-            Err(ProtoError::Stopped) => Err(Error::Interrupted(STOP.load(Ordering::SeqCst))),
-            Err(e) => {
-                if let Some(answer) = e.answer() {
-                    let _ = self.conn.send(&answer);
-                }
-                Err(Error::Failure(format!(
-                    "--peer {}: waiting for {expected}: {e}",
-                    self.name
-                )))
-            }
+        match self.conn.recv_patiently(patience, &stopping)? {
+            Msg::Error { code, message } => Err(ProtoError::Refused { code, message }),
+            other => Ok(other),
         }
+    }
+
+    /// The error of a wait for `expected` that failed with `e`
+    /// ([`PeerClient::recv_answer`]): [`Error::Interrupted`] on a stop signal, else
+    /// [`Error::Failure`] naming the peer (after answering the peer when `e` calls for it).
+    fn failed_answer(&mut self, expected: &str, e: ProtoError) -> Error {
+        if matches!(e, ProtoError::Stopped) {
+            return Error::Interrupted(STOP.load(Ordering::SeqCst));
+        }
+        if let Some(answer) = e.answer() {
+            let _ = self.conn.send(&answer);
+        }
+        Error::Failure(format!("--peer {}: waiting for {expected}: {e}", self.name))
     }
 
     fn unexpected(&mut self, expected: &str, got: &Msg) -> Error {
