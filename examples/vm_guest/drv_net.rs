@@ -259,8 +259,9 @@ pub fn kernel_drv_net(ctx: &Ctx) -> CaseResult {
         let name = test.script.rsplit('/').next().unwrap_or(test.script);
         let limit = test.limit.as_secs().to_string();
         let argv = ["bash", "-c", TIMED, "drv-net", &limit, &path];
-        let run = drv_net_command(&root, &nic, &path, &argv, test.limit + KILL_MARGIN)?;
-        record(&format!("drv-net-{name}.txt"), &run.output);
+        let label = format!("drv-net-{name}");
+        let run = drv_net_command(&root, &nic, &path, &argv, test.limit + KILL_MARGIN, &label)?;
+        record(&format!("{label}.txt"), &run.output);
         // Frames the module dropped on either end (ring full, no buffer): with any, a test
         // short of packets may have lost them, and no failure is taken for the harness's.
         let dropped = nic.dropped_frames()?;

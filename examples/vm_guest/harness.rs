@@ -3,6 +3,8 @@
 //! drv-net tests (`drv_net.rs`), run from the build chroot.
 
 use super::*;
+use std::sync::mpsc;
+
 use statrs::statistics::{Data, Max, Median, Min};
 
 #[path = "drv_net.rs"]
@@ -153,46 +155,56 @@ impl HarnessRun {
 }
 
 /// Runs devmem.py with `binary` (a guest path) as its ncdevmem, on `nic` with its peer
-/// namespace as the netns remote.
-fn devmem_py(root: &DebianRoot, nic: &Dnic, binary: &str) -> Result<HarnessRun, String> {
-    kernel_py(root, nic, DEVMEM_PY, binary)
+/// namespace as the netns remote; `label` names the run ([`kernel_py`]).
+fn devmem_py(
+    root: &DebianRoot,
+    nic: &Dnic,
+    binary: &str,
+    label: &str,
+) -> Result<HarnessRun, String> {
+    kernel_py(root, nic, DEVMEM_PY, binary, label)
 }
 
 /// Runs the kernel's drv-net test `script` (a path in the chroot) with `binary` (a guest path)
 /// as the tool it runs (copied to [`UNDER_TEST`], which the chroot's `ncdevmem` and `iou-zcrx`
 /// link to), on `nic` with its peer namespace as the netns remote; each test's KTAP verdict is
-/// named without the script's prefix (`check_rx`, `test_zcrx.single`).
+/// named without the script's prefix (`check_rx`, `test_zcrx.single`). `label` names the run
+/// (its `<label>-killed.txt` when killed at its deadline).
 fn kernel_py(
     root: &DebianRoot,
     nic: &Dnic,
     script: &str,
     binary: &str,
+    label: &str,
 ) -> Result<HarnessRun, String> {
     std::fs::copy(binary, UNDER_TEST).map_err(|e| format!("copy {binary} to {UNDER_TEST}: {e}"))?;
-    drv_net_py(root, nic, script, HARNESS_DEADLINE)
+    drv_net_py(root, nic, script, HARNESS_DEADLINE, label)
 }
 
 /// Runs the kernel's drv-net test `script` (a path in the chroot) on `nic` with its peer
 /// namespace as the netns remote (the drv-net library's NETIF, LOCAL_V4/V6, REMOTE_V4/V6,
-/// REMOTE_TYPE=netns), within `deadline`; each test's KTAP verdict is named without the
-/// script's prefix.
+/// REMOTE_TYPE=netns), within `deadline` (a run past it is recorded as `<label>-killed.txt`);
+/// each test's KTAP verdict is named without the script's prefix.
 fn drv_net_py(
     root: &DebianRoot,
     nic: &Dnic,
     script: &str,
     deadline: Duration,
+    label: &str,
 ) -> Result<HarnessRun, String> {
-    drv_net_command(root, nic, script, &["python3", script], deadline)
+    drv_net_command(root, nic, script, &["python3", script], deadline, label)
 }
 
 /// [`drv_net_py`] with `argv` as the command that runs `script` in the chroot (a wrapper that
-/// bounds or annotates it).
+/// bounds or annotates it); a run past `deadline` is killed and recorded as `<label>-killed.txt`
+/// ([`wait_harness`]).
 fn drv_net_command(
     root: &DebianRoot,
     nic: &Dnic,
     script: &str,
     argv: &[&str],
     deadline: Duration,
+    label: &str,
 ) -> Result<HarnessRun, String> {
     let env = [
         ("NETIF", nic.dut.as_str()),
@@ -204,7 +216,7 @@ fn drv_net_command(
         ("REMOTE_ARGS", nic.peer_ns.as_str()),
     ];
     let child = spawn(&mut root.command(&env, argv))?;
-    let out = wait_within(child, deadline)?;
+    let out = wait_harness(child, deadline, label)?;
     let output = output_text(&out);
     let results = ktap_results(&output);
     if results.is_empty() {
@@ -212,6 +224,392 @@ fn drv_net_command(
         return Err(format!("{file} ran no test ({}): {output:?}", out.status));
     }
     Ok(HarnessRun { results, output })
+}
+
+/// How long [`wait_harness`] goes on reading a killed harness's output (and waiting for it to
+/// be reaped): a process stuck in the kernel keeps its pipes open past SIGKILL.
+const AFTER_KILL: Duration = Duration::from_secs(10);
+
+/// The kernel log lines a killed harness's record keeps.
+const KILLED_KERNEL_LOG_LINES: usize = 30;
+
+/// One process under a harness as /proc showed it.
+#[derive(Clone, Debug)]
+struct ProcState {
+    pid: u32,
+    ppid: u32,
+    /// The state letter of `/proc/PID/stat` (R, S, D, T, Z, …).
+    state: char,
+    /// `/proc/PID/wchan`: the kernel function it sleeps in (`0` when running).
+    wchan: String,
+    /// `/proc/PID/stack`: its kernel stack (root only), or why it could not be read.
+    stack: String,
+    /// Its command line, arguments joined by blanks (`[comm]` for a kernel thread or zombie).
+    cmdline: String,
+}
+
+impl ProcState {
+    /// `pid`'s state now; `None` once it is gone.
+    fn read(pid: u32) -> Option<ProcState> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (state, ppid) = parse_stat(&stat)?;
+        let text = |f: &str| {
+            std::fs::read_to_string(format!("/proc/{pid}/{f}"))
+                .map(|t| t.trim_end().to_string())
+                .unwrap_or_else(|e| format!("({f}: {e})"))
+        };
+        let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let mut cmdline = args
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if cmdline.is_empty() {
+            let comm = stat.split_once('(').and_then(|(_, r)| r.rsplit_once(')'));
+            cmdline = format!("[{}]", comm.map_or("?", |(c, _)| c));
+        }
+        Some(ProcState {
+            pid,
+            ppid,
+            state,
+            wchan: text("wchan"),
+            stack: text("stack"),
+            cmdline,
+        })
+    }
+
+    /// `pid 812 (python3 /opt/…/devmem.py): state S, wchan do_select`, the command line
+    /// shortened to 60 characters.
+    fn short(&self) -> String {
+        let mut cmd: String = self.cmdline.chars().take(60).collect();
+        if cmd.len() < self.cmdline.len() {
+            cmd.push('…');
+        }
+        format!(
+            "pid {} ({cmd}): state {}, wchan {}",
+            self.pid, self.state, self.wchan
+        )
+    }
+}
+
+/// The state letter and parent pid of a `/proc/PID/stat` line, read after the command's last
+/// `)` (a command name may hold blanks and parentheses).
+fn parse_stat(stat: &str) -> Option<(char, u32)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut words = rest.split_whitespace();
+    let state = words.next()?.chars().next()?;
+    let ppid = words.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// `root` and every process under it (its children, theirs, …), parents before their
+/// children, from each process's parent in `/proc/PID/stat`.
+fn process_tree(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(|e| {
+                let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                Some((pid, parse_stat(&stat)?.1))
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for (pid, _) in parents.iter().filter(|(p, pp)| *pp == parent && *p != root) {
+            if !tree.contains(pid) {
+                tree.push(*pid);
+            }
+        }
+        i += 1;
+    }
+    tree
+}
+
+/// Stops `root` and every process under it (SIGSTOP, the tree walked again until no new
+/// process appears, so none forks past the walk), then kills them all (SIGKILL); the pids
+/// signalled.
+fn kill_tree(root: u32) -> Vec<u32> {
+    let mut seen: Vec<u32> = Vec::new();
+    for _ in 0..10 {
+        let new: Vec<u32> = process_tree(root)
+            .into_iter()
+            .filter(|p| !seen.contains(p))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        for &pid in &new {
+            // SAFETY: kill(2) with a pid read from /proc and a valid signal.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        }
+        seen.extend(new);
+    }
+    for &pid in &seen {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+    seen
+}
+
+/// The last `n` lines of the kernel log (`/dev/kmsg`, read without blocking) as `[seconds]
+/// message`, or one line saying why it could not be read.
+fn kernel_log_tail(n: usize) -> Vec<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut kmsg = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+    {
+        Ok(f) => f,
+        Err(e) => return vec![format!("(/dev/kmsg: {e})")],
+    };
+    let mut lines = std::collections::VecDeque::new();
+    let mut record = vec![0u8; 8192];
+    loop {
+        match kmsg.read(&mut record) {
+            Ok(0) => break,
+            Ok(len) => {
+                // `PRIO,SEQ,MICROSECONDS,FLAGS;MESSAGE\n` then ` KEY=VALUE` lines.
+                let text = String::from_utf8_lossy(&record[..len]);
+                let first = text.lines().next().unwrap_or("");
+                let (head, message) = first.split_once(';').unwrap_or(("", first));
+                let usecs: u64 = head
+                    .split(',')
+                    .nth(2)
+                    .and_then(|u| u.parse().ok())
+                    .unwrap_or(0);
+                lines.push_back(format!(
+                    "[{:5}.{:06}] {message}",
+                    usecs / 1_000_000,
+                    usecs % 1_000_000
+                ));
+                if lines.len() > n {
+                    lines.pop_front();
+                }
+            }
+            // EPIPE: a record was overwritten while reading; go on with the next.
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => {
+                lines.push_back(format!("(/dev/kmsg: {e})"));
+                break;
+            }
+        }
+    }
+    lines.into()
+}
+
+/// A pipe read to its end by a thread of its own, what it read so far shared.
+struct Drain {
+    read: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    done: mpsc::Receiver<()>,
+}
+
+impl Drain {
+    fn start(mut pipe: impl std::io::Read + Send + 'static) -> Drain {
+        let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, done) = mpsc::channel();
+        let shared = read.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            loop {
+                match pipe.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => shared
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(());
+        });
+        Drain { read, done }
+    }
+
+    /// Waits until `until` for the pipe's end; whether it came.
+    fn ended_by(&self, until: Instant) -> bool {
+        !matches!(
+            self.done
+                .recv_timeout(until.saturating_duration_since(Instant::now())),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        )
+    }
+
+    /// What was read so far.
+    fn taken(&self) -> Vec<u8> {
+        self.read.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// A harness run stopped at its deadline by [`wait_killing`], and what it left.
+struct Killed {
+    /// Why it was stopped (`past its 420 s deadline`).
+    why: String,
+    /// Each process under the harness (the harness first) at the deadline.
+    procs: Vec<ProcState>,
+    /// The kernel log's last lines at the deadline.
+    kernel_log: Vec<String>,
+    /// What it wrote before it was killed and within [`AFTER_KILL`] after.
+    stdout: String,
+    stderr: String,
+    /// Whether both pipes reached their end within [`AFTER_KILL`] of the kill.
+    output_ended: bool,
+    /// The processes signalled that were still there (not gone, not zombies) [`AFTER_KILL`]
+    /// after the kill.
+    survivors: Vec<ProcState>,
+}
+
+impl Killed {
+    /// The last non-blank line it wrote (stderr's when stdout has none).
+    fn last_line(&self) -> Option<&str> {
+        self.stdout
+            .lines()
+            .chain(self.stderr.lines())
+            .rev()
+            .find(|l| !l.trim().is_empty())
+    }
+
+    /// The `<label>-killed.txt` record: every process with its state, wchan, kernel stack and
+    /// command line; the kernel log's tail; the output so far.
+    fn report(&self, label: &str) -> String {
+        let mut t = format!("{label}: killed {}\n\nprocesses under the harness at the deadline (the harness first):\n", self.why);
+        for p in &self.procs {
+            t += &format!(
+                "\npid {} ppid {} state {} wchan {}\n  cmdline: {}\n  kernel stack:\n",
+                p.pid, p.ppid, p.state, p.wchan, p.cmdline
+            );
+            for l in p.stack.lines() {
+                t += &format!("    {l}\n");
+            }
+        }
+        if !self.survivors.is_empty() {
+            t += &format!("\nstill there {} s after SIGKILL:\n", AFTER_KILL.as_secs());
+            for p in &self.survivors {
+                t += &format!("  {}\n", p.short());
+            }
+        }
+        t += &format!("\nkernel log at the deadline (last {KILLED_KERNEL_LOG_LINES} lines):\n");
+        for l in &self.kernel_log {
+            t += &format!("  {l}\n");
+        }
+        if !self.output_ended {
+            t += &format!(
+                "\n(the output had not ended {} s after SIGKILL: what follows is what was read by then)\n",
+                AFTER_KILL.as_secs()
+            );
+        }
+        t += "\nstdout so far:\n";
+        t += &self.stdout;
+        t += "\nstderr so far:\n";
+        t += &self.stderr;
+        t
+    }
+
+    /// The error a case reports: each process's state and wchan, the last output line, the
+    /// record's name.
+    fn message(&self, label: &str) -> String {
+        let procs: Vec<String> = self.procs.iter().map(ProcState::short).collect();
+        let mut m = format!(
+            "{label}: killed {} with the processes under it: {}",
+            self.why,
+            procs.join("; ")
+        );
+        if !self.survivors.is_empty() {
+            let pids: Vec<String> = self.survivors.iter().map(|p| p.pid.to_string()).collect();
+            m += &format!(
+                "; still there {} s after SIGKILL: pid {}",
+                AFTER_KILL.as_secs(),
+                pids.join(", ")
+            );
+        }
+        m += &format!(
+            "; last output line {:?}; processes, kernel stacks, kernel log and output saved as \
+             {label}-killed.txt",
+            self.last_line().unwrap_or("")
+        );
+        m
+    }
+}
+
+/// Waits for the harness `child` (its stdout and stderr piped) at most `limit`, reading its
+/// output meanwhile. Past the limit, records every process under it ([`ProcState`]) and the
+/// kernel log's tail, kills the whole tree ([`kill_tree`]) and reads what is left of its output
+/// for at most [`AFTER_KILL`] more.
+fn wait_killing(mut child: Child, limit: Duration) -> Result<Output, Box<Killed>> {
+    let deadline = Instant::now() + limit;
+    let out = Drain::start(child.stdout.take().expect("stdout piped"));
+    let err = Drain::start(child.stderr.take().expect("stderr piped"));
+    let why = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                // A process the harness left behind may hold its pipes open: read them until
+                // the deadline (at least AFTER_KILL), then take what came.
+                let until = deadline.max(Instant::now() + AFTER_KILL);
+                let ended = out.ended_by(until) & err.ended_by(until);
+                let stdout = out.taken();
+                let mut stderr = err.taken();
+                if !ended {
+                    stderr.extend_from_slice(
+                        b"\n# [vm_guest: the harness exited; its output was still open at the \
+                          deadline]\n",
+                    );
+                }
+                return Ok(Output {
+                    status,
+                    stdout,
+                    stderr,
+                });
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => break format!("past its {} s deadline", limit.as_secs()),
+            Err(e) => break format!("after waiting for it failed ({e})"),
+        }
+    };
+    let procs: Vec<ProcState> = process_tree(child.id())
+        .into_iter()
+        .filter_map(ProcState::read)
+        .collect();
+    let kernel_log = kernel_log_tail(KILLED_KERNEL_LOG_LINES);
+    let signalled = kill_tree(child.id());
+    // Not gone and not a zombie: still exiting, or stuck in the kernel.
+    let alive = |pid: &u32| ProcState::read(*pid).filter(|p| p.state != 'Z');
+    let until = Instant::now() + AFTER_KILL;
+    while Instant::now() < until
+        && (matches!(child.try_wait(), Ok(None)) || signalled.iter().any(|p| alive(p).is_some()))
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output_ended = out.ended_by(until) & err.ended_by(until);
+    let survivors = signalled.iter().filter_map(alive).collect();
+    Err(Box::new(Killed {
+        why,
+        procs,
+        kernel_log,
+        stdout: String::from_utf8_lossy(&out.taken()).into_owned(),
+        stderr: String::from_utf8_lossy(&err.taken()).into_owned(),
+        output_ended,
+        survivors,
+    }))
+}
+
+/// [`wait_killing`] for a harness run named `label`: a run killed at its deadline is recorded
+/// as `<label>-killed.txt` ([`Killed::report`]) and is an error naming each process's state
+/// and wchan, the last output line and the record. A killed run is never run again
+/// ([`run_again_if_harness`] reruns only a run that ended).
+fn wait_harness(child: Child, deadline: Duration, label: &str) -> Result<Output, String> {
+    wait_killing(child, deadline).map_err(|k| {
+        record(&format!("{label}-killed.txt"), &k.report(label));
+        k.message(label)
+    })
 }
 
 /// Each KTAP result line's test (without the script's prefix) and verdict (`ok`, `SKIP`,
@@ -267,7 +665,7 @@ pub(super) fn kernel_devmem_py(ctx: &Ctx) -> CaseResult {
     let root = DebianRoot::mount()?;
     let label = "devmem-py-ncdevmem-rs";
     let (run1, first) = run_again_if_harness(label, 5, || {
-        devmem_py(&root, &nic, &ctx.bin.to_string_lossy())
+        devmem_py(&root, &nic, &ctx.bin.to_string_lossy(), label)
     })?;
     let note = second_run_note(label, first);
     record(&format!("{label}.txt"), &run1.output);
@@ -303,7 +701,7 @@ pub(super) fn kernel_iou_zcrx_py(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 33, true)?;
     let root = DebianRoot::mount()?;
     let bin = ctx.bin.to_string_lossy();
-    let run1 = kernel_py(&root, &nic, IOU_ZCRX_PY, &bin)?;
+    let run1 = kernel_py(&root, &nic, IOU_ZCRX_PY, &bin, "iou-zcrx-py-ncdevmem-rs")?;
     let all_ok = |r: &HarnessRun| {
         let names: Vec<&str> = r.results.iter().map(|(t, _)| t.as_str()).collect();
         names == IOU_ZCRX_TESTS && r.results.iter().all(|(_, v)| v == "ok")
@@ -514,7 +912,8 @@ fn nk_env<'a>(nic: &'a Dnic<'_>) -> [(&'a str, &'a str); 6] {
 /// One run of `script` (a path in the Debian root) with python3 in the root entered by
 /// `mode`, `env` set and ncdevmem-rs copied to [`UNDER_TEST`] (the harness's `ncdevmem` and
 /// `iou-zcrx`; py/'s scripts take it from `NCDEVMEM`); the output is recorded as
-/// `<label>.txt`. A run that prints no KTAP result is an error with its output.
+/// `<label>.txt`. A run that prints no KTAP result is an error with its output; so is a run
+/// killed at its deadline ([`wait_harness`]).
 fn nk_run(
     ctx: &Ctx,
     root: &DebianRoot,
@@ -528,7 +927,7 @@ fn nk_run(
     let mut env = env.to_vec();
     env.push(("NCDEVMEM", UNDER_TEST));
     let child = spawn(&mut root.command_in(mode, &env, &["python3", script]))?;
-    let out = wait_within(child, HARNESS_DEADLINE)?;
+    let out = wait_harness(child, HARNESS_DEADLINE, label)?;
     let output = output_text(&out);
     record(&format!("{label}.txt"), &output);
     let results = ktap_results(&output);
@@ -544,7 +943,9 @@ fn nk_run(
 
 /// `run`, and once more when not all of its `tests` passed and the failure was the
 /// harness's own ([`harness_own`]; the first output saved as `<label>-first.txt`): the run
-/// that counts, and the first run's failure lines when there was a second.
+/// that counts, and the first run's failure lines when there was a second. A run that is an
+/// error (one killed at its deadline by [`wait_harness`], one that printed no result) is
+/// never run again: only a run that ended is judged by [`harness_own`].
 fn run_again_if_harness(
     label: &str,
     tests: usize,
@@ -740,7 +1141,7 @@ pub(super) fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 32, true)?;
     let root = DebianRoot::mount()?;
     let c_bin = format!("{DEBIAN}{C_NCDEVMEM}");
-    let off = devmem_py(&root, &nic, &c_bin)?;
+    let off = devmem_py(&root, &nic, &c_bin, "devmem-py-c-ncdevmem-ntuple-off")?;
     let on = {
         let _ntuple = EthtoolUndo::new(
             ctx,
@@ -748,7 +1149,7 @@ pub(super) fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
             &[&["-K", "ntuple", "on"]],
             &[&["-K", "ntuple", "off"]],
         )?;
-        devmem_py(&root, &nic, &c_bin)?
+        devmem_py(&root, &nic, &c_bin, "devmem-py-c-ncdevmem-ntuple-on")?
     };
     record("devmem-py-c-ncdevmem-ntuple-off.txt", &off.output);
     record("devmem-py-c-ncdevmem-ntuple-on.txt", &on.output);
@@ -844,7 +1245,7 @@ pub(super) fn c_iou_zcrx(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 36, true)?;
     let root = DebianRoot::mount()?;
     let c_bin = format!("{DEBIAN}{C_IOU_ZCRX}");
-    let harness = kernel_py(&root, &nic, IOU_ZCRX_PY, &c_bin)?;
+    let harness = kernel_py(&root, &nic, IOU_ZCRX_PY, &c_bin, "iou-zcrx-py-c-iou-zcrx")?;
     record("iou-zcrx-py-c-iou-zcrx.txt", &harness.output);
     wait_provider(&nic, BOUND, false)?;
     let before = nic.queue_stats()?;
@@ -1060,6 +1461,136 @@ fn wait_provider(nic: &Dnic, queue: usize, want: bool) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Waits up to 10 s until `root`'s tree has at least `n` processes.
+    fn tree_of_at_least(root: u32, n: usize) -> Vec<u32> {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let tree = process_tree(root);
+            if tree.len() >= n || Instant::now() > until {
+                return tree;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Gone, or a zombie waiting for its parent.
+    fn gone(pid: u32) -> bool {
+        ProcState::read(pid).is_none_or(|p| p.state == 'Z')
+    }
+
+    /// A shell whose child shell has a child of its own: three levels, four processes.
+    const THREE_LEVELS: &str = "echo before; sleep 30 & sh -c 'sleep 30 & wait' & wait";
+
+    #[test]
+    fn the_process_tree_holds_every_level() {
+        let mut child = spawn(Command::new("sh").args(["-c", THREE_LEVELS])).unwrap();
+        let root = child.id();
+        let tree = tree_of_at_least(root, 4);
+        let procs: Vec<ProcState> = tree.iter().filter_map(|p| ProcState::read(*p)).collect();
+        let killed = kill_tree(root);
+        let _ = child.wait();
+        assert_eq!(tree.len(), 4, "{procs:?}");
+        assert_eq!(tree[0], root);
+        // Parents before their children, and one process two levels down.
+        for (i, p) in procs.iter().enumerate().skip(1) {
+            assert!(tree[..i].contains(&p.ppid), "{procs:?}");
+        }
+        let parent = |pid: u32| procs.iter().find(|p| p.pid == pid).map(|p| p.ppid);
+        assert!(
+            procs.iter().any(|p| parent(p.ppid) == Some(root)),
+            "{procs:?}"
+        );
+        assert_eq!(killed.len(), 4, "{killed:?}");
+        for pid in &killed {
+            let until = Instant::now() + Duration::from_secs(5);
+            while !gone(*pid) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(gone(*pid), "{pid} still there");
+        }
+    }
+
+    #[test]
+    fn a_stat_line_with_blanks_and_parentheses_in_the_name_parses() {
+        let stat = "812 (python3 (x) y) S 800 812 800 0 -1 4194560 1234 0 0 0";
+        assert_eq!(parse_stat(stat), Some(('S', 800)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn a_run_past_its_deadline_is_killed_with_its_children_and_its_output_kept() {
+        let child = spawn(Command::new("sh").args(["-c", THREE_LEVELS])).unwrap();
+        let root = child.id();
+        let started = Instant::now();
+        // 3 s: time for the shells to fork on a loaded host.
+        let Err(killed) = wait_killing(child, Duration::from_secs(3)) else {
+            panic!("a 30 s run ended within 3 s");
+        };
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(killed.procs.len(), 4, "{:?}", killed.procs);
+        assert_eq!(killed.procs[0].pid, root);
+        // Three levels: a process whose parent's parent is the harness.
+        let parent = |pid: u32| killed.procs.iter().find(|p| p.pid == pid).map(|p| p.ppid);
+        assert!(
+            killed.procs.iter().any(|p| parent(p.ppid) == Some(root)),
+            "{:?}",
+            killed.procs
+        );
+        assert_eq!(
+            killed
+                .procs
+                .iter()
+                .filter(|p| p.cmdline == "sleep 30")
+                .count(),
+            2,
+            "{:?}",
+            killed.procs
+        );
+        assert!(killed.output_ended);
+        assert!(killed.survivors.is_empty(), "{:?}", killed.survivors);
+        for p in &killed.procs {
+            assert!(gone(p.pid), "{} still there", p.pid);
+        }
+        assert_eq!(killed.stdout, "before\n");
+        let message = killed.message("t");
+        assert!(
+            message.starts_with("t: killed past its 3 s deadline"),
+            "{message}"
+        );
+        assert!(message.contains("last output line \"before\""), "{message}");
+        assert!(message.contains("t-killed.txt"), "{message}");
+        let report = killed.report("t");
+        assert!(report.contains("cmdline: sleep 30"), "{report}");
+        assert!(report.contains("stdout so far:\nbefore\n"), "{report}");
+    }
+
+    #[test]
+    fn a_run_within_its_deadline_keeps_its_output_and_status() {
+        let child = spawn(Command::new("sh").args(["-c", "echo a; echo b >&2; exit 3"])).unwrap();
+        let Ok(done) = wait_killing(child, Duration::from_secs(20)) else {
+            panic!("killed");
+        };
+        assert_eq!(done.status.code(), Some(3));
+        assert_eq!(done.stdout, b"a\n");
+        assert_eq!(done.stderr, b"b\n");
+    }
+
+    /// A run that is an error (killed) is not run again, whatever its output was.
+    #[test]
+    fn a_killed_run_is_never_run_again() {
+        let mut runs = 0;
+        let got = run_again_if_harness("t", 5, || {
+            runs += 1;
+            Err("t: killed past its 420 s deadline".to_string())
+        });
+        assert!(got.is_err());
+        assert_eq!(runs, 1);
+    }
 
     fn run_of(output: &str) -> HarnessRun {
         HarnessRun {
