@@ -3,6 +3,7 @@
 //! drv-net tests (`drv_net.rs`), run from the build chroot.
 
 use super::*;
+use std::path::Path;
 use std::sync::mpsc;
 
 use statrs::statistics::{Data, Max, Median, Min};
@@ -909,11 +910,136 @@ fn nk_env<'a>(nic: &'a Dnic<'_>) -> [(&'a str, &'a str); 6] {
     ]
 }
 
+/// The sysctls the kernel's NetDrvContEnv sets for its netkit pair (forwarding 1, accept_ra
+/// 2) and puts back in its `__del__`, which a killed harness never reaches.
+const NK_SYSCTLS: [&str; 2] = [
+    "/proc/sys/net/ipv6/conf/all/forwarding",
+    "/proc/sys/net/ipv6/conf/all/accept_ra",
+];
+
+/// Where `ip netns` keeps its named namespaces (the harness's `NetNS`, the `init` it
+/// attaches).
+const NETNS_DIR: &str = "/run/netns";
+
+/// What a netkit harness run may leave behind when it is killed before its own teardown:
+/// taken before the run ([`NkLeftovers::take`]); [`NkLeftovers::clean`] after a killed run
+/// deletes the netkit devices and named namespaces the run added and puts back
+/// [`NK_SYSCTLS`].
+struct NkLeftovers {
+    netkit: Vec<String>,
+    netns: Vec<String>,
+    sysctls: Vec<(&'static str, String)>,
+}
+
+impl NkLeftovers {
+    fn take(ctx: &Ctx) -> Result<NkLeftovers, String> {
+        let mut sysctls = Vec::new();
+        for path in NK_SYSCTLS {
+            let v = std::fs::read_to_string(path).map_err(|e| format!("read {path}: {e}"))?;
+            sysctls.push((path, v.trim().to_string()));
+        }
+        Ok(NkLeftovers {
+            netkit: netkit_links(&ip(ctx, &["-j", "-d", "link", "show"])?)?,
+            netns: named_netns(),
+            sysctls,
+        })
+    }
+
+    /// Deletes the netkit devices and named namespaces that are new since
+    /// [`NkLeftovers::take`] and puts back the sysctls that changed; what it did (and what
+    /// failed) in one clause for the case line.
+    fn clean(&self, ctx: &Ctx) -> String {
+        let mut done = Vec::new();
+        let mut failed = Vec::new();
+        match ip(ctx, &["-j", "-d", "link", "show"]).and_then(|j| netkit_links(&j)) {
+            Ok(now) => {
+                let added: Vec<&String> = now.iter().filter(|n| !self.netkit.contains(n)).collect();
+                let mut deleted = Vec::new();
+                for name in added {
+                    // Deleting one end of a pair deletes its peer too: a peer already gone
+                    // is not a failure.
+                    match ip(ctx, &["link", "del", "dev", name]) {
+                        Ok(_) => deleted.push(name.as_str()),
+                        Err(_) if !Path::new(&format!("/sys/class/net/{name}")).exists() => {
+                            deleted.push(name.as_str())
+                        }
+                        Err(e) => failed.push(e),
+                    }
+                }
+                if !deleted.is_empty() {
+                    done.push(format!("netkit {}", deleted.join(", ")));
+                }
+            }
+            Err(e) => failed.push(e),
+        }
+        let mut deleted = Vec::new();
+        for name in named_netns()
+            .into_iter()
+            .filter(|n| !self.netns.contains(n))
+        {
+            match ip(ctx, &["netns", "del", &name]) {
+                Ok(_) => deleted.push(name),
+                Err(e) => failed.push(e),
+            }
+        }
+        if !deleted.is_empty() {
+            done.push(format!("netns {}", deleted.join(", ")));
+        }
+        for (path, was) in &self.sysctls {
+            let now = std::fs::read_to_string(path).unwrap_or_default();
+            if now.trim() == was {
+                continue;
+            }
+            let name = path.trim_start_matches("/proc/sys/").replace('/', ".");
+            match std::fs::write(path, was) {
+                Ok(()) => done.push(format!("{name} {} back to {was}", now.trim())),
+                Err(e) => failed.push(format!("write {was} to {path}: {e}")),
+            }
+        }
+        let mut line = if done.is_empty() {
+            "the killed run left no netkit device, named netns or changed sysctl".to_string()
+        } else {
+            format!("removed what the killed run left: {}", done.join("; "))
+        };
+        if !failed.is_empty() {
+            line += &format!(" (could not: {})", failed.join("; "));
+        }
+        line
+    }
+}
+
+/// The netkit devices (`linkinfo.info_kind` `netkit`) of `ip -j -d link show`'s output.
+fn netkit_links(json: &str) -> Result<Vec<String>, String> {
+    let links: Value =
+        serde_json::from_str(json).map_err(|e| format!("ip -j -d link show: {e}: {json:?}"))?;
+    let links = links
+        .as_array()
+        .ok_or_else(|| format!("ip -j -d link show: not a list: {json:?}"))?;
+    Ok(links
+        .iter()
+        .filter(|l| l["linkinfo"]["info_kind"] == "netkit")
+        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
+        .collect())
+}
+
+/// The named network namespaces ([`NETNS_DIR`]'s entries; none when it does not exist).
+fn named_netns() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(NETNS_DIR)
+        .map(|d| {
+            d.filter_map(|e| Some(e.ok()?.file_name().to_str()?.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// One run of `script` (a path in the Debian root) with python3 in the root entered by
 /// `mode`, `env` set and ncdevmem-rs copied to [`UNDER_TEST`] (the harness's `ncdevmem` and
 /// `iou-zcrx`; py/'s scripts take it from `NCDEVMEM`); the output is recorded as
-/// `<label>.txt`. A run that prints no KTAP result is an error with its output; so is a run
-/// killed at its deadline ([`wait_harness`]).
+/// `<label>.txt`. A run that prints no KTAP result is an error with its output. A run killed
+/// at its deadline ([`wait_harness`]) is an error that also says what [`NkLeftovers`] removed
+/// of what it left.
 fn nk_run(
     ctx: &Ctx,
     root: &DebianRoot,
@@ -926,8 +1052,12 @@ fn nk_run(
     std::fs::copy(&*bin, UNDER_TEST).map_err(|e| format!("copy {bin} to {UNDER_TEST}: {e}"))?;
     let mut env = env.to_vec();
     env.push(("NCDEVMEM", UNDER_TEST));
+    let leftovers = NkLeftovers::take(ctx)?;
     let child = spawn(&mut root.command_in(mode, &env, &["python3", script]))?;
-    let out = wait_harness(child, HARNESS_DEADLINE, label)?;
+    let out = match wait_harness(child, HARNESS_DEADLINE, label) {
+        Ok(out) => out,
+        Err(e) => return Err(format!("{e}; {}", leftovers.clean(ctx))),
+    };
     let output = output_text(&out);
     record(&format!("{label}.txt"), &output);
     let results = ktap_results(&output);
@@ -1578,6 +1708,24 @@ mod tests {
         assert_eq!(done.status.code(), Some(3));
         assert_eq!(done.stdout, b"a\n");
         assert_eq!(done.stderr, b"b\n");
+    }
+
+    /// `ip -j -d link show` in the guest during a netkit run (shortened): the software NIC
+    /// (no linkinfo), a veth, the netkit host end (the guest end is in the run's namespace,
+    /// so only one end shows) and a second netkit pair's two ends.
+    const IP_LINK_JSON: &str = r#"[{"ifindex":1,"ifname":"lo","flags":["LOOPBACK","UP","LOWER_UP"],"mtu":65536,"link_type":"loopback","address":"00:00:00:00:00:00"},
+{"ifindex":12,"ifname":"dnic42a","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":1500,"link_type":"ether","num_rx_queues":4},
+{"ifindex":13,"ifname":"veth0","flags":["BROADCAST","MULTICAST"],"link_type":"ether","linkinfo":{"info_kind":"veth"}},
+{"ifindex":15,"link_index":14,"ifname":"nk1","flags":["BROADCAST","MULTICAST","NOARP","UP","LOWER_UP"],"mtu":1500,"link_type":"ether","linkinfo":{"info_kind":"netkit","info_data":{"mode":"l2","policy":"forward","peer_policy":"forward","primary":true}},"num_rx_queues":2},
+{"ifindex":17,"link":"nk3","ifname":"nk2","flags":["BROADCAST"],"linkinfo":{"info_kind":"netkit","info_data":{"mode":"l2"}}},
+{"ifindex":18,"link":"nk2","ifname":"nk3","flags":["BROADCAST"],"linkinfo":{"info_kind":"netkit"}}]"#;
+
+    #[test]
+    fn netkit_devices_are_found_in_ip_link_json() {
+        assert_eq!(netkit_links(IP_LINK_JSON).unwrap(), ["nk1", "nk2", "nk3"]);
+        assert_eq!(netkit_links("[]").unwrap(), Vec::<String>::new());
+        assert!(netkit_links("{}").is_err());
+        assert!(netkit_links("Cannot open netlink socket").is_err());
     }
 
     /// A run that is an error (killed) is not run again, whatever its output was.
