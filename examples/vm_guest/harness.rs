@@ -111,9 +111,16 @@ impl Drop for DebianRoot {
 
 /// One run of the kernel's devmem.py: each test's KTAP result (`ok`, `SKIP`, `not ok`) and
 /// the whole output.
+#[derive(Default)]
 struct HarnessRun {
     results: Vec<(String, String)>,
     output: String,
+    /// When each result line arrived ([`uptime`], in the order of `results`; python3 runs
+    /// unbuffered) and when the run started.
+    times: Vec<f64>,
+    started: f64,
+    /// Each start of the tool under test, for a run behind the listen wrapper ([`devmem_py`]).
+    listen: Vec<ToolStart>,
 }
 
 impl HarnessRun {
@@ -155,15 +162,215 @@ impl HarnessRun {
     }
 }
 
-/// Runs devmem.py with `binary` (a guest path) as its ncdevmem, on `nic` with its peer
-/// namespace as the netns remote; `label` names the run ([`kernel_py`]).
+/// The binary under test beside its listen wrapper ([`install_listen_wrapper`]).
+const UNDER_TEST_BIN: &str = "/run/ncdevmem-under-test.bin";
+
+/// The log the listen wrapper appends to (the guest's /run, bound into the chroot).
+const LISTEN_LOG: &str = "/run/ncdevmem-listen.log";
+
+/// The listen wrapper, installed at [`UNDER_TEST`] for devmem.py runs: it appends the tool's
+/// start (`/proc/uptime`, its pid, its argv) to [`LISTEN_LOG`] and, for a listener (`-l` with
+/// `-p PORT`), starts a poller (its output away from the harness's pipes) that logs the time
+/// until PORT shows as LISTEN (state 0A) in /proc/net/tcp or tcp6, polled every 10 ms, or that
+/// the tool exited first, or that it was not listening after 30 s; then it `exec`s the binary
+/// ([`UNDER_TEST_BIN`]) in its own place: same pid, argv, stdin, stdout, stderr and exit
+/// status, signals reach the tool. Only the chroot's sh, grep and sleep.
+const LISTEN_WRAPPER: &str = r#"#!/bin/sh
+# Written by vm_guest (examples/vm_guest/harness.rs): logs this start of the tool under test and
+# how long it took to listen, then runs the tool in its place.
+log=/run/ncdevmem-listen.log
+read -r t0 _ < /proc/uptime
+echo "$t0 $$ start $*" >> "$log"
+port= listen= prev=
+for a in "$@"; do
+    [ "$prev" = -p ] && port=$a
+    [ "$a" = -l ] && listen=1
+    prev=$a
+done
+if [ -n "$listen" ] && [ -n "$port" ]; then
+    tool=$$
+    (
+        hex=$(printf '%04X' "$port")
+        c0=${t0%.*}${t0#*.}
+        while :; do
+            read -r t _ < /proc/uptime
+            d=$(( ${t%.*}${t#*.} - c0 ))
+            s=$((d / 100)).$((d % 100 / 10))$((d % 10))
+            if grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " /proc/net/tcp /proc/net/tcp6; then
+                echo "$t $tool listen $port after $s s" >> "$log"
+                break
+            fi
+            st=Z
+            read -r _ _ st _ < /proc/$tool/stat
+            if [ "$st" = Z ]; then
+                echo "$t $tool exited $port after $s s without listening" >> "$log"
+                break
+            fi
+            if [ "$d" -ge 3000 ]; then
+                echo "$t $tool no-listen $port: not listening after 30 s" >> "$log"
+                break
+            fi
+            sleep 0.01
+        done
+    ) </dev/null >/dev/null 2>&1 &
+fi
+exec /run/ncdevmem-under-test.bin "$@"
+"#;
+
+/// Installs `binary` (a guest path) as [`UNDER_TEST_BIN`] and [`LISTEN_WRAPPER`] as
+/// [`UNDER_TEST`] (each written beside and renamed over, so a file still running is never
+/// rewritten), and empties [`LISTEN_LOG`].
+fn install_listen_wrapper(binary: &str) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = format!("{UNDER_TEST_BIN}.tmp");
+    std::fs::copy(binary, &tmp).map_err(|e| format!("copy {binary} to {tmp}: {e}"))?;
+    std::fs::rename(&tmp, UNDER_TEST_BIN).map_err(|e| format!("rename {tmp}: {e}"))?;
+    let tmp = format!("{UNDER_TEST}.tmp");
+    std::fs::write(&tmp, LISTEN_WRAPPER).map_err(|e| format!("write {tmp}: {e}"))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("chmod {tmp}: {e}"))?;
+    std::fs::rename(&tmp, UNDER_TEST).map_err(|e| format!("rename {tmp}: {e}"))?;
+    std::fs::write(LISTEN_LOG, "").map_err(|e| format!("write {LISTEN_LOG}: {e}"))
+}
+
+/// One start of the tool under test in [`LISTEN_LOG`].
+#[derive(Clone, Debug, PartialEq)]
+struct ToolStart {
+    /// When it started ([`uptime`]).
+    at: f64,
+    pid: u32,
+    argv: String,
+    /// A listener's seconds from its start to listening, or what came instead (`exited
+    /// after 2.10 s without listening`, `not listening after 30 s`); `None` for a tool that
+    /// does not listen (a TX client) or a listener whose poller wrote nothing.
+    listen: Option<Result<f64, String>>,
+}
+
+/// The starts in a [`LISTEN_LOG`] text, with what their pollers logged; lines that are not
+/// the wrapper's are passed over.
+fn parse_listen_log(text: &str) -> Vec<ToolStart> {
+    let mut starts: Vec<ToolStart> = Vec::new();
+    for line in text.lines() {
+        let mut words = line.splitn(4, ' ');
+        let (Some(at), Some(pid), Some(what)) = (words.next(), words.next(), words.next()) else {
+            continue;
+        };
+        let (Ok(at), Ok(pid)) = (at.parse::<f64>(), pid.parse::<u32>()) else {
+            continue;
+        };
+        let rest = words.next().unwrap_or("");
+        if what == "start" {
+            starts.push(ToolStart {
+                at,
+                pid,
+                argv: rest.to_string(),
+                listen: None,
+            });
+            continue;
+        }
+        // Pids are not reused within a run's few hundred processes; the latest start wins.
+        let Some(start) = starts.iter_mut().rev().find(|s| s.pid == pid) else {
+            continue;
+        };
+        let secs = || {
+            rest.split_once(" after ")
+                .and_then(|(_, s)| s.split_whitespace().next()?.parse::<f64>().ok())
+        };
+        start.listen = match what {
+            "listen" => secs().map(Ok),
+            "exited" => Some(Err(format!(
+                "exited after {} s without listening",
+                secs().map_or("?".to_string(), |s| format!("{s:.2}"))
+            ))),
+            "no-listen" => Some(Err("not listening after 30 s".to_string())),
+            _ => start.listen.clone(),
+        };
+    }
+    starts
+}
+
+/// Per test of `run`: its time (from the previous test's result, the first from the run's
+/// start) and the tool's start-to-listen time (min-max over the listeners it started), e.g.
+/// `check_rx 14.2 s (listen 0.41 s)`; `-` for a time the run did not give.
+fn test_timing(run: &HarnessRun) -> String {
+    let mut previous = run.started;
+    let mut taken = 0;
+    let mut parts = Vec::new();
+    for (i, (test, _)) in run.results.iter().enumerate() {
+        let Some(&end) = run.times.get(i) else {
+            parts.push(format!("{test} -"));
+            continue;
+        };
+        let mut part = if previous > 0.0 && end >= previous {
+            format!("{test} {:.1} s", end - previous)
+        } else {
+            format!("{test} -")
+        };
+        // The starts before this test's result that no earlier test took.
+        let mine: Vec<&ToolStart> = run.listen[taken..]
+            .iter()
+            .take_while(|s| s.at <= end)
+            .collect();
+        taken += mine.len();
+        previous = end;
+        let secs: Vec<f64> = mine.iter().filter_map(|s| s.listen.clone()?.ok()).collect();
+        let mut notes = Vec::new();
+        if !secs.is_empty() {
+            let (lo, hi) = secs
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(lo, hi), s| (lo.min(*s), hi.max(*s)));
+            notes.push(if secs.len() == 1 {
+                format!("listen {lo:.2} s")
+            } else {
+                format!("listen {lo:.2}-{hi:.2} s over {}", secs.len())
+            });
+        }
+        notes.extend(mine.iter().filter_map(|s| s.listen.clone()?.err()));
+        if !notes.is_empty() {
+            part += &format!(" ({})", notes.join(", "));
+        }
+        parts.push(part);
+    }
+    parts.join(", ")
+}
+
+/// Runs devmem.py with `binary` (a guest path) as its ncdevmem, behind the listen wrapper
+/// ([`install_listen_wrapper`]), on `nic` with its peer namespace as the netns remote; `label`
+/// names the run ([`wait_harness`]). The run carries each start of the tool and its listen
+/// time ([`parse_listen_log`]), and the log, with each test's end, is saved as
+/// `<log_label>-listen.txt`.
 fn devmem_py(
     root: &DebianRoot,
     nic: &Dnic,
     binary: &str,
     label: &str,
+    log_label: &str,
 ) -> Result<HarnessRun, String> {
-    kernel_py(root, nic, DEVMEM_PY, binary, label)
+    install_listen_wrapper(binary)?;
+    let run = drv_net_py(root, nic, DEVMEM_PY, HARNESS_DEADLINE, label);
+    let log =
+        std::fs::read_to_string(LISTEN_LOG).unwrap_or_else(|e| format!("({LISTEN_LOG}: {e})\n"));
+    let name = format!("{log_label}-listen.txt");
+    let mut run = match run {
+        Ok(run) => run,
+        // A killed run or one without results: the log as far as it got.
+        Err(e) => {
+            record(&name, &log);
+            return Err(format!("{e}; listen log saved as {name}"));
+        }
+    };
+    run.listen = parse_listen_log(&log);
+    let mut text = format!(
+        "# {LISTEN_LOG}: /proc/uptime, pid, what (the wrapper's start with the tool's argv, or its \
+         poller's listen / exited / no-listen)\n# harness started at {:.2}\n{log}",
+        run.started
+    );
+    for ((test, verdict), end) in run.results.iter().zip(&run.times) {
+        text += &format!("# {end:.2} harness result: {verdict} {test}\n");
+    }
+    text += &format!("# per test: {}\n", test_timing(&run));
+    record(&name, &text);
+    Ok(run)
 }
 
 /// Runs the kernel's drv-net test `script` (a path in the chroot) with `binary` (a guest path)
@@ -215,16 +422,27 @@ fn drv_net_command(
         ("REMOTE_V6", PEER6),
         ("REMOTE_TYPE", "netns"),
         ("REMOTE_ARGS", nic.peer_ns.as_str()),
+        // Each result line as it is printed: its arrival times each test.
+        ("PYTHONUNBUFFERED", "1"),
     ];
     let child = spawn(&mut root.command(&env, argv))?;
-    let out = wait_harness(child, deadline, label)?;
-    let output = output_text(&out);
+    let done = wait_harness(child, deadline, label)?;
+    let output = output_text(&done.out);
     let results = ktap_results(&output);
     if results.is_empty() {
         let file = script.rsplit('/').next().unwrap_or(script);
-        return Err(format!("{file} ran no test ({}): {output:?}", out.status));
+        return Err(format!(
+            "{file} ran no test ({}): {output:?}",
+            done.out.status
+        ));
     }
-    Ok(HarnessRun { results, output })
+    Ok(HarnessRun {
+        results,
+        output,
+        times: result_times(&done),
+        started: done.started,
+        listen: Vec::new(),
+    })
 }
 
 /// How long [`wait_harness`] goes on reading a killed harness's output (and waiting for it to
@@ -407,15 +625,16 @@ fn kernel_log_tail(n: usize) -> Vec<String> {
     lines.into()
 }
 
-/// A pipe read to its end by a thread of its own, what it read so far shared.
+/// A pipe read to its end by a thread of its own, what it read so far shared, with the time
+/// ([`uptime`]) each line's end arrived.
 struct Drain {
-    read: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    read: std::sync::Arc<std::sync::Mutex<(Vec<u8>, Vec<f64>)>>,
     done: mpsc::Receiver<()>,
 }
 
 impl Drain {
     fn start(mut pipe: impl std::io::Read + Send + 'static) -> Drain {
-        let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let read = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), Vec::new())));
         let (tx, done) = mpsc::channel();
         let shared = read.clone();
         std::thread::spawn(move || {
@@ -423,10 +642,13 @@ impl Drain {
             loop {
                 match pipe.read(&mut chunk) {
                     Ok(0) => break,
-                    Ok(n) => shared
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .extend_from_slice(&chunk[..n]),
+                    Ok(n) => {
+                        let now = uptime();
+                        let mut r = shared.lock().unwrap_or_else(|e| e.into_inner());
+                        let ends = chunk[..n].iter().filter(|b| **b == b'\n').count();
+                        r.0.extend_from_slice(&chunk[..n]);
+                        r.1.extend(std::iter::repeat_n(now, ends));
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(_) => break,
                 }
@@ -445,10 +667,27 @@ impl Drain {
         )
     }
 
-    /// What was read so far.
-    fn taken(&self) -> Vec<u8> {
+    /// What was read so far and the time each line's end arrived.
+    fn taken(&self) -> (Vec<u8>, Vec<f64>) {
         self.read.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+/// Seconds since boot (`/proc/uptime`, 10 ms steps: the clock the listen wrapper reads);
+/// 0 when it cannot be read.
+fn uptime() -> f64 {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A harness run that ended: its output, with the time ([`uptime`]) each stdout line's end
+/// arrived and the time it was started.
+struct HarnessOutput {
+    out: Output,
+    stdout_times: Vec<f64>,
+    started: f64,
 }
 
 /// A harness run stopped at its deadline by [`wait_killing`], and what it left.
@@ -545,7 +784,8 @@ impl Killed {
 /// output meanwhile. Past the limit, records every process under it ([`ProcState`]) and the
 /// kernel log's tail, kills the whole tree ([`kill_tree`]) and reads what is left of its output
 /// for at most [`AFTER_KILL`] more.
-fn wait_killing(mut child: Child, limit: Duration) -> Result<Output, Box<Killed>> {
+fn wait_killing(mut child: Child, limit: Duration) -> Result<HarnessOutput, Box<Killed>> {
+    let started = uptime();
     let deadline = Instant::now() + limit;
     let out = Drain::start(child.stdout.take().expect("stdout piped"));
     let err = Drain::start(child.stderr.take().expect("stderr piped"));
@@ -556,18 +796,22 @@ fn wait_killing(mut child: Child, limit: Duration) -> Result<Output, Box<Killed>
                 // the deadline (at least AFTER_KILL), then take what came.
                 let until = deadline.max(Instant::now() + AFTER_KILL);
                 let ended = out.ended_by(until) & err.ended_by(until);
-                let stdout = out.taken();
-                let mut stderr = err.taken();
+                let (stdout, stdout_times) = out.taken();
+                let (mut stderr, _) = err.taken();
                 if !ended {
                     stderr.extend_from_slice(
                         b"\n# [vm_guest: the harness exited; its output was still open at the \
                           deadline]\n",
                     );
                 }
-                return Ok(Output {
-                    status,
-                    stdout,
-                    stderr,
+                return Ok(HarnessOutput {
+                    out: Output {
+                        status,
+                        stdout,
+                        stderr,
+                    },
+                    stdout_times,
+                    started,
                 });
             }
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
@@ -595,8 +839,8 @@ fn wait_killing(mut child: Child, limit: Duration) -> Result<Output, Box<Killed>
         why,
         procs,
         kernel_log,
-        stdout: String::from_utf8_lossy(&out.taken()).into_owned(),
-        stderr: String::from_utf8_lossy(&err.taken()).into_owned(),
+        stdout: String::from_utf8_lossy(&out.taken().0).into_owned(),
+        stderr: String::from_utf8_lossy(&err.taken().0).into_owned(),
         output_ended,
         survivors,
     }))
@@ -606,11 +850,21 @@ fn wait_killing(mut child: Child, limit: Duration) -> Result<Output, Box<Killed>
 /// as `<label>-killed.txt` ([`Killed::report`]) and is an error naming each process's state
 /// and wchan, the last output line and the record. A killed run is never run again
 /// ([`run_again_if_harness`] reruns only a run that ended).
-fn wait_harness(child: Child, deadline: Duration, label: &str) -> Result<Output, String> {
+fn wait_harness(child: Child, deadline: Duration, label: &str) -> Result<HarnessOutput, String> {
     wait_killing(child, deadline).map_err(|k| {
         record(&format!("{label}-killed.txt"), &k.report(label));
         k.message(label)
     })
+}
+
+/// When each KTAP result line of `done`'s stdout arrived, in order.
+fn result_times(done: &HarnessOutput) -> Vec<f64> {
+    String::from_utf8_lossy(&done.out.stdout)
+        .lines()
+        .zip(&done.stdout_times)
+        .filter(|(l, _)| l.starts_with("ok ") || l.starts_with("not ok "))
+        .map(|(_, t)| *t)
+        .collect()
 }
 
 /// Each KTAP result line's test (without the script's prefix) and verdict (`ok`, `SKIP`,
@@ -665,20 +919,40 @@ pub(super) fn kernel_devmem_py(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 31, true)?;
     let root = DebianRoot::mount()?;
     let label = "devmem-py-ncdevmem-rs";
+    let bin = ctx.bin.to_string_lossy();
+    // Each run's timing, the first and a second one's apart (their listen logs too).
+    let mut timings = Vec::new();
     let (run1, first) = run_again_if_harness(label, 5, || {
-        devmem_py(&root, &nic, &ctx.bin.to_string_lossy(), label)
+        let log_label = match timings.len() {
+            0 => label.to_string(),
+            n => format!("{label}-{}", n + 1),
+        };
+        let r = devmem_py(&root, &nic, &bin, label, &log_label)?;
+        timings.push(test_timing(&r));
+        Ok(r)
     })?;
+    let timing = match timings.as_slice() {
+        [one] => format!(
+            "; per test (time; the tool's start to listen): {one}; listen log saved as \
+             {label}-listen.txt"
+        ),
+        [one, two] => format!(
+            "; per test (time; the tool's start to listen): first run: {one}; second run: \
+             {two}; listen logs saved as {label}-listen.txt, {label}-2-listen.txt"
+        ),
+        _ => String::new(),
+    };
     let note = second_run_note(label, first);
     record(&format!("{label}.txt"), &run1.output);
     if !all_passed(&run1, 5) {
         return Err(format!(
-            "devmem.py with ncdevmem-rs: {}; {}",
+            "devmem.py with ncdevmem-rs: {}; {}{note}{timing}",
             run1.summary(),
             run1.failure_lines()
         ));
     }
     Ok(Outcome::Pass(format!(
-        "the VM kernel's devmem.py, unchanged, with ncdevmem-rs: {}{note}",
+        "the VM kernel's devmem.py, unchanged, with ncdevmem-rs: {}{note}{timing}",
         run1.summary()
     )))
 }
@@ -1055,7 +1329,7 @@ fn nk_run(
     let leftovers = NkLeftovers::take(ctx)?;
     let child = spawn(&mut root.command_in(mode, &env, &["python3", script]))?;
     let out = match wait_harness(child, HARNESS_DEADLINE, label) {
-        Ok(out) => out,
+        Ok(done) => done.out,
         Err(e) => return Err(format!("{e}; {}", leftovers.clean(ctx))),
     };
     let output = output_text(&out);
@@ -1068,7 +1342,11 @@ fn nk_run(
             out.status
         ));
     }
-    Ok(HarnessRun { results, output })
+    Ok(HarnessRun {
+        results,
+        output,
+        ..Default::default()
+    })
 }
 
 /// `run`, and once more when not all of its `tests` passed and the failure was the
@@ -1271,7 +1549,8 @@ pub(super) fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 32, true)?;
     let root = DebianRoot::mount()?;
     let c_bin = format!("{DEBIAN}{C_NCDEVMEM}");
-    let off = devmem_py(&root, &nic, &c_bin, "devmem-py-c-ncdevmem-ntuple-off")?;
+    let off_label = "devmem-py-c-ncdevmem-ntuple-off";
+    let off = devmem_py(&root, &nic, &c_bin, off_label, off_label)?;
     let on = {
         let _ntuple = EthtoolUndo::new(
             ctx,
@@ -1279,7 +1558,8 @@ pub(super) fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
             &[&["-K", "ntuple", "on"]],
             &[&["-K", "ntuple", "off"]],
         )?;
-        devmem_py(&root, &nic, &c_bin, "devmem-py-c-ncdevmem-ntuple-on")?
+        let on_label = "devmem-py-c-ncdevmem-ntuple-on";
+        devmem_py(&root, &nic, &c_bin, on_label, on_label)?
     };
     record("devmem-py-c-ncdevmem-ntuple-off.txt", &off.output);
     record("devmem-py-c-ncdevmem-ntuple-on.txt", &on.output);
@@ -1344,12 +1624,16 @@ pub(super) fn c_ncdevmem(ctx: &Ctx) -> CaseResult {
     };
     Ok(Outcome::Pass(format!(
         "devmem.py with the C ncdevmem: ntuple off: {}; ntuple on: {}. 64 MiB -v 7 receive: {}\
-         {}{}; whole outputs saved as devmem-py-c-ncdevmem-ntuple-{{off,on}}.txt",
+         {}{}. Per test (time; the C tool's start to listen): ntuple off: {}; ntuple on: {}; \
+         whole outputs saved as devmem-py-c-ncdevmem-ntuple-{{off,on}}.txt, listen logs as \
+         devmem-py-c-ncdevmem-ntuple-{{off,on}}-listen.txt",
         off.summary(),
         on.summary(),
         cpu.join("; "),
         failures("ntuple off", &off),
         failures("ntuple on", &on),
+        test_timing(&off),
+        test_timing(&on),
     )))
 }
 
@@ -1705,9 +1989,10 @@ mod tests {
         let Ok(done) = wait_killing(child, Duration::from_secs(20)) else {
             panic!("killed");
         };
-        assert_eq!(done.status.code(), Some(3));
-        assert_eq!(done.stdout, b"a\n");
-        assert_eq!(done.stderr, b"b\n");
+        assert_eq!(done.out.status.code(), Some(3));
+        assert_eq!(done.out.stdout, b"a\n");
+        assert_eq!(done.out.stderr, b"b\n");
+        assert_eq!(done.stdout_times.len(), 1);
     }
 
     /// `ip -j -d link show` in the guest during a netkit run (shortened): the software NIC
@@ -1728,6 +2013,104 @@ mod tests {
         assert!(netkit_links("Cannot open netlink socket").is_err());
     }
 
+    #[test]
+    fn the_listen_log_gives_each_start_its_listen_time() {
+        let log = "100.10 812 start -l -f dnic31a -s 192.0.2.1 -p 5201 -c 192.0.2.2 -v 7\n\
+                   100.20 830 start -f dnic31a -s 2001:db8::2 -p 5202\n\
+                   100.55 812 listen 5201 after 0.45 s\n\
+                   not a line of the wrapper\n\
+                   120.00 901 start -l -p 5203\n\
+                   122.10 901 exited 5203 after 2.10 s without listening\n\
+                   130.00 902 start -l -p 5204\n\
+                   160.00 902 no-listen 5204: not listening after 30 s\n";
+        let starts = parse_listen_log(log);
+        assert_eq!(starts.len(), 4, "{starts:?}");
+        assert_eq!(starts[0].pid, 812);
+        assert_eq!(starts[0].at, 100.10);
+        assert!(starts[0].argv.starts_with("-l -f dnic31a"));
+        assert_eq!(starts[0].listen, Some(Ok(0.45)));
+        assert_eq!(starts[1].listen, None);
+        assert_eq!(
+            starts[2].listen,
+            Some(Err("exited after 2.10 s without listening".to_string()))
+        );
+        assert_eq!(
+            starts[3].listen,
+            Some(Err("not listening after 30 s".to_string()))
+        );
+        let run = HarnessRun {
+            results: ["check_rx", "check_tx", "check_rx_hds"]
+                .iter()
+                .map(|t| (t.to_string(), "ok".to_string()))
+                .collect(),
+            times: vec![110.0, 121.0, 170.0],
+            started: 95.0,
+            listen: starts,
+            ..Default::default()
+        };
+        assert_eq!(
+            test_timing(&run),
+            "check_rx 15.0 s (listen 0.45 s), check_tx 11.0 s (exited after 2.10 s without \
+             listening), check_rx_hds 49.0 s (not listening after 30 s)"
+        );
+    }
+
+    /// Runs the listen wrapper (its paths moved to a temporary directory) over a stand-in tool
+    /// that copies stdin to stdout, writes a line to stderr, listens on its `-p` port 0.3 s
+    /// after its start when given `-l`, and exits 7.
+    #[test]
+    fn the_listen_wrapper_is_transparent_and_logs_the_time_to_listen() {
+        use std::os::unix::fs::PermissionsExt;
+        assert!(LISTEN_WRAPPER.contains(LISTEN_LOG) && LISTEN_WRAPPER.contains(UNDER_TEST_BIN));
+        let dir = std::env::temp_dir().join(format!("vm-guest-listen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (log, tool, wrapper) = (dir.join("log"), dir.join("tool"), dir.join("wrapper"));
+        let exec = |path: &Path, text: &str| {
+            std::fs::write(path, text).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        exec(
+            &tool,
+            "#!/bin/sh\ncat\necho err >&2\ncase \" $* \" in *\" -l \"*) python3 -c 'import \
+             socket, sys, time\ns = socket.socket()\ns.bind((\"127.0.0.1\", int(sys.argv[1])))\n\
+             time.sleep(0.3)\ns.listen()\ntime.sleep(0.7)' \"$3\" ;; esac\nexit 7\n",
+        );
+        exec(
+            &wrapper,
+            &LISTEN_WRAPPER
+                .replace(LISTEN_LOG, &log.to_string_lossy())
+                .replace(UNDER_TEST_BIN, &tool.to_string_lossy()),
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        for args in [["-l", "-p", &port], ["-x", "-p", &port]] {
+            let out = run_with_stdin(Command::new(&wrapper).args(args), b"hello\n").unwrap();
+            assert_eq!(out.status.code(), Some(7));
+            assert_eq!(out.stdout, b"hello\n");
+            assert_eq!(out.stderr, b"err\n");
+        }
+        let until = Instant::now() + Duration::from_secs(10);
+        let starts = loop {
+            let starts = parse_listen_log(&std::fs::read_to_string(&log).unwrap());
+            if starts.iter().any(|s| s.listen.is_some()) || Instant::now() > until {
+                break starts;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(starts.len(), 2, "{starts:?}");
+        assert_eq!(starts[0].argv, format!("-l -p {port}"));
+        let Some(Ok(secs)) = starts[0].listen else {
+            panic!("{starts:?}");
+        };
+        assert!((0.25..5.0).contains(&secs), "{secs}");
+        assert_eq!(starts[1].listen, None);
+    }
+
     /// A run that is an error (killed) is not run again, whatever its output was.
     #[test]
     fn a_killed_run_is_never_run_again() {
@@ -1744,6 +2127,7 @@ mod tests {
         HarnessRun {
             results: ktap_results(output),
             output: output.to_string(),
+            ..Default::default()
         }
     }
 
