@@ -1,7 +1,8 @@
 //! Connection set-up and sending with timeouts and stop signals: the waiting, retrying and
 //! deadline policy over the single calls of [`crate::sys::socket`] (`accept`, `connect`,
-//! `send`, `poll`). A stop signal (SIGINT, SIGTERM, SIGHUP) ends every wait within
-//! [`STOP_POLL_TICK`].
+//! `send`, `poll`). A stop signal (SIGINT, SIGTERM, SIGHUP) ends every wait at once: a wait on
+//! the signals' own flag also polls the fd their handler makes readable
+//! ([`crate::signals::stop_fd_of`]), one on another flag looks at it every [`STOP_POLL_TICK`].
 
 use std::net::{SocketAddr, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -10,15 +11,19 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::sys::socket::{self, poll_one};
+use crate::sys::socket::{self, poll_one_or_wake};
 
-/// How often the waits here wake up to look at the stop flag.
+/// How often the waits here wake up to look at a stop flag that is not the signals' own
+/// (a test's, a run's), or at theirs when the handler has no fd to make readable.
 pub const STOP_POLL_TICK: Duration = Duration::from_millis(50);
 
 /// Polls `fd` for `events` until it is ready (`Ok(true)`) or `deadline` passes (`Ok(false)`;
-/// `None` = never), waking at least every [`STOP_POLL_TICK`] to look at `stop` (the signal
-/// number; 0 = keep going), so a stop signal is seen also on a thread whose `poll` it does not
-/// interrupt. An interrupted `poll` is retried, with backoff pauses once it repeats.
+/// `None` = never), ending at once when `stop` (the signal number; 0 = keep going) becomes
+/// non-zero, also on a thread whose `poll` the signal does not interrupt: for the signals'
+/// flag the `poll` also waits on the fd their handler makes readable, without a timer (the
+/// flag is looked at before each `poll`, and a signal after that look leaves the fd
+/// readable); for any other flag it wakes every [`STOP_POLL_TICK`] to look. An interrupted
+/// `poll` is retried, with backoff pauses once it repeats.
 ///
 /// Errors: `Error::Interrupted(sig)` once `stop` is non-zero; `Error::Sys` naming `call` for
 /// a `poll` failure other than `EINTR`.
@@ -30,14 +35,18 @@ pub(crate) fn poll_ready(
     call: &str,
 ) -> Result<bool> {
     let mut backoff = Backoff::default();
+    let wake = crate::signals::stop_fd_of(stop).map(|w| w.as_raw_fd());
     loop {
         crate::signals::check_flag(stop)?;
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if left == Some(Duration::ZERO) {
             return Ok(false);
         }
-        let tick = left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK));
-        match poll_one(fd.as_raw_fd(), events, Some(tick)) {
+        let wait = match wake {
+            Some(_) => left,
+            None => Some(left.map_or(STOP_POLL_TICK, |l| l.min(STOP_POLL_TICK))),
+        };
+        match poll_one_or_wake(fd.as_raw_fd(), events, wake, wait) {
             Ok(0) => {}
             Ok(_) => return Ok(true),
             Err(libc::EINTR) => backoff.pause(),
@@ -47,9 +56,8 @@ pub(crate) fn poll_ready(
 }
 
 /// Waits for one connection on `listener` (non-blocking, from [`socket::tcp_listen`]) and
-/// accepts it ([`socket::accept`]; the new socket is blocking). Polls with a
-/// [`STOP_POLL_TICK`] tick so a signal handler's store to `stop` (the signal number; 0 = keep
-/// going) is noticed promptly.
+/// accepts it ([`socket::accept`]; the new socket is blocking). Waits as [`poll_ready`], so a
+/// signal handler's store to `stop` (the signal number; 0 = keep going) ends the wait at once.
 ///
 /// Errors: `Error::Timeout` when `timeout` (None = forever) passes without a connection;
 /// `Error::Interrupted(sig)` when `stop` becomes non-zero; `Error::Sys` for poll/accept
@@ -200,8 +208,9 @@ fn send_from(
                 backoff.pause();
             }
             Err(libc::EAGAIN) => {
-                // Polled in ticks: on a thread the stop signal is not delivered to, nothing
-                // else would end a wait for a peer that does not read.
+                // Waited as poll_ready waits (the stop signals' fd, or ticks for another
+                // flag): on a thread the stop signal is not delivered to, nothing else would
+                // end a wait for a peer that does not read.
                 let stalled = stall.and_then(|s| Instant::now().checked_add(s));
                 let deadline = match (stalled, end) {
                     (Some(s), Some(e)) => Some(s.min(e)),

@@ -14,6 +14,7 @@
 //! once every thread is joined, so the undo guards still run. One flow is `--flows 1`: there
 //! is no other path.
 
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -23,7 +24,9 @@ use crate::stats::CpuTime;
 pub(crate) use crate::verdict::{DURATION_OVER, FLOW_FAILED};
 
 /// How often the supervisor looks at the signals, the clock and the workers (it is also
-/// woken at once when a worker ends).
+/// woken at once when a worker ends). A run without a clock to keep (no duration, warm-up,
+/// deadline or progress) waits without it when it can: on its wake-up fd (a worker's end)
+/// and the stop signals' fd ([`crate::signals::stop_fd_of`]).
 pub(crate) const TICK: Duration = Duration::from_millis(50);
 
 /// What a run is made of and how long it lasts.
@@ -121,6 +124,9 @@ pub(crate) struct Shared {
     end: OnceLock<Option<Instant>>,
     workers_done: AtomicUsize,
     supervisor: OnceLock<std::thread::Thread>,
+    /// Made readable by [`Shared::wake`], for a supervisor that waits in `poll` (`None`: no
+    /// eventfd could be made; it parks with its tick).
+    wake_fd: Option<std::os::fd::OwnedFd>,
 }
 
 impl Shared {
@@ -133,6 +139,7 @@ impl Shared {
             end: OnceLock::new(),
             workers_done: AtomicUsize::new(0),
             supervisor: OnceLock::new(),
+            wake_fd: crate::sys::eventfd().ok(),
         }
     }
 
@@ -169,6 +176,9 @@ impl Shared {
     }
 
     fn wake(&self) {
+        if let Some(fd) = &self.wake_fd {
+            crate::sys::eventfd_add(fd.as_fd());
+        }
         if let Some(t) = self.supervisor.get() {
             t.unpark();
         }
@@ -434,7 +444,28 @@ fn supervise(plan: &Plan, shared: &Shared, stop: &AtomicI32, timing: &Timing<'_>
         if shared.workers_done.load(Ordering::SeqCst) >= plan.workers {
             return;
         }
-        std::thread::park_timeout(TICK);
+        wait(plan, shared, stop, sig != 0);
+    }
+}
+
+/// The supervisor's wait until its next look: until [`Shared::wake`] or a stop signal, when
+/// the run has no clock to keep, a wake-up fd and, unless a stop signal was already passed
+/// on (`stopped`), the stop signals' fd for `stop`; otherwise a park of at most [`TICK`].
+fn wait(plan: &Plan, shared: &Shared, stop: &AtomicI32, stopped: bool) {
+    let clocked = plan.duration.is_some()
+        || plan.warmup.is_some()
+        || plan.deadline.is_some()
+        || plan.progress.is_some();
+    let signal_fd = crate::signals::stop_fd_of(stop).map(|f| f.as_raw_fd());
+    match &shared.wake_fd {
+        Some(wake) if !clocked && (stopped || signal_fd.is_some()) => {
+            let also = if stopped { None } else { signal_fd };
+            // A wake after the workers were counted left the fd readable: no wake is lost.
+            let _ =
+                crate::sys::socket::poll_one_or_wake(wake.as_raw_fd(), libc::POLLIN, also, None);
+            crate::sys::eventfd_drain(wake.as_fd());
+        }
+        _ => std::thread::park_timeout(TICK),
     }
 }
 

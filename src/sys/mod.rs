@@ -48,6 +48,39 @@ pub(crate) fn last_errno() -> i32 {
     crate::error::errno_of(&std::io::Error::last_os_error())
 }
 
+/// A new non-blocking, close-on-exec eventfd with a count of 0: a wake-up that a `poll` for
+/// `POLLIN` sees once [`eventfd_add`] ran, until [`eventfd_drain`].
+///
+/// Errors: the errno of `eventfd`.
+pub(crate) fn eventfd() -> std::result::Result<std::os::fd::OwnedFd, i32> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: eventfd takes no pointers.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(last_errno());
+    }
+    // SAFETY: a new fd that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds 1 to eventfd `fd`'s count (it becomes readable). A full count (`EAGAIN`) is as
+/// readable, so the result is not looked at.
+pub(crate) fn eventfd_add(fd: std::os::fd::BorrowedFd<'_>) {
+    use std::os::fd::AsRawFd;
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: write of 8 bytes from a stack buffer to a live fd.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+}
+
+/// Reads eventfd `fd`'s count back to 0 (no longer readable); nothing when it was 0
+/// (`EAGAIN`: the fd is non-blocking).
+pub(crate) fn eventfd_drain(fd: std::os::fd::BorrowedFd<'_>) {
+    use std::os::fd::AsRawFd;
+    let mut count = [0u8; 8];
+    // SAFETY: read of up to 8 bytes into a stack buffer from a live fd.
+    let _ = unsafe { libc::read(fd.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
+}
+
 /// The index of interface `name` in the calling thread's network namespace
 /// (`if_nametoindex(3)`, an `SIOCGIFINDEX` ioctl). Callers word the refusal for their flag.
 ///

@@ -7,9 +7,11 @@
 //! SIGHUP is a stop signal too: a run in a terminal or an ssh session that goes away gets it,
 //! and its default action (terminate at once) would leave header split, the RSS table and the
 //! flow rule changed. A SIGHUP that was ignored when the process started (`nohup`) stays
-//! ignored. The handler only records the first signal number in [`STOP`]; the receive loop,
-//! accept and connect poll with a short tick and return [`crate::Error::Interrupted`], so the
-//! undo guards run their `Drop` on the normal return path.
+//! ignored. The handler only records the first signal number in [`STOP`] and makes an eventfd
+//! readable ([`stop_fd_of`]); the receive loop polls with a short tick, accept, connect and
+//! the flow engine's supervisor wait on that fd beside their own, and they return
+//! [`crate::Error::Interrupted`], so the undo guards run their `Drop` on the normal return
+//! path.
 //!
 //! A second Ctrl-C (a SIGINT at least [`ESCALATE_AFTER`] after the first stop signal) exits at
 //! once (status 128 + signal), for a user who really wants out; it removes the `--pid-file`
@@ -27,6 +29,18 @@ use nix::sys::time::TimeValLike;
 
 /// The first stop signal received (0 = none). Read with [`stop_requested`].
 pub static STOP: AtomicI32 = AtomicI32::new(0);
+
+/// An eventfd the stop handler writes to on every stop signal (-1 = none: [`install`] not
+/// called, or `eventfd` failed). It never gets read, so once a stop signal has come it stays
+/// readable: a wait that polls it with its own fd ([`stop_fd_of`]) ends on a stop signal
+/// without a timer tick, also when the signal came just before the wait began or was
+/// delivered to another thread.
+static STOP_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// The process that made [`STOP_FD`]: a child between its fork and its exec, which shares
+/// the fd but not [`STOP`], leaves it alone (a readable fd with `STOP` still 0 would make the
+/// parent's waits spin).
+static STOP_FD_PID: AtomicI32 = AtomicI32::new(0);
 
 /// `CLOCK_MONOTONIC` time of the first stop signal, in nanoseconds.
 static FIRST_AT_NS: AtomicU64 = AtomicU64::new(0);
@@ -123,6 +137,27 @@ fn holds_own_pid(path: *const libc::c_char) -> bool {
     n == len as isize && got[..len] == want[..len]
 }
 
+/// Makes [`STOP_FD`] readable: adds 1 to the eventfd's count (a full count, `EAGAIN`, is as
+/// readable), in the process that made it. Keeps `errno` as it was, for the code the signal
+/// interrupted. Only async-signal-safe calls: getpid, write.
+fn wake_stop_waits() {
+    let fd = STOP_FD.load(Ordering::SeqCst);
+    // SAFETY: getpid takes no arguments and is async-signal-safe.
+    if fd < 0 || unsafe { libc::getpid() } != STOP_FD_PID.load(Ordering::SeqCst) {
+        return;
+    }
+    // SAFETY: __errno_location returns this thread's errno, valid for the thread's life.
+    let errno = unsafe { libc::__errno_location() };
+    // SAFETY: reads this thread's errno.
+    let saved = unsafe { *errno };
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: write of 8 bytes from a stack buffer to the eventfd install made (never closed);
+    // write is async-signal-safe.
+    let _ = unsafe { libc::write(fd, one.as_ptr().cast(), one.len()) };
+    // SAFETY: puts this thread's errno back.
+    unsafe { *errno = saved };
+}
+
 extern "C" fn on_stop_signal(sig: libc::c_int) {
     let now = monotonic_ns();
     if STOP
@@ -130,8 +165,11 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
         .is_ok()
     {
         FIRST_AT_NS.store(now, Ordering::SeqCst);
+        // After the store: a wait woken by the fd finds STOP set.
+        wake_stop_waits();
         return;
     }
+    wake_stop_waits();
     let since_first = Duration::from_nanos(now.saturating_sub(FIRST_AT_NS.load(Ordering::SeqCst)));
     if exits_at_once(sig, since_first) {
         let unlink = UNLINK_AT_EXIT.load(Ordering::SeqCst);
@@ -148,8 +186,27 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
 /// Installs the stop-signal handlers (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2;
 /// without `SA_RESTART`, so blocking calls return `EINTR`) and ignores `SIGPIPE`. SIGHUP keeps an inherited `SIG_IGN` (`nohup`).
 ///
+/// First makes the eventfd the handler writes to ([`stop_fd_of`]), once; without one (a
+/// failed `eventfd`) the waits fall back to their timer tick.
+///
 /// Errors: [`crate::Error::Sys`] naming the signal when `sigaction` fails.
 pub fn install() -> crate::Result<()> {
+    if STOP_FD.load(Ordering::SeqCst) < 0 {
+        // SAFETY: getpid takes no arguments. Stored before the fd, which the handler reads
+        // first.
+        STOP_FD_PID.store(unsafe { libc::getpid() }, Ordering::SeqCst);
+        // SAFETY: eventfd takes no pointers; the new fd is owned by STOP_FD for the life of
+        // the process.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd >= 0
+            && STOP_FD
+                .compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+        {
+            // SAFETY: closes the fd just made, which nothing else has seen.
+            unsafe { libc::close(fd) };
+        }
+    }
     let stop = SigAction::new(
         SigHandler::Handler(on_stop_signal),
         SaFlags::empty(),
@@ -165,8 +222,8 @@ pub fn install() -> crate::Result<()> {
         (Signal::SIGUSR2, &stop),
         (Signal::SIGPIPE, &ignore),
     ] {
-        // SAFETY: the handler only performs atomic loads and a swap and, on a second signal,
-        // unlink and _exit; all are async-signal-safe.
+        // SAFETY: the handler only performs atomic loads and a swap, clock_gettime, a write
+        // to the eventfd and, on a second signal, unlink and _exit; all are async-signal-safe.
         let old = unsafe { sigaction(sig, act) }
             .map_err(|e| crate::Error::sys(format!("sigaction({sig})"), e as i32))?;
         if sig == Signal::SIGHUP && matches!(old.handler(), SigHandler::SigIgn) {
@@ -176,6 +233,18 @@ pub fn install() -> crate::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The fd that becomes readable (and stays so) on a stop signal, when `flag` is [`STOP`] and
+/// [`install`] made one in this process; `None` for any other flag (a test's, a run's own),
+/// whose waits have to look at it on a timer tick.
+pub(crate) fn stop_fd_of(flag: &AtomicI32) -> Option<std::os::fd::BorrowedFd<'static>> {
+    let fd = STOP_FD.load(Ordering::SeqCst);
+    // SAFETY: getpid takes no arguments.
+    let own = unsafe { libc::getpid() } == STOP_FD_PID.load(Ordering::SeqCst);
+    // SAFETY: the eventfd install made is never closed once stored in STOP_FD.
+    (std::ptr::eq(flag, &STOP) && fd >= 0 && own)
+        .then(|| unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
 }
 
 /// The stop signal received so far, if any.
@@ -220,6 +289,15 @@ mod tests {
         assert!(!holds_own_pid(c.as_ptr()));
         std::fs::remove_file(&path).unwrap();
         assert!(!holds_own_pid(c.as_ptr()), "no file");
+    }
+
+    /// Only the signals' own flag has the handler's fd; a wait on any other looks in ticks.
+    #[test]
+    fn only_the_signals_flag_has_a_stop_fd() {
+        let other = AtomicI32::new(0);
+        assert!(stop_fd_of(&other).is_none());
+        let set = STOP_FD.load(Ordering::SeqCst) >= 0;
+        assert_eq!(stop_fd_of(&STOP).is_some(), set);
     }
 
     /// Only a later SIGINT cuts the unwind short; repeated SIGTERM and SIGHUP (GNU `timeout`

@@ -331,6 +331,39 @@ pub(crate) fn poll_one(
     }
 }
 
+/// `poll(2)` on `fd` for `events` and, when given, on `wake` for `POLLIN` (an fd that becomes
+/// readable when the wait is to end, e.g. the stop signals' eventfd). `Ok(revents)` of `fd`
+/// (0 on timeout or when only `wake` is ready); `Err(errno)` on failure (incl. `EINTR`).
+pub(crate) fn poll_one_or_wake(
+    fd: RawFd,
+    events: libc::c_short,
+    wake: Option<RawFd>,
+    timeout: Option<Duration>,
+) -> Result<i16, i32> {
+    let Some(wake) = wake else {
+        return poll_one(fd, events, timeout);
+    };
+    let mut pfds = [
+        libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: two pollfds, alive across the call; the kernel writes only their `revents`.
+    let ret = unsafe { libc::poll(pfds.as_mut_ptr(), 2, poll_timeout_ms(timeout)) };
+    if ret < 0 {
+        Err(last_errno())
+    } else {
+        Ok(pfds[0].revents)
+    }
+}
+
 /// Sets or clears `O_NONBLOCK`.
 fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<()> {
     // SAFETY: fcntl(F_GETFL) on a live descriptor; no pointers.
