@@ -2,7 +2,7 @@
 //! deadline policy over the single calls of [`crate::sys::socket`] (`accept`, `connect`,
 //! `send`, `poll`). A stop signal (SIGINT, SIGTERM, SIGHUP) ends every wait at once: a wait on
 //! the signals' own flag also polls the fd their handler makes readable
-//! ([`crate::signals::stop_fd_of`]), one on another flag looks at it every [`STOP_POLL_TICK`].
+//! (`signals::stop_fd_of`), one on another flag looks at it every [`STOP_POLL_TICK`].
 
 use std::net::{SocketAddr, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -56,7 +56,7 @@ pub(crate) fn poll_ready(
 }
 
 /// Waits for one connection on `listener` (non-blocking, from [`socket::tcp_listen`]) and
-/// accepts it ([`socket::accept`]; the new socket is blocking). Waits as [`poll_ready`], so a
+/// accepts it ([`socket::accept`]; the new socket is blocking). Waits as `poll_ready` does, so a
 /// signal handler's store to `stop` (the signal number; 0 = keep going) ends the wait at once.
 ///
 /// Errors: `Error::Timeout` when `timeout` (None = forever) passes without a connection;

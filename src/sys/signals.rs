@@ -8,7 +8,7 @@
 //! and its default action (terminate at once) would leave header split, the RSS table and the
 //! flow rule changed. A SIGHUP that was ignored when the process started (`nohup`) stays
 //! ignored. The handler only records the first signal number in [`STOP`] and makes an eventfd
-//! readable ([`stop_fd_of`]); the receive loop polls with a short tick, accept, connect and
+//! readable (`stop_fd_of`); the receive loop polls with a short tick, accept, connect and
 //! the flow engine's supervisor wait on that fd beside their own, and they return
 //! [`crate::Error::Interrupted`], so the undo guards run their `Drop` on the normal return
 //! path.
@@ -186,7 +186,7 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
 /// Installs the stop-signal handlers (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2;
 /// without `SA_RESTART`, so blocking calls return `EINTR`) and ignores `SIGPIPE`. SIGHUP keeps an inherited `SIG_IGN` (`nohup`).
 ///
-/// First makes the eventfd the handler writes to ([`stop_fd_of`]), once; without one (a
+/// First makes the eventfd the handler writes to (`stop_fd_of`), once; without one (a
 /// failed `eventfd`) the waits fall back to their timer tick.
 ///
 /// Errors: [`crate::Error::Sys`] naming the signal when `sigaction` fails.
