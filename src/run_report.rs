@@ -8,10 +8,11 @@
 
 use crate::cli::{Common, JsonTarget, Mode, Verbosity, PROGRAM};
 use crate::error::{Error, Result};
-use crate::summary::Body;
+use crate::summary::{Body, SetupStep};
 use crate::verdict::{ReceiveFacts, RunFacts};
 use std::cell::RefCell;
 use std::io::Write;
+use std::time::Instant;
 
 /// What one run found (see the module docs). Single-threaded: a collector with interior
 /// mutability, so the mode and its NIC setup can both record into it.
@@ -35,6 +36,58 @@ pub(crate) struct RunReport {
     /// `--pid-file`: written when the mode listens, removed when the report is dropped (at
     /// the end of [`finish`](Self::finish), or on a panic's unwind).
     pid_file: Option<crate::pid_file::PidFile>,
+    /// The set-up's timeline ([`step`](Self::step)).
+    setup: RefCell<SetupClock>,
+}
+
+/// The set-up's timeline of a [`RunReport`]: the steps its mode marked before it listened.
+#[derive(Debug)]
+struct SetupClock {
+    /// When the last step ended (for the first: when the report was made).
+    last: Instant,
+    /// The steps marked so far, in order.
+    steps: Vec<SetupStep>,
+    /// The listen ended the set-up: later steps are not recorded.
+    done: bool,
+}
+
+impl SetupClock {
+    fn new() -> SetupClock {
+        SetupClock {
+            last: Instant::now(),
+            steps: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// Ends `step`: what ran since the previous step ended.
+    fn step(&mut self, step: &'static str) {
+        if self.done {
+            return;
+        }
+        let now = Instant::now();
+        let took = now.saturating_duration_since(self.last);
+        self.last = now;
+        self.steps.push(SetupStep {
+            step: step.to_string(),
+            ms: (took.as_secs_f64() * 1e6).round() / 1e3,
+        });
+    }
+}
+
+/// The log line of a set-up's `steps`: `set-up before the listen 0.412 s: checks 0.002 s,
+/// hugepages 0.000 s, ...` (seconds to the millisecond).
+fn setup_line(steps: &[SetupStep]) -> String {
+    let total: f64 = steps.iter().map(|s| s.ms).sum();
+    let each: Vec<String> = steps
+        .iter()
+        .map(|s| format!("{} {:.3} s", s.step, s.ms / 1e3))
+        .collect();
+    format!(
+        "set-up before the listen {:.3} s: {}",
+        total / 1e3,
+        each.join(", ")
+    )
 }
 
 /// A callback of a [`RunReport`].
@@ -59,7 +112,16 @@ impl RunReport {
             sweep_run: false,
             on_listening: None,
             pid_file: None,
+            setup: RefCell::new(SetupClock::new()),
         }
+    }
+
+    /// Ends the set-up step `step` (`checks`, `hugepages`, `nic`, `queues`, `memory`,
+    /// `configure`, `bind`, `register`, `listen`: docs/json.md's `setup`): its time is what
+    /// ran since the previous step ended, or since the report was made (the command line
+    /// read). Steps after the listen are not recorded.
+    pub(crate) fn step(&self, step: &'static str) {
+        self.setup.borrow_mut().step(step);
     }
 
     /// This report, of a sweep's run: the verdict fails a run whose peers closed every flow
@@ -92,12 +154,25 @@ impl RunReport {
         self
     }
 
-    /// The mode's receiver (or the peer server) listens now, its listening line logged:
-    /// writes `--pid-file` (the first time), then calls
+    /// The mode's receiver (or the peer server) listens now, its listening line logged: ends
+    /// the set-up with its `listen` step (the first time; a set-up of more steps than that is
+    /// logged as one line, [`step`](Self::step)), writes `--pid-file` (the first time), then
+    /// calls
     /// [`on_listening`](Self::on_listening)'s callback.
     ///
     /// Errors: the `--pid-file` write's ([`crate::pid_file::PidFile::write`]).
     pub(crate) fn listening(&self) -> Result<()> {
+        {
+            let mut clock = self.setup.borrow_mut();
+            if !clock.done {
+                clock.step("listen");
+                clock.done = true;
+                // A mode that marked steps before its listen (a NIC's set-up) logs them.
+                if clock.steps.len() > 1 {
+                    self.log(format_args!("{}", setup_line(&clock.steps)));
+                }
+            }
+        }
         if let Some(p) = &self.pid_file {
             p.write()?;
         }
@@ -214,12 +289,14 @@ impl RunReport {
         let Some(target) = self.common.json.as_ref() else {
             return result;
         };
-        let json = summary_json(
+        let mut summary = summary(
             self.mode,
             &self.common.argv,
             self.body.into_inner(),
             &result,
         );
+        summary.envelope.setup = self.setup.into_inner().steps;
+        let json = serde_json::to_value(summary).unwrap_or_default();
         write_summary(target, &json, result)
     }
 
@@ -248,7 +325,7 @@ impl RunReport {
 /// The top-level keys every `--json` object carries (`docs/json.md`), in this order before
 /// the mode's own.
 #[cfg(test)]
-pub(crate) const ENVELOPE_KEYS: [&str; 7] = crate::summary::ENVELOPE_MEMBERS;
+pub(crate) const ENVELOPE_KEYS: [&str; 8] = crate::summary::ENVELOPE_MEMBERS;
 
 /// The summary of a run of `mode` typed as `argv` that ended with `result`: the envelope
 /// (`mode`, `ok`, `verdict` `"pass"`|`"fail"`|`"skip"`, `error` null or the message the run
@@ -274,12 +351,14 @@ pub(crate) fn summary(
             version: crate::VERSION.to_string(),
             argv: argv.to_vec(),
             kernel_release: crate::sys::kernel_release().ok(),
+            setup: Vec::new(),
         },
         body,
     }
 }
 
 /// [`summary`] as a JSON value.
+#[cfg(test)]
 pub(crate) fn summary_json(
     mode: Mode,
     argv: &[String],
@@ -506,5 +585,66 @@ mod tests {
             .finish(Err(Error::Skip(Missing::ChannelConfig)))
             .unwrap_err();
         assert_eq!(e.exit_code(), crate::error::EXIT_SKIP);
+    }
+
+    /// The set-up's steps are kept in order, each timing what ran since the one before; the
+    /// listen ends the set-up (later steps are not recorded) and its line names every step;
+    /// `--json FILE` carries them as `setup`.
+    #[test]
+    fn the_set_up_steps_end_at_the_listen_and_reach_the_summary() {
+        let path = std::env::temp_dir().join(format!("ncdevmem-setup-{}.json", std::process::id()));
+        let common = Common {
+            json: Some(JsonTarget::File(path.clone())),
+            ..Common::default()
+        };
+        let r = RunReport::new(Mode::Server, common);
+        r.step("checks");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        r.step("memory");
+        r.listening().unwrap();
+        r.step("bind");
+        r.listening().unwrap();
+        let steps = r.setup.borrow().steps.clone();
+        let names: Vec<&str> = steps.iter().map(|s| s.step.as_str()).collect();
+        assert_eq!(names, ["checks", "memory", "listen"]);
+        assert!(steps[1].ms >= 20.0, "{steps:?}");
+        assert!(steps.iter().all(|s| s.ms >= 0.0), "{steps:?}");
+        r.finish(Ok(())).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        std::fs::remove_file(&path).ok();
+        let json_names: Vec<&str> = j["setup"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["step"].as_str().unwrap())
+            .collect();
+        assert_eq!(json_names, names, "{j}");
+        assert_eq!(j["setup"][1]["ms"].as_f64(), Some(steps[1].ms), "{j}");
+    }
+
+    /// The set-up line: the total, then each step, in seconds to the millisecond.
+    #[test]
+    fn the_set_up_line_gives_the_total_and_each_step() {
+        let step = |step: &str, ms: f64| SetupStep {
+            step: step.into(),
+            ms,
+        };
+        let line = setup_line(&[
+            step("checks", 1.5),
+            step("memory", 2950.25),
+            step("listen", 0.4),
+        ]);
+        assert_eq!(
+            line,
+            "set-up before the listen 2.952 s: checks 0.002 s, memory 2.950 s, listen 0.000 s"
+        );
+    }
+
+    /// A mode without set-up steps (a sender, the probe) writes `setup: []`.
+    #[test]
+    fn a_summary_without_steps_has_an_empty_setup() {
+        let j = summary_json(Mode::Server, &[], None, &Ok(()));
+        assert_eq!(j["setup"], serde_json::json!([]), "{j}");
     }
 }

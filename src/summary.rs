@@ -77,6 +77,24 @@ pub struct Envelope {
     pub argv: Vec<String>,
     /// The kernel release (`uname -r`), `null` when it could not be read.
     pub kernel_release: Option<String>,
+    /// The set-up's steps before the run listened, in order (empty for a mode that does not
+    /// listen, or one that ended before its first step); a run that ended during its set-up
+    /// has the steps it finished.
+    #[serde(default)]
+    pub setup: Vec<SetupStep>,
+}
+
+/// One step of a run's set-up, from the end of the step before it (for the first: from the
+/// start of the run, the command line read) to its own end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SetupStep {
+    /// The step: `checks` (the skip and option checks), `hugepages` (waiting for hugepages a
+    /// previous binding still holds), `nic` (the netlink and ethtool sockets), `queues`
+    /// (choosing the RX queues), `memory` (allocating the dmabuf), `configure` (header split,
+    /// RSS context, ntuple rules), `bind` (`bind-rx`), `register` (the zcrx ifqs), `listen`.
+    pub step: String,
+    /// Its time, milliseconds (to the microsecond).
+    pub ms: f64,
 }
 
 /// One bucket of a frag-size histogram: `frags` frags of `min..=max` bytes (powers of two).
@@ -781,7 +799,7 @@ pub enum Body {
 }
 
 /// The members of [`Envelope`], which a body never repeats.
-pub const ENVELOPE_MEMBERS: [&str; 7] = [
+pub const ENVELOPE_MEMBERS: [&str; 8] = [
     "mode",
     "ok",
     "verdict",
@@ -789,6 +807,7 @@ pub const ENVELOPE_MEMBERS: [&str; 7] = [
     "version",
     "argv",
     "kernel_release",
+    "setup",
 ];
 
 impl Body {

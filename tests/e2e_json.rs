@@ -69,6 +69,35 @@ fn check_envelope(j: &serde_json::Value, mode: &str, args: &[&str], code: i32) {
     assert_eq!(j["version"], ncdevmem::VERSION, "{j}");
     assert_eq!(j["argv"], serde_json::json!(args), "{j}");
     assert_eq!(j["kernel_release"], kernel_release(), "{j}");
+    // The set-up's steps: known names, each timed, the listen (when there is one) last; a
+    // mode that does not listen has none.
+    let steps = j["setup"].as_array().expect("setup is an array");
+    const STEPS: [&str; 9] = [
+        "checks",
+        "hugepages",
+        "nic",
+        "queues",
+        "memory",
+        "configure",
+        "bind",
+        "register",
+        "listen",
+    ];
+    for (i, s) in steps.iter().enumerate() {
+        let name = s["step"].as_str().unwrap_or_default();
+        assert!(STEPS.contains(&name), "{args:?}: {j}");
+        assert!(
+            s["ms"].as_f64().is_some_and(|ms| ms >= 0.0),
+            "{args:?}: {j}"
+        );
+        assert!(name != "listen" || i + 1 == steps.len(), "{args:?}: {j}");
+    }
+    if ["probe", "report", "pattern-sender", "devmem-tx", "compare"].contains(&mode) {
+        assert!(steps.is_empty(), "{args:?}: {j}");
+    }
+    if mode == "plain TCP" && code == 0 {
+        assert_eq!(j["setup"][0]["step"], "listen", "{args:?}: {j}");
+    }
 }
 
 /// `args` plus `--json PATH`.

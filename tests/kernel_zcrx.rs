@@ -208,6 +208,15 @@ fn nodev_skips_on_kernels_without_it_or_receives_over_loopback() {
         assert_eq!(v["mode"], "io_uring zcrx", "{v}");
         assert_eq!(v["verdict"], "skip", "{v}");
         assert_eq!(v["ok"], false, "{v}");
+        // The set-up's steps it finished: not the registration it was refused.
+        assert_eq!(
+            v["setup"],
+            serde_json::json!([
+                {"step": "checks", "ms": v["setup"][0]["ms"]},
+                {"step": "hugepages", "ms": v["setup"][1]["ms"]}
+            ]),
+            "{v}"
+        );
         return;
     }
     let tx = ns_cmd(
@@ -238,6 +247,27 @@ fn nodev_skips_on_kernels_without_it_or_receives_over_loopback() {
     assert_eq!(j["validated_bytes"], 8u64 << 20);
     assert_eq!(j["mismatches"], 0);
     assert_eq!(j["zcrx_buffers_returned"], j["zcrx_chunks"]);
+    // The set-up's steps of an ifq without a device, in order, each timed; and their line.
+    let steps: Vec<&str> = j["setup"]
+        .as_array()
+        .expect("setup")
+        .iter()
+        .map(|s| s["step"].as_str().expect("step"))
+        .collect();
+    assert_eq!(steps, ["checks", "hugepages", "register", "listen"], "{j}");
+    assert!(
+        j["setup"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["ms"].as_f64().is_some_and(|ms| ms >= 0.0)),
+        "{j}"
+    );
+    assert!(
+        text(&out.stderr).contains("set-up before the listen "),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

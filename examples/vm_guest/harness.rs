@@ -174,7 +174,10 @@ const LISTEN_LOG: &str = "/run/ncdevmem-listen.log";
 /// until PORT shows as LISTEN (state 0A) in /proc/net/tcp or tcp6, polled every 10 ms, or that
 /// the tool exited first, or that it was not listening after 30 s; then it `exec`s the binary
 /// ([`UNDER_TEST_BIN`]) in its own place: same pid, argv, stdin, stdout, stderr and exit
-/// status, signals reach the tool. Only the chroot's sh, grep and sleep.
+/// status, signals reach the tool. Its stderr goes through a FIFO to `tee`, which passes it
+/// on and keeps a copy at [`STDERR_COPY`]`PID.txt` (ncdevmem-rs logs its set-up's steps
+/// there when it listens: [`setup_brief`]). Only the chroot's sh, grep, sleep, mkfifo, rm and
+/// tee.
 const LISTEN_WRAPPER: &str = r#"#!/bin/sh
 # Written by vm_guest (examples/vm_guest/harness.rs): logs this start of the tool under test and
 # how long it took to listen, then runs the tool in its place.
@@ -214,12 +217,25 @@ if [ -n "$listen" ] && [ -n "$port" ]; then
         done
     ) </dev/null >/dev/null 2>&1 &
 fi
+# A copy of the tool's stderr (for ncdevmem-rs's set-up line) beside the log: the tool writes
+# to a FIFO that tee reads and passes on to the harness's stderr.
+copy=/run/ncdevmem-stderr-$$
+rm -f "$copy.fifo"
+if mkfifo "$copy.fifo" 2>/dev/null; then
+    (exec <"$copy.fifo"; rm -f "$copy.fifo"; exec tee "$copy.txt" >&2) &
+    exec /run/ncdevmem-under-test.bin "$@" 2>"$copy.fifo"
+fi
 exec /run/ncdevmem-under-test.bin "$@"
 "#;
 
+/// Where the listen wrapper keeps a copy of each start's stderr: this, the tool's pid and
+/// `.txt` (the guest's /run, bound into the chroot).
+const STDERR_COPY: &str = "/run/ncdevmem-stderr-";
+
 /// Installs `binary` (a guest path) as [`UNDER_TEST_BIN`] and [`LISTEN_WRAPPER`] as
 /// [`UNDER_TEST`] (each written beside and renamed over, so a file still running is never
-/// rewritten), and empties [`LISTEN_LOG`].
+/// rewritten), empties [`LISTEN_LOG`] and removes earlier runs' stderr copies
+/// ([`STDERR_COPY`]).
 fn install_listen_wrapper(binary: &str) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let tmp = format!("{UNDER_TEST_BIN}.tmp");
@@ -230,6 +246,17 @@ fn install_listen_wrapper(binary: &str) -> Result<(), String> {
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| format!("chmod {tmp}: {e}"))?;
     std::fs::rename(&tmp, UNDER_TEST).map_err(|e| format!("rename {tmp}: {e}"))?;
+    // The stderr copies of earlier runs' starts (pids are reused across runs).
+    let (dir, prefix) = STDERR_COPY
+        .rsplit_once('/')
+        .unwrap_or(("/run", STDERR_COPY));
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(prefix) {
+                std::fs::remove_file(e.path()).ok();
+            }
+        }
+    }
     std::fs::write(LISTEN_LOG, "").map_err(|e| format!("write {LISTEN_LOG}: {e}"))
 }
 
@@ -244,6 +271,8 @@ struct ToolStart {
     /// after 2.10 s without listening`, `not listening after 30 s`); `None` for a tool that
     /// does not listen (a TX client) or a listener whose poller wrote nothing.
     listen: Option<Result<f64, String>>,
+    /// ncdevmem-rs's set-up before its listen, from its stderr's copy ([`setup_brief`]).
+    setup: Option<String>,
 }
 
 /// The starts in a [`LISTEN_LOG`] text, with what their pollers logged; lines that are not
@@ -265,6 +294,7 @@ fn parse_listen_log(text: &str) -> Vec<ToolStart> {
                 pid,
                 argv: rest.to_string(),
                 listen: None,
+                setup: None,
             });
             continue;
         }
@@ -287,6 +317,33 @@ fn parse_listen_log(text: &str) -> Vec<ToolStart> {
         };
     }
     starts
+}
+
+/// ncdevmem-rs's set-up line in `stderr` (`ncdevmem-rs: set-up before the listen 4.100 s:
+/// checks 0.002 s, ..., memory 3.200 s, ...`) in brief: the total and its two longest steps,
+/// `set-up 4.10 s: memory 3.20 s, bind 0.50 s`; `None` without the line (the C tool, a run
+/// that did not listen).
+fn setup_brief(stderr: &str) -> Option<String> {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.split_once("set-up before the listen ").map(|(_, r)| r))?;
+    let (total, steps) = line.split_once(": ")?;
+    let secs = |t: &str| t.trim().strip_suffix(" s")?.parse::<f64>().ok();
+    let total = secs(total)?;
+    let mut steps: Vec<(&str, f64)> = steps
+        .split(", ")
+        .filter_map(|p| {
+            let (name, t) = p.split_once(' ')?;
+            Some((name, secs(t)?))
+        })
+        .collect();
+    steps.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let longest: Vec<String> = steps
+        .iter()
+        .take(2)
+        .map(|(n, t)| format!("{n} {t:.2} s"))
+        .collect();
+    Some(format!("set-up {total:.2} s: {}", longest.join(", ")))
 }
 
 /// Per test of `run`: its time (from the previous test's result, the first from the run's
@@ -325,6 +382,23 @@ fn test_timing(run: &HarnessRun) -> String {
                 format!("listen {lo:.2}-{hi:.2} s over {}", secs.len())
             });
         }
+        // What the slowest listener's set-up spent its time on (ncdevmem-rs only).
+        let slowest = mine
+            .iter()
+            .filter(|s| matches!(s.listen, Some(Ok(_))))
+            .max_by(|a, b| {
+                let secs = |s: &ToolStart| match s.listen {
+                    Some(Ok(t)) => t,
+                    _ => 0.0,
+                };
+                secs(a).total_cmp(&secs(b))
+            });
+        if let Some(brief) = slowest.and_then(|s| s.setup.clone()) {
+            notes.push(match secs.len() {
+                1 => brief,
+                _ => format!("the slowest's {brief}"),
+            });
+        }
         notes.extend(mine.iter().filter_map(|s| s.listen.clone()?.err()));
         if !notes.is_empty() {
             part += &format!(" ({})", notes.join(", "));
@@ -360,6 +434,19 @@ fn devmem_py(
         }
     };
     run.listen = parse_listen_log(&log);
+    let mut setups = String::new();
+    for start in &mut run.listen {
+        let copy = format!("{STDERR_COPY}{}.txt", start.pid);
+        if let Ok(err) = std::fs::read_to_string(&copy) {
+            if let Some(line) = err
+                .lines()
+                .find(|l| l.contains("set-up before the listen "))
+            {
+                setups += &format!("# {} {line}\n", start.pid);
+            }
+            start.setup = setup_brief(&err);
+        }
+    }
     let mut text = format!(
         "# {LISTEN_LOG}: /proc/uptime, pid, what (the wrapper's start with the tool's argv, or its \
          poller's listen / exited / no-listen)\n# harness started at {:.2}\n{log}",
@@ -368,6 +455,7 @@ fn devmem_py(
     for ((test, verdict), end) in run.results.iter().zip(&run.times) {
         text += &format!("# {end:.2} harness result: {verdict} {test}\n");
     }
+    text += &setups;
     text += &format!("# per test: {}\n", test_timing(&run));
     record(&name, &text);
     Ok(run)
@@ -2023,8 +2111,9 @@ mod tests {
                    122.10 901 exited 5203 after 2.10 s without listening\n\
                    130.00 902 start -l -p 5204\n\
                    160.00 902 no-listen 5204: not listening after 30 s\n";
-        let starts = parse_listen_log(log);
+        let mut starts = parse_listen_log(log);
         assert_eq!(starts.len(), 4, "{starts:?}");
+        assert_eq!(starts[0].setup, None);
         assert_eq!(starts[0].pid, 812);
         assert_eq!(starts[0].at, 100.10);
         assert!(starts[0].argv.starts_with("-l -f dnic31a"));
@@ -2038,6 +2127,7 @@ mod tests {
             starts[3].listen,
             Some(Err("not listening after 30 s".to_string()))
         );
+        starts[0].setup = Some("set-up 0.40 s: memory 0.30 s, bind 0.05 s".into());
         let run = HarnessRun {
             results: ["check_rx", "check_tx", "check_rx_hds"]
                 .iter()
@@ -2050,9 +2140,27 @@ mod tests {
         };
         assert_eq!(
             test_timing(&run),
-            "check_rx 15.0 s (listen 0.45 s), check_tx 11.0 s (exited after 2.10 s without \
-             listening), check_rx_hds 49.0 s (not listening after 30 s)"
+            "check_rx 15.0 s (listen 0.45 s, set-up 0.40 s: memory 0.30 s, bind 0.05 s), check_tx \
+             11.0 s (exited after 2.10 s without listening), check_rx_hds 49.0 s (not \
+             listening after 30 s)"
         );
+    }
+
+    /// ncdevmem-rs's set-up line, in brief: the total and its two longest steps; none in a
+    /// stderr without it.
+    #[test]
+    fn the_set_up_line_is_read_in_brief() {
+        let err = "ncdevmem-rs: using queues 2..=3\n\
+                   ncdevmem-rs: set-up before the listen 4.100 s: checks 0.002 s, hugepages \
+                   0.000 s, nic 0.031 s, queues 0.120 s, memory 3.200 s, configure 0.247 s, bind \
+                   0.500 s, listen 0.000 s\n\
+                   ncdevmem-rs: listening on [192.0.2.1]:5201\n";
+        assert_eq!(
+            setup_brief(err).as_deref(),
+            Some("set-up 4.10 s: memory 3.20 s, bind 0.50 s")
+        );
+        assert_eq!(setup_brief("using queues 2..=3\nlistening on x\n"), None);
+        assert_eq!(setup_brief("set-up before the listen garbage"), None);
     }
 
     /// Runs the listen wrapper (its paths moved to a temporary directory) over a stand-in tool
@@ -2065,6 +2173,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("vm-guest-listen-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (log, tool, wrapper) = (dir.join("log"), dir.join("tool"), dir.join("wrapper"));
+        let copy = dir.join("stderr-");
         let exec = |path: &Path, text: &str| {
             std::fs::write(path, text).unwrap();
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -2079,7 +2188,8 @@ mod tests {
             &wrapper,
             &LISTEN_WRAPPER
                 .replace(LISTEN_LOG, &log.to_string_lossy())
-                .replace(UNDER_TEST_BIN, &tool.to_string_lossy()),
+                .replace(UNDER_TEST_BIN, &tool.to_string_lossy())
+                .replace(STDERR_COPY, &copy.to_string_lossy()),
         );
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -2101,6 +2211,16 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(50));
         };
+        // Each start's stderr is copied beside the log, its FIFO gone.
+        for s in &starts {
+            let path = format!("{}{}.txt", copy.to_string_lossy(), s.pid);
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "err\n", "{path}");
+        }
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n.ends_with(".fifo")), "{names:?}");
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(starts.len(), 2, "{starts:?}");
         assert_eq!(starts[0].argv, format!("-l -p {port}"));

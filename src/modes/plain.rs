@@ -36,7 +36,9 @@ pub(crate) fn run(a: &PlainArgs, report: &RunReport) -> Result<()> {
         None => None,
     };
     if let (Some(nic), Some(thresh)) = (nic.as_mut(), a.hds_thresh) {
+        report.step("nic");
         nic.setup().enable_hds_thresh(thresh)?;
+        report.step("configure");
     }
     let result = receive(a, report);
     if let Some(nic) = nic {

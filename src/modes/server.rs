@@ -82,8 +82,10 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     let mtu = socket::if_mtu(ifname.as_str()).unwrap_or(1500);
     let mss = crate::rcvbuf::mss_for_mtu(mtu);
     let plan = flows::rcvbuf_plan(&a.rx, buffers, niov_size, mss, socket::tcp_rmem_max().ok())?;
+    report.step("checks");
     let mut env = KernelEnv::new(Some(ifindex));
     await_hugepages(&mut env, memory.hugepages_needed(), report)?;
+    report.step("hugepages");
     // A stop signal is acted on between the steps (and between the NIC setup steps, see
     // `crate::nic::setup`), not only once the receive loop runs.
     signals::check()?;
@@ -91,6 +93,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     // From here every exit — a `?`, the end, a panic — undoes the NIC (`nic`), closes the
     // memory (`mem`) and then waits for what the kernel still holds (`teardown`).
     let shared = open_nic(ifname)?;
+    report.step("nic");
     let mut teardown = Teardown::new(env, report);
     let mut nic = NicRun::new(&shared, a.nic.verify_restore, report)?;
     let choice = pick_queues(
@@ -102,7 +105,9 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     )?;
     let (start, num) = (choice.start, choice.num);
     log!(report, "using queues {start}..={}", start + num - 1);
+    report.step("queues");
     let mem = memory.allocate()?;
+    report.step("memory");
     let hugepages = release::hugepage_goal(teardown.env(), memory.hugepages_needed());
     teardown.hold(Holdings {
         what: format!("the {} for {ifname}", memory.source()),
@@ -112,6 +117,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
     });
     signals::check()?;
     nic.setup().configure_server(&server_plan(a, start, num))?;
+    report.step("configure");
     let request = BindRxRequest::new(ifindex, mem.fd(), &choice.queues())
         .ifname(ifname.as_str())
         .rx_page_size(a.rx_page_size)
@@ -120,6 +126,7 @@ pub(crate) fn run(a: &ServerArgs, report: &RunReport) -> Result<()> {
         .setup()
         .bind(&request)
         .map_err(|e| memory.bind_refusal(e))?;
+    report.step("bind");
     if let Some(held) = teardown.held() {
         held.what = format!("dmabuf binding {id} on {ifname}");
         held.pools = PoolOwner::Dmabuf(vec![id]);

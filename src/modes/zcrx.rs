@@ -86,8 +86,10 @@ fn serve(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
     // Everything that makes this run a skip is checked before anything is changed; hugepages
     // a previous binding or area still holds are waited for.
     uring::check_io_uring_enabled()?;
+    report.step("checks");
     let mut env = KernelEnv::new(None);
     await_hugepages(&mut env, all_pages, report)?;
+    report.step("hugepages");
     signals::check()?;
     {
         // Asked on a ring of this thread; each worker makes its own (a ring is its
@@ -113,6 +115,7 @@ fn serve(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
             None,
             &mut |all| {
                 if all {
+                    report.step("register");
                     hugepages = release::hugepage_goal(&mut env, all_pages);
                 }
             },
@@ -133,6 +136,7 @@ fn serve(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
     let ifname = &nic_args.ifname;
     let ifindex = ifname.index()?;
     let shared = open_nic(ifname)?;
+    report.step("nic");
     let mut teardown = Teardown::new(KernelEnv::new(Some(ifindex)), report);
     let mut nic = NicRun::new(&shared, nic_args.verify_restore, report)?;
     let choice = pick_queues(
@@ -143,6 +147,7 @@ fn serve(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
         report,
     )?;
     signals::check()?;
+    report.step("queues");
     let queues = choice.queues();
     let areas = match queues.len() {
         1 => {
@@ -168,6 +173,7 @@ fn serve(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
     let mut plan_nic = server_plan(a, nic_args, choice.start);
     plan_nic.num_queues = choice.num;
     nic.setup().configure_server(&plan_nic)?;
+    report.step("configure");
     shared.interrupted()?;
     if let Some(why) = nic.setup().shared_queue() {
         report.log(format_args!("{ifname}: {why}"));
@@ -179,6 +185,9 @@ fn serve(a: &ZcrxArgs, report: &RunReport) -> Result<()> {
         .map(|p| release::io_uring_pool_ids(&p, ifindex))
         .unwrap_or_default();
     let mut registered = |all: bool| {
+        if all {
+            report.step("register");
+        }
         let hugepages = all
             .then(|| release::hugepage_goal(teardown.env(), all_pages))
             .flatten();
