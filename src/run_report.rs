@@ -45,6 +45,9 @@ pub(crate) struct RunReport {
 struct SetupClock {
     /// When the last step ended (for the first: when the report was made).
     last: Instant,
+    /// The process's age when the report was made ([`crate::sys::process_age`]): the
+    /// `start` step, put first once a step ends.
+    start: Option<std::time::Duration>,
     /// The steps marked so far, in order.
     steps: Vec<SetupStep>,
     /// The listen ended the set-up: later steps are not recorded.
@@ -55,6 +58,7 @@ impl SetupClock {
     fn new() -> SetupClock {
         SetupClock {
             last: Instant::now(),
+            start: crate::sys::process_age(),
             steps: Vec::new(),
             done: false,
         }
@@ -68,15 +72,23 @@ impl SetupClock {
         let now = Instant::now();
         let took = now.saturating_duration_since(self.last);
         self.last = now;
-        self.steps.push(SetupStep {
-            step: step.to_string(),
-            ms: (took.as_secs_f64() * 1e6).round() / 1e3,
-        });
+        if let Some(start) = self.start.take() {
+            self.steps.push(SetupStep::new("start", start));
+        }
+        self.steps.push(SetupStep::new(step, took));
+    }
+
+    /// Whether a step other than the process's start and the listen was marked (a NIC's
+    /// set-up): then the listen logs them.
+    fn has_set_up(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| s.step != "start" && s.step != "listen")
     }
 }
 
-/// The log line of a set-up's `steps`: `set-up before the listen 0.412 s: checks 0.002 s,
-/// hugepages 0.000 s, ...` (seconds to the millisecond).
+/// The log line of a set-up's `steps`: `set-up before the listen 0.412 s: start 0.010 s,
+/// checks 0.002 s, ...` (seconds to the millisecond; the total from the process's start).
 fn setup_line(steps: &[SetupStep]) -> String {
     let total: f64 = steps.iter().map(|s| s.ms).sum();
     let each: Vec<String> = steps
@@ -119,15 +131,19 @@ impl RunReport {
     /// Ends the set-up step `step` (`checks`, `hugepages`, `nic`, `queues`, `memory`,
     /// `configure`, `bind`, `register`, `listen`: docs/json.md's `setup`): its time is what
     /// ran since the previous step ended, or since the report was made (the command line
-    /// read). Steps after the listen are not recorded.
+    /// read). The first step ended also records `start`, the process's age when the report
+    /// was made, before it. Steps after the listen are not recorded.
     pub(crate) fn step(&self, step: &'static str) {
         self.setup.borrow_mut().step(step);
     }
 
     /// This report, of a sweep's run: the verdict fails a run whose peers closed every flow
-    /// before its `--duration` was over (its figures would cover less time than the others').
+    /// before its `--duration` was over (its figures would cover less time than the others');
+    /// its set-up has no `start` step.
     pub(crate) fn for_sweep_run(mut self) -> RunReport {
         self.sweep_run = true;
+        // Not the process's first run: its start is the sweep's, not this run's.
+        self.setup.get_mut().start = None;
         self
     }
 
@@ -168,7 +184,7 @@ impl RunReport {
                 clock.step("listen");
                 clock.done = true;
                 // A mode that marked steps before its listen (a NIC's set-up) logs them.
-                if clock.steps.len() > 1 {
+                if clock.has_set_up() {
                     self.log(format_args!("{}", setup_line(&clock.steps)));
                 }
             }
@@ -606,8 +622,8 @@ mod tests {
         r.listening().unwrap();
         let steps = r.setup.borrow().steps.clone();
         let names: Vec<&str> = steps.iter().map(|s| s.step.as_str()).collect();
-        assert_eq!(names, ["checks", "memory", "listen"]);
-        assert!(steps[1].ms >= 20.0, "{steps:?}");
+        assert_eq!(names, ["start", "checks", "memory", "listen"]);
+        assert!(steps[2].ms >= 20.0, "{steps:?}");
         assert!(steps.iter().all(|s| s.ms >= 0.0), "{steps:?}");
         r.finish(Ok(())).unwrap();
         let j: serde_json::Value =
@@ -620,7 +636,7 @@ mod tests {
             .map(|s| s["step"].as_str().unwrap())
             .collect();
         assert_eq!(json_names, names, "{j}");
-        assert_eq!(j["setup"][1]["ms"].as_f64(), Some(steps[1].ms), "{j}");
+        assert_eq!(j["setup"][2]["ms"].as_f64(), Some(steps[2].ms), "{j}");
     }
 
     /// The set-up line: the total, then each step, in seconds to the millisecond.

@@ -88,7 +88,9 @@ pub struct Envelope {
 /// start of the run, the command line read) to its own end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SetupStep {
-    /// The step: `checks` (the skip and option checks), `hugepages` (waiting for hugepages a
+    /// The step: `start` (from the process's start, its fork, to the run's: the loader, the
+    /// runtime, the command line; to the clock tick, 10 ms), `checks` (the skip and option
+    /// checks), `hugepages` (waiting for hugepages a
     /// previous binding still holds), `nic` (the netlink and ethtool sockets), `queues`
     /// (choosing the RX queues), `memory` (allocating the dmabuf), `configure` (header split,
     /// RSS context, ntuple rules), `bind` (`bind-rx`), `register` (the zcrx ifqs), `listen`.
@@ -809,6 +811,16 @@ pub const ENVELOPE_MEMBERS: [&str; 8] = [
     "kernel_release",
     "setup",
 ];
+
+impl SetupStep {
+    /// A step named `step` that took `took` (kept in milliseconds to the microsecond).
+    pub fn new(step: &str, took: std::time::Duration) -> SetupStep {
+        SetupStep {
+            step: step.to_string(),
+            ms: (took.as_secs_f64() * 1e6).round() / 1e3,
+        }
+    }
+}
 
 impl Body {
     /// The body of an object `v` (members of the envelope left out: the envelope's win); a

@@ -72,7 +72,8 @@ fn check_envelope(j: &serde_json::Value, mode: &str, args: &[&str], code: i32) {
     // The set-up's steps: known names, each timed, the listen (when there is one) last; a
     // mode that does not listen has none.
     let steps = j["setup"].as_array().expect("setup is an array");
-    const STEPS: [&str; 9] = [
+    const STEPS: [&str; 10] = [
+        "start",
         "checks",
         "hugepages",
         "nic",
@@ -95,8 +96,12 @@ fn check_envelope(j: &serde_json::Value, mode: &str, args: &[&str], code: i32) {
     if ["probe", "report", "pattern-sender", "devmem-tx", "compare"].contains(&mode) {
         assert!(steps.is_empty(), "{args:?}: {j}");
     }
+    for (i, s) in steps.iter().enumerate() {
+        assert!(s["step"] != "start" || i == 0, "{args:?}: {j}");
+    }
     if mode == "plain TCP" && code == 0 {
-        assert_eq!(j["setup"][0]["step"], "listen", "{args:?}: {j}");
+        assert_eq!(j["setup"][0]["step"], "start", "{args:?}: {j}");
+        assert_eq!(j["setup"][1]["step"], "listen", "{args:?}: {j}");
     }
 }
 

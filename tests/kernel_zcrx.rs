@@ -212,8 +212,9 @@ fn nodev_skips_on_kernels_without_it_or_receives_over_loopback() {
         assert_eq!(
             v["setup"],
             serde_json::json!([
-                {"step": "checks", "ms": v["setup"][0]["ms"]},
-                {"step": "hugepages", "ms": v["setup"][1]["ms"]}
+                {"step": "start", "ms": v["setup"][0]["ms"]},
+                {"step": "checks", "ms": v["setup"][1]["ms"]},
+                {"step": "hugepages", "ms": v["setup"][2]["ms"]}
             ]),
             "{v}"
         );
@@ -254,7 +255,11 @@ fn nodev_skips_on_kernels_without_it_or_receives_over_loopback() {
         .iter()
         .map(|s| s["step"].as_str().expect("step"))
         .collect();
-    assert_eq!(steps, ["checks", "hugepages", "register", "listen"], "{j}");
+    assert_eq!(
+        steps,
+        ["start", "checks", "hugepages", "register", "listen"],
+        "{j}"
+    );
     assert!(
         j["setup"]
             .as_array()

@@ -169,58 +169,20 @@ const UNDER_TEST_BIN: &str = "/run/ncdevmem-under-test.bin";
 const LISTEN_LOG: &str = "/run/ncdevmem-listen.log";
 
 /// The listen wrapper, installed at [`UNDER_TEST`] for devmem.py runs: it appends the tool's
-/// start (`/proc/uptime`, its pid, its argv) to [`LISTEN_LOG`] and, for a listener (`-l` with
-/// `-p PORT`), starts a poller (its output away from the harness's pipes) that logs the time
-/// until PORT shows as LISTEN (state 0A) in /proc/net/tcp or tcp6, polled every 10 ms, or that
-/// the tool exited first, or that it was not listening after 30 s; then it `exec`s the binary
-/// ([`UNDER_TEST_BIN`]) in its own place: same pid, argv, stdin, stdout, stderr and exit
-/// status, signals reach the tool. Its stderr goes through a FIFO to `tee`, which passes it
-/// on and keeps a copy at [`STDERR_COPY`]`PID.txt` (ncdevmem-rs logs its set-up's steps
-/// there when it listens: [`setup_brief`]). Only the chroot's sh, grep, sleep, mkfifo, rm and
-/// tee.
+/// start (`/proc/uptime`, its pid, its argv) to [`LISTEN_LOG`], where [`ListenWatch`] finds it,
+/// then `exec`s the binary ([`UNDER_TEST_BIN`]) in its own place: same pid, argv, stdin,
+/// stdout and exit status, signals reach the tool. Its stderr goes through a FIFO to `tee`,
+/// which passes it on and keeps a copy at [`STDERR_COPY`]`PID.txt` (ncdevmem-rs logs its
+/// set-up's steps there when it listens: [`setup_brief`]). Besides the shell's builtins it
+/// starts only mkfifo before the tool (tee and rm beside it): an earlier wrapper polled for the
+/// listen itself, starting grep and sleep every 10 ms in the guest the tool was starting in
+/// (FLAKES.md).
 const LISTEN_WRAPPER: &str = r#"#!/bin/sh
-# Written by vm_guest (examples/vm_guest/harness.rs): logs this start of the tool under test and
-# how long it took to listen, then runs the tool in its place.
-log=/run/ncdevmem-listen.log
+# Written by vm_guest (examples/vm_guest/harness.rs): logs this start of the tool under test,
+# then runs the tool in its place, a copy of its stderr kept.
 read -r t0 _ < /proc/uptime
-echo "$t0 $$ start $*" >> "$log"
-port= listen= prev=
-for a in "$@"; do
-    [ "$prev" = -p ] && port=$a
-    [ "$a" = -l ] && listen=1
-    prev=$a
-done
-if [ -n "$listen" ] && [ -n "$port" ]; then
-    tool=$$
-    (
-        hex=$(printf '%04X' "$port")
-        c0=${t0%.*}${t0#*.}
-        while :; do
-            read -r t _ < /proc/uptime
-            d=$(( ${t%.*}${t#*.} - c0 ))
-            s=$((d / 100)).$((d % 100 / 10))$((d % 10))
-            if grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " /proc/net/tcp /proc/net/tcp6; then
-                echo "$t $tool listen $port after $s s" >> "$log"
-                break
-            fi
-            st=Z
-            read -r _ _ st _ < /proc/$tool/stat
-            if [ "$st" = Z ]; then
-                echo "$t $tool exited $port after $s s without listening" >> "$log"
-                break
-            fi
-            if [ "$d" -ge 3000 ]; then
-                echo "$t $tool no-listen $port: not listening after 30 s" >> "$log"
-                break
-            fi
-            sleep 0.01
-        done
-    ) </dev/null >/dev/null 2>&1 &
-fi
-# A copy of the tool's stderr (for ncdevmem-rs's set-up line) beside the log: the tool writes
-# to a FIFO that tee reads and passes on to the harness's stderr.
+echo "$t0 $$ start $*" >> /run/ncdevmem-listen.log
 copy=/run/ncdevmem-stderr-$$
-rm -f "$copy.fifo"
 if mkfifo "$copy.fifo" 2>/dev/null; then
     (exec <"$copy.fifo"; rm -f "$copy.fifo"; exec tee "$copy.txt" >&2) &
     exec /run/ncdevmem-under-test.bin "$@" 2>"$copy.fifo"
@@ -231,6 +193,124 @@ exec /run/ncdevmem-under-test.bin "$@"
 /// Where the listen wrapper keeps a copy of each start's stderr: this, the tool's pid and
 /// `.txt` (the guest's /run, bound into the chroot).
 const STDERR_COPY: &str = "/run/ncdevmem-stderr-";
+
+/// How often [`ListenWatch`] looks, and how long it waits for a listener.
+const WATCH_TICK: Duration = Duration::from_millis(10);
+const WATCH_LIMIT: f64 = 30.0;
+
+/// Times each listener the wrapper starts, from a thread of this program (no process per
+/// look): every [`WATCH_TICK`] it reads the starts in its log ([`LISTEN_LOG`]) and, for each
+/// start with `-l` and `-p PORT`, the TCP tables of the tool's own network namespace
+/// (`/proc/PID/net/tcp` and `tcp6`) until PORT shows LISTEN (state 0A), then appends
+/// `T PID listen PORT after S s` to the log; or `exited` when the tool is gone (or a zombie)
+/// first, `no-listen` after [`WATCH_LIMIT`] s. Stopped (and joined) on drop.
+struct ListenWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ListenWatch {
+    /// Starts watching `log` (a path: [`LISTEN_LOG`] in the guest).
+    fn start(log: &Path) -> ListenWatch {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let log = log.to_path_buf();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            // (pid, port, start time) of each listener not yet decided; pids seen.
+            let mut pending: Vec<(u32, u16, f64)> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            while !flag.load(Ordering::Relaxed) {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                for (pid, port, at) in listener_starts(&text) {
+                    if seen.insert(pid) {
+                        pending.push((pid, port, at));
+                    }
+                }
+                let mut lines = String::new();
+                pending.retain(|&(pid, port, at)| {
+                    let now = uptime();
+                    let secs = now - at;
+                    let line = match listen_state(pid, port) {
+                        Some(true) => format!("{now:.2} {pid} listen {port} after {secs:.2} s"),
+                        None => format!(
+                            "{now:.2} {pid} exited {port} after {secs:.2} s without listening"
+                        ),
+                        Some(false) if secs >= WATCH_LIMIT => {
+                            format!("{now:.2} {pid} no-listen {port}: not listening after 30 s")
+                        }
+                        Some(false) => return true,
+                    };
+                    lines += &line;
+                    lines.push('\n');
+                    false
+                });
+                if !lines.is_empty() {
+                    use std::io::Write;
+                    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&log) {
+                        let _ = f.write_all(lines.as_bytes());
+                    }
+                }
+                std::thread::sleep(WATCH_TICK);
+            }
+        });
+        ListenWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ListenWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The listeners' starts in a [`LISTEN_LOG`] text: (pid, port, start time) of each `start`
+/// line whose argv has `-l` and `-p PORT`.
+fn listener_starts(text: &str) -> Vec<(u32, u16, f64)> {
+    parse_listen_log(text)
+        .into_iter()
+        .filter_map(|s| {
+            let args: Vec<&str> = s.argv.split_whitespace().collect();
+            if !args.contains(&"-l") {
+                return None;
+            }
+            let port = args
+                .windows(2)
+                .rev()
+                .find(|w| w[0] == "-p")
+                .and_then(|w| w[1].parse().ok())?;
+            Some((s.pid, port, s.at))
+        })
+        .collect()
+}
+
+/// Whether `port` shows LISTEN in the TCP tables (IPv4 and IPv6) of `pid`'s network
+/// namespace; `None` when the process is gone or a zombie.
+fn listen_state(pid: u32, port: u16) -> Option<bool> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    let hex = format!("{port:04X}");
+    let listening = ["tcp", "tcp6"].iter().any(|t| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{t}"))
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && f[1].rsplit_once(':').is_some_and(|(_, p)| p == hex) && f[3] == "0A"
+            })
+    });
+    Some(listening)
+}
 
 /// Installs `binary` (a guest path) as [`UNDER_TEST_BIN`] and [`LISTEN_WRAPPER`] as
 /// [`UNDER_TEST`] (each written beside and renamed over, so a file still running is never
@@ -269,13 +349,13 @@ struct ToolStart {
     argv: String,
     /// A listener's seconds from its start to listening, or what came instead (`exited
     /// after 2.10 s without listening`, `not listening after 30 s`); `None` for a tool that
-    /// does not listen (a TX client) or a listener whose poller wrote nothing.
+    /// does not listen (a TX client) or a listener [`ListenWatch`] wrote nothing of.
     listen: Option<Result<f64, String>>,
     /// ncdevmem-rs's set-up before its listen, from its stderr's copy ([`setup_brief`]).
     setup: Option<String>,
 }
 
-/// The starts in a [`LISTEN_LOG`] text, with what their pollers logged; lines that are not
+/// The starts in a [`LISTEN_LOG`] text, with what [`ListenWatch`] logged of them; lines that are not
 /// the wrapper's are passed over.
 fn parse_listen_log(text: &str) -> Vec<ToolStart> {
     let mut starts: Vec<ToolStart> = Vec::new();
@@ -421,7 +501,9 @@ fn devmem_py(
     log_label: &str,
 ) -> Result<HarnessRun, String> {
     install_listen_wrapper(binary)?;
+    let watch = ListenWatch::start(Path::new(LISTEN_LOG));
     let run = drv_net_py(root, nic, DEVMEM_PY, HARNESS_DEADLINE, label);
+    drop(watch);
     let log =
         std::fs::read_to_string(LISTEN_LOG).unwrap_or_else(|e| format!("({LISTEN_LOG}: {e})\n"));
     let name = format!("{log_label}-listen.txt");
@@ -449,7 +531,7 @@ fn devmem_py(
     }
     let mut text = format!(
         "# {LISTEN_LOG}: /proc/uptime, pid, what (the wrapper's start with the tool's argv, or its \
-         poller's listen / exited / no-listen)\n# harness started at {:.2}\n{log}",
+         watch's listen / exited / no-listen)\n# harness started at {:.2}\n{log}",
         run.started
     );
     for ((test, verdict), end) in run.results.iter().zip(&run.times) {
@@ -2163,6 +2245,27 @@ mod tests {
         assert_eq!(setup_brief("set-up before the listen garbage"), None);
     }
 
+    /// The watch reads the listeners' starts from the log (`-l` and the last `-p PORT`) and
+    /// tells a listening port in a process's namespace from a closed one and a process that
+    /// is gone.
+    #[test]
+    fn the_listen_watch_finds_listeners_and_their_state() {
+        let log = "10.00 812 start -l -f dnic31a -s 192.0.2.1 -p 5201 -v 7\n\
+                   10.10 813 start -f dnic31a -s 192.0.2.1 -p 5202\n\
+                   10.20 814 start -l -p 1 -p 5203\n\
+                   10.30 815 start -l -p x\n";
+        assert_eq!(listener_starts(log), [(812, 5201, 10.0), (814, 5203, 10.2)]);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert_eq!(listen_state(std::process::id(), port), Some(true));
+        drop(listener);
+        assert_eq!(listen_state(std::process::id(), port), Some(false));
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(listen_state(pid, port), None);
+    }
+
     /// Runs the listen wrapper (its paths moved to a temporary directory) over a stand-in tool
     /// that copies stdin to stdout, writes a line to stderr, listens on its `-p` port 0.3 s
     /// after its start when given `-l`, and exits 7.
@@ -2197,20 +2300,16 @@ mod tests {
             .unwrap()
             .port()
             .to_string();
+        std::fs::write(&log, "").unwrap();
+        let watch = ListenWatch::start(&log);
         for args in [["-l", "-p", &port], ["-x", "-p", &port]] {
             let out = run_with_stdin(Command::new(&wrapper).args(args), b"hello\n").unwrap();
             assert_eq!(out.status.code(), Some(7));
             assert_eq!(out.stdout, b"hello\n");
             assert_eq!(out.stderr, b"err\n");
         }
-        let until = Instant::now() + Duration::from_secs(10);
-        let starts = loop {
-            let starts = parse_listen_log(&std::fs::read_to_string(&log).unwrap());
-            if starts.iter().any(|s| s.listen.is_some()) || Instant::now() > until {
-                break starts;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        drop(watch);
+        let starts = parse_listen_log(&std::fs::read_to_string(&log).unwrap());
         // Each start's stderr is copied beside the log, its FIFO gone.
         for s in &starts {
             let path = format!("{}{}.txt", copy.to_string_lossy(), s.pid);

@@ -112,6 +112,33 @@ pub fn page_size() -> usize {
     }
 }
 
+/// How long ago this process started (its fork, so a wrapper it was `exec`ed from counts):
+/// `/proc/uptime` (seconds since boot, `CLOCK_BOOTTIME`, to 10 ms) less `/proc/self/stat`'s
+/// `starttime` (field 22, clock ticks since boot, `sysconf(_SC_CLK_TCK)` a second). Resolution
+/// one clock tick (10 ms at 100 a second); never negative. `None` when either file cannot be
+/// read or parsed.
+pub fn process_age() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+    let ticks = match nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK) {
+        Ok(Some(n)) if n > 0 => n as f64,
+        _ => 100.0,
+    };
+    process_age_of(&stat, &uptime, ticks)
+}
+
+/// [`process_age`] from the texts of `/proc/self/stat` and `/proc/uptime`, `ticks` clock ticks
+/// a second. The command name (field 2) can hold spaces and parentheses: fields are counted
+/// after its last `)`.
+fn process_age_of(stat: &str, uptime: &str, ticks: f64) -> Option<std::time::Duration> {
+    // After "pid (comm) " come field 3 (state) onwards: starttime is field 22, the 20th.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let start: f64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let now: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let age = now - start / ticks;
+    std::time::Duration::try_from_secs_f64(age.max(0.0)).ok()
+}
+
 /// CPU time this process has used so far (`getrusage(RUSAGE_SELF)`): user and system time,
 /// all threads. `None` when the call fails (it cannot with a valid `who`). One thread's own
 /// time: [`cpu::thread_cpu_time`].
@@ -137,6 +164,21 @@ pub(crate) fn poll_timeout_ms(timeout: Option<std::time::Duration>) -> libc::c_i
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// The process's age: starttime is counted after the command name's last `)`, whatever
+    /// the name holds; a start after now reads as 0; text that is not /proc's is `None`.
+    #[test]
+    fn the_process_age_is_uptime_less_its_start() {
+        let stat = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
+                    12345 1000000 200 18446744073709551615";
+        let age = process_age_of(stat, "125.45 240.00\n", 100.0).unwrap();
+        assert_eq!(age.as_millis(), 2000);
+        let age = process_age_of(stat, "100.00 1.00\n", 100.0).unwrap();
+        assert_eq!(age, std::time::Duration::ZERO);
+        assert_eq!(process_age_of("4242 (a S 1", "1.0 1.0", 100.0), None);
+        assert_eq!(process_age_of(stat, "", 100.0), None);
+        assert!(process_age().is_some_and(|a| a < std::time::Duration::from_secs(3600 * 24)));
+    }
 
     #[test]
     fn align_up_rounds_to_multiples() {
