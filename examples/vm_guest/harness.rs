@@ -294,8 +294,8 @@ fn listener_starts(text: &str) -> Vec<(u32, u16, f64)> {
 /// namespace; `None` when the process is gone or a zombie.
 fn listen_state(pid: u32, port: u16) -> Option<bool> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
-    if state == "Z" || state == "X" {
+    let (state, _) = parse_stat(&stat)?;
+    if state == 'Z' || state == 'X' {
         return None;
     }
     let hex = format!("{port:04X}");
@@ -400,13 +400,18 @@ fn parse_listen_log(text: &str) -> Vec<ToolStart> {
 }
 
 /// ncdevmem-rs's set-up line in `stderr` (`ncdevmem-rs: set-up before the listen 4.100 s:
-/// checks 0.002 s, ..., memory 3.200 s, ...`) in brief: the total and its two longest steps,
-/// `set-up 4.10 s: memory 3.20 s, bind 0.50 s`; `None` without the line (the C tool, a run
-/// that did not listen).
-fn setup_brief(stderr: &str) -> Option<String> {
-    let line = stderr
+/// start 0.010 s, checks 0.002 s, ..., memory 3.200 s, ...`); `None` without it (the C tool,
+/// a run that did not listen).
+fn setup_line_in(stderr: &str) -> Option<&str> {
+    stderr
         .lines()
-        .find_map(|l| l.split_once("set-up before the listen ").map(|(_, r)| r))?;
+        .find(|l| l.contains("set-up before the listen "))
+}
+
+/// A set-up line ([`setup_line_in`]) in brief: the total and its two longest steps,
+/// `set-up 4.10 s: memory 3.20 s, bind 0.50 s`; `None` when it does not parse.
+fn setup_brief(line: &str) -> Option<String> {
+    let (_, line) = line.split_once("set-up before the listen ")?;
     let (total, steps) = line.split_once(": ")?;
     let secs = |t: &str| t.trim().strip_suffix(" s")?.parse::<f64>().ok();
     let total = secs(total)?;
@@ -519,14 +524,10 @@ fn devmem_py(
     let mut setups = String::new();
     for start in &mut run.listen {
         let copy = format!("{STDERR_COPY}{}.txt", start.pid);
-        if let Ok(err) = std::fs::read_to_string(&copy) {
-            if let Some(line) = err
-                .lines()
-                .find(|l| l.contains("set-up before the listen "))
-            {
-                setups += &format!("# {} {line}\n", start.pid);
-            }
-            start.setup = setup_brief(&err);
+        let err = std::fs::read_to_string(&copy).unwrap_or_default();
+        if let Some(line) = setup_line_in(&err) {
+            setups += &format!("# {} {line}\n", start.pid);
+            start.setup = setup_brief(line);
         }
     }
     let mut text = format!(
@@ -2238,10 +2239,10 @@ mod tests {
                    0.500 s, listen 0.000 s\n\
                    ncdevmem-rs: listening on [192.0.2.1]:5201\n";
         assert_eq!(
-            setup_brief(err).as_deref(),
+            setup_line_in(err).and_then(setup_brief).as_deref(),
             Some("set-up 4.10 s: memory 3.20 s, bind 0.50 s")
         );
-        assert_eq!(setup_brief("using queues 2..=3\nlistening on x\n"), None);
+        assert_eq!(setup_line_in("using queues 2..=3\nlistening on x\n"), None);
         assert_eq!(setup_brief("set-up before the listen garbage"), None);
     }
 
