@@ -2256,11 +2256,13 @@ mod tests {
                    10.20 814 start -l -p 1 -p 5203\n\
                    10.30 815 start -l -p x\n";
         assert_eq!(listener_starts(log), [(812, 5201, 10.0), (814, 5203, 10.2)]);
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let (held, port) = reserve_loopback_port();
+        assert_eq!(listen_state(std::process::id(), port), Some(false));
+        let listener = reserved_port_listener(port);
         assert_eq!(listen_state(std::process::id(), port), Some(true));
         drop(listener);
         assert_eq!(listen_state(std::process::id(), port), Some(false));
+        drop(held);
         let mut child = Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
@@ -2285,7 +2287,8 @@ mod tests {
         exec(
             &tool,
             "#!/bin/sh\ncat\necho err >&2\ncase \" $* \" in *\" -l \"*) python3 -c 'import \
-             socket, sys, time\ns = socket.socket()\ns.bind((\"127.0.0.1\", int(sys.argv[1])))\n\
+             socket, sys, time\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, \
+             socket.SO_REUSEPORT, 1)\ns.bind((\"127.0.0.1\", int(sys.argv[1])))\n\
              time.sleep(0.3)\ns.listen()\ntime.sleep(0.7)' \"$3\" ;; esac\nexit 7\n",
         );
         exec(
@@ -2295,12 +2298,11 @@ mod tests {
                 .replace(UNDER_TEST_BIN, &tool.to_string_lossy())
                 .replace(STDERR_COPY, &copy.to_string_lossy()),
         );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-            .to_string();
+        // The port stays the test's for the whole test: a bound socket that never listens (so
+        // it is not in /proc/net/tcp and takes no connection) with SO_REUSEPORT, which only
+        // the stand-in (same user, SO_REUSEPORT too) can bind beside.
+        let (_held, port) = reserve_loopback_port();
+        let port = port.to_string();
         std::fs::write(&log, "").unwrap();
         let watch = ListenWatch::start(&log);
         for args in [["-l", "-p", &port], ["-x", "-p", &port]] {
@@ -2329,6 +2331,57 @@ mod tests {
         };
         assert!((0.25..5.0).contains(&secs), "{secs}");
         assert_eq!(starts[1].listen, None);
+    }
+
+    /// A loopback TCP port that no other socket can take while the returned socket is open:
+    /// bound to 127.0.0.1 port 0 with SO_REUSEPORT and never listening, so only another
+    /// SO_REUSEPORT socket of the same user binds beside it.
+    fn reserve_loopback_port() -> (std::os::fd::OwnedFd, u16) {
+        use nix::sys::socket::{
+            bind, getsockname, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType,
+            SockaddrIn,
+        };
+        use std::os::fd::AsRawFd;
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        setsockopt(&fd, sockopt::ReusePort, &true).unwrap();
+        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        let port = getsockname::<SockaddrIn>(fd.as_raw_fd()).unwrap().port();
+        (fd, port)
+    }
+
+    /// A listener on a port [`reserve_loopback_port`] holds (SO_REUSEPORT, as the stand-in
+    /// tool's).
+    fn reserved_port_listener(port: u16) -> std::os::fd::OwnedFd {
+        use nix::sys::socket::{
+            bind, listen, setsockopt, socket, sockopt, AddressFamily, Backlog, SockFlag, SockType,
+            SockaddrIn,
+        };
+        use std::os::fd::AsRawFd;
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        setsockopt(&fd, sockopt::ReusePort, &true).unwrap();
+        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port)).unwrap();
+        listen(&fd, Backlog::new(1).unwrap()).unwrap();
+        fd
+    }
+
+    /// The reserved port refuses a plain bind and takes a SO_REUSEPORT listener beside it.
+    #[test]
+    fn a_reserved_port_is_kept_from_other_sockets() {
+        let (_held, port) = reserve_loopback_port();
+        assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_err());
+        drop(reserved_port_listener(port));
     }
 
     /// A run that is an error (killed) is not run again, whatever its output was.

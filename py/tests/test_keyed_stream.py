@@ -5,13 +5,13 @@ zlib, over loopback (no root needed)."""
 import json
 import os
 import re
+import select
 import socket
 import subprocess
 import sys
 import time
 import zlib
 
-import ksft_proc
 
 MASK = (1 << 64) - 1
 VALIDATION_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
@@ -63,26 +63,36 @@ def period_stream(period, nbytes):
     return (unit * (nbytes // period + 1))[:nbytes]
 
 
-def _tcp_tables():
-    """The listeners' tables (the receiver's socket is AF_INET6, IPv4 v4-mapped)."""
-    text = ""
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(path, encoding="ascii") as f:
-            text += f.read()
-    return text
+class Receiver:
+    """A ``-l --plain`` receiver on 127.0.0.1 port 0 (``-p 0``: the kernel picks a free port
+    and the receiver names it in its ``listening on [ADDR]:PORT`` line, so no port is picked
+    by a test and released before the receiver binds it)."""
 
+    LISTENING = re.compile(rb"listening on \[[^\]]*\]:(\d+)$")
 
-def _receiver(binary, port, tmp_path, *stream_args):
-    jpath = tmp_path / f"rx-{port}.json"
-    argv = [binary, "-l", "--plain", "-s", "127.0.0.1", "-p", str(port), "--timeout", "30",
-            "--json", str(jpath), *stream_args]
-    rx = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while port not in ksft_proc.listening_ports(_tcp_tables()) and time.monotonic() < deadline:
-        if rx.poll() is not None:
-            break
-        time.sleep(0.02)
-    return rx, jpath
+    def __init__(self, binary, tmp_path, *stream_args):
+        self.jpath = tmp_path / f"rx-{time.monotonic_ns()}.json"
+        argv = [binary, "-l", "--plain", "-s", "127.0.0.1", "-p", "0", "--timeout", "30",
+                "--json", str(self.jpath), *stream_args]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.early = b""
+        self.port = None
+        deadline = time.monotonic() + 10
+        while self.port is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stderr], [], [], deadline - time.monotonic())
+            line = self.proc.stderr.readline() if ready else b""
+            if not line:
+                break
+            self.early += line
+            if m := self.LISTENING.search(line.rstrip(b"\n")):
+                self.port = int(m.group(1))
+        assert self.port is not None, f"the receiver did not listen: {self.early!r}"
+
+    def finish(self):
+        """Waits for the receiver: (exit code, its whole stderr, its --json summary)."""
+        _, err = self.proc.communicate(timeout=60)
+        return (self.proc.returncode, (self.early + err).decode(errors="replace"),
+                json.loads(self.jpath.read_text()))
 
 
 def _send_in_odd_writes(port, data):
@@ -97,17 +107,12 @@ def _send_in_odd_writes(port, data):
             n = n % 997 + 1
 
 
-def _finish(rx, jpath):
-    out, err = rx.communicate(timeout=60)
-    return rx.returncode, err.decode(errors="replace"), json.loads(jpath.read_text())
-
-
 def test_receiver_accepts_an_independent_keyed_sender(binary, tmp_path):
     data = keyed_stream(42, 3 << 20)
-    port = ksft_proc.rand_port()
-    rx, jpath = _receiver(binary, port, tmp_path, "--seed", "42")
+    rx = Receiver(binary, tmp_path, "--seed", "42")
+    port = rx.port
     _send_in_odd_writes(port, data)
-    rc, err, summary = _finish(rx, jpath)
+    rc, err, summary = rx.finish()
     assert rc == 0, err
     assert summary["validated_bytes"] == len(data)
     assert summary["mismatches"] == 0
@@ -119,8 +124,8 @@ def test_receiver_accepts_an_independent_keyed_sender(binary, tmp_path):
 
 def test_sender_matches_the_independent_keyed_stream(binary):
     nbytes = (1 << 20) + 5
-    port = ksft_proc.rand_port()
-    with socket.create_server(("127.0.0.1", port)) as srv:
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        port = srv.getsockname()[1]
         tx = subprocess.Popen([binary, "--send-pattern", str(nbytes), "-s", "127.0.0.1", "-p", str(port),
                                "--seed", "0xDEADBEEF"], stderr=subprocess.PIPE)
         conn, _ = srv.accept()
@@ -141,10 +146,10 @@ def test_misplaced_bytes_are_diagnosed(binary, tmp_path):
     the bytes belong 8 bytes further on."""
     data = keyed_stream(7, 2 << 20)
     bad = data[:1 << 20] + data[(1 << 20) + 8:]
-    port = ksft_proc.rand_port()
-    rx, jpath = _receiver(binary, port, tmp_path, "--seed", "7")
+    rx = Receiver(binary, tmp_path, "--seed", "7")
+    port = rx.port
     _send_in_odd_writes(port, bad)
-    rc, err, summary = _finish(rx, jpath)
+    rc, err, summary = rx.finish()
     assert rc == 1, err
     # The CRC-32 covers the bytes from the first piece with a mismatch on, and says so.
     start = summary["crc32_from"]
@@ -168,11 +173,11 @@ def test_the_documented_reference_sender_is_the_stream(binary, tmp_path):
     for a in flows:
         for b in flows:
             assert a == b or a[8:4096] not in b
-    port = ksft_proc.rand_port()
-    rx, jpath = _receiver(binary, port, tmp_path, "--seed", "0x5eed")
+    rx = Receiver(binary, tmp_path, "--seed", "0x5eed")
+    port = rx.port
     tx = subprocess.run([sys.executable, "-c", src, "0x5eed", "0", str(3 << 20), "127.0.0.1",
                          str(port)], capture_output=True, timeout=120)
-    rc, err, summary = _finish(rx, jpath)
+    rc, err, summary = rx.finish()
     assert tx.returncode == 0, tx.stderr
     assert rc == 0, err
     assert summary["validated_bytes"] == 3 << 20 and summary["mismatches"] == 0
@@ -184,14 +189,14 @@ def test_flows_accepted_out_of_order_are_named_by_their_stream(binary, tmp_path)
     writes of 1..997 bytes): the receiver names each connection's flow from its first 8
     bytes, validates all three, and reports flow k as the connection that carried flow k."""
     src = reference_sender()
-    port = ksft_proc.rand_port()
-    rx, jpath = _receiver(binary, port, tmp_path, "--seed", "9", "--flows", "3")
+    rx = Receiver(binary, tmp_path, "--seed", "9", "--flows", "3")
+    port = rx.port
     _send_in_odd_writes(port, keyed_stream(9, 100_000, flow=2))
     for flow in (1, 0):
         tx = subprocess.run([sys.executable, "-c", src, "9", str(flow), "100000", "127.0.0.1",
                              str(port)], capture_output=True, timeout=60)
         assert tx.returncode == 0, tx.stderr
-    rc, err, summary = _finish(rx, jpath)
+    rc, err, summary = rx.finish()
     assert rc == 0, err
     flows = summary["flows"]
     assert [f["stream"] for f in flows] == [f"seed 9 flow {k} of 3" for k in range(3)], flows
@@ -206,10 +211,10 @@ def test_a_wrong_seed_is_no_stream_of_this_seed(binary, tmp_path):
     offset 8145851686221800984"); another flow's bytes read the same to a single-flow
     receiver."""
     for stream in (keyed_stream(0, 1 << 20), keyed_stream(1, 1 << 20, flow=1)):
-        port = ksft_proc.rand_port()
-        rx, jpath = _receiver(binary, port, tmp_path, "--seed", "1")
+        rx = Receiver(binary, tmp_path, "--seed", "1")
+        port = rx.port
         _send_in_odd_writes(port, stream)
-        rc, err, summary = _finish(rx, jpath)
+        rc, err, summary = rx.finish()
         assert rc == 1, err
         assert summary["mismatches"] > 0
         diagnoses = [line for line in err.splitlines() if line.startswith("validation: ")]
@@ -225,21 +230,21 @@ def test_crc_of_the_kernel_harness_pattern_equals_zlib(binary, tmp_path):
     and a receiver that only prints (no -v) reports it too."""
     data = period_stream(7, (1 << 20) + 3)
     for args in (["-v", "7"], []):
-        port = ksft_proc.rand_port()
-        rx, jpath = _receiver(binary, port, tmp_path, *args)
+        rx = Receiver(binary, tmp_path, *args)
+        port = rx.port
         _send_in_odd_writes(port, data)
-        rc, err, summary = _finish(rx, jpath)
+        rc, err, summary = rx.finish()
         assert rc == 0, err
         assert summary["bytes"] == len(data)
         assert summary["crc32"] == zlib.crc32(data), (args, err)
 
 
 def test_one_gib_keyed_over_loopback(binary, tmp_path):
-    port = ksft_proc.rand_port()
-    rx, jpath = _receiver(binary, port, tmp_path, "--seed", "42")
+    rx = Receiver(binary, tmp_path, "--seed", "42")
+    port = rx.port
     tx = subprocess.run([binary, "--send-pattern", "1G", "-s", "127.0.0.1", "-p", str(port), "--seed", "42"],
                         capture_output=True, timeout=120)
-    rc, err, summary = _finish(rx, jpath)
+    rc, err, summary = rx.finish()
     assert tx.returncode == 0, tx.stderr
     assert rc == 0, err
     assert summary["validated_bytes"] == 1 << 30 and summary["mismatches"] == 0
