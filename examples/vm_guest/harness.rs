@@ -2333,10 +2333,9 @@ mod tests {
         assert_eq!(starts[1].listen, None);
     }
 
-    /// A loopback TCP port that no other socket can take while the returned socket is open:
-    /// bound to 127.0.0.1 port 0 with SO_REUSEPORT and never listening, so only another
-    /// SO_REUSEPORT socket of the same user binds beside it.
-    fn reserve_loopback_port() -> (std::os::fd::OwnedFd, u16) {
+    /// A TCP socket with SO_REUSEPORT bound to 127.0.0.1 `port` (0: a free one the kernel
+    /// picks), and the port it got.
+    fn reuseport_socket(port: u16) -> (std::os::fd::OwnedFd, u16) {
         use nix::sys::socket::{
             bind, getsockname, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType,
             SockaddrIn,
@@ -2350,28 +2349,23 @@ mod tests {
         )
         .unwrap();
         setsockopt(&fd, sockopt::ReusePort, &true).unwrap();
-        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port)).unwrap();
         let port = getsockname::<SockaddrIn>(fd.as_raw_fd()).unwrap().port();
         (fd, port)
+    }
+
+    /// A loopback TCP port that no other socket can take while the returned socket is open:
+    /// bound with SO_REUSEPORT ([`reuseport_socket`]) and never listening, so only another
+    /// SO_REUSEPORT socket of the same user binds beside it.
+    fn reserve_loopback_port() -> (std::os::fd::OwnedFd, u16) {
+        reuseport_socket(0)
     }
 
     /// A listener on a port [`reserve_loopback_port`] holds (SO_REUSEPORT, as the stand-in
     /// tool's).
     fn reserved_port_listener(port: u16) -> std::os::fd::OwnedFd {
-        use nix::sys::socket::{
-            bind, listen, setsockopt, socket, sockopt, AddressFamily, Backlog, SockFlag, SockType,
-            SockaddrIn,
-        };
-        use std::os::fd::AsRawFd;
-        let fd = socket(
-            AddressFamily::Inet,
-            SockType::Stream,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        setsockopt(&fd, sockopt::ReusePort, &true).unwrap();
-        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port)).unwrap();
+        use nix::sys::socket::{listen, Backlog};
+        let (fd, _) = reuseport_socket(port);
         listen(&fd, Backlog::new(1).unwrap()).unwrap();
         fd
     }
