@@ -5,7 +5,6 @@ zlib, over loopback (no root needed)."""
 import json
 import os
 import re
-import select
 import socket
 import subprocess
 import sys
@@ -77,10 +76,10 @@ class Receiver:
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.early = b""
         self.port = None
-        deadline = time.monotonic() + 10
-        while self.port is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stderr], [], [], deadline - time.monotonic())
-            line = self.proc.stderr.readline() if ready else b""
+        # Line by line until that line, or the end of its stderr (it exits within its
+        # --timeout): a select on the pipe would miss lines already in the reader's buffer.
+        while self.port is None:
+            line = self.proc.stderr.readline()
             if not line:
                 break
             self.early += line
