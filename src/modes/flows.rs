@@ -392,13 +392,14 @@ fn read_qstats(device: &Device, netdev: &mut Option<Netdev>) -> Result<Qstats> {
     Qstats::from_dump(nd.qstats_get_dump(device.ifindex, QstatsScope::Queue))
 }
 
-/// The device's queue stats read before the first accept of a run without a warm-up, for the
+/// The device's queue stats read before the listen of a run without a warm-up, for the
 /// interval's first reading: without a warm-up every byte the flows receive is measured, and
-/// a flow's bytes reach the device from its connect on, before the last accept and the
-/// workers' start (the built-in sender connects every flow, then sends on all at once), so
-/// device RX starts here too. `None` with a warm-up (both start at its mark) or no device.
-/// Read after the binding (a queue restart may reset a driver's counters).
-pub(crate) fn device_before_accept(
+/// a flow's bytes reach the device from its connect on, which the listen allows: before the
+/// accept, the last accept and the workers' start (the built-in sender connects every flow,
+/// then sends on all at once; a peer that waits for the listen sends its first window at
+/// once), so device RX starts before the listen. `None` with a warm-up (both start at its
+/// mark) or no device. Read after the binding (a queue restart may reset a driver's counters).
+pub(crate) fn device_before_listen(
     rx: &Receive,
     device: Option<&Device>,
 ) -> Option<Result<Qstats>> {
@@ -445,7 +446,7 @@ pub(crate) struct Measure<'a> {
     netdev: Option<Netdev>,
     first: Option<Snapshot>,
     last: Option<Snapshot>,
-    /// The device's queue stats read before the first accept ([`device_before_accept`]),
+    /// The device's queue stats read before the listen ([`device_before_listen`]),
     /// which the interval's first reading takes instead of its own.
     early: Option<Result<Qstats>>,
     /// `--quiet`: no progress lines.
@@ -478,8 +479,8 @@ impl engine::Clock for Measure<'_> {
 
 impl<'a> Measure<'a> {
     /// The readings of a receive of `rx` on `device` (its queues read now), none taken yet but
-    /// `early`, the device's queue stats from before the first accept
-    /// ([`device_before_accept`]), which the interval's first reading then uses.
+    /// `early`, the device's queue stats from before the listen
+    /// ([`device_before_listen`]), which the interval's first reading then uses.
     pub(crate) fn begin(
         rx: &'a Receive,
         device: Option<&'a Device>,

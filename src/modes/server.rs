@@ -184,8 +184,9 @@ fn receive<M: FragMemory + Sync>(
     stall: &StallContext,
     report: &RunReport,
 ) -> Result<Result<()>> {
+    // Before the listen: a peer may connect and send its first window as soon as it listens.
+    let early = flows::device_before_listen(&a.rx, Some(device));
     let listener = listen(&a.rx, Some(plan), report)?;
-    let early = flows::device_before_accept(&a.rx, Some(device));
     let conns = flows::accept(&listener, &a.rx, Some(plan), report)?;
     drop(listener);
     if let Some(on) = a.so_autorelease {
