@@ -128,23 +128,8 @@ fn a_client_without_a_server_fails() {
     let l = Linked::new();
     // A port nobody listens on: a TCP socket this test holds bound to ::1 and never listens
     // on, so a connect there is refused and no other socket takes the port meanwhile.
-    let (_closed, port) = {
-        use nix::sys::socket::{
-            bind, getsockname, socket, AddressFamily, SockFlag, SockType, SockaddrIn6,
-        };
-        use std::os::fd::AsRawFd;
-        let fd = socket(
-            AddressFamily::Inet6,
-            SockType::Stream,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        let any = SockaddrIn6::from(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 0, 0, 0));
-        bind(fd.as_raw_fd(), &any).unwrap();
-        let port = getsockname::<SockaddrIn6>(fd.as_raw_fd()).unwrap().port();
-        (fd, port.to_string())
-    };
+    let (_closed, port) = common::bound_not_listening(Ipv6Addr::LOCALHOST.into());
+    let port = port.to_string();
     let out = l.run(&["-c", "-h", "::1", "-p", &port, "-z", "10"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     // Refused connects are retried for 5 s (the receiver may still be starting; C tries once).

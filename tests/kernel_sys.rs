@@ -8,6 +8,8 @@
 //! [`HUGEPAGES_LOCK_FILE`] (other test binaries may use hugepages too), and restore the old
 //! value in a Drop guard, also on panic. Socket tests use loopback only.
 
+mod common;
+
 use ncdevmem::caps::{classify, Op};
 use std::fs::File;
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
@@ -642,27 +644,6 @@ fn connect_bound_to_lo_with_source_port() {
 // Listener port sharing, connect retries up to the deadline
 // ---------------------------------------------------------------------------------------------
 
-/// An IPv4 loopback socket bound to a free port but not listening (a connect to it is
-/// refused), and that port.
-fn bound_not_listening() -> (OwnedFd, u16) {
-    use nix::sys::socket::{
-        bind, getsockname, socket, AddressFamily, SockFlag, SockType, SockaddrIn,
-    };
-    use std::os::fd::AsRawFd;
-    let fd = socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .expect("socket");
-    bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).expect("bind");
-    let port = getsockname::<SockaddrIn>(fd.as_raw_fd())
-        .expect("getsockname")
-        .port();
-    (fd, port)
-}
-
 /// A second listener on the address and port of a first is refused with EADDRINUSE (no
 /// SO_REUSEPORT), while SO_REUSEADDR still lets a new listener take a port whose last
 /// connection is in TIME_WAIT (a socket without it is refused there).
@@ -713,7 +694,7 @@ fn second_listener_is_eaddrinuse_but_time_wait_is_no_obstacle() {
 #[test]
 fn the_last_connect_try_is_at_the_deadline() {
     use ncdevmem::tx::{send_pattern, PatternSend};
-    let (fd, port) = bound_not_listening();
+    let (fd, port) = common::bound_not_listening(std::net::Ipv4Addr::LOCALHOST.into());
     let req = PatternSend {
         peer: sa(v6("127.0.0.1"), port),
         local: None,
@@ -766,7 +747,7 @@ fn the_last_connect_try_is_at_the_deadline() {
 #[test]
 fn refused_until_the_deadline_says_when_it_last_tried() {
     use ncdevmem::tx::{send_pattern, PatternSend};
-    let (_fd, port) = bound_not_listening();
+    let (_fd, port) = common::bound_not_listening(std::net::Ipv4Addr::LOCALHOST.into());
     let req = PatternSend {
         peer: sa(v6("127.0.0.1"), port),
         local: None,

@@ -258,3 +258,29 @@ impl NetNsPair {
         Ok(NetNsPair { a, b })
     }
 }
+
+/// A TCP socket bound to a free port of `ip` that never listens, and that port: a connect
+/// there is refused, and no other socket takes the port while the test holds the socket
+/// (a port picked by binding port 0 and releasing it could be taken meanwhile).
+///
+/// Panics when the socket, its bind or `getsockname` fails (a test helper).
+pub fn bound_not_listening(ip: std::net::IpAddr) -> (std::os::fd::OwnedFd, u16) {
+    use nix::sys::socket::{
+        bind, getsockname, socket, AddressFamily, SockFlag, SockType, SockaddrStorage,
+    };
+    use std::os::fd::AsRawFd;
+    let family = match ip {
+        std::net::IpAddr::V4(_) => AddressFamily::Inet,
+        std::net::IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let fd = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).expect("socket");
+    let addr = SockaddrStorage::from(std::net::SocketAddr::new(ip, 0));
+    bind(fd.as_raw_fd(), &addr).expect("bind");
+    let bound = getsockname::<SockaddrStorage>(fd.as_raw_fd()).expect("getsockname");
+    let port = bound
+        .as_sockaddr_in()
+        .map(|a| a.port())
+        .or_else(|| bound.as_sockaddr_in6().map(|a| a.port()))
+        .expect("an inet address");
+    (fd, port)
+}
