@@ -49,11 +49,25 @@ pub(super) fn rx(ctx: &Ctx) -> CaseResult {
     no_binding(&after)?;
     let q = nic.queue_stats()?;
     only_bound_queue_split(&q)?;
-    // One flow without a measurement's options: its JSON carries the measured runs'
-    // steering figures, the bound queue's qstats rx-bytes over the receive and the queues it
-    // reached. The bytes are the payload and a header per frame, read from before the listen
-    // (a run without a warm-up measures every byte): at least the payload, at most 5 % above
-    // it.
+    let queue_bytes = expect_one_flow_device_rx(j)?;
+    Ok(Outcome::Pass(format!(
+        "{}; all frames with payload on queue {BOUND} ({} split; qstats {queue_bytes} bytes, \
+         steering in the JSON); --verify-restore and the guest's own snapshot agree, no \
+         binding left",
+        summary(j),
+        q[BOUND].split
+    )))
+}
+
+/// The steering figures of a one-flow run on the bound queue [`BOUND`] without a
+/// measurement's options (`j`, its JSON summary), which carries the measured runs' figures:
+/// the bound queue's qstats rx-bytes over the receive and the queues it reached. The bytes
+/// are the payload and a header per frame, read from before the listen (a run without a
+/// warm-up measures every byte): at least the [`STREAM`] payload, at most 5 % above it.
+/// Returns the queue's bytes.
+///
+/// Errors: the figures, and what was wanted.
+pub(super) fn expect_one_flow_device_rx(j: &serde_json::Value) -> Result<u64, String> {
     let reached = serde_json::json!({"bound": [BOUND], "unreached": [], "source": "qstats"});
     let queue_bytes = j["device_rx"]["queues"][0]["bytes"].as_u64().unwrap_or(0);
     if j["steering"] != reached
@@ -67,13 +81,7 @@ pub(super) fn rx(ctx: &Ctx) -> CaseResult {
             j["steering"], j["device_rx"]
         ));
     }
-    Ok(Outcome::Pass(format!(
-        "{}; all frames with payload on queue {BOUND} ({} split; qstats {queue_bytes} bytes, \
-         steering in the JSON); --verify-restore and the guest's own snapshot agree, no \
-         binding left",
-        summary(j),
-        q[BOUND].split
-    )))
+    Ok(queue_bytes)
 }
 
 /// The NIC set up the way the kernel's devmem_lib.py does (ethtool: rings with header split,

@@ -54,10 +54,13 @@ fn zcrx_case(ctx: &Ctx, id: u32, port: u16, extra: &[&str]) -> CaseResult {
         return Err(format!("queue {} still owned by io_uring", q.1));
     }
     let q = nic.queue_stats()?;
+    // As the devmem server's: the bound queue's bytes from before the listen (read once the
+    // ifq is registered), the payload and its headers.
+    let queue_bytes = rx::expect_one_flow_device_rx(j)?;
     Ok(Outcome::Pass(format!(
         "{} bytes validated in {} chunks of at most rx_buf_len {}, all {} buffers returned in \
-         {} refill publishes; {} frames with payload on queue {BOUND}; NIC as before, no \
-         io_uring owner left; {:.2} Gbit/s under TCG",
+         {} refill publishes; {} frames with payload on queue {BOUND} (qstats {queue_bytes} \
+         bytes); NIC as before, no io_uring owner left; {:.2} Gbit/s under TCG",
         n("validated_bytes"),
         n("zcrx_chunks"),
         n("zcrx_rx_buf_len"),

@@ -398,7 +398,8 @@ fn read_qstats(device: &Device, netdev: &mut Option<Netdev>) -> Result<Qstats> {
 /// accept, the last accept and the workers' start (the built-in sender connects every flow,
 /// then sends on all at once; a peer that waits for the listen sends its first window at
 /// once), so device RX starts before the listen. `None` with a warm-up (both start at its
-/// mark) or no device. Read after the binding (a queue restart may reset a driver's counters).
+/// mark) or no device. Read after the binding or the zcrx ifqs' registration (a queue restart
+/// may reset a driver's counters).
 pub(crate) fn device_before_listen(
     rx: &Receive,
     device: Option<&Device>,
@@ -406,6 +407,10 @@ pub(crate) fn device_before_listen(
     let d = device.filter(|_| rx.flows.warmup.is_none())?;
     Some(read_qstats(d, &mut None))
 }
+
+/// The device's queue stats read before a listen that comes after the measurement began
+/// ([`device_before_listen`], [`Measure::early_from`]).
+pub(crate) type EarlySlot = std::sync::Mutex<Option<Result<Qstats>>>;
 
 /// The run's netdev socket, opened at its first use.
 ///
@@ -449,6 +454,9 @@ pub(crate) struct Measure<'a> {
     /// The device's queue stats read before the listen ([`device_before_listen`]),
     /// which the interval's first reading takes instead of its own.
     early: Option<Result<Qstats>>,
+    /// Where a receive whose listen comes after the measurement began puts that reading
+    /// (zcrx: after its ifqs are registered), when `early` has none ([`Measure::early_from`]).
+    early_slot: Option<&'a EarlySlot>,
     /// `--quiet`: no progress lines.
     quiet: bool,
 }
@@ -456,7 +464,8 @@ pub(crate) struct Measure<'a> {
 impl engine::Clock for Measure<'_> {
     fn interval_starts(&mut self) {
         let mut first = Snapshot::take(self.device, &mut self.netdev);
-        if let Some(q) = self.early.take() {
+        let slotted = || self.early_slot?.lock().ok()?.take();
+        if let Some(q) = self.early.take().or_else(slotted) {
             first.qstats = Some(q);
         }
         self.first = Some(first);
@@ -501,7 +510,18 @@ impl<'a> Measure<'a> {
             first: None,
             last: None,
             early,
+            early_slot: None,
             quiet,
+        }
+    }
+
+    /// The readings of a receive that takes its reading from before the listen itself, into
+    /// `slot` ([`device_before_listen`]), after this began: the interval's first reading takes
+    /// it from there.
+    pub(crate) fn early_from(self, slot: &'a EarlySlot) -> Measure<'a> {
+        Measure {
+            early_slot: Some(slot),
+            ..self
         }
     }
 
@@ -2256,6 +2276,7 @@ mod tests {
                 ..snap(at + Duration::from_secs(2))
             }),
             early: None,
+            early_slot: None,
             quiet: true,
         };
         let flows = [zcrx_flow(0, 9000, 1, 1, at)];

@@ -357,9 +357,10 @@ fn receive_flows(
         buffers,
     };
     let shared = Shared::new(n);
-    // No reading before the accepts here: the ifqs are registered after this, and their queue
-    // restarts may reset a driver's counters.
-    let mut measure = flows::Measure::begin(rx, device, report.quiet(), None);
+    // The device's reading from before the listen is taken once the ifqs are registered (their
+    // queue restarts may reset a driver's counters), after this began.
+    let early = flows::EarlySlot::default();
+    let mut measure = flows::Measure::begin(rx, device, report.quiet(), None).early_from(&early);
     let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
     let mut job_txs = Vec::with_capacity(workers);
     let mut rest: Vec<engine::Worker<'_, WorkerOut>> = Vec::with_capacity(workers);
@@ -419,6 +420,9 @@ fn receive_flows(
             .and(zcrx)
             .and_then(|z| {
                 signals::check()?;
+                if let Ok(mut slot) = early.lock() {
+                    *slot = flows::device_before_listen(rx, device);
+                }
                 let jobs =
                     accept_and_dispatch(rx, &streams, plan, device, workers, measured, report)?;
                 Ok((z, jobs))
