@@ -357,10 +357,7 @@ struct Snapshot {
 impl Snapshot {
     fn take(device: Option<&Device>, netdev: &mut Option<Netdev>) -> Snapshot {
         let qstats = device.map(|d| read_qstats(d, netdev));
-        let pools = device.map(|_| {
-            let nd = opened(netdev)?;
-            PoolReading::from_dumps(nd.page_pool_get_dump(), nd.page_pool_stats_get_dump())
-        });
+        let pools = device.map(|_| read_pools(netdev));
         Snapshot {
             at: Instant::now(),
             proc_stat: ProcStat::read(),
@@ -392,25 +389,39 @@ fn read_qstats(device: &Device, netdev: &mut Option<Netdev>) -> Result<Qstats> {
     Qstats::from_dump(nd.qstats_get_dump(device.ifindex, QstatsScope::Queue))
 }
 
-/// The device's queue stats read before the listen of a run without a warm-up, for the
+/// The page pools and their counters (`page-pool-get`, `page-pool-stats-get`), or why there
+/// are none: a value, never the run's error.
+fn read_pools(netdev: &mut Option<Netdev>) -> Result<PoolReading> {
+    let nd = opened(netdev)?;
+    PoolReading::from_dumps(nd.page_pool_get_dump(), nd.page_pool_stats_get_dump())
+}
+
+/// The device's counters read before the listen of a run without a warm-up, for the
 /// interval's first reading: without a warm-up every byte the flows receive is measured, and
 /// a flow's bytes reach the device from its connect on, which the listen allows: before the
 /// accept, the last accept and the workers' start (the built-in sender connects every flow,
 /// then sends on all at once; a peer that waits for the listen sends its first window at
-/// once), so device RX starts before the listen. `None` with a warm-up (both start at its
-/// mark) or no device. Read after the binding or the zcrx ifqs' registration (a queue restart
-/// may reset a driver's counters).
-pub(crate) fn device_before_listen(
-    rx: &Receive,
-    device: Option<&Device>,
-) -> Option<Result<Qstats>> {
+/// once), so device RX and the page pools' counters start before the listen. `None` with a
+/// warm-up (all start at its mark) or no device. Read after the binding or the zcrx ifqs'
+/// registration (a queue restart may reset a driver's counters).
+pub(crate) fn device_before_listen(rx: &Receive, device: Option<&Device>) -> Option<EarlyReading> {
     let d = device.filter(|_| rx.flows.warmup.is_none())?;
-    Some(read_qstats(d, &mut None))
+    let mut netdev = None;
+    let qstats = read_qstats(d, &mut netdev);
+    let pools = read_pools(&mut netdev);
+    Some(EarlyReading { qstats, pools })
 }
 
-/// The device's queue stats read before a listen that comes after the measurement began
-/// ([`device_before_listen`], [`Measure::early_from`]).
-pub(crate) type EarlySlot = std::sync::Mutex<Option<Result<Qstats>>>;
+/// The device's counters from before the listen ([`device_before_listen`]), which the
+/// interval's first reading takes instead of its own.
+pub(crate) struct EarlyReading {
+    qstats: Result<Qstats>,
+    pools: Result<PoolReading>,
+}
+
+/// Where a receive whose listen comes after its measurement began puts the reading from
+/// before the listen ([`Measure::early_from`]).
+pub(crate) type EarlySlot = std::sync::Mutex<Option<EarlyReading>>;
 
 /// The run's netdev socket, opened at its first use.
 ///
@@ -451,9 +462,9 @@ pub(crate) struct Measure<'a> {
     netdev: Option<Netdev>,
     first: Option<Snapshot>,
     last: Option<Snapshot>,
-    /// The device's queue stats read before the listen ([`device_before_listen`]),
-    /// which the interval's first reading takes instead of its own.
-    early: Option<Result<Qstats>>,
+    /// The device's counters read before the listen ([`device_before_listen`]), which the
+    /// interval's first reading takes instead of its own.
+    early: Option<EarlyReading>,
     /// Where a receive whose listen comes after the measurement began puts that reading
     /// (zcrx: after its ifqs are registered), when `early` has none ([`Measure::early_from`]).
     early_slot: Option<&'a EarlySlot>,
@@ -465,8 +476,9 @@ impl engine::Clock for Measure<'_> {
     fn interval_starts(&mut self) {
         let mut first = Snapshot::take(self.device, &mut self.netdev);
         let slotted = || self.early_slot?.lock().ok()?.take();
-        if let Some(q) = self.early.take().or_else(slotted) {
-            first.qstats = Some(q);
+        if let Some(e) = self.early.take().or_else(slotted) {
+            first.qstats = Some(e.qstats);
+            first.pools = Some(e.pools);
         }
         self.first = Some(first);
     }
@@ -488,13 +500,13 @@ impl engine::Clock for Measure<'_> {
 
 impl<'a> Measure<'a> {
     /// The readings of a receive of `rx` on `device` (its queues read now), none taken yet but
-    /// `early`, the device's queue stats from before the listen
+    /// `early`, the device's counters from before the listen
     /// ([`device_before_listen`]), which the interval's first reading then uses.
     pub(crate) fn begin(
         rx: &'a Receive,
         device: Option<&'a Device>,
         quiet: bool,
-        early: Option<Result<Qstats>>,
+        early: Option<EarlyReading>,
     ) -> Measure<'a> {
         let queues = match device {
             Some(d) => Netdev::open()
@@ -780,7 +792,8 @@ pub(crate) struct FirstFlow<'a> {
 /// ([`engine::run`]: connection 0 on the calling thread, each other on its own), with the
 /// receive loop configured by `base` (connection k validates flow k's stream until its first
 /// bytes name its own), sharing `mem`; a timeout is explained from the kernel's counters when
-/// `stall` says where the buffers come from. Then the one verdict ([`crate::verdict`]) and the
+/// `stall` says where the buffers come from; `early`, the device's counters from before the
+/// listen ([`device_before_listen`]), start the measured interval's device figures. Then the one verdict ([`crate::verdict`]) and the
 /// report: a measured run ([`measured`]) prints the summary of its flows, per-CPU and device
 /// figures ([`Measure::finish`]); a plain one-flow run its one summary line, as ncdevmem.c
 /// does. The JSON object is recorded either way (also when the run failed).
@@ -796,7 +809,7 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     device: Option<&Device>,
     stall: Option<&super::StallContext>,
     first: FirstFlow<'_>,
-    early: Option<Result<Qstats>>,
+    early: Option<EarlyReading>,
     report: &RunReport,
 ) -> Result<()> {
     let n = conns.len();
@@ -2235,6 +2248,71 @@ mod tests {
         assert!(plain.to_json().get("steering").is_none());
     }
 
+    /// The interval's first reading takes the device's counters (queue stats and page pools)
+    /// from before the listen, handed to the measurement when it began or put into its slot
+    /// later (zcrx, once its ifqs are registered); without either it keeps its own.
+    #[test]
+    fn the_first_reading_takes_the_counters_from_before_the_listen() {
+        use engine::Clock;
+        let d = Device {
+            ifindex: u32::MAX,
+            queues: vec![2],
+        };
+        let rx = rx();
+        let early = || EarlyReading {
+            qstats: Ok(Qstats::Unsupported("early qstats".into())),
+            pools: Err(Error::Failure("early pools".into())),
+        };
+        let taken = |m: &Measure<'_>| {
+            let f = m.first.as_ref().expect("a first reading");
+            (
+                format!("{:?}", f.qstats),
+                format!(
+                    "{:?}",
+                    f.pools
+                        .as_ref()
+                        .map(|p| p.as_ref().err().map(|e| e.to_string()))
+                ),
+            )
+        };
+        let mut given = Measure::begin(&rx, Some(&d), true, Some(early()));
+        given.interval_starts();
+        assert!(
+            taken(&given).0.contains("early qstats"),
+            "{:?}",
+            taken(&given)
+        );
+        assert!(
+            taken(&given).1.contains("early pools"),
+            "{:?}",
+            taken(&given)
+        );
+
+        let slot = EarlySlot::default();
+        let mut later = Measure::begin(&rx, Some(&d), true, None).early_from(&slot);
+        *slot.lock().unwrap() = Some(early());
+        later.interval_starts();
+        assert!(
+            taken(&later).0.contains("early qstats"),
+            "{:?}",
+            taken(&later)
+        );
+        assert!(
+            taken(&later).1.contains("early pools"),
+            "{:?}",
+            taken(&later)
+        );
+        assert!(
+            slot.lock().unwrap().is_none(),
+            "the slot's reading is taken, not copied"
+        );
+
+        let empty = EarlySlot::default();
+        let mut own = Measure::begin(&rx, Some(&d), true, None).early_from(&empty);
+        own.interval_starts();
+        assert!(!taken(&own).0.contains("early"), "{:?}", taken(&own));
+        assert!(!taken(&own).1.contains("early"), "{:?}", taken(&own));
+    }
     /// A flow stopped by the run (its duration, another flow's failure) stops nobody; a
     /// failure of its own, or mismatches, stop the others, once; a signal already in the stop
     /// flag stays.
