@@ -297,7 +297,7 @@ pub fn cases() -> Vec<super::Row> {
         ),
         (
             "devmem-nic/kernel-devmem-py",
-            600,
+            900,
             "the kernel's devmem.py, unchanged, with ncdevmem-rs: all five tests ok",
             harness::kernel_devmem_py,
         ),
