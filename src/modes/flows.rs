@@ -2275,33 +2275,19 @@ mod tests {
                 ),
             )
         };
+        let took_early = |m: &Measure<'_>| {
+            let (qstats, pools) = taken(m);
+            qstats.contains("early qstats") && pools.contains("early pools")
+        };
         let mut given = Measure::begin(&rx, Some(&d), true, Some(early()));
         given.interval_starts();
-        assert!(
-            taken(&given).0.contains("early qstats"),
-            "{:?}",
-            taken(&given)
-        );
-        assert!(
-            taken(&given).1.contains("early pools"),
-            "{:?}",
-            taken(&given)
-        );
+        assert!(took_early(&given), "{:?}", taken(&given));
 
         let slot = EarlySlot::default();
         let mut later = Measure::begin(&rx, Some(&d), true, None).early_from(&slot);
         *slot.lock().unwrap() = Some(early());
         later.interval_starts();
-        assert!(
-            taken(&later).0.contains("early qstats"),
-            "{:?}",
-            taken(&later)
-        );
-        assert!(
-            taken(&later).1.contains("early pools"),
-            "{:?}",
-            taken(&later)
-        );
+        assert!(took_early(&later), "{:?}", taken(&later));
         assert!(
             slot.lock().unwrap().is_none(),
             "the slot's reading is taken, not copied"
