@@ -56,10 +56,11 @@ use crate::udmabuf::FragMemory;
 
 use crate::engine::{self, Live, Mark, Shared};
 use crate::verdict::{ConnFacts, Ended, ReceiveFacts, Spread, DURATION_OVER};
+
 /// Whether a receive of `rx` is measured: several flows, or a measurement's options
-/// (`--duration`, `--warmup`, `--cpus`, `--require-spread`). A measured run reports its flows, the CPUs and the
-/// device and its progress comes from the engine's supervisor; one that is not reports the one
-/// summary line ncdevmem.c does. Both run through the one flow engine.
+/// (`--duration`, `--warmup`, `--cpus`, `--require-spread`). A measured run reports its flows,
+/// the CPUs and the device and its progress comes from the engine's supervisor; one that is
+/// not reports the one summary line ncdevmem.c does. Both run through the one flow engine.
 pub(crate) fn measured(rx: &Receive) -> bool {
     let f = &rx.flows;
     f.count > 1
@@ -419,8 +420,9 @@ pub(crate) struct EarlyReading {
     pools: Result<PoolReading>,
 }
 
-/// Where a receive whose listen comes after its measurement began puts the reading from
-/// before the listen ([`Measure::early_from`]).
+/// Where a receive's reading from before the listen is until the interval's first reading
+/// takes it ([`Measure::begin`]): filled before the measurement began (devmem) or after it
+/// (zcrx, once its ifqs are registered).
 pub(crate) type EarlySlot = std::sync::Mutex<Option<EarlyReading>>;
 
 /// The run's netdev socket, opened at its first use.
@@ -462,12 +464,10 @@ pub(crate) struct Measure<'a> {
     netdev: Option<Netdev>,
     first: Option<Snapshot>,
     last: Option<Snapshot>,
-    /// The device's counters read before the listen ([`device_before_listen`]), which the
-    /// interval's first reading takes instead of its own.
-    early: Option<EarlyReading>,
-    /// Where a receive whose listen comes after the measurement began puts that reading
-    /// (zcrx: after its ifqs are registered), when `early` has none ([`Measure::early_from`]).
-    early_slot: Option<&'a EarlySlot>,
+    /// Where the device's counters read before the listen are ([`device_before_listen`]):
+    /// the interval's first reading takes them instead of its own. A receive that listens
+    /// after the measurement began (zcrx: once its ifqs are registered) fills it then.
+    early: Option<&'a EarlySlot>,
     /// `--quiet`: no progress lines.
     quiet: bool,
 }
@@ -475,8 +475,8 @@ pub(crate) struct Measure<'a> {
 impl engine::Clock for Measure<'_> {
     fn interval_starts(&mut self) {
         let mut first = Snapshot::take(self.device, &mut self.netdev);
-        let slotted = || self.early_slot?.lock().ok()?.take();
-        if let Some(e) = self.early.take().or_else(slotted) {
+        let early = self.early.and_then(|slot| slot.lock().ok()?.take());
+        if let Some(e) = early {
             first.qstats = Some(e.qstats);
             first.pools = Some(e.pools);
         }
@@ -499,14 +499,15 @@ impl engine::Clock for Measure<'_> {
 }
 
 impl<'a> Measure<'a> {
-    /// The readings of a receive of `rx` on `device` (its queues read now), none taken yet but
-    /// `early`, the device's counters from before the listen
-    /// ([`device_before_listen`]), which the interval's first reading then uses.
+    /// The readings of a receive of `rx` on `device` (its queues read now), none taken yet;
+    /// `early`, where the device's counters from before the listen are
+    /// ([`device_before_listen`]) by the time the interval starts: its first reading takes
+    /// them from there.
     pub(crate) fn begin(
         rx: &'a Receive,
         device: Option<&'a Device>,
         quiet: bool,
-        early: Option<EarlyReading>,
+        early: Option<&'a EarlySlot>,
     ) -> Measure<'a> {
         let queues = match device {
             Some(d) => Netdev::open()
@@ -522,18 +523,7 @@ impl<'a> Measure<'a> {
             first: None,
             last: None,
             early,
-            early_slot: None,
             quiet,
-        }
-    }
-
-    /// The readings of a receive that takes its reading from before the listen itself, into
-    /// `slot` ([`device_before_listen`]), after this began: the interval's first reading takes
-    /// it from there.
-    pub(crate) fn early_from(self, slot: &'a EarlySlot) -> Measure<'a> {
-        Measure {
-            early_slot: Some(slot),
-            ..self
         }
     }
 
@@ -793,10 +783,11 @@ pub(crate) struct FirstFlow<'a> {
 /// receive loop configured by `base` (connection k validates flow k's stream until its first
 /// bytes name its own), sharing `mem`; a timeout is explained from the kernel's counters when
 /// `stall` says where the buffers come from; `early`, the device's counters from before the
-/// listen ([`device_before_listen`]), start the measured interval's device figures. Then the one verdict ([`crate::verdict`]) and the
-/// report: a measured run ([`measured`]) prints the summary of its flows, per-CPU and device
-/// figures ([`Measure::finish`]); a plain one-flow run its one summary line, as ncdevmem.c
-/// does. The JSON object is recorded either way (also when the run failed).
+/// listen ([`device_before_listen`]), start the measured interval's device figures. Then the
+/// one verdict ([`crate::verdict`]) and the report: a measured run ([`measured`]) prints the
+/// summary of its flows, per-CPU and device figures ([`Measure::finish`]); a plain one-flow
+/// run its one summary line, as ncdevmem.c does. The JSON object is recorded either way (also
+/// when the run failed).
 ///
 /// Errors: the verdict's: the failing flows, named `flow k: …` when there are several; a stop
 /// signal; the end of `--duration` is no error; writing the payload to stdout.
@@ -830,7 +821,8 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     // calling thread.
     let mut stdout = payload_stdout(base.validate.is_none())?;
     let shared = Shared::new(n);
-    let mut measure = Measure::begin(rx, device, report.quiet(), early);
+    let early = EarlySlot::new(early);
+    let mut measure = Measure::begin(rx, device, report.quiet(), Some(&early));
     let mut conns = conns.into_iter();
     let conn0 = conns
         .next()
@@ -2279,12 +2271,13 @@ mod tests {
             let (qstats, pools) = taken(m);
             qstats.contains("early qstats") && pools.contains("early pools")
         };
-        let mut given = Measure::begin(&rx, Some(&d), true, Some(early()));
+        let filled = EarlySlot::new(Some(early()));
+        let mut given = Measure::begin(&rx, Some(&d), true, Some(&filled));
         given.interval_starts();
         assert!(took_early(&given), "{:?}", taken(&given));
 
         let slot = EarlySlot::default();
-        let mut later = Measure::begin(&rx, Some(&d), true, None).early_from(&slot);
+        let mut later = Measure::begin(&rx, Some(&d), true, Some(&slot));
         *slot.lock().unwrap() = Some(early());
         later.interval_starts();
         assert!(took_early(&later), "{:?}", taken(&later));
@@ -2294,7 +2287,7 @@ mod tests {
         );
 
         let empty = EarlySlot::default();
-        let mut own = Measure::begin(&rx, Some(&d), true, None).early_from(&empty);
+        let mut own = Measure::begin(&rx, Some(&d), true, Some(&empty));
         own.interval_starts();
         assert!(!taken(&own).0.contains("early"), "{:?}", taken(&own));
         assert!(!taken(&own).1.contains("early"), "{:?}", taken(&own));
@@ -2340,7 +2333,6 @@ mod tests {
                 ..snap(at + Duration::from_secs(2))
             }),
             early: None,
-            early_slot: None,
             quiet: true,
         };
         let flows = [zcrx_flow(0, 9000, 1, 1, at)];
