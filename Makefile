@@ -18,7 +18,7 @@ DIST_BIN = $(TARGET_DIR)/dist/ncdevmem-rs-$(PKG_VERSION)-x86_64/ncdevmem-rs
 # The VM suite's core cases that make vm-test-dist runs with that binary.
 VM_DIST_CASES = =devmem-nic/probe,=devmem-nic/rx,=devmem-nic/multi-flow,=devmem-nic/tx,=devmem-nic/zcrx,=devmem-nic/kernel-devmem-py
 
-.PHONY: all build test test-loaded lint unit scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo demo-sweep bench install clean \
+.PHONY: all build test test-loaded lint unit simd-calls scripts-test test-tools pytest vm-test vm-test-opt-in vm-shell demo demo-sweep bench install clean \
 	dist dist-test vm-test-dist
 
 all: build
@@ -31,11 +31,12 @@ build:
 
 # The README's test command: formatting, lints, then every test (unit, scripted-kernel,
 # real-kernel in network namespaces, the shell helpers, the py/ harness; the real-kernel ones
-# need root and say so when skipped), then the VM suite, and last the static binaries of make
+# need root and say so when skipped), the release binary's validator builds (simd-calls),
+# then the VM suite, and last the static binaries of make
 # dist: checked, the aarch64 one under qemu-user, the x86_64 one through the VM suite's core
 # cases (run from the recipe so they stay last under make -j). The VM suite reuses what unit
 # and build compiled.
-test: lint unit scripts-test pytest
+test: lint unit scripts-test pytest simd-calls
 	$(MAKE) vm-test
 	$(MAKE) dist-test
 	$(MAKE) vm-test-dist
@@ -57,6 +58,11 @@ lint:
 unit:
 	$(CARGO) test --locked --all-targets
 	$(CARGO) test --locked --doc
+
+# The validator's AVX2 and AVX-512 builds in the release binary call nothing but panics: a
+# generic helper LLVM leaves out of line there runs without AVX2 (scripts/simd-calls.py).
+simd-calls: build
+	$(PYTHON) scripts/simd-calls.py $(BIN)
 
 # Tests of the shell helpers the VM suite uses (Debian mirror from the apt configuration, cache
 # location, console filter).
@@ -114,7 +120,7 @@ demo-sweep: build
 # 1 GiB against a plain read); then end to end against iperf3 over a veth pair
 # (scripts/bench-e2e.py: root; iperf3 installed with apt when missing; said and left out when
 # not root).
-bench: build
+bench: simd-calls
 	$(CARGO) bench --locked --bench ratios
 	$(CARGO) bench --locked --bench hot_path
 	@if [ "$$(id -u)" = 0 ]; then \
