@@ -261,16 +261,25 @@ fn cases_for<'a>(
         ));
         let read_in = |piece: usize| format!("{isa}: plain read, {} pieces", piece_name(piece));
         // A validator (`--seed`, `-v 7`) checking its stream in pieces, against the plain
-        // read in those pieces; each pass checks with a clone of `v`.
-        let check_in = |what: &str, v: &Validator, data: &'a Aligned, piece: usize| {
-            let v = v.clone();
+        // read in those pieces. The keyed stream never repeats: each pass checks with a clone
+        // of `v`, from stream offset 0. The periodic one runs on across passes in one
+        // validator, as a receiver's does: its bytes are a whole number of periods.
+        let check_in = |what: &str, v: &Validator, data: &'a [u8], piece: usize, runs_on| {
+            let base = v.clone();
+            let mut running = v.clone();
             case(
                 format!("{isa}: `{what}` check, {} pieces", piece_name(piece)),
                 Some(read_in(piece)),
                 Box::new(move || {
                     force_isa(Some(isa)).expect("supported");
-                    let mut v = v.clone();
-                    for p in data.bytes().chunks(piece) {
+                    let mut fresh;
+                    let v = if runs_on {
+                        &mut running
+                    } else {
+                        fresh = base.clone();
+                        &mut fresh
+                    };
+                    for p in data.chunks(piece) {
                         v.check(black_box(p));
                     }
                     assert_eq!(v.mismatches(), 0);
@@ -288,9 +297,10 @@ fn cases_for<'a>(
                 }),
             ));
             if piece != FRAME_PAYLOAD {
-                cases.push(check_in("--seed", &seed_v, keyed, piece));
+                cases.push(check_in("--seed", &seed_v, keyed.bytes(), piece, false));
             }
-            cases.push(check_in("-v 7", &v7, periodic, piece));
+            let whole_periods = &periodic.bytes()[..periodic.bytes().len() / 7 * 7];
+            cases.push(check_in("-v 7", &v7, whole_periods, piece, true));
         }
         if isa == Isa::detected() {
             // crc32fast picks its own build (PCLMULQDQ here), whatever the validator's.
