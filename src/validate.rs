@@ -342,10 +342,10 @@ unsafe fn repeat_diff_224_body(stream: &[u8; REGISTER_SPAN], data: &[u8]) -> u64
         // SAFETY: AVX2 is enabled.
         unsafe { odd = _mm256_xor_si256(load(data, 0), load(stream, 0)) };
     }
-    let aligned = &data[lead..];
-    let whole = aligned.len() / REGISTER_BLOCK * REGISTER_BLOCK;
-    let (blocks, rest) = aligned.split_at(whole);
-    for piece in blocks.chunks_exact(REGISTER_BLOCK) {
+    // Blocks while 224 bytes are left: no division by 224 on the way to the first comparison.
+    let mut rest = &data[lead..];
+    while let Some((piece, after)) = rest.split_first_chunk::<REGISTER_BLOCK>() {
+        rest = after;
         for (i, p) in pattern.iter().enumerate() {
             // SAFETY: AVX2 is enabled.
             let d = unsafe { _mm256_xor_si256(load(piece, 32 * i), *p) };
@@ -369,13 +369,17 @@ unsafe fn repeat_diff_224_body(stream: &[u8; REGISTER_SPAN], data: &[u8]) -> u64
     }
     // A last part vector: the data's last 32 bytes (overlapping the vector before them),
     // against the stream from their phase on: `stream[at..]` before the boundary, else the
-    // block's; `want + 32` is at most 31 + 223 + 32 = 286.
+    // block's at `(at - lead) % 224`, which is `rest.len() - 32` (the rest starts a block), or
+    // `rest.len() + 192` for a rest under 32 bytes after a whole block; `want + 32` is at most
+    // 31 + 223 + 32 = 286.
     if rest.len() % 32 != 0 {
         let at = data.len() - 32;
         let want = if at < lead {
             at
+        } else if rest.len() >= 32 {
+            lead + rest.len() - 32
         } else {
-            lead + (at - lead) % REGISTER_BLOCK
+            lead + rest.len() + REGISTER_BLOCK - 32
         };
         // SAFETY: AVX2 is enabled.
         unsafe {
