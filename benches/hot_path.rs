@@ -1,8 +1,9 @@
 //! Benchmarks of the receive hot path (criterion): the pattern validator against a naive
-//! per-byte reference (the validators against a plain read, side by side: benches/ratios.rs), cmsg parsing of a full control buffer, token batching, and the whole
-//! receive loop per niov size and token-release strategy (against the scripted socket over a
-//! `Vec`-backed dma-buf, so the figures are user-space CPU cost, not NIC throughput).
-//! Figures and how to read them: docs/benchmarks.md. Run with `make bench`.
+//! per-byte reference (the validators against a plain read, side by side: benches/ratios.rs), cmsg
+//! parsing of a full control buffer, token batching, and the whole receive loop per niov size and
+//! token-release strategy (against the scripted socket over a `Vec`-backed dma-buf, so the figures
+//! are user-space CPU cost, not NIC throughput). Figures and how to read them: docs/benchmarks.md.
+//! Run with `make bench`.
 
 use std::hint::black_box;
 use std::sync::atomic::AtomicI32;

@@ -1409,8 +1409,8 @@ impl TxSocket for CaptureSocket {
 }
 
 /// What the cases compare before and after a run: the project's NIC snapshot (header split,
-/// channel counts, RSS table, RSS contexts, ntuple feature and rules, read through `RealNic`) and the
-/// queue-get dump (type, id, owners; NAPI ids change whenever queues are re-created).
+/// channel counts, RSS table, RSS contexts, ntuple feature and rules, read through `RealNic`) and
+/// the queue-get dump (type, id, owners; NAPI ids change whenever queues are re-created).
 #[derive(Debug)]
 struct NicState {
     snapshot: NicSnapshot,

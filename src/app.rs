@@ -1,8 +1,8 @@
 //! One run from its parsed command line to its verdict: install the stop-signal handlers,
-//! check that `--json FILE` can be written, run the mode (`crate::modes`, or `crate::lab` for a sweep or a peer server), and finish its
-//! `RunReport` (which decides the verdict among the run's, the NIC undo's and
-//! `--verify-restore`'s errors, and writes `--json`). `main` maps the verdict to the exit code
-//! ([`crate::error::Error::exit_code`]).
+//! check that `--json FILE` can be written, run the mode (`crate::modes`, or `crate::lab` for a
+//! sweep or a peer server), and finish its `RunReport` (which decides the verdict among the run's,
+//! the NIC undo's and `--verify-restore`'s errors, and writes `--json`). `main` maps the verdict to
+//! the exit code ([`crate::error::Error::exit_code`]).
 
 use crate::cli::{JsonTarget, ModeArgs, Run, PROGRAM};
 use crate::error::Result;
@@ -16,8 +16,8 @@ pub use crate::run_report::print_stdout;
 /// unwind on a signal.
 ///
 /// # Errors
-/// The run's verdict as `RunReport::finish` decides it; [`crate::error::Error::exit_code`] maps it to the
-/// process exit code.
+/// The run's verdict as `RunReport::finish` decides it; [`crate::error::Error::exit_code`] maps it
+/// to the process exit code.
 pub fn run(run: &Run) -> Result<()> {
     signals::install()?;
     // A summary that cannot be written is known before anything is set up.

@@ -280,11 +280,10 @@ pub fn skip_if_family_missing<T>(
 }
 
 /// What `-a WANT` (bind-rx autorelease) sends to a kernel whose bind-rx `do` policy is
-/// `policy` (its attribute numbers and types, [`crate::netlink::netdev::policy::bind_rx_policy`]): with
-/// the attribute, `Some((its number, want))`; without it, `-a 0` binds without the attribute
-/// (`None`: such a kernel's only mode releases tokens still held at close), and `-a 1` cannot
-/// run. The one place that decides it, for the devmem server and for a sweep over
-/// `autorelease`.
+/// `policy` (its attribute numbers and types, [`crate::netlink::netdev::policy::bind_rx_policy`]):
+/// with the attribute, `Some((its number, want))`; without it, `-a 0` binds without the attribute
+/// (`None`: such a kernel's only mode releases tokens still held at close), and `-a 1` cannot run.
+/// The one place that decides it, for the devmem server and for a sweep over `autorelease`.
 ///
 /// Errors: [`Missing::AutoreleaseAttr`] (with the policy's attribute numbers) for `-a 1` on a
 /// kernel without the attribute.

@@ -1,12 +1,12 @@
 //! The one flow engine. Every data mode — the devmem, plain and zcrx receivers, the pattern
 //! sender, the devmem TX client, the peer server's sends and the `iou-zcrx` personality's
-//! client and ifq workers — runs its workers through [`run`]: worker 0 on the calling thread (so a one-flow run keeps what belongs to that
-//! thread: `-U`'s unbind hook, the payload on stdout), every other worker on a scoped thread
-//! of its own, each pinned to its CPU of `--cpus`, and one supervisor thread that keeps the
-//! clock: stop signals, the end of `--warmup` (the mark), the end of `--duration` (a clean
-//! end), progress lines and the readings at both ends of the measured interval. A worker is
-//! the receive loop of one flow, a zcrx ifq serving its flows, one flow's sender, or the
-//! `iou-zcrx` personality's acceptor that hands each ifq its connections.
+//! client and ifq workers — runs its workers through [`run`]: worker 0 on the calling thread (so a
+//! one-flow run keeps what belongs to that thread: `-U`'s unbind hook, the payload on stdout),
+//! every other worker on a scoped thread of its own, each pinned to its CPU of `--cpus`, and one
+//! supervisor thread that keeps the clock: stop signals, the end of `--warmup` (the mark), the end
+//! of `--duration` (a clean end), progress lines and the readings at both ends of the measured
+//! interval. A worker is the receive loop of one flow, a zcrx ifq serving its flows, one flow's
+//! sender, or the `iou-zcrx` personality's acceptor that hands each ifq its connections.
 //!
 //! The workers stop together: at the end of the duration, on a stop signal, or when one flow
 //! fails ([`Shared::note_failure`]: the others stop within one poll tick). A worker that

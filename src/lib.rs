@@ -43,8 +43,8 @@ macro_rules! elog_to {
     };
 }
 
-/// What [`elog!`] and [`elog_to!`] expand to: formats `args` and a newline, then writes them to `sink` in one
-/// `write_all`, ignoring errors.
+/// What [`elog!`] and [`elog_to!`] expand to: formats `args` and a newline, then writes them to
+/// `sink` in one `write_all`, ignoring errors.
 #[doc(hidden)]
 pub fn log_line(sink: &mut dyn std::io::Write, args: std::fmt::Arguments<'_>) {
     let mut line = args.to_string();

@@ -14,8 +14,8 @@
 //! * [`Memory`]: the allocated buffer. [`Memory::fd`] is what bind-rx and bind-tx take; the
 //!   receive loop (`rx::receive`, generic over [`FragMemory`]) and the devmem sender
 //!   (`tx::transmit`, generic over [`TxMemory`]) get the concrete buffer through
-//!   [`with_memory!`](crate::with_memory), which matches the variant once, outside the loop, so the per-frag path
-//!   is monomorphised for each source and never branches on it.
+//!   [`with_memory!`](crate::with_memory), which matches the variant once, outside the loop, so the
+//!   per-frag path is monomorphised for each source and never branches on it.
 //!
 //! Sources: [`crate::udmabuf`] (a memfd exported by `/dev/udmabuf`, hugetlb for large niovs;
 //! today's behaviour, the default) and [`dma_heap`] (`/dev/dma_heap/NAME`, default `system`).

@@ -212,8 +212,8 @@ impl RxStats {
 
     /// Adds `other`'s counts (another flow of the same run) to these: bytes, frags, tokens,
     /// calls, validated bytes, mismatches and the zcrx counters are summed, the largest frag
-    /// (and zcrx buffer size) is the larger one, `binding_gone` is either's. The CRC-32, the stream, the times and the receive buffer are
-    /// per flow and stay as they are.
+    /// (and zcrx buffer size) is the larger one, `binding_gone` is either's. The CRC-32, the
+    /// stream, the times and the receive buffer are per flow and stay as they are.
     pub(crate) fn merge(&mut self, other: &RxStats) {
         self.bytes += other.bytes;
         self.dmabuf_frags += other.dmabuf_frags;
@@ -395,17 +395,16 @@ impl RxStats {
     /// (`"devmem"` | `"plain TCP"` | `"io_uring zcrx"`), `bytes`, `dmabuf_frags`, `dmabuf_bytes`,
     /// `max_dmabuf_frag` (bytes), `linear_frags`,
     /// `linear_bytes`, `plain_bytes`, `tokens_released`, `dontneed_calls`, `recvmsg_calls`,
-    /// `eagain_retries`, `eintr_retries`, `control_only_recvmsgs`, `poll_calls`, `cpu_user_s`, `cpu_sys_s` (seconds over
-    /// the receive, null when unknown), `cpu_utilisation` (fraction of one CPU, null when
-    /// unknown), `validated_bytes`, `mismatches`, `stream` (`"period
-    /// 7"`, `"seed 42"` or null), `crc32` (number; null when no byte was hashed) and
-    /// `crc32_from` (the stream offset the CRC covers from: [`StreamCrc32`]), `elapsed_s`
-    /// (seconds, float), `gbit_per_s`
-    /// (float). In [`RxMode::Zcrx`] also `zcrx_chunks`,
-    /// `zcrx_buffers_returned`, `zcrx_refill_publishes`, `zcrx_arms`, `zcrx_retried_errors`,
-    /// `zcrx_flushes`, `zcrx_waits`, `zcrx_rx_buf_len` (bytes). When the server sized or was
-    /// given its receive buffer: `rcvbuf_set` (`SO_RCVBUF` bytes or null), `rcvbuf_bytes` (what
-    /// the kernel keeps) and `rcvbuf_reason`.
+    /// `eagain_retries`, `eintr_retries`, `control_only_recvmsgs`, `poll_calls`, `cpu_user_s`,
+    /// `cpu_sys_s` (seconds over the receive, null when unknown), `cpu_utilisation` (fraction of
+    /// one CPU, null when unknown), `validated_bytes`, `mismatches`, `stream` (`"period 7"`,
+    /// `"seed 42"` or null), `crc32` (number; null when no byte was hashed) and `crc32_from` (the
+    /// stream offset the CRC covers from: [`StreamCrc32`]), `elapsed_s` (seconds, float),
+    /// `gbit_per_s` (float). In [`RxMode::Zcrx`] also `zcrx_chunks`, `zcrx_buffers_returned`,
+    /// `zcrx_refill_publishes`, `zcrx_arms`, `zcrx_retried_errors`, `zcrx_flushes`, `zcrx_waits`,
+    /// `zcrx_rx_buf_len` (bytes). When the server sized or was given its receive buffer:
+    /// `rcvbuf_set` (`SO_RCVBUF` bytes or null), `rcvbuf_bytes` (what the kernel keeps) and
+    /// `rcvbuf_reason`.
     #[cfg(test)]
     pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self.totals()).unwrap_or_default()

@@ -1,8 +1,9 @@
 //! The run summary as types: the `--json` object of every run (`docs/json.md`), its envelope
 //! and each mode's body, serialized with serde (and read back the same way, by the lab and the
 //! tests), with its schema derived by `schemars`: `docs/summary.schema.json` (hand-written,
-//! for its constraints) is checked against these types, so it names no member they lack. The summary lines, the `--quiet` pass line, the
-//! lab's tables and the one verdict read these fields, not JSON keys.
+//! for its constraints) is checked against these types, so it names no member they lack. The
+//! summary lines, the `--quiet` pass line, the lab's tables and the one verdict read these fields,
+//! not JSON keys.
 //!
 //! Units: bytes, seconds (`_s`), Gbit/s (10⁹ bit/s, `gbit_per_s`), CPU shares in percent of
 //! the CPUs' time, `cpu_utilisation` as a fraction of one CPU. Counts are `u64`.

@@ -15,8 +15,8 @@
 //!
 //! Kernel availability: `RECV_ZC` and `IORING_REGISTER_ZCRX_IFQ` since 6.15, `rx_buf_len` since
 //! 7.0, `ZCRX_REG_NODEV` after 6.18 (7.3 has it). Registration needs `CAP_NET_ADMIN`. The ABI
-//! structs are this crate's (`crate::sys::uapi::io_uring_zcrx_*`, layouts asserted); raw memory and the
-//! syscalls that write through pointers live in [`crate::sys::uring_mem`]. Which refusals are
+//! structs are this crate's (`crate::sys::uapi::io_uring_zcrx_*`, layouts asserted); raw memory and
+//! the syscalls that write through pointers live in [`crate::sys::uring_mem`]. Which refusals are
 //! skips, and how the refill ring is sized, is decided in `uring/policy.rs` (re-exported here).
 
 use std::collections::VecDeque;

@@ -54,8 +54,9 @@ pub const DUPLICATE_WINDOW: usize = 32;
 /// (duplicate) or to one that was itself out of place (reordered).
 pub const RECENT_PIECES: usize = 4096;
 
-/// Bytes compared per window comparison of the periodic stream. 4 KiB keeps the window in L1 next to the data streaming through: 16 KiB made the 64 KiB-frag
-/// comparison 2× slower in cache and the 1 GiB receive loop 15% slower (docs/benchmarks.md).
+/// Bytes compared per window comparison of the periodic stream. 4 KiB keeps the window in L1 next
+/// to the data streaming through: 16 KiB made the 64 KiB-frag comparison 2× slower in cache and the
+/// 1 GiB receive loop 15% slower (docs/benchmarks.md).
 const COMPARE_CHUNK: usize = 4 * 1024;
 /// Keyed stream: bytes checked per block before a block with a difference is scanned byte by
 /// byte.

@@ -393,10 +393,10 @@ fn devmem_modes_skip_without_dma_heaps() {
 
 /// `-a` (bind-rx autorelease, unmerged series v7–v10) against the running kernel's bind-rx
 /// policy. Without the attribute (6.18 here, 7.3 in the VM suite): `-a 1` is a skip naming the
-/// policy first (then every other skip of the run: udmabuf here), before anything is changed; `-a 0` (what the
-/// series' devmem.py passes on every run) says it binds without the attribute and goes on to
-/// the same skip as a run without `-a` (udmabuf here, the device's support on veth in the VM),
-/// also with `-U 1` or `-U 2`. With the attribute, `-a 1` is no skip of its own.
+/// policy first (then every other skip of the run: udmabuf here), before anything is changed;
+/// `-a 0` (what the series' devmem.py passes on every run) says it binds without the attribute and
+/// goes on to the same skip as a run without `-a` (udmabuf here, the device's support on veth in
+/// the VM), also with `-U 1` or `-U 2`. With the attribute, `-a 1` is no skip of its own.
 #[test]
 fn bind_autorelease_follows_the_kernel_policy() {
     let Some(p) = pair("bind_autorelease_follows_the_kernel_policy") else {

@@ -179,8 +179,9 @@ fn run_cell_with(
 }
 
 /// A peer server as docs/lab.md defines it, for one sweep of one run: it answers `hello`
-/// (and `about`, with a host it knows nothing of), takes the `send`, and sends `plan` (not what the sweep asked for) to the sweep's address
-/// at the port the `send` names, then reports `done` (its figures changed by `spoil`, if any).
+/// (and `about`, with a host it knows nothing of), takes the `send`, and sends `plan` (not what the
+/// sweep asked for) to the sweep's address at the port the `send` names, then reports `done` (its
+/// figures changed by `spoil`, if any).
 fn stand_in_peer(listener: TcpListener, plan: Plan, spoil: Option<Spoil>) {
     let _ = listener.set_nonblocking(false);
     let (ctrl, from) = match listener.accept() {

@@ -355,8 +355,8 @@ struct ToolStart {
     setup: Option<String>,
 }
 
-/// The starts in a [`LISTEN_LOG`] text, with what [`ListenWatch`] logged of them; lines that are not
-/// the wrapper's are passed over.
+/// The starts in a [`LISTEN_LOG`] text, with what [`ListenWatch`] logged of them; lines that are
+/// not the wrapper's are passed over.
 fn parse_listen_log(text: &str) -> Vec<ToolStart> {
     let mut starts: Vec<ToolStart> = Vec::new();
     for line in text.lines() {

@@ -178,8 +178,8 @@ fn sweep_passing(
 /// 128 MiB. (The stricter shape — at most an eighth, and fewer `SO_DEVMEM_DONTNEED` calls per
 /// GiB at 65536 — does not hold on this software NIC under TCG: measured 0.21–0.26 of the 4K
 /// frags per GiB with a wide spread, and DONTNEED calls per GiB not lower; `docs/lab.md`. The
-/// DONTNEED figures are printed in the case line.) The pair has 8 queues and the four bound ones are
-/// 4..7: the tool keeps queue 0 in the main RSS table, so `-t 0` is refused.
+/// DONTNEED figures are printed in the case line.) The pair has 8 queues and the four bound ones
+/// are 4..7: the tool keeps queue 0 in the main RSS table, so `-t 0` is refused.
 pub(super) fn sweep_rx_page_size(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::with_queues(ctx, 61, 8, true)?;
     let before = NicState::take(&nic.dut)?;

@@ -82,7 +82,8 @@ const ZMF_QUEUES: [u64; 2] = [2, 3];
 /// stream, in zcrx chunks), each worker's flows all on its own queue by `SO_INCOMING_NAPI_ID`,
 /// every buffer returned; the module's per-queue counters agree (split frames only on a
 /// bound queue while the rule is installed, and on each bound queue exactly when the tool saw
-/// a flow there); about 5 s measured with CPU figures; the NIC (contexts included) as before, no io_uring owner left.
+/// a flow there); about 5 s measured with CPU figures; the NIC (contexts included) as before, no
+/// io_uring owner left.
 pub(super) fn zcrx_multi_flow(ctx: &Ctx) -> CaseResult {
     let nic = Dnic::new(ctx, 65, true)?;
     let before = NicState::take(&nic.dut)?;

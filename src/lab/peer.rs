@@ -921,8 +921,8 @@ impl PeerClient {
 
     /// Asks for the next run's traffic (`send`, then its `started`): `flows` flows of
     /// `stream` to `port` for `duration`, in writes (pieces) of `write_size`, over plain TCP
-    /// or (`devmem_tx`) through the peer's devmem TX. Returns the run's number and the duration the peer
-    /// will send for (after its limit).
+    /// or (`devmem_tx`) through the peer's devmem TX. Returns the run's number and the duration the
+    /// peer will send for (after its limit).
     ///
     /// Errors: [`Error::Failure`] naming the peer: a refusal, another answer, the connection.
     #[allow(clippy::too_many_arguments)] // the members of a `send` message, one each

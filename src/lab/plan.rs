@@ -75,8 +75,8 @@ impl SweepKey {
     }
 
     /// A value as the table shows it: sizes as `4K`, `64K`, `2M` (binary units) where exact,
-    /// autorelease as `off`/`on`, flows and hds-thresh as the number; a tcp-cc value (a name's position)
-    /// as the number, its name being the plan's ([`Plan::show`]).
+    /// autorelease as `off`/`on`, flows and hds-thresh as the number; a tcp-cc value (a name's
+    /// position) as the number, its name being the plan's ([`Plan::show`]).
     pub fn show(self, value: u64) -> String {
         match self {
             SweepKey::RxPageSize

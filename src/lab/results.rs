@@ -1,7 +1,7 @@
 //! The results of a sweep: each run's numbers (taken from the run's own summary, read as
-//! [`ReceiveBody`], and the peer's `done` figures), their mean and sample standard deviation per point, and the three
-//! renderings — the table on stdout, one CSV row per run, and the numbers the JSON file and the
-//! plot take. Pure: no syscalls.
+//! [`ReceiveBody`], and the peer's `done` figures), their mean and sample standard deviation per
+//! point, and the three renderings — the table on stdout, one CSV row per run, and the numbers the
+//! JSON file and the plot take. Pure: no syscalls.
 //!
 //! The table's first columns are the seeds' own, in their order and spelling:
 //! `niov  RX dev Gbps  RX flow avg Gbps  app sys %` (the rx-page-size series; the first
@@ -247,8 +247,8 @@ pub(crate) fn of_run(
 
 /// Whether a run's traffic reached every bound queue, from its summary `body`: the run's own
 /// `steering`, else the bound queues' own RX bytes over the measured interval
-/// (`device_rx.queues`, qstats; a queue without a byte was not reached). `None` without those figures (no device, the plain
-/// receiver; a kernel without queue stats).
+/// (`device_rx.queues`, qstats; a queue without a byte was not reached). `None` without those
+/// figures (no device, the plain receiver; a kernel without queue stats).
 pub(crate) fn steering_of(body: &ReceiveBody) -> Option<SteeringFigure> {
     if let Some(s) = &body.steering {
         // The run's own (qstats, else the flows' arrival queues).
@@ -753,7 +753,8 @@ pub(crate) fn table(plan: &Plan, records: &[RunRecord]) -> String {
 }
 
 /// One CSV row per run (kperf's convention: a header row first): where the run sits (its
-/// value as the option takes it: a tcp-cc point's name), how it ended, and every figure of [`all_columns`] (empty where the run has none).
+/// value as the option takes it: a tcp-cc point's name), how it ended, and every figure of
+/// [`all_columns`] (empty where the run has none).
 ///
 /// Errors: the CSV writer's (only from the underlying buffer, which cannot fail).
 pub(crate) fn csv(plan: &Plan, records: &[RunRecord]) -> Result<String, String> {

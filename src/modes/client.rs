@@ -195,9 +195,10 @@ pub(crate) struct DevmemTx<'a> {
 /// checked, one dma-buf allocated and bound for TX on `dev.ifname`, the connections made one
 /// after another (so the receiver numbers them in this order), each its own `SO_ZEROCOPY`
 /// socket with `flows.tcp_cc`, then every flow at once through the one flow engine
-/// ([`tx::transmit_flows`]: its own window of the dma-buf and completions). A flow that failed, or every flow of a failed run, is reset on close so the
-/// receiver sees `ECONNRESET` rather than a clean end of a truncated stream. `log` gets the
-/// progress lines. Returns each flow's figures (none when the set-up failed) and the outcome.
+/// ([`tx::transmit_flows`]: its own window of the dma-buf and completions). A flow that failed, or
+/// every flow of a failed run, is reset on close so the receiver sees `ECONNRESET` rather than a
+/// clean end of a truncated stream. `log` gets the progress lines. Returns each flow's figures
+/// (none when the set-up failed) and the outcome.
 ///
 /// Errors: the `--cpus` and window checks (`Error::Usage`, before anything is created); the
 /// memory source's and bind-tx's skips and refusals; a connect failure naming the flow; a

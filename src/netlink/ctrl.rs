@@ -346,7 +346,8 @@ pub fn parse_op_policy(replies: &[GenlReply], op: u32) -> Result<Vec<PolicyAttr>
 
 #[cfg(test)]
 /// The two replies of a bind-rx `CTRL_CMD_GETPOLICY` dump (op 13, family id 20: its `do`
-/// policy with attrs 1, 2, 3; the nested queue policy with attrs 1, 3, 7), with attributes `extra` (number, `NL_ATTR_TYPE_*`) after 1, 2, 3.
+/// policy with attrs 1, 2, 3; the nested queue policy with attrs 1, 3, 7), with attributes `extra`
+/// (number, `NL_ATTR_TYPE_*`) after 1, 2, 3.
 pub(crate) fn policy_replies_with(extra: &[(u16, u32)]) -> Vec<GenlReply> {
     let mut first = crate::netlink::attr::AttrWriter::new();
     first.put_u16(CTRL_ATTR_FAMILY_ID, "CTRL_ATTR_FAMILY_ID", 20);

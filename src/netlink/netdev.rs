@@ -1,6 +1,7 @@
 //! The `netdev` generic-netlink family (Documentation/netlink/specs/netdev.yaml,
 //! include/uapi/linux/netdev.h): device, queue, NAPI and page-pool queries, the queue and
-//! page-pool statistics (`stats`), and the devmem `bind-rx` / `bind-tx` operations (<https://docs.kernel.org/networking/devmem.html>).
+//! page-pool statistics (`stats`), and the devmem `bind-rx` / `bind-tx` operations
+//! (<https://docs.kernel.org/networking/devmem.html>).
 //!
 //! A devmem binding lives as long as the netlink socket that created it: the kernel keeps the
 //! binding on that socket's private list and unbinds when the socket closes. There is no

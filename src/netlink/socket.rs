@@ -774,7 +774,8 @@ mod tests {
         m.extend_from_slice(&echoed);
         m.extend_from_slice(&[8, 0, 5, 0, 3, 0, 0, 0]); // MISS_TYPE 3
         m.extend_from_slice(&[4, 0, 6, 0]); // an empty attr of type MISS_NEST is malformed...
-                                            // ...: the ack's problem, beside the kernel's errno and what was read before it.
+                                            // ...: the ack's problem, beside the kernel's errno and
+                                            // what was read before it.
         let e = parse_error(NLM_F_ACK_TLVS, &m[16..]).unwrap();
         assert_eq!((e.errno, e.ext.miss_type), (libc::EINVAL, Some(3)));
         let problem = e.ext.problem.unwrap_or_default();

@@ -30,8 +30,9 @@ use crate::netlink::ethtool::{Channels, TcpDataSplit};
 /// boxed [`NicOps`]. Single-threaded (the tool's NIC work happens on the main thread).
 ///
 /// It also carries the stop flag the setup steps look at between changes
-/// ([`SharedNic::interrupted`]): the SIGINT/SIGTERM/SIGHUP handler's [`crate::signals::STOP`] unless
-/// a test gives its own (`SharedNic::stop_flag`, in test builds). Undo steps never look at it.
+/// ([`SharedNic::interrupted`]): the SIGINT/SIGTERM/SIGHUP handler's [`crate::signals::STOP`]
+/// unless a test gives its own (`SharedNic::stop_flag`, in test builds). Undo steps never look at
+/// it.
 #[derive(Clone)]
 pub struct SharedNic {
     inner: Rc<RefCell<Box<dyn NicOps>>>,
@@ -386,9 +387,10 @@ pub(crate) fn equal_spread_of(table: &RssTable) -> Option<u32> {
 }
 
 /// A readable summary of an indirection table that never prints a large table whole:
-/// `"128 entries spread over queues 0..8"` (or `4..8`, for a context's table), `"custom table [3, 3, 1, 0]"` (up to 16 entries),
-/// or `"custom table of 512 entries using queues 0 (256), 1 (128), 3 (128)"` (queue and how
-/// many entries point to it; at most 16 queues named).
+/// `"128 entries spread over queues 0..8"` (or `4..8`, for a context's table),
+/// `"custom table [3, 3, 1, 0]"` (up to 16 entries), or
+/// `"custom table of 512 entries using queues 0 (256), 1 (128), 3 (128)"` (queue and how many
+/// entries point to it; at most 16 queues named).
 pub(crate) fn describe_rss(table: &RssTable) -> String {
     const SHOW: usize = 16;
     let len = table.indir.len();

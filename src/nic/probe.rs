@@ -25,9 +25,9 @@
 //! but does not decide whether devmem works (the driver does not report channels) is a
 //! `skip` line that does not change the verdict.
 //!
-//! A stop signal (SIGINT/SIGTERM/SIGHUP) is looked at before each check ([`SharedNic::interrupted`]):
-//! the remaining checks are not run, everything is undone, and the verdict is
-//! `Error::Interrupted` (exit 1).
+//! A stop signal (SIGINT/SIGTERM/SIGHUP) is looked at before each check
+//! ([`SharedNic::interrupted`]): the remaining checks are not run, everything is undone, and the
+//! verdict is `Error::Interrupted` (exit 1).
 
 use std::fmt;
 use std::io::Write;

@@ -30,8 +30,8 @@
 //! accept too), then up to [`DEADLINE`] for each later connection and for data on each (C: one
 //! 5 s limit on the whole receive, checked between completions, counted from the listen in the
 //! iou-zcrx.c without `-t`, so there a first connection after 5 s still fails, and from the
-//! last accept in the later one with `-t`); each connection is validated by stream offset; the client
-//! retries a refused connect for 5 s and sets `TCP_NODELAY` (the pattern sender does with a
+//! last accept in the later one with `-t`); each connection is validated by stream offset; the
+//! client retries a refused connect for 5 s and sets `TCP_NODELAY` (the pattern sender does with a
 //! write size); each server worker prints one line to stderr with what it validated.
 
 use std::net::{Ipv6Addr, SocketAddrV6};

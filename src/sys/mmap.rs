@@ -98,9 +98,9 @@ impl MappedRegion {
     /// `MAP_HUGETLB|MAP_HUGE_2MB` when `hugetlb` (then `len` must be a multiple of 2 MiB).
     ///
     /// Errors: `Error::Sys` with `EINVAL` (before any call) for `len == 0` or, with `hugetlb`,
-    /// a `len` that is not a multiple of 2 MiB (the kernel would round the mapping up, and the `munmap` of `len`
-    /// bytes on drop would then fail and leak it); `Error::Sys` naming the call (`ENOMEM`
-    /// from a hugetlb mapping means the 2 MiB pool is short).
+    /// a `len` that is not a multiple of 2 MiB (the kernel would round the mapping up, and the
+    /// `munmap` of `len` bytes on drop would then fail and leak it); `Error::Sys` naming the call
+    /// (`ENOMEM` from a hugetlb mapping means the 2 MiB pool is short).
     pub fn map_anon(len: usize, hugetlb: bool) -> Result<Self> {
         if hugetlb && len % HUGEPAGE_2M != 0 {
             return Err(Error::sys(

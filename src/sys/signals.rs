@@ -184,7 +184,8 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
 }
 
 /// Installs the stop-signal handlers (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2;
-/// without `SA_RESTART`, so blocking calls return `EINTR`) and ignores `SIGPIPE`. SIGHUP keeps an inherited `SIG_IGN` (`nohup`).
+/// without `SA_RESTART`, so blocking calls return `EINTR`) and ignores `SIGPIPE`. SIGHUP keeps an
+/// inherited `SIG_IGN` (`nohup`).
 ///
 /// First makes the eventfd the handler writes to (`stop_fd_of`), once; without one (a
 /// failed `eventfd`) the waits fall back to their timer tick.

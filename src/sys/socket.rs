@@ -574,8 +574,9 @@ pub(crate) fn recvmsg_raw(
     })
 }
 
-/// An accepted TCP connection, behind the receive loop's `RxSocket` seam: `recvmsg(MSG_SOCK_DEVMEM)`,
-/// `SO_DEVMEM_DONTNEED` and `poll(POLLIN)`. Closing it (drop) releases any tokens still held.
+/// An accepted TCP connection, behind the receive loop's `RxSocket` seam:
+/// `recvmsg(MSG_SOCK_DEVMEM)`, `SO_DEVMEM_DONTNEED` and `poll(POLLIN)`. Closing it (drop) releases
+/// any tokens still held.
 #[derive(Debug)]
 pub struct TcpRxSocket {
     fd: OwnedFd,

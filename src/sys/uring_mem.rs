@@ -14,8 +14,8 @@
 //!   [`probe_zcrx_register`] (a registration the kernel must refuse, to learn about
 //!   `CAP_NET_ADMIN` early).
 //! * [`zcrx_flush_rq`]: `ZCRX_CTRL_FLUSH_RQ`, recycling returned buffers without a page pool.
-//! * [`push_recv_zc`]: queues a multishot `IORING_OP_RECV_ZC` SQE (optionally length-limited) (the crate's `push` is
-//!   `unsafe`).
+//! * [`push_recv_zc`]: queues a multishot `IORING_OP_RECV_ZC` SQE (optionally length-limited) (the
+//!   crate's `push` is `unsafe`).
 //!
 //! Rules for memory the kernel writes concurrently (as in vm-memory's volatile-memory rules):
 //! no Rust reference to the kernel-written head word is ever created except as an atomic; refill

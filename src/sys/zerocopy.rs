@@ -1,11 +1,11 @@
 //! Zerocopy sends for devmem TX: `SO_ZEROCOPY`, `sendmsg(MSG_ZEROCOPY)` with an
 //! `SCM_DEVMEM_DMABUF` cmsg, error-queue reads of the completions, `poll(POLLERR)`.
 //!
-//! [`ZerocopySocket`] is the real devmem TX socket (behind `tx::devmem::TxSocket`). Its normal send path takes iovs as **dma-buf
-//! offsets** ([`DmabufIov`]), as the kernel wants them when the cmsg names a TX binding.
-//! `ZerocopySocket::send_user` (tests only) takes real buffers instead: for plain `MSG_ZEROCOPY` sends,
-//! and for exercising the cmsg path with dmabuf id 0, which the kernel treats as "no dma-buf"
-//! (measured on 6.18, `docs/kernel-interface.md#devmem-tx`). Numbers:
+//! [`ZerocopySocket`] is the real devmem TX socket (behind `tx::devmem::TxSocket`). Its normal send
+//! path takes iovs as **dma-buf offsets** ([`DmabufIov`]), as the kernel wants them when the cmsg
+//! names a TX binding. `ZerocopySocket::send_user` (tests only) takes real buffers instead: for
+//! plain `MSG_ZEROCOPY` sends, and for exercising the cmsg path with dmabuf id 0, which the kernel
+//! treats as "no dma-buf" (measured on 6.18, `docs/kernel-interface.md#devmem-tx`). Numbers:
 //! `include/uapi/asm-generic/socket.h`, `include/linux/socket.h`, `include/uapi/linux/errqueue.h`
 //! (`docs/kernel-interface.md#socket-constants`, `#devmem-tx`).
 

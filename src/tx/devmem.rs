@@ -820,7 +820,8 @@ impl TxStats {
         }
     }
 
-    /// The counters of one sender beyond [`TxStats::counters`] ([`crate::summary::DevmemTxDetail`]).
+    /// The counters of one sender beyond [`TxStats::counters`]
+    /// ([`crate::summary::DevmemTxDetail`]).
     pub fn detail(&self) -> crate::summary::DevmemTxDetail {
         crate::summary::DevmemTxDetail {
             pieces: self.pieces,

@@ -300,7 +300,8 @@ fn binding_id(replies: &[GenlReply], op: &str) -> Result<u32> {
 
 impl Netdev {
     /// `bind-rx`: binds `dmabuf_fd` to RX queues `rx_queues` (queue indices) of `ifindex`,
-    /// with niov size `rx_page_size` bytes when given. See [`bind_rx_request`](Self::bind_rx_request).
+    /// with niov size `rx_page_size` bytes when given. See
+    /// [`bind_rx_request`](Self::bind_rx_request).
     #[doc(alias = "NETDEV_CMD_BIND_RX")]
     pub fn bind_rx(
         &self,
