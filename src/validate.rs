@@ -159,6 +159,17 @@ fn le_word(b: &[u8]) -> u64 {
     u64::from_le_bytes(w)
 }
 
+/// Whether `data` equals `key`'s stream at `offset` when it is the common piece (whole words
+/// from a word boundary, at most [`KEYED_BLOCK`] bytes: one [`keyed_diff`]); `None` for any
+/// other piece.
+#[inline(always)]
+fn keyed_common(key: FlowKey, offset: u64, data: &[u8]) -> Option<bool> {
+    if (offset | data.len() as u64) % 8 != 0 || data.len() > KEYED_BLOCK {
+        return None;
+    }
+    Some(keyed_diff(key.word(offset / 8), key.step, data) == 0)
+}
+
 /// Bytes from `ptr` to the next [`VECTOR_ALIGN`]-byte boundary, at most `len` rounded down
 /// to whole words, when `ptr` is word-aligned (0 otherwise: no word boundary of the data is
 /// a vector boundary). The loops check or fill these words one at a time, then the rest in
@@ -173,12 +184,32 @@ fn lead_to_vector_align(ptr: *const u8, len: usize) -> usize {
 }
 
 dispatched! {
-    /// The OR over every whole 8-byte word of `data` of (word XOR the word expected there),
-    /// the first expected word being `first` and each next one `step` more: 0 when every
-    /// whole word matches. Bytes after the last whole word are not looked at. Built for
-    /// AVX-512 and AVX2 as well ([`Isa`]); on aarch64 the baseline build is NEON's (NEON is
-    /// aarch64's baseline, so every aarch64 CPU runs it).
-    fn keyed_diff / keyed_diff_in / keyed_diff_builds = keyed_diff_body(first: u64, step: u64, data: &[u8]) -> u64
+    /// 0 exactly when every whole 8-byte word of `data` is the word expected there, the first
+    /// expected word being `first` and each next one `step` more (else the OR of some words'
+    /// differences: the baseline's of every word's, the AVX builds' 1). Bytes after the last
+    /// whole word are not looked at. Built for AVX-512 and AVX2 as well ([`Isa`]:
+    /// [`keyed_diff_avx512`], [`keyed_diff_avx`]); on aarch64 the baseline build is NEON's
+    /// (NEON is aarch64's baseline, so every aarch64 CPU runs it).
+    fn keyed_diff / keyed_diff_in / keyed_diff_builds = keyed_diff_body(first: u64, step: u64, data: &[u8]) -> u64; avx512 = keyed_diff_avx512, avx2 = keyed_diff_avx
+}
+
+/// [`keyed_diff`] in the AVX-512 build: data that starts on a 64-byte boundary and is whole
+/// 256-byte steps (a 4 KiB niov, a page-aligned buffer) in the portable loop, which the
+/// compiler makes 512-bit (no word checked alone at either end); any other piece (a 1448-byte
+/// frag) in [`keyed_diff_avx`]'s 256-bit one. Measured in the release binary's code on this
+/// machine kind: 4 KiB pieces 1.00x a plain read in the 512-bit loop against 0.94x in the
+/// 256-bit one, 1448-byte pieces 0.73x against 0.83x (docs/benchmarks.md).
+///
+/// # Safety
+/// The CPU has AVX2 (the caller is the AVX-512 build, which has it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn keyed_diff_avx512(first: u64, step: u64, data: &[u8]) -> u64 {
+    if data.as_ptr() as usize % VECTOR_ALIGN == 0 && data.len() % 256 == 0 {
+        return keyed_diff_body(first, step, data);
+    }
+    // SAFETY: the caller's contract is this function's.
+    unsafe { keyed_diff_avx(first, step, data) }
 }
 
 #[inline(always)]
@@ -196,6 +227,105 @@ fn keyed_diff_body(first: u64, step: u64, data: &[u8]) -> u64 {
         want = want.wrapping_add(step);
     }
     diff
+}
+
+/// [`keyed_diff`] in the AVX builds, written with AVX2 intrinsics (the AVX-512 build makes
+/// each XOR-and-OR one `vpternlogq`): 128 bytes a step in four unaligned 32-byte loads, the
+/// whole vectors left, then the last whole words as one load of the last 32 bytes
+/// overlapping the vector before them. Nothing is aligned first: the portable loop's words
+/// one by one up to a 64-byte boundary and its epilogue took a varying number of steps per
+/// piece, which in 1448-byte pieces cost a quarter of a plain read's speed with AVX2
+/// (docs/benchmarks.md).
+///
+/// # Safety
+/// The CPU has AVX2 (the caller is an AVX2 function).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+// The register intrinsics are safe calls in an AVX2 function from Rust 1.87; the crate's
+// rust-version (1.85) still needs them in `unsafe`.
+#[allow(unused_unsafe)]
+unsafe fn keyed_diff_avx(first: u64, step: u64, data: &[u8]) -> u64 {
+    use std::arch::x86_64::{
+        __m256i, _mm256_add_epi64, _mm256_loadu_si256, _mm256_or_si256, _mm256_set1_epi64x,
+        _mm256_set_epi64x, _mm256_setzero_si256, _mm256_testz_si256, _mm256_xor_si256,
+    };
+    let words = data.len() / 8;
+    if words < 4 {
+        return keyed_diff_body(first, step, data);
+    }
+    let load = |v: &[u8]| -> __m256i {
+        let v = &v[..32];
+        // SAFETY: `v` is 32 readable bytes; the load takes any alignment; AVX2 is enabled.
+        unsafe { _mm256_loadu_si256(v.as_ptr().cast()) }
+    };
+    let s2 = step.wrapping_add(step);
+    // SAFETY: AVX2 is enabled (this function's callers' target feature); likewise in every
+    // block below.
+    let (lanes, step4, step16) = unsafe {
+        (
+            // Words 0..4 of a vector: 0, step, 2·step, 3·step past its first.
+            _mm256_set_epi64x(s2.wrapping_add(step) as i64, s2 as i64, step as i64, 0),
+            _mm256_set1_epi64x(s2.wrapping_add(s2) as i64),
+            _mm256_set1_epi64x(step.wrapping_mul(16) as i64),
+        )
+    };
+    // The expected vectors of the next 128 bytes.
+    let (mut e0, mut e1, mut e2, mut e3);
+    // SAFETY: as above.
+    unsafe {
+        e0 = _mm256_add_epi64(_mm256_set1_epi64x(first as i64), lanes);
+        e1 = _mm256_add_epi64(e0, step4);
+        e2 = _mm256_add_epi64(e1, step4);
+        e3 = _mm256_add_epi64(e2, step4);
+    }
+    // SAFETY: as above.
+    let (mut a0, mut a1, mut a2, mut a3) = unsafe {
+        (
+            _mm256_setzero_si256(),
+            _mm256_setzero_si256(),
+            _mm256_setzero_si256(),
+            _mm256_setzero_si256(),
+        )
+    };
+    let whole = &data[..words * 8];
+    let mut blocks = whole.chunks_exact(128);
+    for b in &mut blocks {
+        // SAFETY: as above.
+        unsafe {
+            a0 = _mm256_or_si256(a0, _mm256_xor_si256(load(b), e0));
+            a1 = _mm256_or_si256(a1, _mm256_xor_si256(load(&b[32..]), e1));
+            a2 = _mm256_or_si256(a2, _mm256_xor_si256(load(&b[64..]), e2));
+            a3 = _mm256_or_si256(a3, _mm256_xor_si256(load(&b[96..]), e3));
+            e0 = _mm256_add_epi64(e0, step16);
+            e1 = _mm256_add_epi64(e1, step16);
+            e2 = _mm256_add_epi64(e2, step16);
+            e3 = _mm256_add_epi64(e3, step16);
+        }
+    }
+    // Under 128 bytes left: at most three whole vectors, expected e0, e1, e2.
+    let rest = blocks.remainder();
+    let mut vectors = rest.chunks_exact(32);
+    for (v, e) in (&mut vectors).zip([e0, e1, e2]) {
+        // SAFETY: as above.
+        unsafe { a0 = _mm256_or_si256(a0, _mm256_xor_si256(load(v), e)) };
+    }
+    // Then at most three words: the last 32 bytes of `whole` (words `words - 4..words`),
+    // overlapping the vector before them.
+    if !vectors.remainder().is_empty() {
+        let at = words - 4;
+        let want = first.wrapping_add((at as u64).wrapping_mul(step));
+        // SAFETY: as above.
+        unsafe {
+            let e = _mm256_add_epi64(_mm256_set1_epi64x(want as i64), lanes);
+            a1 = _mm256_or_si256(a1, _mm256_xor_si256(load(&whole[at * 8..]), e));
+        }
+    }
+    // SAFETY: as above.
+    let equal = unsafe {
+        let all = _mm256_or_si256(_mm256_or_si256(a0, a1), _mm256_or_si256(a2, a3));
+        _mm256_testz_si256(all, all) == 1
+    };
+    u64::from(!equal)
 }
 
 dispatched! {
@@ -805,13 +935,10 @@ impl Pattern {
     #[inline]
     fn matches(&self, offset: u64, data: &[u8]) -> bool {
         match &self.kind {
-            Kind::Keyed { key, .. } => {
-                // The common piece: whole words from a word boundary, one block.
-                if offset % 8 == 0 && data.len() % 8 == 0 && data.len() <= KEYED_BLOCK {
-                    return keyed_diff(key.word(offset / 8), key.step, data) == 0;
-                }
-                compare_keyed(*key, offset, data, &mut |_| {}) == 0
-            }
+            Kind::Keyed { key, .. } => match keyed_common(*key, offset, data) {
+                Some(equal) => equal,
+                None => compare_keyed(*key, offset, data, &mut |_| {}) == 0,
+            },
             Kind::Periodic {
                 period,
                 window,
@@ -1300,6 +1427,24 @@ impl Validator {
         Ok(Validator::with_pattern(Pattern::from_spec(spec)?))
     }
 
+    /// Back to stream offset 0 with nothing counted, reported or held, keeping the memory of
+    /// the ring of recent pieces. For benchmarks: they check one buffer of the keyed stream
+    /// (which never repeats) pass after pass, and a clone per pass, whose ring starts empty and
+    /// grows, cost them several per cent of a 4 KiB piece's check that a receiver's validator,
+    /// running on through its connection, does not pay.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn rewind(&mut self) {
+        self.offset = 0;
+        self.mismatches = 0;
+        self.reported.clear();
+        self.diagnoses.clear();
+        self.recent.clear();
+        self.recent_head = 0;
+        self.held.clear();
+        self.identified = false;
+        self.causes.clear();
+    }
+
     /// The pattern being checked.
     pub fn pattern(&self) -> &Pattern {
         &self.pattern
@@ -1332,6 +1477,22 @@ impl Validator {
             }
             self.offset += data.len() as u64;
             return 0;
+        }
+        // The keyed stream's common piece past the connection's first bytes, likewise:
+        // through `check_other` and `check_piece` (two calls, a frame for every path) a 4 KiB
+        // piece cost 0.88x a plain read of it with AVX2, here 0.9-something (docs/benchmarks.md).
+        if let Kind::Keyed { key, .. } = self.pattern.kind {
+            if self.offset != 0 {
+                match keyed_common(key, self.offset, data) {
+                    Some(false) => return self.check_bad_piece(data),
+                    Some(true) => {
+                        self.note_piece(self.offset);
+                        self.offset += data.len() as u64;
+                        return 0;
+                    }
+                    None => {}
+                }
+            }
         }
         self.check_other(data)
     }
@@ -2386,6 +2547,36 @@ mod tests {
         force_isa(None).unwrap();
     }
 
+    /// `rewind` starts the stream again with nothing counted: the same bytes check clean a
+    /// second time, and a fault after it is counted once.
+    #[test]
+    fn a_rewound_validator_checks_the_stream_again() {
+        let p = Pattern::keyed(7);
+        let mut data = vec![0u8; 3 * 4096];
+        p.fill(&mut data, 0);
+        let mut v = Validator::with_pattern(p);
+        data[5000] ^= 1;
+        for piece in data.chunks(4096) {
+            v.check(piece);
+        }
+        assert_eq!(v.mismatches(), 1);
+        v.rewind();
+        assert_eq!((v.offset(), v.mismatches(), v.reported().len()), (0, 0, 0));
+        assert!(v.diagnoses().is_empty() && v.causes().is_empty());
+        data[5000] ^= 1;
+        for piece in data.chunks(4096) {
+            assert_eq!(v.check(piece), 0);
+        }
+        assert_eq!(v.offset(), data.len() as u64);
+        data[9000] ^= 4;
+        v.rewind();
+        for piece in data.chunks(4096) {
+            v.check(piece);
+        }
+        assert_eq!(v.mismatches(), 1);
+        assert_eq!(v.reported()[0].offset, 9000);
+    }
+
     /// Every instruction-set build this CPU runs fills and checks the same words as the
     /// baseline's, at every length, start and alignment, and finds a flipped bit in any word;
     /// so does the window comparison.
@@ -2397,6 +2588,11 @@ mod tests {
             for (len, at, k) in [
                 (0usize, 0usize, 5u64),
                 (8, 0, 0),
+                (8 * 4, 8, 2),
+                (8 * 16, 0, 3),
+                (8 * 19, 24, 4),
+                (8 * 31, 40, 6),
+                (1448, 8, 1 << 33),
                 (8 * 17, 8, 99),
                 (8 * 300 + 5, 16, 1 << 40),
                 (8 * 200 + 3, 3, 7),

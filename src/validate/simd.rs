@@ -122,18 +122,29 @@ pub fn force_isa(isa: Option<Isa>) -> Result<()> {
 /// Defines `$name(args) -> ret`, which runs `$body` (an `#[inline(always)]` function of the
 /// same arguments) in the build [`active_isa`] names; `$name_in(isa, args)`, the same in a given
 /// build (the baseline's when this CPU cannot run `isa`'s); and the module `$builds` that holds
-/// the builds.
+/// the builds. With `; avx512 = $avx512, avx2 = $avx2` those builds run these instead
+/// (`#[inline(always)] unsafe fn`s of the same arguments whose one condition is that the CPU
+/// has AVX2: code written with intrinsics, where the portable body vectorizes worse).
 macro_rules! dispatched {
-    ($(#[$m:meta])* $vis:vis fn $name:ident / $name_in:ident / $builds:ident = $body:ident ($($a:ident: $t:ty),*) $(-> $r:ty)?) => {
+    (@pick $first:ident $($rest:ident)?) => { $first };
+    ($(#[$m:meta])* $vis:vis fn $name:ident / $name_in:ident / $builds:ident = $body:ident ($($a:ident: $t:ty),*) $(-> $r:ty)? $(; avx512 = $avx512:ident, avx2 = $avx2:ident)?) => {
         mod $builds {
             #[allow(unused_imports)]
             use super::*;
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx512bw,avx2")]
-            pub(super) unsafe fn avx512($($a: $t),*) $(-> $r)? { $body($($a),*) }
+            #[allow(unused_unsafe)]
+            pub(super) unsafe fn avx512($($a: $t),*) $(-> $r)? {
+                // SAFETY: the body asks only for AVX2, which this build's caller guarantees.
+                unsafe { $crate::validate::simd::dispatched!(@pick $($avx512)? $body)($($a),*) }
+            }
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2")]
-            pub(super) unsafe fn avx2($($a: $t),*) $(-> $r)? { $body($($a),*) }
+            #[allow(unused_unsafe)]
+            pub(super) unsafe fn avx2($($a: $t),*) $(-> $r)? {
+                // SAFETY: the body asks only for AVX2, which this build's caller guarantees.
+                unsafe { $crate::validate::simd::dispatched!(@pick $($avx2)? $body)($($a),*) }
+            }
             /// Not inlined, so the dispatcher stays a few instructions.
             #[inline(never)]
             pub(super) fn baseline($($a: $t),*) $(-> $r)? { $body($($a),*) }
