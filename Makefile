@@ -32,10 +32,9 @@ build:
 # The README's test command: formatting, lints, then every test (unit, scripted-kernel,
 # real-kernel in network namespaces, the shell helpers, the py/ harness; the real-kernel ones
 # need root and say so when skipped), the release binary's validator builds (simd-calls),
-# then the VM suite, and last the static binaries of make
-# dist: checked, the aarch64 one under qemu-user, the x86_64 one through the VM suite's core
-# cases (run from the recipe so they stay last under make -j). The VM suite reuses what unit
-# and build compiled.
+# then the VM suite, and last the static binaries of make dist: checked, the aarch64 one
+# under qemu-user, the x86_64 one through the VM suite's core cases (run from the recipe so
+# they stay last under make -j). The VM suite reuses what unit and build compiled.
 test: lint unit scripts-test pytest simd-calls
 	$(MAKE) vm-test
 	$(MAKE) dist-test

@@ -466,8 +466,9 @@ pub(crate) struct Measure<'a> {
     last: Option<Snapshot>,
     /// Where the device's counters read before the listen are ([`device_before_listen`]):
     /// the interval's first reading takes them instead of its own. A receive that listens
-    /// after the measurement began (zcrx: once its ifqs are registered) fills it then.
-    early: Option<&'a EarlySlot>,
+    /// after the measurement began (zcrx: once its ifqs are registered) fills it then; an
+    /// empty slot leaves the first reading its own.
+    early: &'a EarlySlot,
     /// `--quiet`: no progress lines.
     quiet: bool,
 }
@@ -475,7 +476,7 @@ pub(crate) struct Measure<'a> {
 impl engine::Clock for Measure<'_> {
     fn interval_starts(&mut self) {
         let mut first = Snapshot::take(self.device, &mut self.netdev);
-        let early = self.early.and_then(|slot| slot.lock().ok()?.take());
+        let early = self.early.lock().ok().and_then(|mut slot| slot.take());
         if let Some(e) = early {
             first.qstats = Some(e.qstats);
             first.pools = Some(e.pools);
@@ -507,7 +508,7 @@ impl<'a> Measure<'a> {
         rx: &'a Receive,
         device: Option<&'a Device>,
         quiet: bool,
-        early: Option<&'a EarlySlot>,
+        early: &'a EarlySlot,
     ) -> Measure<'a> {
         let queues = match device {
             Some(d) => Netdev::open()
@@ -822,7 +823,7 @@ pub(crate) fn receive<M: FragMemory + Sync>(
     let mut stdout = payload_stdout(base.validate.is_none())?;
     let shared = Shared::new(n);
     let early = EarlySlot::new(early);
-    let mut measure = Measure::begin(rx, device, report.quiet(), Some(&early));
+    let mut measure = Measure::begin(rx, device, report.quiet(), &early);
     let mut conns = conns.into_iter();
     let conn0 = conns
         .next()
@@ -2272,12 +2273,12 @@ mod tests {
             qstats.contains("early qstats") && pools.contains("early pools")
         };
         let filled = EarlySlot::new(Some(early()));
-        let mut given = Measure::begin(&rx, Some(&d), true, Some(&filled));
+        let mut given = Measure::begin(&rx, Some(&d), true, &filled);
         given.interval_starts();
         assert!(took_early(&given), "{:?}", taken(&given));
 
         let slot = EarlySlot::default();
-        let mut later = Measure::begin(&rx, Some(&d), true, Some(&slot));
+        let mut later = Measure::begin(&rx, Some(&d), true, &slot);
         *slot.lock().unwrap() = Some(early());
         later.interval_starts();
         assert!(took_early(&later), "{:?}", taken(&later));
@@ -2287,7 +2288,7 @@ mod tests {
         );
 
         let empty = EarlySlot::default();
-        let mut own = Measure::begin(&rx, Some(&d), true, Some(&empty));
+        let mut own = Measure::begin(&rx, Some(&d), true, &empty);
         own.interval_starts();
         assert!(!taken(&own).0.contains("early"), "{:?}", taken(&own));
         assert!(!taken(&own).1.contains("early"), "{:?}", taken(&own));
@@ -2319,6 +2320,7 @@ mod tests {
         };
         let at = Instant::now();
         let rx = rx();
+        let no_early = EarlySlot::default();
         let with = |first: Result<Qstats>, last: Result<Qstats>, device| Measure {
             rx: &rx,
             device,
@@ -2332,7 +2334,7 @@ mod tests {
                 qstats: Some(last),
                 ..snap(at + Duration::from_secs(2))
             }),
-            early: None,
+            early: &no_early,
             quiet: true,
         };
         let flows = [zcrx_flow(0, 9000, 1, 1, at)];

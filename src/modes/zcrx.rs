@@ -360,7 +360,7 @@ fn receive_flows(
     // The device's reading from before the listen is taken once the ifqs are registered (their
     // queue restarts may reset a driver's counters), after this began.
     let early = flows::EarlySlot::default();
-    let mut measure = flows::Measure::begin(rx, device, report.quiet(), Some(&early));
+    let mut measure = flows::Measure::begin(rx, device, report.quiet(), &early);
     let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
     let mut job_txs = Vec::with_capacity(workers);
     let mut rest: Vec<engine::Worker<'_, WorkerOut>> = Vec::with_capacity(workers);
