@@ -234,8 +234,8 @@ fn keyed_diff_body(first: u64, step: u64, data: &[u8]) -> u64 {
 /// whole vectors left, then the last whole words as one load of the last 32 bytes
 /// overlapping the vector before them. Nothing is aligned first: the portable loop's words
 /// one by one up to a 64-byte boundary and its epilogue took a varying number of steps per
-/// piece, which in 1448-byte pieces cost a quarter of a plain read's speed with AVX2
-/// (docs/benchmarks.md).
+/// piece; in 1448-byte pieces it ran at 0.64x a plain read with AVX2 and 0.74x with AVX-512,
+/// this loop at 0.71x and 0.83x (docs/benchmarks.md).
 ///
 /// # Safety
 /// The CPU has AVX2 (the caller is an AVX2 function).
@@ -1478,9 +1478,10 @@ impl Validator {
             self.offset += data.len() as u64;
             return 0;
         }
-        // The keyed stream's common piece past the connection's first bytes, likewise:
-        // through `check_other` and `check_piece` (two calls, a frame for every path) a 4 KiB
-        // piece cost 0.88x a plain read of it with AVX2, here 0.9-something (docs/benchmarks.md).
+        // The keyed stream's common piece past the connection's first bytes, likewise: through
+        // `check_other` and `check_piece` (a call, and a frame for every stream's code) a 4 KiB
+        // piece's check ran at 0.88x a plain read with AVX2, here 0.91-0.92x; with AVX-512
+        // 0.95-0.99x and 1.00x (docs/benchmarks.md).
         if let Kind::Keyed { key, .. } = self.pattern.kind {
             if self.offset != 0 {
                 match keyed_common(key, self.offset, data) {
@@ -2583,13 +2584,18 @@ mod tests {
     #[test]
     fn every_build_fills_and_checks_the_same_words() {
         let key = flow_key(42, 3);
-        let mut space = vec![0u8; 8 * 300 + 5 + 64];
+        let mut space = vec![0u8; 8 * 300 + 5 + 128];
+        // `at` counts from a 64-byte boundary: at 0 and 64, whole 256-byte steps are the
+        // AVX-512 build's 512-bit loop (`keyed_diff_avx512`), anything else its 256-bit one.
+        let aligned = space.as_ptr().align_offset(64);
         for &isa in Isa::ALL.iter().filter(|i| i.supported()) {
             for (len, at, k) in [
                 (0usize, 0usize, 5u64),
                 (8, 0, 0),
                 (8 * 4, 8, 2),
                 (8 * 16, 0, 3),
+                (8 * 32, 0, 8),
+                (8 * 256, 64, 9),
                 (8 * 19, 24, 4),
                 (8 * 31, 40, 6),
                 (1448, 8, 1 << 33),
@@ -2603,7 +2609,7 @@ mod tests {
                 for (i, w) in want.chunks_exact(8).enumerate() {
                     assert_eq!(le_word(w), key.word(k + i as u64));
                 }
-                let got = &mut space[at..at + len];
+                let got = &mut space[aligned + at..aligned + at + len];
                 got.fill(0);
                 keyed_fill_in(isa, first, key.step, got);
                 assert_eq!(got, &want[..], "{isa} fill, {len} bytes at {at}");
