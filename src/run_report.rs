@@ -78,6 +78,25 @@ impl SetupClock {
         self.steps.push(SetupStep::new(step, took));
     }
 
+    /// The log line of a set-up that ended before its listen (an error, a stop signal): the
+    /// steps it ended (`start` first), then `unfinished after STEP`, the time from the last
+    /// step's end to now: the step it was in and what the run did to end (the NIC's undo). `None` after the listen, and before the first step of a NIC's set-up ended (a
+    /// usage error or a skip found by the checks says all there is to say). So a start that a
+    /// caller's wait gave up on says where its time went.
+    fn unfinished_line(&self) -> Option<String> {
+        if self.done || !self.has_set_up() {
+            return None;
+        }
+        // A marked step put the start first: it is in `steps`.
+        let mut steps = self.steps.clone();
+        let after = steps.last().map_or("", |s| s.step.as_str()).to_string();
+        steps.push(SetupStep {
+            step: format!("unfinished after {after}"),
+            ms: self.last.elapsed().as_secs_f64() * 1e3,
+        });
+        Some(setup_line(&steps).replacen("set-up before", "set-up ended before", 1))
+    }
+
     /// Whether a step other than the process's start and the listen was marked (a NIC's
     /// set-up): then the listen logs them.
     fn has_set_up(&self) -> bool {
@@ -292,6 +311,11 @@ impl RunReport {
     /// a run that ended before its summary (no connection within `--timeout`, a skip, a
     /// refused bind) has only those.
     pub(crate) fn finish(self, run: Result<()>) -> Result<()> {
+        if run.is_err() {
+            if let Some(line) = self.setup.borrow().unfinished_line() {
+                self.log(format_args!("{line}"));
+            }
+        }
         let decision = crate::verdict::decide(RunFacts {
             run,
             receive: self.receive.into_inner(),
@@ -655,6 +679,35 @@ mod tests {
             line,
             "set-up before the listen 2.952 s: checks 0.002 s, memory 2.950 s, listen 0.000 s"
         );
+    }
+
+    /// A set-up that ends before its listen names the steps it ended and the time after the
+    /// last one (`unfinished after STEP`); before its first step, and after the listen,
+    /// nothing.
+    #[test]
+    fn a_set_up_that_ends_before_the_listen_says_where_its_time_went() {
+        let mut clock = SetupClock::new();
+        clock.start = Some(std::time::Duration::from_millis(440));
+        assert_eq!(clock.unfinished_line(), None);
+        clock.step("checks");
+        clock.step("nic");
+        clock.last -= std::time::Duration::from_millis(4600);
+        let line = clock.unfinished_line().unwrap();
+        let (_, steps) = line.split_once(": ").unwrap();
+        let names: Vec<&str> = steps
+            .split(", ")
+            .map(|p| p.rsplitn(3, ' ').nth(2).unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["start", "checks", "nic", "unfinished after nic"],
+            "{line}"
+        );
+        let last: f64 = steps.rsplit(' ').nth(1).unwrap().parse().unwrap();
+        assert!((4.6..5.6).contains(&last), "{line}");
+        clock.step("listen");
+        clock.done = true;
+        assert_eq!(clock.unfinished_line(), None);
     }
 
     /// A mode without set-up steps (a sender, the probe) writes `setup: []`.

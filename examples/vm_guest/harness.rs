@@ -405,26 +405,36 @@ fn parse_listen_log(text: &str) -> Vec<ToolStart> {
 }
 
 /// ncdevmem-rs's set-up line in `stderr` (`ncdevmem-rs: set-up before the listen 4.100 s:
-/// start 0.010 s, checks 0.002 s, ..., memory 3.200 s, ...`); `None` without it (the C tool,
-/// a run that did not listen).
+/// start 0.010 s, checks 0.002 s, ..., memory 3.200 s, ...`), or the line of a set-up that
+/// ended before its listen (`set-up ended before the listen 5.071 s: ..., queues 0.002 s,
+/// unfinished after queues 4.618 s`: killed, or an error); `None` without either (the C tool).
 fn setup_line_in(stderr: &str) -> Option<&str> {
-    stderr
-        .lines()
-        .find(|l| l.contains("set-up before the listen "))
+    stderr.lines().find(|l| {
+        l.contains("set-up before the listen ") || l.contains("set-up ended before the listen ")
+    })
 }
 
 /// A set-up line ([`setup_line_in`]) in brief: the total and its two longest steps,
-/// `set-up 4.10 s: memory 3.20 s, bind 0.50 s`; `None` when it does not parse.
+/// `set-up 4.10 s: memory 3.20 s, bind 0.50 s` (`set-up ended 5.07 s: unfinished after queues
+/// 4.62 s, start 0.44 s` for one that did not reach its listen); `None` when it does not
+/// parse.
 fn setup_brief(line: &str) -> Option<String> {
-    let (_, line) = line.split_once("set-up before the listen ")?;
+    let (what, line) = match line.split_once("set-up before the listen ") {
+        Some((_, rest)) => ("set-up", rest),
+        None => (
+            "set-up ended",
+            line.split_once("set-up ended before the listen ")?.1,
+        ),
+    };
     let (total, steps) = line.split_once(": ")?;
     let secs = |t: &str| t.trim().strip_suffix(" s")?.parse::<f64>().ok();
     let total = secs(total)?;
+    // `NAME SECONDS s`, the name maybe of several words (`unfinished after queues`).
     let mut steps: Vec<(&str, f64)> = steps
         .split(", ")
         .filter_map(|p| {
-            let (name, t) = p.split_once(' ')?;
-            Some((name, secs(t)?))
+            let (name, t) = p.trim().strip_suffix(" s")?.rsplit_once(' ')?;
+            Some((name, t.parse::<f64>().ok()?))
         })
         .collect();
     steps.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -433,7 +443,7 @@ fn setup_brief(line: &str) -> Option<String> {
         .take(2)
         .map(|(n, t)| format!("{n} {t:.2} s"))
         .collect();
-    Some(format!("set-up {total:.2} s: {}", longest.join(", ")))
+    Some(format!("{what} {total:.2} s: {}", longest.join(", ")))
 }
 
 /// Per test of `run`: its time (from the previous test's result, the first from the run's
@@ -489,7 +499,14 @@ fn test_timing(run: &HarnessRun) -> String {
                 _ => format!("the slowest's {brief}"),
             });
         }
-        notes.extend(mine.iter().filter_map(|s| s.listen.clone()?.err()));
+        // A start that did not listen, with where its set-up's time went when it said.
+        notes.extend(mine.iter().filter_map(|s| {
+            let failed = s.listen.clone()?.err()?;
+            Some(match &s.setup {
+                Some(brief) => format!("{failed}: {brief}"),
+                None => failed,
+            })
+        }));
         if !notes.is_empty() {
             part += &format!(" ({})", notes.join(", "));
         }
@@ -2270,6 +2287,7 @@ mod tests {
             Some(Err("not listening after 30 s".to_string()))
         );
         starts[0].setup = Some("set-up 0.40 s: memory 0.30 s, bind 0.05 s".into());
+        starts[2].setup = Some("set-up ended 2.09 s: unfinished after nic 1.60 s".into());
         let run = HarnessRun {
             results: ["check_rx", "check_tx", "check_rx_hds"]
                 .iter()
@@ -2283,8 +2301,8 @@ mod tests {
         assert_eq!(
             test_timing(&run),
             "check_rx 15.0 s (listen 0.45 s, set-up 0.40 s: memory 0.30 s, bind 0.05 s), check_tx \
-             11.0 s (exited after 2.10 s without listening), check_rx_hds 49.0 s (not \
-             listening after 30 s)"
+             11.0 s (exited after 2.10 s without listening: set-up ended 2.09 s: unfinished \
+             after nic 1.60 s), check_rx_hds 49.0 s (not listening after 30 s)"
         );
     }
 
@@ -2303,6 +2321,15 @@ mod tests {
         );
         assert_eq!(setup_line_in("using queues 2..=3\nlistening on x\n"), None);
         assert_eq!(setup_brief("set-up before the listen garbage"), None);
+        let killed = "ncdevmem-rs: using queues 2..=3\n\
+                      ncdevmem-rs: set-up ended before the listen 5.071 s: start 0.440 s, \
+                      checks 0.006 s, nic 0.007 s, queues 0.002 s, unfinished after queues \
+                      4.616 s\n\
+                      ncdevmem-rs: interrupted by SIGTERM\n";
+        assert_eq!(
+            setup_line_in(killed).and_then(setup_brief).as_deref(),
+            Some("set-up ended 5.07 s: unfinished after queues 4.62 s, start 0.44 s")
+        );
     }
 
     /// The watch reads the listeners' starts from the log (`-l` and the last `-p PORT`) and
