@@ -78,7 +78,7 @@ impl SetupClock {
         self.steps.push(SetupStep::new(step, took));
     }
 
-    /// The log line of a set-up that ended before its listen (an error, a stop signal): the
+    /// The log line of a set-up that a stop signal ended before its listen: the
     /// steps it ended (`start` first), then `unfinished after STEP`, the time from the last
     /// step's end to now: the step it was in and what the run did to end (the NIC's undo). `None` after the listen, and before the first step of a NIC's set-up ended (a
     /// usage error or a skip found by the checks says all there is to say). So a start that a
@@ -311,7 +311,9 @@ impl RunReport {
     /// a run that ended before its summary (no connection within `--timeout`, a skip, a
     /// refused bind) has only those.
     pub(crate) fn finish(self, run: Result<()>) -> Result<()> {
-        if run.is_err() {
+        // A stop signal before the listen (a caller that gave up waiting for it): where the
+        // set-up's time went. A skip or a failure says what it found instead.
+        if matches!(run, Err(Error::Interrupted(_))) {
             if let Some(line) = self.setup.borrow().unfinished_line() {
                 self.log(format_args!("{line}"));
             }

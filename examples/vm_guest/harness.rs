@@ -407,7 +407,7 @@ fn parse_listen_log(text: &str) -> Vec<ToolStart> {
 /// ncdevmem-rs's set-up line in `stderr` (`ncdevmem-rs: set-up before the listen 4.100 s:
 /// start 0.010 s, checks 0.002 s, ..., memory 3.200 s, ...`), or the line of a set-up that
 /// ended before its listen (`set-up ended before the listen 5.071 s: ..., queues 0.002 s,
-/// unfinished after queues 4.618 s`: killed, or an error); `None` without either (the C tool).
+/// unfinished after queues 4.618 s`: stopped by a signal); `None` without either (the C tool).
 fn setup_line_in(stderr: &str) -> Option<&str> {
     stderr.lines().find(|l| {
         l.contains("set-up before the listen ") || l.contains("set-up ended before the listen ")
