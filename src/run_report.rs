@@ -78,10 +78,10 @@ impl SetupClock {
         self.steps.push(SetupStep::new(step, took));
     }
 
-    /// The log line of a set-up that a stop signal ended before its listen: the
-    /// steps it ended (`start` first), then `unfinished after STEP`, the time from the last
-    /// step's end to now: the step it was in and what the run did to end (the NIC's undo). `None` after the listen, and before the first step of a NIC's set-up ended (a
-    /// usage error or a skip found by the checks says all there is to say). So a start that a
+    /// The log line of a set-up that a stop signal ended before its listen: the steps it
+    /// ended (`start` first), then `unfinished after STEP`, the time from the last step's end
+    /// to now (the step it was in and what the run did to end: the NIC's undo). `None` after
+    /// the listen, and before the first step of a NIC's set-up ended. So a start that a
     /// caller's wait gave up on says where its time went.
     fn unfinished_line(&self) -> Option<String> {
         if self.done || !self.has_set_up() {
@@ -94,7 +94,7 @@ impl SetupClock {
             step: format!("unfinished after {after}"),
             ms: self.last.elapsed().as_secs_f64() * 1e3,
         });
-        Some(setup_line(&steps).replacen("set-up before", "set-up ended before", 1))
+        Some(setup_line("set-up ended before the listen", &steps))
     }
 
     /// Whether a step other than the process's start and the listen was marked (a NIC's
@@ -106,19 +106,16 @@ impl SetupClock {
     }
 }
 
-/// The log line of a set-up's `steps`: `set-up before the listen 0.412 s: start 0.010 s,
-/// checks 0.002 s, ...` (seconds to the millisecond; the total from the process's start).
-fn setup_line(steps: &[SetupStep]) -> String {
+/// The log line of a set-up's `steps` led by `what`: `set-up before the listen 0.412 s: start
+/// 0.010 s, checks 0.002 s, ...` (seconds to the millisecond; the total from the process's
+/// start).
+fn setup_line(what: &str, steps: &[SetupStep]) -> String {
     let total: f64 = steps.iter().map(|s| s.ms).sum();
     let each: Vec<String> = steps
         .iter()
         .map(|s| format!("{} {:.3} s", s.step, s.ms / 1e3))
         .collect();
-    format!(
-        "set-up before the listen {:.3} s: {}",
-        total / 1e3,
-        each.join(", ")
-    )
+    format!("{what} {:.3} s: {}", total / 1e3, each.join(", "))
 }
 
 /// A callback of a [`RunReport`].
@@ -204,7 +201,10 @@ impl RunReport {
                 clock.done = true;
                 // A mode that marked steps before its listen (a NIC's set-up) logs them.
                 if clock.has_set_up() {
-                    self.log(format_args!("{}", setup_line(&clock.steps)));
+                    self.log(format_args!(
+                        "{}",
+                        setup_line("set-up before the listen", &clock.steps)
+                    ));
                 }
             }
         }
@@ -672,11 +672,14 @@ mod tests {
             step: step.into(),
             ms,
         };
-        let line = setup_line(&[
-            step("checks", 1.5),
-            step("memory", 2950.25),
-            step("listen", 0.4),
-        ]);
+        let line = setup_line(
+            "set-up before the listen",
+            &[
+                step("checks", 1.5),
+                step("memory", 2950.25),
+                step("listen", 0.4),
+            ],
+        );
         assert_eq!(
             line,
             "set-up before the listen 2.952 s: checks 0.002 s, memory 2.950 s, listen 0.000 s"
