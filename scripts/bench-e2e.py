@@ -11,8 +11,9 @@ ncdevmem-rs row is compared with the iperf3 row of its own round.
 Figures of a run: Gbit/s as the receiver reports it (ncdevmem-rs: `gbit_per_s` of its --json,
 first byte to the end; iperf3: the client's end.sum_received); CPU per GiB: the receiver's
 plus the sender's user + system time (wait4(2) of each process, start to exit) per GiB moved;
-the 1-minute load average when the run started. Prints Markdown tables: min / median / max of
-each figure over the rounds, and of the per-round ratios to iperf3.
+the 1-minute load average when the run started; context switches per GiB of each process
+(wait4's voluntary ones: it slept; involuntary: it was preempted). Prints Markdown tables: min /
+median / max of each figure over the rounds, and of the per-round ratios to iperf3.
 
 The two namespaces and the veth pair are created here and always removed.
 docs/benchmarks.md has the figures of a run.
@@ -67,7 +68,8 @@ def wait_listening(ns, port, proc, timeout=10.0):
 
 
 def cpu_of(usage):
-    return usage.ru_utime, usage.ru_stime
+    """(user s, system s, voluntary switches, involuntary switches) of a waited-for process."""
+    return usage.ru_utime, usage.ru_stime, usage.ru_nvcsw, usage.ru_nivcsw
 
 
 class Run:
@@ -76,8 +78,8 @@ class Run:
     def __init__(self, gbit, nbytes, rx_cpu, tx_cpu, load):
         self.gbit = gbit
         self.nbytes = nbytes
-        self.rx_user, self.rx_sys = rx_cpu
-        self.tx_user, self.tx_sys = tx_cpu
+        self.rx_user, self.rx_sys, self.rx_vol, self.rx_invol = rx_cpu
+        self.tx_user, self.tx_sys, self.tx_vol, self.tx_invol = tx_cpu
         self.load = load
 
     def cpu_per_gib(self):
@@ -86,8 +88,8 @@ class Run:
 
 def run_measured(a, ns_rx, ns_tx, receiver, sender, wait_port, rx_stdout=False):
     """Starts `receiver` in ns_rx and then `sender` in ns_tx, waits for both; returns
-    ({"rx"/"tx": (stdout, stderr)}, receiver (user, sys) s, sender (user, sys) s), each
-    process's times from wait4. Output goes through files (a pipe left unread would stall a
+    ({"rx"/"tx": (stdout, stderr)}, receiver and sender (user s, sys s, voluntary switches,
+    involuntary switches)), each process's from wait4. Output goes through files (a pipe left unread would stall a
     tool); the receiver's stdout (the payload, when not validated) is dropped unless
     `rx_stdout`."""
     files = {n: (open(os.path.join(a.tmp, f"{n}.out"), "w+b"),
@@ -189,8 +191,9 @@ def report(results, rounds, nbytes):
           f"veth, {rounds} interleaved rounds)\n")
     print("min / **median** / max over the rounds; ratios are taken within a round.\n")
     print("| row | Gbit/s | vs iperf3 | CPU s per GiB (receiver + sender) | vs iperf3 "
-          "| receiver user + sys, sender user + sys (median s/GiB) |")
-    print("|---|---|---|---|---|---|")
+          "| receiver user + sys, sender user + sys (median s/GiB) "
+          "| switches per GiB, voluntary / involuntary: receiver, sender (median) |")
+    print("|---|---|---|---|---|---|---|")
     for name, ref, _ in ROWS:
         runs = results.get(name)
         if not runs:
@@ -208,8 +211,11 @@ def report(results, rounds, nbytes):
         parts = [statistics.median(getattr(r, f) * p for r, p in zip(runs, per))
                  for f in ("rx_user", "rx_sys", "tx_user", "tx_sys")]
         split = f"{parts[0]:.3f} + {parts[1]:.3f}, {parts[2]:.3f} + {parts[3]:.3f}"
+        sw = [statistics.median(getattr(r, f) * p for r, p in zip(runs, per))
+              for f in ("rx_vol", "rx_invol", "tx_vol", "tx_invol")]
+        switches = f"{sw[0]:,.0f} / {sw[1]:,.0f}, {sw[2]:,.0f} / {sw[3]:,.0f}"
         print(f"| {name} | {mmm(gbit, '.1f')} | {vs_gbit} | {mmm(cpu, '.3f')} | {vs_cpu} "
-              f"| {split} |")
+              f"| {split} | {switches} |")
     print("\nLoad average (1 min) at the start of each run, round by round:\n")
     for name, _, _ in ROWS:
         if results.get(name):
