@@ -25,7 +25,8 @@ use ncdevmem::memory::{Memory, MemoryPlan, MemorySource};
 use ncdevmem::rx::RxSocket;
 use ncdevmem::sys::dma_heap as sys_dma_heap;
 use ncdevmem::sys::socket::{
-    local_addr, set_devmem_autorelease, set_nodelay, shutdown_write, tcp_listen, TcpRxSocket,
+    local_addr, rcvlowat, set_devmem_autorelease, set_nodelay, set_rcvlowat, shutdown_write,
+    tcp_listen, TcpRxSocket,
 };
 use ncdevmem::sys::uapi::{dmabuf_token, MAX_DONTNEED_TOKENS};
 use ncdevmem::udmabuf::{
@@ -493,6 +494,44 @@ fn dontneed_on_plain_tcp_returns_zero_and_einval_above_128_tokens() {
     assert_eq!(server.dontneed(&too_many), Err(libc::EINVAL));
     // An empty batch makes no call.
     assert_eq!(server.dontneed(&[]), Ok(0));
+}
+
+/// `SO_RCVLOWAT` (`--rcvlowat`): the default reads back as 1; 65536 reads back as at most
+/// 65536 (TCP caps it at half the receive buffer); 1 reads back as 1. With the mark above
+/// what is queued, `poll` does not report the socket readable, yet a non-blocking `recvmsg`
+/// still returns what is queued: the receive loop, which polls in ticks, strands no byte.
+#[test]
+fn rcvlowat_round_trips_within_the_kernels_cap() {
+    let (client, mut server, _) = loopback_pair("127.0.0.1");
+    assert_eq!(rcvlowat(server.fd()).expect("getsockopt"), 1);
+    set_rcvlowat(server.fd(), 65536).expect("setsockopt 65536");
+    let kept = rcvlowat(server.fd()).expect("getsockopt");
+    assert!(
+        (1..=65536).contains(&kept),
+        "SO_RCVLOWAT 65536 read back as {kept}"
+    );
+    eprintln!("SO_RCVLOWAT 65536 read back as {kept}");
+
+    let payload = [7u8; 1000];
+    set_nodelay(client.as_fd(), true).expect("TCP_NODELAY");
+    send_all_timeout(client.as_fd(), &payload, None).expect("send");
+    // Queued but under the mark: not readable (the bytes reach the socket within the wait).
+    let wait = Duration::from_millis(300);
+    match kept > payload.len() as u32 {
+        true => assert!(
+            !server.wait_readable(wait).expect("poll"),
+            "readable under the mark"
+        ),
+        false => assert!(server.wait_readable(Duration::from_secs(5)).expect("poll")),
+    }
+    let (mut data, mut control) = (vec![0u8; 4096], vec![0u8; 256]);
+    let out = server
+        .recvmsg(&mut data, &mut control, false)
+        .expect("non-blocking recvmsg under the mark");
+    assert_eq!(out.bytes, payload.len());
+
+    set_rcvlowat(server.fd(), 1).expect("setsockopt 1");
+    assert_eq!(rcvlowat(server.fd()).expect("getsockopt"), 1);
 }
 
 #[test]

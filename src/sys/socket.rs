@@ -207,6 +207,27 @@ pub fn rcvbuf(fd: BorrowedFd<'_>) -> Result<u32> {
     getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, "SO_RCVBUF").map(|v| v.max(0) as u32)
 }
 
+/// Sets `SO_RCVLOWAT` to `bytes`: the receive low-water mark, the bytes that must be queued
+/// before `poll` reports the socket readable (and before a blocking `recv` returns). TCP caps
+/// it at half the receive buffer (a locked `SO_RCVBUF`, else half of `tcp_rmem`'s max); read
+/// [`rcvlowat`] for what it kept. A non-blocking `recv` still returns whatever is queued.
+///
+/// Errors: `Error::Sys` naming `setsockopt(SO_RCVLOWAT, bytes)`; `EINVAL` without a call for
+/// `bytes` above `i32::MAX`.
+pub fn set_rcvlowat(fd: BorrowedFd<'_>, bytes: u32) -> Result<()> {
+    let v = libc::c_int::try_from(bytes)
+        .map_err(|_| Error::sys(format!("setsockopt(SO_RCVLOWAT, {bytes})"), libc::EINVAL))?;
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v, "SO_RCVLOWAT")
+}
+
+/// The socket's receive low-water mark in bytes as the kernel keeps it
+/// (`getsockopt(SO_RCVLOWAT)`: 1 unless set; see [`set_rcvlowat`]).
+///
+/// Errors: `Error::Sys` naming `getsockopt(SO_RCVLOWAT)`.
+pub fn rcvlowat(fd: BorrowedFd<'_>) -> Result<u32> {
+    getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, "SO_RCVLOWAT").map(|v| v.max(0) as u32)
+}
+
 /// `SO_INCOMING_NAPI_ID` (include/uapi/asm-generic/socket.h; 4.12+), the value of x86_64 and
 /// aarch64.
 const SO_INCOMING_NAPI_ID: libc::c_int = 56;
