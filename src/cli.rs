@@ -429,6 +429,10 @@ pub struct PlainArgs {
     /// `--hds-thresh`: the NIC's hds-thresh in bytes for the run (header split turned on with
     /// it, both restored at the end); `None`: the NIC is not touched.
     pub hds_thresh: Option<u32>,
+    /// `--rcvlowat`: `SO_RCVLOWAT` in bytes (1..=1 GiB) set on each accepted connection: the
+    /// receiver is woken once that many bytes are queued (the kernel caps it at half the
+    /// receive buffer); `None`: the kernel's default, 1 byte.
+    pub rcvlowat: Option<u32>,
 }
 
 /// `-f IF`: the devmem probe (self-test).
@@ -1417,6 +1421,7 @@ fn mode_args(
             fail_on_linear: t.fail_on_linear,
             ifname: t.ifname.clone().filter(|_| plain_sets_hds(&t)),
             hds_thresh: t.hds_thresh,
+            rcvlowat: t.rcvlowat,
         }),
         Role::TxStdin | Role::TxPattern => ModeArgs::Client(ClientArgs {
             ifname: ifname(&t)?,

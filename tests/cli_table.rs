@@ -144,6 +144,25 @@ fn client(to: &str) -> ClientArgs {
     }
 }
 
+/// `-l --plain -s 2001:db8::1 -p 5201`: the plain receiver with defaults.
+fn plain() -> Run {
+    plain_run(ModeArgs::Plain(PlainArgs {
+        rx: receive("2001:db8::1", 5201),
+        fail_on_linear: false,
+        ifname: None,
+        hds_thresh: None,
+        rcvlowat: None,
+    }))
+}
+
+/// The plain receiver's arguments of `r` (panics when `r` is another mode).
+fn pln(r: &mut Run) -> &mut PlainArgs {
+    match &mut r.mode {
+        ModeArgs::Plain(p) => p,
+        other => panic!("not the plain receiver: {other:?}"),
+    }
+}
+
 /// The server arguments of `r` (a test helper: panics when `r` is another mode).
 fn srv(r: &mut Run) -> &mut ServerArgs {
     match &mut r.mode {
@@ -173,6 +192,7 @@ fn queues(start: u32, count: u32) -> Option<QueueRange> {
 }
 
 const SERVER: &str = "-l -f eth0 -s 2001:db8::1 -p 5201";
+const PLAIN: &str = "-l --plain -s 2001:db8::1 -p 5201";
 
 /// Every accepted flag, with the field it sets. Each row: extra arguments after a base
 /// command line, and the edit to the base run that must result (an option the mode does not
@@ -287,6 +307,25 @@ fn every_flag_has_its_meaning() {
             srv(r).memory = MemorySource::DmaHeap("system".into());
             srv(r).rx_page_size = Some(16384)
         }),
+        // The plain receiver.
+        (PLAIN, "", |r| *r = plain()),
+        (PLAIN, "--rcvlowat 512K", |r| {
+            *r = plain();
+            pln(r).rcvlowat = Some(512 << 10)
+        }),
+        (PLAIN, "--rcvlowat 1", |r| {
+            *r = plain();
+            pln(r).rcvlowat = Some(1)
+        }),
+        (PLAIN, "--rcvlowat 1G", |r| {
+            *r = plain();
+            pln(r).rcvlowat = Some(1 << 30)
+        }),
+        (PLAIN, "--rcvlowat 64K --rcvbuf 128K", |r| {
+            *r = plain();
+            pln(r).rcvlowat = Some(64 << 10);
+            pln(r).rx.rcvbuf = Some(128 << 10)
+        }),
         // Probe mode.
         ("-f eth0", "", |r| *r = probe()),
         ("-f eth0", "-b 16384", |r| {
@@ -389,6 +428,7 @@ fn new_modes_carry_their_options() {
         fail_on_linear: false,
         ifname: None,
         hds_thresh: None,
+        rcvlowat: None,
     }));
     assert_eq!(c, want);
 
@@ -544,6 +584,23 @@ fn mode_selection_table() {
         (
             "-f eth0 -s ::1 -p 1 --rcvbuf 64K",
             "--rcvbuf: only applies to receivers (-l)",
+        ),
+        // SO_RCVLOWAT: the plain receiver's only (no devmem or zcrx case yet).
+        (
+            "-l -f eth0 -s ::1 -p 1 --rcvlowat 512K",
+            "--rcvlowat: only applies to the plain receiver (-l --plain)",
+        ),
+        (
+            "-l --zcrx -f eth0 -s ::1 -p 1 --rcvlowat 512K",
+            "--rcvlowat: only applies to the plain receiver (-l --plain)",
+        ),
+        (
+            "--send-pattern 1K -s ::1 -p 1 -v 7 --rcvlowat 512K",
+            "--rcvlowat: only applies to the plain receiver (-l --plain)",
+        ),
+        (
+            "-f eth0 -s ::1 -p 1 --send-pattern 1K -v 7 --rcvlowat 512K",
+            "--rcvlowat: only applies to the plain receiver (-l --plain)",
         ),
         ("-l --plain -p 1", "-s: missing -s ADDR"),
         ("-l --plain -s ::1", "-p: missing -p PORT"),
@@ -734,6 +791,31 @@ fn every_bad_value_names_its_flag() {
             "--rcvbuf",
             "0 (the kernel's default) or 4096..=1073741824",
         ),
+        (
+            "--rcvlowat 0",
+            "--rcvlowat",
+            "(expected 1..=1073741824 bytes, optional suffix K, M or G)",
+        ),
+        (
+            "--rcvlowat 2G",
+            "--rcvlowat",
+            "(expected 1..=1073741824 bytes, optional suffix K, M or G)",
+        ),
+        (
+            "--rcvlowat 1073741825",
+            "--rcvlowat",
+            "(expected 1..=1073741824 bytes, optional suffix K, M or G)",
+        ),
+        (
+            "--rcvlowat -1",
+            "--rcvlowat",
+            "(expected 1..=1073741824 bytes, optional suffix K, M or G)",
+        ),
+        (
+            "--rcvlowat abc",
+            "--rcvlowat",
+            "(expected 1..=1073741824 bytes, optional suffix K, M or G)",
+        ),
         ("-A 2", "-A", "(expected 0 or 1)"),
         ("-A -1", "-A", "(expected 0 or 1)"),
         ("-A yes", "-A", "(expected 0 or 1)"),
@@ -917,6 +999,16 @@ fn every_bad_value_names_its_flag() {
         usage_err(&format!("{SERVER} -p x")),
         "-p: invalid port 'x' (expected 1..=65535)"
     );
+    // Where --rcvlowat applies, the same words (exit 2: usage_err checks it).
+    for bad in ["0", "2G", "-1", "abc"] {
+        assert_eq!(
+            usage_err(&format!("{PLAIN} --rcvlowat {bad}")),
+            format!(
+                "--rcvlowat: invalid receive low-water mark '{bad}' (expected \
+                 1..=1073741824 bytes, optional suffix K, M or G)"
+            )
+        );
+    }
 }
 
 /// `-b` and `--dmabuf-size` follow the page size given to the parser.

@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::limits::{dec_u64, size, MAX_FLOWS, MAX_RX_BUF_LEN, MAX_RX_PAGE_SIZE};
+use super::limits::{dec_u64, size, MAX_FLOWS, MAX_RCVLOWAT, MAX_RX_BUF_LEN, MAX_RX_PAGE_SIZE};
 use super::{JsonTarget, Role, Seed, UnbindMode, PROGRAM};
 use crate::error::{Error, Result};
 use crate::memory::MemorySource;
@@ -63,6 +63,7 @@ const EXPECT_TCP_CC: &str = "a congestion control name such as dctcp, cubic or r
 const EXPECT_SIZE: &str = "decimal bytes, optional suffix K, M or G (KiB, MiB, GiB)";
 const EXPECT_RCVBUF: &str =
     "0 (the kernel's default) or 4096..=1073741824 bytes, optional suffix K, M or G";
+const EXPECT_RCVLOWAT: &str = "1..=1073741824 bytes, optional suffix K, M or G";
 const EXPECT_OFFSET: &str = "decimal byte offset, optional suffix K, M or G (KiB, MiB, GiB)";
 const EXPECT_POW2: &str =
     "a power of two >= the page size that fits in 32 bits, in bytes, optional suffix K, M or G";
@@ -265,6 +266,7 @@ pub(super) struct Typed {
     pub write_size: Option<usize>,
     pub expect_bytes: Option<u64>,
     pub rcvbuf: Option<u64>,
+    pub rcvlowat: Option<u32>,
     pub corrupt_offset: Option<u64>,
     pub timeout: Option<Duration>,
     pub progress: Option<Duration>,
@@ -706,6 +708,29 @@ pub(super) const FLAGS: &[Flag] = &[
                the NIC for more buffers than the dmabuf has (a small dmabuf would stall);\n\
                left alone when the kernel's tcp_rmem max already fits. 0 = the kernel's\n\
                default",
+        section: Section::Ours,
+    },
+    Flag {
+        short: "",
+        long: "rcvlowat",
+        hint: "BYTES",
+        expect: EXPECT_RCVLOWAT,
+        set: |t, v, _| {
+            let n = size(v)
+                .filter(|&n| (1..=MAX_RCVLOWAT).contains(&n))
+                .ok_or_else(|| {
+                    invalid("--rcvlowat", "receive low-water mark", v, EXPECT_RCVLOWAT)
+                })?;
+            set(&mut t.rcvlowat, Some(n as u32))
+        },
+        roles: &[Role::Plain],
+        only: Some("the plain receiver (-l --plain)"),
+        example: "512K",
+        help: "with -l --plain: SO_RCVLOWAT on each accepted connection: the receiver is\n\
+               woken once BYTES are queued (or by the end of the stream, memory pressure\n\
+               or a closed window), so fewer wake-ups and system calls per byte. The\n\
+               kernel caps it at half the receive buffer (--rcvbuf N: at N; else half of\n\
+               tcp_rmem's max); the log says what it kept. Default: the kernel's, 1 byte",
         section: Section::Ours,
     },
     Flag {

@@ -19,6 +19,10 @@ pub const MAX_WRITE_SIZE: u64 = 64 << 20;
 /// (`ETHTOOL_A_RINGS_HDS_THRESH`) is a u32; the driver's hds-thresh-max is checked at the run.
 pub(crate) const MAX_HDS_THRESH: u64 = u32::MAX as u64;
 
+/// Largest `--rcvlowat`, bytes (1 GiB, the largest `--rcvbuf`): `SO_RCVLOWAT` is an int, and
+/// the kernel caps it at half the receive buffer anyway.
+pub(crate) const MAX_RCVLOWAT: u64 = 1 << 30;
+
 /// Parses a decimal number: ASCII digits only (no sign, no spaces, no `0x`; leading zeros are
 /// read as decimal, not octal). `None` for anything else, including overflow of `u64`.
 pub(crate) fn dec_u64(text: &str) -> Option<u64> {

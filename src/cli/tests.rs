@@ -157,6 +157,7 @@ fn every_size_option_takes_suffixes_and_help_lists_them() {
             "write-size",
             "expect-bytes",
             "rcvbuf",
+            "rcvlowat",
             "corrupt-offset",
             "dmabuf-size",
             "hds-thresh",
@@ -187,7 +188,8 @@ fn every_size_option_takes_suffixes_and_help_lists_them() {
     assert!(
         help.contains(
             "Byte sizes (-z, -b, --send-pattern, --write-size, --expect-bytes, --rcvbuf, \
-             --corrupt-offset, --dmabuf-size, --hds-thresh, --rx-buf-len, --max-bytes) are \
+             --rcvlowat, --corrupt-offset, --dmabuf-size, --hds-thresh, --rx-buf-len, \
+             --max-bytes) are \
              decimal bytes \
              with an optional suffix K, M or G (KiB, MiB, GiB), e.g. 64K or 1G."
         ),

@@ -1,11 +1,12 @@
 //! `-l --plain -s ADDR -p PORT`: the plain-TCP receiver.
 
-use super::{check_tcp_cc, flows, listen, open_nic, rx_config, NicRun};
+use super::{check_tcp_cc, flows, listen, log, open_nic, rx_config, Accepted, NicRun};
 use crate::cli::PlainArgs;
 use crate::error::{Error, Result};
 use crate::run_report::RunReport;
 use crate::rx::{NoFragMemory, RxConfig};
 use crate::signals;
+use crate::sys::socket;
 
 /// Listens, accepts one connection (or `--flows N`), receives over plain TCP, validates or
 /// prints, reports. No devmem: it validates the TCP path and the sender, and with several
@@ -47,7 +48,8 @@ pub(crate) fn run(a: &PlainArgs, report: &RunReport) -> Result<()> {
     result
 }
 
-/// The listen, accept and receive of [`run`].
+/// The listen, accept and receive of [`run`]; with `--rcvlowat`, each connection's
+/// `SO_RCVLOWAT` is set between the accept and the receive.
 fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
     let plan =
         a.rx.rcvbuf
@@ -56,6 +58,9 @@ fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
     let listener = listen(&a.rx, plan.as_ref(), report)?;
     let conns = flows::accept(&listener, &a.rx, plan.as_ref(), report)?;
     drop(listener);
+    if let Some(bytes) = a.rcvlowat {
+        set_rcvlowat(&conns, bytes, report)?;
+    }
     flows::receive(
         &a.rx,
         conns,
@@ -67,4 +72,39 @@ fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
         None,
         report,
     )
+}
+
+/// `--rcvlowat BYTES`: sets `SO_RCVLOWAT` on every accepted connection, reads back what the
+/// kernel kept, and logs one line: `receive low-water mark: SO_RCVLOWAT 524288 on each
+/// connection (--rcvlowat 524288)`, with what the kernel kept where it kept less (at most
+/// half the receive buffer), and the connection of the smallest where they differ.
+///
+/// Errors: `Error::Sys` from `setsockopt(SO_RCVLOWAT)` or `getsockopt(SO_RCVLOWAT)`.
+fn set_rcvlowat(conns: &[Accepted], bytes: u32, report: &RunReport) -> Result<()> {
+    let mut kept = Vec::with_capacity(conns.len());
+    for c in conns {
+        socket::set_rcvlowat(c.sock.fd(), bytes)?;
+        kept.push(socket::rcvlowat(c.sock.fd())?);
+    }
+    let Some((smallest_at, &smallest)) = kept.iter().enumerate().min_by_key(|(_, v)| **v) else {
+        return Ok(());
+    };
+    let capped = match smallest < bytes {
+        true => "; the kernel keeps at most half the receive buffer",
+        false => "",
+    };
+    let on = match kept.iter().all(|&v| v == smallest) {
+        true => "on each connection".to_string(),
+        // Accepted connection k (flow k, or with --seed and several flows the connection
+        // whose first bytes will name its flow).
+        false => format!(
+            "on connection {smallest_at}, the smallest of {}",
+            kept.len()
+        ),
+    };
+    log!(
+        report,
+        "receive low-water mark: SO_RCVLOWAT {smallest} {on} (--rcvlowat {bytes}{capped})"
+    );
+    Ok(())
 }
