@@ -1,8 +1,8 @@
 //! The fault matrix, host rows: every receive path this machine can run (plain TCP, one flow
-//! and several, fixed-size and timed, with warm-up, and a sweep run driven through the lab's
-//! control protocol) crossed with every fault a stream can carry. A cell whose fault applies
-//! must end with exit 1, the JSON verdict `fail` and, for several flows, the failing flow
-//! named; each row's clean cells must pass. No path may pass bad data.
+//! and several, fixed-size and timed, with warm-up, with `--rcvlowat`, and a sweep run driven
+//! through the lab's control protocol) crossed with every fault a stream can carry. A cell
+//! whose fault applies must end with exit 1, the JSON verdict `fail` and, for several flows,
+//! the failing flow named; each row's clean cells must pass. No path may pass bad data.
 //!
 //! The faults are made by a test sender written from docs/validation.md's definitions alone
 //! (`common/fault_sender.rs`), connecting from the test process into the receiver's own
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use common::bin::{ns_cmd, spawn, text, tmp_json};
 use common::NetNs;
-use fault_cells::{cell, grid, mark, receiver_args, Cell, Path, Ran, CASES};
+use fault_cells::{cell, grid, mark, receiver_args, Case, Cell, Path, Ran, CASES};
 use fault_sender::{Plan, Source};
 
 /// Waits for `child` at most `limit`, then kills it; its output and whether it ended on its own.
@@ -261,13 +261,20 @@ fn row(test: &str, path: Path, base_port: u16) {
 
 /// [`row`] with `extra` options given to the receiver of every cell.
 fn row_with(test: &str, path: Path, base_port: u16, extra: &[&str]) {
+    row_runs(test, path, base_port, extra);
+}
+
+/// [`row_with`], returning how each cell that applies ended (its column and its run), for a
+/// row that checks more of them; `None` when the test is skipped.
+fn row_runs(test: &str, path: Path, base_port: u16, extra: &[&str]) -> Option<Vec<(Case, Ran)>> {
     if let Some(reason) = common::skip_reason() {
         common::print_skip(test, &reason);
-        return;
+        return None;
     }
     let ns = NetNs::new().expect("create the namespace");
     let mut cells = Vec::new();
     let mut wrong = Vec::new();
+    let mut runs = Vec::new();
     for (i, case) in CASES.iter().enumerate() {
         let Some(c) = cell(&path, *case) else {
             cells.push("n/a".to_string());
@@ -281,12 +288,14 @@ fn row_with(test: &str, path: Path, base_port: u16, extra: &[&str]) {
                 wrong.push(format!("{} × {}: {why}", path.name, case.name()));
             }
         }
+        runs.push((*case, ran));
     }
     eprintln!(
         "fault matrix (FAIL: the fault failed the run, as it must)\n{}",
         grid(&[(path.name, cells)])
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    Some(runs)
 }
 
 #[test]
@@ -300,6 +309,38 @@ fn plain_one_flow_fixed_size() {
         flow_bytes: 4 << 20,
     };
     row("plain_one_flow_fixed_size", path, 7100);
+}
+
+/// The fixed-size row with `--rcvlowat 512 KiB`: the receiver is woken once that many bytes
+/// are queued (`SO_RCVLOWAT`), so a fault's bytes, a short last piece, a reset or a silent
+/// flow must still reach the verdict (the receive loop reads what is queued every poll tick).
+#[test]
+fn plain_one_flow_fixed_size_with_rcvlowat() {
+    let path = Path {
+        name: "plain, 1 flow, --rcvlowat 512K",
+        flows: 1,
+        timed: false,
+        warmup: false,
+        sweep: false,
+        flow_bytes: 4 << 20,
+    };
+    let test = "plain_one_flow_fixed_size_with_rcvlowat";
+    let Some(runs) = row_runs(test, path, 7900, &["--rcvlowat", "524288"]) else {
+        return;
+    };
+    // Every cell's connection got the mark: one line saying what the kernel kept (all of it
+    // while half of tcp_rmem's max is at least 512 KiB; less is said as less).
+    for (case, ran) in runs {
+        let logged = ran.stderr.lines().any(|l| {
+            l.contains("receive low-water mark: SO_RCVLOWAT ") && l.contains("(--rcvlowat 524288")
+        });
+        assert!(
+            logged,
+            "{}: no low-water mark line: {}",
+            case.name(),
+            ran.stderr
+        );
+    }
 }
 
 #[test]
