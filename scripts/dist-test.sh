@@ -8,7 +8,7 @@
 #             the right machine, and their --version naming their target
 #   aarch64   under qemu: --help and --version; the exit codes (and the usage messages) of a
 #             corpus of bad command lines equal to the x86_64 binary's, and as root those of
-#             the argv corpus's 869 single-process command lines (tests/fixtures/argv-corpus.txt:
+#             the argv corpus's 888 single-process command lines (tests/fixtures/argv-corpus.txt:
 #             every exit code, and every usage error's message); a 256 MiB keyed-stream
 #             (--seed) transfer over loopback from an aarch64 sender to an aarch64 plain
 #             receiver, validated; the same stream between the two architectures (byte by byte
