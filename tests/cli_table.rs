@@ -472,6 +472,24 @@ fn new_modes_carry_their_options() {
     assert_eq!(c, want);
 }
 
+/// `--rcvlowat` reaches the plain receiver's arguments, also those of each run of a sweep of
+/// it (`--peer`): the sweep's runs are that receiver's.
+#[test]
+fn rcvlowat_reaches_the_plain_receiver_and_its_sweep_runs() {
+    assert_eq!(
+        pln(&mut run(&format!("{PLAIN} --rcvlowat 512K"))).rcvlowat,
+        Some(512 << 10)
+    );
+    let c = run(&format!("{PLAIN} --peer 2001:db8::2 --rcvlowat 64K"));
+    let ModeArgs::Sweep(s) = c.mode else {
+        panic!("not a sweep: {c:?}");
+    };
+    let ModeArgs::Plain(p) = *s.base else {
+        panic!("not a sweep of the plain receiver: {s:?}");
+    };
+    assert_eq!(p.rcvlowat, Some(64 << 10));
+}
+
 /// `-p 0` (the kernel picks a free port, named in the listening line) is taken by the
 /// listeners that name the port they got, the plain receiver and the peer server, and refused
 /// everywhere the port is used before or beyond the listen: the devmem and zcrx servers (the
