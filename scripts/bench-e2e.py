@@ -2,9 +2,10 @@
 """End to end against iperf3: ncdevmem-rs' plain-TCP receiver and built-in pattern sender
 beside iperf3's server and client, over a veth pair between two network namespaces.
 
-Rows: one flow (iperf3 -n BYTES against ncdevmem-rs with --seed 42, with -v 7, and without
-validation, the payload to /dev/null), and four flows (iperf3 -P 4 -n BYTES against
-ncdevmem-rs --flows 4 with --seed 42 and with -v 7, BYTES/4 a flow). Every round runs every row
+Rows: one flow (iperf3 -n BYTES against ncdevmem-rs with --seed 42, with -v 7, without
+validation, the payload to /dev/null, and with --seed 42 --rcvlowat 512K), and four flows
+(iperf3 -P 4 -n BYTES against ncdevmem-rs --flows 4 with --seed 42, with -v 7 and with --seed
+42 --rcvlowat 512K, BYTES/4 a flow). Every round runs every row
 once, in that order (interleaved), so a busy neighbour weighs on all of them alike; each
 ncdevmem-rs row is compared with the iperf3 row of its own round.
 
@@ -133,7 +134,8 @@ def iperf3_row(flows):
     return run
 
 
-def ours_row(flows, stream, validate=True, binary=None):
+def ours_row(flows, stream, validate=True, binary=None, rx_extra=()):
+    """An ncdevmem-rs row: the plain receiver (with `rx_extra` too) and the pattern sender."""
     def run(a, ns_rx, ns_tx, nbytes):
         bin_ = binary or a.bin
         js = os.path.join(a.tmp, "rx.json")
@@ -144,6 +146,7 @@ def ours_row(flows, stream, validate=True, binary=None):
                   "--timeout", "60"] + stream
         if validate:
             receiver += stream
+        receiver += list(rx_extra)
         if flows > 1:
             receiver += ["--flows", str(flows)]
             sender += ["--flows", str(flows)]
@@ -159,22 +162,26 @@ def ours_row(flows, stream, validate=True, binary=None):
 def rows_for(also):
     """[(name, reference row or None, runner)]; `also` = [(label, binary)]: every ncdevmem-rs
     row once more with that binary, named "row [label]" (two builds side by side)."""
+    lowat = ["--rcvlowat", "512K"]
     ours = [
-        ("ncdevmem-rs --seed 42", "iperf3", (1, ["--seed", "42"], True)),
-        ("ncdevmem-rs -v 7", "iperf3", (1, ["-v", "7"], True)),
-        ("ncdevmem-rs, not validated (payload to /dev/null)", "iperf3", (1, ["-v", "7"], False)),
-        ("ncdevmem-rs --flows 4 --seed 42", "iperf3 -P 4", (4, ["--seed", "42"], True)),
-        ("ncdevmem-rs --flows 4 -v 7", "iperf3 -P 4", (4, ["-v", "7"], True)),
+        ("ncdevmem-rs --seed 42", "iperf3", (1, ["--seed", "42"], True, [])),
+        ("ncdevmem-rs -v 7", "iperf3", (1, ["-v", "7"], True, [])),
+        ("ncdevmem-rs, not validated (payload to /dev/null)", "iperf3",
+         (1, ["-v", "7"], False, [])),
+        ("ncdevmem-rs --seed 42 --rcvlowat 512K", "iperf3", (1, ["--seed", "42"], True, lowat)),
+        ("ncdevmem-rs --flows 4 --seed 42", "iperf3 -P 4", (4, ["--seed", "42"], True, [])),
+        ("ncdevmem-rs --flows 4 -v 7", "iperf3 -P 4", (4, ["-v", "7"], True, [])),
+        ("ncdevmem-rs --flows 4 --seed 42 --rcvlowat 512K", "iperf3 -P 4",
+         (4, ["--seed", "42"], True, lowat)),
     ]
     rows = []
-    for i, (name, ref, (flows, stream, validate)) in enumerate(ours):
-        if i == 0:
-            rows.append(("iperf3", None, iperf3_row(1)))
-        if i == 3:
-            rows.append(("iperf3 -P 4", None, iperf3_row(4)))
-        rows.append((name, ref, ours_row(flows, stream, validate)))
+    for name, ref, (flows, stream, validate, extra) in ours:
+        if not any(r[0] == ref for r in rows):
+            rows.append((ref, None, iperf3_row(1 if ref == "iperf3" else 4)))
+        rows.append((name, ref, ours_row(flows, stream, validate, rx_extra=extra)))
         for label, binary in also:
-            rows.append((f"{name} [{label}]", ref, ours_row(flows, stream, validate, binary)))
+            rows.append((f"{name} [{label}]", ref,
+                         ours_row(flows, stream, validate, binary, rx_extra=extra)))
     return rows
 
 
