@@ -59,7 +59,7 @@ fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
     let conns = flows::accept(&listener, &a.rx, plan.as_ref(), report)?;
     drop(listener);
     if let Some(bytes) = a.rcvlowat {
-        set_rcvlowat(&conns, bytes, report)?;
+        set_rcvlowat(&conns, bytes, a.rx.rcvbuf, report)?;
     }
     flows::receive(
         &a.rx,
@@ -76,11 +76,18 @@ fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
 
 /// `--rcvlowat BYTES`: sets `SO_RCVLOWAT` on every accepted connection, reads back what the
 /// kernel kept, and logs one line: `receive low-water mark: SO_RCVLOWAT 524288 on each
-/// connection (--rcvlowat 524288)`, with what the kernel kept where it kept less (at most
-/// half the receive buffer), and the connection of the smallest where they differ.
+/// connection (--rcvlowat 524288)`, with what the kernel kept where it kept less and why, and
+/// the connection of the smallest where they differ. TCP caps the mark at half the receive
+/// buffer: with `rcvbuf` (`--rcvbuf N`, which the kernel doubles) at N; without, at half of
+/// `tcp_rmem`'s max, growing the buffer to fit a mark up to that.
 ///
 /// Errors: `Error::Sys` from `setsockopt(SO_RCVLOWAT)` or `getsockopt(SO_RCVLOWAT)`.
-fn set_rcvlowat(conns: &[Accepted], bytes: u32, report: &RunReport) -> Result<()> {
+fn set_rcvlowat(
+    conns: &[Accepted],
+    bytes: u32,
+    rcvbuf: Option<u64>,
+    report: &RunReport,
+) -> Result<()> {
     let mut kept = Vec::with_capacity(conns.len());
     for c in conns {
         socket::set_rcvlowat(c.sock.fd(), bytes)?;
@@ -89,9 +96,12 @@ fn set_rcvlowat(conns: &[Accepted], bytes: u32, report: &RunReport) -> Result<()
     let Some((smallest_at, &smallest)) = kept.iter().enumerate().min_by_key(|(_, v)| **v) else {
         return Ok(());
     };
-    let capped = match smallest < bytes {
-        true => "; the kernel keeps at most half the receive buffer",
-        false => "",
+    let capped = match (smallest < bytes, rcvbuf) {
+        (false, _) => String::new(),
+        (true, Some(n)) if n > 0 => {
+            format!("; the kernel keeps at most half the receive buffer, set by --rcvbuf {n}")
+        }
+        (true, _) => "; the kernel keeps at most half of tcp_rmem's max".to_string(),
     };
     let on = match kept.iter().all(|&v| v == smallest) {
         true => "on each connection".to_string(),
