@@ -261,6 +261,8 @@ pub(crate) struct Accepted {
     pub sock: TcpRxSocket,
     /// What `SO_RCVBUF` became, and why.
     pub rcvbuf: Option<RcvbufReport>,
+    /// `SO_RCVLOWAT` as the kernel kept it (bytes), once `--rcvlowat` set it.
+    pub rcvlowat: Option<u32>,
 }
 
 /// Binds `-s`:`-p` with the receive buffer of `plan` (when it sets one) and the congestion

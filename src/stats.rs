@@ -100,6 +100,8 @@ pub struct RxStats {
     /// The connection's receive buffer, when the server sized it or was told to
     /// ([`crate::rcvbuf`]).
     pub rcvbuf: Option<RcvbufReport>,
+    /// The connection's `SO_RCVLOWAT` as the kernel kept it (bytes), when `--rcvlowat` set one.
+    pub rcvlowat: Option<u32>,
     /// Devmem: `recvmsg` answered `ENODEV` after a `-U 1` unbind (the binding had no users
     /// left, autorelease series v10) and the run ended there, cleanly.
     pub binding_gone: bool,
@@ -213,7 +215,8 @@ impl RxStats {
     /// Adds `other`'s counts (another flow of the same run) to these: bytes, frags, tokens,
     /// calls, validated bytes, mismatches and the zcrx counters are summed, the largest frag
     /// (and zcrx buffer size) is the larger one, `binding_gone` is either's. The CRC-32, the
-    /// stream, the times and the receive buffer are per flow and stay as they are.
+    /// stream, the times, the receive buffer and the low-water mark are per flow and stay as
+    /// they are.
     pub(crate) fn merge(&mut self, other: &RxStats) {
         self.bytes += other.bytes;
         self.dmabuf_frags += other.dmabuf_frags;
@@ -404,7 +407,7 @@ impl RxStats {
     /// `zcrx_refill_publishes`, `zcrx_arms`, `zcrx_retried_errors`, `zcrx_flushes`, `zcrx_waits`,
     /// `zcrx_rx_buf_len` (bytes). When the server sized or was given its receive buffer:
     /// `rcvbuf_set` (`SO_RCVBUF` bytes or null), `rcvbuf_bytes` (what the kernel keeps) and
-    /// `rcvbuf_reason`.
+    /// `rcvbuf_reason`. With `--rcvlowat`: `rcvlowat_bytes` (what the kernel kept).
     #[cfg(test)]
     pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self.totals()).unwrap_or_default()
@@ -456,6 +459,7 @@ impl RxStats {
                 rcvbuf_bytes: u64::from(r.effective),
                 rcvbuf_reason: r.reason.clone(),
             }),
+            rcvlowat_bytes: self.rcvlowat.map(u64::from),
         }
     }
 }
@@ -692,6 +696,19 @@ mod tests {
         assert_eq!(s.to_json()["binding_gone"], true);
         s.mode = RxMode::PlainTcp;
         assert!(s.to_json().get("binding_gone").is_none());
+    }
+
+    #[test]
+    fn the_low_water_mark_is_reported_when_set() {
+        let mut s = sample();
+        assert!(s.to_json().get("rcvlowat_bytes").is_none());
+        s.rcvlowat = Some(131072);
+        assert_eq!(s.to_json()["rcvlowat_bytes"], 131072);
+        // Per flow: a merged flow's mark does not replace the first's.
+        let mut other = sample();
+        other.rcvlowat = Some(65536);
+        s.merge(&other);
+        assert_eq!(s.to_json()["rcvlowat_bytes"], 131072);
     }
 
     #[test]

@@ -206,6 +206,10 @@ pub struct RxTotals {
     /// When the server sized its receive buffer or was told to.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub rcvbuf: Option<RcvbufFigures>,
+    /// `SO_RCVLOWAT` as the kernel kept it, bytes, when `--rcvlowat` set one (one flow; with
+    /// several, each flow's is in its `flows` object, as the receive buffer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvlowat_bytes: Option<u64>,
 }
 
 /// A flow's io_uring zcrx counters of its own (the ifq's are its worker's).
@@ -318,6 +322,9 @@ pub struct ReceiveFlow {
     /// Its receive buffer (`SO_RCVBUF` read back), bytes, when the server planned one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcvbuf_bytes: Option<u64>,
+    /// Its `SO_RCVLOWAT` as the kernel kept it, bytes, when `--rcvlowat` set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvlowat_bytes: Option<u64>,
     /// The worker that received it, when a worker served several flows (zcrx: its ifq's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<usize>,

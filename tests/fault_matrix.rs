@@ -340,6 +340,17 @@ fn plain_one_flow_fixed_size_with_rcvlowat() {
             case.name(),
             ran.stderr
         );
+        // And the summary says what it kept, whatever the verdict.
+        if let Some(j) = &ran.json {
+            assert!(
+                j["rcvlowat_bytes"]
+                    .as_u64()
+                    .is_some_and(|b| (1..=524288).contains(&b)),
+                "{}: rcvlowat_bytes {}",
+                case.name(),
+                j["rcvlowat_bytes"]
+            );
+        }
     }
 }
 

@@ -194,7 +194,11 @@ pub(crate) fn accept(
                 })
             })
             .transpose()?;
-        conns.push(Accepted { sock, rcvbuf });
+        conns.push(Accepted {
+            sock,
+            rcvbuf,
+            rcvlowat: None,
+        });
     }
     Ok(conns)
 }
@@ -272,6 +276,7 @@ pub(crate) struct Flow {
     stats: RxStats,
     result: Result<()>,
     rcvbuf: Option<RcvbufReport>,
+    rcvlowat: Option<u32>,
     started: Instant,
     mark: Option<Mark>,
     ended: Instant,
@@ -333,6 +338,7 @@ impl Flow {
             stats: ran.stats,
             result: ran.result,
             rcvbuf: conn.rcvbuf,
+            rcvlowat: conn.rcvlowat,
             started: ran.started,
             mark: ran.mark,
             ended: Instant::now(),
@@ -950,6 +956,7 @@ pub(crate) fn report_receive(r: Report<'_, '_>) -> Result<()> {
         );
     }
     f.stats.rcvbuf = f.rcvbuf.take();
+    f.stats.rcvlowat = f.rcvlowat;
     let queues = super::QueueFigures {
         device_rx,
         steering,
@@ -1916,6 +1923,7 @@ fn flow_figures(k: usize, f: &FlowFigures) -> summary::ReceiveFlow {
             data_segs_in: t.data_segs_in,
         }),
         rcvbuf_bytes: f.flow.rcvbuf.as_ref().map(|r| u64::from(r.effective)),
+        rcvlowat_bytes: f.flow.rcvlowat.map(u64::from),
         worker: None,
     }
 }
@@ -1939,6 +1947,7 @@ mod tests {
             stats,
             result: Ok(()),
             rcvbuf: None,
+            rcvlowat: None,
             started: at,
             mark: None,
             ended: at + Duration::from_secs(2),

@@ -56,10 +56,10 @@ fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
             .map(|b| crate::rcvbuf::plan(Some(b), 0, 0, 0, None));
     let rx_cfg = rx_config(&a.rx, a.fail_on_linear, RxConfig::plain(), report);
     let listener = listen(&a.rx, plan.as_ref(), report)?;
-    let conns = flows::accept(&listener, &a.rx, plan.as_ref(), report)?;
+    let mut conns = flows::accept(&listener, &a.rx, plan.as_ref(), report)?;
     drop(listener);
     if let Some(bytes) = a.rcvlowat {
-        set_rcvlowat(&conns, bytes, a.rx.rcvbuf, report)?;
+        set_rcvlowat(&mut conns, bytes, a.rx.rcvbuf, report)?;
     }
     flows::receive(
         &a.rx,
@@ -75,7 +75,8 @@ fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
 }
 
 /// `--rcvlowat BYTES`: sets `SO_RCVLOWAT` on every accepted connection, reads back what the
-/// kernel kept, and logs one line: `receive low-water mark: SO_RCVLOWAT 524288 on each
+/// kernel kept (into [`Accepted::rcvlowat`]: the summary's `rcvlowat_bytes`), and logs one
+/// line: `receive low-water mark: SO_RCVLOWAT 524288 on each
 /// connection (--rcvlowat 524288)`, with what the kernel kept where it kept less and why, and
 /// the connection of the smallest where they differ. TCP caps the mark at half the receive
 /// buffer: with `rcvbuf` (`--rcvbuf N`, which the kernel doubles) at N; without, at half of
@@ -83,15 +84,17 @@ fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
 ///
 /// Errors: `Error::Sys` from `setsockopt(SO_RCVLOWAT)` or `getsockopt(SO_RCVLOWAT)`.
 fn set_rcvlowat(
-    conns: &[Accepted],
+    conns: &mut [Accepted],
     bytes: u32,
     rcvbuf: Option<u64>,
     report: &RunReport,
 ) -> Result<()> {
     let mut kept = Vec::with_capacity(conns.len());
-    for c in conns {
+    for c in conns.iter_mut() {
         socket::set_rcvlowat(c.sock.fd(), bytes)?;
-        kept.push(socket::rcvlowat(c.sock.fd())?);
+        let k = socket::rcvlowat(c.sock.fd())?;
+        c.rcvlowat = Some(k);
+        kept.push(k);
     }
     let Some((smallest_at, &smallest)) = kept.iter().enumerate().min_by_key(|(_, v)| **v) else {
         return Ok(());
