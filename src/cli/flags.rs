@@ -505,9 +505,7 @@ pub(super) const FLAGS: &[Flag] = &[
         hint: "BYTES",
         expect: EXPECT_CHUNK,
         set: |t, v, _| {
-            let n = size(v)
-                .filter(|&n| (1..=u64::from(u32::MAX)).contains(&n))
-                .ok_or_else(|| invalid("-z", "chunk size", v, EXPECT_CHUNK))?;
+            let n = sized("-z", "chunk size", v, 1, u64::from(u32::MAX), EXPECT_CHUNK)?;
             set(&mut t.tx_chunk, Some(n as u32))
         },
         roles: &[Role::TxStdin, Role::TxPattern],
@@ -648,12 +646,8 @@ pub(super) const FLAGS: &[Flag] = &[
         hint: "BYTES",
         expect: EXPECT_SIZE,
         set: |t, v, _| {
-            let n = size(v)
-                .filter(|&n| (1..=MAX_WRITE_SIZE).contains(&n))
-                .ok_or_else(|| {
-                    let expect = format!("{EXPECT_SIZE}, 1..=64M");
-                    invalid("--write-size", "write size", v, &expect)
-                })?;
+            let expect = format!("{EXPECT_SIZE}, 1..=64M");
+            let n = sized("--write-size", "write size", v, 1, MAX_WRITE_SIZE, &expect)?;
             set(&mut t.write_size, Some(n as usize))
         },
         roles: &[
@@ -716,11 +710,8 @@ pub(super) const FLAGS: &[Flag] = &[
         hint: "BYTES",
         expect: EXPECT_RCVLOWAT,
         set: |t, v, _| {
-            let n = size(v)
-                .filter(|&n| (1..=MAX_RCVLOWAT).contains(&n))
-                .ok_or_else(|| {
-                    invalid("--rcvlowat", "receive low-water mark", v, EXPECT_RCVLOWAT)
-                })?;
+            let what = "receive low-water mark";
+            let n = sized("--rcvlowat", what, v, 1, MAX_RCVLOWAT, EXPECT_RCVLOWAT)?;
             set(&mut t.rcvlowat, Some(n as u32))
         },
         roles: &[Role::Plain],
@@ -968,10 +959,9 @@ pub(super) const FLAGS: &[Flag] = &[
         hint: "BYTES",
         expect: EXPECT_HDS_THRESH,
         set: |t, v, _| {
-            let n = size(v)
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| invalid("--hds-thresh", "hds-thresh", v, EXPECT_HDS_THRESH))?;
-            set(&mut t.hds_thresh, Some(n))
+            let max = u64::from(u32::MAX);
+            let n = sized("--hds-thresh", "hds-thresh", v, 0, max, EXPECT_HDS_THRESH)?;
+            set(&mut t.hds_thresh, Some(n as u32))
         },
         // Its value reaches only the plain receiver's arguments: a devmem or zcrx server
         // takes 0 (what it sets anyway) and refuses any other value; the modes that set no
@@ -1136,9 +1126,7 @@ pub(super) const FLAGS: &[Flag] = &[
         hint: "BYTES",
         expect: EXPECT_MAX_BYTES,
         set: |t, v, _| {
-            let n = size(v)
-                .filter(|&n| n > 0)
-                .ok_or_else(|| invalid("--max-bytes", "byte count", v, EXPECT_MAX_BYTES))?;
+            let n = sized("--max-bytes", "byte count", v, 1, u64::MAX, EXPECT_MAX_BYTES)?;
             set(&mut t.max_bytes, Some(n))
         },
         roles: &[Role::PeerServer],
@@ -1493,6 +1481,14 @@ pub(super) fn invalid(flag: &str, what: &str, text: &str, expect: &str) -> Error
 /// A decimal number in `min..=max`.
 fn ranged(flag: &str, what: &str, text: &str, min: u64, max: u64, expect: &str) -> Result<u64> {
     match dec_u64(text) {
+        Some(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(invalid(flag, what, text, expect)),
+    }
+}
+
+/// A byte size ([`size`]: decimal, optional suffix K, M or G) in `min..=max`.
+fn sized(flag: &str, what: &str, text: &str, min: u64, max: u64, expect: &str) -> Result<u64> {
+    match size(text) {
         Some(v) if (min..=max).contains(&v) => Ok(v),
         _ => Err(invalid(flag, what, text, expect)),
     }
