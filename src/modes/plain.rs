@@ -76,9 +76,9 @@ fn receive(a: &PlainArgs, report: &RunReport) -> Result<()> {
 
 /// `--rcvlowat BYTES`: sets `SO_RCVLOWAT` on every accepted connection, reads back what the
 /// kernel kept (into [`Accepted::rcvlowat`]: the summary's `rcvlowat_bytes`), and logs one
-/// line: `receive low-water mark: SO_RCVLOWAT 524288 on each
-/// connection (--rcvlowat 524288)`, with what the kernel kept where it kept less and why, and
-/// the connection of the smallest where they differ. TCP caps the mark at half the receive
+/// line: `receive low-water mark: SO_RCVLOWAT 524288 on each connection (--rcvlowat 524288)`,
+/// with what the kernel kept where it kept less and why, and the connection of the smallest
+/// where they differ. TCP caps the mark at half the receive
 /// buffer: with `rcvbuf` (`--rcvbuf N`, which the kernel doubles) at N; without, at half of
 /// `tcp_rmem`'s max, growing the buffer to fit a mark up to that.
 ///
@@ -89,13 +89,11 @@ fn set_rcvlowat(
     rcvbuf: Option<u64>,
     report: &RunReport,
 ) -> Result<()> {
-    let mut kept = Vec::with_capacity(conns.len());
     for c in conns.iter_mut() {
         socket::set_rcvlowat(c.sock.fd(), bytes)?;
-        let k = socket::rcvlowat(c.sock.fd())?;
-        c.rcvlowat = Some(k);
-        kept.push(k);
+        c.rcvlowat = Some(socket::rcvlowat(c.sock.fd())?);
     }
+    let kept: Vec<u32> = conns.iter().filter_map(|c| c.rcvlowat).collect();
     let Some((smallest_at, &smallest)) = kept.iter().enumerate().min_by_key(|(_, v)| **v) else {
         return Ok(());
     };
