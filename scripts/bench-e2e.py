@@ -5,9 +5,9 @@ beside iperf3's server and client, over a veth pair between two network namespac
 Rows: one flow (iperf3 -n BYTES against ncdevmem-rs with --seed 42, with -v 7, without
 validation, the payload to /dev/null, and with --seed 42 --rcvlowat 512K), and four flows
 (iperf3 -P 4 -n BYTES against ncdevmem-rs --flows 4 with --seed 42, with -v 7 and with --seed
-42 --rcvlowat 512K, BYTES/4 a flow). Every round runs every row
-once, in that order (interleaved), so a busy neighbour weighs on all of them alike; each
-ncdevmem-rs row is compared with the iperf3 row of its own round.
+42 --rcvlowat 512K, BYTES/4 a flow). Every round runs every row once, in that order
+(interleaved), so a busy neighbour weighs on all of them alike; each ncdevmem-rs row is
+compared with the iperf3 row of its own round.
 
 Figures of a run: Gbit/s as the receiver reports it (ncdevmem-rs: `gbit_per_s` of its --json,
 first byte to the end; iperf3: the client's end.sum_received); CPU per GiB: the receiver's
@@ -90,9 +90,9 @@ class Run:
 def run_measured(a, ns_rx, ns_tx, receiver, sender, wait_port, rx_stdout=False):
     """Starts `receiver` in ns_rx and then `sender` in ns_tx, waits for both; returns
     ({"rx"/"tx": (stdout, stderr)}, receiver and sender (user s, sys s, voluntary switches,
-    involuntary switches)), each process's from wait4. Output goes through files (a pipe left unread would stall a
-    tool); the receiver's stdout (the payload, when not validated) is dropped unless
-    `rx_stdout`."""
+    involuntary switches)), each process's from wait4. Output goes through files (a pipe left
+    unread would stall a tool); the receiver's stdout (the payload, when not validated) is
+    dropped unless `rx_stdout`."""
     files = {n: (open(os.path.join(a.tmp, f"{n}.out"), "w+b"),
                  open(os.path.join(a.tmp, f"{n}.err"), "w+b")) for n in ("rx", "tx")}
     rx = subprocess.Popen(["ip", "netns", "exec", ns_rx] + receiver,
@@ -214,12 +214,13 @@ def report(results, rounds, nbytes):
                          ".2f") + "×"
         else:
             vs_gbit = vs_cpu = "—"
-        per = [GIB / r.nbytes for r in runs]
-        parts = [statistics.median(getattr(r, f) * p for r, p in zip(runs, per))
-                 for f in ("rx_user", "rx_sys", "tx_user", "tx_sys")]
+        def per_gib(*fields):
+            """The median over the rounds of each of `fields` per GiB moved."""
+            return [statistics.median(getattr(r, f) * GIB / r.nbytes for r in runs)
+                    for f in fields]
+        parts = per_gib("rx_user", "rx_sys", "tx_user", "tx_sys")
         split = f"{parts[0]:.3f} + {parts[1]:.3f}, {parts[2]:.3f} + {parts[3]:.3f}"
-        sw = [statistics.median(getattr(r, f) * p for r, p in zip(runs, per))
-              for f in ("rx_vol", "rx_invol", "tx_vol", "tx_invol")]
+        sw = per_gib("rx_vol", "rx_invol", "tx_vol", "tx_invol")
         switches = f"{sw[0]:,.0f} / {sw[1]:,.0f}, {sw[2]:,.0f} / {sw[3]:,.0f}"
         print(f"| {name} | {mmm(gbit, '.1f')} | {vs_gbit} | {mmm(cpu, '.3f')} | {vs_cpu} "
               f"| {split} | {switches} |")
